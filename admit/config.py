@@ -1,0 +1,94 @@
+"""Settings of admit: annotation keys, label keys, scheduler name, failure mode, timeouts.
+
+Every user-facing key and name is configurable (DESIGN.md, "User-facing API"). The defaults follow:
+
+- the pod-group label ``scheduling.x-k8s.io/pod-group`` and the PodGroup API ``scheduling.x-k8s.io/v1alpha1``
+  of kubernetes-sigs/scheduler-plugins v0.25.7 and later (``apis/scheduling/v1alpha1/types.go``,
+  ``PodGroupLabel``); older releases used ``pod-group.scheduling.sigs.k8s.io`` and ``scheduling.sigs.k8s.io``;
+- the scheduler profile name ``scheduler-plugins-scheduler`` of the scheduler-plugins Helm chart (second-scheduler
+  install); a single-scheduler install keeps ``default-scheduler``.
+
+A :class:`Config` is immutable and built once per process (``admit serve``) or per run (``admit review``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+FailureMode = Literal["deny", "allow"]
+
+DEFAULT_ANNOTATION_PREFIX = "gang.admit.dev"
+DEFAULT_SCHEDULER_NAME = "scheduler-plugins-scheduler"
+KUBE_DEFAULT_SCHEDULER = "default-scheduler"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+POD_GROUP_API_GROUP = "scheduling.x-k8s.io"
+POD_GROUP_API_VERSION = "v1alpha1"
+POD_GROUP_PLURAL = "podgroups"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "admit"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Immutable settings shared by the decision code, the server and the controller.
+
+    Attributes:
+        annotation_prefix: prefix of the workload annotations (``<prefix>/min-member`` ...).
+        scheduler_name: ``spec.schedulerName`` injected into gang pods: the scheduler profile that runs the
+            Coscheduling plugin.
+        pod_group_label: pod label naming the PodGroup (scheduler-plugins ``PodGroupLabel``).
+        pod_group_group / pod_group_version / pod_group_plural: the PodGroup API (CRD) coordinates.
+        failure_mode: what to answer when the Kubernetes API cannot be reached during admission:
+            ``"deny"`` (refuse with the reason) or ``"allow"`` (admit with a warning).
+        api_timeout_seconds: total budget (seconds, float) for the Kubernetes API calls of one admission request;
+            keep it well inside the webhook's ``timeoutSeconds`` (default 10 s, Kubernetes docs
+            "Dynamic Admission Control", timeouts).
+        max_body_bytes: largest AdmissionReview body accepted (bytes); larger gets HTTP 413.
+        kubeflow_gang_by_operator: the Kubeflow training-operator itself creates PodGroups
+            (``--gang-scheduler-name``); admit then only validates Kubeflow jobs.
+        create_pod_groups: create/patch PodGroups at admission (off for offline ``admit review``).
+    """
+
+    annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    pod_group_label: str = POD_GROUP_LABEL
+    pod_group_group: str = POD_GROUP_API_GROUP
+    pod_group_version: str = POD_GROUP_API_VERSION
+    pod_group_plural: str = POD_GROUP_PLURAL
+    failure_mode: FailureMode = "deny"
+    api_timeout_seconds: float = 3.0
+    max_body_bytes: int = 3 * 1024 * 1024
+    kubeflow_gang_by_operator: bool = False
+    create_pod_groups: bool = True
+
+    # Derived annotation keys (computed in __post_init__ so the hot path never formats strings).
+    min_member_key: str = dataclasses.field(init=False, default="")
+    timeout_key: str = dataclasses.field(init=False, default="")
+    min_resources_key: str = dataclasses.field(init=False, default="")
+    pod_group_key: str = dataclasses.field(init=False, default="")
+    spark_executors_key: str = dataclasses.field(init=False, default="")
+    spark_executor_resources_key: str = dataclasses.field(init=False, default="")
+    managed_label: str = dataclasses.field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        p = self.annotation_prefix.rstrip("/")
+        object.__setattr__(self, "min_member_key", f"{p}/min-member")
+        object.__setattr__(self, "timeout_key", f"{p}/schedule-timeout-seconds")
+        object.__setattr__(self, "min_resources_key", f"{p}/min-resources")
+        object.__setattr__(self, "pod_group_key", f"{p}/pod-group")
+        object.__setattr__(self, "spark_executors_key", f"{p}/spark-executors")
+        object.__setattr__(self, "spark_executor_resources_key", f"{p}/spark-executor-resources")
+        object.__setattr__(self, "managed_label", f"{p}/managed")
+
+    @property
+    def pod_group_api_version(self) -> str:
+        """``"<group>/<version>"`` of the PodGroup API, e.g. ``"scheduling.x-k8s.io/v1alpha1"``."""
+        return f"{self.pod_group_group}/{self.pod_group_version}"
+
+    def replace(self, **changes: object) -> "Config":
+        """A copy with ``changes`` applied (derived keys recomputed)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        fields.update(changes)
+        return Config(**fields)  # type: ignore[arg-type]
