@@ -386,14 +386,16 @@ def is_signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
     return True
 
 
-def load_pair(cert_pem: bytes | str, key_pem: bytes | str, what: str = "tls.crt/tls.key") -> CertifiedKey:
+def load_pair(
+    cert_pem: bytes | str, key_pem: bytes | str, cert_name: str = "tls.crt", key_name: str = "tls.key"
+) -> CertifiedKey:
     """Parse a certificate (first PEM block; further blocks are intermediates) and its key, check they match.
+
+    ``cert_name``/``key_name`` name the sources (file path, Secret key) in error messages.
 
     Raises:
         CertificateError: either part is corrupt/truncated/empty, or the key does not belong to the certificate.
     """
-    cert_name, _, key_name = what.partition("/")
-    key_name = key_name or "private key"
     certs = load_certificates(cert_pem, cert_name)
     key = load_private_key(key_pem, key_name)
     if not key_matches_certificate(certs[0], key):

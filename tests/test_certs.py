@@ -125,7 +125,7 @@ def test_a_key_that_does_not_match_its_certificate_is_refused(
     ca: certs.CertifiedKey, leaf: certs.CertifiedKey
 ) -> None:
     with pytest.raises(CertificateError, match="tls.key does not match tls.crt"):
-        certs.load_pair(leaf.cert_pem, ca.key_pem, what="tls.crt/tls.key")
+        certs.load_pair(leaf.cert_pem, ca.key_pem)
 
 
 @pytest.mark.parametrize(
@@ -141,14 +141,14 @@ def test_corrupt_empty_or_truncated_certificates_raise_one_clear_error(
     leaf: certs.CertifiedKey, cert_pem: bytes, message: str
 ) -> None:
     with pytest.raises(CertificateError, match=message) as info:
-        certs.load_pair(cert_pem, leaf.key_pem, what="tls.crt/tls.key")
+        certs.load_pair(cert_pem, leaf.key_pem)
     assert "\n" not in str(info.value)
 
 
 def test_a_half_written_key_raises_without_echoing_key_material(leaf: certs.CertifiedKey) -> None:
     half = leaf.key_pem[: len(leaf.key_pem) // 2]
     with pytest.raises(CertificateError, match="tls.key cannot be parsed") as info:
-        certs.load_pair(leaf.cert_pem, half, what="tls.crt/tls.key")
+        certs.load_pair(leaf.cert_pem, half)
     body = leaf.key_pem.decode().splitlines()[1]
     assert body[:20] not in str(info.value)
     assert "PRIVATE KEY" not in repr(leaf) and body[:20] not in repr(leaf)
