@@ -1,0 +1,214 @@
+{{/*
+Name of the chart, overridable with nameOverride.
+*/}}
+{{- define "admit.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Full name of the release's objects: <release>-admit, or <release> when it already contains the chart name.
+Also the name of the two (cluster-scoped) webhook configurations, so two releases never collide.
+*/}}
+{{- define "admit.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "admit.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "admit.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "admit.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "admit.labels" -}}
+helm.sh/chart: {{ include "admit.chart" . }}
+{{ include "admit.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: admission-webhook
+app.kubernetes.io/part-of: admit
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "admit.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "admit.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Secret with the serving certificate (and, in self mode, the CA admit manages). */}}
+{{- define "admit.secretName" -}}
+{{- default (printf "%s-tls" (include "admit.fullname" .)) .Values.certificates.secretName -}}
+{{- end -}}
+
+{{- define "admit.leaseName" -}}
+{{- default (printf "%s-controller" (include "admit.fullname" .)) .Values.controller.leaseName -}}
+{{- end -}}
+
+{{/* Namespace label of webhook.namespaceSelector. */}}
+{{- define "admit.namespaceLabel" -}}
+{{- default (printf "%s/webhook" .Values.config.annotationPrefix) .Values.webhook.namespaceSelector.label -}}
+{{- end -}}
+
+{{/* cert-manager: the serving Certificate, and the "<namespace>/<name>" its CA injector reads. */}}
+{{- define "admit.certificateName" -}}
+{{- printf "%s-serving" (include "admit.fullname" .) -}}
+{{- end -}}
+
+{{- define "admit.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Checks across values that values.schema.json cannot express. Included by every template that depends on them,
+so a bad combination fails `helm install` with a message instead of rendering a webhook that cannot work.
+*/}}
+{{- define "admit.validate" -}}
+{{- if ge (float64 .Values.config.apiTimeoutSeconds) (float64 .Values.webhook.timeoutSeconds) -}}
+{{- fail (printf "config.apiTimeoutSeconds (%v) must be lower than webhook.timeoutSeconds (%v): admit has to answer before the API server gives up on it" .Values.config.apiTimeoutSeconds .Values.webhook.timeoutSeconds) -}}
+{{- end -}}
+{{- if and (eq .Values.certificates.mode "certManager") .Values.certificates.certManager.issuerRef (not .Values.certificates.certManager.issuerRef.name) -}}
+{{- fail "certificates.certManager.issuerRef needs a name (or leave it empty for the chart's own CA)" -}}
+{{- end -}}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+{{- fail "serviceAccount.name is required when serviceAccount.create is false" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+namespaceSelector of every webhook: never kube-system nor the release namespace (admit's own pods must be able
+to start while admit is down), nor the extra excluded namespaces; optIn mode selects only labelled namespaces,
+optOut mode skips namespaces labelled <label>=disabled. kubernetes.io/metadata.name is set on every namespace
+by the API server (Kubernetes >= 1.22).
+*/}}
+{{- define "admit.namespaceSelector" -}}
+{{- $excluded := concat (list "kube-system" .Release.Namespace) .Values.webhook.namespaceSelector.excludeNamespaces | uniq -}}
+{{- $label := include "admit.namespaceLabel" . -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+        {{- range $excluded }}
+        - {{ . | quote }}
+        {{- end }}
+    {{- if eq .Values.webhook.namespaceSelector.mode "optIn" }}
+    - key: {{ $label | quote }}
+      operator: In
+      values: ["enabled"]
+    {{- else }}
+    - key: {{ $label | quote }}
+      operator: NotIn
+      values: ["disabled"]
+    {{- end }}
+{{- end -}}
+
+{{/*
+CEL: the object (or, on UPDATE, its previous version) carries an annotation or label with admit's prefix.
+*/}}
+{{- define "admit.celHasPrefix" -}}
+{{- $p := printf "%s/" .prefix -}}
+{{- $o := .obj -}}
+(has({{ $o }}.metadata.annotations) && {{ $o }}.metadata.annotations.exists(k, k.startsWith('{{ $p }}'))) || (has({{ $o }}.metadata.labels) && {{ $o }}.metadata.labels.exists(k, k.startsWith('{{ $p }}')))
+{{- end -}}
+
+{{/* matchConditions of the workload webhooks. */}}
+{{- define "admit.workloadMatchConditions" -}}
+{{- if .Values.webhook.matchConditions.enabled -}}
+{{- $p := .Values.config.annotationPrefix -}}
+matchConditions:
+  - name: uses-admit
+    expression: >-
+      {{ include "admit.celHasPrefix" (dict "obj" "object" "prefix" $p) }} ||
+      (request.operation == 'UPDATE' && ({{ include "admit.celHasPrefix" (dict "obj" "oldObject" "prefix" $p) }}))
+{{- end }}
+{{- end -}}
+
+{{/* matchConditions of the pod webhooks. */}}
+{{- define "admit.podMatchConditions" -}}
+{{- if .Values.webhook.matchConditions.enabled -}}
+{{- $p := .Values.config.annotationPrefix -}}
+matchConditions:
+  - name: gang-pod
+    expression: >-
+      {{ include "admit.celHasPrefix" (dict "obj" "object" "prefix" $p) }} ||
+      (has(object.metadata.labels) && ('scheduling.x-k8s.io/pod-group' in object.metadata.labels ||
+      'pod-group.scheduling.sigs.k8s.io' in object.metadata.labels || 'spark-role' in object.metadata.labels))
+{{- end }}
+{{- end -}}
+
+{{/* Rules for the workload kinds admit handles (CREATE and UPDATE). */}}
+{{- define "admit.workloadRules" -}}
+- apiGroups: ["apps"]
+  apiVersions: ["v1"]
+  resources: ["deployments", "statefulsets", "replicasets"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+- apiGroups: ["batch"]
+  apiVersions: ["v1"]
+  resources: ["jobs"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+{{- if .Values.workloads.kubeflow }}
+- apiGroups: ["kubeflow.org"]
+  apiVersions: ["v1"]
+  resources: ["tfjobs", "pytorchjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+- apiGroups: ["kubeflow.org"]
+  apiVersions: ["v2beta1"]
+  resources: ["mpijobs"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+{{- end }}
+{{- if .Values.workloads.spark }}
+- apiGroups: ["sparkoperator.k8s.io"]
+  apiVersions: ["v1beta2"]
+  resources: ["sparkapplications"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+{{- end }}
+{{- end -}}
+
+{{/* Fields every webhook of both configurations shares. */}}
+{{- define "admit.webhookCommon" -}}
+admissionReviewVersions: ["v1"]
+sideEffects: NoneOnDryRun
+matchPolicy: Equivalent
+timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
+{{ include "admit.namespaceSelector" . }}
+{{- end -}}
+
+{{/* clientConfig of a webhook; path is /mutate or /validate. caBundle: see the webhook configurations. */}}
+{{- define "admit.clientConfig" -}}
+clientConfig:
+  service:
+    name: {{ include "admit.fullname" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: {{ .root.Values.service.port }}
+{{- end -}}
+
+{{/* Annotations of the webhook configurations (cert-manager CA injection). */}}
+{{- define "admit.webhookAnnotations" -}}
+{{- if eq .Values.certificates.mode "certManager" -}}
+annotations:
+  cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "admit.certificateName" .) | quote }}
+{{- end }}
+{{- end -}}
