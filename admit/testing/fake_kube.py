@@ -1,0 +1,1729 @@
+"""A fake Kubernetes API server over real HTTP, for tests and benchmarks.
+
+``FakeKubeAPI`` serves the Kubernetes REST protocol on ``127.0.0.1`` with aiohttp, well enough that the
+unmodified ``kubernetes_asyncio`` client (``CoreV1Api``, ``AppsV1Api``, ``CoordinationV1Api``,
+``AdmissionregistrationV1Api``, ``CustomObjectsApi``, ``EventsV1Api`` and ``kubernetes_asyncio.watch.Watch``)
+works against it. Everything lives in memory; nothing is persisted.
+
+Usage in a test::
+
+    async with FakeKubeAPI() as api:
+        async with api.api_client() as client:
+            pods = kubernetes_asyncio.client.CoreV1Api(client)
+            await pods.create_namespaced_pod("default", {...})
+        assert api.requests_for("pods", "POST")
+
+Standalone (a benchmark running it in another process)::
+
+    python -m admit.testing.fake_kube --port 8001     # prints http://127.0.0.1:8001, serves until SIGTERM/SIGINT
+    curl http://127.0.0.1:8001/_fake/stats           # {"total": N, "counts": {"POST podgroups": 3, ...}, "by": [...]}
+    curl -X POST http://127.0.0.1:8001/_fake/reset-stats
+
+What follows the real kube-apiserver (and where it deliberately does not):
+
+* Objects are stored under ``(group, version, plural, namespace or None, name)``. Unlike a real cluster, two versions
+  of one resource (``kubeflow.org/v1`` and ``v2beta1`` ``mpijobs``) and the two Event APIs (core ``v1`` and
+  ``events.k8s.io/v1``) are separate collections: there is no conversion between versions.
+* ``resourceVersion`` is one global increasing integer (as a string), bumped by every write, like etcd's revision.
+  A write that changes nothing is a no-op: no new resourceVersion and no watch event (as the real server).
+* ``metadata.generation`` starts at 1 and is bumped when anything outside ``metadata`` (and outside ``status`` for
+  resources with a status subresource) changes, and when ``deletionTimestamp`` is set.
+* Resources with a ``/status`` subresource ignore ``status`` on create and on writes to the main resource, and the
+  ``/status`` endpoint only changes ``status`` (Kubernetes' status strategies). A created Pod gets
+  ``status.phase: Pending``.
+* Custom resources (``custom=True``: every group that is not a Kubernetes built-in group) behave like CRDs:
+  ``kind``/``apiVersion`` are required in bodies, PUT without ``metadata.resourceVersion`` is 422 (CRDs do not allow
+  unconditional updates), strategic merge patch is 415.
+* Deleting an object with ``metadata.finalizers`` only sets ``deletionTimestamp`` (MODIFIED); the object goes away
+  (DELETED) when an update removes the last finalizer.
+* Validation is limited to what catches real client bugs: names (RFC 1123 subdomain), label keys and values (63
+  characters), Lease ``MicroTime`` fields (exactly six fractional digits and a zone, as the Go layout
+  ``2006-01-02T15:04:05.000000Z07:00`` demands), Event times, base64 in ``Secret.data``/``ConfigMap.binaryData`` and
+  webhook ``caBundle``. ``Secret.stringData`` is folded into ``data`` as the real server does.
+* Not emulated: namespaces are not required to exist and deleting one does not delete its contents; admission,
+  authentication, defaulting, server-side apply (415), managedFields, propagationPolicy=Foreground, list snapshots.
+
+Direct access for tests (no HTTP, no validation, still emits watch events): ``put``, ``get``, ``delete_object``,
+``objects``. Fault injection: ``fail``, ``delay``, ``forbid``. Watch control: ``compact``, ``drop_watches``,
+``send_bookmarks``, ``open_watches``. Request log: ``requests``, ``requests_for``, ``clear_requests``, ``stats``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import binascii
+import copy
+import json
+import random
+import re
+import signal
+import sys
+import time
+import uuid
+from collections import Counter, deque
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+import jsonpatch
+from aiohttp import web
+
+__all__ = ["FakeKubeAPI", "RequestRecord", "ResourceType", "BUILTIN_RESOURCES", "status_object", "main"]
+
+JSON = dict[str, Any]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Resource registry
+# --------------------------------------------------------------------------------------------------------------
+
+#: API groups served by kube-apiserver itself; resources of any other group are treated as CRDs.
+BUILTIN_GROUPS = frozenset(
+    {
+        "",
+        "apps",
+        "batch",
+        "autoscaling",
+        "policy",
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "admissionregistration.k8s.io",
+        "rbac.authorization.k8s.io",
+        "networking.k8s.io",
+        "storage.k8s.io",
+        "scheduling.k8s.io",
+        "apiextensions.k8s.io",
+        "discovery.k8s.io",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One served resource: ``group`` ("" for core), ``version``, ``kind``, ``plural``, ``namespaced``.
+
+    ``status``: has a ``/status`` subresource (status strategy applies). ``scale``: has an autoscaling/v1 ``/scale``
+    subresource reading/writing ``spec.replicas``. ``custom``: served like a CRD (see the module docstring).
+    """
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+    status: bool = True
+    scale: bool = False
+    custom: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.group, self.version, self.plural)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def qualified(self) -> str:
+        """``pods`` or ``deployments.apps``: how the real server names the resource in error messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+def _rt(group: str, version: str, kind: str, plural: str, namespaced: bool = True, *, status: bool = True,
+        scale: bool = False) -> ResourceType:
+    return ResourceType(group, version, kind, plural, namespaced, status, scale, group not in BUILTIN_GROUPS)
+
+
+#: The resources every FakeKubeAPI serves; ``FakeKubeAPI.register`` adds more.
+BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
+    _rt("", "v1", "Pod", "pods"),
+    _rt("", "v1", "Secret", "secrets", status=False),
+    _rt("", "v1", "ConfigMap", "configmaps", status=False),
+    _rt("", "v1", "Service", "services"),
+    _rt("", "v1", "Event", "events", status=False),
+    _rt("", "v1", "Namespace", "namespaces", namespaced=False),
+    _rt("apps", "v1", "Deployment", "deployments", scale=True),
+    _rt("apps", "v1", "StatefulSet", "statefulsets", scale=True),
+    _rt("apps", "v1", "ReplicaSet", "replicasets", scale=True),
+    _rt("apps", "v1", "DaemonSet", "daemonsets"),
+    _rt("batch", "v1", "Job", "jobs"),
+    _rt("coordination.k8s.io", "v1", "Lease", "leases", status=False),
+    _rt("events.k8s.io", "v1", "Event", "events", status=False),
+    _rt("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
+        namespaced=False, status=False),
+    _rt("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations",
+        namespaced=False, status=False),
+    _rt("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
+    _rt("kubeflow.org", "v1", "TFJob", "tfjobs"),
+    _rt("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
+    _rt("kubeflow.org", "v1", "MPIJob", "mpijobs"),
+    _rt("kubeflow.org", "v1", "XGBoostJob", "xgboostjobs"),
+    _rt("kubeflow.org", "v1", "PaddleJob", "paddlejobs"),
+    _rt("kubeflow.org", "v1", "JAXJob", "jaxjobs"),
+    _rt("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
+    _rt("sparkoperator.k8s.io", "v1beta2", "SparkApplication", "sparkapplications"),
+)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Status objects and errors
+# --------------------------------------------------------------------------------------------------------------
+
+_REASON_BY_CODE = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def status_object(code: int, reason: str, message: str, details: JSON | None = None) -> JSON:
+    """A ``kind: Status`` failure body exactly shaped like the real server's (``details`` only when given)."""
+    body: JSON = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+class ApiError(Exception):
+    """Raised inside request handling; turned into a ``Status`` response with HTTP status ``code``."""
+
+    def __init__(self, code: int, reason: str, message: str, details: JSON | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def body(self) -> JSON:
+        return status_object(self.code, self.reason, self.message, self.details)
+
+    def response(self) -> web.Response:
+        return _json_response(self.body(), self.code, self.headers)
+
+
+def _details(rt: ResourceType, name: str | None) -> JSON:
+    # Real server: details {name, group (omitted when ""), kind: <resource plural>}.
+    d: JSON = {}
+    if name:
+        d["name"] = name
+    if rt.group:
+        d["group"] = rt.group
+    d["kind"] = rt.plural
+    return d
+
+
+def _not_found(rt: ResourceType, name: str) -> ApiError:
+    return ApiError(404, "NotFound", f'{rt.qualified} "{name}" not found', _details(rt, name))
+
+
+def _already_exists(rt: ResourceType, name: str) -> ApiError:
+    return ApiError(409, "AlreadyExists", f'{rt.qualified} "{name}" already exists', _details(rt, name))
+
+
+def _conflict(rt: ResourceType, name: str, why: str | None = None) -> ApiError:
+    why = why or "the object has been modified; please apply your changes to the latest version and try again"
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {rt.qualified} "{name}": {why}',
+                    _details(rt, name))
+
+
+def _invalid(rt: ResourceType, name: str, causes: str) -> ApiError:
+    return ApiError(422, "Invalid", f'{rt.kind} "{name}" is invalid: {causes}', _details(rt, name))
+
+
+def _bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def _json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=_dumps(data), status=status, headers=headers, content_type="application/json")
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Small helpers: time, selectors, patches, validation
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _now() -> str:
+    """RFC 3339 with seconds precision and ``Z``, like ``metav1.Time``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _query_bool(value: str | None) -> bool:
+    """Kubernetes' query bool conversion: present and not "0"/"false" (any case) means true."""
+    if value is None:
+        return False
+    return not (value == "0" or value.lower() == "false")
+
+
+def _split_top_level(s: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in s:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+_SEL_KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
+_RE_EXISTS = re.compile(rf"^(!?)\s*({_SEL_KEY})$")
+_RE_SET = re.compile(rf"^({_SEL_KEY})\s+(in|notin)\s*\((.*)\)$")
+_RE_CMP = re.compile(rf"^({_SEL_KEY})\s*(==|=|!=|>|<)\s*([-A-Za-z0-9_.]*)$")
+
+Selector = Callable[[dict], bool]
+
+
+def parse_label_selector(text: str | None) -> Selector | None:
+    """Parse a label selector string (``a=b,c!=d,e,!f,g in (x,y),h notin (z),n>3``) into a predicate on a labels dict.
+
+    Follows ``k8s.io/apimachinery/pkg/labels``: ``!=`` and ``notin`` also match objects without the key; ``>``/``<``
+    need the key and integer values. Raises ``ApiError`` 400 on syntax errors.
+    """
+    if not text or not text.strip():
+        return None
+    reqs: list[Selector] = []
+    for part in _split_top_level(text):
+        m = _RE_SET.match(part)
+        if m:
+            key, op, vals = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",") if v.strip()}
+            if op == "in":
+                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) in vs)
+            else:
+                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) not in vs)
+            continue
+        m = _RE_CMP.match(part)
+        if m:
+            key, op, val = m.groups()
+            if op in ("=", "=="):
+                reqs.append(lambda labels, k=key, v=val: labels.get(k) == v)
+            elif op == "!=":
+                reqs.append(lambda labels, k=key, v=val: labels.get(k) != v)
+            else:
+                try:
+                    num = int(val)
+                except ValueError:
+                    raise _bad_request(f"unable to parse requirement: {part!r}: value must be an integer") from None
+
+                def cmp(labels: dict, k: str = key, n: int = num, gt: bool = op == ">") -> bool:
+                    try:
+                        have = int(labels[k])
+                    except (KeyError, ValueError):
+                        return False
+                    return have > n if gt else have < n
+
+                reqs.append(cmp)
+            continue
+        m = _RE_EXISTS.match(part)
+        if m:
+            neg, key = m.groups()
+            if neg:
+                reqs.append(lambda labels, k=key: k not in labels)
+            else:
+                reqs.append(lambda labels, k=key: k in labels)
+            continue
+        raise _bad_request(f"unable to parse requirement: found '{part}', expected: key, operator and values")
+    return lambda labels: all(r(labels) for r in reqs)
+
+
+def _field_value(obj: JSON, path: str) -> str:
+    cur: Any = obj
+    for seg in path.split("."):
+        if not isinstance(cur, dict):
+            return ""
+        cur = cur.get(seg)
+    if cur is None:
+        return ""
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    return str(cur)
+
+
+def parse_field_selector(text: str | None) -> Callable[[JSON], bool] | None:
+    """Parse a field selector (``metadata.name=x,metadata.namespace!=y``) into a predicate on an object.
+
+    Any dotted path is accepted (the real server only accepts per-resource field lists such as ``metadata.name``,
+    ``metadata.namespace``, ``spec.nodeName``, ``status.phase``); missing fields compare as "".
+    """
+    if not text or not text.strip():
+        return None
+    reqs = []
+    for part in _split_top_level(text):
+        m = re.match(r"^([A-Za-z0-9_.\-]+)\s*(==|=|!=)\s*(.*)$", part)
+        if not m:
+            raise _bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
+        path, op, val = m.groups()
+        if op == "!=":
+            reqs.append(lambda o, p=path, v=val: _field_value(o, p) != v)
+        else:
+            reqs.append(lambda o, p=path, v=val: _field_value(o, p) == v)
+    return lambda o: all(r(o) for r in reqs)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch. Returns a new value; ``target`` is not modified."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            result.pop(k, None)
+        else:
+            result[k] = merge_patch(result.get(k), v)
+    return result
+
+
+def _is_named_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "name" in i for i in value)
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """A good-enough strategic merge patch: a merge patch where lists of objects that all carry a ``name`` key are
+    merged item by item by ``name`` (Kubernetes' ``patchMergeKey: name`` on containers, env, volumes, webhooks...),
+    ``$patch: delete`` removes a list item or map, ``$patch: replace`` replaces a map, other ``$``-directives are
+    dropped, and all other lists are replaced. Returns a new value (``None`` for a deleted map)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    directive = patch.get("$patch")
+    if directive == "delete":
+        return None
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if not k.startswith("$")}
+    result = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if k.startswith("$"):
+            continue
+        if v is None:
+            result.pop(k, None)
+        elif isinstance(v, dict):
+            merged = strategic_merge_patch(result.get(k), v)
+            if merged is None:
+                result.pop(k, None)
+            else:
+                result[k] = merged
+        elif _is_named_list(v) and (_is_named_list(result.get(k)) or result.get(k) == []):
+            out = [copy.deepcopy(i) for i in result[k]]
+            for item in v:
+                idx = next((i for i, cur in enumerate(out) if cur.get("name") == item["name"]), None)
+                if item.get("$patch") == "delete":
+                    if idx is not None:
+                        out.pop(idx)
+                elif idx is None:
+                    out.append(strategic_merge_patch({}, item))
+                else:
+                    out[idx] = strategic_merge_patch(out[idx], item)
+            result[k] = out
+        else:
+            result[k] = copy.deepcopy(v)
+    return result
+
+
+_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json")
+
+
+def apply_patch(rt: ResourceType | None, target: JSON, content_type: str | None, patch: Any) -> JSON:
+    """Apply a PATCH body to ``target`` (not modified) according to its Content-Type, as the real server does:
+    json-patch (body must be a list: 400 otherwise, 422 when an operation fails), merge-patch, strategic merge
+    (415 for custom resources, which do not support it), 415 for any other type (including server-side apply)."""
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    if ctype == "application/json-patch+json":
+        if not isinstance(patch, list):
+            raise _bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+        try:
+            ops = jsonpatch.JsonPatch(patch)
+        except (jsonpatch.InvalidJsonPatch, TypeError, AttributeError, KeyError) as e:
+            raise _bad_request(f"invalid JSON patch: {e}") from None
+        try:
+            result = ops.apply(copy.deepcopy(target))
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+            raise ApiError(422, "Invalid", str(e)) from None
+        if not isinstance(result, dict):
+            raise ApiError(422, "Invalid", "the patch did not produce an object")
+        return result
+    if ctype == "application/merge-patch+json":
+        if not isinstance(patch, dict):
+            raise _bad_request("json: cannot unmarshal non-object into merge patch")
+        return merge_patch(copy.deepcopy(target), patch)
+    if ctype == "application/strategic-merge-patch+json" and not (rt is not None and rt.custom):
+        if not isinstance(patch, dict):
+            raise _bad_request("json: cannot unmarshal non-object into strategic merge patch")
+        return strategic_merge_patch(copy.deepcopy(target), patch)
+    accepted = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    if not (rt is not None and rt.custom):
+        accepted = "application/json-patch+json, application/merge-patch+json, " \
+                   "application/strategic-merge-patch+json, application/apply-patch+yaml"
+    raise ApiError(415, "UnsupportedMediaType",
+                   f"the body of the request was in an unknown format - accepted media types include: {accepted}")
+
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+_GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphabet
+
+#: MicroTime (``.000000`` required) and Time fields checked per (group, plural), as dotted paths.
+_TIME_FIELDS: dict[tuple[str, str], tuple[tuple[str, bool], ...]] = {
+    ("coordination.k8s.io", "leases"): (("spec.acquireTime", True), ("spec.renewTime", True)),
+    ("", "events"): (("eventTime", True), ("series.lastObservedTime", True), ("firstTimestamp", False),
+                     ("lastTimestamp", False)),
+    ("events.k8s.io", "events"): (("eventTime", True), ("series.lastObservedTime", True),
+                                  ("deprecatedFirstTimestamp", False), ("deprecatedLastTimestamp", False)),
+}
+
+
+def _label_key_error(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"prefix part must be a lowercase RFC 1123 subdomain: {key!r}"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return (f"name part must consist of alphanumeric characters, '-', '_' or '.', must start and end with an "
+                f"alphanumeric character and be no more than 63 characters: {key!r}")
+    return None
+
+
+def _b64_error(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return "must be a base64 string"
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as e:
+        return f"illegal base64 data: {e}"
+    return None
+
+
+def _validate(rt: ResourceType, obj: JSON) -> None:
+    """The validations listed in the module docstring; raises 400/422 ``ApiError`` like the real server."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise _invalid(rt, name, f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 subdomain must '
+                                 f"consist of lower case alphanumeric characters, '-' or '.', and must start and end "
+                                 f"with an alphanumeric character")
+    for k, v in (meta.get("labels") or {}).items():
+        err = _label_key_error(k)
+        if err:
+            raise _invalid(rt, name, f"metadata.labels: Invalid value: {err}")
+        if not isinstance(v, str):
+            raise _bad_request(f"json: cannot unmarshal {type(v).__name__} into Go struct field "
+                               f"ObjectMeta.metadata.labels of type string")
+        if len(v) > 63:
+            raise _invalid(rt, name, f'metadata.labels: Invalid value: "{v}": must be no more than 63 characters')
+        if v and not _QUALIFIED_NAME.match(v):
+            raise _invalid(rt, name, f'metadata.labels: Invalid value: "{v}": a valid label must be an empty string '
+                                     f"or consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                                     f"end with an alphanumeric character")
+    for k, v in (meta.get("annotations") or {}).items():
+        err = _label_key_error(k)
+        if err:
+            raise _invalid(rt, name, f"metadata.annotations: Invalid value: {err}")
+        if not isinstance(v, str):
+            raise _bad_request(f"json: cannot unmarshal {type(v).__name__} into Go struct field "
+                               f"ObjectMeta.metadata.annotations of type string")
+    for path, micro in _TIME_FIELDS.get((rt.group, rt.plural), ()):
+        value: Any = obj
+        for seg in path.split("."):
+            value = value.get(seg) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        layout = "2006-01-02T15:04:05.000000Z07:00" if micro else "2006-01-02T15:04:05Z07:00"
+        if not isinstance(value, str) or not (_MICRO_TIME if micro else _TIME).match(value):
+            raise _bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                               f'{path}: parsing time "{value}" as "{layout}": cannot parse')
+    if rt.group == "" and rt.plural in ("secrets", "configmaps"):
+        field_name = "data" if rt.plural == "secrets" else "binaryData"
+        for k, v in (obj.get(field_name) or {}).items():
+            err = _b64_error(v)
+            if err:
+                raise _bad_request(f'{rt.kind} in version "v1" cannot be handled as a {rt.kind}: {field_name}[{k}]: '
+                                   f"{err}")
+    if rt.group == "admissionregistration.k8s.io":
+        for i, hook in enumerate(obj.get("webhooks") or []):
+            err = _b64_error(((hook or {}).get("clientConfig") or {}).get("caBundle"))
+            if err:
+                raise _bad_request(f'{rt.kind} in version "v1" cannot be handled as a {rt.kind}: '
+                                   f"webhooks[{i}].clientConfig.caBundle: {err}")
+
+
+def _normalize(rt: ResourceType, obj: JSON) -> None:
+    """Server-side conversions applied on every write: Secret ``stringData`` is base64-encoded into ``data``."""
+    if rt.group == "" and rt.plural == "secrets" and "stringData" in obj:
+        string_data = obj.pop("stringData") or {}
+        if string_data:
+            data = dict(obj.get("data") or {})
+            for k, v in string_data.items():
+                data[k] = base64.b64encode(str(v).encode()).decode()
+            obj["data"] = data
+
+
+def _label_selector_string(selector: Any) -> str:
+    """metav1.LabelSelector -> its string form (what Scale.status.selector carries)."""
+    if not isinstance(selector, dict):
+        return ""
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        op, key, vals = expr.get("operator"), expr.get("key"), ",".join(sorted(expr.get("values") or []))
+        if op == "In":
+            parts.append(f"{key} in ({vals})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({vals})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(sorted(parts))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Request log, faults, watches
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestRecord:
+    """One API request as received. ``query`` maps each parameter to its (last) string value, ``body`` is the parsed
+    JSON (or None), ``resource`` the plural (None for discovery), ``verb`` the Kubernetes verb (get, list, watch,
+    create, update, patch, delete, deletecollection; None for discovery), ``status`` the HTTP status answered
+    (set once answered; 200 for a watch stream), ``time`` the ``time.monotonic()`` of arrival."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    content_type: str | None
+    body: Any
+    resource: str | None = None
+    subresource: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    group: str | None = None
+    version: str | None = None
+    verb: str | None = None
+    status: int | None = None
+    time: float = field(default_factory=time.monotonic)
+
+    @property
+    def stats_key(self) -> str:
+        """``"POST podgroups"``, ``"PATCH deployments/scale"``, ``"GET /apis"`` for non-resource requests."""
+        if self.resource is None:
+            return f"{self.method} {self.path}"
+        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.method} {res}"
+
+
+def _method_matches(spec: str, rec: RequestRecord) -> bool:
+    spec_l = spec.lower()
+    return spec == "*" or spec.upper() == rec.method or (rec.verb is not None and spec_l == rec.verb)
+
+
+def _plural_matches(spec: str, rec: RequestRecord) -> bool:
+    if rec.resource is None:
+        return False
+    if spec == "*":
+        return True
+    plural, _, sub = spec.partition("/")
+    if plural != rec.resource:
+        return False
+    return not sub or sub == rec.subresource
+
+
+@dataclass
+class _Fault:
+    kind: str  # "fail" | "delay" | "forbid"
+    method: str
+    plural: str
+    remaining: int | None
+    name: str | None = None
+    status: int = 500
+    reason: str = "InternalError"
+    message: str | None = None
+    seconds: float = 0.0
+
+    def matches(self, rec: RequestRecord) -> bool:
+        return (_method_matches(self.method, rec) and _plural_matches(self.plural, rec)
+                and (self.name is None or self.name == rec.name))
+
+
+@dataclass
+class _Event:
+    rv: int
+    type: str  # ADDED | MODIFIED | DELETED
+    rt_key: tuple[str, str, str]
+    namespace: str | None
+    obj: JSON
+    old: JSON | None
+
+
+_CLOSE = object()
+_ABORT = object()
+
+
+class _Watcher:
+    def __init__(self, rt: ResourceType, namespace: str | None, labels: Selector | None,
+                 fields: Callable[[JSON], bool] | None, bookmarks: bool) -> None:
+        self.rt = rt
+        self.namespace = namespace
+        self.labels = labels
+        self.fields = fields
+        self.bookmarks = bookmarks
+        self.queue: asyncio.Queue = asyncio.Queue()
+
+    def matches(self, obj: JSON | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj.get("metadata") or {}
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        if self.labels is not None and not self.labels(meta.get("labels") or {}):
+            return False
+        if self.fields is not None and not self.fields(obj):
+            return False
+        return True
+
+    def translate(self, ev: _Event) -> tuple[str, JSON] | None:
+        """The event this watcher sees: like the watch cache, an update that makes an object start (stop) matching
+        the selectors is delivered as ADDED (DELETED)."""
+        if ev.rt_key != self.rt.key:
+            return None
+        if ev.type == "MODIFIED":
+            now, before = self.matches(ev.obj), self.matches(ev.old)
+            if now and before:
+                return ("MODIFIED", ev.obj)
+            if now:
+                return ("ADDED", ev.obj)
+            if before:
+                return ("DELETED", ev.obj)
+            return None
+        return (ev.type, ev.obj) if self.matches(ev.obj) else None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------------------------
+
+
+class FakeKubeAPI:
+    """An in-memory Kubernetes API server on ``127.0.0.1`` (see the module docstring for the emulated semantics).
+
+    Args:
+        gc_orphans_after: seconds (e.g. 0.025) after which an object whose ``ownerReferences`` all name uids that are
+            not stored is deleted (a DELETED event), emulating kube-controller-manager's garbage collector; None
+            (default) disables it. Checked when such an object is written and when an owner is deleted; the object
+            survives if an owner with that uid exists when the delay expires.
+        history_limit: watch events kept for ``resourceVersion`` replay; older resourceVersions get 410 Expired.
+        bookmark_interval: seconds between BOOKMARK events on watches that sent ``allowWatchBookmarks=true``
+            (None: only on ``send_bookmarks()`` and after ``sendInitialEvents``).
+        record_requests: keep ``requests`` (the counters behind ``stats()`` are always kept).
+    """
+
+    def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
+                 bookmark_interval: float | None = None, record_requests: bool = True) -> None:
+        self.gc_orphans_after = gc_orphans_after
+        self.bookmark_interval = bookmark_interval
+        self.record_requests = record_requests
+        self._registry: dict[tuple[str, str, str], ResourceType] = {}
+        for rt in BUILTIN_RESOURCES:
+            self._registry[rt.key] = rt
+        self._data: dict[tuple[str, str, str], dict[tuple[str | None, str], JSON]] = {}
+        self._uids: dict[str, tuple[tuple[str, str, str], str | None, str]] = {}
+        self._rv = 1000
+        self._history: deque[_Event] = deque(maxlen=max(1, history_limit))
+        self._compacted_rv = 0
+        self._watchers: set[_Watcher] = set()
+        self._faults: list[_Fault] = []
+        self._gc_pending: dict[tuple, asyncio.Task] = {}
+        #: Objects the GC emulation deleted, as ``{"apiVersion", "kind", "namespace", "name", "uid"}``.
+        self.gc_deleted: list[JSON] = []
+        #: Every API request received (not ``/_fake/*``), oldest first.
+        self.requests: list[RequestRecord] = []
+        self._counts: Counter[str] = Counter()
+        self._count_rows: dict[str, tuple[str, str | None]] = {}
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self, port: int = 0) -> "FakeKubeAPI":
+        """Bind ``127.0.0.1:port`` (0: a random free port) and serve. Returns self."""
+        if self._runner is not None:
+            return self
+        app = web.Application(client_max_size=3 * 1024 * 1024)  # kube-apiserver's request body limit
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True,
+                               shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", port)
+        await site.start()
+        self._runner = runner
+        server = site._server  # noqa: SLF001 - the only way to learn the bound port of port=0
+        self._port = server.sockets[0].getsockname()[1] if server is not None else port
+        return self
+
+    async def stop(self) -> None:
+        """End open watches, cancel pending GC, stop serving. Idempotent."""
+        if self._runner is None:
+            return
+        await self.drop_watches()
+        for task in self._gc_pending.values():
+            task.cancel()
+        self._gc_pending.clear()
+        runner, self._runner = self._runner, None
+        await runner.cleanup()
+
+    async def __aenter__(self) -> "FakeKubeAPI":
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("FakeKubeAPI is not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` (after ``start``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def client_configuration(self) -> Any:
+        """A ``kubernetes_asyncio.client.Configuration`` pointing at this server (plain HTTP, no auth)."""
+        from kubernetes_asyncio import client as k8s
+
+        return k8s.Configuration(host=self.url)
+
+    def api_client(self) -> Any:
+        """A new ``kubernetes_asyncio.client.ApiClient`` for this server; close it (``async with`` or ``close()``)."""
+        from kubernetes_asyncio import client as k8s
+
+        return k8s.ApiClient(configuration=self.client_configuration())
+
+    # ---------------------------------------------------------------- registry
+
+    def register(self, group: str, version: str, kind: str, plural: str, namespaced: bool = True, *,
+                 status: bool = True, scale: bool = False, custom: bool | None = None) -> ResourceType:
+        """Serve another resource (``custom`` defaults to True for non-built-in groups: CRD semantics)."""
+        rt = ResourceType(group, version, kind, plural, namespaced, status, scale,
+                          group not in BUILTIN_GROUPS if custom is None else custom)
+        self._registry[rt.key] = rt
+        return rt
+
+    @property
+    def resources(self) -> list[ResourceType]:
+        return list(self._registry.values())
+
+    def resource_type(self, api_version: str, kind_or_plural: str) -> ResourceType:
+        """Look up a served resource by ``apiVersion`` and kind or plural (case-insensitive); KeyError if unknown."""
+        group, _, version = api_version.rpartition("/")
+        want = kind_or_plural.lower()
+        for rt in self._registry.values():
+            if rt.group == group and rt.version == version and want in (rt.plural, rt.kind.lower()):
+                return rt
+        raise KeyError(f"{api_version} {kind_or_plural} is not served by FakeKubeAPI; use register()")
+
+    # ---------------------------------------------------------------- direct store access
+
+    def put(self, obj: JSON) -> JSON:
+        """Insert or replace an object given with ``apiVersion``/``kind`` (namespace defaults to "default" for
+        namespaced resources), bypassing HTTP, validation and status strategies. Fills ``uid`` (kept from the stored
+        object if absent), ``creationTimestamp`` and ``generation`` when missing; always assigns a fresh
+        ``resourceVersion`` (a caller-chosen one would break watch ordering). Emits ADDED or MODIFIED. Returns a
+        copy of what was stored."""
+        rt = self.resource_type(obj["apiVersion"], obj["kind"])
+        new = copy.deepcopy(obj)
+        meta = new.setdefault("metadata", {})
+        ns = (meta.get("namespace") or "default") if rt.namespaced else None
+        if ns is None:
+            meta.pop("namespace", None)
+        else:
+            meta["namespace"] = ns
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise ValueError("put() needs metadata.name or metadata.generateName")
+            meta["name"] = self._generate_name(rt, ns, meta["generateName"])
+        existing = self._bucket(rt).get((ns, meta["name"]))
+        if existing is not None:
+            old_meta = existing["metadata"]
+            meta.setdefault("uid", old_meta.get("uid"))
+            meta.setdefault("creationTimestamp", old_meta.get("creationTimestamp"))
+            if "generation" not in meta:
+                gen = old_meta.get("generation", 1)
+                meta["generation"] = gen + 1 if self._spec_part(rt, new) != self._spec_part(rt, existing) else gen
+        else:
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", _now())
+            meta.setdefault("generation", 1)
+        stored = self._commit(rt, ns, meta["name"], existing, new)
+        return copy.deepcopy(stored)
+
+    def get(self, api_version: str, kind_or_plural: str, namespace: str | None, name: str) -> JSON | None:
+        """A copy of the stored object, or None."""
+        rt = self.resource_type(api_version, kind_or_plural)
+        obj = self._bucket(rt).get((namespace if rt.namespaced else None, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def delete_object(self, api_version: str, kind_or_plural: str, namespace: str | None, name: str) -> JSON | None:
+        """Remove an object at once (finalizers are ignored), emitting DELETED. Returns it, or None if absent."""
+        rt = self.resource_type(api_version, kind_or_plural)
+        ns = namespace if rt.namespaced else None
+        existing = self._bucket(rt).get((ns, name))
+        if existing is None:
+            return None
+        return copy.deepcopy(self._commit(rt, ns, name, existing, None))
+
+    def objects(self, plural: str, namespace: str | None = None, api_version: str | None = None) -> list[JSON]:
+        """Copies of all stored objects of a plural (or kind), in every group/version serving it unless
+        ``api_version`` is given, optionally in one namespace; sorted by (namespace, name)."""
+        want = plural.lower()
+        out = []
+        for rt in self._registry.values():
+            if want not in (rt.plural, rt.kind.lower()):
+                continue
+            if api_version is not None and rt.api_version != api_version:
+                continue
+            for (ns, _), obj in sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+                if namespace is None or ns == namespace:
+                    out.append(copy.deepcopy(obj))
+        return out
+
+    @property
+    def resource_version(self) -> str:
+        """The current global resourceVersion."""
+        return str(self._rv)
+
+    # ---------------------------------------------------------------- faults
+
+    def fail(self, method: str, plural: str, status: int = 500, times: int | None = 1, reason: str | None = None,
+             name: str | None = None, message: str | None = None) -> None:
+        """Answer the next ``times`` (None: all) matching requests with a ``Status`` of HTTP ``status``.
+
+        ``method``: an HTTP method ("GET" covers get, list and watch), a Kubernetes verb ("list", "watch",
+        "create", "update", "patch", "delete", ...) or "*". ``plural``: "podgroups" (any subresource),
+        "deployments/scale" (only that subresource) or "*". ``reason`` defaults from ``status`` (500 InternalError,
+        409 Conflict, 429 TooManyRequests with ``Retry-After: 1``...). ``name`` restricts to one object.
+        """
+        self._faults.append(_Fault("fail", method, plural, times, name, status,
+                                   reason or _REASON_BY_CODE.get(status, "InternalError"), message))
+
+    def delay(self, method: str, plural: str, seconds: float, times: int | None = None) -> None:
+        """Sleep ``seconds`` before answering the next ``times`` (None: all) matching requests (matching as in
+        ``fail``); delays of several matching rules add up."""
+        self._faults.append(_Fault("delay", method, plural, times, seconds=seconds))
+
+    def forbid(self, plural: str, method: str = "*") -> None:
+        """Answer every request for ``plural`` (and ``method``) with 403 Forbidden, as RBAC would."""
+        self._faults.append(_Fault("forbid", method, plural, None, status=403, reason="Forbidden"))
+
+    def allow(self, plural: str) -> None:
+        """Undo ``forbid(plural)``."""
+        self._faults = [f for f in self._faults if not (f.kind == "forbid" and f.plural == plural)]
+
+    def clear_faults(self) -> None:
+        """Remove every fail/delay/forbid rule."""
+        self._faults.clear()
+
+    # ---------------------------------------------------------------- watches
+
+    @property
+    def open_watches(self) -> int:
+        """How many watch streams are open right now."""
+        return len(self._watchers)
+
+    def compact(self) -> None:
+        """Forget the event history, like an etcd compaction: a watch from any resourceVersion older than the current
+        one gets an ERROR event with a 410 Expired Status."""
+        self._history.clear()
+        self._compacted_rv = self._rv
+
+    async def drop_watches(self, abrupt: bool = False, timeout: float = 2.0) -> None:
+        """Make the server end every open watch stream now. ``abrupt=False``: the response ends cleanly (as when the
+        apiserver closes a watch on its own; the client sees end of stream). ``abrupt=True``: the TCP connection is
+        aborted mid-response (the client sees a connection/payload error). Returns once they are closed."""
+        for w in list(self._watchers):
+            w.queue.put_nowait(_ABORT if abrupt else _CLOSE)
+        deadline = time.monotonic() + timeout
+        while self._watchers and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+
+    def send_bookmarks(self) -> None:
+        """Send a BOOKMARK (current resourceVersion) on every open watch that allowed bookmarks."""
+        for w in list(self._watchers):
+            if w.bookmarks:
+                w.queue.put_nowait(("BOOKMARK", self._bookmark(w.rt)))
+
+    def _bookmark(self, rt: ResourceType, initial_end: bool = False) -> JSON:
+        meta: JSON = {"resourceVersion": str(self._rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
+
+    # ---------------------------------------------------------------- request log
+
+    def requests_for(self, plural: str | None = None, method: str | None = None, *, name: str | None = None,
+                     subresource: str | None = None) -> list[RequestRecord]:
+        """Logged requests filtered by plural ("deployments/scale" also restricts the subresource), method (HTTP
+        method or verb, as in ``fail``), name and subresource."""
+        out = []
+        for rec in self.requests:
+            if plural is not None and not _plural_matches(plural, rec):
+                continue
+            if method is not None and not _method_matches(method, rec):
+                continue
+            if name is not None and rec.name != name:
+                continue
+            if subresource is not None and rec.subresource != subresource:
+                continue
+            out.append(rec)
+        return out
+
+    def clear_requests(self) -> None:
+        self.requests.clear()
+
+    def stats(self) -> JSON:
+        """``{"total": N, "counts": {"POST podgroups": 3, ...}, "by": [{"method", "resource", "count"}, ...]}``;
+        ``resource`` is "plural" or "plural/subresource", or the path for discovery requests."""
+        by = [{"method": key.split(" ", 1)[0], "resource": key.split(" ", 1)[1], "count": n}
+              for key, n in sorted(self._counts.items())]
+        return {"total": sum(self._counts.values()), "counts": dict(sorted(self._counts.items())), "by": by}
+
+    def reset_stats(self) -> None:
+        self._counts.clear()
+
+    # ---------------------------------------------------------------- store internals
+
+    def _bucket(self, rt: ResourceType) -> dict[tuple[str | None, str], JSON]:
+        return self._data.setdefault(rt.key, {})
+
+    def _spec_part(self, rt: ResourceType, obj: JSON) -> JSON:
+        skip = {"metadata", "status"} if rt.status else {"metadata"}
+        return {k: v for k, v in obj.items() if k not in skip}
+
+    def _generate_name(self, rt: ResourceType, ns: str | None, prefix: str) -> str:
+        bucket = self._bucket(rt)
+        for _ in range(100):
+            name = prefix[:58] + "".join(random.choice(_GENERATE_CHARS) for _ in range(5))
+            if (ns, name) not in bucket:
+                return name
+        raise ApiError(500, "InternalError", "the server was not able to generate a unique name for the object")
+
+    def _commit(self, rt: ResourceType, ns: str | None, name: str, old: JSON | None, new: JSON | None,
+                final_state: JSON | None = None) -> JSON:
+        """Store ``new`` (or delete when None; the DELETED object is ``final_state`` or ``old``) under a fresh
+        resourceVersion and emit the watch event. ``new`` must be a fresh dict that nobody else holds: stored dicts
+        are never mutated afterwards."""
+        self._rv += 1
+        bucket = self._bucket(rt)
+        if new is not None:
+            new["apiVersion"] = rt.api_version
+            new["kind"] = rt.kind
+            new["metadata"]["resourceVersion"] = str(self._rv)
+            bucket[(ns, name)] = new
+            if old is not None and old["metadata"].get("uid") != new["metadata"].get("uid"):
+                self._uids.pop(old["metadata"].get("uid"), None)
+            if new["metadata"].get("uid"):
+                self._uids[new["metadata"]["uid"]] = (rt.key, ns, name)
+            ev = _Event(self._rv, "ADDED" if old is None else "MODIFIED", rt.key, ns, new, old)
+            result = new
+        else:
+            assert old is not None
+            gone = copy.deepcopy(final_state if final_state is not None else old)
+            gone["metadata"]["resourceVersion"] = str(self._rv)
+            del bucket[(ns, name)]
+            self._uids.pop(old["metadata"].get("uid"), None)
+            ev = _Event(self._rv, "DELETED", rt.key, ns, gone, old)
+            result = gone
+        if len(self._history) == self._history.maxlen:
+            self._compacted_rv = self._history[0].rv
+        self._history.append(ev)
+        for w in self._watchers:
+            seen = w.translate(ev)
+            if seen is not None:
+                w.queue.put_nowait(seen)
+        if self.gc_orphans_after is not None:
+            self._gc_after_write(rt, ns, name, new, old)
+        return result
+
+    # ---------------------------------------------------------------- garbage collector emulation
+
+    def _is_orphan(self, obj: JSON) -> bool:
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        return bool(refs) and all(ref.get("uid") not in self._uids for ref in refs)
+
+    def _gc_after_write(self, rt: ResourceType, ns: str | None, name: str, new: JSON | None, old: JSON | None) -> None:
+        if new is not None and self._is_orphan(new):
+            self._gc_schedule(rt, ns, name)
+        if new is None and old is not None:
+            uid = old["metadata"].get("uid")
+            for rt_key, bucket in self._data.items():
+                for (dns, dname), obj in bucket.items():
+                    refs = obj["metadata"].get("ownerReferences") or []
+                    if any(r.get("uid") == uid for r in refs) and self._is_orphan(obj):
+                        self._gc_schedule(self._registry[rt_key], dns, dname)
+
+    def _gc_schedule(self, rt: ResourceType, ns: str | None, name: str) -> None:
+        key = (rt.key, ns, name)
+        if key in self._gc_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._gc_pending[key] = loop.create_task(self._gc_later(rt, ns, name))
+
+    async def _gc_later(self, rt: ResourceType, ns: str | None, name: str) -> None:
+        try:
+            await asyncio.sleep(self.gc_orphans_after or 0)
+        finally:
+            self._gc_pending.pop((rt.key, ns, name), None)
+        obj = self._bucket(rt).get((ns, name))
+        if obj is None or not self._is_orphan(obj) or obj["metadata"].get("deletionTimestamp"):
+            return
+        self.gc_deleted.append({"apiVersion": rt.api_version, "kind": rt.kind, "namespace": ns, "name": name,
+                                "uid": obj["metadata"].get("uid")})
+        self._delete(rt, ns, name, obj, dry_run=False)
+
+    # ---------------------------------------------------------------- write semantics (no awaits inside)
+
+    def _check_body(self, rt: ResourceType, body: Any) -> JSON:
+        if not isinstance(body, dict):
+            raise _bad_request(f"the body of the request is not a {rt.kind} object")
+        api_version, kind = body.get("apiVersion"), body.get("kind")
+        if rt.custom and (not api_version or not kind):
+            missing = "Kind" if not kind else "apiVersion"
+            raise _bad_request(f"Object '{missing}' is missing in '{json.dumps(body)[:200]}'")
+        if api_version and api_version != rt.api_version:
+            raise _bad_request(f"the API version in the data ({api_version}) does not match the expected API "
+                               f"version ({rt.api_version})")
+        if kind and kind != rt.kind:
+            raise _bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+        obj = copy.deepcopy(body)
+        meta = obj.get("metadata")
+        if meta is None:
+            obj["metadata"] = {}
+        elif not isinstance(meta, dict):
+            raise _bad_request("metadata must be an object")
+        return obj
+
+    def _create(self, rt: ResourceType, ns: str | None, body: Any, dry_run: bool) -> JSON:
+        obj = self._check_body(rt, body)
+        meta = obj["metadata"]
+        if meta.get("resourceVersion"):
+            raise _bad_request("resourceVersion should not be set on objects to be created")
+        if rt.namespaced:
+            if meta.get("namespace") and meta["namespace"] != ns:
+                raise _bad_request("the namespace of the provided object does not match the namespace sent on the "
+                                   "request")
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise _invalid(rt, "", "metadata.name: Required value: name or generateName is required")
+            meta["name"] = self._generate_name(rt, ns, meta["generateName"])
+        name = meta["name"]
+        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            meta.pop(k, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _now()
+        meta["generation"] = 1
+        if rt.status:
+            obj.pop("status", None)
+            if rt.group == "" and rt.plural == "pods":
+                obj["status"] = {"phase": "Pending"}
+        _normalize(rt, obj)
+        _validate(rt, obj)
+        if (ns, name) in self._bucket(rt):
+            raise _already_exists(rt, name)
+        if dry_run:
+            obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+            return obj
+        return self._commit(rt, ns, name, None, obj)
+
+    def _update(self, rt: ResourceType, ns: str | None, name: str, existing: JSON, new: JSON, *,
+                subresource: str | None, dry_run: bool, require_rv: bool) -> JSON:
+        """Shared tail of PUT and PATCH on the main resource or ``/status``: ``new`` is the complete desired object
+        (already a private copy)."""
+        meta = new.get("metadata")
+        if not isinstance(meta, dict):
+            meta = new["metadata"] = {}
+        old_meta = existing["metadata"]
+        if meta.get("name") and meta["name"] != name:
+            raise _bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        if rt.namespaced and meta.get("namespace") and meta["namespace"] != ns:
+            raise _bad_request("the namespace of the provided object does not match the namespace sent on the "
+                               "request")
+        rv = meta.get("resourceVersion")
+        if rv:
+            if rv != old_meta.get("resourceVersion"):
+                raise _conflict(rt, name)
+        elif require_rv and rt.custom:
+            raise _invalid(rt, name, "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update")
+        if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
+            raise _conflict(rt, name, f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: "
+                                      f"{old_meta.get('uid')}")
+        if subresource == "status":
+            result = copy.deepcopy(existing)
+            if "status" in new:
+                result["status"] = new["status"]
+            else:
+                result.pop("status", None)
+        else:
+            result = new
+            if rt.status:
+                if "status" in existing:
+                    result["status"] = copy.deepcopy(existing["status"])
+                else:
+                    result.pop("status", None)
+            rmeta = result["metadata"]
+            rmeta["name"] = name
+            if rt.namespaced:
+                rmeta["namespace"] = ns
+            else:
+                rmeta.pop("namespace", None)
+            for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+                if k in old_meta:
+                    rmeta[k] = old_meta[k]
+                else:
+                    rmeta.pop(k, None)
+            _normalize(rt, result)
+            if self._spec_part(rt, result) != self._spec_part(rt, existing):
+                rmeta["generation"] = old_meta.get("generation", 1) + 1
+            _validate(rt, result)
+        result["apiVersion"], result["kind"] = rt.api_version, rt.kind
+        result["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
+        if result == existing:
+            return existing  # no-op write: no new resourceVersion, no event (as etcd's GuaranteedUpdate)
+        if dry_run:
+            return result
+        if old_meta.get("deletionTimestamp") and not result["metadata"].get("finalizers"):
+            # The update that removes the last finalizer of a deleting object deletes it (only DELETED is seen).
+            return self._commit(rt, ns, name, existing, None, final_state=result)
+        return self._commit(rt, ns, name, existing, result)
+
+    def _delete(self, rt: ResourceType, ns: str | None, name: str, existing: JSON, dry_run: bool,
+                options: JSON | None = None) -> JSON:
+        pre = (options or {}).get("preconditions") or {}
+        meta = existing["metadata"]
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            raise _conflict(rt, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
+                                      f"{meta.get('uid')}")
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+            raise _conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: "
+                                      f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                                      f"{meta.get('resourceVersion')}")
+        if dry_run:
+            return existing
+        if meta.get("finalizers"):
+            if meta.get("deletionTimestamp"):
+                return existing
+            marked = copy.deepcopy(existing)
+            marked["metadata"]["deletionTimestamp"] = _now()
+            marked["metadata"]["deletionGracePeriodSeconds"] = 0
+            marked["metadata"]["generation"] = meta.get("generation", 1) + 1
+            return self._commit(rt, ns, name, existing, marked)
+        return self._commit(rt, ns, name, existing, None)
+
+    def _scale_of(self, rt: ResourceType, obj: JSON) -> JSON:
+        meta = obj["metadata"]
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                         if k in meta},
+            "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
+            "status": {
+                "replicas": (obj.get("status") or {}).get("replicas", 0),
+                "selector": _label_selector_string((obj.get("spec") or {}).get("selector")),
+            },
+        }
+
+    def _write_scale(self, rt: ResourceType, ns: str | None, name: str, existing: JSON, scale: Any,
+                     dry_run: bool) -> JSON:
+        if not isinstance(scale, dict):
+            raise _bad_request("the body of the request is not a Scale object")
+        rv = (scale.get("metadata") or {}).get("resourceVersion")
+        if rv and rv != existing["metadata"].get("resourceVersion"):
+            raise _conflict(rt, name)
+        replicas = (scale.get("spec") or {}).get("replicas", 0)
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise _invalid(rt, name, f"spec.replicas: Invalid value: {replicas!r}: must be greater than or equal "
+                                     f"to 0")
+        new = copy.deepcopy(existing)
+        new.setdefault("spec", {})["replicas"] = replicas
+        result = self._update(rt, ns, name, existing, new, subresource=None, dry_run=dry_run, require_rv=False)
+        return self._scale_of(rt, result)
+
+    # ---------------------------------------------------------------- HTTP
+
+    def _route(self, method: str, path: str) -> tuple[str, Any]:
+        """Classify a request path: ("discovery", doc) or ("resource", (rt, ns, name, subresource, legacy_watch))."""
+        segs = [s for s in path.split("/") if s]
+        if segs == ["version"]:
+            return ("discovery", self._version_doc())
+        if not segs or segs[0] not in ("api", "apis"):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if segs[0] == "api":
+            if len(segs) == 1:
+                return ("discovery", {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self._port}"}]})
+            group, version, rest = "", segs[1], segs[2:]
+        else:
+            if len(segs) == 1:
+                return ("discovery", self._group_list_doc())
+            if len(segs) == 2:
+                doc = next((g for g in self._group_list_doc()["groups"] if g["name"] == segs[1]), None)
+                if doc is None:
+                    raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                return ("discovery", {"kind": "APIGroup", "apiVersion": "v1", **doc})
+            group, version, rest = segs[1], segs[2], segs[3:]
+        if not rest:
+            doc = self._resource_list_doc(group, version)
+            if doc is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return ("discovery", doc)
+        legacy_watch = False
+        if rest[0] == "watch":
+            legacy_watch, rest = True, rest[1:]
+        ns: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            cand = self._registry.get((group, version, rest[2]))
+            if cand is not None and cand.namespaced:
+                ns, rest = rest[1], rest[2:]
+        rt = self._registry.get((group, version, rest[0]))
+        if rt is None or len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if rt.namespaced and ns is None and name is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if sub is not None and not ((sub == "status" and rt.status) or (sub == "scale" and rt.scale)):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return ("resource", (rt, ns, name, sub, legacy_watch))
+
+    @staticmethod
+    def _verb(method: str, name: str | None, query: dict[str, str], legacy_watch: bool) -> str | None:
+        if name is None:
+            if method == "GET":
+                return "watch" if legacy_watch or _query_bool(query.get("watch")) else "list"
+            return {"POST": "create", "DELETE": "deletecollection"}.get(method)
+        if method == "GET":
+            return "watch" if legacy_watch or _query_bool(query.get("watch")) else "get"
+        return {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path.startswith("/_fake/"):
+            return await self._handle_control(request)
+        raw = await request.read()
+        body: Any = None
+        body_error = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError as e:
+                body_error = _bad_request(f"the request body is not valid JSON: {e}")
+        query = {k: v for k, v in request.query.items()}
+        ctype = request.headers.get("Content-Type")
+        rec = RequestRecord(request.method, request.path, query, ctype.split(";")[0].strip() if ctype else None, body)
+        route_error = None
+        route: Any = None
+        try:
+            kind, route = self._route(request.method, request.path)
+        except ApiError as e:
+            kind, route_error = "error", e
+        if kind == "resource":
+            rt, ns, name, sub, legacy_watch = route
+            rec.resource, rec.subresource, rec.name, rec.namespace = rt.plural, sub, name, ns
+            rec.group, rec.version = rt.group, rt.version
+            rec.verb = self._verb(request.method, name, query, legacy_watch) if sub is None else \
+                {"GET": "get", "PUT": "update", "PATCH": "patch"}.get(request.method)
+        self._counts[rec.stats_key] += 1
+        if self.record_requests:
+            self.requests.append(rec)
+        try:
+            if route_error is not None:
+                raise route_error
+            if kind == "discovery":
+                if request.method != "GET":
+                    raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested "
+                                                            f"resource")
+                resp: web.StreamResponse = _json_response(route)
+            else:
+                await self._apply_faults(rec, route[0])
+                if body_error is not None:
+                    raise body_error
+                resp = await self._serve(request, rec, route, body)
+        except ApiError as e:
+            resp = e.response()
+        rec.status = resp.status
+        return resp
+
+    async def _apply_faults(self, rec: RequestRecord, rt: ResourceType) -> None:
+        total = 0.0
+        for f in self._faults:
+            if f.kind == "delay" and f.matches(rec) and f.remaining != 0:
+                total += f.seconds
+                if f.remaining is not None:
+                    f.remaining -= 1
+        if total > 0:
+            await asyncio.sleep(total)
+        for f in self._faults:
+            if f.kind == "forbid" and f.matches(rec):
+                where = f' in the namespace "{rec.namespace}"' if rec.namespace else ""
+                res = f"{rec.resource}/{rec.subresource}" if rec.subresource else rec.resource
+                subject = f'{rt.qualified} "{rec.name}"' if rec.name else rt.qualified
+                raise ApiError(403, "Forbidden", f'{subject} is forbidden: User "system:anonymous" cannot '
+                                                 f'{rec.verb} resource "{res}" in API group "{rt.group}"{where}',
+                               _details(rt, rec.name))
+        for f in self._faults:
+            if f.kind == "fail" and f.matches(rec) and f.remaining != 0:
+                if f.remaining is not None:
+                    f.remaining -= 1
+                headers, details = {}, _details(rt, rec.name)
+                if f.status == 429:
+                    headers["Retry-After"] = "1"
+                    details["retryAfterSeconds"] = 1
+                raise ApiError(f.status, f.reason, f.message or f"injected failure: {f.status} {f.reason}",
+                               details, headers)
+        self._faults = [f for f in self._faults if f.remaining != 0]
+
+    @staticmethod
+    def _dry_run(request: web.Request, options: Any = None) -> bool:
+        values = request.query.getall("dryRun", [])
+        if isinstance(options, dict) and options.get("dryRun"):
+            values = list(values) + list(options["dryRun"])
+        for v in values:
+            if v != "All":
+                raise _bad_request(f'Invalid value: "{v}": supported values: "All"')
+        return bool(values)
+
+    async def _serve(self, request: web.Request, rec: RequestRecord, route: Any, body: Any) -> web.StreamResponse:
+        rt, ns, name, sub, _ = route
+        verb = rec.verb
+        if verb is None:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if verb == "watch":
+            return await self._serve_watch(request, rt, ns, name)
+        if verb == "list":
+            return _json_response(self._list(rt, ns, request.query))
+        if verb == "create":
+            obj = self._create(rt, ns, body, self._dry_run(request))
+            return _json_response(obj, 201)
+        if verb == "deletecollection":
+            dry = self._dry_run(request, body)
+            doc = self._list(rt, ns, request.query)
+            deleted = []
+            for item in doc["items"]:
+                key = (item["metadata"].get("namespace"), item["metadata"]["name"])
+                existing = self._bucket(rt).get(key)
+                if existing is not None:
+                    deleted.append(self._delete(rt, key[0], key[1], existing, dry))
+            doc["items"] = deleted
+            doc["metadata"]["resourceVersion"] = str(self._rv)
+            return _json_response(doc)
+        existing = self._bucket(rt).get((ns, name))
+        if existing is None:
+            raise _not_found(rt, name)
+        if verb == "get":
+            return _json_response(self._scale_of(rt, existing) if sub == "scale" else existing)
+        if verb == "delete":
+            dry = self._dry_run(request, body)
+            return _json_response(self._delete(rt, ns, name, existing, dry, body if isinstance(body, dict) else None))
+        dry = self._dry_run(request)
+        if sub == "scale":
+            if verb == "update":
+                return _json_response(self._write_scale(rt, ns, name, existing, body, dry))
+            scale = self._scale_of(rt, existing)
+            patched = apply_patch(None, scale, rec.content_type, body)
+            if (patched.get("metadata") or {}).get("resourceVersion") == scale["metadata"]["resourceVersion"]:
+                patched["metadata"].pop("resourceVersion")
+            return _json_response(self._write_scale(rt, ns, name, existing, patched, dry))
+        if verb == "update":
+            new = self._check_body(rt, body)
+            result = self._update(rt, ns, name, existing, new, subresource=sub, dry_run=dry, require_rv=sub is None)
+            return _json_response(result)
+        # patch
+        patched = apply_patch(rt, existing, rec.content_type, body)
+        if not isinstance(patched.get("metadata"), dict):
+            patched["metadata"] = {}
+        result = self._update(rt, ns, name, existing, patched, subresource=sub, dry_run=dry, require_rv=False)
+        return _json_response(result)
+
+    def _list(self, rt: ResourceType, ns: str | None, query: Any) -> JSON:
+        labels = parse_label_selector(query.get("labelSelector"))
+        fields = parse_field_selector(query.get("fieldSelector"))
+        items = []
+        for (ons, oname), obj in sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+            if ns is not None and ons != ns:
+                continue
+            if labels is not None and not labels((obj["metadata"].get("labels")) or {}):
+                continue
+            if fields is not None and not fields(obj):
+                continue
+            items.append(obj)
+        meta: JSON = {"resourceVersion": str(self._rv)}
+        cont = query.get("continue")
+        if cont:
+            try:
+                start = json.loads(base64.urlsafe_b64decode(cont.encode()))
+                items = items[int(start):]
+            except (ValueError, TypeError, binascii.Error):
+                raise _bad_request("invalid continue token") from None
+        else:
+            start = 0
+        try:
+            n = int(query.get("limit") or 0)
+        except ValueError:
+            raise _bad_request(f"invalid limit: {query.get('limit')!r}") from None
+        if n > 0 and len(items) > n:
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(int(start) + n).encode()).decode()
+            meta["remainingItemCount"] = len(items) - n
+            items = items[:n]
+        return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items}
+
+    async def _serve_watch(self, request: web.Request, rt: ResourceType, ns: str | None,
+                           name: str | None) -> web.StreamResponse:
+        q = request.query
+        labels = parse_label_selector(q.get("labelSelector"))
+        fields = parse_field_selector(q.get("fieldSelector"))
+        if name is not None:  # legacy /watch/namespaces/{ns}/{plural}/{name}
+            by_name = parse_field_selector(f"metadata.name={name}")
+            fields = by_name if fields is None else (lambda o, a=fields, b=by_name: a(o) and b(o))
+        timeout = None
+        if q.get("timeoutSeconds"):
+            try:
+                timeout = float(q["timeoutSeconds"])
+            except ValueError:
+                raise _bad_request(f"invalid timeoutSeconds: {q['timeoutSeconds']!r}") from None
+        rv_param = q.get("resourceVersion") or ""
+        send_initial = _query_bool(q.get("sendInitialEvents"))
+        watcher = _Watcher(rt, ns, labels, fields, _query_bool(q.get("allowWatchBookmarks")))
+        initial: list[tuple[str, JSON]] = []
+        error: JSON | None = None
+        # Snapshot and registration happen with no await in between, so no event can fall in the gap.
+        if send_initial or rv_param in ("", "0"):
+            for _, obj in sorted(self._bucket(rt).items(), key=lambda kv: int(kv[1]["metadata"]["resourceVersion"])):
+                if watcher.matches(obj):
+                    initial.append(("ADDED", obj))
+            if send_initial and watcher.bookmarks:
+                initial.append(("BOOKMARK", self._bookmark(rt, initial_end=True)))
+        else:
+            try:
+                since = int(rv_param)
+            except ValueError:
+                raise _bad_request(f'Invalid value: "{rv_param}": resourceVersion must be an integer') from None
+            if since < self._compacted_rv:
+                error = status_object(410, "Expired", f"too old resource version: {since} ({self._compacted_rv})")
+            else:
+                for ev in self._history:
+                    if ev.rv > since:
+                        seen = watcher.translate(ev)
+                        if seen is not None:
+                            initial.append(seen)
+        if error is None:
+            self._watchers.add(watcher)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        try:
+            await resp.prepare(request)
+            if error is not None:
+                await resp.write(_dumps({"type": "ERROR", "object": error}) + b"\n")
+                await resp.write_eof()
+                return resp
+            if initial:
+                await resp.write(b"".join(_dumps({"type": t, "object": o}) + b"\n" for t, o in initial))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout if timeout is not None else None
+            while True:
+                wait = None if deadline is None else deadline - loop.time()
+                if wait is not None and wait <= 0:
+                    break
+                if watcher.bookmarks and self.bookmark_interval:
+                    wait = self.bookmark_interval if wait is None else min(wait, self.bookmark_interval)
+                try:
+                    item = await asyncio.wait_for(watcher.queue.get(), wait)
+                except asyncio.TimeoutError:
+                    if watcher.bookmarks and self.bookmark_interval and (deadline is None or loop.time() < deadline):
+                        await resp.write(_dumps({"type": "BOOKMARK", "object": self._bookmark(rt)}) + b"\n")
+                    continue
+                if item is _CLOSE:
+                    break
+                if item is _ABORT:
+                    self._watchers.discard(watcher)
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return resp
+                chunk = [item]
+                while not watcher.queue.empty():
+                    nxt = watcher.queue.get_nowait()
+                    if nxt is _CLOSE or nxt is _ABORT:
+                        watcher.queue.put_nowait(nxt)
+                        break
+                    chunk.append(nxt)
+                await resp.write(b"".join(_dumps({"type": t, "object": o}) + b"\n" for t, o in chunk))
+            await resp.write_eof()
+        except ConnectionError:  # the client went away
+            pass
+        finally:
+            self._watchers.discard(watcher)
+        return resp
+
+    # ---------------------------------------------------------------- discovery documents
+
+    def _version_doc(self) -> JSON:
+        return {"major": "1", "minor": "31", "gitVersion": "v1.31.0-fake", "gitCommit": "fake",
+                "gitTreeState": "clean", "buildDate": "2024-01-01T00:00:00Z", "goVersion": "go1.22.0",
+                "compiler": "gc", "platform": "linux/amd64"}
+
+    def _group_list_doc(self) -> JSON:
+        groups: dict[str, list[str]] = {}
+        for rt in self._registry.values():
+            if rt.group:
+                versions = groups.setdefault(rt.group, [])
+                if rt.version not in versions:
+                    versions.append(rt.version)
+        docs = []
+        for g, versions in groups.items():
+            vs = [{"groupVersion": f"{g}/{v}", "version": v} for v in versions]
+            docs.append({"name": g, "versions": vs, "preferredVersion": vs[0]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": docs}
+
+    def _resource_list_doc(self, group: str, version: str) -> JSON | None:
+        rts = [rt for rt in self._registry.values() if rt.group == group and rt.version == version]
+        if not rts:
+            return None
+        resources = []
+        for rt in rts:
+            verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+            resources.append({"name": rt.plural, "singularName": rt.kind.lower(), "namespaced": rt.namespaced,
+                              "kind": rt.kind, "verbs": verbs})
+            if rt.status:
+                resources.append({"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
+                                  "kind": rt.kind, "verbs": ["get", "patch", "update"]})
+            if rt.scale:
+                resources.append({"name": f"{rt.plural}/scale", "singularName": "", "namespaced": rt.namespaced,
+                                  "group": "autoscaling", "version": "v1", "kind": "Scale",
+                                  "verbs": ["get", "patch", "update"]})
+        gv = f"{group}/{version}" if group else version
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+
+    # ---------------------------------------------------------------- control endpoints (/_fake/...)
+
+    async def _handle_control(self, request: web.Request) -> web.StreamResponse:
+        """``GET /_fake/stats``, ``POST /_fake/reset-stats``, ``GET /_fake/requests`` (the log as JSON),
+        ``POST /_fake/clear-requests``, ``POST /_fake/compact``, ``POST /_fake/drop-watches`` (``?abrupt=1``),
+        ``POST /_fake/fail`` / ``/_fake/delay`` / ``/_fake/forbid`` (JSON body with the method's keyword arguments),
+        ``POST /_fake/clear-faults``, ``GET /_fake/healthz``. Not logged or counted."""
+        op = request.path[len("/_fake/"):]
+        try:
+            if request.method == "GET" and op == "stats":
+                return _json_response(self.stats())
+            if request.method == "GET" and op == "healthz":
+                return _json_response({"ok": True, "resourceVersion": self.resource_version})
+            if request.method == "GET" and op == "requests":
+                return _json_response([asdict(r) for r in self.requests])
+            if request.method == "POST":
+                args = await request.json() if request.can_read_body else {}
+                if op == "reset-stats":
+                    self.reset_stats()
+                elif op == "clear-requests":
+                    self.clear_requests()
+                elif op == "compact":
+                    self.compact()
+                elif op == "drop-watches":
+                    await self.drop_watches(abrupt=_query_bool(request.query.get("abrupt")))
+                elif op == "fail":
+                    self.fail(**args)
+                elif op == "delay":
+                    self.delay(**args)
+                elif op == "forbid":
+                    self.forbid(**args)
+                elif op == "clear-faults":
+                    self.clear_faults()
+                else:
+                    raise KeyError(op)
+                return _json_response({"ok": True})
+        except (TypeError, ValueError, KeyError) as e:
+            return _json_response({"ok": False, "error": repr(e)}, 400)
+        return _json_response({"ok": False, "error": f"unknown control endpoint {request.method} {op}"}, 404)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Standalone
+# --------------------------------------------------------------------------------------------------------------
+
+
+async def _serve_forever(args: argparse.Namespace) -> None:
+    api = FakeKubeAPI(gc_orphans_after=args.gc_orphans_after, record_requests=args.record_requests,
+                      bookmark_interval=args.bookmark_interval)
+    if args.latency:
+        api.delay("*", "*", args.latency)
+    await api.start(args.port)
+    print(api.url, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await api.stop()
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """``python -m admit.testing.fake_kube [--port N] [--latency S] [--gc-orphans-after S] [--record-requests]``:
+    print the URL on stdout and serve on 127.0.0.1 until SIGTERM/SIGINT."""
+    parser = argparse.ArgumentParser(prog="python -m admit.testing.fake_kube", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds to sleep before answering any request")
+    parser.add_argument("--gc-orphans-after", type=float, default=None,
+                        help="seconds before objects with only missing owners are deleted (off by default)")
+    parser.add_argument("--bookmark-interval", type=float, default=None, help="seconds between watch bookmarks")
+    parser.add_argument("--record-requests", action="store_true",
+                        help="keep the full request log (GET /_fake/requests); counters are always kept")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        asyncio.run(_serve_forever(args))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
