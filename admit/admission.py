@@ -1,0 +1,175 @@
+"""Admission orchestration: run the pure decisions, do the API work they ask for, within a deadline.
+
+``mutate`` is pure and synchronous (``mutate.py``). ``validate`` runs ``validate.validate`` and then, where the
+verdict asks for it, makes sure the PodGroup exists with the right spec or reads a scale request's parent.
+
+Rules (DESIGN.md, "Known traps"):
+
+- PodGroups are created at admission without an ownerReference (the garbage collector would delete a PodGroup
+  whose owner is not stored yet); the controller adopts them later.
+- 409 AlreadyExists on create is success: read the PodGroup, check who it belongs to
+  (``podgroup.ownership``), patch its spec only where it differs.
+- ``dryRun`` requests get the same answer and write nothing: writes are sent with ``dryRun=All`` so that
+  kube-apiserver still validates them (``sideEffects: NoneOnDryRun``).
+- All API calls of one request share one budget (``Config.api_timeout_seconds``); when the API fails, the
+  failure mode decides: ``deny`` refuses with the reason (code 503), ``allow`` admits with a warning. A request never
+  hangs past the budget.
+- An unexpected error in admit's own code never becomes an HTTP 500: it is logged and answered like an API
+  failure (mutations: allowed unchanged, with a warning).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Protocol
+
+from .config import Config
+from .kube import AlreadyExists, KubeError
+from .mutate import mutate
+from .podgroup import desired_pod_group, ownership, spec_differs, spec_json_patch
+from .review import AdmissionRequest, Decision
+from .validate import ScaleCheck, Verdict, scale_decision, validate
+
+__all__ = ["Admission", "PodGroupStore", "GroupCache"]
+
+log = logging.getLogger("admit.admission")
+
+
+class PodGroupStore(Protocol):
+    """What admission needs from the Kubernetes API (``kube.KubeAPI``; ``offline.OfflineKube`` for ``admit review``).
+
+    Each method takes ``timeout`` (seconds) and raises ``kube.KubeError`` on failure.
+    """
+
+    async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]: ...
+
+    async def get_pod_group(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None: ...
+
+    async def patch_pod_group(
+        self, namespace: str, name: str, ops: list[dict[str, Any]], dry_run: bool, timeout: float
+    ) -> dict[str, Any]: ...
+
+    async def get_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
+    ) -> dict[str, Any] | None: ...
+
+
+class GroupCache(Protocol):
+    """A read view of the PodGroups admit knows (the controller's watch-backed cache)."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class Admission:
+    """Answers ``/mutate`` and ``/validate`` requests.
+
+    Args:
+        config: settings.
+        store: the Kubernetes API (``None``: decide only, create nothing, report the PodGroups that would be made).
+        cache: PodGroups known from a watch (``None``: none); a cached PodGroup that admit manages with the right
+            spec needs no API call.
+    """
+
+    def __init__(self, config: Config, store: PodGroupStore | None = None, cache: GroupCache | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.cache = cache
+
+    def mutate(self, req: AdmissionRequest) -> Decision:
+        """The ``/mutate`` decision; an internal error gives an allowed, unchanged answer with a warning."""
+        try:
+            return mutate(req, self.config, self.cache)
+        except Exception:  # noqa: BLE001 - never fail pod creation on our own bug
+            log.exception("mutate failed for %s %s/%s uid=%s", req.kind, req.namespace, req.name, req.uid)
+            return Decision(warnings=["admit could not compute a mutation (internal error); the object is unchanged"])
+
+    async def validate(self, req: AdmissionRequest) -> Decision:
+        """The ``/validate`` decision, with PodGroup creation/patching and scale checks done."""
+        verdict: Verdict | None = None
+        try:
+            verdict = validate(req, self.config)
+            if verdict.ensure is not None:
+                await self._ensure(verdict)
+            elif verdict.scale is not None:
+                return await self._check_scale(verdict.scale)
+            return verdict.decision
+        except KubeError as e:
+            return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
+        except Exception as e:  # noqa: BLE001 - never a 500
+            log.exception("validate failed for %s %s/%s uid=%s", req.kind, req.namespace, req.name, req.uid)
+            return self._api_failure(f"internal error in admit ({type(e).__name__})", Decision())
+
+    def _api_failure(self, reason: str, decision: Decision) -> Decision:
+        log.warning("failure mode %s: %s", self.config.failure_mode, reason)
+        if self.config.failure_mode == "allow":
+            decision.warnings.append(f"admit could not finish its checks ({reason}); allowed by failure mode 'allow'")
+            return decision
+        return Decision.deny(
+            f"admit could not finish its checks ({reason}); refused by failure mode 'deny' so that pods never wait on a "
+            "missing PodGroup. Retry in a moment",
+            503,
+            decision.warnings,
+        )
+
+    async def _ensure(self, verdict: Verdict) -> None:
+        plan = verdict.ensure
+        assert plan is not None
+        decision = verdict.decision
+        desired = desired_pod_group(plan, self.config)
+        decision.pod_groups.append(desired)
+        if self.cache is not None:
+            cached = self.cache.get(plan.namespace, plan.group_name)
+            if cached is not None:
+                own = ownership(cached, plan, self.config, verdict.explicit_name)
+                if own.action == "manage" and not spec_differs(cached, desired["spec"]):
+                    return
+        if self.store is None:
+            return
+        deadline = time.monotonic() + self.config.api_timeout_seconds
+
+        def left() -> float:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KubeError(0, "Timeout", f"API budget of {self.config.api_timeout_seconds:.1f}s used up")
+            return remaining
+
+        ns, name = plan.namespace, plan.group_name
+        try:
+            created = await self.store.create_pod_group(desired, verdict.dry_run, left())
+            log.info("created PodGroup %s/%s for %s (dryRun=%s)", ns, name, plan.ref, verdict.dry_run)
+            decision.pod_groups[-1] = created or desired
+            return
+        except AlreadyExists:
+            pass
+        existing = await self.store.get_pod_group(ns, name, left())
+        if existing is None:  # deleted between our create and read: create once more
+            await self.store.create_pod_group(desired, verdict.dry_run, left())
+            return
+        own = ownership(existing, plan, self.config, verdict.explicit_name)
+        decision.warnings.extend(own.warnings)
+        if own.action == "conflict":
+            decision.allowed = False
+            decision.code = 409
+            decision.message = own.message
+            return
+        if own.action != "manage":
+            decision.pod_groups[-1] = existing
+            return
+        if spec_differs(existing, desired["spec"]):
+            ops = spec_json_patch(existing, desired["spec"])
+            patched = await self.store.patch_pod_group(ns, name, ops, verdict.dry_run, left())
+            log.info("patched PodGroup %s/%s spec for %s: %s", ns, name, plan.ref, ops)
+            decision.pod_groups[-1] = patched or desired
+        else:
+            decision.pod_groups[-1] = existing
+
+    async def _check_scale(self, check: ScaleCheck) -> Decision:
+        if self.store is None:
+            return Decision(warnings=[f"{check.kind} {check.namespace}/{check.name} not read: scale not checked"])
+        parent = await self.store.get_object(
+            check.group, check.version, check.plural, check.namespace, check.name, self.config.api_timeout_seconds
+        )
+        if parent is None:
+            return Decision()
+        return scale_decision(parent, check, self.config)

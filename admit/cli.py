@@ -1,0 +1,170 @@
+"""Command line: ``admit serve``, ``admit review``, ``admit certs`` (argparse).
+
+- ``admit serve``: the HTTPS webhook server (flags in docs/CONTRACTS.md and ``admit serve --help``).
+- ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied,
+  2 on unreadable input (the file and the reason on stderr).
+- ``admit certs``: a development CA and serving pair in ``certs/`` (private keys mode 0600, git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import __version__
+from .config import DEFAULT_ANNOTATION_PREFIX, DEFAULT_SCHEDULER_NAME, Config
+
+__all__ = ["main", "build_parser", "config_from_args"]
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _add_decision_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME,
+                   help="scheduler profile that runs Coscheduling (default: %(default)s; "
+                        "default-scheduler for a single-scheduler install)")
+    p.add_argument("--annotation-prefix", default=DEFAULT_ANNOTATION_PREFIX,
+                   help="prefix of the workload annotations (default: %(default)s)")
+    p.add_argument("--kubeflow-gang-by-operator", action="store_true",
+                   help="the Kubeflow training-operator gangs its own jobs: only validate Kubeflow jobs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``admit`` argument parser with its three subcommands."""
+    parser = argparse.ArgumentParser(prog="admit", description="Gang-scheduling admission webhook for Coscheduling")
+    parser.add_argument("--version", action="version", version=f"admit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the HTTPS admission webhook server")
+    serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
+    serve.add_argument("--cert-mode", choices=("files", "self"), default="files",
+                       help="files: serve --tls-cert-file/--tls-key-file, reloaded on change (cert-manager); "
+                            "self: admit keeps a CA in a Secret and injects the caBundle (default: %(default)s)")
+    serve.add_argument("--tls-cert-file", default="certs/tls.crt", help="PEM certificate (default: %(default)s)")
+    serve.add_argument("--tls-key-file", default="certs/tls.key", help="PEM private key (default: %(default)s)")
+    serve.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "default"),
+                       help="admit's own namespace (default: $POD_NAMESPACE or 'default')")
+    serve.add_argument("--service-name", default="admit", help="Service in front of the webhook (default: %(default)s)")
+    serve.add_argument("--secret-name", default="admit-tls", help="Secret for --cert-mode self (default: %(default)s)")
+    serve.add_argument("--mutating-webhook-config", default="admit",
+                       help="MutatingWebhookConfiguration name (default: %(default)s)")
+    serve.add_argument("--validating-webhook-config", default="admit",
+                       help="ValidatingWebhookConfiguration name (default: %(default)s)")
+    serve.add_argument("--kubeconfig", default=None,
+                       help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
+    serve.add_argument("--api-server", default=None,
+                       help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy' or a local "
+                            "fake (overrides --kubeconfig)")
+    _add_decision_flags(serve)
+    serve.add_argument("--failure-mode", choices=("deny", "allow"), default="deny",
+                       help="answer when the Kubernetes API cannot be reached: deny with the reason, or allow with a "
+                            "warning (default: %(default)s)")
+    serve.add_argument("--api-timeout", type=_positive_float, default=3.0,
+                       help="seconds for the Kubernetes API calls of one admission (default: %(default)s; keep it "
+                            "below the webhook timeoutSeconds)")
+    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    serve.add_argument("--controller", dest="controller", action="store_true", default=True,
+                       help="run the leader-elected PodGroup controller (default)")
+    serve.add_argument("--no-controller", dest="controller", action="store_false",
+                       help="do not run the PodGroup controller")
+    serve.add_argument("--orphan-grace-period", type=_positive_float, default=60.0,
+                       help="seconds before an unclaimed managed PodGroup is deleted (default: %(default)s)")
+    serve.add_argument("--resync-period", type=_positive_float, default=300.0,
+                       help="seconds between full controller resyncs (default: %(default)s)")
+    serve.add_argument("--lease-name", default="admit-controller", help="leader election Lease (default: %(default)s)")
+    serve.add_argument("--lease-namespace", default=None, help="Lease namespace (default: --namespace)")
+
+    review = sub.add_parser("review", help="show the webhook's decisions on manifests or AdmissionReview files")
+    review.add_argument("paths", nargs="+", metavar="FILE|DIR", help="YAML/JSON files or directories")
+    review.add_argument("-R", "--recursive", action="store_true", help="read directories recursively")
+    review.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    review.add_argument("--no-objects", action="store_true", help="text output: leave out the mutated objects")
+    _add_decision_flags(review)
+
+    certs = sub.add_parser("certs", help="write a development CA and serving certificate")
+    certs.add_argument("--dir", default="certs", help="output directory (default: %(default)s)")
+    certs.add_argument("--service", default="admit", help="Service name for the SANs (default: %(default)s)")
+    certs.add_argument("--namespace", default="default", help="Service namespace for the SANs (default: %(default)s)")
+    certs.add_argument("--dns", action="append", default=[], help="extra DNS name (repeatable)")
+    certs.add_argument("--ip", action="append", default=[], help="extra IP address (repeatable; 127.0.0.1 always)")
+    certs.add_argument("--ca-days", type=int, default=3650, help="CA lifetime in days (default: %(default)s)")
+    certs.add_argument("--leaf-days", type=int, default=365, help="serving certificate lifetime (default: %(default)s)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The :class:`Config` the parsed flags describe."""
+    return Config(
+        annotation_prefix=args.annotation_prefix,
+        scheduler_name=args.scheduler_name,
+        kubeflow_gang_by_operator=args.kubeflow_gang_by_operator,
+        failure_mode=getattr(args, "failure_mode", "deny"),
+        api_timeout_seconds=getattr(args, "api_timeout", 3.0),
+    )
+
+
+def _cmd_review(args: argparse.Namespace) -> int:
+    from .offline import InputError, format_text, load_documents, review_documents
+
+    config = config_from_args(args)
+    try:
+        docs = load_documents(args.paths, args.recursive)
+        results = asyncio.run(review_documents(docs, config))
+    except InputError as e:
+        print(f"admit review: cannot read {e}", file=sys.stderr)
+        return 2
+    if args.output == "json":
+        print(json.dumps(results, indent=2, default=str))
+    else:
+        print(format_text(results, show_objects=not args.no_objects))
+    return 0 if all(r["allowed"] for r in results) else 1
+
+
+def _cmd_certs(args: argparse.Namespace) -> int:
+    from .certs import write_development_certificates
+
+    ips = ["127.0.0.1", *[ip for ip in args.ip if ip != "127.0.0.1"]]
+    paths = write_development_certificates(
+        Path(args.dir), service=args.service, namespace=args.namespace, dns_names=args.dns,
+        ip_addresses=ips, ca_days=args.ca_days, leaf_days=args.leaf_days,
+    )
+    for name, path in sorted(paths.items()):
+        print(f"{name}: {path}")
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .serve import serve
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(serve(args, config_from_args(args)))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """Entry point of the ``admit`` console script; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve}[args.command]
+    return handler(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Which resolver handles which kind: the registry of gang workload kinds.
+
+Keys are ``(API group, kind)`` as in ``AdmissionReview.request.kind`` (``("apps", "Deployment")``, ``("", "Pod")``).
+``SCALABLE`` maps the ``*/scale`` subresources admit validates (``request.resource`` group and plural, as
+``kubectl scale`` and the HorizontalPodAutoscaler send them) to the parent workload's group, version and kind.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable
+
+from .config import Config
+from .plan import GangPlan, Resolver
+from .workloads import resolve_job, resolve_pod, resolve_replicated, resolve_statefulset
+
+__all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner"]
+
+RESOLVERS: dict[tuple[str, str], Resolver] = {
+    ("apps", "Deployment"): partial(resolve_replicated, kind="Deployment"),
+    ("apps", "ReplicaSet"): partial(resolve_replicated, kind="ReplicaSet"),
+    ("apps", "StatefulSet"): resolve_statefulset,
+    ("batch", "Job"): resolve_job,
+    ("", "Pod"): resolve_pod,
+}
+
+SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
+    ("apps", "deployments"): ("apps", "v1", "Deployment"),
+    ("apps", "replicasets"): ("apps", "v1", "ReplicaSet"),
+    ("apps", "statefulsets"): ("apps", "v1", "StatefulSet"),
+}
+
+PodJoiner = Callable[[dict[str, Any], Config, str, Any], GangPlan | None]
+"""``joiner(pod, config, namespace, known_groups) -> GangPlan | None`` for a Pod CREATE that carries neither the
+pod-group label nor gang annotations (e.g. a Spark executor joining its driver's group). It must not call the
+Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline) is the cache."""
+
+POD_JOINERS: list[PodJoiner] = []

@@ -1,0 +1,169 @@
+"""The Kubernetes API calls admission makes, through kubernetes-asyncio: PodGroups and scale parents.
+
+Thin by design: every call takes a deadline (seconds, float), maps errors to :class:`KubeError`, and returns plain
+dicts in the API's JSON shape. Requests (as kube-apiserver's REST API defines them):
+
+- create: ``POST /apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups`` (``?dryRun=All`` for dry runs),
+  201 Created, or 409 AlreadyExists;
+- read: ``GET .../podgroups/{name}`` (404 NotFound -> ``None``);
+- patch: ``PATCH .../podgroups/{name}`` with ``Content-Type: application/json-patch+json`` (RFC 6902);
+- a scale parent: ``GET /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from .config import Config
+
+__all__ = ["KubeError", "AlreadyExists", "KubeAPI", "load_api_client"]
+
+
+class KubeError(Exception):
+    """A Kubernetes API call failed.
+
+    Attributes:
+        status: HTTP status (0 for timeouts and connection errors).
+        reason: Kubernetes ``Status.reason`` or a short cause (``"Timeout"``, ``"ConnectionError"``).
+        message: text for logs and admission answers.
+    """
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class AlreadyExists(KubeError):
+    """409 AlreadyExists on create."""
+
+
+def _from_api_exception(e: ApiException, what: str) -> KubeError:
+    reason = e.reason or ""
+    message = ""
+    try:
+        body = json.loads(e.body) if e.body else {}
+        reason = body.get("reason") or reason
+        message = body.get("message") or ""
+    except (ValueError, TypeError, AttributeError):
+        pass
+    cls = AlreadyExists if e.status == 409 and reason == "AlreadyExists" else KubeError
+    return cls(e.status or 0, reason, f"{what}: {e.status} {reason}{': ' + message if message else ''}")
+
+
+class KubeAPI:
+    """PodGroup and workload calls for the admission path.
+
+    Args:
+        api_client: a ``kubernetes_asyncio.client.ApiClient`` (its configuration gives the server and credentials).
+        config: admit's settings (PodGroup API coordinates).
+
+    Every method raises :class:`KubeError` on failure (status 0 for timeouts/connection errors) and
+    :class:`AlreadyExists` for a 409 on create.
+    """
+
+    def __init__(self, api_client: client.ApiClient, config: Config) -> None:
+        self.api_client = api_client
+        self.custom = client.CustomObjectsApi(api_client)
+        self.config = config
+        self.calls = 0
+
+    async def _call(self, what: str, coro_factory: Any, timeout: float) -> Any:
+        self.calls += 1
+        try:
+            async with asyncio.timeout(timeout):
+                return await coro_factory()
+        except ApiException as e:
+            raise _from_api_exception(e, what) from None
+        except TimeoutError:
+            raise KubeError(0, "Timeout", f"{what}: no answer from the Kubernetes API within {timeout:.1f}s") from None
+        except (aiohttp.ClientError, OSError) as e:
+            raise KubeError(0, "ConnectionError", f"{what}: cannot reach the Kubernetes API ({e})") from None
+
+    async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:
+        """POST a PodGroup; returns the stored (or dry-run) object. Raises AlreadyExists on 409."""
+        c = self.config
+        ns = body["metadata"]["namespace"]
+        return await self._call(
+            f"create PodGroup {ns}/{body['metadata']['name']}",
+            lambda: self.custom.create_namespaced_custom_object(
+                c.pod_group_group, c.pod_group_version, ns, c.pod_group_plural, body,
+                dry_run="All" if dry_run else None, _request_timeout=timeout,
+            ),
+            timeout,
+        )
+
+    async def get_pod_group(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+        """GET a PodGroup; ``None`` on 404."""
+        c = self.config
+        try:
+            return await self._call(
+                f"read PodGroup {namespace}/{name}",
+                lambda: self.custom.get_namespaced_custom_object(
+                    c.pod_group_group, c.pod_group_version, namespace, c.pod_group_plural, name,
+                    _request_timeout=timeout,
+                ),
+                timeout,
+            )
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def patch_pod_group(
+        self, namespace: str, name: str, ops: list[dict[str, Any]], dry_run: bool, timeout: float
+    ) -> dict[str, Any]:
+        """PATCH a PodGroup with a JSON patch (``application/json-patch+json``)."""
+        c = self.config
+        return await self._call(
+            f"patch PodGroup {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                c.pod_group_group, c.pod_group_version, namespace, c.pod_group_plural, name, ops,
+                dry_run="All" if dry_run else None, _content_type="application/json-patch+json",
+                _request_timeout=timeout,
+            ),
+            timeout,
+        )
+
+    async def get_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
+    ) -> dict[str, Any] | None:
+        """GET any namespaced object of a named API group (``/apis/{group}/{version}/...``); ``None`` on 404."""
+        try:
+            return await self._call(
+                f"read {plural}.{group} {namespace}/{name}",
+                lambda: self.custom.get_namespaced_custom_object(
+                    group, version, namespace, plural, name, _request_timeout=timeout
+                ),
+                timeout,
+            )
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+
+
+async def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """An ApiClient from ``kubeconfig`` if given, else in-cluster config, else ``~/.kube/config``.
+
+    Raises:
+        kubernetes_asyncio.config.ConfigException: no usable configuration found.
+    """
+    from kubernetes_asyncio import config as kconfig
+
+    configuration = client.Configuration()
+    if kubeconfig:
+        await kconfig.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        try:
+            kconfig.load_incluster_config(client_configuration=configuration)
+        except kconfig.ConfigException:
+            await kconfig.load_kube_config(client_configuration=configuration)
+    return client.ApiClient(configuration)

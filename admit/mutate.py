@@ -1,0 +1,139 @@
+"""The mutating decision (``/mutate``): pure, AdmissionRequest in, Decision out, no Kubernetes API call.
+
+Behaviour (DESIGN.md, "What it does on each request"):
+
+- Workload CREATE/UPDATE with ``gang.admit.dev/min-member``: every pod template gets the label
+  ``scheduling.x-k8s.io/pod-group: <group>`` and ``spec.schedulerName: <scheduler>``; the workload itself gets the
+  label ``gang.admit.dev/managed: "true"`` (the PodGroup controller's label selector). An explicit non-default
+  schedulerName is kept, with a warning. A second pass gives an empty patch (``reinvocationPolicy: IfNeeded``).
+- Pod CREATE: a pod that carries the group label gets the schedulerName; a bare pod with the annotations gets label
+  and schedulerName; a pod a registered joiner claims (Spark executor) joins its group. Pods are never touched on
+  UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
+- Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
+  refuses those, with the reason) pass unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import KUBE_DEFAULT_SCHEDULER, Config
+from .kinds import POD_JOINERS, RESOLVERS
+from .patch import set_keys_ops, set_op
+from .plan import GangError, GangPlan, get_path, parse_gang_annotations
+from .review import AdmissionRequest, Decision
+from .workloads import POD
+
+__all__ = ["mutate", "plan_patch", "has_controller"]
+
+_UNSET_SCHEDULERS = (None, "", KUBE_DEFAULT_SCHEDULER)
+
+
+def has_controller(obj: dict[str, Any]) -> bool:
+    """True when ``metadata.ownerReferences`` has an entry with ``controller: true`` (the pod is not bare)."""
+    refs = get_path(obj, ("metadata", "ownerReferences"))
+    return isinstance(refs, list) and any(isinstance(r, dict) and r.get("controller") for r in refs)
+
+
+def _scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config: Config) -> tuple[
+    dict[str, Any] | None, str | None
+]:
+    current = get_path(obj, path)
+    if current == config.scheduler_name:
+        return None, None
+    if current in _UNSET_SCHEDULERS:
+        return set_op(obj, path, config.scheduler_name), None
+    return None, (
+        f"{where} keeps schedulerName {current!r}: gang scheduling only happens if that scheduler runs the "
+        f"Coscheduling plugin (admit's scheduler is {config.scheduler_name!r})"
+    )
+
+
+def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True) -> tuple[
+    list[dict[str, Any]], list[str]
+]:
+    """JSONPatch operations and warnings that put ``plan`` into ``obj``.
+
+    Returns ``(operations, warnings)``. ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
+    give a warning instead of operations.
+    """
+    ops: list[dict[str, Any]] = []
+    warnings = list(plan.warnings)
+    if not plan.mutate:
+        return ops, warnings
+    for target in plan.targets:
+        t_ops = set_keys_ops(obj, target.labels, {config.pod_group_label: plan.group_name})
+        s_op, warning = _scheduler_ops(obj, target.scheduler, f"{plan.kind} {target.where}", config)
+        if s_op is not None:
+            t_ops.append(s_op)
+        if warning:
+            warnings.append(warning)
+        if t_ops and target.immutable:
+            warnings.append(
+                f"{plan.ref}: the {target.where} is immutable, so admit cannot add the {config.pod_group_label} label "
+                f"and schedulerName; its pods will not be gang-scheduled. Delete and recreate the {plan.kind} with the "
+                "annotation to gang-schedule it"
+            )
+            continue
+        ops.extend(t_ops)
+    if label_workload and plan.kind != "Pod":
+        ops.extend(set_keys_ops(obj, ("metadata", "labels"), {config.managed_label: "true"}))
+    return ops, warnings
+
+
+def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:
+    labels = get_path(pod, ("metadata", "labels"))
+    if isinstance(labels, dict) and config.pod_group_label in labels:
+        op, warning = _scheduler_ops(pod, POD.scheduler, "pod", config)
+        return Decision(patch=[op] if op else [], warnings=[warning] if warning else [])
+    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
+    annotations = get_path(pod, ("metadata", "annotations"))
+    if isinstance(annotations, dict) and config.min_member_key in annotations:
+        if has_controller(pod):
+            return Decision(
+                warnings=[
+                    f"pod carries {config.min_member_key} but belongs to a controller: annotate the controller "
+                    "(Deployment, Job, ...) instead of its pod template"
+                ]
+            )
+        try:
+            ann = parse_gang_annotations(annotations, config)
+            assert ann is not None
+            plan = RESOLVERS[("", "Pod")](pod, ann, config, namespace, req.operation)
+        except GangError:
+            return Decision()  # the validating webhook refuses it with the reason
+        ops, warnings = plan_patch(pod, plan, config)
+        return Decision(patch=ops, warnings=warnings)
+    for joiner in POD_JOINERS:
+        plan = joiner(pod, config, namespace, known_groups)
+        if plan is not None:
+            ops, warnings = plan_patch(pod, plan, config)
+            return Decision(patch=ops, warnings=warnings)
+    return Decision()
+
+
+def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> Decision:
+    """The ``/mutate`` answer for one request (see module docstring). Never raises for any object shape.
+
+    ``known_groups`` is the PodGroup cache (``.get(namespace, name) -> dict | None``) or ``None``.
+    """
+    obj = req.object
+    if obj is None or req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
+        return Decision()
+    if req.kind == "Pod" and req.group == "":
+        if req.operation != "CREATE":
+            return Decision()
+        return _mutate_pod(req, obj, config, known_groups)
+    resolver = RESOLVERS.get((req.group, req.kind))
+    if resolver is None:
+        return Decision()
+    try:
+        ann = parse_gang_annotations(get_path(obj, ("metadata", "annotations")), config)
+        if ann is None:
+            return Decision()
+        namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
+        plan = resolver(obj, ann, config, namespace, req.operation)
+    except GangError:
+        return Decision()  # the validating webhook refuses it with the reason
+    ops, warnings = plan_patch(obj, plan, config)
+    return Decision(patch=ops, warnings=warnings)

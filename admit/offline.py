@@ -1,0 +1,225 @@
+"""``admit review``: the webhook's decisions on manifests and AdmissionReview files, offline.
+
+Input: files or directories (``*.yaml``, ``*.yml``, ``*.json``; directories are read one level deep unless
+``recursive``, like ``kubectl apply -f``). A YAML file may hold several documents; a ``List`` is expanded. A document
+whose ``kind`` is ``AdmissionReview`` is answered as the server would answer it; any other object is reviewed as a
+CREATE of that object (namespace: ``metadata.namespace``, else ``default``).
+
+Each object goes through the same code as the server: ``/mutate``, the patch applied with ``jsonpatch``, then
+``/validate`` on the mutated object. PodGroups are "created" in an in-memory store (:class:`OfflineKube`), which
+also serves the other input objects, so a ``deployments/scale`` review finds its Deployment among the inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonpatch
+import yaml
+
+from .admission import Admission
+from .config import Config
+from .kube import AlreadyExists
+from .review import AdmissionRequest, BadReview, dumps, parse_review
+
+__all__ = ["InputError", "OfflineKube", "load_documents", "review_documents", "format_text"]
+
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class InputError(Exception):
+    """A file that cannot be read or parsed; ``str(e)`` is ``"<file>: <reason>"``."""
+
+
+def _plural(kind: str) -> str:
+    lower = kind.lower()
+    return lower + ("es" if lower.endswith("s") else "s")
+
+
+class OfflineKube:
+    """In-memory stand-in for the Kubernetes API used by ``admit review`` (implements ``PodGroupStore``).
+
+    ``objects`` are the reviewed input objects, keyed by ``(group, plural, namespace, name)``; PodGroups that
+    admission creates are kept in ``pod_groups`` keyed by ``(namespace, name)``. Never raises for timeouts.
+    """
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self.pod_groups: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def add_object(self, obj: dict[str, Any]) -> None:
+        """Make ``obj`` (a manifest with apiVersion/kind/metadata) readable through :meth:`get_object`."""
+        group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+        meta = obj.get("metadata") or {}
+        key = (group, _plural(str(obj.get("kind", ""))), str(meta.get("namespace") or "default"), str(meta.get("name")))
+        self.objects[key] = obj
+
+    async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        if key in self.pod_groups:
+            raise AlreadyExists(409, "AlreadyExists", f"PodGroup {key[0]}/{key[1]} already exists")
+        if not dry_run:
+            self.pod_groups[key] = json.loads(json.dumps(body))
+        return body
+
+    async def get_pod_group(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+        return self.pod_groups.get((namespace, name))
+
+    async def patch_pod_group(
+        self, namespace: str, name: str, ops: list[dict[str, Any]], dry_run: bool, timeout: float
+    ) -> dict[str, Any]:
+        patched = jsonpatch.apply_patch(self.pod_groups[(namespace, name)], ops)
+        if not dry_run:
+            self.pod_groups[(namespace, name)] = patched
+        return patched
+
+    async def get_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
+    ) -> dict[str, Any] | None:
+        return self.objects.get((group, plural, namespace, name))
+
+
+def _files(paths: Iterable[str], recursive: bool) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            pattern = "**/*" if recursive else "*"
+            out.extend(sorted(f for f in p.glob(pattern) if f.is_file() and f.suffix in SUFFIXES))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise InputError(f"{p}: no such file or directory")
+    return out
+
+
+def load_documents(paths: Iterable[str], recursive: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """``[(source file, document), ...]`` from files and directories; ``List`` kinds expanded, empty docs skipped.
+
+    Raises:
+        InputError: a path is missing, a file is unreadable, not YAML/JSON, or a document is not a mapping.
+    """
+    docs: list[tuple[str, dict[str, Any]]] = []
+    for f in _files(paths, recursive):
+        try:
+            text = f.read_text(encoding="utf-8")
+            loaded = list(yaml.safe_load_all(text))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            raise InputError(f"{f}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        for i, doc in enumerate(loaded):
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                raise InputError(f"{f}: document {i + 1} is not a mapping (got {type(doc).__name__})")
+            if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+                docs.extend((str(f), item) for item in doc["items"] if isinstance(item, dict))
+            else:
+                docs.append((str(f), doc))
+    return docs
+
+
+def _manifest_request(doc: dict[str, Any]) -> AdmissionRequest:
+    api_version = str(doc.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    kind = str(doc.get("kind", ""))
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    return AdmissionRequest(
+        uid=str(uuid.uuid4()),
+        api_version="admission.k8s.io/v1",
+        group=group,
+        version=version,
+        kind=kind,
+        resource_group=group,
+        resource=_plural(kind),
+        sub_resource="",
+        operation="CREATE",
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        object=doc,
+        old_object=None,
+        dry_run=False,
+    )
+
+
+async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Config) -> list[dict[str, Any]]:
+    """Run every document through ``/mutate`` then ``/validate``; one result dict per document.
+
+    Result keys: ``source``, ``kind``, ``apiVersion``, ``name``, ``namespace``, ``operation``, ``allowed``,
+    ``message``, ``warnings`` (list), ``patch`` (decoded JSONPatch list), ``object`` (after mutation, or ``None``),
+    ``podGroups`` (PodGroup objects the webhook would create or patch, as stored).
+
+    Raises:
+        InputError: an AdmissionReview document is malformed (the reason the server would give with HTTP 400).
+    """
+    store = OfflineKube(config)
+    for _, doc in docs:
+        if doc.get("kind") != "AdmissionReview":
+            store.add_object(doc)
+    admission = Admission(config.replace(api_timeout_seconds=30.0), store)
+    results = []
+    for source, doc in docs:
+        if doc.get("kind") == "AdmissionReview":
+            try:
+                req = parse_review(dumps(doc))
+            except BadReview as e:
+                raise InputError(f"{source}: {e}") from None
+        else:
+            req = _manifest_request(doc)
+        mutation = admission.mutate(req)
+        obj = req.object
+        if mutation.patch and obj is not None:
+            obj = jsonpatch.apply_patch(obj, mutation.patch)
+        decision = await admission.validate(dataclasses.replace(req, object=obj))
+        meta = (obj or {}).get("metadata") or {}
+        results.append(
+            {
+                "source": source,
+                "kind": req.kind,
+                "apiVersion": f"{req.group}/{req.version}" if req.group else req.version,
+                "name": req.name or str(meta.get("name") or meta.get("generateName") or ""),
+                "namespace": req.namespace,
+                "operation": req.operation + (f" {req.resource}/{req.sub_resource}" if req.sub_resource else ""),
+                "allowed": decision.allowed,
+                "message": decision.message,
+                "warnings": mutation.warnings + [w for w in decision.warnings if w not in mutation.warnings],
+                "patch": mutation.patch,
+                "object": obj,
+                "podGroups": decision.pod_groups,
+            }
+        )
+    return results
+
+
+def _yaml(obj: Any, indent: str = "    ") -> str:
+    text = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False).rstrip("\n")
+    return "\n".join(indent + line for line in text.splitlines())
+
+
+def format_text(results: list[dict[str, Any]], show_objects: bool = True) -> str:
+    """Human-readable report: verdict, message, warnings, patch, PodGroups and (optionally) the mutated object."""
+    out = []
+    for r in results:
+        where = f"{r['namespace']}/{r['name']}" if r["namespace"] else r["name"]
+        verdict = "ALLOWED" if r["allowed"] else "DENIED"
+        out.append(f"=== {r['kind']} {where} ({r['operation']}, {r['source']}): {verdict}")
+        if r["message"]:
+            out.append(f"  message: {r['message']}")
+        for w in r["warnings"]:
+            out.append(f"  warning: {w}")
+        if r["patch"]:
+            out.append("  patch:")
+            out.append(_yaml(r["patch"]))
+        for pg in r["podGroups"]:
+            out.append("  podGroup:")
+            out.append(_yaml(pg))
+        if show_objects and r["patch"] and r["object"] is not None:
+            out.append("  object after mutation:")
+            out.append(_yaml(r["object"]))
+        out.append("")
+    allowed = sum(1 for r in results if r["allowed"])
+    out.append(f"{len(results)} objects: {allowed} allowed, {len(results) - allowed} denied")
+    return "\n".join(out)

@@ -1,0 +1,271 @@
+"""The gang plan: what admit decides about one workload, independent of its kind.
+
+A :class:`GangPlan` is the pure result of reading a workload (Deployment, Job, TFJob, SparkApplication, Pod ...)
+and its ``gang.admit.dev/*`` annotations: the PodGroup name, ``minMember``, ``minResources``,
+``scheduleTimeoutSeconds``, how many pods the workload runs, and where its pod templates are (so the mutating
+webhook can label them). Kind-specific resolvers live in ``workloads.py`` (built-in kinds), ``kubeflow.py`` and
+``spark.py``; ``kinds.py`` maps (API group, kind) to a resolver.
+
+Rules and their sources:
+
+- PodGroup name = pod label value (scheduler-plugins ``PodGroupLabel``), so it must be a valid label value
+  (at most 63 characters, Kubernetes "Labels and Selectors") and a valid object name (DNS-1123 subdomain):
+  both hold for ``[a-z0-9]([-a-z0-9.]*[a-z0-9])?`` up to 63 characters.
+- Default name = the workload's own name (the Kubeflow training-operator's convention).
+- ``gang.admit.dev/schedule-timeout-seconds`` is 1..900: kube-scheduler caps a Permit wait at 15 minutes
+  (``maxTimeout`` in ``pkg/scheduler/framework/runtime/framework.go``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .config import Config
+
+__all__ = [
+    "GangError",
+    "GangAnnotations",
+    "PodTarget",
+    "GangPlan",
+    "parse_gang_annotations",
+    "check_group_name",
+    "choose_group_name",
+    "int_field",
+    "Resolver",
+]
+
+MAX_TIMEOUT_SECONDS = 900
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_INT_RE = re.compile(r"^[0-9]+$")
+
+
+class GangError(Exception):
+    """A workload admit must refuse: malformed annotation, replicas below minMember, a deadlocking shape.
+
+    Attributes:
+        message: text for the user; names the object, the numbers and the fix.
+        code: HTTP status code for the AdmissionReview ``status.code`` (400 malformed input, 403 policy).
+    """
+
+    def __init__(self, message: str, code: int = 403) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class GangAnnotations:
+    """Parsed ``gang.admit.dev/*`` annotations of one object.
+
+    Attributes:
+        min_member: the annotated minMember, or ``None`` for ``auto`` (derived from the workload).
+        schedule_timeout_seconds: PodGroup ``spec.scheduleTimeoutSeconds`` (seconds, 1..900), or ``None``.
+        min_resources: ``True`` for ``auto`` (the default: compute ``spec.minResources``), ``False`` for ``none``.
+        pod_group: explicit PodGroup name, or ``None`` for the default.
+    """
+
+    min_member: int | None
+    schedule_timeout_seconds: int | None = None
+    min_resources: bool = True
+    pod_group: str | None = None
+
+
+def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -> GangAnnotations | None:
+    """Read the gang annotations; ``None`` when ``<prefix>/min-member`` is absent (gang scheduling is off).
+
+    Raises:
+        GangError (code 400): a value is malformed; the message names the annotation and the accepted values.
+    """
+    if not annotations:
+        return None
+    raw = annotations.get(config.min_member_key)
+    if raw is None:
+        return None
+    mm_text = str(raw).strip()
+    if mm_text.lower() == "auto":
+        min_member = None
+    elif _INT_RE.match(mm_text) and int(mm_text) >= 1:
+        min_member = int(mm_text)
+    else:
+        raise GangError(
+            f'annotation {config.min_member_key}="{raw}" is invalid: use a positive integer or "auto"', 400
+        )
+    timeout = None
+    raw_t = annotations.get(config.timeout_key)
+    if raw_t is not None:
+        t_text = str(raw_t).strip()
+        if not _INT_RE.match(t_text) or not 1 <= int(t_text) <= MAX_TIMEOUT_SECONDS:
+            raise GangError(
+                f'annotation {config.timeout_key}="{raw_t}" is invalid: use an integer number of seconds from 1 to '
+                f"{MAX_TIMEOUT_SECONDS} (kube-scheduler waits at most 15 minutes for a gang)",
+                400,
+            )
+        timeout = int(t_text)
+    min_resources = True
+    raw_r = annotations.get(config.min_resources_key)
+    if raw_r is not None:
+        r_text = str(raw_r).strip().lower()
+        if r_text not in ("auto", "none"):
+            raise GangError(f'annotation {config.min_resources_key}="{raw_r}" is invalid: use "auto" or "none"', 400)
+        min_resources = r_text == "auto"
+    pod_group = None
+    raw_g = annotations.get(config.pod_group_key)
+    if raw_g is not None:
+        pod_group = str(raw_g)
+        problem = check_group_name(pod_group)
+        if problem:
+            raise GangError(f'annotation {config.pod_group_key}="{raw_g}" is invalid: {problem}', 400)
+    return GangAnnotations(min_member, timeout, min_resources, pod_group)
+
+
+def check_group_name(name: str) -> str | None:
+    """Why ``name`` cannot be a PodGroup name that is also a label value, or ``None`` when it can."""
+    if len(name) > 63:
+        return f"a PodGroup name is also the value of a pod label and must be at most 63 characters (has {len(name)})"
+    if not _NAME_RE.match(name):
+        return (
+            "a PodGroup name must be lowercase letters, digits, '-' or '.', starting and ending with a letter or digit"
+        )
+    return None
+
+
+@dataclass(slots=True)
+class PodTarget:
+    """One place in a workload that becomes pods: a pod template, a Spark driver/executor spec, or the Pod itself.
+
+    Attributes:
+        labels: key path from the object root to the pod labels map, e.g. ``("spec", "template", "metadata",
+            "labels")``; ``("spec", "driver", "labels")`` for a SparkApplication.
+        scheduler: key path to the pod's ``schedulerName``.
+        where: human name for messages (``"pod template"``, ``"replica type Worker"``).
+        immutable: the template may not change on this request (Job ``spec.template`` on UPDATE); admit warns
+            instead of patching.
+    """
+
+    labels: tuple[str, ...]
+    scheduler: tuple[str, ...]
+    where: str = "pod template"
+    immutable: bool = False
+
+
+@dataclass(slots=True)
+class GangPlan:
+    """Everything admit needs to mutate, validate and create the PodGroup for one gang workload.
+
+    Attributes:
+        kind / api_group / name / namespace: the workload (``name`` may be ``""`` for a Pod with generateName).
+        owner: stable identity ``"<group>/<Kind>/<name>"`` (``"apps/Deployment/web"``, ``"/Pod/x"``) recorded on
+            the PodGroup so a second workload cannot take the same group by accident.
+        group_name: PodGroup name = value of the pod-group label.
+        min_member: PodGroup ``spec.minMember`` (>= 1).
+        total_pods: pods the workload runs at once (replicas, parallelism, summed replicas), or ``None`` if unknown.
+        total_field: where ``total_pods`` comes from, for messages (``"spec.replicas"``).
+        min_resources: PodGroup ``spec.minResources`` (ResourceList) or ``None``.
+        schedule_timeout_seconds: PodGroup ``spec.scheduleTimeoutSeconds`` or ``None``.
+        targets: pod templates to label.
+        warnings: admission warnings found while resolving.
+        mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
+        create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
+        shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
+    """
+
+    kind: str
+    api_group: str
+    name: str
+    namespace: str
+    group_name: str
+    min_member: int
+    total_pods: int | None
+    total_field: str
+    min_resources: dict[str, str] | None = None
+    schedule_timeout_seconds: int | None = None
+    targets: list[PodTarget] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    mutate: bool = True
+    create_pod_group: bool = True
+    shared: bool = False
+
+    @property
+    def owner(self) -> str:
+        """``"<group>/<Kind>/<name>"`` (``"<group>/<Kind>"`` when ``shared``), stored on the PodGroup."""
+        if self.shared:
+            return f"{self.api_group}/{self.kind}"
+        return f"{self.api_group}/{self.kind}/{self.name}"
+
+    @property
+    def ref(self) -> str:
+        """``"Deployment team-a/web"`` for messages."""
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+    def pod_group_spec(self) -> dict[str, Any]:
+        """The PodGroup ``spec`` (``minMember``, optional ``minResources``, optional ``scheduleTimeoutSeconds``)."""
+        spec: dict[str, Any] = {"minMember": self.min_member}
+        if self.min_resources:
+            spec["minResources"] = dict(self.min_resources)
+        if self.schedule_timeout_seconds is not None:
+            spec["scheduleTimeoutSeconds"] = self.schedule_timeout_seconds
+        return spec
+
+
+Resolver = Callable[[dict[str, Any], GangAnnotations, Config, str, str], GangPlan]
+"""``resolver(obj, annotations, config, namespace, operation) -> GangPlan``; raises :class:`GangError`."""
+
+
+def get_path(obj: Any, path: tuple[str, ...]) -> Any:
+    """The value at key ``path`` in nested dicts, or ``None`` where any step is missing or not a dict."""
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def int_field(obj: dict[str, Any], path: tuple[str, ...], default: int | None, what: str) -> int | None:
+    """An integer field at ``path`` (``default`` when absent).
+
+    Raises:
+        GangError (code 400): present but not a non-negative integer; the message names ``what``.
+    """
+    value = get_path(obj, path)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise GangError(f"{what} must be a non-negative integer, got {value!r}", 400)
+    return value
+
+
+def choose_group_name(
+    obj: dict[str, Any], ann: GangAnnotations, targets: list[PodTarget], config: Config, kind: str, default: str
+) -> str:
+    """PodGroup name: the annotation, else a pod-group label already on the templates, else ``default``.
+
+    Raises:
+        GangError (code 400): templates carry different group labels, a template label contradicts the annotation,
+            or the chosen name is not a valid label value / object name (the message points to the annotation).
+    """
+    existing = {get_path(obj, t.labels + (config.pod_group_label,)) for t in targets} - {None}
+    if len(existing) > 1:
+        raise GangError(
+            f"{kind} pod templates carry different {config.pod_group_label} labels ({', '.join(sorted(map(str, existing)))});"
+            " a gang workload has one PodGroup: remove the labels or make them equal",
+            400,
+        )
+    label = next(iter(existing)) if existing else None
+    if ann.pod_group is not None:
+        if label is not None and label != ann.pod_group:
+            raise GangError(
+                f'{kind} pod template label {config.pod_group_label}="{label}" contradicts annotation '
+                f'{config.pod_group_key}="{ann.pod_group}": remove the label or make them equal',
+                400,
+            )
+        return ann.pod_group
+    name = str(label) if label is not None else default
+    problem = check_group_name(name) if name else "the object has no name (only generateName)"
+    if problem:
+        raise GangError(
+            f'cannot use "{name}" as the PodGroup name: {problem}; set annotation {config.pod_group_key} to a valid name',
+            400,
+        )
+    return name

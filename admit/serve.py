@@ -1,0 +1,94 @@
+"""``admit serve``: wire the Kubernetes client, the TLS provider, the web app and the controller; run until signalled.
+
+Order of start (so that a replica only reports ready when it can answer correctly): Kubernetes client ->
+certificate (files, or self-managed Secret + caBundle) -> HTTPS listener -> controller (leader-elected, when
+enabled). SIGTERM/SIGINT stop the listener first (kube-apiserver retries another replica), then the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from aiohttp import web
+from kubernetes_asyncio import client
+
+from .admission import Admission
+from .config import Config
+from .kube import KubeAPI, load_api_client
+from .server import create_app
+
+__all__ = ["serve", "api_client_for"]
+
+log = logging.getLogger("admit.serve")
+
+
+async def api_client_for(args: argparse.Namespace) -> client.ApiClient:
+    """The ApiClient for ``--api-server`` (plain URL, no credentials) or ``--kubeconfig``/in-cluster config."""
+    if args.api_server:
+        configuration = client.Configuration(host=args.api_server.rstrip("/"))
+        return client.ApiClient(configuration)
+    return await load_api_client(args.kubeconfig)
+
+
+def _tls_provider(args: argparse.Namespace, api_client: client.ApiClient) -> Any:
+    if args.cert_mode == "self":
+        from .selfcerts import SelfManagedTLSProvider
+
+        return SelfManagedTLSProvider(
+            api_client,
+            namespace=args.namespace,
+            secret_name=args.secret_name,
+            service_name=args.service_name,
+            mutating_config=args.mutating_webhook_config,
+            validating_config=args.validating_webhook_config,
+        )
+    from .tls import FileTLSProvider
+
+    return FileTLSProvider(args.tls_cert_file, args.tls_key_file)
+
+
+async def serve(args: argparse.Namespace, config: Config) -> None:
+    """Run the webhook server until SIGTERM/SIGINT (see module docstring)."""
+    api_client = await api_client_for(args)
+    provider = _tls_provider(args, api_client)
+    await provider.start()
+    cache = None
+    controller = None
+    if getattr(args, "controller", False):
+        try:
+            from .controller import start_controller
+        except ImportError:  # pragma: no cover - controller module not installed
+            start_controller = None
+        if start_controller is not None:
+            controller = await start_controller(api_client, config, args)
+            cache = controller.cache
+    admission = Admission(config, KubeAPI(api_client, config), cache)
+    checks = [lambda: (provider.ready(), provider.reason())]
+    if controller is not None:
+        checks.append(controller.readiness)
+    app = create_app(admission, checks)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024)
+    await site.start()
+    log.info(
+        "admit serving https://%s:%d (scheduler %s, failure mode %s, cert mode %s)",
+        args.host, args.port, config.scheduler_name, config.failure_mode, args.cert_mode,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        await runner.cleanup()
+        if controller is not None:
+            await controller.stop()
+        await provider.stop()
+        await api_client.close()

@@ -1,0 +1,99 @@
+"""The aiohttp application: ``POST /mutate``, ``POST /validate``, ``GET /healthz``, ``GET /readyz``.
+
+HTTP rules (Kubernetes docs "Dynamic Admission Control", webhook request and response):
+
+- kube-apiserver POSTs ``Content-Type: application/json`` AdmissionReview bodies and expects HTTP 200 with an
+  AdmissionReview whose ``response.uid`` echoes ``request.uid``;
+- a body admit cannot read as an AdmissionReview (bad JSON, wrong kind/apiVersion, no ``request.uid``, another
+  content type, larger than ``Config.max_body_bytes``) gets HTTP 400 with a one-line reason and is logged: it is
+  not from a kube-apiserver, and there is no uid to echo;
+- nothing in a request can make the server answer 500 or stop serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from aiohttp import web
+
+from .admission import Admission
+from .review import BadReview, dumps, parse_review, review_response
+
+__all__ = ["create_app", "ReadinessCheck"]
+
+log = logging.getLogger("admit.server")
+
+ReadinessCheck = Callable[[], tuple[bool, str]]
+"""``check() -> (ready, reason)``; ``/readyz`` answers 200 only when every check is ready."""
+
+
+def _bad_request(reason: str) -> web.Response:
+    log.warning("bad request: %s", reason)
+    return web.Response(status=400, text=f"bad request: {reason}\n", content_type="text/plain")
+
+
+async def _read_review(request: web.Request, max_bytes: int):  # type: ignore[no-untyped-def]
+    ctype = request.content_type
+    if ctype not in ("application/json", ""):
+        raise BadReview(f"Content-Type {ctype!r} is not application/json")
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise BadReview(f"body of {request.content_length} bytes is larger than the limit of {max_bytes} bytes")
+    body = await request.content.read(max_bytes + 1)
+    if len(body) > max_bytes:
+        raise BadReview(f"body is larger than the limit of {max_bytes} bytes")
+    if not body:
+        raise BadReview("empty body (expected an AdmissionReview)")
+    return parse_review(body)
+
+
+def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = None) -> web.Application:
+    """Build the web application around an :class:`admit.admission.Admission`.
+
+    ``readiness`` checks gate ``/readyz`` (certificate loaded, caBundle in place, ...); ``/healthz`` is 200 while
+    the event loop answers.
+    """
+    max_bytes = admission.config.max_body_bytes
+    checks = list(readiness or ())
+
+    def respond(api_version: str, uid: str, decision) -> web.Response:  # type: ignore[no-untyped-def]
+        return web.Response(body=dumps(review_response(api_version, uid, decision)), content_type="application/json")
+
+    async def mutate_handler(request: web.Request) -> web.Response:
+        try:
+            req = await _read_review(request, max_bytes)
+        except BadReview as e:
+            return _bad_request(str(e))
+        decision = admission.mutate(req)
+        return respond(req.api_version, req.uid, decision)
+
+    async def validate_handler(request: web.Request) -> web.Response:
+        try:
+            req = await _read_review(request, max_bytes)
+        except BadReview as e:
+            return _bad_request(str(e))
+        decision = await admission.validate(req)
+        if not decision.allowed:
+            log.info(
+                "denied %s %s %s/%s uid=%s: %s",
+                req.operation, req.kind, req.namespace, req.name, req.uid, decision.message,
+            )
+        return respond(req.api_version, req.uid, decision)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        for check in checks:
+            ok, reason = check()
+            if not ok:
+                return web.Response(status=503, text=f"not ready: {reason}\n")
+        return web.Response(text="ok\n")
+
+    app = web.Application(client_max_size=max_bytes + 1)
+    app.router.add_post("/mutate", mutate_handler)
+    app.router.add_post("/validate", validate_handler)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app["admission"] = admission
+    return app

@@ -1,0 +1,162 @@
+"""The validating decision (``/validate``): pure, AdmissionRequest in, Verdict out.
+
+What needs the Kubernetes API is returned as work for ``admission.py`` to do, not done here:
+``Verdict.ensure`` (a GangPlan whose PodGroup must exist before the workload's first pod) and ``Verdict.scale``
+(a ``*/scale`` UPDATE whose parent workload must be read, since a Scale object carries no annotations).
+
+Refused, with a message that names the object, the numbers and the fix (DESIGN.md, "Validating endpoint"):
+
+- malformed ``gang.admit.dev/*`` values (code 400);
+- a gang workload running fewer pods than minMember (replicas, parallelism, summed replicas): the Coscheduling
+  plugin would hold every pod in Permit and then reject them, so none ever runs (scheduler-plugins
+  ``pkg/coscheduling/coscheduling.go``, ``PreFilter``/``Permit``) (code 403);
+- ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) below minMember (code 403);
+- the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...).
+
+Zero replicas is allowed: a paused workload has no pods to wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import Config
+from .kinds import RESOLVERS, SCALABLE
+from .mutate import has_controller
+from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations
+from .review import AdmissionRequest, Decision
+
+__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_decision"]
+
+
+@dataclass(slots=True)
+class ScaleCheck:
+    """A ``*/scale`` UPDATE that lowers replicas: read the parent to learn its minMember.
+
+    Attributes:
+        group / version / kind / plural: the parent workload's API coordinates (``apps``, ``v1``, ``Deployment``,
+            ``deployments``).
+        namespace / name: the parent.
+        replicas: the requested ``spec.replicas``.
+    """
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespace: str
+    name: str
+    replicas: int
+
+
+@dataclass(slots=True)
+class Verdict:
+    """Result of :func:`validate`: a decision, plus the API work it depends on.
+
+    Attributes:
+        decision: the answer if no work is needed (or if the work succeeds).
+        ensure: the PodGroup of this plan must exist with its spec (create or patch), unless ``None``.
+        scale: the parent of a scale request must be read and checked, unless ``None``.
+        explicit_name: the group was named by annotation (see ``podgroup.ownership``).
+        dry_run: the request is a dry run: compute everything, write nothing.
+    """
+
+    decision: Decision
+    ensure: GangPlan | None = None
+    scale: ScaleCheck | None = None
+    explicit_name: bool = False
+    dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
+    """Refuse a plan whose pod count is below its minMember.
+
+    Raises:
+        GangError (403): ``0 < total_pods < min_member``; the message says which field to raise or which annotation
+            to lower.
+    """
+    total = plan.total_pods
+    if total is not None and 0 < total < plan.min_member:
+        source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+        raise GangError(
+            f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but its gang needs "
+            f"minMember {plan.min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. "
+            f"Set {plan.total_field} to at least {plan.min_member} or lower {config.min_member_key}"
+        )
+
+
+def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) -> Decision:
+    """Judge a scale request once the parent workload is known (pure).
+
+    The parent is resolved with ``spec.replicas`` set to the requested value, so ``auto`` minMember follows the new
+    count and a fixed minMember is compared with it.
+    """
+    resolver = RESOLVERS.get((check.group, check.kind))
+    try:
+        ann = parse_gang_annotations(get_path(parent, ("metadata", "annotations")), config)
+        if ann is None or resolver is None:
+            return Decision()
+        scaled = dict(parent)
+        scaled["spec"] = dict(parent.get("spec") or {}, replicas=check.replicas)
+        plan = resolver(scaled, ann, config, check.namespace, "UPDATE")
+    except GangError as e:
+        return Decision.deny(e.message, e.code)
+    if 0 < check.replicas < plan.min_member:
+        return Decision.deny(
+            f"scaling {plan.ref} to {check.replicas} replica{'s' if check.replicas != 1 else ''} goes below its gang "
+            f"minMember {plan.min_member} ({config.min_member_key}): the Coscheduling plugin would keep every pod "
+            f"Pending forever. Scale to at least {plan.min_member} (or to 0 to pause it), or lower "
+            f"{config.min_member_key} first"
+        )
+    return Decision(warnings=plan.warnings)
+
+
+def _validate_scale(req: AdmissionRequest, config: Config) -> Verdict:
+    parent = SCALABLE.get((req.resource_group, req.resource))
+    if parent is None or req.operation != "UPDATE":
+        return Verdict(Decision())
+    new = get_path(req.object, ("spec", "replicas"))
+    old = get_path(req.old_object, ("spec", "replicas"))
+    if not isinstance(new, int) or isinstance(new, bool):
+        return Verdict(Decision())  # kube-apiserver validates the Scale object itself
+    if new == 0 or (isinstance(old, int) and new >= old):
+        return Verdict(Decision())  # pausing, or growing, never breaks a gang
+    group, version, kind = parent
+    return Verdict(
+        Decision(),
+        scale=ScaleCheck(group, version, kind, req.resource, req.namespace, req.name, new),
+        dry_run=req.dry_run,
+    )
+
+
+def validate(req: AdmissionRequest, config: Config) -> Verdict:
+    """The ``/validate`` verdict for one request (see module docstring). Never raises for any object shape."""
+    if req.operation not in ("CREATE", "UPDATE") or req.object is None:
+        return Verdict(Decision())
+    if req.sub_resource:
+        if req.sub_resource == "scale":
+            return _validate_scale(req, config)
+        return Verdict(Decision())
+    obj = req.object
+    is_pod = req.kind == "Pod" and req.group == ""
+    if is_pod and (req.operation != "CREATE" or has_controller(obj)):
+        return Verdict(Decision())
+    resolver = RESOLVERS.get((req.group, req.kind))
+    if resolver is None:
+        return Verdict(Decision())
+    annotations = get_path(obj, ("metadata", "annotations"))
+    try:
+        ann = parse_gang_annotations(annotations, config)
+        if ann is None:
+            return Verdict(Decision())
+        namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
+        plan = resolver(obj, ann, config, namespace, req.operation)
+        check_plan(plan, config, ann)
+    except GangError as e:
+        return Verdict(Decision.deny(e.message, e.code))
+    decision = Decision(warnings=list(plan.warnings))
+    if not plan.create_pod_group:
+        return Verdict(decision)
+    return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=req.dry_run)
