@@ -1,0 +1,154 @@
+"""Builders for tests: AdmissionReviews shaped as kube-apiserver sends them, example manifests, patch decoding."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+# request.resource plural and whether the kind is namespaced, for the kinds tests send
+PLURALS = {
+    "Pod": "pods",
+    "Deployment": "deployments",
+    "ReplicaSet": "replicasets",
+    "StatefulSet": "statefulsets",
+    "Job": "jobs",
+    "TFJob": "tfjobs",
+    "PyTorchJob": "pytorchjobs",
+    "MPIJob": "mpijobs",
+    "XGBoostJob": "xgboostjobs",
+    "PaddleJob": "paddlejobs",
+    "JAXJob": "jaxjobs",
+    "SparkApplication": "sparkapplications",
+    "ConfigMap": "configmaps",
+}
+
+USER_INFO = {
+    "username": "kubernetes-admin",
+    "groups": ["kubeadm:cluster-admins", "system:authenticated"],
+}
+
+
+def example(name: str) -> dict[str, Any]:
+    """The first document of ``examples/<name>`` (a deep copy)."""
+    path = EXAMPLES / name
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return copy.deepcopy(docs[0])
+
+
+def example_docs(name: str) -> list[dict[str, Any]]:
+    """All documents of ``examples/<name>``."""
+    return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+
+
+def admission_review(
+    obj: dict[str, Any] | None,
+    operation: str = "CREATE",
+    *,
+    old: dict[str, Any] | None = None,
+    namespace: str | None = None,
+    dry_run: bool = False,
+    uid: str | None = None,
+    strip_namespace: bool = False,
+    sub_resource: str | None = None,
+    resource: tuple[str, str, str] | None = None,
+    kind: tuple[str, str, str] | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """An ``admission.k8s.io/v1`` AdmissionReview for ``obj`` as kube-apiserver sends it.
+
+    ``strip_namespace`` drops ``metadata.namespace`` from the object (controllers' pods arrive that way);
+    ``resource``/``kind`` override ``(group, version, plural|kind)`` for subresources such as ``deployments/scale``.
+    """
+    src = obj if obj is not None else old
+    assert src is not None
+    api_version = src.get("apiVersion", "v1")
+    group, _, version = api_version.rpartition("/")
+    k = src.get("kind", "")
+    meta = src.get("metadata", {})
+    ns = namespace if namespace is not None else meta.get("namespace", "default")
+    body = copy.deepcopy(obj) if obj is not None else None
+    if body is not None and strip_namespace:
+        body.get("metadata", {}).pop("namespace", None)
+    kind_t = kind or (group, version, k)
+    res_t = resource or (group, version, PLURALS.get(k, k.lower() + "s"))
+    request: dict[str, Any] = {
+        "uid": uid or str(uuid.uuid4()),
+        "kind": {"group": kind_t[0], "version": kind_t[1], "kind": kind_t[2]},
+        "resource": {"group": res_t[0], "version": res_t[1], "resource": res_t[2]},
+        "requestKind": {"group": kind_t[0], "version": kind_t[1], "kind": kind_t[2]},
+        "requestResource": {"group": res_t[0], "version": res_t[1], "resource": res_t[2]},
+        "name": name if name is not None else meta.get("name", ""),
+        "namespace": ns,
+        "operation": operation,
+        "userInfo": USER_INFO,
+        "object": body,
+        "oldObject": copy.deepcopy(old) if old is not None else None,
+        "dryRun": dry_run,
+        "options": {"kind": f"{operation.title()}Options", "apiVersion": "meta.k8s.io/v1"},
+    }
+    if sub_resource:
+        request["subResource"] = sub_resource
+        request["requestSubResource"] = sub_resource
+    if not request["name"]:
+        del request["name"]
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The JSONPatch list of an AdmissionReview answer (``[]`` when there is none)."""
+    patch = response["response"].get("patch")
+    if patch is None:
+        assert "patchType" not in response["response"]
+        return []
+    assert response["response"]["patchType"] == "JSONPatch"
+    return json.loads(base64.b64decode(patch))
+
+
+def apply_answer(obj: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with the answer's patch applied by the ``jsonpatch`` library (as kube-apiserver would)."""
+    return jsonpatch.apply_patch(obj, decode_patch(response))
+
+
+def controller_pod(template_owner: dict[str, Any], rs_hash: str = "7d9f8b6c5d") -> dict[str, Any]:
+    """A Pod as the ReplicaSet controller creates it from a Deployment's (mutated) template: ``generateName``, no
+    ``metadata.name``, no ``metadata.namespace``, a controller ownerReference, defaulted fields."""
+    tpl = copy.deepcopy(template_owner["spec"]["template"])
+    name = template_owner["metadata"]["name"]
+    labels = dict(tpl.get("metadata", {}).get("labels", {}))
+    labels["pod-template-hash"] = rs_hash
+    spec = tpl["spec"]
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"{name}-{rs_hash}-",
+            "labels": labels,
+            "annotations": dict(tpl.get("metadata", {}).get("annotations", {})),
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{name}-{rs_hash}",
+                    "uid": str(uuid.uuid4()),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+        "status": {},
+    }
