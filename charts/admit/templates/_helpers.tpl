@@ -147,9 +147,12 @@ matchConditions:
 matchConditions:
   - name: gang-pod
     expression: >-
-      {{ include "admit.celHasPrefix" (dict "obj" "object" "prefix" $p) }} ||
-      (has(object.metadata.labels) && ('scheduling.x-k8s.io/pod-group' in object.metadata.labels ||
-      'pod-group.scheduling.sigs.k8s.io' in object.metadata.labels || 'spark-role' in object.metadata.labels))
+      {{ include "admit.celHasPrefix" (dict "obj" "object" "prefix" $p) }}
+      {{- with .Values.webhook.matchConditions.podLabelKeys }} ||
+      (has(object.metadata.labels) && (
+      {{- range $i, $k := . }}{{ if $i }} || {{ end }}'{{ $k }}' in object.metadata.labels{{ end -}}
+      ))
+      {{- end }}
 {{- end }}
 {{- end -}}
 
