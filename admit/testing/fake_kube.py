@@ -863,7 +863,8 @@ class FakeKubeAPI:
     def put(self, obj: JSON) -> JSON:
         """Insert or replace an object given with ``apiVersion``/``kind`` (namespace defaults to "default" for
         namespaced resources), bypassing HTTP, validation and status strategies. Fills ``uid`` (kept from the stored
-        object if absent), ``creationTimestamp`` and ``generation`` when missing; always assigns a fresh
+        object if absent) and ``creationTimestamp`` when missing; ``generation`` when missing or unchanged from the
+        stored one (then bumped if anything outside metadata/status changed); always assigns a fresh
         ``resourceVersion`` (a caller-chosen one would break watch ordering). Emits ADDED or MODIFIED. Returns a
         copy of what was stored."""
         rt = self.resource_type(obj["apiVersion"], obj["kind"])
@@ -883,8 +884,8 @@ class FakeKubeAPI:
             old_meta = existing["metadata"]
             meta.setdefault("uid", old_meta.get("uid"))
             meta.setdefault("creationTimestamp", old_meta.get("creationTimestamp"))
-            if "generation" not in meta:
-                gen = old_meta.get("generation", 1)
+            gen = old_meta.get("generation", 1)
+            if meta.get("generation") in (None, gen):  # absent or as read: compute it like the server
                 meta["generation"] = gen + 1 if self._spec_part(rt, new) != self._spec_part(rt, existing) else gen
         else:
             meta.setdefault("uid", str(uuid.uuid4()))
