@@ -102,10 +102,11 @@ class CertifiedKey:
 # Names
 
 
-def service_dns_names(service: str, namespace: str) -> list[str]:
+def service_dns_names(service: str, namespace: str, cluster_domain: str = "cluster.local") -> list[str]:
     """The DNS names under which a Service is reached inside the cluster.
 
-    Returns ``[<svc>, <svc>.<ns>, <svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local]``. kube-apiserver dials
+    Returns ``[<svc>, <svc>.<ns>, <svc>.<ns>.svc, <svc>.<ns>.svc.<cluster_domain>]`` (cluster domain default
+    ``cluster.local``, the kubelet ``--cluster-domain`` default). kube-apiserver dials
     ``<svc>.<ns>.svc`` for a webhook ``clientConfig.service`` (Kubernetes docs, "Dynamic Admission Control");
     the other forms cover clients that use the short or fully qualified name.
 
@@ -114,7 +115,8 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
     """
     if not service or not namespace:
         raise CertificateError("service name and namespace must not be empty")
-    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+    domain = cluster_domain.strip(".") or "cluster.local"
+    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.{domain}"]
 
 
 def _split_names(names: Iterable[str]) -> tuple[list[str], list[ipaddress.IPv4Address | ipaddress.IPv6Address]]:
@@ -251,10 +253,11 @@ def generate_serving_certificate(
     ip_addresses: Iterable[str] = (),
     days: float = DEFAULT_LEAF_DAYS,
     clock: Clock = utcnow,
+    cluster_domain: str = "cluster.local",
 ) -> CertifiedKey:
     """Issue a TLS server certificate for the webhook Service, signed by ``ca``.
 
-    SANs: :func:`service_dns_names` ``(service, namespace)`` followed by ``dns_names`` and ``ip_addresses``
+    SANs: :func:`service_dns_names` ``(service, namespace, cluster_domain)`` followed by ``dns_names`` and ``ip_addresses``
     (duplicates dropped; an IP literal in ``dns_names`` becomes an IP SAN). Subject CN is
     ``<svc>.<ns>.svc`` (informational only; clients check the SAN). Validity: ``now - BACKDATE`` until
     ``min(now + days, ca.notAfter)``.
@@ -265,6 +268,7 @@ def generate_serving_certificate(
         dns_names: extra DNS names. ip_addresses: extra IP addresses (strings, IPv4 or IPv6).
         days: lifetime in days (default 365).
         clock: current time source.
+        cluster_domain: the cluster's DNS domain (default ``cluster.local``).
 
     Raises:
         CertificateError: empty service/namespace, bad IP address, non-positive ``days``, or a CA that has
@@ -274,7 +278,7 @@ def generate_serving_certificate(
     now = clock()
     if ca.cert.not_valid_after_utc <= now:
         raise CertificateError(f"cannot issue from an expired CA ({describe(ca.cert)})")
-    dns, ips = _split_names([*service_dns_names(service, namespace), *dns_names])
+    dns, ips = _split_names([*service_dns_names(service, namespace, cluster_domain), *dns_names])
     for raw in ip_addresses:
         try:
             ip = ipaddress.ip_address(raw.strip())
@@ -591,6 +595,7 @@ def write_development_certificates(
     ca_days: int = DEFAULT_CA_DAYS,
     leaf_days: int = DEFAULT_LEAF_DAYS,
     clock: Clock = utcnow,
+    cluster_domain: str = "cluster.local",
 ) -> dict[str, pathlib.Path]:
     """Create a new CA and a serving certificate and write them as PEM (``admit certs``).
 
@@ -614,6 +619,7 @@ def write_development_certificates(
         ip_addresses=ip_addresses,
         days=leaf_days,
         clock=clock,
+        cluster_domain=cluster_domain,
     )
     return write_pem_files(
         directory,

@@ -265,6 +265,7 @@ async def test_switching_from_an_rsa_to_an_ecdsa_key_serves_only_the_new_certifi
         await runner.cleanup()
 
 
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
 async def test_tls_1_1_and_non_aead_ciphers_are_refused_while_tls_1_2_and_1_3_work(
     started, ca: certs.CertifiedKey
 ) -> None:
