@@ -537,6 +537,17 @@ async def test_fail_answers_the_next_matching_requests_with_a_status(api, kube):
     assert [r.status for r in api.requests_for("podgroups")] == [500, 500, 201, 429, 200]
 
 
+async def test_a_failed_watch_request_raises_api_exception_from_the_stream(api, kube):
+    core = client.CoreV1Api(kube)
+    api.fail("watch", "pods", status=503)
+    with pytest.raises(ApiException) as err:
+        async with watch.Watch() as w:
+            async for _ in w.stream(core.list_namespaced_pod, "default", timeout_seconds=1):
+                pass
+    assert err.value.status == 503
+    await core.list_namespaced_pod("default")  # a list is not a watch: unaffected
+
+
 async def test_delay_slows_only_matching_requests(api, kube):
     core = client.CoreV1Api(kube)
     api.delay("GET", "pods", 0.2, times=1)
