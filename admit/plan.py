@@ -78,7 +78,7 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     Raises:
         GangError (code 400): a value is malformed; the message names the annotation and the accepted values.
     """
-    if not annotations:
+    if not annotations or not isinstance(annotations, dict):
         return None
     raw = annotations.get(config.min_member_key)
     if raw is None:

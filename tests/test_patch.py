@@ -1,0 +1,40 @@
+import jsonpatch
+
+from admit.patch import escape, pointer, set_keys_ops, set_op
+
+
+def test_json_pointer_segments_escape_tilde_before_slash():
+    assert escape("scheduling.x-k8s.io/pod-group") == "scheduling.x-k8s.io~1pod-group"
+    assert escape("a~b/c") == "a~0b~1c"
+    assert pointer(("metadata", "labels", "a/b")) == "/metadata/labels/a~1b"
+
+
+def test_adding_a_label_to_a_missing_labels_map_adds_the_map():
+    obj = {"metadata": {"name": "x"}}
+    ops = set_keys_ops(obj, ("metadata", "labels"), {"a/b": "1", "c": "2"})
+    assert ops == [{"op": "add", "path": "/metadata/labels", "value": {"a/b": "1", "c": "2"}}]
+    assert jsonpatch.apply_patch(obj, ops)["metadata"]["labels"] == {"a/b": "1", "c": "2"}
+
+
+def test_adding_to_a_missing_metadata_adds_the_nested_maps():
+    obj = {"spec": {"template": {"spec": {}}}}
+    ops = set_keys_ops(obj, ("spec", "template", "metadata", "labels"), {"k": "v"})
+    assert ops == [{"op": "add", "path": "/spec/template/metadata", "value": {"labels": {"k": "v"}}}]
+
+
+def test_a_null_labels_map_is_replaced_not_added_into():
+    obj = {"metadata": {"labels": None}}
+    ops = set_keys_ops(obj, ("metadata", "labels"), {"k": "v"})
+    assert jsonpatch.apply_patch(obj, ops) == {"metadata": {"labels": {"k": "v"}}}
+
+
+def test_an_equal_value_gives_no_operation_and_a_different_one_a_replace():
+    obj = {"spec": {"schedulerName": "x"}}
+    assert set_op(obj, ("spec", "schedulerName"), "x") is None
+    assert set_op(obj, ("spec", "schedulerName"), "y") == {"op": "replace", "path": "/spec/schedulerName", "value": "y"}
+
+
+def test_existing_labels_get_one_add_per_missing_key():
+    obj = {"metadata": {"labels": {"app": "web", "k": "v"}}}
+    ops = set_keys_ops(obj, ("metadata", "labels"), {"k": "v", "scheduling.x-k8s.io/pod-group": "web"})
+    assert ops == [{"op": "add", "path": "/metadata/labels/scheduling.x-k8s.io~1pod-group", "value": "web"}]

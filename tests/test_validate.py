@@ -1,0 +1,186 @@
+"""The validating decision on real manifests: denials with actionable messages, and the work it asks for."""
+
+import pytest
+
+from admit.config import Config
+from admit.review import dumps, parse_review
+from admit.validate import ScaleCheck, scale_decision, validate
+from tests.helpers import admission_review, example
+
+CONFIG = Config()
+
+
+def verdict(obj, operation="CREATE", **kw):
+    return validate(parse_review(dumps(admission_review(obj, operation, **kw))), CONFIG)
+
+
+def test_a_deployment_with_replicas_below_min_member_is_denied_with_the_numbers_and_the_fix():
+    v = verdict(example("denied/deployment-below-min-member.yaml"))
+    assert not v.decision.allowed
+    assert v.decision.code == 403
+    msg = v.decision.message
+    assert "Deployment default/pause-too-small" in msg
+    assert "spec.replicas=2" in msg and "minMember 3" in msg
+    assert "Set spec.replicas to at least 3" in msg
+    assert v.ensure is None
+
+
+def test_an_update_lowering_replicas_below_min_member_is_denied():
+    dep = example("pause-gang-deployment.yaml")
+    new = {**dep, "spec": {**dep["spec"], "replicas": 1}}
+    v = verdict(new, "UPDATE", old=dep)
+    assert not v.decision.allowed and "spec.replicas=1" in v.decision.message
+
+
+def test_zero_replicas_pauses_a_gang_and_is_allowed_with_a_warning():
+    dep = example("pause-gang-deployment.yaml")
+    dep["spec"]["replicas"] = 0
+    v = verdict(dep)
+    assert v.decision.allowed
+    assert any("spec.replicas=0" in w for w in v.decision.warnings)
+
+
+def test_a_job_below_min_member_names_parallelism():
+    job = example("training-job.yaml")
+    job["metadata"]["annotations"]["gang.admit.dev/min-member"] = "6"
+    v = verdict(job)
+    assert not v.decision.allowed and "spec.parallelism=4" in v.decision.message
+
+
+def test_a_job_with_fewer_completions_than_parallelism_counts_completions():
+    job = example("training-job.yaml")
+    job["metadata"]["annotations"]["gang.admit.dev/min-member"] = "4"
+    job["spec"]["completions"] = 2
+    v = verdict(job)
+    assert not v.decision.allowed and "spec.completions=2" in v.decision.message
+
+
+@pytest.mark.parametrize(
+    "key,value,fragment",
+    [
+        ("gang.admit.dev/min-member", "0", "positive integer"),
+        ("gang.admit.dev/min-member", "-2", "positive integer"),
+        ("gang.admit.dev/min-member", "three", "positive integer"),
+        ("gang.admit.dev/min-member", "2.5", "positive integer"),
+        ("gang.admit.dev/schedule-timeout-seconds", "0", "1 to 900"),
+        ("gang.admit.dev/schedule-timeout-seconds", "3600", "1 to 900"),
+        ("gang.admit.dev/min-resources", "some", '"auto" or "none"'),
+        ("gang.admit.dev/pod-group", "Not_A_Label", "lowercase"),
+        ("gang.admit.dev/pod-group", "x" * 64, "at most 63"),
+    ],
+)
+def test_malformed_annotation_values_are_denied_naming_the_annotation(key, value, fragment):
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"][key] = value
+    v = verdict(dep)
+    assert not v.decision.allowed
+    assert v.decision.code == 400
+    assert key in v.decision.message and fragment in v.decision.message
+
+
+def test_a_workload_name_too_long_for_a_label_value_points_to_the_pod_group_annotation():
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["name"] = "a" * 70
+    v = verdict(dep)
+    assert not v.decision.allowed and "gang.admit.dev/pod-group" in v.decision.message
+
+
+def test_an_ordered_ready_statefulset_gang_is_denied():
+    v = verdict(example("denied/statefulset-ordered-ready.yaml"))
+    assert not v.decision.allowed and "podManagementPolicy: Parallel" in v.decision.message
+
+
+def test_an_ordered_ready_statefulset_update_explains_the_field_is_immutable():
+    sts = example("denied/statefulset-ordered-ready.yaml")
+    v = verdict(sts, "UPDATE", old=sts)
+    assert "immutable" in v.decision.message
+
+
+def test_an_ordered_ready_statefulset_of_one_is_allowed():
+    sts = example("denied/statefulset-ordered-ready.yaml")
+    sts["metadata"]["annotations"]["gang.admit.dev/min-member"] = "1"
+    assert verdict(sts).decision.allowed
+
+
+def test_an_allowed_gang_workload_asks_for_its_pod_group():
+    v = verdict(example("pause-gang-deployment.yaml"), dry_run=True)
+    assert v.decision.allowed
+    assert v.ensure is not None and v.ensure.group_name == "pause" and v.ensure.min_member == 3
+    assert v.ensure.pod_group_spec() == {
+        "minMember": 3, "minResources": {"cpu": "300m", "memory": "192Mi"}, "scheduleTimeoutSeconds": 10,
+    }
+    assert v.dry_run is True
+
+
+def test_min_resources_none_leaves_min_resources_out():
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"]["gang.admit.dev/min-resources"] = "none"
+    assert "minResources" not in verdict(dep).ensure.pod_group_spec()
+
+
+def test_a_scale_down_below_min_member_asks_for_the_parent_then_is_denied():
+    dep = example("web-gang-deployment.yaml")
+    review = admission_review(
+        {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "default"},
+         "spec": {"replicas": 2}},
+        "UPDATE",
+        old={"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "default"},
+             "spec": {"replicas": 8}},
+        sub_resource="scale", resource=("apps", "v1", "deployments"), kind=("autoscaling", "v1", "Scale"),
+    )
+    v = validate(parse_review(dumps(review)), CONFIG)
+    assert v.scale == ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 2)
+    d = scale_decision(dep, v.scale, CONFIG)
+    assert not d.allowed and "to 2 replicas" in d.message and "minMember 6" in d.message
+
+
+def test_a_scale_up_or_to_zero_needs_no_lookup():
+    for new in (10, 0):
+        review = admission_review(
+            {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": new}},
+            "UPDATE",
+            old={"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": 8}},
+            sub_resource="scale", resource=("apps", "v1", "deployments"), kind=("autoscaling", "v1", "Scale"),
+        )
+        v = validate(parse_review(dumps(review)), CONFIG)
+        assert v.decision.allowed and v.scale is None
+
+
+def test_a_scale_of_an_auto_gang_follows_the_new_replica_count():
+    dep = example("web-gang-deployment.yaml")
+    dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+    d = scale_decision(dep, ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 2), CONFIG)
+    assert d.allowed
+
+
+def test_a_scale_of_a_workload_without_the_annotation_is_allowed():
+    dep = example("web-gang-deployment.yaml")
+    dep["metadata"]["annotations"] = {}
+    assert scale_decision(dep, ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 1), CONFIG).allowed
+
+
+def test_objects_of_unknown_kinds_and_delete_requests_are_allowed_untouched():
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default",
+          "annotations": {"gang.admit.dev/min-member": "3"}}, "data": {}}
+    assert verdict(cm).decision.allowed
+    assert verdict(None, "DELETE", old=example("pause-gang-deployment.yaml")).decision.allowed
+
+
+def test_conflicting_template_label_and_annotation_are_denied():
+    dep = example("etcd-statefulset.yaml")
+    dep["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "other"
+    v = verdict(dep)
+    assert not v.decision.allowed and "contradicts" in v.decision.message
+
+
+def test_a_pre_labelled_template_keeps_its_group_name():
+    dep = example("pause-gang-deployment.yaml")
+    dep["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "pg1"
+    assert verdict(dep).ensure.group_name == "pg1"
+
+
+def test_non_numeric_replicas_are_a_clear_denial_not_a_crash():
+    dep = example("pause-gang-deployment.yaml")
+    dep["spec"]["replicas"] = "three"
+    v = verdict(dep)
+    assert not v.decision.allowed and "spec.replicas" in v.decision.message
