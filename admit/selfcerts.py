@@ -713,26 +713,30 @@ class SelfManagedTLSProvider(TLSProvider):
     # -- one check ------------------------------------------------------------------------------------------------
 
     async def reconcile(self) -> ReconcileResult:
-        """One check: settle the Secret, inject caBundle, serve the pair. See the module docstring.
+        """One check: settle the Secret, inject caBundle, then serve the Secret's pair. See the module docstring.
+
+        caBundle goes first so that a pair from a new CA (a replaced, broken CA) is served only once the apiserver
+        can trust it; the pair is served even if that step fails (the Secret no longer holds the old one).
 
         Raises:
             ApiException, aiohttp.ClientError, asyncio.TimeoutError (:data:`TRANSIENT_ERRORS`): the Kubernetes API
-                failed or did not answer within ``request_timeout`` (Secret step; caBundle step too, after the pair
-                is served).
+                failed or did not answer within ``request_timeout`` (in the caBundle step: after the pair is
+                served, and ``ready()`` is False with the reason).
             CertificateError: the Secret kept changing (5 conflicts in a row) or OpenSSL refused the pair.
         """
         async with self._lock:
             result = ReconcileResult()
             material = await self._settle_secret(result)
             assert material.leaf is not None
-            if self.pair is None or self.pair.fingerprint != material.leaf.fingerprint:
-                self.install(material.leaf)
-                result.installed = True
             try:
                 result.patched = await self.inject_ca_bundle(material.bundle())
             except TRANSIENT_ERRORS as exc:
                 self._bundle_reason = f"caBundle could not be checked: {_error_line(exc)}"
                 raise
+            finally:
+                if self.pair is None or self.pair.fingerprint != material.leaf.fingerprint:
+                    self.install(material.leaf)
+                    result.installed = True
             return result
 
     # -- lifecycle ------------------------------------------------------------------------------------------------

@@ -585,3 +585,61 @@ async def test_a_hung_api_call_times_out_instead_of_blocking_start(api: FakeKube
     p = provider(client, FakeClock(), request_timeout=0.2)
     with pytest.raises(CertificateError, match="TimeoutError"):
         await asyncio.wait_for(p.start(), 3)
+
+
+async def test_no_private_key_reaches_the_logs_even_at_debug_level(
+    api: FakeKubeAPI, client, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # every logger, kubernetes_asyncio's response-body logging included
+    clock = FakeClock()
+    p = provider(client, clock)
+    await p.start()
+    try:
+        clock.advance(days=250)
+        await p.reconcile()
+        data = secret_data(api)
+        data["tls.key"] = data["tls.key"][:50]
+        put_secret_data(api, data)
+        await p.reconcile()
+    finally:
+        await p.stop()
+    assert caplog.records
+    pem_key_b64 = base64.b64encode(b"-----BEGIN PRIVATE KEY-----").decode()[:24]
+    assert "PRIVATE KEY" not in caplog.text and pem_key_b64 not in caplog.text
+
+
+async def test_a_ca_put_into_ca_next_by_hand_is_rolled_out_with_the_same_stages(
+    api: FakeKubeAPI, client, tmp_path
+) -> None:
+    clock = FakeClock()
+    p = provider(client, clock, ca_stage_seconds=60, ca_overlap_seconds=120)
+    await p.reconcile()
+    paths = certs.write_development_certificates(tmp_path)  # `admit certs`; only ca.crt/ca.key are used
+    data = secret_data(api)
+    data["ca-next.crt"], data["ca-next.key"] = paths["ca.crt"].read_bytes(), paths["ca.key"].read_bytes()
+    put_secret_data(api, data)  # kubectl patch secret ... (no annotation)
+    hand_ca = certs.load_certificates(paths["ca.crt"].read_bytes())[0]
+
+    result = await p.reconcile()
+    assert any("restarted the staging period" in a for a in result.actions)
+    assert all(hand_ca.serial_number in s for s in bundle_serials(api))
+    clock.advance(seconds=61)
+    await p.reconcile()
+    assert certs.is_signed_by(p.certificate, hand_ca)
+    clock.advance(seconds=121)
+    await p.reconcile()
+    assert bundle_serials(api) == {frozenset({hand_ca.serial_number})} and p.ready()
+
+
+async def test_emptying_tls_crt_and_tls_key_by_hand_gets_a_new_serving_certificate_from_the_same_ca(
+    api: FakeKubeAPI, client
+) -> None:
+    from kubernetes_asyncio import client as k8s
+
+    p = provider(client, FakeClock())
+    await p.reconcile()
+    before = p.certificate.serial_number
+    # kubectl -n gang-system patch secret admit-tls -p '{"data":{"tls.crt":"","tls.key":""}}'
+    await k8s.CoreV1Api(client).patch_namespaced_secret(SECRET, NS, {"data": {"tls.crt": "", "tls.key": ""}})
+    result = await p.reconcile()
+    assert p.certificate.serial_number != before and result.patched == [] and p.ready()
