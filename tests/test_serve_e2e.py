@@ -1,0 +1,142 @@
+"""``admit serve`` as a real process: HTTPS on loopback, its Kubernetes API a fake over HTTP, in both cert modes."""
+
+import asyncio
+import os
+import signal
+import socket
+import ssl
+import sys
+
+import aiohttp
+import pytest
+
+from admit.certs import write_development_certificates
+from admit.testing.fake_kube import FakeKubeAPI
+from tests.helpers import ROOT, admission_review, apply_answer, example
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def start_serve(*args: str) -> tuple[asyncio.subprocess.Process, int]:
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    return proc, port
+
+
+async def wait_ready(url: str, ssl_ctx: ssl.SSLContext, proc: asyncio.subprocess.Process, timeout: float = 20.0,
+                     server_hostname: str | None = None):
+    async with aiohttp.ClientSession() as session:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            if proc.returncode is not None:
+                out = (await proc.stdout.read()).decode()
+                raise AssertionError(f"admit serve exited {proc.returncode}:\n{out}")
+            try:
+                async with session.get(url + "/readyz", ssl=ssl_ctx, server_hostname=server_hostname) as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError("admit serve did not become ready")
+            await asyncio.sleep(0.1)
+
+
+async def stop(proc: asyncio.subprocess.Process) -> str:
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+    return (await proc.stdout.read()).decode()
+
+
+async def test_serve_in_files_mode_answers_over_https_and_creates_the_pod_group(tmp_path):
+    paths = write_development_certificates(tmp_path, service="admit", namespace="default")
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve(
+            "--cert-mode", "files", "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]),
+            "--api-server", fake.url, "--no-controller",
+        )
+        url = f"https://127.0.0.1:{port}"
+        try:
+            await wait_ready(url, ctx, proc)
+            dep = example("pause-gang-deployment.yaml")
+            async with aiohttp.ClientSession() as session:
+                review = admission_review(dep)
+                async with session.post(url + "/mutate", json=review, ssl=ctx) as resp:
+                    answer = await resp.json()
+                assert answer["response"]["uid"] == review["request"]["uid"]
+                mutated = apply_answer(dep, answer)
+                async with session.post(url + "/validate", json=admission_review(mutated), ssl=ctx) as resp:
+                    assert (await resp.json())["response"]["allowed"] is True
+            pg = fake.get("scheduling.x-k8s.io/v1alpha1", "podgroups", "default", "pause")
+            assert pg is not None and pg["spec"]["minMember"] == 3
+        finally:
+            log = await stop(proc)
+        assert proc.returncode == 0, log
+        assert "admit serving https://127.0.0.1" in log
+
+
+async def test_serve_refuses_plain_http_and_old_tls(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve(
+            "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]),
+            "--api-server", fake.url, "--no-controller",
+        )
+        try:
+            ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+            await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+            old = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+            old.maximum_version = ssl.TLSVersion.TLSv1_1
+            with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
+                async with aiohttp.ClientSession() as session:
+                    await session.get(f"https://127.0.0.1:{port}/healthz", ssl=old)
+            with pytest.raises(aiohttp.ClientError):
+                async with aiohttp.ClientSession() as session:
+                    async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                        await resp.read()
+        finally:
+            await stop(proc)
+
+
+async def test_serve_in_self_mode_creates_its_secret_and_injects_the_ca_bundle(tmp_path):
+    async with FakeKubeAPI() as fake:
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            fake.put({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "admit"},
+                "webhooks": [{"name": "gang.admit.dev", "admissionReviewVersions": ["v1"], "sideEffects": "NoneOnDryRun",
+                              "clientConfig": {"service": {"name": "admit", "namespace": "admit-system",
+                                                           "path": "/mutate"}}}],
+            })
+        proc, port = await start_serve("--cert-mode", "self", "--namespace", "admit-system", "--api-server", fake.url,
+                                       "--no-controller")
+        try:
+            deadline = asyncio.get_running_loop().time() + 20
+            while fake.get("v1", "secrets", "admit-system", "admit-tls") is None:
+                assert asyncio.get_running_loop().time() < deadline, "no Secret created"
+                assert proc.returncode is None
+                await asyncio.sleep(0.1)
+            import base64
+            ca = base64.b64decode(fake.get("v1", "secrets", "admit-system", "admit-tls")["data"]["ca.crt"])
+            ca_file = tmp_path / "ca.crt"
+            ca_file.write_bytes(ca)
+            ctx = ssl.create_default_context(cafile=str(ca_file))
+            # the serving certificate names the Service, as kube-apiserver dials it
+            await wait_ready(f"https://127.0.0.1:{port}", ctx, proc, server_hostname="admit.admit-system.svc")
+            mwc = fake.get("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", None, "admit")
+            assert base64.b64decode(mwc["webhooks"][0]["clientConfig"]["caBundle"]) == ca
+        finally:
+            await stop(proc)
