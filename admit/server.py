@@ -20,9 +20,11 @@ from aiohttp import web
 from .admission import Admission
 from .review import BadReview, dumps, parse_review, review_response
 
-__all__ = ["create_app", "ReadinessCheck"]
+__all__ = ["create_app", "ReadinessCheck", "ADMISSION_KEY"]
 
 log = logging.getLogger("admit.server")
+
+ADMISSION_KEY: web.AppKey[Admission] = web.AppKey("admission", Admission)
 
 ReadinessCheck = Callable[[], tuple[bool, str]]
 """``check() -> (ready, reason)``; ``/readyz`` answers 200 only when every check is ready."""
@@ -95,5 +97,5 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
     app.router.add_post("/validate", validate_handler)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
-    app["admission"] = admission
+    app[ADMISSION_KEY] = admission
     return app

@@ -89,6 +89,7 @@ async def test_serve_in_files_mode_answers_over_https_and_creates_the_pod_group(
         assert "admit serving https://127.0.0.1" in log
 
 
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
 async def test_serve_refuses_plain_http_and_old_tls(tmp_path):
     paths = write_development_certificates(tmp_path)
     async with FakeKubeAPI() as fake:
