@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="admit's own namespace (default: $POD_NAMESPACE or 'default')")
     serve.add_argument("--service-name", default="admit", help="Service in front of the webhook (default: %(default)s)")
     serve.add_argument("--secret-name", default="admit-tls", help="Secret for --cert-mode self (default: %(default)s)")
+    serve.add_argument("--cluster-domain", default="cluster.local",
+                       help="cluster DNS domain for the <svc>.<ns>.svc.<domain> certificate name in self mode "
+                            "(default: %(default)s)")
     serve.add_argument("--mutating-webhook-config", default="admit",
                        help="MutatingWebhookConfiguration name (default: %(default)s)")
     serve.add_argument("--validating-webhook-config", default="admit",
@@ -146,6 +149,9 @@ def _cmd_certs(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from kubernetes_asyncio.config import ConfigException
+
+    from .certs import CertificateError
     from .serve import serve
 
     logging.basicConfig(
@@ -156,6 +162,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         asyncio.run(serve(args, config_from_args(args)))
     except KeyboardInterrupt:
         pass
+    except (CertificateError, ConfigException) as e:
+        logging.getLogger("admit").error("cannot start: %s", e)
+        return 1
+    except OSError as e:  # port in use, unreadable file
+        logging.getLogger("admit").error("cannot start: %s", e)
+        return 1
     return 0
 
 

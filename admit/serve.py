@@ -45,6 +45,7 @@ def _tls_provider(args: argparse.Namespace, api_client: client.ApiClient) -> Any
             service_name=args.service_name,
             mutating_config=args.mutating_webhook_config,
             validating_config=args.validating_webhook_config,
+            cluster_domain=args.cluster_domain,
         )
     from .tls import FileTLSProvider
 

@@ -141,3 +141,14 @@ async def test_serve_in_self_mode_creates_its_secret_and_injects_the_ca_bundle(t
             assert base64.b64decode(mwc["webhooks"][0]["clientConfig"]["caBundle"]) == ca
         finally:
             await stop(proc)
+
+
+async def test_serve_without_a_certificate_exits_1_with_one_clear_line(tmp_path):
+    async with FakeKubeAPI() as fake:
+        proc, _ = await start_serve("--tls-cert-file", str(tmp_path / "missing.crt"),
+                                    "--tls-key-file", str(tmp_path / "missing.key"), "--api-server", fake.url,
+                                    "--no-controller")
+        await asyncio.wait_for(proc.wait(), 20)
+        out = (await proc.stdout.read()).decode()
+    assert proc.returncode == 1
+    assert "cannot start:" in out and "Traceback" not in out
