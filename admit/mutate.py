@@ -9,6 +9,8 @@ Behaviour (DESIGN.md, "What it does on each request"):
 - Pod CREATE: a pod that carries the group label gets the schedulerName; a bare pod with the annotations gets label
   and schedulerName; a pod a registered joiner claims (Spark executor) joins its group. Pods are never touched on
   UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
+- Workload UPDATE that removes the annotation: the group label admit put on the templates and the managed label are
+  removed (a labelled pod whose PodGroup is gone would wait forever).
 - Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
   refuses those, with the reason) pass unchanged.
 """
@@ -19,7 +21,7 @@ from typing import Any
 
 from .config import KUBE_DEFAULT_SCHEDULER, Config
 from .kinds import POD_JOINERS, RESOLVERS
-from .patch import set_keys_ops, set_op
+from .patch import pointer, set_keys_ops, set_op
 from .plan import GangError, GangPlan, get_path, parse_gang_annotations
 from .review import AdmissionRequest, Decision
 from .workloads import POD
@@ -127,13 +129,51 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
     resolver = RESOLVERS.get((req.group, req.kind))
     if resolver is None:
         return Decision()
+    namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
     try:
         ann = parse_gang_annotations(get_path(obj, ("metadata", "annotations")), config)
         if ann is None:
+            if req.operation == "UPDATE" and req.old_object is not None:
+                return _ungang(req, obj, req.old_object, config, namespace)
             return Decision()
-        namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
         plan = resolver(obj, ann, config, namespace, req.operation)
     except GangError:
         return Decision()  # the validating webhook refuses it with the reason
     ops, warnings = plan_patch(obj, plan, config)
+    return Decision(patch=ops, warnings=warnings)
+
+
+def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], config: Config, namespace: str) -> Decision:
+    """Undo admit's labels when an UPDATE removes ``<prefix>/min-member``.
+
+    A pod that keeps the pod-group label after its PodGroup is gone waits forever: Coscheduling's PreFilter rejects a
+    pod whose labelled PodGroup is not found (scheduler-plugins ``pkg/coscheduling/core/core.go``). So the label is
+    removed from the templates where it still names the group admit gave them, and the managed label from the
+    workload; a label the user set to another value is left alone, as is ``schedulerName`` (the Coscheduling
+    profile schedules pods without a group like any other).
+    """
+    resolver = RESOLVERS[(req.group, req.kind)]
+    try:
+        old_ann = parse_gang_annotations(get_path(old, ("metadata", "annotations")), config)
+        if old_ann is None:
+            return Decision()
+        old_plan = resolver(old, old_ann, config, namespace, "UPDATE")
+    except GangError:
+        return Decision()
+    ops: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for target in old_plan.targets:
+        key = target.labels + (config.pod_group_label,)
+        if get_path(obj, key) != old_plan.group_name:
+            continue
+        if target.immutable:
+            warnings.append(
+                f"{old_plan.ref}: the {target.where} is immutable and keeps the {config.pod_group_label} label; new "
+                "pods will wait for a PodGroup that admit no longer keeps. Recreate the "
+                f"{old_plan.kind} without the label"
+            )
+            continue
+        ops.append({"op": "remove", "path": pointer(key)})
+    if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:
+        ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
     return Decision(patch=ops, warnings=warnings)

@@ -147,3 +147,30 @@ def test_a_custom_annotation_prefix_and_scheduler_name_are_honoured():
     assert out["spec"]["template"]["metadata"]["labels"] == {LABEL: "pause"}
     assert out["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"
     assert out["metadata"]["labels"] == {"batch.example.com/managed": "true"}
+
+
+def test_removing_the_annotation_on_update_removes_the_group_label_admit_added():
+    dep = example("pause-gang-deployment.yaml")
+    ganged = jsonpatch.apply_patch(dep, run(dep).patch)
+    new = copy.deepcopy(ganged)
+    new["metadata"]["annotations"] = {}
+    out = jsonpatch.apply_patch(new, run(new, "UPDATE", old=ganged).patch)
+    assert LABEL not in out["spec"]["template"]["metadata"]["labels"]
+    assert "gang.admit.dev/managed" not in out["metadata"]["labels"]
+    assert out["spec"]["template"]["metadata"]["labels"] == {"app": "pause"}
+
+
+def test_removing_the_annotation_leaves_a_group_label_the_user_changed():
+    dep = example("pause-gang-deployment.yaml")
+    ganged = jsonpatch.apply_patch(dep, run(dep).patch)
+    new = copy.deepcopy(ganged)
+    new["metadata"]["annotations"] = {}
+    new["spec"]["template"]["metadata"]["labels"][LABEL] = "pg1"
+    out = jsonpatch.apply_patch(new, run(new, "UPDATE", old=ganged).patch)
+    assert out["spec"]["template"]["metadata"]["labels"][LABEL] == "pg1"
+
+
+def test_an_update_of_a_workload_that_never_was_a_gang_is_not_touched():
+    docs = example_docs("seed-labelled-deployment.yaml")
+    dep = docs[1]
+    assert run(dep, "UPDATE", old=dep).patch == []
