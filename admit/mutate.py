@@ -146,8 +146,9 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
 def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], config: Config, namespace: str) -> Decision:
     """Undo admit's labels when an UPDATE removes ``<prefix>/min-member``.
 
-    A pod that keeps the pod-group label after its PodGroup is gone waits forever: Coscheduling's PreFilter rejects a
-    pod whose labelled PodGroup is not found (scheduler-plugins ``pkg/coscheduling/core/core.go``). So the label is
+    A pod that keeps the pod-group label after its PodGroup is gone never runs: Coscheduling's Permit denies a pod
+    whose labelled PodGroup is not found (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``Permit`` returns
+    ``PodGroupNotFound``). So the label is
     removed from the templates where it still names the group admit gave them, and the managed label from the
     workload; a label the user set to another value is left alone, as is ``schedulerName`` (the Coscheduling
     profile schedules pods without a group like any other).

@@ -8,8 +8,8 @@ Refused, with a message that names the object, the numbers and the fix (DESIGN.m
 
 - malformed ``gang.admit.dev/*`` values (code 400);
 - a gang workload running fewer pods than minMember (replicas, parallelism, summed replicas): the Coscheduling
-  plugin would hold every pod in Permit and then reject them, so none ever runs (scheduler-plugins
-  ``pkg/coscheduling/coscheduling.go``, ``PreFilter``/``Permit``) (code 403);
+  plugin's PreFilter rejects every pod while fewer than minMember pods carry the group label ("cannot find enough
+  sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``), so none ever runs (code 403);
 - ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) below minMember (code 403);
 - the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...).
 
