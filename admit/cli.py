@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__
-from .config import DEFAULT_ANNOTATION_PREFIX, DEFAULT_SCHEDULER_NAME, Config
+from .config import (
+    DEFAULT_ANNOTATION_PREFIX,
+    DEFAULT_SCHEDULER_NAME,
+    LEGACY_POD_GROUP_API_GROUP,
+    LEGACY_POD_GROUP_LABEL,
+    POD_GROUP_LABEL,
+    Config,
+)
 
 __all__ = ["main", "build_parser", "config_from_args"]
 
@@ -36,6 +43,11 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
                         "default-scheduler for a single-scheduler install)")
     p.add_argument("--annotation-prefix", default=DEFAULT_ANNOTATION_PREFIX,
                    help="prefix of the workload annotations (default: %(default)s)")
+    p.add_argument("--pod-group-api", choices=("scheduling.x-k8s.io", "scheduling.sigs.k8s.io"),
+                   default="scheduling.x-k8s.io",
+                   help="PodGroup API group of the installed scheduler-plugins: scheduling.x-k8s.io (v0.25.7 and "
+                        "later, label scheduling.x-k8s.io/pod-group) or scheduling.sigs.k8s.io (older releases, label "
+                        "pod-group.scheduling.sigs.k8s.io) (default: %(default)s)")
     p.add_argument("--kubeflow-gang-by-operator", action="store_true",
                    help="the Kubeflow training-operator gangs its own jobs: only validate Kubeflow jobs")
 
@@ -109,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> Config:
     """The :class:`Config` the parsed flags describe."""
+    legacy = args.pod_group_api == LEGACY_POD_GROUP_API_GROUP
     return Config(
+        pod_group_group=args.pod_group_api,
+        pod_group_label=LEGACY_POD_GROUP_LABEL if legacy else POD_GROUP_LABEL,
         annotation_prefix=args.annotation_prefix,
         scheduler_name=args.scheduler_name,
         kubeflow_gang_by_operator=args.kubeflow_gang_by_operator,

@@ -88,3 +88,12 @@ def test_certs_writes_a_ca_and_serving_pair_that_openssl_verifies(tmp_path, caps
     text = subprocess.run(["openssl", "x509", "-in", str(tmp_path / "tls.crt"), "-noout", "-ext", "subjectAltName"],
                           capture_output=True, text=True).stdout
     assert "admit.admit-system.svc" in text and "127.0.0.1" in text
+
+
+def test_the_legacy_pod_group_api_uses_the_old_group_and_label(capsys):
+    code = main(["review", "-o", "json", "--pod-group-api", "scheduling.sigs.k8s.io",
+                 str(EXAMPLES / "pause-gang-deployment.yaml")])
+    (r,) = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert r["podGroups"][0]["apiVersion"] == "scheduling.sigs.k8s.io/v1alpha1"
+    assert r["object"]["spec"]["template"]["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] == "pause"
