@@ -510,9 +510,21 @@ def test_webhooks_call_mutate_and_validate_on_the_service_port_443_which_reaches
         assert "url" not in hook["clientConfig"]
 
 
-def test_failure_policy_defaults_to_ignore_so_an_admit_outage_blocks_nothing():
+def test_failure_policy_fails_only_gang_workloads_during_an_outage_and_ignores_pods_and_scale():
+    policies = {hook["name"]: hook["failurePolicy"] for _, hook in webhooks(scenario("default"))}
+    assert policies == {
+        "workloads.mutate.admit.dev": "Fail",
+        "pods.mutate.admit.dev": "Ignore",
+        "workloads.validate.admit.dev": "Fail",
+        "scale.validate.admit.dev": "Ignore",
+        "pods.validate.admit.dev": "Ignore",
+    }
+
+
+def test_workload_webhooks_that_fail_closed_only_match_objects_using_admit_annotations_or_labels():
     for _, hook in webhooks(scenario("default")):
-        assert hook["failurePolicy"] == "Ignore"
+        if hook["failurePolicy"] == "Fail":
+            assert hook.get("matchConditions"), hook["name"]
 
 
 def test_failure_policy_follows_the_values_per_kind_of_request():
