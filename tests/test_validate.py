@@ -184,3 +184,20 @@ def test_non_numeric_replicas_are_a_clear_denial_not_a_crash():
     dep["spec"]["replicas"] = "three"
     v = verdict(dep)
     assert not v.decision.allowed and "spec.replicas" in v.decision.message
+
+
+@pytest.mark.parametrize("plural,kind", [("statefulsets", "StatefulSet"), ("replicasets", "ReplicaSet")])
+def test_statefulset_and_replicaset_scale_below_min_member_are_denied(plural, kind):
+    parent = example("etcd-statefulset.yaml") if kind == "StatefulSet" else example("web-gang-deployment.yaml")
+    parent["kind"] = kind
+    name = parent["metadata"]["name"]
+    ns = parent["metadata"]["namespace"]
+    scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": ns},
+             "spec": {"replicas": 2}}
+    old = {**scale, "spec": {"replicas": 5}}
+    review = admission_review(scale, "UPDATE", old=old, sub_resource="scale", resource=("apps", "v1", plural),
+                              kind=("autoscaling", "v1", "Scale"))
+    v = validate(parse_review(dumps(review)), CONFIG)
+    assert v.scale is not None and v.scale.kind == kind and v.scale.plural == plural
+    d = scale_decision(parent, v.scale, CONFIG)
+    assert not d.allowed and f"{kind} {ns}/{name}" in d.message
