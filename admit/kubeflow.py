@@ -1,0 +1,293 @@
+"""Gang plans for Kubeflow training jobs: TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob (``kubeflow.org/v1``) and
+MPIJob (``kubeflow.org/v1``, training-operator; ``kubeflow.org/v2beta1``, mpi-operator).
+
+A job runs one pod per replica of each replica type; the pod templates live under
+``spec.<x>ReplicaSpecs.<Type>.template`` (:data:`REPLICA_SPECS`). admit labels every template and sets its
+``schedulerName``; CRD templates are not defaulted by kube-apiserver, so ``schedulerName`` is often absent.
+
+Rules and their sources (kubeflow/training-operator ``pkg/controller.v1/common/job.go`` ``ReconcileJobs``,
+``pkg/controller.v1/common/util.go`` ``CalcPGMinResources``; kubeflow/mpi-operator ``pkg/controller/podgroup.go``):
+
+- Replicas: ``replicas`` of a replica type defaults to 1 (training-operator defaulting, ``setDefaultReplicas``).
+  Replica type names are matched case-insensitively, as the operator camel-cases them (``ps`` is ``PS``).
+- ``auto`` minMember: ``spec.runPolicy.schedulingPolicy.minAvailable``; else, for elastic jobs
+  (``spec.elasticPolicy``: PyTorchJob, PaddleJob), ``minReplicas`` Workers plus every non-Worker replica (the
+  Master); else the sum of the replicas (the training-operator's ``totalReplicas``, the mpi-operator's workers + 1).
+  Elastic defaults follow the training-operator's ``setElasticPolicy``: a missing ``minReplicas`` takes
+  ``maxReplicas``, a missing ``maxReplicas`` takes ``minReplicas``, both missing take the Worker replicas.
+- minMember above the job's replicas, ``minAvailable: 0`` and ``minReplicas > maxReplicas`` are refused.
+- ``minResources``: ``schedulingPolicy.minResources`` when set; else the requests of the first minMember pods,
+  taking replica types in descending PriorityClass value (``CalcPGMinResources``). admit resolves no object during
+  admission, so it knows only the built-in classes' values (``system-node-critical`` 2000001000,
+  ``system-cluster-critical`` 2000000000); other classes count as 0, as the operator counts a class it cannot
+  read. Equal priorities are taken leader first (Chief, Master, Launcher, then PS, Worker, Evaluator, others by
+  name): the mpi-operator does the same for Launcher before Worker; the training-operator's order on ties is a Go
+  map's, i.e. random. A pod's requests follow the scheduler's rule (``resources.pod_requests``: init containers,
+  sidecars, overhead), a superset of the operator's sum over regular containers.
+- ``scheduleTimeoutSeconds``: the ``gang.admit.dev/schedule-timeout-seconds`` annotation, else
+  ``schedulingPolicy.scheduleTimeoutSeconds``.
+- MPIJob ``launcherCreationPolicy: WaitForWorkersReady`` (v2beta1): the launcher is created only once every worker
+  is Ready, so a gang that counts the launcher never completes (kubeflow/mpi-operator issue #608). ``auto`` then
+  counts the workers only; a larger minMember is refused.
+- PodGroup name = the job's name (the training-operator's and mpi-operator's ``SyncPodGroup``/``newPodGroup``).
+- ``Config.kubeflow_gang_by_operator`` (``--kubeflow-gang-by-operator``): the operator was started with
+  ``--gang-scheduler-name`` and writes the PodGroup itself; two writers would fight over one object, so admit then
+  mutates nothing and creates nothing, and only refuses jobs whose gang (as the operator computes it:
+  ``minAvailable``, else all replicas) cannot start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .config import Config
+from .plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from .quantity import QuantityError, format_resources, parse_quantity
+from .resources import ResourceError, gang_min_resources
+
+__all__ = ["REPLICA_SPECS", "KUBEFLOW_KINDS", "resolve_kubeflow", "BUILTIN_PRIORITY_CLASSES"]
+
+REPLICA_SPECS: dict[str, str] = {
+    "TFJob": "tfReplicaSpecs",
+    "PyTorchJob": "pytorchReplicaSpecs",
+    "XGBoostJob": "xgbReplicaSpecs",
+    "PaddleJob": "paddleReplicaSpecs",
+    "JAXJob": "jaxReplicaSpecs",
+    "MPIJob": "mpiReplicaSpecs",
+}
+"""Kind -> field of ``spec`` holding ``{ReplicaType: ReplicaSpec}``."""
+
+KUBEFLOW_KINDS = tuple(REPLICA_SPECS)
+
+BUILTIN_PRIORITY_CLASSES: dict[str, int] = {
+    "system-node-critical": 2000001000,
+    "system-cluster-critical": 2000000000,
+}
+"""PriorityClass values every cluster has (Kubernetes docs "Pod Priority and Preemption")."""
+
+_LEADER_ORDER = {"chief": 0, "master": 1, "launcher": 2, "ps": 3, "worker": 4, "evaluator": 5}
+
+
+@dataclass(slots=True)
+class _Replica:
+    rtype: str
+    count: int
+    pod_spec: dict[str, Any]
+    priority_class: str
+
+    @property
+    def priority(self) -> int:
+        return BUILTIN_PRIORITY_CLASSES.get(self.priority_class, 0)
+
+    def order_key(self) -> tuple[int, int, str]:
+        return (-self.priority, _LEADER_ORDER.get(self.rtype.lower(), len(_LEADER_ORDER)), self.rtype)
+
+
+def _read_replicas(obj: dict[str, Any], kind: str, field: str, ref: str) -> list[_Replica]:
+    specs = get_path(obj, ("spec", field))
+    if not isinstance(specs, dict) or not specs:
+        raise GangError(
+            f"{ref} has no spec.{field}: a {kind} needs at least one replica type (e.g. Worker) with replicas and a "
+            "pod template",
+            400,
+        )
+    out = []
+    for rtype, rspec in specs.items():
+        where = f"spec.{field}.{rtype}"
+        if not isinstance(rspec, dict):
+            raise GangError(f"{ref}: {where} must be a replica spec (replicas, template), got {rspec!r}", 400)
+        count = int_field(rspec, ("replicas",), 1, f"{ref}: {where}.replicas")
+        assert count is not None
+        pod_spec = get_path(rspec, ("template", "spec"))
+        if not isinstance(pod_spec, dict):
+            raise GangError(
+                f"{ref}: {where}.template.spec is missing: every replica type needs a pod template with containers",
+                400,
+            )
+        pc = pod_spec.get("priorityClassName")
+        out.append(_Replica(str(rtype), count, pod_spec, pc if isinstance(pc, str) else ""))
+    return out
+
+
+def _elastic_min(obj: dict[str, Any], replicas: list[_Replica], field: str, ref: str) -> tuple[int, str] | None:
+    """``(minMember, source)`` of an elastic job, or ``None`` when ``spec.elasticPolicy`` is absent."""
+    policy = get_path(obj, ("spec", "elasticPolicy"))
+    if not isinstance(policy, dict):
+        return None
+    workers = [r for r in replicas if r.rtype.lower() == "worker"]
+    if not workers:
+        raise GangError(f"{ref} sets spec.elasticPolicy but has no spec.{field}.Worker: elastic jobs scale Workers", 400)
+    min_r = int_field(policy, ("minReplicas",), None, f"{ref}: spec.elasticPolicy.minReplicas")
+    max_r = int_field(policy, ("maxReplicas",), None, f"{ref}: spec.elasticPolicy.maxReplicas")
+    if min_r is not None and max_r is not None and min_r > max_r:
+        raise GangError(
+            f"{ref} has spec.elasticPolicy.minReplicas={min_r} above maxReplicas={max_r}: an elastic job runs between "
+            "minReplicas and maxReplicas Workers; make minReplicas <= maxReplicas",
+            400,
+        )
+    if min_r is None:
+        min_r = max_r if max_r is not None else workers[0].count
+    others = sum(r.count for r in replicas if r.rtype.lower() != "worker")
+    source = f"spec.elasticPolicy.minReplicas={min_r}" + (f" + {others} non-Worker pod(s)" if others else "")
+    return min_r + others, source
+
+
+def _min_resources(
+    obj: dict[str, Any], ann: GangAnnotations, started: list[_Replica], min_member: int, ref: str, plan: GangPlan
+) -> dict[str, str] | None:
+    if not ann.min_resources:
+        return None
+    given = get_path(obj, ("spec", "runPolicy", "schedulingPolicy", "minResources"))
+    if isinstance(given, dict) and given:
+        try:
+            return format_resources({k: parse_quantity(v) for k, v in given.items()}) or None
+        except QuantityError as e:
+            raise GangError(f"{ref}: spec.runPolicy.schedulingPolicy.minResources: {e}", 400) from None
+    ordered = sorted(started, key=_Replica.order_key)
+    total = sum(r.count for r in started)
+    classes = {r.priority_class for r in started if r.count}
+    unknown = sorted(c for c in classes if c and c not in BUILTIN_PRIORITY_CLASSES)
+    if min_member < total and len(classes) > 1 and unknown:
+        plan.warnings.append(
+            f"{ref}: minResources counts the first {min_member} of {total} pods taking replica types in the order "
+            f"{', '.join(r.rtype for r in ordered)}; admit cannot read the values of PriorityClass "
+            f"{', '.join(unknown)} at admission. Set spec.runPolicy.schedulingPolicy.minResources to be exact"
+        )
+    left = min_member
+    pods: list[tuple[dict[str, Any], int]] = []
+    for r in ordered:
+        take = min(left, r.count)
+        if take > 0:
+            pods.append((r.pod_spec, take))
+            left -= take
+    try:
+        return gang_min_resources(pods) or None
+    except ResourceError as e:
+        raise GangError(f"{ref} pod template: {e}", 400) from None
+
+
+def _schedule_timeout(obj: dict[str, Any], ann: GangAnnotations, ref: str, plan: GangPlan) -> int | None:
+    if ann.schedule_timeout_seconds is not None:
+        return ann.schedule_timeout_seconds
+    path = ("spec", "runPolicy", "schedulingPolicy", "scheduleTimeoutSeconds")
+    value = int_field(obj, path, None, f"{ref}: spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds")
+    if not value:
+        return None  # 0 means the scheduler's default (scheduler-plugins GetWaitTimeDuration)
+    if value > 900:
+        plan.warnings.append(
+            f"{ref}: schedulingPolicy.scheduleTimeoutSeconds={value}, but kube-scheduler waits at most 900 seconds "
+            "for a gang"
+        )
+    return value
+
+
+def resolve_kubeflow(
+    obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str, kind: str = "TFJob"
+) -> GangPlan:
+    """Plan for a Kubeflow job of ``kind`` (a key of :data:`REPLICA_SPECS`); rules in the module docstring.
+
+    ``total_pods`` is the number of pods the job starts at once (all replicas; workers only for a
+    WaitForWorkersReady MPIJob). ``min_resources`` is a ResourceList (``{"cpu": "9", "memory": "19Gi"}``).
+
+    Raises:
+        GangError: 400 for malformed input (no replica specs, a replica type without template, non-integer or
+            negative replicas, elastic minReplicas > maxReplicas, unparsable quantities); 403 for a gang that cannot
+            start (minMember above the replicas, a WaitForWorkersReady launcher counted in the gang).
+    """
+    name = str(get_path(obj, ("metadata", "name")) or "")
+    ref = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    field = REPLICA_SPECS[kind]
+    replicas = _read_replicas(obj, kind, field, ref)
+    targets = [
+        PodTarget(
+            ("spec", field, r.rtype, "template", "metadata", "labels"),
+            ("spec", field, r.rtype, "template", "spec", "schedulerName"),
+            where=f"replica type {r.rtype}",
+        )
+        for r in replicas
+    ]
+    group_name = choose_group_name(obj, ann, targets, config, kind, name)
+
+    late: list[_Replica] = []
+    if kind == "MPIJob" and get_path(obj, ("spec", "launcherCreationPolicy")) == "WaitForWorkersReady":
+        late = [r for r in replicas if r.rtype.lower() == "launcher"]
+    started = [r for r in replicas if r not in late]
+    total = sum(r.count for r in started)
+    total_field = f"spec.{field}[*].replicas" + (" of the workers" if late else "")
+
+    min_available = int_field(
+        obj, ("spec", "runPolicy", "schedulingPolicy", "minAvailable"), None,
+        f"{ref}: spec.runPolicy.schedulingPolicy.minAvailable",
+    )
+    if min_available == 0:
+        raise GangError(
+            f"{ref} has spec.runPolicy.schedulingPolicy.minAvailable=0: a gang needs at least 1 pod; remove it to "
+            "gang all replicas",
+            400,
+        )
+    elastic = _elastic_min(obj, replicas, field, ref)  # refuses minReplicas > maxReplicas in every mode
+    plan = GangPlan(
+        kind=kind, api_group="kubeflow.org", name=name, namespace=namespace, group_name=group_name, min_member=1,
+        total_pods=total, total_field=total_field, targets=targets,
+    )
+    if config.kubeflow_gang_by_operator:
+        # The operator's own minMember: minAvailable, else every replica (training-operator ReconcileJobs,
+        # mpi-operator calculateMinAvailable: workers + 1), whatever the elastic policy or admit's annotation say.
+        everyone = sum(r.count for r in replicas)
+        min_member = min_available if min_available is not None else max(everyone, 1)
+        source = (
+            f"spec.runPolicy.schedulingPolicy.minAvailable={min_available}" if min_available is not None
+            else f"all {everyone} replicas, as the operator counts them"
+        )
+        plan.mutate = False
+        plan.create_pod_group = False
+        plan.warnings.append(
+            f"{ref}: the training-operator gangs Kubeflow jobs itself (admit runs with --kubeflow-gang-by-operator); "
+            f"admit only checks it and leaves the pod templates and PodGroup {group_name} to the operator"
+        )
+        if ann.min_member is not None and ann.min_member != min_member:
+            plan.warnings.append(
+                f"{ref}: annotation {config.min_member_key}={ann.min_member} is not used by the operator, whose gang "
+                f"needs {min_member} ({source}); set spec.runPolicy.schedulingPolicy.minAvailable instead"
+            )
+    elif ann.min_member is not None:
+        min_member, source = ann.min_member, f"annotation {config.min_member_key}={ann.min_member}"
+        if min_available is not None and min_available != ann.min_member:
+            plan.warnings.append(
+                f"{ref}: annotation {config.min_member_key}={ann.min_member} overrides "
+                f"spec.runPolicy.schedulingPolicy.minAvailable={min_available} for PodGroup {group_name}"
+            )
+    elif min_available is not None:
+        min_member, source = min_available, f"spec.runPolicy.schedulingPolicy.minAvailable={min_available}"
+    elif elastic is not None:
+        min_member, source = max(elastic[0], 1), elastic[1]
+    else:
+        min_member, source = max(total, 1), f"{total_field}={total}"
+    plan.min_member = min_member
+
+    for r in replicas:
+        if r.count == 0:
+            plan.warnings.append(f"{ref} has spec.{field}.{r.rtype}.replicas=0: no {r.rtype} pods run")
+    if late and 0 < total < min_member:
+        raise GangError(
+            f"{ref} uses launcherCreationPolicy: WaitForWorkersReady: the mpi-operator creates the launcher only once "
+            f"all {total} workers are Ready, so a gang of {min_member} ({source}) never completes and every worker "
+            f"waits forever (kubeflow/mpi-operator#608). Set the gang to at most {total} (the workers) or use "
+            "launcherCreationPolicy: AtStartup"
+        )
+    if 0 < total < min_member:
+        raise GangError(
+            f"{ref} runs {total} pod{'s' if total != 1 else ''} ({total_field}={total}) but its gang needs minMember "
+            f"{min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. Raise the "
+            "replicas or lower the gang's minimum"
+        )
+    if late:
+        plan.warnings.append(
+            f"{ref}: with launcherCreationPolicy: WaitForWorkersReady the launcher starts after the workers, so the "
+            f"gang counts the {total} workers and the launcher joins the PodGroup later"
+        )
+    if plan.mutate:
+        plan.min_resources = _min_resources(obj, ann, started, min_member, ref, plan)
+        plan.schedule_timeout_seconds = _schedule_timeout(obj, ann, ref, plan)
+    return plan

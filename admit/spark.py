@@ -1,0 +1,478 @@
+"""Gang plans for Spark: SparkApplication (``sparkoperator.k8s.io/v1beta2``) and spark-submit's driver/executor pods.
+
+A Spark gang has minMember 1. The driver creates the executors once it runs, so a PodGroup whose minMember counts
+executors holds the driver in the Coscheduling Permit stage forever: a deadlock. The gang is sized by
+``minResources`` instead (driver + initial executors), which the Coscheduling plugin checks against free capacity
+before it lets the driver in (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``CheckClusterResource``); the
+spark-operator's own scheduler-plugins integration does the same (``internal/scheduler/kubescheduler``:
+``MinMember: 1``, minResources = driver + executors).
+
+SparkApplication rules and their sources:
+
+- Label and scheduler go to ``spec.driver.labels`` / ``spec.executor.labels`` and ``spec.driver.schedulerName`` /
+  ``spec.executor.schedulerName``; the spark-operator copies them onto the pods.
+- ``spec.batchScheduler`` set: the spark-operator gangs the application itself (Volcano, YuniKorn, or
+  scheduler-plugins as ``kube-scheduler``); admit mutates nothing, creates nothing, and says so.
+- Executors at start: ``spec.executor.instances``, else ``sparkConf["spark.executor.instances"]``, else 1 (the
+  spark-operator's defaulting, ``api/v1beta2/defaults.go`` ``setExecutorSpecDefaults``; spark-submit alone would
+  use Spark's default of 2). With dynamic allocation (``spec.dynamicAllocation.enabled`` or
+  ``spark.dynamicAllocation.enabled``) Spark starts ``max(instances, initialExecutors, minExecutors)``
+  (``Utils.getDynamicAllocationInitialExecutors``; instances then has no default, initialExecutors defaults to
+  minExecutors, minExecutors to 0).
+- Pod memory (Spark ``BasicDriverFeatureStep`` / ``BasicExecutorFeatureStep``), in whole MiB:
+  ``memory + overhead`` where memory = ``spec.<role>.memory`` (else ``spark.<role>.memory``, else ``1g``) and
+  overhead = ``memoryOverhead`` when set, else ``max(floor(memory x factor), 384)`` (384 MiB:
+  ``spark.<role>.minMemoryOverhead``); factor = ``spark.<role>.memoryOverheadFactor``, else
+  ``spec.memoryOverheadFactor`` (passed as ``spark.kubernetes.memoryOverheadFactor``), else 0.1 for Java/Scala and
+  0.4 for Python/R (``spec.type``, spark-operator ``DefaultJVMMemoryOverheadFactor`` /
+  ``DefaultNonJVMMemoryOverheadFactor``). Executors add ``spark.executor.pyspark.memory`` (Python apps) and
+  ``spark.memory.offHeap.size`` (when ``spark.memory.offHeap.enabled``).
+- Spark memory strings are JVM byte strings, not Kubernetes quantities (``JavaUtils.byteStringAs``): a whole number
+  with an optional suffix ``b k kb m mb g gb t tb p pb`` (binary: ``2g`` = 2 GiB), case-insensitive; a plain number
+  is MiB for memory, overhead and pyspark memory (``bytesConf(ByteUnit.MiB)``), bytes for the off-heap size.
+  Fractions (``1.5g``) and Kubernetes suffixes (``2Gi``) are refused, as Spark refuses them.
+- CPU: ``coreRequest`` (``spark.kubernetes.<role>.request.cores``), else ``cores`` (``spark.<role>.cores``), else 1.
+  GPUs: ``gpu.name`` x ``gpu.quantity``. Sidecars (``spec.<role>.sidecars``) and init containers count as in any
+  pod (``resources.pod_requests``).
+- ``spec.driver`` and ``spec.executor`` are required (the SparkApplication CRD); without them admit refuses.
+
+spark-submit without the operator (Spark "Running on Kubernetes"; Spark ``KubernetesConf``,
+``ExecutorPodsAllocator``, ``KubernetesUtils.addOwnerReference``):
+
+- The driver Pod carries ``spark-role: driver`` and ``spark-app-selector: spark-<32 hex>`` (the application id);
+  annotated with ``gang.admit.dev/min-member`` (``--conf spark.kubernetes.driver.annotation.<key>=<value>``) it gets
+  a PodGroup named after ``spark-app-selector`` (unless ``gang.admit.dev/pod-group`` names it), minMember 1,
+  minResources = the driver's requests + ``gang.admit.dev/spark-executors`` x ``gang.admit.dev/spark-executor-
+  resources``. The second is a comma-separated list of Kubernetes quantities, the executor pod's requests as
+  Kubernetes sees them (Spark's memory + overhead): ``cpu=1,memory=4505Mi,nvidia.com/gpu=1``. The PodGroup's owner
+  is the driver pod (``/Pod/<driver>``), which the PodGroup controller adopts it to, and the driver pod is labelled
+  ``gang.admit.dev/managed: "true"`` like other gang workloads.
+- Executor Pods (``spark-role: executor``, same ``spark-app-selector``, a controller ownerReference to the driver
+  pod) join that group: label and schedulerName, decided from the PodGroup cache with no API call. An executor
+  joins only a PodGroup the cache knows and that belongs to its driver (owner annotation or ownerReference): a pod
+  labelled with a group that does not exist waits forever ("PodGroup not found"), so without a cache (``None``)
+  executors are left alone. ``admit review`` passes its in-memory PodGroups as the cache, so a driver reviewed
+  before its executors in the same run makes them join.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from typing import Any
+
+from .config import Config
+from .plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from .quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
+from .resources import ResourceError, pod_requests
+from .workloads import POD, resolve_pod
+
+__all__ = [
+    "spark_bytes",
+    "spark_pod_resources",
+    "initial_executors",
+    "resolve_spark_application",
+    "resolve_spark_driver",
+    "resolve_pod_or_spark_driver",
+    "join_spark_executor",
+    "parse_resource_list",
+]
+
+SPARK_ROLE = "spark-role"
+SPARK_APP_SELECTOR = "spark-app-selector"
+MIB = 2**20
+MIN_OVERHEAD_MIB = 384
+JVM_FACTOR = Fraction(1, 10)
+NON_JVM_FACTOR = Fraction(2, 5)
+
+_BYTE_STRING_RE = re.compile(r"^([0-9]+)([a-z]+)?$")
+_FRACTION_RE = re.compile(r"^[0-9]*\.[0-9]+([a-z]+)?$")
+_SUFFIXES = {
+    "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30,
+    "t": 2**40, "tb": 2**40, "p": 2**50, "pb": 2**50,
+}
+
+DRIVER = PodTarget(("spec", "driver", "labels"), ("spec", "driver", "schedulerName"), where="driver")
+EXECUTOR = PodTarget(("spec", "executor", "labels"), ("spec", "executor", "schedulerName"), where="executor")
+
+
+def spark_bytes(value: Any, what: str, default_unit: int = MIB) -> int:
+    """Bytes of a Spark/JVM memory string (``JavaUtils.byteStringAs``): ``"512m"`` -> 536870912.
+
+    ``default_unit`` is the unit of a number without suffix: MiB for ``spark.*.memory``, ``memoryOverhead`` and
+    ``pyspark.memory``; bytes (1) for ``spark.memory.offHeap.size``.
+
+    Raises:
+        GangError (400): not a whole number with a Spark suffix (``"12x"``, ``"1.5g"``, ``"2Gi"``); the message
+            names ``what`` (the field) and the accepted form.
+    """
+    text = str(value).strip().lower() if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    m = _BYTE_STRING_RE.match(text) if text is not None else None
+    if m is None or (m.group(2) is not None and m.group(2) not in _SUFFIXES):
+        hint = ""
+        if text is not None and _FRACTION_RE.match(text):
+            hint = " (Spark takes no fractions: write 1536m, not 1.5g)"
+        elif text is not None and text.endswith("i"):
+            hint = " (that is a Kubernetes quantity; Spark writes 2g, not 2Gi)"
+        raise GangError(
+            f"{what}={value!r} is not a Spark memory size{hint}: use a whole number with a suffix k, m, g or t "
+            "(binary units: 512m, 2g)",
+            400,
+        )
+    return int(m.group(1)) * (_SUFFIXES[m.group(2)] if m.group(2) else default_unit)
+
+
+def _mib(value: Any, what: str, default_unit: int = MIB) -> int:
+    """Whole MiB of a Spark memory string, rounded down as Spark's ``byteStringAsMb`` does."""
+    return spark_bytes(value, what, default_unit) // MIB
+
+
+def _factor(value: Any, what: str) -> Fraction:
+    try:
+        f = Fraction(str(value).strip())
+    except (ValueError, ZeroDivisionError):
+        raise GangError(f"{what}={value!r} is not a number (e.g. 0.1)", 400) from None
+    if f < 0:
+        raise GangError(f"{what}={value!r} must not be negative", 400)
+    return f
+
+
+def _conf(app: dict[str, Any]) -> dict[str, Any]:
+    conf = get_path(app, ("spec", "sparkConf"))
+    return conf if isinstance(conf, dict) else {}
+
+
+def _quantity(value: Any, what: str) -> Fraction:
+    try:
+        q = parse_quantity(value if not isinstance(value, str) else value.strip())
+    except QuantityError as e:
+        raise GangError(f"{what}: {e}", 400) from None
+    if q < 0:
+        raise GangError(f"{what}={value!r} must not be negative", 400)
+    return q
+
+
+def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplication") -> dict[str, Fraction]:
+    """Requests of the driver (``role="driver"``) or of one executor (``"executor"``) pod of a SparkApplication.
+
+    Returns ``{"cpu": cores, "memory": bytes, <gpu name>: count, ...}`` as Fractions (rules in the module docstring).
+
+    Raises:
+        GangError (400): a memory string, factor, core count or GPU spec that does not parse (the message names it).
+    """
+    spec = get_path(app, ("spec", role))
+    spec = spec if isinstance(spec, dict) else {}
+    conf = _conf(app)
+    where = f"{ref}: spec.{role}"
+    # CPU request: coreRequest, else cores, else 1 (Spark spark.<role>.cores default).
+    if spec.get("coreRequest") is not None:
+        cpu = _quantity(spec["coreRequest"], f"{where}.coreRequest")
+    elif conf.get(f"spark.kubernetes.{role}.request.cores") is not None:
+        cpu = _quantity(conf[f"spark.kubernetes.{role}.request.cores"], f"sparkConf spark.kubernetes.{role}.request.cores")
+    elif spec.get("cores") is not None:
+        cpu = _quantity(spec["cores"], f"{where}.cores")
+    elif conf.get(f"spark.{role}.cores") is not None:
+        cpu = _quantity(conf[f"spark.{role}.cores"], f"sparkConf spark.{role}.cores")
+    else:
+        cpu = Fraction(1)
+    # Memory in whole MiB.
+    if spec.get("memory") is not None:
+        memory = _mib(spec["memory"], f"{where}.memory")
+    elif conf.get(f"spark.{role}.memory") is not None:
+        memory = _mib(conf[f"spark.{role}.memory"], f"sparkConf spark.{role}.memory")
+    else:
+        memory = 1024  # Spark's default 1g
+    if spec.get("memoryOverhead") is not None:
+        overhead = _mib(spec["memoryOverhead"], f"{where}.memoryOverhead")
+    elif conf.get(f"spark.{role}.memoryOverhead") is not None:
+        overhead = _mib(conf[f"spark.{role}.memoryOverhead"], f"sparkConf spark.{role}.memoryOverhead")
+    else:
+        if conf.get(f"spark.{role}.memoryOverheadFactor") is not None:
+            factor = _factor(conf[f"spark.{role}.memoryOverheadFactor"], f"sparkConf spark.{role}.memoryOverheadFactor")
+        elif get_path(app, ("spec", "memoryOverheadFactor")) is not None:
+            factor = _factor(app["spec"]["memoryOverheadFactor"], f"{ref}: spec.memoryOverheadFactor")
+        elif conf.get("spark.kubernetes.memoryOverheadFactor") is not None:
+            factor = _factor(conf["spark.kubernetes.memoryOverheadFactor"], "sparkConf spark.kubernetes.memoryOverheadFactor")
+        else:
+            app_type = str(get_path(app, ("spec", "type")) or "Scala")
+            factor = JVM_FACTOR if app_type in ("Java", "Scala") else NON_JVM_FACTOR
+        minimum = MIN_OVERHEAD_MIB
+        if conf.get(f"spark.{role}.minMemoryOverhead") is not None:
+            minimum = _mib(conf[f"spark.{role}.minMemoryOverhead"], f"sparkConf spark.{role}.minMemoryOverhead")
+        overhead = max(math.floor(memory * factor), minimum)
+    total_mib = memory + overhead
+    if role == "executor":
+        if str(get_path(app, ("spec", "type"))) == "Python" and conf.get("spark.executor.pyspark.memory") is not None:
+            total_mib += _mib(conf["spark.executor.pyspark.memory"], "sparkConf spark.executor.pyspark.memory")
+        if str(conf.get("spark.memory.offHeap.enabled", "")).strip().lower() == "true" and conf.get(
+            "spark.memory.offHeap.size"
+        ) is not None:
+            total_mib += _mib(conf["spark.memory.offHeap.size"], "sparkConf spark.memory.offHeap.size", 1)
+    resources: dict[str, Fraction] = {"cpu": cpu, "memory": Fraction(total_mib * MIB)}
+    gpu = spec.get("gpu")
+    if gpu is not None:
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("name"), str) or not gpu.get("name"):
+            raise GangError(f"{where}.gpu needs a resource name (gpu.name, e.g. nvidia.com/gpu) and gpu.quantity", 400)
+        count = int_field(gpu, ("quantity",), 0, f"{where}.gpu.quantity")
+        if count:
+            resources[gpu["name"]] = resources.get(gpu["name"], Fraction(0)) + count
+    # Sidecars add to the pod, init containers count at their peak (the scheduler's rule, resources.pod_requests).
+    sidecars = [c for c in spec.get("sidecars") or () if isinstance(c, dict)]
+    inits = [c for c in spec.get("initContainers") or () if isinstance(c, dict)]
+    if not sidecars and not inits:
+        return resources
+    main = {"name": f"spark-kubernetes-{role}", "resources": {"requests": format_resources(resources)}}
+    try:
+        return pod_requests({"containers": [main, *sidecars], "initContainers": inits})
+    except ResourceError as e:
+        raise GangError(f"{where}: {e}", 400) from None
+
+
+def _conf_int(conf: dict[str, Any], key: str) -> int | None:
+    value = conf.get(key)
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text.isdigit():
+        raise GangError(f"sparkConf {key}={value!r} must be a non-negative integer", 400)
+    return int(text)
+
+
+def initial_executors(app: dict[str, Any], ref: str = "SparkApplication") -> tuple[int, str]:
+    """``(executors Spark starts with, how that number was found)`` for a SparkApplication (module docstring).
+
+    Raises:
+        GangError (400): a count that is not a non-negative integer, or dynamic allocation whose bounds contradict
+            (minExecutors or the initial number above maxExecutors, which Spark refuses at start).
+    """
+    conf = _conf(app)
+    instances = int_field(app, ("spec", "executor", "instances"), None, f"{ref}: spec.executor.instances")
+    if instances is None:
+        instances = _conf_int(conf, "spark.executor.instances")
+    dyn = get_path(app, ("spec", "dynamicAllocation"))
+    if isinstance(dyn, dict):
+        enabled = dyn.get("enabled") is True
+    else:
+        dyn = {}
+        enabled = str(conf.get("spark.dynamicAllocation.enabled", "")).strip().lower() == "true"
+    if not enabled:
+        if instances is None:
+            return 1, "spark-operator default of 1 executor"
+        return instances, f"spec.executor.instances={instances}"
+    min_e = int_field(dyn, ("minExecutors",), None, f"{ref}: spec.dynamicAllocation.minExecutors")
+    if min_e is None:
+        min_e = _conf_int(conf, "spark.dynamicAllocation.minExecutors")
+    init_e = int_field(dyn, ("initialExecutors",), None, f"{ref}: spec.dynamicAllocation.initialExecutors")
+    if init_e is None:
+        init_e = _conf_int(conf, "spark.dynamicAllocation.initialExecutors")
+    max_e = int_field(dyn, ("maxExecutors",), None, f"{ref}: spec.dynamicAllocation.maxExecutors")
+    if max_e is None:
+        max_e = _conf_int(conf, "spark.dynamicAllocation.maxExecutors")
+    min_v = min_e or 0
+    n = max(instances or 0, init_e if init_e is not None else min_v, min_v)
+    if max_e is not None and (min_v > max_e or n > max_e):
+        raise GangError(
+            f"{ref}: dynamic allocation starts {n} executors (max of instances, initialExecutors, minExecutors) but "
+            f"maxExecutors is {max_e}: Spark refuses to start; raise spec.dynamicAllocation.maxExecutors",
+            400,
+        )
+    return n, (
+        f"dynamic allocation: max(instances={instances or 0}, initialExecutors="
+        f"{init_e if init_e is not None else min_v}, minExecutors={min_v})={n}"
+    )
+
+
+def _one_member(ann: GangAnnotations, config: Config, ref: str) -> int:
+    if ann.min_member is not None and ann.min_member != 1:
+        raise GangError(
+            f"{ref}: {config.min_member_key}={ann.min_member} would deadlock: the Spark driver creates the executors "
+            f"only once it runs, so a PodGroup waiting for {ann.min_member} pods holds the driver back forever. A "
+            f"Spark gang has minMember 1 and minResources covering driver + executors; set {config.min_member_key} "
+            'to "auto" or "1"'
+        )
+    return 1
+
+
+def resolve_spark_application(
+    obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
+) -> GangPlan:
+    """Plan for a SparkApplication: minMember 1, minResources = driver + initial executors (module docstring).
+
+    Raises:
+        GangError: 400 without ``spec.driver``/``spec.executor`` or with an unparsable size or count; 403 for a
+            minMember other than 1.
+    """
+    name = str(get_path(obj, ("metadata", "name")) or "")
+    ref = f"SparkApplication {namespace}/{name}" if namespace else f"SparkApplication {name}"
+    plan = GangPlan(
+        kind="SparkApplication", api_group="sparkoperator.k8s.io", name=name, namespace=namespace, group_name=name,
+        min_member=1, total_pods=None, total_field="", targets=[DRIVER, EXECUTOR],
+    )
+    scheduler = get_path(obj, ("spec", "batchScheduler"))
+    if isinstance(scheduler, str) and scheduler:
+        plan.mutate = False
+        plan.create_pod_group = False
+        plan.warnings.append(
+            f"{ref} sets spec.batchScheduler={scheduler!r}: the spark-operator gangs it itself and owns its PodGroup; "
+            f"admit changes nothing and creates no PodGroup (remove {config.min_member_key} or spec.batchScheduler)"
+        )
+        return plan
+    for role in ("driver", "executor"):
+        if not isinstance(get_path(obj, ("spec", role)), dict):
+            raise GangError(
+                f"{ref} has no spec.{role}: a SparkApplication needs spec.driver and spec.executor (cores, memory, "
+                "instances)",
+                400,
+            )
+    plan.min_member = _one_member(ann, config, ref)
+    plan.group_name = choose_group_name(obj, ann, plan.targets, config, "SparkApplication", name)
+    executors, source = initial_executors(obj, ref)
+    plan.total_pods = 1 + executors
+    plan.total_field = f"1 driver + {source}"
+    plan.schedule_timeout_seconds = ann.schedule_timeout_seconds
+    driver = spark_pod_resources(obj, "driver", ref)
+    executor = spark_pod_resources(obj, "executor", ref)
+    if ann.min_resources:
+        plan.min_resources = format_resources(add_resources(driver, scale_resources(executor, executors))) or None
+    return plan
+
+
+def parse_resource_list(text: Any, what: str) -> dict[str, Fraction]:
+    """``"cpu=1,memory=4505Mi,nvidia.com/gpu=1"`` -> ``{"cpu": 1, "memory": 4723834880, "nvidia.com/gpu": 1}``.
+
+    Raises:
+        GangError (400): an entry that is not ``name=quantity``, a repeated name, or a value that is not a
+            non-negative Kubernetes quantity; the message names ``what`` and the expected form.
+    """
+    form = 'comma-separated name=quantity pairs, e.g. "cpu=1,memory=4505Mi"'
+    if not isinstance(text, str) or not text.strip():
+        raise GangError(f"{what}={text!r} is empty: use {form}", 400)
+    out: dict[str, Fraction] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise GangError(f"{what}={text!r}: {item.strip()!r} is not name=quantity; use {form}", 400)
+        if key in out:
+            raise GangError(f"{what}={text!r} names {key} twice", 400)
+        try:
+            q = parse_quantity(value)
+        except QuantityError as e:
+            raise GangError(f"{what}={text!r}: {key}: {e}", 400) from None
+        if q < 0:
+            raise GangError(f"{what}={text!r}: {key} must not be negative", 400)
+        out[key] = q
+    return out
+
+
+def resolve_spark_driver(
+    pod: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
+) -> GangPlan:
+    """Plan for a spark-submit driver Pod with the gang annotations (module docstring).
+
+    Raises:
+        GangError (400): a malformed ``spark-executors``/``spark-executor-resources`` annotation or pod quantity;
+            (403) a minMember other than 1.
+    """
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    name = str(meta.get("name") or "")
+    ref = f"Spark driver Pod {namespace}/{name or meta.get('generateName', '')}"
+    selector = str(meta["labels"][SPARK_APP_SELECTOR])
+    min_member = _one_member(ann, config, ref)
+    group_name = choose_group_name(pod, ann, [POD], config, "Pod", selector)
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    raw_n = annotations.get(config.spark_executors_key)
+    executors = None
+    if raw_n is not None:
+        text = str(raw_n).strip()
+        if not text.isdigit():
+            raise GangError(
+                f'annotation {config.spark_executors_key}="{raw_n}" is invalid: use the number of executors '
+                "(spark.executor.instances), a non-negative integer",
+                400,
+            )
+        executors = int(text)
+    raw_r = annotations.get(config.spark_executor_resources_key)
+    per_executor = (
+        parse_resource_list(raw_r, f"annotation {config.spark_executor_resources_key}") if raw_r is not None else None
+    )
+    plan = GangPlan(
+        kind="Pod", api_group="", name=name, namespace=namespace, group_name=group_name, min_member=min_member,
+        total_pods=None, total_field="", schedule_timeout_seconds=ann.schedule_timeout_seconds, targets=[POD],
+    )
+    if not ann.min_resources:
+        return plan
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    try:
+        total = pod_requests(spec)
+    except ResourceError as e:
+        raise GangError(f"{ref}: {e}", 400) from None
+    if executors is not None and per_executor is not None:
+        total = add_resources(total, scale_resources(per_executor, executors))
+    elif executors is not None or per_executor is not None:
+        missing = config.spark_executor_resources_key if per_executor is None else config.spark_executors_key
+        plan.warnings.append(
+            f"{ref}: annotation {missing} is missing, so PodGroup {group_name} minResources covers the driver only; "
+            f"set both {config.spark_executors_key} and {config.spark_executor_resources_key}"
+        )
+    plan.min_resources = format_resources(total) or None
+    return plan
+
+
+def resolve_pod_or_spark_driver(
+    obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
+) -> GangPlan:
+    """The ``("", "Pod")`` resolver: a Spark driver (``spark-role: driver`` and ``spark-app-selector`` labels) gets
+    :func:`resolve_spark_driver`, any other bare pod :func:`admit.workloads.resolve_pod`."""
+    labels = get_path(obj, ("metadata", "labels"))
+    if isinstance(labels, dict) and labels.get(SPARK_ROLE) == "driver" and labels.get(SPARK_APP_SELECTOR):
+        return resolve_spark_driver(obj, ann, config, namespace, operation)
+    return resolve_pod(obj, ann, config, namespace, operation)
+
+
+def _belongs_to(pg: dict[str, Any], driver: str, config: Config) -> bool:
+    meta = pg.get("metadata") if isinstance(pg.get("metadata"), dict) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    if annotations.get(f"{config.annotation_prefix.rstrip('/')}/owner") == f"/Pod/{driver}":
+        return True
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Pod" and ref.get("name") == driver:
+            return True
+    return False
+
+
+def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> GangPlan | None:
+    """POD_JOINERS entry: a Spark executor Pod joins its driver's group; ``None`` for every other pod.
+
+    Cheap for pods that are not executors (one label lookup). Uses only ``known_groups`` (``.get(namespace, name)``);
+    with ``known_groups=None`` (no cache) executors are left alone, see the module docstring.
+    """
+    labels = get_path(pod, ("metadata", "labels"))
+    if not isinstance(labels, dict) or labels.get(SPARK_ROLE) != "executor":
+        return None
+    selector = labels.get(SPARK_APP_SELECTOR)
+    if not selector or known_groups is None:
+        return None
+    driver = None
+    for ref in get_path(pod, ("metadata", "ownerReferences")) or ():
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Pod":
+            driver = ref.get("name")
+    if not driver:
+        return None
+    pg = known_groups.get(namespace, str(selector))
+    if pg is None:
+        return None
+    name = str(get_path(pod, ("metadata", "name")) or get_path(pod, ("metadata", "generateName")) or "")
+    plan = GangPlan(
+        kind="Pod", api_group="", name=name, namespace=namespace, group_name=str(selector),
+        min_member=1, total_pods=None, total_field="", targets=[POD],
+        shared=True,
+    )
+    if not _belongs_to(pg, str(driver), config):
+        plan.mutate = False
+        plan.warnings.append(
+            f"Spark executor {namespace}/{name} does not join PodGroup {namespace}/{selector}: it does not belong to "
+            f"its driver pod {driver}"
+        )
+    return plan
