@@ -11,8 +11,10 @@ from functools import partial
 from typing import Any, Callable
 
 from .config import Config
+from .kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
 from .plan import GangPlan, Resolver
-from .workloads import resolve_job, resolve_pod, resolve_replicated, resolve_statefulset
+from .spark import join_spark_executor, resolve_pod_or_spark_driver, resolve_spark_application
+from .workloads import resolve_job, resolve_replicated, resolve_statefulset
 
 __all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner"]
 
@@ -21,7 +23,9 @@ RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("apps", "ReplicaSet"): partial(resolve_replicated, kind="ReplicaSet"),
     ("apps", "StatefulSet"): resolve_statefulset,
     ("batch", "Job"): resolve_job,
-    ("", "Pod"): resolve_pod,
+    ("", "Pod"): resolve_pod_or_spark_driver,  # spark-submit drivers by label, other bare pods as resolve_pod
+    **{("kubeflow.org", kind): partial(resolve_kubeflow, kind=kind) for kind in KUBEFLOW_KINDS},
+    ("sparkoperator.k8s.io", "SparkApplication"): resolve_spark_application,
 }
 
 SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
@@ -35,4 +39,4 @@ PodJoiner = Callable[[dict[str, Any], Config, str, Any], GangPlan | None]
 pod-group label nor gang annotations (e.g. a Spark executor joining its driver's group). It must not call the
 Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline) is the cache."""
 
-POD_JOINERS: list[PodJoiner] = []
+POD_JOINERS: list[PodJoiner] = [join_spark_executor]
