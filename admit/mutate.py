@@ -78,7 +78,7 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
             )
             continue
         ops.extend(t_ops)
-    if label_workload and plan.kind != "Pod":
+    if label_workload and (plan.kind != "Pod" or not plan.shared):  # a Pod that owns its group: spark-submit driver
         ops.extend(set_keys_ops(obj, ("metadata", "labels"), {config.managed_label: "true"}))
     return ops, warnings
 
