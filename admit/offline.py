@@ -70,6 +70,11 @@ class OfflineKube:
     async def get_pod_group(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
         return self.pod_groups.get((namespace, name))
 
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """``GroupCache`` view of the PodGroups made so far in this run (so a Spark driver reviewed earlier makes its
+        executors join, as the watch-backed cache does in ``admit serve``)."""
+        return self.pod_groups.get((namespace, name))
+
     async def patch_pod_group(
         self, namespace: str, name: str, ops: list[dict[str, Any]], dry_run: bool, timeout: float
     ) -> dict[str, Any]:
@@ -159,7 +164,7 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
     for _, doc in docs:
         if doc.get("kind") != "AdmissionReview":
             store.add_object(doc)
-    admission = Admission(config.replace(api_timeout_seconds=30.0), store)
+    admission = Admission(config.replace(api_timeout_seconds=30.0), store, cache=store)
     results = []
     for source, doc in docs:
         if doc.get("kind") == "AdmissionReview":
