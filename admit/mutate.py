@@ -161,6 +161,8 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
         old_plan = resolver(old, old_ann, config, namespace, "UPDATE")
     except GangError:
         return Decision()
+    if not old_plan.mutate:  # an operator ganged it (Kubeflow, spark-operator batchScheduler): admit added nothing
+        return Decision()
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
     for target in old_plan.targets:
