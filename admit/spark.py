@@ -359,7 +359,7 @@ def parse_resource_list(text: Any, what: str) -> dict[str, Fraction]:
         try:
             q = parse_quantity(value)
         except QuantityError as e:
-            raise GangError(f"{what}={text!r}: {key}: {e}", 400) from None
+            raise GangError(f"{what}={text!r}: {key}: {e}; use {form}", 400) from None
         if q < 0:
             raise GangError(f"{what}={text!r}: {key} must not be negative", 400)
         out[key] = q
