@@ -242,8 +242,9 @@ def resolve_kubeflow(
         )
         plan.mutate = False
         plan.create_pod_group = False
+        operator = "mpi-operator" if obj.get("apiVersion") == "kubeflow.org/v2beta1" else "training-operator"
         plan.warnings.append(
-            f"{ref}: the training-operator gangs Kubeflow jobs itself (admit runs with --kubeflow-gang-by-operator); "
+            f"{ref}: the {operator} gangs Kubeflow jobs itself (admit runs with --kubeflow-gang-by-operator); "
             f"admit only checks it and leaves the pod templates and PodGroup {group_name} to the operator"
         )
         if ann.min_member is not None and ann.min_member != min_member:

@@ -373,6 +373,18 @@ def test_when_the_training_operator_gangs_jobs_admit_injects_nothing_and_creates
     assert v.decision.allowed and v.ensure is None
 
 
+def test_with_the_operator_setting_an_mpijob_v2beta1_is_left_to_the_mpi_operator():
+    d = mutate(request(example("mpijob-v2beta1.yaml")), Config(kubeflow_gang_by_operator=True))
+    assert d.patch == [] and any("the mpi-operator gangs" in w for w in d.warnings)
+
+
+def test_with_the_operator_setting_a_waiting_launcher_the_operator_counts_is_still_refused():
+    obj = example("mpijob-v2beta1.yaml")
+    obj["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
+    v = verdict(obj, Config(kubeflow_gang_by_operator=True))  # the mpi-operator's own gang: workers + 1
+    assert not v.decision.allowed and "mpi-operator#608" in v.decision.message
+
+
 def test_when_the_training_operator_gangs_jobs_admit_still_refuses_a_gang_that_cannot_start():
     cfg = Config(kubeflow_gang_by_operator=True)
     v = verdict(tfjob(runPolicy={"schedulingPolicy": {"minAvailable": 9}}), cfg)
