@@ -41,7 +41,19 @@ async def _read_review(request: web.Request, max_bytes: int):  # type: ignore[no
         raise BadReview(f"Content-Type {ctype!r} is not application/json")
     if request.content_length is not None and request.content_length > max_bytes:
         raise BadReview(f"body of {request.content_length} bytes is larger than the limit of {max_bytes} bytes")
+    # read() returns what has arrived so far, which is only part of a body that comes in several TLS records or
+    # TCP segments: read until the end of the body.
     body = await request.content.read(max_bytes + 1)
+    if body and not request.content.at_eof():
+        chunks = [body]
+        size = len(body)
+        while size <= max_bytes:
+            chunk = await request.content.read(max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        body = b"".join(chunks)
     if len(body) > max_bytes:
         raise BadReview(f"body is larger than the limit of {max_bytes} bytes")
     if not body:
