@@ -167,6 +167,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from kubernetes_asyncio.config import ConfigException
 
     from .certs import CertificateError
+    from .loop import run
     from .serve import serve
 
     logging.basicConfig(
@@ -174,7 +175,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        asyncio.run(serve(args, config_from_args(args)))
+        run(serve(args, config_from_args(args)))
     except KeyboardInterrupt:
         pass
     except (CertificateError, ConfigException) as e:
