@@ -485,10 +485,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         mixes=args.mixes or list(MIXES),
         connections=args.connections,
-        rounds=args.rounds if args.rounds is not None else (1 if quick else 2),
-        seconds=args.seconds if args.seconds is not None else (1.0 if quick else 4.0),
+        rounds=args.rounds if args.rounds is not None else (1 if quick else 4),
+        seconds=args.seconds if args.seconds is not None else (1.0 if quick else 2.0),
         rates=args.rates or ([500.0] if quick else [500.0, 1000.0]),
-        open_seconds=args.open_seconds if args.open_seconds is not None else (1.0 if quick else 5.0),
+        open_seconds=args.open_seconds if args.open_seconds is not None else (1.0 if quick else 4.0),
         marks=args.rss_marks or ([5000, 10000] if quick else [50000, 100000]),
         max_requests=args.max_requests,
         warmup=0.3 if quick else 1.0,
@@ -650,10 +650,10 @@ def main(argv: list[str] | None = None) -> int:
                                                         "RSS marks 5k/10k")
     p.add_argument("--mixes", nargs="+", choices=list(MIXES), help="mixes to run (default: all)")
     p.add_argument("--connections", type=int, default=16, help="closed-loop connections per server (default 16)")
-    p.add_argument("--rounds", type=int, help="closed-loop rounds per server and mix (default 2; quick 1)")
-    p.add_argument("--seconds", type=float, help="seconds per closed-loop round (default 4; quick 1)")
+    p.add_argument("--rounds", type=int, help="closed-loop rounds per server and mix (default 4; quick 1)")
+    p.add_argument("--seconds", type=float, help="seconds per closed-loop round (default 2; quick 1)")
     p.add_argument("--rates", type=float, nargs="+", help="open-loop rates in requests/s (default 500 1000)")
-    p.add_argument("--open-seconds", type=float, help="seconds per open-loop rate (default 5; quick 1)")
+    p.add_argument("--open-seconds", type=float, help="seconds per open-loop rate (default 4; quick 1)")
     p.add_argument("--rss-marks", type=lambda s: [int(x) for x in s.split(",")],
                    help="comma-separated request counts at which admit's RSS is read (default 50000,100000)")
     p.add_argument("--max-requests", type=int, default=10**12,

@@ -1,0 +1,52 @@
+"""bench/admit_bench.py keeps working: a --quick run with a tiny request count, on the paths of a plain install
+(stdlib JSON, stdlib asyncio loop). Nothing here is timed; the figures are only checked for shape and for the
+Kubernetes API calls each mix must cost."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.helpers import ROOT
+
+BENCH = ROOT / "bench" / "admit_bench.py"
+
+
+def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_path):
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "orjson.py").write_text("raise ImportError('blocked: the benchmark test runs the stdlib JSON path')\n")
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), str(ROOT)]), "ADMIT_EVENT_LOOP": "asyncio"}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--max-requests", "24", "--rates", "200", "--rss-marks", "150,300",
+         "--json", str(out)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = proc.stdout
+    result = json.loads(out.read_text())
+
+    assert result["meta"]["json"] == "json" and result["meta"]["loop"] == "asyncio"
+    assert result["meta"]["admit_exit_code"] == 0
+    assert list(result["mixes"]) == ["known-group", "no-group", "deployment", "scale"]
+    for name, mix in result["mixes"].items():
+        for server in ("baseline", "admit"):
+            closed = mix["closed"][server]
+            assert closed["requests"] >= 2 and closed["errors"] == 0 and closed["rps"] > 0
+            assert 0 < closed["p50_ms"] <= closed["p99_ms"] <= closed["p999_ms"]
+            opened = mix["open"]["200"][server]
+            assert opened["requests"] >= 1 and opened["errors"] == 0
+        assert mix["ratio"] > 0
+        assert f"| {name} | admit |" in report and f"| {name} | baseline |" in report
+    per = {name: mix["api_calls_per_admission"] for name, mix in result["mixes"].items()}
+    assert per == {"known-group": 0, "no-group": 0, "deployment": 1, "scale": 1}
+    assert set(result["mixes"]["deployment"]["api_calls_by"]) == {"POST podgroups"}
+    assert set(result["mixes"]["scale"]["api_calls_by"]) == {"GET deployments"}
+
+    memory = result["memory"]
+    assert set(memory["admit_rss_at_mb"]) == {"150", "300"}
+    assert memory["admit_requests"] >= 300
+    assert 0 < memory["admit_idle_mb"] <= memory["admit_peak_mb"]
+    assert "after 150 requests" in report and "after 300 requests" in report
+    assert "Targets (issue 7)" in report and ("PASS" in report or "FAIL" in report)
