@@ -1,0 +1,231 @@
+"""The list+watch cache (admit/watchcache.py) against the fake Kubernetes API over HTTP, with real watch streams.
+
+Rules checked (Kubernetes docs "API Concepts", efficient detection of changes; client-go reflector): list then
+watch from the list's resourceVersion; a watch that ends resumes from the last resourceVersion without a relist;
+410 Gone relists and reports what changed meanwhile; 404/403 are logged once and retried slowly; errors back off,
+so there is no busy loop; resync re-delivers cached objects without API calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+import pytest
+
+from admit.testing.fake_kube import FakeKubeAPI
+from admit.watchcache import KubeRaw, Resource, WatchCache
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+FAST: dict[str, Any] = dict(backoff=(0.02, 0.2), slow_retry=0.2)
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> float:
+    """Poll until ``predicate()`` holds; returns the seconds it took (fails the test after ``timeout``)."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(0.005)
+    return time.monotonic() - start
+
+
+def deployment(name: str, replicas: int = 1, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "team", "labels": {"gang": "yes"} if labels is None else labels},
+        "spec": {"replicas": replicas},
+    }
+
+
+@pytest.fixture
+async def fake():
+    async with FakeKubeAPI() as api:
+        yield api
+
+
+@pytest.fixture
+async def raw(fake):
+    async with fake.api_client() as api_client:
+        yield KubeRaw(api_client, timeout=2.0)
+
+
+@pytest.fixture
+async def caches():
+    started: list[WatchCache] = []
+
+    async def start(cache: WatchCache) -> WatchCache:
+        started.append(cache)
+        return await cache.start()
+
+    yield start
+    for cache in started:
+        await cache.stop()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def __call__(self, event: str, obj: dict, old: dict | None) -> None:
+        self.events.append((event, obj["metadata"]["name"]))
+
+
+async def test_the_cache_lists_then_follows_the_watch_and_respects_the_label_selector(fake, raw, caches):
+    fake.put(deployment("before"))
+    fake.put(deployment("other", labels={"gang": "no"}))
+    seen = Recorder()
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, label_selector="gang=yes", handlers=[seen], **FAST))
+    assert await cache.wait_synced(2)
+    assert [o["metadata"]["name"] for o in cache.items()] == ["before"]
+    assert cache.get("team", "before")["kind"] == "Deployment"  # list items get apiVersion/kind back
+    fake.put(deployment("after", replicas=2))
+    await eventually(lambda: cache.get("team", "after") is not None)
+    fake.put(deployment("after", replicas=3))
+    await eventually(lambda: cache.get("team", "after")["spec"]["replicas"] == 3)
+    fake.put(deployment("after", replicas=3, labels={"gang": "no"}))  # stops matching: seen as DELETED
+    await eventually(lambda: cache.get("team", "after") is None)
+    fake.delete_object("apps/v1", "deployments", "team", "before")
+    await eventually(lambda: len(cache) == 0)
+    assert seen.events == [("ADDED", "before"), ("ADDED", "after"), ("MODIFIED", "after"), ("DELETED", "after"),
+                           ("DELETED", "before")]
+    assert cache.lists == 1
+    list_query = fake.requests_for("deployments", "list")[0].query
+    assert list_query["labelSelector"] == "gang=yes" and "resourceVersion" not in list_query  # a consistent read
+    watch_query = fake.requests_for("deployments", "watch")[0].query
+    assert watch_query["resourceVersion"] == "1002"  # the list's resourceVersion, not an item's
+    assert watch_query["allowWatchBookmarks"] == "true" and 300 <= int(watch_query["timeoutSeconds"]) <= 600
+
+
+@pytest.mark.parametrize("abrupt", [False, True], ids=["clean end of stream", "connection aborted"])
+async def test_a_dropped_watch_resumes_from_the_last_resource_version_without_relisting(fake, raw, caches, abrupt):
+    seen = Recorder()
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, handlers=[seen], **FAST))
+    await cache.wait_synced(2)
+    fake.put(deployment("a"))
+    await eventually(lambda: cache.get("team", "a") is not None)
+    last_rv = fake.resource_version
+    fake.delay("watch", "deployments", 0.2, times=1)  # the reconnect arrives while more happens
+    await fake.drop_watches(abrupt=abrupt)
+    fake.put(deployment("b"))
+    fake.delete_object("apps/v1", "deployments", "team", "a")
+    await eventually(lambda: cache.get("team", "b") is not None and cache.get("team", "a") is None)
+    assert cache.lists == 1
+    rewatch = fake.requests_for("deployments", "watch")[-1]
+    assert rewatch.query["resourceVersion"] == last_rv
+    assert seen.events == [("ADDED", "a"), ("ADDED", "b"), ("DELETED", "a")]
+
+
+async def test_a_410_gone_relists_and_reports_what_changed_while_the_watch_was_away(fake, raw, caches, caplog):
+    for name in ("stays", "changes", "goes"):
+        fake.put(deployment(name))
+    seen = Recorder()
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, handlers=[seen], **FAST))
+    await cache.wait_synced(2)
+    fake.delay("watch", "deployments", 0.2, times=1)
+    await fake.drop_watches()
+    fake.put(deployment("changes", replicas=5))
+    fake.delete_object("apps/v1", "deployments", "team", "goes")
+    fake.put(deployment("new"))
+    fake.compact()  # etcd compaction: the reconnect's resourceVersion is now too old
+    with caplog.at_level(logging.INFO, "admit.watchcache"):
+        await eventually(lambda: cache.lists == 2 and cache.get("team", "new") is not None)
+    assert sorted(o["metadata"]["name"] for o in cache.items()) == ["changes", "new", "stays"]
+    assert cache.get("team", "changes")["spec"]["replicas"] == 5
+    assert sorted(seen.events[3:]) == [("ADDED", "new"), ("DELETED", "goes"), ("MODIFIED", "changes")]
+    assert any("watch expired" in r.getMessage() and "relisting" in r.getMessage() for r in caplog.records)
+    fake.put(deployment("later"))  # and it watches again from the new list
+    await eventually(lambda: cache.get("team", "later") is not None)
+
+
+async def test_a_resource_that_is_not_served_is_logged_once_and_retried_slowly(fake, raw, caches, caplog):
+    widgets = Resource("example.com", "v1", "widgets", "Widget")  # no such CRD: the server answers 404
+    with caplog.at_level(logging.INFO, "admit.watchcache"):
+        cache = await caches(WatchCache(raw, widgets, **FAST))
+        assert await cache.wait_attempted(2)
+        await asyncio.sleep(0.7)
+    assert not cache.synced and cache.absent
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert "widgets.example.com/v1 not served (CRD not installed" in lines[0] and "retrying every 0.2s" in lines[0]
+    attempts = [r for r in fake.requests if r.path.endswith("/widgets")]
+    assert 3 <= len(attempts) <= 5  # every slow_retry (0.2 s), not a busy loop
+
+
+async def test_403_is_logged_once_and_the_cache_recovers_when_access_is_granted(fake, raw, caches, caplog):
+    fake.put(deployment("a"))
+    fake.forbid("deployments")
+    with caplog.at_level(logging.INFO, "admit.watchcache"):
+        cache = await caches(WatchCache(raw, DEPLOYMENTS, **FAST))
+        await cache.wait_attempted(2)
+        await asyncio.sleep(0.5)
+        assert not cache.synced and cache.state == "forbidden"
+        fake.allow("deployments")
+        assert await cache.wait_synced(2)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert "deployments.apps/v1 forbidden (RBAC does not grant list)" in lines[0]
+    assert "listed 1 objects; watching again" in lines[1]
+    assert cache.get("team", "a") is not None
+
+
+async def test_server_errors_back_off_instead_of_spinning(fake, raw, caches):
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, backoff=(0.05, 0.2), watch_timeout=(0, 0)))
+    await cache.wait_synced(2)
+    # timeoutSeconds=0: the server ends every watch at once, with no event. Backoff 0.05 s doubling to 0.2 s
+    # (with jitter: half to all of it) allows at most about 6 watches in 0.6 s; a busy loop would make hundreds.
+    await asyncio.sleep(0.6)
+    watches = len(fake.requests_for("deployments", "watch"))
+    assert 2 <= watches <= 10, watches
+    fake.fail("watch", "deployments", 500, times=None)
+    fake.clear_requests()
+    await asyncio.sleep(0.6)
+    failed = len(fake.requests_for("deployments", "watch"))
+    assert 2 <= failed <= 10, failed
+
+
+async def test_resync_redelivers_every_cached_object_without_api_calls(fake, raw, caches):
+    fake.put(deployment("a"))
+    fake.put(deployment("b"))
+    seen = Recorder()
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, handlers=[seen], resync_period=0.2, **FAST))
+    await cache.wait_synced(2)
+    await eventually(lambda: fake.open_watches == 1)
+    fake.clear_requests()
+    await eventually(lambda: seen.events.count(("SYNC", "a")) >= 2 and seen.events.count(("SYNC", "b")) >= 2)
+    assert fake.requests == []
+
+
+async def test_list_pages_are_followed_with_continue_tokens(fake, raw, caches):
+    for i in range(5):
+        fake.put(deployment(f"d{i}"))
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, page_size=2, **FAST))
+    await cache.wait_synced(2)
+    assert len(cache) == 5
+    pages = fake.requests_for("deployments", "list")
+    assert [p.query.get("continue") is not None for p in pages] == [False, True, True]
+
+
+async def test_a_failing_handler_is_logged_and_the_watch_goes_on(fake, raw, caches, caplog):
+    def broken(event: str, obj: dict, old: dict | None) -> None:
+        raise RuntimeError("boom")
+
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, handlers=[broken], **FAST))
+    await cache.wait_synced(2)
+    with caplog.at_level(logging.ERROR, "admit.watchcache"):
+        fake.put(deployment("a"))
+        await eventually(lambda: cache.get("team", "a") is not None)
+        fake.put(deployment("b"))
+        await eventually(lambda: cache.get("team", "b") is not None)
+    assert sum("handler for deployments.apps/v1 ADDED failed" in r.getMessage() for r in caplog.records) == 2
+
+
+async def test_stop_closes_the_watch_stream(fake, raw):
+    cache = await WatchCache(raw, DEPLOYMENTS, **FAST).start()
+    await cache.wait_synced(2)
+    await eventually(lambda: fake.open_watches == 1)
+    await cache.stop()
+    await eventually(lambda: fake.open_watches == 0)
+    await cache.stop()  # idempotent
