@@ -16,6 +16,9 @@ Rules (DESIGN.md, "Known traps"):
   hangs past the budget.
 - An unexpected error in admit's own code never becomes an HTTP 500: it is logged and answered like an API
   failure (mutations: allowed unchanged, with a warning).
+- A Pod CREATE carrying the pod-group label costs one dict lookup in the cache when its group is known. When the
+  group is missing from the cache and a stored workload claims it, the cache's ``missing`` hook asks the controller
+  to re-create it (in the background) and the pod is allowed with a warning: never delayed, never denied.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any, Protocol
 from .config import Config
 from .kube import AlreadyExists, KubeError
 from .mutate import mutate
+from .plan import get_path
 from .podgroup import desired_pod_group, ownership, spec_differs, spec_json_patch
 from .review import AdmissionRequest, Decision
 from .validate import ScaleCheck, Verdict, scale_decision, validate
@@ -56,7 +60,11 @@ class PodGroupStore(Protocol):
 
 
 class GroupCache(Protocol):
-    """A read view of the PodGroups admit knows (the controller's watch-backed cache)."""
+    """A read view of the PodGroups admit knows (the controller's watch-backed cache).
+
+    It may also have ``missing(namespace, name) -> str | None`` (``controller.PodGroupView``): called for a Pod
+    CREATE whose group is not cached; returns the warning to add when admit is re-creating that group, else None.
+    """
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
@@ -75,6 +83,7 @@ class Admission:
         self.config = config
         self.store = store
         self.cache = cache
+        self._missing = getattr(cache, "missing", None)
 
     def mutate(self, req: AdmissionRequest) -> Decision:
         """The ``/mutate`` decision; an internal error gives an allowed, unchanged answer with a warning."""
@@ -93,12 +102,28 @@ class Admission:
                 await self._ensure(verdict)
             elif verdict.scale is not None:
                 return await self._check_scale(verdict.scale)
+            elif self._missing is not None and req.kind == "Pod" and not req.dry_run:
+                self._warn_missing_group(req, verdict.decision)
             return verdict.decision
         except KubeError as e:
             return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
         except Exception as e:  # noqa: BLE001 - never a 500
             log.exception("validate failed for %s %s/%s uid=%s", req.kind, req.namespace, req.name, req.uid)
             return self._api_failure(f"internal error in admit ({type(e).__name__})", Decision())
+
+    def _warn_missing_group(self, req: AdmissionRequest, decision: Decision) -> None:
+        if req.operation != "CREATE" or req.group != "" or not decision.allowed:
+            return
+        labels = get_path(req.object, ("metadata", "labels"))
+        name = labels.get(self.config.pod_group_label) if isinstance(labels, dict) else None
+        if not isinstance(name, str) or not name:
+            return
+        namespace = req.namespace or str(get_path(req.object, ("metadata", "namespace")) or "")
+        if self.cache is None or self.cache.get(namespace, name) is not None:
+            return
+        warning = self._missing(namespace, name)  # type: ignore[misc]
+        if warning:
+            decision.warnings.append(warning)
 
     def _api_failure(self, reason: str, decision: Decision) -> Decision:
         log.warning("failure mode %s: %s", self.config.failure_mode, reason)
