@@ -506,7 +506,9 @@ async def test_the_controller_survives_dropped_watches_and_410_gone(fake, kube, 
     fake.put(managed_pg("api", owner="apps/Deployment/api"))
     fake.compact()  # ...and finds its resourceVersion compacted: 410, relist
     await eventually(lambda: (pg_of(fake, "api") or {}).get("metadata", {}).get("ownerReferences"))
-    assert controller.pod_groups.lists >= 2 and controller.workloads[DEPLOYMENTS].lists >= 2
+    # (adoption may come first, through a 409 and a GET, while the PodGroup watch still waits to reconnect)
+    await eventually(lambda: controller.pod_groups.lists >= 2 and controller.workloads[DEPLOYMENTS].lists >= 2)
+    await eventually(lambda: (controller.cache.get("team", "api") or {}).get("metadata", {}).get("ownerReferences"))
     await fake.drop_watches()  # a clean end of stream resumes without a relist
     lists = controller.workloads[DEPLOYMENTS].lists
     await create_workload(kube, deployment("third"))
