@@ -699,11 +699,11 @@ class Controller:
                 members.discard(key)
                 if not members:
                     del self._pg_by_owner[(key[0], prior)]
-        if event != "DELETED":
-            owner = pod_group_owner(obj, self.config)
-            if owner is not None:
-                self._pg_owner[key] = owner
-                self._pg_by_owner.setdefault((key[0], owner), set()).add(key)
+        current = self._pod_group(key)  # both caches share this index: a PodGroup may move from one to the other
+        owner = pod_group_owner(current, self.config) if current is not None else None
+        if owner is not None:
+            self._pg_owner[key] = owner
+            self._pg_by_owner.setdefault((key[0], owner), set()).add(key)
         if self._leading:
             self._queue.add(key)
 
@@ -754,9 +754,13 @@ class Controller:
         # Like client-go's WaitForCacheSync: decide nothing before the PodGroup caches hold the whole collection;
         # give the workload caches sync_timeout seconds to answer once (a kind that never answers blocks nothing
         # but the deletion of orphans it might own).
+        waited = False
         while not (await self.pod_groups.wait_synced(s.sync_timeout) and
                    await self.other_pod_groups.wait_synced(s.sync_timeout)):
-            log.warning("PodGroup caches not synced after %gs; the controller waits before writing", s.sync_timeout)
+            if not waited:
+                waited = True
+                log.warning("PodGroups cannot be listed yet (%s); the controller writes nothing until they can",
+                            self.pod_groups.state)
         deadline = time.monotonic() + s.sync_timeout
         for cache in self.workloads.values():
             await cache.wait_attempted(max(0.0, deadline - time.monotonic()))
@@ -847,12 +851,19 @@ class Controller:
         if pg is None and not claims:
             self._reported.pop(key, None)
             self._kept_for_pods.pop(key, None)
+        current: set[str] = set()
         for other, message in action.others:
+            current.add(f"other:{other.identity}")
             if self._report(key, f"other:{other.identity}", message):
                 self._event(other.workload, "Warning", "PodGroupNameTaken", "Reconcile", message)
         for c in claims:
-            if c.problem and self._report(key, f"problem:{c.identity}", f"{c.ref}: {c.problem}"):
-                self._event(c.workload, "Warning", "GangBelowMinMember", "Reconcile", c.problem)
+            if c.problem:
+                current.add(f"problem:{c.identity}")
+                if self._report(key, f"problem:{c.identity}", f"{c.ref}: {c.problem}"):
+                    self._event(c.workload, "Warning", "GangBelowMinMember", "Reconcile", c.problem)
+        for topic in [t for t in self._reported.get(key, {}) if t.startswith(("other:", "problem:"))]:
+            if topic not in current:
+                self._resolved(key, topic)  # fixed: report it again if it comes back
         if action.kind not in ("conflict", "invalid", "foreign"):
             for topic in ("conflict", "invalid", "foreign"):
                 self._resolved(key, topic)

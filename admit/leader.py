@@ -242,8 +242,9 @@ class LeaderElector:
     async def _stop_leading(self, why: str) -> None:
         self._leading = False
         self._renewed_at = None
-        log.warning("%s stopped leading Lease %s/%s (%s); it writes nothing more", self.identity, self.namespace,
-                    self.name, why)
+        log.log(logging.INFO if why == "stopping" else logging.WARNING,
+                "%s stopped leading Lease %s/%s (%s); it writes nothing more", self.identity, self.namespace,
+                self.name, why)
         await self._call(self.on_stopped_leading)
 
     async def _run(self) -> None:

@@ -21,9 +21,9 @@ Protocol (Kubernetes docs "API Concepts", *Efficient detection of changes* and *
 4. **Errors**: connection errors, timeouts and 5xx back off exponentially with jitter (``backoff``, default
    0.8 s doubling to 30 s, as the reflector's), then watch again (or relist if the list failed). A watch that ends
    within a second with no event also backs off, so a server that closes every stream at once never makes a busy
-   loop. **404** on list (a CRD that is not installed, a version not served) and **403** (RBAC does not grant the
-   resource) are logged once, in one line, and retried every ``slow_retry`` seconds (default 60); a later
-   success is logged once too.
+   loop. **404** on list (a CRD that is not installed, a version not served: INFO, it is normal) and **403** (RBAC
+   does not grant the resource: WARNING) are logged once, in one line, and retried every ``slow_retry`` seconds
+   (default 60); a later success is logged once too.
 5. **Resync**: every ``resync_period`` seconds the handler gets a ``SYNC`` event for every cached object, from
    memory, without any API call (client-go's ``resyncPeriod``), so a controller retries what it could not do.
 
@@ -443,7 +443,7 @@ class WatchCache:
                             "not served (CRD not installed, or version not served)"
                         self._report("forbidden" if e.status == 403 else "not served",
                                      f"{self.resource.label} {why}: {e.message}; retrying every "
-                                     f"{self.slow_retry:g}s")
+                                     f"{self.slow_retry:g}s", logging.WARNING if e.status == 403 else logging.INFO)
                         if e.status == 404 and self._store:  # the CRD went away: so did its objects
                             gone, self._store = self._store, {}
                             for obj in gone.values():

@@ -155,6 +155,13 @@ def test_a_workload_without_the_annotation_claims_nothing_and_a_bad_annotation_i
     assert 'gang.admit.dev/min-member="lots" is invalid' in claim.error
 
 
+def test_a_stored_workload_below_its_min_member_still_claims_its_group_and_carries_the_problem():
+    claim = claim_of(stored(deployment(replicas=2, annotations={"gang.admit.dev/min-member": "3"})), DEPLOYMENTS,
+                     CONFIG)
+    assert claim.plan is not None and claim.plan.min_member == 3
+    assert "runs 2 pods (spec.replicas=2) but its gang needs minMember 3" in claim.problem
+
+
 def decide_now(pg: dict | None, claims: list[Claim], unclaimed_since: float | None = None, now: float = 100.0):
     return decide(("team", "web"), pg, claims, CONFIG, now=now, unclaimed_since=unclaimed_since, grace=GRACE)
 
