@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 from typing import Any
@@ -53,43 +54,39 @@ def _tls_provider(args: argparse.Namespace, api_client: client.ApiClient) -> Any
 
 
 async def serve(args: argparse.Namespace, config: Config) -> None:
-    """Run the webhook server until SIGTERM/SIGINT (see module docstring)."""
-    api_client = await api_client_for(args)
-    provider = _tls_provider(args, api_client)
-    await provider.start()
-    cache = None
-    controller = None
-    if getattr(args, "controller", False):
-        try:
+    """Run the webhook server until SIGTERM/SIGINT (see module docstring).
+
+    Whatever fails during start (certificate, port in use, ...) stops what was already started, in reverse order:
+    a replica that took the controller's Lease releases it instead of holding it until it expires.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        api_client = await api_client_for(args)
+        stack.push_async_callback(api_client.close)
+        provider = _tls_provider(args, api_client)
+        await provider.start()
+        stack.push_async_callback(provider.stop)
+        cache = None
+        checks = [lambda: (provider.ready(), provider.reason())]
+        if getattr(args, "controller", False):
             from .controller import start_controller
-        except ImportError:  # pragma: no cover - controller module not installed
-            start_controller = None
-        if start_controller is not None:
+
             controller = await start_controller(api_client, config, args)
+            stack.push_async_callback(controller.stop)
             cache = controller.cache
-    admission = Admission(config, KubeAPI(api_client, config), cache)
-    checks = [lambda: (provider.ready(), provider.reason())]
-    if controller is not None:
-        checks.append(controller.readiness)
-    app = create_app(admission, checks)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024)
-    await site.start()
-    log.info(
-        "admit serving https://%s:%d (scheduler %s, failure mode %s, cert mode %s)",
-        args.host, args.port, config.scheduler_name, config.failure_mode, args.cert_mode,
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
+            checks.append(controller.readiness)
+        app = create_app(Admission(config, KubeAPI(api_client, config), cache), checks)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)  # first to run on exit: stop taking requests
+        site = web.TCPSite(runner, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024)
+        await site.start()
+        log.info(
+            "admit serving https://%s:%d (scheduler %s, failure mode %s, cert mode %s)",
+            args.host, args.port, config.scheduler_name, config.failure_mode, args.cert_mode,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
-    finally:
         log.info("shutting down")
-        await runner.cleanup()
-        if controller is not None:
-            await controller.stop()
-        await provider.stop()
-        await api_client.close()

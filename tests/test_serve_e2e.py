@@ -152,3 +152,47 @@ async def test_serve_without_a_certificate_exits_1_with_one_clear_line(tmp_path)
         out = (await proc.stdout.read()).decode()
     assert proc.returncode == 1
     assert "cannot start:" in out and "Traceback" not in out
+
+
+def lease_holder(fake: FakeKubeAPI) -> str | None:
+    lease = fake.get("coordination.k8s.io/v1", "leases", "admit-system", "admit-controller")
+    return None if lease is None else (lease.get("spec") or {}).get("holderIdentity")
+
+
+async def test_serve_with_the_controller_takes_the_lease_and_gives_it_back_on_sigterm(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve("--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file",
+                                       str(paths["tls.key"]), "--api-server", fake.url, "--namespace", "admit-system")
+        try:
+            await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+            deadline = asyncio.get_running_loop().time() + 10
+            while not lease_holder(fake):
+                assert asyncio.get_running_loop().time() < deadline, "no Lease taken"
+                await asyncio.sleep(0.05)
+        finally:
+            log = await stop(proc)
+        assert proc.returncode == 0, log
+        assert not lease_holder(fake), "the Lease is released on SIGTERM"
+
+
+async def test_a_port_in_use_exits_1_after_stopping_the_started_controller_cleanly(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        async with FakeKubeAPI() as fake:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]),
+                "--api-server", fake.url, "--namespace", "admit-system",
+                cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )
+            await asyncio.wait_for(proc.wait(), 30)
+            out = (await proc.stdout.read()).decode()
+            assert proc.returncode == 1, out
+            assert "cannot start:" in out and "Traceback" not in out
+            assert "Unclosed" not in out  # controller, its ApiClient and watches were closed
+            assert not lease_holder(fake)
