@@ -840,6 +840,8 @@ def test_cluster_role_grants_exactly_what_admit_and_its_controller_use():
         "sparkoperator.k8s.io": ["sparkapplications"],
     }.items():
         expected |= {(group, r, v, ()) for r in resources for v in read}
+        # blockOwnerDeletion under OwnerReferencesPermissionEnforcement: update on the owner's finalizers only
+        expected |= {(group, f"{r}/finalizers", "update", ()) for r in resources}
     expected |= {(g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
     expected |= {
         ("admissionregistration.k8s.io", f"{kind}webhookconfigurations", v, ("admit",))
