@@ -13,8 +13,9 @@ dicts in the API's JSON shape. Requests (as kube-apiserver's REST API defines th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from typing import Any
+from typing import Any, Iterator
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -22,7 +23,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from .config import Config
 
-__all__ = ["KubeError", "AlreadyExists", "KubeAPI", "load_api_client"]
+__all__ = ["KubeError", "AlreadyExists", "KubeAPI", "load_api_client", "api_errors"]
 
 
 class KubeError(Exception):
@@ -58,6 +59,25 @@ def _from_api_exception(e: ApiException, what: str) -> KubeError:
     return cls(e.status or 0, reason, f"{what}: {e.status} {reason}{': ' + message if message else ''}")
 
 
+@contextlib.contextmanager
+def api_errors(what: str, timeout: float | None = None) -> Iterator[None]:
+    """Map what a kubernetes-asyncio call can raise to :class:`KubeError` (one place for every API caller).
+
+    ``ApiException`` -> its status and Kubernetes ``Status.reason`` (:class:`AlreadyExists` for 409 AlreadyExists);
+    ``TimeoutError`` -> status 0, reason ``Timeout``; aiohttp/OS errors -> status 0, reason ``ConnectionError``.
+    ``what`` (``"create PodGroup ns/x"``) starts each message; ``timeout`` (seconds) is named in timeout messages.
+    """
+    try:
+        yield
+    except ApiException as e:
+        raise _from_api_exception(e, what) from None
+    except TimeoutError:
+        within = f" within {timeout:.1f}s" if timeout is not None else ""
+        raise KubeError(0, "Timeout", f"{what}: no answer from the Kubernetes API{within}") from None
+    except (aiohttp.ClientError, OSError) as e:
+        raise KubeError(0, "ConnectionError", f"{what}: cannot reach the Kubernetes API ({e})") from None
+
+
 class KubeAPI:
     """PodGroup and workload calls for the admission path.
 
@@ -77,15 +97,9 @@ class KubeAPI:
 
     async def _call(self, what: str, coro_factory: Any, timeout: float) -> Any:
         self.calls += 1
-        try:
+        with api_errors(what, timeout):
             async with asyncio.timeout(timeout):
                 return await coro_factory()
-        except ApiException as e:
-            raise _from_api_exception(e, what) from None
-        except TimeoutError:
-            raise KubeError(0, "Timeout", f"{what}: no answer from the Kubernetes API within {timeout:.1f}s") from None
-        except (aiohttp.ClientError, OSError) as e:
-            raise KubeError(0, "ConnectionError", f"{what}: cannot reach the Kubernetes API ({e})") from None
 
     async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:
         """POST a PodGroup; returns the stored (or dry-run) object. Raises AlreadyExists on 409."""

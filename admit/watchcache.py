@@ -45,9 +45,8 @@ from typing import Any, AsyncIterator, Callable, Iterable
 
 import aiohttp
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.rest import ApiException
 
-from .kube import KubeError, _from_api_exception
+from .kube import KubeError, api_errors
 
 __all__ = ["Resource", "KubeRaw", "WatchCache", "Handler", "object_key"]
 
@@ -118,7 +117,7 @@ class KubeRaw:
         """One request; returns the decoded JSON answer (a dict for every Kubernetes verb)."""
         timeout = self.timeout if timeout is None else timeout
         what = f"{method} {path}"
-        try:
+        with api_errors(what, timeout):
             async with asyncio.timeout(timeout):
                 data = await self.api_client.call_api(
                     path, method, query_params=list(query),
@@ -126,12 +125,6 @@ class KubeRaw:
                     body=body, response_types_map={200: "object", 201: "object", 202: "object"},
                     auth_settings=["BearerToken"], _return_http_data_only=True, _request_timeout=timeout,
                 )
-        except ApiException as e:
-            raise _from_api_exception(e, what) from None
-        except TimeoutError:
-            raise KubeError(0, "Timeout", f"{what}: no answer from the Kubernetes API within {timeout:.1f}s") from None
-        except (aiohttp.ClientError, OSError) as e:
-            raise KubeError(0, "ConnectionError", f"{what}: cannot reach the Kubernetes API ({e})") from None
         if method != "GET":
             self.writes[f"{method} {_plural_of(path)}"] += 1
         return data
@@ -144,19 +137,13 @@ class KubeRaw:
         """
         what = f"watch {path}"
         params = [*query, ("watch", "true"), ("timeoutSeconds", str(timeout_seconds))]
-        try:
+        with api_errors(what):
             resp = await self.api_client.call_api(
                 path, "GET", query_params=params, header_params={"Accept": "application/json"},
                 auth_settings=["BearerToken"], _preload_content=False,
                 _request_timeout=aiohttp.ClientTimeout(total=None, connect=self.timeout,
                                                        sock_read=timeout_seconds + 30),
             )
-        except ApiException as e:
-            raise _from_api_exception(e, what) from None
-        except TimeoutError:
-            raise KubeError(0, "Timeout", f"{what}: no answer from the Kubernetes API") from None
-        except (aiohttp.ClientError, OSError) as e:
-            raise KubeError(0, "ConnectionError", f"{what}: cannot reach the Kubernetes API ({e})") from None
         try:
             if resp.status != 200:
                 text = await resp.text()
