@@ -36,9 +36,12 @@ def _bad_request(reason: str) -> web.Response:
 
 
 async def _read_review(request: web.Request, max_bytes: int):  # type: ignore[no-untyped-def]
-    ctype = request.content_type
-    if ctype not in ("application/json", ""):
-        raise BadReview(f"Content-Type {ctype!r} is not application/json")
+    # kube-apiserver sends exactly "application/json": compare the raw header first, since parsing it
+    # (request.content_type) costs about 4 us, several percent of a whole admission.
+    if request.headers.get("Content-Type") != "application/json":
+        ctype = request.content_type
+        if ctype not in ("application/json", ""):
+            raise BadReview(f"Content-Type {ctype!r} is not application/json")
     if request.content_length is not None and request.content_length > max_bytes:
         raise BadReview(f"body of {request.content_length} bytes is larger than the limit of {max_bytes} bytes")
     # read() returns what has arrived so far, which is only part of a body that comes in several TLS records or
