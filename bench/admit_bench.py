@@ -536,7 +536,7 @@ async def measure(st: Settings, admit: Server, base: Server, fake: FakeAPI, ctx:
                     best[name] = s
                     cpu[name] = (proc_cpu_seconds(d.server.pid) - c0) / s.seconds if s.seconds else 0.0
         for name, s in best.items():
-            out["closed"][name] = s.summary() | {"server_cpu": round(cpu[name], 2), "driver_cpu": round(s.driver_cpu, 2)}
+            out["closed"][name] = s.summary() | {"server_cpu": round(cpu[name], 3), "driver_cpu": round(s.driver_cpu, 2)}
         out["ratio"] = round(best["admit"].rps / best["baseline"].rps, 3) if best["baseline"].rps else None
         for rate in st.rates:
             out["open"][str(int(rate))] = {}
@@ -552,7 +552,7 @@ async def measure(st: Settings, admit: Server, base: Server, fake: FakeAPI, ctx:
                                if v != counts_before.get(k, 0)}
         out["admissions"] = admissions
         out["api_calls_per_admission"] = round(api_calls / admissions, 4) if admissions else None
-        out["admit_memory_mb"] = proc_memory(admit.pid)
+        out["memory_mb"] = {"admit": proc_memory(admit.pid), "baseline": proc_memory(base.pid)}
         result["mixes"][mix.name] = out
     # top up to the last RSS mark with mixed traffic: pods mostly, as in a cluster
     soak_mix = [MIXES["known-group"], MIXES["no-group"]] * 4 + [MIXES["deployment"], MIXES["scale"]]
@@ -612,8 +612,8 @@ def render(result: dict[str, Any], st: Settings, meta: dict[str, Any]) -> str:
         "Closed loop (max throughput; one admission = the requests kube-apiserver sends for one object)",
         "",
         "| mix | server | requests/s | admissions/s | p50 ms | p99 ms | p99.9 ms | admit/baseline | "
-        "server CPU | driver CPU | API calls per admission | errors |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "server CPU (cores) | CPU us/request | driver CPU | API calls per admission | RSS / peak MiB | errors |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, m in result["mixes"].items():
         for server in ("baseline", "admit"):
@@ -621,11 +621,12 @@ def render(result: dict[str, Any], st: Settings, meta: dict[str, Any]) -> str:
             steps = len(MIXES[name].steps)
             ratio = f"{m['ratio']:.2f}" if server == "admit" and m["ratio"] is not None else ""
             api = f"{m['api_calls_per_admission']:g}" if server == "admit" else ""
+            mem = m["memory_mb"][server]
+            us = c["server_cpu"] * 1e6 / c["rps"] if c["rps"] else float("nan")
             lines.append(
                 f"| {name} | {server} | {c['rps']:.0f} | {c['rps'] / steps:.0f} | {_ms(c['p50_ms'])} | "
-                f"{_ms(c['p99_ms'])} | {_ms(c['p999_ms'])} | {ratio} | {c['server_cpu']:.2f} | {c['driver_cpu']:.2f} | "
-                f"{api} | "
-                f"{c['errors']} |"
+                f"{_ms(c['p99_ms'])} | {_ms(c['p999_ms'])} | {ratio} | {c['server_cpu']:.2f} | {us:.0f} | "
+                f"{c['driver_cpu']:.2f} | {api} | {mem['rss']:.1f} / {mem['hwm']:.1f} | {c['errors']} |"
             )
     lines += ["", "Open loop (fixed request rate, sent whatever the answers do; latency includes waiting for a free "
               "connection)", "",
