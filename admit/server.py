@@ -16,6 +16,8 @@ import logging
 from typing import Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from .admission import Admission
 from .review import BadReview, dumps, parse_review, review_response
@@ -30,9 +32,18 @@ ReadinessCheck = Callable[[], tuple[bool, str]]
 """``check() -> (ready, reason)``; ``/readyz`` answers 200 only when every check is ready."""
 
 
-def _bad_request(reason: str) -> web.Response:
+class UnreadableBody(BadReview):
+    """The body's bytes cannot be read (a Content-Encoding that does not decode): the connection's parser state is
+    lost, so the answer closes the connection."""
+
+
+def _bad_request(error: BadReview) -> web.Response:
+    reason = str(error).replace("\n", " ")
     log.warning("bad request: %s", reason)
-    return web.Response(status=400, text=f"bad request: {reason}\n", content_type="text/plain")
+    resp = web.Response(status=400, text=f"bad request: {reason}\n", content_type="text/plain")
+    if isinstance(error, UnreadableBody):
+        resp.force_close()
+    return resp
 
 
 async def _read_review(request: web.Request, max_bytes: int):  # type: ignore[no-untyped-def]
@@ -46,17 +57,23 @@ async def _read_review(request: web.Request, max_bytes: int):  # type: ignore[no
         raise BadReview(f"body of {request.content_length} bytes is larger than the limit of {max_bytes} bytes")
     # read() returns what has arrived so far, which is only part of a body that comes in several TLS records or
     # TCP segments: read until the end of the body.
-    body = await request.content.read(max_bytes + 1)
-    if body and not request.content.at_eof():
-        chunks = [body]
-        size = len(body)
-        while size <= max_bytes:
-            chunk = await request.content.read(max_bytes + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        body = b"".join(chunks)
+    try:
+        body = await request.content.read(max_bytes + 1)
+        if body and not request.content.at_eof():
+            chunks = [body]
+            size = len(body)
+            while size <= max_bytes:
+                chunk = await request.content.read(max_bytes + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            body = b"".join(chunks)
+    except (RequestPayloadError, HttpProcessingError) as e:  # e.g. a Content-Encoding that does not decode
+        # the rest of this body cannot be read either: mark it ended, so aiohttp does not drain (and fail on) it
+        # after the answer
+        request.content.feed_eof()
+        raise UnreadableBody(f"body cannot be read: {getattr(e, 'message', None) or e}") from None
     if len(body) > max_bytes:
         raise BadReview(f"body is larger than the limit of {max_bytes} bytes")
     if not body:
@@ -80,7 +97,7 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
         try:
             req = await _read_review(request, max_bytes)
         except BadReview as e:
-            return _bad_request(str(e))
+            return _bad_request(e)
         decision = admission.mutate(req)
         return respond(req.api_version, req.uid, decision)
 
@@ -88,7 +105,7 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
         try:
             req = await _read_review(request, max_bytes)
         except BadReview as e:
-            return _bad_request(str(e))
+            return _bad_request(e)
         decision = await admission.validate(req)
         if not decision.allowed:
             log.info(

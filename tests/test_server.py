@@ -282,3 +282,15 @@ async def test_a_v1beta1_review_is_answered_in_v1beta1(webhook):
     resp = await webhook.post("/mutate", json=review)
     body = await resp.json()
     assert body["apiVersion"] == "admission.k8s.io/v1beta1" and body["response"]["uid"] == review["request"]["uid"]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_body_whose_content_encoding_does_not_decode_gets_http_400_not_500(webhook, encoding):
+    for path in ("/mutate", "/validate"):
+        resp = await webhook.post(path, data=b"xx", headers={"Content-Type": "application/json",
+                                                             "Content-Encoding": encoding})
+        assert resp.status == 400
+        assert "body cannot be read" in await resp.text()
+        # the connection is closed after that answer; the next request is served normally
+        body = await post(webhook, path, admission_review(example("pause-gang-deployment.yaml")))
+        assert body["response"]["allowed"] is True
