@@ -196,5 +196,6 @@ class Admission:
             check.group, check.version, check.plural, check.namespace, check.name, self.config.api_timeout_seconds
         )
         if parent is None:
-            return Decision()
+            return Decision(warnings=[f"{check.kind} {check.namespace}/{check.name} not found: scale not checked "
+                                      "against its gang minMember"])
         return scale_decision(parent, check, self.config)

@@ -58,7 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"admit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the HTTPS admission webhook server")
+    serve = sub.add_parser(
+        "serve", help="run the HTTPS admission webhook server",
+        description="Serve POST /mutate and /validate (AdmissionReview admission.k8s.io/v1), GET /healthz and /readyz "
+                    "over HTTPS, create PodGroups through the Kubernetes API, and run the leader-elected PodGroup "
+                    "controller.",
+    )
     serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
     serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
     serve.add_argument("--cert-mode", choices=("files", "self"), default="files",
@@ -89,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-timeout", type=_positive_float, default=3.0,
                        help="seconds for the Kubernetes API calls of one admission (default: %(default)s; keep it "
                             "below the webhook timeoutSeconds)")
-    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
+                       help="log level (default: %(default)s)")
     serve.add_argument("--controller", dest="controller", action="store_true", default=True,
                        help="run the leader-elected PodGroup controller (default)")
     serve.add_argument("--no-controller", dest="controller", action="store_false",
@@ -101,8 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--lease-name", default="admit-controller", help="leader election Lease (default: %(default)s)")
     serve.add_argument("--lease-namespace", default=None, help="Lease namespace (default: --namespace)")
 
-    review = sub.add_parser("review", help="show the webhook's decisions on manifests or AdmissionReview files")
-    review.add_argument("paths", nargs="+", metavar="FILE|DIR", help="YAML/JSON files or directories")
+    review = sub.add_parser(
+        "review", help="show the webhook's decisions on manifests or AdmissionReview files",
+        description="Run the webhook's own decisions offline: for each object the verdict, warnings, JSONPatch, the "
+                    "object after mutation and the PodGroups admit would create. Exit 0 when all are allowed, 1 when "
+                    "any is denied, 2 on unreadable input.",
+    )
+    review.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
+                        help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
     review.add_argument("-R", "--recursive", action="store_true", help="read directories recursively")
     review.add_argument("-o", "--output", choices=("text", "json"), default="text")
     review.add_argument("--no-objects", action="store_true", help="text output: leave out the mutated objects")
@@ -191,7 +203,12 @@ def main(argv: Sequence[str] | None = None) -> Any:
     """Entry point of the ``admit`` console script; returns the process exit code."""
     args = build_parser().parse_args(argv)
     handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve}[args.command]
-    return handler(args)
+    try:
+        return handler(args)
+    except BrokenPipeError:  # `admit review ... | head`: the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

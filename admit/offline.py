@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import uuid
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, TextIO
 
 import jsonpatch
 import yaml
 
 from .admission import Admission
 from .config import Config
+from .kinds import RESOLVERS
 from .kube import AlreadyExists
 from .review import AdmissionRequest, BadReview, dumps, parse_review
 
@@ -89,41 +91,61 @@ class OfflineKube:
         return self.objects.get((group, plural, namespace, name))
 
 
-def _files(paths: Iterable[str], recursive: bool) -> list[Path]:
-    out: list[Path] = []
-    for p in map(Path, paths):
+def _files(paths: Iterable[str], recursive: bool) -> list[Path | None]:
+    """The files to read, in order; ``None`` stands for standard input (``-``)."""
+    out: list[Path | None] = []
+    for arg in paths:
+        if arg == "-":
+            out.append(None)
+            continue
+        p = Path(arg)
         if p.is_dir():
             pattern = "**/*" if recursive else "*"
             out.extend(sorted(f for f in p.glob(pattern) if f.is_file() and f.suffix in SUFFIXES))
-        elif p.is_file():
+        elif p.exists():
             out.append(p)
         else:
             raise InputError(f"{p}: no such file or directory")
     return out
 
 
-def load_documents(paths: Iterable[str], recursive: bool = False) -> list[tuple[str, dict[str, Any]]]:
-    """``[(source file, document), ...]`` from files and directories; ``List`` kinds expanded, empty docs skipped.
+def _yaml_error(e: yaml.YAMLError) -> str:
+    """PyYAML's whole message (problem, line and column) on one line."""
+    text = " ".join(line.strip() for line in str(e).splitlines() if line.strip() and line.strip() != "^")
+    return text.replace('in "<unicode string>", ', "") or type(e).__name__
+
+
+def load_documents(
+    paths: Iterable[str], recursive: bool = False, stdin: TextIO | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """``[(source file, document), ...]`` from files, directories and ``-`` (standard input, e.g.
+    ``kubectl get deploy -o yaml | admit review -``); ``List`` kinds expanded, empty documents skipped.
 
     Raises:
-        InputError: a path is missing, a file is unreadable, not YAML/JSON, or a document is not a mapping.
+        InputError: a path is missing, a file is unreadable, not YAML/JSON (with PyYAML's line and column), a
+            document is not a mapping, or there is no document at all.
     """
     docs: list[tuple[str, dict[str, Any]]] = []
     for f in _files(paths, recursive):
+        name = "<stdin>" if f is None else str(f)
         try:
-            text = f.read_text(encoding="utf-8")
+            text = (stdin or sys.stdin).read() if f is None else f.read_text(encoding="utf-8")
             loaded = list(yaml.safe_load_all(text))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-            raise InputError(f"{f}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        except yaml.YAMLError as e:
+            raise InputError(f"{name}: not valid YAML or JSON: {_yaml_error(e)}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"{name}: {e.strerror if isinstance(e, OSError) and e.strerror else e}") from None
         for i, doc in enumerate(loaded):
             if doc is None:
                 continue
             if not isinstance(doc, dict):
-                raise InputError(f"{f}: document {i + 1} is not a mapping (got {type(doc).__name__})")
+                raise InputError(f"{name}: document {i + 1} is not a mapping (got {type(doc).__name__})")
             if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-                docs.extend((str(f), item) for item in doc["items"] if isinstance(item, dict))
+                docs.extend((name, item) for item in doc["items"] if isinstance(item, dict))
             else:
-                docs.append((str(f), doc))
+                docs.append((name, doc))
+    if not docs:
+        raise InputError(f"{', '.join(paths)}: no Kubernetes objects found (.yaml, .yml or .json documents)")
     return docs
 
 
@@ -180,6 +202,8 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
             obj = jsonpatch.apply_patch(obj, mutation.patch)
         decision = await admission.validate(dataclasses.replace(req, object=obj))
         meta = (obj or {}).get("metadata") or {}
+        if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS:
+            decision.warnings.extend(_unhandled_kind_warnings(doc, req.kind, config))
         results.append(
             {
                 "source": source,
@@ -199,6 +223,20 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
     return results
 
 
+def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> list[str]:
+    """Why a gang annotation on a kind admit does not handle does nothing (the webhook is never called for it)."""
+    annotations = (doc.get("metadata") or {}).get("annotations")
+    if not isinstance(annotations, dict) or not any(str(k).startswith(config.annotation_prefix) for k in annotations):
+        return []
+    if kind == "CronJob":
+        return [f"admit does not handle CronJob itself: put the {config.annotation_prefix} annotations under "
+                "spec.jobTemplate.metadata.annotations, so every Job the CronJob creates is a gang"]
+    if not kind:
+        return ["this document has no kind: it is not a Kubernetes object admit can review"]
+    return [f"admit does not handle {kind}: the {config.annotation_prefix} annotations have no effect on it "
+            "(handled: Deployment, StatefulSet, ReplicaSet, Job, Pod, Kubeflow jobs, SparkApplication)"]
+
+
 def _yaml(obj: Any, indent: str = "    ") -> str:
     text = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False).rstrip("\n")
     return "\n".join(indent + line for line in text.splitlines())
@@ -215,16 +253,19 @@ def format_text(results: list[dict[str, Any]], show_objects: bool = True) -> str
             out.append(f"  message: {r['message']}")
         for w in r["warnings"]:
             out.append(f"  warning: {w}")
-        if r["patch"]:
+        if r["patch"] and r["allowed"]:
             out.append("  patch:")
             out.append(_yaml(r["patch"]))
         for pg in r["podGroups"]:
             out.append("  podGroup:")
             out.append(_yaml(pg))
-        if show_objects and r["patch"] and r["object"] is not None:
+        if r["allowed"] and not (r["patch"] or r["podGroups"] or r["warnings"] or r["message"]):
+            out.append("  no gang annotation or label for admit here: unchanged")
+        if show_objects and r["allowed"] and r["patch"] and r["object"] is not None:
             out.append("  object after mutation:")
             out.append(_yaml(r["object"]))
         out.append("")
     allowed = sum(1 for r in results if r["allowed"])
-    out.append(f"{len(results)} objects: {allowed} allowed, {len(results) - allowed} denied")
+    n = len(results)
+    out.append(f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied")
     return "\n".join(out)

@@ -18,6 +18,7 @@ Rules and their sources:
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -118,6 +119,28 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         if problem:
             raise GangError(f'annotation {config.pod_group_key}="{raw_g}" is invalid: {problem}', 400)
     return GangAnnotations(min_member, timeout, min_resources, pod_group)
+
+
+KNOWN_ANNOTATIONS = (
+    "min-member", "schedule-timeout-seconds", "min-resources", "pod-group", "spark-executors",
+    "spark-executor-resources", "owner",
+)
+
+
+def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
+    """Warnings for annotations under admit's prefix that admit does not know (typos such as ``minmember`` or
+    ``min-resource``), naming the closest known key. Empty when there are none (the common case: one pass over the
+    keys, no allocation)."""
+    if not isinstance(annotations, dict):
+        return []
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    warnings = []
+    for key in annotations:
+        if isinstance(key, str) and key.startswith(prefix) and key[len(prefix):] not in KNOWN_ANNOTATIONS:
+            close = difflib.get_close_matches(key[len(prefix):], KNOWN_ANNOTATIONS, n=1, cutoff=0.6)
+            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+            warnings.append(f"annotation {key} is not one of admit's and is ignored{hint}")
+    return warnings
 
 
 def check_group_name(name: str) -> str | None:

@@ -24,7 +24,7 @@ from typing import Any
 from .config import Config
 from .kinds import RESOLVERS, SCALABLE
 from .mutate import has_controller
-from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations
+from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations, unknown_annotation_warnings
 from .review import AdmissionRequest, Decision
 
 __all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_decision"]
@@ -147,16 +147,17 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     if resolver is None:
         return Verdict(Decision())
     annotations = get_path(obj, ("metadata", "annotations"))
+    typos = unknown_annotation_warnings(annotations, config)
     try:
         ann = parse_gang_annotations(annotations, config)
         if ann is None:
-            return Verdict(Decision())
+            return Verdict(Decision(warnings=typos))
         namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
         plan = resolver(obj, ann, config, namespace, req.operation)
         check_plan(plan, config, ann)
     except GangError as e:
-        return Verdict(Decision.deny(e.message, e.code))
-    decision = Decision(warnings=list(plan.warnings))
+        return Verdict(Decision.deny(e.message, e.code, typos))
+    decision = Decision(warnings=typos + plan.warnings)
     if not plan.create_pod_group:
         return Verdict(decision)
     return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=req.dry_run)

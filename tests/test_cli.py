@@ -51,7 +51,8 @@ def test_review_exits_2_naming_the_file_on_unreadable_input(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Deployment\n  metadata: [\n")
     assert main(["review", str(bad)]) == 2
-    assert str(bad) in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert str(bad) in err and "line 2" in err
     assert main(["review", str(tmp_path / "missing.yaml")]) == 2
     assert "no such file" in capsys.readouterr().err
 
@@ -97,3 +98,46 @@ def test_the_legacy_pod_group_api_uses_the_old_group_and_label(capsys):
     assert code == 0
     assert r["podGroups"][0]["apiVersion"] == "scheduling.sigs.k8s.io/v1alpha1"
     assert r["object"]["spec"]["template"]["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] == "pause"
+
+
+def test_review_reads_standard_input_for_a_dash(monkeypatch, capsys):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO((EXAMPLES / "pause-gang-deployment.yaml").read_text()))
+    code, (r,) = run_json(capsys, "-")
+    assert code == 0 and r["source"] == "<stdin>" and r["podGroups"][0]["metadata"]["name"] == "pause"
+
+
+def test_review_of_a_folder_without_manifests_exits_2(tmp_path, capsys):
+    assert main(["review", str(tmp_path)]) == 2
+    assert "no Kubernetes objects found" in capsys.readouterr().err
+
+
+def test_review_explains_that_a_cronjob_gang_goes_in_its_job_template(tmp_path, capsys):
+    f = tmp_path / "cron.yaml"
+    f.write_text("""apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: nightly-train
+  namespace: ml
+  annotations:
+    gang.admit.dev/min-member: "4"
+spec:
+  schedule: "0 1 * * *"
+  jobTemplate:
+    spec:
+      parallelism: 4
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: train, image: ghcr.io/example/train:2.1}]
+""")
+    code, (r,) = run_json(capsys, f)
+    assert code == 0 and r["patch"] == [] and r["podGroups"] == []
+    assert any("spec.jobTemplate.metadata.annotations" in w for w in r["warnings"])
+
+
+def test_review_piped_into_head_exits_quietly():
+    proc = subprocess.run(f"{sys.executable} -m admit.cli review {EXAMPLES} | head -1", shell=True,
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.stdout.startswith("===") and "Traceback" not in proc.stderr

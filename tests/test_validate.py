@@ -201,3 +201,20 @@ def test_statefulset_and_replicaset_scale_below_min_member_are_denied(plural, ki
     assert v.scale is not None and v.scale.kind == kind and v.scale.plural == plural
     d = scale_decision(parent, v.scale, CONFIG)
     assert not d.allowed and f"{kind} {ns}/{name}" in d.message
+
+
+def test_a_misspelt_annotation_is_named_with_the_closest_known_key():
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"]["gang.admit.dev/min-resource"] = "none"
+    v = verdict(dep)
+    assert v.decision.allowed
+    assert any("gang.admit.dev/min-resource is not one of admit's" in w and "gang.admit.dev/min-resources?" in w
+               for w in v.decision.warnings)
+
+
+def test_a_misspelt_min_member_warns_that_no_gang_is_made():
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"] = {"gang.admit.dev/minmember": "3"}
+    v = verdict(dep)
+    assert v.decision.allowed and v.ensure is None
+    assert any("did you mean gang.admit.dev/min-member?" in w for w in v.decision.warnings)
