@@ -162,7 +162,8 @@ class Admission:
         ns, name = plan.namespace, plan.group_name
         try:
             created = await self.store.create_pod_group(desired, verdict.dry_run, left())
-            log.info("created PodGroup %s/%s for %s (dryRun=%s)", ns, name, plan.ref, verdict.dry_run)
+            log.info("%s PodGroup %s/%s for %s", "dry run: would create" if verdict.dry_run else "created", ns, name,
+                     plan.ref)
             decision.pod_groups[-1] = created or desired
             return
         except AlreadyExists:

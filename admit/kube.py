@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from typing import Any, Iterator
 
 import aiohttp
@@ -174,10 +175,18 @@ async def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
 
     configuration = client.Configuration()
     if kubeconfig:
+        if not os.path.exists(kubeconfig):
+            raise kconfig.ConfigException(f"kubeconfig {kubeconfig} does not exist")
         await kconfig.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     else:
         try:
             kconfig.load_incluster_config(client_configuration=configuration)
         except kconfig.ConfigException:
+            default = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+            if not os.path.exists(default):
+                raise kconfig.ConfigException(
+                    f"no Kubernetes API configuration: not running in a pod, and {default} does not exist; pass "
+                    "--kubeconfig FILE, or --api-server URL (e.g. the address of `kubectl proxy`)"
+                ) from None
             await kconfig.load_kube_config(client_configuration=configuration)
     return client.ApiClient(configuration)

@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 MAX_TIMEOUT_SECONDS = 900
+MAX_MIN_MEMBER = 2**31 - 1  # PodGroup spec.minMember is an int32
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _INT_RE = re.compile(r"^[0-9]+$")
 
@@ -87,11 +88,13 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     mm_text = str(raw).strip()
     if mm_text.lower() == "auto":
         min_member = None
-    elif _INT_RE.match(mm_text) and int(mm_text) >= 1:
+    elif _INT_RE.match(mm_text) and 1 <= int(mm_text) <= MAX_MIN_MEMBER:
         min_member = int(mm_text)
     else:
         raise GangError(
-            f'annotation {config.min_member_key}="{raw}" is invalid: use a positive integer or "auto"', 400
+            f'annotation {config.min_member_key}="{raw}" is invalid: use a positive integer (at most '
+            f'{MAX_MIN_MEMBER}, PodGroup minMember is an int32) or "auto"',
+            400,
         )
     timeout = None
     raw_t = annotations.get(config.timeout_key)
@@ -285,7 +288,12 @@ def choose_group_name(
             )
         return ann.pod_group
     name = str(label) if label is not None else default
-    problem = check_group_name(name) if name else "the object has no name (only generateName)"
+    if name:
+        problem = check_group_name(name)
+    elif get_path(obj, ("metadata", "generateName")):
+        problem = "the object has no name yet (only generateName)"
+    else:
+        problem = "the object has no metadata.name"
     if problem:
         raise GangError(
             f'cannot use "{name}" as the PodGroup name: {problem}; set annotation {config.pod_group_key} to a valid name',

@@ -362,6 +362,13 @@ def parse_resource_list(text: Any, what: str) -> dict[str, Fraction]:
             raise GangError(f"{what}={text!r}: {key}: {e}; use {form}", 400) from None
         if q < 0:
             raise GangError(f"{what}={text!r}: {key} must not be negative", 400)
+        if key in ("memory", "ephemeral-storage") and value.replace(".", "", 1).isdigit():
+            # A Spark user writes memory in MiB ("4505"); as a Kubernetes quantity a bare number is bytes.
+            raise GangError(
+                f"{what}={text!r}: {key}={value} has no unit; write it as a Kubernetes quantity such as "
+                f"{value}Mi (Spark's MiB default does not apply to this annotation)",
+                400,
+            )
         out[key] = q
     return out
 

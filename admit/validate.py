@@ -160,4 +160,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     decision = Decision(warnings=typos + plan.warnings)
     if not plan.create_pod_group:
         return Verdict(decision)
+    if any(t.immutable and get_path(obj, t.labels + (config.pod_group_label,)) != plan.group_name
+           for t in plan.targets):
+        return Verdict(decision)  # its pods cannot be labelled (the mutating webhook warned): no PodGroup to wait on
     return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=req.dry_run)

@@ -97,8 +97,11 @@ def resolve_statefulset(
     replicas = int_field(obj, ("spec", "replicas"), 1, "spec.replicas")
     assert replicas is not None
     plan = _replicated_plan(obj, ann, config, namespace, "StatefulSet", "apps", replicas, "spec.replicas", TEMPLATE)
-    policy = get_path(obj, ("spec", "podManagementPolicy")) or "OrderedReady"
+    explicit = get_path(obj, ("spec", "podManagementPolicy"))
+    policy = explicit or "OrderedReady"
     if plan.min_member > 1 and policy != "Parallel":
+        if not explicit:
+            policy = "OrderedReady (the default)"
         fix = (
             "podManagementPolicy is immutable: delete the StatefulSet (kubectl delete --cascade=orphan keeps the pods)"
             " and create it again with podManagementPolicy: Parallel"

@@ -555,6 +555,18 @@ def test_an_api_timeout_not_below_the_webhook_timeout_is_refused_at_install():
         render({"config": {"apiTimeoutSeconds": 5}, "webhook": {"timeoutSeconds": 5}})
 
 
+def test_installing_the_crd_with_the_legacy_pod_group_api_is_refused_at_install():
+    with pytest.raises(helm.HelmRenderError, match="podGroupAPI"):
+        render({"config": {"podGroupAPI": "scheduling.sigs.k8s.io"}, "podGroupCRD": {"install": True}})
+
+
+def test_the_legacy_pod_group_api_reaches_rbac_and_the_container_args():
+    objects = render({"config": {"podGroupAPI": "scheduling.sigs.k8s.io"}})
+    assert args_of(objects)["--pod-group-api"] == "scheduling.sigs.k8s.io"
+    groups = {rule[0] for rule in rbac_rules(objects, "ClusterRole") if rule[1] == "podgroups"}
+    assert groups == {"scheduling.sigs.k8s.io"}
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_webhook_names_are_unique_and_fully_qualified(name):
     for cfg in all_of(scenario(name), "MutatingWebhookConfiguration") + all_of(

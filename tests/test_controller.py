@@ -591,7 +591,8 @@ async def test_an_annotation_made_invalid_by_an_update_keeps_the_group_and_is_re
     assert pg_of(fake)["spec"]["minMember"] == 3
     lines = [r.getMessage() for r in caplog.records]
     assert lines == ['Deployment team/web: annotation gang.admit.dev/min-member="many" is invalid: use a positive '
-                     'integer or "auto"; PodGroup team/web is left as it is until this is fixed']
+                     'integer (at most 2147483647, PodGroup minMember is an int32) or "auto"; PodGroup team/web is '
+                     'left as it is until this is fixed']
     await controller.recorder.flush()
     assert [e[1] for e in events(fake) if e[0] == "Warning"] == ["InvalidGangAnnotation"]
 

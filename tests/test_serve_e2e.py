@@ -196,3 +196,18 @@ async def test_a_port_in_use_exits_1_after_stopping_the_started_controller_clean
             assert "cannot start:" in out and "Traceback" not in out
             assert "Unclosed" not in out  # controller, its ApiClient and watches were closed
             assert not lease_holder(fake)
+
+
+async def test_serve_without_any_kubernetes_configuration_says_how_to_give_one(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECONFIG")}
+    env["HOME"] = str(tmp_path)  # no ~/.kube/config there
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(free_port()),
+        "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]), "--no-controller",
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )
+    await asyncio.wait_for(proc.wait(), 20)
+    out = (await proc.stdout.read()).decode()
+    assert proc.returncode == 1
+    assert "does not exist" in out and "--api-server" in out and "Traceback" not in out

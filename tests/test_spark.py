@@ -338,6 +338,11 @@ def test_the_executor_resource_list_reads_kubernetes_quantities():
         "cpu": 1.5, "memory": 4505 * MI, "nvidia.com/gpu": 1}
 
 
+def test_an_executor_memory_without_a_unit_is_refused_instead_of_read_as_bytes():
+    with pytest.raises(GangError, match="memory=4505 has no unit.*4505Mi"):
+        parse_resource_list("cpu=1,memory=4505", "annotation gang.admit.dev/spark-executor-resources")
+
+
 def test_an_executor_joins_its_drivers_group_from_the_cache_without_an_api_call():
     driver, executor = driver_and_executor()
     pg = {"metadata": {"name": SELECTOR, "namespace": "spark-jobs",

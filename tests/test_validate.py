@@ -1,5 +1,7 @@
 """The validating decision on real manifests: denials with actionable messages, and the work it asks for."""
 
+import copy
+
 import pytest
 
 from admit.config import Config
@@ -218,3 +220,24 @@ def test_a_misspelt_min_member_warns_that_no_gang_is_made():
     v = verdict(dep)
     assert v.decision.allowed and v.ensure is None
     assert any("did you mean gang.admit.dev/min-member?" in w for w in v.decision.warnings)
+
+
+def test_annotating_an_existing_job_creates_no_pod_group_its_pods_could_never_join():
+    job = example("training-job.yaml")
+    v = verdict(job, "UPDATE", old=job)
+    assert v.decision.allowed and v.ensure is None
+    labelled = copy.deepcopy(job)
+    labelled["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "allreduce"
+    assert verdict(labelled, "UPDATE", old=labelled).ensure is not None
+
+
+def test_a_statefulset_without_a_policy_is_told_ordered_ready_is_the_default():
+    v = verdict(example("denied/statefulset-ordered-ready.yaml"))
+    assert "OrderedReady (the default)" in v.decision.message
+
+
+def test_a_min_member_beyond_int32_is_refused():
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "99999999999"
+    v = verdict(dep)
+    assert not v.decision.allowed and "int32" in v.decision.message
