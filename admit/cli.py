@@ -48,6 +48,9 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
                    help="PodGroup API group of the installed scheduler-plugins: scheduling.x-k8s.io (v0.25.7 and "
                         "later, label scheduling.x-k8s.io/pod-group) or scheduling.sigs.k8s.io (older releases, label "
                         "pod-group.scheduling.sigs.k8s.io) (default: %(default)s)")
+    p.add_argument("--ignore-api-group", action="append", default=[], metavar="GROUP",
+                   help="API group whose workloads admit neither handles nor watches, e.g. kubeflow.org or "
+                        "sparkoperator.k8s.io when their webhook rules and RBAC are off (repeatable)")
     p.add_argument("--kubeflow-gang-by-operator", action="store_true",
                    help="the Kubeflow training-operator gangs its own jobs: only validate Kubeflow jobs")
 
@@ -140,6 +143,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         annotation_prefix=args.annotation_prefix,
         scheduler_name=args.scheduler_name,
         kubeflow_gang_by_operator=args.kubeflow_gang_by_operator,
+        ignored_api_groups=frozenset(args.ignore_api_group),
         failure_mode=getattr(args, "failure_mode", "deny"),
         api_timeout_seconds=getattr(args, "api_timeout", 3.0),
     )

@@ -51,6 +51,8 @@ class Config:
         kubeflow_gang_by_operator: the Kubeflow training-operator itself creates PodGroups
             (``--gang-scheduler-name``); admit then only validates Kubeflow jobs.
         create_pod_groups: create/patch PodGroups at admission (off for offline ``admit review``).
+        ignored_api_groups: API groups whose workloads admit does not handle or watch (e.g. ``kubeflow.org`` when
+            the chart's ``workloads.kubeflow`` is off, so the controller does not list kinds RBAC does not grant).
     """
 
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
@@ -64,6 +66,7 @@ class Config:
     max_body_bytes: int = 3 * 1024 * 1024
     kubeflow_gang_by_operator: bool = False
     create_pod_groups: bool = True
+    ignored_api_groups: frozenset[str] = frozenset()
 
     # Derived annotation keys (computed in __post_init__ so the hot path never formats strings).
     min_member_key: str = dataclasses.field(init=False, default="")

@@ -149,7 +149,7 @@ def watched_kinds(config: Config, resolvers: Iterable[tuple[str, str]] | None = 
     out: list[WatchedKind] = []
     notes: list[str] = []
     for group, kind in keys:
-        if (group, kind) == ("", "Pod"):
+        if (group, kind) == ("", "Pod") or group in config.ignored_api_groups:
             continue
         coords = KNOWN_RESOURCES.get((group, kind))
         if coords is None:

@@ -127,7 +127,7 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
             return Decision()
         return _mutate_pod(req, obj, config, known_groups)
     resolver = RESOLVERS.get((req.group, req.kind))
-    if resolver is None:
+    if resolver is None or req.group in config.ignored_api_groups:
         return Decision()
     namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
     try:

@@ -144,7 +144,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     if is_pod and (req.operation != "CREATE" or has_controller(obj)):
         return Verdict(Decision())
     resolver = RESOLVERS.get((req.group, req.kind))
-    if resolver is None:
+    if resolver is None or req.group in config.ignored_api_groups:
         return Verdict(Decision())
     annotations = get_path(obj, ("metadata", "annotations"))
     typos = unknown_annotation_warnings(annotations, config)

@@ -127,6 +127,9 @@ def container(objects: list[dict]) -> dict:
     return containers[0]
 
 
+REPEATABLE_FLAGS = {"--ignore-api-group"}
+
+
 def args_of(objects: list[dict]) -> dict[str, str | None]:
     """Container args as {flag: value}; the first arg is the ``serve`` subcommand."""
     args = container(objects)["args"]
@@ -134,7 +137,7 @@ def args_of(objects: list[dict]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for arg in args[1:]:
         flag, _, value = arg.partition("=")
-        assert flag not in out, f"{flag} passed twice"
+        assert flag not in out or flag in REPEATABLE_FLAGS, f"{flag} passed twice"
         out[flag] = value if _ else None
     return out
 
@@ -823,6 +826,15 @@ def test_admit_settings_reach_the_container_args():
     assert args["--namespace"] == "$(POD_NAMESPACE)"
     assert "--kubeflow-gang-by-operator" not in args
     assert args_of(scenario("overrides"))["--annotation-prefix"] == "gang.example.com"
+
+
+def test_switched_off_workload_groups_are_ignored_by_admit_too():
+    objects = render({"workloads": {"kubeflow": False, "spark": False}})
+    (deployment,) = all_of(objects, "Deployment")
+    container_args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--ignore-api-group=kubeflow.org" in container_args
+    assert "--ignore-api-group=sparkoperator.k8s.io" in container_args
+    assert not any(a.startswith("--ignore-api-group") for a in args_of(scenario("default")))
 
 
 def test_the_controller_runs_with_its_lease_or_is_turned_off():

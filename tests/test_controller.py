@@ -680,3 +680,11 @@ async def test_readiness_waits_for_the_first_list_of_pod_groups_only(fake, contr
     fake.forbid("podgroups")
     other = await controllers("b", wait=False)
     await eventually(lambda: other.readiness()[0])  # a failed list does not hold the webhook back
+
+
+def test_ignored_api_groups_are_not_watched():
+    from admit.controller import watched_kinds
+
+    table, _ = watched_kinds(Config(ignored_api_groups=frozenset({"kubeflow.org", "sparkoperator.k8s.io"})))
+    groups = {w.resource.group for w in table}
+    assert groups == {"apps", "batch", ""}
