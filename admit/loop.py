@@ -1,7 +1,7 @@
 """The event loop ``admit serve`` runs on: uvloop when installed (extra ``fast``), else the stdlib asyncio loop.
 
 uvloop does the TLS record layer and socket I/O in C instead of asyncio's pure-Python ``sslproto``, which is most of
-the per-request cost of a small HTTPS answer (see ``docs/performance.md``). Set ``ADMIT_EVENT_LOOP=asyncio`` to
+the per-request cost of a small HTTPS answer (see ``README.md, Performance``). Set ``ADMIT_EVENT_LOOP=asyncio`` to
 run on the stdlib loop even where uvloop is installed; the stdlib path is always available and tested.
 """
 

@@ -83,7 +83,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         await site.start()
         # Everything made so far (modules, the Kubernetes client, TLS) lives as long as the process: keep it out of
         # the cyclic collector, so a full collection scans only what requests leave behind (about 1 ms instead of
-        # 15-40 ms stalls with the kubernetes_asyncio heap; see docs/performance.md).
+        # 15-40 ms stalls with the kubernetes_asyncio heap; see README.md, Performance).
         gc.collect()
         gc.freeze()
         log.info(
