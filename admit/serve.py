@@ -20,7 +20,7 @@ from kubernetes_asyncio import client
 
 from .admission import Admission
 from .config import Config
-from .kube import KubeAPI, load_api_client
+from .kube import KubeAPI, load_api_client, resolve_proxy_once
 from .server import create_app
 
 __all__ = ["serve", "api_client_for"]
@@ -29,11 +29,14 @@ log = logging.getLogger("admit.serve")
 
 
 async def api_client_for(args: argparse.Namespace) -> client.ApiClient:
-    """The ApiClient for ``--api-server`` (plain URL, no credentials) or ``--kubeconfig``/in-cluster config."""
+    """The ApiClient for ``--api-server`` (plain URL, no credentials) or ``--kubeconfig``/in-cluster config, with
+    its proxy resolved once (``kube.resolve_proxy_once``)."""
     if args.api_server:
-        configuration = client.Configuration(host=args.api_server.rstrip("/"))
-        return client.ApiClient(configuration)
-    return await load_api_client(args.kubeconfig)
+        api_client = client.ApiClient(client.Configuration(host=args.api_server.rstrip("/")))
+    else:
+        api_client = await load_api_client(args.kubeconfig)
+    resolve_proxy_once(api_client)
+    return api_client
 
 
 def _tls_provider(args: argparse.Namespace, api_client: client.ApiClient) -> Any:
