@@ -522,7 +522,6 @@ class SelfManagedTLSProvider(TLSProvider):
             ca_overlap_seconds=max(3600.0, 10 * recheck_interval) if ca_overlap_seconds is None else ca_overlap_seconds,
         )
         self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
         self._bundle_reason = "caBundle not checked yet"
         self._last_failure = ""
 
@@ -779,14 +778,6 @@ class SelfManagedTLSProvider(TLSProvider):
                 self._note_failure(f"self-managed TLS check failed: {_error_line(exc)}")
             except Exception as exc:  # noqa: BLE001 - the loop must survive anything
                 log.exception("self-managed TLS check failed: %s", exc.__class__.__name__)
-
-    async def stop(self) -> None:
-        """Stop the loop (the last pair keeps serving)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     def reason(self) -> str:
         """``""`` when ready; else why: no/expired certificate, or caBundle not (yet) in place."""

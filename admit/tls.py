@@ -128,6 +128,7 @@ class TLSProvider:
         self.ssl_context.sni_callback = self._select_context
         self._active: ssl.SSLContext | None = None
         self._pair: CertifiedKey | None = None
+        self._task: asyncio.Task[None] | None = None  # background work of a subclass, cancelled by stop()
 
     # -- the swap -------------------------------------------------------------------------------------------------
 
@@ -165,7 +166,12 @@ class TLSProvider:
         raise NotImplementedError
 
     async def stop(self) -> None:
-        """Stop background work. The context keeps serving the last pair."""
+        """Stop the background task (``self._task``), if any. The context keeps serving the last pair."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def reason(self) -> str:
         """Why the provider is not ready (one line), or ``""`` when it is."""
@@ -229,7 +235,6 @@ class FileTLSProvider(TLSProvider):
         self._pending: str | None = None  # digest of bad contents seen once, not yet reported
         self._last_error = ""
         self._warned_renewal: str | None = None
-        self._task: asyncio.Task[None] | None = None
 
     def _read(self) -> tuple[bytes, bytes]:
         return self.cert_file.read_bytes(), self.key_file.read_bytes()
@@ -318,14 +323,6 @@ class FileTLSProvider(TLSProvider):
                 self.reload()
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 log.exception("unexpected error while checking %s", self.cert_file)
-
-    async def stop(self) -> None:
-        """Stop polling (the last pair keeps serving)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     def reason(self) -> str:
         """``""`` when a valid certificate is loaded; otherwise the reason, including the last load error."""
