@@ -62,7 +62,7 @@ from kubernetes_asyncio import client
 from . import kinds
 from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
-from .kube import KubeError
+from .kube import KubeError, resolve_proxy_once
 from .leader import LeaderElector, default_identity
 from .plan import GangError, GangPlan, get_path, parse_gang_annotations
 from .podgroup import desired_pod_group, owner_annotation, ownership, spec_differs, spec_json_patch
@@ -1036,5 +1036,6 @@ async def start_controller(api_client: client.ApiClient, config: Config, args: a
     its long-lived watches never take connections the admission path needs.
     """
     own = client.ApiClient(api_client.configuration)
+    resolve_proxy_once(own)
     controller = Controller(own, config, settings or ControllerSettings.from_args(args), own_client=True)
     return await controller.start()
