@@ -188,14 +188,19 @@ class Server:
 
     def stop(self) -> int | None:
         """SIGTERM, then wait (kill after 10 s); returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen) -> int | None:
+    """SIGTERM ``proc``, wait up to 10 s, then kill; returns its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
 
 
 class FakeAPI:
@@ -231,13 +236,8 @@ class FakeAPI:
         self._call("POST", f"/apis/apps/v1/namespaces/{obj['metadata']['namespace']}/deployments", obj)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        """SIGTERM, then wait (kill after 10 s)."""
+        stop_process(self.proc)
 
 
 # --------------------------------------------------------------------------------------------------------------

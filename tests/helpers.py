@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import json
+import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jsonpatch
 import yaml
+from aiohttp import web
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -152,3 +155,28 @@ def controller_pod(template_owner: dict[str, Any], rs_hash: str = "7d9f8b6c5d") 
         "spec": spec,
         "status": {},
     }
+
+
+async def eventually(predicate: Callable[[], Any], timeout: float = 3.0) -> float:
+    """Poll until ``predicate()`` is truthy; returns the seconds it took (fails the test after ``timeout`` seconds)."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(0.002)
+    return time.monotonic() - start
+
+
+async def serve_tls(provider: Any) -> tuple[web.AppRunner, int]:
+    """A tiny HTTPS app (``GET /`` -> ``ok``) on 127.0.0.1 using ``provider.ssl_context``; returns (runner, port)."""
+    app = web.Application()
+
+    async def hello(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app.router.add_get("/", hello)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=provider.ssl_context)
+    await site.start()
+    return runner, runner.addresses[0][1]

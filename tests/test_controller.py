@@ -13,7 +13,7 @@ import asyncio
 import copy
 import logging
 import time
-from typing import Any, Callable
+from typing import Any
 
 import jsonpatch
 import pytest
@@ -37,6 +37,7 @@ from admit.podgroup import desired_pod_group
 from admit.review import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.watchcache import KubeRaw, Resource
+from tests.helpers import eventually
 
 CONFIG = Config()
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
@@ -50,14 +51,6 @@ FAST: dict[str, Any] = dict(
 )
 
 
-async def eventually(predicate: Callable[[], Any], timeout: float = 3.0) -> float:
-    """Poll until ``predicate()`` is truthy; returns the seconds it took (fails the test after ``timeout``)."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.002)
-    return time.monotonic() - start
 
 
 def deployment(name: str = "web", replicas: int = 3, *, annotations: dict[str, str] | None = None,

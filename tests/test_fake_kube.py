@@ -17,6 +17,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from admit.testing.fake_kube import FakeKubeAPI
+from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 PG = ("scheduling.x-k8s.io", "v1alpha1")
@@ -34,12 +35,6 @@ async def kube(api):
         yield c
 
 
-async def eventually(predicate, timeout=2.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.005)
 
 
 def pod(name, labels=None, **meta):

@@ -13,26 +13,19 @@ import asyncio
 import logging
 import re
 import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from admit.leader import LeaderElector, default_identity, micro_time
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.watchcache import KubeRaw
+from tests.helpers import eventually
 
 TIMES: dict[str, float] = dict(lease_duration=0.6, renew_deadline=0.4, retry_period=0.1)
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> float:
-    """Poll until ``predicate()`` holds; returns the seconds it took (fails the test after ``timeout``)."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.005)
-    return time.monotonic() - start
 
 
 def lease_of(fake: FakeKubeAPI) -> dict[str, Any]:

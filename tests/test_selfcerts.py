@@ -9,13 +9,13 @@ import logging
 import ssl
 
 import pytest
-from aiohttp import web
 from cryptography import x509
 
 from admit import certs, selfcerts
 from admit.certs import CertificateError
 from admit.selfcerts import SelfManagedTLSProvider
 from admit.testing.fake_kube import FakeKubeAPI
+from tests.helpers import serve_tls as serve
 
 NS = "gang-system"
 SECRET = "admit-tls"
@@ -97,18 +97,6 @@ def writes(api: FakeKubeAPI) -> list[tuple[str, str, int | None]]:
     return [(r.method, r.resource, r.status) for r in api.requests if r.method != "GET"]
 
 
-async def serve(tls_provider):
-    app = web.Application()
-
-    async def hello(_request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    app.router.add_get("/", hello)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls_provider.ssl_context)
-    await site.start()
-    return runner, runner.addresses[0][1]
 
 
 def apiserver_context(api: FakeKubeAPI) -> ssl.SSLContext:

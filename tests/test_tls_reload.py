@@ -9,13 +9,13 @@ import pathlib
 import ssl
 
 import pytest
-from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from admit import certs, tls
 from admit.certs import CertificateError
+from tests.helpers import serve_tls as serve
 
 LOG = "admit.tls"
 
@@ -41,19 +41,6 @@ def client_context(ca: certs.CertifiedKey, **kw) -> ssl.SSLContext:
     return ctx
 
 
-async def serve(provider: tls.TLSProvider):
-    app = web.Application()
-
-    async def hello(_request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    app.router.add_get("/", hello)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=provider.ssl_context)
-    await site.start()
-    port = runner.addresses[0][1]
-    return runner, port
 
 
 async def peer_certificate(port: int, ctx: ssl.SSLContext, host: str = "localhost") -> x509.Certificate:

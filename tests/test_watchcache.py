@@ -10,26 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.watchcache import KubeRaw, Resource, WatchCache
+from tests.helpers import eventually
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 FAST: dict[str, Any] = dict(backoff=(0.02, 0.2), slow_retry=0.2)
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> float:
-    """Poll until ``predicate()`` holds; returns the seconds it took (fails the test after ``timeout``)."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.005)
-    return time.monotonic() - start
 
 
 def deployment(name: str, replicas: int = 1, labels: dict[str, str] | None = None) -> dict[str, Any]:
