@@ -14,7 +14,10 @@ collector delete the PodGroup within ~25 ms). This controller finishes the job o
 - **clean up**: delete a managed PodGroup that no stored workload claims for ``orphan_grace_period`` seconds
   (default 60; e.g. the create of a workload another admission step rejected left it behind), unless live pods
   still carry its label;
-- record Events (``events.py``) on the workload for each of these and for failures.
+- record Events (``events.py``) on the workload for each of these and for failures;
+- leave a namespace that is being deleted alone: a re-create refused with 403 "being terminated"
+  (``lifecycle.namespace_terminating``) is logged once at INFO, with no Event and no retry (the namespace and the
+  workload are going; retrying would only fill the log until they are gone).
 
 Pieces:
 
@@ -64,6 +67,7 @@ from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
 from .kube import KubeError, resolve_proxy_once
 from .leader import LeaderElector, default_identity
+from .lifecycle import namespace_terminating
 from .plan import GangError, GangPlan, get_path, parse_gang_annotations
 from .podgroup import desired_pod_group, owner_annotation, ownership, spec_differs, spec_json_patch
 from .validate import check_plan
@@ -900,8 +904,13 @@ class Controller:
                 return await self._refetch(key, depth)
             if self._blocked_owner_deletion(e, claim):
                 return await self._create(key, action, depth)
+            if namespace_terminating(e.status, e.message):  # the namespace is going: no retry, no Event
+                self._report(key, "terminating", f"namespace {key[0]} is being deleted: PodGroup {key[1]} for "
+                                                 f"{claim.ref} is not re-created", logging.INFO)
+                return
             raise self._fail(claim, key, e, f"cannot create PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
         self._resolved(key, "fail")
+        self._resolved(key, "terminating")
         log.info("created PodGroup %s/%s for %s (%s), owned by uid %s", key[0], key[1], claim.ref,
                  ", ".join(action.changes), claim.uid)
         self._event(claim.workload, "Normal", "PodGroupCreated", "Create",
