@@ -37,6 +37,7 @@ __all__ = [
     "generated_group_name",
     "GangAnnotations",
     "PodTarget",
+    "Wave",
     "GangPlan",
     "parse_gang_annotations",
     "check_group_name",
@@ -215,6 +216,26 @@ class PodTarget:
     immutable: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Wave:
+    """Pods a workload starts on their own after its first pods, with none of those still running.
+
+    kube-scheduler's pod informer drops finished pods (field selector ``status.phase!=Succeeded,status.phase!=Failed``,
+    ``newPodInformer`` in kubernetes ``pkg/scheduler/scheduler.go``), so Coscheduling counts only the pods of a wave:
+    a wave smaller than minMember never passes PreFilter ("cannot find enough sibling pods", scheduler-plugins
+    ``pkg/coscheduling/core/core.go``) and waits forever.
+
+    Attributes:
+        size: pods in that wave (>= 1).
+        why: where it comes from, naming the fields and numbers (``"spec.completions=5 run 4 at a time ..."``).
+        fix: what to change so every wave reaches minMember (``"set spec.completions to a multiple of 4"``).
+    """
+
+    size: int
+    why: str
+    fix: str
+
+
 @dataclass(slots=True)
 class GangPlan:
     """Everything admit needs to mutate, validate and create the PodGroup for one gang workload.
@@ -234,6 +255,8 @@ class GangPlan:
         mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
         create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
         shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
+        last_wave: the fewest pods the workload may later start on their own, when fewer than ``total_pods`` (a
+            Job's last wave, a retried index), else ``None``; see :class:`Wave`.
     """
 
     kind: str
@@ -251,6 +274,7 @@ class GangPlan:
     mutate: bool = True
     create_pod_group: bool = True
     shared: bool = False
+    last_wave: "Wave | None" = None
 
     @property
     def owner(self) -> str:

@@ -79,19 +79,27 @@ class Verdict:
 
 
 def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
-    """Refuse a plan whose pod count is below its minMember.
+    """Refuse a plan whose pod count, or whose last wave (``plan.last_wave``), is below its minMember.
 
     Raises:
-        GangError (403): ``0 < total_pods < min_member``; the message says which field to raise or which annotation
-            to lower.
+        GangError (403): ``0 < total_pods < min_member``, or ``0 < last_wave.size < min_member``; the message names
+            the fields and numbers that conflict, and says which field to change or which annotation to lower.
     """
     total = plan.total_pods
+    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
     if total is not None and 0 < total < plan.min_member:
-        source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
         raise GangError(
             f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but its gang needs "
             f"minMember {plan.min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. "
             f"Set {plan.total_field} to at least {plan.min_member} or lower {config.min_member_key}"
+        )
+    wave = plan.last_wave
+    if wave is not None and total and 0 < wave.size < plan.min_member:
+        raise GangError(
+            f"{plan.ref}: {wave.why}, fewer than its gang minMember {plan.min_member} ({source}); kube-scheduler does "
+            f"not count finished pods, so the Coscheduling plugin would keep {'that pod' if wave.size == 1 else 'those pods'}"
+            f" Pending forever. {wave.fix[0].upper()}{wave.fix[1:]}, or set {config.min_member_key} to at most "
+            f"{wave.size}"
         )
 
 
