@@ -9,8 +9,9 @@ Each object goes through the same code as the server: ``/mutate``, the patch app
 ``/validate`` on the mutated object. Between the two, an object created with ``generateName`` only gets its name the
 way kube-apiserver gives it (the prefix plus 5 characters, after the mutating webhooks), so ``admit review`` and the
 server see the same objects in each phase. A manifest's review uid (and so any generated name) is derived from its
-file and position: the same input gives the same output. PodGroups are "created" in an in-memory store (:class:`OfflineKube`), which
-also serves the other input objects, so a ``deployments/scale`` review finds its Deployment among the inputs.
+file and position: the same input gives the same output. PodGroups are "created" in an in-memory store
+(:class:`OfflineKube`), which also serves the other input objects, so a ``deployments/scale`` review finds its
+Deployment among the inputs.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A pod's effective request follows the scheduler's rule: ``PodRequests`` in kubernetes
 ``staging/src/k8s.io/component-helpers/resource/helpers.go`` (what NodeResourcesFit and the scheduler cache use; the
-same rule as the Kubernetes docs "Resource Management for Pods and Containers", "Sidecar containers" and "Assign Pod-level
-CPU and memory resources"). Pod templates are not defaulted (only Pods are, ``SetDefaults_Pod`` in
+same rule as the Kubernetes docs "Resource Management for Pods and Containers", "Sidecar containers" and "Assign
+Pod-level CPU and memory resources"). Pod templates are not defaulted (only Pods are, ``SetDefaults_Pod`` in
 ``pkg/apis/core/v1/defaults.go``), so the defaulting a created pod would get is applied here first:
 
 - each container's request per resource, falling back to its limit when no request is set (``SetDefaults_Pod``);

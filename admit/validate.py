@@ -97,9 +97,9 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
     if wave is not None and total and 0 < wave.size < plan.min_member:
         raise GangError(
             f"{plan.ref}: {wave.why}, fewer than its gang minMember {plan.min_member} ({source}); kube-scheduler does "
-            f"not count finished pods, so the Coscheduling plugin would keep {'that pod' if wave.size == 1 else 'those pods'}"
-            f" Pending forever. {wave.fix[0].upper()}{wave.fix[1:]}, or set {config.min_member_key} to at most "
-            f"{wave.size}"
+            "not count finished pods, so the Coscheduling plugin would keep "
+            f"{'that pod' if wave.size == 1 else 'those pods'} Pending forever. {wave.fix[0].upper()}{wave.fix[1:]}, "
+            f"or set {config.min_member_key} to at most {wave.size}"
         )
 
 
