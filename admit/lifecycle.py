@@ -14,8 +14,10 @@ Rules and their sources:
   nothing admit decides on: it is allowed untouched, with no API write.
 - While a namespace is being deleted, the NamespaceLifecycle admission plugin refuses every create in it with
   403 Forbidden "unable to create new content in namespace <ns> because it is being terminated", with the status
-  cause ``NamespaceTerminating`` (kubernetes ``plugin/pkg/admission/namespace/lifecycle/admission.go``). Such a
-  refusal is the end of the story, not a failure to retry: nothing admit creates there could outlive the namespace.
+  cause ``NamespaceTerminating`` (kubernetes ``staging/src/k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/
+  admission.go``; Events included). It runs before the webhooks, so admit never sees a CREATE there, only UPDATEs.
+  Such a refusal is the end of the story, not a failure to retry: nothing admit creates there could outlive the
+  namespace.
 """
 
 from __future__ import annotations
