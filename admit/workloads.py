@@ -184,7 +184,8 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
 
     Several bare pods may share one group (``gang.admit.dev/pod-group`` on each, ``min-member`` = their number), so
     the PodGroup's owner is "any Pod" rather than one pod. ``auto`` minMember is 1. The default group name is the
-    pod's name; a pod created with only ``generateName`` must name its group by annotation.
+    pod's name; for a pod created with only ``generateName`` the mutating phase names the group
+    (``mutate._resolve``, ``plan.generated_group_name``) and later readers take the label it wrote.
     """
     name = _name(obj)
     group_name = choose_group_name(obj, ann, [POD], config, "Pod", name)
