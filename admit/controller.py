@@ -60,6 +60,7 @@ from typing import Any, Iterable
 from kubernetes_asyncio import client
 
 from . import kinds
+from .children import is_child
 from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
 from .kube import KubeError, resolve_proxy_once
@@ -226,10 +227,11 @@ class Claim:
 def claim_of(obj: JSON, resource: Resource, config: Config) -> Claim | None:
     """The claim of a stored workload, computed with the kind's resolver from ``admit.kinds.RESOLVERS`` exactly as
     admission does (operation ``UPDATE``: the object is stored). ``None`` when the object asks for no gang (no
-    ``min-member`` annotation), when no resolver handles its kind, or when an operator makes its PodGroup
-    (``plan.create_pod_group`` false)."""
+    ``min-member`` annotation), when no resolver handles its kind, when an operator makes its PodGroup
+    (``plan.create_pod_group`` false), or when it is a child of another gang workload (a Deployment's ReplicaSet,
+    ``children.py``: it carries its parent's annotations but its parent claims the group)."""
     resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
-    if resolver is None:
+    if resolver is None or is_child(obj, resource.group, resource.kind):
         return None
     obj = obj if obj.get("kind") else dict(obj, apiVersion=resource.api_version, kind=resource.kind)
     meta = obj.get("metadata") or {}
