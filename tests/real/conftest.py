@@ -4,7 +4,8 @@ configurations. The launcher is :mod:`admit.testing.plane`; this file shares one
 
 Run the tier alone: ``.venv/bin/python -m pytest -q -m real`` (or ``tests/real``). Binaries: ``$ADMIT_K8S_ASSETS``
 (a folder of plain binaries) or ``../shared/k8s/bin/*.xz`` (unpacked once into ``~/.cache/admit/k8s-<hash>``).
-Without binaries the tier skips with one line saying why; with ``CI=true`` it fails instead.
+Without binaries the tier skips with one line saying why; with ``CI=true`` it fails instead. ``ADMIT_PLANE_KEEP=1``
+keeps the plane's folder (every component's log, admit's included) and prints where it is.
 
 Fixtures (every test module under ``tests/real`` gets the ``real`` marker):
 
@@ -50,10 +51,10 @@ from typing import Iterable
 import pytest
 
 from admit.testing.plane import AdmitProcess, ControlPlane, NoBinaries, find_binaries
+from tests.real.support import PERMIT_WAIT
 
 HERE = Path(__file__).resolve().parent
 CRDS = HERE / "crds"
-PERMIT_WAIT = 3
 NODES = ("node-1", "node-2")
 NODE_CPU = "4"
 
@@ -91,7 +92,8 @@ def plane() -> Iterable[RealPlane]:
         if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
             pytest.fail(f"real control-plane tier cannot run under CI=true: {e}")
         pytest.skip(f"real control-plane tier skipped: {e}")
-    cp = ControlPlane(binaries, permit_waiting_seconds=PERMIT_WAIT)
+    keep = bool(os.environ.get("ADMIT_PLANE_KEEP"))
+    cp = ControlPlane(binaries, permit_waiting_seconds=PERMIT_WAIT, keep=keep)
     cp.start()
     try:
         for name in NODES:
@@ -102,6 +104,8 @@ def plane() -> Iterable[RealPlane]:
         yield RealPlane(cp, admit)
     finally:
         cp.stop()
+        if keep:
+            print(f"\nADMIT_PLANE_KEEP: logs and data of the control plane are in {cp.workdir}")
 
 
 @pytest.fixture

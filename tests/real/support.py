@@ -9,6 +9,7 @@ from typing import Any, Callable
 from admit.testing.plane import ControlPlane
 
 PAUSE = "registry.k8s.io/pause:3.10"
+PERMIT_WAIT = 3  # Coscheduling permitWaitingTimeSeconds of the shared plane (seconds)
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, what: str = "") -> Any:
