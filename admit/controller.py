@@ -63,7 +63,7 @@ from . import kinds
 from .children import is_child
 from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
-from .kube import KubeError, resolve_proxy_once
+from .kube import KubeError, namespace_terminating, resolve_proxy_once
 from .leader import LeaderElector, default_identity
 from .plan import GangError, GangPlan, get_path, parse_gang_annotations
 from .podgroup import desired_pod_group, owner_annotation, ownership, spec_differs, spec_json_patch
@@ -900,6 +900,10 @@ class Controller:
         except KubeError as e:
             if e.status == 409:
                 return await self._refetch(key, depth)
+            if namespace_terminating(e):  # the namespace and the workload in it are going: nothing to re-create
+                self._report(key, "terminating", f"PodGroup {key[0]}/{key[1]} not re-created for {claim.ref}: its "
+                                                 "namespace is being deleted", logging.INFO)
+                return None
             if self._blocked_owner_deletion(e, claim):
                 return await self._create(key, action, depth)
             raise self._fail(claim, key, e, f"cannot create PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
