@@ -15,7 +15,7 @@ Rules (DESIGN.md, "Known traps"):
   failure mode decides: ``deny`` refuses with the reason (code 503), ``allow`` admits with a warning. A request never
   hangs past the budget.
 - A create refused because the namespace is being deleted (403 "... because it is being terminated",
-  ``lifecycle.namespace_terminating``) is not an API failure: nothing admit could create there would outlive the
+  ``kube.namespace_terminating``) is not an API failure: nothing admit could create there would outlive the
   namespace, so the request is allowed with a warning, whatever the failure mode (a refusal would hold the object,
   and so the namespace, in Terminating forever).
 - An unexpected error in admit's own code never becomes an HTTP 500: it is logged and answered like an API
@@ -32,8 +32,7 @@ import time
 from typing import Any, Protocol
 
 from .config import Config
-from .kube import AlreadyExists, KubeError
-from .lifecycle import namespace_terminating
+from .kube import AlreadyExists, KubeError, namespace_terminating
 from .mutate import mutate
 from .plan import get_path
 from .podgroup import desired_pod_group, ownership, spec_differs, spec_json_patch
@@ -111,7 +110,7 @@ class Admission:
                 self._warn_missing_group(req, verdict.decision)
             return verdict.decision
         except KubeError as e:
-            if verdict is not None and verdict.ensure is not None and namespace_terminating(e.status, e.message):
+            if verdict is not None and verdict.ensure is not None and namespace_terminating(e):
                 plan = verdict.ensure
                 verdict.decision.pod_groups.clear()
                 verdict.decision.warnings.append(

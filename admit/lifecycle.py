@@ -1,6 +1,7 @@
 """Objects that are going away: what admit must leave alone so that deletion always ends.
 
-Pure helpers used by both admission phases (``mutate.py``, ``validate.py``, ``admission.py``) and the controller.
+Pure helpers used by both admission phases (``mutate.py``, ``validate.py``); ``admission.py`` and the controller
+treat a create refused in a terminating namespace with ``kube.namespace_terminating``.
 
 Rules and their sources:
 
@@ -16,18 +17,15 @@ Rules and their sources:
   403 Forbidden "unable to create new content in namespace <ns> because it is being terminated", with the status
   cause ``NamespaceTerminating`` (kubernetes ``staging/src/k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/
   admission.go``; Events included). It runs before the webhooks, so admit never sees a CREATE there, only UPDATEs.
-  Such a refusal is the end of the story, not a failure to retry: nothing admit creates there could outlive the
-  namespace.
+  Such a refusal (``kube.namespace_terminating``) is the end of the story, not a failure to retry: nothing admit
+  creates there could outlive the namespace.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["going_away", "bookkeeping_only", "namespace_terminating", "TERMINATING_TEXT"]
-
-#: The part of kube-apiserver's message for a create refused in a terminating namespace.
-TERMINATING_TEXT = "because it is being terminated"
+__all__ = ["going_away", "bookkeeping_only"]
 
 _BOOKKEEPING_META = ("finalizers", "resourceVersion", "generation", "managedFields")
 
@@ -54,9 +52,3 @@ def bookkeeping_only(old: Any, new: Any) -> bool:
     if not isinstance(old, dict) or not isinstance(new, dict) or old == new:
         return False
     return _without_bookkeeping(old) == _without_bookkeeping(new)
-
-
-def namespace_terminating(status: int, message: str) -> bool:
-    """True when an API error (HTTP ``status``, its message) is the NamespaceLifecycle refusal of a create in a
-    namespace that is being deleted (403 Forbidden, "... because it is being terminated")."""
-    return status == 403 and TERMINATING_TEXT in message

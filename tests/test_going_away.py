@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from admit.lifecycle import bookkeeping_only, going_away, namespace_terminating
+from admit.kube import KubeError, namespace_terminating
+from admit.lifecycle import bookkeeping_only, going_away
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, apply_answer, eventually, example
 from tests.webhook_stack import webhook_with_controller
@@ -100,9 +101,11 @@ def test_an_update_of_status_or_finalizers_only_is_bookkeeping_but_a_no_op_updat
 
 
 def test_only_the_namespace_lifecycle_refusal_counts_as_a_terminating_namespace():
-    assert namespace_terminating(403, "create PodGroup ml/x: 403 Forbidden: " + terminating_message("ml", "x"))
-    assert not namespace_terminating(403, 'podgroups.scheduling.x-k8s.io is forbidden: User "admit" cannot create')
-    assert not namespace_terminating(500, terminating_message("ml", "x"))
+    refused = "create PodGroup ml/x: 403 Forbidden: " + terminating_message("ml", "x")
+    assert namespace_terminating(KubeError(403, "Forbidden", refused))
+    assert not namespace_terminating(KubeError(403, "Forbidden", 'podgroups.scheduling.x-k8s.io is forbidden: User '
+                                                                 '"admit" cannot create'))
+    assert not namespace_terminating(KubeError(500, "InternalError", terminating_message("ml", "x")))
 
 
 # ======================================================================================================================
@@ -213,8 +216,8 @@ async def test_the_controller_does_not_retry_a_re_create_a_terminating_namespace
         assert len(stack.pod_group_posts()) == 1
         notes = [r for r in caplog.records if "is being deleted" in r.getMessage()]
         assert [(r.levelno, r.getMessage()) for r in notes] == [
-            (logging.INFO, "namespace ml is being deleted: PodGroup trainer for Deployment ml/trainer is not "
-                           "re-created")]
+            (logging.INFO, "PodGroup ml/trainer not re-created for Deployment ml/trainer: its namespace is being "
+                           "deleted")]
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
         await stack.controller.recorder.flush()
         reasons = [e["reason"] for e in fake.objects("events", api_version="events.k8s.io/v1")]
