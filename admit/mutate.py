@@ -20,9 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from .config import KUBE_DEFAULT_SCHEDULER, Config
+from .foreign import translate_group_labels
 from .kinds import POD_JOINERS, RESOLVERS
 from .patch import pointer, set_keys_ops, set_op
-from .plan import GangError, GangPlan, get_path, parse_gang_annotations
+from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations
 from .review import AdmissionRequest, Decision
 from .workloads import POD
 
@@ -84,11 +85,23 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
 
 
 def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:
+    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
+    t_ops, t_warnings, pod = translate_group_labels(
+        pod, [POD], config, f"Pod {namespace}/{get_path(pod, ('metadata', 'name')) or get_path(pod, ('metadata', 'generateName')) or ''}"
+    )
+    decision = _mutate_pod_translated(req, pod, config, known_groups, namespace)
+    if t_ops or t_warnings:
+        decision.patch[:0] = t_ops
+        decision.warnings[:0] = t_warnings
+    return decision
+
+
+def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any,
+                           namespace: str) -> Decision:
     labels = get_path(pod, ("metadata", "labels"))
     if isinstance(labels, dict) and config.pod_group_label in labels:
         op, warning = _scheduler_ops(pod, POD.scheduler, "pod", config)
         return Decision(patch=[op] if op else [], warnings=[warning] if warning else [])
-    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
     annotations = get_path(pod, ("metadata", "annotations"))
     if isinstance(annotations, dict) and config.min_member_key in annotations:
         if has_controller(pod):
@@ -109,6 +122,8 @@ def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, know
     for joiner in POD_JOINERS:
         plan = joiner(pod, config, namespace, known_groups)
         if plan is not None:
+            if not isinstance(plan, GangPlan):  # the group is known only to the API: admission.py reads it
+                return Decision(lookup=plan)
             ops, warnings = plan_patch(pod, plan, config)
             return Decision(patch=ops, warnings=warnings)
     return Decision()
@@ -135,11 +150,28 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
         if ann is None:
             if req.operation == "UPDATE" and req.old_object is not None:
                 return _ungang(req, obj, req.old_object, config, namespace)
-            return Decision()
+            return _translate_only(req, obj, config, namespace)
         plan = resolver(obj, ann, config, namespace, req.operation)
+        t_ops, t_warnings, translated = translate_group_labels(obj, plan.targets, config, plan.ref)
+        if t_ops:  # the templates carried the other generation's label: plan again on what they will carry
+            obj = translated
+            plan = resolver(obj, ann, config, namespace, req.operation)
     except GangError:
         return Decision()  # the validating webhook refuses it with the reason
     ops, warnings = plan_patch(obj, plan, config)
+    return Decision(patch=t_ops + ops, warnings=t_warnings + warnings)
+
+
+_TARGETS_ONLY = GangAnnotations(min_member=1, min_resources=False)
+
+
+def _translate_only(req: AdmissionRequest, obj: dict[str, Any], config: Config, namespace: str) -> Decision:
+    """A workload without admit's annotations: only the other API generation's group label is translated."""
+    try:
+        plan = RESOLVERS[(req.group, req.kind)](obj, _TARGETS_ONLY, config, namespace, req.operation)
+    except GangError:
+        return Decision()
+    ops, warnings, _ = translate_group_labels(obj, plan.targets, config, plan.ref)
     return Decision(patch=ops, warnings=warnings)
 
 
