@@ -176,8 +176,9 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         min_member = 1
         warnings.append(
             f"Pod {namespace}/{ref_name}: {config.min_member_key}=auto on a bare pod that gives no group size, so "
-            f"PodGroup {group_name} has minMember 1: a gang of one pod, scheduled alone. Set {config.min_member_key} "
-            f"to the number of pods that must start together (or {KUEUE_TOTAL_COUNT}, as Kueue's plain-pod groups do)"
+            f"it asks PodGroup {group_name} for minMember 1: unless another member gives the size, the gang has one "
+            f"member and each pod is scheduled alone. Set {config.min_member_key} to the number of pods that must "
+            f"start together (or {KUEUE_TOTAL_COUNT}, as Kueue's plain-pod groups do)"
         )
     return GangPlan(
         kind="Pod",
