@@ -18,7 +18,15 @@ Rules (DESIGN.md, "Known traps"):
   failure (mutations: allowed unchanged, with a warning).
 - A Pod CREATE carrying the pod-group label costs one dict lookup in the cache when its group is known. When the
   group is missing from the cache and a stored workload claims it, the cache's ``missing`` hook asks the controller
-  to re-create it (in the background) and the pod is allowed with a warning: never delayed, never denied.
+  to re-create it (in the background) and the pod is allowed with a warning: never delayed, never denied. When no
+  PodGroup of that name exists (confirmed by one GET) and nothing claims it, the pod is allowed with a warning that
+  says what to create (:func:`missing_group_warning`).
+- A ``*/scale`` UPDATE reads its parent from the controller's cache of gang workloads (``GroupCache.workload``);
+  a parent absent from a listed cache is no gang: allowed, no read. Only without a listed cache is the parent read
+  live, and a failed read refuses (failure mode) only a parent known to be a gang. An ``auto`` gang's PodGroup is
+  resized in the same admission (``validate.scale_verdict``).
+- A Spark executor whose driver the caches do not know (``decision.lookup``) gets its driver pod read once per
+  driver uid (:meth:`Admission.finish_mutation`); the mutating answer never refuses.
 """
 
 from __future__ import annotations
