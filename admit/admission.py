@@ -176,7 +176,9 @@ class Admission:
             elif verdict.scale is not None:
                 return await self._check_scale(verdict.scale, verdict.dry_run)
             elif self._missing is not None and req.kind == "Pod" and not req.dry_run:
-                await self._warn_missing_group(req, verdict.decision)
+                missing = self._uncached_group(req, verdict.decision)  # a dict lookup; the rest only on a miss
+                if missing is not None:
+                    await self._warn_missing_group(*missing, verdict.decision)
             return verdict.decision
         except KubeError as e:
             return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
@@ -184,23 +186,27 @@ class Admission:
             log.exception("validate failed for %s %s/%s uid=%s", req.kind, req.namespace, req.name, req.uid)
             return self._api_failure(f"internal error in admit ({type(e).__name__})", Decision())
 
-    async def _warn_missing_group(self, req: AdmissionRequest, decision: Decision) -> None:
+    def _uncached_group(self, req: AdmissionRequest, decision: Decision) -> tuple[str, str] | None:
+        """``(namespace, name)`` of the PodGroup a Pod CREATE is labelled for when the managed cache lacks it."""
+        if req.operation != "CREATE" or req.group != "" or not decision.allowed:
+            return None
+        labels = get_path(req.object, ("metadata", "labels"))
+        name = labels.get(self.config.pod_group_label) if isinstance(labels, dict) else None
+        if not isinstance(name, str) or not name:
+            return None
+        namespace = req.namespace or str(get_path(req.object, ("metadata", "namespace")) or "")
+        if self.cache is None or self.cache.get(namespace, name) is not None:
+            return None
+        return namespace, name
+
+    async def _warn_missing_group(self, namespace: str, name: str, decision: Decision) -> None:
         """A Pod CREATE labelled for a PodGroup that is not cached: the controller re-creates it when a stored
         workload claims it (its warning); when no PodGroup of that name exists and nothing claims it, the pod is
         allowed with a warning that says what to create (the Coscheduling plugin keeps such a pod waiting at Permit).
 
-        Only a cache miss costs anything: one GET of the PodGroup to rule out a watch that lags behind a PodGroup
-        created a moment ago. A failed GET gives no warning; the pod is never refused.
+        Only a cache miss gets here, and costs one GET of the PodGroup to rule out a watch that lags behind a
+        PodGroup created a moment ago. A failed GET gives no warning; the pod is never refused.
         """
-        if req.operation != "CREATE" or req.group != "" or not decision.allowed:
-            return
-        labels = get_path(req.object, ("metadata", "labels"))
-        name = labels.get(self.config.pod_group_label) if isinstance(labels, dict) else None
-        if not isinstance(name, str) or not name:
-            return
-        namespace = req.namespace or str(get_path(req.object, ("metadata", "namespace")) or "")
-        if self.cache is None or self.cache.get(namespace, name) is not None:
-            return
         warning = self._missing(namespace, name)  # type: ignore[misc]
         if warning:
             decision.warnings.append(warning)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import KUBE_DEFAULT_SCHEDULER, Config
-from .foreign import translate_group_labels
+from .foreign import other_generation_label, translate_group_labels
 from .kinds import POD_JOINERS, RESOLVERS
 from .patch import pointer, set_keys_ops, set_op
 from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations
@@ -86,13 +86,17 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
 
 def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:
     namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
+    labels = get_path(pod, ("metadata", "labels"))
+    other = other_generation_label(config)
+    if other is None or not isinstance(labels, dict) or other not in labels:  # the hot path: one dict lookup
+        return _mutate_pod_translated(req, pod, config, known_groups, namespace)
+    meta = pod.get("metadata") or {}
     t_ops, t_warnings, pod = translate_group_labels(
-        pod, [POD], config, f"Pod {namespace}/{get_path(pod, ('metadata', 'name')) or get_path(pod, ('metadata', 'generateName')) or ''}"
+        pod, [POD], config, f"Pod {namespace}/{meta.get('name') or meta.get('generateName') or ''}"
     )
     decision = _mutate_pod_translated(req, pod, config, known_groups, namespace)
-    if t_ops or t_warnings:
-        decision.patch[:0] = t_ops
-        decision.warnings[:0] = t_warnings
+    decision.patch[:0] = t_ops
+    decision.warnings[:0] = t_warnings
     return decision
 
 
