@@ -223,3 +223,20 @@ async def test_a_scale_to_zero_pauses_a_gang_with_no_read(webhook, fake):
     fake.clear_requests()
     assert (await post(client, scale_review("web", "team", new=0, old=4)))["allowed"] is True
     assert fake.requests == []
+
+
+@pytest.mark.parametrize("failure_mode,allowed", [("deny", False), ("allow", True)])
+async def test_when_an_auto_gangs_pod_group_cannot_be_resized_the_failure_mode_decides(webhook, fake, failure_mode,
+                                                                                        allowed):
+    client = await webhook(controller=True, failure_mode=failure_mode)
+    fake.put(managed_pg("web", min_member=1))
+    fake.put(deployment("web", replicas=0, min_member="auto"))
+    await eventually(lambda: client.view.workload("apps", "v1", "deployments", "Deployment", "team", "web")[1])
+    fake.fail("patch", "podgroups", 500, times=None)
+    fake.fail("create", "podgroups", 500, times=None)
+    answer = await post(client, scale_review("web", "team", new=4, old=0))
+    assert answer["allowed"] is allowed
+    if allowed:
+        assert any("failure mode 'allow'" in w for w in answer["warnings"])
+    else:
+        assert answer["status"]["code"] == 503 and "failure mode 'deny'" in answer["status"]["message"]
