@@ -73,7 +73,8 @@ def translate_group_labels(obj: dict[str, Any], targets: list[PodTarget], config
 
     Returns ``(operations, warnings, translated)``: JSONPatch operations against ``obj``, the warnings, and ``obj``
     with the operations applied (a shallow-copied path; ``obj`` itself is unchanged) so that later decisions read
-    the translated labels. The other label is kept (a selector may use it). A target that carries both labels
+    the translated labels. The other label is kept (a selector may use it). Callers leave out the templates of
+    objects a controller made (``mutate._translate_only``). A target that carries both labels
     with different values gets a warning: the scheduler reads only the configured one. Immutable targets (a Job's
     template on UPDATE) are left alone.
     """

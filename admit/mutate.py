@@ -156,10 +156,13 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
                 return _ungang(req, obj, req.old_object, config, namespace)
             return _translate_only(req, obj, config, namespace)
         plan = resolver(obj, ann, config, namespace, req.operation)
-        t_ops, t_warnings, translated = translate_group_labels(obj, plan.targets, config, plan.ref)
-        if t_ops:  # the templates carried the other generation's label: plan again on what they will carry
-            obj = translated
-            plan = resolver(obj, ann, config, namespace, req.operation)
+        t_ops: list[dict[str, Any]] = []
+        t_warnings: list[str] = []
+        if not has_controller(obj):  # never a child's template: see _translate_only
+            t_ops, t_warnings, translated = translate_group_labels(obj, plan.targets, config, plan.ref)
+            if t_ops:  # the templates carried the other generation's label: plan again on what they will carry
+                obj = translated
+                plan = resolver(obj, ann, config, namespace, req.operation)
     except GangError:
         return Decision()  # the validating webhook refuses it with the reason
     ops, warnings = plan_patch(obj, plan, config)
@@ -170,7 +173,14 @@ _TARGETS_ONLY = GangAnnotations(min_member=1, min_resources=False)
 
 
 def _translate_only(req: AdmissionRequest, obj: dict[str, Any], config: Config, namespace: str) -> Decision:
-    """A workload without admit's annotations: only the other API generation's group label is translated."""
+    """A workload without admit's annotations: only the other API generation's group label is translated.
+
+    Never in the template of an object that a controller made (a Deployment's ReplicaSet): the Deployment controller
+    finds its ReplicaSet by comparing templates (``EqualIgnoreHash`` in ``pkg/controller/deployment/util``), so a
+    label added to the child alone makes it create ReplicaSet after ReplicaSet. Its pods are translated instead.
+    """
+    if has_controller(obj):
+        return Decision()
     try:
         plan = RESOLVERS[(req.group, req.kind)](obj, _TARGETS_ONLY, config, namespace, req.operation)
     except GangError:

@@ -150,6 +150,18 @@ async def test_a_deployment_without_admit_annotations_gets_its_legacy_template_l
     assert validated["allowed"] is True and fake.objects("podgroups") == []
 
 
+async def test_a_replicaset_made_by_a_deployment_keeps_its_template_so_the_deployment_still_finds_it(webhook):
+    client = await webhook()
+    rs = legacy_deployment()
+    rs["kind"] = "ReplicaSet"
+    rs["metadata"].update(name="ring-5f7c9d8b6", ownerReferences=[
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ring", "uid": "d1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f6",
+         "controller": True, "blockOwnerDeletion": True}])
+    rs["spec"]["template"]["metadata"]["labels"]["pod-template-hash"] = "5f7c9d8b6"
+    resp = await client.post("/mutate", json=admission_review(rs))
+    assert decode_patch(await resp.json()) == []
+
+
 async def test_a_job_template_is_not_translated_on_update_since_it_is_immutable(webhook):
     client = await webhook()
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ring", "namespace": "team"},
