@@ -103,7 +103,7 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
     """
     resolver = RESOLVERS.get((check.group, check.kind))
     if is_child(parent, check.group, check.kind):
-        return Decision()  # its parent's gang was checked on the parent; the parent's controller sets its replicas
+        return Verdict(Decision())  # its parent's gang was checked on the parent; its controller sets its replicas
     try:
         ann = parse_gang_annotations(get_path(parent, ("metadata", "annotations")), config)
         if ann is None or resolver is None:
