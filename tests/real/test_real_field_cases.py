@@ -1,87 +1,176 @@
-"""Issue 17 on a real control plane: a namespace deleted with gang workloads in it ends, and a Job created with
-``generateName`` (as Argo Workflows and Kubeflow Pipelines create them) gangs its pods in the PodGroup they point at.
+"""Field cases on a real control plane where the scheduler's behaviour is the point (issue 11, items 1-3; issue 17,
+item 3): Spark executors scheduled in the gang their driver named, a pod that waits for a PodGroup nobody made, and
+scales through the ``scale`` subresource as ``kubectl scale`` sends them (a merge patch).
+
+The plane runs only the scheduler-plugins scheduler (profile ``scheduler-plugins-scheduler``): a pod left with
+``schedulerName: default-scheduler`` is never bound, so a bound executor is one that admit put into its driver's gang.
 """
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 
 import pytest
 
-from tests.real.support import bound, container, gang_annotations, gang_deployment, pods, wait_for
+from admit.testing.plane import PlaneError
+from tests.real.support import PERMIT_WAIT, bound, container, gang_deployment, pods, wait_for
 
 PG = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"
+PODS = "/api/v1/namespaces/{ns}/pods"
+APPS = "/apis/apps/v1/namespaces/{ns}/deployments"
 LABEL = "scheduling.x-k8s.io/pod-group"
+SCHEDULER = "scheduler-plugins-scheduler"
 
 
-def pod_groups(cp, ns):
-    return {pg["metadata"]["name"]: pg for pg in cp.rest("GET", PG.format(ns=ns))["items"]}
+def spark_driver(app_id: str, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None
+                 ) -> dict:
+    """A spark-submit driver pod (Spark's ``BasicDriverFeatureStep``: labels ``spark-app-selector``,
+    ``spark-role: driver``), with ``--conf spark.kubernetes.driver.annotation.*`` / ``.label.*`` as given."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "nightly-agg-7f3c-driver",
+                     "labels": {"spark-app-name": "nightly-agg", "spark-app-selector": app_id, "spark-role": "driver",
+                                "spark-version": "3.5.3", **(labels or {})},
+                     "annotations": dict(annotations or {})},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                 "containers": [container(name="spark-kubernetes-driver")]},
+    }
 
 
-@pytest.mark.parametrize("match_conditions", [True, False], ids=["chart-defaults", "admit-sees-every-update"])
-def test_a_namespace_deleted_with_gang_workloads_in_it_goes_away(plane, ns, match_conditions):
-    """With the chart's matchConditions an object being deleted never reaches admit; without them admit gets the
-    finalizer's removal itself, after the namespace controller deleted the PodGroup, and must allow it untouched."""
+def spark_executor(app_id: str, driver: dict, exec_id: int) -> dict:
+    """An executor pod as the driver's ``ExecutorPodsAllocator`` creates it: a name, Spark's labels, a controller
+    ownerReference to the driver pod, and ``schedulerName: default-scheduler`` (nothing told Spark otherwise)."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"nightly-agg-7f3c-exec-{exec_id}",
+                     "labels": {"spark-app-name": "nightly-agg", "spark-app-selector": app_id,
+                                "spark-exec-id": str(exec_id), "spark-exec-resourceprofile-id": "0",
+                                "spark-role": "executor", "spark-version": "3.5.3"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": driver["metadata"]["name"],
+                                          "uid": driver["metadata"]["uid"], "controller": True}]},
+        "spec": {"restartPolicy": "Never", "schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 0,
+                 "containers": [container(name="spark-kubernetes-executor")]},
+    }
+
+
+def app_id() -> str:
+    return f"spark-{uuid.uuid4().hex}"
+
+
+def executors_join(cp, ns, app: str, driver: dict, group: str) -> None:
+    for exec_id in (1, 2):
+        executor = cp.rest("POST", PODS.format(ns=ns), body=spark_executor(app, driver, exec_id))
+        assert executor["metadata"]["labels"][LABEL] == group
+        assert executor["spec"]["schedulerName"] == SCHEDULER
+    wait_for(lambda: len(bound(pods(cp, ns, "spark-role=executor"))) == 2, what="both executors bound")
+
+
+def test_spark_executors_are_scheduled_in_the_group_their_driver_named_by_annotation(plane, ns):
     cp = plane.cp
-    if not match_conditions:
-        cp.register_webhooks(plane.admit.url, {"webhook": {"matchConditions": {"enabled": False}}})
+    app = app_id()
+    driver = cp.rest("POST", PODS.format(ns=ns), body=spark_driver(app, {
+        "gang.admit.dev/min-member": "1", "gang.admit.dev/pod-group": "nightly-agg",
+        "gang.admit.dev/schedule-timeout-seconds": "5"}))
+    assert driver["metadata"]["labels"][LABEL] == "nightly-agg"
+    assert cp.rest("GET", f"{PG.format(ns=ns)}/nightly-agg")["spec"]["minMember"] == 1
+    wait_for(lambda: bound(pods(cp, ns, "spark-role=driver")), what="driver bound")
+    executors_join(cp, ns, app, driver, "nightly-agg")
+    assert cp.rest("GET", f"{PG.format(ns=ns)}/{app}", ok=(404,)) is None  # no group under the default name
+
+
+def test_spark_executors_of_a_driver_labelled_by_hand_are_scheduled_in_its_group(plane, ns):
+    cp = plane.cp
+    cp.rest("POST", PG.format(ns=ns), body={"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                                            "metadata": {"name": "etl-gang"},
+                                            "spec": {"minMember": 1, "scheduleTimeoutSeconds": 5}})
+    app = app_id()
+    driver = cp.rest("POST", PODS.format(ns=ns), body=spark_driver(app, labels={LABEL: "etl-gang"}))
+    assert driver["spec"]["schedulerName"] == SCHEDULER  # a labelled pod gets the scheduler (a hand-made setup)
+    wait_for(lambda: bound(pods(cp, ns, "spark-role=driver")), what="driver bound")
+    executors_join(cp, ns, app, driver, "etl-gang")
+
+
+async def test_a_pod_labelled_for_a_missing_pod_group_is_created_with_a_warning_and_waits_until_it_exists(
+        plane, ns, kube):
+    from kubernetes_asyncio import client
+
+    cp = plane.cp
+    body = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "adhoc-0", "labels": {LABEL: "adhoc", "app": "adhoc"}},
+            "spec": {"containers": [container()], "terminationGracePeriodSeconds": 0}}
+    resp = await client.CoreV1Api(kube).create_namespaced_pod(ns, body, _preload_content=False)
+    warnings = resp.headers.getall("Warning", [])
+    resp.release()
+    assert any(f"PodGroup {ns}/adhoc does not exist" in w and f"Create PodGroup adhoc in namespace {ns}" in w
+               for w in warnings), (warnings, plane.admit.output()[-3000:])
+    # Coscheduling keeps it waiting as long as the group is missing ...
+    end = time.monotonic() + PERMIT_WAIT + 2
+    while time.monotonic() < end:
+        assert bound(pods(cp, ns, "app=adhoc")) == [], "a pod of a missing PodGroup was bound"
+        time.sleep(0.25)
+    # ... and schedules it once the PodGroup the warning names is created.
+    cp.rest("POST", PG.format(ns=ns), body={"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                                            "metadata": {"name": "adhoc"}, "spec": {"minMember": 1}})
     try:
-        _delete_namespace_with_gangs(plane, ns)
-    finally:
-        if not match_conditions:
-            cp.register_webhooks(plane.admit.url)
+        wait_for(lambda: bound(pods(cp, ns, "app=adhoc")), timeout=90, what="the pod bound once its PodGroup exists")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; scheduler log: {cp.logs('scheduler-plugins-scheduler')[-3000:]}") from None
 
 
-def _delete_namespace_with_gangs(plane, ns):
+def scale(cp, ns, name, replicas):
+    """``kubectl scale deployment/<name> --replicas=<n>``: a merge patch of the scale subresource."""
+    return cp.rest("PATCH", f"{APPS.format(ns=ns)}/{name}/scale", body={"spec": {"replicas": replicas}},
+                   content_type="application/merge-patch+json")
+
+
+def test_a_scale_from_zero_below_min_member_is_refused_through_the_scale_subresource(plane, ns):
     cp = plane.cp
-    deployments = f"/apis/apps/v1/namespaces/{ns}/deployments"
-    cp.rest("POST", deployments, body=gang_deployment("web", replicas=3, min_member=3))
-    held = gang_deployment("held", replicas=2, min_member=2)
-    held["metadata"]["finalizers"] = ["example.com/drain"]  # an operator's finalizer, removed during deletion
-    cp.rest("POST", deployments, body=held)
-    wait_for(lambda: len(bound(pods(cp, ns, "app=web"))) == 3 and len(bound(pods(cp, ns, "app=held"))) == 2,
-             what="both gangs bound")
-    wait_for(lambda: all(pg["metadata"].get("ownerReferences") for pg in pod_groups(cp, ns).values())
-             and len(pod_groups(cp, ns)) == 2, what="both PodGroups adopted")
-
-    started = time.monotonic()
-    cp.delete_namespace(ns)
-    # The namespace controller deletes the content; "held" waits for its finalizer, which its operator removes
-    # (an UPDATE: it must not be refused, and nothing may be re-created for it).
-    wait_for(lambda: (cp.rest("GET", f"{deployments}/held", ok=(404,)) or {}).get("metadata", {}).get(
-        "deletionTimestamp"), what="held marked for deletion")
-    wait_for(lambda: "held" not in pod_groups(cp, ns), what="held's PodGroup deleted by the namespace controller")
-    time.sleep(1)  # admit's PodGroup cache has seen it go
-    cp.rest("PATCH", f"{deployments}/held", body={"metadata": {"finalizers": None}},
-            content_type="application/merge-patch+json")
-    wait_for(lambda: cp.rest("GET", f"/api/v1/namespaces/{ns}", ok=(404,)) is None, timeout=90,
-             what=f"namespace {ns} gone")
-    took = time.monotonic() - started
-    log = plane.admit.output()
-    assert f"cannot create PodGroup {ns}/" not in log
-    assert "PodGroupSyncFailed" not in log
-    print(f"\nnamespace with two gang Deployments gone {took:.1f}s after its deletion")
+    cp.rest("POST", APPS.format(ns=ns), body=gang_deployment("batch", replicas=0, min_member=3))
+    wait_for(lambda: cp.rest("GET", f"{PG.format(ns=ns)}/batch", ok=(404,)), what="PodGroup")
+    for target in (1, 2):
+        with pytest.raises(PlaneError) as refused:
+            scale(cp, ns, "batch", target)
+        assert refused.value.status == 403
+        assert 'admission webhook "scale.validate.admit.dev" denied the request' in str(refused.value)
+        assert f"to {target} replica" in str(refused.value) and "minMember 3" in str(refused.value)
+    assert cp.rest("GET", f"{APPS.format(ns=ns)}/batch")["spec"]["replicas"] == 0
+    assert pods(cp, ns, "app=batch") == []
+    scale(cp, ns, "batch", 3)
+    wait_for(lambda: len(bound(pods(cp, ns, "app=batch"))) == 3, what="3 bound pods")
 
 
-def test_a_generate_name_job_gangs_its_pods_in_the_pod_group_they_point_at(plane, ns):
+def test_a_scale_of_a_deployment_that_is_no_gang_is_never_refused(plane, ns):
     cp = plane.cp
-    job = {"apiVersion": "batch/v1", "kind": "Job",
-           "metadata": {"generateName": "train-", "annotations": gang_annotations("auto"),
-                        "labels": {"workflows.argoproj.io/workflow": "nightly"}},
-           "spec": {"parallelism": 3, "completions": 3, "backoffLimit": 0,
-                    "template": {"metadata": {"labels": {"app": "train"}},
-                                 "spec": {"restartPolicy": "Never", "containers": [container()],
-                                          "terminationGracePeriodSeconds": 0}}}}
-    stored = cp.rest("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body=job)
-    name = stored["metadata"]["name"]
-    group = stored["spec"]["template"]["metadata"]["labels"][LABEL]
-    assert name.startswith("train-") and group.startswith("train-") and group != name
-    assert pod_groups(cp, ns)[group]["spec"]["minMember"] == 3  # created at admission, before any pod
-    running = wait_for(lambda: (lambda b: b if len(b) == 3 else None)(bound(pods(cp, ns, "app=train"))),
-                       what="3 bound Job pods")
-    assert {p["metadata"]["labels"][LABEL] for p in running} == {group}
-    assert {p["spec"]["schedulerName"] for p in running} == {"scheduler-plugins-scheduler"}
-    owner = wait_for(lambda: (pod_groups(cp, ns)[group]["metadata"].get("ownerReferences") or [None])[0],
-                     what="adoption")
-    assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", name, stored["metadata"]["uid"])
-    assert set(pod_groups(cp, ns)) == {group}  # no PodGroup named after the generated name
+    plain = gang_deployment("plain", replicas=4)
+    plain["metadata"]["annotations"] = {}
+    cp.rest("POST", APPS.format(ns=ns), body=plain)
+    assert scale(cp, ns, "plain", 1)["spec"]["replicas"] == 1
+    assert cp.rest("GET", f"{APPS.format(ns=ns)}/plain")["spec"]["replicas"] == 1
+
+
+def test_an_auto_gang_scaled_from_zero_waits_for_all_its_pods_from_the_first_one(plane, ns):
+    cp = plane.cp
+    # Two nodes of 4 CPU; 3-CPU pods: one fits per node, so a gang of 4 must not start at all. With the PodGroup
+    # still at minMember 1 (its size at 0 replicas) the first two pods would be bound one by one.
+    cp.rest("POST", APPS.format(ns=ns), body=gang_deployment("burst", replicas=0, min_member="auto", cpu="3"))
+    wait_for(lambda: (cp.rest("GET", f"{PG.format(ns=ns)}/burst", ok=(404,)) or {}).get("metadata", {}).get(
+        "ownerReferences"), what="PodGroup adopted")
+    before = cp.rest("GET", f"{PG.format(ns=ns)}/burst")
+    assert before["spec"]["minMember"] == 1
+    scale(cp, ns, "burst", 4)
+    # The PodGroup's first change after the scale is admission's, to the new size: before the scale was stored, so
+    # before any pod of it existed. (Its changes, in order, from a watch that replays them from the version read.)
+    stream = cp.rest("GET", PG.format(ns=ns), query={
+        "watch": "true", "resourceVersion": before["metadata"]["resourceVersion"], "timeoutSeconds": "1",
+        "fieldSelector": "metadata.name=burst"})
+    events = [stream] if isinstance(stream, dict) else [json.loads(line) for line in stream.splitlines() if line.strip()]
+    changes = [e["object"]["spec"]["minMember"] for e in events]
+    assert changes and changes[0] == 4, changes
+    wait_for(lambda: len(pods(cp, ns, "app=burst")) == 4, what="4 pods created")
+    end = time.monotonic() + PERMIT_WAIT + 3
+    while time.monotonic() < end:
+        assert bound(pods(cp, ns, "app=burst")) == [], "a pod of a gang that cannot fit was bound"
+        time.sleep(0.25)
+    assert cp.rest("GET", f"{PG.format(ns=ns)}/burst")["spec"]["minMember"] == 4
