@@ -76,7 +76,7 @@ from ..certs import BACKDATE, CertifiedKey, generate_ca, generate_serving_certif
 
 __all__ = [
     "NoBinaries", "PlaneError", "REQUIRED", "ROOT", "SHARED", "find_binaries", "unpack", "ControlPlane", "Kubelet",
-    "AdmitProcess", "render_webhooks", "free_port",
+    "AdmitProcess", "render_chart", "render_webhooks", "free_port", "client_certificate",
 ]
 
 log = logging.getLogger("admit.plane")
@@ -247,11 +247,10 @@ def _kubeconfig(server: str, ca_pem: bytes, user: CertifiedKey, name: str) -> st
 # ======================================================================================================================
 
 
-def render_webhooks(url: str, ca_pem: bytes, values: JSON | None = None, chart: Path | None = None,
-                    namespace: str = "admit-system", release: str = "admit") -> list[JSON]:
-    """The chart's MutatingWebhookConfiguration and ValidatingWebhookConfiguration, rendered by Helm's Go SDK
-    (``helm-python-sdk``, as ``tests/test_chart.py``), with every ``clientConfig.service`` replaced by
-    ``clientConfig.url`` = ``url`` + the service path, and ``caBundle`` = ``ca_pem``.
+def render_chart(values: JSON | None = None, chart: Path | None = None, namespace: str = "admit-system",
+                 release: str = "admit") -> list[JSON]:
+    """Every object the chart renders (``helm template``), by Helm's Go SDK (``helm-python-sdk``, as
+    ``tests/test_chart.py`` renders it).
 
     Raises:
         ImportError: helm-python-sdk is not installed (``pip install -e '.[test]'``).
@@ -260,21 +259,30 @@ def render_webhooks(url: str, ca_pem: bytes, values: JSON | None = None, chart: 
 
     with helm.Chart.load(str(chart or ROOT / "charts" / "admit")) as c:
         rendered = c.render(values or {}, name=release, namespace=namespace, is_install=True)
+    return [doc for path, text in sorted(rendered.items()) if path.endswith(".yaml")
+            for doc in yaml.safe_load_all(text) if doc]
+
+
+def render_webhooks(url: str, ca_pem: bytes, values: JSON | None = None, chart: Path | None = None,
+                    namespace: str = "admit-system", release: str = "admit") -> list[JSON]:
+    """The chart's MutatingWebhookConfiguration and ValidatingWebhookConfiguration (:func:`render_chart`), with
+    every ``clientConfig.service`` replaced by ``clientConfig.url`` = ``url`` + the service path, and ``caBundle`` =
+    ``ca_pem``. Rules, matchConditions, namespaceSelector, failurePolicy and timeouts stay the chart's."""
     out = []
-    for path, text in sorted(rendered.items()):
-        if not path.endswith(".yaml"):
-            continue
-        for doc in yaml.safe_load_all(text):
-            if doc and doc.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-                for hook in doc["webhooks"]:
-                    cc = hook["clientConfig"]
-                    service = cc.pop("service", None) or {}
-                    cc["url"] = url.rstrip("/") + (service.get("path") or "/")
-                    cc["caBundle"] = base64.b64encode(ca_pem).decode()
-                out.append(doc)
+    for doc in render_chart(values, chart, namespace, release):
+        if doc.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            for hook in doc["webhooks"]:
+                cc = hook["clientConfig"]
+                service = cc.pop("service", None) or {}
+                cc["url"] = url.rstrip("/") + (service.get("path") or "/")
+                cc["caBundle"] = base64.b64encode(ca_pem).decode()
+            out.append(doc)
     if len(out) != 2:
         raise PlaneError(f"expected the chart to render 2 webhook configurations, got {len(out)}")
     return out
+
+
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
 # ======================================================================================================================
@@ -499,6 +507,7 @@ class ControlPlane:
         d = wd / "pki"
         d.mkdir(exist_ok=True)
         ca = generate_ca("admit test plane CA", days=2)
+        self._ca = ca
         api = generate_serving_certificate(ca, "kubernetes", "default", dns_names=["localhost"],
                                            ip_addresses=["127.0.0.1", "10.0.0.1"], days=2)
         admit = generate_serving_certificate(ca, "admit", "admit-system", dns_names=["localhost"],
@@ -700,7 +709,7 @@ class ControlPlane:
     # ------------------------------------------------------------------ admit
 
     def start_admit(self, name: str | None = None, args: Iterable[str] = (), *, register: bool = True,
-                    values: JSON | None = None, wait: float = 30.0) -> AdmitProcess:
+                    values: JSON | None = None, wait: float = 30.0, chart_rbac: bool = True) -> AdmitProcess:
         """Start ``admit serve`` (``python -m admit.cli serve``) over HTTPS on a free port with the test CA's serving
         certificate and the admin kubeconfig, wait for ``/readyz``, and (``register``) register the chart's webhook
         configurations (rendered with ``values``) pointing at it.
@@ -709,19 +718,25 @@ class ControlPlane:
         given: ``--namespace admit-system --lease-namespace admit-system``. The process identity (Lease holder) is
         ``name`` (``POD_NAME``). Several replicas: call again with ``register=False`` (kube-apiserver then calls
         only the registered one, as a Service would pick one) or ``True`` to move the webhooks to the new one.
+
+        ``chart_rbac`` (default): admit runs with the chart's own RBAC, as its ServiceAccount would: the chart's
+        ServiceAccount, (Cluster)Roles and bindings (rendered with ``values``) are applied, and admit's kubeconfig
+        holds a client certificate for ``system:serviceaccount:admit-system:<account>`` (RBAC matches a
+        ServiceAccount subject by that user name). ``False``: the cluster admin.
         """
         assert self._admit_cert is not None and self.workdir is not None
         name = name or f"admit-{len(self.admits)}"
         port = free_port()
         args = list(args)
+        self._ensure_namespace("admit-system")
+        kubeconfig = self._chart_identity(values) if chart_rbac else self.kubeconfig
         flags = ["--host", "127.0.0.1", "--port", str(port), "--cert-mode", "files",
                  "--tls-cert-file", str(self._admit_cert[0]), "--tls-key-file", str(self._admit_cert[1]),
-                 "--kubeconfig", str(self.kubeconfig)]
+                 "--kubeconfig", str(kubeconfig)]
         if "--namespace" not in args:
             flags += ["--namespace", "admit-system"]
         if "--lease-namespace" not in args:
             flags += ["--lease-namespace", "admit-system"]
-        self._ensure_namespace("admit-system")
         log_path = self.workdir / f"{name}.log"
         out = log_path.open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "POD_NAME": name, "HOSTNAME": name}
@@ -751,6 +766,22 @@ class ControlPlane:
         if register:
             self.register_webhooks(proc.url, values)
         return proc
+
+    def _chart_identity(self, values: JSON | None) -> Path:
+        """Apply the chart's RBAC objects; a kubeconfig for its ServiceAccount (see :meth:`start_admit`)."""
+        assert self.workdir is not None
+        account = None
+        for doc in render_chart(values):
+            if doc.get("kind") in RBAC_KINDS:
+                self.apply(doc)
+                if doc["kind"] == "ServiceAccount":
+                    account = doc["metadata"]["name"]
+        if account is None:
+            raise PlaneError("the chart rendered no ServiceAccount")
+        ns = "admit-system"
+        user = client_certificate(self._ca, f"system:serviceaccount:{ns}:{account}",
+                                  ["system:serviceaccounts", f"system:serviceaccounts:{ns}"])
+        return _write(self.workdir / "pki" / "admit-sa.kubeconfig", _kubeconfig(self.server, self.ca_pem, user, account))
 
     def register_webhooks(self, url: str, values: JSON | None = None) -> list[JSON]:
         """Create or replace the chart's two webhook configurations, pointing at ``url`` (see

@@ -46,6 +46,11 @@ def test_an_annotated_deployment_starts_all_its_pods_through_its_replicaset(plan
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Deployment", "web", dep["metadata"]["uid"])
     wait_for(lambda: cp.rest("GET", f"{APPS.format(ns=ns)}/web").get("status", {}).get("availableReplicas") == 3,
              what="Deployment available")
+    # kubectl describe deployment/web shows what admit did (events.k8s.io/v1 Events, written with the chart's RBAC).
+    notes = wait_for(lambda: [e["note"] for e in cp.rest("GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")[
+        "items"] if e["reason"] == "PodGroupAdopted" and e["regarding"]["name"] == "web"], what="PodGroupAdopted")
+    assert notes == ["PodGroup web is now owned by this Deployment: the garbage collector deletes it with the "
+                     "Deployment"]
 
 
 def test_a_gang_that_does_not_fit_the_nodes_stays_entirely_unbound(plane, ns):
