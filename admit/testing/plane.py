@@ -37,7 +37,8 @@ What it sets up (flags and traps from ``shared/k8s/README.md``):
   failurePolicies, timeouts) are registered with ``clientConfig.url`` = the subprocess and ``caBundle`` = the test CA.
 
 Everything started is stopped by :meth:`ControlPlane.stop` (SIGTERM, then SIGKILL after 5 s), also when start-up
-fails half way. There is no kubelet, no kube-proxy, no DNS, no container runtime: a pod counts as scheduled when
+fails half way; on Linux each process also gets SIGTERM when the process that started it dies (``PR_SET_PDEATHSIG``).
+A component that finds its port taken (``free_port`` cannot reserve one) makes the start begin again once. There is no kubelet, no kube-proxy, no DNS, no container runtime: a pod counts as scheduled when
 ``spec.nodeName`` is set.
 """
 
@@ -335,6 +336,17 @@ class AdmitProcess:
         return _stop(self.popen, timeout)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the process that started it dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
+    so a test run killed with SIGKILL leaves no etcd or kube-apiserver running on a shared machine."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _stop(popen: subprocess.Popen, timeout: float = 5.0) -> int | None:
     if popen.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -401,11 +413,20 @@ class ControlPlane:
         Raises:
             NoBinaries: no binaries. PlaneError: a component did not become healthy (message: its log tail).
         """
-        try:
-            self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in (1, 2):
+            try:
+                self._start(timeout)
+                return self
+            except BaseException as e:
+                self.stop()
+                # free_port() cannot reserve a port: another process (another plane on a shared machine) may take
+                # it before the component binds it. Start once more on new ports.
+                if attempt == 1 and isinstance(e, PlaneError) and "address already in use" in str(e):
+                    log.warning("a port was taken meanwhile; starting the control plane again: %s", str(e)[:200])
+                    if self._own_workdir:
+                        self.workdir = None
+                    continue
+                raise
         return self
 
     def _start(self, timeout: float) -> None:
@@ -500,6 +521,9 @@ class ControlPlane:
             with contextlib.suppress(Exception):
                 _stop(proc.popen)
         self._procs.clear()
+        self.admits.clear()
+        self._ssl = None
+        self._local = threading.local()
         if self._own_workdir and self.workdir is not None and not self.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -548,7 +572,7 @@ class ControlPlane:
         log_path = self.workdir / f"{name}.log"
         out = log_path.open("ab")
         popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 cwd=self.workdir, env=env, start_new_session=True)
+                                 cwd=self.workdir, env=env, start_new_session=True, preexec_fn=_die_with_parent)
         out.close()
         proc = _Proc(name, popen, log_path)
         self._procs.append(proc)
@@ -742,7 +766,7 @@ class ControlPlane:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "POD_NAME": name, "HOSTNAME": name}
         popen = subprocess.Popen([sys.executable, "-m", "admit.cli", "serve", *flags, *args], stdout=out,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
-                                 start_new_session=True)
+                                 start_new_session=True, preexec_fn=_die_with_parent)
         out.close()
         proc = AdmitProcess(name, f"https://127.0.0.1:{port}", port, log_path, args, popen)
         self.admits.append(proc)
