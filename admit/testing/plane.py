@@ -438,6 +438,8 @@ class ControlPlane:
         wd.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         deadline = started + timeout
+        api_port = free_port()
+        self.server = f"https://127.0.0.1:{api_port}"
         pki = self._pki(wd)
         # etcd
         etcd_port, peer_port = free_port(), free_port()
@@ -451,8 +453,6 @@ class ControlPlane:
         ])
         self._wait(lambda: _http_ok(f"{etcd_url}/health"), "etcd", deadline)
         # kube-apiserver
-        api_port = free_port()
-        self.server = f"https://127.0.0.1:{api_port}"
         self._spawn("kube-apiserver", [
             str(binaries / "kube-apiserver"), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
@@ -549,21 +549,19 @@ class ControlPlane:
             "sa.pub": _write(d / "sa.pub", sa.public_key().public_bytes(
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo), 0o644),
         }
-        admin = client_certificate(ca, "admin", ["system:masters"])
-        self._admin = admin
         for name, cn, orgs in (("admin", "admin", ["system:masters"]), ("kcm", "system:kube-controller-manager", []),
                                ("sched", SCHEDULER_NAME, [])):
-            user = admin if name == "admin" else client_certificate(ca, cn, orgs)
-            files[f"{name}.kubeconfig"] = _write(d / f"{name}.kubeconfig", "")  # server filled in below
+            user = client_certificate(ca, cn, orgs)
             files[f"{name}.crt"] = _write(d / f"{name}.crt", user.cert_pem, 0o644)
             files[f"{name}.key"] = _write(d / f"{name}.key", user.key_pem)
-            setattr(self, f"_user_{name}", user)
+            files[f"{name}.kubeconfig"] = _write(d / f"{name}.kubeconfig",
+                                                 _kubeconfig(self.server, ca.cert_pem, user, name))
         self.ca_file = files["ca.crt"]
         self.ca_pem = ca.cert_pem
+        self.kubeconfig = files["admin.kubeconfig"]
         self._admit_cert = (files["admit.crt"], files["admit.key"])
         self._pki_files = files
-        # kube-apiserver's port is chosen next; kubeconfigs are written once it is known (see _spawn hook)
-        return _LazyKubeconfigs(self, files)  # type: ignore[return-value]
+        return files
 
     # ------------------------------------------------------------------ processes
 
@@ -819,27 +817,6 @@ class ControlPlane:
             except PlaneError as e:
                 if e.status != 409:
                     raise
-
-
-class _LazyKubeconfigs(dict):
-    """The PKI file map; kubeconfigs need kube-apiserver's URL, known only once its port is picked: they are written
-    the first time one is asked for."""
-
-    def __init__(self, plane: ControlPlane, files: dict[str, Path]) -> None:
-        super().__init__(files)
-        self._plane = plane
-        self._written = False
-
-    def __getitem__(self, key: str) -> Path:
-        if key.endswith(".kubeconfig") and not self._written:
-            plane = self._plane
-            assert plane.server
-            for name in ("admin", "kcm", "sched"):
-                user = getattr(plane, f"_user_{name}")
-                _write(super().__getitem__(f"{name}.kubeconfig"), _kubeconfig(plane.server, plane.ca_pem, user, name))
-            plane.kubeconfig = super().__getitem__("admin.kubeconfig")
-            self._written = True
-        return super().__getitem__(key)
 
 
 def api_path(obj: JSON) -> str:
