@@ -12,7 +12,8 @@ Refused, with a message that names the object, the numbers and the fix (DESIGN.m
   sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``), so none ever runs (code 403);
 - ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) to a target from 1 to minMember - 1, down or up
   from zero: the same rule as the workload's own ``spec.replicas`` (code 403);
-- the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...).
+- the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...);
+- an UPDATE that moves running pods into a gang by a rolling update too slow to ever form it (``rollout.py``).
 
 Zero replicas is allowed: a paused workload has no pods to wait.
 
@@ -39,6 +40,7 @@ from .lifecycle import bookkeeping_only, going_away
 from .mutate import has_controller
 from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations, unknown_annotation_warnings
 from .review import AdmissionRequest, Decision
+from .rollout import rollout_problem
 
 __all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision"]
 
@@ -211,6 +213,10 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
         check_plan(plan, config, ann)
     except GangError as e:
         return Verdict(Decision.deny(e.message, e.code, typos))
+    if req.operation == "UPDATE":
+        problem = rollout_problem(obj, req.old_object, plan, config)
+        if problem:
+            return Verdict(Decision.deny(problem, 403, typos + plan.warnings))
     decision = Decision(warnings=typos + plan.warnings)
     if not plan.create_pod_group:
         return Verdict(decision)

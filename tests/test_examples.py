@@ -12,6 +12,7 @@ import json
 import pytest
 
 from admit.admission import Admission
+from admit.children import controller_ref
 from admit.cli import main
 from admit.config import Config
 from admit.kube import KubeAPI
@@ -51,6 +52,10 @@ EXPECTED_GROUPS = {
         # three members, Kueue's total count 3, 500m each; the later members find the group as the first made it
         "sample-group": {"minMember": 3, "minResources": {"cpu": "1500m"}},
     },
+    "deployment-replicaset.yaml": {
+        # the Deployment's group only: its ReplicaSet is a child (4 x 250m, 4 x 128Mi)
+        "api": {"minMember": 4, "minResources": {"cpu": "1", "memory": "512Mi"}},
+    },
     "mpijob-v2beta1.yaml": {
         "pi": {"minMember": 3, "minResources": {"cpu": "3", "memory": "3Gi"}},
     },
@@ -71,6 +76,8 @@ def group_labels(obj):
         maps = [obj["metadata"].get("labels") or {}]
     elif obj["kind"] == "SparkApplication":
         maps = [spec[role].get("labels") or {} for role in ("driver", "executor")]
+    elif isinstance(spec.get("template"), dict):
+        maps = [(spec["template"].get("metadata") or {}).get("labels") or {}]
     else:
         maps = [
             (rs.get("template", {}).get("metadata") or {}).get("labels") or {}
@@ -166,7 +173,8 @@ def test_admit_review_json_prints_the_worked_out_pod_groups(name, capsys):
     printed = {pg["metadata"]["name"]: pg["spec"] for r in results for pg in r["podGroups"]}
     assert printed == EXPECTED_GROUPS[name]
     for r in results:
-        assert r["allowed"] and r["patch"]
+        # every object is patched, except a child (a Deployment's ReplicaSet), whose template its parent's patch made
+        assert r["allowed"] and (r["patch"] or controller_ref(r["object"]) is not None)
         assert set(group_labels(r["object"])) == set(EXPECTED_GROUPS[name])
 
 
