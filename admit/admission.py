@@ -14,6 +14,10 @@ Rules (DESIGN.md, "Known traps"):
 - All API calls of one request share one budget (``Config.api_timeout_seconds``); when the API fails, the
   failure mode decides: ``deny`` refuses with the reason (code 503), ``allow`` admits with a warning. A request never
   hangs past the budget.
+- A create refused because the namespace is being deleted (403 "... because it is being terminated",
+  ``kube.namespace_terminating``) is not an API failure: nothing admit could create there would outlive the
+  namespace, so the request is allowed with a warning, whatever the failure mode (a refusal would hold the object,
+  and so the namespace, in Terminating forever).
 - An unexpected error in admit's own code never becomes an HTTP 500: it is logged and answered like an API
   failure (mutations: allowed unchanged, with a warning).
 - A Pod CREATE carrying the pod-group label costs one dict lookup in the cache when its group is known. When the
@@ -36,7 +40,7 @@ import time
 from typing import Any, Protocol
 
 from .config import Config
-from .kube import AlreadyExists, KubeError
+from .kube import AlreadyExists, KubeError, namespace_terminating
 from .mutate import mutate, plan_patch
 from .plan import get_path
 from .podgroup import (
@@ -184,6 +188,12 @@ class Admission:
                     await self._warn_missing_group(*missing, verdict.decision)
             return verdict.decision
         except KubeError as e:
+            if verdict is not None and verdict.ensure is not None and namespace_terminating(e):
+                plan = verdict.ensure
+                verdict.decision.pod_groups.clear()
+                verdict.decision.warnings.append(
+                    f"namespace {plan.namespace} is being deleted: admit created no PodGroup for {plan.ref}")
+                return verdict.decision
             return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
         except Exception as e:  # noqa: BLE001 - never a 500
             log.exception("validate failed for %s %s/%s uid=%s", req.kind, req.namespace, req.name, req.uid)

@@ -15,18 +15,28 @@ Behaviour (DESIGN.md, "What it does on each request"):
   admit already patched.
 - Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
   refuses those, with the reason) pass unchanged.
+- An UPDATE of an object that is being deleted (``deletionTimestamp`` set), or one that changes only ``status`` or
+  ``metadata.finalizers``, passes unchanged (``lifecycle.py``): removing a finalizer must never be held up.
+- A workload created with ``generateName`` only has no name yet in this phase (kube-apiserver generates it after the
+  mutating webhooks, before the validating ones). Its group is named here, once: ``generated_group_name``
+  (``generateName`` plus five characters derived from ``request.uid``), written as the pod-group label, which the
+  validating phase and the controller then read back from the templates. ``gang.admit.dev/pod-group`` overrides it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .children import is_child
 from .config import KUBE_DEFAULT_SCHEDULER, Config
 from .foreign import other_generation_label, translate_group_labels
 from .kinds import POD_JOINERS, RESOLVERS
+from .lifecycle import bookkeeping_only, going_away
 from .patch import pointer, set_keys_ops, set_op
-from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations
+from .plan import (
+    GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
+)
 from .review import AdmissionRequest, Decision
 from .workloads import POD
 
@@ -121,7 +131,7 @@ def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: C
         try:
             ann = parse_gang_annotations(annotations, config)
             assert ann is not None
-            plan = RESOLVERS[("", "Pod")](pod, ann, config, namespace, req.operation)
+            plan = _resolve(RESOLVERS[("", "Pod")], req, pod, ann, config, namespace)
         except GangError:
             return Decision()  # the validating webhook refuses it with the reason
         ops, warnings = plan_patch(pod, plan, config)
@@ -144,6 +154,8 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
     obj = req.object
     if obj is None or req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
         return Decision()
+    if req.operation == "UPDATE" and (going_away(obj) or bookkeeping_only(req.old_object, obj)):
+        return Decision()
     if req.kind == "Pod" and req.group == "":
         if req.operation != "CREATE":
             return Decision()
@@ -158,14 +170,14 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
             if req.operation == "UPDATE" and req.old_object is not None:
                 return _ungang(req, obj, req.old_object, config, namespace)
             return _translate_only(req, obj, config, namespace)
-        plan = resolver(obj, ann, config, namespace, req.operation)
+        plan = _resolve(resolver, req, obj, ann, config, namespace)
         t_ops: list[dict[str, Any]] = []
         t_warnings: list[str] = []
         if not has_controller(obj):  # never a child's template: see _translate_only
             t_ops, t_warnings, translated = translate_group_labels(obj, plan.targets, config, plan.ref)
             if t_ops:  # the templates carried the other generation's label: plan again on what they will carry
                 obj = translated
-                plan = resolver(obj, ann, config, namespace, req.operation)
+                plan = _resolve(resolver, req, obj, ann, config, namespace)
     except GangError:
         return Decision()  # the validating webhook refuses it with the reason
     ops, warnings = plan_patch(obj, plan, config)
@@ -190,6 +202,23 @@ def _translate_only(req: AdmissionRequest, obj: dict[str, Any], config: Config, 
         return Decision()
     ops, warnings, _ = translate_group_labels(obj, plan.targets, config, plan.ref)
     return Decision(patch=ops, warnings=warnings)
+
+
+def _resolve(resolver: Resolver, req: AdmissionRequest, obj: dict[str, Any], ann: Any, config: Config,
+             namespace: str) -> GangPlan:
+    """``resolver(...)``; for an object that has only ``generateName`` (no name yet, no group label, no
+    ``pod-group`` annotation), the plan with the group named by :func:`admit.plan.generated_group_name`."""
+    try:
+        return resolver(obj, ann, config, namespace, req.operation)
+    except NoNameYet as e:
+        name = generated_group_name(e.generate_name, req.uid)
+        plan = resolver(obj, dataclasses.replace(ann, pod_group=name), config, namespace, req.operation)
+        plan.warnings.append(
+            f"{plan.kind} created with generateName {e.generate_name!r}: its name is not known yet, so its PodGroup "
+            f"is named {name!r} (its pods carry {config.pod_group_label}={name}); set annotation "
+            f"{config.pod_group_key} to choose the name"
+        )
+        return plan
 
 
 def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], config: Config, namespace: str) -> Decision:
