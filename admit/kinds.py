@@ -11,12 +11,15 @@ from functools import partial
 from typing import Any, Callable
 
 from .config import Config
+from .families import FAMILY_KINDS
+from .families.lws import join_lws_pod
+from .families.shared import child_aware
 from .kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
 from .plan import GangPlan, Resolver
 from .spark import join_spark_executor, resolve_pod_or_spark_driver, resolve_spark_application
 from .workloads import resolve_job, resolve_replicated, resolve_statefulset
 
-__all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner"]
+__all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "PARENTS", "WATCHED_RESOURCES"]
 
 RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("apps", "Deployment"): partial(resolve_replicated, kind="Deployment"),
@@ -26,7 +29,23 @@ RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("", "Pod"): resolve_pod_or_spark_driver,  # spark-submit drivers by label, other bare pods as resolve_pod
     **{("kubeflow.org", kind): partial(resolve_kubeflow, kind=kind) for kind in KUBEFLOW_KINDS},
     ("sparkoperator.k8s.io", "SparkApplication"): resolve_spark_application,
+    **{k.key: k.resolve for k in FAMILY_KINDS},
 }
+
+PARENTS: dict[tuple[str, str], set[tuple[str, str]]] = {}
+"""Child kind -> the parent kinds whose controllers create it (from each family's ``WorkloadKind.children``):
+``("batch", "Job") -> {("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJob")}``."""
+for _k in FAMILY_KINDS:
+    for _child in _k.children:
+        PARENTS.setdefault(_child, set()).add(_k.key)
+for _child, _parents in PARENTS.items():  # the child rule, families/shared.py
+    RESOLVERS[_child] = child_aware(RESOLVERS[_child], _child[1], _child[0], _parents)
+
+WATCHED_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {k.key: k.versions for k in FAMILY_KINDS}
+"""``(API group, kind) -> ((version, plural), ...)`` of the family kinds, for the PodGroup controller's watches (a
+kind whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``). LeaderWorkerSets and
+TrainJobs claim no PodGroup themselves (their groups belong to leader pods and JobSets); watching them costs one
+idle watch each and keeps every registered kind watched."""
 
 SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
     ("apps", "deployments"): ("apps", "v1", "Deployment"),
@@ -39,4 +58,4 @@ PodJoiner = Callable[[dict[str, Any], Config, str, Any], GangPlan | None]
 pod-group label nor gang annotations (e.g. a Spark executor joining its driver's group). It must not call the
 Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline) is the cache."""
 
-POD_JOINERS: list[PodJoiner] = [join_spark_executor]
+POD_JOINERS: list[PodJoiner] = [join_spark_executor, join_lws_pod]

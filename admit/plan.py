@@ -126,7 +126,7 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
 
 KNOWN_ANNOTATIONS = (
     "min-member", "schedule-timeout-seconds", "min-resources", "pod-group", "spark-executors",
-    "spark-executor-resources", "owner",
+    "spark-executor-resources", "owner", "group-spec",
 )
 
 
@@ -168,12 +168,18 @@ class PodTarget:
         where: human name for messages (``"pod template"``, ``"replica type Worker"``).
         immutable: the template may not change on this request (Job ``spec.template`` on UPDATE); admit warns
             instead of patching.
+        group_label: put the pod-group label on this template (``False`` where one template makes pods of several
+            groups, e.g. a LeaderWorkerSet's: its pods get the label one by one at pod creation).
+        annotations: key path to the template's annotations map, where :attr:`GangPlan.template_annotations` go
+            (``None``: none).
     """
 
     labels: tuple[str, ...]
     scheduler: tuple[str, ...]
     where: str = "pod template"
     immutable: bool = False
+    group_label: bool = True
+    annotations: tuple[str, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -195,6 +201,11 @@ class GangPlan:
         mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
         create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
         shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
+        template_annotations: annotations admit writes on every target that has an ``annotations`` path (e.g. the
+            group spec a LeaderWorkerSet's pods carry, ``admit.families.lws``); removed again when the gang
+            annotation is removed.
+        extra_ops: further JSONPatch operations on the workload itself, computed by its family against the object
+            (e.g. the TrainJob runtime patch of ``admit.families.trainer``); never undone by admit.
     """
 
     kind: str
@@ -212,6 +223,8 @@ class GangPlan:
     mutate: bool = True
     create_pod_group: bool = True
     shared: bool = False
+    template_annotations: dict[str, str] = field(default_factory=dict)
+    extra_ops: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def owner(self) -> str:
@@ -240,8 +253,14 @@ Resolver = Callable[[dict[str, Any], GangAnnotations, Config, str, str], GangPla
 
 
 def get_path(obj: Any, path: tuple[str, ...]) -> Any:
-    """The value at key ``path`` in nested dicts, or ``None`` where any step is missing or not a dict."""
+    """The value at key ``path`` in nested dicts, or ``None`` where any step is missing or not a dict.
+
+    A step into a list is its index as a decimal string (``("spec", "replicatedJobs", "0", "template")``), as in
+    a JSON Pointer."""
     for key in path:
+        if isinstance(obj, list) and key.isdigit() and int(key) < len(obj):
+            obj = obj[int(key)]
+            continue
         if not isinstance(obj, dict):
             return None
         obj = obj.get(key)
