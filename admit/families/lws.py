@@ -37,7 +37,7 @@ from ..config import Config
 from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, check_group_name, get_path, int_field
 from ..resources import ResourceError, pod_requests
 from ..quantity import add_resources, format_resources, parse_quantity, QuantityError, scale_resources
-from .shared import WorkloadKind, object_ref, template_target
+from .shared import POD_TARGET, WorkloadKind, object_ref, template_target
 
 __all__ = ["LWS", "KINDS", "resolve_leaderworkerset", "join_lws_pod", "group_spec_key", "LWS_NAME_LABEL",
            "LWS_GROUP_INDEX_LABEL", "LWS_WORKER_INDEX_LABEL"]
@@ -162,7 +162,7 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
     plan = GangPlan(
         kind="LeaderWorkerSet", api_group=GROUP, name=str(lws), namespace=namespace, group_name=f"{lws}-{index}",
         min_member=1, total_pods=None, total_field="",
-        targets=[PodTarget(("metadata", "labels"), ("spec", "schedulerName"), where="pod")],
+        targets=[POD_TARGET],
         create_pod_group=str(worker) == "0",
     )
     try:

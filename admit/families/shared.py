@@ -17,6 +17,11 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
   fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
   training-operator (``admit.kubeflow``) and the spark-operator (``admit.spark``).
+- **Pods that join a group** (``admit.kinds.POD_JOINERS``, e.g. ``lws.join_lws_pod``): where one template makes
+  the pods of several groups, the pods find their group at creation from labels their controller puts on them,
+  without an API call (``joiner(pod, config, namespace, known_groups) -> GangPlan | None``, :data:`POD_TARGET`). A
+  joiner's plan with ``create_pod_group`` makes that pod's admission create the group (``validate._pod_made_group``),
+  for the pod that always comes first (an LWS leader); the others only get the label and ``schedulerName``.
 - **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): ``auto`` takes the pods the workload runs at
   once; an explicit minMember above them is refused by ``validate.check_plan`` (the Coscheduling plugin keeps every
   pod Pending while fewer than minMember pods carry the label: scheduler-plugins ``pkg/coscheduling/core/core.go``
@@ -27,7 +32,7 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from ..config import Config
 from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
@@ -43,7 +48,11 @@ __all__ = [
     "min_resources_of",
     "object_ref",
     "refuse_below",
+    "POD_TARGET",
 ]
+
+POD_TARGET = PodTarget(("metadata", "labels"), ("spec", "schedulerName"), where="pod")
+"""The target of a pod joiner's plan: the Pod's own labels and ``schedulerName``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +178,6 @@ def min_resources_of(
     except ResourceError as e:
         raise GangError(f"{ref} pod template: {e}", 400) from None
 
-
-PodJoinerFn = Callable[[dict[str, Any], Config, str, Any], GangPlan | None]
 
 
 def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str) -> None:
