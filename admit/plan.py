@@ -258,12 +258,12 @@ def get_path(obj: Any, path: tuple[str, ...]) -> Any:
     A step into a list is its index as a decimal string (``("spec", "replicatedJobs", "0", "template")``), as in
     a JSON Pointer."""
     for key in path:
-        if isinstance(obj, list) and key.isdigit() and int(key) < len(obj):
+        if isinstance(obj, dict):
+            obj = obj.get(key)
+        elif isinstance(obj, list) and key.isdigit() and int(key) < len(obj):
             obj = obj[int(key)]
-            continue
-        if not isinstance(obj, dict):
+        else:
             return None
-        obj = obj.get(key)
     return obj
 
 

@@ -135,7 +135,13 @@ def _pod_made_group(req: AdmissionRequest, pod: dict[str, Any], config: Config) 
     """A controller-made Pod CREATE: a registered pod joiner (``kinds.POD_JOINERS``, called without a cache) may
     say that this pod's group is made when its pod is created (a LeaderWorkerSet leader, ``admit.families.lws``);
     its PodGroup is then ensured like a workload's. Any other such pod is allowed untouched. Never denies for the
-    pod's shape: the joiner's warnings were given by ``/mutate`` already."""
+    pod's shape: the joiner's warnings were given by ``/mutate`` already. Only pods with an annotation under admit's
+    prefix are asked about (the family writes its data there, ``families/lws.py``), so other controller pods cost one
+    pass over their annotation keys."""
+    annotations = get_path(pod, ("metadata", "annotations"))
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    if not isinstance(annotations, dict) or not any(isinstance(k, str) and k.startswith(prefix) for k in annotations):
+        return Verdict(Decision())  # such a pod carries its family's annotation (e.g. an LWS group spec): cheap exit
     namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
     for joiner in POD_JOINERS:
         plan = joiner(pod, config, namespace, None)
