@@ -10,16 +10,16 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
+from .children import register_parent
 from .config import Config
 from .families import FAMILY_KINDS
 from .families.lws import join_lws_pod
-from .families.shared import child_aware
 from .kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
 from .plan import GangPlan, Resolver
 from .spark import join_spark_executor, resolve_pod_or_spark_driver, resolve_spark_application
 from .workloads import resolve_job, resolve_replicated, resolve_statefulset
 
-__all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "PARENTS", "WATCHED_RESOURCES"]
+__all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES"]
 
 RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("apps", "Deployment"): partial(resolve_replicated, kind="Deployment"),
@@ -32,14 +32,9 @@ RESOLVERS: dict[tuple[str, str], Resolver] = {
     **{k.key: k.resolve for k in FAMILY_KINDS},
 }
 
-PARENTS: dict[tuple[str, str], set[tuple[str, str]]] = {}
-"""Child kind -> the parent kinds whose controllers create it (from each family's ``WorkloadKind.children``):
-``("batch", "Job") -> {("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJob")}``."""
-for _k in FAMILY_KINDS:
+for _k in FAMILY_KINDS:  # the child rule (children.py): e.g. a JobSet's Jobs, a RayJob's RayCluster
     for _child in _k.children:
-        PARENTS.setdefault(_child, set()).add(_k.key)
-for _child, _parents in PARENTS.items():  # the child rule, families/shared.py
-    RESOLVERS[_child] = child_aware(RESOLVERS[_child], _child[1], _child[0], _parents)
+        register_parent(_child, _k.key)
 
 WATCHED_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {k.key: k.versions for k in FAMILY_KINDS}
 """``(API group, kind) -> ((version, plural), ...)`` of the family kinds, for the PodGroup controller's watches (a

@@ -7,7 +7,7 @@ AnyOrder``).
 
 - Pod templates: ``spec.replicatedJobs[i].template.spec.template`` (a Job template inside each replicatedJob). The
   JobSet controller copies it into each Job it creates (``<jobset>-<replicatedJob>-<index>``, controller
-  ownerReference to the JobSet), so the Jobs' pods carry admit's label; the Jobs are children (``shared.child_aware``)
+  ownerReference to the JobSet), so the Jobs' pods carry admit's label; the Jobs are children (``admit.children``)
   and never gangs of their own.
 - Pods at once: Σ over replicatedJobs of ``replicas`` (default 1) × the Job's pods at once: ``parallelism``
   (default 1) capped by ``completions`` (Kubernetes docs "Jobs", parallel execution), as for a plain Job.

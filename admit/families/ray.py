@@ -15,7 +15,7 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
 - Pod templates: ``headGroupSpec.template`` and each ``workerGroupSpecs[i].template`` (under ``spec`` of a
   RayCluster, ``spec.rayClusterSpec`` of a RayJob, ``spec.rayClusterConfig`` of a RayService). KubeRay copies them
   into the RayCluster it creates for a RayJob or RayService (controller ownerReference to it), so that cluster's
-  pods join the PodGroup named after the RayJob/RayService; the RayCluster itself is a child (``shared.child_aware``).
+  pods join the PodGroup named after the RayJob/RayService; the RayCluster itself is a child (``admit.children``).
   A RayJob with ``clusterSelector`` and no ``rayClusterSpec`` runs on an existing cluster: nothing to gang.
 - ``minResources``: the head first, then the worker groups in order, up to minMember pods.
 - KubeRay gangs a cluster itself when it carries the label ``ray.io/gang-scheduling-enabled`` (with the operator

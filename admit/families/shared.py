@@ -7,12 +7,11 @@ controller creates (its children). ``admit.kinds`` registers them; nothing here 
 
 The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgrouper hub, STYLE.md):
 
-- **Children** (:func:`child_aware`): an object whose controller ownerReference names a registered parent kind
-  (a JobSet's Jobs, a RayJob's or RayService's RayCluster) is part of its parent's gang and never a gang of its
-  own. Its pod templates come from the parent, already labelled; when its controller also copies the parent's
-  annotations onto it (the Deployment controller does: DESIGN.md "Known traps"), resolving it as a gang would make
-  a second PodGroup of the same name that belongs to another object, and admit would refuse the child, so the
-  parent would never get a pod. A child gets a plan that changes nothing and creates nothing.
+- **Children** (``admit.children``, the one registry of parent kinds): each kind lists the kinds its controller
+  creates (``WorkloadKind.children``) and ``admit.kinds`` registers them there. A JobSet's Jobs, a RayJob's or
+  RayService's RayCluster (controller ownerReference to the parent) are then part of the parent's gang and never a
+  gang of their own: their templates come from the parent, already labelled, and when their controller also copies
+  the parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
 - **Deferring to an operator** (:func:`defer_to_operator`): when the workload's own operator makes the PodGroup
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
   fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
@@ -32,16 +31,16 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
+from ..children import controller_ref
 from ..config import Config
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
+from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver
 from ..resources import ResourceError, gang_min_resources
 
 __all__ = [
     "WorkloadKind",
     "controller_owner",
-    "child_aware",
     "defer_to_operator",
     "template_target",
     "gang_min_member",
@@ -65,7 +64,7 @@ class WorkloadKind:
             (a version whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``).
         resolve: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` (``admit.plan.Resolver``).
         children: ``(API group, kind)`` of the objects this kind's controller creates that would otherwise be
-            resolved as gangs of their own (the child rule, :func:`child_aware`).
+            resolved as gangs of their own (registered with ``admit.children.register_parent``).
     """
 
     api_group: str
@@ -86,44 +85,13 @@ def object_ref(kind: str, namespace: str, name: str) -> str:
 
 
 def controller_owner(obj: dict[str, Any]) -> tuple[str, str, str] | None:
-    """``(API group, kind, name)`` of the ownerReference with ``controller: true``, or ``None``.
-
-    The group is the part of ``apiVersion`` before ``/`` (``"jobset.x-k8s.io/v1alpha2"`` -> ``"jobset.x-k8s.io"``;
-    ``"v1"`` -> ``""``), as Kubernetes "Owners and Dependents" defines the reference.
-    """
-    refs = get_path(obj, ("metadata", "ownerReferences"))
-    if not isinstance(refs, list):
+    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``admit.children.controller_ref``), or
+    ``None``."""
+    ref = controller_ref(obj)
+    if ref is None:
         return None
-    for ref in refs:
-        if isinstance(ref, dict) and ref.get("controller") is True:
-            api_version = str(ref.get("apiVersion") or "")
-            group = api_version.rpartition("/")[0] if "/" in api_version else ""
-            return group, str(ref.get("kind") or ""), str(ref.get("name") or "")
-    return None
-
-
-def child_aware(resolver: Resolver, kind: str, api_group: str, parents: Iterable[tuple[str, str]]) -> Resolver:
-    """``resolver`` with the child rule in front: an object controlled by one of ``parents`` (``(group, kind)``)
-    gets a plan that mutates nothing and creates no PodGroup (module docstring); any other object is resolved by
-    ``resolver`` unchanged.
-
-    The child's plan has ``total_pods=None`` (nothing to check) and no warning: the child is made by a controller,
-    and a warning there would reach no user.
-    """
-    parent_set = frozenset(parents)
-
-    def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
-        owner = controller_owner(obj)
-        if owner is not None and (owner[0], owner[1]) in parent_set:
-            name = str(get_path(obj, ("metadata", "name")) or "")
-            return GangPlan(
-                kind=kind, api_group=api_group, name=name, namespace=namespace, group_name=name or owner[2],
-                min_member=1, total_pods=None, total_field="", mutate=False, create_pod_group=False,
-            )
-        return resolver(obj, ann, config, namespace, operation)
-
-    resolve.__doc__ = f"{getattr(resolver, '__doc__', '') or ''}\n\n(children of {sorted(parent_set)} join their parent.)"
-    return resolve
+    api_version = str(ref.get("apiVersion") or "")
+    return api_version.rpartition("/")[0], str(ref.get("kind") or ""), str(ref.get("name") or "")
 
 
 def defer_to_operator(plan: GangPlan, why: str, config: Config) -> GangPlan:
