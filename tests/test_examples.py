@@ -63,6 +63,10 @@ EXPECTED_GROUPS = {
         # 1 head (1 cpu, 2Gi) + 2 workers x (1 cpu, 1Gi)
         "rayjob-sample": {"minMember": 3, "minResources": {"cpu": "3", "memory": "4Gi"}},
     },
+    "rayservice-sample.yaml": {
+        # 1 head (2 cpu, 4Gi) + 2 workers x (1 cpu, 2Gi)
+        "rayservice-sample": {"minMember": 3, "minResources": {"cpu": "4", "memory": "8Gi"}},
+    },
     "leaderworkerset-vllm-pods.yaml": {
         # group 0 of leaderworkerset-vllm.yaml: leader + 1 worker, each (4 cpu, 16Gi, 1 GPU); made by the leader pod
         "vllm-0": {"minMember": 2, "minResources": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}},
@@ -85,8 +89,9 @@ def group_labels(obj):
     elif obj["kind"] == "JobSet":
         maps = [rj["template"]["spec"]["template"].get("metadata", {}).get("labels") or {}
                 for rj in spec["replicatedJobs"]]
-    elif obj["kind"] in ("RayCluster", "RayJob"):
-        cluster = spec if obj["kind"] == "RayCluster" else spec["rayClusterSpec"]
+    elif obj["kind"] in ("RayCluster", "RayJob", "RayService"):
+        cluster = {"RayCluster": spec, "RayJob": spec.get("rayClusterSpec"),
+                   "RayService": spec.get("rayClusterConfig")}[obj["kind"]]
         maps = [(g["template"].get("metadata") or {}).get("labels") or {}
                 for g in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]]
     elif obj["kind"] == "SparkApplication":
