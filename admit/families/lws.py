@@ -11,7 +11,10 @@ per group, created when the group's leader pod is created, owned by that pod; ``
   are made by a worker StatefulSet the LWS controller creates once the leader pod exists (``LeaderCreated``, the
   default) or once it is Ready (``LeaderReady``). Every pod carries the labels
   ``leaderworkerset.sigs.k8s.io/name``, ``leaderworkerset.sigs.k8s.io/group-index`` and
-  ``leaderworkerset.sigs.k8s.io/worker-index`` (0 for the leader).
+  ``leaderworkerset.sigs.k8s.io/worker-index`` (0 for the leader); the StatefulSet templates hold some of them and
+  LWS's own pod webhook adds the rest from the pod's ordinal (``pkg/webhooks/pod_webhook.go``). admit's pod webhook
+  has ``reinvocationPolicy: IfNeeded`` in the chart, so kube-apiserver calls it again after a later webhook changed
+  the pod: it sees those labels whichever webhook runs first.
 - One template makes the pods of every group, so admit cannot put a group label on it. It puts the
   ``schedulerName`` and one annotation on the templates instead: ``gang.admit.dev/group-spec``, the PodGroup spec
   every group gets (compact JSON: ``{"minMember":4,"minResources":{...}}``). Pods then find their group from the LWS
