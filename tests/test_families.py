@@ -301,13 +301,22 @@ async def test_each_lws_group_gets_its_own_pod_group_made_by_its_leader_pod_and_
     assert cluster.pod_groups() == ["vllm-0", "vllm-1"]
 
 
-def test_a_worker_pod_joins_its_group_without_asking_for_a_pod_group():
+def test_every_pod_of_an_lws_group_asks_for_the_group_so_a_worker_re_creates_it_if_it_went_missing():
     stored = apply_answer(lws(), {"response": {"patch": _b64(mutate(request(lws()), CONFIG).patch),
                                                "patchType": "JSONPatch"}})
-    worker = lws_pod(stored, 0, 1)
-    assert validate(request(worker), CONFIG).ensure is None
-    leader = validate(request(lws_pod(stored, 0, 0)), CONFIG)
-    assert leader.ensure is not None and leader.ensure.group_name == "vllm-0"
+    for worker in (0, 1, 3):
+        plan = validate(request(lws_pod(stored, 1, worker)), CONFIG).ensure
+        assert plan is not None and plan.group_name == "vllm-1" and plan.min_member == 4
+
+
+async def test_a_worker_admitted_after_its_group_was_deleted_re_creates_it(cluster):
+    stored, _, _ = await cluster.admit(lws(replicas=1, size=2))
+    await cluster.admit(lws_pod(stored, 0, 0))
+    cluster.fake.delete_object(PG_API, "podgroups", "serving", "vllm-0")
+    assert cluster.pod_groups() == []
+    worker, _, verdict = await cluster.admit(lws_pod(stored, 0, 1))
+    assert verdict["allowed"] and worker["metadata"]["labels"][LABEL] == "vllm-0"
+    assert cluster.pod_groups() == ["vllm-0"]
 
 
 def test_under_leader_ready_the_lws_gang_is_the_leader_alone_with_the_whole_groups_resources():

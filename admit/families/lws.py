@@ -20,7 +20,8 @@ per group, created when the group's leader pod is created, owned by that pod; ``
   every group gets (compact JSON: ``{"minMember":4,"minResources":{...}}``). Pods then find their group from the LWS
   labels (:func:`join_lws_pod`, a pod joiner: no API call): group ``<lws>-<group-index>``, labelled at pod
   creation. The leader pod's admission creates that PodGroup (as LWS's own provider does on the leader pod), so it
-  exists before any worker; its workers are created after it. A PodGroup whose group is scaled away is deleted by
+  exists before any worker; its workers are created after it (their admissions find it in the cache, or re-create
+  it if it went missing). A PodGroup whose group is scaled away is deleted by
   admit's controller once no live pod carries its label (``--orphan-grace-period``).
 - ``auto`` minMember = ``size`` (``LeaderCreated``). Under ``LeaderReady`` the workers appear only after the leader
   is Ready, so a gang of ``size`` deadlocks: minMember is 1 (the leader alone first), with ``minResources`` still
@@ -149,10 +150,12 @@ def resolve_leaderworkerset(
 def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> GangPlan | None:
     """POD_JOINERS entry: a pod of a ganged LWS joins PodGroup ``<lws>-<group-index>``; ``None`` for other pods.
 
-    A pod is one of a ganged LWS when it carries the three LWS labels and admit's ``group-spec`` annotation (from
-    its template). Needs no cache: the spec travels on the pod. The leader's plan (worker-index 0) asks for its
-    PodGroup (``create_pod_group``); a worker's only labels it. A malformed annotation leaves the pod unchanged,
-    with a warning. Cheap for other pods: one dict lookup.
+    A pod is one of a ganged LWS when it carries the LWS name and group-index labels and admit's ``group-spec``
+    annotation (from its template). Needs no cache: the spec travels on the pod. Every pod's plan asks for its
+    PodGroup (``create_pod_group``): the leader, which always comes first, creates it; for a worker it is a cache
+    hit, unless the group was deleted meanwhile (admit's orphan clean-up in the moment a restarted group has no pod),
+    which the worker then re-creates. A malformed annotation leaves the pod unchanged, with a warning. Cheap for other
+    pods: one dict lookup.
     """
     labels = get_path(pod, ("metadata", "labels"))
     if not isinstance(labels, dict) or LWS_GROUP_INDEX_LABEL not in labels:
@@ -166,7 +169,6 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
         kind="LeaderWorkerSet", api_group=GROUP, name=str(lws), namespace=namespace, group_name=f"{lws}-{index}",
         min_member=1, total_pods=None, total_field="",
         targets=[POD_TARGET],
-        create_pod_group=str(worker) == "0",
     )
     try:
         spec = json.loads(str(raw))

@@ -19,8 +19,8 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
 - **Pods that join a group** (``admit.kinds.POD_JOINERS``, e.g. ``lws.join_lws_pod``): where one template makes
   the pods of several groups, the pods find their group at creation from labels their controller puts on them,
   without an API call (``joiner(pod, config, namespace, known_groups) -> GangPlan | None``, :data:`POD_TARGET`). A
-  joiner's plan with ``create_pod_group`` makes that pod's admission create the group (``validate._pod_made_group``),
-  for the pod that always comes first (an LWS leader); the others only get the label and ``schedulerName``.
+  joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group (``validate._pod_made_group``):
+  the pod that always comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
 - **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): ``auto`` takes the pods the workload runs at
   once; an explicit minMember above them is refused by ``validate.check_plan`` (the Coscheduling plugin keeps every
   pod Pending while fewer than minMember pods carry the label: scheduler-plugins ``pkg/coscheduling/core/core.go``
