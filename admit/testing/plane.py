@@ -37,7 +37,7 @@ What it sets up (flags and traps from ``shared/k8s/README.md``):
   failurePolicies, timeouts) are registered with ``clientConfig.url`` = the subprocess and ``caBundle`` = the test CA.
 
 Everything started is stopped by :meth:`ControlPlane.stop` (SIGTERM, then SIGKILL after 5 s), also when start-up
-fails half way; on Linux each process also gets SIGTERM when the process that started it dies (``PR_SET_PDEATHSIG``).
+fails half way; on Linux each process also gets SIGKILL when the process that started it dies (``PR_SET_PDEATHSIG``).
 A component that finds its port taken (``free_port`` cannot reserve one) makes the start begin again once. There is no kubelet, no kube-proxy, no DNS, no container runtime: a pod counts as scheduled when
 ``spec.nodeName`` is set.
 """
@@ -337,12 +337,13 @@ class AdmitProcess:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the process that started it dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
-    so a test run killed with SIGKILL leaves no etcd or kube-apiserver running on a shared machine."""
+    """In the child before exec: get SIGKILL when the process that started it dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
+    so a test run killed with SIGKILL leaves no etcd or kube-apiserver running on a shared machine. Not SIGTERM:
+    kube-apiserver then began a graceful shutdown with etcd gone and was still running 20 minutes later."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
