@@ -119,7 +119,7 @@ async def test_a_pod_labelled_for_a_missing_pod_group_is_created_with_a_warning_
     try:
         wait_for(lambda: bound(pods(cp, ns, "app=adhoc")), timeout=20, what="the pod bound once its PodGroup exists")
     except AssertionError:
-        cp.rest("PATCH", f"{PODS.format(ns=ns)}/adhoc-0", body={"metadata": {"annotations": {"requeue": "1"}}},
+        cp.rest("PATCH", f"{PODS.format(ns=ns)}/adhoc-0", body={"metadata": {"labels": {"requeue": "1"}}},
                 content_type="application/merge-patch+json")
         try:
             wait_for(lambda: bound(pods(cp, ns, "app=adhoc")), timeout=60, what="the pod bound once requeued")
