@@ -14,8 +14,10 @@ Rules (DESIGN.md, "Known traps"):
 - All API calls of one request share one budget (``Config.api_timeout_seconds``); when the API fails, the
   failure mode decides: ``deny`` refuses with the reason (code 503), ``allow`` admits with a warning. A request never
   hangs past the budget.
-- An unexpected error in admit's own code never becomes an HTTP 500: it is logged and answered like an API
-  failure (mutations: allowed unchanged, with a warning).
+- An exception from admit's own code on a request is a bug (input shapes are checked where they are read and refused
+  with 400 naming the field): it never becomes an HTTP 500, and it is not reported as transient either. It is logged
+  as a bug with the traceback and the request uid; mutations answer allowed and unchanged with a warning, and
+  validation follows the failure mode (``deny``: refused with ``status.code`` 500 and no "retry" advice).
 - A Pod CREATE carrying the pod-group label costs one dict lookup in the cache when its group is known. When the
   group is missing from the cache and a stored workload claims it, the cache's ``missing`` hook asks the controller
   to re-create it (in the background) and the pod is allowed with a warning: never delayed, never denied.
@@ -28,6 +30,7 @@ import time
 from typing import Any, Protocol
 
 from .config import Config
+from .echo import clip
 from .kube import AlreadyExists, KubeError
 from .mutate import mutate
 from .plan import get_path
@@ -69,6 +72,14 @@ class GroupCache(Protocol):
     def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
+def _log_bug(step: str, req: AdmissionRequest, error: Exception) -> None:
+    log.error(
+        "BUG: %s raised %s on %s %s/%s uid=%s. Input shapes are checked where admit reads them, so an exception from "
+        "the decision code on a request is a bug in admit: please report it with the object",
+        step, type(error).__name__, req.kind, req.namespace, clip(req.name), clip(req.uid), exc_info=error,
+    )
+
+
 class Admission:
     """Answers ``/mutate`` and ``/validate`` requests.
 
@@ -89,9 +100,10 @@ class Admission:
         """The ``/mutate`` decision; an internal error gives an allowed, unchanged answer with a warning."""
         try:
             return mutate(req, self.config, self.cache)
-        except Exception:  # noqa: BLE001 - never fail pod creation on our own bug
-            log.exception("mutate failed for %s %s/%s uid=%s", req.kind, req.namespace, req.name, req.uid)
-            return Decision(warnings=["admit could not compute a mutation (internal error); the object is unchanged"])
+        except Exception as e:  # noqa: BLE001 - never fail pod creation on our own bug
+            _log_bug("mutate", req, e)
+            return Decision(warnings=[f"admit could not compute a mutation ({type(e).__name__}, a bug in admit, logged "
+                                      "with this request's uid); the object is unchanged"])
 
     async def validate(self, req: AdmissionRequest) -> Decision:
         """The ``/validate`` decision, with PodGroup creation/patching and scale checks done."""
@@ -108,8 +120,8 @@ class Admission:
         except KubeError as e:
             return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
         except Exception as e:  # noqa: BLE001 - never a 500
-            log.exception("validate failed for %s %s/%s uid=%s", req.kind, req.namespace, req.name, req.uid)
-            return self._api_failure(f"internal error in admit ({type(e).__name__})", Decision())
+            _log_bug("validate", req, e)
+            return self._internal_error(e, verdict.decision if verdict is not None else Decision())
 
     def _warn_missing_group(self, req: AdmissionRequest, decision: Decision) -> None:
         if req.operation != "CREATE" or req.group != "" or not decision.allowed:
@@ -124,6 +136,16 @@ class Admission:
         warning = self._missing(namespace, name)  # type: ignore[misc]
         if warning:
             decision.warnings.append(warning)
+
+    def _internal_error(self, error: Exception, decision: Decision) -> Decision:
+        """The answer after a bug in admit: the failure mode decides, and nobody is told to retry (the same object
+        would meet the same bug)."""
+        reason = f"{type(error).__name__} in admit's own code: a bug, logged on the server with this request's uid"
+        if self.config.failure_mode == "allow":
+            decision.warnings.append(f"admit could not check this object ({reason}); allowed by failure mode 'allow'")
+            return decision
+        return Decision.deny(f"admit could not check this object ({reason}); refused by failure mode 'deny'. "
+                             "Please report it with the object", 500, decision.warnings)
 
     def _api_failure(self, reason: str, decision: Decision) -> Decision:
         log.warning("failure mode %s: %s", self.config.failure_mode, reason)

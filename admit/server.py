@@ -20,6 +20,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
 from .admission import Admission
+from .echo import clip, clip_message
 from .review import BadReview, dumps, parse_review, review_response
 
 __all__ = ["create_app", "ReadinessCheck", "ADMISSION_KEY"]
@@ -38,7 +39,7 @@ class UnreadableBody(BadReview):
 
 
 def _bad_request(error: BadReview) -> web.Response:
-    reason = str(error).replace("\n", " ")
+    reason = clip_message(str(error).replace("\n", " "), 512)
     log.warning("bad request: %s", reason)
     resp = web.Response(status=400, text=f"bad request: {reason}\n", content_type="text/plain")
     if isinstance(error, UnreadableBody):
@@ -50,9 +51,11 @@ async def _read_review(request: web.Request, max_bytes: int):  # type: ignore[no
     # kube-apiserver sends exactly "application/json": compare the raw header first, since parsing it
     # (request.content_type) costs about 4 us, several percent of a whole admission.
     if request.headers.get("Content-Type") != "application/json":
+        if "Content-Type" not in request.headers:  # aiohttp would report its default, application/octet-stream
+            raise BadReview("no Content-Type header was sent; send Content-Type: application/json")
         ctype = request.content_type
-        if ctype not in ("application/json", ""):
-            raise BadReview(f"Content-Type {ctype!r} is not application/json")
+        if ctype != "application/json":
+            raise BadReview(f"Content-Type {clip(ctype)} is not application/json")
     if request.content_length is not None and request.content_length > max_bytes:
         raise BadReview(f"body of {request.content_length} bytes is larger than the limit of {max_bytes} bytes")
     # read() returns what has arrived so far, which is only part of a body that comes in several TLS records or
@@ -110,7 +113,7 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
         if not decision.allowed:
             log.info(
                 "denied %s %s %s/%s uid=%s: %s",
-                req.operation, req.kind, req.namespace, req.name, req.uid, decision.message,
+                req.operation, req.kind, req.namespace, clip(req.name), clip(req.uid), clip_message(decision.message),
             )
         return respond(req.api_version, req.uid, decision)
 

@@ -242,8 +242,8 @@ def test_a_spark_application_without_driver_or_executor_is_denied_naming_the_fie
 
 
 @pytest.mark.parametrize("field,value,named", [
-    ("memory", "12x", "spec.executor.memory='12x'"),
-    ("memoryOverhead", "1.5g", "spec.executor.memoryOverhead='1.5g'"),
+    ("memory", "12x", 'spec.executor.memory="12x"'),
+    ("memoryOverhead", "1.5g", 'spec.executor.memoryOverhead="1.5g"'),
     ("instances", -2, "spec.executor.instances must be a non-negative integer"),
     ("instances", "four", "spec.executor.instances must be a non-negative integer"),
     ("coreRequest", "lots", "spec.executor.coreRequest"),
