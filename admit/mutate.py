@@ -100,7 +100,8 @@ def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, know
             )
         try:
             ann = parse_gang_annotations(annotations, config)
-            assert ann is not None
+            if ann is None:  # the key is there with a null value: no gang
+                return Decision()
             plan = RESOLVERS[("", "Pod")](pod, ann, config, namespace, req.operation)
         except GangError:
             return Decision()  # the validating webhook refuses it with the reason

@@ -227,6 +227,9 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
         if count:
             resources[gpu["name"]] = resources.get(gpu["name"], Fraction(0)) + count
     # Sidecars add to the pod, init containers count at their peak (the scheduler's rule, resources.pod_requests).
+    for field in ("sidecars", "initContainers"):  # lists of containers in the spark-operator's SparkPodSpec
+        if spec.get(field) is not None and not isinstance(spec[field], list):
+            raise GangError(f"{where}.{field} must be a list of containers, got {clip(spec[field])}", 400)
     sidecars = [c for c in spec.get("sidecars") or () if isinstance(c, dict)]
     inits = [c for c in spec.get("initContainers") or () if isinstance(c, dict)]
     if not sidecars and not inits:
@@ -468,10 +471,11 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
     if not isinstance(labels, dict) or labels.get(SPARK_ROLE) != "executor":
         return None
     selector = labels.get(SPARK_APP_SELECTOR)
-    if not selector or known_groups is None:
+    if not isinstance(selector, str) or not selector or known_groups is None:
         return None
     driver = None
-    for ref in get_path(pod, ("metadata", "ownerReferences")) or ():
+    refs = get_path(pod, ("metadata", "ownerReferences"))
+    for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Pod":
             driver = ref.get("name")
     if not driver:
