@@ -112,15 +112,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     review = sub.add_parser(
         "review", help="show the webhook's decisions on manifests or AdmissionReview files",
-        description="Run the webhook's own decisions offline: for each object the verdict, warnings, JSONPatch, the "
-                    "object after mutation and the PodGroups admit would create. Exit 0 when all are allowed, 1 when "
-                    "any is denied, 2 on unreadable input.",
+        description="Run the webhook's own decisions offline: one line per object (verdict, kind/name, PodGroup, "
+                    "minMember; the reason of a refusal). -v adds warnings, the JSONPatch, the PodGroups and the "
+                    "object after mutation; -o yaml/json gives everything. Exit 0 when all are allowed, 1 when any is "
+                    "denied, 2 when a file cannot be read (reported on stderr; the other files are still reviewed).",
     )
     review.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
                         help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
     review.add_argument("-R", "--recursive", action="store_true", help="read directories recursively")
-    review.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    review.add_argument("--no-objects", action="store_true", help="text output: leave out the mutated objects")
+    review.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
+                        help="text: one line per object (default); json/yaml: every detail of every object")
+    review.add_argument("-v", "--verbose", action="store_true",
+                        help="text output: warnings, JSONPatch, PodGroups and the object after mutation per object")
+    review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
     _add_decision_flags(review)
 
     certs = sub.add_parser("certs", help="write a development CA and serving certificate")
@@ -150,19 +154,30 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 
 def _cmd_review(args: argparse.Namespace) -> int:
-    from .offline import InputError, format_text, load_documents, review_documents
+    from .offline import InputError, format_lines, format_text, load_documents, review_documents
 
     config = config_from_args(args)
+    errors: list[str] = []
     try:
-        docs = load_documents(args.paths, args.recursive)
-        results = asyncio.run(review_documents(docs, config))
+        docs = load_documents(args.paths, args.recursive, errors=errors)
+        results = asyncio.run(review_documents(docs, config, errors=errors)) if docs else []
     except InputError as e:
         print(f"admit review: cannot read {e}", file=sys.stderr)
         return 2
+    for error in errors:  # reported, and the rest reviewed: one broken file does not hide the others' verdicts
+        print(f"admit review: cannot read {error}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps(results, indent=2, default=str))
-    else:
+    elif args.output == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(json.loads(json.dumps(results, default=str)), sort_keys=False), end="")
+    elif args.verbose:
         print(format_text(results, show_objects=not args.no_objects))
+    else:
+        print(format_lines(results, errors))
+    if errors:
+        return 2
     return 0 if all(r["allowed"] for r in results) else 1
 
 
