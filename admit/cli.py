@@ -127,7 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
     _add_decision_flags(review)
 
-    certs = sub.add_parser("certs", help="write a development CA and serving certificate")
+    certs = sub.add_parser(
+        "certs", help="write a development CA and serving certificate",
+        description="Write a development CA (ca.crt, ca.key) and a serving certificate for the admit Service and "
+                    "127.0.0.1 (tls.crt, tls.key) into --dir; keys are mode 0600. A CA already in --dir is reused "
+                    "(only the serving certificate is new, so whatever trusts the CA keeps working); --force makes a "
+                    "new CA. For clusters, prefer the chart's --cert-mode self or cert-manager (docs/certificates.md).",
+    )
     certs.add_argument("--dir", default="certs", help="output directory (default: %(default)s)")
     certs.add_argument("--service", default="admit", help="Service name for the SANs (default: %(default)s)")
     certs.add_argument("--namespace", default="default", help="Service namespace for the SANs (default: %(default)s)")
@@ -135,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--ip", action="append", default=[], help="extra IP address (repeatable; 127.0.0.1 always)")
     certs.add_argument("--ca-days", type=int, default=3650, help="CA lifetime in days (default: %(default)s)")
     certs.add_argument("--leaf-days", type=int, default=365, help="serving certificate lifetime (default: %(default)s)")
+    certs.add_argument("--force", action="store_true",
+                       help="replace a CA already in --dir (certificates it issued stop verifying)")
     return parser
 
 
@@ -182,15 +190,22 @@ def _cmd_review(args: argparse.Namespace) -> int:
 
 
 def _cmd_certs(args: argparse.Namespace) -> int:
-    from .certs import write_development_certificates
+    from .certs import CertificateError, write_development_certificates
 
     ips = ["127.0.0.1", *[ip for ip in args.ip if ip != "127.0.0.1"]]
-    paths = write_development_certificates(
-        Path(args.dir), service=args.service, namespace=args.namespace, dns_names=args.dns,
-        ip_addresses=ips, ca_days=args.ca_days, leaf_days=args.leaf_days,
-    )
+    existed = (Path(args.dir) / "ca.crt").exists()
+    try:
+        paths = write_development_certificates(
+            Path(args.dir), service=args.service, namespace=args.namespace, dns_names=args.dns,
+            ip_addresses=ips, ca_days=args.ca_days, leaf_days=args.leaf_days, force_new_ca=args.force,
+        )
+    except CertificateError as e:
+        print(f"admit certs: {e}", file=sys.stderr)
+        return 1
     for name, path in sorted(paths.items()):
         print(f"{name}: {path}")
+    if existed and not args.force:
+        print(f"kept the existing CA in {args.dir} and issued a new serving certificate from it (--force: a new CA)")
     return 0
 
 

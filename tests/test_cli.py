@@ -196,3 +196,29 @@ def test_wrong_shapes_in_a_manifest_are_denials_naming_the_field_without_a_trace
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
     assert "gang.admit.dev/min-member" in proc.stdout and "resources.requests.cpu" in proc.stdout
+
+
+def test_certs_reuses_an_existing_ca_and_replaces_it_only_with_force(tmp_path, capsys):
+    assert main(["certs", "--dir", str(tmp_path)]) == 0
+    first_ca = (tmp_path / "ca.crt").read_bytes()
+    first_leaf = (tmp_path / "tls.crt").read_bytes()
+    capsys.readouterr()
+    assert main(["certs", "--dir", str(tmp_path)]) == 0
+    assert "kept the existing CA" in capsys.readouterr().out
+    assert (tmp_path / "ca.crt").read_bytes() == first_ca and (tmp_path / "tls.crt").read_bytes() != first_leaf
+    for leaf in ("tls.crt",):  # the new serving certificate still verifies against the CA already handed out
+        proc = subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / leaf)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    assert main(["certs", "--dir", str(tmp_path), "--force"]) == 0
+    assert (tmp_path / "ca.crt").read_bytes() != first_ca
+
+
+def test_certs_refuses_a_broken_ca_without_force_and_has_a_help_description(tmp_path, capsys):
+    (tmp_path / "ca.crt").write_text("not a certificate")
+    assert main(["certs", "--dir", str(tmp_path)]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert (tmp_path / "ca.crt").read_text() == "not a certificate"
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "certs", "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert "CA already in --dir is reused" in " ".join(proc.stdout.split())
