@@ -137,18 +137,58 @@ KNOWN_ANNOTATIONS = (
 
 
 def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
-    """Warnings for annotations under admit's prefix that admit does not know (typos such as ``minmember`` or
-    ``min-resource``), naming the closest known key. Empty when there are none (the common case: one pass over the
-    keys, no allocation)."""
+    """Warnings for annotations admit ignores although they were meant for it, each naming the key admit reads:
+
+    - under admit's prefix but unknown (typos such as ``minmember`` or ``min-resource``);
+    - a known name under a misspelt or mis-cased prefix (``gang.admit.io/min-member``,
+      ``Gang.Admit.dev/min-member``: annotation keys are case-sensitive).
+
+    Empty when there are none (the common case: one pass over the keys, no allocation).
+    """
     if not isinstance(annotations, dict):
         return []
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    base = config.annotation_prefix.rstrip("/")
+    prefix = base + "/"
     warnings = []
     for key in annotations:
-        if isinstance(key, str) and key.startswith(prefix) and key[len(prefix):] not in KNOWN_ANNOTATIONS:
-            close = difflib.get_close_matches(key[len(prefix):], KNOWN_ANNOTATIONS, n=1, cutoff=0.6)
-            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
-            warnings.append(f"annotation {key} is not one of admit's and is ignored{hint}")
+        if not isinstance(key, str):
+            continue
+        if key.startswith(prefix):
+            if key[len(prefix):] not in KNOWN_ANNOTATIONS:
+                close = difflib.get_close_matches(key[len(prefix):][:64], KNOWN_ANNOTATIONS, n=1, cutoff=0.6)
+                hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+                warnings.append(f"annotation {key[:320]} is not one of admit's and is ignored{hint}")
+            continue
+        other, sep, name = key.rpartition("/")
+        if sep and name.lower() in KNOWN_ANNOTATIONS and other != base and (
+            other.lower() == base.lower() or difflib.SequenceMatcher(None, other.lower()[:64], base).ratio() >= 0.75
+        ):
+            warnings.append(f"annotation {key[:320]} is ignored: admit reads {prefix}{name.lower()} (annotation keys "
+                            "are case-sensitive; the prefix is set by --annotation-prefix)")
+    return warnings
+
+
+def template_annotation_warnings(obj: Any, config: Config) -> list[str]:
+    """Warnings for gang annotations put on a pod template (``spec.template``, a Kubeflow replica's ``template``)
+    of a workload that does not carry them itself: admit reads them from the workload's own
+    ``metadata.annotations`` only, so they have no effect there."""
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    templates: list[tuple[str, Any]] = [("spec.template", spec.get("template"))]
+    for field, replicas in spec.items():
+        if isinstance(field, str) and field.endswith("ReplicaSpecs") and isinstance(replicas, dict):
+            templates.extend((f"spec.{field}.{rtype}.template", r.get("template"))
+                             for rtype, r in list(replicas.items())[:16] if isinstance(r, dict))
+    warnings = []
+    for where, template in templates:
+        annotations = get_path(template, ("metadata", "annotations"))
+        if isinstance(annotations, dict) and config.min_member_key in annotations:
+            warnings.append(
+                f"annotation {config.min_member_key} on the pod template ({where[:300]}.metadata.annotations) has no "
+                f"effect: put the {config.annotation_prefix} annotations on the {obj.get('kind', 'workload')}'s own "
+                "metadata.annotations"
+            )
     return warnings
 
 

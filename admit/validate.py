@@ -24,7 +24,15 @@ from typing import Any
 from .config import Config
 from .kinds import RESOLVERS, SCALABLE
 from .mutate import has_controller
-from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations, unknown_annotation_warnings
+from .plan import (
+    GangAnnotations,
+    GangError,
+    GangPlan,
+    get_path,
+    parse_gang_annotations,
+    template_annotation_warnings,
+    unknown_annotation_warnings,
+)
 from .review import AdmissionRequest, Decision
 
 __all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_decision"]
@@ -151,7 +159,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     try:
         ann = parse_gang_annotations(annotations, config)
         if ann is None:
-            return Verdict(Decision(warnings=typos))
+            return Verdict(Decision(warnings=typos + template_annotation_warnings(obj, config)))
         namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
         plan = resolver(obj, ann, config, namespace, req.operation)
         check_plan(plan, config, ann)

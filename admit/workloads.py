@@ -137,6 +137,15 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     name = _name(obj)
     group_name = choose_group_name(obj, ann, [POD], config, "Pod", name)
     min_member = ann.min_member if ann.min_member is not None else 1
+    warnings = []
+    named = ann.pod_group is not None or isinstance(get_path(obj, POD.labels + (config.pod_group_label,)), str)
+    if min_member > 1 and not named:
+        warnings.append(
+            f"Pod {namespace}/{name} asks for a gang of {min_member} but names no group, so its PodGroup is named "
+            f"after the pod ({group_name}) and it waits until {min_member - 1} more pod(s) join that group. To gang "
+            f"bare pods, give each of the {min_member} the same {config.pod_group_key} (and {config.min_member_key}: "
+            f'"{min_member}"), or use a Deployment, Job or StatefulSet with {config.min_member_key}'
+        )
     return GangPlan(
         kind="Pod",
         api_group="",
@@ -149,5 +158,6 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         min_resources=template_min_resources(obj.get("spec"), min_member, ann, f"Pod {namespace}/{name}"),
         schedule_timeout_seconds=ann.schedule_timeout_seconds,
         targets=[POD],
+        warnings=warnings,
         shared=True,
     )
