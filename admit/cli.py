@@ -108,6 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--resync-period", type=_positive_float, default=300.0,
                        help="seconds between full controller resyncs (default: %(default)s)")
     serve.add_argument("--lease-name", default="admit-controller", help="leader election Lease (default: %(default)s)")
+    serve.add_argument("--max-connections", type=int, default=500,
+                       help="connections held at once; over it the connection idle longest is closed "
+                            "(default: %(default)s)")
+    serve.add_argument("--read-timeout", type=_positive_float, default=5.0,
+                       help="seconds for a request (TLS handshake, headers, body) to arrive after its first byte "
+                            "(default: %(default)s; kube-apiserver's webhook timeout is 10 s)")
+    serve.add_argument("--idle-timeout", type=_positive_float, default=120.0,
+                       help="seconds an idle keep-alive connection is kept (default: %(default)s; longer than "
+                            "kube-apiserver's 90 s, so it closes its idle connections first)")
+    serve.add_argument("--drain-seconds", type=_positive_float, default=10.0,
+                       help="after SIGTERM, seconds requests in flight get to finish (default: %(default)s; the "
+                            "chart's terminationGracePeriodSeconds is 30)")
     serve.add_argument("--lease-namespace", default=None, help="Lease namespace (default: --namespace)")
 
     review = sub.add_parser(
@@ -158,6 +170,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         ignored_api_groups=frozenset(args.ignore_api_group),
         failure_mode=getattr(args, "failure_mode", "deny"),
         api_timeout_seconds=getattr(args, "api_timeout", 3.0),
+        read_timeout_seconds=getattr(args, "read_timeout", 5.0),
     )
 
 
