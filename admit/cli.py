@@ -67,7 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "over HTTPS, create PodGroups through the Kubernetes API, and run the leader-elected PodGroup "
                     "controller.",
     )
-    serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
+    serve.add_argument("--dev", action="store_true",
+                       help="try admit without a cluster: development certificates next to --tls-cert-file (reused "
+                            "when there), the in-repo fake Kubernetes API, 127.0.0.1 (README, 'Try it without a "
+                            "cluster')")
+    serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s; 127.0.0.1 with --dev)")
     serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
     serve.add_argument("--cert-mode", choices=("files", "self"), default="files",
                        help="files: serve --tls-cert-file/--tls-key-file, reloaded on change (cert-manager); "
@@ -226,6 +230,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from kubernetes_asyncio.config import ConfigException
 
     from .certs import CertificateError
+    from .dev import serve_dev
     from .loop import run
     from .serve import serve
 
@@ -234,7 +239,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        run(serve(args, config_from_args(args)))
+        run((serve_dev if args.dev else serve)(args, config_from_args(args)))
     except KeyboardInterrupt:
         pass
     except (CertificateError, ConfigException) as e:
