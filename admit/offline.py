@@ -340,7 +340,7 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None)
         group, min_member = _group_of(r)
         note = ""
         if not r["allowed"]:
-            note = clip_message(r["message"].replace("\n", " "), 200)
+            note = clip_message(r["message"].replace("\n", " "), 400)
         elif r["warnings"]:
             note = f"{len(r['warnings'])} warning{'s' if len(r['warnings']) != 1 else ''} (-v shows them)"
         elif not (r["patch"] or r["podGroups"]):
