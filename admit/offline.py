@@ -215,7 +215,7 @@ async def review_documents(
         if doc.get("kind") == "AdmissionReview":
             try:
                 req = parse_review(dumps(doc))
-            except (BadReview, ValueError, RecursionError) as e:  # ValueError, RecursionError: dumps of odd YAML
+            except (BadReview, ValueError, TypeError, RecursionError) as e:  # dumps of odd YAML values
                 if errors is None:
                     raise InputError(f"{source}: {e}") from None
                 errors.append(f"{source}: {e}")
