@@ -111,7 +111,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         site = GuardedSite(runner, guard, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024,
                            handshake_timeout=config.read_timeout_seconds)
         # first to run on exit: stop leading, stop taking requests, drain, close
-        stack.push_async_callback(shut_down, runner, site, controller if cache is not None else None, drain)
+        stack.push_async_callback(shut_down, runner, site, controller, drain)
         await site.start()
         guard.start()
         # Everything made so far (modules, the Kubernetes client, TLS) lives as long as the process: keep it out of
@@ -146,7 +146,8 @@ async def shut_down(runner: web.AppRunner, site: GuardedSite, controller: Any, d
             await asyncio.wait_for(controller.elector.stop(release=True), timeout=max(1.0, drain_seconds / 2))
         except (TimeoutError, Exception):  # noqa: BLE001 - the rest of the shutdown must happen anyway
             log.warning("could not release the controller's Lease in time; another replica takes over when it expires")
-    await site.stop()
+    with contextlib.suppress(RuntimeError):  # not started (start failed): nothing to stop
+        await site.stop()
     deadline = time.monotonic() + drain_seconds
     while site.in_flight() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)

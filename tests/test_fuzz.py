@@ -158,6 +158,10 @@ def server():
     synchronously)."""
     from aiohttp.test_utils import TestClient, TestServer
 
+    from admit import review
+
+    if os.environ.get("ADMIT_TEST_PLAIN_INSTALL") == "1":
+        assert review.JSON_BACKEND == "json", "the plain-install run must take the stdlib JSON path"
     runner = asyncio.Runner()
 
     async def start():
