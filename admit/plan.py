@@ -118,7 +118,9 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     if raw_r is not None:
         r_text = str(raw_r).strip().lower()
         if r_text not in ("auto", "none"):
-            raise GangError(f'annotation {config.min_resources_key}={clip(raw_r)} is invalid: use "auto" or "none"', 400)
+            raise GangError(
+                f'annotation {config.min_resources_key}={clip(raw_r)} is invalid: use "auto" or "none"', 400
+            )
         min_resources = r_text == "auto"
     pod_group = None
     raw_g = annotations.get(config.pod_group_key)
@@ -176,9 +178,9 @@ def template_annotation_warnings(obj: Any, config: Config) -> list[str]:
     if not isinstance(spec, dict):
         return []
     templates: list[tuple[str, Any]] = [("spec.template", spec.get("template"))]
-    for field, replicas in spec.items():
-        if isinstance(field, str) and field.endswith("ReplicaSpecs") and isinstance(replicas, dict):
-            templates.extend((f"spec.{field}.{rtype}.template", r.get("template"))
+    for key, replicas in spec.items():
+        if isinstance(key, str) and key.endswith("ReplicaSpecs") and isinstance(replicas, dict):
+            templates.extend((f"spec.{key}.{rtype}.template", r.get("template"))
                              for rtype, r in list(replicas.items())[:16] if isinstance(r, dict))
     warnings = []
     for where, template in templates:
@@ -307,7 +309,9 @@ def int_field(obj: dict[str, Any], path: tuple[str, ...], default: int | None, w
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MIN_MEMBER:
-        raise GangError(f"{what} must be a non-negative integer (at most {MAX_MIN_MEMBER}, an int32), got {clip(value)}", 400)
+        raise GangError(
+            f"{what} must be a non-negative integer (at most {MAX_MIN_MEMBER}, an int32), got {clip(value)}", 400
+        )
     return value
 
 
@@ -350,7 +354,8 @@ def choose_group_name(
         problem = "the object has no metadata.name"
     if problem:
         raise GangError(
-            f'cannot use {clip(name)} as the PodGroup name: {problem}; set annotation {config.pod_group_key} to a valid name',
+            f"cannot use {clip(name)} as the PodGroup name: {problem}; set annotation {config.pod_group_key} to a "
+            "valid name",
             400,
         )
     return name

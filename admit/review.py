@@ -184,7 +184,9 @@ def review_response(api_version: str, uid: str, decision: Decision) -> dict[str,
             status["message"] = clip_message(decision.message)
         if not decision.allowed:
             status["status"] = "Failure"
-            status["reason"] = {400: "BadRequest", 403: "Forbidden", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}.get(
+            status["reason"] = {
+                400: "BadRequest", 403: "Forbidden", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"
+            }.get(
                 decision.code, "Invalid"
             )
         response["status"] = status

@@ -38,7 +38,8 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 ANSWER_BOUND_S = 2.0  # generous for a shared CI machine; the 1e9999999 quantity took 6 s before the fix
 
 HOSTILE_STRINGS = [
-    "1e9999999", "1e-9999999", "9" * 5000, "1" * 5000 + "Mi", "8Ei", "-1", "0", "auto", "none", "\u00b2", "\u0661\u0662",
+    "1e9999999", "1e-9999999", "9" * 5000, "1" * 5000 + "Mi", "8Ei", "-1", "0", "auto", "none", "\u00b2",
+    "\u0661\u0662",
     "1.5g", "2Gi", "512m", "cpu=1e9999999,memory=4Gi", "cpu=1,cpu=2", "", " ", "X" * 70_000, "\x00", "1e3.5", "+.5k",
 ]
 
@@ -85,8 +86,8 @@ JSON_VALUES = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
     max_leaves=6,
 )
-ANNOTATION_KEYS = ["gang.admit.dev/min-member", "gang.admit.dev/schedule-timeout-seconds", "gang.admit.dev/min-resources",
-                   "gang.admit.dev/pod-group", "gang.admit.dev/spark-executors",
+ANNOTATION_KEYS = ["gang.admit.dev/min-member", "gang.admit.dev/schedule-timeout-seconds",
+                   "gang.admit.dev/min-resources", "gang.admit.dev/pod-group", "gang.admit.dev/spark-executors",
                    "gang.admit.dev/spark-executor-resources", "gang.admit.io/min-member", "Gang.Admit.dev/min-member"]
 
 FIELDS = ["containers", "initContainers", "sidecars", "resources", "requests", "limits", "replicas", "parallelism",
@@ -137,7 +138,8 @@ def reviews(draw) -> dict[str, Any]:
             if isinstance(meta, dict):
                 ann = meta.setdefault("annotations", {})
                 if isinstance(ann, dict):
-                    ann[draw(st.sampled_from(ANNOTATION_KEYS))] = draw(st.sampled_from(HOSTILE_STRINGS) | st.text(max_size=8))
+                    value = draw(st.sampled_from(HOSTILE_STRINGS) | st.text(max_size=8))
+                    ann[draw(st.sampled_from(ANNOTATION_KEYS))] = value
             continue
         paths = _paths(obj)
         path = draw(st.sampled_from(paths[1:]))
@@ -146,7 +148,8 @@ def reviews(draw) -> dict[str, Any]:
         obj = _set(obj, path, draw(JSON_VALUES), draw(st.booleans()))
     operation = draw(st.sampled_from(["CREATE", "UPDATE"]))
     review = admission_review(
-        base, operation, old=base if operation == "UPDATE" else None, uid=draw(st.uuids()).hex, dry_run=draw(st.booleans())
+        base, operation, old=base if operation == "UPDATE" else None, uid=draw(st.uuids()).hex,
+        dry_run=draw(st.booleans()),
     )
     review["request"]["object"] = obj
     return review

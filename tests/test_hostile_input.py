@@ -134,7 +134,7 @@ async def test_a_body_of_1000_nested_arrays_gets_400_with_the_installed_json_bac
 
 
 def test_deeply_nested_json_gets_400_with_the_stdlib_backend_of_a_plain_install():
-    run_python(f"""
+    run_python("""
         import asyncio, sys
         sys.modules["orjson"] = None
         from aiohttp.test_utils import TestClient, TestServer
@@ -146,10 +146,11 @@ def test_deeply_nested_json_gets_400_with_the_stdlib_backend_of_a_plain_install(
 
         async def main():
             async with TestClient(TestServer(create_app(Admission(Config())))) as client:
-                deeper = b'{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":' + b'{{"a":' * 200_000
+                deeper = (b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":'
+                          + b'{"a":' * 200_000)
                 for body in (b"[" * 1000 + b"]" * 1000, deeper, b"[" * 10 + b"]" * 10):
                     for path in ("/mutate", "/validate"):
-                        resp = await client.post(path, data=body, headers={{"Content-Type": "application/json"}})
+                        resp = await client.post(path, data=body, headers={"Content-Type": "application/json"})
                         text = await resp.text()
                         assert resp.status == 400, (resp.status, text)
                         assert "not valid JSON" in text or "not a JSON object" in text, text
