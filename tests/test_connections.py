@@ -174,3 +174,19 @@ async def test_sigterm_with_slow_body_clients_releases_the_lease_first_and_exits
         stopped = log.index("listener stopped")
         assert released < stopped, log
         assert "3 request(s) unfinished after the 2s drain" in log, log
+
+
+def test_the_stdlib_loop_keeps_a_small_tls_read_buffer_per_connection():
+    from tests.test_hot_path import run_python
+
+    proc = run_python("""
+        import asyncio, asyncio.sslproto
+        from admit import loop
+        assert asyncio.sslproto.SSLProtocol.max_size == 256 * 1024  # CPython's default: 256 KiB per TLS connection
+
+        async def size():
+            return asyncio.sslproto.SSLProtocol.max_size
+
+        print(loop.run(size()))
+    """, ADMIT_EVENT_LOOP="asyncio")
+    assert proc.stdout.strip() == str(32 * 1024)
