@@ -27,6 +27,7 @@ import logging
 import time
 from typing import Any, Protocol
 
+from . import metrics
 from .config import Config
 from .kube import AlreadyExists, KubeError
 from .mutate import mutate
@@ -127,6 +128,7 @@ class Admission:
 
     def _api_failure(self, reason: str, decision: Decision) -> Decision:
         log.warning("failure mode %s: %s", self.config.failure_mode, reason)
+        metrics.failure_mode_applied(self.config.failure_mode)
         if self.config.failure_mode == "allow":
             decision.warnings.append(f"admit could not finish its checks ({reason}); allowed by failure mode 'allow'")
             return decision
@@ -165,6 +167,8 @@ class Admission:
             log.info("%s PodGroup %s/%s for %s", "dry run: would create" if verdict.dry_run else "created", ns, name,
                      plan.ref)
             decision.pod_groups[-1] = created or desired
+            if not verdict.dry_run:
+                metrics.pod_group("created")
             return
         except AlreadyExists:
             pass
@@ -186,6 +190,8 @@ class Admission:
             ops = spec_json_patch(existing, desired["spec"])
             patched = await self.store.patch_pod_group(ns, name, ops, verdict.dry_run, left())
             log.info("patched PodGroup %s/%s spec for %s: %s", ns, name, plan.ref, ops)
+            if not verdict.dry_run:
+                metrics.pod_group("patched")
             decision.pod_groups[-1] = patched or desired
         else:
             decision.pod_groups[-1] = existing

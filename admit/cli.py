@@ -99,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
                             "below the webhook timeoutSeconds)")
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                        help="log level (default: %(default)s)")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="text lines, or one JSON object per line (keys time, level, logger, message; admission "
+                            "records add uid, kind, operation, namespace, object, decision, duration_ms) "
+                            "(default: %(default)s)")
+    serve.add_argument("--metrics-port", type=int, default=0,
+                       help="plain-HTTP port of GET /metrics (Prometheus), never the webhook's TLS port; 0: no metrics "
+                            "endpoint (default: %(default)s; the Helm chart uses 8080)")
+    serve.add_argument("--metrics-host", default=None,
+                       help="bind address of the metrics port (default: --host)")
     serve.add_argument("--controller", dest="controller", action="store_true", default=True,
                        help="run the leader-elected PodGroup controller (default)")
     serve.add_argument("--no-controller", dest="controller", action="store_false",
@@ -186,10 +195,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .loop import run
     from .serve import serve
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from .logs import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
     try:
         run(serve(args, config_from_args(args)))
     except KeyboardInterrupt:

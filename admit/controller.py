@@ -59,7 +59,7 @@ from typing import Any, Iterable
 
 from kubernetes_asyncio import client
 
-from . import kinds
+from . import kinds, metrics
 from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
 from .kube import KubeError, resolve_proxy_once
@@ -902,6 +902,7 @@ class Controller:
                 return await self._create(key, action, depth)
             raise self._fail(claim, key, e, f"cannot create PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
         self._resolved(key, "fail")
+        metrics.pod_group("recreated")
         log.info("created PodGroup %s/%s for %s (%s), owned by uid %s", key[0], key[1], claim.ref,
                  ", ".join(action.changes), claim.uid)
         self._event(claim.workload, "Normal", "PodGroupCreated", "Create",
@@ -929,11 +930,13 @@ class Controller:
             raise self._fail(claim, key, e, f"cannot update PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
         self._resolved(key, "fail")
         if action.adopt:
+            metrics.pod_group("adopted")
             log.info("adopted PodGroup %s/%s: owner %s uid %s", key[0], key[1], claim.ref, claim.uid)
             self._event(claim.workload, "Normal", "PodGroupAdopted", "Adopt",
                         f"PodGroup {key[1]} is now owned by this {claim.kind}: the garbage collector deletes it "
                         f"with the {claim.kind}", related=patched)
         if action.changes:
+            metrics.pod_group("patched")
             log.info("updated PodGroup %s/%s for %s: %s", key[0], key[1], claim.ref, "; ".join(action.changes))
             self._event(claim.workload, "Normal", "PodGroupUpdated", "Update",
                         f"PodGroup {key[1]} spec updated: {'; '.join(action.changes)}", related=patched)
@@ -975,6 +978,7 @@ class Controller:
                 return
             raise
         self._unclaimed_since.pop(key, None)
+        metrics.pod_group("orphan_deleted")
         log.info("deleted PodGroup %s/%s: %s", key[0], key[1], action.message)
         self._event(pg, "Normal", "PodGroupDeleted", "Delete",
                     f"deleted: {action.message}; pods no longer use it")
@@ -1037,5 +1041,6 @@ async def start_controller(api_client: client.ApiClient, config: Config, args: a
     """
     own = client.ApiClient(api_client.configuration)
     resolve_proxy_once(own)
+    metrics.instrument_api_client(own)
     controller = Controller(own, config, settings or ControllerSettings.from_args(args), own_client=True)
     return await controller.start()

@@ -20,6 +20,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
 from .admission import Admission
+from .metrics import WebhookRecorder
 from .review import BadReview, dumps, parse_review, review_response
 
 __all__ = ["create_app", "ReadinessCheck", "ADMISSION_KEY"]
@@ -93,25 +94,28 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
     def respond(api_version: str, uid: str, decision) -> web.Response:  # type: ignore[no-untyped-def]
         return web.Response(body=dumps(review_response(api_version, uid, decision)), content_type="application/json")
 
+    mutate_metrics, validate_metrics = WebhookRecorder("/mutate"), WebhookRecorder("/validate")
+
     async def mutate_handler(request: web.Request) -> web.Response:
+        started = mutate_metrics.started()
         try:
             req = await _read_review(request, max_bytes)
         except BadReview as e:
+            mutate_metrics.bad_request(started)
             return _bad_request(e)
         decision = admission.mutate(req)
+        mutate_metrics.answered(req, decision, started)
         return respond(req.api_version, req.uid, decision)
 
     async def validate_handler(request: web.Request) -> web.Response:
+        started = validate_metrics.started()
         try:
             req = await _read_review(request, max_bytes)
         except BadReview as e:
+            validate_metrics.bad_request(started)
             return _bad_request(e)
         decision = await admission.validate(req)
-        if not decision.allowed:
-            log.info(
-                "denied %s %s %s/%s uid=%s: %s",
-                req.operation, req.kind, req.namespace, req.name, req.uid, decision.message,
-            )
+        validate_metrics.answered(req, decision, started)  # logs denials (logger admit.requests)
         return respond(req.api_version, req.uid, decision)
 
     async def healthz(_: web.Request) -> web.Response:
