@@ -1,8 +1,9 @@
-"""Command line: ``admit serve``, ``admit review``, ``admit certs`` (argparse).
+"""Command line: ``admit serve``, ``admit review``, ``admit status``, ``admit certs`` (argparse).
 
 - ``admit serve``: the HTTPS webhook server (flags in docs/CONTRACTS.md and ``admit serve --help``).
 - ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied,
   2 on unreadable input (the file and the reason on stderr).
+- ``admit status``: one line per gang with the reason its pods wait (``admit/status.py``), once or ``--watch``.
 - ``admit certs``: a development CA and serving pair in ``certs/`` (private keys mode 0600, git-ignored).
 """
 
@@ -56,7 +57,7 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``admit`` argument parser with its three subcommands."""
+    """The ``admit`` argument parser with its four subcommands."""
     parser = argparse.ArgumentParser(prog="admit", description="Gang-scheduling admission webhook for Coscheduling")
     parser.add_argument("--version", action="version", version=f"admit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -132,6 +133,29 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--no-objects", action="store_true", help="text output: leave out the mutated objects")
     _add_decision_flags(review)
 
+    status = sub.add_parser(
+        "status", help="show every gang: pods scheduled and pending, and why they wait",
+        description="One line per gang (PodGroup, pod-group label value, or workload with admit's annotations): "
+                    "group, workload, minMember, pods total/scheduled/pending, PodGroup phase, how long the oldest "
+                    "pending pod has waited, and the reason (the scheduler's last FailedScheduling message or "
+                    "PodScheduled condition, or what admit finds wrong: missing PodGroup, wrong scheduler, label "
+                    "or annotation typo, minResources larger than the cluster).",
+    )
+    status.add_argument("-n", "--namespace", default=None,
+                        help="namespace (default: the kubeconfig context's namespace, else 'default')")
+    status.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    status.add_argument("-w", "--watch", action="store_true", help="print again whenever something changes")
+    status.add_argument("--interval", type=_positive_float, default=2.0,
+                        help="seconds between reads with --watch (default: %(default)s)")
+    status.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config; in a pod, its service account)")
+    status.add_argument("--api-server", default=None,
+                        help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy'")
+    status.add_argument("--request-timeout", type=_positive_float, default=10.0,
+                        help="seconds per API request (default: %(default)s)")
+    _add_decision_flags(status)
+
     certs = sub.add_parser("certs", help="write a development CA and serving certificate")
     certs.add_argument("--dir", default="certs", help="output directory (default: %(default)s)")
     certs.add_argument("--service", default="admit", help="Service name for the SANs (default: %(default)s)")
@@ -188,6 +212,20 @@ def _cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_status(args: argparse.Namespace) -> int:
+    from kubernetes_asyncio.config import ConfigException
+
+    from .statuscmd import run_status
+
+    try:
+        return asyncio.run(run_status(args, config_from_args(args)))
+    except KeyboardInterrupt:
+        return 0
+    except ConfigException as e:
+        print(f"admit status: {e}", file=sys.stderr)
+        return 1
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kubernetes_asyncio.config import ConfigException
 
@@ -214,7 +252,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> Any:
     """Entry point of the ``admit`` console script; returns the process exit code."""
     args = build_parser().parse_args(argv)
-    handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve}[args.command]
+    handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve, "status": _cmd_status}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `admit review ... | head`: the reader left; not an error of ours
