@@ -159,16 +159,6 @@ class _WebhookCollector(Collector):
 _WEBHOOKS = _WebhookCollector()
 REGISTRY.register(_WEBHOOKS)
 
-OUTCOMES = ("allowed", "patched", "denied", "bad_request")
-OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
-POD_GROUP_OPERATIONS = frozenset({"created", "patched", "adopted", "recreated", "orphan_deleted"})
-
-
-def _known_kinds() -> frozenset[str]:
-    from .kinds import RESOLVERS
-
-    return frozenset(kind for _, kind in RESOLVERS) | {"Scale"}
-
 
 class WebhookRecorder:
     """Metrics and the request log of one webhook path (``"/mutate"`` or ``"/validate"``).
