@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any, Iterable
@@ -126,28 +127,57 @@ def _live(pod: JSON) -> bool:
     return get_path(pod, ("status", "phase")) not in ("Succeeded", "Failed") and not _meta(pod).get("deletionTimestamp")
 
 
-def _last_word(pods: list[JSON], events: list[JSON]) -> tuple[_dt.datetime | None, str]:
-    """The newest scheduler message about ``pods``: (time, message)."""
-    best: tuple[_dt.datetime | None, str] = (None, "")
-    names = {_meta(p).get("name") for p in pods}
+# Coscheduling's echoes: the pod was turned away because its group was (another pod failed), not why.
+ECHOES = ("failed recently", "optimistic rejection in postfilter", "rejection in unreserve")
+_SIBLINGS = re.compile(r"current pods number: (\d+), minMember of group: (\d+)")
+
+
+def _words(pods: list[JSON], events: list[JSON]) -> list[tuple[_dt.datetime, str]]:
+    """Every scheduler message about ``pods``: (time, message), from PodScheduled=False conditions and
+    FailedScheduling events (core/v1 ``involvedObject``/``message`` or events.k8s.io/v1 ``regarding``/``note``;
+    time: ``series.lastObservedTime``, ``lastTimestamp``, ``eventTime`` or creation)."""
     floor = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    names = {_meta(p).get("name") for p in pods}
+    out = []
     for pod in pods:
         for cond in get_path(pod, ("status", "conditions")) or []:
             if isinstance(cond, dict) and cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
                     and cond.get("message"):
-                t = _time(cond.get("lastTransitionTime"))
-                if best[0] is None or (t or floor) > best[0]:
-                    best = (t or floor, str(cond["message"]))
+                out.append((_time(cond.get("lastTransitionTime")) or floor, str(cond["message"])))
     for ev in events:
         involved = ev.get("involvedObject") or ev.get("regarding") or {}
         if ev.get("reason") != "FailedScheduling" or involved.get("kind") != "Pod" or involved.get("name") not in names:
             continue
         t = (_time(get_path(ev, ("series", "lastObservedTime"))) or _time(ev.get("lastTimestamp"))
-             or _time(ev.get("eventTime")) or _time(_meta(ev).get("creationTimestamp")))
+             or _time(ev.get("eventTime")) or _time(_meta(ev).get("creationTimestamp")) or floor)
         message = str(ev.get("message") or ev.get("note") or "")
-        if message and (best[0] is None or (t or floor) >= best[0]):
-            best = (t or floor, message)
-    return best
+        if message:
+            out.append((t, message))
+    return out
+
+
+def _last_word(pods: list[JSON], events: list[JSON], pod_count: int | None = None) -> tuple[_dt.datetime | None, str]:
+    """The scheduler's most telling recent message about ``pods``: (time, message), (None, "") for none.
+
+    Seen on the real plane (scheduler-plugins v0.34.7): after one pod of a gang fails Filter ("Insufficient cpu"),
+    the group is backed off and the other pods get echoes ("podGroup x failed recently", "optimistic rejection in
+    PostFilter", "rejection in Unreserve") that hide the cause; a "cannot find enough sibling pods" written while the
+    ReplicaSet was still creating pods is stale once ``pod_count`` reaches minMember. So: the newest message that is
+    neither an echo nor stale, else the newest of all.
+    """
+    words = sorted(_words(pods, events), key=lambda w: w[0])
+    if not words:
+        return None, ""
+
+    def telling(message: str) -> bool:
+        low = message.lower()
+        if any(echo in low for echo in ECHOES) and "insufficient" not in low:
+            return False
+        m = _SIBLINGS.search(message)
+        return not (m and pod_count is not None and pod_count >= int(m.group(2)))
+
+    useful = [w for w in words if telling(w[1])]
+    return (useful or words)[-1]
 
 
 def _one_line(text: str, limit: int = 240) -> str:
@@ -366,7 +396,7 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
         typo_key = typo_pods[key][0][0]
         return status("LabelTypo", f"{len(typo_pods[key])} pod(s) carry {typo_key}={group}, not "
                                    f"{config.pod_group_label}: they do not count for this gang")
-    when, said = _last_word(pending, events)
+    when, said = _last_word(pending, events, len(pods))
     if pending and said:
         return status(classify_message(said), said)
     if min_member is not None and len(pods) < min_member:

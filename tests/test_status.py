@@ -186,6 +186,42 @@ def test_the_newest_word_of_the_scheduler_wins_between_condition_and_events():
     assert row.reason == "Timeout" and "60s at plugin Coscheduling" in row.message
 
 
+def scheduler_event(pod_obj, message, seconds_ago):
+    """A FailedScheduling event as the scheduler-plugins scheduler writes it (events.k8s.io/v1, read through core/v1:
+    eventTime set, no lastTimestamp nor count)."""
+    ev = failed_scheduling(pod_obj, message, seconds_ago)
+    ev["firstTimestamp"] = ev["lastTimestamp"] = None
+    ev.pop("count")
+    ev["eventTime"] = (NOW - dt.timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    ev["reportingInstance"] = "scheduler-plugins-scheduler-node"
+    return ev
+
+
+def test_the_cause_is_kept_over_the_echoes_coscheduling_writes_after_it():
+    # The sequence seen on the real plane for 3 pods of 2.5 CPU on two 4-CPU nodes (messages verbatim).
+    pods = [pod(f"big-84cdd65f9b-{s}", "big") for s in ("xz2fh", "mshqp", "twsvs")]
+    rejected = "PodGroup team/big gets rejected due to Pod big-84cdd65f9b-xz2fh is unschedulable even after PostFilter"
+    events = [
+        scheduler_event(pods[0], "0/2 nodes are available: pre-filter pod big-84cdd65f9b-xz2fh cannot find enough "
+                        "sibling pods, current pods number: 1, minMember of group: 3. no new claims to deallocate, "
+                        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling., " + rejected,
+                        3.0),
+        scheduler_event(pods[0], "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
+                        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod., "
+                        + rejected, 2.7),
+        scheduler_event(pods[1], "0/1 nodes are available: 1 optimistic rejection in PostFilter.", 2.5),
+        scheduler_event(pods[0], "0/2 nodes are available: podGroup team/big failed recently. no new claims to "
+                        "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+                        "scheduling., " + rejected, 2.3),
+        scheduler_event(pods[2], "0/1 nodes are available: 1 optimistic rejection in PostFilter.", 2.2),
+    ]
+    row = one(diagnose(pod_groups=[pod_group("big", 3)], pods=pods, events=events, now=NOW), "big")
+    assert row.reason == "Insufficient" and "2 Insufficient cpu" in row.message
+    # with only the echoes left (older events expired), the newest is shown as it is
+    row = one(diagnose(pod_groups=[pod_group("big", 3)], pods=pods, events=events[2:], now=NOW), "big")
+    assert row.reason == "Unschedulable" and "optimistic rejection" in row.message
+
+
 def test_a_misspelt_annotation_says_which_one_was_meant():
     rows = diagnose(pod_groups=[], pods=[], workloads=[deployment("web", {"gang.admit.dev/min-members": "3"})],
                     now=NOW)
