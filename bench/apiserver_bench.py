@@ -38,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -216,23 +217,31 @@ async def measure(args: argparse.Namespace, kubeconfig: str, tmp: Path) -> dict[
                 "p50_ms": round(percentile(s, .5) * 1e3, 3), "p99_ms": round(percentile(s, .99) * 1e3, 3),
                 "mean_ms": round(statistics.fmean(s) * 1e3, 3) if s else None,
             }
-        scraped = scrape_metrics(metrics_port)
-        result["admit_webhook_requests"] = scraped
+        result["admit_webhook_requests"] = scrape_metrics(metrics_port)
+        result["admit_own_ms"] = admit_own_latency(metrics_port)
     finally:
         for path, name in written:
             try:
                 await api.request("DELETE", f"{path}/{name}")
             except KubeError:
                 pass
-        for ns in namespaces.values():
+        for ns in [*namespaces.values(), system_ns]:  # the namespace controller finishes in the background
             try:
-                await delete_pods(api, ns)
+                await api.request("DELETE", f"/api/v1/namespaces/{ns}")
             except KubeError:
                 pass
         await api_client.close()
         admit_srv.stop()
         allow_srv.stop()
     m = result["modes"]
+    # paired per round: each round ran the three paths back to back, so the machine's load is closer within a round
+    result["added_per_round_median"] = {
+        name: {"p50_ms": round(statistics.median(r[a]["p50_ms"] - r[b]["p50_ms"] for r in result["rounds"]), 3),
+               "throughput_ratio": round(statistics.median(r[a]["pods_per_s"] / r[b]["pods_per_s"]
+                                                           for r in result["rounds"]), 3)}
+        for name, a, b in (("admit vs none", "admit", "none"), ("allow-only vs none", "allow", "none"),
+                           ("admit vs allow-only", "admit", "allow"))
+    }
     result["added"] = {
         name: {"p50_ms": round(m[a]["p50_ms"] - m[b]["p50_ms"], 3), "p99_ms": round(m[a]["p99_ms"] - m[b]["p99_ms"], 3),
                "throughput_ratio": round(m[a]["pods_per_s"] / m[b]["pods_per_s"], 3)}
@@ -240,6 +249,26 @@ async def measure(args: argparse.Namespace, kubeconfig: str, tmp: Path) -> dict[
                            ("admit vs allow-only", "admit", "allow"))
     }
     return result
+
+
+def admit_own_latency(port: int) -> dict[str, float]:
+    """Mean time admit spent per webhook call (ms), from its ``controller_runtime_webhook_latency_seconds`` sum and
+    count: its own work, without the network and the API server's side of the call."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("code") != "200":
+                continue
+            if sample.name == "controller_runtime_webhook_latency_seconds_sum":
+                sums[sample.labels["webhook"]] = sample.value
+            elif sample.name == "controller_runtime_webhook_latency_seconds_count":
+                counts[sample.labels["webhook"]] = sample.value
+    return {hook: round(sums[hook] / n * 1e3, 3) for hook, n in counts.items() if n and hook in sums}
 
 
 async def delete_pods(api: Any, namespace: str) -> None:
@@ -285,6 +314,13 @@ def render(result: dict[str, Any], args: argparse.Namespace) -> str:
     lines += ["", "| added by | p50 ms | p99 ms | throughput ratio |", "|---|---:|---:|---:|"]
     for name, a in result["added"].items():
         lines.append(f"| {name} | {a['p50_ms']:+.2f} | {a['p99_ms']:+.2f} | {a['throughput_ratio']:.2f} |")
+    lines += ["", "Paired within each round (median over rounds):", "",
+              "| added by | p50 ms | throughput ratio |", "|---|---:|---:|"]
+    for name, a in result["added_per_round_median"].items():
+        lines.append(f"| {name} | {a['p50_ms']:+.2f} | {a['throughput_ratio']:.2f} |")
+    own = result.get("admit_own_ms") or {}
+    lines += ["", "admit's own time per webhook call (mean, its latency histogram): " + ", ".join(
+        f"{hook} {ms:.2f} ms" for hook, ms in sorted(own.items()))]
     lines += ["", "admit's /metrics after the run: " + ", ".join(
         f"{k} = {v:,.0f}" for k, v in sorted((result.get("admit_webhook_requests") or {}).items()))]
     return "\n".join(lines)
