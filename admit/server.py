@@ -104,6 +104,8 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
             mutate_metrics.bad_request(started)
             return _bad_request(e)
         decision = admission.mutate(req)
+        if decision.lookup is not None:  # rare: a Spark executor whose driver the cache does not know
+            decision = await admission.finish_mutation(req, decision)
         mutate_metrics.answered(req, decision, started)
         return respond(req.api_version, req.uid, decision)
 
