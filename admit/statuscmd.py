@@ -67,8 +67,8 @@ async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[
 
 async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys.stdout,
                      err: TextIO = sys.stderr) -> int:
-    """``admit status``: print the table (or ``-o json``) once, or every ``--interval`` seconds with ``--watch``
-    (only when it changed). Returns the exit code: 0, or 1 when the API cannot be reached."""
+    """``admit status``: print the table (or ``-o json``) once, or with ``--watch`` read every ``--interval`` seconds
+    and print again when a gang changed (its waiting time alone does not count). Returns the exit code: 0, or 1 when the API cannot be reached."""
     from kubernetes_asyncio import client
 
     if args.api_server:
@@ -77,7 +77,7 @@ async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys
         api_client = await load_api_client(args.kubeconfig)
     namespace = None if args.all_namespaces else (args.namespace or _current_namespace(args.kubeconfig))
     api = KubeRaw(api_client, timeout=args.request_timeout)
-    last = None
+    last: list[tuple[Any, ...]] | None = None
     try:
         while True:
             try:
@@ -89,13 +89,16 @@ async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys
             else:
                 rows = diagnose(**kwargs)
                 text = to_json(rows) if args.output == "json" else format_table(rows, namespace is None)
-                if text != last:
+                # a change is a change of the gangs, not of their waiting time
+                signature = [(r.namespace, r.group, r.workload, r.min_member, r.pods, r.scheduled, r.pending, r.phase,
+                              r.reason, r.message) for r in rows]
+                if signature != last:
                     for note in notes:
                         print(f"note: {note}", file=err)
                     print(text, file=out, flush=True)
                     if args.watch and args.output != "json":
                         print(file=out, flush=True)
-                    last = text
+                    last = signature
             if not args.watch:
                 return 0
             await asyncio.sleep(args.interval)

@@ -9,6 +9,8 @@ import json
 import sys
 import uuid
 
+import pytest
+
 from admit.config import Config
 from admit.status import classify_message, diagnose, format_table, to_json
 from admit.testing.fake_kube import FakeKubeAPI
@@ -333,3 +335,31 @@ async def test_the_status_command_says_when_the_api_cannot_be_reached():
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await proc.communicate()
     assert proc.returncode == 1 and b"admit status:" in err and b"Traceback" not in err
+
+
+async def test_watch_prints_again_only_when_a_gang_changes():
+    async with FakeKubeAPI() as fake:
+        fake.put(pod_group("web", 2))
+        fake.put(pod("web-0", "web", condition=INSUFFICIENT))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "admit.cli", "status", "--api-server", fake.url, "-n", "team", "--watch",
+            "--interval", "0.2", cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            async def table() -> list[str]:
+                lines = []
+                while True:
+                    line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().rstrip("\n")
+                    if not line:
+                        return lines
+                    lines.append(line)
+
+            first = await table()
+            assert first[0].startswith("GROUP") and "NotEnoughPods" not in first[1] and " 1 " in first[1]
+            fake.put(pod("web-1", "web", node="n1"))
+            second = await table()
+            assert second[1].split()[3:6] == ["2", "1", "1"]  # pods, scheduled, pending
+            with pytest.raises(TimeoutError):  # nothing changed: nothing printed
+                await asyncio.wait_for(proc.stdout.readline(), 1.0)
+        finally:
+            proc.terminate()
+            await proc.wait()
