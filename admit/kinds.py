@@ -10,13 +10,16 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
+from .children import register_parent
 from .config import Config
+from .families import FAMILY_KINDS
+from .families.lws import join_lws_pod
 from .kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
 from .plan import GangPlan, Resolver
 from .spark import join_spark_executor, resolve_pod_or_spark_driver, resolve_spark_application
 from .workloads import resolve_job, resolve_replicated, resolve_statefulset
 
-__all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner"]
+__all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES"]
 
 RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("apps", "Deployment"): partial(resolve_replicated, kind="Deployment"),
@@ -26,7 +29,18 @@ RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("", "Pod"): resolve_pod_or_spark_driver,  # spark-submit drivers by label, other bare pods as resolve_pod
     **{("kubeflow.org", kind): partial(resolve_kubeflow, kind=kind) for kind in KUBEFLOW_KINDS},
     ("sparkoperator.k8s.io", "SparkApplication"): resolve_spark_application,
+    **{k.key: k.resolve for k in FAMILY_KINDS},
 }
+
+for _k in FAMILY_KINDS:  # the child rule (children.py): e.g. a JobSet's Jobs, a RayJob's RayCluster
+    for _child in _k.children:
+        register_parent(_child, _k.key)
+
+WATCHED_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {k.key: k.versions for k in FAMILY_KINDS}
+"""``(API group, kind) -> ((version, plural), ...)`` of the family kinds, for the PodGroup controller's watches (a
+kind whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``). LeaderWorkerSets and
+TrainJobs claim no PodGroup themselves (their groups belong to leader pods and JobSets); watching them costs one
+idle watch each and keeps every registered kind watched."""
 
 SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
     ("apps", "deployments"): ("apps", "v1", "Deployment"),
@@ -41,4 +55,4 @@ Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or `
 ``admission.GroupCache``) is the cache. A lookup (``spark.DriverLookup``) asks ``admission.Admission`` to read what
 the cache does not know."""
 
-POD_JOINERS: list[PodJoiner] = [join_spark_executor]
+POD_JOINERS: list[PodJoiner] = [join_spark_executor, join_lws_pod]
