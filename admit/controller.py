@@ -913,9 +913,9 @@ class Controller:
             raise self._fail(claim, key, e, f"cannot create PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
         self._resolved(key, "fail")
         self._resolved(key, "terminating")
-        metrics.pod_group("recreated")
         log.info("created PodGroup %s/%s for %s (%s), owned by uid %s", key[0], key[1], claim.ref,
                  ", ".join(action.changes), claim.uid)
+        metrics.pod_group("recreated")
         self._event(claim.workload, "Normal", "PodGroupCreated", "Create",
                     f"created PodGroup {key[1]} ({', '.join(action.changes)}); owned by this {claim.kind}, deleted "
                     f"with it", related=created)
@@ -941,14 +941,14 @@ class Controller:
             raise self._fail(claim, key, e, f"cannot update PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
         self._resolved(key, "fail")
         if action.adopt:
-            metrics.pod_group("adopted")
             log.info("adopted PodGroup %s/%s: owner %s uid %s", key[0], key[1], claim.ref, claim.uid)
+            metrics.pod_group("adopted")
             self._event(claim.workload, "Normal", "PodGroupAdopted", "Adopt",
                         f"PodGroup {key[1]} is now owned by this {claim.kind}: the garbage collector deletes it "
                         f"with the {claim.kind}", related=patched)
         if action.changes:
-            metrics.pod_group("patched")
             log.info("updated PodGroup %s/%s for %s: %s", key[0], key[1], claim.ref, "; ".join(action.changes))
+            metrics.pod_group("patched")
             self._event(claim.workload, "Normal", "PodGroupUpdated", "Update",
                         f"PodGroup {key[1]} spec updated: {'; '.join(action.changes)}", related=patched)
 
@@ -989,8 +989,8 @@ class Controller:
                 return
             raise
         self._unclaimed_since.pop(key, None)
-        metrics.pod_group("orphan_deleted")
         log.info("deleted PodGroup %s/%s: %s", key[0], key[1], action.message)
+        metrics.pod_group("orphan_deleted")
         self._event(pg, "Normal", "PodGroupDeleted", "Delete",
                     f"deleted: {action.message}; pods no longer use it")
 
