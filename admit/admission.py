@@ -31,7 +31,7 @@ from .config import Config
 from .kube import AlreadyExists, KubeError
 from .mutate import mutate
 from .plan import get_path
-from .podgroup import desired_pod_group, ownership, spec_differs, spec_json_patch
+from .podgroup import desired_pod_group, generation_patch, ownership, spec_differs, spec_json_patch
 from .review import AdmissionRequest, Decision
 from .validate import ScaleCheck, Verdict, scale_decision, validate
 
@@ -99,7 +99,7 @@ class Admission:
         try:
             verdict = validate(req, self.config)
             if verdict.ensure is not None:
-                await self._ensure(verdict)
+                await self._ensure(verdict, _generation(req.object))
             elif verdict.scale is not None:
                 return await self._check_scale(verdict.scale)
             elif self._missing is not None and req.kind == "Pod" and not req.dry_run:
@@ -137,11 +137,14 @@ class Admission:
             decision.warnings,
         )
 
-    async def _ensure(self, verdict: Verdict) -> None:
+    async def _ensure(self, verdict: Verdict, generation: int | None = None) -> None:
+        """Create or patch the plan's PodGroup. ``generation``: the incoming object's ``metadata.generation`` (in the
+        validating phase kube-apiserver has already bumped it for a spec change), stamped on what is written so the
+        controller never writes back a spec from an older generation (``podgroup.generation_annotation``)."""
         plan = verdict.ensure
         assert plan is not None
         decision = verdict.decision
-        desired = desired_pod_group(plan, self.config)
+        desired = desired_pod_group(plan, self.config, generation)
         decision.pod_groups.append(desired)
         if self.cache is not None:
             cached = self.cache.get(plan.namespace, plan.group_name)
@@ -183,7 +186,7 @@ class Admission:
             decision.pod_groups[-1] = existing
             return
         if spec_differs(existing, desired["spec"]):
-            ops = spec_json_patch(existing, desired["spec"])
+            ops = spec_json_patch(existing, desired["spec"]) + generation_patch(existing, generation, self.config)
             patched = await self.store.patch_pod_group(ns, name, ops, verdict.dry_run, left())
             log.info("patched PodGroup %s/%s spec for %s: %s", ns, name, plan.ref, ops)
             decision.pod_groups[-1] = patched or desired
@@ -200,3 +203,10 @@ class Admission:
             return Decision(warnings=[f"{check.kind} {check.namespace}/{check.name} not found: scale not checked "
                                       "against its gang minMember"])
         return scale_decision(parent, check, self.config)
+
+
+def _generation(obj: Any) -> int | None:
+    """``metadata.generation`` of an admitted object when it is a positive int (absent on a mutating CREATE)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    gen = meta.get("generation") if isinstance(meta, dict) else None
+    return gen if isinstance(gen, int) and not isinstance(gen, bool) and gen > 0 else None
