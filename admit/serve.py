@@ -2,7 +2,10 @@
 
 Order of start (so that a replica only reports ready when it can answer correctly): Kubernetes client ->
 certificate (files, or self-managed Secret + caBundle) -> HTTPS listener -> controller (leader-elected, when
-enabled). SIGTERM/SIGINT stop the listener first (kube-apiserver retries another replica), then the rest.
+enabled). On SIGTERM/SIGINT, ``/readyz`` fails at once and the replica goes on serving for ``--shutdown-delay`` seconds
+(default 5; a second signal ends the wait): the endpoints controller and kube-proxy need a moment to stop routing to
+a terminating pod, and a listener closed at once (it took about 40 ms) refuses admissions still sent here. Then the
+listener stops (kube-apiserver retries another replica), then the rest.
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         await provider.start()
         stack.push_async_callback(provider.stop)
         cache = None
-        checks = [lambda: (provider.ready(), provider.reason())]
+        draining = asyncio.Event()
+        checks = [lambda: (not draining.is_set(), "shutting down"), lambda: (provider.ready(), provider.reason())]
         if getattr(args, "controller", False):
             from .controller import start_controller
 
@@ -98,4 +102,17 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        await _drain_delay(stop, draining, float(getattr(args, "shutdown_delay", 0.0) or 0.0))
         log.info("shutting down")
+
+
+async def _drain_delay(stop: asyncio.Event, draining: asyncio.Event, delay: float) -> None:
+    """Fail ``/readyz`` and keep serving for ``delay`` seconds, or until another signal sets ``stop`` again."""
+    draining.set()
+    if delay <= 0:
+        return
+    log.info("signal received: /readyz fails now; serving %gs more while endpoints stop routing here", delay)
+    stop.clear()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(delay):
+            await stop.wait()

@@ -703,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
     admit_srv = Server("admit serve", [
         sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(admit_port),
         "--cert-mode", "files", "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
-        "--api-server", fake.url, "--no-controller", "--log-level", "warning",
+        "--api-server", fake.url, "--no-controller", "--log-level", "warning", "--shutdown-delay", "0",
     ], admit_port, tmp / "admit.log")
     base_srv = Server("baseline", [
         sys.executable, str(Path(__file__).resolve()), "--serve-baseline", "--port", str(base_port),
