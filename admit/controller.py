@@ -84,6 +84,7 @@ from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
 from .kube import KubeError, resolve_proxy_once
 from .leader import LeaderElector, default_identity
+from .loop import Pacer
 from .reconcile import Action, decide, describe_spec, spec_changes
 from .watchcache import KubeRaw, Resource, WatchCache, object_key
 from .workqueue import WorkQueue
@@ -119,7 +120,13 @@ GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 
 @dataclass
 class ControllerSettings:
-    """Tunables (seconds). Defaults: the ``admit serve`` flags and client-go's leader-election values."""
+    """Tunables (seconds). Defaults: the ``admit serve`` flags and client-go's leader-election values.
+
+    ``watch_idle_timeout``: a watch silent (no event, no bookmark) this long is opened again. ``page_size``: list page
+    (100, not client-go's 500: a page is parsed in one go on the loop that serves admissions, and 500 stored
+    Deployments are about 2.6 MB of JSON). ``repeat_window``: see ``Controller._repeating``. ``freeze_heap``: see
+    ``Controller._listed``.
+    """
 
     orphan_grace_period: float = 60.0
     resync_period: float = 300.0
@@ -136,6 +143,7 @@ class ControllerSettings:
     api_timeout: float = 10.0
     sync_timeout: float = 30.0
     watch_idle_timeout: float = 130.0
+    page_size: int = 100
     repeat_window: float = 60.0
     freeze_heap: bool = True
 
@@ -193,7 +201,8 @@ class Controller:
         pg_resource = Resource(config.pod_group_group, config.pod_group_version, config.pod_group_plural, "PodGroup")
         self.pod_group_resource = pg_resource
         common: dict[str, Any] = dict(resync_period=s.resync_period, backoff=s.watch_backoff, slow_retry=s.slow_retry,
-                                      idle_timeout=s.watch_idle_timeout, on_listed=self._listed)
+                                      idle_timeout=s.watch_idle_timeout, on_listed=self._listed,
+                                      page_size=s.page_size)
         slim_pod_group = lambda obj: pod_group_record(obj, config)  # noqa: E731
         self.pod_groups = WatchCache(self.api, pg_resource, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}",
                                      handlers=[self._on_pod_group], transform=slim_pod_group, **common)
@@ -444,8 +453,10 @@ class Controller:
         for cache in self.workloads.values():
             await cache.wait_attempted(max(0.0, deadline - time.monotonic()))
         keys = {object_key(pg) for pg in self.pod_groups.items()} | set(self._by_group)
+        pacer = Pacer()
         for key in sorted(keys):
             self._queue.add(key)
+            await pacer.tick()
         log.info("leading: %d PodGroup keys queued (%d managed PodGroups, %d gang workloads)", len(keys),
                  len(self.pod_groups), len(self._claims))
         workers = [asyncio.create_task(self._worker(), name=f"podgroup worker {i}") for i in range(s.workers)]

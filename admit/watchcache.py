@@ -397,6 +397,7 @@ class WatchCache:
             # Page by page, each raw object becomes its small record at once (the page is the only raw data alive),
             # and an object whose resourceVersion did not change keeps the record already cached: a relist then
             # allocates only for what changed, and nothing derived from the old record goes stale.
+            pacer = Pacer()
             for item in doc.get("items") or []:
                 if isinstance(item, dict):
                     key = object_key(item)
@@ -405,6 +406,7 @@ class WatchCache:
                         new[key] = before
                     else:
                         new[key] = self._record(item)
+                        await pacer.tick()
             meta = doc.get("metadata") or {}
             del doc
             cont = meta.get("continue") or None

@@ -206,8 +206,8 @@ def stop_process(proc: subprocess.Popen) -> int | None:
 class FakeAPI:
     """``python -m admit.testing.fake_kube`` in a subprocess; its ``/_fake/stats`` counts API requests."""
 
-    def __init__(self, log: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "admit.testing.fake_kube", "--port", "0"],
+    def __init__(self, log: Path, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "admit.testing.fake_kube", "--port", "0", *args],
                                      stdout=subprocess.PIPE, stderr=log.open("wb"), stdin=subprocess.DEVNULL)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode().strip()
@@ -679,6 +679,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (certs, server logs)")
+    p.add_argument("--gang-workloads", type=lambda s: [int(x) for x in s.split(",")],
+                   help="instead of the mixes: admit serve with its controller over N stored gang workloads, for each "
+                        "comma-separated N (e.g. 0,1000,5000,20000; see bench/gang_scale.py)")
+    p.add_argument("--gang-rate", type=float, default=100.0,
+                   help="--gang-workloads: admission requests/s sent the whole time (default 100)")
+    p.add_argument("--gang-resync", type=float, default=90.0,
+                   help="--gang-workloads: admit's --resync-period, seconds (default 90; longer than the sync)")
+    p.add_argument("--gang-relists", type=int, default=2, help="--gang-workloads: forced relists (default 2)")
     p.add_argument("--serve-baseline", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--tls-cert-file", help=argparse.SUPPRESS)
@@ -686,6 +694,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.serve_baseline:
         return serve_baseline("127.0.0.1", args.port, args.tls_cert_file, args.tls_key_file)
+    if args.gang_workloads is not None:
+        from gang_scale import run_gang
+
+        return run_gang(args)
     st = settings_from(args)
 
     import admit

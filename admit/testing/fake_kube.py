@@ -1683,7 +1683,9 @@ class FakeKubeAPI:
         """``GET /_fake/stats``, ``POST /_fake/reset-stats``, ``GET /_fake/requests`` (the log as JSON),
         ``POST /_fake/clear-requests``, ``POST /_fake/compact``, ``POST /_fake/drop-watches`` (``?abrupt=1``),
         ``POST /_fake/fail`` / ``/_fake/delay`` / ``/_fake/forbid`` (JSON body with the method's keyword arguments),
-        ``POST /_fake/clear-faults``, ``GET /_fake/healthz``. Not logged or counted."""
+        ``POST /_fake/clear-faults``, ``POST /_fake/put`` (a JSON list of objects, each stored as by ``put``: bulk
+        preloading for benchmarks), ``POST /_fake/hold-watches`` / ``/_fake/release-watches`` (``{"plural": ...}``),
+        ``GET /_fake/healthz``. Not logged or counted."""
         op = request.path[len("/_fake/"):]
         try:
             if request.method == "GET" and op == "stats":
@@ -1710,6 +1712,15 @@ class FakeKubeAPI:
                     self.forbid(**args)
                 elif op == "clear-faults":
                     self.clear_faults()
+                elif op == "put":
+                    if not isinstance(args, list):
+                        raise TypeError("put takes a JSON list of objects")
+                    for obj in args:
+                        self.put(obj)
+                elif op == "hold-watches":
+                    self.hold_watches(**args)
+                elif op == "release-watches":
+                    self.release_watches(**args)
                 else:
                     raise KeyError(op)
                 return _json_response({"ok": True})
