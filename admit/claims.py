@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -49,6 +50,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("admit.controller")
+
+# Shared by every cached plan: a cached plan has no pod templates and no warnings (tuples: nothing can append).
+_NO_TARGETS: Any = ()
+_NO_WARNINGS: Any = ()
 
 JSON = dict[str, Any]
 GroupKey = tuple[str, str]  # (namespace, PodGroup name)
@@ -129,6 +134,19 @@ def watched_kinds(config: Config, resolvers: Iterable[tuple[str, str]] | None = 
 # ======================================================================================================================
 
 _REF_FIELDS = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
+#: Values shared by many objects (a namespace, an apiVersion, a label value): one string object for all of them
+#: (``sys.intern``) instead of one per object as the JSON parser makes them.
+_SHARED_FIELDS = frozenset({"namespace", "creationTimestamp", "apiVersion", "kind"})
+
+
+def _shared(value: Any) -> Any:
+    return sys.intern(value) if isinstance(value, str) and len(value) < 128 else value
+
+
+def _shared_map(values: Any) -> Any:
+    if not isinstance(values, dict):
+        return values
+    return {_shared(k): _shared(v) for k, v in values.items()}
 
 
 def workload_ref(obj: JSON, api_version: str | None = None, kind: str | None = None) -> JSON:
@@ -137,9 +155,10 @@ def workload_ref(obj: JSON, api_version: str | None = None, kind: str | None = N
     (absent fields left out). Holds only strings and ints: the cyclic garbage collector does not track it."""
     meta = obj.get("metadata") or {}
     return {
-        "apiVersion": obj.get("apiVersion") or api_version,
-        "kind": obj.get("kind") or kind,
-        "metadata": {k: meta[k] for k in _REF_FIELDS if meta.get(k) is not None},
+        "apiVersion": _shared(obj.get("apiVersion") or api_version),
+        "kind": _shared(obj.get("kind") or kind),
+        "metadata": {k: (_shared(meta[k]) if k in _SHARED_FIELDS else meta[k])
+                     for k in _REF_FIELDS if meta.get(k) is not None},
     }
 
 
@@ -206,11 +225,12 @@ class Claim:
         return (self.plan.namespace, self.plan.group_name) if self.plan is not None else None
 
 
-def claim_of(obj: JSON, resource: Resource, config: Config) -> Claim | None:
+def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None) -> Claim | None:
     """The claim of a stored workload, computed with the kind's resolver from ``admit.kinds.RESOLVERS`` exactly as
     admission does (operation ``UPDATE``: the object is stored). ``None`` when the object asks for no gang (no
     ``min-member`` annotation), when no resolver handles its kind, or when an operator makes its PodGroup
-    (``plan.create_pod_group`` false). The claim keeps no reference into ``obj``."""
+    (``plan.create_pod_group`` false). The claim keeps no reference into ``obj``; ``ref``: its :func:`workload_ref`
+    when the caller already made it."""
     resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
     if resolver is None:
         return None
@@ -218,7 +238,7 @@ def claim_of(obj: JSON, resource: Resource, config: Config) -> Claim | None:
     meta = obj.get("metadata") or {}
     namespace = str(meta.get("namespace") or "")
     identity = f"{resource.group}/{resource.kind}/{meta.get('name') or ''}"
-    ref = workload_ref(obj, resource.api_version, resource.kind)
+    ref = ref if ref is not None else workload_ref(obj, resource.api_version, resource.kind)
     try:
         ann = parse_gang_annotations(get_path(obj, ("metadata", "annotations")), config)
         if ann is None:
@@ -233,8 +253,9 @@ def claim_of(obj: JSON, resource: Resource, config: Config) -> Claim | None:
         check_plan(plan, config, ann)
     except GangError as e:
         problem = e.message
-    slim = dataclasses.replace(plan, targets=[], warnings=[],
-                               min_resources=dict(plan.min_resources) if plan.min_resources else None)
+    slim = dataclasses.replace(plan, targets=_NO_TARGETS, warnings=_NO_WARNINGS, kind=_shared(plan.kind),
+                               api_group=_shared(plan.api_group), namespace=_shared(plan.namespace),
+                               total_field=_shared(plan.total_field), min_resources=_shared_map(plan.min_resources))
     return Claim(ref, plan.owner if not plan.shared else identity, slim, problem=problem,
                  explicit=ann.pod_group is not None)
 
@@ -242,14 +263,15 @@ def claim_of(obj: JSON, resource: Resource, config: Config) -> Claim | None:
 def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
     """The record a workload cache keeps for ``obj`` (``WatchCache(transform=...)``): :func:`workload_ref` plus
     ``"claim"`` (:func:`claim_of`, or ``None``)."""
-    record = workload_ref(obj, resource.api_version, resource.kind)
+    ref = workload_ref(obj, resource.api_version, resource.kind)
+    record = dict(ref)  # its own outer dict (it also holds the claim); metadata shared with the claim's reference
     try:
-        record["claim"] = claim_of(obj, resource, config)
+        record["claim"] = claim_of(obj, resource, config, ref)
     except Exception as e:  # noqa: BLE001 - a resolver bug on one object must not stop the whole cache
         log.exception("cannot compute the gang claim of %s %s/%s", resource.kind,
                       record["metadata"].get("namespace"), record["metadata"].get("name"))
         identity = f"{resource.group}/{resource.kind}/{record['metadata'].get('name') or ''}"
-        record["claim"] = Claim(dict(record), identity, None, error=f"internal error in admit ({type(e).__name__})")
+        record["claim"] = Claim(ref, identity, None, error=f"internal error in admit ({type(e).__name__})")
     return record
 
 
@@ -258,14 +280,26 @@ def pod_group_record(obj: JSON, config: Config) -> JSON:
     controller read, without status, managedFields and other controllers' annotations."""
     meta = obj.get("metadata") or {}
     prefix = config.annotation_prefix.rstrip("/") + "/"
-    small: JSON = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "generation",
-                                        "deletionTimestamp", "labels", "ownerReferences") if meta.get(k) is not None}
+    small: JSON = {k: meta[k] for k in ("name", "uid", "resourceVersion", "deletionTimestamp") if meta.get(k) is not None}
+    if meta.get("namespace") is not None:
+        small["namespace"] = _shared(meta["namespace"])
+    if isinstance(meta.get("labels"), dict):
+        small["labels"] = _shared_map(meta["labels"])
     annotations = meta.get("annotations")
     if isinstance(annotations, dict):
-        small["annotations"] = {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(prefix)}
-    record: JSON = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": small}
-    if "spec" in obj:
-        record["spec"] = obj["spec"]
+        small["annotations"] = {_shared(k): (_shared(v) if len(v) < 16 else v) for k, v in annotations.items()
+                                if isinstance(k, str) and k.startswith(prefix) and isinstance(v, str)}
+    refs = meta.get("ownerReferences")
+    if isinstance(refs, list):
+        small["ownerReferences"] = [
+            {k: (_shared(v) if k in ("apiVersion", "kind") else v) for k, v in r.items()} if isinstance(r, dict) else r
+            for r in refs]
+    record: JSON = {"apiVersion": _shared(obj.get("apiVersion")), "kind": _shared(obj.get("kind")), "metadata": small}
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        record["spec"] = {k: (_shared_map(v) if k == "minResources" else v) for k, v in spec.items()}
+    elif spec is not None:
+        record["spec"] = spec
     return record
 
 

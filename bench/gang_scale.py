@@ -228,7 +228,7 @@ async def _quiet(pid: int, since: float, *, below: float = 0.15, hold: float = 2
 
 async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path) -> dict[str, Any]:
     """One N: preload, start admit serve with the controller, measure the phases."""
-    from admit_bench import Driver, FakeAPI, Server, free_port, proc_memory
+    from admit_bench import Driver, FakeAPI, Server, free_port, proc_cpu_seconds, proc_memory
 
     fake = FakeAPI(tmp / f"fake-{n}.log", "--bookmark-interval", "60")  # kube-apiserver's bookmark period
     sizes = await asyncio.to_thread(preload, fake.url, n)
@@ -259,6 +259,7 @@ async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path
         await probe.start()
         synced = await _quiet(srv.pid, ready, log=log, needle="leading:")
         result["sync_seconds"] = round(synced - started, 2)
+        result["startup_cpu_seconds"] = round(proc_cpu_seconds(srv.pid), 2)
         result["rss_after_sync_mb"] = round(proc_memory(srv.pid)["rss"], 1)
         result["startup"] = probe.window(ready, synced)
         # The resync: resync_period seconds after the caches started (about when the process started).
@@ -267,14 +268,15 @@ async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path
             result["resync"] = {"skipped": f"the sync took longer than --gang-resync {resync:g}s"}
         else:
             await asyncio.sleep(t_resync - 1 - time.perf_counter())
-            w0 = time.perf_counter()
+            w0, c0 = time.perf_counter(), proc_cpu_seconds(srv.pid)
             await asyncio.sleep(2.0)
             w1 = await _quiet(srv.pid, w0)
             result["resync"] = probe.window(w0, w1)
+            result["resync"]["cpu_seconds"] = round(proc_cpu_seconds(srv.pid) - c0, 2)
         result["rss_after_relist_mb"] = []
         relists = []
         for _ in range(args.gang_relists):
-            r0 = time.perf_counter()
+            r0, c0 = time.perf_counter(), proc_cpu_seconds(srv.pid)
             await asyncio.to_thread(_post, fake.url, "/_fake/put", [
                 {"apiVersion": "v1", "kind": "ConfigMap",
                  "metadata": {"name": f"bump-{uuid.uuid4().hex[:8]}", "namespace": NAMESPACE}}])
@@ -283,6 +285,7 @@ async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path
             await asyncio.sleep(1.0)
             r1 = await _quiet(srv.pid, r0)
             relists.append(probe.window(r0, r1))
+            relists[-1]["cpu_seconds"] = round(proc_cpu_seconds(srv.pid) - c0, 2)
             result["rss_after_relist_mb"].append(round(proc_memory(srv.pid)["rss"], 1))
         result["relist"] = relists
         mem = proc_memory(srv.pid)
@@ -305,10 +308,15 @@ async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path
 
 
 def render(results: list[dict[str, Any]], baseline_mb: float | None) -> str:
+    import os
+
     lines = ["## admit serve with the controller over N stored gang workloads", "",
+             f"(load average at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}; admission probe "
+             f"latencies include waiting for a CPU on a shared machine)", "",
              "| workloads | KB/Deployment | ready s | synced s | RSS after sync MiB | after relists MiB | peak MiB "
-             "| KiB/workload | startup p99/max ms | resync p99/max ms | relist p99/max ms | controller writes |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| KiB/workload | startup p99/max ms | resync p99/max ms | relist p99/max ms | CPU s: startup / resync / "
+             "relists | controller writes |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         n = r["workloads"]
         per = (f"{(r['rss_after_sync_mb'] - baseline_mb) * 1024 / n:.1f}" if baseline_mb is not None and n
@@ -321,10 +329,12 @@ def render(results: list[dict[str, Any]], baseline_mb: float | None) -> str:
 
         relist = " ; ".join(pm(w) for w in r["relist"])
         writes = sum(r["controller_writes"].values())
+        cpu = " / ".join([str(r.get("startup_cpu_seconds", "-")), str(r["resync"].get("cpu_seconds", "-")),
+                          ", ".join(str(w.get("cpu_seconds", "-")) for w in r["relist"])])
         lines.append(
             f"| {n:,} | {r['deployment_bytes'] / 1000:.1f} | {r['ready_seconds']} | {r['sync_seconds']} | "
             f"{r['rss_after_sync_mb']} | {', '.join(str(x) for x in r['rss_after_relist_mb'])} | {r['hwm_mb']} | "
-            f"{per} | {pm(r['startup'])} | {pm(r['resync'])} | {relist} | {writes} |")
+            f"{per} | {pm(r['startup'])} | {pm(r['resync'])} | {relist} | {cpu} | {writes} |")
     return "\n".join(lines)
 
 
