@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from . import kinds
+from .children import is_child
 from .config import Config
 from .plan import GangError, GangPlan, get_path, parse_gang_annotations
 from .podgroup import generation_annotation, owner_annotation
@@ -228,11 +229,12 @@ class Claim:
 def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None) -> Claim | None:
     """The claim of a stored workload, computed with the kind's resolver from ``admit.kinds.RESOLVERS`` exactly as
     admission does (operation ``UPDATE``: the object is stored). ``None`` when the object asks for no gang (no
-    ``min-member`` annotation), when no resolver handles its kind, or when an operator makes its PodGroup
-    (``plan.create_pod_group`` false). The claim keeps no reference into ``obj``; ``ref``: its :func:`workload_ref`
+    ``min-member`` annotation), when no resolver handles its kind, when an operator makes its PodGroup
+    (``plan.create_pod_group`` false), or when it is a child of another gang workload (a Deployment's ReplicaSet,
+    ``children.py``: it carries its parent's annotations but its parent claims the group). The claim keeps no reference into ``obj``; ``ref``: its :func:`workload_ref`
     when the caller already made it."""
     resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
-    if resolver is None:
+    if resolver is None or is_child(obj, resource.group, resource.kind):
         return None
     obj = obj if obj.get("kind") else dict(obj, apiVersion=resource.api_version, kind=resource.kind)
     meta = obj.get("metadata") or {}
@@ -260,11 +262,70 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
                  explicit=ann.pod_group is not None)
 
 
+def _pod_spec_for_resolver(spec: Any) -> Any:
+    """The fields of a pod spec the resolvers read (``resources.pod_requests``: each container's and init container's
+    name, resources and restartPolicy, the overhead; the schedulerName admission checks)."""
+    if not isinstance(spec, dict):
+        return spec
+    out: JSON = {}
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        if isinstance(containers, list):
+            out[key] = [{_shared(k): (_shared_resources(v) if k == "resources" else _shared(v))
+                         for k, v in c.items() if k in ("name", "resources", "restartPolicy")}
+                        if isinstance(c, dict) else c for c in containers]
+    for key in ("overhead", "schedulerName"):
+        if key in spec:
+            out[key] = _shared_resources(spec[key]) if key == "overhead" else _shared(spec[key])
+    return out
+
+
+def _shared_resources(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return {_shared(k): _shared_map(v) if isinstance(v, dict) else _shared(v) for k, v in value.items()}
+
+
+def resolvable_copy(obj: JSON, config: Config) -> JSON:
+    """A reduced copy of a scalable workload (Deployment, ReplicaSet, StatefulSet) that its resolver turns into the
+    same plan as the whole object: identity, ``ownerReferences`` (``children.is_child``), labels, admit's
+    annotations, the spec's scalars (``replicas``, ``podManagementPolicy``...), and of the pod template its labels
+    and the requests of its containers. The admission path checks a ``*/scale`` request against it without reading
+    the workload (``cacheview.ControllerView.workload``), at about a tenth of the whole object's memory."""
+    meta = obj.get("metadata") or {}
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    small: JSON = {k: (_shared(meta[k]) if k in _SHARED_FIELDS else meta[k])
+                   for k in (*_REF_FIELDS, "generateName", "ownerReferences") if meta.get(k) is not None}
+    if isinstance(meta.get("labels"), dict):
+        small["labels"] = _shared_map(meta["labels"])
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        small["annotations"] = {_shared(k): v for k, v in annotations.items()
+                                if isinstance(k, str) and k.startswith(prefix)}
+    out: JSON = {"apiVersion": _shared(obj.get("apiVersion")), "kind": _shared(obj.get("kind")), "metadata": small}
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        reduced: JSON = {k: _shared(v) for k, v in spec.items() if not isinstance(v, (dict, list))}
+        template = spec.get("template")
+        if isinstance(template, dict):
+            tmeta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+            reduced["template"] = {"metadata": {"labels": _shared_map(tmeta.get("labels") or {})},
+                                   "spec": _pod_spec_for_resolver(template.get("spec"))}
+        out["spec"] = reduced
+    return out
+
+
+#: Workload kinds whose record keeps a :func:`resolvable_copy` (the parents of ``kinds.SCALABLE``).
+SCALABLE_KINDS = frozenset((group, kind) for group, _, kind in kinds.SCALABLE.values())
+
+
 def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
     """The record a workload cache keeps for ``obj`` (``WatchCache(transform=...)``): :func:`workload_ref` plus
-    ``"claim"`` (:func:`claim_of`, or ``None``)."""
+    ``"claim"`` (:func:`claim_of`, or ``None``), and for a scalable kind ``"object"`` (:func:`resolvable_copy`)."""
     ref = workload_ref(obj, resource.api_version, resource.kind)
     record = dict(ref)  # its own outer dict (it also holds the claim); metadata shared with the claim's reference
+    if (resource.group, resource.kind) in SCALABLE_KINDS:
+        record["object"] = resolvable_copy(obj, config)
     try:
         record["claim"] = claim_of(obj, resource, config, ref)
     except Exception as e:  # noqa: BLE001 - a resolver bug on one object must not stop the whole cache

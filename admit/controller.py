@@ -82,7 +82,7 @@ from .claims import (
 )
 from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
-from .kube import KubeError, resolve_proxy_once
+from .kube import KubeError, namespace_terminating, resolve_proxy_once
 from .leader import LeaderElector, default_identity
 from .loop import Pacer
 from .reconcile import Action, decide, describe_spec, spec_changes
@@ -696,6 +696,10 @@ class Controller:
         except KubeError as e:
             if e.status == 409:
                 return await self._refetch(key, depth)
+            if namespace_terminating(e):  # the namespace and the workload in it are going: nothing to re-create
+                self._report(key, "terminating", f"PodGroup {key[0]}/{key[1]} not re-created for {claim.ref}: its "
+                                                 "namespace is being deleted", logging.INFO)
+                return None
             if self._blocked_owner_deletion(e, claim):
                 return await self._create(key, action, depth)
             raise self._fail(claim, key, e, f"cannot create PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")

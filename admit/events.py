@@ -41,7 +41,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .kube import KubeError
+from .kube import KubeError, namespace_terminating
 from .leader import micro_time
 from .watchcache import KubeRaw, Resource
 
@@ -207,6 +207,9 @@ class EventRecorder:
                 if self.allowed():
                     await self._write(entry)
             except KubeError as e:
+                if namespace_terminating(e):  # the Event's namespace is being deleted, its object with it
+                    log.debug("Event %s not recorded: %s", entry.reason, e.message)
+                    continue
                 self._once(f"{e.status}:{entry.reason}", f"cannot record Event {entry.reason} on "
                            f"{entry.regarding.get('kind')} {entry.regarding.get('namespace')}/"
                            f"{entry.regarding.get('name')}: {e.message}")

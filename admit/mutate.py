@@ -11,6 +11,8 @@ Behaviour (DESIGN.md, "What it does on each request"):
   UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
 - Workload UPDATE that removes the annotation: the group label admit put on the templates and the managed label are
   removed (a labelled pod whose PodGroup is gone would wait forever).
+- A child (a ReplicaSet its Deployment made: ``children.py``) passes unchanged: its template is the parent's, which
+  admit already patched.
 - Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
   refuses those, with the reason) pass unchanged.
 """
@@ -19,10 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .children import is_child
 from .config import KUBE_DEFAULT_SCHEDULER, Config
+from .foreign import other_generation_label, translate_group_labels
 from .kinds import POD_JOINERS, RESOLVERS
 from .patch import pointer, set_keys_ops, set_op
-from .plan import GangError, GangPlan, get_path, parse_gang_annotations
+from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations
 from .review import AdmissionRequest, Decision
 from .workloads import POD
 
@@ -84,11 +88,27 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
 
 
 def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:
+    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
+    labels = get_path(pod, ("metadata", "labels"))
+    other = other_generation_label(config)
+    if other is None or not isinstance(labels, dict) or other not in labels:  # the hot path: one dict lookup
+        return _mutate_pod_translated(req, pod, config, known_groups, namespace)
+    meta = pod.get("metadata") or {}
+    t_ops, t_warnings, pod = translate_group_labels(
+        pod, [POD], config, f"Pod {namespace}/{meta.get('name') or meta.get('generateName') or ''}"
+    )
+    decision = _mutate_pod_translated(req, pod, config, known_groups, namespace)
+    decision.patch[:0] = t_ops
+    decision.warnings[:0] = t_warnings
+    return decision
+
+
+def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any,
+                           namespace: str) -> Decision:
     labels = get_path(pod, ("metadata", "labels"))
     if isinstance(labels, dict) and config.pod_group_label in labels:
         op, warning = _scheduler_ops(pod, POD.scheduler, "pod", config)
         return Decision(patch=[op] if op else [], warnings=[warning] if warning else [])
-    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
     annotations = get_path(pod, ("metadata", "annotations"))
     if isinstance(annotations, dict) and config.min_member_key in annotations:
         if has_controller(pod):
@@ -109,6 +129,8 @@ def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, know
     for joiner in POD_JOINERS:
         plan = joiner(pod, config, namespace, known_groups)
         if plan is not None:
+            if not isinstance(plan, GangPlan):  # the group is known only to the API: admission.py reads it
+                return Decision(lookup=plan)
             ops, warnings = plan_patch(pod, plan, config)
             return Decision(patch=ops, warnings=warnings)
     return Decision()
@@ -127,7 +149,7 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
             return Decision()
         return _mutate_pod(req, obj, config, known_groups)
     resolver = RESOLVERS.get((req.group, req.kind))
-    if resolver is None or req.group in config.ignored_api_groups:
+    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind):
         return Decision()
     namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
     try:
@@ -135,11 +157,38 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
         if ann is None:
             if req.operation == "UPDATE" and req.old_object is not None:
                 return _ungang(req, obj, req.old_object, config, namespace)
-            return Decision()
+            return _translate_only(req, obj, config, namespace)
         plan = resolver(obj, ann, config, namespace, req.operation)
+        t_ops: list[dict[str, Any]] = []
+        t_warnings: list[str] = []
+        if not has_controller(obj):  # never a child's template: see _translate_only
+            t_ops, t_warnings, translated = translate_group_labels(obj, plan.targets, config, plan.ref)
+            if t_ops:  # the templates carried the other generation's label: plan again on what they will carry
+                obj = translated
+                plan = resolver(obj, ann, config, namespace, req.operation)
     except GangError:
         return Decision()  # the validating webhook refuses it with the reason
     ops, warnings = plan_patch(obj, plan, config)
+    return Decision(patch=t_ops + ops, warnings=t_warnings + warnings)
+
+
+_TARGETS_ONLY = GangAnnotations(min_member=1, min_resources=False)
+
+
+def _translate_only(req: AdmissionRequest, obj: dict[str, Any], config: Config, namespace: str) -> Decision:
+    """A workload without admit's annotations: only the other API generation's group label is translated.
+
+    Never in the template of an object that a controller made (a Deployment's ReplicaSet): the Deployment controller
+    finds its ReplicaSet by comparing templates (``EqualIgnoreHash`` in ``pkg/controller/deployment/util``), so a
+    label added to the child alone makes it create ReplicaSet after ReplicaSet. Its pods are translated instead.
+    """
+    if has_controller(obj):
+        return Decision()
+    try:
+        plan = RESOLVERS[(req.group, req.kind)](obj, _TARGETS_ONLY, config, namespace, req.operation)
+    except GangError:
+        return Decision()
+    ops, warnings, _ = translate_group_labels(obj, plan.targets, config, plan.ref)
     return Decision(patch=ops, warnings=warnings)
 
 

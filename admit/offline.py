@@ -90,6 +90,10 @@ class OfflineKube:
     ) -> dict[str, Any] | None:
         return self.objects.get((group, plural, namespace, name))
 
+    async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+        """A Pod of this run, as mutated (a Spark driver reviewed earlier tells its executors its group)."""
+        return self.objects.get(("", "pods", namespace, name))
+
 
 def _files(paths: Iterable[str], recursive: bool) -> list[Path | None]:
     """The files to read, in order; ``None`` stands for standard input (``-``)."""
@@ -197,9 +201,13 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
         else:
             req = _manifest_request(doc)
         mutation = admission.mutate(req)
+        if mutation.lookup is not None:
+            mutation = await admission.finish_mutation(req, mutation)
         obj = req.object
         if mutation.patch and obj is not None:
             obj = jsonpatch.apply_patch(obj, mutation.patch)
+            if doc.get("kind") != "AdmissionReview":
+                store.add_object(obj)
         decision = await admission.validate(dataclasses.replace(req, object=obj))
         meta = (obj or {}).get("metadata") or {}
         if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS:

@@ -195,6 +195,8 @@ class GangPlan:
         mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
         create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
         shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
+        size_known: ``min_member`` was given (annotation, or a group size another system wrote), not defaulted; a
+            shared group's members whose sizes are known and differ get a warning.
     """
 
     kind: str
@@ -212,6 +214,7 @@ class GangPlan:
     mutate: bool = True
     create_pod_group: bool = True
     shared: bool = False
+    size_known: bool = True
 
     @property
     def owner(self) -> str:

@@ -80,7 +80,9 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
 
             controller = await start_controller(api_client, config, args)
             stack.push_async_callback(controller.stop)
-            cache = controller.cache
+            from .cacheview import ControllerView
+
+            cache = ControllerView(controller)
             checks.append(controller.readiness)
         app = create_app(Admission(config, KubeAPI(api_client, config), cache), checks)
         runner = web.AppRunner(app, access_log=None)

@@ -10,10 +10,14 @@ Refused, with a message that names the object, the numbers and the fix (DESIGN.m
 - a gang workload running fewer pods than minMember (replicas, parallelism, summed replicas): the Coscheduling
   plugin's PreFilter rejects every pod while fewer than minMember pods carry the group label ("cannot find enough
   sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``), so none ever runs (code 403);
-- ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) below minMember (code 403);
+- ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) to a target from 1 to minMember - 1, down or up
+  from zero: the same rule as the workload's own ``spec.replicas`` (code 403);
 - the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...).
 
 Zero replicas is allowed: a paused workload has no pods to wait.
+
+A child (a ReplicaSet its Deployment made: ``children.py``) is allowed with no check and no PodGroup, also on its
+``*/scale``: it belongs to its parent's gang, which admit checked on the parent.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .children import is_child
 from .config import Config
 from .kinds import RESOLVERS, SCALABLE
 from .mutate import has_controller
 from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations, unknown_annotation_warnings
 from .review import AdmissionRequest, Decision
 
-__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_decision"]
+__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision"]
 
 
 @dataclass(slots=True)
@@ -87,30 +92,43 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
         )
 
 
-def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) -> Decision:
+def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry_run: bool = False) -> Verdict:
     """Judge a scale request once the parent workload is known (pure).
 
-    The parent is resolved with ``spec.replicas`` set to the requested value, so ``auto`` minMember follows the new
-    count and a fixed minMember is compared with it.
+    One rule for the scale path and the workload path (:func:`check_plan`): the parent is resolved with
+    ``spec.replicas`` set to the requested value, and any target from 1 to minMember - 1 is refused, whether the
+    scale goes down, or up from zero. With ``auto`` minMember the verdict asks for the PodGroup to be brought to the
+    new size in this admission (``ensure``), before the new pods exist; a fixed minMember does not depend on the
+    replica count, so its PodGroup needs nothing.
     """
     resolver = RESOLVERS.get((check.group, check.kind))
+    if is_child(parent, check.group, check.kind):
+        return Verdict(Decision())  # its parent's gang was checked on the parent; its controller sets its replicas
     try:
         ann = parse_gang_annotations(get_path(parent, ("metadata", "annotations")), config)
         if ann is None or resolver is None:
-            return Decision()
+            return Verdict(Decision())
         scaled = dict(parent)
         scaled["spec"] = dict(parent.get("spec") or {}, replicas=check.replicas)
         plan = resolver(scaled, ann, config, check.namespace, "UPDATE")
     except GangError as e:
-        return Decision.deny(e.message, e.code)
+        return Verdict(Decision.deny(e.message, e.code))
     if 0 < check.replicas < plan.min_member:
-        return Decision.deny(
+        return Verdict(Decision.deny(
             f"scaling {plan.ref} to {check.replicas} replica{'s' if check.replicas != 1 else ''} goes below its gang "
             f"minMember {plan.min_member} ({config.min_member_key}): the Coscheduling plugin would keep every pod "
             f"Pending forever. Scale to at least {plan.min_member} (or to 0 to pause it), or lower "
             f"{config.min_member_key} first"
-        )
-    return Decision(warnings=plan.warnings)
+        ))
+    decision = Decision(warnings=plan.warnings)
+    if ann.min_member is not None or check.replicas == 0 or not plan.create_pod_group:
+        return Verdict(decision)
+    return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=dry_run)
+
+
+def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) -> Decision:
+    """:func:`scale_verdict`'s decision alone (the PodGroup work left out)."""
+    return scale_verdict(parent, check, config).decision
 
 
 def _validate_scale(req: AdmissionRequest, config: Config) -> Verdict:
@@ -118,11 +136,10 @@ def _validate_scale(req: AdmissionRequest, config: Config) -> Verdict:
     if parent is None or req.operation != "UPDATE":
         return Verdict(Decision())
     new = get_path(req.object, ("spec", "replicas"))
-    old = get_path(req.old_object, ("spec", "replicas"))
     if not isinstance(new, int) or isinstance(new, bool):
         return Verdict(Decision())  # kube-apiserver validates the Scale object itself
-    if new == 0 or (isinstance(old, int) and new >= old):
-        return Verdict(Decision())  # pausing, or growing, never breaks a gang
+    if new == 0:
+        return Verdict(Decision())  # pausing never breaks a gang
     group, version, kind = parent
     return Verdict(
         Decision(),
@@ -144,7 +161,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     if is_pod and (req.operation != "CREATE" or has_controller(obj)):
         return Verdict(Decision())
     resolver = RESOLVERS.get((req.group, req.kind))
-    if resolver is None or req.group in config.ignored_api_groups:
+    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind):
         return Verdict(Decision())
     annotations = get_path(obj, ("metadata", "annotations"))
     typos = unknown_annotation_warnings(annotations, config)

@@ -21,7 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from .config import Config
-from .plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from .foreign import KUEUE_GROUP_NAME, KUEUE_TOTAL_COUNT, kueue_group
+from .plan import (
+    GangAnnotations, GangError, GangPlan, PodTarget, check_group_name, choose_group_name, get_path, int_field,
+)
 from .resources import ResourceError, gang_min_resources
 
 __all__ = ["resolve_replicated", "resolve_statefulset", "resolve_job", "resolve_pod", "template_min_resources"]
@@ -97,11 +100,12 @@ def resolve_statefulset(
     replicas = int_field(obj, ("spec", "replicas"), 1, "spec.replicas")
     assert replicas is not None
     plan = _replicated_plan(obj, ann, config, namespace, "StatefulSet", "apps", replicas, "spec.replicas", TEMPLATE)
-    explicit = get_path(obj, ("spec", "podManagementPolicy"))
-    policy = explicit or "OrderedReady"
+    policy = get_path(obj, ("spec", "podManagementPolicy")) or "OrderedReady"
     if plan.min_member > 1 and policy != "Parallel":
-        if not explicit:
-            policy = "OrderedReady (the default)"
+        # kube-apiserver defaults the field before admission, so an unset policy arrives as "OrderedReady": say that
+        # it is the default either way (seen on a real control plane; an offline review sees the field unset).
+        if policy == "OrderedReady":
+            policy = "OrderedReady (the default when spec.podManagementPolicy is not set)"
         fix = (
             "podManagementPolicy is immutable: delete the StatefulSet (kubectl delete --cascade=orphan keeps the pods)"
             " and create it again with podManagementPolicy: Parallel"
@@ -131,23 +135,65 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     """Plan for a bare Pod carrying the gang annotations.
 
     Several bare pods may share one group (``gang.admit.dev/pod-group`` on each, ``min-member`` = their number), so
-    the PodGroup's owner is "any Pod" rather than one pod. ``auto`` minMember is 1. The default group name is the
-    pod's name; a pod created with only ``generateName`` must name its group by annotation.
+    the PodGroup's owner is "any Pod" rather than one pod. The members of a group never lower what another member
+    set (``admission.py`` keeps the largest minMember, ``podgroup.merge_shared_spec``).
+
+    Group keys of Kueue plain-pod groups are read (``foreign.py``): the group name is
+    ``kueue.x-k8s.io/pod-group-name`` (unless ``gang.admit.dev/pod-group`` names it), and
+    ``kueue.x-k8s.io/pod-group-total-count`` is the pod count: ``auto`` minMember takes it, and an explicit
+    minMember above it is refused like replicas below minMember. ``auto`` with no count at all is minMember 1, with a
+    warning (a gang of one pod). Without Kueue's label the default group name is the pod's name; a pod created with
+    only ``generateName`` must name its group by annotation. Kueue's ``schedulingGates`` are never touched.
     """
     name = _name(obj)
-    group_name = choose_group_name(obj, ann, [POD], config, "Pod", name)
-    min_member = ann.min_member if ann.min_member is not None else 1
+    ref_name = name or str(get_path(obj, ("metadata", "generateName")) or "")
+    kueue = kueue_group(obj)
+    warnings: list[str] = []
+    default = name
+    total: int | None = None
+    if kueue is not None:
+        warnings.extend(kueue.warnings)
+        total = kueue.total_count
+        if ann.pod_group is None:
+            if check_group_name(kueue.name or ""):
+                raise GangError(
+                    f'Pod {namespace}/{ref_name}: the Kueue group name {KUEUE_GROUP_NAME}="{kueue.name}" cannot be a '
+                    f"PodGroup name ({check_group_name(kueue.name or '')}); set annotation {config.pod_group_key} to "
+                    "a valid name",
+                    400,
+                )
+            default = kueue.name or ""
+        elif ann.pod_group != kueue.name:
+            warnings.append(
+                f"Pod {namespace}/{ref_name}: annotation {config.pod_group_key}={ann.pod_group} names the PodGroup, "
+                f"not the Kueue group {KUEUE_GROUP_NAME}={kueue.name}"
+            )
+    group_name = choose_group_name(obj, ann, [POD], config, "Pod", default)
+    if ann.min_member is not None:
+        min_member = ann.min_member
+    elif total is not None:
+        min_member = total
+    else:
+        min_member = 1
+        warnings.append(
+            f"Pod {namespace}/{ref_name}: {config.min_member_key}=auto on a bare pod that gives no group size, so "
+            f"it asks PodGroup {group_name} for minMember 1: unless another member gives the size, the gang has one "
+            f"member and each pod is scheduled alone. Set {config.min_member_key} to the number of pods that must "
+            f"start together (or {KUEUE_TOTAL_COUNT}, as Kueue's plain-pod groups do)"
+        )
     return GangPlan(
         kind="Pod",
         api_group="",
-        name=name,
+        name=ref_name,
         namespace=namespace,
         group_name=group_name,
         min_member=min_member,
-        total_pods=None,
-        total_field="",
-        min_resources=template_min_resources(obj.get("spec"), min_member, ann, f"Pod {namespace}/{name}"),
+        total_pods=total,
+        total_field=f"annotation {KUEUE_TOTAL_COUNT}" if total is not None else "",
+        min_resources=template_min_resources(obj.get("spec"), min_member, ann, f"Pod {namespace}/{ref_name}"),
         schedule_timeout_seconds=ann.schedule_timeout_seconds,
         targets=[POD],
+        warnings=warnings,
         shared=True,
+        size_known=ann.min_member is not None or total is not None,
     )

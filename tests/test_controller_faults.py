@@ -16,7 +16,10 @@ import time
 import pytest
 
 from admit.admission import Admission
-from admit.claims import pod_group_generation
+from admit.claims import claim_of, pod_group_generation, resolvable_copy
+from admit.podgroup import desired_pod_group
+from admit.validate import ScaleCheck, scale_verdict
+from admit.watchcache import Resource
 from admit.kube import KubeAPI
 from admit.workqueue import WorkQueue
 from tests.helpers import eventually
@@ -264,7 +267,12 @@ async def test_the_caches_keep_small_records_and_a_relist_keeps_the_same_claims(
                                                                  {"metadata": {}})["metadata"])
     workloads = controller.workloads[DEPLOYMENTS]
     record = workloads.get("team", "web")
-    assert set(record) == {"apiVersion", "kind", "metadata", "claim"}
+    assert set(record) == {"apiVersion", "kind", "metadata", "claim", "object"}
+    copy_ = record["object"]  # what a scale check reads: no managedFields, no last-applied, template requests only
+    assert "managedFields" not in copy_["metadata"] and set(copy_["metadata"]["annotations"]) == {
+        "gang.admit.dev/min-member"}
+    assert copy_["spec"]["template"]["spec"] == {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": "1"}}}], "schedulerName": "scheduler-plugins-scheduler"}
     assert set(record["metadata"]) <= {"name", "namespace", "uid", "resourceVersion", "generation",
                                        "creationTimestamp", "deletionTimestamp"}
     claim = record["claim"]
@@ -293,3 +301,34 @@ async def test_a_resync_recomputes_no_claim_and_gives_the_loop_back(fake, kube, 
     await eventually(lambda: controller.reconciles >= reconciles + workloads, timeout=5)  # a resync went round
     assert all(controller._claims[k] is c for k, c in before.items())
     assert cache.lists == 1
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet"])
+@pytest.mark.parametrize("replicas", [1, 2, 6, 0])
+def test_the_reduced_copy_a_scale_check_reads_resolves_like_the_whole_workload(kind, replicas):
+    """The cache keeps a reduced copy of each scalable gang workload for ``*/scale`` checks without a read
+    (``cacheview``); it must give the same verdict and the same PodGroup as the stored object."""
+    obj = deployment(replicas=4, annotations={"gang.admit.dev/schedule-timeout-seconds": "90"}, cpu="1500m")
+    obj["kind"] = kind
+    obj["metadata"].update(uid="u-1", generation=3, resourceVersion="41",
+                           managedFields=[{"manager": "kubectl", "operation": "Update"}])
+    obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+    spec = obj["spec"]["template"]["spec"]
+    spec["initContainers"] = [{"name": "init", "image": "busybox", "resources": {"limits": {"memory": "1Gi"}}},
+                              {"name": "proxy", "image": "envoy", "restartPolicy": "Always",
+                               "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}}]
+    spec["overhead"] = {"cpu": "100m"}
+    spec["volumes"] = [{"name": "v", "emptyDir": {}}]
+    if kind == "StatefulSet":
+        obj["spec"]["podManagementPolicy"] = "Parallel"
+        obj["spec"]["serviceName"] = "web"
+    resource = Resource("apps", "v1", "statefulsets" if kind == "StatefulSet" else "deployments", kind)
+    reduced = resolvable_copy(obj, CONFIG)
+    assert desired_pod_group(claim_of(reduced, resource, CONFIG).plan, CONFIG) == desired_pod_group(
+        claim_of(obj, resource, CONFIG).plan, CONFIG)
+    check = ScaleCheck("apps", "v1", kind, resource.plural, "team", "web", replicas)
+    whole, small = scale_verdict(obj, check, CONFIG), scale_verdict(reduced, check, CONFIG)
+    assert (small.decision.allowed, small.decision.message) == (whole.decision.allowed, whole.decision.message)
+    assert (small.ensure is None) == (whole.ensure is None)
+    if whole.ensure is not None:
+        assert desired_pod_group(small.ensure, CONFIG) == desired_pod_group(whole.ensure, CONFIG)
