@@ -321,11 +321,17 @@ SCALABLE_KINDS = frozenset((group, kind) for group, _, kind in kinds.SCALABLE.va
 
 def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
     """The record a workload cache keeps for ``obj`` (``WatchCache(transform=...)``): :func:`workload_ref` plus
-    ``"claim"`` (:func:`claim_of`, or ``None``), and for a scalable kind ``"object"`` (:func:`resolvable_copy`)."""
+    ``"claim"`` (:func:`claim_of`, or ``None``), and for a scalable kind ``"object"`` (:func:`resolvable_copy`); a
+    Pod's record keeps its labels (a Spark driver's executors join the group its label names)."""
     ref = workload_ref(obj, resource.api_version, resource.kind)
     record = dict(ref)  # its own outer dict (it also holds the claim); metadata shared with the claim's reference
     if (resource.group, resource.kind) in SCALABLE_KINDS:
         record["object"] = resolvable_copy(obj, config)
+    elif (resource.group, resource.kind) == ("", "Pod"):
+        # A Spark driver pod: its executors join the group its pod-group label names (spark.driver_group).
+        labels = (obj.get("metadata") or {}).get("labels")
+        if isinstance(labels, dict):
+            record["metadata"] = {**ref["metadata"], "labels": _shared_map(labels)}
     try:
         record["claim"] = claim_of(obj, resource, config, ref)
     except Exception as e:  # noqa: BLE001 - a resolver bug on one object must not stop the whole cache
