@@ -233,7 +233,9 @@ class WatchCache:
         idle_timeout: seconds a watch may deliver nothing (no event, no bookmark) before it is treated as dead and
             opened again; default 130, a little over two of kube-apiserver's one-minute bookmark periods.
         page_size: ``limit`` of each list page.
-        on_listed: called after every successful list (first sync and relists), once its handler calls are done.
+        on_listed: called after every successful list (first sync and relists), once its handler calls are done,
+            and after each page's records are made (a 20,000-object list is 200 pages: a controller can keep the
+            garbage collector off what it has cached so far, see ``Controller._listed``).
     """
 
     def __init__(self, api: KubeRaw, resource: Resource, *, label_selector: str | None = None,
@@ -409,6 +411,7 @@ class WatchCache:
                         await pacer.tick()
             meta = doc.get("metadata") or {}
             del doc
+            self._call_on_listed()
             cont = meta.get("continue") or None
             if not cont:
                 self._rv = str(meta.get("resourceVersion") or "") or None
@@ -430,6 +433,9 @@ class WatchCache:
                 self._emit("DELETED", obj, obj)
                 await pacer.tick()
         del old_store
+        self._call_on_listed()
+
+    def _call_on_listed(self) -> None:
         if self.on_listed is not None:
             try:
                 self.on_listed()

@@ -202,22 +202,32 @@ def preload(url: str, n: int) -> dict[str, Any]:
             "preload_seconds": round(time.monotonic() - started, 1)}
 
 
-async def _quiet(pid: int, since: float, *, below: float = 0.15, hold: float = 2.0, timeout: float = 600.0,
-                 log: Path | None = None, needle: str | None = None) -> float:
-    """Wait until process ``pid`` used less than ``below`` of a core over ``hold`` seconds (and, with ``needle``,
-    its log contains it); returns the perf_counter time the quiet stretch began."""
+def _reads(fake: Any) -> int:
+    """GETs of Deployments and PodGroups the fake API has answered (lists, watches, live reads)."""
+    counts = fake.counts()
+    return counts.get("GET deployments", 0) + counts.get("GET podgroups", 0)
+
+
+async def _quiet(pid: int, since: float, *, fake: Any, below: float = 0.15, hold: float = 2.0,
+                 timeout: float = 900.0, log: Path | None = None, needle: str | None = None) -> float:
+    """Wait until process ``pid`` used less than ``below`` of a core over ``hold`` seconds while asking the fake API
+    for no Deployment or PodGroup (a relist waiting on a slow page is not quiet), and, with ``needle``, its log
+    contains it; returns the perf_counter time the quiet stretch began."""
     from admit_bench import proc_cpu_seconds
 
     deadline = time.perf_counter() + timeout
     quiet_since: float | None = None
     last_cpu, last_t = proc_cpu_seconds(pid), time.perf_counter()
+    last_reads = await asyncio.to_thread(_reads, fake)
     while time.perf_counter() < deadline:
         await asyncio.sleep(0.25)
         cpu, t = proc_cpu_seconds(pid), time.perf_counter()
+        reads = await asyncio.to_thread(_reads, fake)
         busy = (cpu - last_cpu) / (t - last_t)
         last_cpu, last_t = cpu, t
+        reading, last_reads = reads != last_reads, reads
         found = needle is None or (log is not None and needle in log.read_text(errors="replace"))
-        if busy < below and found and t > since:
+        if busy < below and not reading and found and t > since:
             quiet_since = quiet_since or t - 0.25
             if t - quiet_since >= hold:
                 return quiet_since
@@ -257,7 +267,7 @@ async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path
         ready = time.perf_counter()
         result["ready_seconds"] = round(ready - started, 2)
         await probe.start()
-        synced = await _quiet(srv.pid, ready, log=log, needle="leading:")
+        synced = await _quiet(srv.pid, ready, fake=fake, log=log, needle="leading:")
         result["sync_seconds"] = round(synced - started, 2)
         result["startup_cpu_seconds"] = round(proc_cpu_seconds(srv.pid), 2)
         result["rss_after_sync_mb"] = round(proc_memory(srv.pid)["rss"], 1)
@@ -270,7 +280,7 @@ async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path
             await asyncio.sleep(t_resync - 1 - time.perf_counter())
             w0, c0 = time.perf_counter(), proc_cpu_seconds(srv.pid)
             await asyncio.sleep(2.0)
-            w1 = await _quiet(srv.pid, w0)
+            w1 = await _quiet(srv.pid, w0, fake=fake)
             result["resync"] = probe.window(w0, w1)
             result["resync"]["cpu_seconds"] = round(proc_cpu_seconds(srv.pid) - c0, 2)
         result["rss_after_relist_mb"] = []
@@ -283,7 +293,7 @@ async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path
             await asyncio.to_thread(_post, fake.url, "/_fake/compact")
             await asyncio.to_thread(_post, fake.url, "/_fake/drop-watches")
             await asyncio.sleep(1.0)
-            r1 = await _quiet(srv.pid, r0)
+            r1 = await _quiet(srv.pid, r0, fake=fake)
             relists.append(probe.window(r0, r1))
             relists[-1]["cpu_seconds"] = round(proc_cpu_seconds(srv.pid) - c0, 2)
             result["rss_after_relist_mb"].append(round(proc_memory(srv.pid)["rss"], 1))
