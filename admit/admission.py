@@ -48,7 +48,8 @@ from .kube import AlreadyExists, KubeError, namespace_terminating
 from .mutate import mutate, plan_patch
 from .plan import get_path
 from .podgroup import (
-    desired_pod_group, merge_shared_spec, owner_annotation, ownership, spec_differs, spec_json_patch,
+    desired_pod_group, generation_patch, merge_shared_spec, owner_annotation, ownership, spec_differs,
+    spec_json_patch,
 )
 from .review import AdmissionRequest, Decision
 from .spark import DriverLookup, driver_group, executor_plan
@@ -193,7 +194,7 @@ class Admission:
         try:
             verdict = validate(req, self.config)
             if verdict.ensure is not None:
-                await self._ensure(verdict)
+                await self._ensure(verdict, _generation(req.object))
             elif verdict.scale is not None:
                 return await self._check_scale(verdict.scale, verdict.dry_run)
             elif self._missing is not None and req.kind == "Pod" and not req.dry_run:
@@ -275,11 +276,14 @@ class Admission:
             decision.warnings,
         )
 
-    async def _ensure(self, verdict: Verdict) -> None:
+    async def _ensure(self, verdict: Verdict, generation: int | None = None) -> None:
+        """Create or patch the plan's PodGroup. ``generation``: the incoming object's ``metadata.generation`` (in the
+        validating phase kube-apiserver has already bumped it for a spec change), stamped on what is written so the
+        controller never writes back a spec from an older generation (``podgroup.generation_annotation``)."""
         plan = verdict.ensure
         assert plan is not None
         decision = verdict.decision
-        desired = desired_pod_group(plan, self.config)
+        desired = desired_pod_group(plan, self.config, generation)
         decision.pod_groups.append(desired)
         if self.cache is not None:
             cached = self.cache.get(plan.namespace, plan.group_name)
@@ -331,7 +335,7 @@ class Admission:
             want, merge_warnings = merge_shared_spec(existing, plan)
             decision.warnings.extend(merge_warnings)
         if spec_differs(existing, want):
-            ops = spec_json_patch(existing, want)
+            ops = spec_json_patch(existing, want) + generation_patch(existing, generation, self.config)
             patched = await self.store.patch_pod_group(ns, name, ops, verdict.dry_run, left())
             log.info("patched PodGroup %s/%s spec for %s: %s", ns, name, plan.ref, ops)
             if not verdict.dry_run:
@@ -341,16 +345,17 @@ class Admission:
             decision.pod_groups[-1] = existing
 
     async def _check_scale(self, check: ScaleCheck, dry_run: bool) -> Decision:
-        """A ``*/scale`` UPDATE: the parent comes from the controller's cache of gang workloads when that cache has
-        listed (a parent not in it is no gang: allowed with no read at all); else from one live read. A live read
-        that fails refuses (failure mode) only a parent known to be a gang; any other is allowed with a warning,
-        since only a gang can be broken by a scale."""
+        """A ``*/scale`` UPDATE: the controller's cache of gang workloads says whether the parent is a gang (a
+        parent not in a cache that has listed is no gang: allowed with no read at all); a gang parent is read live
+        (the cache keeps a small record per workload, not its pod template: ``claims.workload_record``), as is a
+        parent the cache cannot tell about. A live read that fails refuses (failure mode) only a parent known to be
+        a gang; any other is allowed with a warning, since only a gang can be broken by a scale."""
         if self._workload is not None:
             synced, parent = self._workload(check.group, check.version, check.plural, check.kind, check.namespace,
                                             check.name)
-            if parent is not None:
+            if parent is not None and isinstance(parent.get("spec"), dict):
                 return await self._scale_gang(parent, check, dry_run)
-            if synced:
+            if parent is None and synced:
                 return Decision()
         what = f"{check.kind} {check.namespace}/{check.name}"
         if self.store is None:
@@ -380,7 +385,9 @@ class Admission:
     async def _scale_gang(self, parent: dict[str, Any], check: ScaleCheck, dry_run: bool) -> Decision:
         verdict = scale_verdict(parent, check, self.config, dry_run)
         if verdict.ensure is not None:  # auto: the PodGroup takes the new size before the new pods exist
-            await self._ensure(verdict)
+            # The new size comes from the scale, which kube-apiserver stores as the next generation of the parent.
+            gen = _generation(parent)
+            await self._ensure(verdict, gen + 1 if gen is not None else None)
         return verdict.decision
 
 
@@ -394,3 +401,10 @@ def missing_group_warning(namespace: str, name: str, config: Config) -> str:
         f"= the pods that must start together), or annotate the pod's workload with {config.min_member_key}, or "
         "correct the label"
     )
+
+
+def _generation(obj: Any) -> int | None:
+    """``metadata.generation`` of an admitted object when it is a positive int (absent on a mutating CREATE)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    gen = meta.get("generation") if isinstance(meta, dict) else None
+    return gen if isinstance(gen, int) and not isinstance(gen, bool) and gen > 0 else None

@@ -25,7 +25,9 @@ class ControllerView:
         missing(namespace, name): the controller's warning for a pod whose claimed group is being re-created.
         pod_group(namespace, name): ``(synced, PodGroup | None)`` over managed and other PodGroups.
         workload(group, version, plural, kind, namespace, name): ``(synced, object | None)``: a stored gang workload
-            of that resource; ``(False, None)`` for a resource the controller does not watch.
+            of that resource as the cache keeps it: for a scalable kind the reduced copy its resolver reads
+            (``claims.resolvable_copy``), else its small record without a spec (``claims.workload_record``);
+            ``(False, None)`` for a resource the controller does not watch.
     """
 
     def __init__(self, controller: Any) -> None:
@@ -46,4 +48,7 @@ class ControllerView:
         cache = self._workloads.get(Resource(group, version, plural, kind))
         if cache is None:
             return False, None
-        return cache.synced, cache.get(namespace, name)
+        record = cache.get(namespace, name)
+        if record is None:
+            return cache.synced, None
+        return cache.synced, record.get("object", record)

@@ -38,6 +38,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is a negative number")
+    return value
+
+
 def _add_decision_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME,
                    help="scheduler profile that runs Coscheduling (default: %(default)s; "
@@ -135,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="after SIGTERM, seconds requests in flight get to finish (default: %(default)s; the "
                             "chart's terminationGracePeriodSeconds is 30)")
     serve.add_argument("--lease-namespace", default=None, help="Lease namespace (default: --namespace)")
+    serve.add_argument("--shutdown-delay", type=_non_negative_float, default=5.0,
+                       help="seconds to go on serving after SIGTERM with /readyz failing, so that endpoints stop "
+                            "routing to this replica before it closes (default: %(default)s; a second signal ends "
+                            "the wait)")
 
     review = sub.add_parser(
         "review", help="show the webhook's decisions on manifests or AdmissionReview files",

@@ -8,12 +8,14 @@ The Lease (``spec``, Kubernetes API reference "Lease v1"): ``holderIdentity``, `
 ``leaseTransitions``. Rules, as in client-go's ``LeaderElector.tryAcquireOrRenew``:
 
 - **acquire**: GET the Lease; 404 -> create it with ourselves as holder. Otherwise it may be taken when its holder is
-  empty (released) or when ``lease_duration`` seconds have passed since this candidate last saw the record change
-  (``observedTime``). Time is measured on this candidate's own monotonic clock, never by comparing ``renewTime``
-  (written by another machine's clock) with ours: that is what makes it tolerant to clock skew (client-go
-  ``leaderelection/doc.go``). On synchronised clocks this is "renewTime + leaseDuration has passed", only a little
-  later. Like client-go, a candidate uses its own configured ``lease_duration``, not the record's integer
-  ``leaseDurationSeconds``.
+  empty (released) or when the record's ``leaseDurationSeconds`` have passed since this candidate last saw the record
+  change (``observedTime``). Time is measured on this candidate's own monotonic clock, never by comparing
+  ``renewTime`` (written by another machine's clock) with ours: that is what makes it tolerant to clock skew
+  (client-go ``leaderelection/doc.go``). On synchronised clocks this is "renewTime + leaseDuration has passed", only
+  a little later. Like current client-go (``LeaderElector.isLeaseValid``: ``observedTime +
+  observedRecord.LeaseDurationSeconds``), the duration is the one the holder wrote, so a holder configured with a
+  longer lease is not taken over early by a candidate configured with a shorter one; a record without a valid
+  duration falls back to this candidate's own ``lease_duration``.
 - **optimistic concurrency**: every write is a PUT carrying the ``resourceVersion`` just read; 409 Conflict means
   another candidate wrote first, and this attempt simply failed.
 - **renew**: the leader renews every ``retry_period``; if it cannot renew for ``renew_deadline`` seconds it stops
@@ -189,14 +191,17 @@ class LeaderElector:
         self._observe(lease)
         holder = spec.get("holderIdentity") or ""
         if holder and holder != self.identity:
-            if self.clock() - self._observed_time < self.lease_duration:
+            duration = spec.get("leaseDurationSeconds")
+            valid_for = float(duration) if isinstance(duration, int) and not isinstance(duration, bool) and \
+                duration > 0 else self.lease_duration
+            if self.clock() - self._observed_time < valid_for:
                 self._report(
                     f"Lease {self.namespace}/{self.name} is held by {holder!r}; this replica ({self.identity}) waits "
-                    f"until it goes {self.lease_duration:g}s without renewal"
+                    f"until it goes {valid_for:g}s without renewal"
                 )
                 return False
             self._report(
-                f"Lease {self.namespace}/{self.name}: holder {holder!r} has not renewed for {self.lease_duration:g}s; "
+                f"Lease {self.namespace}/{self.name}: holder {holder!r} has not renewed for {valid_for:g}s; "
                 f"{self.identity} takes over", logging.WARNING,
             )
         transitions = spec.get("leaseTransitions")

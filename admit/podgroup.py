@@ -24,7 +24,7 @@ from .quantity import QuantityError, parse_quantity
 
 __all__ = [
     "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "Ownership", "ownership",
-    "owner_annotation",
+    "owner_annotation", "generation_annotation", "generation_patch",
 ]
 
 
@@ -33,9 +33,27 @@ def owner_annotation(config: Config) -> str:
     return f"{config.annotation_prefix.rstrip('/')}/owner"
 
 
-def desired_pod_group(plan: GangPlan, config: Config) -> dict[str, Any]:
+def generation_annotation(config: Config) -> str:
+    """The annotation recording which workload ``metadata.generation`` a managed PodGroup's spec was written from
+    (``gang.admit.dev/workload-generation``).
+
+    Why: on a spec-changing UPDATE the validating webhook patches the PodGroup from the incoming object before that
+    object is stored, while the controller still sees the previous one; without a stamp it patched the PodGroup back
+    to the old spec, then forward again (three writes, and an Event that reads as if admit undid the user's change).
+    kube-apiserver bumps ``metadata.generation`` on every spec change before validating admission runs (the
+    registry strategy's ``PrepareForUpdate``), so the webhook knows the generation its spec comes from, and the
+    controller never writes a spec from an older generation than the stamp (``reconcile.decide``).
+    """
+    return f"{config.annotation_prefix.rstrip('/')}/workload-generation"
+
+
+def desired_pod_group(plan: GangPlan, config: Config, generation: int | None = None) -> dict[str, Any]:
     """The PodGroup admit creates for ``plan``: ``{"apiVersion", "kind", "metadata": {name, namespace, labels,
-    annotations}, "spec": {...}}``, without ownerReferences (DESIGN.md, "Garbage-collector race")."""
+    annotations}, "spec": {...}}``, without ownerReferences (DESIGN.md, "Garbage-collector race"). ``generation``:
+    the workload's ``metadata.generation`` the spec comes from, stamped as :func:`generation_annotation`."""
+    annotations = {owner_annotation(config): plan.owner}
+    if generation is not None:
+        annotations[generation_annotation(config)] = str(generation)
     return {
         "apiVersion": config.pod_group_api_version,
         "kind": "PodGroup",
@@ -43,10 +61,26 @@ def desired_pod_group(plan: GangPlan, config: Config) -> dict[str, Any]:
             "name": plan.group_name,
             "namespace": plan.namespace,
             "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
-            "annotations": {owner_annotation(config): plan.owner},
+            "annotations": annotations,
         },
         "spec": plan.pod_group_spec(),
     }
+
+
+def generation_patch(existing: dict[str, Any], generation: int | None, config: Config) -> list[dict[str, Any]]:
+    """JSONPatch ops that set the :func:`generation_annotation` of ``existing`` to ``generation`` (none when it is
+    ``None`` or already set)."""
+    if generation is None:
+        return []
+    meta = existing.get("metadata") or {}
+    annotations = meta.get("annotations")
+    key = generation_annotation(config)
+    if isinstance(annotations, dict) and annotations.get(key) == str(generation):
+        return []
+    if not isinstance(annotations, dict):
+        return [{"op": "add", "path": "/metadata/annotations", "value": {key: str(generation)}}]
+    return [{"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"),
+             "value": str(generation)}]
 
 
 def _same_resources(a: Any, b: Any) -> bool:

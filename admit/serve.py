@@ -4,11 +4,17 @@ Order of start (so that a replica only reports ready when it can answer correctl
 certificate (files, or self-managed Secret + caBundle) -> HTTPS listener -> controller (leader-elected, when
 enabled).
 
-SIGTERM/SIGINT (:func:`shut_down`), well inside the chart's ``terminationGracePeriodSeconds`` (30 s): stop leading
-and give the controller's Lease back (another replica takes over at once instead of after the Lease expires), stop
-accepting connections, let requests in flight finish for at most ``--drain-seconds`` (10 s), close what remains, then
-stop the controller's caches, the certificate provider and the Kubernetes client. Slow clients cannot hold the exit:
-a request must arrive within ``--read-timeout`` and the drain is bounded.
+SIGTERM/SIGINT, well inside the chart's ``terminationGracePeriodSeconds`` (30 s):
+
+1. stop leading and give the controller's Lease back (another replica takes over at once instead of after the Lease
+   expires; the caches keep serving the admission path);
+2. ``/readyz`` fails and the replica goes on serving for ``--shutdown-delay`` seconds (default 5; a second signal
+   ends the wait): the endpoints controller and kube-proxy need a moment to stop routing to a terminating pod, and a
+   listener closed at once (it took about 40 ms) refuses admissions still sent here;
+3. :func:`shut_down`: stop accepting connections, let requests in flight finish for at most ``--drain-seconds``
+   (10 s), close what remains, then stop the controller's caches, the certificate provider and the Kubernetes
+   client. Slow clients cannot hold the exit: a request must arrive within ``--read-timeout`` and the drain is
+   bounded.
 
 The listener's connections are bounded by :class:`admit.connections.ConnectionGuard` (``--max-connections``,
 ``--read-timeout``, ``--idle-timeout``).
@@ -92,7 +98,8 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         stack.push_async_callback(provider.stop)
         cache = None
         controller = None
-        checks = [lambda: (provider.ready(), provider.reason())]
+        draining = asyncio.Event()
+        checks = [lambda: (not draining.is_set(), "shutting down"), lambda: (provider.ready(), provider.reason())]
         if getattr(args, "controller", False):
             from .controller import start_controller
 
@@ -137,6 +144,8 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        await _release_lease(controller, drain)
+        await _drain_delay(stop, draining, float(getattr(args, "shutdown_delay", 0.0) or 0.0))
         log.info("shutting down")
 
 
@@ -150,11 +159,7 @@ async def shut_down(runner: web.AppRunner, site: GuardedSite, controller: Any, d
     4. close every connection left (idle keep-alive ones, and requests that did not finish) and clean up aiohttp.
     """
     started = time.monotonic()
-    if controller is not None:
-        try:
-            await asyncio.wait_for(controller.elector.stop(release=True), timeout=max(1.0, drain_seconds / 2))
-        except (TimeoutError, Exception):  # noqa: BLE001 - the rest of the shutdown must happen anyway
-            log.warning("could not release the controller's Lease in time; another replica takes over when it expires")
+    await _release_lease(controller, drain_seconds)  # done already after a signal; here for a start that failed
     with contextlib.suppress(RuntimeError):  # not started (start failed): nothing to stop
         await site.stop()
     deadline = time.monotonic() + drain_seconds
@@ -166,3 +171,24 @@ async def shut_down(runner: web.AppRunner, site: GuardedSite, controller: Any, d
     await runner.cleanup()
     log.info("listener stopped in %.1fs: %d connection(s) closed, %d request(s) unfinished after the %gs drain",
              time.monotonic() - started, closed, left, drain_seconds)
+
+
+async def _release_lease(controller: Any, drain_seconds: float) -> None:
+    """Stop leading and give the Lease back (``LeaderElector.stop``, idempotent), bounded in time."""
+    if controller is None:
+        return
+    try:
+        await asyncio.wait_for(controller.elector.stop(release=True), timeout=max(1.0, drain_seconds / 2))
+    except (TimeoutError, Exception):  # noqa: BLE001 - the rest of the shutdown must happen anyway
+        log.warning("could not release the controller's Lease in time; another replica takes over when it expires")
+
+async def _drain_delay(stop: asyncio.Event, draining: asyncio.Event, delay: float) -> None:
+    """Fail ``/readyz`` and keep serving for ``delay`` seconds, or until another signal sets ``stop`` again."""
+    draining.set()
+    if delay <= 0:
+        return
+    log.info("signal received: /readyz fails now; serving %gs more while endpoints stop routing here", delay)
+    stop.clear()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(delay):
+            await stop.wait()

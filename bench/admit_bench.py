@@ -206,8 +206,8 @@ def stop_process(proc: subprocess.Popen) -> int | None:
 class FakeAPI:
     """``python -m admit.testing.fake_kube`` in a subprocess; its ``/_fake/stats`` counts API requests."""
 
-    def __init__(self, log: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "admit.testing.fake_kube", "--port", "0"],
+    def __init__(self, log: Path, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "admit.testing.fake_kube", "--port", "0", *args],
                                      stdout=subprocess.PIPE, stderr=log.open("wb"), stdin=subprocess.DEVNULL)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode().strip()
@@ -742,7 +742,7 @@ def idle_probe(n: int, partial: int = 20, hold: float = 3.0) -> dict[str, Any]:
     srv = Server("admit serve", [
         sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
         "--cert-mode", "files", "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
-        "--api-server", fake.url, "--no-controller", "--log-level", "warning",
+        "--api-server", fake.url, "--no-controller", "--log-level", "warning", "--shutdown-delay", "0",
     ], port, tmp / "admit.log")
     out: dict[str, Any] = {"connections": n}
     socks: list[ssl.SSLSocket] = []
@@ -848,6 +848,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle-connections", type=int, metavar="N",
                    help="instead of the load run: hold N idle TLS connections (loopback) and print admit's RSS "
                         "(README, Performance: 4000)")
+    p.add_argument("--gang-workloads", type=lambda s: [int(x) for x in s.split(",")],
+                   help="instead of the mixes: admit serve with its controller over N stored gang workloads, for each "
+                        "comma-separated N (e.g. 0,1000,5000,20000; see bench/gang_scale.py)")
+    p.add_argument("--gang-rate", type=float, default=100.0,
+                   help="--gang-workloads: admission requests/s sent the whole time (default 100)")
+    p.add_argument("--gang-resync", type=float, default=90.0,
+                   help="--gang-workloads: admit's --resync-period, seconds (default 90; longer than the sync)")
+    p.add_argument("--gang-relists", type=int, default=2, help="--gang-workloads: forced relists (default 2)")
     p.add_argument("--serve-baseline", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--tls-cert-file", help=argparse.SUPPRESS)
@@ -861,6 +869,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
         return 0
+    if args.gang_workloads is not None:
+        from gang_scale import run_gang
+
+        return run_gang(args)
     st = settings_from(args)
 
     import admit
@@ -880,7 +892,7 @@ def main(argv: list[str] | None = None) -> int:
     admit_srv = Server("admit serve", [
         sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(admit_port),
         "--cert-mode", "files", "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
-        "--api-server", fake.url, "--no-controller", "--log-level", "warning",
+        "--api-server", fake.url, "--no-controller", "--log-level", "warning", "--shutdown-delay", "0",
         *(["--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1"] if metrics_port else []),
     ], admit_port, tmp / "admit.log")
     base_srv = Server("baseline", [

@@ -55,6 +55,7 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
     assert scraped["/mutate 200"] + scraped["/validate 200"] == result["metrics"]["requests_sent"]
     assert result["metrics"]["cost"]["us_per_request"] > 0 and "Metrics (admit/metrics.py)" in report
 
+
 def test_the_idle_connection_probe_prints_rss_and_shows_the_bounds_at_work(tmp_path):
     out = tmp_path / "idle.json"
     proc = subprocess.run(
@@ -68,3 +69,21 @@ def test_the_idle_connection_probe_prints_rss_and_shows_the_bounds_at_work(tmp_p
     assert result["answer_during_flood"] == "HTTP/1.1 200 OK"
     assert result["partial_header_closed_after_s"] is not None  # the read deadline closed them
     assert "idle TLS connections" in proc.stdout and "RSS" in proc.stdout
+
+
+def test_the_gang_workloads_mode_runs_admit_with_its_controller_over_stored_workloads(tmp_path):
+    """``--gang-workloads``, tiny: 30 stored gang Deployments with their PodGroups; figures checked for shape only
+    (the 1k/5k/20k runs are made by hand, see README "The controller at scale")."""
+    out = tmp_path / "gang.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--gang-workloads", "30", "--gang-resync", "6", "--gang-relists", "1",
+         "--gang-rate", "20", "--json", str(out)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # without --check a missed goal is printed, not fatal
+    [run] = json.loads(out.read_text())["gang"]
+    assert run["workloads"] == 30 and 4000 < run["deployment_bytes"] < 7000
+    assert run["exit_code"] == 0 and run["all"]["errors"] == 0 and run["all"]["requests"] > 0
+    assert run["controller_writes"] == {}  # everything preloaded in step: nothing to write
+    assert 0 < run["rss_after_sync_mb"] <= run["hwm_mb"] and len(run["rss_after_relist_mb"]) == 1
+    assert "| 30 |" in proc.stdout and "Goals (issue 16)" in proc.stdout

@@ -114,16 +114,18 @@ async def test_a_crashed_leader_is_replaced_after_the_lease_duration_and_not_bef
     stopped_at = time.monotonic()
     await eventually(b.is_leader)
     waited = time.monotonic() - stopped_at
-    # b takes over once it has seen no change for lease_duration: at least 0.6 s minus the part of the last renew
-    # period already seen unchanged (< retry period 0.1 s), plus at most one retry period.
-    assert TIMES["lease_duration"] - 0.15 <= waited <= TIMES["lease_duration"] + 0.4, waited
+    # b takes over once it has seen no change for the record's leaseDurationSeconds (client-go isLeaseValid; a's
+    # 0.6 s is written as the integer 1): at least 1 s minus the part of the last renew period already seen unchanged
+    # (< retry period 0.1 s), plus at most one retry period.
+    assert lease_of(fake)["leaseDurationSeconds"] == 1
+    assert 1.0 - 0.15 <= waited <= 1.0 + 0.4, waited
     assert lease_of(fake)["holderIdentity"] == "b" and lease_of(fake)["leaseTransitions"] == 1
 
 
 async def test_a_lease_held_by_an_unknown_identity_is_waited_for_logged_once_then_taken_over(fake, candidates, caplog):
     fake.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
               "metadata": {"name": "admit-controller", "namespace": "admit"},
-              "spec": {"holderIdentity": "ghost", "leaseDurationSeconds": 15, "renewTime": micro_time(),
+              "spec": {"holderIdentity": "ghost", "leaseDurationSeconds": 1, "renewTime": micro_time(),
                        "acquireTime": micro_time(), "leaseTransitions": 4}})
 
     async def ghost_renews() -> None:
@@ -135,14 +137,14 @@ async def test_a_lease_held_by_an_unknown_identity_is_waited_for_logged_once_the
     renewer = asyncio.create_task(ghost_renews())
     with caplog.at_level(logging.INFO, "admit.leader"):
         a = await candidates("a")
-        await asyncio.sleep(1.0)  # longer than the lease duration: the ghost keeps renewing
+        await asyncio.sleep(1.5)  # longer than the lease duration: the ghost keeps renewing
         assert not a.is_leader() and a.holder == "ghost"
         renewer.cancel()
         waited = await eventually(a.is_leader)
-    assert waited >= TIMES["lease_duration"] - 0.15
+    assert waited >= 1.0 - 0.15  # the ghost's leaseDurationSeconds, not a's own 0.6 s
     messages = [r.getMessage() for r in caplog.records]
     assert sum("held by 'ghost'" in m for m in messages) == 1, messages
-    assert sum("holder 'ghost' has not renewed for 0.6s; a takes over" in m for m in messages) == 1, messages
+    assert sum("holder 'ghost' has not renewed for 1s; a takes over" in m for m in messages) == 1, messages
     assert lease_of(fake)["leaseTransitions"] == 5
     assert fake.requests_for("leases", "update")  # the ghost's Lease was updated, not replaced
 

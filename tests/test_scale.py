@@ -9,6 +9,7 @@ the same admission, before its pods exist.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -118,6 +119,10 @@ async def test_a_gang_scaled_below_min_member_is_refused_from_the_cache_without_
     client = await webhook(controller=True)
     fake.put(deployment("web", replicas=4, min_member="3"))
     await eventually(lambda: client.view.workload("apps", "v1", "deployments", "Deployment", "team", "web")[1])
+    # The controller creates the group with its owner after a live read of the Deployment: let it finish first.
+    await eventually(lambda: (fake.get(PG_API, "podgroups", "team", "web") or {}).get("metadata", {}).get(
+        "ownerReferences"))
+    await asyncio.sleep(0.1)
     fake.clear_requests()
     answer = await post(client, scale_review("web", "team", new=1, old=4))
     assert answer["allowed"] is False and answer["status"]["code"] == 403

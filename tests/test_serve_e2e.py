@@ -24,7 +24,10 @@ def free_port() -> int:
 
 
 async def start_serve(*args: str) -> tuple[asyncio.subprocess.Process, int]:
+    """Start ``admit serve`` (``--shutdown-delay 0`` unless given: the tests stop it at once)."""
     port = free_port()
+    if "--shutdown-delay" not in args:
+        args = (*args, "--shutdown-delay", "0")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args,
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -154,6 +157,40 @@ async def test_serve_without_a_certificate_exits_1_with_one_clear_line(tmp_path)
         out = (await proc.stdout.read()).decode()
     assert proc.returncode == 1
     assert "cannot start:" in out and "Traceback" not in out
+
+
+async def test_on_sigterm_readyz_fails_at_once_and_admissions_are_still_answered_for_the_shutdown_delay(tmp_path):
+    paths = write_development_certificates(tmp_path, service="admit", namespace="default")
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve(
+            "--cert-mode", "files", "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]),
+            "--api-server", fake.url, "--no-controller", "--shutdown-delay", "1.5",
+        )
+        url = f"https://127.0.0.1:{port}"
+        try:
+            await wait_ready(url, ctx, proc)
+            loop = asyncio.get_running_loop()
+            proc.send_signal(signal.SIGTERM)
+            signalled = loop.time()
+            async with aiohttp.ClientSession() as session:
+                while True:  # /readyz turns 503 at once
+                    async with session.get(url + "/readyz", ssl=ctx) as resp:
+                        if resp.status == 503:
+                            assert "shutting down" in await resp.text()
+                            break
+                    assert loop.time() - signalled < 0.5
+                    await asyncio.sleep(0.02)
+                await asyncio.sleep(0.5)  # endpoints still route here for a moment: answered
+                review = admission_review(example("pause-gang-deployment.yaml"))
+                async with session.post(url + "/mutate", json=review, ssl=ctx) as resp:
+                    assert resp.status == 200
+                    assert (await resp.json())["response"]["uid"] == review["request"]["uid"]
+            await asyncio.wait_for(proc.wait(), 10)
+            assert 1.4 <= loop.time() - signalled < 5
+        finally:
+            out = await stop(proc)
+        assert proc.returncode == 0, out
 
 
 def lease_holder(fake: FakeKubeAPI) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -221,3 +222,133 @@ async def test_stop_closes_the_watch_stream(fake, raw):
     await cache.stop()
     await eventually(lambda: fake.open_watches == 0)
     await cache.stop()  # idempotent
+
+
+async def test_a_watch_silent_for_two_bookmark_periods_is_opened_again_and_catches_up(fake, raw, caches, caplog):
+    """A half-open stream (a partitioned node): the connection stays up, nothing arrives, not even the bookmark
+    kube-apiserver sends every minute. idle_timeout scaled down from 130 s to 0.4 s."""
+    seen = Recorder()
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, handlers=[seen], idle_timeout=0.4, **FAST))
+    await cache.wait_synced(2)
+    await eventually(lambda: fake.open_watches == 1)
+    assert fake.hold_watches("deployments") == 1
+    fake.put(deployment("during-partition"))
+    with caplog.at_level(logging.WARNING, "admit.watchcache"):
+        waited = await eventually(lambda: cache.get("team", "during-partition") is not None, timeout=3)
+    assert 0.3 < waited < 1.5
+    assert cache.idle_restarts == 1 and cache.lists == 1  # watched again from its resourceVersion: no relist
+    assert seen.events == [("ADDED", "during-partition")]
+    assert any("no event or bookmark for 0.4s" in r.getMessage() for r in caplog.records)
+
+
+async def test_bookmarks_keep_a_quiet_watch_alive(raw, caches):
+    async with FakeKubeAPI(bookmark_interval=0.1) as fake:
+        async with fake.api_client() as api_client:
+            cache = await caches(WatchCache(KubeRaw(api_client, timeout=2.0), DEPLOYMENTS, idle_timeout=0.4, **FAST))
+            await cache.wait_synced(2)
+            await asyncio.sleep(1.0)
+            assert cache.idle_restarts == 0 and cache.watches == 1
+
+
+async def test_a_404_on_a_relist_keeps_the_cached_objects_and_the_cache_is_no_longer_current(fake, raw, caches,
+                                                                                           caplog):
+    """During a kube-apiserver restart (or an aggregated API outage) a served resource can answer 404 for a moment;
+    it must not look as if every object was deleted."""
+    fake.put(deployment("a"))
+    fake.put(deployment("b"))
+    seen = Recorder()
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, handlers=[seen], **FAST))
+    await cache.wait_synced(2)
+    assert cache.current
+    fake.fail("list", "deployments", 404, times=3)
+    fake.hold_watches("deployments")
+    fake.put(deployment("c"))  # moves the resourceVersion past the watch's (the watch does not see it)
+    fake.compact()
+    with caplog.at_level(logging.INFO, "admit.watchcache"):
+        await fake.drop_watches()
+        await eventually(lambda: cache.state == "not served")
+    assert len(cache) == 2 and not cache.current and not cache.absent
+    assert [e for e in seen.events if e[0] == "DELETED"] == []
+    assert any("keeping the 2 cached objects" in r.getMessage() for r in caplog.records)
+    await eventually(lambda: cache.current, timeout=3)  # the kind is served again
+    assert len(cache) == 3 and [e for e in seen.events if e[0] == "DELETED"] == []
+
+
+async def test_the_cache_keeps_only_the_transformed_record_and_a_relist_reuses_unchanged_ones(fake, raw, caches):
+    for name in ("same", "changes"):
+        fake.put(deployment(name))
+
+    def slim(obj: dict) -> dict:
+        meta = obj["metadata"]
+        return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")},
+                "replicas": obj["spec"]["replicas"]}
+
+    seen = Recorder()
+    cache = await caches(WatchCache(raw, DEPLOYMENTS, handlers=[seen], transform=slim, **FAST))
+    await cache.wait_synced(2)
+    same = cache.get("team", "same")
+    assert set(same) == {"metadata", "replicas"}
+    fake.put(deployment("changes", replicas=4))
+    await eventually(lambda: cache.get("team", "changes")["replicas"] == 4)
+    fake.hold_watches("deployments")  # the watch misses the next update; the relist finds it
+    fake.put(deployment("changes", replicas=6))
+    fake.compact()
+    await fake.drop_watches()
+    await eventually(lambda: cache.lists == 2)
+    assert cache.get("team", "same") is same  # not re-made: a relist allocates only for what changed
+    assert cache.get("team", "changes")["replicas"] == 6
+    assert seen.events[-1] == ("MODIFIED", "changes") and ("MODIFIED", "same") not in seen.events
+
+
+async def test_handler_calls_after_a_large_list_give_the_event_loop_back(fake, raw, caches):
+    for i in range(600):
+        fake.put(deployment(f"d{i:04}"))
+    ticks = 0
+    stop = False
+
+    async def other_work() -> None:  # stands for admissions served on the same loop
+        nonlocal ticks
+        while not stop:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    seen_at: list[int] = []
+
+    def slow_handler(event: str, obj: dict, old: dict | None) -> None:
+        seen_at.append(ticks)
+        end = time.perf_counter() + 0.0001  # 0.1 ms of work per object: 60 ms for the whole list
+        while time.perf_counter() < end:
+            pass
+
+    task = asyncio.create_task(other_work())
+    try:
+        cache = await caches(WatchCache(raw, DEPLOYMENTS, handlers=[slow_handler], **FAST))
+        await cache.wait_synced(3)
+    finally:
+        stop = True
+        await task
+    assert len(seen_at) == 600
+    assert len(set(seen_at)) >= 5  # other work ran between handler calls, several times
+
+
+async def test_a_watch_loop_that_fails_unexpectedly_is_logged_reported_and_restarted(fake, raw, caches, caplog):
+    fake.put(deployment("a"))
+    calls = 0
+
+    def transform(obj: dict) -> dict:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyError("a bug")
+        return obj
+
+    states: list[str] = []
+    with caplog.at_level(logging.ERROR, "admit.watchcache"):
+        cache = WatchCache(raw, DEPLOYMENTS, transform=transform, backoff=(0.3, 0.3), slow_retry=0.2)
+        await caches(cache)
+        await eventually(lambda: cache.crashed)
+        states.append(cache.state)
+        await eventually(lambda: cache.current, timeout=3)
+    assert states == ["crashed"] and cache.crashes == 1 and cache.get("team", "a") is not None
+    assert any("deployments.apps/v1: watch loop failed (KeyError); restarting in" in r.getMessage()
+               for r in caplog.records)

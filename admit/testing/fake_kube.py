@@ -48,7 +48,8 @@ What follows the real kube-apiserver (and where it deliberately does not):
 
 Direct access for tests (no HTTP, no validation, still emits watch events): ``put``, ``get``, ``delete_object``,
 ``objects``. Fault injection: ``fail``, ``delay``, ``forbid``. Watch control: ``compact``, ``drop_watches``,
-``send_bookmarks``, ``open_watches``. Request log: ``requests``, ``requests_for``, ``clear_requests``, ``stats``.
+``send_bookmarks``, ``open_watches``, ``hold_watches`` / ``release_watches`` (a stream of one kind that stays
+open but silent, or lags). Request log: ``requests``, ``requests_for``, ``clear_requests``, ``stats``.
 """
 
 from __future__ import annotations
@@ -712,6 +713,16 @@ class _Watcher:
         self.fields = fields
         self.bookmarks = bookmarks
         self.queue: asyncio.Queue = asyncio.Queue()
+        #: While True, events and bookmarks for this stream are kept back (a half-open connection, a lagging watch
+        #: cache); ``held`` keeps them for ``release_watches``.
+        self.holding = False
+        self.held: list[tuple[str, JSON]] = []
+
+    def deliver(self, item: tuple[str, JSON]) -> None:
+        if self.holding:
+            self.held.append(item)
+        else:
+            self.queue.put_nowait(item)
 
     def matches(self, obj: JSON | None) -> bool:
         if obj is None:
@@ -1006,10 +1017,31 @@ class FakeKubeAPI:
             await asyncio.sleep(0.005)
 
     def send_bookmarks(self) -> None:
-        """Send a BOOKMARK (current resourceVersion) on every open watch that allowed bookmarks."""
+        """Send a BOOKMARK (current resourceVersion) on every open watch that allowed bookmarks (held ones excepted)."""
         for w in list(self._watchers):
-            if w.bookmarks:
+            if w.bookmarks and not w.holding:
                 w.queue.put_nowait(("BOOKMARK", self._bookmark(w.rt)))
+
+    def hold_watches(self, plural: str) -> int:
+        """Keep every watch stream of ``plural`` that is open now open but silent: no event, no bookmark, until
+        :meth:`release_watches` (a half-open connection after a network partition, or a lagging watch). Streams
+        opened later are not held (a client that reconnects gets a working stream, with the events it missed
+        replayed from the history). Returns how many streams are held."""
+        held = 0
+        for w in self._watchers:
+            if w.rt.plural == plural:
+                w.holding = True
+                held += 1
+        return held
+
+    def release_watches(self, plural: str) -> None:
+        """Deliver what :meth:`hold_watches` kept back, in order, and let the streams flow again."""
+        for w in self._watchers:
+            if w.rt.plural == plural and w.holding:
+                w.holding = False
+                for item in w.held:
+                    w.queue.put_nowait(item)
+                w.held.clear()
 
     def _bookmark(self, rt: ResourceType, initial_end: bool = False) -> JSON:
         meta: JSON = {"resourceVersion": str(self._rv)}
@@ -1098,7 +1130,7 @@ class FakeKubeAPI:
         for w in self._watchers:
             seen = w.translate(ev)
             if seen is not None:
-                w.queue.put_nowait(seen)
+                w.deliver(seen)
         if self.gc_orphans_after is not None:
             self._gc_after_write(rt, ns, name, new, old)
         if self.deployments is not None and new is not None and rt.key == ("apps", "v1", "deployments"):
@@ -1653,7 +1685,8 @@ class FakeKubeAPI:
                 try:
                     item = await asyncio.wait_for(watcher.queue.get(), wait)
                 except asyncio.TimeoutError:
-                    if watcher.bookmarks and self.bookmark_interval and (deadline is None or loop.time() < deadline):
+                    if watcher.bookmarks and self.bookmark_interval and not watcher.holding and (
+                            deadline is None or loop.time() < deadline):
                         await resp.write(_dumps({"type": "BOOKMARK", "object": self._bookmark(rt)}) + b"\n")
                     continue
                 if item is _CLOSE:
@@ -1723,7 +1756,9 @@ class FakeKubeAPI:
         """``GET /_fake/stats``, ``POST /_fake/reset-stats``, ``GET /_fake/requests`` (the log as JSON),
         ``POST /_fake/clear-requests``, ``POST /_fake/compact``, ``POST /_fake/drop-watches`` (``?abrupt=1``),
         ``POST /_fake/fail`` / ``/_fake/delay`` / ``/_fake/forbid`` (JSON body with the method's keyword arguments),
-        ``POST /_fake/clear-faults``, ``GET /_fake/healthz``. Not logged or counted."""
+        ``POST /_fake/clear-faults``, ``POST /_fake/put`` (a JSON list of objects, each stored as by ``put``: bulk
+        preloading for benchmarks), ``POST /_fake/hold-watches`` / ``/_fake/release-watches`` (``{"plural": ...}``),
+        ``GET /_fake/healthz``. Not logged or counted."""
         op = request.path[len("/_fake/"):]
         try:
             if request.method == "GET" and op == "stats":
@@ -1750,6 +1785,15 @@ class FakeKubeAPI:
                     self.forbid(**args)
                 elif op == "clear-faults":
                     self.clear_faults()
+                elif op == "put":
+                    if not isinstance(args, list):
+                        raise TypeError("put takes a JSON list of objects")
+                    for obj in args:
+                        self.put(obj)
+                elif op == "hold-watches":
+                    self.hold_watches(**args)
+                elif op == "release-watches":
+                    self.release_watches(**args)
                 else:
                     raise KeyError(op)
                 return _json_response({"ok": True})

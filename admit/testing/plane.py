@@ -296,6 +296,8 @@ class _Proc:
     name: str
     popen: subprocess.Popen
     log: Path
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
 
     def tail(self, lines: int = 30) -> str:
         try:
@@ -573,9 +575,26 @@ class ControlPlane:
         popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  cwd=self.workdir, env=env, start_new_session=True, preexec_fn=_die_with_parent)
         out.close()
-        proc = _Proc(name, popen, log_path)
+        proc = _Proc(name, popen, log_path, list(argv), env)
         self._procs.append(proc)
         return proc
+
+    def restart(self, name: str, down: float = 0.0, timeout: float = 90.0) -> float:
+        """Stop component ``name`` (SIGTERM, as a rolling upgrade or a crash-restarted static pod), keep it down for
+        ``down`` seconds, and start it again with the same flags (same port, same data). For ``kube-apiserver``,
+        waits until ``/readyz`` answers again. Returns the seconds the component was unavailable."""
+        proc = next(p for p in self._procs if p.name == name)
+        started = time.monotonic()
+        _stop(proc.popen)
+        time.sleep(down)
+        assert self.workdir is not None
+        out = proc.log.open("ab")
+        proc.popen = subprocess.Popen(proc.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      cwd=self.workdir, env=proc.env, start_new_session=True)
+        out.close()
+        if name == "kube-apiserver":
+            self._wait(lambda: self._healthy("/readyz"), "kube-apiserver (restarted)", time.monotonic() + timeout)
+        return time.monotonic() - started
 
     def _wait(self, check: Any, what: str, deadline: float) -> None:
         while True:
