@@ -52,7 +52,7 @@ from .podgroup import (
     spec_json_patch,
 )
 from .review import AdmissionRequest, Decision
-from .spark import DriverLookup, driver_group, executor_plan
+from .families.spark import DriverLookup, driver_group, executor_plan
 from .validate import ScaleCheck, Verdict, scale_verdict, validate
 
 __all__ = ["Admission", "PodGroupStore", "GroupCache", "missing_group_warning"]

@@ -14,10 +14,10 @@ from .children import register_parent
 from .config import Config
 from .families import FAMILY_KINDS
 from .families.lws import join_lws_pod
-from .kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
+from .families.kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
 from .plan import GangPlan, Resolver
-from .spark import join_spark_executor, resolve_pod_or_spark_driver, resolve_spark_application
-from .workloads import resolve_job, resolve_replicated, resolve_statefulset
+from .families.spark import join_spark_executor, resolve_pod_or_spark_driver, resolve_spark_application
+from .families.apps import resolve_job, resolve_replicated, resolve_statefulset
 
 __all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES"]
 

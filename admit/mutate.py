@@ -38,7 +38,7 @@ from .plan import (
     GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
 )
 from .review import AdmissionRequest, Decision
-from .workloads import POD
+from .families.apps import POD
 
 __all__ = ["mutate", "plan_patch", "has_controller"]
 

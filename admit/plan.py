@@ -3,8 +3,9 @@
 A :class:`GangPlan` is the pure result of reading a workload (Deployment, Job, TFJob, SparkApplication, Pod ...)
 and its ``gang.admit.dev/*`` annotations: the PodGroup name, ``minMember``, ``minResources``,
 ``scheduleTimeoutSeconds``, how many pods the workload runs, and where its pod templates are (so the mutating
-webhook can label them). Kind-specific resolvers live in ``workloads.py`` (built-in kinds), ``kubeflow.py`` and
-``spark.py``; ``kinds.py`` maps (API group, kind) to a resolver.
+webhook can label them). Kind-specific resolvers live in ``admit/families/`` (``apps.py``: the built-in kinds;
+``kubeflow.py``, ``spark.py``, ``jobset.py``, ``lws.py``, ``ray.py``, ``trainer.py``); ``kinds.py`` maps (API group,
+kind) to a resolver.
 
 Rules and their sources:
 

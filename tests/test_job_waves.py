@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.workloads import job_last_wave
+from admit.families.apps import job_last_wave
 from tests.helpers import admission_review, apply_answer, eventually, example
 from tests.webhook_stack import webhook_with_controller
 

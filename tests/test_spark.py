@@ -13,7 +13,7 @@ from admit.mutate import mutate
 from admit.plan import GangError
 from admit.review import dumps, parse_review
 from admit.server import create_app
-from admit.spark import initial_executors, join_spark_executor, parse_resource_list, spark_bytes, spark_pod_resources
+from admit.families.spark import initial_executors, join_spark_executor, parse_resource_list, spark_bytes, spark_pod_resources
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.validate import validate
 from tests.helpers import admission_review, apply_answer, decode_patch, example, example_docs

@@ -2,8 +2,8 @@
 
 ``jobset`` (JobSet), ``lws`` (LeaderWorkerSet), ``ray`` (RayCluster, RayJob, RayService), ``trainer`` (Kubeflow
 Trainer v2 TrainJob). Each declares its kinds as :class:`admit.families.shared.WorkloadKind` records (``KINDS``);
-``admit.kinds`` registers them. The built-in apps/batch kinds, Kubeflow v1 and Spark still live in
-``admit/workloads.py``, ``admit/kubeflow.py`` and ``admit/spark.py``.
+``admit.kinds`` registers them. The built-in apps/batch kinds (``apps``), Kubeflow v1 (``kubeflow``) and Spark
+(``spark``) have their resolvers here too, registered in ``admit.kinds`` directly.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
 - **Deferring to an operator** (:func:`defer_to_operator`): when the workload's own operator makes the PodGroup
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
   fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
-  training-operator (``admit.kubeflow``) and the spark-operator (``admit.spark``).
+  training-operator (``admit.families.kubeflow``) and the spark-operator (``admit.families.spark``).
 - **Pods that join a group** (``admit.kinds.POD_JOINERS``, e.g. ``lws.join_lws_pod``): where one template makes
   the pods of several groups, the pods find their group at creation from labels their controller puts on them,
   without an API call (``joiner(pod, config, namespace, known_groups) -> GangPlan | None``, :data:`POD_TARGET`). A

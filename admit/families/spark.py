@@ -64,12 +64,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .config import Config
-from .echo import clip
-from .plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
-from .quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
-from .resources import ResourceError, pod_requests
-from .workloads import POD, resolve_pod
+from ..config import Config
+from ..echo import clip
+from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from ..quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
+from ..resources import ResourceError, pod_requests
+from .apps import POD, resolve_pod
 
 __all__ = [
     "spark_bytes",
@@ -448,7 +448,7 @@ def resolve_pod_or_spark_driver(
     obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
 ) -> GangPlan:
     """The ``("", "Pod")`` resolver: a Spark driver (``spark-role: driver`` and ``spark-app-selector`` labels) gets
-    :func:`resolve_spark_driver`, any other bare pod :func:`admit.workloads.resolve_pod`."""
+    :func:`resolve_spark_driver`, any other bare pod :func:`admit.families.apps.resolve_pod`."""
     labels = get_path(obj, ("metadata", "labels"))
     if isinstance(labels, dict) and labels.get(SPARK_ROLE) == "driver" and labels.get(SPARK_APP_SELECTOR):
         return resolve_spark_driver(obj, ann, config, namespace, operation)

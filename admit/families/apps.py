@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import Config
-from .foreign import KUEUE_GROUP_NAME, KUEUE_TOTAL_COUNT, kueue_group
-from .plan import (
+from ..config import Config
+from ..foreign import KUEUE_GROUP_NAME, KUEUE_TOTAL_COUNT, kueue_group
+from ..plan import (
     GangAnnotations, GangError, GangPlan, PodTarget, Wave, check_group_name, choose_group_name, get_path, int_field,
 )
-from .resources import ResourceError, gang_min_resources
+from ..resources import ResourceError, gang_min_resources
 
 __all__ = ["resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "resolve_pod",
            "template_min_resources"]
