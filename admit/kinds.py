@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
+from .backends import with_backend
 from .config import Config
 from .kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
 from .plan import GangPlan, Resolver
@@ -18,7 +19,7 @@ from .workloads import resolve_job, resolve_replicated, resolve_statefulset
 
 __all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner"]
 
-RESOLVERS: dict[tuple[str, str], Resolver] = {
+_RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("apps", "Deployment"): partial(resolve_replicated, kind="Deployment"),
     ("apps", "ReplicaSet"): partial(resolve_replicated, kind="ReplicaSet"),
     ("apps", "StatefulSet"): resolve_statefulset,
@@ -27,6 +28,9 @@ RESOLVERS: dict[tuple[str, str], Resolver] = {
     **{("kubeflow.org", kind): partial(resolve_kubeflow, kind=kind) for kind in KUBEFLOW_KINDS},
     ("sparkoperator.k8s.io", "SparkApplication"): resolve_spark_application,
 }
+# Every resolver also picks the gang backend (coscheduling or workload-api) and defers to an owner of native gang
+# objects (admit/backends/__init__.py), so each caller sees the same plan.backend.
+RESOLVERS: dict[tuple[str, str], Resolver] = {key: with_backend(r) for key, r in _RESOLVERS.items()}
 
 SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
     ("apps", "deployments"): ("apps", "v1", "Deployment"),

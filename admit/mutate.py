@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import KUBE_DEFAULT_SCHEDULER, Config
+from .backends import coscheduling, workload_api
+from .config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from .kinds import POD_JOINERS, RESOLVERS
 from .patch import pointer, set_keys_ops, set_op
 from .plan import GangError, GangPlan, get_path, parse_gang_annotations
@@ -59,10 +60,13 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
     Returns ``(operations, warnings)``. ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
     give a warning instead of operations.
     """
+    if plan.backend == WORKLOAD_API:  # spec.schedulingGroup instead of label and schedulerName
+        return workload_api.plan_patch(obj, plan, config, label_workload)
     ops: list[dict[str, Any]] = []
     warnings = list(plan.warnings)
     if not plan.mutate:
         return ops, warnings
+    ops.extend(coscheduling.switch_back_ops(obj, plan, config))
     for target in plan.targets:
         t_ops = set_keys_ops(obj, target.labels, {config.pod_group_label: plan.group_name})
         s_op, warning = _scheduler_ops(obj, target.scheduler, f"{plan.kind} {target.where}", config)
@@ -163,6 +167,9 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
         return Decision()
     if not old_plan.mutate:  # an operator ganged it (Kubeflow, spark-operator batchScheduler): admit added nothing
         return Decision()
+    if old_plan.backend == WORKLOAD_API:
+        ops, warnings = workload_api.ungang_ops(obj, old_plan, config)
+        return Decision(patch=ops, warnings=warnings)
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
     for target in old_plan.targets:

@@ -90,6 +90,33 @@ class OfflineKube:
     ) -> dict[str, Any] | None:
         return self.objects.get((group, plural, namespace, name))
 
+    async def create_object(
+        self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool, timeout: float
+    ) -> dict[str, Any]:
+        """Keep a Workload API object (``workload-api`` backend) so that later reviews see it (409 if it exists)."""
+        key = (group, plural, body["metadata"]["namespace"], body["metadata"]["name"])
+        if key in self.objects:
+            raise AlreadyExists(409, "AlreadyExists", f"{body.get('kind')} {key[2]}/{key[3]} already exists")
+        if not dry_run:
+            self.objects[key] = json.loads(json.dumps(body))
+        return body
+
+    async def patch_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, ops: list[dict[str, Any]],
+        dry_run: bool, timeout: float,
+    ) -> dict[str, Any]:
+        patched = jsonpatch.apply_patch(self.objects[(group, plural, namespace, name)], ops)
+        if not dry_run:
+            self.objects[(group, plural, namespace, name)] = patched
+        return patched
+
+    async def delete_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, uid: str | None, dry_run: bool,
+        timeout: float,
+    ) -> None:
+        if not dry_run:
+            self.objects.pop((group, plural, namespace, name), None)
+
 
 def _files(paths: Iterable[str], recursive: bool) -> list[Path | None]:
     """The files to read, in order; ``None`` stands for standard input (``-``)."""
@@ -257,7 +284,8 @@ def format_text(results: list[dict[str, Any]], show_objects: bool = True) -> str
             out.append("  patch:")
             out.append(_yaml(r["patch"]))
         for pg in r["podGroups"]:
-            out.append("  podGroup:")
+            kind = str(pg.get("kind") or "PodGroup")
+            out.append(f"  {kind[:1].lower() + kind[1:]}:")  # podGroup, or workload (the workload-api backend)
             out.append(_yaml(pg))
         if r["allowed"] and not (r["patch"] or r["podGroups"] or r["warnings"] or r["message"]):
             out.append("  no gang annotation or label for admit here: unchanged")

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .config import Config
+from .config import GANG_BACKENDS, Config
 
 __all__ = [
     "GangError",
@@ -66,12 +66,14 @@ class GangAnnotations:
         schedule_timeout_seconds: PodGroup ``spec.scheduleTimeoutSeconds`` (seconds, 1..900), or ``None``.
         min_resources: ``True`` for ``auto`` (the default: compute ``spec.minResources``), ``False`` for ``none``.
         pod_group: explicit PodGroup name, or ``None`` for the default.
+        backend: ``<prefix>/backend`` (``"coscheduling"`` or ``"workload-api"``), or ``None`` for the configured one.
     """
 
     min_member: int | None
     schedule_timeout_seconds: int | None = None
     min_resources: bool = True
     pod_group: str | None = None
+    backend: str | None = None
 
 
 def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -> GangAnnotations | None:
@@ -121,12 +123,22 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         problem = check_group_name(pod_group)
         if problem:
             raise GangError(f'annotation {config.pod_group_key}="{raw_g}" is invalid: {problem}', 400)
-    return GangAnnotations(min_member, timeout, min_resources, pod_group)
+    backend = None
+    raw_b = annotations.get(config.backend_key)
+    if raw_b is not None:
+        backend = str(raw_b).strip().lower()
+        if backend not in GANG_BACKENDS:
+            raise GangError(
+                f'annotation {config.backend_key}="{raw_b}" is invalid: use "coscheduling" (scheduler-plugins '
+                'PodGroup) or "workload-api" (Kubernetes\' native Workload and PodGroup, scheduling.k8s.io)',
+                400,
+            )
+    return GangAnnotations(min_member, timeout, min_resources, pod_group, backend)
 
 
 KNOWN_ANNOTATIONS = (
     "min-member", "schedule-timeout-seconds", "min-resources", "pod-group", "spark-executors",
-    "spark-executor-resources", "owner",
+    "spark-executor-resources", "owner", "backend",
 )
 
 
@@ -195,6 +207,9 @@ class GangPlan:
         mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
         create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
         shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
+        backend: which gang objects and pod fields the plan becomes: ``"coscheduling"`` (PodGroup
+            scheduling.x-k8s.io, pod label + schedulerName) or ``"workload-api"`` (Workload + PodGroup
+            scheduling.k8s.io, pod ``spec.schedulingGroup``); set by ``backends.with_backend``.
     """
 
     kind: str
@@ -212,6 +227,7 @@ class GangPlan:
     mutate: bool = True
     create_pod_group: bool = True
     shared: bool = False
+    backend: str = "coscheduling"
 
     @property
     def owner(self) -> str:

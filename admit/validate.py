@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backends import scheduler_phrase, template_joined
 from .config import Config
 from .kinds import RESOLVERS, SCALABLE
 from .mutate import has_controller
@@ -82,7 +83,7 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
         source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
         raise GangError(
             f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but its gang needs "
-            f"minMember {plan.min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. "
+            f"minMember {plan.min_member} ({source}): {scheduler_phrase(plan)} would keep every pod Pending forever. "
             f"Set {plan.total_field} to at least {plan.min_member} or lower {config.min_member_key}"
         )
 
@@ -106,7 +107,7 @@ def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) ->
     if 0 < check.replicas < plan.min_member:
         return Decision.deny(
             f"scaling {plan.ref} to {check.replicas} replica{'s' if check.replicas != 1 else ''} goes below its gang "
-            f"minMember {plan.min_member} ({config.min_member_key}): the Coscheduling plugin would keep every pod "
+            f"minMember {plan.min_member} ({config.min_member_key}): {scheduler_phrase(plan)} would keep every pod "
             f"Pending forever. Scale to at least {plan.min_member} (or to 0 to pause it), or lower "
             f"{config.min_member_key} first"
         )
@@ -160,7 +161,6 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     decision = Decision(warnings=typos + plan.warnings)
     if not plan.create_pod_group:
         return Verdict(decision)
-    if any(t.immutable and get_path(obj, t.labels + (config.pod_group_label,)) != plan.group_name
-           for t in plan.targets):
+    if any(t.immutable and not template_joined(obj, t, plan, config) for t in plan.targets):
         return Verdict(decision)  # its pods cannot be labelled (the mutating webhook warned): no PodGroup to wait on
     return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=req.dry_run)
