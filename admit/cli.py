@@ -200,6 +200,7 @@ def _cmd_certs(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kubernetes_asyncio.config import ConfigException
 
+    from .backends.discovery import BackendUnavailable
     from .certs import CertificateError
     from .loop import run
     from .serve import serve
@@ -212,7 +213,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         run(serve(args, config_from_args(args)))
     except KeyboardInterrupt:
         pass
-    except (CertificateError, ConfigException) as e:
+    except (CertificateError, ConfigException, BackendUnavailable) as e:
         logging.getLogger("admit").error("cannot start: %s", e)
         return 1
     except OSError as e:  # port in use, unreadable file

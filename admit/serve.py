@@ -19,6 +19,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from .admission import Admission
+from .backends.discovery import configure_backends
 from .config import Config
 from .kube import KubeAPI, load_api_client, resolve_proxy_once
 from .server import create_app
@@ -66,6 +67,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
     async with contextlib.AsyncExitStack() as stack:
         api_client = await api_client_for(args)
         stack.push_async_callback(api_client.close)
+        config = await configure_backends(api_client, config)  # the Workload API version, when that backend is on
         provider = _tls_provider(args, api_client)
         await provider.start()
         stack.push_async_callback(provider.stop)
@@ -90,8 +92,8 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         gc.collect()
         gc.freeze()
         log.info(
-            "admit serving https://%s:%d (scheduler %s, failure mode %s, cert mode %s)",
-            args.host, args.port, config.scheduler_name, config.failure_mode, args.cert_mode,
+            "admit serving https://%s:%d (gang backend %s, scheduler %s, failure mode %s, cert mode %s)",
+            args.host, args.port, config.gang_backend, config.scheduler_name, config.failure_mode, args.cert_mode,
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
