@@ -13,7 +13,7 @@ from admit.mutate import mutate
 from admit.plan import GangPlan
 from admit.review import dumps, parse_review
 from admit.validate import ScaleCheck, scale_decision, validate
-from tests.helpers import admission_review, example
+from tests.helpers import EXAMPLES, admission_review, example
 
 COS = Config()
 NATIVE = Config(gang_backend="workload-api", workload_api_version="v1alpha2")
@@ -296,3 +296,21 @@ def test_discovery_prefers_v1beta1_and_needs_both_resources():
     assert choose_version({"v1alpha2": {"workloads", "podgroups"}, "v1beta1": {"workloads", "podgroups"}}) == "v1beta1"
     assert choose_version({"v1alpha1": {"workloads"}}) == ""
     assert choose_version({}) == ""
+
+
+def test_review_with_the_workload_api_backend_prints_the_workload_and_pod_group_each_workload_would_get(capsys):
+    from admit.cli import main
+
+    path = str(EXAMPLES / "pause-gang-deployment.yaml")
+    assert main(["review", "--gang-backend", "workload-api", "--no-objects", path]) == 0
+    out = capsys.readouterr().out
+    assert "  workload:" in out and "  podGroup:" in out
+    assert "apiVersion: scheduling.k8s.io/v1alpha2" in out and "podGroupName: pause" in out
+    assert "scheduling.x-k8s.io" not in out
+    assert main(["review", "--gang-backend", "workload-api", "--workload-api-version", "v1beta1", "-o", "json",
+                 path]) == 0
+    import json
+
+    (result,) = json.loads(capsys.readouterr().out)
+    assert [o["kind"] for o in result["podGroups"]] == ["Workload", "PodGroup"]
+    assert result["podGroups"][1]["spec"]["workloadRef"] == {"workloadName": "pause", "templateName": "gang"}

@@ -218,8 +218,8 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
     cref_owner = (f"{cref.get('apiGroup', '')}/{cref.get('kind')}/{cref.get('name')}"
                   if isinstance(cref, dict) else None)
     if plan.owner in (ref_owner, cref_owner):
-        return Ownership("operator", warnings=[f"{what} is managed by the {plan.kind}'s own controller; admit leaves it "
-                                               "unchanged"])
+        return Ownership("operator",
+                         warnings=[f"{what} is managed by the {plan.kind}'s own controller; admit leaves it unchanged"])
     if explicit_name:
         have = min_count_of(existing)
         warnings = [] if have == plan.min_member else [
@@ -320,7 +320,8 @@ def unsupported_warnings(annotations: Any, plan: GangPlan, config: Config) -> li
     where = f"{plan.ref} uses the workload-api backend"
     if str(annotations.get(config.min_resources_key, "")).strip().lower() == "auto":
         out.append(f"{where}: scheduling.k8s.io PodGroups have no minResources, so "
-                   f"{config.min_resources_key}=auto is ignored (kube-scheduler checks that every pod of the gang fits)")
+                   f"{config.min_resources_key}=auto is ignored (kube-scheduler checks that every pod of the gang "
+                   "fits)")
     if config.timeout_key in annotations:
         out.append(f"{where}: scheduling.k8s.io PodGroups have no scheduleTimeoutSeconds, so {config.timeout_key} is "
                    "ignored (kube-scheduler's GangScheduling plugin applies its own wait)")
