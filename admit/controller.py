@@ -60,7 +60,7 @@ from typing import Any, Iterable
 from kubernetes_asyncio import client
 
 from . import kinds
-from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
+from .config import COSCHEDULING, MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
 from .kube import KubeError, resolve_proxy_once
 from .leader import LeaderElector, default_identity
@@ -242,7 +242,7 @@ def claim_of(obj: JSON, resource: Resource, config: Config) -> Claim | None:
         plan = resolver(obj, ann, config, namespace, "UPDATE")
     except GangError as e:
         return Claim(obj, identity, None, error=e.message)
-    if not plan.create_pod_group:
+    if not plan.create_pod_group or plan.backend != COSCHEDULING:  # workload-api gangs: admit/backends
         return None
     problem = None
     try:

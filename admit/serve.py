@@ -74,10 +74,14 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         cache = None
         checks = [lambda: (provider.ready(), provider.reason())]
         if getattr(args, "controller", False):
+            from .backends.native_controller import start_native_controller
             from .controller import start_controller
 
             controller = await start_controller(api_client, config, args)
             stack.push_async_callback(controller.stop)
+            native = await start_native_controller(controller)  # workload-api gangs, when that backend is on
+            if native is not None:
+                stack.push_async_callback(native.stop)
             cache = controller.cache
             checks.append(controller.readiness)
         app = create_app(Admission(config, KubeAPI(api_client, config), cache), checks)
