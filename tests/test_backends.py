@@ -261,7 +261,7 @@ def test_v1beta1_pod_groups_reference_their_workload_with_workload_ref():
     assert pod_group["spec"]["workloadRef"] == {"workloadName": "web", "templateName": "gang"}
 
 
-def test_a_changed_min_count_is_a_re_create_in_v1alpha2_and_a_patch_in_v1beta1():
+def test_a_changed_min_count_cannot_follow_in_v1alpha2_and_is_a_patch_in_v1beta1():
     for config in (NATIVE, BETA):
         stored = workload_api.desired_objects(_plan(), config)
         wanted = workload_api.desired_objects(_plan(min_member=5), config)

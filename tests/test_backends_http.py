@@ -95,7 +95,7 @@ async def test_a_repeated_admission_writes_nothing_when_the_objects_are_in_step(
     assert all(status == 409 for method, _, status in gang_writes(fake))  # only the idempotent create attempts
 
 
-async def test_a_changed_min_member_brings_the_gang_objects_in_step(setup):
+async def test_a_changed_min_member_brings_the_gang_objects_in_step_where_the_api_allows_it(setup):
     client, fake, config = setup
     dep = example("pause-gang-deployment.yaml")
     _, stored = await admit(client, dep)
@@ -104,13 +104,49 @@ async def test_a_changed_min_member_brings_the_gang_objects_in_step(setup):
     new["metadata"]["annotations"]["gang.admit.dev/min-member"] = "5"
     answer, _ = await admit(client, new, "UPDATE", old=stored)
     assert answer["allowed"] is True
-    assert [size_of(o) for o in gang_objects(fake, config, "default", "pause")] == [5] * (
-        1 if config.gang_backend == "coscheduling" else 2)
+    sizes = [size_of(o) for o in gang_objects(fake, config, "default", "pause")]
     methods = {m for m, _, _ in gang_writes(fake)}
-    if config.workload_api_version == "v1alpha2":
-        assert "DELETE" in methods and "PATCH" not in methods  # immutable: deleted and created again
+    assert "DELETE" not in methods
+    if config.workload_api_version == "v1alpha2":  # immutable: kept as they are, and the answer says so
+        assert sizes == [3, 3] and "PATCH" not in methods
+        assert any("keeps minCount 3, not 5: minCount is immutable in scheduling.k8s.io/v1alpha2" in w
+                   for w in answer["warnings"])
     else:
-        assert "PATCH" in methods and "DELETE" not in methods
+        assert sizes == [5] * len(sizes) and "PATCH" in methods
+
+
+async def test_fewer_pods_than_an_immutable_min_count_are_refused_in_v1alpha2(setup):
+    client, fake, config = setup
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+    _, stored = await admit(client, dep)
+    new = copy.deepcopy(stored)
+    new["spec"]["replicas"] = 2
+    answer, _ = await admit(client, new, "UPDATE", old=stored)
+    if config.workload_api_version == "v1alpha2":
+        assert answer["allowed"] is False and answer["status"]["code"] == 403
+        assert "keeps minCount 3" in answer["status"]["message"]
+        assert "spec.replicas at least 3" in answer["status"]["message"]
+    else:
+        assert answer["allowed"] is True
+        assert [size_of(o) for o in gang_objects(fake, config, "default", "pause")] == [2] * (
+            1 if config.gang_backend == "coscheduling" else 2)
+
+
+async def test_an_object_being_deleted_is_an_api_failure_with_the_reason(setup):
+    client, fake, config = setup
+    if config.gang_backend == "coscheduling":
+        pytest.skip("the scheduler-plugins PodGroup has no protection finalizer")
+    await admit(client, example("pause-gang-deployment.yaml"))
+    api = f"scheduling.k8s.io/{config.workload_api_version}"
+    pg = fake.get(api, "podgroups", "default", "pause")
+    # deleted while its pods still name it: kube-apiserver 1.36.2 keeps it for its protection finalizer
+    pg["metadata"].update(finalizers=["scheduling.k8s.io/podgroup-protection"],
+                          deletionTimestamp="2026-11-30T16:17:39Z")
+    fake.put(pg)
+    answer, _ = await admit(client, example("pause-gang-deployment.yaml"))
+    assert answer["allowed"] is False and answer["status"]["code"] == 503
+    assert "PodGroup default/pause is being deleted" in answer["status"]["message"]
 
 
 async def test_dry_run_requests_get_the_same_answer_and_store_nothing(setup):

@@ -96,17 +96,18 @@ def test_objects_made_at_admission_are_adopted_in_one_patch_each_guarded_by_the_
 
 
 @VERSIONS
-def test_a_changed_min_member_is_a_re_create_in_v1alpha2_and_a_patch_in_v1beta1(config):
+def test_a_changed_min_member_is_patched_in_v1beta1_and_reported_as_immutable_in_v1alpha2(config):
     dep = deployment(replicas=5)
     owned = {"ownerReferences": [owner_reference(dep)]}
     objs = {"Workload": gang(config, "Workload", **owned), "PodGroup": gang(config, "PodGroup", **owned)}
     actions = decide_native(("team", "web"), objs, claims(config, dep), config, now=0, unclaimed_since=None,
                             grace=GRACE)
-    expected = "recreate" if config is ALPHA else "patch"
-    assert [(a.kind, a.changes) for a in actions] == [(expected, ["minCount 3 -> 5"])] * 2
     if config is ALPHA:
-        assert [a.uid for a in actions] == ["Workload-web", "PodGroup-web"]
-        assert all(a.body["metadata"]["ownerReferences"] == [owner_reference(dep)] for a in actions)
+        (action,) = actions
+        assert action.kind == "immutable" and action.object_kind == "PodGroup" and not action.ops
+        assert "keeps minCount 3, not 5" in action.message
+    else:
+        assert [(a.kind, a.changes) for a in actions] == [("patch", ["minCount 3 -> 5"])] * 2
 
 
 def test_an_adopted_gang_in_step_needs_nothing():
@@ -214,16 +215,23 @@ async def test_the_gang_goes_from_admission_to_adoption_to_garbage_collection(en
     assert objects_of(fake, config) == [None, None]  # not brought back
 
 
-async def test_the_gang_follows_a_scale_that_admission_did_not_see(env):
+async def test_the_gang_follows_a_scale_that_admission_did_not_see_where_the_api_allows_it(env):
     fake, kube, config, main, native = env
     await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))
     await eventually(lambda: min_counts(fake, config) == [3, 3])
     before = [o["metadata"]["uid"] for o in objects_of(fake, config)]
     await kube.request("PATCH", DEPLOYMENTS.path("team", "web"), body={"spec": {"replicas": 5}},
                        content_type="application/merge-patch+json")
-    await eventually(lambda: min_counts(fake, config) == [5, 5])
-    after = [o["metadata"]["uid"] for o in objects_of(fake, config)]
-    assert (before != after) is (config is ALPHA)  # v1alpha2: re-created; v1beta1: patched in place
+    if config is ALPHA:  # immutable: the objects stay, and the workload gets a Warning event
+        await eventually(lambda: any(a[0] == "immutable" for a in native.actions))
+        await main.recorder.flush()
+        notes = [e["note"] for e in fake.objects("events", api_version="events.k8s.io/v1")
+                 if e["reason"] == "GangSizeImmutable"]
+        assert notes and "keeps minCount 3, not 5" in notes[0]
+        assert min_counts(fake, config) == [3, 3]
+    else:
+        await eventually(lambda: min_counts(fake, config) == [5, 5])
+    assert [o["metadata"]["uid"] for o in objects_of(fake, config)] == before
     owner = fake.get("apps/v1", "deployments", "team", "web")
     assert all(o["metadata"]["ownerReferences"] == [owner_reference(owner)] for o in objects_of(fake, config))
 

@@ -8,9 +8,10 @@ each object in order (Workload first: the PodGroup references it):
 - 409 AlreadyExists is success: read it, decide with ``workload_api.ownership`` (manage ours, leave an operator's,
   use one named explicitly, refuse one that belongs to something else: 409 with a message pointing to
   ``gang.admit.dev/pod-group``), and bring ours in step: a JSON patch of ``minCount`` where the version allows it
-  (v1beta1), else delete (``preconditions.uid``) and create again (v1alpha2 is immutable);
-- ``dryRun`` requests send every write with ``dryRun=All`` and store nothing (a re-create in a dry run sends only
-  the dry-run delete);
+  (v1beta1); where it does not (v1alpha2), the stored objects stay, with a warning, and a workload that would run
+  fewer pods than their ``minCount`` is refused (``workload_api.immutable_message``); an object being deleted (its
+  ``podgroup-protection`` finalizer waits for its pods) is an API failure for the failure mode, with the reason;
+- ``dryRun`` requests send every write with ``dryRun=All`` and store nothing;
 - one budget (``Config.api_timeout_seconds``) for all calls of the request; a ``kube.KubeError`` goes back to
   ``Admission.validate``, which applies the failure mode.
 """
@@ -95,6 +96,9 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
             decision.pod_groups[start + i] = await store.create_object(
                 WORKLOAD_API_GROUP, version, plural, desired, dry_run, left()) or desired
             continue
+        if (existing.get("metadata") or {}).get("deletionTimestamp"):
+            raise KubeError(409, "Conflict", f"{kind} {ns}/{name} is being deleted (pods that name it are still going "
+                                             "away); retry when it is gone")
         own = workload_api.ownership(existing, plan, config, explicit_name)
         decision.warnings.extend(w for w in own.warnings if w not in decision.warnings)
         if own.action == "conflict":
@@ -112,12 +116,13 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
             patched = await store.patch_object(WORKLOAD_API_GROUP, version, plural, ns, name, ops, dry_run, left())
             log.info("patched %s %s/%s for %s: %s", kind, ns, name, plan.ref, ops)
             decision.pod_groups[start + i] = patched or desired
-        else:
-            uid = (existing.get("metadata") or {}).get("uid")
-            await store.delete_object(WORKLOAD_API_GROUP, version, plural, ns, name, uid, dry_run, left())
-            if not dry_run:
-                decision.pod_groups[start + i] = await store.create_object(
-                    WORKLOAD_API_GROUP, version, plural, desired, dry_run, left()) or desired
-            log.info("%s %s %s/%s for %s (minCount %s -> %s; immutable in %s)",
-                     "dry run: would re-create" if dry_run else "re-created", kind, ns, name, plan.ref,
-                     workload_api.min_count_of(existing), plan.min_member, version)
+        else:  # immutable here (v1alpha2): keep it; refuse a gang its stored minCount can never schedule
+            decision.pod_groups[start + i] = existing
+            message, refuse = workload_api.immutable_message(kind, plan, workload_api.min_count_of(existing), version)
+            if refuse:
+                decision.allowed = False
+                decision.code = 403
+                decision.message = message
+                return
+            if not any("minCount is immutable" in w for w in decision.warnings):
+                decision.warnings.append(message)

@@ -8,9 +8,7 @@ PodGroups of the served version, managed by admit and not (a Workload the Job co
 workload names). A small de-duplicating work queue keyed ``(namespace, name)`` runs one reconcile at a time, with
 per-key exponential backoff on API errors; ``resync_period`` re-delivers everything.
 
-A write that the API refuses with 409 (changed since the decision) is decided again on the next event; a
-``recreate`` (v1alpha2, immutable ``minCount``) deletes with ``preconditions.uid`` and creates with the
-ownerReference at once, so the garbage collector never sees an unowned object.
+A write that the API refuses with 409 (changed since the decision) is decided again on the next event.
 """
 
 from __future__ import annotations
@@ -342,7 +340,7 @@ class NativeGangController:
         for c in claims:
             if c.problem and self._report(key, f"{c.ref}: {c.problem}"):
                 self._event(c, "Warning", "GangBelowMinMember", "Reconcile", c.problem)
-        if not any(a.kind in ("delete", "wait") for a in actions) and not any(c.problem for c in claims):
+        if not any(a.kind in ("delete", "wait", "immutable") for a in actions) and not any(c.problem for c in claims):
             self._reported.pop(key, None)
         for action in actions:
             self.actions.append((action.kind, action.object_kind, key))
@@ -355,10 +353,10 @@ class NativeGangController:
         if action.kind == "wait":
             self._queue.add_after(key, action.delay)
             return
-        if action.kind in ("conflict", "invalid", "foreign"):
+        if action.kind in ("conflict", "invalid", "foreign", "immutable"):
             if self._report(key, action.message):
                 reason = {"conflict": "WorkloadConflict", "invalid": "InvalidGangAnnotation",
-                          "foreign": "WorkloadNotManaged"}[action.kind]
+                          "foreign": "WorkloadNotManaged", "immutable": "GangSizeImmutable"}[action.kind]
                 self._event(action.claim, "Warning", reason, "Reconcile", action.message)
             return
         if resource is None or action.kind == "none":
@@ -370,9 +368,6 @@ class NativeGangController:
             await self._delete(resource, key, action.uid)
             log.info("deleted %s: %s", what, action.message)
             return
-        if action.kind == "recreate":
-            await self._delete(resource, key, action.uid)
-            action.kind = "create"
         if action.kind == "create":
             self._check_leader()
             try:

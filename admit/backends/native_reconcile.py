@@ -5,9 +5,10 @@ the two scheduling.k8s.io objects of one gang, keyed ``(namespace, name)`` (both
 
 - **adopt**: once the workload is stored, give each object a controller ownerReference to it (its ``uid``,
   ``blockOwnerDeletion: true``), so the garbage collector deletes both with the workload;
-- **keep in step**: a changed minMember is a JSON patch of ``minCount`` in v1beta1 and a delete + create in
-  v1alpha2 (its templates and policy are immutable: ``workload_api.update_ops``); a missing object is created again,
-  directly with its ownerReference (the workload is stored: no race);
+- **keep in step**: a changed minMember is a JSON patch of ``minCount`` in v1beta1; in v1alpha2 ``minCount`` is
+  immutable and a PodGroup cannot be re-created under its pods (``podgroup-protection`` finalizer), so the objects
+  stay and the workload gets a Warning event (``"immutable"``); a missing object is created again, directly with
+  its ownerReference (the workload is stored: no race);
 - **clean up**: managed objects that no stored workload claims for the grace period are deleted (the loop first
   checks that no live pod still names the PodGroup);
 - objects admit did not make are used (named explicitly), left to the workload's own controller, or reported as a
@@ -40,8 +41,8 @@ class NativeAction:
 
     Attributes:
         kind: ``"none"``, ``"create"`` (``body``), ``"patch"`` (``ops``; ``adopt`` and/or ``changes``),
-            ``"recreate"`` (delete the object whose uid is ``uid``, then create ``body``), ``"delete"`` (``uid``),
-            ``"wait"`` (``delay`` seconds), ``"conflict"`` / ``"invalid"`` / ``"foreign"`` (report ``message``).
+            ``"delete"`` (``uid``), ``"wait"`` (``delay`` seconds), ``"conflict"`` / ``"invalid"`` / ``"foreign"`` /
+            ``"immutable"`` (report ``message``; write nothing).
         object_kind: ``"Workload"`` or ``"PodGroup"`` (``""`` for a decision about the whole gang).
         claim: the claim acted for (``None`` for orphans).
         unclaimed: no stored workload claims the gang (grace-period bookkeeping).
@@ -144,11 +145,14 @@ def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims:
                 continue  # "use" / "operator": left as it is
             ops = workload_api.update_ops(obj, desired, version)
             have = workload_api.min_count_of(obj)
-            if ops is None:
-                actions.append(NativeAction("recreate", kind, chosen, body=_with_owner(desired, chosen),
-                                            uid=meta.get("uid"), changes=[f"minCount {have} -> {plan.min_member}"]))
-                continue
-            changes = [f"minCount {have} -> {plan.min_member}"] if ops else []
+            if ops is None:  # v1alpha2: minCount cannot follow; say so (still adopt below)
+                if kind == "PodGroup":
+                    actions.append(NativeAction("immutable", kind, chosen, message=workload_api.immutable_message(
+                        kind, plan, have, version)[0]))
+                ops = []
+                changes: list[str] = []
+            else:
+                changes = [f"minCount {have} -> {plan.min_member}"] if ops else []
             adopt = not plan.shared and not _adopted_by(obj, chosen.uid)
             if adopt:
                 ops = _adopt_ops(obj, chosen.workload) + ops

@@ -11,8 +11,11 @@ kubernetes/kubernetes ``staging/src/k8s.io/api/scheduling``:
   schedulingPolicy{gang{minCount}}}`` (at most 8, immutable; ``name`` a DNS label); ``PodGroup.spec
   .podGroupTemplateRef.workload{workloadName, podGroupTemplateName}`` (both DNS labels, immutable) and
   ``PodGroup.spec.schedulingPolicy`` (immutable). Measured on the 1.36.2 kube-apiserver of ``../shared/k8s``: a JSON
-  patch of ``minCount`` is refused on both objects (422 "field is immutable"), and the server adds
-  ``spec.disruptionMode: Pod`` to a PodGroup; so a changed minMember means deleting and creating both again.
+  patch of ``minCount`` is refused on both objects (422 "field is immutable"), the server adds
+  ``spec.disruptionMode: Pod`` to a PodGroup, and gives it the finalizer ``scheduling.k8s.io/podgroup-protection``:
+  a PodGroup deleted while pods name it stays "being deleted" until they are gone, so it cannot be re-created with
+  another ``minCount`` under a live gang. admit keeps the stored objects, warns, and refuses a pod count below the
+  stored ``minCount`` (``immutable_message``).
 - ``v1beta1/types.go`` (1.37, beta, off by default; gate ``GenericWorkload``): the same Workload, but
   ``PodGroup.spec.workloadRef{workloadName (DNS subdomain), templateName}``, and ``gang.minCount`` is mutable on
   both objects ("to support workload scaling"; templates cannot be added or removed).
@@ -163,8 +166,8 @@ def spec_differs(existing: dict[str, Any], desired: dict[str, Any]) -> bool:
 
 
 def update_ops(existing: dict[str, Any], desired: dict[str, Any], version: str) -> list[dict[str, Any]] | None:
-    """JSON patch that brings ``existing`` to ``desired``, or ``None`` when the object must be deleted and created
-    again: always in v1alpha2 (its templates and policy are immutable), and in v1beta1 when more than ``minCount``
+    """JSON patch that brings ``existing`` to ``desired`` (``[]``: already in step), or ``None`` when the API does
+    not allow it: always in v1alpha2 (templates and policy are immutable), and in v1beta1 when more than ``minCount``
     differs (the template list and the template reference are immutable there too)."""
     if not spec_differs(existing, desired):
         return []
@@ -184,6 +187,21 @@ def update_ops(existing: dict[str, Any], desired: dict[str, Any], version: str) 
         path = "/spec/schedulingPolicy/gang/minCount"
     return [{"op": "test", "path": path, "value": min_count_of(existing)}, {"op": "replace", "path": path,
                                                                              "value": want}]
+
+
+def immutable_message(kind: str, plan: GangPlan, have: Any, version: str) -> tuple[str, bool]:
+    """``(message, refuse)`` for a managed object whose ``minCount`` cannot follow ``plan``: refuse when the workload
+    would run fewer pods than the stored ``minCount`` (kube-scheduler would keep its new pods Pending), else warn."""
+    what = f"{kind} {plan.namespace}/{plan.group_name}"
+    why = (f"minCount is immutable in scheduling.k8s.io/{version}" + (" (Kubernetes 1.36; mutable in v1beta1, 1.37)"
+                                                                        if version == "v1alpha2" else ""))
+    fix = f"delete the {plan.kind} and create it again (or name a new group with annotation gang.admit.dev/pod-group)"
+    total = plan.total_pods
+    if isinstance(have, int) and total is not None and 0 < total < have:
+        return (f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but {what} keeps "
+                f"minCount {have}: {why}, so kube-scheduler's GangScheduling plugin would keep new pods Pending. Keep "
+                f"{plan.total_field} at least {have}, or {fix} to change the gang size"), True
+    return (f"{what} keeps minCount {have}, not {plan.min_member}: {why}; to change the gang size, {fix}"), False
 
 
 def _controller_owner(obj: dict[str, Any]) -> str | None:
