@@ -98,6 +98,10 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
             f'--gang-backend {config.gang_backend} only; enable it with --extra-gang-backend {backend} (chart: '
             f"config.extraGangBackends) or remove the annotation", 400)
     if backend == WORKLOAD_API and _is_spark(plan, obj):
+        if COSCHEDULING not in config.allowed_backends:
+            raise GangError(f"{plan.ref}: Spark gangs need the coscheduling backend (executors join their driver by "
+                            "label, and the spark-operator does not copy spec.schedulingGroup into its pods); enable it "
+                            "with --extra-gang-backend coscheduling (chart: config.extraGangBackends)", 400)
         plan.warnings.append(f"{plan.ref}: Spark pods stay on the coscheduling backend (executors join their driver by "
                              "label, and the spark-operator does not copy spec.schedulingGroup into the pods it makes)")
         backend = COSCHEDULING

@@ -184,6 +184,10 @@ def workload_api_resources(version: str) -> tuple[ResourceType, ...]:
 
 
 WORKLOAD_API_VERSIONS = ("v1alpha2", "v1beta1")
+# PodGroupTemplate and PodGroupSpec fields besides the reference: the OpenAPI of the 1.36.2 kube-apiserver (v1alpha2)
+# and staging/src/k8s.io/api/scheduling/v1beta1/types.go (adds preemptionPolicy)
+_TEMPLATE_FIELDS = frozenset({"name", "schedulingPolicy", "schedulingConstraints", "disruptionMode", "priority",
+                              "priorityClassName", "resourceClaims", "preemptionPolicy"})
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -208,7 +212,7 @@ def _workload_api_errors(rt: ResourceType, obj: JSON) -> list[str]:
         return ["spec: Required value"]
     errors: list[str] = []
     if rt.kind == "Workload":
-        unknown = set(spec) - {"controllerRef", "podGroupTemplates"}
+        unknown = set(spec) - {"controllerRef", "podGroupTemplates", "compositePodGroupTemplates"}
         ref = spec.get("controllerRef")
         if ref is not None and (not isinstance(ref, dict) or not ref.get("kind") or not ref.get("name")
                                 or set(ref) - {"apiGroup", "kind", "name"}):
@@ -222,8 +226,7 @@ def _workload_api_errors(rt: ResourceType, obj: JSON) -> list[str]:
             if not isinstance(t, dict) or not _DNS_LABEL.match(str(t.get("name") or "")):
                 errors.append(f"{where}.name: Invalid value: must be a DNS label")
                 continue
-            unknown |= {f"podGroupTemplates[{i}].{k}" for k in set(t) - {"name", "schedulingPolicy",
-                                                                        "schedulingConstraints"}}
+            unknown |= {f"podGroupTemplates[{i}].{k}" for k in set(t) - _TEMPLATE_FIELDS}
             errors += _policy_errors(t.get("schedulingPolicy"), f"{where}.schedulingPolicy")
     else:
         if rt.version == "v1alpha2":
@@ -233,7 +236,7 @@ def _workload_api_errors(rt: ResourceType, obj: JSON) -> list[str]:
         else:
             ref_field, keys = "workloadRef", ("workloadName", "templateName")
             ref = spec.get("workloadRef")
-        unknown = set(spec) - {ref_field, "schedulingPolicy", "schedulingConstraints", "disruptionMode"}
+        unknown = set(spec) - {ref_field, "parentCompositePodGroupName", *_TEMPLATE_FIELDS} - {"name"}
         if ref is not None:
             if not isinstance(ref, dict) or set(ref) != set(keys) or not all(
                     _DNS_LABEL.match(str(ref.get(k) or "")) for k in keys):
