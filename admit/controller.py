@@ -60,9 +60,10 @@ from typing import Any, Iterable
 from kubernetes_asyncio import client
 
 from . import kinds
+from .children import is_child
 from .config import COSCHEDULING, MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
-from .kube import KubeError, resolve_proxy_once
+from .kube import KubeError, namespace_terminating, resolve_proxy_once
 from .leader import LeaderElector, default_identity
 from .plan import GangError, GangPlan, get_path, parse_gang_annotations
 from .podgroup import desired_pod_group, owner_annotation, ownership, spec_differs, spec_json_patch
@@ -226,10 +227,11 @@ class Claim:
 def claim_of(obj: JSON, resource: Resource, config: Config) -> Claim | None:
     """The claim of a stored workload, computed with the kind's resolver from ``admit.kinds.RESOLVERS`` exactly as
     admission does (operation ``UPDATE``: the object is stored). ``None`` when the object asks for no gang (no
-    ``min-member`` annotation), when no resolver handles its kind, or when an operator makes its PodGroup
-    (``plan.create_pod_group`` false)."""
+    ``min-member`` annotation), when no resolver handles its kind, when an operator makes its PodGroup
+    (``plan.create_pod_group`` false), or when it is a child of another gang workload (a Deployment's ReplicaSet,
+    ``children.py``: it carries its parent's annotations but its parent claims the group)."""
     resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
-    if resolver is None:
+    if resolver is None or is_child(obj, resource.group, resource.kind):
         return None
     obj = obj if obj.get("kind") else dict(obj, apiVersion=resource.api_version, kind=resource.kind)
     meta = obj.get("metadata") or {}
@@ -898,6 +900,10 @@ class Controller:
         except KubeError as e:
             if e.status == 409:
                 return await self._refetch(key, depth)
+            if namespace_terminating(e):  # the namespace and the workload in it are going: nothing to re-create
+                self._report(key, "terminating", f"PodGroup {key[0]}/{key[1]} not re-created for {claim.ref}: its "
+                                                 "namespace is being deleted", logging.INFO)
+                return None
             if self._blocked_owner_deletion(e, claim):
                 return await self._create(key, action, depth)
             raise self._fail(claim, key, e, f"cannot create PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")

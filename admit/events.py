@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .kube import KubeError
+from .kube import KubeError, namespace_terminating
 from .leader import micro_time
 from .watchcache import KubeRaw, Resource
 
@@ -134,6 +134,9 @@ class EventRecorder:
                 if self.allowed():
                     await self._write(item)
             except KubeError as e:
+                if namespace_terminating(e):  # the Event's namespace is being deleted, its object with it
+                    log.debug("Event %s not recorded: %s", item.reason, e.message)
+                    continue
                 self._once(f"{e.status}:{item.reason}", f"cannot record Event {item.reason} on "
                            f"{item.regarding.get('kind')} {item.regarding.get('namespace')}/"
                            f"{item.regarding.get('name')}: {e.message}")

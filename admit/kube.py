@@ -47,6 +47,15 @@ class AlreadyExists(KubeError):
     """409 AlreadyExists on create."""
 
 
+def namespace_terminating(error: KubeError) -> bool:
+    """True for the refusal of a create in a namespace that is being deleted: kube-apiserver's NamespaceLifecycle
+    admission plugin answers 403 Forbidden "unable to create new content in namespace X because it is being
+    terminated" (seen on a real control plane when a test namespace was deleted while admit's controller re-created a
+    PodGroup the namespace controller had just removed). Nothing can be created there any more, and everything in the
+    namespace is about to go: not an error worth a retry or a warning."""
+    return error.status == 403 and "because it is being terminated" in error.message
+
+
 def _from_api_exception(e: ApiException, what: str) -> KubeError:
     reason = e.reason or ""
     message = ""

@@ -11,6 +11,8 @@ Behaviour (DESIGN.md, "What it does on each request"):
   UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
 - Workload UPDATE that removes the annotation: the group label admit put on the templates and the managed label are
   removed (a labelled pod whose PodGroup is gone would wait forever).
+- A child (a ReplicaSet its Deployment made: ``children.py``) passes unchanged: its template is the parent's, which
+  admit already patched.
 - Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
   refuses those, with the reason) pass unchanged.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from .backends import coscheduling, workload_api
+from .children import is_child
 from .config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from .kinds import POD_JOINERS, RESOLVERS
 from .patch import pointer, set_keys_ops, set_op
@@ -131,7 +134,7 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
             return Decision()
         return _mutate_pod(req, obj, config, known_groups)
     resolver = RESOLVERS.get((req.group, req.kind))
-    if resolver is None or req.group in config.ignored_api_groups:
+    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind):
         return Decision()
     namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
     try:

@@ -14,6 +14,9 @@ Refused, with a message that names the object, the numbers and the fix (DESIGN.m
 - the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...).
 
 Zero replicas is allowed: a paused workload has no pods to wait.
+
+A child (a ReplicaSet its Deployment made: ``children.py``) is allowed with no check and no PodGroup, also on its
+``*/scale``: it belongs to its parent's gang, which admit checked on the parent.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backends import scheduler_phrase, template_joined
+from .children import is_child
 from .config import Config
 from .kinds import RESOLVERS, SCALABLE
 from .mutate import has_controller
@@ -95,6 +99,8 @@ def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) ->
     count and a fixed minMember is compared with it.
     """
     resolver = RESOLVERS.get((check.group, check.kind))
+    if is_child(parent, check.group, check.kind):
+        return Decision()  # its parent's gang was checked on the parent; the parent's controller sets its replicas
     try:
         ann = parse_gang_annotations(get_path(parent, ("metadata", "annotations")), config)
         if ann is None or resolver is None:
@@ -145,7 +151,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     if is_pod and (req.operation != "CREATE" or has_controller(obj)):
         return Verdict(Decision())
     resolver = RESOLVERS.get((req.group, req.kind))
-    if resolver is None or req.group in config.ignored_api_groups:
+    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind):
         return Verdict(Decision())
     annotations = get_path(obj, ("metadata", "annotations"))
     typos = unknown_annotation_warnings(annotations, config)

@@ -97,11 +97,12 @@ def resolve_statefulset(
     replicas = int_field(obj, ("spec", "replicas"), 1, "spec.replicas")
     assert replicas is not None
     plan = _replicated_plan(obj, ann, config, namespace, "StatefulSet", "apps", replicas, "spec.replicas", TEMPLATE)
-    explicit = get_path(obj, ("spec", "podManagementPolicy"))
-    policy = explicit or "OrderedReady"
+    policy = get_path(obj, ("spec", "podManagementPolicy")) or "OrderedReady"
     if plan.min_member > 1 and policy != "Parallel":
-        if not explicit:
-            policy = "OrderedReady (the default)"
+        # kube-apiserver defaults the field before admission, so an unset policy arrives as "OrderedReady": say that
+        # it is the default either way (seen on a real control plane; an offline review sees the field unset).
+        if policy == "OrderedReady":
+            policy = "OrderedReady (the default when spec.podManagementPolicy is not set)"
         fix = (
             "podManagementPolicy is immutable: delete the StatefulSet (kubectl delete --cascade=orphan keeps the pods)"
             " and create it again with podManagementPolicy: Parallel"

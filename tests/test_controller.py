@@ -21,6 +21,7 @@ import pytest
 from admit.admission import Admission
 from admit.cli import build_parser
 from admit.config import Config
+from admit.events import EventRecorder
 from admit.controller import (
     KNOWN_RESOURCES,
     Claim,
@@ -602,6 +603,43 @@ async def test_a_write_the_api_refuses_is_reported_as_a_warning_event_and_retrie
     await controller.recorder.flush()
     failures = [e for e in events(fake) if e[1] == "PodGroupSyncFailed"]
     assert len(failures) == 1 and failures[0][0] == "Warning"
+
+
+async def test_a_group_deleted_with_its_terminating_namespace_is_not_recreated_warned_or_retried(
+        fake, kube, controllers, caplog):
+    """Seen on the real control plane: deleting a namespace removes the PodGroup before the Deployment; the
+    re-create is refused by the NamespaceLifecycle admission plugin. That is the namespace going away, not a fault."""
+    controller = await controllers()
+    terminating = ('podgroups.scheduling.x-k8s.io "web" is forbidden: unable to create new content in namespace '
+                   'team because it is being terminated')
+    fake.fail("create", "podgroups", 403, times=None, message=terminating)
+    with caplog.at_level(logging.INFO):
+        await create_workload(kube, deployment())
+        await eventually(lambda: any("namespace is being deleted" in r.getMessage() for r in caplog.records))
+        await asyncio.sleep(0.3)  # several retry backoffs (0.05 s doubling) would have passed
+        await controller.recorder.flush()
+    creates = [r for r in fake.requests_for("podgroups", "POST")]
+    assert len(creates) == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], [r.getMessage() for r in caplog.records]
+    assert events(fake) == []
+
+
+async def test_an_event_refused_in_a_terminating_namespace_does_not_hide_a_later_permission_warning(
+        fake, kube, caplog):
+    recorder = EventRecorder(kube, "admit-0")
+    workload = stored(deployment())
+    fake.fail("create", "events", 403, times=1, message='events.events.k8s.io "web.1" is forbidden: unable to create '
+                                                        "new content in namespace team because it is being terminated")
+    fake.fail("create", "events", 403, times=1, message='events.events.k8s.io is forbidden: User "admit" cannot '
+                                                        'create resource "events"')
+    with caplog.at_level(logging.DEBUG, "admit.events"):
+        recorder.record(workload, "Normal", "PodGroupAdopted", "Adopt", "adopted")
+        await recorder.flush()
+        recorder.record(workload, "Normal", "PodGroupAdopted", "Adopt", "adopted again")
+        await recorder.flush()
+    await recorder.stop()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and 'cannot create resource "events"' in warnings[0]
 
 
 async def test_adoption_falls_back_without_block_owner_deletion_where_the_api_refuses_it(fake, kube, controllers):

@@ -233,7 +233,14 @@ def test_annotating_an_existing_job_creates_no_pod_group_its_pods_could_never_jo
 
 def test_a_statefulset_without_a_policy_is_told_ordered_ready_is_the_default():
     v = verdict(example("denied/statefulset-ordered-ready.yaml"))
-    assert "OrderedReady (the default)" in v.decision.message
+    assert "OrderedReady (the default when spec.podManagementPolicy is not set)" in v.decision.message
+
+
+def test_a_statefulset_whose_policy_kube_apiserver_defaulted_is_also_told_it_is_the_default():
+    sts = example("denied/statefulset-ordered-ready.yaml")
+    sts["spec"]["podManagementPolicy"] = "OrderedReady"  # what admission receives: defaulting runs before it
+    v = verdict(sts)
+    assert "OrderedReady (the default when spec.podManagementPolicy is not set)" in v.decision.message
 
 
 def test_a_min_member_beyond_int32_is_refused():

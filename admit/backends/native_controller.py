@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import kinds
+from ..children import is_child
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube import KubeError
 from ..plan import GangError, GangPlan, get_path, parse_gang_annotations
@@ -84,7 +85,7 @@ def native_claim_of(obj: JSON, resource: Resource, config: Config) -> NativeClai
     runs it, operation ``UPDATE``); ``None`` for any other object. An invalid annotation gives a claim with
     ``error`` only when the object still names the workload-api backend (or that is the default)."""
     resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
-    if resolver is None:
+    if resolver is None or is_child(obj, resource.group, resource.kind):  # a Deployment's ReplicaSet: its parent's
         return None
     obj = obj if obj.get("kind") else dict(obj, apiVersion=resource.api_version, kind=resource.kind)
     meta = obj.get("metadata") or {}

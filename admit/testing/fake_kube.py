@@ -40,7 +40,10 @@ What follows the real kube-apiserver (and where it deliberately does not):
   characters), Lease ``MicroTime`` fields (exactly six fractional digits and a zone, as the Go layout
   ``2006-01-02T15:04:05.000000Z07:00`` demands), Event times, base64 in ``Secret.data``/``ConfigMap.binaryData`` and
   webhook ``caBundle``. ``Secret.stringData`` is folded into ``data`` as the real server does.
-* Not emulated: namespaces are not required to exist and deleting one does not delete its contents; admission,
+* Admission webhooks (``admission=WebhookAdmission(url, ssl)``, off by default) and the Deployment controller's
+  ReplicaSets (``deployment_controller=True``, off by default): see ``fake_controllers.py``. Without them, writes are
+  stored as given and no controller runs.
+* Not emulated: namespaces are not required to exist and deleting one does not delete its contents;
   authentication, defaulting, server-side apply (415), managedFields, propagationPolicy=Foreground, list snapshots.
 
 Direct access for tests (no HTTP, no validation, still emits watch events): ``put``, ``get``, ``delete_object``,
@@ -862,11 +865,21 @@ class FakeKubeAPI:
         bookmark_interval: seconds between BOOKMARK events on watches that sent ``allowWatchBookmarks=true``
             (None: only on ``send_bookmarks()`` and after ``sendInitialEvents``).
         record_requests: keep ``requests`` (the counters behind ``stats()`` are always kept).
+        admission: a ``fake_controllers.WebhookAdmission``: HTTP writes of the resources it matches go through its
+            mutating and validating webhooks, as kube-apiserver's admission chain (None: no admission).
+        deployment_controller: emulate the Deployment controller's ReplicaSets (``fake_controllers``); its writes go
+            through ``admission`` too. ``deployments`` is the :class:`~fake_controllers.DeploymentController`.
+        workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``; see
+            :func:`workload_api_resources`); ``None``: not served, like a cluster without ``GenericWorkload``.
     """
 
     def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
-                 bookmark_interval: float | None = None, record_requests: bool = True,
-                 workload_api: str | None = None) -> None:
+                 bookmark_interval: float | None = None, record_requests: bool = True, admission: Any = None,
+                 deployment_controller: bool = False, workload_api: str | None = None) -> None:
+        from .fake_controllers import DeploymentController
+
+        self.admission = admission
+        self.deployments = DeploymentController(self) if deployment_controller else None
         self.gc_orphans_after = gc_orphans_after
         self.bookmark_interval = bookmark_interval
         self.record_requests = record_requests
@@ -918,6 +931,10 @@ class FakeKubeAPI:
         for task in self._gc_pending.values():
             task.cancel()
         self._gc_pending.clear()
+        if self.deployments is not None:
+            self.deployments.stop()
+        if self.admission is not None:
+            await self.admission.close()
         runner, self._runner = self._runner, None
         await runner.cleanup()
 
@@ -1200,6 +1217,8 @@ class FakeKubeAPI:
                 w.queue.put_nowait(seen)
         if self.gc_orphans_after is not None:
             self._gc_after_write(rt, ns, name, new, old)
+        if self.deployments is not None and new is not None and rt.key == ("apps", "v1", "deployments"):
+            self.deployments.changed(ns or "", name)
         return result
 
     # ---------------------------------------------------------------- garbage collector emulation
@@ -1386,6 +1405,46 @@ class FakeKubeAPI:
             return self._commit(rt, ns, name, existing, marked)
         return self._commit(rt, ns, name, existing, None)
 
+    # ---------------------------------------------------------------- writes through admission (awaits inside)
+
+    async def admitted_create(self, rt: ResourceType, ns: str | None, body: Any, dry_run: bool,
+                              user: JSON | None = None) -> JSON:
+        """Create as kube-apiserver does with admission: mutating webhooks, then name/uid/defaults, then validating
+        webhooks, then store. ``user`` is the AdmissionReview's ``userInfo`` (default: an admin). Raises ApiError."""
+        adm = self.admission
+        if adm is None or not adm.handles(rt, None, "CREATE"):
+            return self._create(rt, ns, body, dry_run)
+        obj = self._check_body(rt, body)
+        obj = await adm.mutate("CREATE", rt, ns, obj, None, dry_run, user)
+        prepared = self._create(rt, ns, obj, dry_run=True)
+        await adm.validate("CREATE", rt, ns, prepared, None, dry_run, user=user)
+        if dry_run:
+            return prepared
+        name = prepared["metadata"]["name"]
+        if (ns, name) in self._bucket(rt):
+            raise _already_exists(rt, name)
+        return self._commit(rt, ns, name, None, prepared)
+
+    async def admitted_update(self, rt: ResourceType, ns: str | None, name: str, new: JSON, dry_run: bool, *,
+                              require_rv: bool = False, user: JSON | None = None) -> JSON:
+        """Update the main resource through admission (``new``: the complete desired object). Raises ApiError."""
+        existing = self._bucket(rt).get((ns, name))
+        if existing is None:
+            raise _not_found(rt, name)
+        adm = self.admission
+        if adm is None or not adm.handles(rt, None, "UPDATE"):
+            return self._update(rt, ns, name, existing, new, subresource=None, dry_run=dry_run, require_rv=require_rv)
+        new = await adm.mutate("UPDATE", rt, ns, new, existing, dry_run, user)
+        result = self._update(rt, ns, name, existing, copy.deepcopy(new), subresource=None, dry_run=True,
+                              require_rv=require_rv)
+        if result is existing:
+            return existing
+        await adm.validate("UPDATE", rt, ns, result, existing, dry_run, user=user)
+        existing = self._bucket(rt).get((ns, name))
+        if existing is None:
+            raise _not_found(rt, name)
+        return self._update(rt, ns, name, existing, new, subresource=None, dry_run=dry_run, require_rv=require_rv)
+
     def _scale_of(self, rt: ResourceType, obj: JSON) -> JSON:
         meta = obj["metadata"]
         return {
@@ -1569,7 +1628,7 @@ class FakeKubeAPI:
         if verb == "list":
             return _json_response(self._list(rt, ns, request.query))
         if verb == "create":
-            obj = self._create(rt, ns, body, self._dry_run(request))
+            obj = await self.admitted_create(rt, ns, body, self._dry_run(request))
             return _json_response(obj, 201)
         if verb == "deletecollection":
             dry = self._dry_run(request, body)
@@ -1593,22 +1652,31 @@ class FakeKubeAPI:
             return _json_response(self._delete(rt, ns, name, existing, dry, body if isinstance(body, dict) else None))
         dry = self._dry_run(request)
         if sub == "scale":
+            old_scale = self._scale_of(rt, existing)
             if verb == "update":
-                return _json_response(self._write_scale(rt, ns, name, existing, body, dry))
-            scale = self._scale_of(rt, existing)
-            patched = apply_patch(None, scale, rec.content_type, body)
-            if (patched.get("metadata") or {}).get("resourceVersion") == scale["metadata"]["resourceVersion"]:
-                patched["metadata"].pop("resourceVersion")
-            return _json_response(self._write_scale(rt, ns, name, existing, patched, dry))
+                new_scale = body
+            else:
+                new_scale = apply_patch(None, old_scale, rec.content_type, body)
+                if (new_scale.get("metadata") or {}).get("resourceVersion") == old_scale["metadata"]["resourceVersion"]:
+                    new_scale["metadata"].pop("resourceVersion")
+            if self.admission is not None and self.admission.handles(rt, "scale", "UPDATE") and \
+                    isinstance(new_scale, dict):
+                await self.admission.validate("UPDATE", rt, ns, {**old_scale, **new_scale}, old_scale, dry,
+                                              sub="scale")
+                existing = self._bucket(rt).get((ns, name))
+                if existing is None:
+                    raise _not_found(rt, name)
+            return _json_response(self._write_scale(rt, ns, name, existing, new_scale, dry))
         if verb == "update":
             new = self._check_body(rt, body)
-            result = self._update(rt, ns, name, existing, new, subresource=sub, dry_run=dry, require_rv=sub is None)
-            return _json_response(result)
-        # patch
-        patched = apply_patch(rt, existing, rec.content_type, body)
-        if not isinstance(patched.get("metadata"), dict):
-            patched["metadata"] = {}
-        result = self._update(rt, ns, name, existing, patched, subresource=sub, dry_run=dry, require_rv=False)
+        else:
+            new = apply_patch(rt, existing, rec.content_type, body)
+            if not isinstance(new.get("metadata"), dict):
+                new["metadata"] = {}
+        if sub is None:
+            result = await self.admitted_update(rt, ns, name, new, dry, require_rv=verb == "update")
+        else:
+            result = self._update(rt, ns, name, existing, new, subresource=sub, dry_run=dry, require_rv=False)
         return _json_response(result)
 
     def _list(self, rt: ResourceType, ns: str | None, query: Any) -> JSON:

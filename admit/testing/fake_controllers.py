@@ -1,0 +1,353 @@
+"""What kube-apiserver and kube-controller-manager add around the store, for :class:`FakeKubeAPI`: admission webhooks
+called over HTTP, and the Deployment controller's ReplicaSets.
+
+Both are off unless a test asks for them (``FakeKubeAPI(admission=WebhookAdmission(url), deployment_controller=True)``).
+
+:class:`WebhookAdmission` calls a webhook server the way kube-apiserver's admission chain does (Kubernetes docs
+"Dynamic Admission Control"): for a matched write it POSTs an ``admission.k8s.io/v1`` AdmissionReview to the mutating
+path, applies the returned JSONPatch, lets the store fill in the name (``generateName``), uid and defaults, then POSTs
+the result to the validating path; a refusal becomes the API error a client sees (``admission webhook "..." denied
+the request: <message>``, with the webhook's status code, else 403). Pods are admitted on CREATE only, ``*/scale`` is
+validated only (as the chart's rules say); ``/status`` writes never are. Not emulated: matchConditions,
+namespaceSelector, failurePolicy (an unreachable webhook is an error), reinvocation.
+
+:class:`DeploymentController` does what kubernetes ``pkg/controller/deployment`` does to ReplicaSets, in the fake's
+process, through the same admission as a client's write:
+
+- on every stored Deployment, the ReplicaSet for its current template is ``<name>-<pod-template-hash>``; it is
+  created with the Deployment's annotations (``copyDeploymentAnnotationsToReplicaSet`` in
+  ``util/deployment_util.go``: all but ``annotationsToSkip``) plus ``deployment.kubernetes.io/revision``,
+  ``desired-replicas`` and ``max-replicas``; labels and template = the Deployment's template plus
+  ``pod-template-hash``; selector = the Deployment's plus ``pod-template-hash``; one controller ownerReference to
+  the Deployment (``getNewReplicaSet`` in ``sync.go``);
+- a new template while older ReplicaSets run is a rolling update: the new ReplicaSet starts at ``maxSurge`` replicas
+  (25%, rounded up, as ``RollingUpdate``'s default), then goes to ``spec.replicas`` while the old ones go to 0, each
+  an UPDATE of the ReplicaSet (``scaleReplicaSet``); with no kubelet there is nothing to wait for between the steps;
+- an existing ReplicaSet gets the Deployment's annotations copied again (an UPDATE) when they changed;
+- a refused ReplicaSet write is recorded as a Warning Event ``ReplicaSetCreateError`` on the Deployment (as in
+  ``sync.go``) and in :attr:`DeploymentController.errors`; there is no retry.
+
+Not emulated: the ReplicaSet controller (no Pods are made), Recreate, ``minReadySeconds``, revision history limits,
+pausing, rollbacks, hash collisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import math
+import ssl as _ssl
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import jsonpatch
+
+if TYPE_CHECKING:
+    from .fake_kube import FakeKubeAPI, ResourceType
+
+__all__ = ["WebhookAdmission", "DeploymentController", "pod_template_hash", "CHART_RULES", "SCALE_RULES"]
+
+JSON = dict[str, Any]
+
+#: ``(API group, plural)`` -> operations the chart's workload and pod webhooks match (both endpoints); ``"*"`` is every
+#: plural of the group. Mirrors charts/admit/templates/_helpers.tpl ``admit.workloadRules`` and the pod rules.
+CHART_RULES: dict[tuple[str, str], frozenset[str]] = {
+    ("apps", "deployments"): frozenset({"CREATE", "UPDATE"}),
+    ("apps", "statefulsets"): frozenset({"CREATE", "UPDATE"}),
+    ("apps", "replicasets"): frozenset({"CREATE", "UPDATE"}),
+    ("batch", "jobs"): frozenset({"CREATE", "UPDATE"}),
+    ("kubeflow.org", "*"): frozenset({"CREATE", "UPDATE"}),
+    ("sparkoperator.k8s.io", "sparkapplications"): frozenset({"CREATE", "UPDATE"}),
+    ("", "pods"): frozenset({"CREATE"}),
+}
+#: ``(API group, plural)`` whose ``/scale`` UPDATE the chart's scale webhook validates.
+SCALE_RULES: frozenset[tuple[str, str]] = frozenset({("apps", "deployments"), ("apps", "statefulsets"),
+                                                     ("apps", "replicasets")})
+
+USER_INFO = {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}
+CONTROLLER_USER = {"username": "system:serviceaccount:kube-system:deployment-controller",
+                   "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
+
+
+class WebhookAdmission:
+    """Admission webhooks at ``url`` (``https://127.0.0.1:PORT``) called as kube-apiserver calls them.
+
+    Args:
+        url: base URL of the webhook server; ``mutate_path`` / ``validate_path`` are appended.
+        ssl: ``ssl.SSLContext`` trusting the server (the webhook's caBundle), or ``False`` for plain HTTP.
+        rules / scale_rules: what is sent (default: the chart's rules, :data:`CHART_RULES`, :data:`SCALE_RULES`).
+        timeout: seconds per webhook call (the chart's ``timeoutSeconds``).
+
+    Attributes:
+        reviews: every ``(path, request, response)`` exchanged, oldest first (``request``/``response`` are the
+            AdmissionReview's ``request`` and ``response`` dicts).
+        warnings: every admission warning returned, as ``(kind, name, warning)``.
+    """
+
+    def __init__(self, url: str, ssl: _ssl.SSLContext | bool = False, *, mutate_path: str = "/mutate",
+                 validate_path: str = "/validate", rules: dict[tuple[str, str], frozenset[str]] | None = None,
+                 scale_rules: frozenset[tuple[str, str]] | None = None, timeout: float = 5.0) -> None:
+        self.url = url.rstrip("/")
+        self.ssl = ssl
+        self.mutate_path = mutate_path
+        self.validate_path = validate_path
+        self.rules = CHART_RULES if rules is None else rules
+        self.scale_rules = SCALE_RULES if scale_rules is None else scale_rules
+        self.timeout = timeout
+        self.reviews: list[tuple[str, JSON, JSON]] = []
+        self.warnings: list[tuple[str, str, str]] = []
+        self._session: Any = None
+
+    def handles(self, rt: "ResourceType", sub: str | None, operation: str) -> bool:
+        """True when a write of ``rt`` (``sub``: None or ``"scale"``) with ``operation`` is sent to the webhooks."""
+        if sub == "scale":
+            return operation == "UPDATE" and (rt.group, rt.plural) in self.scale_rules
+        if sub is not None:
+            return False
+        ops = self.rules.get((rt.group, rt.plural)) or self.rules.get((rt.group, "*"))
+        return ops is not None and operation in ops
+
+    async def close(self) -> None:
+        """Close the HTTP session. Idempotent."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _request(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON | None, old: JSON | None,
+                 dry_run: bool, sub: str | None, user: JSON | None) -> JSON:
+        src = obj if obj is not None else old or {}
+        name = (src.get("metadata") or {}).get("name") or ""
+        if sub == "scale":
+            kind = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+        else:
+            kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
+        request: JSON = {
+            "uid": str(uuid.uuid4()), "kind": kind, "resource": resource, "requestKind": kind,
+            "requestResource": resource, "operation": operation, "userInfo": user or USER_INFO,
+            "object": obj, "oldObject": old, "dryRun": dry_run,
+            "options": {"kind": f"{operation.title()}Options", "apiVersion": "meta.k8s.io/v1"},
+        }
+        if name:
+            request["name"] = name
+        if ns is not None:
+            request["namespace"] = ns
+        if sub:
+            request["subResource"] = request["requestSubResource"] = sub
+        return request
+
+    @staticmethod
+    def _hook(request: JSON, path: str) -> str:
+        """The chart's webhook name for a request: ``workloads|pods|scale.<mutate|validate>.admit.dev``."""
+        group = "scale" if request.get("subResource") == "scale" else \
+            "pods" if request["resource"]["resource"] == "pods" else "workloads"
+        return f"{group}.{path.strip('/')}.admit.dev"
+
+    async def _call(self, path: str, request: JSON) -> JSON:
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+        async with self._session.post(self.url + path, json=review, ssl=self.ssl) as resp:
+            if resp.status != 200:
+                raise _webhook_error(self._hook(request, path), f"expected response code 200, got {resp.status}: {await resp.text()}")
+            answer = await resp.json()
+        response = answer.get("response") or {}
+        if response.get("uid") != request["uid"]:
+            raise _webhook_error(self._hook(request, path), "the response uid does not match the request uid")
+        self.reviews.append((path, request, response))
+        for warning in response.get("warnings") or []:
+            self.warnings.append((request["kind"]["kind"], request.get("name", ""), warning))
+        if not response.get("allowed"):
+            status = response.get("status") or {}
+            from .fake_kube import ApiError
+
+            code = int(status.get("code") or 403)
+            raise ApiError(code, str(status.get("reason") or "Forbidden"),
+                           f'admission webhook "{self._hook(request, path)}" denied the request: '
+                           f'{status.get("message", "")}')
+        return response
+
+    async def mutate(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON, old: JSON | None,
+                     dry_run: bool, user: JSON | None = None) -> JSON:
+        """The object after the mutating webhook (a new dict); raises ``ApiError`` when it refuses."""
+        response = await self._call(self.mutate_path, self._request(operation, rt, ns, obj, old, dry_run, None, user))
+        patch = response.get("patch")
+        if not patch:
+            return obj
+        if response.get("patchType") != "JSONPatch":
+            raise _webhook_error(self.mutate_path.strip("/"), f"unsupported patchType {response.get('patchType')!r}")
+        return jsonpatch.apply_patch(obj, json.loads(base64.b64decode(patch)))
+
+    async def validate(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON, old: JSON | None,
+                       dry_run: bool, sub: str | None = None, user: JSON | None = None) -> None:
+        """Ask the validating webhook; raises ``ApiError`` when it refuses."""
+        await self._call(self.validate_path, self._request(operation, rt, ns, obj, old, dry_run, sub, user))
+
+
+def _webhook_error(hook: str, why: str) -> Exception:
+    from .fake_kube import ApiError
+
+    return ApiError(500, "InternalError", f'Internal error occurred: failed calling webhook "{hook}": {why}')
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The Deployment controller
+# ----------------------------------------------------------------------------------------------------------------------
+
+#: Annotations the Deployment controller does not copy onto ReplicaSets (``annotationsToSkip``).
+ANNOTATIONS_TO_SKIP = frozenset({
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "deployment.kubernetes.io/revision",
+    "deployment.kubernetes.io/revision-history",
+    "deployment.kubernetes.io/desired-replicas",
+    "deployment.kubernetes.io/max-replicas",
+    "deprecated.deployment.rollback.to",
+})
+_SAFE = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphanums
+
+
+def pod_template_hash(template: JSON) -> str:
+    """A ``pod-template-hash`` value for ``template``: FNV-32a of the template, written with
+    ``rand.SafeEncodeString`` (as ``controller.ComputeHash``; the bytes hashed differ: Go hashes a spew dump, this
+    hashes canonical JSON, so values are stable here but not equal to a real cluster's)."""
+    h = 0x811C9DC5
+    for b in json.dumps(template, sort_keys=True, separators=(",", ":")).encode():
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return "".join(_SAFE[c % len(_SAFE)] for c in str(h).encode())
+
+
+class DeploymentController:
+    """The emulated Deployment controller of one :class:`FakeKubeAPI` (see the module docstring).
+
+    Attributes:
+        errors: ``(namespace, deployment, message)`` of every refused ReplicaSet write.
+    """
+
+    def __init__(self, api: "FakeKubeAPI") -> None:
+        self.api = api
+        self.errors: list[tuple[str, str, str]] = []
+        self._running: dict[tuple[str, str], asyncio.Task] = {}
+        self._dirty: set[tuple[str, str]] = set()
+
+    def changed(self, ns: str, name: str) -> None:
+        """A Deployment was written: sync it (at most one sync per Deployment at a time; a write during a sync
+        makes it run once more)."""
+        key = (ns, name)
+        if key in self._running:
+            self._dirty.add(key)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._running[key] = loop.create_task(self._run(key))
+
+    async def idle(self, timeout: float = 5.0) -> None:
+        """Wait until no sync is running (tests)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._running:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError("the fake Deployment controller is still syncing")
+            await asyncio.sleep(0.005)
+
+    def stop(self) -> None:
+        for task in self._running.values():
+            task.cancel()
+        self._running.clear()
+
+    async def _run(self, key: tuple[str, str]) -> None:
+        try:
+            while True:
+                self._dirty.discard(key)
+                await self._sync(*key)
+                if key not in self._dirty:
+                    return
+        finally:
+            self._running.pop(key, None)
+
+    async def _sync(self, ns: str, name: str) -> None:
+        from .fake_kube import ApiError
+
+        api = self.api
+        deps = api.resource_type("apps/v1", "deployments")
+        rss = api.resource_type("apps/v1", "replicasets")
+        dep = api._bucket(deps).get((ns, name))  # noqa: SLF001 - the controller is part of the fake
+        if dep is None or dep["metadata"].get("deletionTimestamp"):
+            return
+        uid = dep["metadata"]["uid"]
+        owned = [rs for (rns, _), rs in api._bucket(rss).items()  # noqa: SLF001
+                 if rns == ns and any(r.get("controller") and r.get("uid") == uid
+                                      for r in rs["metadata"].get("ownerReferences") or [])]
+        spec = dep.get("spec") or {}
+        replicas = spec.get("replicas", 1)
+        template = copy.deepcopy(spec.get("template") or {})
+        hash_ = pod_template_hash(template)
+        rs_name = f"{name}-{hash_}"
+        annotations = {k: v for k, v in ((dep["metadata"].get("annotations")) or {}).items()
+                       if k not in ANNOTATIONS_TO_SKIP}
+        surge = max(1, math.ceil(replicas * 0.25)) if replicas else 0
+        current = next((rs for rs in owned if rs["metadata"]["name"] == rs_name), None)
+        old = [rs for rs in owned if rs is not current]
+        try:
+            if current is None:
+                revision = 1 + max((int(rs["metadata"].get("annotations", {}).get(
+                    "deployment.kubernetes.io/revision", "0") or 0) for rs in owned), default=0)
+                running_old = any((rs.get("spec") or {}).get("replicas", 0) for rs in old)
+                first = min(replicas, surge) if running_old else replicas
+                current = await self._create(ns, dep, rs_name, hash_, template, annotations, revision, first,
+                                             replicas + surge)
+            elif any(current["metadata"].get("annotations", {}).get(k) != v for k, v in annotations.items()):
+                current = await self._write(ns, current, annotations=annotations)
+            if (current.get("spec") or {}).get("replicas") != replicas:
+                current = await self._write(ns, current, replicas=replicas)
+            for rs in old:
+                if (rs.get("spec") or {}).get("replicas", 0) != 0:
+                    await self._write(ns, rs, replicas=0)
+        except ApiError as e:
+            message = f'Failed to create new replica set "{rs_name}": {e.message}' if current is None else \
+                f'Failed to update replica set of deployment "{name}": {e.message}'
+            self.errors.append((ns, name, message))
+            api.put({"apiVersion": "v1", "kind": "Event",
+                     "metadata": {"generateName": f"{name}.", "namespace": ns},
+                     "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "namespace": ns,
+                                        "uid": uid},
+                     "reason": "ReplicaSetCreateError", "message": message, "type": "Warning",
+                     "source": {"component": "deployment-controller"}})
+
+    async def _create(self, ns: str, dep: JSON, rs_name: str, hash_: str, template: JSON, annotations: JSON,
+                      revision: int, replicas: int, max_replicas: int) -> JSON:
+        rss = self.api.resource_type("apps/v1", "replicasets")
+        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = hash_
+        selector = copy.deepcopy((dep.get("spec") or {}).get("selector") or {})
+        selector.setdefault("matchLabels", {})["pod-template-hash"] = hash_
+        meta = dep["metadata"]
+        body = {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {
+                "name": rs_name, "namespace": ns, "labels": dict(template["metadata"]["labels"]),
+                "annotations": {**annotations, "deployment.kubernetes.io/revision": str(revision),
+                                "deployment.kubernetes.io/desired-replicas": str((dep.get("spec") or {}).get(
+                                    "replicas", 1)),
+                                "deployment.kubernetes.io/max-replicas": str(max_replicas)},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
+                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": {"replicas": replicas, "minReadySeconds": (dep.get("spec") or {}).get("minReadySeconds", 0),
+                     "selector": selector, "template": template},
+        }
+        return await self.api.admitted_create(rss, ns, body, dry_run=False, user=CONTROLLER_USER)
+
+    async def _write(self, ns: str, rs: JSON, *, replicas: int | None = None,
+                     annotations: JSON | None = None) -> JSON:
+        rss = self.api.resource_type("apps/v1", "replicasets")
+        new = copy.deepcopy(rs)
+        if replicas is not None:
+            new.setdefault("spec", {})["replicas"] = replicas
+        if annotations is not None:
+            new["metadata"].setdefault("annotations", {}).update(annotations)
+        return await self.api.admitted_update(rss, ns, rs["metadata"]["name"], new, dry_run=False,
+                                              user=CONTROLLER_USER)

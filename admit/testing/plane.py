@@ -1,0 +1,878 @@
+"""A real Kubernetes control plane on loopback, for admit's end-to-end tests (and the bench): etcd, kube-apiserver,
+kube-controller-manager and the scheduler-plugins scheduler (Coscheduling), with admit's webhooks registered from
+the chart and ``admit serve`` running as a real subprocess over HTTPS.
+
+Usage::
+
+    with ControlPlane() as plane:                    # raises NoBinaries when none are found
+        plane.add_node("node-1", cpu="4")
+        admit = plane.start_admit()                   # `admit serve` + the chart's webhook configurations
+        plane.create_namespace("demo")
+        plane.rest("POST", "/apis/apps/v1/namespaces/demo/deployments", body={...})
+
+Binaries (:func:`find_binaries`): ``$ADMIT_K8S_ASSETS`` names a folder of plain, unpacked binaries (as envtest's
+``KUBEBUILDER_ASSETS``); otherwise the xz-compressed set in ``<repo>/../shared/k8s/bin`` is unpacked once into
+``~/.cache/admit/k8s-<first 16 hex of sha256(SHA256SUMS.txt)>`` (``$XDG_CACHE_HOME`` honoured), each file checked
+against ``SHA256SUMS.txt``, so a new set lands in a new folder. Needed: ``etcd``, ``kube-apiserver``,
+``kube-controller-manager``, ``scheduler-plugins-scheduler``.
+
+What it sets up (flags and traps from ``shared/k8s/README.md``):
+
+- a throwaway PKI made with ``cryptography`` (``admit.certs`` for the CA and serving certificates): the
+  kube-apiserver serving certificate (``127.0.0.1``, ``kubernetes.default.svc``...), client certificates for the
+  admin (``O=system:masters``), ``system:kube-controller-manager`` and ``scheduler-plugins-scheduler``, a
+  service-account signing key, admit's serving certificate (IP SAN ``127.0.0.1``), one kubeconfig per client;
+- every process on free loopback ports, in a temporary folder, its output in ``<workdir>/<name>.log``;
+  kube-controller-manager without the node lifecycle and cloud controllers (fake nodes are never marked
+  unreachable); the scheduler with one profile ``scheduler-plugins-scheduler``: Coscheduling on, PrioritySort off,
+  ``permitWaitingTimeSeconds`` short (default 3 s);
+- the PodGroup CRD and the scheduler-plugins RBAC from ``shared/k8s/manifests`` (before the scheduler starts);
+- fake nodes (:meth:`ControlPlane.add_node`): created with a Ready condition, then the ``not-ready`` taint the
+  admission chain adds is cleared (nothing else would clear it);
+- a "kubelet" (:class:`Kubelet`, a thread): bound Pending pods get ``phase: Running`` and a ``Ready`` condition
+  through the ``status`` subresource (so Deployment rollouts complete), and pods left Terminating on a node are
+  deleted with grace period 0;
+- ``admit serve`` (:meth:`ControlPlane.start_admit`): a subprocess with ``--cert-mode files`` and the admin
+  kubeconfig; the chart's own rendered Mutating/ValidatingWebhookConfigurations (rules, matchConditions,
+  failurePolicies, timeouts) are registered with ``clientConfig.url`` = the subprocess and ``caBundle`` = the test CA.
+
+Everything started is stopped by :meth:`ControlPlane.stop` (SIGTERM, then SIGKILL after 5 s), also when start-up
+fails half way. There is no kubelet, no kube-proxy, no DNS, no container runtime: a pod counts as scheduled when
+``spec.nodeName`` is set.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import hashlib
+import http.client
+import json
+import logging
+import lzma
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+from urllib.parse import urlencode
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from ..certs import BACKDATE, CertifiedKey, generate_ca, generate_serving_certificate, utcnow
+
+__all__ = [
+    "NoBinaries", "PlaneError", "REQUIRED", "ROOT", "SHARED", "find_binaries", "unpack", "ControlPlane", "Kubelet",
+    "AdmitProcess", "render_webhooks", "free_port",
+]
+
+log = logging.getLogger("admit.plane")
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared" / "k8s"
+REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "scheduler-plugins-scheduler")
+ASSETS_ENV = "ADMIT_K8S_ASSETS"
+SCHEDULER_NAME = "scheduler-plugins-scheduler"
+JSON = dict[str, Any]
+
+
+class NoBinaries(Exception):
+    """No control-plane binaries were found; ``str(e)`` is one line saying where admit looked."""
+
+
+class PlaneError(Exception):
+    """The control plane could not start or an API call failed; the message carries the status or the log tail."""
+
+    def __init__(self, message: str, status: int = 0, body: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+# ======================================================================================================================
+# Binaries
+# ======================================================================================================================
+
+
+def _cache_home() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "admit"
+
+
+def _sums(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            out[parts[1].lstrip("*")] = parts[0]
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def unpack(bin_dir: Path, cache: Path | None = None) -> Path:
+    """Unpack ``bin_dir/<name>.xz`` into a cache folder keyed on ``bin_dir/SHA256SUMS.txt``; returns the folder.
+
+    Each binary is decompressed to a temporary file, checked against its SHA-256 and renamed into place, so a crash
+    never leaves a half-written binary; a folder already complete is reused without reading the archives.
+
+    Raises:
+        NoBinaries: an archive or the checksum file is missing. PlaneError: a checksum does not match.
+    """
+    sums_file = bin_dir / "SHA256SUMS.txt"
+    if not sums_file.is_file():
+        raise NoBinaries(f"no {sums_file}")
+    key = hashlib.sha256(sums_file.read_bytes()).hexdigest()[:16]
+    target = (cache or _cache_home()) / f"k8s-{key}"
+    sums = _sums(sums_file)
+    if all((target / name).is_file() for name in REQUIRED) and (target / ".complete").is_file():
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    for name in REQUIRED:
+        dest = target / name
+        if dest.is_file() and name in sums and _sha256(dest) == sums[name]:
+            continue
+        src = bin_dir / f"{name}.xz"
+        if not src.is_file():
+            raise NoBinaries(f"no {src}")
+        tmp = target / f".{name}.{os.getpid()}.part"
+        with lzma.open(src) as fin, tmp.open("wb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+        got = _sha256(tmp)
+        if name in sums and got != sums[name]:
+            tmp.unlink()
+            raise PlaneError(f"{src}: unpacked sha256 {got} does not match SHA256SUMS.txt ({sums[name]})")
+        tmp.chmod(0o755)
+        os.replace(tmp, dest)
+    (target / ".complete").write_text(key + "\n")
+    return target
+
+
+def find_binaries(shared: Path | None = None) -> Path:
+    """The folder holding the :data:`REQUIRED` binaries: ``$ADMIT_K8S_ASSETS``, else ``shared/bin`` unpacked.
+
+    Raises:
+        NoBinaries: with one line saying where admit looked and how to point it elsewhere.
+    """
+    assets = os.environ.get(ASSETS_ENV)
+    if assets:
+        folder = Path(assets).expanduser()
+        missing = [n for n in REQUIRED if not os.access(folder / n, os.X_OK)]
+        if missing:
+            raise NoBinaries(f"${ASSETS_ENV}={assets} lacks executable {', '.join(missing)}")
+        return folder
+    bin_dir = (shared or SHARED) / "bin"
+    if not bin_dir.is_dir():
+        raise NoBinaries(f"no control-plane binaries: neither ${ASSETS_ENV} nor {bin_dir} (etcd, kube-apiserver, "
+                         f"kube-controller-manager, scheduler-plugins-scheduler)")
+    return unpack(bin_dir)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ======================================================================================================================
+# PKI
+# ======================================================================================================================
+
+
+def client_certificate(ca: CertifiedKey, common_name: str, organizations: Iterable[str] = (), days: float = 2) \
+        -> CertifiedKey:
+    """A TLS client certificate (ECDSA P-256, ``extendedKeyUsage clientAuth``) for kube-apiserver's x509
+    authenticator: the user is the CN, the groups are the O values (Kubernetes docs "Authenticating", X509 client
+    certificates)."""
+    now = utcnow()
+    key = ec.generate_private_key(ec.SECP256R1())
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(attrs))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return CertifiedKey(cert, key, cert.public_bytes(serialization.Encoding.PEM), key_pem)
+
+
+def _write(path: Path, data: bytes | str, mode: int = 0o600) -> Path:
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    path.chmod(mode)
+    return path
+
+
+def _kubeconfig(server: str, ca_pem: bytes, user: CertifiedKey, name: str) -> str:
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": "plane", "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
+        "users": [{"name": name, "user": {"client-certificate-data": b64(user.cert_pem),
+                                          "client-key-data": b64(user.key_pem)}}],
+        "contexts": [{"name": name, "context": {"cluster": "plane", "user": name}}],
+    })
+
+
+# ======================================================================================================================
+# Webhook configurations from the chart
+# ======================================================================================================================
+
+
+def render_webhooks(url: str, ca_pem: bytes, values: JSON | None = None, chart: Path | None = None,
+                    namespace: str = "admit-system", release: str = "admit") -> list[JSON]:
+    """The chart's MutatingWebhookConfiguration and ValidatingWebhookConfiguration, rendered by Helm's Go SDK
+    (``helm-python-sdk``, as ``tests/test_chart.py``), with every ``clientConfig.service`` replaced by
+    ``clientConfig.url`` = ``url`` + the service path, and ``caBundle`` = ``ca_pem``.
+
+    Raises:
+        ImportError: helm-python-sdk is not installed (``pip install -e '.[test]'``).
+    """
+    import helm_python as helm
+
+    with helm.Chart.load(str(chart or ROOT / "charts" / "admit")) as c:
+        rendered = c.render(values or {}, name=release, namespace=namespace, is_install=True)
+    out = []
+    for path, text in sorted(rendered.items()):
+        if not path.endswith(".yaml"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc and doc.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                for hook in doc["webhooks"]:
+                    cc = hook["clientConfig"]
+                    service = cc.pop("service", None) or {}
+                    cc["url"] = url.rstrip("/") + (service.get("path") or "/")
+                    cc["caBundle"] = base64.b64encode(ca_pem).decode()
+                out.append(doc)
+    if len(out) != 2:
+        raise PlaneError(f"expected the chart to render 2 webhook configurations, got {len(out)}")
+    return out
+
+
+# ======================================================================================================================
+# The plane
+# ======================================================================================================================
+
+
+@dataclass
+class _Proc:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@dataclass
+class AdmitProcess:
+    """One ``admit serve`` subprocess.
+
+    Attributes:
+        name: its identity (also ``--lease`` holder identity through ``POD_NAME``).
+        url: ``https://127.0.0.1:PORT``. port: the port. log: its output file. args: the extra flags it got.
+        popen: the ``subprocess.Popen``.
+    """
+
+    name: str
+    url: str
+    port: int
+    log: Path
+    args: list[str]
+    popen: subprocess.Popen
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def output(self) -> str:
+        """Everything it logged so far."""
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds; returns the exit code. Idempotent."""
+        return _stop(self.popen, timeout)
+
+
+def _stop(popen: subprocess.Popen, timeout: float = 5.0) -> int | None:
+    if popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                popen.kill()
+            popen.wait(5)
+    return popen.returncode
+
+
+class ControlPlane:
+    """etcd + kube-apiserver + kube-controller-manager + scheduler-plugins scheduler on loopback (module docstring).
+
+    Args:
+        binaries: folder with the :data:`REQUIRED` binaries (default :func:`find_binaries`).
+        workdir: folder for data, certificates, kubeconfigs and logs (default: a new temporary folder, removed by
+            :meth:`stop` unless ``keep``).
+        permit_waiting_seconds: Coscheduling ``permitWaitingTimeSeconds`` (how long bound-to-be pods of an
+            incomplete gang wait in Permit before they are rejected).
+        kubelet: run the :class:`Kubelet` thread.
+        shared: the ``shared/k8s`` folder (manifests; binaries unless ``binaries`` or ``$ADMIT_K8S_ASSETS``).
+
+    Attributes (after :meth:`start`):
+        server: ``https://127.0.0.1:PORT`` of kube-apiserver. kubeconfig: the admin kubeconfig path.
+        ca_file: the cluster CA (PEM path; it also signed admit's serving certificate). ca_pem: its bytes.
+        kubelet: the :class:`Kubelet`. admits: the ``admit serve`` processes started.
+    """
+
+    def __init__(self, binaries: Path | None = None, workdir: Path | None = None, *,
+                 permit_waiting_seconds: int = 3, kubelet: bool = True, shared: Path | None = None,
+                 keep: bool = False) -> None:
+        self.shared = shared or SHARED
+        self.binaries = binaries
+        self._own_workdir = workdir is None
+        self.workdir = workdir
+        self.permit_waiting_seconds = permit_waiting_seconds
+        self.keep = keep
+        self._want_kubelet = kubelet
+        self._procs: list[_Proc] = []
+        self.admits: list[AdmitProcess] = []
+        self.kubelet: Kubelet | None = None
+        self.server = ""
+        self.kubeconfig = Path()
+        self.ca_file = Path()
+        self.ca_pem = b""
+        self._ssl: ssl.SSLContext | None = None
+        self._admit_cert: tuple[Path, Path] | None = None
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> "ControlPlane":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 90.0) -> "ControlPlane":
+        """Start everything (a few seconds); on any failure stop what was started and raise.
+
+        Raises:
+            NoBinaries: no binaries. PlaneError: a component did not become healthy (message: its log tail).
+        """
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        binaries = self.binaries or find_binaries(self.shared)
+        self.binaries = binaries
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="admit-plane-"))
+        wd = self.workdir
+        wd.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        deadline = started + timeout
+        pki = self._pki(wd)
+        # etcd
+        etcd_port, peer_port = free_port(), free_port()
+        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        self._spawn("etcd", [
+            str(binaries / "etcd"), "--name", "test", "--data-dir", str(wd / "etcd"),
+            "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-cluster", f"test=http://127.0.0.1:{peer_port}", "--unsafe-no-fsync", "--log-level", "warn",
+        ])
+        self._wait(lambda: _http_ok(f"{etcd_url}/health"), "etcd", deadline)
+        # kube-apiserver
+        api_port = free_port()
+        self.server = f"https://127.0.0.1:{api_port}"
+        self._spawn("kube-apiserver", [
+            str(binaries / "kube-apiserver"), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            f"--tls-cert-file={pki['apiserver.crt']}", f"--tls-private-key-file={pki['apiserver.key']}",
+            f"--client-ca-file={pki['ca.crt']}", f"--service-account-key-file={pki['sa.pub']}",
+            f"--service-account-signing-key-file={pki['sa.key']}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=Node,RBAC",
+            "--enable-priority-and-fairness=false", "--profiling=false", "-v=1",
+        ])
+        self._wait(lambda: self._healthy("/readyz"), "kube-apiserver", deadline)
+        # the scheduler-plugins RBAC and the PodGroup CRD, before the scheduler starts
+        for doc in _yaml_docs(self.shared / "manifests" / "scheduler-plugins-rbac.yaml"):
+            self.apply(doc)
+        self.install_crd(self.shared / "manifests" / "scheduling.x-k8s.io_podgroups.yaml")
+        # kube-controller-manager
+        self._spawn("kube-controller-manager", [
+            str(binaries / "kube-controller-manager"), f"--kubeconfig={pki['kcm.kubeconfig']}",
+            f"--authentication-kubeconfig={pki['kcm.kubeconfig']}",
+            f"--authorization-kubeconfig={pki['kcm.kubeconfig']}",
+            "--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
+            "--leader-elect=false", "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki['sa.key']}", f"--root-ca-file={pki['ca.crt']}",
+            f"--cluster-signing-cert-file={pki['ca.crt']}", f"--cluster-signing-key-file={pki['ca.key']}",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--profiling=false", "-v=1",
+            # React quickly: the garbage collector and the workload controllers are what the tests wait on.
+            "--concurrent-gc-syncs=20",
+        ])
+        # scheduler-plugins scheduler with the Coscheduling profile
+        sched_cfg = _write(wd / "scheduler.yaml", yaml.safe_dump({
+            "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "leaderElection": {"leaderElect": False},
+            "clientConnection": {"kubeconfig": str(pki["sched.kubeconfig"])},
+            "profiles": [{
+                "schedulerName": SCHEDULER_NAME,
+                "plugins": {"multiPoint": {"enabled": [{"name": "Coscheduling"}],
+                                           "disabled": [{"name": "PrioritySort"}]}},
+                "pluginConfig": [{"name": "Coscheduling", "args": {
+                    "permitWaitingTimeSeconds": self.permit_waiting_seconds, "podGroupBackoffSeconds": 1}}],
+            }],
+        }))
+        self._spawn("scheduler-plugins-scheduler", [
+            str(binaries / "scheduler-plugins-scheduler"), f"--config={sched_cfg}",
+            f"--authentication-kubeconfig={pki['sched.kubeconfig']}",
+            f"--authorization-kubeconfig={pki['sched.kubeconfig']}",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "-v=1",
+        ])
+        # the default namespace's ServiceAccount proves the controller-manager works
+        self._wait(lambda: self._exists("/api/v1/namespaces/default/serviceaccounts/default"),
+                   "kube-controller-manager (default ServiceAccount)", deadline)
+        if self._want_kubelet:
+            self.kubelet = Kubelet(self)
+            self.kubelet.start()
+        log.info("control plane up in %.1fs at %s (%s)", time.monotonic() - started, self.server, wd)
+
+    def stop(self) -> None:
+        """Stop every process started (admit first, then the scheduler, controller-manager, apiserver, etcd) and
+        remove the temporary workdir. Idempotent; never raises."""
+        if self.kubelet is not None:
+            self.kubelet.stop()
+            self.kubelet = None
+        for admit in self.admits:
+            with contextlib.suppress(Exception):
+                admit.stop()
+        for proc in reversed(self._procs):
+            with contextlib.suppress(Exception):
+                _stop(proc.popen)
+        self._procs.clear()
+        if self._own_workdir and self.workdir is not None and not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _pki(self, wd: Path) -> dict[str, Path]:
+        d = wd / "pki"
+        d.mkdir(exist_ok=True)
+        ca = generate_ca("admit test plane CA", days=2)
+        api = generate_serving_certificate(ca, "kubernetes", "default", dns_names=["localhost"],
+                                           ip_addresses=["127.0.0.1", "10.0.0.1"], days=2)
+        admit = generate_serving_certificate(ca, "admit", "admit-system", dns_names=["localhost"],
+                                             ip_addresses=["127.0.0.1"], days=2)
+        sa = ec.generate_private_key(ec.SECP256R1())
+        files = {
+            "ca.crt": _write(d / "ca.crt", ca.cert_pem, 0o644), "ca.key": _write(d / "ca.key", ca.key_pem),
+            "apiserver.crt": _write(d / "apiserver.crt", api.cert_pem, 0o644),
+            "apiserver.key": _write(d / "apiserver.key", api.key_pem),
+            "admit.crt": _write(d / "admit.crt", admit.cert_pem, 0o644),
+            "admit.key": _write(d / "admit.key", admit.key_pem),
+            "sa.key": _write(d / "sa.key", sa.private_bytes(serialization.Encoding.PEM,
+                                                            serialization.PrivateFormat.PKCS8,
+                                                            serialization.NoEncryption())),
+            "sa.pub": _write(d / "sa.pub", sa.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo), 0o644),
+        }
+        admin = client_certificate(ca, "admin", ["system:masters"])
+        self._admin = admin
+        for name, cn, orgs in (("admin", "admin", ["system:masters"]), ("kcm", "system:kube-controller-manager", []),
+                               ("sched", SCHEDULER_NAME, [])):
+            user = admin if name == "admin" else client_certificate(ca, cn, orgs)
+            files[f"{name}.kubeconfig"] = _write(d / f"{name}.kubeconfig", "")  # server filled in below
+            files[f"{name}.crt"] = _write(d / f"{name}.crt", user.cert_pem, 0o644)
+            files[f"{name}.key"] = _write(d / f"{name}.key", user.key_pem)
+            setattr(self, f"_user_{name}", user)
+        self.ca_file = files["ca.crt"]
+        self.ca_pem = ca.cert_pem
+        self._admit_cert = (files["admit.crt"], files["admit.key"])
+        self._pki_files = files
+        # kube-apiserver's port is chosen next; kubeconfigs are written once it is known (see _spawn hook)
+        return _LazyKubeconfigs(self, files)  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ processes
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> _Proc:
+        assert self.workdir is not None
+        log_path = self.workdir / f"{name}.log"
+        out = log_path.open("ab")
+        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 cwd=self.workdir, env=env, start_new_session=True)
+        out.close()
+        proc = _Proc(name, popen, log_path)
+        self._procs.append(proc)
+        return proc
+
+    def _wait(self, check: Any, what: str, deadline: float) -> None:
+        while True:
+            for proc in self._procs:
+                if proc.popen.poll() is not None:
+                    raise PlaneError(f"{proc.name} exited with {proc.popen.returncode}:\n{proc.tail()}")
+            try:
+                if check():
+                    return
+            except (OSError, PlaneError, http.client.HTTPException):
+                pass
+            if time.monotonic() > deadline:
+                tails = "\n".join(f"--- {p.name}\n{p.tail(15)}" for p in self._procs)
+                raise PlaneError(f"{what} not ready in time\n{tails}")
+            time.sleep(0.1)
+
+    def logs(self, name: str) -> str:
+        """The output of component ``name`` (``etcd``, ``kube-apiserver``, ...) so far."""
+        proc = next((p for p in self._procs if p.name == name), None)
+        return proc.log.read_text(errors="replace") if proc is not None else ""
+
+    # ------------------------------------------------------------------ REST (admin, synchronous)
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            ctx = ssl.create_default_context(cafile=str(self.ca_file))
+            ctx.load_cert_chain(str(self._pki_files["admin.crt"]), str(self._pki_files["admin.key"]))
+            self._ssl = ctx
+        return self._ssl
+
+    def _conn(self) -> http.client.HTTPSConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            host, port = self.server.removeprefix("https://").split(":")
+            conn = http.client.HTTPSConnection(host, int(port), context=self._context(), timeout=30)
+            self._local.conn = conn
+        return conn
+
+    def rest(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None,
+             content_type: str = "application/json", ok: Iterable[int] = ()) -> Any:
+        """One API request as the admin; returns the decoded JSON answer (``None`` for a status in ``ok``).
+
+        Args:
+            path: ``/api/v1/...`` or ``/apis/...``. query: query parameters. content_type: of ``body`` (e.g.
+                ``application/merge-patch+json``). ok: error statuses to return ``None`` for instead of raising.
+
+        Raises:
+            PlaneError: any other non-2xx answer (``status``, ``body`` = the decoded Status).
+        """
+        url = path + ("?" + urlencode(query) if query else "")
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = content_type
+        for attempt in (1, 2):
+            conn = self._conn()
+            try:
+                conn.request(method, url, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+                break
+            except (http.client.HTTPException, OSError):
+                conn.close()
+                self._local.conn = None
+                if attempt == 2:
+                    raise
+        try:
+            doc = json.loads(raw) if raw else None
+        except ValueError:
+            doc = raw.decode(errors="replace")
+        if 200 <= resp.status < 300:
+            return doc
+        if resp.status in ok:
+            return None
+        message = doc.get("message") if isinstance(doc, dict) else doc
+        raise PlaneError(f"{method} {path}: {resp.status} {message}", resp.status, doc)
+
+    def _healthy(self, path: str) -> bool:
+        self.rest("GET", path)  # raises until it answers 2xx
+        return True
+
+    def _exists(self, path: str) -> bool:
+        return self.rest("GET", path, ok=(404,)) is not None
+
+    def apply(self, obj: JSON) -> JSON:
+        """Create ``obj`` (cluster-scoped or with ``metadata.namespace``), or replace it if it exists."""
+        path = api_path(obj)
+        name = obj["metadata"]["name"]
+        try:
+            return self.rest("POST", path, body=obj)
+        except PlaneError as e:
+            if e.status != 409:
+                raise
+        current = self.rest("GET", f"{path}/{name}")
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
+        return self.rest("PUT", f"{path}/{name}", body=obj)
+
+    def install_crd(self, manifest: Path | JSON, timeout: float = 30.0) -> JSON:
+        """Create a CustomResourceDefinition (a YAML path or the object) and wait until it is Established."""
+        crd = manifest if isinstance(manifest, dict) else _yaml_docs(Path(manifest))[0]
+        self.apply(crd)
+        name = crd["metadata"]["name"]
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.rest("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            conds = {c["type"]: c["status"] for c in (got.get("status") or {}).get("conditions") or []}
+            if conds.get("Established") == "True":
+                return got
+            if time.monotonic() > deadline:
+                raise PlaneError(f"CRD {name} not Established: {conds}")
+            time.sleep(0.05)
+
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+        """Create a namespace and wait for its ``default`` ServiceAccount (pods are refused until it exists)."""
+        self.rest("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": name, "labels": labels or {}}})
+        deadline = time.monotonic() + timeout
+        while not self._exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"):
+            if time.monotonic() > deadline:
+                raise PlaneError(f"namespace {name}: no default ServiceAccount after {timeout}s")
+            time.sleep(0.05)
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete a namespace (in the background; its pods are force-deleted by the kubelet thread)."""
+        self.rest("DELETE", f"/api/v1/namespaces/{name}", ok=(404,))
+
+    # ------------------------------------------------------------------ nodes
+
+    def add_node(self, name: str, cpu: str = "4", memory: str = "8Gi", pods: str = "110",
+                 labels: dict[str, str] | None = None) -> JSON:
+        """A Ready fake node with that capacity (= allocatable); the ``not-ready`` taint is cleared."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        capacity = {"cpu": cpu, "memory": memory, "pods": pods}
+        node = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                                  "type": "fake", **(labels or {})}},
+            "spec": {},
+            "status": {"capacity": capacity, "allocatable": capacity, "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "fake node, no kubelet",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now}]},
+        }
+        self.rest("POST", "/api/v1/nodes", body=node)
+        got = self.rest("PATCH", f"/api/v1/nodes/{name}", body={"spec": {"taints": None}},
+                        content_type="application/merge-patch+json")
+        if not (got.get("status") or {}).get("allocatable"):
+            self.rest("PATCH", f"/api/v1/nodes/{name}/status", body={"status": node["status"]},
+                      content_type="application/merge-patch+json")
+        return got
+
+    def delete_node(self, name: str) -> None:
+        self.rest("DELETE", f"/api/v1/nodes/{name}", ok=(404,))
+
+    # ------------------------------------------------------------------ admit
+
+    def start_admit(self, name: str | None = None, args: Iterable[str] = (), *, register: bool = True,
+                    values: JSON | None = None, wait: float = 30.0) -> AdmitProcess:
+        """Start ``admit serve`` (``python -m admit.cli serve``) over HTTPS on a free port with the test CA's serving
+        certificate and the admin kubeconfig, wait for ``/readyz``, and (``register``) register the chart's webhook
+        configurations (rendered with ``values``) pointing at it.
+
+        ``args`` are extra flags (``--orphan-grace-period 2``, ``--no-controller`` ...); defaults added unless
+        given: ``--namespace admit-system --lease-namespace admit-system``. The process identity (Lease holder) is
+        ``name`` (``POD_NAME``). Several replicas: call again with ``register=False`` (kube-apiserver then calls
+        only the registered one, as a Service would pick one) or ``True`` to move the webhooks to the new one.
+        """
+        assert self._admit_cert is not None and self.workdir is not None
+        name = name or f"admit-{len(self.admits)}"
+        port = free_port()
+        args = list(args)
+        flags = ["--host", "127.0.0.1", "--port", str(port), "--cert-mode", "files",
+                 "--tls-cert-file", str(self._admit_cert[0]), "--tls-key-file", str(self._admit_cert[1]),
+                 "--kubeconfig", str(self.kubeconfig)]
+        if "--namespace" not in args:
+            flags += ["--namespace", "admit-system"]
+        if "--lease-namespace" not in args:
+            flags += ["--lease-namespace", "admit-system"]
+        self._ensure_namespace("admit-system")
+        log_path = self.workdir / f"{name}.log"
+        out = log_path.open("ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "POD_NAME": name, "HOSTNAME": name}
+        popen = subprocess.Popen([sys.executable, "-m", "admit.cli", "serve", *flags, *args], stdout=out,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
+                                 start_new_session=True)
+        out.close()
+        proc = AdmitProcess(name, f"https://127.0.0.1:{port}", port, log_path, args, popen)
+        self.admits.append(proc)
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        deadline = time.monotonic() + wait
+        while True:
+            if popen.poll() is not None:
+                raise PlaneError(f"admit serve {name} exited with {popen.returncode}:\n{proc.output()[-3000:]}")
+            try:
+                conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
+                conn.request("GET", "/readyz")
+                if conn.getresponse().status == 200:
+                    conn.close()
+                    break
+                conn.close()
+            except (OSError, http.client.HTTPException):
+                pass
+            if time.monotonic() > deadline:
+                raise PlaneError(f"admit serve {name} not ready in {wait}s:\n{proc.output()[-3000:]}")
+            time.sleep(0.1)
+        if register:
+            self.register_webhooks(proc.url, values)
+        return proc
+
+    def register_webhooks(self, url: str, values: JSON | None = None) -> list[JSON]:
+        """Create or replace the chart's two webhook configurations, pointing at ``url`` (see
+        :func:`render_webhooks`); returns them as stored."""
+        return [self.apply(doc) for doc in render_webhooks(url, self.ca_pem, values)]
+
+    def _ensure_namespace(self, name: str) -> None:
+        if not self._exists(f"/api/v1/namespaces/{name}"):
+            try:
+                self.create_namespace(name)
+            except PlaneError as e:
+                if e.status != 409:
+                    raise
+
+
+class _LazyKubeconfigs(dict):
+    """The PKI file map; kubeconfigs need kube-apiserver's URL, known only once its port is picked: they are written
+    the first time one is asked for."""
+
+    def __init__(self, plane: ControlPlane, files: dict[str, Path]) -> None:
+        super().__init__(files)
+        self._plane = plane
+        self._written = False
+
+    def __getitem__(self, key: str) -> Path:
+        if key.endswith(".kubeconfig") and not self._written:
+            plane = self._plane
+            assert plane.server
+            for name in ("admin", "kcm", "sched"):
+                user = getattr(plane, f"_user_{name}")
+                _write(super().__getitem__(f"{name}.kubeconfig"), _kubeconfig(plane.server, plane.ca_pem, user, name))
+            plane.kubeconfig = super().__getitem__("admin.kubeconfig")
+            self._written = True
+        return super().__getitem__(key)
+
+
+def api_path(obj: JSON) -> str:
+    """The collection path of ``obj`` (``/apis/apps/v1/namespaces/x/deployments``), from its apiVersion/kind with
+    the usual English plural (enough for the kinds the tests create)."""
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    lower = kind.lower()
+    plural = lower + "es" if lower.endswith(("s", "ch")) else (lower[:-1] + "ies" if lower.endswith("y") else
+                                                               lower + "s")
+    ns = (obj.get("metadata") or {}).get("namespace")
+    return f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
+
+
+def _yaml_docs(path: Path) -> list[JSON]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _http_ok(url: str) -> bool:
+    host, _, rest = url.removeprefix("http://").partition("/")
+    h, p = host.split(":")
+    conn = http.client.HTTPConnection(h, int(p), timeout=2)
+    try:
+        conn.request("GET", "/" + rest)
+        return conn.getresponse().status == 200
+    finally:
+        conn.close()
+
+
+# ======================================================================================================================
+# The kubelet's part
+# ======================================================================================================================
+
+
+class Kubelet(threading.Thread):
+    """What a kubelet would do for fake nodes, polled every ``interval`` seconds (0.2): a bound (``spec.nodeName``)
+    Pending pod gets ``status.phase: Running`` with ``Ready``/``ContainersReady``/``Initialized``/``PodScheduled``
+    conditions (through ``pods/status``); a bound pod with a ``deletionTimestamp`` is deleted with grace period 0.
+
+    Attributes:
+        enabled: clear it to pause (pods then stay Pending / Terminating). marked: pods made Running, as
+            ``(namespace, name)``.
+    """
+
+    def __init__(self, plane: ControlPlane, interval: float = 0.2) -> None:
+        super().__init__(name="fake kubelet", daemon=True)
+        self.plane = plane
+        self.interval = interval
+        self.enabled = True
+        self.marked: list[tuple[str, str]] = []
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(5)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            if not self.enabled:
+                continue
+            try:
+                self.sync()
+            except Exception as e:  # noqa: BLE001 - keep polling; the plane may be stopping
+                log.debug("kubelet sync failed: %s", e)
+
+    def sync(self) -> None:
+        """One pass over the bound pods (also callable from a test)."""
+        pods = self.plane.rest("GET", "/api/v1/pods", query={"fieldSelector": "spec.nodeName!="})
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for pod in pods.get("items") or []:
+            meta = pod["metadata"]
+            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+            if meta.get("deletionTimestamp"):
+                self.plane.rest("DELETE", path, body={"gracePeriodSeconds": 0}, ok=(404, 409))
+                continue
+            status = pod.get("status") or {}
+            if status.get("phase") != "Pending":
+                continue
+            conds = [{"type": t, "status": "True", "lastTransitionTime": now}
+                     for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]
+            containers = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
+                           "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
+                          for c in pod["spec"].get("containers") or []]
+            body = {"metadata": {"uid": meta["uid"]},
+                    "status": {"phase": "Running", "conditions": conds, "containerStatuses": containers,
+                               "hostIP": "127.0.0.1", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
+                               "startTime": now}}
+            self.plane.rest("PATCH", f"{path}/status", body=body, content_type="application/strategic-merge-patch+json",
+                            ok=(404, 409, 422))
+            self.marked.append((meta["namespace"], meta["name"]))

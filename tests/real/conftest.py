@@ -1,0 +1,127 @@
+"""The real control-plane tier: etcd, kube-apiserver, kube-controller-manager and the scheduler-plugins scheduler
+(Coscheduling) of ``../shared/k8s`` on loopback, with ``admit serve`` as a subprocess behind the chart's own webhook
+configurations. The launcher is :mod:`admit.testing.plane`; this file shares one plane across the whole test run.
+
+Run the tier alone: ``.venv/bin/python -m pytest -q -m real`` (or ``tests/real``). Binaries: ``$ADMIT_K8S_ASSETS``
+(a folder of plain binaries) or ``../shared/k8s/bin/*.xz`` (unpacked once into ``~/.cache/admit/k8s-<hash>``).
+Without binaries the tier skips with one line saying why; with ``CI=true`` it fails instead. ``ADMIT_PLANE_KEEP=1``
+keeps the plane's folder (every component's log, admit's included) and prints where it is.
+
+Fixtures (every test module under ``tests/real`` gets the ``real`` marker):
+
+``plane`` (session): a :class:`RealPlane`, started once, stopped at the end of the run (also on failure):
+
+- ``plane.cp``: the :class:`admit.testing.plane.ControlPlane` (``cp.rest(method, path, body=None, query=None,
+  content_type="application/json", ok=())`` is a synchronous admin REST call returning decoded JSON;
+  ``cp.apply(obj)``, ``cp.install_crd(path)``, ``cp.logs("kube-apiserver")``, ``cp.server``, ``cp.ca_file``);
+- ``plane.kubeconfig``: path of the admin kubeconfig (``kubernetes_asyncio.config.load_kube_config`` or
+  ``admit serve --kubeconfig``); the ``kube`` fixture below gives a ready kubernetes-asyncio ``ApiClient``;
+- nodes: ``node-1`` and ``node-2``, 4 CPU / 8Gi / 110 pods each, Ready, untainted;
+  ``plane.cp.add_node(name, cpu=, memory=, pods=, labels=)`` adds one (delete it in the test:
+  ``plane.cp.delete_node(name)``), since other tests count on the capacity above;
+- the kubelet: ``plane.cp.kubelet`` (a thread) marks bound pods Running + Ready every 0.2 s and force-deletes bound
+  pods left Terminating; ``plane.cp.kubelet.enabled = False`` pauses it (set it back in a ``finally``);
+- admit: ``plane.admit`` is the ``admit serve`` the webhooks point at (an
+  :class:`admit.testing.plane.AdmitProcess`: ``.url``, ``.log``, ``.output()``, ``.stop()``, ``.running()``),
+  started with ``--orphan-grace-period 5``; ``plane.start_admit(name, args=[...], register=False)`` starts
+  another replica with other flags (``register=True`` moves the webhooks to it and makes it ``plane.admit``);
+  replicas started in a test are stopped at the end of the run, or by the test;
+- CRDs: the PodGroup CRD (scheduler-plugins v0.34.7) and every ``tests/real/crds/*.yaml`` (TFJob, SparkApplication),
+  installed before admit starts so its controller watches them from the start;
+- timings: Coscheduling ``permitWaitingTimeSeconds`` 3 (:data:`PERMIT_WAIT`); use
+  ``gang.admit.dev/schedule-timeout-seconds`` of a few seconds in tests.
+
+``ns`` (function): a fresh namespace named after the test (``t-<name>-<random>``), with its ``default``
+ServiceAccount; deleted after the test.
+
+``kube`` (function, async): a ``kubernetes_asyncio.client.ApiClient`` for the admin kubeconfig, closed after the test.
+
+Helpers in ``tests/real/support.py``: ``wait_for`` polls a callable until it returns something truthy; ``pods`` lists
+a namespace's pods; ``bound`` keeps those with ``spec.nodeName``; ``gang_deployment`` and friends build manifests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Iterable
+
+import pytest
+
+from admit.testing.plane import AdmitProcess, ControlPlane, NoBinaries, find_binaries
+from tests.real.support import PERMIT_WAIT
+
+HERE = Path(__file__).resolve().parent
+CRDS = HERE / "crds"
+NODES = ("node-1", "node-2")
+NODE_CPU = "4"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.real)
+
+
+class RealPlane:
+    """What the ``plane`` fixture yields (see the module docstring)."""
+
+    def __init__(self, cp: ControlPlane, admit: AdmitProcess) -> None:
+        self.cp = cp
+        self.admit = admit
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cp.kubeconfig
+
+    def start_admit(self, name: str, args: Iterable[str] = (), *, register: bool = False) -> AdmitProcess:
+        """Another ``admit serve`` replica (same Lease name unless ``args`` says otherwise)."""
+        proc = self.cp.start_admit(name, args, register=register)
+        if register:
+            self.admit = proc
+        return proc
+
+
+@pytest.fixture(scope="session")
+def plane() -> Iterable[RealPlane]:
+    try:
+        binaries = find_binaries()
+    except NoBinaries as e:
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail(f"real control-plane tier cannot run under CI=true: {e}")
+        pytest.skip(f"real control-plane tier skipped: {e}")
+    keep = bool(os.environ.get("ADMIT_PLANE_KEEP"))
+    cp = ControlPlane(binaries, permit_waiting_seconds=PERMIT_WAIT, keep=keep)
+    cp.start()
+    try:
+        for name in NODES:
+            cp.add_node(name, cpu=NODE_CPU, memory="8Gi")
+        for crd in sorted(CRDS.glob("*.yaml")):
+            cp.install_crd(crd)
+        admit = cp.start_admit("admit-0", ["--orphan-grace-period", "5"])
+        yield RealPlane(cp, admit)
+    finally:
+        cp.stop()
+        if keep:
+            print(f"\nADMIT_PLANE_KEEP: logs and data of the control plane are in {cp.workdir}")
+
+
+@pytest.fixture
+def ns(plane: RealPlane, request: pytest.FixtureRequest) -> Iterable[str]:
+    base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower().removeprefix("test_")).strip("-")
+    name = f"t-{base[:44].strip('-')}-{uuid.uuid4().hex[:5]}"
+    plane.cp.create_namespace(name)
+    yield name
+    plane.cp.delete_namespace(name)
+
+
+@pytest.fixture
+async def kube(plane: RealPlane):
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(plane.kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration) as api_client:
+        yield api_client

@@ -1,0 +1,42 @@
+"""Two ``admit serve`` replicas on a real control plane: both answer admission, one leader (a Lease) runs the
+controller, and the other takes over when the leader stops (as during a rolling update of admit itself)."""
+
+from __future__ import annotations
+
+import time
+
+from tests.real.support import bound, gang_deployment, pods, wait_for
+
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/admit-system/leases/admit-controller"
+PG = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}"
+
+
+def holder(cp) -> str:
+    return (cp.rest("GET", LEASE, ok=(404,)) or {}).get("spec", {}).get("holderIdentity") or ""
+
+
+def adopted(cp, ns, name):
+    pg = cp.rest("GET", PG.format(ns=ns, name=name), ok=(404,)) or {}
+    return pg.get("metadata", {}).get("ownerReferences")
+
+
+def test_two_replicas_share_admission_one_leads_and_the_other_takes_over(plane, ns):
+    cp = plane.cp
+    first = plane.admit
+    assert holder(cp).startswith(f"{first.name}_")
+    # A second replica; the webhooks now call it (a follower): admission works on every replica.
+    second = plane.start_admit("admit-1", ["--orphan-grace-period", "5"], register=True)
+    time.sleep(1)  # kube-apiserver reloads webhook configurations from its informer
+    cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=gang_deployment("web"))
+    wait_for(lambda: len(bound(pods(cp, ns, "app=web"))) == 3, what="3 bound pods")
+    assert f"created PodGroup {ns}/web" in second.output()
+    wait_for(lambda: adopted(cp, ns, "web"), what="adoption by the leader")
+    assert f"adopted PodGroup {ns}/web" in first.output() and "adopted PodGroup" not in second.output()
+    assert holder(cp).startswith(f"{first.name}_")
+    # The leader stops (SIGTERM: it gives the Lease back); the follower leads and adopts the next group.
+    assert first.stop() == 0
+    wait_for(lambda: holder(cp).startswith(f"{second.name}_"), timeout=20, what="the follower takes the Lease")
+    cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=gang_deployment("api"))
+    wait_for(lambda: len(bound(pods(cp, ns, "app=api"))) == 3, what="3 bound pods")
+    wait_for(lambda: adopted(cp, ns, "api"), what="adoption by the new leader")
+    assert f"adopted PodGroup {ns}/api" in second.output()
