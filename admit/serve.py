@@ -82,7 +82,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
             native = await start_native_controller(controller)  # workload-api gangs, when that backend is on
             if native is not None:
                 stack.push_async_callback(native.stop)
-            cache = controller.cache
+            cache = controller.cache if native is None else native.view(controller.cache)
             checks.append(controller.readiness)
         app = create_app(Admission(config, KubeAPI(api_client, config), cache), checks)
         runner = web.AppRunner(app, access_log=None)

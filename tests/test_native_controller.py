@@ -215,6 +215,23 @@ async def test_the_gang_goes_from_admission_to_adoption_to_garbage_collection(en
     assert objects_of(fake, config) == [None, None]  # not brought back
 
 
+async def test_admitting_a_gang_whose_objects_are_cached_and_in_step_costs_no_api_call(env):
+    fake, kube, config, main, native = env
+    admission = Admission(config, KubeAPI(kube.api_client, config), native.view(main.cache))
+    user = deployment(uid=None)
+    del user["metadata"]["labels"]
+    mutated = jsonpatch.apply_patch(user, admission.mutate(request(user)).patch)
+    assert (await admission.validate(request(mutated))).allowed
+    await kube.request("POST", DEPLOYMENTS.path("team"), body=mutated)
+    await eventually(lambda: all((native.get_native(k, "team", "web") or {}).get("metadata", {}).get(
+        "ownerReferences") for k in ("Workload", "PodGroup")))
+    fake.clear_requests()
+    decision = await admission.validate(request(mutated))
+    assert decision.allowed and [o["kind"] for o in decision.pod_groups] == ["Workload", "PodGroup"]
+    assert [r for r in fake.requests if r.resource in ("workloads", "podgroups") and r.method != "WATCH"
+            and not r.query.get("watch")] == []
+
+
 async def test_the_gang_follows_a_scale_that_admission_did_not_see_where_the_api_allows_it(env):
     fake, kube, config, main, native = env
     await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))

@@ -30,7 +30,7 @@ from ..validate import check_plan
 from ..watchcache import Resource, WatchCache, object_key
 from .native_reconcile import KINDS, NativeAction, decide_native, object_owner
 
-__all__ = ["NativeClaim", "native_claim_of", "NativeGangController", "start_native_controller"]
+__all__ = ["NativeClaim", "native_claim_of", "NativeGangController", "GangCacheView", "start_native_controller"]
 
 log = logging.getLogger("admit.controller.native")
 JSON = dict[str, Any]
@@ -151,6 +151,18 @@ class _NotLeader(Exception):
     pass
 
 
+class GangCacheView:
+    """``cache``'s attributes (``get``, ``missing`` of ``controller.PodGroupView``) and ``get_native(kind,
+    namespace, name)`` of the workload-api controller (read by ``backends.ensure``)."""
+
+    def __init__(self, cache: Any, native: "NativeGangController") -> None:
+        self._cache = cache
+        self.get_native = native.get_native
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cache, name)
+
+
 class NativeGangController:
     """See the module docstring. ``main`` is the running-to-be ``controller.Controller`` (its ``api``,
     ``settings``, ``workloads`` caches, ``recorder`` and ``is_leader`` are used)."""
@@ -208,6 +220,11 @@ class NativeGangController:
         self._queue.clear()
         for cache in (*self.managed.values(), *self.others.values()):
             await cache.stop()
+
+    def view(self, cache: Any) -> "GangCacheView":
+        """The admission cache for both backends: ``cache`` (the PodGroup controller's view) plus :meth:`get_native`,
+        so that admitting a workload-api gang whose objects are cached, managed and in step costs no API call."""
+        return GangCacheView(cache, self)
 
     def get_native(self, kind: str, namespace: str, name: str) -> JSON | None:
         """A cached Workload or PodGroup (managed or not), or ``None``: a dict lookup, never an API call."""
