@@ -133,18 +133,20 @@ async def test_fewer_pods_than_an_immutable_min_count_are_refused_in_v1alpha2(se
             1 if config.gang_backend == "coscheduling" else 2)
 
 
-async def test_an_object_being_deleted_is_an_api_failure_with_the_reason(setup):
-    client, fake, config = setup
-    if config.gang_backend == "coscheduling":
-        pytest.skip("the scheduler-plugins PodGroup has no protection finalizer")
-    await admit(client, example("pause-gang-deployment.yaml"))
-    api = f"scheduling.k8s.io/{config.workload_api_version}"
-    pg = fake.get(api, "podgroups", "default", "pause")
-    # deleted while its pods still name it: kube-apiserver 1.36.2 keeps it for its protection finalizer
-    pg["metadata"].update(finalizers=["scheduling.k8s.io/podgroup-protection"],
-                          deletionTimestamp="2026-11-30T16:17:39Z")
-    fake.put(pg)
-    answer, _ = await admit(client, example("pause-gang-deployment.yaml"))
+@pytest.mark.parametrize("version", ["v1alpha2", "v1beta1"])
+async def test_a_pod_group_being_deleted_is_an_api_failure_with_the_reason(version, aiohttp_client):
+    config, _ = BACKENDS[version]
+    async with FakeKubeAPI(workload_api=version) as fake:
+        async with fake.api_client() as api_client:
+            client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client, config))))
+            await admit(client, example("pause-gang-deployment.yaml"))
+            api = f"scheduling.k8s.io/{version}"
+            pg = fake.get(api, "podgroups", "default", "pause")
+            # deleted while its pods still name it: kube-apiserver 1.36.2 keeps it for its protection finalizer
+            pg["metadata"].update(finalizers=["scheduling.k8s.io/podgroup-protection"],
+                                  deletionTimestamp="2026-11-30T16:17:39Z")
+            fake.put(pg)
+            answer, _ = await admit(client, example("pause-gang-deployment.yaml"))
     assert answer["allowed"] is False and answer["status"]["code"] == 503
     assert "PodGroup default/pause is being deleted" in answer["status"]["message"]
 
