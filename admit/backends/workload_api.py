@@ -257,8 +257,10 @@ def pod_spec_path(target: PodTarget) -> tuple[str, ...]:
 
 
 def template_group(obj: dict[str, Any], target: PodTarget) -> Any:
-    """``spec.schedulingGroup.podGroupName`` of a target's pod spec, or ``None``."""
-    return get_path(obj, pod_spec_path(target) + ("schedulingGroup", "podGroupName"))
+    """``spec.schedulingGroup.podGroupName`` of a target's pod spec, or ``None`` (on every admission: kept cheap)."""
+    spec = get_path(obj, target.scheduler[:-1])
+    group = spec.get("schedulingGroup") if isinstance(spec, dict) else None
+    return group.get("podGroupName") if isinstance(group, dict) else None
 
 
 def _managed(obj: dict[str, Any], config: Config) -> bool:
