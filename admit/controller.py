@@ -14,7 +14,10 @@ collector delete the PodGroup within ~25 ms). This controller finishes the job o
 - **clean up**: delete a managed PodGroup that no stored workload claims for ``orphan_grace_period`` seconds
   (default 60; e.g. the create of a workload another admission step rejected left it behind), unless live pods
   still carry its label;
-- record Events (``events.py``) on the workload for each of these and for failures.
+- record Events (``events.py``) on the workload for each of these and for failures;
+- leave a namespace that is being deleted alone: a re-create refused with 403 "being terminated"
+  (``kube.namespace_terminating``) is logged once at INFO, with no Event and no retry (the namespace and the
+  workload are going; retrying would only fill the log until they are gone).
 
 Pieces:
 
@@ -908,6 +911,7 @@ class Controller:
                 return await self._create(key, action, depth)
             raise self._fail(claim, key, e, f"cannot create PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
         self._resolved(key, "fail")
+        self._resolved(key, "terminating")
         log.info("created PodGroup %s/%s for %s (%s), owned by uid %s", key[0], key[1], claim.ref,
                  ", ".join(action.changes), claim.uid)
         self._event(claim.workload, "Normal", "PodGroupCreated", "Create",

@@ -38,9 +38,11 @@ SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
     ("apps", "statefulsets"): ("apps", "v1", "StatefulSet"),
 }
 
-PodJoiner = Callable[[dict[str, Any], Config, str, Any], GangPlan | None]
-"""``joiner(pod, config, namespace, known_groups) -> GangPlan | None`` for a Pod CREATE that carries neither the
-pod-group label nor gang annotations (e.g. a Spark executor joining its driver's group). It must not call the
-Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline) is the cache."""
+PodJoiner = Callable[[dict[str, Any], Config, str, Any], Any]
+"""``joiner(pod, config, namespace, known_groups) -> GangPlan | lookup | None`` for a Pod CREATE that carries neither
+the pod-group label nor gang annotations (e.g. a Spark executor joining its driver's group). It must not call the
+Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline; see
+``admission.GroupCache``) is the cache. A lookup (``spark.DriverLookup``) asks ``admission.Admission`` to read what
+the cache does not know."""
 
 POD_JOINERS: list[PodJoiner] = [join_spark_executor]

@@ -207,6 +207,21 @@ class KubeAPI:
             if e.status != 404:
                 raise
 
+    async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+        """GET a Pod as a plain dict (camelCase keys, as the API sends it); ``None`` on 404."""
+        core = client.CoreV1Api(self.api_client)
+        try:
+            pod = await self._call(
+                f"read Pod {namespace}/{name}",
+                lambda: core.read_namespaced_pod(name, namespace, _request_timeout=timeout),
+                timeout,
+            )
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+        return self.api_client.sanitize_for_serialization(pod)
+
     async def get_object(
         self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
     ) -> dict[str, Any] | None:

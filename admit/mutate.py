@@ -15,18 +15,29 @@ Behaviour (DESIGN.md, "What it does on each request"):
   admit already patched.
 - Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
   refuses those, with the reason) pass unchanged.
+- An UPDATE of an object that is being deleted (``deletionTimestamp`` set), or one that changes only ``status`` or
+  ``metadata.finalizers``, passes unchanged (``lifecycle.py``): removing a finalizer must never be held up.
+- A workload created with ``generateName`` only has no name yet in this phase (kube-apiserver generates it after the
+  mutating webhooks, before the validating ones). Its group is named here, once: ``generated_group_name``
+  (``generateName`` plus five characters derived from ``request.uid``), written as the pod-group label, which the
+  validating phase and the controller then read back from the templates. ``gang.admit.dev/pod-group`` overrides it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .backends import coscheduling, workload_api
 from .children import is_child
 from .config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
+from .foreign import other_generation_label, translate_group_labels
 from .kinds import POD_JOINERS, RESOLVERS
+from .lifecycle import bookkeeping_only, going_away
 from .patch import pointer, set_keys_ops, set_op
-from .plan import GangError, GangPlan, get_path, parse_gang_annotations
+from .plan import (
+    GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
+)
 from .review import AdmissionRequest, Decision
 from .workloads import POD
 
@@ -91,11 +102,27 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
 
 
 def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:
+    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
+    labels = get_path(pod, ("metadata", "labels"))
+    other = other_generation_label(config)
+    if other is None or not isinstance(labels, dict) or other not in labels:  # the hot path: one dict lookup
+        return _mutate_pod_translated(req, pod, config, known_groups, namespace)
+    meta = pod.get("metadata") or {}
+    t_ops, t_warnings, pod = translate_group_labels(
+        pod, [POD], config, f"Pod {namespace}/{meta.get('name') or meta.get('generateName') or ''}"
+    )
+    decision = _mutate_pod_translated(req, pod, config, known_groups, namespace)
+    decision.patch[:0] = t_ops
+    decision.warnings[:0] = t_warnings
+    return decision
+
+
+def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any,
+                           namespace: str) -> Decision:
     labels = get_path(pod, ("metadata", "labels"))
     if isinstance(labels, dict) and config.pod_group_label in labels:
         op, warning = _scheduler_ops(pod, POD.scheduler, "pod", config)
         return Decision(patch=[op] if op else [], warnings=[warning] if warning else [])
-    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
     annotations = get_path(pod, ("metadata", "annotations"))
     if isinstance(annotations, dict) and config.min_member_key in annotations:
         if has_controller(pod):
@@ -108,7 +135,7 @@ def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, know
         try:
             ann = parse_gang_annotations(annotations, config)
             assert ann is not None
-            plan = RESOLVERS[("", "Pod")](pod, ann, config, namespace, req.operation)
+            plan = _resolve(RESOLVERS[("", "Pod")], req, pod, ann, config, namespace)
         except GangError:
             return Decision()  # the validating webhook refuses it with the reason
         ops, warnings = plan_patch(pod, plan, config)
@@ -116,6 +143,8 @@ def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, know
     for joiner in POD_JOINERS:
         plan = joiner(pod, config, namespace, known_groups)
         if plan is not None:
+            if not isinstance(plan, GangPlan):  # the group is known only to the API: admission.py reads it
+                return Decision(lookup=plan)
             ops, warnings = plan_patch(pod, plan, config)
             return Decision(patch=ops, warnings=warnings)
     return Decision()
@@ -128,6 +157,8 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
     """
     obj = req.object
     if obj is None or req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
+        return Decision()
+    if req.operation == "UPDATE" and (going_away(obj) or bookkeeping_only(req.old_object, obj)):
         return Decision()
     if req.kind == "Pod" and req.group == "":
         if req.operation != "CREATE":
@@ -142,12 +173,58 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
         if ann is None:
             if req.operation == "UPDATE" and req.old_object is not None:
                 return _ungang(req, obj, req.old_object, config, namespace)
-            return Decision()
-        plan = resolver(obj, ann, config, namespace, req.operation)
+            return _translate_only(req, obj, config, namespace)
+        plan = _resolve(resolver, req, obj, ann, config, namespace)
+        t_ops: list[dict[str, Any]] = []
+        t_warnings: list[str] = []
+        if not has_controller(obj):  # never a child's template: see _translate_only
+            t_ops, t_warnings, translated = translate_group_labels(obj, plan.targets, config, plan.ref)
+            if t_ops:  # the templates carried the other generation's label: plan again on what they will carry
+                obj = translated
+                plan = _resolve(resolver, req, obj, ann, config, namespace)
     except GangError:
         return Decision()  # the validating webhook refuses it with the reason
     ops, warnings = plan_patch(obj, plan, config)
+    return Decision(patch=t_ops + ops, warnings=t_warnings + warnings)
+
+
+_TARGETS_ONLY = GangAnnotations(min_member=1, min_resources=False)
+
+
+def _translate_only(req: AdmissionRequest, obj: dict[str, Any], config: Config, namespace: str) -> Decision:
+    """A workload without admit's annotations: only the other API generation's group label is translated.
+
+    Never in the template of an object that a controller made (a Deployment's ReplicaSet): the Deployment controller
+    finds its ReplicaSet by comparing templates (``EqualIgnoreHash`` in ``pkg/controller/deployment/util``), so a
+    label added to the child alone makes it create ReplicaSet after ReplicaSet. Its pods are translated instead.
+    """
+    if has_controller(obj):
+        return Decision()
+    try:
+        plan = RESOLVERS[(req.group, req.kind)](obj, _TARGETS_ONLY, config, namespace, req.operation)
+    except GangError:
+        return Decision()
+    ops, warnings, _ = translate_group_labels(obj, plan.targets, config, plan.ref)
     return Decision(patch=ops, warnings=warnings)
+
+
+def _resolve(resolver: Resolver, req: AdmissionRequest, obj: dict[str, Any], ann: Any, config: Config,
+             namespace: str) -> GangPlan:
+    """``resolver(...)``; for an object that has only ``generateName`` (no name yet, no group label, no
+    ``pod-group`` annotation), the plan with the group named by :func:`admit.plan.generated_group_name`."""
+    try:
+        return resolver(obj, ann, config, namespace, req.operation)
+    except NoNameYet as e:
+        name = generated_group_name(e.generate_name, req.uid)
+        plan = resolver(obj, dataclasses.replace(ann, pod_group=name), config, namespace, req.operation)
+        plan.warnings.append(
+            f"{plan.kind} created with generateName {e.generate_name!r}: its name is not known yet, so its PodGroup "
+            f"is named {name!r} (its pods carry "
+            f"{'spec.schedulingGroup.podGroupName' if plan.backend == WORKLOAD_API else config.pod_group_label}={name});"
+            " set annotation "
+            f"{config.pod_group_key} to choose the name"
+        )
+        return plan
 
 
 def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], config: Config, namespace: str) -> Decision:

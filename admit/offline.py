@@ -6,8 +6,12 @@ whose ``kind`` is ``AdmissionReview`` is answered as the server would answer it;
 CREATE of that object (namespace: ``metadata.namespace``, else ``default``).
 
 Each object goes through the same code as the server: ``/mutate``, the patch applied with ``jsonpatch``, then
-``/validate`` on the mutated object. PodGroups are "created" in an in-memory store (:class:`OfflineKube`), which
-also serves the other input objects, so a ``deployments/scale`` review finds its Deployment among the inputs.
+``/validate`` on the mutated object. Between the two, an object created with ``generateName`` only gets its name the
+way kube-apiserver gives it (the prefix plus 5 characters, after the mutating webhooks), so ``admit review`` and the
+server see the same objects in each phase. A manifest's review uid (and so any generated name) is derived from its
+file and position: the same input gives the same output. PodGroups are "created" in an in-memory store
+(:class:`OfflineKube`), which also serves the other input objects, so a ``deployments/scale`` review finds its
+Deployment among the inputs.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from .admission import Admission
 from .config import Config
 from .kinds import RESOLVERS
 from .kube import AlreadyExists
+from .plan import generated_group_name
 from .review import AdmissionRequest, BadReview, dumps, parse_review
 
 __all__ = ["InputError", "OfflineKube", "load_documents", "review_documents", "format_text"]
@@ -117,6 +122,10 @@ class OfflineKube:
         if not dry_run:
             self.objects.pop((group, plural, namespace, name), None)
 
+    async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+        """A Pod of this run, as mutated (a Spark driver reviewed earlier tells its executors its group)."""
+        return self.objects.get(("", "pods", namespace, name))
+
 
 def _files(paths: Iterable[str], recursive: bool) -> list[Path | None]:
     """The files to read, in order; ``None`` stands for standard input (``-``)."""
@@ -176,13 +185,29 @@ def load_documents(
     return docs
 
 
-def _manifest_request(doc: dict[str, Any]) -> AdmissionRequest:
+def _fill_generated_name(req: AdmissionRequest, obj: dict[str, Any] | None) -> AdmissionRequest:
+    """``req`` with ``metadata.name`` filled in from ``generateName`` on a CREATE that has none, as kube-apiserver
+    does between the mutating and the validating webhooks (``rest.BeforeCreate``); the suffix is derived from
+    ``req.uid`` so that a review is repeatable."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if req.operation != "CREATE" or not isinstance(meta, dict) or meta.get("name"):
+        return dataclasses.replace(req, object=obj)
+    prefix = meta.get("generateName")
+    if not isinstance(prefix, str) or not prefix:
+        return dataclasses.replace(req, object=obj)
+    name = generated_group_name(prefix, "name:" + req.uid)  # kube-apiserver's shape: prefix[:58] + 5 characters
+    assert obj is not None
+    obj = dict(obj, metadata=dict(meta, name=name))
+    return dataclasses.replace(req, object=obj, name=name)
+
+
+def _manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRequest:
     api_version = str(doc.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
     kind = str(doc.get("kind", ""))
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     return AdmissionRequest(
-        uid=str(uuid.uuid4()),
+        uid=uid or str(uuid.uuid4()),
         api_version="admission.k8s.io/v1",
         group=group,
         version=version,
@@ -215,19 +240,25 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
             store.add_object(doc)
     admission = Admission(config.replace(api_timeout_seconds=30.0), store, cache=store)
     results = []
-    for source, doc in docs:
+    for i, (source, doc) in enumerate(docs):
         if doc.get("kind") == "AdmissionReview":
             try:
                 req = parse_review(dumps(doc))
             except BadReview as e:
                 raise InputError(f"{source}: {e}") from None
         else:
-            req = _manifest_request(doc)
+            req = _manifest_request(doc, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:{source}#{i}")))
         mutation = admission.mutate(req)
+        if mutation.lookup is not None:
+            mutation = await admission.finish_mutation(req, mutation)
         obj = req.object
         if mutation.patch and obj is not None:
             obj = jsonpatch.apply_patch(obj, mutation.patch)
-        decision = await admission.validate(dataclasses.replace(req, object=obj))
+        req = _fill_generated_name(req, obj)
+        obj = req.object
+        if mutation.patch and obj is not None and doc.get("kind") != "AdmissionReview":
+            store.add_object(obj)
+        decision = await admission.validate(req)
         meta = (obj or {}).get("metadata") or {}
         if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS:
             decision.warnings.extend(_unhandled_kind_warnings(doc, req.kind, config))

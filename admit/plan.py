@@ -11,7 +11,12 @@ Rules and their sources:
 - PodGroup name = pod label value (scheduler-plugins ``PodGroupLabel``), so it must be a valid label value
   (at most 63 characters, Kubernetes "Labels and Selectors") and a valid object name (DNS-1123 subdomain):
   both hold for ``[a-z0-9]([-a-z0-9.]*[a-z0-9])?`` up to 63 characters.
-- Default name = the workload's own name (the Kubeflow training-operator's convention).
+- Default name = the workload's own name (the Kubeflow training-operator's convention). An object created with
+  ``generateName`` only gets its name from kube-apiserver after the mutating webhooks and before the validating
+  ones (``rest.BeforeCreate`` runs inside the store's create, between the two admission phases): the mutating phase
+  names the group once (:func:`generated_group_name`) and writes it into the templates as the pod-group label, and
+  every later reader takes the label (:func:`choose_group_name` prefers it), so both phases, the controller and
+  ``admit review`` agree and the PodGroup is the one the pods point at.
 - ``gang.admit.dev/schedule-timeout-seconds`` is 1..900: kube-scheduler caps a Permit wait at 15 minutes
   (``maxTimeout`` in ``pkg/scheduler/framework/runtime/framework.go``).
 """
@@ -19,6 +24,7 @@ Rules and their sources:
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -27,8 +33,11 @@ from .config import GANG_BACKENDS, Config
 
 __all__ = [
     "GangError",
+    "NoNameYet",
+    "generated_group_name",
     "GangAnnotations",
     "PodTarget",
+    "Wave",
     "GangPlan",
     "parse_gang_annotations",
     "check_group_name",
@@ -55,6 +64,37 @@ class GangError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class NoNameYet(GangError):
+    """The object has only ``metadata.generateName`` and nothing names its group (no label, no annotation).
+
+    Raised by :func:`choose_group_name`. The mutating phase catches it and names the group with
+    :func:`generated_group_name`; anywhere else it is a refusal (code 400) that points to the annotation.
+
+    Attributes:
+        generate_name: the object's ``metadata.generateName``.
+    """
+
+    def __init__(self, message: str, generate_name: str) -> None:
+        super().__init__(message, 400)
+        self.generate_name = generate_name
+
+
+#: Characters kube-apiserver uses for the random suffix of generated names (``k8s.io/apiserver/pkg/storage/names``
+#: ``SimpleNameGenerator``, via ``k8s.io/apimachinery/pkg/util/rand.String``: no vowels, no confusable digits).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_SUFFIX_LEN = 5
+
+
+def generated_group_name(generate_name: str, seed: str) -> str:
+    """The PodGroup name for an object created with ``generateName``: the prefix (cut to 58 characters, as
+    kube-apiserver cuts it) plus 5 characters derived from ``seed`` (the AdmissionReview ``request.uid``), in the
+    alphabet kube-apiserver uses for generated names. The same seed gives the same name; the result may still be
+    an invalid name when the prefix is (``choose_group_name`` checks it)."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    suffix = "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:_SUFFIX_LEN])
+    return generate_name[: 63 - _SUFFIX_LEN] + suffix
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +228,26 @@ class PodTarget:
     immutable: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Wave:
+    """Pods a workload starts on their own after its first pods, with none of those still running.
+
+    kube-scheduler's pod informer drops finished pods (field selector ``status.phase!=Succeeded,status.phase!=Failed``,
+    ``newPodInformer`` in kubernetes ``pkg/scheduler/scheduler.go``), so Coscheduling counts only the pods of a wave:
+    a wave smaller than minMember never passes PreFilter ("cannot find enough sibling pods", scheduler-plugins
+    ``pkg/coscheduling/core/core.go``) and waits forever.
+
+    Attributes:
+        size: pods in that wave (>= 1).
+        why: where it comes from, naming the fields and numbers (``"spec.completions=5 run 4 at a time ..."``).
+        fix: what to change so every wave reaches minMember (``"set spec.completions to a multiple of 4"``).
+    """
+
+    size: int
+    why: str
+    fix: str
+
+
 @dataclass(slots=True)
 class GangPlan:
     """Everything admit needs to mutate, validate and create the PodGroup for one gang workload.
@@ -210,6 +270,10 @@ class GangPlan:
         backend: which gang objects and pod fields the plan becomes: ``"coscheduling"`` (PodGroup
             scheduling.x-k8s.io, pod label + schedulerName) or ``"workload-api"`` (Workload + PodGroup
             scheduling.k8s.io, pod ``spec.schedulingGroup``); set by ``backends.with_backend``.
+        size_known: ``min_member`` was given (annotation, or a group size another system wrote), not defaulted; a
+            shared group's members whose sizes are known and differ get a warning.
+        last_wave: the fewest pods the workload may later start on their own, when fewer than ``total_pods`` (a
+            Job's last wave, a retried index), else ``None``; see :class:`Wave`.
     """
 
     kind: str
@@ -228,6 +292,8 @@ class GangPlan:
     create_pod_group: bool = True
     shared: bool = False
     backend: str = "coscheduling"
+    size_known: bool = True
+    last_wave: "Wave | None" = None
 
     @property
     def owner(self) -> str:
@@ -284,6 +350,7 @@ def choose_group_name(
     """PodGroup name: the annotation, else a pod-group label already on the templates, else ``default``.
 
     Raises:
+        NoNameYet (code 400): ``default`` is empty and the object has ``generateName`` (see :func:`generated_group_name`).
         GangError (code 400): templates carry different group labels, a template label contradicts the annotation,
             or the chosen name is not a valid label value / object name (the message points to the annotation).
     """
@@ -304,10 +371,15 @@ def choose_group_name(
             )
         return ann.pod_group
     name = str(label) if label is not None else default
+    generate_name = get_path(obj, ("metadata", "generateName"))
     if name:
         problem = check_group_name(name)
-    elif get_path(obj, ("metadata", "generateName")):
-        problem = "the object has no name yet (only generateName)"
+    elif isinstance(generate_name, str) and generate_name:
+        raise NoNameYet(
+            f"{kind} has only generateName {generate_name!r}: admit's mutating webhook names its PodGroup, and it "
+            f"has not labelled the pod templates; set annotation {config.pod_group_key} to a valid name",
+            generate_name,
+        )
     else:
         problem = "the object has no metadata.name"
     if problem:

@@ -22,7 +22,10 @@ from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .plan import GangPlan
 from .quantity import QuantityError, parse_quantity
 
-__all__ = ["desired_pod_group", "spec_differs", "spec_json_patch", "Ownership", "ownership", "owner_annotation"]
+__all__ = [
+    "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "Ownership", "ownership",
+    "owner_annotation",
+]
 
 
 def owner_annotation(config: Config) -> str:
@@ -88,6 +91,41 @@ def spec_json_patch(existing: dict[str, Any], desired_spec: dict[str, Any]) -> l
         elif (key == "minResources" and not _same_resources(have, want)) or (key != "minResources" and have != want):
             ops.append({"op": "replace", "path": f"/spec/{key}", "value": want})
     return ops
+
+
+def merge_shared_spec(existing: dict[str, Any], plan: GangPlan) -> tuple[dict[str, Any], list[str]]:
+    """The spec a PodGroup shared by bare pods gets from one more member ``plan``, and the warnings.
+
+    No member lowers what another member set: the largest minMember wins (with the ``minResources`` that came with
+    it), and ``scheduleTimeoutSeconds`` set by another member stays when this one sets none. When this member gives
+    a size (``plan.size_known``) that differs from the group's, the answer carries a warning naming both numbers.
+    Returns ``(spec, warnings)``; ``existing`` is the stored PodGroup.
+    """
+    desired = plan.pod_group_spec()
+    spec = existing.get("spec") if isinstance(existing.get("spec"), dict) else {}
+    have = spec.get("minMember")
+    want = desired["minMember"]
+    pg = f"PodGroup {plan.namespace}/{plan.group_name}"
+    warnings: list[str] = []
+    out = dict(desired)
+    if isinstance(have, int) and not isinstance(have, bool) and have > want:
+        out["minMember"] = have
+        if isinstance(spec.get("minResources"), dict):
+            out["minResources"] = dict(spec["minResources"])
+        else:
+            out.pop("minResources", None)
+        if plan.size_known:
+            warnings.append(
+                f"{pg} keeps minMember {have}, set by another member of the group; {plan.ref} says {want}. The pods "
+                "of one group must agree on its size"
+            )
+    elif isinstance(have, int) and have < want and plan.size_known and have != 1:
+        warnings.append(
+            f"{pg} minMember raised from {have} to {want} by {plan.ref}: the pods of one group disagree on its size"
+        )
+    if "scheduleTimeoutSeconds" not in out and spec.get("scheduleTimeoutSeconds") is not None:
+        out["scheduleTimeoutSeconds"] = spec["scheduleTimeoutSeconds"]
+    return out, warnings
 
 
 @dataclass(slots=True)

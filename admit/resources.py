@@ -1,13 +1,20 @@
 """Resource requests of a pod and of a gang: the numbers behind PodGroup ``spec.minResources``.
 
-A pod's effective request follows the scheduler's rule (``k8s.io/component-helpers/resource`` ``PodRequests``, the
-same rule as the Kubernetes docs "Resource Management for Pods and Containers" and "Sidecar containers"):
+A pod's effective request follows the scheduler's rule: ``PodRequests`` in kubernetes
+``staging/src/k8s.io/component-helpers/resource/helpers.go`` (what NodeResourcesFit and the scheduler cache use; the
+same rule as the Kubernetes docs "Resource Management for Pods and Containers", "Sidecar containers" and "Assign
+Pod-level CPU and memory resources"). Pod templates are not defaulted (only Pods are, ``SetDefaults_Pod`` in
+``pkg/apis/core/v1/defaults.go``), so the defaulting a created pod would get is applied here first:
 
-- each container's request per resource, falling back to its limit when no request is set (kube-apiserver
-  defaults requests to limits in that case, and CRD pod templates are not defaulted);
-- the sum over regular containers and restartable init containers (sidecars, ``restartPolicy: Always``);
-- the maximum of that sum and each regular init container's request (plus the sidecars started before it);
-- plus ``spec.overhead`` (RuntimeClass pod overhead).
+- each container's request per resource, falling back to its limit when no request is set (``SetDefaults_Pod``);
+- containers (``AggregateContainerRequests``): the sum over regular containers and restartable init containers
+  (sidecars, ``restartPolicy: Always``); the maximum of that sum and each regular init container's request plus
+  the sidecars declared before it;
+- pod-level resources (``spec.resources``, Kubernetes 1.34+, feature PodLevelResources): for the resources pod-level
+  resources support (``IsSupportedPodLevelResource``: ``cpu``, ``memory``, ``hugepages-*``) a pod-level request
+  replaces the containers' aggregate; a pod-level limit without a request defaults the request to the containers'
+  aggregate for cpu/memory when containers request it, else to the limit (``defaultPodRequests``);
+- plus ``spec.overhead`` (RuntimeClass pod overhead), added after the pod-level values.
 
 The Coscheduling plugin compares PodGroup ``minResources`` with the cluster's free capacity before it lets any
 member through (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``CheckClusterResource``).
@@ -20,7 +27,7 @@ from typing import Any
 
 from .quantity import QuantityError, add_resources, format_resources, max_resources, parse_quantity, scale_resources
 
-__all__ = ["container_requests", "pod_requests", "gang_min_resources", "ResourceError"]
+__all__ = ["container_requests", "pod_requests", "pod_level_supported", "gang_min_resources", "ResourceError"]
 
 
 class ResourceError(ValueError):
@@ -55,7 +62,8 @@ def container_requests(container: dict[str, Any], where: str = "container") -> d
 
 
 def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
-    """Effective requests of a pod from its ``spec`` (``containers``, ``initContainers``, ``overhead``).
+    """Effective requests of a pod from its ``spec`` (``containers``, ``initContainers``, ``resources``,
+    ``overhead``), as kube-scheduler computes them for the pod created from it (module docstring).
 
     Returns ``{resource name: Fraction}`` in the resource's unit (cores, bytes, count).
 
@@ -79,8 +87,31 @@ def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
         else:
             init_peak = max_resources(init_peak, add_resources(r, sidecars))
     total = max_resources(total, init_peak)
+    total = _apply_pod_level(total, pod_spec.get("resources"))
     overhead = _parse_list(pod_spec.get("overhead"), "overhead")
     return add_resources(total, overhead)
+
+
+def pod_level_supported(name: str) -> bool:
+    """True for the resources pod-level ``spec.resources`` may set: ``cpu``, ``memory``, ``hugepages-<size>``
+    (``IsSupportedPodLevelResource`` in ``k8s.io/component-helpers/resource``)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _apply_pod_level(containers: dict[str, Fraction], resources: Any) -> dict[str, Fraction]:
+    """The containers' aggregate with pod-level requests (after ``defaultPodRequests``) in place of it."""
+    if not isinstance(resources, dict):
+        return containers
+    requests = {k: v for k, v in _parse_list(resources.get("requests"), "pod-level resources").items()
+                if pod_level_supported(k)}
+    for name, limit in _parse_list(resources.get("limits"), "pod-level resources").items():
+        if name in requests or not pod_level_supported(name):
+            continue
+        if name in ("cpu", "memory") and name in containers:  # overcommittable: the containers' aggregate
+            requests[name] = containers[name]
+        else:
+            requests[name] = limit
+    return {**containers, **requests} if requests else containers
 
 
 def gang_min_resources(pods: list[tuple[dict[str, Any], int]]) -> dict[str, str]:

@@ -98,6 +98,8 @@ class Decision:
         patch: JSONPatch operations (list of ``{"op", "path", "value"}``); empty for none.
         warnings: admission warnings shown by kubectl (``Warning: ...``).
         pod_groups: PodGroup objects admit created, patched, or would create (for ``admit review``).
+        lookup: a read the mutation waits on, for ``admission.Admission`` to do (``spark.DriverLookup``: a Spark
+            executor whose driver the cache does not know), or ``None``; never part of the answer.
     """
 
     allowed: bool = True
@@ -106,6 +108,7 @@ class Decision:
     patch: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     pod_groups: list[dict[str, Any]] = field(default_factory=list)
+    lookup: Any = None
 
     @classmethod
     def deny(cls, message: str, code: int = 403, warnings: list[str] | None = None) -> "Decision":

@@ -79,10 +79,14 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
 
             controller = await start_controller(api_client, config, args)
             stack.push_async_callback(controller.stop)
+            from .cacheview import ControllerView
+
             native = await start_native_controller(controller)  # workload-api gangs, when that backend is on
             if native is not None:
                 stack.push_async_callback(native.stop)
-            cache = controller.cache if native is None else native.view(controller.cache)
+            cache = ControllerView(controller)
+            if native is not None:
+                cache = native.view(cache)
             checks.append(controller.readiness)
         app = create_app(Admission(config, KubeAPI(api_client, config), cache), checks)
         runner = web.AppRunner(app, access_log=None)

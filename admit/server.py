@@ -99,6 +99,8 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
         except BadReview as e:
             return _bad_request(e)
         decision = admission.mutate(req)
+        if decision.lookup is not None:  # rare: a Spark executor whose driver the cache does not know
+            decision = await admission.finish_mutation(req, decision)
         return respond(req.api_version, req.uid, decision)
 
     async def validate_handler(request: web.Request) -> web.Response:

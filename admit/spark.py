@@ -48,17 +48,19 @@ spark-submit without the operator (Spark "Running on Kubernetes"; Spark ``Kubern
   is the driver pod (``/Pod/<driver>``), which the PodGroup controller adopts it to, and the driver pod is labelled
   ``gang.admit.dev/managed: "true"`` like other gang workloads.
 - Executor Pods (``spark-role: executor``, same ``spark-app-selector``, a controller ownerReference to the driver
-  pod) join that group: label and schedulerName, decided from the PodGroup cache with no API call. An executor
-  joins only a PodGroup the cache knows and that belongs to its driver (owner annotation or ownerReference): a pod
-  labelled with a group that does not exist waits forever ("PodGroup not found"), so without a cache (``None``)
-  executors are left alone. ``admit review`` passes its in-memory PodGroups as the cache, so a driver reviewed
-  before its executors in the same run makes them join.
+  pod) join the group their driver pod is in: label and schedulerName. The group is the driver's pod-group label,
+  whatever named it (the default ``spark-app-selector``, ``gang.admit.dev/pod-group``, a label set by hand), found
+  from the controller's cache of gang driver pods or the PodGroup cache with no API call; else the driver pod is
+  read once (``admission.py``; remembered per driver uid), also when admit runs without its controller. A driver
+  that is in no group leaves its executors alone; a driver that cannot be read gives the executor a warning.
+  ``admit review`` reads the drivers reviewed earlier in the same run.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -76,6 +78,9 @@ __all__ = [
     "resolve_spark_driver",
     "resolve_pod_or_spark_driver",
     "join_spark_executor",
+    "DriverLookup",
+    "executor_plan",
+    "driver_group",
     "parse_resource_list",
 ]
 
@@ -449,37 +454,82 @@ def _belongs_to(pg: dict[str, Any], driver: str, config: Config) -> bool:
     return False
 
 
-def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> GangPlan | None:
-    """POD_JOINERS entry: a Spark executor Pod joins its driver's group; ``None`` for every other pod.
+@dataclass(frozen=True, slots=True)
+class DriverLookup:
+    """A Spark executor whose driver's group the cache cannot tell: ``admission.Admission`` reads the driver pod.
 
-    Cheap for pods that are not executors (one label lookup). Uses only ``known_groups`` (``.get(namespace, name)``);
-    with ``known_groups=None`` (no cache) executors are left alone, see the module docstring.
+    Attributes:
+        namespace / executor: the executor pod (``executor`` is its name, or generateName).
+        driver / driver_uid: the driver pod, from the executor's controller ownerReference.
+    """
+
+    namespace: str
+    executor: str
+    driver: str
+    driver_uid: str
+
+
+def executor_plan(namespace: str, executor: str, group: str) -> GangPlan:
+    """The plan that puts executor pod ``executor`` into PodGroup ``group`` (label and schedulerName only: the
+    driver's group exists, minMember 1; executors never create or size it)."""
+    return GangPlan(
+        kind="Pod", api_group="", name=executor, namespace=namespace, group_name=group,
+        min_member=1, total_pods=None, total_field="", targets=[POD], shared=True,
+    )
+
+
+def driver_group(driver_pod: dict[str, Any], config: Config) -> str | None:
+    """The PodGroup a driver pod is in: its pod-group label (set by admit, by spark-submit's
+    ``spark.kubernetes.driver.label.*``, or by hand), or ``None``."""
+    labels = get_path(driver_pod, ("metadata", "labels"))
+    group = labels.get(config.pod_group_label) if isinstance(labels, dict) else None
+    return group if isinstance(group, str) and group else None
+
+
+def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any
+                        ) -> GangPlan | DriverLookup | None:
+    """POD_JOINERS entry: a Spark executor Pod joins the group its driver pod is in; ``None`` for every other pod.
+
+    The driver is the executor's controller ownerReference (``kind: Pod``; spark-submit sets it,
+    ``KubernetesUtils.addOwnerReference``). Its group is found, without an API call, from
+
+    1. the driver pod in the controller's cache of gang drivers (``known_groups.workload("", "v1", "pods", "Pod",
+       namespace, driver)``, when the cache has that method): the driver's pod-group label, whatever named it
+       (``spark-app-selector``, ``gang.admit.dev/pod-group``);
+    2. a PodGroup named after ``spark-app-selector`` that belongs to the driver (``known_groups.get``: the managed
+       PodGroup cache, or ``admit review``'s PodGroups).
+
+    Otherwise it returns a :class:`DriverLookup`: the driver must be read from the API (a driver labelled by hand is
+    not in the cache of gang drivers; without the controller there is no cache at all). Cheap for pods that are not
+    executors (one label lookup). An executor without a driver ownerReference (client mode: the driver runs outside
+    the cluster) is left alone.
     """
     labels = get_path(pod, ("metadata", "labels"))
     if not isinstance(labels, dict) or labels.get(SPARK_ROLE) != "executor":
         return None
-    selector = labels.get(SPARK_APP_SELECTOR)
-    if not selector or known_groups is None:
-        return None
-    driver = None
+    driver = driver_uid = None
     for ref in get_path(pod, ("metadata", "ownerReferences")) or ():
-        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Pod":
-            driver = ref.get("name")
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Pod" and ref.get("name"):
+            driver, driver_uid = str(ref["name"]), str(ref.get("uid") or "")
     if not driver:
         return None
-    pg = known_groups.get(namespace, str(selector))
-    if pg is None:
-        return None
     name = str(get_path(pod, ("metadata", "name")) or get_path(pod, ("metadata", "generateName")) or "")
-    plan = GangPlan(
-        kind="Pod", api_group="", name=name, namespace=namespace, group_name=str(selector),
-        min_member=1, total_pods=None, total_field="", targets=[POD],
-        shared=True,
-    )
-    if not _belongs_to(pg, str(driver), config):
-        plan.mutate = False
-        plan.warnings.append(
-            f"Spark executor {namespace}/{name} does not join PodGroup {namespace}/{selector}: it does not belong to "
-            f"its driver pod {driver}"
-        )
-    return plan
+    find = getattr(known_groups, "workload", None)
+    if find is not None:
+        _, driver_pod = find("", "v1", "pods", "Pod", namespace, driver)
+        group = driver_group(driver_pod, config) if driver_pod is not None else None
+        if group is not None:
+            return executor_plan(namespace, name, group)
+    selector = labels.get(SPARK_APP_SELECTOR)
+    if known_groups is not None and selector:
+        pg = known_groups.get(namespace, str(selector))
+        if pg is not None:
+            plan = executor_plan(namespace, name, str(selector))
+            if not _belongs_to(pg, driver, config):
+                plan.mutate = False
+                plan.warnings.append(
+                    f"Spark executor {namespace}/{name} does not join PodGroup {namespace}/{selector}: it does not "
+                    f"belong to its driver pod {driver}"
+                )
+            return plan
+    return DriverLookup(namespace, name, driver, driver_uid or "")

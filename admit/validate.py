@@ -10,10 +10,18 @@ Refused, with a message that names the object, the numbers and the fix (DESIGN.m
 - a gang workload running fewer pods than minMember (replicas, parallelism, summed replicas): the Coscheduling
   plugin's PreFilter rejects every pod while fewer than minMember pods carry the group label ("cannot find enough
   sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``), so none ever runs (code 403);
-- ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) below minMember (code 403);
+- ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) to a target from 1 to minMember - 1, down or up
+  from zero: the same rule as the workload's own ``spec.replicas`` (code 403);
 - the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...).
 
 Zero replicas is allowed: a paused workload has no pods to wait.
+
+Allowed untouched, with no API write (``lifecycle.py``): an UPDATE of an object that is being deleted
+(``deletionTimestamp`` set) and an UPDATE that changes only ``status`` or ``metadata.finalizers``.
+
+A workload CREATE with ``generateName`` gets its PodGroup only when the mutating phase labelled its pod templates
+(``mutate.py`` names the group then; this phase reads the label back): without the label its pods would never point
+at the group, so the CREATE is refused with the hint to set ``gang.admit.dev/pod-group``.
 
 A child (a ReplicaSet its Deployment made: ``children.py``) is allowed with no check and no PodGroup, also on its
 ``*/scale``: it belongs to its parent's gang, which admit checked on the parent.
@@ -26,13 +34,14 @@ from typing import Any
 
 from .backends import scheduler_phrase, template_joined
 from .children import is_child
-from .config import Config
+from .config import WORKLOAD_API, Config
 from .kinds import RESOLVERS, SCALABLE
+from .lifecycle import bookkeeping_only, going_away
 from .mutate import has_controller
 from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations, unknown_annotation_warnings
 from .review import AdmissionRequest, Decision
 
-__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_decision"]
+__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision"]
 
 
 @dataclass(slots=True)
@@ -76,48 +85,67 @@ class Verdict:
 
 
 def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
-    """Refuse a plan whose pod count is below its minMember.
+    """Refuse a plan whose pod count, or whose last wave (``plan.last_wave``), is below its minMember.
 
     Raises:
-        GangError (403): ``0 < total_pods < min_member``; the message says which field to raise or which annotation
-            to lower.
+        GangError (403): ``0 < total_pods < min_member``, or ``0 < last_wave.size < min_member``; the message names
+            the fields and numbers that conflict, and says which field to change or which annotation to lower.
     """
     total = plan.total_pods
+    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
     if total is not None and 0 < total < plan.min_member:
-        source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
         raise GangError(
             f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but its gang needs "
             f"minMember {plan.min_member} ({source}): {scheduler_phrase(plan)} would keep every pod Pending forever. "
             f"Set {plan.total_field} to at least {plan.min_member} or lower {config.min_member_key}"
         )
+    wave = plan.last_wave
+    if wave is not None and total and 0 < wave.size < plan.min_member:
+        raise GangError(
+            f"{plan.ref}: {wave.why}, fewer than its gang minMember {plan.min_member} ({source}); kube-scheduler does "
+            "not count finished pods, so the Coscheduling plugin would keep "
+            f"{'that pod' if wave.size == 1 else 'those pods'} Pending forever. {wave.fix[0].upper()}{wave.fix[1:]}, "
+            f"or set {config.min_member_key} to at most {wave.size}"
+        )
 
 
-def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) -> Decision:
+def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry_run: bool = False) -> Verdict:
     """Judge a scale request once the parent workload is known (pure).
 
-    The parent is resolved with ``spec.replicas`` set to the requested value, so ``auto`` minMember follows the new
-    count and a fixed minMember is compared with it.
+    One rule for the scale path and the workload path (:func:`check_plan`): the parent is resolved with
+    ``spec.replicas`` set to the requested value, and any target from 1 to minMember - 1 is refused, whether the
+    scale goes down, or up from zero. With ``auto`` minMember the verdict asks for the PodGroup to be brought to the
+    new size in this admission (``ensure``), before the new pods exist; a fixed minMember does not depend on the
+    replica count, so its PodGroup needs nothing.
     """
     resolver = RESOLVERS.get((check.group, check.kind))
     if is_child(parent, check.group, check.kind):
-        return Decision()  # its parent's gang was checked on the parent; the parent's controller sets its replicas
+        return Verdict(Decision())  # its parent's gang was checked on the parent; its controller sets its replicas
     try:
         ann = parse_gang_annotations(get_path(parent, ("metadata", "annotations")), config)
         if ann is None or resolver is None:
-            return Decision()
+            return Verdict(Decision())
         scaled = dict(parent)
         scaled["spec"] = dict(parent.get("spec") or {}, replicas=check.replicas)
         plan = resolver(scaled, ann, config, check.namespace, "UPDATE")
     except GangError as e:
-        return Decision.deny(e.message, e.code)
+        return Verdict(Decision.deny(e.message, e.code))
     if 0 < check.replicas < plan.min_member:
-        return Decision.deny(
+        return Verdict(Decision.deny(
             f"scaling {plan.ref} to {check.replicas} replica{'s' if check.replicas != 1 else ''} goes below its gang "
             f"minMember {plan.min_member} ({config.min_member_key}): {scheduler_phrase(plan)} would keep every pod "
             f"Pending forever. Scale to at least {plan.min_member} (or to 0 to pause it), or lower "
             f"{config.min_member_key} first"
-        )
-    return Decision(warnings=plan.warnings)
+        ))
+    decision = Decision(warnings=plan.warnings)
+    if ann.min_member is not None or check.replicas == 0 or not plan.create_pod_group:
+        return Verdict(decision)
+    return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=dry_run)
+
+
+def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) -> Decision:
+    """:func:`scale_verdict`'s decision alone (the PodGroup work left out)."""
+    return scale_verdict(parent, check, config).decision
 
 
 def _validate_scale(req: AdmissionRequest, config: Config) -> Verdict:
@@ -125,16 +153,35 @@ def _validate_scale(req: AdmissionRequest, config: Config) -> Verdict:
     if parent is None or req.operation != "UPDATE":
         return Verdict(Decision())
     new = get_path(req.object, ("spec", "replicas"))
-    old = get_path(req.old_object, ("spec", "replicas"))
     if not isinstance(new, int) or isinstance(new, bool):
         return Verdict(Decision())  # kube-apiserver validates the Scale object itself
-    if new == 0 or (isinstance(old, int) and new >= old):
-        return Verdict(Decision())  # pausing, or growing, never breaks a gang
+    if new == 0:
+        return Verdict(Decision())  # pausing never breaks a gang
     group, version, kind = parent
     return Verdict(
         Decision(),
         scale=ScaleCheck(group, version, kind, req.resource, req.namespace, req.name, new),
         dry_run=req.dry_run,
+    )
+
+
+def _unlabelled_generated(req: AdmissionRequest, plan: GangPlan, ann: GangAnnotations, config: Config) -> str | None:
+    """The refusal for a CREATE with ``generateName`` whose templates the mutating phase did not label, else None.
+
+    kube-apiserver fills in the name between the two phases, so a group named here after that name is one no pod
+    would point at (the mutating phase never saw the name)."""
+    gen = get_path(req.object, ("metadata", "generateName"))
+    if req.operation != "CREATE" or not gen or ann.pod_group is not None or not plan.mutate:
+        return None
+    missing = [t.where for t in plan.targets if not template_joined(req.object, t, plan, config)]
+    if not missing:
+        return None
+    field = "spec.schedulingGroup" if plan.backend == WORKLOAD_API else f"{config.pod_group_label} label"
+    return (
+        f"{plan.ref} was created with generateName {gen!r} and its {', '.join(sorted(set(missing)))} carries no "
+        f"{field} (admit's mutating webhook did not set it), so its pods would never join "
+        f"a PodGroup named after the generated name: set annotation {config.pod_group_key} to a name for its group, "
+        "or make sure admit's mutating webhook sees this object"
     )
 
 
@@ -147,6 +194,8 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
             return _validate_scale(req, config)
         return Verdict(Decision())
     obj = req.object
+    if req.operation == "UPDATE" and (going_away(obj) or bookkeeping_only(req.old_object, obj)):
+        return Verdict(Decision())
     is_pod = req.kind == "Pod" and req.group == ""
     if is_pod and (req.operation != "CREATE" or has_controller(obj)):
         return Verdict(Decision())
@@ -169,4 +218,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
         return Verdict(decision)
     if any(t.immutable and not template_joined(obj, t, plan, config) for t in plan.targets):
         return Verdict(decision)  # its pods cannot be labelled (the mutating webhook warned): no PodGroup to wait on
+    unlabelled = _unlabelled_generated(req, plan, ann, config)
+    if unlabelled:
+        return Verdict(Decision.deny(unlabelled, 400, decision.warnings))
     return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=req.dry_run)

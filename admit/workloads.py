@@ -7,7 +7,8 @@ Rules and their sources:
 
 - ``auto`` minMember: Deployment/ReplicaSet/StatefulSet ``spec.replicas`` (API default 1); Job ``spec.parallelism``
   (API default 1), capped by ``spec.completions`` (the Job controller never runs more pods than remaining
-  completions: Kubernetes docs "Jobs", parallel execution).
+  completions: Kubernetes docs "Jobs", parallel execution), and lowered to the Job's last wave when that is smaller
+  (``completions`` not a multiple of ``parallelism``; ``backoffLimitPerIndex`` retries: :func:`job_last_wave`).
 - StatefulSet ``podManagementPolicy`` defaults to ``OrderedReady`` and is immutable (Kubernetes docs
   "StatefulSets", pod management policies): OrderedReady creates pod N+1 only after pod N is Ready, so a gang of
   more than one pod deadlocks; admit refuses it and says to recreate with ``Parallel``.
@@ -21,10 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from .config import Config
-from .plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from .foreign import KUEUE_GROUP_NAME, KUEUE_TOTAL_COUNT, kueue_group
+from .plan import (
+    GangAnnotations, GangError, GangPlan, PodTarget, Wave, check_group_name, choose_group_name, get_path, int_field,
+)
 from .resources import ResourceError, gang_min_resources
 
-__all__ = ["resolve_replicated", "resolve_statefulset", "resolve_job", "resolve_pod", "template_min_resources"]
+__all__ = ["resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "resolve_pod",
+           "template_min_resources"]
 
 TEMPLATE = PodTarget(("spec", "template", "metadata", "labels"), ("spec", "template", "spec", "schedulerName"))
 TEMPLATE_IMMUTABLE = PodTarget(
@@ -53,11 +58,12 @@ def _name(obj: dict[str, Any]) -> str:
 
 def _replicated_plan(
     obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, kind: str, api_group: str,
-    total: int, total_field: str, target: PodTarget,
+    total: int, total_field: str, target: PodTarget, last_wave: Wave | None = None,
 ) -> GangPlan:
     name = _name(obj)
     group_name = choose_group_name(obj, ann, [target], config, kind, name)
-    min_member = ann.min_member if ann.min_member is not None else max(total, 1)
+    auto_size = min(total, last_wave.size) if last_wave is not None and total > 0 else total
+    min_member = ann.min_member if ann.min_member is not None else max(auto_size, 1)
     plan = GangPlan(
         kind=kind,
         api_group=api_group,
@@ -72,7 +78,15 @@ def _replicated_plan(
         ),
         schedule_timeout_seconds=ann.schedule_timeout_seconds,
         targets=[target],
+        last_wave=last_wave,
     )
+    if ann.min_member is None and auto_size < total:
+        assert last_wave is not None
+        plan.warnings.append(
+            f"{plan.ref}: {last_wave.why}, so its auto minMember is {min_member}, not {total}, for every wave to start"
+            + (" (a gang of 1: its pods are scheduled one by one)" if min_member == 1 else "")
+            + f"; {last_wave.fix} to gang {total} pods"
+        )
     if total == 0:
         plan.warnings.append(
             f"{plan.ref} has {total_field}=0: no pods run; its PodGroup keeps minMember {min_member}"
@@ -117,38 +131,122 @@ def resolve_statefulset(
     return plan
 
 
+def job_last_wave(parallelism: int, completions: int | None, indexed: bool, backoff_limit_per_index: int | None
+                  ) -> Wave | None:
+    """The smallest group of pods a Job starts on its own after its first wave, or ``None`` when every wave is as
+    large as the first (pure; numbers as in ``spec``).
+
+    - The Job controller keeps at most min(``parallelism``, remaining completions) pods active (Kubernetes docs
+      "Jobs", "Controlling parallelism"), so ``completions`` run ``first = min(parallelism, completions)`` at a
+      time and end with a wave of ``completions mod first`` pods when that is not 0; the same for
+      ``completionMode: Indexed`` (the last indexes).
+    - ``backoffLimitPerIndex`` > 0 (Indexed only, restartPolicy Never) retries a failed index with a new pod of its
+      own, after a per-index back-off: a wave of 1 pod (Kubernetes docs "Jobs", "Backoff limit per index").
+    """
+    first = parallelism if completions is None else min(parallelism, completions)
+    if first <= 0:
+        return None
+    waves: list[Wave] = []
+    if completions is not None and completions % first:
+        last = completions % first
+        pods = f"{last} pod{'s' if last != 1 else ''}"
+        done = completions - last
+        if indexed:
+            which = f"index {done}" if last == 1 else f"indexes {done}..{completions - 1}"
+            why = (f"completionMode Indexed with spec.completions={completions} and spec.parallelism={parallelism} "
+                   f"ends with a last wave of {pods} ({which}) once the first {done} have finished")
+        else:
+            why = (f"spec.completions={completions} with spec.parallelism={parallelism} ends with a last wave of "
+                   f"{pods} once the first {done} completions have finished")
+        waves.append(Wave(last, why, f"set spec.completions to a multiple of {first} (e.g. {done} or "
+                                     f"{done + first})"))
+    if indexed and backoff_limit_per_index:
+        waves.append(Wave(1, f"spec.backoffLimitPerIndex={backoff_limit_per_index} retries a failed index with a pod "
+                             "of its own, a wave of 1 pod that may start after the other indexes have finished",
+                          "set spec.backoffLimitPerIndex to 0 (no index is then retried alone)"))
+    return min(waves, key=lambda w: w.size) if waves else None
+
+
 def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
-    """Plan for a batch/v1 Job: pods at once = min(``spec.parallelism`` (default 1), ``spec.completions``)."""
+    """Plan for a batch/v1 Job: pods at once = min(``spec.parallelism`` (default 1), ``spec.completions``); the
+    last wave and per-index retries from :func:`job_last_wave` (``auto`` minMember is sized so that every wave
+    starts; a fixed minMember larger than a wave is refused by ``validate.check_plan``)."""
     parallelism = int_field(obj, ("spec", "parallelism"), 1, "spec.parallelism")
     completions = int_field(obj, ("spec", "completions"), None, "spec.completions")
+    per_index = int_field(obj, ("spec", "backoffLimitPerIndex"), None, "spec.backoffLimitPerIndex")
     assert parallelism is not None
+    indexed = get_path(obj, ("spec", "completionMode")) == "Indexed"
     total = parallelism if completions is None else min(parallelism, completions)
     field = "spec.parallelism" if completions is None or parallelism <= completions else "spec.completions"
     target = TEMPLATE_IMMUTABLE if operation == "UPDATE" else TEMPLATE
-    return _replicated_plan(obj, ann, config, namespace, "Job", "batch", total, field, target)
+    wave = job_last_wave(parallelism, completions, indexed, per_index)
+    return _replicated_plan(obj, ann, config, namespace, "Job", "batch", total, field, target, wave)
 
 
 def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a bare Pod carrying the gang annotations.
 
     Several bare pods may share one group (``gang.admit.dev/pod-group`` on each, ``min-member`` = their number), so
-    the PodGroup's owner is "any Pod" rather than one pod. ``auto`` minMember is 1. The default group name is the
-    pod's name; a pod created with only ``generateName`` must name its group by annotation.
+    the PodGroup's owner is "any Pod" rather than one pod. The members of a group never lower what another member
+    set (``admission.py`` keeps the largest minMember, ``podgroup.merge_shared_spec``).
+
+    Group keys of Kueue plain-pod groups are read (``foreign.py``): the group name is
+    ``kueue.x-k8s.io/pod-group-name`` (unless ``gang.admit.dev/pod-group`` names it), and
+    ``kueue.x-k8s.io/pod-group-total-count`` is the pod count: ``auto`` minMember takes it, and an explicit
+    minMember above it is refused like replicas below minMember. ``auto`` with no count at all is minMember 1, with a
+    warning (a gang of one pod). Without Kueue's label the default group name is the pod's name; for a pod created
+    with only ``generateName`` the mutating phase names the group (``mutate._resolve``, ``plan.generated_group_name``)
+    and later readers take the label it wrote. Kueue's ``schedulingGates`` are never touched.
     """
     name = _name(obj)
-    group_name = choose_group_name(obj, ann, [POD], config, "Pod", name)
-    min_member = ann.min_member if ann.min_member is not None else 1
+    ref_name = name or str(get_path(obj, ("metadata", "generateName")) or "")
+    kueue = kueue_group(obj)
+    warnings: list[str] = []
+    default = name
+    total: int | None = None
+    if kueue is not None:
+        warnings.extend(kueue.warnings)
+        total = kueue.total_count
+        if ann.pod_group is None:
+            if check_group_name(kueue.name or ""):
+                raise GangError(
+                    f'Pod {namespace}/{ref_name}: the Kueue group name {KUEUE_GROUP_NAME}="{kueue.name}" cannot be a '
+                    f"PodGroup name ({check_group_name(kueue.name or '')}); set annotation {config.pod_group_key} to "
+                    "a valid name",
+                    400,
+                )
+            default = kueue.name or ""
+        elif ann.pod_group != kueue.name:
+            warnings.append(
+                f"Pod {namespace}/{ref_name}: annotation {config.pod_group_key}={ann.pod_group} names the PodGroup, "
+                f"not the Kueue group {KUEUE_GROUP_NAME}={kueue.name}"
+            )
+    group_name = choose_group_name(obj, ann, [POD], config, "Pod", default)
+    if ann.min_member is not None:
+        min_member = ann.min_member
+    elif total is not None:
+        min_member = total
+    else:
+        min_member = 1
+        warnings.append(
+            f"Pod {namespace}/{ref_name}: {config.min_member_key}=auto on a bare pod that gives no group size, so "
+            f"it asks PodGroup {group_name} for minMember 1: unless another member gives the size, the gang has one "
+            f"member and each pod is scheduled alone. Set {config.min_member_key} to the number of pods that must "
+            f"start together (or {KUEUE_TOTAL_COUNT}, as Kueue's plain-pod groups do)"
+        )
     return GangPlan(
         kind="Pod",
         api_group="",
-        name=name,
+        name=ref_name,
         namespace=namespace,
         group_name=group_name,
         min_member=min_member,
-        total_pods=None,
-        total_field="",
-        min_resources=template_min_resources(obj.get("spec"), min_member, ann, f"Pod {namespace}/{name}"),
+        total_pods=total,
+        total_field=f"annotation {KUEUE_TOTAL_COUNT}" if total is not None else "",
+        min_resources=template_min_resources(obj.get("spec"), min_member, ann, f"Pod {namespace}/{ref_name}"),
         schedule_timeout_seconds=ann.schedule_timeout_seconds,
         targets=[POD],
+        warnings=warnings,
         shared=True,
+        size_known=ann.min_member is not None or total is not None,
     )

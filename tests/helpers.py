@@ -180,3 +180,27 @@ async def serve_tls(provider: Any) -> tuple[web.AppRunner, int]:
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=provider.ssl_context)
     await site.start()
     return runner, runner.addresses[0][1]
+
+
+# Controller timings scaled down for tests (the defaults are seconds to minutes; see tests/test_controller.py).
+FAST_CONTROLLER: dict[str, Any] = dict(
+    orphan_grace_period=0.5, resync_period=60.0, lease_duration=0.6, renew_deadline=0.4, retry_period=0.1,
+    slow_retry=0.3, watch_backoff=(0.02, 0.2), retry_backoff=(0.05, 0.5), sync_timeout=2.0, api_timeout=2.0,
+)
+
+
+def scale_review(name: str, namespace: str, new: int, old: int, *, plural: str = "deployments",
+                 dry_run: bool = False, selector: str | None = None) -> dict[str, Any]:
+    """A ``<plural>/scale`` UPDATE as kube-apiserver sends it for ``kubectl scale --replicas=new`` or a
+    HorizontalPodAutoscaler: kind ``autoscaling/v1 Scale``, resource ``apps/v1 <plural>``, subResource ``scale``;
+    ``object``/``oldObject`` are Scale objects (``spec.replicas``; ``status.replicas`` and ``status.selector``)."""
+    def scale(replicas: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": name, "namespace": namespace, "uid": "6f1c2b9e-0d3a-4c57-9e8f-2a1b3c4d5e6f",
+                         "resourceVersion": "4711", "creationTimestamp": "2026-11-30T09:00:00Z"},
+            "spec": {"replicas": replicas},
+            "status": {"replicas": old, "selector": selector or f"app={name}"},
+        }
+    return admission_review(scale(new), "UPDATE", old=scale(old), sub_resource="scale", dry_run=dry_run,
+                            resource=("apps", "v1", plural), kind=("autoscaling", "v1", "Scale"))

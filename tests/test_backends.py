@@ -317,3 +317,17 @@ def test_review_with_the_workload_api_backend_prints_the_workload_and_pod_group_
     (result,) = json.loads(capsys.readouterr().out)
     assert [o["kind"] for o in result["podGroups"]] == ["Workload", "PodGroup"]
     assert result["podGroups"][1]["spec"]["workloadRef"] == {"workloadName": "pause", "templateName": "gang"}
+
+
+def test_a_generate_name_job_names_its_workload_once_in_the_mutating_phase_and_keeps_it():
+    job = example("training-job.yaml")
+    del job["metadata"]["name"]
+    job["metadata"]["generateName"] = "train-"
+    out, decision = mutated(job, NATIVE)
+    named = out["spec"]["template"]["spec"]["schedulingGroup"]["podGroupName"]
+    assert named.startswith("train-") and len(named) == len("train-") + 5
+    stored = copy.deepcopy(out)
+    stored["metadata"]["name"] = "train-x7k2p"  # kube-apiserver generates the name before the validating webhooks
+    verdict = validate(req(stored), NATIVE)
+    assert verdict.decision.allowed and verdict.ensure.group_name == named
+    assert mutate(req(stored), NATIVE).patch == []

@@ -627,6 +627,18 @@ def test_match_conditions_send_admit_only_workloads_that_use_its_annotations_or_
         assert not _matches(hook, PLAIN_DEPLOYMENT, old=PLAIN_DEPLOYMENT, operation="UPDATE")
 
 
+def test_workloads_being_deleted_never_reach_admit_so_an_outage_cannot_hold_their_deletion():
+    objects = scenario("default")
+    deleting = {"metadata": {**GANG_DEPLOYMENT["metadata"], "deletionTimestamp": "2026-11-30T16:20:00Z",
+                             "finalizers": []}}
+    old = {"metadata": {**deleting["metadata"], "finalizers": ["foregroundDeletion"]}}
+    for name in ("workloads.mutate.admit.dev", "workloads.validate.admit.dev"):
+        hook = _hook(objects, name)
+        assert hook["failurePolicy"] == "Fail"
+        assert not _matches(hook, deleting, old=old, operation="UPDATE")
+        assert _matches(hook, GANG_DEPLOYMENT, old=GANG_DEPLOYMENT, operation="UPDATE")
+
+
 def test_match_conditions_send_admit_pods_of_gangs_bare_gang_pods_and_spark_pods_only():
     hook = _hook(scenario("default"), "pods.mutate.admit.dev")
     assert _matches(hook, {"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "g"}}})

@@ -17,7 +17,7 @@ from admit.config import Config
 from admit.kube import KubeAPI
 from admit.server import create_app
 from admit.testing.fake_kube import FakeKubeAPI
-from tests.helpers import EXAMPLES, admission_review, apply_answer, decode_patch
+from tests.helpers import EXAMPLES, PLURALS, admission_review, apply_answer, decode_patch
 
 PG_API = "scheduling.x-k8s.io/v1alpha1"
 LABEL = "scheduling.x-k8s.io/pod-group"
@@ -46,6 +46,10 @@ EXPECTED_GROUPS = {
     },
     "pytorchjob-elastic.yaml": {
         "elastic-imagenet": {"minMember": 2, "minResources": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}},
+    },
+    "kueue-plain-pod-group.yaml": {
+        # three members, Kueue's total count 3, 500m each; the later members find the group as the first made it
+        "sample-group": {"minMember": 3, "minResources": {"cpu": "1500m"}},
     },
     "mpijob-v2beta1.yaml": {
         "pi": {"minMember": 3, "minResources": {"cpu": "3", "memory": "3Gi"}},
@@ -144,9 +148,15 @@ async def test_every_example_gets_its_verdict_over_http(path, aiohttp_client):
             if path.name in EXPECTED_GROUPS:
                 (name,) = EXPECTED_GROUPS[path.name]
                 for doc in docs:
-                    stored = fake.get(doc["apiVersion"], doc["kind"], doc["metadata"]["namespace"],
-                                      doc["metadata"]["name"])
-                    assert set(group_labels(stored)) == {name}, f"{doc['kind']} {doc['metadata']['name']}"
+                    meta = doc["metadata"]
+                    if "name" in meta:
+                        stored = [fake.get(doc["apiVersion"], doc["kind"], meta["namespace"], meta["name"])]
+                    else:  # generateName only: the objects the fake named from it
+                        stored = [o for o in fake.objects(PLURALS[doc["kind"]], meta["namespace"])
+                                  if o["metadata"].get("generateName") == meta["generateName"]]
+                    assert stored
+                    for obj in stored:
+                        assert set(group_labels(obj)) == {name}, f"{doc['kind']} {obj['metadata']['name']}"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_GROUPS))

@@ -438,3 +438,194 @@ async def test_over_http_bad_spark_input_is_a_denial_never_a_server_error(aiohtt
             assert resp.status == 200
         body = await resp.json()
         assert body["response"]["allowed"] is False and body["response"]["status"]["code"] == 400
+
+
+# ---------------------------------------------------------------------------------------------- executors follow the
+# driver's group, whatever named it (issue 11, item 1)
+
+DRIVER_UID = "7a3e5c1b-9d2f-4b8e-a6c0-1f4d7e9b2a53"  # the executor's ownerReference in examples/spark-submit-pods.yaml
+DRIVER = "spark-pi-3c9f1b7e5a2d4c08-driver"
+
+
+def named_driver(group="nightly-agg"):
+    """The spark-submit driver with ``--conf spark.kubernetes.driver.annotation.gang.admit.dev/pod-group=<group>``."""
+    driver, executor = driver_and_executor()
+    driver["metadata"]["annotations"]["gang.admit.dev/pod-group"] = group
+    driver["metadata"]["uid"] = DRIVER_UID
+    return driver, executor
+
+
+def hand_labelled_driver(group="nightly-agg"):
+    """The driver as a user labels it without admit (``spark.kubernetes.driver.label.scheduling.x-k8s.io/pod-group``)
+    next to a hand-written PodGroup: no admit annotations."""
+    driver, executor = driver_and_executor()
+    driver["metadata"]["annotations"] = {}
+    driver["metadata"]["labels"][LABEL] = group
+    driver["spec"]["schedulerName"] = SCHED
+    driver["metadata"]["uid"] = DRIVER_UID
+    return driver, executor
+
+
+class DriverCache(Cache):
+    """A cache that also knows gang driver pods (``ControllerView.workload``)."""
+
+    def __init__(self, groups=None, pods=None):
+        super().__init__(groups)
+        self.pods = dict(pods or {})
+
+    def workload(self, group, version, plural, kind, namespace, name):
+        assert (group, version, plural, kind) == ("", "v1", "pods", "Pod")
+        return True, self.pods.get((namespace, name))
+
+
+def test_an_executor_joins_the_group_its_driver_named_by_annotation_from_the_driver_cache():
+    driver, executor = named_driver()
+    out = jsonpatch.apply_patch(driver, mutate(request(driver), CONFIG).patch)
+    assert out["metadata"]["labels"][LABEL] == "nightly-agg"
+    cache = DriverCache(pods={("spark-jobs", DRIVER): out})
+    d = mutate(request(executor), CONFIG, cache)
+    joined = jsonpatch.apply_patch(executor, d.patch)
+    assert joined["metadata"]["labels"][LABEL] == "nightly-agg" and joined["spec"]["schedulerName"] == SCHED
+    assert d.warnings == [] and d.lookup is None
+
+
+def test_an_executor_whose_driver_the_cache_does_not_know_asks_for_the_driver_to_be_read():
+    _, executor = driver_and_executor()
+    d = mutate(request(executor), CONFIG, DriverCache())
+    assert d.patch == [] and d.lookup.driver == DRIVER and d.lookup.driver_uid == DRIVER_UID
+
+
+def spark_fake_pod(obj):
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["namespace"] = "spark-jobs"
+    return obj
+
+
+async def spark_webhook(aiohttp_client, fake, controller):
+    """The webhook over HTTP against ``fake``, with the controller's caches running (started and synced) or not."""
+    from admit.cacheview import ControllerView
+    from admit.controller import Controller, ControllerSettings
+    from tests.helpers import FAST_CONTROLLER, eventually
+
+    api_client = fake.api_client()
+    cache = ctl = None
+    if controller:
+        ctl = Controller(fake.api_client(), CONFIG, ControllerSettings(identity="a", lease_namespace="admit",
+                                                                       **FAST_CONTROLLER), own_client=True)
+        await ctl.start()
+        await eventually(lambda: ctl.working)
+        cache = ControllerView(ctl)
+    client = await aiohttp_client(create_app(Admission(CONFIG, KubeAPI(api_client, CONFIG), cache)))
+
+    async def close():
+        if ctl is not None:
+            await ctl.stop()
+        await api_client.close()
+
+    client.close_all = close
+    client.view = cache
+    return client
+
+
+async def admit_pod(client, obj):
+    """``/mutate`` then ``/validate`` as kube-apiserver runs them; returns (object after mutation, warnings)."""
+    resp = await client.post("/mutate", json=admission_review(obj))
+    assert resp.status == 200
+    answer = await resp.json()
+    assert answer["response"]["allowed"] is True
+    out = apply_answer(obj, answer)
+    resp = await client.post("/validate", json=admission_review(out))
+    validated = await resp.json()
+    assert validated["response"]["allowed"] is True
+    return out, answer["response"].get("warnings", []) + validated["response"].get("warnings", [])
+
+
+async def test_over_http_with_the_controller_an_executor_joins_the_group_its_driver_named_without_an_api_call(
+        aiohttp_client):
+    from tests.helpers import eventually
+
+    async with FakeKubeAPI() as fake:
+        client = await spark_webhook(aiohttp_client, fake, controller=True)
+        try:
+            driver, executor = named_driver()
+            driver, warnings = await admit_pod(client, driver)
+            assert driver["metadata"]["labels"][LABEL] == "nightly-agg" and warnings == []
+            assert fake.get("scheduling.x-k8s.io/v1alpha1", "podgroups", "spark-jobs", "nightly-agg") is not None
+            fake.put(spark_fake_pod(driver))  # stored: the controller's cache of gang drivers sees it
+            await eventually(lambda: client.view.workload("", "v1", "pods", "Pod", "spark-jobs", DRIVER)[1])
+            await eventually(lambda: fake.get("scheduling.x-k8s.io/v1alpha1", "podgroups", "spark-jobs",
+                                              "nightly-agg")["metadata"].get("ownerReferences"))  # adopted
+            fake.clear_requests()
+            out, warnings = await admit_pod(client, executor)
+            assert out["metadata"]["labels"][LABEL] == "nightly-agg" and out["spec"]["schedulerName"] == SCHED
+            assert warnings == []
+            # (the controller's own writes, such as Events, are not the admission's)
+            assert [r for r in fake.requests_for("pods") + fake.requests_for("podgroups")
+                    if r.verb not in ("watch", "list")] == []
+        finally:
+            await client.close_all()
+
+
+@pytest.mark.parametrize("controller", [True, False])
+async def test_over_http_an_executor_of_a_hand_labelled_driver_joins_its_group_with_one_read_per_driver(
+        aiohttp_client, controller):
+    async with FakeKubeAPI() as fake:
+        client = await spark_webhook(aiohttp_client, fake, controller=controller)
+        try:
+            fake.put({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                      "metadata": {"name": "nightly-agg", "namespace": "spark-jobs"}, "spec": {"minMember": 1}})
+            driver, executor = hand_labelled_driver()
+            fake.put(spark_fake_pod(driver))
+            fake.clear_requests()
+            for exec_id in ("1", "2", "3"):
+                pod = copy.deepcopy(executor)
+                pod["metadata"]["name"] = f"spark-pi-3c9f1b7e5a2d4c08-exec-{exec_id}"
+                pod["metadata"]["labels"]["spark-exec-id"] = exec_id
+                out, warnings = await admit_pod(client, pod)
+                assert out["metadata"]["labels"][LABEL] == "nightly-agg" and warnings == []
+            assert [(r.verb, r.name) for r in fake.requests_for("pods")] == [("get", DRIVER)]
+        finally:
+            await client.close_all()
+
+
+@pytest.mark.parametrize("controller", [True, False])
+async def test_over_http_an_executor_whose_driver_cannot_be_found_gets_a_warning_not_silence(
+        aiohttp_client, controller):
+    async with FakeKubeAPI() as fake:
+        client = await spark_webhook(aiohttp_client, fake, controller=controller)
+        try:
+            _, executor = driver_and_executor()
+            out, warnings = await admit_pod(client, executor)
+            assert LABEL not in out["metadata"]["labels"]
+            assert any(f"its driver pod {DRIVER} was not found" in w and "not gang-scheduled" in w for w in warnings)
+            fake.fail("get", "pods", 429, times=1)
+            out, warnings = await admit_pod(client, copy.deepcopy(executor))
+            assert LABEL not in out["metadata"]["labels"]
+            assert any(f"could not read its driver pod {DRIVER}" in w for w in warnings)
+        finally:
+            await client.close_all()
+
+
+async def test_over_http_an_executor_of_a_driver_in_no_gang_is_left_alone_without_a_warning(aiohttp_client):
+    async with FakeKubeAPI() as fake:
+        client = await spark_webhook(aiohttp_client, fake, controller=False)
+        try:
+            driver, executor = driver_and_executor()
+            driver["metadata"]["annotations"] = {}
+            driver["metadata"]["uid"] = DRIVER_UID
+            fake.put(spark_fake_pod(driver))
+            out, warnings = await admit_pod(client, executor)
+            assert out == executor and warnings == []
+        finally:
+            await client.close_all()
+
+
+def test_admit_review_makes_an_executor_follow_a_driver_that_named_its_group():
+    import asyncio
+
+    from admit.offline import review_documents
+
+    driver, executor = named_driver()
+    del driver["metadata"]["uid"]
+    results = asyncio.run(review_documents([("driver", driver), ("executor", executor)], CONFIG))
+    assert results[1]["object"]["metadata"]["labels"][LABEL] == "nightly-agg"

@@ -6,7 +6,7 @@ import pytest
 
 from admit.config import Config
 from admit.review import dumps, parse_review
-from admit.validate import ScaleCheck, scale_decision, validate
+from admit.validate import ScaleCheck, scale_decision, scale_verdict, validate
 from tests.helpers import admission_review, example
 
 CONFIG = Config()
@@ -136,16 +136,49 @@ def test_a_scale_down_below_min_member_asks_for_the_parent_then_is_denied():
     assert not d.allowed and "to 2 replicas" in d.message and "minMember 6" in d.message
 
 
-def test_a_scale_up_or_to_zero_needs_no_lookup():
-    for new in (10, 0):
-        review = admission_review(
-            {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": new}},
-            "UPDATE",
-            old={"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": 8}},
-            sub_resource="scale", resource=("apps", "v1", "deployments"), kind=("autoscaling", "v1", "Scale"),
-        )
-        v = validate(parse_review(dumps(review)), CONFIG)
-        assert v.decision.allowed and v.scale is None
+def scale_review(new, old, name="web"):
+    return admission_review(
+        {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name}, "spec": {"replicas": new}},
+        "UPDATE",
+        old={"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name}, "spec": {"replicas": old}},
+        sub_resource="scale", resource=("apps", "v1", "deployments"), kind=("autoscaling", "v1", "Scale"),
+    )
+
+
+def test_a_scale_to_zero_needs_no_lookup():
+    v = validate(parse_review(dumps(scale_review(0, 8))), CONFIG)
+    assert v.decision.allowed and v.scale is None
+
+
+@pytest.mark.parametrize("new,old", [(10, 8), (2, 0), (4, 0)])
+def test_a_scale_up_is_checked_too_since_a_scale_from_zero_can_land_below_min_member(new, old):
+    v = validate(parse_review(dumps(scale_review(new, old))), CONFIG)
+    assert v.scale == ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", new)
+
+
+def test_a_scale_from_zero_below_min_member_is_refused_like_the_same_deployment_update():
+    # A Deployment with min-member "3" stored at replicas 0, then deployments/scale 0 -> 2 (issue 17, item 3).
+    dep = example("web-gang-deployment.yaml")
+    dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "3"
+    dep["spec"]["replicas"] = 0
+    v = validate(parse_review(dumps(scale_review(2, 0))), CONFIG)
+    scale = scale_verdict(dep, v.scale, CONFIG)
+    updated = copy.deepcopy(dep)
+    updated["spec"]["replicas"] = 2
+    update = validate(parse_review(dumps(admission_review(updated, "UPDATE", old=dep))), CONFIG)
+    assert not scale.decision.allowed and not update.decision.allowed
+    assert "to 2 replicas" in scale.decision.message and "minMember 3" in scale.decision.message
+    assert scale.ensure is None
+
+
+def test_a_scale_of_an_auto_gang_asks_for_its_pod_group_at_the_new_size():
+    dep = example("web-gang-deployment.yaml")
+    dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+    dep["spec"]["replicas"] = 0
+    v = scale_verdict(dep, ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 4), CONFIG,
+                      dry_run=True)
+    assert v.decision.allowed and v.dry_run
+    assert v.ensure is not None and v.ensure.pod_group_spec()["minMember"] == 4
 
 
 def test_a_scale_of_an_auto_gang_follows_the_new_replica_count():

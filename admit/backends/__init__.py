@@ -29,6 +29,7 @@ a warning.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import wraps
 from typing import Any
 
@@ -128,7 +129,15 @@ def with_backend(resolver: Resolver) -> Resolver:
 
     @wraps(resolver)
     def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
-        return apply_backend(resolver(obj, ann, config, namespace, operation), obj, ann, config)
+        plan = resolver(obj, ann, config, namespace, operation)
+        if (ann.backend or config.gang_backend) == WORKLOAD_API and ann.pod_group is None and \
+                get_path(obj, ("metadata", "labels", config.managed_label)) == "true":
+            # admit named this gang in the mutating phase (generateName: the object had no name yet) and wrote the
+            # name into spec.schedulingGroup, as the coscheduling backend writes it into the pod-group label
+            named = next((g for t in plan.targets if (g := workload_api.template_group(obj, t)) is not None), None)
+            if isinstance(named, str) and named != plan.group_name:
+                plan = resolver(obj, replace(ann, pod_group=named), config, namespace, operation)
+        return apply_backend(plan, obj, ann, config)
 
     return resolve
 

@@ -137,6 +137,10 @@ matchConditions:
     expression: >-
       {{ include "admit.celHasPrefix" (dict "obj" "object" "prefix" $p) }} ||
       (request.operation == 'UPDATE' && ({{ include "admit.celHasPrefix" (dict "obj" "oldObject" "prefix" $p) }}))
+  # An object that is being deleted (a finalizer being removed) is never sent: admit allows it untouched anyway,
+  # and a webhook that fails closed would otherwise hold the deletion, and its namespace, while admit is down.
+  - name: not-being-deleted
+    expression: "!has(object.metadata.deletionTimestamp)"
 {{- end }}
 {{- end -}}
 

@@ -1,0 +1,65 @@
+"""The webhook over HTTP with the PodGroup controller running, against the fake Kubernetes API: what ``admit serve``
+wires together (``Admission`` with the controller's PodGroup cache, the controller leading), for tests of whole field
+cases. Timings scaled down as in ``tests/test_controller.py``."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, AsyncIterator
+
+from admit.admission import Admission
+from admit.config import Config
+from admit.controller import Controller, ControllerSettings
+from admit.kube import KubeAPI
+from admit.server import create_app
+from admit.testing.fake_kube import FakeKubeAPI
+from admit.watchcache import KubeRaw
+from tests.helpers import eventually
+
+PG_API = "scheduling.x-k8s.io/v1alpha1"
+FAST: dict[str, Any] = dict(
+    orphan_grace_period=0.5, resync_period=60.0, lease_duration=0.6, renew_deadline=0.4, retry_period=0.1,
+    slow_retry=0.3, watch_backoff=(0.02, 0.2), retry_backoff=(0.05, 0.5), sync_timeout=2.0, api_timeout=2.0,
+)
+
+
+class Stack:
+    """``client``: aiohttp test client of the webhook app; ``controller``; ``fake``; ``kube``: a REST client for the
+    test itself (what kubectl or another controller would do)."""
+
+    def __init__(self, client: Any, controller: Controller, fake: FakeKubeAPI, kube: KubeRaw) -> None:
+        self.client = client
+        self.controller = controller
+        self.fake = fake
+        self.kube = kube
+
+    async def post(self, path: str, review: dict[str, Any]) -> dict[str, Any]:
+        """POST ``review`` to ``path``; returns the answer's ``response`` (checks HTTP 200 and the echoed uid)."""
+        resp = await self.client.post(path, json=review)
+        assert resp.status == 200, await resp.text()
+        body = await resp.json()
+        assert body["response"]["uid"] == review["request"]["uid"]
+        return body["response"]
+
+    def pod_group(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.fake.get(PG_API, "podgroups", namespace, name)
+
+    def pod_group_posts(self) -> list[Any]:
+        return self.fake.requests_for("podgroups", "POST")
+
+
+@contextlib.asynccontextmanager
+async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, **config: Any) -> AsyncIterator[Stack]:
+    """Start the controller (leading, caches synced) and the webhook app on it; stop both on exit."""
+    cfg = Config(**config)
+    controller = Controller(fake.api_client(), cfg, ControllerSettings(identity="a", lease_namespace="admit", **FAST),
+                            own_client=True)
+    await controller.start()
+    async with fake.api_client() as admission_client, fake.api_client() as test_client:
+        try:
+            await eventually(lambda: controller.working)
+            app = create_app(Admission(cfg, KubeAPI(admission_client, cfg), controller.cache))
+            client = await aiohttp_client(app)
+            yield Stack(client, controller, fake, KubeRaw(test_client, timeout=2.0))
+        finally:
+            await controller.stop()
