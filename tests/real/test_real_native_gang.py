@@ -145,3 +145,30 @@ def test_deleting_the_workload_deletes_its_workload_and_pod_group(native, ns):
     # The garbage collector deletes both; the PodGroup's podgroup-protection finalizer holds it until its pods are
     # gone (the kubelet helper force-deletes pods left Terminating).
     wait_for(lambda: gang_objects(cp, ns, "gone") == [None, None], timeout=60, what="Workload and PodGroup deleted")
+
+
+def test_a_generate_name_job_gangs_its_pods_under_the_name_chosen_at_mutation(native, ns):
+    cp = native
+    body = job("ignored", 2, "100m")
+    del body["metadata"]["name"]
+    body["metadata"]["generateName"] = "batch-"
+    created = cp.rest("POST", JOBS.format(ns=ns), body=body)
+    group = created["spec"]["template"]["spec"]["schedulingGroup"]["podGroupName"]
+    assert group.startswith("batch-") and group != created["metadata"]["name"]
+    wait_for(lambda: len(bound(pods(cp, ns, f"job-name={created['metadata']['name']}"))) == 2, what="2 bound pods")
+    assert all(o is not None for o in gang_objects(cp, ns, group))
+
+
+def test_an_auto_gang_cannot_shrink_below_its_immutable_v1alpha2_min_count(native, ns):
+    cp = native
+    cp.rest("POST", APPS.format(ns=ns), body=deployment("auto", 3, "auto", "100m"))
+    wait_for(lambda: len(bound(pods(cp, ns, "app=auto"))) == 3, what="3 bound pods")
+    with pytest.raises(PlaneError) as e:
+        cp.rest("PATCH", f"{APPS.format(ns=ns)}/auto/scale", body={"spec": {"replicas": 2}},
+                content_type="application/merge-patch+json")
+    assert e.value.status == 403 and "keeps minCount 3" in str(e.value) and "immutable" in str(e.value)
+    # Growing is allowed: the gang keeps minCount 3 (and says so), the fourth pod joins it.
+    cp.rest("PATCH", f"{APPS.format(ns=ns)}/auto/scale", body={"spec": {"replicas": 4}},
+            content_type="application/merge-patch+json")
+    wait_for(lambda: len(bound(pods(cp, ns, "app=auto"))) == 4, what="4 bound pods")
+    assert [o["spec"]["schedulingPolicy"]["gang"]["minCount"] for o in gang_objects(cp, ns, "auto")[1:]] == [3]
