@@ -147,6 +147,9 @@ class Admission:
                 f"Spark executor {look.namespace}/{look.executor}: its driver pod {look.driver} {e.args[0]}, so admit "
                 "does not know the driver's PodGroup; the executor is not gang-scheduled"
             ])
+        except Exception:  # noqa: BLE001 - never fail pod creation on our own bug
+            log.exception("reading the driver of %s/%s failed uid=%s", look.namespace, look.executor, req.uid)
+            return Decision(warnings=["admit could not compute a mutation (internal error); the object is unchanged"])
         if group is None:
             return Decision()  # the driver is in no gang: neither is its executor
         ops, warnings = plan_patch(req.object, executor_plan(look.namespace, look.executor, group), self.config)

@@ -112,6 +112,7 @@ KNOWN_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     ("kubeflow.org", "PaddleJob"): (("v1", "paddlejobs"),),
     ("kubeflow.org", "JAXJob"): (("v1", "jaxjobs"),),
     ("sparkoperator.k8s.io", "SparkApplication"): (("v1beta2", "sparkapplications"),),
+    **kinds.WATCHED_RESOURCES,  # JobSet, RayCluster, RayJob, RayService (admit/families)
 }
 
 #: Extra label requirement for the Pods the controller watches: Spark driver pods (spark-submit / spark-operator

@@ -82,7 +82,9 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
         return ops, warnings
     ops.extend(coscheduling.switch_back_ops(obj, plan, config))
     for target in plan.targets:
-        t_ops = set_keys_ops(obj, target.labels, {config.pod_group_label: plan.group_name})
+        t_ops = set_keys_ops(obj, target.labels, {config.pod_group_label: plan.group_name}) if target.group_label else []
+        if target.annotations is not None and plan.template_annotations:
+            t_ops.extend(set_keys_ops(obj, target.annotations, plan.template_annotations))
         s_op, warning = _scheduler_ops(obj, target.scheduler, f"{plan.kind} {target.where}", config)
         if s_op is not None:
             t_ops.append(s_op)
@@ -96,6 +98,7 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
             )
             continue
         ops.extend(t_ops)
+    ops.extend(plan.extra_ops)
     if label_workload and (plan.kind != "Pod" or not plan.shared):  # a Pod that owns its group: spark-submit driver
         ops.extend(set_keys_ops(obj, ("metadata", "labels"), {config.managed_label: "true"}))
     return ops, warnings
@@ -145,7 +148,7 @@ def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: C
         if plan is not None:
             if not isinstance(plan, GangPlan):  # the group is known only to the API: admission.py reads it
                 return Decision(lookup=plan)
-            ops, warnings = plan_patch(pod, plan, config)
+            ops, warnings = plan_patch(pod, plan, config, label_workload=False)
             return Decision(patch=ops, warnings=warnings)
     return Decision()
 
@@ -253,8 +256,13 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
     for target in old_plan.targets:
+        if target.annotations is not None:
+            for name, value in old_plan.template_annotations.items():
+                key = target.annotations + (name,)
+                if get_path(obj, key) == value and not target.immutable:
+                    ops.append({"op": "remove", "path": pointer(key)})
         key = target.labels + (config.pod_group_label,)
-        if get_path(obj, key) != old_plan.group_name:
+        if not target.group_label or get_path(obj, key) != old_plan.group_name:
             continue
         if target.immutable:
             warnings.append(

@@ -42,6 +42,16 @@ def set_op(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, 
     node: Any = obj
     for i, key in enumerate(path):
         last = i == len(path) - 1
+        if isinstance(node, list):  # an index step (list items are never added here, only walked into)
+            if not key.isdigit() or int(key) >= len(node):
+                return None
+            child = node[int(key)]
+            if last:
+                return None if child == value else {"op": "replace", "path": pointer(path), "value": value}
+            if not isinstance(child, dict):
+                return {"op": "replace", "path": pointer(path[: i + 1]), "value": _nest(path[i + 1 :], value)}
+            node = child
+            continue
         if key not in node:
             return {"op": "add", "path": pointer(path[: i + 1]), "value": _nest(path[i + 1 :], value)}
         child = node[key]
@@ -49,7 +59,7 @@ def set_op(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, 
             if child == value and type(child) is type(value):
                 return None
             return {"op": "replace", "path": pointer(path), "value": value}
-        if not isinstance(child, dict):
+        if not isinstance(child, (dict, list)):
             return {"op": "replace", "path": pointer(path[: i + 1]), "value": _nest(path[i + 1 :], value)}
         node = child
     return None
@@ -69,6 +79,9 @@ def set_keys_ops(obj: dict[str, Any], map_path: tuple[str, ...], values: dict[st
     """
     node: Any = obj
     for key in map_path:
+        if isinstance(node, list) and key.isdigit() and int(key) < len(node) and isinstance(node[int(key)], dict):
+            node = node[int(key)]
+            continue
         if not isinstance(node, dict) or not isinstance(node.get(key), dict):
             break
         node = node[key]

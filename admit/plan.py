@@ -178,7 +178,7 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
 
 KNOWN_ANNOTATIONS = (
     "min-member", "schedule-timeout-seconds", "min-resources", "pod-group", "spark-executors",
-    "spark-executor-resources", "owner", "backend",
+    "spark-executor-resources", "owner", "group-spec", "backend",
 )
 
 
@@ -220,12 +220,18 @@ class PodTarget:
         where: human name for messages (``"pod template"``, ``"replica type Worker"``).
         immutable: the template may not change on this request (Job ``spec.template`` on UPDATE); admit warns
             instead of patching.
+        group_label: put the pod-group label on this template (``False`` where one template makes pods of several
+            groups, e.g. a LeaderWorkerSet's: its pods get the label one by one at pod creation).
+        annotations: key path to the template's annotations map, where :attr:`GangPlan.template_annotations` go
+            (``None``: none).
     """
 
     labels: tuple[str, ...]
     scheduler: tuple[str, ...]
     where: str = "pod template"
     immutable: bool = False
+    group_label: bool = True
+    annotations: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +280,11 @@ class GangPlan:
             shared group's members whose sizes are known and differ get a warning.
         last_wave: the fewest pods the workload may later start on their own, when fewer than ``total_pods`` (a
             Job's last wave, a retried index), else ``None``; see :class:`Wave`.
+        template_annotations: annotations admit writes on every target that has an ``annotations`` path (e.g. the
+            group spec a LeaderWorkerSet's pods carry, ``admit.families.lws``); removed again when the gang
+            annotation is removed.
+        extra_ops: further JSONPatch operations on the workload itself, computed by its family against the object
+            (e.g. the TrainJob runtime patch of ``admit.families.trainer``); never undone by admit.
     """
 
     kind: str
@@ -294,6 +305,8 @@ class GangPlan:
     backend: str = "coscheduling"
     size_known: bool = True
     last_wave: "Wave | None" = None
+    template_annotations: dict[str, str] = field(default_factory=dict)
+    extra_ops: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def owner(self) -> str:
@@ -322,11 +335,17 @@ Resolver = Callable[[dict[str, Any], GangAnnotations, Config, str, str], GangPla
 
 
 def get_path(obj: Any, path: tuple[str, ...]) -> Any:
-    """The value at key ``path`` in nested dicts, or ``None`` where any step is missing or not a dict."""
+    """The value at key ``path`` in nested dicts, or ``None`` where any step is missing or not a dict.
+
+    A step into a list is its index as a decimal string (``("spec", "replicatedJobs", "0", "template")``), as in
+    a JSON Pointer."""
     for key in path:
-        if not isinstance(obj, dict):
+        if isinstance(obj, dict):
+            obj = obj.get(key)
+        elif isinstance(obj, list) and key.isdigit() and int(key) < len(obj):
+            obj = obj[int(key)]
+        else:
             return None
-        obj = obj.get(key)
     return obj
 
 

@@ -12,7 +12,8 @@ Refused, with a message that names the object, the numbers and the fix (DESIGN.m
   sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``), so none ever runs (code 403);
 - ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) to a target from 1 to minMember - 1, down or up
   from zero: the same rule as the workload's own ``spec.replicas`` (code 403);
-- the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...).
+- the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...);
+- an UPDATE that moves running pods into a gang by a rolling update too slow to ever form it (``rollout.py``).
 
 Zero replicas is allowed: a paused workload has no pods to wait.
 
@@ -35,11 +36,12 @@ from typing import Any
 from .backends import scheduler_phrase, template_joined
 from .children import is_child
 from .config import WORKLOAD_API, Config
-from .kinds import RESOLVERS, SCALABLE
+from .kinds import POD_JOINERS, RESOLVERS, SCALABLE
 from .lifecycle import bookkeeping_only, going_away
 from .mutate import has_controller
 from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations, unknown_annotation_warnings
 from .review import AdmissionRequest, Decision
+from .rollout import rollout_problem
 
 __all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision"]
 
@@ -185,6 +187,27 @@ def _unlabelled_generated(req: AdmissionRequest, plan: GangPlan, ann: GangAnnota
     )
 
 
+def _pod_made_group(req: AdmissionRequest, pod: dict[str, Any], config: Config) -> Verdict:
+    """A controller-made Pod CREATE: a registered pod joiner (``kinds.POD_JOINERS``, called without a cache) may
+    say that this pod's group is made when its pod is created (a LeaderWorkerSet leader, ``admit.families.lws``);
+    its PodGroup is then ensured like a workload's. Any other such pod is allowed untouched. Never denies for the
+    pod's shape: the joiner's warnings were given by ``/mutate`` already. Only pods with an annotation under admit's
+    prefix are asked about (the family writes its data there, ``families/lws.py``), so other controller pods cost one
+    pass over their annotation keys."""
+    annotations = get_path(pod, ("metadata", "annotations"))
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    if not isinstance(annotations, dict) or not any(isinstance(k, str) and k.startswith(prefix) for k in annotations):
+        return Verdict(Decision())  # such a pod carries its family's annotation (e.g. an LWS group spec): cheap exit
+    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
+    for joiner in POD_JOINERS:
+        plan = joiner(pod, config, namespace, None)
+        if plan is not None:
+            if isinstance(plan, GangPlan) and plan.mutate and plan.create_pod_group:
+                return Verdict(Decision(), ensure=plan, dry_run=req.dry_run)
+            return Verdict(Decision())
+    return Verdict(Decision())
+
+
 def validate(req: AdmissionRequest, config: Config) -> Verdict:
     """The ``/validate`` verdict for one request (see module docstring). Never raises for any object shape."""
     if req.operation not in ("CREATE", "UPDATE") or req.object is None:
@@ -197,7 +220,9 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     if req.operation == "UPDATE" and (going_away(obj) or bookkeeping_only(req.old_object, obj)):
         return Verdict(Decision())
     is_pod = req.kind == "Pod" and req.group == ""
-    if is_pod and (req.operation != "CREATE" or has_controller(obj)):
+    if is_pod and req.operation == "CREATE" and has_controller(obj):
+        return _pod_made_group(req, obj, config)
+    if is_pod and req.operation != "CREATE":
         return Verdict(Decision())
     resolver = RESOLVERS.get((req.group, req.kind))
     if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind):
@@ -213,6 +238,10 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
         check_plan(plan, config, ann)
     except GangError as e:
         return Verdict(Decision.deny(e.message, e.code, typos))
+    if req.operation == "UPDATE":
+        problem = rollout_problem(obj, req.old_object, plan, config)
+        if problem:
+            return Verdict(Decision.deny(problem, 403, typos + plan.warnings))
     decision = Decision(warnings=typos + plan.warnings)
     if not plan.create_pod_group:
         return Verdict(decision)

@@ -184,7 +184,16 @@ KUBEFLOW = {
     for r in ("tfjobs", "pytorchjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs")
 } | {("kubeflow.org", "v2beta1", "mpijobs")}
 SPARK = {("sparkoperator.k8s.io", "v1beta2", "sparkapplications")}
-ALL_WORKLOADS = CORE_WORKLOADS | KUBEFLOW | SPARK
+FAMILIES = {  # admit/families: JobSet, LeaderWorkerSet, Ray, Kubeflow Trainer v2
+    ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ("ray.io", "v1", "rayclusters"),
+    ("ray.io", "v1", "rayjobs"),
+    ("ray.io", "v1", "rayservices"),
+    ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+}
+FAMILY_GROUPS = {g for g, _, _ in FAMILIES}
+ALL_WORKLOADS = CORE_WORKLOADS | KUBEFLOW | SPARK | FAMILIES
 SCALE = {("apps", "v1", f"{r}/scale", "UPDATE") for r in ("deployments", "statefulsets", "replicasets")}
 POD_CREATE = {("", "v1", "pods", "CREATE")}
 
@@ -485,13 +494,13 @@ def test_no_webhook_ever_sees_a_pod_update_or_any_delete():
                 assert op == "CREATE"
 
 
-def test_kubeflow_and_spark_rules_and_permissions_can_be_left_out():
+def test_kubeflow_spark_jobset_lws_ray_and_trainer_rules_and_permissions_can_be_left_out():
     objects = scenario("minimal")
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         matched = set().union(*(rule_set(h) for h in only(objects, kind)["webhooks"]))
-        assert {(g, v, r) for g, v, r, _ in matched} & (KUBEFLOW | SPARK) == set()
+        assert {(g, v, r) for g, v, r, _ in matched} & (KUBEFLOW | SPARK | FAMILIES) == set()
     groups = {g for g, *_ in rbac_rules(objects, "ClusterRole")}
-    assert "kubeflow.org" not in groups and "sparkoperator.k8s.io" not in groups
+    assert groups.isdisjoint({"kubeflow.org", "sparkoperator.k8s.io"} | FAMILY_GROUPS)
 
 
 def test_webhooks_call_mutate_and_validate_on_the_service_port_443_which_reaches_container_port_8443():
@@ -846,6 +855,14 @@ def test_switched_off_workload_groups_are_ignored_by_admit_too():
     container_args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--ignore-api-group=kubeflow.org" in container_args
     assert "--ignore-api-group=sparkoperator.k8s.io" in container_args
+    assert not any(a.startswith("--ignore-api-group=") and a.split("=")[1] in FAMILY_GROUPS for a in container_args)
+    switches = {"jobset": "jobset.x-k8s.io", "leaderWorkerSet": "leaderworkerset.x-k8s.io", "ray": "ray.io",
+                "trainer": "trainer.kubeflow.org"}
+    for switch, group in switches.items():
+        (deployment,) = all_of(render({"workloads": {switch: False}}), "Deployment")
+        ignored = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                   if a.startswith("--ignore-api-group=")]
+        assert ignored == [f"--ignore-api-group={group}"]
     assert not any(a.startswith("--ignore-api-group") for a in args_of(scenario("default")))
 
 
@@ -874,10 +891,16 @@ def test_cluster_role_grants_exactly_what_admit_and_its_controller_use():
         "batch": ["jobs"],
         "kubeflow.org": ["tfjobs", "pytorchjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs"],
         "sparkoperator.k8s.io": ["sparkapplications"],
+        "jobset.x-k8s.io": ["jobsets"],
+        "leaderworkerset.x-k8s.io": ["leaderworkersets"],
+        "ray.io": ["rayclusters", "rayjobs", "rayservices"],
+        "trainer.kubeflow.org": ["trainjobs"],
     }.items():
         expected |= {(group, r, v, ()) for r in resources for v in read}
-        # blockOwnerDeletion under OwnerReferencesPermissionEnforcement: update on the owner's finalizers only
-        expected |= {(group, f"{r}/finalizers", "update", ()) for r in resources}
+        # blockOwnerDeletion under OwnerReferencesPermissionEnforcement: update on the owner's finalizers only, for
+        # the kinds the controller adopts PodGroups to (an LWS's groups are not adopted, a TrainJob's JobSet is)
+        expected |= {(group, f"{r}/finalizers", "update", ()) for r in resources
+                     if r not in ("leaderworkersets", "trainjobs")}
     expected |= {(g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
     expected |= {
         ("admissionregistration.k8s.io", f"{kind}webhookconfigurations", v, ("admit",))

@@ -716,6 +716,12 @@ async def test_readiness_waits_for_the_first_list_of_pod_groups_only(fake, contr
 def test_ignored_api_groups_are_not_watched():
     from admit.controller import watched_kinds
 
-    table, _ = watched_kinds(Config(ignored_api_groups=frozenset({"kubeflow.org", "sparkoperator.k8s.io"})))
+    ignored = {"kubeflow.org", "sparkoperator.k8s.io", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io", "ray.io",
+               "trainer.kubeflow.org"}
+    table, _ = watched_kinds(Config(ignored_api_groups=frozenset(ignored)))
     groups = {w.resource.group for w in table}
     assert groups == {"apps", "batch", ""}
+    table, _ = watched_kinds(Config(ignored_api_groups=frozenset({"kubeflow.org", "sparkoperator.k8s.io"})))
+    assert {w.resource.label for w in table} >= {"jobsets.jobset.x-k8s.io/v1alpha2", "rayclusters.ray.io/v1",
+                                                 "leaderworkersets.leaderworkerset.x-k8s.io/v1",
+                                                 "trainjobs.trainer.kubeflow.org/v1alpha1"}

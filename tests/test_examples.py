@@ -12,6 +12,7 @@ import json
 import pytest
 
 from admit.admission import Admission
+from admit.children import controller_ref
 from admit.cli import main
 from admit.config import Config
 from admit.kube import KubeAPI
@@ -51,8 +52,33 @@ EXPECTED_GROUPS = {
         # three members, Kueue's total count 3, 500m each; the later members find the group as the first made it
         "sample-group": {"minMember": 3, "minResources": {"cpu": "1500m"}},
     },
+    "deployment-replicaset.yaml": {
+        # the Deployment's group only: its ReplicaSet is a child (4 x 250m, 4 x 128Mi)
+        "api": {"minMember": 4, "minResources": {"cpu": "1", "memory": "512Mi"}},
+    },
     "mpijob-v2beta1.yaml": {
         "pi": {"minMember": 3, "minResources": {"cpu": "3", "memory": "3Gi"}},
+    },
+    "jobset-pytorch.yaml": {
+        # 1 leader (1 cpu, 2Gi) + 3 workers x (2 cpu, 4Gi, 1 GPU)
+        "pytorch": {"minMember": 4, "minResources": {"cpu": "7", "memory": "14Gi", "nvidia.com/gpu": "3"},
+                    "scheduleTimeoutSeconds": 300},
+    },
+    "raycluster-autoscaler.yaml": {
+        # autoscaler floor: 1 head (1 cpu, 2Gi) + minReplicas 1 worker (1 cpu, 1Gi)
+        "raycluster-autoscaler": {"minMember": 2, "minResources": {"cpu": "2", "memory": "3Gi"}},
+    },
+    "rayjob-sample.yaml": {
+        # 1 head (1 cpu, 2Gi) + 2 workers x (1 cpu, 1Gi)
+        "rayjob-sample": {"minMember": 3, "minResources": {"cpu": "3", "memory": "4Gi"}},
+    },
+    "rayservice-sample.yaml": {
+        # 1 head (2 cpu, 4Gi) + 2 workers x (1 cpu, 2Gi)
+        "rayservice-sample": {"minMember": 3, "minResources": {"cpu": "4", "memory": "8Gi"}},
+    },
+    "leaderworkerset-vllm-pods.yaml": {
+        # group 0 of leaderworkerset-vllm.yaml: leader + 1 worker, each (4 cpu, 16Gi, 1 GPU); made by the leader pod
+        "vllm-0": {"minMember": 2, "minResources": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}},
     },
 }
 
@@ -69,8 +95,18 @@ def group_labels(obj):
     spec = obj.get("spec") or {}
     if obj["kind"] == "Pod":
         maps = [obj["metadata"].get("labels") or {}]
+    elif obj["kind"] == "JobSet":
+        maps = [rj["template"]["spec"]["template"].get("metadata", {}).get("labels") or {}
+                for rj in spec["replicatedJobs"]]
+    elif obj["kind"] in ("RayCluster", "RayJob", "RayService"):
+        cluster = {"RayCluster": spec, "RayJob": spec.get("rayClusterSpec"),
+                   "RayService": spec.get("rayClusterConfig")}[obj["kind"]]
+        maps = [(g["template"].get("metadata") or {}).get("labels") or {}
+                for g in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]]
     elif obj["kind"] == "SparkApplication":
         maps = [spec[role].get("labels") or {} for role in ("driver", "executor")]
+    elif isinstance(spec.get("template"), dict):
+        maps = [(spec["template"].get("metadata") or {}).get("labels") or {}]
     else:
         maps = [
             (rs.get("template", {}).get("metadata") or {}).get("labels") or {}
@@ -166,7 +202,8 @@ def test_admit_review_json_prints_the_worked_out_pod_groups(name, capsys):
     printed = {pg["metadata"]["name"]: pg["spec"] for r in results for pg in r["podGroups"]}
     assert printed == EXPECTED_GROUPS[name]
     for r in results:
-        assert r["allowed"] and r["patch"]
+        # every object is patched, except a child (a Deployment's ReplicaSet), whose template its parent's patch made
+        assert r["allowed"] and (r["patch"] or controller_ref(r["object"]) is not None)
         assert set(group_labels(r["object"])) == set(EXPECTED_GROUPS[name])
 
 

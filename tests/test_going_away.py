@@ -213,7 +213,9 @@ async def test_the_controller_does_not_retry_a_re_create_a_terminating_namespace
             fake.delete_object("scheduling.x-k8s.io/v1alpha1", "podgroups", "ml", "trainer")
             await eventually(lambda: stack.pod_group_posts())
             await asyncio.sleep(1.0)  # twice the retry backoff's cap in these tests: no retry comes
-        assert len(stack.pod_group_posts()) == 1
+        # One refused POST (two if the controller's earlier look at the unadopted group fires late on a loaded
+        # machine); a retry loop would make about five in that second (backoff 0.05 s doubling to 0.5 s).
+        assert 1 <= len(stack.pod_group_posts()) <= 2
         notes = [r for r in caplog.records if "is being deleted" in r.getMessage()]
         assert [(r.levelno, r.getMessage()) for r in notes] == [
             (logging.INFO, "PodGroup ml/trainer not re-created for Deployment ml/trainer: its namespace is being "

@@ -38,3 +38,25 @@ def test_existing_labels_get_one_add_per_missing_key():
     obj = {"metadata": {"labels": {"app": "web", "k": "v"}}}
     ops = set_keys_ops(obj, ("metadata", "labels"), {"k": "v", "scheduling.x-k8s.io/pod-group": "web"})
     assert ops == [{"op": "add", "path": "/metadata/labels/scheduling.x-k8s.io~1pod-group", "value": "web"}]
+
+
+def test_a_path_through_a_list_index_patches_that_item_of_a_jobset_or_ray_cluster():
+    obj = {"spec": {"replicatedJobs": [{"name": "a", "template": {"spec": {"template": {"spec": {}}}}},
+                                       {"name": "b", "template": {"spec": {"template": {"metadata": {}}}}}]}}
+    ops = set_keys_ops(obj, ("spec", "replicatedJobs", "1", "template", "spec", "template", "metadata", "labels"),
+                       {"k": "v"})
+    assert ops == [{"op": "add", "path": "/spec/replicatedJobs/1/template/spec/template/metadata/labels",
+                    "value": {"k": "v"}}]
+    op = set_op(obj, ("spec", "replicatedJobs", "0", "template", "spec", "template", "spec", "schedulerName"), "s")
+    assert op == {"op": "add", "path": "/spec/replicatedJobs/0/template/spec/template/spec/schedulerName",
+                  "value": "s"}
+    patched = jsonpatch.apply_patch(obj, ops + [op])
+    assert patched["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["metadata"]["labels"] == {"k": "v"}
+    assert set_op(patched, ("spec", "replicatedJobs", "0", "template", "spec", "template", "spec", "schedulerName"),
+                  "s") is None
+
+
+def test_a_list_index_past_the_end_or_not_a_number_gives_no_operation():
+    obj = {"spec": {"workerGroupSpecs": [{"template": {}}]}}
+    assert set_op(obj, ("spec", "workerGroupSpecs", "3", "template", "x"), 1) is None
+    assert set_op(obj, ("spec", "workerGroupSpecs", "first", "template"), 1) is None

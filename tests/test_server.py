@@ -93,7 +93,9 @@ async def test_a_repeated_create_is_success_and_patches_nothing_when_the_spec_ma
 
 
 async def test_an_update_that_changes_min_member_patches_the_pod_group_spec(webhook, fake):
+    # As stored: the CREATE went through /mutate first, so the running pods already carry the group label.
     dep = example("pause-gang-deployment.yaml")
+    dep = apply_answer(dep, await post(webhook, "/mutate", admission_review(dep)))
     await post(webhook, "/validate", admission_review(dep))
     new = copy.deepcopy(dep)
     new["spec"]["replicas"] = 5

@@ -629,3 +629,17 @@ def test_admit_review_makes_an_executor_follow_a_driver_that_named_its_group():
     del driver["metadata"]["uid"]
     results = asyncio.run(review_documents([("driver", driver), ("executor", executor)], CONFIG))
     assert results[1]["object"]["metadata"]["labels"][LABEL] == "nightly-agg"
+
+
+async def test_over_http_a_bug_while_reading_the_driver_is_an_unchanged_pod_with_a_warning_never_a_500(aiohttp_client):
+    class BrokenStore:
+        async def get_pod(self, namespace, name, timeout):
+            raise RuntimeError("boom")
+
+    _, executor = driver_and_executor()
+    client = await aiohttp_client(create_app(Admission(CONFIG, BrokenStore())))
+    resp = await client.post("/mutate", json=admission_review(executor))
+    assert resp.status == 200
+    answer = (await resp.json())["response"]
+    assert answer["allowed"] is True and "patch" not in answer
+    assert any("internal error" in w for w in answer["warnings"])

@@ -172,6 +172,12 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("kubeflow.org", "v1", "JAXJob", "jaxjobs"),
     _rt("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
     _rt("sparkoperator.k8s.io", "v1beta2", "SparkApplication", "sparkapplications"),
+    _rt("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+    _rt("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", scale=True),
+    _rt("ray.io", "v1", "RayCluster", "rayclusters"),
+    _rt("ray.io", "v1", "RayJob", "rayjobs"),
+    _rt("ray.io", "v1", "RayService", "rayservices"),
+    _rt("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
 )
 
 

@@ -43,7 +43,8 @@ and the stock ``kube-scheduler`` (its ``default-scheduler`` profile runs the Gan
 user ``system:kube-scheduler``; its binary is unpacked with the others (:data:`NATIVE_GANG`).
 
 Everything started is stopped by :meth:`ControlPlane.stop` (SIGTERM, then SIGKILL after 5 s), also when start-up
-fails half way. There is no kubelet, no kube-proxy, no DNS, no container runtime: a pod counts as scheduled when
+fails half way; on Linux each process also gets SIGTERM when the process that started it dies (``PR_SET_PDEATHSIG``).
+A component that finds its port taken (``free_port`` cannot reserve one) makes the start begin again once. There is no kubelet, no kube-proxy, no DNS, no container runtime: a pod counts as scheduled when
 ``spec.nodeName`` is set.
 """
 
@@ -81,8 +82,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from ..certs import BACKDATE, CertifiedKey, generate_ca, generate_serving_certificate, utcnow
 
 __all__ = [
-    "NoBinaries", "PlaneError", "REQUIRED", "NATIVE_GANG", "ROOT", "SHARED", "find_binaries", "unpack", "ControlPlane", "Kubelet",
-    "AdmitProcess", "render_webhooks", "free_port",
+    "NoBinaries", "PlaneError", "REQUIRED", "NATIVE_GANG", "ROOT", "SHARED", "find_binaries", "unpack", "ControlPlane",
+    "Kubelet", "AdmitProcess", "render_chart", "render_webhooks", "free_port", "client_certificate",
 ]
 
 log = logging.getLogger("admit.plane")
@@ -261,11 +262,10 @@ def _kubeconfig(server: str, ca_pem: bytes, user: CertifiedKey, name: str) -> st
 # ======================================================================================================================
 
 
-def render_webhooks(url: str, ca_pem: bytes, values: JSON | None = None, chart: Path | None = None,
-                    namespace: str = "admit-system", release: str = "admit") -> list[JSON]:
-    """The chart's MutatingWebhookConfiguration and ValidatingWebhookConfiguration, rendered by Helm's Go SDK
-    (``helm-python-sdk``, as ``tests/test_chart.py``), with every ``clientConfig.service`` replaced by
-    ``clientConfig.url`` = ``url`` + the service path, and ``caBundle`` = ``ca_pem``.
+def render_chart(values: JSON | None = None, chart: Path | None = None, namespace: str = "admit-system",
+                 release: str = "admit") -> list[JSON]:
+    """Every object the chart renders (``helm template``), by Helm's Go SDK (``helm-python-sdk``, as
+    ``tests/test_chart.py`` renders it).
 
     Raises:
         ImportError: helm-python-sdk is not installed (``pip install -e '.[test]'``).
@@ -274,21 +274,30 @@ def render_webhooks(url: str, ca_pem: bytes, values: JSON | None = None, chart: 
 
     with helm.Chart.load(str(chart or ROOT / "charts" / "admit")) as c:
         rendered = c.render(values or {}, name=release, namespace=namespace, is_install=True)
+    return [doc for path, text in sorted(rendered.items()) if path.endswith(".yaml")
+            for doc in yaml.safe_load_all(text) if doc]
+
+
+def render_webhooks(url: str, ca_pem: bytes, values: JSON | None = None, chart: Path | None = None,
+                    namespace: str = "admit-system", release: str = "admit") -> list[JSON]:
+    """The chart's MutatingWebhookConfiguration and ValidatingWebhookConfiguration (:func:`render_chart`), with
+    every ``clientConfig.service`` replaced by ``clientConfig.url`` = ``url`` + the service path, and ``caBundle`` =
+    ``ca_pem``. Rules, matchConditions, namespaceSelector, failurePolicy and timeouts stay the chart's."""
     out = []
-    for path, text in sorted(rendered.items()):
-        if not path.endswith(".yaml"):
-            continue
-        for doc in yaml.safe_load_all(text):
-            if doc and doc.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-                for hook in doc["webhooks"]:
-                    cc = hook["clientConfig"]
-                    service = cc.pop("service", None) or {}
-                    cc["url"] = url.rstrip("/") + (service.get("path") or "/")
-                    cc["caBundle"] = base64.b64encode(ca_pem).decode()
-                out.append(doc)
+    for doc in render_chart(values, chart, namespace, release):
+        if doc.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            for hook in doc["webhooks"]:
+                cc = hook["clientConfig"]
+                service = cc.pop("service", None) or {}
+                cc["url"] = url.rstrip("/") + (service.get("path") or "/")
+                cc["caBundle"] = base64.b64encode(ca_pem).decode()
+            out.append(doc)
     if len(out) != 2:
         raise PlaneError(f"expected the chart to render 2 webhook configurations, got {len(out)}")
     return out
+
+
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
 # ======================================================================================================================
@@ -339,6 +348,17 @@ class AdmitProcess:
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout`` seconds; returns the exit code. Idempotent."""
         return _stop(self.popen, timeout)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the process that started it dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
+    so a test run killed with SIGKILL leaves no etcd or kube-apiserver running on a shared machine."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _stop(popen: subprocess.Popen, timeout: float = 5.0) -> int | None:
@@ -411,11 +431,20 @@ class ControlPlane:
         Raises:
             NoBinaries: no binaries. PlaneError: a component did not become healthy (message: its log tail).
         """
-        try:
-            self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in (1, 2):
+            try:
+                self._start(timeout)
+                return self
+            except BaseException as e:
+                self.stop()
+                # free_port() cannot reserve a port: another process (another plane on a shared machine) may take
+                # it before the component binds it. Start once more on new ports.
+                if attempt == 1 and isinstance(e, PlaneError) and "address already in use" in str(e):
+                    log.warning("a port was taken meanwhile; starting the control plane again: %s", str(e)[:200])
+                    if self._own_workdir:
+                        self.workdir = None
+                    continue
+                raise
         return self
 
     def _start(self, timeout: float) -> None:
@@ -428,6 +457,8 @@ class ControlPlane:
         wd.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         deadline = started + timeout
+        api_port = free_port()
+        self.server = f"https://127.0.0.1:{api_port}"
         pki = self._pki(wd)
         # etcd
         etcd_port, peer_port = free_port(), free_port()
@@ -441,8 +472,6 @@ class ControlPlane:
         ])
         self._wait(lambda: _http_ok(f"{etcd_url}/health"), "etcd", deadline)
         # kube-apiserver
-        api_port = free_port()
-        self.server = f"https://127.0.0.1:{api_port}"
         self._spawn("kube-apiserver", [
             str(binaries / "kube-apiserver"), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
@@ -524,6 +553,9 @@ class ControlPlane:
             with contextlib.suppress(Exception):
                 _stop(proc.popen)
         self._procs.clear()
+        self.admits.clear()
+        self._ssl = None
+        self._local = threading.local()
         if self._own_workdir and self.workdir is not None and not self.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -531,6 +563,7 @@ class ControlPlane:
         d = wd / "pki"
         d.mkdir(exist_ok=True)
         ca = generate_ca("admit test plane CA", days=2)
+        self._ca = ca
         api = generate_serving_certificate(ca, "kubernetes", "default", dns_names=["localhost"],
                                            ip_addresses=["127.0.0.1", "10.0.0.1"], days=2)
         admit = generate_serving_certificate(ca, "admit", "admit-system", dns_names=["localhost"],
@@ -548,21 +581,19 @@ class ControlPlane:
             "sa.pub": _write(d / "sa.pub", sa.public_key().public_bytes(
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo), 0o644),
         }
-        admin = client_certificate(ca, "admin", ["system:masters"])
-        self._admin = admin
         for name, cn, orgs in (("admin", "admin", ["system:masters"]), ("kcm", "system:kube-controller-manager", []),
                                ("sched", SCHEDULER_NAME, []), ("ksched", "system:kube-scheduler", [])):
-            user = admin if name == "admin" else client_certificate(ca, cn, orgs)
-            files[f"{name}.kubeconfig"] = _write(d / f"{name}.kubeconfig", "")  # server filled in below
+            user = client_certificate(ca, cn, orgs)
             files[f"{name}.crt"] = _write(d / f"{name}.crt", user.cert_pem, 0o644)
             files[f"{name}.key"] = _write(d / f"{name}.key", user.key_pem)
-            setattr(self, f"_user_{name}", user)
+            files[f"{name}.kubeconfig"] = _write(d / f"{name}.kubeconfig",
+                                                 _kubeconfig(self.server, ca.cert_pem, user, name))
         self.ca_file = files["ca.crt"]
         self.ca_pem = ca.cert_pem
+        self.kubeconfig = files["admin.kubeconfig"]
         self._admit_cert = (files["admit.crt"], files["admit.key"])
         self._pki_files = files
-        # kube-apiserver's port is chosen next; kubeconfigs are written once it is known (see _spawn hook)
-        return _LazyKubeconfigs(self, files)  # type: ignore[return-value]
+        return files
 
     # ------------------------------------------------------------------ processes
 
@@ -571,7 +602,7 @@ class ControlPlane:
         log_path = self.workdir / f"{name}.log"
         out = log_path.open("ab")
         popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 cwd=self.workdir, env=env, start_new_session=True)
+                                 cwd=self.workdir, env=env, start_new_session=True, preexec_fn=_die_with_parent)
         out.close()
         proc = _Proc(name, popen, log_path)
         self._procs.append(proc)
@@ -732,7 +763,7 @@ class ControlPlane:
     # ------------------------------------------------------------------ admit
 
     def start_admit(self, name: str | None = None, args: Iterable[str] = (), *, register: bool = True,
-                    values: JSON | None = None, wait: float = 30.0) -> AdmitProcess:
+                    values: JSON | None = None, wait: float = 30.0, chart_rbac: bool = True) -> AdmitProcess:
         """Start ``admit serve`` (``python -m admit.cli serve``) over HTTPS on a free port with the test CA's serving
         certificate and the admin kubeconfig, wait for ``/readyz``, and (``register``) register the chart's webhook
         configurations (rendered with ``values``) pointing at it.
@@ -741,25 +772,31 @@ class ControlPlane:
         given: ``--namespace admit-system --lease-namespace admit-system``. The process identity (Lease holder) is
         ``name`` (``POD_NAME``). Several replicas: call again with ``register=False`` (kube-apiserver then calls
         only the registered one, as a Service would pick one) or ``True`` to move the webhooks to the new one.
+
+        ``chart_rbac`` (default): admit runs with the chart's own RBAC, as its ServiceAccount would: the chart's
+        ServiceAccount, (Cluster)Roles and bindings (rendered with ``values``) are applied, and admit's kubeconfig
+        holds a client certificate for ``system:serviceaccount:admit-system:<account>`` (RBAC matches a
+        ServiceAccount subject by that user name). ``False``: the cluster admin.
         """
         assert self._admit_cert is not None and self.workdir is not None
         name = name or f"admit-{len(self.admits)}"
         port = free_port()
         args = list(args)
+        self._ensure_namespace("admit-system")
+        kubeconfig = self._chart_identity(values) if chart_rbac else self.kubeconfig
         flags = ["--host", "127.0.0.1", "--port", str(port), "--cert-mode", "files",
                  "--tls-cert-file", str(self._admit_cert[0]), "--tls-key-file", str(self._admit_cert[1]),
-                 "--kubeconfig", str(self.kubeconfig)]
+                 "--kubeconfig", str(kubeconfig)]
         if "--namespace" not in args:
             flags += ["--namespace", "admit-system"]
         if "--lease-namespace" not in args:
             flags += ["--lease-namespace", "admit-system"]
-        self._ensure_namespace("admit-system")
         log_path = self.workdir / f"{name}.log"
         out = log_path.open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "POD_NAME": name, "HOSTNAME": name}
         popen = subprocess.Popen([sys.executable, "-m", "admit.cli", "serve", *flags, *args], stdout=out,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
-                                 start_new_session=True)
+                                 start_new_session=True, preexec_fn=_die_with_parent)
         out.close()
         proc = AdmitProcess(name, f"https://127.0.0.1:{port}", port, log_path, args, popen)
         self.admits.append(proc)
@@ -784,6 +821,22 @@ class ControlPlane:
             self.register_webhooks(proc.url, values)
         return proc
 
+    def _chart_identity(self, values: JSON | None) -> Path:
+        """Apply the chart's RBAC objects; a kubeconfig for its ServiceAccount (see :meth:`start_admit`)."""
+        assert self.workdir is not None
+        account = None
+        for doc in render_chart(values):
+            if doc.get("kind") in RBAC_KINDS:
+                self.apply(doc)
+                if doc["kind"] == "ServiceAccount":
+                    account = doc["metadata"]["name"]
+        if account is None:
+            raise PlaneError("the chart rendered no ServiceAccount")
+        ns = "admit-system"
+        user = client_certificate(self._ca, f"system:serviceaccount:{ns}:{account}",
+                                  ["system:serviceaccounts", f"system:serviceaccounts:{ns}"])
+        return _write(self.workdir / "pki" / "admit-sa.kubeconfig", _kubeconfig(self.server, self.ca_pem, user, account))
+
     def register_webhooks(self, url: str, values: JSON | None = None) -> list[JSON]:
         """Create or replace the chart's two webhook configurations, pointing at ``url`` (see
         :func:`render_webhooks`); returns them as stored."""
@@ -796,27 +849,6 @@ class ControlPlane:
             except PlaneError as e:
                 if e.status != 409:
                     raise
-
-
-class _LazyKubeconfigs(dict):
-    """The PKI file map; kubeconfigs need kube-apiserver's URL, known only once its port is picked: they are written
-    the first time one is asked for."""
-
-    def __init__(self, plane: ControlPlane, files: dict[str, Path]) -> None:
-        super().__init__(files)
-        self._plane = plane
-        self._written = False
-
-    def __getitem__(self, key: str) -> Path:
-        if key.endswith(".kubeconfig") and not self._written:
-            plane = self._plane
-            assert plane.server
-            for name in ("admin", "kcm", "sched", "ksched"):
-                user = getattr(plane, f"_user_{name}")
-                _write(super().__getitem__(f"{name}.kubeconfig"), _kubeconfig(plane.server, plane.ca_pem, user, name))
-            plane.kubeconfig = super().__getitem__("admin.kubeconfig")
-            self._written = True
-        return super().__getitem__(key)
 
 
 def api_path(obj: JSON) -> str:

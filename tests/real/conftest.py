@@ -23,7 +23,9 @@ Fixtures (every test module under ``tests/real`` gets the ``real`` marker):
   pods left Terminating; ``plane.cp.kubelet.enabled = False`` pauses it (set it back in a ``finally``);
 - admit: ``plane.admit`` is the ``admit serve`` the webhooks point at (an
   :class:`admit.testing.plane.AdmitProcess`: ``.url``, ``.log``, ``.output()``, ``.stop()``, ``.running()``),
-  started with ``--orphan-grace-period 5``; ``plane.start_admit(name, args=[...], register=False)`` starts
+  started with ``--orphan-grace-period 5`` and the chart's own RBAC (its ServiceAccount's ClusterRole and Role,
+  applied from the rendered chart; admit authenticates as ``system:serviceaccount:admit-system:admit`` with a client
+  certificate); ``plane.start_admit(name, args=[...], register=False)`` starts
   another replica with other flags (``register=True`` moves the webhooks to it and makes it ``plane.admit``);
   replicas started in a test are stopped at the end of the run, or by the test;
 - CRDs: the PodGroup CRD (scheduler-plugins v0.34.7) and every ``tests/real/crds/*.yaml`` (TFJob, SparkApplication),

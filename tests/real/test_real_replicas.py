@@ -1,11 +1,15 @@
-"""Two ``admit serve`` replicas on a real control plane: both answer admission, one leader (a Lease) runs the
-controller, and the other takes over when the leader stops (as during a rolling update of admit itself)."""
+"""admit's availability on a real control plane: two ``admit serve`` replicas (both answer admission, one leader
+holds the Lease and runs the controller, the other takes over when it stops, as during a rolling update of admit
+itself), and what the chart's failure policies do while no replica answers."""
 
 from __future__ import annotations
 
 import time
 
-from tests.real.support import bound, gang_deployment, pods, wait_for
+import pytest
+
+from admit.testing.plane import PlaneError, free_port
+from tests.real.support import bound, container, gang_deployment, pods, wait_for
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/admit-system/leases/admit-controller"
 PG = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}"
@@ -40,3 +44,26 @@ def test_two_replicas_share_admission_one_leads_and_the_other_takes_over(plane, 
     wait_for(lambda: len(bound(pods(cp, ns, "app=api"))) == 3, what="3 bound pods")
     wait_for(lambda: adopted(cp, ns, "api"), what="adoption by the new leader")
     assert f"adopted PodGroup {ns}/api" in second.output()
+
+
+def test_while_no_admit_answers_gang_workloads_are_refused_and_pods_and_scale_go_through(plane, ns):
+    """The chart's failure policies on a real kube-apiserver: workloads Fail, pods and scale Ignore."""
+    cp = plane.cp
+    cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=gang_deployment("web"))
+    wait_for(lambda: len(bound(pods(cp, ns, "app=web"))) == 3, what="3 bound pods")
+    cp.register_webhooks(f"https://127.0.0.1:{free_port()}")  # nothing listens there
+    try:
+        time.sleep(1)  # kube-apiserver reloads webhook configurations from its informer
+        with pytest.raises(PlaneError) as refused:
+            cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=gang_deployment("api"))
+        assert 'failed calling webhook "workloads.mutate.admit.dev"' in str(refused.value)
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "labelled", "labels": {"scheduling.x-k8s.io/pod-group": "web"}},
+               "spec": {"containers": [container()]}}
+        created = cp.rest("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
+        assert created["spec"]["schedulerName"] == "default-scheduler"  # admitted unmutated: Ignore
+        scaled = cp.rest("PATCH", f"/apis/apps/v1/namespaces/{ns}/deployments/web/scale",
+                         body={"spec": {"replicas": 2}}, content_type="application/merge-patch+json")
+        assert scaled["spec"]["replicas"] == 2  # not checked while admit is away: Ignore
+    finally:
+        cp.register_webhooks(plane.admit.url)

@@ -191,6 +191,34 @@ matchConditions:
   operations: ["CREATE", "UPDATE"]
   scope: Namespaced
 {{- end }}
+{{- if .Values.workloads.jobset }}
+- apiGroups: ["jobset.x-k8s.io"]
+  apiVersions: ["v1alpha2"]
+  resources: ["jobsets"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+{{- end }}
+{{- if .Values.workloads.leaderWorkerSet }}
+- apiGroups: ["leaderworkerset.x-k8s.io"]
+  apiVersions: ["v1"]
+  resources: ["leaderworkersets"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+{{- end }}
+{{- if .Values.workloads.ray }}
+- apiGroups: ["ray.io"]
+  apiVersions: ["v1"]
+  resources: ["rayclusters", "rayjobs", "rayservices"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+{{- end }}
+{{- if .Values.workloads.trainer }}
+- apiGroups: ["trainer.kubeflow.org"]
+  apiVersions: ["v1alpha1"]
+  resources: ["trainjobs"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+{{- end }}
 {{- end -}}
 
 {{/* Fields every webhook of both configurations shares. */}}

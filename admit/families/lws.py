@@ -1,0 +1,193 @@
+"""LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``): one gang per group (a leader and its workers).
+
+Sources: kubernetes-sigs/lws ``api/leaderworkerset/v1/leaderworkerset_types.go`` (fields, defaults, the labels the
+controller puts on pods) and ``pkg/schedulerprovider/volcano_provider.go`` (LWS's own gang support: one PodGroup
+per group, created when the group's leader pod is created, owned by that pod; ``minMember = size``, ``minMember =
+1`` under ``LeaderReady``; ``minResources`` = leader + (size - 1) workers).
+
+- An LWS runs ``spec.replicas`` groups (default 1) of ``spec.leaderWorkerTemplate.size`` pods (default 1): a leader
+  from ``leaderTemplate`` (the ``workerTemplate`` when absent) and ``size - 1`` workers. The leader of group *i* is
+  the pod ``<lws>-<i>`` ("the name of the group too"), made by the leader StatefulSet; its workers ``<lws>-<i>-<j>``
+  are made by a worker StatefulSet the LWS controller creates once the leader pod exists (``LeaderCreated``, the
+  default) or once it is Ready (``LeaderReady``). Every pod carries the labels
+  ``leaderworkerset.sigs.k8s.io/name``, ``leaderworkerset.sigs.k8s.io/group-index`` and
+  ``leaderworkerset.sigs.k8s.io/worker-index`` (0 for the leader); the StatefulSet templates hold some of them and
+  LWS's own pod webhook adds the rest from the pod's ordinal (``pkg/webhooks/pod_webhook.go``). admit's pod webhook
+  has ``reinvocationPolicy: IfNeeded`` in the chart, so kube-apiserver calls it again after a later webhook changed
+  the pod: it sees those labels whichever webhook runs first.
+- One template makes the pods of every group, so admit cannot put a group label on it. It puts the
+  ``schedulerName`` and one annotation on the templates instead: ``gang.admit.dev/group-spec``, the PodGroup spec
+  every group gets (compact JSON: ``{"minMember":4,"minResources":{...}}``). Pods then find their group from the LWS
+  labels (:func:`join_lws_pod`, a pod joiner: no API call): group ``<lws>-<group-index>``, labelled at pod
+  creation. The leader pod's admission creates that PodGroup (as LWS's own provider does on the leader pod), so it
+  exists before any worker; its workers are created after it (their admissions find it in the cache, or re-create
+  it if it went missing). A PodGroup whose group is scaled away is deleted by
+  admit's controller once no live pod carries its label (``--orphan-grace-period``).
+- ``auto`` minMember = ``size`` (``LeaderCreated``). Under ``LeaderReady`` the workers appear only after the leader
+  is Ready, so a gang of ``size`` deadlocks: minMember is 1 (the leader alone first), with ``minResources`` still
+  covering the whole group (so the leader is not let in while the cluster cannot hold its workers), as LWS does for
+  Volcano. An explicit minMember above 1 under ``LeaderReady``, or above ``size``, is refused.
+- The annotation and the group names follow the templates: a change of size, of a template's requests or of the
+  timeout changes the template, and LWS rolls the groups over (each new leader pod updates its PodGroup).
+  ``gang.admit.dev/pod-group`` and a pod-group label on a template are refused: one name cannot serve every group.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..config import Config
+from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, check_group_name, get_path, int_field
+from ..resources import ResourceError, pod_requests
+from ..quantity import add_resources, format_resources, parse_quantity, QuantityError, scale_resources
+from .shared import POD_TARGET, WorkloadKind, object_ref, template_target
+
+__all__ = ["LWS", "KINDS", "resolve_leaderworkerset", "join_lws_pod", "group_spec_key", "LWS_NAME_LABEL",
+           "LWS_GROUP_INDEX_LABEL", "LWS_WORKER_INDEX_LABEL"]
+
+GROUP = "leaderworkerset.x-k8s.io"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LEADER_READY = "LeaderReady"
+
+_TEMPLATE = ("spec", "leaderWorkerTemplate")
+
+
+def group_spec_key(config: Config) -> str:
+    """The template annotation carrying each group's PodGroup spec: ``<prefix>/group-spec``."""
+    return f"{config.annotation_prefix.rstrip('/')}/group-spec"
+
+
+def _pod_requests(spec: Any, ref: str, where: str) -> dict[str, Any]:
+    if not isinstance(spec, dict):
+        return {}
+    try:
+        return pod_requests(spec)
+    except ResourceError as e:
+        raise GangError(f"{ref} {where}: {e}", 400) from None
+
+
+def resolve_leaderworkerset(
+    obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
+) -> GangPlan:
+    """Plan for a LeaderWorkerSet (rules in the module docstring).
+
+    The plan's ``group_name`` is group 0's (``<lws>-0``); ``create_pod_group`` is false (leader pods create their
+    groups); ``template_annotations`` holds ``{"gang.admit.dev/group-spec": "<json>"}``.
+
+    Raises:
+        GangError: 400 for a malformed LWS (no workerTemplate, bad counts or quantities), a group name that would
+            exceed 63 characters, ``gang.admit.dev/pod-group`` or a pod-group label on a template; 403 for a gang
+            that can never start (minMember above ``size``, or above 1 under ``LeaderReady``).
+    """
+    name = str(get_path(obj, ("metadata", "name")) or "")
+    ref = object_ref("LeaderWorkerSet", namespace, name)
+    if not isinstance(get_path(obj, _TEMPLATE + ("workerTemplate",)), dict):
+        raise GangError(f"{ref} has no spec.leaderWorkerTemplate.workerTemplate: an LWS needs a worker pod template", 400)
+    replicas = int_field(obj, ("spec", "replicas"), 1, "spec.replicas")
+    size = int_field(obj, _TEMPLATE + ("size",), 1, "spec.leaderWorkerTemplate.size")
+    assert replicas is not None and size is not None
+    has_leader = isinstance(get_path(obj, _TEMPLATE + ("leaderTemplate",)), dict)
+    targets: list[PodTarget] = []
+    if has_leader:
+        targets.append(template_target(_TEMPLATE + ("leaderTemplate",), "leader template", group_label=False))
+    targets.append(template_target(_TEMPLATE + ("workerTemplate",), "worker template", group_label=False))
+    if ann.pod_group is not None:
+        raise GangError(
+            f"{ref}: annotation {config.pod_group_key} cannot name the PodGroups of an LWS: each group gets its own, "
+            f"named <lws>-<group index> ({name}-0, {name}-1, ...); remove the annotation", 400)
+    for t in targets:
+        if get_path(obj, t.labels + (config.pod_group_label,)) is not None:
+            raise GangError(
+                f"{ref}: the {t.where} carries the label {config.pod_group_label}, which would put every group in one "
+                f"PodGroup; remove it: admit labels each pod with its own group ({name}-<group index>)", 400)
+    last = f"{name}-{max(replicas - 1, 0)}"
+    problem = check_group_name(last)
+    if problem:
+        raise GangError(f"{ref}: the PodGroup of its last group would be named {last!r}: {problem}; use a shorter "
+                        "LeaderWorkerSet name", 400)
+
+    policy = get_path(obj, ("spec", "startupPolicy")) or "LeaderCreated"
+    leader_ready = policy == LEADER_READY
+    if leader_ready:
+        if ann.min_member is not None and ann.min_member > 1:
+            raise GangError(
+                f"{ref} uses startupPolicy: LeaderReady: its workers are created only once the leader pod is Ready, "
+                f"so a gang of {ann.min_member} ({config.min_member_key}={ann.min_member}) never gets its workers and "
+                f"deadlocks. Set {config.min_member_key} to \"auto\" (the leader alone first, minResources covering "
+                "the whole group, as LWS does for its own gang support) or use startupPolicy: LeaderCreated")
+        min_member = 1
+    else:
+        min_member = ann.min_member if ann.min_member is not None else max(size, 1)
+
+    plan = GangPlan(
+        kind="LeaderWorkerSet", api_group=GROUP, name=name, namespace=namespace, group_name=f"{name}-0",
+        min_member=min_member, total_pods=size if size else None,
+        total_field="spec.leaderWorkerTemplate.size (pods per group)",
+        schedule_timeout_seconds=ann.schedule_timeout_seconds, targets=targets, create_pod_group=False,
+    )
+    if ann.min_resources:
+        leader_spec = get_path(obj, _TEMPLATE + ("leaderTemplate" if has_leader else "workerTemplate", "spec"))
+        worker_spec = get_path(obj, _TEMPLATE + ("workerTemplate", "spec"))
+        leader = _pod_requests(leader_spec, ref, "leader template")
+        worker = _pod_requests(worker_spec, ref, "worker template")
+        count = size if leader_ready else min_member  # LeaderReady: the whole group, as LWS's provider does
+        total = add_resources(leader, scale_resources(worker, max(count - 1, 0))) if count else {}
+        plan.min_resources = format_resources(total) or None
+    spec = plan.pod_group_spec()
+    plan.template_annotations = {group_spec_key(config): json.dumps(spec, sort_keys=True, separators=(",", ":"))}
+    if replicas:
+        names = f"{name}-0" if replicas == 1 else f"{name}-0 ... {name}-{replicas - 1}"
+        plan.warnings.append(
+            f"{ref}: one PodGroup per group ({names}, minMember {min_member}"
+            f"{', the leader first: startupPolicy LeaderReady' if leader_ready else ''}), each created when its "
+            "leader pod is admitted; the pods join their group by their LWS labels")
+    return plan
+
+
+def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> GangPlan | None:
+    """POD_JOINERS entry: a pod of a ganged LWS joins PodGroup ``<lws>-<group-index>``; ``None`` for other pods.
+
+    A pod is one of a ganged LWS when it carries the LWS name and group-index labels and admit's ``group-spec``
+    annotation (from its template). Needs no cache: the spec travels on the pod. Every pod's plan asks for its
+    PodGroup (``create_pod_group``): the leader, which always comes first, creates it; for a worker it is a cache
+    hit, unless the group was deleted meanwhile (admit's orphan clean-up in the moment a restarted group has no pod),
+    which the worker then re-creates. A malformed annotation leaves the pod unchanged, with a warning. Cheap for other
+    pods: one dict lookup.
+    """
+    labels = get_path(pod, ("metadata", "labels"))
+    if not isinstance(labels, dict) or LWS_GROUP_INDEX_LABEL not in labels:
+        return None
+    raw = get_path(pod, ("metadata", "annotations", group_spec_key(config)))
+    lws, index, worker = labels.get(LWS_NAME_LABEL), labels.get(LWS_GROUP_INDEX_LABEL), labels.get(LWS_WORKER_INDEX_LABEL)
+    if raw is None or not lws or index is None or GROUP in config.ignored_api_groups:
+        return None
+    pod_name = str(get_path(pod, ("metadata", "name")) or get_path(pod, ("metadata", "generateName")) or "")
+    plan = GangPlan(
+        kind="LeaderWorkerSet", api_group=GROUP, name=str(lws), namespace=namespace, group_name=f"{lws}-{index}",
+        min_member=1, total_pods=None, total_field="",
+        targets=[POD_TARGET],
+    )
+    try:
+        spec = json.loads(str(raw))
+        plan.min_member = int(spec["minMember"])
+        if plan.min_member < 1 or check_group_name(plan.group_name):
+            raise ValueError("bad minMember or group name")
+        if spec.get("minResources") is not None:
+            plan.min_resources = format_resources({k: parse_quantity(v) for k, v in dict(spec["minResources"]).items()})
+        if spec.get("scheduleTimeoutSeconds") is not None:
+            plan.schedule_timeout_seconds = int(spec["scheduleTimeoutSeconds"])
+    except (ValueError, KeyError, TypeError, QuantityError):
+        plan.mutate = False
+        plan.create_pod_group = False
+        plan.warnings.append(
+            f"pod {namespace}/{pod_name}: annotation {group_spec_key(config)}={raw!r} is not the group spec admit "
+            f"writes on LeaderWorkerSet {lws}'s templates; the pod is not gang-scheduled")
+    return plan
+
+
+LWS = WorkloadKind(GROUP, "LeaderWorkerSet", (("v1", "leaderworkersets"),), resolve_leaderworkerset)
+
+KINDS = (LWS,)

@@ -1,0 +1,167 @@
+"""What every workload family shares: the kind record each family module declares, and the rules written once.
+
+A family module (``jobset.py``, ``lws.py``, ``ray.py``, ``trainer.py``) declares its kinds as :class:`WorkloadKind`
+records: API coordinates, the resolver (object -> :class:`admit.plan.GangPlan`: how many pods, minMember, which
+pod templates to patch, minResources, whether an operator already gangs it), and which of admit's kinds its
+controller creates (its children). ``admit.kinds`` registers them; nothing here calls the Kubernetes API.
+
+The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgrouper hub, STYLE.md):
+
+- **Children** (``admit.children``, the one registry of parent kinds): each kind lists the kinds its controller
+  creates (``WorkloadKind.children``) and ``admit.kinds`` registers them there. A JobSet's Jobs, a RayJob's or
+  RayService's RayCluster (controller ownerReference to the parent) are then part of the parent's gang and never a
+  gang of their own: their templates come from the parent, already labelled, and when their controller also copies
+  the parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
+- **Deferring to an operator** (:func:`defer_to_operator`): when the workload's own operator makes the PodGroup
+  (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
+  fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
+  training-operator (``admit.kubeflow``) and the spark-operator (``admit.spark``).
+- **Pods that join a group** (``admit.kinds.POD_JOINERS``, e.g. ``lws.join_lws_pod``): where one template makes
+  the pods of several groups, the pods find their group at creation from labels their controller puts on them,
+  without an API call (``joiner(pod, config, namespace, known_groups) -> GangPlan | None``, :data:`POD_TARGET`). A
+  joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group (``validate._pod_made_group``):
+  the pod that always comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
+- **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): ``auto`` takes the pods the workload runs at
+  once; an explicit minMember above them is refused by ``validate.check_plan`` (the Coscheduling plugin keeps every
+  pod Pending while fewer than minMember pods carry the label: scheduler-plugins ``pkg/coscheduling/core/core.go``
+  ``PreFilter``); ``minResources`` are the requests of the first minMember pods in the family's order
+  (``admit.resources.pod_requests``, the scheduler's rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..children import controller_ref
+from ..config import Config
+from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver
+from ..resources import ResourceError, gang_min_resources
+
+__all__ = [
+    "WorkloadKind",
+    "controller_owner",
+    "defer_to_operator",
+    "template_target",
+    "gang_min_member",
+    "min_resources_of",
+    "object_ref",
+    "refuse_below",
+    "POD_TARGET",
+]
+
+POD_TARGET = PodTarget(("metadata", "labels"), ("spec", "schedulerName"), where="pod")
+"""The target of a pod joiner's plan: the Pod's own labels and ``schedulerName``."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadKind:
+    """One gang workload kind of a family.
+
+    Attributes:
+        api_group / kind: as in ``AdmissionReview.request.kind`` (``"jobset.x-k8s.io"``, ``"JobSet"``).
+        versions: ``(version, plural)`` pairs the API serves, newest first; the controller watches each one
+            (a version whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``).
+        resolve: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` (``admit.plan.Resolver``).
+        children: ``(API group, kind)`` of the objects this kind's controller creates that would otherwise be
+            resolved as gangs of their own (registered with ``admit.children.register_parent``).
+    """
+
+    api_group: str
+    kind: str
+    versions: tuple[tuple[str, str], ...]
+    resolve: Resolver
+    children: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(API group, kind)``: the key of ``admit.kinds.RESOLVERS``."""
+        return (self.api_group, self.kind)
+
+
+def object_ref(kind: str, namespace: str, name: str) -> str:
+    """``"JobSet team-a/train"`` for messages."""
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def controller_owner(obj: dict[str, Any]) -> tuple[str, str, str] | None:
+    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``admit.children.controller_ref``), or
+    ``None``."""
+    ref = controller_ref(obj)
+    if ref is None:
+        return None
+    api_version = str(ref.get("apiVersion") or "")
+    return api_version.rpartition("/")[0], str(ref.get("kind") or ""), str(ref.get("name") or "")
+
+
+def defer_to_operator(plan: GangPlan, why: str, config: Config) -> GangPlan:
+    """Mark ``plan`` as ganged by the workload's own operator: no mutation, no PodGroup, one warning that says
+    ``why`` (which operator, which setting) and that admit leaves the PodGroup to it. Returns ``plan``."""
+    plan.mutate = False
+    plan.create_pod_group = False
+    plan.min_resources = None
+    plan.warnings.append(
+        f"{plan.ref}: {why}; admit only checks it and leaves the pod templates and the PodGroup to that operator "
+        f"(remove {config.min_member_key} to silence this)"
+    )
+    return plan
+
+
+def template_target(prefix: tuple[str, ...], where: str, *, group_label: bool = True) -> PodTarget:
+    """The :class:`PodTarget` of a pod template at key path ``prefix`` (its ``metadata.labels``,
+    ``spec.schedulerName`` and ``metadata.annotations``)."""
+    return PodTarget(
+        prefix + ("metadata", "labels"), prefix + ("spec", "schedulerName"), where=where, group_label=group_label,
+        annotations=prefix + ("metadata", "annotations"),
+    )
+
+
+def gang_min_member(ann: GangAnnotations, total: int) -> int:
+    """minMember: the annotation's number, or for ``auto`` the pods started at once (at least 1)."""
+    return ann.min_member if ann.min_member is not None else max(total, 1)
+
+
+def min_resources_of(
+    pods: list[tuple[Any, int]], min_member: int, ann: GangAnnotations, ref: str
+) -> dict[str, str] | None:
+    """``minResources`` of the first ``min_member`` pods of ``pods`` (``[(pod_spec, count), ...]`` in start order),
+    or ``None`` when ``gang.admit.dev/min-resources: none`` or no pod requests anything.
+
+    Raises:
+        GangError (400): a quantity in a pod template does not parse (the message names ``ref``).
+    """
+    if not ann.min_resources:
+        return None
+    left = min_member
+    taken: list[tuple[dict[str, Any], int]] = []
+    for spec, count in pods:
+        take = min(left, count)
+        if take > 0 and isinstance(spec, dict):
+            taken.append((spec, take))
+        left -= max(take, 0)
+        if left <= 0:
+            break
+    try:
+        return gang_min_resources(taken) or None
+    except ResourceError as e:
+        raise GangError(f"{ref} pod template: {e}", 400) from None
+
+
+
+def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str) -> None:
+    """Refuse a plan whose pods (``plan.total_pods``) are fewer than its minMember, in the family's words.
+
+    ``counted`` says what the pods are (``"1 head + 2 workers"``); ``fix`` which field to raise.
+
+    Raises:
+        GangError (403): ``0 < total_pods < min_member``.
+    """
+    total = plan.total_pods
+    if total is None or not 0 < total < plan.min_member:
+        return
+    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+    raise GangError(
+        f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({counted}) but its gang needs minMember "
+        f"{plan.min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. {fix}, or "
+        f"lower {config.min_member_key}"
+    )
