@@ -39,7 +39,6 @@ from .plan import GangPlan, get_path
 __all__ = ["rollout_problem", "resolve_int_or_percent"]
 
 
-
 def resolve_int_or_percent(value: Any, total: int, round_up: bool, default: int) -> int:
     """An ``IntOrString`` (``2`` or ``"25%"``) as a count of ``total`` (apimachinery
     ``intstr.GetScaledValueFromIntOrPercent``); ``default`` when absent or malformed."""
