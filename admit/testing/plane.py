@@ -43,7 +43,7 @@ and the stock ``kube-scheduler`` (its ``default-scheduler`` profile runs the Gan
 user ``system:kube-scheduler``; its binary is unpacked with the others (:data:`NATIVE_GANG`).
 
 Everything started is stopped by :meth:`ControlPlane.stop` (SIGTERM, then SIGKILL after 5 s), also when start-up
-fails half way; on Linux each process also gets SIGTERM when the process that started it dies (``PR_SET_PDEATHSIG``).
+fails half way; on Linux each process also gets SIGKILL when the process that started it dies (``PR_SET_PDEATHSIG``).
 A component that finds its port taken (``free_port`` cannot reserve one) makes the start begin again once. There is no kubelet, no kube-proxy, no DNS, no container runtime: a pod counts as scheduled when
 ``spec.nodeName`` is set.
 """
@@ -351,12 +351,13 @@ class AdmitProcess:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the process that started it dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
-    so a test run killed with SIGKILL leaves no etcd or kube-apiserver running on a shared machine."""
+    """In the child before exec: get SIGKILL when the process that started it dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
+    so a test run killed with SIGKILL leaves no etcd or kube-apiserver running on a shared machine. Not SIGTERM:
+    kube-apiserver then began a graceful shutdown with etcd gone and was still running 20 minutes later."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
