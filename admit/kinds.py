@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
-from .backends import with_backend
+from .backends import coscheduling_joiner, with_backend
 from .children import register_parent
 from .config import Config
 from .families import FAMILY_KINDS
@@ -59,4 +59,4 @@ Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or `
 ``admission.GroupCache``) is the cache. A lookup (``spark.DriverLookup``) asks ``admission.Admission`` to read what
 the cache does not know."""
 
-POD_JOINERS: list[PodJoiner] = [join_spark_executor, join_lws_pod]
+POD_JOINERS: list[PodJoiner] = [coscheduling_joiner(j) for j in (join_spark_executor, join_lws_pod)]

@@ -331,3 +331,26 @@ def test_a_generate_name_job_names_its_workload_once_in_the_mutating_phase_and_k
     verdict = validate(req(stored), NATIVE)
     assert verdict.decision.allowed and verdict.ensure.group_name == named
     assert mutate(req(stored), NATIVE).patch == []
+
+
+def test_a_spark_executor_is_not_labelled_for_coscheduling_when_admit_runs_without_it():
+    from admit.kinds import POD_JOINERS
+
+    executor = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "spark-pi-exec-1", "namespace": "spark-jobs",
+                             "labels": {"spark-role": "executor", "spark-app-selector": "spark-pi"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "spark-pi-driver",
+                                                  "uid": "u-driver", "controller": True}]},
+                "spec": {"containers": [{"name": "c", "image": "spark"}]}}
+    driver_group = {"metadata": {"name": "spark-pi", "namespace": "spark-jobs",
+                                 "annotations": {"gang.admit.dev/owner": "/Pod/spark-pi-driver"}}}
+
+    class Known:  # the managed PodGroup cache: the driver's group, named after spark-app-selector
+        def get(self, namespace, name):
+            return driver_group if (namespace, name) == ("spark-jobs", "spark-pi") else None
+
+    (joined,) = [p for p in (j(executor, COS, "spark-jobs", Known()) for j in POD_JOINERS) if p is not None]
+    (blocked,) = [p for p in (j(executor, NATIVE, "spark-jobs", Known()) for j in POD_JOINERS) if p is not None]
+    assert joined.mutate and joined.group_name == "spark-pi"
+    assert not blocked.mutate and not blocked.create_pod_group
+    assert any("--extra-gang-backend coscheduling" in w for w in blocked.warnings)

@@ -37,7 +37,7 @@ from ..config import COSCHEDULING, WORKLOAD_API, Config
 from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
 from . import coscheduling, workload_api
 
-__all__ = ["with_backend", "apply_backend", "deferring_reason", "template_joined", "not_served_message",
+__all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "template_joined", "not_served_message",
            "scheduler_phrase", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION"]
 
 GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
@@ -140,6 +140,26 @@ def with_backend(resolver: Resolver) -> Resolver:
         return apply_backend(plan, obj, ann, config)
 
     return resolve
+
+
+def coscheduling_joiner(joiner: Any) -> Any:
+    """A pod joiner (``kinds.POD_JOINERS``: Spark executors, LeaderWorkerSet group pods) whose plans stay on the
+    coscheduling backend, the only one they are written for; when admit runs without it (``--gang-backend
+    workload-api`` and no ``--extra-gang-backend coscheduling``) the plan is kept from mutating and creating groups,
+    with a warning, instead of labelling pods for a scheduler that is not there."""
+
+    @wraps(joiner)
+    def join(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> Any:
+        plan = joiner(pod, config, namespace, known_groups)
+        if isinstance(plan, GangPlan) and COSCHEDULING not in config.allowed_backends and plan.mutate:
+            plan.mutate = False
+            plan.create_pod_group = False
+            plan.warnings.append(f"{plan.ref} would join group {plan.group_name} through scheduler-plugins' "
+                                 "Coscheduling, which admit does not run with here; it is not gang-scheduled (enable "
+                                 "--extra-gang-backend coscheduling)")
+        return plan
+
+    return join
 
 
 def template_joined(obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
