@@ -18,8 +18,10 @@ Rules (DESIGN.md, "Known traps"):
   ``kube.namespace_terminating``) is not an API failure: nothing admit could create there would outlive the
   namespace, so the request is allowed with a warning, whatever the failure mode (a refusal would hold the object,
   and so the namespace, in Terminating forever).
-- An unexpected error in admit's own code never becomes an HTTP 500: it is logged and answered like an API
-  failure (mutations: allowed unchanged, with a warning).
+- An exception from admit's own code on a request is a bug (input shapes are checked where they are read and refused
+  with 400 naming the field): it never becomes an HTTP 500, and it is not reported as transient either. It is logged
+  as a bug with the traceback and the request uid; mutations answer allowed and unchanged with a warning, and
+  validation follows the failure mode (``deny``: refused with ``status.code`` 500 and no "retry" advice).
 - A Pod CREATE carrying the pod-group label costs one dict lookup in the cache when its group is known. When the
   group is missing from the cache and a stored workload claims it, the cache's ``missing`` hook asks the controller
   to re-create it (in the background) and the pod is allowed with a warning: never delayed, never denied. When no
@@ -41,6 +43,7 @@ from typing import Any, Protocol
 
 from .backends.ensure import ensure_workload_api
 from .config import WORKLOAD_API, Config
+from .echo import clip
 from .kube import AlreadyExists, KubeError, namespace_terminating
 from .mutate import mutate, plan_patch
 from .plan import get_path
@@ -95,6 +98,14 @@ class GroupCache(Protocol):
 _DRIVER_MEMO_SIZE = 4096
 
 
+def _log_bug(step: str, req: AdmissionRequest, error: Exception) -> None:
+    log.error(
+        "BUG: %s raised %s on %s %s/%s uid=%s. Input shapes are checked where admit reads them, so an exception from "
+        "the decision code on a request is a bug in admit: please report it with the object",
+        step, type(error).__name__, req.kind, req.namespace, clip(req.name), clip(req.uid), exc_info=error,
+    )
+
+
 class Admission:
     """Answers ``/mutate`` and ``/validate`` requests.
 
@@ -120,9 +131,10 @@ class Admission:
         """The ``/mutate`` decision; an internal error gives an allowed, unchanged answer with a warning."""
         try:
             return mutate(req, self.config, self.cache)
-        except Exception:  # noqa: BLE001 - never fail pod creation on our own bug
-            log.exception("mutate failed for %s %s/%s uid=%s", req.kind, req.namespace, req.name, req.uid)
-            return Decision(warnings=["admit could not compute a mutation (internal error); the object is unchanged"])
+        except Exception as e:  # noqa: BLE001 - never fail pod creation on our own bug
+            _log_bug("mutate", req, e)
+            return Decision(warnings=[f"admit could not compute a mutation ({type(e).__name__}, a bug in admit, logged "
+                                      "with this request's uid); the object is unchanged"])
 
     async def finish_mutation(self, req: AdmissionRequest, decision: Decision) -> Decision:
         """Do the read a ``/mutate`` decision waits on (``decision.lookup``); never raises, never refuses.
@@ -147,9 +159,10 @@ class Admission:
                 f"Spark executor {look.namespace}/{look.executor}: its driver pod {look.driver} {e.args[0]}, so admit "
                 "does not know the driver's PodGroup; the executor is not gang-scheduled"
             ])
-        except Exception:  # noqa: BLE001 - never fail pod creation on our own bug
-            log.exception("reading the driver of %s/%s failed uid=%s", look.namespace, look.executor, req.uid)
-            return Decision(warnings=["admit could not compute a mutation (internal error); the object is unchanged"])
+        except Exception as e:  # noqa: BLE001 - never fail pod creation on our own bug
+            _log_bug("reading a Spark driver", req, e)
+            return Decision(warnings=[f"admit could not compute a mutation ({type(e).__name__}, a bug in admit, logged "
+                                      "with this request's uid); the object is unchanged"])
         if group is None:
             return Decision()  # the driver is in no gang: neither is its executor
         ops, warnings = plan_patch(req.object, executor_plan(look.namespace, look.executor, group), self.config)
@@ -197,8 +210,8 @@ class Admission:
                 return verdict.decision
             return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
         except Exception as e:  # noqa: BLE001 - never a 500
-            log.exception("validate failed for %s %s/%s uid=%s", req.kind, req.namespace, req.name, req.uid)
-            return self._api_failure(f"internal error in admit ({type(e).__name__})", Decision())
+            _log_bug("validate", req, e)
+            return self._internal_error(e, verdict.decision if verdict is not None else Decision())
 
     def _uncached_group(self, req: AdmissionRequest, decision: Decision) -> tuple[str, str] | None:
         """``(namespace, name)`` of the PodGroup a Pod CREATE is labelled for when the managed cache lacks it."""
@@ -238,6 +251,16 @@ class Admission:
                 log.info("could not confirm that PodGroup %s/%s is missing: %s", namespace, name, e.message)
                 return
         decision.warnings.append(missing_group_warning(namespace, name, self.config))
+
+    def _internal_error(self, error: Exception, decision: Decision) -> Decision:
+        """The answer after a bug in admit: the failure mode decides, and nobody is told to retry (the same object
+        would meet the same bug)."""
+        reason = f"{type(error).__name__} in admit's own code: a bug, logged on the server with this request's uid"
+        if self.config.failure_mode == "allow":
+            decision.warnings.append(f"admit could not check this object ({reason}); allowed by failure mode 'allow'")
+            return decision
+        return Decision.deny(f"admit could not check this object ({reason}); refused by failure mode 'deny'. "
+                             "Please report it with the object", 500, decision.warnings)
 
     def _api_failure(self, reason: str, decision: Decision) -> Decision:
         log.warning("failure mode %s: %s", self.config.failure_mode, reason)

@@ -596,8 +596,13 @@ def write_development_certificates(
     leaf_days: int = DEFAULT_LEAF_DAYS,
     clock: Clock = utcnow,
     cluster_domain: str = "cluster.local",
+    force_new_ca: bool = False,
 ) -> dict[str, pathlib.Path]:
-    """Create a new CA and a serving certificate and write them as PEM (``admit certs``).
+    """Write a CA and a serving certificate as PEM (``admit certs``).
+
+    A CA already in ``directory`` (``ca.crt`` + ``ca.key``) is reused: only a new serving certificate is issued, so
+    everything that trusts that CA (a ``caBundle``, a client's ``--cacert``) keeps verifying. ``force_new_ca``
+    replaces it with a new CA (what earlier certificates were issued by stops verifying).
 
     Files (in ``directory``): ``ca.crt`` (0644), ``ca.key`` (0600), ``tls.crt`` (0644, leaf only), ``tls.key``
     (0600). SANs: the four Service names of :func:`service_dns_names`, ``localhost``, ``dns_names``, and
@@ -608,9 +613,24 @@ def write_development_certificates(
         ``{"ca.crt": path, "ca.key": path, "tls.crt": path, "tls.key": path}``.
 
     Raises:
-        CertificateError: bad names or lifetimes. OSError: the directory is not writable.
+        CertificateError: bad names or lifetimes; a CA file in ``directory`` that cannot be reused (half of the pair
+            missing, corrupt, expired, not a CA) unless ``force_new_ca``. OSError: the directory is not writable.
     """
-    ca = generate_ca(days=ca_days, clock=clock)
+    directory = pathlib.Path(directory)
+    ca_crt, ca_key = directory / "ca.crt", directory / "ca.key"
+    ca = None
+    if not force_new_ca and (ca_crt.exists() or ca_key.exists()):
+        try:
+            ca = load_pair(ca_crt.read_bytes(), ca_key.read_bytes(), str(ca_crt), str(ca_key))
+            validate_ca(ca, clock, str(ca_crt))
+        except (OSError, CertificateError) as e:
+            raise CertificateError(
+                f"{directory} holds a CA that cannot be reused ({getattr(e, 'strerror', None) or e}); "
+                "pass --force to replace it (certificates it issued stop verifying)"
+            ) from None
+    reused = ca is not None
+    if ca is None:
+        ca = generate_ca(days=ca_days, clock=clock)
     leaf = generate_serving_certificate(
         ca,
         service,
@@ -621,12 +641,10 @@ def write_development_certificates(
         clock=clock,
         cluster_domain=cluster_domain,
     )
-    return write_pem_files(
-        directory,
-        {
-            "ca.crt": (ca.cert_pem, False),
-            "ca.key": (ca.key_pem, True),
-            "tls.crt": (leaf.cert_pem, False),
-            "tls.key": (leaf.key_pem, True),
-        },
-    )
+    files = {"tls.crt": (leaf.cert_pem, False), "tls.key": (leaf.key_pem, True)}
+    if not reused:
+        files = {"ca.crt": (ca.cert_pem, False), "ca.key": (ca.key_pem, True), **files}
+    paths = write_pem_files(directory, files)
+    if reused:
+        paths = {"ca.crt": ca_crt, "ca.key": ca_key, **paths}
+    return paths

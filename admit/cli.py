@@ -75,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "over HTTPS, create PodGroups through the Kubernetes API, and run the leader-elected PodGroup "
                     "controller.",
     )
-    serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
+    serve.add_argument("--dev", action="store_true",
+                       help="try admit without a cluster: development certificates next to --tls-cert-file (reused "
+                            "when there), the in-repo fake Kubernetes API, 127.0.0.1 (README, 'Try it without a "
+                            "cluster')")
+    serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s; 127.0.0.1 with --dev)")
     serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
     serve.add_argument("--cert-mode", choices=("files", "self"), default="files",
                        help="files: serve --tls-cert-file/--tls-key-file, reloaded on change (cert-manager); "
@@ -119,25 +123,47 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--resync-period", type=_positive_float, default=300.0,
                        help="seconds between full controller resyncs (default: %(default)s)")
     serve.add_argument("--lease-name", default="admit-controller", help="leader election Lease (default: %(default)s)")
+    serve.add_argument("--max-connections", type=int, default=500,
+                       help="connections held at once; over it the connection idle longest is closed "
+                            "(default: %(default)s)")
+    serve.add_argument("--read-timeout", type=_positive_float, default=5.0,
+                       help="seconds for a request (TLS handshake, headers, body) to arrive after its first byte "
+                            "(default: %(default)s; kube-apiserver's webhook timeout is 10 s)")
+    serve.add_argument("--idle-timeout", type=_positive_float, default=120.0,
+                       help="seconds an idle keep-alive connection is kept (default: %(default)s; longer than "
+                            "kube-apiserver's 90 s, so it closes its idle connections first)")
+    serve.add_argument("--drain-seconds", type=_positive_float, default=10.0,
+                       help="after SIGTERM, seconds requests in flight get to finish (default: %(default)s; the "
+                            "chart's terminationGracePeriodSeconds is 30)")
     serve.add_argument("--lease-namespace", default=None, help="Lease namespace (default: --namespace)")
 
     review = sub.add_parser(
         "review", help="show the webhook's decisions on manifests or AdmissionReview files",
-        description="Run the webhook's own decisions offline: for each object the verdict, warnings, JSONPatch, the "
-                    "object after mutation and the PodGroups admit would create. Exit 0 when all are allowed, 1 when "
-                    "any is denied, 2 on unreadable input.",
+        description="Run the webhook's own decisions offline: one line per object (verdict, kind/name, PodGroup, "
+                    "minMember; the reason of a refusal). -v adds warnings, the JSONPatch, the PodGroups and the "
+                    "object after mutation; -o yaml/json gives everything. Exit 0 when all are allowed, 1 when any is "
+                    "denied, 2 when a file cannot be read (reported on stderr; the other files are still reviewed).",
     )
     review.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
                         help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
     review.add_argument("-R", "--recursive", action="store_true", help="read directories recursively")
-    review.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    review.add_argument("--no-objects", action="store_true", help="text output: leave out the mutated objects")
+    review.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
+                        help="text: one line per object (default); json/yaml: every detail of every object")
+    review.add_argument("-v", "--verbose", action="store_true",
+                        help="text output: warnings, JSONPatch, PodGroups and the object after mutation per object")
+    review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
     review.add_argument("--workload-api-version", choices=WORKLOAD_API_VERSIONS, default="v1alpha2",
                         help="scheduling.k8s.io version of the workload-api backend's objects: v1alpha2 "
                              "(Kubernetes 1.36) or v1beta1 (1.37) (default: %(default)s; admit serve finds it)")
     _add_decision_flags(review)
 
-    certs = sub.add_parser("certs", help="write a development CA and serving certificate")
+    certs = sub.add_parser(
+        "certs", help="write a development CA and serving certificate",
+        description="Write a development CA (ca.crt, ca.key) and a serving certificate for the admit Service and "
+                    "127.0.0.1 (tls.crt, tls.key) into --dir; keys are mode 0600. A CA already in --dir is reused "
+                    "(only the serving certificate is new, so whatever trusts the CA keeps working); --force makes a "
+                    "new CA. For clusters, prefer the chart's --cert-mode self or cert-manager (docs/certificates.md).",
+    )
     certs.add_argument("--dir", default="certs", help="output directory (default: %(default)s)")
     certs.add_argument("--service", default="admit", help="Service name for the SANs (default: %(default)s)")
     certs.add_argument("--namespace", default="default", help="Service namespace for the SANs (default: %(default)s)")
@@ -145,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--ip", action="append", default=[], help="extra IP address (repeatable; 127.0.0.1 always)")
     certs.add_argument("--ca-days", type=int, default=3650, help="CA lifetime in days (default: %(default)s)")
     certs.add_argument("--leaf-days", type=int, default=365, help="serving certificate lifetime (default: %(default)s)")
+    certs.add_argument("--force", action="store_true",
+                       help="replace a CA already in --dir (certificates it issued stop verifying)")
     return parser
 
 
@@ -164,36 +192,55 @@ def config_from_args(args: argparse.Namespace) -> Config:
         # admit review has no RBAC to respect: a workload may pick either backend there
         extra_gang_backends=frozenset(getattr(args, "extra_gang_backend", GANG_BACKENDS)),
         workload_api_version=getattr(args, "workload_api_version", ""),
+        read_timeout_seconds=getattr(args, "read_timeout", 5.0),
     )
 
 
 def _cmd_review(args: argparse.Namespace) -> int:
-    from .offline import InputError, format_text, load_documents, review_documents
+    from .offline import InputError, format_lines, format_text, load_documents, review_documents
 
     config = config_from_args(args)
+    errors: list[str] = []
     try:
-        docs = load_documents(args.paths, args.recursive)
-        results = asyncio.run(review_documents(docs, config))
+        docs = load_documents(args.paths, args.recursive, errors=errors)
+        results = asyncio.run(review_documents(docs, config, errors=errors)) if docs else []
     except InputError as e:
         print(f"admit review: cannot read {e}", file=sys.stderr)
         return 2
+    for error in errors:  # reported, and the rest reviewed: one broken file does not hide the others' verdicts
+        print(f"admit review: cannot read {error}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps(results, indent=2, default=str))
-    else:
+    elif args.output == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(json.loads(json.dumps(results, default=str)), sort_keys=False), end="")
+    elif args.verbose:
         print(format_text(results, show_objects=not args.no_objects))
+    else:
+        print(format_lines(results, errors))
+    if errors:
+        return 2
     return 0 if all(r["allowed"] for r in results) else 1
 
 
 def _cmd_certs(args: argparse.Namespace) -> int:
-    from .certs import write_development_certificates
+    from .certs import CertificateError, write_development_certificates
 
     ips = ["127.0.0.1", *[ip for ip in args.ip if ip != "127.0.0.1"]]
-    paths = write_development_certificates(
-        Path(args.dir), service=args.service, namespace=args.namespace, dns_names=args.dns,
-        ip_addresses=ips, ca_days=args.ca_days, leaf_days=args.leaf_days,
-    )
+    existed = (Path(args.dir) / "ca.crt").exists()
+    try:
+        paths = write_development_certificates(
+            Path(args.dir), service=args.service, namespace=args.namespace, dns_names=args.dns,
+            ip_addresses=ips, ca_days=args.ca_days, leaf_days=args.leaf_days, force_new_ca=args.force,
+        )
+    except CertificateError as e:
+        print(f"admit certs: {e}", file=sys.stderr)
+        return 1
     for name, path in sorted(paths.items()):
         print(f"{name}: {path}")
+    if existed and not args.force:
+        print(f"kept the existing CA in {args.dir} and issued a new serving certificate from it (--force: a new CA)")
     return 0
 
 
@@ -202,6 +249,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from .backends.discovery import BackendUnavailable
     from .certs import CertificateError
+    from .dev import serve_dev
     from .loop import run
     from .serve import serve
 
@@ -210,7 +258,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        run(serve(args, config_from_args(args)))
+        run((serve_dev if args.dev else serve)(args, config_from_args(args)))
     except KeyboardInterrupt:
         pass
     except (CertificateError, ConfigException, BackendUnavailable) as e:

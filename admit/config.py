@@ -52,7 +52,10 @@ class Config:
         api_timeout_seconds: total budget (seconds, float) for the Kubernetes API calls of one admission request;
             keep it well inside the webhook's ``timeoutSeconds`` (default 10 s, Kubernetes docs
             "Dynamic Admission Control", timeouts).
-        max_body_bytes: largest AdmissionReview body accepted (bytes); larger gets HTTP 413.
+        max_body_bytes: largest AdmissionReview body accepted (bytes); larger gets HTTP 400.
+        read_timeout_seconds: a request must arrive whole (headers and body) within this many seconds of its first
+            byte, well inside kube-apiserver's webhook timeout (10 s by default); slower gets HTTP 400 and the
+            connection is closed (``connections.ConnectionGuard`` for the headers, ``server`` for the body).
         kubeflow_gang_by_operator: the Kubeflow training-operator itself creates PodGroups
             (``--gang-scheduler-name``); admit then only validates Kubeflow jobs.
         create_pod_groups: create/patch PodGroups at admission (off for offline ``admit review``).
@@ -75,6 +78,7 @@ class Config:
     failure_mode: FailureMode = "deny"
     api_timeout_seconds: float = 3.0
     max_body_bytes: int = 3 * 1024 * 1024
+    read_timeout_seconds: float = 5.0
     kubeflow_gang_by_operator: bool = False
     create_pod_groups: bool = True
     ignored_api_groups: frozenset[str] = frozenset()

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import Config
+from .echo import clip
 from .plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
 from .quantity import QuantityError, format_resources, parse_quantity
 from .resources import ResourceError, gang_min_resources
@@ -96,7 +97,7 @@ def _read_replicas(obj: dict[str, Any], kind: str, field: str, ref: str) -> list
     for rtype, rspec in specs.items():
         where = f"spec.{field}.{rtype}"
         if not isinstance(rspec, dict):
-            raise GangError(f"{ref}: {where} must be a replica spec (replicas, template), got {rspec!r}", 400)
+            raise GangError(f"{ref}: {where} must be a replica spec (replicas, template), got {clip(rspec)}", 400)
         count = int_field(rspec, ("replicas",), 1, f"{ref}: {where}.replicas")
         assert count is not None
         pod_spec = get_path(rspec, ("template", "spec"))

@@ -137,7 +137,8 @@ def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: C
             )
         try:
             ann = parse_gang_annotations(annotations, config)
-            assert ann is not None
+            if ann is None:  # the key is there with a null value: no gang
+                return Decision()
             plan = _resolve(RESOLVERS[("", "Pod")], req, pod, ann, config, namespace)
         except GangError:
             return Decision()  # the validating webhook refuses it with the reason

@@ -30,10 +30,11 @@ from .admission import Admission
 from .config import Config
 from .kinds import RESOLVERS
 from .kube import AlreadyExists
-from .plan import generated_group_name
+from .echo import clip_message
+from .plan import generated_group_name, get_path
 from .review import AdmissionRequest, BadReview, dumps, parse_review
 
-__all__ = ["InputError", "OfflineKube", "load_documents", "review_documents", "format_text"]
+__all__ = ["InputError", "OfflineKube", "load_documents", "review_documents", "format_text", "format_lines"]
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -127,8 +128,9 @@ class OfflineKube:
         return self.objects.get(("", "pods", namespace, name))
 
 
-def _files(paths: Iterable[str], recursive: bool) -> list[Path | None]:
-    """The files to read, in order; ``None`` stands for standard input (``-``)."""
+def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = None) -> list[Path | None]:
+    """The files to read, in order; ``None`` stands for standard input (``-``). A missing path raises
+    :class:`InputError`, or is appended to ``errors`` when that list is given."""
     out: list[Path | None] = []
     for arg in paths:
         if arg == "-":
@@ -140,6 +142,8 @@ def _files(paths: Iterable[str], recursive: bool) -> list[Path | None]:
             out.extend(sorted(f for f in p.glob(pattern) if f.is_file() and f.suffix in SUFFIXES))
         elif p.exists():
             out.append(p)
+        elif errors is not None:
+            errors.append(f"{p}: no such file or directory")
         else:
             raise InputError(f"{p}: no such file or directory")
     return out
@@ -152,35 +156,50 @@ def _yaml_error(e: yaml.YAMLError) -> str:
 
 
 def load_documents(
-    paths: Iterable[str], recursive: bool = False, stdin: TextIO | None = None
+    paths: Iterable[str], recursive: bool = False, stdin: TextIO | None = None, errors: list[str] | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """``[(source file, document), ...]`` from files, directories and ``-`` (standard input, e.g.
     ``kubectl get deploy -o yaml | admit review -``); ``List`` kinds expanded, empty documents skipped.
 
+    ``errors``: when given, a file that cannot be read is reported there (``"<file>: <reason>"``) and the other files
+    are still read (``admit review DIR`` reviews the rest and exits 2 at the end).
+
     Raises:
         InputError: a path is missing, a file is unreadable, not YAML/JSON (with PyYAML's line and column), a
-            document is not a mapping, or there is no document at all.
+            document is not a mapping (only when ``errors`` is ``None``), or there is no document at all.
     """
     docs: list[tuple[str, dict[str, Any]]] = []
-    for f in _files(paths, recursive):
+    for f in _files(paths, recursive, errors):
         name = "<stdin>" if f is None else str(f)
         try:
-            text = (stdin or sys.stdin).read() if f is None else f.read_text(encoding="utf-8")
-            loaded = list(yaml.safe_load_all(text))
-        except yaml.YAMLError as e:
-            raise InputError(f"{name}: not valid YAML or JSON: {_yaml_error(e)}") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"{name}: {e.strerror if isinstance(e, OSError) and e.strerror else e}") from None
+            try:
+                text = (stdin or sys.stdin).read() if f is None else f.read_text(encoding="utf-8")
+                loaded = list(yaml.safe_load_all(text))
+            except yaml.YAMLError as e:
+                raise InputError(f"{name}: not valid YAML or JSON: {_yaml_error(e)}") from None
+            except RecursionError:
+                raise InputError(f"{name}: not valid YAML or JSON: nested too deeply") from None
+            except (OSError, UnicodeDecodeError) as e:
+                raise InputError(f"{name}: {e.strerror if isinstance(e, OSError) and e.strerror else e}") from None
+        except InputError as e:
+            if errors is None:
+                raise
+            errors.append(str(e))
+            continue
         for i, doc in enumerate(loaded):
             if doc is None:
                 continue
             if not isinstance(doc, dict):
-                raise InputError(f"{name}: document {i + 1} is not a mapping (got {type(doc).__name__})")
+                message = f"{name}: document {i + 1} is not a mapping (got {type(doc).__name__})"
+                if errors is None:
+                    raise InputError(message)
+                errors.append(message)
+                continue
             if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
                 docs.extend((name, item) for item in doc["items"] if isinstance(item, dict))
             else:
                 docs.append((name, doc))
-    if not docs:
+    if not docs and not errors:
         raise InputError(f"{', '.join(paths)}: no Kubernetes objects found (.yaml, .yml or .json documents)")
     return docs
 
@@ -224,8 +243,12 @@ def _manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionR
     )
 
 
-async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Config) -> list[dict[str, Any]]:
+async def review_documents(
+    docs: list[tuple[str, dict[str, Any]]], config: Config, errors: list[str] | None = None
+) -> list[dict[str, Any]]:
     """Run every document through ``/mutate`` then ``/validate``; one result dict per document.
+
+    ``errors``: when given, a malformed AdmissionReview is reported there and the other documents are reviewed.
 
     Result keys: ``source``, ``kind``, ``apiVersion``, ``name``, ``namespace``, ``operation``, ``allowed``,
     ``message``, ``warnings`` (list), ``patch`` (decoded JSONPatch list), ``object`` (after mutation, or ``None``),
@@ -244,8 +267,11 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
         if doc.get("kind") == "AdmissionReview":
             try:
                 req = parse_review(dumps(doc))
-            except BadReview as e:
-                raise InputError(f"{source}: {e}") from None
+            except (BadReview, ValueError, TypeError, RecursionError) as e:  # dumps of odd YAML values
+                if errors is None:
+                    raise InputError(f"{source}: {e}") from None
+                errors.append(f"{source}: {e}")
+                continue
         else:
             req = _manifest_request(doc, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:{source}#{i}")))
         mutation = admission.mutate(req)
@@ -253,7 +279,13 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
             mutation = await admission.finish_mutation(req, mutation)
         obj = req.object
         if mutation.patch and obj is not None:
-            obj = jsonpatch.apply_patch(obj, mutation.patch)
+            try:
+                obj = jsonpatch.apply_patch(obj, mutation.patch)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, RecursionError) as e:
+                if errors is None:
+                    raise InputError(f"{source}: the patch does not apply: {e}") from None
+                errors.append(f"{source}: the patch does not apply: {e}")
+                continue
         req = _fill_generated_name(req, obj)
         obj = req.object
         if mutation.patch and obj is not None and doc.get("kind") != "AdmissionReview":
@@ -327,4 +359,64 @@ def format_text(results: list[dict[str, Any]], show_objects: bool = True) -> str
     allowed = sum(1 for r in results if r["allowed"])
     n = len(results)
     out.append(f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied")
+    return "\n".join(out)
+
+
+def _group_label(obj: Any, depth: int = 0) -> str | None:
+    """The value of a pod-group label anywhere in the pod templates of ``obj`` (first found), else ``None``."""
+    if not isinstance(obj, dict) or depth > 6:
+        return None
+    labels = obj.get("labels")
+    if isinstance(labels, dict):
+        for key, value in labels.items():
+            if isinstance(key, str) and key.endswith("pod-group") and isinstance(value, str):
+                return value
+    for value in obj.values():
+        found = _group_label(value, depth + 1)
+        if found:
+            return found
+    return None
+
+
+def _group_of(r: dict[str, Any]) -> tuple[str, str]:
+    """``(group name, minMember)`` of a result for the one-line view; ``"-"`` where there is none."""
+    if r["podGroups"]:
+        pg = r["podGroups"][-1]  # the PodGroup (with the workload-api backend the Workload comes first)
+        meta = pg.get("metadata") or {}
+        spec = pg.get("spec") or {}
+        size = spec.get("minMember", get_path(spec, ("schedulingPolicy", "gang", "minCount")))
+        return str(meta.get("name") or "-"), str("-" if size is None else size)
+    found = _group_label(r["object"])  # a pod that joins (or already names) a group
+    if found:
+        return found, "-"
+    return "-", "-"
+
+
+def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None) -> str:
+    """The default ``admit review`` view: one line per object (verdict, kind/name, PodGroup, minMember, and for a
+    refusal its reason), then a summary. ``-v`` gives :func:`format_text`, ``-o yaml``/``-o json`` everything."""
+    rows = []
+    for r in results:
+        where = f"{r['namespace']}/{r['name']}" if r["namespace"] else r["name"]
+        group, min_member = _group_of(r)
+        note = ""
+        if not r["allowed"]:
+            note = clip_message(r["message"].replace("\n", " "), 400)
+        elif r["warnings"]:
+            note = f"{len(r['warnings'])} warning{'s' if len(r['warnings']) != 1 else ''} (-v shows them)"
+        elif not (r["patch"] or r["podGroups"]):
+            note = "not a gang: unchanged"
+        rows.append(("ALLOWED" if r["allowed"] else "DENIED", f"{r['kind']} {where}", group, min_member, note))
+    header = ("VERDICT", "OBJECT", "GROUP", "MINMEMBER", "")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + (f"  {row[4]}" if row[4] else "")
+           for row in [header, *rows]]
+    out = [line.rstrip() for line in out]
+    allowed = sum(1 for r in results if r["allowed"])
+    n = len(results)
+    summary = f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied"
+    if errors:
+        summary += f", {len(errors)} unreadable (see above)"
+    out.append("")
+    out.append(summary + ". Details (warnings, patches, PodGroups): admit review -v or -o yaml")
     return "\n".join(out)

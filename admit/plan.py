@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .config import GANG_BACKENDS, Config
+from .echo import clip
 
 __all__ = [
     "GangError",
@@ -49,7 +50,7 @@ __all__ = [
 MAX_TIMEOUT_SECONDS = 900
 MAX_MIN_MEMBER = 2**31 - 1  # PodGroup spec.minMember is an int32
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-_INT_RE = re.compile(r"^[0-9]+$")
+_INT_RE = re.compile(r"^[0-9]{1,12}$")  # ASCII digits only (str.isdigit() also takes "²"); 12 bound int()'s work
 
 
 class GangError(Exception):
@@ -127,6 +128,11 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     raw = annotations.get(config.min_member_key)
     if raw is None:
         return None
+    for key in (config.min_member_key, config.timeout_key, config.min_resources_key, config.pod_group_key):
+        value = annotations.get(key)
+        if value is not None and not isinstance(value, str):
+            # metadata.annotations is map[string]string (ObjectMeta): a number or list is not an annotation value
+            raise GangError(f"annotation {key} must be a string, got {type(value).__name__} {clip(value)}", 400)
     mm_text = str(raw).strip()
     if mm_text.lower() == "auto":
         min_member = None
@@ -134,7 +140,7 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         min_member = int(mm_text)
     else:
         raise GangError(
-            f'annotation {config.min_member_key}="{raw}" is invalid: use a positive integer (at most '
+            f'annotation {config.min_member_key}={clip(raw)} is invalid: use a positive integer (at most '
             f'{MAX_MIN_MEMBER}, PodGroup minMember is an int32) or "auto"',
             400,
         )
@@ -144,7 +150,7 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         t_text = str(raw_t).strip()
         if not _INT_RE.match(t_text) or not 1 <= int(t_text) <= MAX_TIMEOUT_SECONDS:
             raise GangError(
-                f'annotation {config.timeout_key}="{raw_t}" is invalid: use an integer number of seconds from 1 to '
+                f'annotation {config.timeout_key}={clip(raw_t)} is invalid: use an integer number of seconds from 1 to '
                 f"{MAX_TIMEOUT_SECONDS} (kube-scheduler waits at most 15 minutes for a gang)",
                 400,
             )
@@ -154,7 +160,9 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     if raw_r is not None:
         r_text = str(raw_r).strip().lower()
         if r_text not in ("auto", "none"):
-            raise GangError(f'annotation {config.min_resources_key}="{raw_r}" is invalid: use "auto" or "none"', 400)
+            raise GangError(
+                f'annotation {config.min_resources_key}={clip(raw_r)} is invalid: use "auto" or "none"', 400
+            )
         min_resources = r_text == "auto"
     pod_group = None
     raw_g = annotations.get(config.pod_group_key)
@@ -162,14 +170,14 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         pod_group = str(raw_g)
         problem = check_group_name(pod_group)
         if problem:
-            raise GangError(f'annotation {config.pod_group_key}="{raw_g}" is invalid: {problem}', 400)
+            raise GangError(f'annotation {config.pod_group_key}={clip(raw_g)} is invalid: {problem}', 400)
     backend = None
     raw_b = annotations.get(config.backend_key)
     if raw_b is not None:
         backend = str(raw_b).strip().lower()
         if backend not in GANG_BACKENDS:
             raise GangError(
-                f'annotation {config.backend_key}="{raw_b}" is invalid: use "coscheduling" (scheduler-plugins '
+                f'annotation {config.backend_key}={clip(raw_b)} is invalid: use "coscheduling" (scheduler-plugins '
                 'PodGroup) or "workload-api" (Kubernetes\' native Workload and PodGroup, scheduling.k8s.io)',
                 400,
             )
@@ -183,18 +191,58 @@ KNOWN_ANNOTATIONS = (
 
 
 def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
-    """Warnings for annotations under admit's prefix that admit does not know (typos such as ``minmember`` or
-    ``min-resource``), naming the closest known key. Empty when there are none (the common case: one pass over the
-    keys, no allocation)."""
+    """Warnings for annotations admit ignores although they were meant for it, each naming the key admit reads:
+
+    - under admit's prefix but unknown (typos such as ``minmember`` or ``min-resource``);
+    - a known name under a misspelt or mis-cased prefix (``gang.admit.io/min-member``,
+      ``Gang.Admit.dev/min-member``: annotation keys are case-sensitive).
+
+    Empty when there are none (the common case: one pass over the keys, no allocation).
+    """
     if not isinstance(annotations, dict):
         return []
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    base = config.annotation_prefix.rstrip("/")
+    prefix = base + "/"
     warnings = []
     for key in annotations:
-        if isinstance(key, str) and key.startswith(prefix) and key[len(prefix):] not in KNOWN_ANNOTATIONS:
-            close = difflib.get_close_matches(key[len(prefix):], KNOWN_ANNOTATIONS, n=1, cutoff=0.6)
-            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
-            warnings.append(f"annotation {key} is not one of admit's and is ignored{hint}")
+        if not isinstance(key, str):
+            continue
+        if key.startswith(prefix):
+            if key[len(prefix):] not in KNOWN_ANNOTATIONS:
+                close = difflib.get_close_matches(key[len(prefix):][:64], KNOWN_ANNOTATIONS, n=1, cutoff=0.6)
+                hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+                warnings.append(f"annotation {key[:320]} is not one of admit's and is ignored{hint}")
+            continue
+        other, sep, name = key.rpartition("/")
+        if sep and name.lower() in KNOWN_ANNOTATIONS and other != base and (
+            other.lower() == base.lower() or difflib.SequenceMatcher(None, other.lower()[:64], base).ratio() >= 0.75
+        ):
+            warnings.append(f"annotation {key[:320]} is ignored: admit reads {prefix}{name.lower()} (annotation keys "
+                            "are case-sensitive; the prefix is set by --annotation-prefix)")
+    return warnings
+
+
+def template_annotation_warnings(obj: Any, config: Config) -> list[str]:
+    """Warnings for gang annotations put on a pod template (``spec.template``, a Kubeflow replica's ``template``)
+    of a workload that does not carry them itself: admit reads them from the workload's own
+    ``metadata.annotations`` only, so they have no effect there."""
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    templates: list[tuple[str, Any]] = [("spec.template", spec.get("template"))]
+    for key, replicas in spec.items():
+        if isinstance(key, str) and key.endswith("ReplicaSpecs") and isinstance(replicas, dict):
+            templates.extend((f"spec.{key}.{rtype}.template", r.get("template"))
+                             for rtype, r in list(replicas.items())[:16] if isinstance(r, dict))
+    warnings = []
+    for where, template in templates:
+        annotations = get_path(template, ("metadata", "annotations"))
+        if isinstance(annotations, dict) and config.min_member_key in annotations:
+            warnings.append(
+                f"annotation {config.min_member_key} on the pod template ({where[:300]}.metadata.annotations) has no "
+                f"effect: put the {config.annotation_prefix} annotations on the {obj.get('kind', 'workload')}'s own "
+                "metadata.annotations"
+            )
     return warnings
 
 
@@ -352,14 +400,19 @@ def get_path(obj: Any, path: tuple[str, ...]) -> Any:
 def int_field(obj: dict[str, Any], path: tuple[str, ...], default: int | None, what: str) -> int | None:
     """An integer field at ``path`` (``default`` when absent).
 
+    Kubernetes' counts (``replicas``, ``parallelism``, ``completions``, Kubeflow ``replicas``) are int32, so a larger
+    number is refused too: it could never be stored, and it would make the arithmetic on it unbounded.
+
     Raises:
-        GangError (code 400): present but not a non-negative integer; the message names ``what``.
+        GangError (code 400): present but not an integer from 0 to 2147483647; the message names ``what``.
     """
     value = get_path(obj, path)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise GangError(f"{what} must be a non-negative integer, got {value!r}", 400)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MIN_MEMBER:
+        raise GangError(
+            f"{what} must be a non-negative integer (at most {MAX_MIN_MEMBER}, an int32), got {clip(value)}", 400
+        )
     return value
 
 
@@ -373,10 +426,15 @@ def choose_group_name(
         GangError (code 400): templates carry different group labels, a template label contradicts the annotation,
             or the chosen name is not a valid label value / object name (the message points to the annotation).
     """
-    existing = {get_path(obj, t.labels + (config.pod_group_label,)) for t in targets} - {None}
+    values = [get_path(obj, t.labels + (config.pod_group_label,)) for t in targets]
+    for value in values:
+        if value is not None and not isinstance(value, str):  # labels are map[string]string (ObjectMeta)
+            raise GangError(f"{kind} label {config.pod_group_label} must be a string, got {clip(value)}", 400)
+    existing = {v for v in values if v is not None}
     if len(existing) > 1:
         raise GangError(
-            f"{kind} pod templates carry different {config.pod_group_label} labels ({', '.join(sorted(map(str, existing)))});"
+            f"{kind} pod templates carry different {config.pod_group_label} labels "
+            f"({', '.join(sorted(clip(v) for v in existing))});"
             " a gang workload has one PodGroup: remove the labels or make them equal",
             400,
         )
@@ -384,8 +442,8 @@ def choose_group_name(
     if ann.pod_group is not None:
         if label is not None and label != ann.pod_group:
             raise GangError(
-                f'{kind} pod template label {config.pod_group_label}="{label}" contradicts annotation '
-                f'{config.pod_group_key}="{ann.pod_group}": remove the label or make them equal',
+                f'{kind} pod template label {config.pod_group_label}={clip(label)} contradicts annotation '
+                f'{config.pod_group_key}={clip(ann.pod_group)}: remove the label or make them equal',
                 400,
             )
         return ann.pod_group
@@ -403,7 +461,8 @@ def choose_group_name(
         problem = "the object has no metadata.name"
     if problem:
         raise GangError(
-            f'cannot use "{name}" as the PodGroup name: {problem}; set annotation {config.pod_group_key} to a valid name',
+            f"cannot use {clip(name)} as the PodGroup name: {problem}; set annotation {config.pod_group_key} to a "
+            "valid name",
             400,
         )
     return name

@@ -25,6 +25,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from .echo import clip
 from .quantity import QuantityError, add_resources, format_resources, max_resources, parse_quantity, scale_resources
 
 __all__ = ["container_requests", "pod_requests", "pod_level_supported", "gang_min_resources", "ResourceError"]
@@ -36,14 +37,40 @@ class ResourceError(ValueError):
 
 def _parse_list(values: Any, where: str) -> dict[str, Fraction]:
     out: dict[str, Fraction] = {}
-    if not isinstance(values, dict):
+    if values is None:
         return out
+    if not isinstance(values, dict):  # a ResourceList is a map of resource name to quantity
+        raise ResourceError(f"{where}: must be a map of resource name to quantity, got {clip(values)}")
     for name, raw in values.items():
         try:
             out[name] = parse_quantity(raw)
         except QuantityError as e:
-            raise ResourceError(f"{where}: resource {name}: {e}") from None
+            shown = name if isinstance(name, str) and len(name) <= 253 else clip(name)
+            raise ResourceError(f"{where}.{shown}: {e}") from None
     return out
+
+
+def _containers(pod_spec: dict[str, Any], field: str) -> list[dict[str, Any]]:
+    """``pod_spec[field]`` as a list of container objects (absent: empty).
+
+    Raises:
+        ResourceError: the field is not a list, or an item is not an object (PodSpec ``containers`` is a list of
+            Container objects).
+    """
+    items = pod_spec.get(field)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ResourceError(f"{field} must be a list of containers, got {clip(items)}")
+    for i, c in enumerate(items):
+        if not isinstance(c, dict):
+            raise ResourceError(f"{field}[{i}] must be a container object, got {clip(c)}")
+    return items
+
+
+def _name(c: dict[str, Any]) -> str:
+    name = c.get("name")
+    return clip(name, 63) if not isinstance(name, str) else name[:63] if name else "?"
 
 
 def container_requests(container: dict[str, Any], where: str = "container") -> dict[str, Fraction]:
@@ -52,11 +79,13 @@ def container_requests(container: dict[str, Any], where: str = "container") -> d
     Raises:
         ResourceError: a request or limit is not a quantity.
     """
-    res = container.get("resources") or {}
-    if not isinstance(res, dict):
+    res = container.get("resources")
+    if res is None:
         return {}
-    requests = _parse_list(res.get("requests"), where)
-    for name, v in _parse_list(res.get("limits"), where).items():
+    if not isinstance(res, dict):
+        raise ResourceError(f"{where}: resources must be an object (requests, limits), got {clip(res)}")
+    requests = _parse_list(res.get("requests"), f"{where}: resources.requests")
+    for name, v in _parse_list(res.get("limits"), f"{where}: resources.limits").items():
         requests.setdefault(name, v)
     return requests
 
@@ -71,15 +100,12 @@ def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
         ResourceError: a quantity in the spec does not parse.
     """
     total: dict[str, Fraction] = {}
-    for c in pod_spec.get("containers") or ():
-        if isinstance(c, dict):
-            total = add_resources(total, container_requests(c, f"container {c.get('name', '?')}"))
+    for c in _containers(pod_spec, "containers"):
+        total = add_resources(total, container_requests(c, f"container {_name(c)}"))
     sidecars: dict[str, Fraction] = {}
     init_peak: dict[str, Fraction] = {}
-    for c in pod_spec.get("initContainers") or ():
-        if not isinstance(c, dict):
-            continue
-        r = container_requests(c, f"init container {c.get('name', '?')}")
+    for c in _containers(pod_spec, "initContainers"):
+        r = container_requests(c, f"init container {_name(c)}")
         if c.get("restartPolicy") == "Always":
             total = add_resources(total, r)
             sidecars = add_resources(sidecars, r)
@@ -88,7 +114,7 @@ def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
             init_peak = max_resources(init_peak, add_resources(r, sidecars))
     total = max_resources(total, init_peak)
     total = _apply_pod_level(total, pod_spec.get("resources"))
-    overhead = _parse_list(pod_spec.get("overhead"), "overhead")
+    overhead = _parse_list(pod_spec.get("overhead"), "spec.overhead")
     return add_resources(total, overhead)
 
 

@@ -19,6 +19,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
+from .echo import clip, clip_message
+
 try:  # optional speed-up (extra "fast"); the stdlib path is always available and tested
     import orjson as _orjson
 
@@ -130,14 +132,20 @@ def parse_review(body: bytes) -> AdmissionRequest:
     try:
         doc = loads(body)
     except ValueError as e:
-        raise BadReview(f"body is not valid JSON: {e}") from None
+        raise BadReview(f"body is not valid JSON: {clip_message(str(e), 200)}") from None
+    except RecursionError:  # the stdlib decoder on deeply nested arrays/objects (orjson stops at depth 1024)
+        raise BadReview("body is not valid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise BadReview("body is not a JSON object (expected an AdmissionReview)")
     api_version = doc.get("apiVersion")
     if doc.get("kind") != "AdmissionReview":
-        raise BadReview(f"kind is {doc.get('kind')!r}, expected 'AdmissionReview'")
+        if doc.get("kind") is None:
+            raise BadReview("kind is missing (expected kind: AdmissionReview, apiVersion: admission.k8s.io/v1)")
+        raise BadReview(f"kind is {clip(doc.get('kind'))}, expected 'AdmissionReview'")
     if api_version not in SUPPORTED_VERSIONS:
-        raise BadReview(f"apiVersion {api_version!r} is not supported (use admission.k8s.io/v1)")
+        if api_version is None:
+            raise BadReview("apiVersion is missing (expected apiVersion: admission.k8s.io/v1)")
+        raise BadReview(f"apiVersion {clip(api_version)} is not supported (use admission.k8s.io/v1)")
     req = doc.get("request")
     if not isinstance(req, dict):
         raise BadReview("AdmissionReview has no request object")
@@ -176,10 +184,12 @@ def review_response(api_version: str, uid: str, decision: Decision) -> dict[str,
     if not decision.allowed or decision.message:
         status: dict[str, Any] = {"code": decision.code if not decision.allowed else 200}
         if decision.message:
-            status["message"] = decision.message
+            status["message"] = clip_message(decision.message)
         if not decision.allowed:
             status["status"] = "Failure"
-            status["reason"] = {400: "BadRequest", 403: "Forbidden", 409: "Conflict", 503: "ServiceUnavailable"}.get(
+            status["reason"] = {
+                400: "BadRequest", 403: "Forbidden", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"
+            }.get(
                 decision.code, "Invalid"
             )
         response["status"] = status

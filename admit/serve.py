@@ -2,7 +2,16 @@
 
 Order of start (so that a replica only reports ready when it can answer correctly): Kubernetes client ->
 certificate (files, or self-managed Secret + caBundle) -> HTTPS listener -> controller (leader-elected, when
-enabled). SIGTERM/SIGINT stop the listener first (kube-apiserver retries another replica), then the rest.
+enabled).
+
+SIGTERM/SIGINT (:func:`shut_down`), well inside the chart's ``terminationGracePeriodSeconds`` (30 s): stop leading
+and give the controller's Lease back (another replica takes over at once instead of after the Lease expires), stop
+accepting connections, let requests in flight finish for at most ``--drain-seconds`` (10 s), close what remains, then
+stop the controller's caches, the certificate provider and the Kubernetes client. Slow clients cannot hold the exit:
+a request must arrive within ``--read-timeout`` and the drain is bounded.
+
+The listener's connections are bounded by :class:`admit.connections.ConnectionGuard` (``--max-connections``,
+``--read-timeout``, ``--idle-timeout``).
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import contextlib
 import gc
 import logging
 import signal
+import time
 from typing import Any
 
 from aiohttp import web
@@ -21,10 +31,19 @@ from kubernetes_asyncio import client
 from .admission import Admission
 from .backends.discovery import configure_backends
 from .config import Config
+from .connections import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    ConnectionGuard,
+    GuardedSite,
+)
 from .kube import KubeAPI, load_api_client, resolve_proxy_once
 from .server import create_app
 
-__all__ = ["serve", "api_client_for"]
+__all__ = ["serve", "api_client_for", "shut_down", "DEFAULT_DRAIN_SECONDS"]
+
+DEFAULT_DRAIN_SECONDS = 10.0
+"""Seconds requests in flight get to finish after SIGTERM (the chart's terminationGracePeriodSeconds is 30)."""
 
 log = logging.getLogger("admit.serve")
 
@@ -72,6 +91,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         await provider.start()
         stack.push_async_callback(provider.stop)
         cache = None
+        controller = None
         checks = [lambda: (provider.ready(), provider.reason())]
         if getattr(args, "controller", False):
             from .backends.native_controller import start_native_controller
@@ -89,11 +109,21 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
                 cache = native.view(cache)
             checks.append(controller.readiness)
         app = create_app(Admission(config, KubeAPI(api_client, config), cache), checks)
-        runner = web.AppRunner(app, access_log=None)
+        guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore
+                                config.read_timeout_seconds)
+        app.middlewares.append(guard.middleware)
+        drain = getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS)
+        runner = web.AppRunner(app, access_log=None, keepalive_timeout=getattr(args, "idle_timeout",
+                                                                                DEFAULT_IDLE_TIMEOUT),
+                               shutdown_timeout=1.0)
         await runner.setup()
-        stack.push_async_callback(runner.cleanup)  # first to run on exit: stop taking requests
-        site = web.TCPSite(runner, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024)
+        guard.factory = runner.server  # type: ignore[assignment]
+        site = GuardedSite(runner, guard, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024,
+                           handshake_timeout=config.read_timeout_seconds)
+        # first to run on exit: stop leading, stop taking requests, drain, close
+        stack.push_async_callback(shut_down, runner, site, controller, drain)
         await site.start()
+        guard.start()
         # Everything made so far (modules, the Kubernetes client, TLS) lives as long as the process: keep it out of
         # the cyclic collector, so a full collection scans only what requests leave behind (about 1 ms instead of
         # 15-40 ms stalls with the kubernetes_asyncio heap; see README.md, Performance).
@@ -109,3 +139,31 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("shutting down")
+
+
+async def shut_down(runner: web.AppRunner, site: GuardedSite, controller: Any, drain_seconds: float) -> None:
+    """The SIGTERM sequence of the listener (module docstring); every step is bounded.
+
+    1. stop leading: the controller's workers stop and the Lease is released (``LeaderElector.stop``; the caches keep
+       serving the admission path until ``controller.stop``);
+    2. stop accepting connections;
+    3. wait until no request is being read or handled, for at most ``drain_seconds``;
+    4. close every connection left (idle keep-alive ones, and requests that did not finish) and clean up aiohttp.
+    """
+    started = time.monotonic()
+    if controller is not None:
+        try:
+            await asyncio.wait_for(controller.elector.stop(release=True), timeout=max(1.0, drain_seconds / 2))
+        except (TimeoutError, Exception):  # noqa: BLE001 - the rest of the shutdown must happen anyway
+            log.warning("could not release the controller's Lease in time; another replica takes over when it expires")
+    with contextlib.suppress(RuntimeError):  # not started (start failed): nothing to stop
+        await site.stop()
+    deadline = time.monotonic() + drain_seconds
+    while site.in_flight() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    left = site.in_flight()
+    closed = site.guard.close_all()
+    await site.guard.stop()
+    await runner.cleanup()
+    log.info("listener stopped in %.1fs: %d connection(s) closed, %d request(s) unfinished after the %gs drain",
+             time.monotonic() - started, closed, left, drain_seconds)

@@ -7,11 +7,13 @@ HTTP rules (Kubernetes docs "Dynamic Admission Control", webhook request and res
 - a body admit cannot read as an AdmissionReview (bad JSON, wrong kind/apiVersion, no ``request.uid``, another
   content type, larger than ``Config.max_body_bytes``) gets HTTP 400 with a one-line reason and is logged: it is
   not from a kube-apiserver, and there is no uid to echo;
+- a body that does not arrive within ``Config.read_timeout_seconds`` gets HTTP 400 and the connection is closed;
 - nothing in a request can make the server answer 500 or stop serving.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Callable
 
@@ -20,6 +22,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
 from .admission import Admission
+from .echo import clip, clip_message
 from .review import BadReview, dumps, parse_review, review_response
 
 __all__ = ["create_app", "ReadinessCheck", "ADMISSION_KEY"]
@@ -38,7 +41,7 @@ class UnreadableBody(BadReview):
 
 
 def _bad_request(error: BadReview) -> web.Response:
-    reason = str(error).replace("\n", " ")
+    reason = clip_message(str(error).replace("\n", " "), 512)
     log.warning("bad request: %s", reason)
     resp = web.Response(status=400, text=f"bad request: {reason}\n", content_type="text/plain")
     if isinstance(error, UnreadableBody):
@@ -46,29 +49,43 @@ def _bad_request(error: BadReview) -> web.Response:
     return resp
 
 
-async def _read_review(request: web.Request, max_bytes: int):  # type: ignore[no-untyped-def]
+async def _read_body(request: web.Request, max_bytes: int) -> bytes:
+    # read() returns what has arrived so far, which is only part of a body that comes in several TLS records or
+    # TCP segments: read until the end of the body.
+    body = await request.content.read(max_bytes + 1)
+    if body and not request.content.at_eof():
+        chunks = [body]
+        size = len(body)
+        while size <= max_bytes:
+            chunk = await request.content.read(max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        body = b"".join(chunks)
+    return body
+
+
+async def _read_review(request: web.Request, max_bytes: int, read_timeout: float):  # type: ignore[no-untyped-def]
     # kube-apiserver sends exactly "application/json": compare the raw header first, since parsing it
     # (request.content_type) costs about 4 us, several percent of a whole admission.
     if request.headers.get("Content-Type") != "application/json":
+        if "Content-Type" not in request.headers:  # aiohttp would report its default, application/octet-stream
+            raise BadReview("no Content-Type header was sent; send Content-Type: application/json")
         ctype = request.content_type
-        if ctype not in ("application/json", ""):
-            raise BadReview(f"Content-Type {ctype!r} is not application/json")
+        if ctype != "application/json":
+            raise BadReview(f"Content-Type {clip(ctype)} is not application/json")
     if request.content_length is not None and request.content_length > max_bytes:
         raise BadReview(f"body of {request.content_length} bytes is larger than the limit of {max_bytes} bytes")
-    # read() returns what has arrived so far, which is only part of a body that comes in several TLS records or
-    # TCP segments: read until the end of the body.
     try:
-        body = await request.content.read(max_bytes + 1)
-        if body and not request.content.at_eof():
-            chunks = [body]
-            size = len(body)
-            while size <= max_bytes:
-                chunk = await request.content.read(max_bytes + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            body = b"".join(chunks)
+        if request.content.is_eof():  # the whole body is here already (kube-apiserver's usual case): no wait, no timer
+            body = await _read_body(request, max_bytes)
+        else:
+            async with asyncio.timeout(read_timeout):  # a body sent byte by byte must not hold the connection
+                body = await _read_body(request, max_bytes)
+    except TimeoutError:
+        request.content.feed_eof()
+        raise UnreadableBody(f"the body did not arrive within {read_timeout:g}s") from None
     except (RequestPayloadError, HttpProcessingError) as e:  # e.g. a Content-Encoding that does not decode
         # the rest of this body cannot be read either: mark it ended, so aiohttp does not drain (and fail on) it
         # after the answer
@@ -88,6 +105,7 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
     the event loop answers.
     """
     max_bytes = admission.config.max_body_bytes
+    read_timeout = admission.config.read_timeout_seconds
     checks = list(readiness or ())
 
     def respond(api_version: str, uid: str, decision) -> web.Response:  # type: ignore[no-untyped-def]
@@ -95,7 +113,7 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
 
     async def mutate_handler(request: web.Request) -> web.Response:
         try:
-            req = await _read_review(request, max_bytes)
+            req = await _read_review(request, max_bytes, read_timeout)
         except BadReview as e:
             return _bad_request(e)
         decision = admission.mutate(req)
@@ -105,14 +123,14 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
 
     async def validate_handler(request: web.Request) -> web.Response:
         try:
-            req = await _read_review(request, max_bytes)
+            req = await _read_review(request, max_bytes, read_timeout)
         except BadReview as e:
             return _bad_request(e)
         decision = await admission.validate(req)
         if not decision.allowed:
             log.info(
                 "denied %s %s %s/%s uid=%s: %s",
-                req.operation, req.kind, req.namespace, req.name, req.uid, decision.message,
+                req.operation, req.kind, req.namespace, clip(req.name), clip(req.uid), clip_message(decision.message),
             )
         return respond(req.api_version, req.uid, decision)
 

@@ -65,6 +65,7 @@ from fractions import Fraction
 from typing import Any
 
 from .config import Config
+from .echo import clip
 from .plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
 from .quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
 from .resources import ResourceError, pod_requests
@@ -91,7 +92,11 @@ MIN_OVERHEAD_MIB = 384
 JVM_FACTOR = Fraction(1, 10)
 NON_JVM_FACTOR = Fraction(2, 5)
 
-_BYTE_STRING_RE = re.compile(r"^([0-9]+)([a-z]+)?$")
+_BYTE_STRING_RE = re.compile(r"^([0-9]{1,19})([a-z]+)?$")  # ASCII digits; a JVM long has at most 19
+MAX_BYTES = 2**63 - 1  # Spark reads sizes into a Java long (JavaUtils.byteStringAs)
+_FACTOR_RE = re.compile(r"^(?:[0-9]{1,12}(?:\.[0-9]{0,12})?|\.[0-9]{1,12})(?:[eE][+-]?[0-9]{1,2})?$")
+_COUNT_RE = re.compile(r"^[0-9]{1,10}$")
+MAX_COUNT = 2**31 - 1  # executor counts are Java ints
 _FRACTION_RE = re.compile(r"^[0-9]*\.[0-9]+([a-z]+)?$")
 _SUFFIXES = {
     "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30,
@@ -113,6 +118,8 @@ def spark_bytes(value: Any, what: str, default_unit: int = MIB) -> int:
             names ``what`` (the field) and the accepted form.
     """
     text = str(value).strip().lower() if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    if text is not None and len(text) > 40:
+        text = "?"  # longer than any size a Java long holds: refused below without parsing it
     m = _BYTE_STRING_RE.match(text) if text is not None else None
     if m is None or (m.group(2) is not None and m.group(2) not in _SUFFIXES):
         hint = ""
@@ -121,11 +128,14 @@ def spark_bytes(value: Any, what: str, default_unit: int = MIB) -> int:
         elif text is not None and text.endswith("i"):
             hint = " (that is a Kubernetes quantity; Spark writes 2g, not 2Gi)"
         raise GangError(
-            f"{what}={value!r} is not a Spark memory size{hint}: use a whole number with a suffix k, m, g or t "
+            f"{what}={clip(value)} is not a Spark memory size{hint}: use a whole number with a suffix k, m, g or t "
             "(binary units: 512m, 2g)",
             400,
         )
-    return int(m.group(1)) * (_SUFFIXES[m.group(2)] if m.group(2) else default_unit)
+    size = int(m.group(1)) * (_SUFFIXES[m.group(2)] if m.group(2) else default_unit)
+    if size > MAX_BYTES:
+        raise GangError(f"{what}={clip(value)} is larger than Spark can hold (a Java long of bytes, about 8 EiB)", 400)
+    return size
 
 
 def _mib(value: Any, what: str, default_unit: int = MIB) -> int:
@@ -134,13 +144,12 @@ def _mib(value: Any, what: str, default_unit: int = MIB) -> int:
 
 
 def _factor(value: Any, what: str) -> Fraction:
-    try:
-        f = Fraction(str(value).strip())
-    except (ValueError, ZeroDivisionError):
-        raise GangError(f"{what}={value!r} is not a number (e.g. 0.1)", 400) from None
-    if f < 0:
-        raise GangError(f"{what}={value!r} must not be negative", 400)
-    return f
+    """A memory overhead factor (Spark reads a double): a plain decimal, at most two exponent digits, so that no
+    input makes the arithmetic expensive (``Fraction("1e9999999")`` builds a ten-million-digit number)."""
+    text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
+    if not _FACTOR_RE.match(text):
+        raise GangError(f"{what}={clip(value)} is not a non-negative number such as 0.1", 400)
+    return Fraction(text)
 
 
 def _conf(app: dict[str, Any]) -> dict[str, Any]:
@@ -154,7 +163,7 @@ def _quantity(value: Any, what: str) -> Fraction:
     except QuantityError as e:
         raise GangError(f"{what}: {e}", 400) from None
     if q < 0:
-        raise GangError(f"{what}={value!r} must not be negative", 400)
+        raise GangError(f"{what}={clip(value)} must not be negative", 400)
     return q
 
 
@@ -223,6 +232,9 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
         if count:
             resources[gpu["name"]] = resources.get(gpu["name"], Fraction(0)) + count
     # Sidecars add to the pod, init containers count at their peak (the scheduler's rule, resources.pod_requests).
+    for field in ("sidecars", "initContainers"):  # lists of containers in the spark-operator's SparkPodSpec
+        if spec.get(field) is not None and not isinstance(spec[field], list):
+            raise GangError(f"{where}.{field} must be a list of containers, got {clip(spec[field])}", 400)
     sidecars = [c for c in spec.get("sidecars") or () if isinstance(c, dict)]
     inits = [c for c in spec.get("initContainers") or () if isinstance(c, dict)]
     if not sidecars and not inits:
@@ -238,9 +250,9 @@ def _conf_int(conf: dict[str, Any], key: str) -> int | None:
     value = conf.get(key)
     if value is None:
         return None
-    text = str(value).strip()
-    if not text.isdigit():
-        raise GangError(f"sparkConf {key}={value!r} must be a non-negative integer", 400)
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    if not _COUNT_RE.match(text) or int(text) > MAX_COUNT:
+        raise GangError(f"sparkConf {key}={clip(value)} must be a non-negative integer (at most {MAX_COUNT})", 400)
     return int(text)
 
 
@@ -352,25 +364,25 @@ def parse_resource_list(text: Any, what: str) -> dict[str, Fraction]:
     """
     form = 'comma-separated name=quantity pairs, e.g. "cpu=1,memory=4505Mi"'
     if not isinstance(text, str) or not text.strip():
-        raise GangError(f"{what}={text!r} is empty: use {form}", 400)
+        raise GangError(f"{what}={clip(text)} is empty: use {form}", 400)
     out: dict[str, Fraction] = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key or not value:
-            raise GangError(f"{what}={text!r}: {item.strip()!r} is not name=quantity; use {form}", 400)
+            raise GangError(f"{what}={clip(text)}: {clip(item.strip())} is not name=quantity; use {form}", 400)
         if key in out:
-            raise GangError(f"{what}={text!r} names {key} twice", 400)
+            raise GangError(f"{what}={clip(text)} names {key[:253]} twice", 400)
         try:
             q = parse_quantity(value)
         except QuantityError as e:
-            raise GangError(f"{what}={text!r}: {key}: {e}; use {form}", 400) from None
+            raise GangError(f"{what}={clip(text)}: {clip(key)}: {e}; use {form}", 400) from None
         if q < 0:
-            raise GangError(f"{what}={text!r}: {key} must not be negative", 400)
+            raise GangError(f"{what}={clip(text)}: {clip(key)} must not be negative", 400)
         if key in ("memory", "ephemeral-storage") and value.replace(".", "", 1).isdigit():
             # A Spark user writes memory in MiB ("4505"); as a Kubernetes quantity a bare number is bytes.
             raise GangError(
-                f"{what}={text!r}: {key}={value} has no unit; write it as a Kubernetes quantity such as "
+                f"{what}={clip(text)}: {key}={value} has no unit; write it as a Kubernetes quantity such as "
                 f"{value}Mi (Spark's MiB default does not apply to this annotation)",
                 400,
             )
@@ -397,10 +409,10 @@ def resolve_spark_driver(
     raw_n = annotations.get(config.spark_executors_key)
     executors = None
     if raw_n is not None:
-        text = str(raw_n).strip()
-        if not text.isdigit():
+        text = str(raw_n).strip() if isinstance(raw_n, str) else ""
+        if not _COUNT_RE.match(text) or int(text) > MAX_COUNT:
             raise GangError(
-                f'annotation {config.spark_executors_key}="{raw_n}" is invalid: use the number of executors '
+                f'annotation {config.spark_executors_key}={clip(raw_n)} is invalid: use the number of executors '
                 "(spark.executor.instances), a non-negative integer",
                 400,
             )
@@ -508,9 +520,11 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
     if not isinstance(labels, dict) or labels.get(SPARK_ROLE) != "executor":
         return None
     driver = driver_uid = None
-    for ref in get_path(pod, ("metadata", "ownerReferences")) or ():
-        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Pod" and ref.get("name"):
-            driver, driver_uid = str(ref["name"]), str(ref.get("uid") or "")
+    refs = get_path(pod, ("metadata", "ownerReferences"))
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Pod" and isinstance(
+                ref.get("name"), str) and ref["name"]:
+            driver, driver_uid = ref["name"], str(ref.get("uid") or "")
     if not driver:
         return None
     name = str(get_path(pod, ("metadata", "name")) or get_path(pod, ("metadata", "generateName")) or "")

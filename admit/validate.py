@@ -39,7 +39,15 @@ from .config import WORKLOAD_API, Config
 from .kinds import POD_JOINERS, RESOLVERS, SCALABLE
 from .lifecycle import bookkeeping_only, going_away
 from .mutate import has_controller
-from .plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations, unknown_annotation_warnings
+from .plan import (
+    GangAnnotations,
+    GangError,
+    GangPlan,
+    get_path,
+    parse_gang_annotations,
+    template_annotation_warnings,
+    unknown_annotation_warnings,
+)
 from .review import AdmissionRequest, Decision
 from .rollout import rollout_problem
 
@@ -232,7 +240,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     try:
         ann = parse_gang_annotations(annotations, config)
         if ann is None:
-            return Verdict(Decision(warnings=typos))
+            return Verdict(Decision(warnings=typos + template_annotation_warnings(obj, config)))
         namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
         plan = resolver(obj, ann, config, namespace, req.operation)
         check_plan(plan, config, ann)

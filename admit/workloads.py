@@ -234,6 +234,15 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
             f"member and each pod is scheduled alone. Set {config.min_member_key} to the number of pods that must "
             f"start together (or {KUEUE_TOTAL_COUNT}, as Kueue's plain-pod groups do)"
         )
+    named = kueue is not None or ann.pod_group is not None or isinstance(
+        get_path(obj, POD.labels + (config.pod_group_label,)), str)
+    if min_member > 1 and not named:
+        warnings.append(
+            f"Pod {namespace}/{ref_name} asks for a gang of {min_member} but names no group, so its PodGroup is named "
+            f"after the pod ({group_name}) and it waits until {min_member - 1} more pod(s) join that group. To gang "
+            f"bare pods, give each of the {min_member} the same {config.pod_group_key} (and {config.min_member_key}: "
+            f'"{min_member}"), or use a Deployment, Job or StatefulSet with {config.min_member_key}'
+        )
     return GangPlan(
         kind="Pod",
         api_group="",

@@ -660,6 +660,123 @@ def render(result: dict[str, Any], st: Settings, meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Idle and slow connections (--idle-connections)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _closed_by_peer(sock: ssl.SSLSocket) -> bool:
+    """True when the server has closed ``sock`` (a non-blocking read sees EOF or a reset)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except (ssl.SSLWantReadError, BlockingIOError):
+        return False
+    except OSError:
+        return True
+
+
+def idle_probe(n: int, partial: int = 20, hold: float = 3.0) -> dict[str, Any]:
+    """Open ``n`` idle TLS connections to ``admit serve`` (loopback, handshake done, no request; 8 at a time), read its
+    RSS, check that a new connection still gets an admission answered, close them and read RSS again; then open
+    ``partial`` connections that send half a request line and time how long the server keeps them.
+
+    Returns the figures (MiB, seconds, counts) as a dict.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix="admit-idle-"))
+    certs = tmp / "certs"
+    subprocess.run([sys.executable, "-m", "admit.cli", "certs", "--dir", str(certs)], check=True,
+                   stdout=subprocess.DEVNULL)
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    fake = FakeAPI(tmp / "fake.log")
+    port = free_port()
+    srv = Server("admit serve", [
+        sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+        "--cert-mode", "files", "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
+        "--api-server", fake.url, "--no-controller", "--log-level", "warning",
+    ], port, tmp / "admit.log")
+    out: dict[str, Any] = {"connections": n}
+    socks: list[ssl.SSLSocket] = []
+    try:
+        srv.wait_ready(ctx)
+        time.sleep(1.0)
+        out["rss_idle_mib"] = proc_memory(srv.pid)["rss"]
+        from concurrent.futures import ThreadPoolExecutor
+
+        def connect(_: int) -> ssl.SSLSocket | None:
+            try:
+                raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+                return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+            except OSError:
+                return None
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:  # handshakes in parallel; the server does its side on one core
+            opened = list(pool.map(connect, range(n)))
+        socks = [s for s in opened if s is not None]
+        failed = n - len(socks)
+        out["open_seconds"] = round(time.monotonic() - started, 1)
+        out["failed_handshakes"] = failed
+        time.sleep(hold)
+        mem = proc_memory(srv.pid)
+        out["rss_held_mib"], out["peak_mib"] = mem["rss"], mem["hwm"]
+        out["held_by_server"] = sum(1 for s in socks if not _closed_by_peer(s))
+        # kube-apiserver's next connection still gets an answer while the flood is open
+        path, parts = MIXES["no-group"].steps[0]
+        body = fill(parts, 1)
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                    s.settimeout(10)
+                    s.sendall(http_request(path, port, body))
+                    out["answer_during_flood"] = s.recv(64).split(b"\r\n", 1)[0].decode()
+        except OSError as e:
+            out["answer_during_flood"] = f"failed: {e}"
+        for s in socks:
+            s.close()
+        socks.clear()
+        time.sleep(3.0)
+        out["rss_after_close_mib"] = proc_memory(srv.pid)["rss"]
+        # half a request line, then silence: how long until the server closes it
+        slow = []
+        for _ in range(partial):
+            raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+            s.sendall(b"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
+            slow.append(s)
+        started = time.monotonic()
+        while slow and time.monotonic() - started < 60:
+            slow = [s for s in slow if not _closed_by_peer(s) or s.close()]
+            time.sleep(0.1)
+        out["partial_header_closed_after_s"] = round(time.monotonic() - started, 1) if not slow else None
+        for s in slow:
+            s.close()
+    finally:
+        for s in socks:
+            s.close()
+        srv.stop()
+        fake.stop()
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    from admit.review import JSON_BACKEND
+
+    out["json"], out["loop"] = JSON_BACKEND, event_loop_name()
+    return out
+
+
+def render_idle(r: dict[str, Any]) -> str:
+    """One paragraph of the idle-connection probe's figures."""
+    return (
+        f"idle TLS connections ({r['json']}, {r['loop']}): {r['connections']} opened in {r['open_seconds']} s "
+        f"({r['failed_handshakes']} failed), {r['held_by_server']} still held by admit after {3.0:g} s; "
+        f"RSS {r['rss_idle_mib']:.1f} MiB idle -> {r['rss_held_mib']:.1f} MiB with them open "
+        f"(peak {r['peak_mib']:.1f} MiB) -> {r['rss_after_close_mib']:.1f} MiB after they closed; "
+        f"a new admission during the flood: {r['answer_during_flood']}; "
+        f"connections stalled mid-header closed after {r['partial_header_closed_after_s']} s"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; exit 0 when it ran (1 with ``--check`` and a missed target, 2 on errors)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -679,6 +796,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (certs, server logs)")
+    p.add_argument("--idle-connections", type=int, metavar="N",
+                   help="instead of the load run: hold N idle TLS connections (loopback) and print admit's RSS "
+                        "(README, Performance: 4000)")
     p.add_argument("--serve-baseline", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--tls-cert-file", help=argparse.SUPPRESS)
@@ -686,6 +806,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.serve_baseline:
         return serve_baseline("127.0.0.1", args.port, args.tls_cert_file, args.tls_key_file)
+    if args.idle_connections:
+        result = idle_probe(args.idle_connections)
+        print(render_idle(result))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+        return 0
     st = settings_from(args)
 
     import admit

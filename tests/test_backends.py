@@ -305,7 +305,10 @@ def test_review_with_the_workload_api_backend_prints_the_workload_and_pod_group_
     from admit.cli import main
 
     path = str(EXAMPLES / "pause-gang-deployment.yaml")
-    assert main(["review", "--gang-backend", "workload-api", "--no-objects", path]) == 0
+    assert main(["review", "--gang-backend", "workload-api", path]) == 0
+    line = capsys.readouterr().out.splitlines()[1].split()
+    assert line[:5] == ["ALLOWED", "Deployment", "default/pause", "pause", "3"]  # the gang's minCount
+    assert main(["review", "--gang-backend", "workload-api", "-v", "--no-objects", path]) == 0
     out = capsys.readouterr().out
     assert "  workload:" in out and "  podGroup:" in out
     assert "apiVersion: scheduling.k8s.io/v1alpha2" in out and "podGroupName: pause" in out

@@ -50,3 +50,18 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
     assert 0 < memory["admit_idle_mb"] <= memory["admit_peak_mb"]
     assert "after 150 requests" in report and "after 300 requests" in report
     assert "Targets (issue 7)" in report and ("PASS" in report or "FAIL" in report)
+
+
+def test_the_idle_connection_probe_prints_rss_and_shows_the_bounds_at_work(tmp_path):
+    out = tmp_path / "idle.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--idle-connections", "40", "--json", str(out)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["connections"] == 40 and result["failed_handshakes"] == 0 and result["held_by_server"] == 40
+    assert 0 < result["rss_idle_mib"] <= result["peak_mib"]
+    assert result["answer_during_flood"] == "HTTP/1.1 200 OK"
+    assert result["partial_header_closed_after_s"] is not None  # the read deadline closed them
+    assert "idle TLS connections" in proc.stdout and "RSS" in proc.stdout

@@ -65,8 +65,8 @@ def test_review_exits_2_on_a_malformed_admission_review(tmp_path, capsys):
     assert "request.uid" in capsys.readouterr().err
 
 
-def test_text_review_prints_verdicts_and_the_mutated_object(capsys):
-    assert main(["review", str(EXAMPLES / "pause-gang-deployment.yaml")]) == 0
+def test_verbose_review_prints_verdicts_and_the_mutated_object(capsys):
+    assert main(["review", "-v", str(EXAMPLES / "pause-gang-deployment.yaml")]) == 0
     out = capsys.readouterr().out
     assert "Deployment default/pause" in out and "ALLOWED" in out
     assert "object after mutation:" in out and "kind: PodGroup" in out
@@ -139,6 +139,87 @@ spec:
 
 
 def test_review_piped_into_head_exits_quietly():
-    proc = subprocess.run(f"{sys.executable} -m admit.cli review {EXAMPLES} | head -1", shell=True,
+    proc = subprocess.run(f"{sys.executable} -m admit.cli review -v {EXAMPLES} | head -1", shell=True,
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.stdout.startswith("===") and "Traceback" not in proc.stderr
+
+
+def test_the_default_review_prints_one_line_per_object_with_group_and_min_member_and_the_summary_last(capsys):
+    assert main(["review", str(EXAMPLES)]) == 0
+    lines = capsys.readouterr().out.rstrip("\n").splitlines()
+    objects = [line for line in lines if line.startswith(("ALLOWED", "DENIED"))]
+    assert len(lines) == len(objects) + 3  # header, blank line, summary
+    assert lines[0].split() == ["VERDICT", "OBJECT", "GROUP", "MINMEMBER"]
+    pause = next(line for line in objects if "Deployment default/pause " in line)
+    assert pause.split()[:5] == ["ALLOWED", "Deployment", "default/pause", "pause", "3"]
+    assert lines[-1].startswith(f"{len(objects)} objects: {len(objects)} allowed, 0 denied") and "-v" in lines[-1]
+
+
+def test_the_default_review_gives_the_reason_of_a_refusal_on_its_line(capsys):
+    assert main(["review", str(EXAMPLES / "denied" / "deployment-below-min-member.yaml")]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("DENIED"))
+    assert "Deployment default/pause-too-small" in line and "minMember 3" in line
+
+
+def test_yaml_output_has_every_detail(capsys):
+    import yaml
+
+    assert main(["review", "-o", "yaml", str(EXAMPLES / "pause-gang-deployment.yaml")]) == 0
+    (r,) = yaml.safe_load(capsys.readouterr().out)
+    assert r["podGroups"][0]["spec"]["minMember"] == 3 and r["object"]["kind"] == "Deployment"
+
+
+def test_one_unreadable_file_in_a_folder_is_reported_and_the_rest_reviewed_with_exit_2(tmp_path, capsys):
+    (tmp_path / "a-good.yaml").write_text((EXAMPLES / "pause-gang-deployment.yaml").read_text())
+    (tmp_path / "b-broken.yaml").write_text("kind: Deployment\n  metadata: [\n")
+    (tmp_path / "c-binary.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "d-good.yaml").write_text((EXAMPLES / "web-gang-deployment.yaml").read_text())
+    assert main(["review", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "b-broken.yaml" in captured.err and "c-binary.yaml" in captured.err
+    assert "Deployment default/pause" in captured.out and "Deployment default/web" in captured.out
+    assert "2 unreadable" in captured.out
+
+
+def test_wrong_shapes_in_a_manifest_are_denials_naming_the_field_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: odd\n  annotations:\n"
+        "    gang.admit.dev/min-member: '" + "9" * 5000 + "'\n"
+        "spec:\n  replicas: 2\n  template:\n    spec:\n      containers: 5\n"
+        "---\napiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata:\n  name: huge\n  annotations:\n"
+        "    gang.admit.dev/min-member: auto\nspec:\n  tfReplicaSpecs:\n    Worker:\n      replicas: 2\n"
+        "      template:\n        spec:\n          containers:\n            - name: tf\n"
+        "              resources: {requests: {cpu: '1e9999999'}}\n"
+    )
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", str(bad)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert "gang.admit.dev/min-member" in proc.stdout and "resources.requests.cpu" in proc.stdout
+
+
+def test_certs_reuses_an_existing_ca_and_replaces_it_only_with_force(tmp_path, capsys):
+    assert main(["certs", "--dir", str(tmp_path)]) == 0
+    first_ca = (tmp_path / "ca.crt").read_bytes()
+    first_leaf = (tmp_path / "tls.crt").read_bytes()
+    capsys.readouterr()
+    assert main(["certs", "--dir", str(tmp_path)]) == 0
+    assert "kept the existing CA" in capsys.readouterr().out
+    assert (tmp_path / "ca.crt").read_bytes() == first_ca and (tmp_path / "tls.crt").read_bytes() != first_leaf
+    for leaf in ("tls.crt",):  # the new serving certificate still verifies against the CA already handed out
+        proc = subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / leaf)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    assert main(["certs", "--dir", str(tmp_path), "--force"]) == 0
+    assert (tmp_path / "ca.crt").read_bytes() != first_ca
+
+
+def test_certs_refuses_a_broken_ca_without_force_and_has_a_help_description(tmp_path, capsys):
+    (tmp_path / "ca.crt").write_text("not a certificate")
+    assert main(["certs", "--dir", str(tmp_path)]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert (tmp_path / "ca.crt").read_text() == "not a certificate"
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "certs", "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert "CA already in --dir is reused" in " ".join(proc.stdout.split())

@@ -357,7 +357,7 @@ def test_a_request_quantity_that_does_not_parse_is_denied_naming_the_container()
     obj["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] = "4GB"
     v = verdict(obj)
     assert not v.decision.allowed and v.decision.code == 400
-    assert "container tensorflow" in v.decision.message and "'4GB'" in v.decision.message
+    assert "container tensorflow" in v.decision.message and '"4GB"' in v.decision.message
 
 
 # ---------------------------------------------------------------------------------------------- the operator

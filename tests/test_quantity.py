@@ -88,5 +88,6 @@ def test_pod_overhead_is_added_to_the_pod_request():
 
 def test_an_unparseable_request_names_the_container_and_resource():
     spec = {"containers": [{"name": "web", "resources": {"requests": {"memory": "12x"}}}]}
-    with pytest.raises(ResourceError, match="container web: resource memory"):
+    with pytest.raises(ResourceError,
+                       match="container web: resources.requests.memory: .12x. is not a Kubernetes quantity"):
         pod_requests(spec)

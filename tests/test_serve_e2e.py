@@ -211,3 +211,30 @@ async def test_serve_without_any_kubernetes_configuration_says_how_to_give_one(t
     out = (await proc.stdout.read()).decode()
     assert proc.returncode == 1
     assert "does not exist" in out and "--api-server" in out and "Traceback" not in out
+
+
+async def test_serve_dev_runs_against_the_in_repo_fake_api_without_a_cluster(tmp_path):
+    certs = tmp_path / "certs"
+    proc, port = await start_serve("--dev", "--tls-cert-file", str(certs / "tls.crt"),
+                                   "--tls-key-file", str(certs / "tls.key"))
+    try:
+        line = ""
+        while "fake Kubernetes API at" not in line:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+            assert line, "admit serve --dev exited before starting the fake API"
+        fake_url = line.split("fake Kubernetes API at ")[1].split()[0]
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+        dep = example("pause-gang-deployment.yaml")
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"https://127.0.0.1:{port}/mutate", json=admission_review(dep), ssl=ctx) as r:
+                mutated = apply_answer(dep, await r.json())
+            async with session.post(f"https://127.0.0.1:{port}/validate", json=admission_review(mutated),
+                                    ssl=ctx) as r:
+                assert (await r.json())["response"]["allowed"] is True
+            async with session.get(f"{fake_url}/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/pause"
+                                   ) as r:
+                assert r.status == 200 and (await r.json())["spec"]["minMember"] == 3
+    finally:
+        log = await stop(proc)
+    assert proc.returncode == 0, log

@@ -281,3 +281,41 @@ def test_a_min_member_beyond_int32_is_refused():
     dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "99999999999"
     v = verdict(dep)
     assert not v.decision.allowed and "int32" in v.decision.message
+
+
+@pytest.mark.parametrize("key", ["gang.admit.io/min-member", "Gang.Admit.dev/min-member", "gang.admit.dev.x/min-member"])
+def test_a_misspelt_or_mis_cased_prefix_warns_naming_the_key_admit_reads(key):
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"] = {key: "3"}
+    v = verdict(dep)
+    assert v.decision.allowed and v.ensure is None
+    assert any(f"annotation {key} is ignored: admit reads gang.admit.dev/min-member" in w for w in v.decision.warnings)
+
+
+def test_other_systems_annotations_get_no_prefix_warning():
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"].update({"kueue.x-k8s.io/pod-group-total-count": "3",
+                                           "scheduling.volcano.sh/group-min-member": "3",
+                                           "deployment.kubernetes.io/revision": "1"})
+    assert verdict(dep).decision.warnings == []
+
+
+def test_gang_annotations_on_the_pod_template_instead_of_the_workload_get_a_hint():
+    dep = example("pause-gang-deployment.yaml")
+    dep["spec"]["template"]["metadata"]["annotations"] = dep["metadata"].pop("annotations")
+    v = verdict(dep)
+    assert v.decision.allowed and v.ensure is None
+    assert any("on the pod template (spec.template.metadata.annotations) has no effect" in w
+               and "Deployment's own metadata.annotations" in w for w in v.decision.warnings)
+
+
+def test_a_bare_pod_asking_for_a_gang_of_3_without_a_group_name_is_told_how_to_fill_it():
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "solo", "namespace": "default", "annotations": {"gang.admit.dev/min-member": "3"}},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    v = verdict(pod)
+    assert v.decision.allowed
+    assert any("asks for a gang of 3 but names no group" in w and "gang.admit.dev/pod-group" in w
+               for w in v.decision.warnings)
+    pod["metadata"]["annotations"]["gang.admit.dev/pod-group"] = "trio"
+    assert not any("names no group" in w for w in verdict(pod).decision.warnings)

@@ -1,0 +1,226 @@
+"""Bounds on the connections ``admit serve`` holds: how many, how long one may idle, how long a request may take to
+arrive.
+
+Measured before these bounds (issue 15): 4,000 idle TLS connections took the server from 95 to 291 MiB with the
+``fast`` extra and to 1,194 MiB on a plain install (asyncio's ``SSLProtocol`` keeps a 256 KiB read buffer per
+connection), past the chart's 256Mi limit; connections that sent half a request line or a body byte by byte were never
+closed. kube-apiserver itself needs few connections: it keeps a small pool of keep-alive connections per webhook and
+sends each AdmissionReview at once (``Content-Length``, one write).
+
+:class:`ConnectionGuard` wraps aiohttp's protocol factory (``web.Server``) and keeps, per connection, the moment its
+current request began to arrive:
+
+- at most ``max_connections`` at once. A new connection over the cap closes the connection that has been idle longest
+  (so a flood of idle connections cannot lock kube-apiserver out: its next connection evicts one of them); when none
+  is idle, the new one is closed at once.
+- a request must arrive within ``read_timeout`` seconds of its first byte (the request line and headers here; the body
+  under the same deadline in ``server._read_review``), well inside kube-apiserver's webhook timeout (10 s by default,
+  at most 30 s): a slow-header client is closed.
+- an idle keep-alive connection is closed by aiohttp after ``keepalive_timeout`` (set on the ``AppRunner``; longer
+  than Go's ``http.Transport`` ``IdleConnTimeout`` of 90 s, so kube-apiserver closes its idle connections first and
+  never sends a request on a connection the server is closing).
+
+:class:`GuardedSite` is aiohttp's ``TCPSite`` serving through the guard, with a bound on the TLS handshake too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+
+__all__ = ["ConnectionGuard", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_READ_TIMEOUT", "DEFAULT_IDLE_TIMEOUT"]
+
+log = logging.getLogger("admit.connections")
+
+DEFAULT_MAX_CONNECTIONS = 500
+"""Connections one replica holds at once. kube-apiserver uses a handful per webhook; 500 keeps a plain install's RSS
+under the chart's 256Mi limit even when every one is an idle TLS connection (see README, Performance)."""
+
+DEFAULT_READ_TIMEOUT = 5.0
+"""Seconds from a request's first byte until its body is read (kube-apiserver's webhook timeout defaults to 10 s)."""
+
+DEFAULT_IDLE_TIMEOUT = 120.0
+"""Seconds an idle keep-alive connection is kept (Go's ``http.Transport`` drops its idle ones after 90 s)."""
+
+
+class _Guarded(asyncio.Protocol):
+    """aiohttp's request handler behind the guard: forwards every protocol call, notes when a request begins."""
+
+    __slots__ = ("guard", "inner", "transport", "reading_since", "in_request", "last_active", "made")
+
+    def __init__(self, guard: "ConnectionGuard", inner: asyncio.Protocol) -> None:
+        self.guard = guard
+        self.inner = inner
+        self.transport: asyncio.BaseTransport | None = None
+        self.reading_since: float | None = None  # first byte of a request that has not reached its handler yet
+        self.in_request = False
+        self.last_active = time.monotonic()
+        self.made = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        if not self.guard._admit(self):
+            transport.abort()
+            return
+        self.made = True
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.reading_since is None and not self.in_request:
+            self.reading_since = time.monotonic()
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.guard._forget(self)
+        if self.made:
+            self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    def close(self) -> None:
+        """Drop the connection now. ``abort``, not ``close``: a TLS close waits for the peer's close_notify (up to
+        30 s in uvloop), holding the connection's buffers, and the peers closed here are the ones not reading."""
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class ConnectionGuard:
+    """Counts, caps and times the server's connections (module docstring).
+
+    Args:
+        factory: aiohttp's protocol factory (``runner.server``).
+        max_connections: connections held at once (int >= 1).
+        read_timeout: seconds from a request's first byte until its handler starts (float > 0).
+
+    Attributes:
+        evicted / refused / timed_out: connections closed because of the cap (an idle one to make room, or the new
+            one), and requests that did not arrive within ``read_timeout``.
+    """
+
+    def __init__(self, factory: Callable[[], asyncio.Protocol], max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 read_timeout: float = DEFAULT_READ_TIMEOUT) -> None:
+        self.factory = factory
+        self.max_connections = max_connections
+        self.read_timeout = read_timeout
+        self.live: dict[Any, _Guarded] = {}  # transport -> connection
+        self.evicted = self.refused = self.timed_out = 0
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def __call__(self) -> asyncio.Protocol:
+        return _Guarded(self, self.factory())
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+    def _admit(self, conn: _Guarded) -> bool:
+        if len(self.live) >= self.max_connections:
+            idle = [c for c in self.live.values() if not c.in_request and c.reading_since is None]
+            if not idle:
+                self.refused += 1
+                if self.refused in (1, 10, 100) or self.refused % 1000 == 0:
+                    log.warning("connection cap of %d reached with every connection busy: closed a new connection "
+                                "(%d so far)", self.max_connections, self.refused)
+                return False
+            victim = min(idle, key=lambda c: c.last_active)
+            self.evicted += 1
+            if self.evicted in (1, 10, 100) or self.evicted % 1000 == 0:
+                log.warning("connection cap of %d reached: closed the connection idle longest to make room (%d so far)",
+                            self.max_connections, self.evicted)
+            self.live.pop(victim.transport, None)
+            victim.close()
+        self.live[conn.transport] = conn
+        return True
+
+    def _forget(self, conn: _Guarded) -> None:
+        if self.live.get(conn.transport) is conn:
+            del self.live[conn.transport]
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                         ) -> web.StreamResponse:
+        """Marks the connection busy while a handler runs (the read deadline then belongs to the body read)."""
+        conn = self.live.get(request.transport)
+        if conn is None:
+            return await handler(request)
+        conn.in_request, conn.reading_since = True, None
+        try:
+            return await handler(request)
+        finally:
+            conn.in_request = False
+            conn.last_active = time.monotonic()
+
+    def start(self) -> None:
+        """Start the sweeper that closes requests slower than ``read_timeout`` (checks twice per timeout)."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep(), name="connection read deadline")
+
+    async def stop(self) -> None:
+        """Stop the sweeper (connections are left to :meth:`close_all`)."""
+        task, self._sweeper = self._sweeper, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    def close_all(self) -> int:
+        """Close every connection still open; returns how many."""
+        conns = list(self.live.values())
+        self.live.clear()
+        for conn in conns:
+            conn.close()
+        return len(conns)
+
+    def expire(self, now: float | None = None) -> int:
+        """Close connections whose request has been arriving for longer than ``read_timeout``; returns how many."""
+        now = time.monotonic() if now is None else now
+        late = [c for c in self.live.values()
+                if c.reading_since is not None and not c.in_request and now - c.reading_since > self.read_timeout]
+        for conn in late:
+            self.live.pop(conn.transport, None)
+            conn.close()
+        if late:
+            self.timed_out += len(late)
+            log.info("closed %d connection(s) whose request did not arrive within %gs", len(late), self.read_timeout)
+        return len(late)
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.read_timeout / 2)
+            self.expire()
+
+
+class GuardedSite(web.TCPSite):
+    """``web.TCPSite`` whose connections go through ``guard`` and whose TLS handshakes must finish within
+    ``handshake_timeout`` seconds (asyncio's default is 60 s, and a connection holds its TLS buffers meanwhile)."""
+
+    def __init__(self, runner: web.BaseRunner, guard: ConnectionGuard, host: str, port: int, *,
+                 ssl_context: Any = None, backlog: int = 128, handshake_timeout: float = DEFAULT_READ_TIMEOUT) -> None:
+        super().__init__(runner, host, port, ssl_context=ssl_context, backlog=backlog)
+        self.guard = guard
+        self.handshake_timeout = handshake_timeout
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with the runner
+        loop = asyncio.get_running_loop()
+        extra = {"ssl_handshake_timeout": self.handshake_timeout} if self._ssl_context is not None else {}
+        self._server = await loop.create_server(
+            self.guard, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog, **extra
+        )
+        self._bound_port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self._port
+
+    def in_flight(self) -> int:
+        """Requests being read or handled right now."""
+        return sum(1 for c in self.guard.live.values() if c.in_request or c.reading_since is not None)
