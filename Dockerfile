@@ -32,6 +32,7 @@ COPY --from=builder /opt/venv /opt/venv
 # read-only root filesystem (only /tmp is writable, an emptyDir).
 USER 65532:65532
 WORKDIR /tmp
-EXPOSE 8443
+# 8443: the webhook (HTTPS); 8080: GET /metrics (plain HTTP) when served with --metrics-port 8080, as the chart does
+EXPOSE 8443 8080
 ENTRYPOINT ["admit"]
 CMD ["serve"]

@@ -41,6 +41,7 @@ import logging
 import time
 from typing import Any, Protocol
 
+from . import metrics
 from .backends.ensure import ensure_workload_api
 from .config import WORKLOAD_API, Config
 from .echo import clip
@@ -264,6 +265,7 @@ class Admission:
 
     def _api_failure(self, reason: str, decision: Decision) -> Decision:
         log.warning("failure mode %s: %s", self.config.failure_mode, reason)
+        metrics.failure_mode_applied(self.config.failure_mode)
         if self.config.failure_mode == "allow":
             decision.warnings.append(f"admit could not finish its checks ({reason}); allowed by failure mode 'allow'")
             return decision
@@ -308,12 +310,16 @@ class Admission:
             log.info("%s PodGroup %s/%s for %s", "dry run: would create" if verdict.dry_run else "created", ns, name,
                      plan.ref)
             decision.pod_groups[-1] = created or desired
+            if not verdict.dry_run:
+                metrics.pod_group("created")
             return
         except AlreadyExists:
             pass
         existing = await self.store.get_pod_group(ns, name, left())
         if existing is None:  # deleted between our create and read: create once more
             await self.store.create_pod_group(desired, verdict.dry_run, left())
+            if not verdict.dry_run:
+                metrics.pod_group("created")
             return
         own = ownership(existing, plan, self.config, verdict.explicit_name)
         decision.warnings.extend(own.warnings)
@@ -333,6 +339,8 @@ class Admission:
             ops = spec_json_patch(existing, want)
             patched = await self.store.patch_pod_group(ns, name, ops, verdict.dry_run, left())
             log.info("patched PodGroup %s/%s spec for %s: %s", ns, name, plan.ref, ops)
+            if not verdict.dry_run:
+                metrics.pod_group("patched")
             decision.pod_groups[-1] = patched or desired
         else:
             decision.pod_groups[-1] = existing

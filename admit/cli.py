@@ -1,8 +1,9 @@
-"""Command line: ``admit serve``, ``admit review``, ``admit certs`` (argparse).
+"""Command line: ``admit serve``, ``admit review``, ``admit status``, ``admit certs`` (argparse).
 
 - ``admit serve``: the HTTPS webhook server (flags in docs/CONTRACTS.md and ``admit serve --help``).
 - ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied,
   2 on unreadable input (the file and the reason on stderr).
+- ``admit status``: one line per gang with the reason its pods wait (``admit/status.py``), once or ``--watch``.
 - ``admit certs``: a development CA and serving pair in ``certs/`` (private keys mode 0600, git-ignored).
 """
 
@@ -64,7 +65,7 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``admit`` argument parser with its three subcommands."""
+    """The ``admit`` argument parser with its four subcommands."""
     parser = argparse.ArgumentParser(prog="admit", description="Gang-scheduling admission webhook for Coscheduling")
     parser.add_argument("--version", action="version", version=f"admit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -114,6 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
                             "below the webhook timeoutSeconds)")
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                        help="log level (default: %(default)s)")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="text lines, or one JSON object per line (keys time, level, logger, message; admission "
+                            "records add uid, kind, operation, namespace, object, decision, duration_ms) "
+                            "(default: %(default)s)")
+    serve.add_argument("--metrics-port", type=int, default=0,
+                       help="plain-HTTP port of GET /metrics (Prometheus), never the webhook's TLS port; 0: no metrics "
+                            "endpoint (default: %(default)s; the Helm chart uses 8080)")
+    serve.add_argument("--metrics-host", default=None,
+                       help="bind address of the metrics port (default: --host)")
     serve.add_argument("--controller", dest="controller", action="store_true", default=True,
                        help="run the leader-elected PodGroup controller (default)")
     serve.add_argument("--no-controller", dest="controller", action="store_false",
@@ -156,6 +166,29 @@ def build_parser() -> argparse.ArgumentParser:
                         help="scheduling.k8s.io version of the workload-api backend's objects: v1alpha2 "
                              "(Kubernetes 1.36) or v1beta1 (1.37) (default: %(default)s; admit serve finds it)")
     _add_decision_flags(review)
+
+    status = sub.add_parser(
+        "status", help="show every gang: pods scheduled and pending, and why they wait",
+        description="One line per gang (PodGroup, pod-group label value, or workload with admit's annotations): "
+                    "group, workload, minMember, pods total/scheduled/pending, PodGroup phase, how long the oldest "
+                    "pending pod has waited, and the reason (the scheduler's last FailedScheduling message or "
+                    "PodScheduled condition, or what admit finds wrong: missing PodGroup, wrong scheduler, label "
+                    "or annotation typo, minResources larger than the cluster).",
+    )
+    status.add_argument("-n", "--namespace", default=None,
+                        help="namespace (default: the kubeconfig context's namespace, else 'default')")
+    status.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    status.add_argument("-w", "--watch", action="store_true", help="print again whenever something changes")
+    status.add_argument("--interval", type=_positive_float, default=2.0,
+                        help="seconds between reads with --watch (default: %(default)s)")
+    status.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config; in a pod, its service account)")
+    status.add_argument("--api-server", default=None,
+                        help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy'")
+    status.add_argument("--request-timeout", type=_positive_float, default=10.0,
+                        help="seconds per API request (default: %(default)s)")
+    _add_decision_flags(status)
 
     certs = sub.add_parser(
         "certs", help="write a development CA and serving certificate",
@@ -244,6 +277,20 @@ def _cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_status(args: argparse.Namespace) -> int:
+    from kubernetes_asyncio.config import ConfigException
+
+    from .statuscmd import run_status
+
+    try:
+        return asyncio.run(run_status(args, config_from_args(args)))
+    except KeyboardInterrupt:
+        return 0
+    except ConfigException as e:
+        print(f"admit status: {e}", file=sys.stderr)
+        return 1
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kubernetes_asyncio.config import ConfigException
 
@@ -253,10 +300,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .loop import run
     from .serve import serve
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from .logs import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
     try:
         run((serve_dev if args.dev else serve)(args, config_from_args(args)))
     except KeyboardInterrupt:
@@ -273,7 +319,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> Any:
     """Entry point of the ``admit`` console script; returns the process exit code."""
     args = build_parser().parse_args(argv)
-    handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve}[args.command]
+    handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve, "status": _cmd_status}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `admit review ... | head`: the reader left; not an error of ours

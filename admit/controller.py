@@ -62,7 +62,7 @@ from typing import Any, Iterable
 
 from kubernetes_asyncio import client
 
-from . import kinds
+from . import kinds, metrics
 from .children import is_child
 from .config import COSCHEDULING, MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from .events import EventRecorder
@@ -915,6 +915,7 @@ class Controller:
         self._resolved(key, "terminating")
         log.info("created PodGroup %s/%s for %s (%s), owned by uid %s", key[0], key[1], claim.ref,
                  ", ".join(action.changes), claim.uid)
+        metrics.pod_group("recreated")
         self._event(claim.workload, "Normal", "PodGroupCreated", "Create",
                     f"created PodGroup {key[1]} ({', '.join(action.changes)}); owned by this {claim.kind}, deleted "
                     f"with it", related=created)
@@ -941,11 +942,13 @@ class Controller:
         self._resolved(key, "fail")
         if action.adopt:
             log.info("adopted PodGroup %s/%s: owner %s uid %s", key[0], key[1], claim.ref, claim.uid)
+            metrics.pod_group("adopted")
             self._event(claim.workload, "Normal", "PodGroupAdopted", "Adopt",
                         f"PodGroup {key[1]} is now owned by this {claim.kind}: the garbage collector deletes it "
                         f"with the {claim.kind}", related=patched)
         if action.changes:
             log.info("updated PodGroup %s/%s for %s: %s", key[0], key[1], claim.ref, "; ".join(action.changes))
+            metrics.pod_group("patched")
             self._event(claim.workload, "Normal", "PodGroupUpdated", "Update",
                         f"PodGroup {key[1]} spec updated: {'; '.join(action.changes)}", related=patched)
 
@@ -987,6 +990,7 @@ class Controller:
             raise
         self._unclaimed_since.pop(key, None)
         log.info("deleted PodGroup %s/%s: %s", key[0], key[1], action.message)
+        metrics.pod_group("orphan_deleted")
         self._event(pg, "Normal", "PodGroupDeleted", "Delete",
                     f"deleted: {action.message}; pods no longer use it")
 
@@ -1048,5 +1052,6 @@ async def start_controller(api_client: client.ApiClient, config: Config, args: a
     """
     own = client.ApiClient(api_client.configuration)
     resolve_proxy_once(own)
+    metrics.instrument_api_client(own)
     controller = Controller(own, config, settings or ControllerSettings.from_args(args), own_client=True)
     return await controller.start()

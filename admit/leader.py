@@ -43,6 +43,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
+from . import metrics
 from .kube import KubeError
 from .watchcache import KubeRaw, Resource
 
@@ -241,6 +242,7 @@ class LeaderElector:
 
     async def _stop_leading(self, why: str) -> None:
         self._leading = False
+        metrics.leader(False)
         self._renewed_at = None
         log.log(logging.INFO if why == "stopping" else logging.WARNING,
                 "%s stopped leading Lease %s/%s (%s); it writes nothing more", self.identity, self.namespace,
@@ -256,6 +258,7 @@ class LeaderElector:
             self.terms += 1
             self._reported = None
             log.info("%s is now the leader (Lease %s/%s)", self.identity, self.namespace, self.name)
+            metrics.leader(True)
             await self._call(self.on_started_leading)
             # Leader: renew every retry_period; give up after renew_deadline without success.
             while True:

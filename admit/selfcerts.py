@@ -82,7 +82,7 @@ from cryptography.hazmat.primitives import serialization
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from admit import certs
+from admit import certs, metrics
 from admit.certs import CertificateError, CertifiedKey, Clock, utcnow
 from admit.tls import TLSProvider
 
@@ -736,6 +736,8 @@ class SelfManagedTLSProvider(TLSProvider):
                 if self.pair is None or self.pair.fingerprint != material.leaf.fingerprint:
                     self.install(material.leaf)
                     result.installed = True
+                if material.ca is not None:
+                    metrics.certificate("ca", material.ca.cert.not_valid_after_utc.timestamp())
             return result
 
     # -- lifecycle ------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio import client
 
+from . import metrics
 from .admission import Admission
 from .backends.discovery import configure_backends
 from .config import Config
@@ -56,6 +57,7 @@ async def api_client_for(args: argparse.Namespace) -> client.ApiClient:
     else:
         api_client = await load_api_client(args.kubeconfig)
     resolve_proxy_once(api_client)
+    metrics.instrument_api_client(api_client)
     return api_client
 
 
@@ -124,14 +126,19 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         stack.push_async_callback(shut_down, runner, site, controller, drain)
         await site.start()
         guard.start()
+        if getattr(args, "metrics_port", 0):
+            metrics_runner = await metrics.start_metrics_server(args.metrics_port, args.metrics_host or args.host)
+            stack.push_async_callback(metrics_runner.cleanup)
         # Everything made so far (modules, the Kubernetes client, TLS) lives as long as the process: keep it out of
         # the cyclic collector, so a full collection scans only what requests leave behind (about 1 ms instead of
         # 15-40 ms stalls with the kubernetes_asyncio heap; see README.md, Performance).
         gc.collect()
         gc.freeze()
         log.info(
-            "admit serving https://%s:%d (gang backend %s, scheduler %s, failure mode %s, cert mode %s)",
+            "admit serving https://%s:%d (gang backend %s, scheduler %s, failure mode %s, cert mode %s); metrics %s",
             args.host, args.port, config.gang_backend, config.scheduler_name, config.failure_mode, args.cert_mode,
+            f"http://{args.metrics_host or args.host}:{args.metrics_port}/metrics" if getattr(args, "metrics_port", 0)
+            else "off",
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -23,6 +23,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from .admission import Admission
 from .echo import clip, clip_message
+from .metrics import WebhookRecorder
 from .review import BadReview, dumps, parse_review, review_response
 
 __all__ = ["create_app", "ReadinessCheck", "ADMISSION_KEY"]
@@ -111,27 +112,30 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
     def respond(api_version: str, uid: str, decision) -> web.Response:  # type: ignore[no-untyped-def]
         return web.Response(body=dumps(review_response(api_version, uid, decision)), content_type="application/json")
 
+    mutate_metrics, validate_metrics = WebhookRecorder("/mutate"), WebhookRecorder("/validate")
+
     async def mutate_handler(request: web.Request) -> web.Response:
+        started = mutate_metrics.started()
         try:
             req = await _read_review(request, max_bytes, read_timeout)
         except BadReview as e:
+            mutate_metrics.bad_request(started)
             return _bad_request(e)
         decision = admission.mutate(req)
         if decision.lookup is not None:  # rare: a Spark executor whose driver the cache does not know
             decision = await admission.finish_mutation(req, decision)
+        mutate_metrics.answered(req, decision, started)
         return respond(req.api_version, req.uid, decision)
 
     async def validate_handler(request: web.Request) -> web.Response:
+        started = validate_metrics.started()
         try:
             req = await _read_review(request, max_bytes, read_timeout)
         except BadReview as e:
+            validate_metrics.bad_request(started)
             return _bad_request(e)
         decision = await admission.validate(req)
-        if not decision.allowed:
-            log.info(
-                "denied %s %s %s/%s uid=%s: %s",
-                req.operation, req.kind, req.namespace, clip(req.name), clip(req.uid), clip_message(decision.message),
-            )
+        validate_metrics.answered(req, decision, started)  # logs denials (logger admit.requests)
         return respond(req.api_version, req.uid, decision)
 
     async def healthz(_: web.Request) -> web.Response:

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 
 from cryptography import x509
 
-from admit import certs
+from admit import certs, metrics
 from admit.certs import CertificateError, CertifiedKey, Clock, utcnow
 
 log = logging.getLogger("admit.tls")
@@ -148,6 +148,7 @@ class TLSProvider:
         self._active = ctx
         self._pair = pair
         log.info("serving certificate loaded: %s", certs.describe(pair.cert))
+        metrics.certificate("serving", pair.cert.not_valid_after_utc.timestamp())
 
     @property
     def pair(self) -> CertifiedKey | None:

@@ -46,6 +46,7 @@ from typing import Any, AsyncIterator, Callable, Iterable
 import aiohttp
 from kubernetes_asyncio import client
 
+from . import metrics
 from .kube import KubeError, api_errors
 
 __all__ = ["Resource", "KubeRaw", "WatchCache", "Handler", "object_key"]
@@ -415,6 +416,7 @@ class WatchCache:
             self._emit("DELETED", obj, before)
         else:
             self._emit("ADDED" if before is None else "MODIFIED", obj, before)
+        metrics.watch_cache(self.resource.label, len(self._store))
 
     async def _run(self) -> None:
         failures = 0
@@ -445,6 +447,7 @@ class WatchCache:
                     self._problem = None
                     log.info("%s: listed %d objects; watching again", self.resource.label, len(self._store))
                 self.state = "synced"
+                metrics.watch_cache(self.resource.label, len(self._store), relisted=True)
                 self._synced.set()
                 self._attempted.set()
                 need_list = False

@@ -12,3 +12,14 @@ if os.environ.get("ADMIT_TEST_PLAIN_INSTALL") == "1":
     sys.modules["orjson"] = None  # type: ignore[assignment]  # import orjson raises ImportError
     sys.modules["uvloop"] = None  # type: ignore[assignment]
     os.environ["ADMIT_EVENT_LOOP"] = "asyncio"
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    """Run the real control-plane tier (``tests/real``) after everything else.
+
+    Its plane is one session fixture: started at the first real test, stopped at the end of the run. Run first, it
+    would keep etcd, kube-apiserver, kube-controller-manager, the scheduler and the in-process kubelet thread busy on
+    the same two cores while the timing-sensitive unit tests (Lease hand-over, orphan grace periods) run.
+    """
+    real = os.sep + "real" + os.sep
+    items.sort(key=lambda item: real in str(item.fspath))  # stable: the order within each tier is kept

@@ -51,6 +51,9 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
     assert "after 150 requests" in report and "after 300 requests" in report
     assert "Targets (issue 7)" in report and ("PASS" in report or "FAIL" in report)
 
+    scraped = result["metrics"]["scraped_requests_total"]  # admit serve ran with --metrics-port, as the chart does
+    assert scraped["/mutate 200"] + scraped["/validate 200"] == result["metrics"]["requests_sent"]
+    assert result["metrics"]["cost"]["us_per_request"] > 0 and "Metrics (admit/metrics.py)" in report
 
 def test_the_idle_connection_probe_prints_rss_and_shows_the_bounds_at_work(tmp_path):
     out = tmp_path / "idle.json"

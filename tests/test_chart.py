@@ -290,6 +290,9 @@ def test_every_rendered_object_validates_against_the_kubernetes_schemas(name):
             if obj["apiVersion"].startswith("cert-manager.io/"):
                 validate_cert_manager(obj)
                 continue
+            if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+                validate_service_monitor(obj)
+                continue
             try:
                 kubernetes_validate.validate(obj, kube, strict=True)
             except kubernetes_validate.ValidationError as exc:  # pragma: no cover - the message is the point
@@ -396,6 +399,37 @@ def validate_cert_manager(obj: dict) -> None:
     assert set(obj) == {"apiVersion", "kind", "metadata", "spec"}
     jsonschema.validate(obj["spec"], CERT_MANAGER_SPECS[obj["kind"]])
     # metadata is plain ObjectMeta: check it with Kubernetes' own schema through a ConfigMap.
+    kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj["metadata"]}, "1.30", True)
+
+
+# The subset of the Prometheus Operator's ServiceMonitor (monitoring.coreos.com/v1) the chart uses, from its CRD
+# (prometheus-operator example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml).
+SERVICE_MONITOR_SPEC = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["selector", "endpoints"],
+    "properties": {
+        "selector": {"type": "object", "additionalProperties": False,
+                     "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+        "namespaceSelector": {"type": "object", "additionalProperties": False,
+                              "properties": {"matchNames": {"type": "array", "items": {"type": "string"}}}},
+        "endpoints": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "additionalProperties": False, "required": ["port"],
+            "properties": {"port": {"type": "string"}, "path": {"type": "string"},
+                           "scheme": {"enum": ["http", "https"]},
+                           "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?"
+                                                                     "(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?"
+                                                                     "(([0-9]+)ms)?)$"}}}},
+    },
+}
+
+
+def validate_service_monitor(obj: dict) -> None:
+    import jsonschema
+
+    assert obj["apiVersion"] == "monitoring.coreos.com/v1" and obj["kind"] == "ServiceMonitor"
+    assert set(obj) == {"apiVersion", "kind", "metadata", "spec"}
+    jsonschema.validate(obj["spec"], SERVICE_MONITOR_SPEC)
     kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj["metadata"]}, "1.30", True)
 
 
@@ -506,9 +540,9 @@ def test_kubeflow_spark_jobset_lws_ray_and_trainer_rules_and_permissions_can_be_
 def test_webhooks_call_mutate_and_validate_on_the_service_port_443_which_reaches_container_port_8443():
     objects = scenario("default")
     service = only(objects, "Service")
-    (port,) = service["spec"]["ports"]
+    port = next(p for p in service["spec"]["ports"] if p["name"] == "https")  # beside it: metrics (plain HTTP)
     assert port["port"] == 443 and port["targetPort"] == "https"
-    (cport,) = container(objects)["ports"]
+    cport = next(p for p in container(objects)["ports"] if p["name"] == "https")
     assert cport == {"name": "https", "containerPort": 8443, "protocol": "TCP"}
     assert args_of(objects)["--port"] == "8443"
     for kind, hook in webhooks(objects):
@@ -1280,3 +1314,80 @@ def test_values_table_of_the_install_doc_names_real_values_with_their_defaults()
             shown = json.dumps(node) if not isinstance(node, str) else node
             assert shown == expected, f"docs/install.md says {key} defaults to {expected}, values.yaml has {shown}"
     assert checked >= 20
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Metrics: port, ServiceMonitor, Grafana dashboard
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_metrics_are_served_on_their_own_plain_port_named_in_the_service():
+    objects = scenario("default")
+    assert args_of(objects)["--metrics-port"] == "8080"
+    ports = {p["name"]: p for p in container(objects)["ports"]}
+    assert ports["metrics"]["containerPort"] == 8080 and ports["https"]["containerPort"] == 8443
+    service_ports = {p["name"]: p for p in only(objects, "Service")["spec"]["ports"]}
+    assert service_ports["metrics"] == {"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}
+    # the API server calls the https port only
+    for _, hook in webhooks(objects):
+        assert hook["clientConfig"]["service"]["port"] == service_ports["https"]["port"]
+    assert not all_of(objects, "ServiceMonitor")
+
+
+def test_metrics_can_be_turned_off_and_then_no_port_is_opened():
+    objects = render({"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}})
+    assert "--metrics-port" not in args_of(objects)
+    assert [p["name"] for p in container(objects)["ports"]] == ["https"]
+    assert [p["name"] for p in only(objects, "Service")["spec"]["ports"]] == ["https"]
+    assert not all_of(objects, "ServiceMonitor")
+
+
+def test_the_service_monitor_scrapes_the_metrics_port_of_admits_service_only():
+    objects = scenario("monitoring")
+    monitor = only(objects, "ServiceMonitor")
+    service = only(objects, "Service")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "http",
+                                             "interval": "15s"}]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert args_of(objects)["--metrics-port"] == "9090"
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]}["metrics"] == 9090
+    assert args_of(objects)["--log-format"] == "json"
+
+
+def test_a_metrics_port_on_the_webhook_port_is_refused_at_install():
+    with pytest.raises(Exception, match="metrics"):
+        render({"metrics": {"port": 8443}})
+
+
+def _dashboard() -> dict:
+    return json.loads((CHART / "dashboards" / "admit.json").read_text())
+
+
+def test_the_dashboard_config_map_carries_the_dashboard_file_for_grafanas_sidecar():
+    config_map = next(o for o in scenario("monitoring") if o["kind"] == "ConfigMap"
+                      and o["metadata"]["name"].endswith("-dashboard"))
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(config_map["data"]["admit.json"]) == _dashboard()
+    assert not [o for o in scenario("default") if o["kind"] == "ConfigMap"]
+
+
+def test_every_metric_the_dashboard_queries_is_one_admit_exports():
+    from prometheus_client import REGISTRY
+
+    import admit.metrics  # noqa: F401 - registers admit's metrics
+
+    exported = set()
+    for family in REGISTRY.collect():
+        exported |= {family.name, f"{family.name}_total", f"{family.name}_bucket", f"{family.name}_count",
+                     f"{family.name}_sum"}
+    queried = set()
+    for panel in _dashboard()["panels"]:
+        for target in panel.get("targets", []):
+            queried |= set(re.findall(r"\b((?:controller_runtime|admit)_[a-z_]+)\b", target["expr"]))
+    assert queried and queried <= exported, queried - exported
+    assert {"controller_runtime_webhook_requests_total", "controller_runtime_webhook_latency_seconds_bucket",
+            "admit_kube_api_requests_total", "admit_podgroup_operations_total", "admit_leader",
+            "admit_certificate_expiry_timestamp_seconds"} <= queried
