@@ -5,11 +5,12 @@ It writes (or reuses) development certificates next to ``--tls-cert-file`` (``ce
 the benchmark use) on a free loopback port, and runs ``admit serve`` against it with the PodGroup controller, on
 ``https://127.0.0.1:8443``. The log says where everything is; stop it with Ctrl-C. The fake keeps everything in
 memory and forgets it on exit; it answers the REST calls admit makes (PodGroups, workloads, Leases, Events), so
-``curl`` an AdmissionReview at it and then read the PodGroup it created from the fake::
+``curl`` a gang workload's AdmissionReview at ``/validate`` and then read the PodGroup it created from the fake::
 
     admit serve --dev
     curl --cacert certs/ca.crt -H 'Content-Type: application/json' \\
-      --data @examples/admission-review-pod-from-replicaset.json https://127.0.0.1:8443/mutate
+      --data @examples/admission-review-deployment-validate.json https://127.0.0.1:8443/validate
+    curl http://127.0.0.1:PORT/apis/scheduling.x-k8s.io/v1alpha1/podgroups   # PORT: from the log
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """``admit serve`` as a real process: HTTPS on loopback, its Kubernetes API a fake over HTTP, in both cert modes."""
 
 import asyncio
+import base64
+import json
 import os
 import signal
 import socket
@@ -12,7 +14,7 @@ import pytest
 
 from admit.certs import write_development_certificates
 from admit.testing.fake_kube import FakeKubeAPI
-from tests.helpers import ROOT, admission_review, apply_answer, example
+from tests.helpers import EXAMPLES, ROOT, admission_review, apply_answer, example
 
 
 def free_port() -> int:
@@ -235,6 +237,40 @@ async def test_serve_dev_runs_against_the_in_repo_fake_api_without_a_cluster(tmp
             async with session.get(f"{fake_url}/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/pause"
                                    ) as r:
                 assert r.status == 200 and (await r.json())["spec"]["minMember"] == 3
+    finally:
+        log = await stop(proc)
+    assert proc.returncode == 0, log
+
+
+async def test_the_readme_dev_walkthrough_creates_podgroup_pause_from_the_example_deployment_review(tmp_path):
+    # README "Try it without a cluster": the example Deployment review sent to /validate makes the PodGroup, and the
+    # example Pod review sent to /mutate gets the schedulerName patch.
+    certs = tmp_path / "certs"
+    proc, port = await start_serve("--dev", "--tls-cert-file", str(certs / "tls.crt"),
+                                   "--tls-key-file", str(certs / "tls.key"))
+    try:
+        line = ""
+        while "fake Kubernetes API at" not in line:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+            assert line, "admit serve --dev exited before starting the fake API"
+        fake_url = line.split("fake Kubernetes API at ")[1].split()[0]
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+        headers = {"Content-Type": "application/json"}
+        async with aiohttp.ClientSession() as session:
+            body = (EXAMPLES / "admission-review-deployment-validate.json").read_bytes()
+            async with session.post(f"https://127.0.0.1:{port}/validate", data=body, headers=headers, ssl=ctx) as r:
+                answer = (await r.json())["response"]
+                assert answer["allowed"] is True and answer["uid"] == json.loads(body)["request"]["uid"]
+            async with session.get(f"{fake_url}/apis/scheduling.x-k8s.io/v1alpha1/podgroups") as r:
+                (group,) = (await r.json())["items"]
+            assert group["metadata"]["name"] == "pause"
+            assert group["spec"] == {"minMember": 3, "minResources": {"cpu": "300m", "memory": "192Mi"},
+                                     "scheduleTimeoutSeconds": 10}
+            body = (EXAMPLES / "admission-review-pod-from-replicaset.json").read_bytes()
+            async with session.post(f"https://127.0.0.1:{port}/mutate", data=body, headers=headers, ssl=ctx) as r:
+                patch = json.loads(base64.b64decode((await r.json())["response"]["patch"]))
+            assert patch == [{"op": "replace", "path": "/spec/schedulerName", "value": "scheduler-plugins-scheduler"}]
     finally:
         log = await stop(proc)
     assert proc.returncode == 0, log
