@@ -42,7 +42,8 @@ import time
 from typing import Any, Protocol
 
 from . import metrics
-from .config import Config
+from .backends.ensure import ensure_workload_api
+from .config import WORKLOAD_API, Config
 from .echo import clip
 from .kube import AlreadyExists, KubeError, namespace_terminating
 from .mutate import mutate, plan_patch
@@ -283,6 +284,10 @@ class Admission:
         plan = verdict.ensure
         assert plan is not None
         decision = verdict.decision
+        if plan.backend == WORKLOAD_API:  # a Workload and its PodGroup (scheduling.k8s.io): admit/backends/ensure.py
+            await ensure_workload_api(self.store, plan, self.config, decision, verdict.explicit_name,  # type: ignore
+                                      verdict.dry_run, self.cache)
+            return
         desired = desired_pod_group(plan, self.config, generation)
         decision.pod_groups.append(desired)
         if self.cache is not None:

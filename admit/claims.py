@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 from . import kinds
 from .children import is_child
-from .config import Config
+from .config import COSCHEDULING, WORKLOAD_API, Config
 from .plan import GangError, GangPlan, get_path, parse_gang_annotations
 from .podgroup import generation_annotation, owner_annotation
 from .validate import check_plan
@@ -249,7 +249,7 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
         plan = resolver(obj, ann, config, namespace, "UPDATE")
     except GangError as e:
         return Claim(ref, identity, None, error=e.message)
-    if not plan.create_pod_group:
+    if not plan.create_pod_group or plan.backend != COSCHEDULING:  # workload-api gangs: admit/backends
         return None
     problem = None
     try:
@@ -340,6 +340,20 @@ def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
                       record["metadata"].get("namespace"), record["metadata"].get("name"))
         identity = f"{resource.group}/{resource.kind}/{record['metadata'].get('name') or ''}"
         record["claim"] = Claim(ref, identity, None, error=f"internal error in admit ({type(e).__name__})")
+    if WORKLOAD_API in config.allowed_backends:
+        # A workload-api gang's claim, computed once here too: the record does not keep what its resolver reads
+        # (admit/backends/native_controller.py reads ``native_claim`` from the record).
+        from .backends.native_controller import native_claim_of
+
+        try:
+            native = native_claim_of(obj, resource, config)
+        except Exception:  # noqa: BLE001 - as above
+            log.exception("cannot compute the workload-api claim of %s %s/%s", resource.kind,
+                          record["metadata"].get("namespace"), record["metadata"].get("name"))
+            native = None
+        if native is not None:
+            native.workload = ref  # never the whole object (see Claim.workload)
+        record["native_claim"] = native
     return record
 
 

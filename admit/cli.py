@@ -20,7 +20,10 @@ from typing import Any, Sequence
 
 from . import __version__
 from .config import (
+    COSCHEDULING,
     DEFAULT_ANNOTATION_PREFIX,
+    GANG_BACKENDS,
+    WORKLOAD_API_VERSIONS,
     DEFAULT_SCHEDULER_NAME,
     LEGACY_POD_GROUP_API_GROUP,
     LEGACY_POD_GROUP_LABEL,
@@ -61,6 +64,11 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
                         "sparkoperator.k8s.io when their webhook rules and RBAC are off (repeatable)")
     p.add_argument("--kubeflow-gang-by-operator", action="store_true",
                    help="the Kubeflow training-operator gangs its own jobs: only validate Kubeflow jobs")
+    p.add_argument("--gang-backend", choices=GANG_BACKENDS, default=COSCHEDULING,
+                   help="what the gang annotations become: coscheduling (scheduler-plugins PodGroup, pod label and "
+                        "schedulerName) or workload-api (Kubernetes' native Workload and PodGroup, scheduling.k8s.io, "
+                        "pod spec.schedulingGroup); a workload may pick the other with <prefix>/backend if enabled "
+                        "(default: %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy' or a local "
                             "fake (overrides --kubeconfig)")
     _add_decision_flags(serve)
+    serve.add_argument("--extra-gang-backend", action="append", choices=GANG_BACKENDS, default=[],
+                       metavar="BACKEND",
+                       help="a backend workloads may also pick with <prefix>/backend (repeatable; grant its RBAC)")
     serve.add_argument("--failure-mode", choices=("deny", "allow"), default="deny",
                        help="answer when the Kubernetes API cannot be reached: deny with the reason, or allow with a "
                             "warning (default: %(default)s)")
@@ -162,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("-v", "--verbose", action="store_true",
                         help="text output: warnings, JSONPatch, PodGroups and the object after mutation per object")
     review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
+    review.add_argument("--workload-api-version", choices=WORKLOAD_API_VERSIONS, default="v1alpha2",
+                        help="scheduling.k8s.io version of the workload-api backend's objects: v1alpha2 "
+                             "(Kubernetes 1.36) or v1beta1 (1.37) (default: %(default)s; admit serve finds it)")
     _add_decision_flags(review)
 
     status = sub.add_parser(
@@ -218,6 +232,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
         ignored_api_groups=frozenset(args.ignore_api_group),
         failure_mode=getattr(args, "failure_mode", "deny"),
         api_timeout_seconds=getattr(args, "api_timeout", 3.0),
+        gang_backend=args.gang_backend,
+        # admit review has no RBAC to respect: a workload may pick either backend there
+        extra_gang_backends=frozenset(getattr(args, "extra_gang_backend", GANG_BACKENDS)),
+        workload_api_version=getattr(args, "workload_api_version", ""),
         read_timeout_seconds=getattr(args, "read_timeout", 5.0),
     )
 
@@ -287,6 +305,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kubernetes_asyncio.config import ConfigException
 
+    from .backends.discovery import BackendUnavailable
     from .certs import CertificateError
     from .dev import serve_dev
     from .loop import run
@@ -299,7 +318,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         run((serve_dev if args.dev else serve)(args, config_from_args(args)))
     except KeyboardInterrupt:
         pass
-    except (CertificateError, ConfigException) as e:
+    except (CertificateError, ConfigException, BackendUnavailable) as e:
         logging.getLogger("admit").error("cannot start: %s", e)
         return 1
     except OSError as e:  # port in use, unreadable file

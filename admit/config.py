@@ -30,6 +30,11 @@ LEGACY_POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
 POD_GROUP_PLURAL = "podgroups"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "admit"
+COSCHEDULING = "coscheduling"
+WORKLOAD_API = "workload-api"
+GANG_BACKENDS = (COSCHEDULING, WORKLOAD_API)
+WORKLOAD_API_GROUP = "scheduling.k8s.io"
+WORKLOAD_API_VERSIONS = ("v1beta1", "v1alpha2")  # preferred first (admit/backends/discovery.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,12 @@ class Config:
         create_pod_groups: create/patch PodGroups at admission (off for offline ``admit review``).
         ignored_api_groups: API groups whose workloads admit does not handle or watch (e.g. ``kubeflow.org`` when
             the chart's ``workloads.kubeflow`` is off, so the controller does not list kinds RBAC does not grant).
+        gang_backend: the gang backend of a workload without ``<prefix>/backend``: ``"coscheduling"``
+            (scheduler-plugins PodGroup, today's behaviour) or ``"workload-api"`` (Kubernetes' native Workload API).
+        extra_gang_backends: backends a workload may also pick with ``<prefix>/backend`` (the chart grants RBAC for
+            ``gang_backend`` and these only).
+        workload_api_version: the ``scheduling.k8s.io`` version admit speaks for Workload/PodGroup (``"v1alpha2"``,
+            ``"v1beta1"``), found at start by ``backends.discovery``; ``""`` when the API server does not serve it.
     """
 
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
@@ -71,6 +82,9 @@ class Config:
     kubeflow_gang_by_operator: bool = False
     create_pod_groups: bool = True
     ignored_api_groups: frozenset[str] = frozenset()
+    gang_backend: str = COSCHEDULING
+    extra_gang_backends: frozenset[str] = frozenset()
+    workload_api_version: str = ""
 
     # Derived annotation keys (computed in __post_init__ so the hot path never formats strings).
     min_member_key: str = dataclasses.field(init=False, default="")
@@ -80,6 +94,7 @@ class Config:
     spark_executors_key: str = dataclasses.field(init=False, default="")
     spark_executor_resources_key: str = dataclasses.field(init=False, default="")
     managed_label: str = dataclasses.field(init=False, default="")
+    backend_key: str = dataclasses.field(init=False, default="")
 
     def __post_init__(self) -> None:
         p = self.annotation_prefix.rstrip("/")
@@ -90,11 +105,17 @@ class Config:
         object.__setattr__(self, "spark_executors_key", f"{p}/spark-executors")
         object.__setattr__(self, "spark_executor_resources_key", f"{p}/spark-executor-resources")
         object.__setattr__(self, "managed_label", f"{p}/managed")
+        object.__setattr__(self, "backend_key", f"{p}/backend")
 
     @property
     def pod_group_api_version(self) -> str:
         """``"<group>/<version>"`` of the PodGroup API, e.g. ``"scheduling.x-k8s.io/v1alpha1"``."""
         return f"{self.pod_group_group}/{self.pod_group_version}"
+
+    @property
+    def allowed_backends(self) -> frozenset[str]:
+        """The backends this process may use: ``gang_backend`` plus ``extra_gang_backends``."""
+        return self.extra_gang_backends | {self.gang_backend}
 
     def replace(self, **changes: object) -> "Config":
         """A copy with ``changes`` applied (derived keys recomputed)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
+from .backends import coscheduling_joiner, with_backend
 from .children import register_parent
 from .config import Config
 from .families import FAMILY_KINDS
@@ -21,7 +22,7 @@ from .families.apps import resolve_job, resolve_replicated, resolve_statefulset
 
 __all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES"]
 
-RESOLVERS: dict[tuple[str, str], Resolver] = {
+_RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("apps", "Deployment"): partial(resolve_replicated, kind="Deployment"),
     ("apps", "ReplicaSet"): partial(resolve_replicated, kind="ReplicaSet"),
     ("apps", "StatefulSet"): resolve_statefulset,
@@ -31,6 +32,9 @@ RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("sparkoperator.k8s.io", "SparkApplication"): resolve_spark_application,
     **{k.key: k.resolve for k in FAMILY_KINDS},
 }
+# Every resolver also picks the gang backend (coscheduling or workload-api) and defers to an owner of native gang
+# objects (admit/backends/__init__.py), so each caller sees the same plan.backend.
+RESOLVERS: dict[tuple[str, str], Resolver] = {key: with_backend(r) for key, r in _RESOLVERS.items()}
 
 for _k in FAMILY_KINDS:  # the child rule (children.py): e.g. a JobSet's Jobs, a RayJob's RayCluster
     for _child in _k.children:
@@ -55,4 +59,4 @@ Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or `
 ``admission.GroupCache``) is the cache. A lookup (``spark.DriverLookup``) asks ``admission.Admission`` to read what
 the cache does not know."""
 
-POD_JOINERS: list[PodJoiner] = [join_spark_executor, join_lws_pod]
+POD_JOINERS: list[PodJoiner] = [coscheduling_joiner(j) for j in (join_spark_executor, join_lws_pod)]

@@ -156,6 +156,57 @@ class KubeAPI:
             timeout,
         )
 
+    async def create_object(
+        self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool, timeout: float
+    ) -> dict[str, Any]:
+        """POST a namespaced object of a named API group (the Workload API's ``workloads``/``podgroups``); returns
+        the stored (or dry-run) object. Raises AlreadyExists on 409."""
+        ns = body["metadata"]["namespace"]
+        return await self._call(
+            f"create {body.get('kind', plural)} {ns}/{body['metadata']['name']}",
+            lambda: self.custom.create_namespaced_custom_object(
+                group, version, ns, plural, body, dry_run="All" if dry_run else None, _request_timeout=timeout,
+            ),
+            timeout,
+        )
+
+    async def patch_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, ops: list[dict[str, Any]],
+        dry_run: bool, timeout: float,
+    ) -> dict[str, Any]:
+        """PATCH a namespaced object of a named API group with a JSON patch (``application/json-patch+json``)."""
+        return await self._call(
+            f"patch {plural}.{group} {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                group, version, namespace, plural, name, ops, dry_run="All" if dry_run else None,
+                _content_type="application/json-patch+json", _request_timeout=timeout,
+            ),
+            timeout,
+        )
+
+    async def delete_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, uid: str | None, dry_run: bool,
+        timeout: float,
+    ) -> None:
+        """DELETE a namespaced object of a named API group, with ``preconditions.uid`` when ``uid`` is given (so a
+        newer object of the same name is never deleted); a 404 is success."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if dry_run:
+            body["dryRun"] = ["All"]
+        try:
+            await self._call(
+                f"delete {plural}.{group} {namespace}/{name}",
+                lambda: self.custom.delete_namespaced_custom_object(
+                    group, version, namespace, plural, name, body=body, _request_timeout=timeout,
+                ),
+                timeout,
+            )
+        except KubeError as e:
+            if e.status != 404:
+                raise
+
     async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
         """GET a Pod as a plain dict (camelCase keys, as the API sends it); ``None`` on 404."""
         core = client.CoreV1Api(self.api_client)

@@ -28,8 +28,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .backends import coscheduling, workload_api
 from .children import is_child
-from .config import KUBE_DEFAULT_SCHEDULER, Config
+from .config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from .foreign import other_generation_label, translate_group_labels
 from .kinds import POD_JOINERS, RESOLVERS
 from .lifecycle import bookkeeping_only, going_away
@@ -73,10 +74,13 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
     Returns ``(operations, warnings)``. ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
     give a warning instead of operations.
     """
+    if plan.backend == WORKLOAD_API:  # spec.schedulingGroup instead of label and schedulerName
+        return workload_api.plan_patch(obj, plan, config, label_workload)
     ops: list[dict[str, Any]] = []
     warnings = list(plan.warnings)
     if not plan.mutate:
         return ops, warnings
+    ops.extend(coscheduling.switch_back_ops(obj, plan, config))
     for target in plan.targets:
         t_ops = set_keys_ops(obj, target.labels, {config.pod_group_label: plan.group_name}) if target.group_label else []
         if target.annotations is not None and plan.template_annotations:
@@ -219,7 +223,9 @@ def _resolve(resolver: Resolver, req: AdmissionRequest, obj: dict[str, Any], ann
         plan = resolver(obj, dataclasses.replace(ann, pod_group=name), config, namespace, req.operation)
         plan.warnings.append(
             f"{plan.kind} created with generateName {e.generate_name!r}: its name is not known yet, so its PodGroup "
-            f"is named {name!r} (its pods carry {config.pod_group_label}={name}); set annotation "
+            f"is named {name!r} (its pods carry "
+            f"{'spec.schedulingGroup.podGroupName' if plan.backend == WORKLOAD_API else config.pod_group_label}={name});"
+            " set annotation "
             f"{config.pod_group_key} to choose the name"
         )
         return plan
@@ -245,6 +251,9 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
         return Decision()
     if not old_plan.mutate:  # an operator ganged it (Kubeflow, spark-operator batchScheduler): admit added nothing
         return Decision()
+    if old_plan.backend == WORKLOAD_API:
+        ops, warnings = workload_api.ungang_ops(obj, old_plan, config)
+        return Decision(patch=ops, warnings=warnings)
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
     for target in old_plan.targets:

@@ -31,7 +31,7 @@ from .config import Config
 from .kinds import RESOLVERS
 from .kube import AlreadyExists
 from .echo import clip_message
-from .plan import generated_group_name
+from .plan import generated_group_name, get_path
 from .review import AdmissionRequest, BadReview, dumps, parse_review
 
 __all__ = ["InputError", "OfflineKube", "load_documents", "review_documents", "format_text", "format_lines"]
@@ -95,6 +95,33 @@ class OfflineKube:
         self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
     ) -> dict[str, Any] | None:
         return self.objects.get((group, plural, namespace, name))
+
+    async def create_object(
+        self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool, timeout: float
+    ) -> dict[str, Any]:
+        """Keep a Workload API object (``workload-api`` backend) so that later reviews see it (409 if it exists)."""
+        key = (group, plural, body["metadata"]["namespace"], body["metadata"]["name"])
+        if key in self.objects:
+            raise AlreadyExists(409, "AlreadyExists", f"{body.get('kind')} {key[2]}/{key[3]} already exists")
+        if not dry_run:
+            self.objects[key] = json.loads(json.dumps(body))
+        return body
+
+    async def patch_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, ops: list[dict[str, Any]],
+        dry_run: bool, timeout: float,
+    ) -> dict[str, Any]:
+        patched = jsonpatch.apply_patch(self.objects[(group, plural, namespace, name)], ops)
+        if not dry_run:
+            self.objects[(group, plural, namespace, name)] = patched
+        return patched
+
+    async def delete_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, uid: str | None, dry_run: bool,
+        timeout: float,
+    ) -> None:
+        if not dry_run:
+            self.objects.pop((group, plural, namespace, name), None)
 
     async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
         """A Pod of this run, as mutated (a Spark driver reviewed earlier tells its executors its group)."""
@@ -320,7 +347,8 @@ def format_text(results: list[dict[str, Any]], show_objects: bool = True) -> str
             out.append("  patch:")
             out.append(_yaml(r["patch"]))
         for pg in r["podGroups"]:
-            out.append("  podGroup:")
+            kind = str(pg.get("kind") or "PodGroup")
+            out.append(f"  {kind[:1].lower() + kind[1:]}:")  # podGroup, or workload (the workload-api backend)
             out.append(_yaml(pg))
         if r["allowed"] and not (r["patch"] or r["podGroups"] or r["warnings"] or r["message"]):
             out.append("  no gang annotation or label for admit here: unchanged")
@@ -353,9 +381,11 @@ def _group_label(obj: Any, depth: int = 0) -> str | None:
 def _group_of(r: dict[str, Any]) -> tuple[str, str]:
     """``(group name, minMember)`` of a result for the one-line view; ``"-"`` where there is none."""
     if r["podGroups"]:
-        pg = r["podGroups"][0]
+        pg = r["podGroups"][-1]  # the PodGroup (with the workload-api backend the Workload comes first)
         meta = pg.get("metadata") or {}
-        return str(meta.get("name") or "-"), str((pg.get("spec") or {}).get("minMember", "-"))
+        spec = pg.get("spec") or {}
+        size = spec.get("minMember", get_path(spec, ("schedulingPolicy", "gang", "minCount")))
+        return str(meta.get("name") or "-"), str("-" if size is None else size)
     found = _group_label(r["object"])  # a pod that joins (or already names) a group
     if found:
         return found, "-"

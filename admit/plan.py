@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .config import Config
+from .config import GANG_BACKENDS, Config
 from .echo import clip
 
 __all__ = [
@@ -108,12 +108,14 @@ class GangAnnotations:
         schedule_timeout_seconds: PodGroup ``spec.scheduleTimeoutSeconds`` (seconds, 1..900), or ``None``.
         min_resources: ``True`` for ``auto`` (the default: compute ``spec.minResources``), ``False`` for ``none``.
         pod_group: explicit PodGroup name, or ``None`` for the default.
+        backend: ``<prefix>/backend`` (``"coscheduling"`` or ``"workload-api"``), or ``None`` for the configured one.
     """
 
     min_member: int | None
     schedule_timeout_seconds: int | None = None
     min_resources: bool = True
     pod_group: str | None = None
+    backend: str | None = None
 
 
 def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -> GangAnnotations | None:
@@ -170,12 +172,22 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         problem = check_group_name(pod_group)
         if problem:
             raise GangError(f'annotation {config.pod_group_key}={clip(raw_g)} is invalid: {problem}', 400)
-    return GangAnnotations(min_member, timeout, min_resources, pod_group)
+    backend = None
+    raw_b = annotations.get(config.backend_key)
+    if raw_b is not None:
+        backend = str(raw_b).strip().lower()
+        if backend not in GANG_BACKENDS:
+            raise GangError(
+                f'annotation {config.backend_key}={clip(raw_b)} is invalid: use "coscheduling" (scheduler-plugins '
+                'PodGroup) or "workload-api" (Kubernetes\' native Workload and PodGroup, scheduling.k8s.io)',
+                400,
+            )
+    return GangAnnotations(min_member, timeout, min_resources, pod_group, backend)
 
 
 KNOWN_ANNOTATIONS = (
     "min-member", "schedule-timeout-seconds", "min-resources", "pod-group", "spark-executors",
-    "spark-executor-resources", "owner", "group-spec",
+    "spark-executor-resources", "owner", "group-spec", "backend",
 )
 
 
@@ -310,6 +322,9 @@ class GangPlan:
         mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
         create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
         shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
+        backend: which gang objects and pod fields the plan becomes: ``"coscheduling"`` (PodGroup
+            scheduling.x-k8s.io, pod label + schedulerName) or ``"workload-api"`` (Workload + PodGroup
+            scheduling.k8s.io, pod ``spec.schedulingGroup``); set by ``backends.with_backend``.
         size_known: ``min_member`` was given (annotation, or a group size another system wrote), not defaulted; a
             shared group's members whose sizes are known and differ get a warning.
         last_wave: the fewest pods the workload may later start on their own, when fewer than ``total_pods`` (a
@@ -336,6 +351,7 @@ class GangPlan:
     mutate: bool = True
     create_pod_group: bool = True
     shared: bool = False
+    backend: str = "coscheduling"
     size_known: bool = True
     last_wave: "Wave | None" = None
     template_annotations: dict[str, str] = field(default_factory=dict)

@@ -22,7 +22,9 @@ How many new pods a rollout makes before any of them is available (the rule refu
   the pace to the user: never refused.
 
 Only UPDATEs whose old object runs pods (``spec.replicas`` > 0) in another group (no pod-group label, or another
-value) are judged; a paused or new workload starts all its pods at once.
+value; with the ``workload-api`` backend, no ``spec.schedulingGroup`` naming the group: kube-scheduler's
+GangScheduling PreEnqueue likewise holds new pods until ``minCount`` of them exist) are judged; a paused or new
+workload starts all its pods at once.
 """
 
 from __future__ import annotations
@@ -30,12 +32,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .backends import scheduler_phrase, template_joined
 from .config import Config
 from .plan import GangPlan, get_path
 
 __all__ = ["rollout_problem", "resolve_int_or_percent"]
-
-TEMPLATE_LABELS = ("spec", "template", "metadata", "labels")
 
 
 def resolve_int_or_percent(value: Any, total: int, round_up: bool, default: int) -> int:
@@ -91,8 +92,8 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     """
     if old is None or plan.kind not in ("Deployment", "StatefulSet") or plan.min_member <= 1:
         return None
-    if get_path(old, TEMPLATE_LABELS + (config.pod_group_label,)) == plan.group_name:
-        return None  # already this gang: old pods count as siblings
+    if any(template_joined(old, t, plan, config) for t in plan.targets):
+        return None  # already this gang (label, or spec.schedulingGroup for workload-api): old pods count as siblings
     old_replicas = get_path(old, ("spec", "replicas"))
     old_replicas = 1 if old_replicas is None else old_replicas
     if not isinstance(old_replicas, int) or isinstance(old_replicas, bool) or old_replicas <= 0:
@@ -114,6 +115,7 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     return (
         f"{plan.ref} runs {old_replicas} pod{'s' if old_replicas != 1 else ''} outside gang {plan.group_name}; this "
         f"update moves them into it (minMember {plan.min_member}) by a rolling update, which makes at most {at_once} "
-        f"new pod{'s' if at_once != 1 else ''} at a time ({how}) and waits for them to run, while the Coscheduling "
-        f"plugin keeps them Pending until {plan.min_member} exist: the rollout would never finish. Instead, {fixes}"
+        f"new pod{'s' if at_once != 1 else ''} at a time ({how}) and waits for them to run, while "
+        f"{scheduler_phrase(plan)} keeps them Pending until {plan.min_member} exist: the rollout would never finish. "
+        f"Instead, {fixes}"
     )

@@ -36,6 +36,7 @@ from kubernetes_asyncio import client
 
 from . import metrics
 from .admission import Admission
+from .backends.discovery import configure_backends
 from .config import Config
 from .connections import (
     DEFAULT_IDLE_TIMEOUT,
@@ -93,6 +94,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
     async with contextlib.AsyncExitStack() as stack:
         api_client = await api_client_for(args)
         stack.push_async_callback(api_client.close)
+        config = await configure_backends(api_client, config)  # the Workload API version, when that backend is on
         provider = _tls_provider(args, api_client)
         await provider.start()
         stack.push_async_callback(provider.stop)
@@ -101,13 +103,19 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         draining = asyncio.Event()
         checks = [lambda: (not draining.is_set(), "shutting down"), lambda: (provider.ready(), provider.reason())]
         if getattr(args, "controller", False):
+            from .backends.native_controller import start_native_controller
             from .controller import start_controller
 
             controller = await start_controller(api_client, config, args)
             stack.push_async_callback(controller.stop)
             from .cacheview import ControllerView
 
+            native = await start_native_controller(controller)  # workload-api gangs, when that backend is on
+            if native is not None:
+                stack.push_async_callback(native.stop)
             cache = ControllerView(controller)
+            if native is not None:
+                cache = native.view(cache)
             checks.append(controller.readiness)
         app = create_app(Admission(config, KubeAPI(api_client, config), cache), checks)
         guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore
@@ -134,8 +142,8 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         gc.collect()
         gc.freeze()
         log.info(
-            "admit serving https://%s:%d (scheduler %s, failure mode %s, cert mode %s); metrics %s",
-            args.host, args.port, config.scheduler_name, config.failure_mode, args.cert_mode,
+            "admit serving https://%s:%d (gang backend %s, scheduler %s, failure mode %s, cert mode %s); metrics %s",
+            args.host, args.port, config.gang_backend, config.scheduler_name, config.failure_mode, args.cert_mode,
             f"http://{args.metrics_host or args.host}:{args.metrics_port}/metrics" if getattr(args, "metrics_port", 0)
             else "off",
         )

@@ -33,8 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backends import scheduler_phrase, template_joined
 from .children import is_child
-from .config import Config
+from .config import WORKLOAD_API, Config
 from .kinds import POD_JOINERS, RESOLVERS, SCALABLE
 from .lifecycle import bookkeeping_only, going_away
 from .mutate import has_controller
@@ -105,7 +106,7 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
     if total is not None and 0 < total < plan.min_member:
         raise GangError(
             f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but its gang needs "
-            f"minMember {plan.min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. "
+            f"minMember {plan.min_member} ({source}): {scheduler_phrase(plan)} would keep every pod Pending forever. "
             f"Set {plan.total_field} to at least {plan.min_member} or lower {config.min_member_key}"
         )
     wave = plan.last_wave
@@ -142,7 +143,7 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
     if 0 < check.replicas < plan.min_member:
         return Verdict(Decision.deny(
             f"scaling {plan.ref} to {check.replicas} replica{'s' if check.replicas != 1 else ''} goes below its gang "
-            f"minMember {plan.min_member} ({config.min_member_key}): the Coscheduling plugin would keep every pod "
+            f"minMember {plan.min_member} ({config.min_member_key}): {scheduler_phrase(plan)} would keep every pod "
             f"Pending forever. Scale to at least {plan.min_member} (or to 0 to pause it), or lower "
             f"{config.min_member_key} first"
         ))
@@ -182,12 +183,13 @@ def _unlabelled_generated(req: AdmissionRequest, plan: GangPlan, ann: GangAnnota
     gen = get_path(req.object, ("metadata", "generateName"))
     if req.operation != "CREATE" or not gen or ann.pod_group is not None or not plan.mutate:
         return None
-    missing = [t.where for t in plan.targets if get_path(req.object, t.labels + (config.pod_group_label,)) is None]
+    missing = [t.where for t in plan.targets if not template_joined(req.object, t, plan, config)]
     if not missing:
         return None
+    field = "spec.schedulingGroup" if plan.backend == WORKLOAD_API else f"{config.pod_group_label} label"
     return (
         f"{plan.ref} was created with generateName {gen!r} and its {', '.join(sorted(set(missing)))} carries no "
-        f"{config.pod_group_label} label (admit's mutating webhook did not label it), so its pods would never join "
+        f"{field} (admit's mutating webhook did not set it), so its pods would never join "
         f"a PodGroup named after the generated name: set annotation {config.pod_group_key} to a name for its group, "
         "or make sure admit's mutating webhook sees this object"
     )
@@ -251,8 +253,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     decision = Decision(warnings=typos + plan.warnings)
     if not plan.create_pod_group:
         return Verdict(decision)
-    if any(t.immutable and get_path(obj, t.labels + (config.pod_group_label,)) != plan.group_name
-           for t in plan.targets):
+    if any(t.immutable and not template_joined(obj, t, plan, config) for t in plan.targets):
         return Verdict(decision)  # its pods cannot be labelled (the mutating webhook warned): no PodGroup to wait on
     unlabelled = _unlabelled_generated(req, plan, ann, config)
     if unlabelled:

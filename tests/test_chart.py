@@ -127,7 +127,7 @@ def container(objects: list[dict]) -> dict:
     return containers[0]
 
 
-REPEATABLE_FLAGS = {"--ignore-api-group"}
+REPEATABLE_FLAGS = {"--ignore-api-group", "--extra-gang-backend"}
 
 
 def args_of(objects: list[dict]) -> dict[str, str | None]:
@@ -942,6 +942,27 @@ def test_cluster_role_grants_exactly_what_admit_and_its_controller_use():
         for v in ("get", "patch")
     }
     assert rules == expected
+
+
+@pytest.mark.parametrize(("values", "pod_groups", "native"), [
+    ({}, True, False),
+    ({"config": {"gangBackend": "workload-api"}}, False, True),
+    ({"config": {"extraGangBackends": ["workload-api"]}}, True, True),
+    ({"config": {"gangBackend": "workload-api", "extraGangBackends": ["coscheduling"]}}, True, True),
+])
+def test_rbac_grants_the_gang_objects_of_the_chosen_backends_only(values, pod_groups, native):
+    objects = render(values)
+    rules = rbac_rules(objects, "ClusterRole")
+    verbs = ("get", "list", "watch", "create", "patch", "update", "delete")
+    assert ({("scheduling.x-k8s.io", "podgroups", v, ()) for v in verbs} <= rules) is pod_groups
+    assert not pod_groups or not any(g == "scheduling.x-k8s.io" and v not in verbs for g, _, v, _ in rules)
+    native_rules = {(g, r, v, n) for g, r, v, n in rules if g == "scheduling.k8s.io"}
+    assert native_rules == ({("scheduling.k8s.io", r, v, ()) for r in ("workloads", "podgroups") for v in verbs}
+                            if native else set())
+    args = container(objects)["args"]
+    assert f"--gang-backend={values.get('config', {}).get('gangBackend', 'coscheduling')}" in args
+    extra = [a for a in args if a.startswith("--extra-gang-backend=")]
+    assert extra == [f"--extra-gang-backend={b}" for b in values.get("config", {}).get("extraGangBackends", [])]
 
 
 def test_role_grants_the_lease_and_the_secret_in_the_release_namespace_only():

@@ -74,7 +74,8 @@ from typing import Any, Callable, Iterable
 import jsonpatch
 from aiohttp import web
 
-__all__ = ["FakeKubeAPI", "RequestRecord", "ResourceType", "BUILTIN_RESOURCES", "status_object", "main"]
+__all__ = ["FakeKubeAPI", "RequestRecord", "ResourceType", "BUILTIN_RESOURCES", "status_object", "main",
+           "workload_api_resources"]
 
 JSON = dict[str, Any]
 
@@ -179,6 +180,109 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("ray.io", "v1", "RayService", "rayservices"),
     _rt("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
 )
+
+
+
+def workload_api_resources(version: str) -> tuple[ResourceType, ...]:
+    """Kubernetes' native gang scheduling API (``scheduling.k8s.io`` ``Workload`` and ``PodGroup``, ``v1alpha2`` in
+    1.36, ``v1beta1`` in 1.37): not served by default (like a cluster without the ``GenericWorkload`` gate);
+    ``FakeKubeAPI(workload_api="v1alpha2")`` or ``serve_workload_api`` adds it."""
+    if version not in WORKLOAD_API_VERSIONS:
+        raise ValueError(f"Workload API version {version!r} is not one of {WORKLOAD_API_VERSIONS}")
+    return (_rt("scheduling.k8s.io", version, "Workload", "workloads", status=False),
+            _rt("scheduling.k8s.io", version, "PodGroup", "podgroups"))
+
+
+WORKLOAD_API_VERSIONS = ("v1alpha2", "v1beta1")
+# PodGroupTemplate and PodGroupSpec fields besides the reference: the OpenAPI of the 1.36.2 kube-apiserver (v1alpha2)
+# and staging/src/k8s.io/api/scheduling/v1beta1/types.go (adds preemptionPolicy)
+_TEMPLATE_FIELDS = frozenset({"name", "schedulingPolicy", "schedulingConstraints", "disruptionMode", "priority",
+                              "priorityClassName", "resourceClaims", "preemptionPolicy"})
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _policy_errors(policy: Any, where: str) -> list[str]:
+    if not isinstance(policy, dict) or len([k for k in ("basic", "gang") if policy.get(k) is not None]) != 1 \
+            or set(policy) - {"basic", "gang"}:
+        return [f"{where}: Invalid value: exactly one of basic or gang must be set"]
+    gang = policy.get("gang")
+    if gang is not None:
+        count = gang.get("minCount") if isinstance(gang, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1 or set(gang) - {"minCount"}:
+            return [f"{where}.gang.minCount: Invalid value: {count!r}: must be greater than or equal to 1"]
+    return []
+
+
+def _workload_api_errors(rt: ResourceType, obj: JSON) -> list[str]:
+    """Field shapes of ``staging/src/k8s.io/api/scheduling/<version>/types.go`` that admit writes. Stricter than the
+    real server in one way: an unknown field is refused (the real one drops it with a warning), so a misspelt field
+    fails the test that sends it."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return ["spec: Required value"]
+    errors: list[str] = []
+    if rt.kind == "Workload":
+        unknown = set(spec) - {"controllerRef", "podGroupTemplates", "compositePodGroupTemplates"}
+        ref = spec.get("controllerRef")
+        if ref is not None and (not isinstance(ref, dict) or not ref.get("kind") or not ref.get("name")
+                                or set(ref) - {"apiGroup", "kind", "name"}):
+            errors.append("spec.controllerRef: Invalid value: kind and name are required (apiGroup optional)")
+        templates = spec.get("podGroupTemplates")
+        if not isinstance(templates, list) or not 1 <= len(templates) <= 8:
+            errors.append("spec.podGroupTemplates: Invalid value: 1 to 8 templates required")
+            templates = []
+        for i, t in enumerate(templates):
+            where = f"spec.podGroupTemplates[{i}]"
+            if not isinstance(t, dict) or not _DNS_LABEL.match(str(t.get("name") or "")):
+                errors.append(f"{where}.name: Invalid value: must be a DNS label")
+                continue
+            unknown |= {f"podGroupTemplates[{i}].{k}" for k in set(t) - _TEMPLATE_FIELDS}
+            errors += _policy_errors(t.get("schedulingPolicy"), f"{where}.schedulingPolicy")
+    else:
+        if rt.version == "v1alpha2":
+            ref_field, keys = "podGroupTemplateRef", ("workloadName", "podGroupTemplateName")
+            ref = (spec.get("podGroupTemplateRef") or {}).get("workload") if isinstance(
+                spec.get("podGroupTemplateRef"), dict) else None
+        else:
+            ref_field, keys = "workloadRef", ("workloadName", "templateName")
+            ref = spec.get("workloadRef")
+        unknown = set(spec) - {ref_field, "parentCompositePodGroupName", *_TEMPLATE_FIELDS} - {"name"}
+        if ref is not None:
+            if not isinstance(ref, dict) or set(ref) != set(keys) or not all(
+                    _DNS_LABEL.match(str(ref.get(k) or "")) for k in keys):
+                errors.append(f"spec.{ref_field}: Invalid value: {' and '.join(keys)} must be DNS labels")
+        errors += _policy_errors(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
+    if unknown:
+        errors.append(f"spec: unknown field(s) {sorted(unknown)} for {rt.api_version} {rt.kind}")
+    return errors
+
+
+def _workload_api_update_errors(rt: ResourceType, new: JSON, old: JSON) -> list[str]:
+    """Immutability: v1alpha2 ``Workload.spec.podGroupTemplates`` and ``PodGroup.spec.schedulingPolicy`` and
+    ``podGroupTemplateRef`` (seen on the 1.36.2 kube-apiserver: 422 "field is immutable"); v1beta1 only lets
+    ``gang.minCount`` change (``+k8s:update=NoAddItem/NoRemoveItem``, ``NoSet/NoUnset`` on ``gang``)."""
+    ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+
+    def strip_counts(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip_counts(v) for k, v in value.items() if k != "minCount"}
+        if isinstance(value, list):
+            return [strip_counts(v) for v in value]
+        return value
+
+    immutable = ["controllerRef"]
+    if rt.kind == "Workload":
+        immutable.append("podGroupTemplates")
+    else:
+        immutable += ["podGroupTemplateRef", "workloadRef", "schedulingPolicy", "disruptionMode"]
+    errors = []
+    for key in immutable:
+        a, b = ns.get(key), os_.get(key)
+        if rt.version == "v1beta1" and key in ("podGroupTemplates", "schedulingPolicy"):
+            a, b = strip_counts(a), strip_counts(b)
+        if a != b:
+            errors.append(f"spec.{key}: Invalid value: field is immutable")
+    return errors
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -584,6 +688,10 @@ def _validate(rt: ResourceType, obj: JSON) -> None:
             if err:
                 raise _bad_request(f'{rt.kind} in version "v1" cannot be handled as a {rt.kind}: {field_name}[{k}]: '
                                    f"{err}")
+    if rt.group == "scheduling.k8s.io" and rt.version in WORKLOAD_API_VERSIONS:
+        errors = _workload_api_errors(rt, obj)
+        if errors:
+            raise _invalid(rt, name, "; ".join(errors))
     if rt.group == "admissionregistration.k8s.io":
         for i, hook in enumerate(obj.get("webhooks") or []):
             err = _b64_error(((hook or {}).get("clientConfig") or {}).get("caBundle"))
@@ -593,7 +701,11 @@ def _validate(rt: ResourceType, obj: JSON) -> None:
 
 
 def _normalize(rt: ResourceType, obj: JSON) -> None:
-    """Server-side conversions applied on every write: Secret ``stringData`` is base64-encoded into ``data``."""
+    """Server-side conversions applied on every write: Secret ``stringData`` is base64-encoded into ``data``; a
+    scheduling.k8s.io PodGroup gets its default ``spec.disruptionMode`` (``Pod`` as the 1.36.2 kube-apiserver gives
+    in v1alpha2; ``{"single": {}}``, the ``+default`` of v1beta1's types.go)."""
+    if rt.group == "scheduling.k8s.io" and rt.kind == "PodGroup" and isinstance(obj.get("spec"), dict):
+        obj["spec"].setdefault("disruptionMode", "Pod" if rt.version == "v1alpha2" else {"single": {}})
     if rt.group == "" and rt.plural == "secrets" and "stringData" in obj:
         string_data = obj.pop("stringData") or {}
         if string_data:
@@ -774,11 +886,13 @@ class FakeKubeAPI:
             mutating and validating webhooks, as kube-apiserver's admission chain (None: no admission).
         deployment_controller: emulate the Deployment controller's ReplicaSets (``fake_controllers``); its writes go
             through ``admission`` too. ``deployments`` is the :class:`~fake_controllers.DeploymentController`.
+        workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``; see
+            :func:`workload_api_resources`); ``None``: not served, like a cluster without ``GenericWorkload``.
     """
 
     def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
                  bookmark_interval: float | None = None, record_requests: bool = True, admission: Any = None,
-                 deployment_controller: bool = False) -> None:
+                 deployment_controller: bool = False, workload_api: str | None = None) -> None:
         from .fake_controllers import DeploymentController
 
         self.admission = admission
@@ -789,6 +903,8 @@ class FakeKubeAPI:
         self._registry: dict[tuple[str, str, str], ResourceType] = {}
         for rt in BUILTIN_RESOURCES:
             self._registry[rt.key] = rt
+        if workload_api is not None:
+            self.serve_workload_api(workload_api)
         self._data: dict[tuple[str, str, str], dict[tuple[str | None, str], JSON]] = {}
         self._uids: dict[str, tuple[tuple[str, str, str], str | None, str]] = {}
         self._rv = 1000
@@ -877,6 +993,12 @@ class FakeKubeAPI:
                           group not in BUILTIN_GROUPS if custom is None else custom)
         self._registry[rt.key] = rt
         return rt
+
+    def serve_workload_api(self, version: str) -> None:
+        """Serve ``scheduling.k8s.io/<version>`` ``workloads`` and ``podgroups`` (``workload_api_resources``), as
+        kube-apiserver does with ``GenericWorkload`` on and the version in ``--runtime-config``."""
+        for rt in workload_api_resources(version):
+            self._registry[rt.key] = rt
 
     @property
     def resources(self) -> list[ResourceType]:
@@ -1283,6 +1405,10 @@ class FakeKubeAPI:
             if self._spec_part(rt, result) != self._spec_part(rt, existing):
                 rmeta["generation"] = old_meta.get("generation", 1) + 1
             _validate(rt, result)
+            if rt.group == "scheduling.k8s.io" and rt.version in WORKLOAD_API_VERSIONS:
+                errors = _workload_api_update_errors(rt, result, existing)
+                if errors:
+                    raise _invalid(rt, name, "; ".join(errors))
         result["apiVersion"], result["kind"] = rt.api_version, rt.kind
         result["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
         if result == existing:
@@ -1809,6 +1935,7 @@ class FakeKubeAPI:
 
 async def _serve_forever(args: argparse.Namespace) -> None:
     api = FakeKubeAPI(gc_orphans_after=args.gc_orphans_after, record_requests=args.record_requests,
+                      workload_api=getattr(args, "workload_api", None),
                       bookmark_interval=args.bookmark_interval)
     if args.latency:
         api.delay("*", "*", args.latency)
@@ -1835,6 +1962,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--bookmark-interval", type=float, default=None, help="seconds between watch bookmarks")
     parser.add_argument("--record-requests", action="store_true",
                         help="keep the full request log (GET /_fake/requests); counters are always kept")
+    parser.add_argument("--workload-api", choices=WORKLOAD_API_VERSIONS, default=None,
+                        help="also serve scheduling.k8s.io Workload and PodGroup in this version")
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         asyncio.run(_serve_forever(args))

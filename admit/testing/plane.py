@@ -36,6 +36,12 @@ What it sets up (flags and traps from ``shared/k8s/README.md``):
   kubeconfig; the chart's own rendered Mutating/ValidatingWebhookConfigurations (rules, matchConditions,
   failurePolicies, timeouts) are registered with ``clientConfig.url`` = the subprocess and ``caBundle`` = the test CA.
 
+``ControlPlane(native_gang=True)`` (issue 12) also turns on Kubernetes' native gang scheduling as
+``shared/k8s/README.md`` gives it for 1.36: ``--feature-gates=GenericWorkload=true,GangScheduling=true`` on
+kube-apiserver and kube-controller-manager, ``--runtime-config=scheduling.k8s.io/v1alpha2=true`` on kube-apiserver,
+and the stock ``kube-scheduler`` (its ``default-scheduler`` profile runs the GangScheduling plugin) with the gates, as
+user ``system:kube-scheduler``; its binary is unpacked with the others (:data:`NATIVE_GANG`).
+
 Everything started is stopped by :meth:`ControlPlane.stop` (SIGTERM, then SIGKILL after 5 s), also when start-up
 fails half way; on Linux each process also gets SIGKILL when the process that started it dies (``PR_SET_PDEATHSIG``).
 A component that finds its port taken (``free_port`` cannot reserve one) makes the start begin again once. There is no kubelet, no kube-proxy, no DNS, no container runtime: a pod counts as scheduled when
@@ -76,8 +82,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from ..certs import BACKDATE, CertifiedKey, generate_ca, generate_serving_certificate, utcnow
 
 __all__ = [
-    "NoBinaries", "PlaneError", "REQUIRED", "ROOT", "SHARED", "find_binaries", "unpack", "ControlPlane", "Kubelet",
-    "AdmitProcess", "render_chart", "render_webhooks", "free_port", "client_certificate",
+    "NoBinaries", "PlaneError", "REQUIRED", "NATIVE_GANG", "ROOT", "SHARED", "find_binaries", "unpack", "ControlPlane",
+    "Kubelet", "AdmitProcess", "render_chart", "render_webhooks", "free_port", "client_certificate",
 ]
 
 log = logging.getLogger("admit.plane")
@@ -85,6 +91,11 @@ log = logging.getLogger("admit.plane")
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "k8s"
 REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "scheduler-plugins-scheduler")
+NATIVE_GANG = ("kube-scheduler",)  # also needed by ControlPlane(native_gang=True)
+#: Kubernetes' native gang scheduling in 1.36 (shared/k8s/README.md): these gates on kube-apiserver,
+#: kube-controller-manager and kube-scheduler, and the runtime-config on kube-apiserver.
+NATIVE_GANG_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
+NATIVE_GANG_RUNTIME_CONFIG = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
 ASSETS_ENV = "ADMIT_K8S_ASSETS"
 SCHEDULER_NAME = "scheduler-plugins-scheduler"
 JSON = dict[str, Any]
@@ -129,8 +140,9 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def unpack(bin_dir: Path, cache: Path | None = None) -> Path:
-    """Unpack ``bin_dir/<name>.xz`` into a cache folder keyed on ``bin_dir/SHA256SUMS.txt``; returns the folder.
+def unpack(bin_dir: Path, cache: Path | None = None, names: Iterable[str] = REQUIRED) -> Path:
+    """Unpack ``bin_dir/<name>.xz`` (each of ``names``) into a cache folder keyed on ``bin_dir/SHA256SUMS.txt``;
+    returns the folder.
 
     Each binary is decompressed to a temporary file, checked against its SHA-256 and renamed into place, so a crash
     never leaves a half-written binary; a folder already complete is reused without reading the archives.
@@ -144,10 +156,11 @@ def unpack(bin_dir: Path, cache: Path | None = None) -> Path:
     key = hashlib.sha256(sums_file.read_bytes()).hexdigest()[:16]
     target = (cache or _cache_home()) / f"k8s-{key}"
     sums = _sums(sums_file)
-    if all((target / name).is_file() for name in REQUIRED) and (target / ".complete").is_file():
+    names = tuple(names)
+    if all((target / name).is_file() for name in names) and (target / ".complete").is_file():
         return target
     target.mkdir(parents=True, exist_ok=True)
-    for name in REQUIRED:
+    for name in names:
         dest = target / name
         if dest.is_file() and name in sums and _sha256(dest) == sums[name]:
             continue
@@ -167,8 +180,9 @@ def unpack(bin_dir: Path, cache: Path | None = None) -> Path:
     return target
 
 
-def find_binaries(shared: Path | None = None) -> Path:
-    """The folder holding the :data:`REQUIRED` binaries: ``$ADMIT_K8S_ASSETS``, else ``shared/bin`` unpacked.
+def find_binaries(shared: Path | None = None, names: Iterable[str] = REQUIRED) -> Path:
+    """The folder holding the ``names`` binaries (default :data:`REQUIRED`): ``$ADMIT_K8S_ASSETS``, else
+    ``shared/bin`` unpacked.
 
     Raises:
         NoBinaries: with one line saying where admit looked and how to point it elsewhere.
@@ -176,7 +190,7 @@ def find_binaries(shared: Path | None = None) -> Path:
     assets = os.environ.get(ASSETS_ENV)
     if assets:
         folder = Path(assets).expanduser()
-        missing = [n for n in REQUIRED if not os.access(folder / n, os.X_OK)]
+        missing = [n for n in names if not os.access(folder / n, os.X_OK)]
         if missing:
             raise NoBinaries(f"${ASSETS_ENV}={assets} lacks executable {', '.join(missing)}")
         return folder
@@ -184,7 +198,7 @@ def find_binaries(shared: Path | None = None) -> Path:
     if not bin_dir.is_dir():
         raise NoBinaries(f"no control-plane binaries: neither ${ASSETS_ENV} nor {bin_dir} (etcd, kube-apiserver, "
                          f"kube-controller-manager, scheduler-plugins-scheduler)")
-    return unpack(bin_dir)
+    return unpack(bin_dir, names=names)
 
 
 def free_port() -> int:
@@ -374,6 +388,9 @@ class ControlPlane:
             incomplete gang wait in Permit before they are rejected).
         kubelet: run the :class:`Kubelet` thread.
         shared: the ``shared/k8s`` folder (manifests; binaries unless ``binaries`` or ``$ADMIT_K8S_ASSETS``).
+        native_gang: also run Kubernetes' native gang scheduling (issue 12): :data:`NATIVE_GANG_GATES` on
+            kube-apiserver and kube-controller-manager, :data:`NATIVE_GANG_RUNTIME_CONFIG` on kube-apiserver, and the
+            stock ``kube-scheduler`` (profile ``default-scheduler``, user ``system:kube-scheduler``) with the gates.
 
     Attributes (after :meth:`start`):
         server: ``https://127.0.0.1:PORT`` of kube-apiserver. kubeconfig: the admin kubeconfig path.
@@ -383,8 +400,9 @@ class ControlPlane:
 
     def __init__(self, binaries: Path | None = None, workdir: Path | None = None, *,
                  permit_waiting_seconds: int = 3, kubelet: bool = True, shared: Path | None = None,
-                 keep: bool = False) -> None:
+                 keep: bool = False, native_gang: bool = False) -> None:
         self.shared = shared or SHARED
+        self.native_gang = native_gang
         self.binaries = binaries
         self._own_workdir = workdir is None
         self.workdir = workdir
@@ -433,7 +451,8 @@ class ControlPlane:
         return self
 
     def _start(self, timeout: float) -> None:
-        binaries = self.binaries or find_binaries(self.shared)
+        binaries = self.binaries or find_binaries(self.shared, REQUIRED + (NATIVE_GANG if self.native_gang else ()))
+        gates = [NATIVE_GANG_GATES] if self.native_gang else []
         self.binaries = binaries
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="admit-plane-"))
@@ -465,6 +484,7 @@ class ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=Node,RBAC",
             "--enable-priority-and-fairness=false", "--profiling=false", "-v=1",
+            *gates, *([NATIVE_GANG_RUNTIME_CONFIG] if self.native_gang else []),
         ])
         self._wait(lambda: self._healthy("/readyz"), "kube-apiserver", deadline)
         # the scheduler-plugins RBAC and the PodGroup CRD, before the scheduler starts
@@ -482,7 +502,7 @@ class ControlPlane:
             f"--cluster-signing-cert-file={pki['ca.crt']}", f"--cluster-signing-key-file={pki['ca.key']}",
             "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--profiling=false", "-v=1",
             # React quickly: the garbage collector and the workload controllers are what the tests wait on.
-            "--concurrent-gc-syncs=20",
+            "--concurrent-gc-syncs=20", *gates,
         ])
         # scheduler-plugins scheduler with the Coscheduling profile
         sched_cfg = _write(wd / "scheduler.yaml", yaml.safe_dump({
@@ -503,6 +523,18 @@ class ControlPlane:
             f"--authorization-kubeconfig={pki['sched.kubeconfig']}",
             "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "-v=1",
         ])
+        if self.native_gang:  # the stock kube-scheduler: its default profile runs the GangScheduling plugin
+            native_cfg = _write(wd / "kube-scheduler.yaml", yaml.safe_dump({
+                "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                "leaderElection": {"leaderElect": False},
+                "clientConnection": {"kubeconfig": str(pki["ksched.kubeconfig"])},
+            }))
+            self._spawn("kube-scheduler", [
+                str(binaries / "kube-scheduler"), f"--config={native_cfg}",
+                f"--authentication-kubeconfig={pki['ksched.kubeconfig']}",
+                f"--authorization-kubeconfig={pki['ksched.kubeconfig']}",
+                "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "-v=1", *gates,
+            ])
         # the default namespace's ServiceAccount proves the controller-manager works
         self._wait(lambda: self._exists("/api/v1/namespaces/default/serviceaccounts/default"),
                    "kube-controller-manager (default ServiceAccount)", deadline)
@@ -553,7 +585,7 @@ class ControlPlane:
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo), 0o644),
         }
         for name, cn, orgs in (("admin", "admin", ["system:masters"]), ("kcm", "system:kube-controller-manager", []),
-                               ("sched", SCHEDULER_NAME, [])):
+                               ("sched", SCHEDULER_NAME, []), ("ksched", "system:kube-scheduler", [])):
             user = client_certificate(ca, cn, orgs)
             files[f"{name}.crt"] = _write(d / f"{name}.crt", user.cert_pem, 0o644)
             files[f"{name}.key"] = _write(d / f"{name}.key", user.key_pem)

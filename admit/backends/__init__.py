@@ -1,0 +1,170 @@
+"""Gang backends: which objects and pod fields the same ``gang.admit.dev/*`` annotations become.
+
+- ``coscheduling`` (default, today's behaviour): a scheduler-plugins ``PodGroup`` (scheduling.x-k8s.io), the pod
+  label ``scheduling.x-k8s.io/pod-group`` and ``schedulerName`` of the Coscheduling profile
+  (``backends/coscheduling.py``);
+- ``workload-api``: Kubernetes' native gang scheduling, a ``Workload`` and its runtime ``PodGroup``
+  (scheduling.k8s.io v1alpha2 in 1.36, v1beta1 in 1.37) and pod ``spec.schedulingGroup.podGroupName``, default
+  scheduler (``backends/workload_api.py``).
+
+A workload's backend is ``<prefix>/backend`` when set, else ``--gang-backend``; a backend that is not enabled
+(``--gang-backend`` / ``--extra-gang-backend``, the chart grants RBAC for those only) is refused with the reason.
+:func:`with_backend` wraps every resolver of ``kinds.RESOLVERS``, so mutate, validate, the scale check and the
+controller all see the same ``plan.backend``.
+
+Deferring (both backends; DESIGN.md, "do not fight an operator that already gangs its own jobs"), the plan is then
+validated only (``mutate`` and ``create_pod_group`` off, with a warning):
+
+- a pod template that already carries ``spec.schedulingGroup`` naming another group: the Job controller
+  (``WorkloadWithJob``: "``spec.template.spec.schedulingGroup`` is set (bring-your-own PodGroup): the user manages
+  the objects"), JobSet, LeaderWorkerSet, KubeRay or the user made that group (KEP-5547, "Job Controller Changes");
+- a Job with ``spec.scheduling`` (1.37, KEP-5547: the Job controller compiles it into a Workload and PodGroup, and
+  refuses ``spec.scheduling`` together with a template ``schedulingGroup``) or with the annotation
+  ``scheduling.k8s.io/group-template-name`` (its PodGroup comes from a parent's Workload).
+
+Spark (SparkApplication, spark-submit drivers and their executors) stays on ``coscheduling``: the spark-operator
+does not copy ``schedulingGroup`` into the pods it makes, and executors join their driver by label; admit says so in
+a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import wraps
+from typing import Any
+
+from ..config import COSCHEDULING, WORKLOAD_API, Config
+from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
+from . import coscheduling, workload_api
+
+__all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "template_joined", "not_served_message",
+           "scheduler_phrase", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION"]
+
+GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
+_SPARK_GROUP = "sparkoperator.k8s.io"
+
+
+def not_served_message(config: Config) -> str:
+    """One line saying what the cluster lacks for the ``workload-api`` backend (feature gates and runtime-config)."""
+    return (
+        "the API server does not serve Kubernetes' native gang scheduling (scheduling.k8s.io Workload and PodGroup): "
+        "on Kubernetes 1.36 start kube-apiserver, kube-controller-manager and kube-scheduler with "
+        "--feature-gates=GenericWorkload=true,GangScheduling=true and kube-apiserver with "
+        "--runtime-config=scheduling.k8s.io/v1alpha2=true; on 1.37 with --feature-gates=GenericWorkload=true and "
+        "--runtime-config=scheduling.k8s.io/v1beta1=true"
+    )
+
+
+def scheduler_phrase(plan: GangPlan) -> str:
+    """Who keeps an undersized gang Pending, for messages: the Coscheduling plugin, or kube-scheduler's native
+    GangScheduling plugin (its PreEnqueue waits for ``minCount`` pods)."""
+    if plan.backend == WORKLOAD_API:
+        return "kube-scheduler's GangScheduling plugin"
+    return "the Coscheduling plugin"
+
+
+def _is_spark(plan: GangPlan, obj: dict[str, Any]) -> bool:
+    return plan.api_group == _SPARK_GROUP or (
+        plan.kind == "Pod" and get_path(obj, ("metadata", "labels", "spark-role")) is not None)
+
+
+def deferring_reason(obj: dict[str, Any], plan: GangPlan) -> str | None:
+    """Why the workload's own controller, not admit, owns its native gang objects (module docstring), or ``None``."""
+    if plan.api_group == "batch" and plan.kind == "Job":
+        if get_path(obj, ("spec", "scheduling")) is not None:
+            return (f"{plan.ref} sets spec.scheduling: the Job controller (WorkloadWithJob) makes its Workload and "
+                    "PodGroup; admit only checks its size")
+        if get_path(obj, ("metadata", "annotations", GROUP_TEMPLATE_ANNOTATION)) is not None:
+            return (f"{plan.ref} carries {GROUP_TEMPLATE_ANNOTATION}: its PodGroup comes from a parent's Workload; "
+                    "admit only checks its size")
+    for target in plan.targets:
+        named = workload_api.template_group(obj, target)
+        if named is not None and named != plan.group_name:
+            return (f"{plan.ref} {target.where} already sets spec.schedulingGroup.podGroupName={named!r}: whoever "
+                    "made that PodGroup (the Job controller, an operator, you) owns it; admit only checks its size")
+    return None
+
+
+def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, config: Config) -> GangPlan:
+    """Set ``plan.backend`` and apply the deferring rules (module docstring); returns ``plan``.
+
+    Raises:
+        GangError (code 400): the backend asked for is not enabled in admit, the API server does not serve the
+            Workload API, or the group name cannot name a v1alpha2 Workload.
+    """
+    backend = ann.backend or config.gang_backend
+    if backend not in config.allowed_backends:
+        raise GangError(
+            f'{plan.ref} asks for gang backend "{backend}" ({config.backend_key}), but admit runs with '
+            f'--gang-backend {config.gang_backend} only; enable it with --extra-gang-backend {backend} (chart: '
+            f"config.extraGangBackends) or remove the annotation", 400)
+    if backend == WORKLOAD_API and _is_spark(plan, obj):
+        if COSCHEDULING not in config.allowed_backends:
+            raise GangError(f"{plan.ref}: Spark gangs need the coscheduling backend (executors join their driver by "
+                            "label, and the spark-operator does not copy spec.schedulingGroup into its pods); enable it "
+                            "with --extra-gang-backend coscheduling (chart: config.extraGangBackends)", 400)
+        plan.warnings.append(f"{plan.ref}: Spark pods stay on the coscheduling backend (executors join their driver by "
+                             "label, and the spark-operator does not copy spec.schedulingGroup into the pods it makes)")
+        backend = COSCHEDULING
+    reason = deferring_reason(obj, plan)
+    if reason is not None:
+        plan.mutate = False
+        plan.create_pod_group = False
+        plan.warnings.append(reason)
+    if backend == WORKLOAD_API:
+        if not config.workload_api_version:
+            raise GangError(f'{plan.ref} asks for gang backend "workload-api", but {not_served_message(config)}', 400)
+        if reason is None:
+            problem = workload_api.name_problem(plan.group_name, config.workload_api_version)
+            if problem:
+                raise GangError(f"{problem}; set annotation {config.pod_group_key} to such a name", 400)
+            plan.warnings.extend(workload_api.unsupported_warnings(get_path(obj, ("metadata", "annotations")), plan,
+                                                                   config))
+    plan.backend = backend
+    return plan
+
+
+def with_backend(resolver: Resolver) -> Resolver:
+    """``resolver`` followed by :func:`apply_backend` (same signature, same errors plus apply_backend's)."""
+
+    @wraps(resolver)
+    def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
+        plan = resolver(obj, ann, config, namespace, operation)
+        if (ann.backend or config.gang_backend) == WORKLOAD_API and ann.pod_group is None and \
+                get_path(obj, ("metadata", "labels", config.managed_label)) == "true":
+            # admit named this gang in the mutating phase (generateName: the object had no name yet) and wrote the
+            # name into spec.schedulingGroup, as the coscheduling backend writes it into the pod-group label
+            named = next((g for t in plan.targets if (g := workload_api.template_group(obj, t)) is not None), None)
+            if isinstance(named, str) and named != plan.group_name:
+                plan = resolver(obj, replace(ann, pod_group=named), config, namespace, operation)
+        return apply_backend(plan, obj, ann, config)
+
+    return resolve
+
+
+def coscheduling_joiner(joiner: Any) -> Any:
+    """A pod joiner (``kinds.POD_JOINERS``: Spark executors, LeaderWorkerSet group pods) whose plans stay on the
+    coscheduling backend, the only one they are written for; when admit runs without it (``--gang-backend
+    workload-api`` and no ``--extra-gang-backend coscheduling``) the plan is kept from mutating and creating groups,
+    with a warning, instead of labelling pods for a scheduler that is not there."""
+
+    @wraps(joiner)
+    def join(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> Any:
+        plan = joiner(pod, config, namespace, known_groups)
+        if isinstance(plan, GangPlan) and COSCHEDULING not in config.allowed_backends and plan.mutate:
+            plan.mutate = False
+            plan.create_pod_group = False
+            plan.warnings.append(f"{plan.ref} would join group {plan.group_name} through scheduler-plugins' "
+                                 "Coscheduling, which admit does not run with here; it is not gang-scheduled (enable "
+                                 "--extra-gang-backend coscheduling)")
+        return plan
+
+    return join
+
+
+def template_joined(obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
+    """True when the target's pods will wait on the plan's group: they carry the pod-group label (coscheduling) or
+    ``spec.schedulingGroup.podGroupName`` (workload-api) naming it."""
+    if plan.backend == WORKLOAD_API:
+        return workload_api.template_group(obj, target) == plan.group_name
+    return coscheduling.template_joined(obj, target, plan, config)

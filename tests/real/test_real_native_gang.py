@@ -1,0 +1,174 @@
+"""The workload-api backend on a real control plane (Kubernetes 1.36.2 from ../shared/k8s): Kubernetes' native gang
+scheduling (scheduling.k8s.io/v1alpha2 Workload + PodGroup, pod spec.schedulingGroup) with the stock kube-scheduler,
+started as a second plane with ``--feature-gates=GenericWorkload=true,GangScheduling=true`` and
+``--runtime-config=scheduling.k8s.io/v1alpha2=true`` (``ControlPlane(native_gang=True)``), and ``admit serve
+--gang-backend workload-api`` behind the chart's webhooks. A pod counts as scheduled when ``spec.nodeName`` is set.
+
+One node of 4 CPU: three 500m pods fit; three 1500m pods do not (two would), so the gang binds none of them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any, Iterable
+
+import pytest
+
+from admit.testing.plane import ControlPlane, NoBinaries, PlaneError, find_binaries
+from admit.testing.plane import NATIVE_GANG, REQUIRED
+from tests.real.support import bound, container, pods, wait_for
+
+APPS = "/apis/apps/v1/namespaces/{ns}/deployments"
+JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+NATIVE = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/{plural}"
+UNBOUND_FOR = 6.0  # seconds a gang that cannot fit is watched staying entirely unbound
+
+
+@pytest.fixture(scope="module")
+def native() -> Iterable[ControlPlane]:
+    try:
+        binaries = find_binaries(names=REQUIRED + NATIVE_GANG)
+    except NoBinaries as e:
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail(f"native gang tier cannot run under CI=true: {e}")
+        pytest.skip(f"native gang tier skipped: {e}")
+    cp = ControlPlane(binaries, native_gang=True, keep=bool(os.environ.get("ADMIT_PLANE_KEEP")))
+    cp.start()
+    try:
+        cp.add_node("native-1", cpu="4", memory="8Gi")
+        cp.start_admit("admit-native", ["--gang-backend", "workload-api", "--orphan-grace-period", "5"],
+                       values={"config": {"gangBackend": "workload-api"}})
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture
+def ns(native: ControlPlane, request: pytest.FixtureRequest) -> Iterable[str]:
+    name = f"n-{request.node.name.lower().removeprefix('test_')[:30].strip('_').replace('_', '-')}-{uuid.uuid4().hex[:5]}"
+    native.create_namespace(name)
+    yield name
+    native.delete_namespace(name)
+
+
+def deployment(name: str, replicas: int, min_member: int | str, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "annotations": {"gang.admit.dev/min-member": str(min_member)}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [container(cpu)], "terminationGracePeriodSeconds": 0}}},
+    }
+
+
+def job(name: str, parallelism: int, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "annotations": {"gang.admit.dev/min-member": "auto"}},
+        "spec": {"parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed",
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [container(cpu)],
+                                       "terminationGracePeriodSeconds": 0}}},
+    }
+
+
+def gang_objects(cp: ControlPlane, ns: str, name: str) -> list[dict[str, Any] | None]:
+    return [cp.rest("GET", f"{NATIVE.format(ns=ns, plural=p)}/{name}", ok=(404,)) for p in ("workloads", "podgroups")]
+
+
+def stays_unbound(cp: ControlPlane, ns: str, selector: str, count: int) -> None:
+    wait_for(lambda: len(pods(cp, ns, selector)) == count, what=f"{count} pods created")
+    end = time.monotonic() + UNBOUND_FOR
+    while time.monotonic() < end:
+        assert bound(pods(cp, ns, selector)) == [], "a pod of a gang that cannot fit was bound"
+        time.sleep(0.2)
+
+
+def test_an_annotated_deployment_binds_all_its_pods_when_they_fit_and_none_when_they_do_not(native, ns):
+    cp = native
+    dep = cp.rest("POST", APPS.format(ns=ns), body=deployment("fits", 3, 3, "500m"))
+    assert dep["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "fits"}
+    assert dep["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"
+    running = wait_for(lambda: len(bound(pods(cp, ns, "app=fits"))) == 3 and bound(pods(cp, ns, "app=fits")),
+                       what="3 bound pods")
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in running} == {"fits"}
+    workload, pod_group = gang_objects(cp, ns, "fits")
+    assert workload["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    assert pod_group["spec"]["podGroupTemplateRef"]["workload"] == {"workloadName": "fits",
+                                                                    "podGroupTemplateName": "gang"}
+    for obj in gang_objects(cp, ns, "fits"):  # adopted by the stored Deployment
+        owner = wait_for(lambda o=obj: (cp.rest("GET", f"{NATIVE.format(ns=ns, plural=o['kind'].lower() + 's')}/fits")
+                                        ["metadata"].get("ownerReferences")), what="adoption")[0]
+        assert (owner["kind"], owner["uid"]) == ("Deployment", dep["metadata"]["uid"])
+    scheduled = wait_for(lambda: [c for c in (cp.rest("GET", f"{NATIVE.format(ns=ns, plural='podgroups')}/fits")
+                                              .get("status") or {}).get("conditions", []) if c["status"] == "True"],
+                         what="PodGroupScheduled")
+    assert scheduled[0]["type"] == "PodGroupScheduled"
+    # Three 1500m pods on one 4-CPU node: two would fit one by one; the gang of three binds none.
+    cp.rest("POST", APPS.format(ns=ns), body=deployment("big", 3, 3, "1500m"))
+    stays_unbound(cp, ns, "app=big", 3)
+
+
+def test_an_annotated_job_binds_all_its_pods_when_they_fit_and_none_when_they_do_not(native, ns):
+    cp = native
+    created = cp.rest("POST", JOBS.format(ns=ns), body=job("train", 2, "500m"))
+    assert created["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "train"}
+    wait_for(lambda: len(bound(pods(cp, ns, "job-name=train"))) == 2, what="2 bound pods")
+    assert all(o is not None for o in gang_objects(cp, ns, "train"))
+    cp.rest("POST", JOBS.format(ns=ns), body=job("wide", 3, "1500m"))
+    stays_unbound(cp, ns, "job-name=wide", 3)
+
+
+def test_replicas_below_min_count_are_refused_also_through_scale(native, ns):
+    cp = native
+    with pytest.raises(PlaneError) as e:
+        cp.rest("POST", APPS.format(ns=ns), body=deployment("small", 2, 3, "100m"))
+    assert e.value.status == 403 and "GangScheduling" in str(e.value) and "spec.replicas=2" in str(e.value)
+    assert gang_objects(cp, ns, "small") == [None, None]
+    cp.rest("POST", APPS.format(ns=ns), body=deployment("web", 3, 3, "100m"))
+    with pytest.raises(PlaneError) as e:
+        cp.rest("PATCH", f"{APPS.format(ns=ns)}/web/scale", body={"spec": {"replicas": 2}},
+                content_type="application/merge-patch+json")
+    assert e.value.status == 403 and "below its gang minMember 3" in str(e.value)
+
+
+def test_deleting_the_workload_deletes_its_workload_and_pod_group(native, ns):
+    cp = native
+    dep = cp.rest("POST", APPS.format(ns=ns), body=deployment("gone", 2, 2, "100m"))
+    wait_for(lambda: len(bound(pods(cp, ns, "app=gone"))) == 2, what="2 bound pods")
+    wait_for(lambda: all(o and o["metadata"].get("ownerReferences") for o in gang_objects(cp, ns, "gone")),
+             what="adoption")
+    assert all(o["metadata"]["ownerReferences"][0]["uid"] == dep["metadata"]["uid"]
+               for o in gang_objects(cp, ns, "gone"))
+    cp.rest("DELETE", f"{APPS.format(ns=ns)}/gone", body={"propagationPolicy": "Background"})
+    # The garbage collector deletes both; the PodGroup's podgroup-protection finalizer holds it until its pods are
+    # gone (the kubelet helper force-deletes pods left Terminating).
+    wait_for(lambda: gang_objects(cp, ns, "gone") == [None, None], timeout=60, what="Workload and PodGroup deleted")
+
+
+def test_a_generate_name_job_gangs_its_pods_under_the_name_chosen_at_mutation(native, ns):
+    cp = native
+    body = job("ignored", 2, "100m")
+    del body["metadata"]["name"]
+    body["metadata"]["generateName"] = "batch-"
+    created = cp.rest("POST", JOBS.format(ns=ns), body=body)
+    group = created["spec"]["template"]["spec"]["schedulingGroup"]["podGroupName"]
+    assert group.startswith("batch-") and group != created["metadata"]["name"]
+    wait_for(lambda: len(bound(pods(cp, ns, f"job-name={created['metadata']['name']}"))) == 2, what="2 bound pods")
+    assert all(o is not None for o in gang_objects(cp, ns, group))
+
+
+def test_an_auto_gang_cannot_shrink_below_its_immutable_v1alpha2_min_count(native, ns):
+    cp = native
+    cp.rest("POST", APPS.format(ns=ns), body=deployment("auto", 3, "auto", "100m"))
+    wait_for(lambda: len(bound(pods(cp, ns, "app=auto"))) == 3, what="3 bound pods")
+    with pytest.raises(PlaneError) as e:
+        cp.rest("PATCH", f"{APPS.format(ns=ns)}/auto/scale", body={"spec": {"replicas": 2}},
+                content_type="application/merge-patch+json")
+    assert e.value.status == 403 and "keeps minCount 3" in str(e.value) and "immutable" in str(e.value)
+    # Growing is allowed: the gang keeps minCount 3 (and says so), the fourth pod joins it.
+    cp.rest("PATCH", f"{APPS.format(ns=ns)}/auto/scale", body={"spec": {"replicas": 4}},
+            content_type="application/merge-patch+json")
+    wait_for(lambda: len(bound(pods(cp, ns, "app=auto"))) == 4, what="4 bound pods")
+    assert [o["spec"]["schedulingPolicy"]["gang"]["minCount"] for o in gang_objects(cp, ns, "auto")[1:]] == [3]
