@@ -14,11 +14,11 @@ from .backends import coscheduling_joiner, with_backend
 from .children import register_parent
 from .config import Config
 from .families import FAMILY_KINDS
-from .families.lws import join_lws_pod
-from .families.kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
-from .plan import GangPlan, Resolver
-from .families.spark import join_spark_executor, resolve_pod_or_spark_driver, resolve_spark_application
 from .families.apps import resolve_job, resolve_replicated, resolve_statefulset
+from .families.kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
+from .families.lws import join_lws_pod
+from .families.spark import join_spark_executor, resolve_pod_or_spark_driver, resolve_spark_application
+from .plan import Resolver
 
 __all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES"]
 

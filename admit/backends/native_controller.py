@@ -18,14 +18,14 @@ import contextlib
 import logging
 import random
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from .. import kinds
 from ..children import is_child
+from ..claims import Claim
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube import KubeError
-from ..plan import GangError, GangPlan, get_path, parse_gang_annotations
+from ..plan import GangError, get_path, parse_gang_annotations
 from ..validate import check_plan
 from ..watchcache import Resource, WatchCache, object_key
 from .native_reconcile import KINDS, NativeAction, decide_native, object_owner
@@ -38,46 +38,10 @@ Key = tuple[str, str]
 WKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a gang workload
 
 
-@dataclass(slots=True)
-class NativeClaim:
-    """What one stored ``workload-api`` gang workload asks for (the shape ``native_reconcile`` reads).
-
-    Attributes:
-        workload: the stored object; identity: ``"<group>/<Kind>/<name>"``; plan: its gang plan, or ``None`` with
-        ``error`` (the annotation became invalid); problem: replicas below minMember (reported, still kept);
-        explicit: named with ``gang.admit.dev/pod-group``.
-    """
-
-    workload: JSON
-    identity: str
-    plan: GangPlan | None
-    error: str | None = None
-    problem: str | None = None
-    explicit: bool = False
-
-    @property
-    def meta(self) -> JSON:
-        return self.workload.get("metadata") or {}
-
-    @property
-    def uid(self) -> str:
-        return str(self.meta.get("uid") or "")
-
-    @property
-    def kind(self) -> str:
-        return str(self.workload.get("kind") or "")
-
-    @property
-    def ref(self) -> str:
-        return f"{self.kind} {self.meta.get('namespace') or ''}/{self.meta.get('name') or ''}"
-
-    @property
-    def deleting(self) -> bool:
-        return bool(self.meta.get("deletionTimestamp"))
-
-    @property
-    def key(self) -> Key | None:
-        return (self.plan.namespace, self.plan.group_name) if self.plan is not None else None
+NativeClaim = Claim
+"""What one stored ``workload-api`` gang workload asks for: the same shape as the PodGroup controller's
+:class:`admit.claims.Claim` (workload reference, identity, plan or ``error``, ``problem``, ``explicit``), which
+``native_reconcile`` reads."""
 
 
 def native_claim_of(obj: JSON, resource: Resource, config: Config) -> NativeClaim | None:

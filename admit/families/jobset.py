@@ -145,7 +145,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     plan.group_name = choose_group_name(obj, ann, targets, config, "JobSet", name)
 
     if order_text and total_first < total_all:
-        fix = (f"set spec.startupPolicy.startupPolicyOrder: AnyOrder" if in_order
+        fix = ("set spec.startupPolicy.startupPolicyOrder: AnyOrder" if in_order
                else "remove dependsOn so that all replicatedJobs start together")
         if ann.min_member is None:
             raise GangError(

@@ -161,7 +161,7 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
     if not isinstance(labels, dict) or LWS_GROUP_INDEX_LABEL not in labels:
         return None
     raw = get_path(pod, ("metadata", "annotations", group_spec_key(config)))
-    lws, index, worker = labels.get(LWS_NAME_LABEL), labels.get(LWS_GROUP_INDEX_LABEL), labels.get(LWS_WORKER_INDEX_LABEL)
+    lws, index = labels.get(LWS_NAME_LABEL), labels.get(LWS_GROUP_INDEX_LABEL)
     if raw is None or not lws or index is None or GROUP in config.ignored_api_groups:
         return None
     pod_name = str(get_path(pod, ("metadata", "name")) or get_path(pod, ("metadata", "generateName")) or "")

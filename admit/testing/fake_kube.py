@@ -1604,8 +1604,8 @@ class FakeKubeAPI:
                 raise route_error
             if kind == "discovery":
                 if request.method != "GET":
-                    raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested "
-                                                            f"resource")
+                    raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                                                            "resource")
                 resp: web.StreamResponse = _json_response(route)
             else:
                 await self._apply_faults(rec, route[0])
