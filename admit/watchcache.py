@@ -530,11 +530,18 @@ class WatchCache:
                         why = "forbidden (RBAC does not grant list)" if e.status == 403 else \
                             "not served (CRD not installed, or version not served)"
                         kept = f"; keeping the {len(self._store)} cached objects" if self._store else ""
+                        # A resource listed before that now answers 403/404 is most likely a kube-apiserver that has
+                        # just restarted: its RBAC and CRD informers answer 403 and 404 until they have synced (seen
+                        # on the real plane: every list of admit's service account refused for about a second).
+                        # Retry that with the normal backoff, not the slow retry of a resource never granted.
+                        transient = self.lists > 0
+                        failures += transient
+                        wait = self._delay(failures) if transient else self.slow_retry
                         self._report("forbidden" if e.status == 403 else "not served",
-                                     f"{self.resource.label} {why}: {e.message}; retrying every "
-                                     f"{self.slow_retry:g}s{kept}", logging.WARNING if e.status == 403 or kept
-                                     else logging.INFO)
-                        await asyncio.sleep(self.slow_retry)
+                                     f"{self.resource.label} {why}: {e.message}; retrying "
+                                     f"{'with backoff' if transient else f'every {self.slow_retry:g}s'}{kept}",
+                                     logging.WARNING if e.status == 403 or kept else logging.INFO)
+                        await asyncio.sleep(wait)
                         continue
                     failures += 1
                     self._report("error", f"{self.resource.label}: list failed: {e.message}; retrying with backoff")

@@ -114,15 +114,17 @@ async def test_a_pod_labelled_for_a_missing_pod_group_is_created_with_a_warning_
     cp.rest("POST", PG.format(ns=ns), body={"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
                                             "metadata": {"name": "adhoc"}, "spec": {"minMember": 1}})
     # The scheduler moves the pod back to its active queue on the PodGroup's add event; when that event races the
-    # pod's own failing cycle (seen under load), the pod sits in the unschedulable queue until the scheduler's
-    # periodic flush (5 min). What a user then does, touching the pod, requeues it at once: do that after 20 s.
+    # pod's own failing cycle (seen under load), the pod can sit in the unschedulable queue until the scheduler's
+    # periodic flush (5 min). What a user then does, deleting the pod for its controller to make it again, puts a new
+    # pod in the active queue at once: do that after 20 s.
     try:
         wait_for(lambda: bound(pods(cp, ns, "app=adhoc")), timeout=20, what="the pod bound once its PodGroup exists")
     except AssertionError:
-        cp.rest("PATCH", f"{PODS.format(ns=ns)}/adhoc-0", body={"metadata": {"labels": {"requeue": "1"}}},
-                content_type="application/merge-patch+json")
+        cp.rest("DELETE", f"{PODS.format(ns=ns)}/adhoc-0", body={"gracePeriodSeconds": 0})
+        wait_for(lambda: not pods(cp, ns, "app=adhoc"), what="the waiting pod deleted")
+        cp.rest("POST", PODS.format(ns=ns), body=body)
         try:
-            wait_for(lambda: bound(pods(cp, ns, "app=adhoc")), timeout=60, what="the pod bound once requeued")
+            wait_for(lambda: bound(pods(cp, ns, "app=adhoc")), timeout=60, what="the pod made again bound")
         except AssertionError as e:
             raise AssertionError(f"{e}; scheduler log: {cp.logs('scheduler-plugins-scheduler')[-3000:]}") from None
 
