@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: %(default)s)")
     serve.add_argument("--read-timeout", type=_positive_float, default=5.0,
                        help="seconds for a request (TLS handshake, headers, body) to arrive after its first byte "
-                            "(default: %(default)s; kube-apiserver's webhook timeout is 10 s)")
+                            "(default: %(default)s, the chart's webhook timeoutSeconds; kube-apiserver sends a review at once, so "
+                            "this bounds only slow or stalled clients)")
     serve.add_argument("--idle-timeout", type=_positive_float, default=120.0,
                        help="seconds an idle keep-alive connection is kept (default: %(default)s; longer than "
                             "kube-apiserver's 90 s, so it closes its idle connections first)")
