@@ -227,13 +227,19 @@ class Claim:
         return (self.plan.namespace, self.plan.group_name) if self.plan is not None else None
 
 
-def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None) -> Claim | None:
+def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None, *,
+             backend: str = COSCHEDULING) -> Claim | None:
     """The claim of a stored workload, computed with the kind's resolver from ``admit.kinds.RESOLVERS`` exactly as
     admission does (operation ``UPDATE``: the object is stored). ``None`` when the object asks for no gang (no
     ``min-member`` annotation), when no resolver handles its kind, when an operator makes its PodGroup
     (``plan.create_pod_group`` false), or when it is a child of another gang workload (a Deployment's ReplicaSet,
-    ``children.py``: it carries its parent's annotations but its parent claims the group). The claim keeps no reference into ``obj``; ``ref``: its :func:`workload_ref`
-    when the caller already made it."""
+    ``children.py``: it carries its parent's annotations but its parent claims the group). The claim keeps no
+    reference into ``obj``; ``ref``: its :func:`workload_ref` when the caller already made it.
+
+    ``backend``: whose claims these are (``"coscheduling"``: this controller's; ``"workload-api"``: the native
+    controller's, ``admit/backends/native_controller.py``). A plan of another backend gives ``None``; invalid
+    annotations give a claim with ``error`` for coscheduling always, for another backend only when the object names
+    it (or it is the default)."""
     resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
     if resolver is None or is_child(obj, resource.group, resource.kind):
         return None
@@ -248,8 +254,14 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
             return None
         plan = resolver(obj, ann, config, namespace, "UPDATE")
     except GangError as e:
+        if backend != COSCHEDULING:
+            annotations = get_path(obj, ("metadata", "annotations"))
+            asked = annotations.get(config.backend_key, config.gang_backend) if isinstance(annotations, dict) \
+                else config.gang_backend
+            if asked != backend:
+                return None
         return Claim(ref, identity, None, error=e.message)
-    if not plan.create_pod_group or plan.backend != COSCHEDULING:  # workload-api gangs: admit/backends
+    if not plan.create_pod_group or plan.backend != backend:  # another backend's gang: admit/backends
         return None
     problem = None
     try:
@@ -343,17 +355,12 @@ def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
     if WORKLOAD_API in config.allowed_backends:
         # A workload-api gang's claim, computed once here too: the record does not keep what its resolver reads
         # (admit/backends/native_controller.py reads ``native_claim`` from the record).
-        from .backends.native_controller import native_claim_of
-
         try:
-            native = native_claim_of(obj, resource, config)
+            record["native_claim"] = claim_of(obj, resource, config, ref, backend=WORKLOAD_API)
         except Exception:  # noqa: BLE001 - as above
             log.exception("cannot compute the workload-api claim of %s %s/%s", resource.kind,
                           record["metadata"].get("namespace"), record["metadata"].get("name"))
-            native = None
-        if native is not None:
-            native.workload = ref  # never the whole object (see Claim.workload)
-        record["native_claim"] = native
+            record["native_claim"] = None
     return record
 
 

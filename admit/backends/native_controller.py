@@ -20,13 +20,10 @@ import random
 import time
 from typing import Any
 
-from .. import kinds
-from ..children import is_child
-from ..claims import Claim
+from ..claims import Claim, claim_of
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube import KubeError
-from ..plan import GangError, get_path, parse_gang_annotations
-from ..validate import check_plan
+from ..plan import get_path
 from ..watchcache import Resource, WatchCache, object_key
 from .native_reconcile import KINDS, NativeAction, decide_native, object_owner
 
@@ -45,34 +42,10 @@ NativeClaim = Claim
 
 
 def native_claim_of(obj: JSON, resource: Resource, config: Config) -> NativeClaim | None:
-    """The claim of a stored workload whose gang uses the ``workload-api`` backend (the kind's resolver, as admission
-    runs it, operation ``UPDATE``); ``None`` for any other object. An invalid annotation gives a claim with
-    ``error`` only when the object still names the workload-api backend (or that is the default)."""
-    resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
-    if resolver is None or is_child(obj, resource.group, resource.kind):  # a Deployment's ReplicaSet: its parent's
-        return None
-    obj = obj if obj.get("kind") else dict(obj, apiVersion=resource.api_version, kind=resource.kind)
-    meta = obj.get("metadata") or {}
-    identity = f"{resource.group}/{resource.kind}/{meta.get('name') or ''}"
-    annotations = get_path(obj, ("metadata", "annotations"))
-    try:
-        ann = parse_gang_annotations(annotations, config)
-        if ann is None:
-            return None
-        plan = resolver(obj, ann, config, str(meta.get("namespace") or ""), "UPDATE")
-    except GangError as e:
-        asked = (annotations or {}).get(config.backend_key, config.gang_backend) if isinstance(annotations, dict) \
-            else config.gang_backend
-        return NativeClaim(obj, identity, None, error=e.message) if asked == WORKLOAD_API else None
-    if plan.backend != WORKLOAD_API or not plan.create_pod_group:
-        return None
-    problem = None
-    try:
-        check_plan(plan, config, ann)
-    except GangError as e:
-        problem = e.message
-    return NativeClaim(obj, plan.owner if not plan.shared else identity, plan, problem=problem,
-                       explicit=ann.pod_group is not None)
+    """The claim of a stored workload whose gang uses the ``workload-api`` backend: :func:`admit.claims.claim_of`
+    with ``backend="workload-api"`` (``None`` for any other object; an invalid annotation gives a claim with
+    ``error`` only when the object still names the workload-api backend, or that is the default)."""
+    return claim_of(obj, resource, config, backend=WORKLOAD_API)
 
 
 class _Queue:
