@@ -25,6 +25,7 @@ from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_
 from ..kube import KubeError
 from ..plan import get_path
 from ..watchcache import Resource, WatchCache, object_key
+from ..workqueue import WorkQueue
 from .native_reconcile import KINDS, NativeAction, decide_native, object_owner
 
 __all__ = ["NativeClaim", "native_claim_of", "NativeGangController", "GangCacheView", "start_native_controller"]
@@ -46,42 +47,6 @@ def native_claim_of(obj: JSON, resource: Resource, config: Config) -> NativeClai
     with ``backend="workload-api"`` (``None`` for any other object; an invalid annotation gives a claim with
     ``error`` only when the object still names the workload-api backend, or that is the default)."""
     return claim_of(obj, resource, config, backend=WORKLOAD_API)
-
-
-class _Queue:
-    """De-duplicating work queue: a key queued while waiting or running is run once more, never twice at once."""
-
-    def __init__(self) -> None:
-        self._ready: asyncio.Queue[Key] = asyncio.Queue()
-        self._queued: set[Key] = set()
-        self._timers: set[asyncio.TimerHandle] = set()
-
-    def add(self, key: Key) -> None:
-        if key not in self._queued:
-            self._queued.add(key)
-            self._ready.put_nowait(key)
-
-    def add_after(self, key: Key, delay: float) -> None:
-        handle: asyncio.TimerHandle | None = None
-
-        def fire() -> None:
-            self._timers.discard(handle)  # type: ignore[arg-type]
-            self.add(key)
-
-        handle = asyncio.get_running_loop().call_later(max(0.0, delay), fire)
-        self._timers.add(handle)
-
-    async def get(self) -> Key:
-        key = await self._ready.get()
-        self._queued.discard(key)
-        return key
-
-    def clear(self) -> None:
-        for t in self._timers:
-            t.cancel()
-        self._timers.clear()
-        self._queued.clear()
-        self._ready = asyncio.Queue()
 
 
 class _NotLeader(Exception):
@@ -125,7 +90,7 @@ class NativeGangController:
         self._claims: dict[WKey, NativeClaim] = {}
         self._by_group: dict[Key, set[WKey]] = {}
         self._by_identity: dict[tuple[str, str], set[WKey]] = {}
-        self._queue = _Queue()
+        self._queue = WorkQueue()
         self._task: asyncio.Task | None = None
         self._leading = False
         self._unclaimed_since: dict[Key, float] = {}
@@ -257,6 +222,8 @@ class NativeGangController:
             except Exception as e:  # noqa: BLE001 - one bad object must not stop the controller
                 log.exception("reconcile of workload-api gang %s/%s failed", *key)
                 self._retry(key, f"{key[0]}/{key[1]}: internal error ({type(e).__name__})")
+            finally:
+                self._queue.done(key)
 
     def _retry(self, key: Key, why: str) -> None:
         n = self._failures.get(key, 0) + 1
