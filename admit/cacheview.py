@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .claims import resolvable_object
 from .watchcache import Resource
 
 __all__ = ["ControllerView"]
@@ -51,4 +52,4 @@ class ControllerView:
         record = cache.get(namespace, name)
         if record is None:
             return cache.synced, None
-        return cache.synced, record.get("object", record)
+        return cache.synced, resolvable_object(record)

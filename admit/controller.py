@@ -88,6 +88,7 @@ from . import metrics
 from .events import EventRecorder
 from .kube import KubeError, namespace_terminating, resolve_proxy_once
 from .leader import LeaderElector, default_identity
+from .multiindex import MultiIndex
 from .loop import Pacer
 from .reconcile import Action, decide, describe_spec, spec_changes
 from .watchcache import KubeRaw, Resource, WatchCache, object_key
@@ -238,10 +239,10 @@ class Controller:
         self.working = False
         # Indexes (maintained on every replica, from the caches' events).
         self._claims: dict[tuple[str, str, str, str], Claim] = {}
-        self._by_group: dict[GroupKey, set[tuple[str, str, str, str]]] = {}
-        self._by_identity: dict[tuple[str, str], set[tuple[str, str, str, str]]] = {}
+        self._by_group: MultiIndex[GroupKey, tuple[str, str, str, str]] = MultiIndex()
+        self._by_identity: MultiIndex[tuple[str, str], tuple[str, str, str, str]] = MultiIndex()
         self._pg_owner: dict[GroupKey, str] = {}
-        self._pg_by_owner: dict[tuple[str, str], set[GroupKey]] = {}
+        self._pg_by_owner: MultiIndex[tuple[str, str], GroupKey] = MultiIndex()
         # Leader-only bookkeeping.
         self._unclaimed_since: dict[GroupKey, float] = {}
         self._failures: dict[GroupKey, int] = {}
@@ -345,7 +346,7 @@ class Controller:
                 self._queue.add(key)
 
     def _touched(self, claim: Claim) -> set[GroupKey]:
-        touched = set(self._pg_by_owner.get((claim.namespace, claim.identity), ()))
+        touched = set(self._pg_by_owner.get((claim.namespace, claim.identity)))
         if claim.key is not None:
             touched.add(claim.key)
         return touched
@@ -353,29 +354,21 @@ class Controller:
     def _index(self, wkey: tuple[str, str, str, str], claim: Claim) -> set[GroupKey]:
         touched: set[GroupKey] = set()
         if claim.key is not None:
-            self._by_group.setdefault(claim.key, set()).add(wkey)
+            self._by_group.add(claim.key, wkey)
             touched.add(claim.key)
         ident = (claim.namespace, claim.identity)
-        self._by_identity.setdefault(ident, set()).add(wkey)
-        touched |= self._pg_by_owner.get(ident, set())
+        self._by_identity.add(ident, wkey)
+        touched |= self._pg_by_owner.get(ident)
         return touched
 
     def _unindex(self, wkey: tuple[str, str, str, str], claim: Claim) -> set[GroupKey]:
         touched: set[GroupKey] = set()
         if claim.key is not None:
-            members = self._by_group.get(claim.key)
-            if members is not None:
-                members.discard(wkey)
-                if not members:
-                    del self._by_group[claim.key]
+            self._by_group.discard(claim.key, wkey)
             touched.add(claim.key)
         ident = (claim.namespace, claim.identity)
-        members = self._by_identity.get(ident)
-        if members is not None:
-            members.discard(wkey)
-            if not members:
-                del self._by_identity[ident]
-        touched |= self._pg_by_owner.get(ident, set())
+        self._by_identity.discard(ident, wkey)
+        touched |= self._pg_by_owner.get(ident)
         return touched
 
     def _on_pod_group(self, event: str, obj: JSON, old: JSON | None) -> None:
@@ -386,24 +379,20 @@ class Controller:
             return
         prior = self._pg_owner.pop(key, None)
         if prior is not None:
-            members = self._pg_by_owner.get((key[0], prior))
-            if members is not None:
-                members.discard(key)
-                if not members:
-                    del self._pg_by_owner[(key[0], prior)]
+            self._pg_by_owner.discard((key[0], prior), key)
         current = self._pod_group(key)  # both caches share this index: a PodGroup may move from one to the other
         owner = pod_group_owner(current, self.config) if current is not None else None
         if owner is not None:
             self._pg_owner[key] = owner
-            self._pg_by_owner.setdefault((key[0], owner), set()).add(key)
+            self._pg_by_owner.add((key[0], owner), key)
         if self._leading:
             self._queue.add(key)
 
     def _claims_for(self, key: GroupKey, pg: JSON | None) -> list[Claim]:
-        wkeys = set(self._by_group.get(key, ()))
+        wkeys = set(self._by_group.get(key))
         owner = pod_group_owner(pg, self.config) if pg is not None else None
         if owner is not None:
-            wkeys |= self._by_identity.get((key[0], owner), set())
+            wkeys |= self._by_identity.get((key[0], owner))
         return [self._claims[w] for w in sorted(wkeys) if w in self._claims]
 
     def _pod_group(self, key: GroupKey) -> JSON | None:
@@ -414,7 +403,7 @@ class Controller:
         key = (namespace, name)
         if not (self.pod_groups.synced and self.other_pod_groups.synced):
             return None
-        if self._pod_group(key) is not None or not self._by_group.get(key):
+        if self._pod_group(key) is not None or key not in self._by_group:
             return None
         if self._leading:
             self._queue.add(key)

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from admit.admission import Admission
-from admit.claims import claim_of, pod_group_generation, resolvable_copy
+from admit.claims import claim_of, pod_group_generation, resolvable_copy, resolvable_object
 from admit.podgroup import desired_pod_group
 from admit.validate import ScaleCheck, scale_verdict
 from admit.watchcache import Resource
@@ -268,7 +268,8 @@ async def test_the_caches_keep_small_records_and_a_relist_keeps_the_same_claims(
     workloads = controller.workloads[DEPLOYMENTS]
     record = workloads.get("team", "web")
     assert set(record) == {"apiVersion", "kind", "metadata", "claim", "object"}
-    copy_ = record["object"]  # what a scale check reads: no managedFields, no last-applied, template requests only
+    assert isinstance(record["object"], bytes)  # one compact JSON bytes object, decoded only by a */scale check
+    copy_ = resolvable_object(record)  # what a scale check reads: no managedFields, no last-applied, requests only
     assert "managedFields" not in copy_["metadata"] and set(copy_["metadata"]["annotations"]) == {
         "gang.admit.dev/min-member"}
     assert copy_["spec"]["template"]["spec"] == {"containers": [

@@ -23,6 +23,7 @@ from typing import Any
 from ..claims import Claim, claim_of
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube import KubeError
+from ..multiindex import MultiIndex
 from ..plan import get_path
 from ..watchcache import Resource, WatchCache, object_key
 from ..workqueue import WorkQueue
@@ -88,8 +89,8 @@ class NativeGangController:
             self.others[kind] = WatchCache(self.api, resource, label_selector=f"{MANAGED_BY_LABEL}!={MANAGED_BY_VALUE}",
                                            handlers=[self._on_object], **common)
         self._claims: dict[WKey, NativeClaim] = {}
-        self._by_group: dict[Key, set[WKey]] = {}
-        self._by_identity: dict[tuple[str, str], set[WKey]] = {}
+        self._by_group: MultiIndex[Key, WKey] = MultiIndex()
+        self._by_identity: MultiIndex[tuple[str, str], WKey] = MultiIndex()
         self._queue = WorkQueue()
         self._task: asyncio.Task | None = None
         self._leading = False
@@ -147,9 +148,9 @@ class NativeGangController:
             if claim is not None:
                 self._claims[wkey] = claim
                 if claim.key is not None:
-                    self._by_group.setdefault(claim.key, set()).add(wkey)
+                    self._by_group.add(claim.key, wkey)
                     touched.add(claim.key)
-                self._by_identity.setdefault((ns, claim.identity), set()).add(wkey)
+                self._by_identity.add((ns, claim.identity), wkey)
         if self._leading:
             for key in touched:
                 self._queue.add(key)
@@ -157,16 +158,9 @@ class NativeGangController:
     def _unindex(self, wkey: WKey, claim: NativeClaim) -> set[Key]:
         touched: set[Key] = set()
         if claim.key is not None:
-            members = self._by_group.get(claim.key, set())
-            members.discard(wkey)
-            if not members:
-                self._by_group.pop(claim.key, None)
+            self._by_group.discard(claim.key, wkey)
             touched.add(claim.key)
-        ident = (wkey[2], claim.identity)
-        members = self._by_identity.get(ident, set())
-        members.discard(wkey)
-        if not members:
-            self._by_identity.pop(ident, None)
+        self._by_identity.discard((wkey[2], claim.identity), wkey)
         return touched
 
     def _on_object(self, event: str, obj: JSON, old: JSON | None) -> None:
@@ -177,11 +171,11 @@ class NativeGangController:
         return {kind: self.get_native(kind, *key) for kind in KINDS}
 
     def _claims_for(self, key: Key, objects: dict[str, JSON | None]) -> list[NativeClaim]:
-        wkeys = set(self._by_group.get(key, ()))
+        wkeys = set(self._by_group.get(key))
         for obj in objects.values():
             owner = object_owner(obj, self.config) if obj is not None else None
             if owner is not None:
-                wkeys |= self._by_identity.get((key[0], owner), set())
+                wkeys |= self._by_identity.get((key[0], owner))
         return [self._claims[w] for w in sorted(wkeys) if w in self._claims]
 
     # ------------------------------------------------------------------ the loop
