@@ -6,7 +6,8 @@ kube-controller-manager, a two-container template, status) and their PodGroups (
 managedFields, as scheduler-plugins leaves them); then ``admit serve`` starts with its controller (one replica, so
 it leads) while a probe sends Pod admissions of a known gang group (``known-group`` mix: ``/mutate`` then
 ``/validate``) at a fixed rate the whole time. Phases, each ended when admit's CPU use falls back to the probe's
-(under 15% of a core for 2 s):
+(under 30% of a core for 2 s: the probe alone costs admit about 15%, so a lower bar made the 0-workload run
+wait minutes for a quiet it never reached):
 
 - **startup**: from ``/readyz`` 200 to the end of the first sync (the caches listed, the leader's first pass over
   every key done);
@@ -209,7 +210,7 @@ def _reads(fake: Any) -> int:
     return fake.counts().get("GET deployments", 0)
 
 
-async def _quiet(pid: int, since: float, *, fake: Any, below: float = 0.15, hold: float = 2.0,
+async def _quiet(pid: int, since: float, *, fake: Any, below: float = 0.30, hold: float = 2.0,
                  timeout: float = 900.0, log: Path | None = None, needle: str | None = None) -> float:
     """Wait until process ``pid`` used less than ``below`` of a core over ``hold`` seconds while asking the fake API
     for no Deployment (a relist waiting on a slow page is not quiet), and, with ``needle``, its log
