@@ -23,6 +23,7 @@ from typing import Any
 from ..claims import Claim, claim_of
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube import KubeError
+from ..loop import Pacer
 from ..multiindex import MultiIndex
 from ..plan import get_path
 from ..watchcache import Resource, WatchCache, object_key
@@ -189,10 +190,12 @@ class NativeGangController:
             leading = self.main.is_leader() and self._synced()
             if leading and not self._leading:
                 self._leading = True
-                keys = set(self._by_group) | {object_key(o) for c in self.managed.values() for o in c.items()}
-                for key in sorted(keys):
+                # In list order, giving the loop back every few milliseconds (the queue drops repeats).
+                pacer = Pacer()
+                for key in (*self._by_group, *(k for c in self.managed.values() for k in c.keys())):
                     self._queue.add(key)
-                log.info("workload-api gang controller leading: %d gang keys queued", len(keys))
+                    await pacer.tick()
+                log.info("workload-api gang controller leading: %d gang keys queued", len(self._queue))
             elif not leading and self._leading:
                 self._leading = False
                 self._queue.clear()
