@@ -12,9 +12,17 @@ PAUSE = "registry.k8s.io/pause:3.10"
 PERMIT_WAIT = 3  # Coscheduling permitWaitingTimeSeconds of the shared plane (seconds)
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, what: str = "") -> Any:
-    """Poll ``check()`` until it returns something truthy (returned); AssertionError after ``timeout`` seconds, with
-    the last value seen."""
+#: Default of :func:`wait_for`. Above kube-scheduler's 30 s flush of unschedulable pods: when the scheduler tries the
+#: first pod of a gang before its siblings exist (a ReplicaSet creates 1 pod, then 2: "cannot find enough sibling
+#: pods"), Coscheduling backs the group off (``podGroupBackoffSeconds``) and the siblings that arrive meanwhile are
+#: refused too ("failed recently"); with no later event for the group they all wait for that flush, and bind about
+#: 30 s after they were created (seen on this plane; scheduler-plugins issue #397). A wait of 30 s failed there.
+WAIT_TIMEOUT = 75.0
+
+
+def wait_for(check: Callable[[], Any], timeout: float = WAIT_TIMEOUT, interval: float = 0.1, what: str = "") -> Any:
+    """Poll ``check()`` until it returns something truthy (returned); AssertionError after ``timeout`` seconds
+    (default :data:`WAIT_TIMEOUT`), with the last value seen."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:
