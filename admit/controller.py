@@ -88,8 +88,8 @@ from . import metrics
 from .events import EventRecorder
 from .kube import KubeError, namespace_terminating, resolve_proxy_once
 from .leader import LeaderElector, default_identity
-from .multiindex import MultiIndex
 from .loop import Pacer
+from .multiindex import MultiIndex
 from .reconcile import Action, decide, describe_spec, spec_changes
 from .watchcache import KubeRaw, Resource, WatchCache, object_key
 from .workqueue import WorkQueue
@@ -129,8 +129,8 @@ class ControllerSettings:
 
     ``watch_idle_timeout``: a watch silent (no event, no bookmark) this long is opened again. ``page_size``: list page
     (50, not client-go's 500: a page is parsed in one go on the loop that serves admissions; 100 stored Deployments
-    are about 0.54 MB of JSON, 11 ms to parse with the stdlib and 7 ms with orjson on the development machine). ``repeat_window``: see ``Controller._repeating``. ``freeze_heap``: see
-    ``Controller._listed``.
+    are about 0.54 MB of JSON, 11 ms to parse with the stdlib and 7 ms with orjson on the development machine).
+    ``repeat_window``: see ``Controller._repeating``. ``freeze_heap``: see ``Controller._listed``.
     """
 
     orphan_grace_period: float = 60.0

@@ -135,9 +135,9 @@ class KubeRaw:
 
         The body is read raw and decoded with orjson when installed (``review.loads``), not by the client's
         ``json.loads``: a list page of 100 stored Deployments is about 0.5 MB, parsed in one go on the loop that
-        serves admissions (measured: 11 ms with the stdlib, 7 ms with orjson). A non-2xx answer raises what the client would
-        have raised (``ApiException``, mapped by :func:`admit.kube.api_errors`); a 2xx body that is not JSON raises
-        ``KubeError`` reason ``BadResponse``.
+        serves admissions (measured: 11 ms with the stdlib, 7 ms with orjson). A non-2xx answer raises what the
+        client would have raised (``ApiException``, mapped by :func:`admit.kube.api_errors`); a 2xx body that is not
+        JSON raises ``KubeError`` reason ``BadResponse``.
         """
         timeout = self.timeout if timeout is None else timeout
         what = f"{method} {path}"
