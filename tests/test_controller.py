@@ -346,6 +346,9 @@ async def test_a_pod_group_goes_from_admission_to_adoption_to_garbage_collection
     with caplog.at_level(logging.INFO, "admit.controller"):
         workload = await create_workload(kube, mutated)
         adopted_in = await eventually(lambda: (pg_of(fake) or {}).get("metadata", {}).get("ownerReferences"))
+        # The controller logs once the PATCH's answer is back, which can be after the fake API stored it.
+        await eventually(lambda: any("adopted PodGroup team/web: owner Deployment team/web" in r.getMessage()
+                                     for r in caplog.records))
     assert adopted_in < 0.5
     assert pg_of(fake)["metadata"]["ownerReferences"] == [owner_reference(workload)]
     assert pg_of(fake)["spec"] == {"minMember": 3, "minResources": {"cpu": "3"}}
