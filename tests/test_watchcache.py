@@ -58,6 +58,30 @@ async def caches():
         await cache.stop()
 
 
+class LoopTurns:
+    """Counts turns of the event loop while it runs (``async with``): stands for admissions served on the loop the
+    cache runs on. ``ticks`` only grows when the code under test gives the loop back."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self._stop = False
+        self._task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> "LoopTurns":
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self._stop = True
+        assert self._task is not None
+        await self._task
+
+    async def _run(self) -> None:
+        while not self._stop:
+            self.ticks += 1
+            await asyncio.sleep(0)
+
+
 class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
@@ -320,30 +344,18 @@ async def test_the_cache_keeps_only_the_transformed_record_and_a_relist_reuses_u
 async def test_handler_calls_after_a_large_list_give_the_event_loop_back(fake, raw, caches):
     for i in range(600):
         fake.put(deployment(f"d{i:04}"))
-    ticks = 0
-    stop = False
-
-    async def other_work() -> None:  # stands for admissions served on the same loop
-        nonlocal ticks
-        while not stop:
-            ticks += 1
-            await asyncio.sleep(0)
-
+    turns = LoopTurns()
     seen_at: list[int] = []
 
     def slow_handler(event: str, obj: dict, old: dict | None) -> None:
-        seen_at.append(ticks)
+        seen_at.append(turns.ticks)
         end = time.perf_counter() + 0.0001  # 0.1 ms of work per object: 60 ms for the whole list
         while time.perf_counter() < end:
             pass
 
-    task = asyncio.create_task(other_work())
-    try:
+    async with turns:
         cache = await caches(WatchCache(raw, DEPLOYMENTS, handlers=[slow_handler], **FAST))
         await cache.wait_synced(3)
-    finally:
-        stop = True
-        await task
     assert len(seen_at) == 600
     assert len(set(seen_at)) >= 5  # other work ran between handler calls, several times
 
@@ -377,15 +389,7 @@ async def test_every_list_page_gives_the_event_loop_back_before_its_objects_are_
     same step held admissions for 15 to 20 ms per page (asyncio debug mode, 20,000 workloads)."""
     for i in range(300):
         fake.put(deployment(f"d{i:04}"))
-    ticks = 0
-    stop = False
-
-    async def other_work() -> None:  # stands for admissions served on the same loop
-        nonlocal ticks
-        while not stop:
-            ticks += 1
-            await asyncio.sleep(0)
-
+    turns = LoopTurns()
     parsed_at: list[int] = []
     request = raw.request
 
@@ -394,23 +398,19 @@ async def test_every_list_page_gives_the_event_loop_back_before_its_objects_are_
         end = time.perf_counter() + 0.006  # a parse longer than one of the Pacer's 5 ms slices
         while time.perf_counter() < end:
             pass
-        parsed_at.append(ticks)
+        parsed_at.append(turns.ticks)
         return doc
 
     raw.request = slow_parse
     walked_at: list[int] = []
 
     def transform(obj: dict) -> dict:
-        walked_at.append(ticks)
+        walked_at.append(turns.ticks)
         return obj
 
-    task = asyncio.create_task(other_work())
-    try:
+    async with turns:
         cache = await caches(WatchCache(raw, DEPLOYMENTS, transform=transform, page_size=100, **FAST))
         await cache.wait_synced(3)
-    finally:
-        stop = True
-        await task
     assert len(parsed_at) == 3 and len(walked_at) == 300
     assert [walked_at[100 * page] > parsed_at[page] for page in range(3)] == [True, True, True]
 
