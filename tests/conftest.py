@@ -8,10 +8,22 @@ itself again that way).
 import os
 import sys
 
+import pytest
+
 if os.environ.get("ADMIT_TEST_PLAIN_INSTALL") == "1":
     sys.modules["orjson"] = None  # type: ignore[assignment]  # import orjson raises ImportError
     sys.modules["uvloop"] = None  # type: ignore[assignment]
     os.environ["ADMIT_EVENT_LOOP"] = "asyncio"
+
+
+@pytest.fixture
+async def fake():
+    """The in-repo fake Kubernetes API over HTTP (``admit.testing.fake_kube.FakeKubeAPI``), one per test; modules
+    that need it set up differently define their own ``fake``."""
+    from admit.testing.fake_kube import FakeKubeAPI
+
+    async with FakeKubeAPI() as api:
+        yield api
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]

@@ -14,12 +14,6 @@ from admit.watchcache import KubeRaw
 
 
 @pytest.fixture
-async def fake():
-    async with FakeKubeAPI() as api:
-        yield api
-
-
-@pytest.fixture
 async def recorder(fake):
     async with fake.api_client() as api_client:
         rec = EventRecorder(KubeRaw(api_client, timeout=2.0), "admit-0")

@@ -15,7 +15,6 @@ from admit.config import Config
 from admit.controller import Controller, ControllerSettings
 from admit.kube import KubeAPI
 from admit.server import create_app
-from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import FAST_CONTROLLER, admission_review, apply_answer, decode_patch, eventually
 
 NEW = "scheduling.x-k8s.io/pod-group"
@@ -63,12 +62,6 @@ def kueue_pod(role: str = "leader", count: str | None = "3", min_member: str | N
                  "containers": [{"name": "main", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
                                  "args": ["entrypoint-tester"], "resources": {"requests": {"cpu": "500m"}}}]},
     }
-
-
-@pytest.fixture
-async def fake():
-    async with FakeKubeAPI() as api:
-        yield api
 
 
 @pytest.fixture

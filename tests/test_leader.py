@@ -35,12 +35,6 @@ def lease_of(fake: FakeKubeAPI) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def fake():
-    async with FakeKubeAPI() as api:
-        yield api
-
-
-@pytest.fixture
 async def candidates(fake):
     """Factory: ``await candidates("a")`` starts a candidate on its own ApiClient; all are stopped at the end."""
     made: list[tuple[LeaderElector, Any]] = []

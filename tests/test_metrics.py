@@ -41,12 +41,6 @@ class Delta:
 
 
 @pytest.fixture
-async def fake():
-    async with FakeKubeAPI() as api:
-        yield api
-
-
-@pytest.fixture
 async def webhook(aiohttp_client, fake):
     api_client = fake.api_client()
     assert metrics.instrument_api_client(api_client)

@@ -17,7 +17,6 @@ from admit.config import Config
 from admit.controller import Controller, ControllerSettings
 from admit.kube import KubeAPI
 from admit.server import create_app
-from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import FAST_CONTROLLER, admission_review, eventually
 
 CONFIG = Config()
@@ -43,12 +42,6 @@ def replicaset_pod(group: str) -> dict[str, Any]:
                                            "name": "legacy-web-6d4b9c7f5", "uid": "0b6f1c1e-5e2a-4d4e-8a59-3c7d1b2a9e10",
                                            "controller": True, "blockOwnerDeletion": True}]
     return pod
-
-
-@pytest.fixture
-async def fake():
-    async with FakeKubeAPI() as api:
-        yield api
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ from admit.config import Config
 from admit.controller import Controller, ControllerSettings
 from admit.kube import KubeAPI
 from admit.server import create_app
-from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import FAST_CONTROLLER, eventually, scale_review
 
 CONFIG = Config()
@@ -55,12 +54,6 @@ def managed_pg(name: str = "web", min_member: int = 1) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": "team", "labels": {"app.kubernetes.io/managed-by": "admit"},
                          "annotations": {"gang.admit.dev/owner": f"apps/Deployment/{name}"}},
             "spec": {"minMember": min_member, "minResources": {"cpu": "100m", "memory": "64Mi"}}}
-
-
-@pytest.fixture
-async def fake():
-    async with FakeKubeAPI() as api:
-        yield api
 
 
 @pytest.fixture

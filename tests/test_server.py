@@ -10,16 +10,9 @@ from admit.admission import Admission
 from admit.config import Config
 from admit.kube import KubeAPI
 from admit.server import create_app
-from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, apply_answer, controller_pod, decode_patch, example
 
 PG = ("scheduling.x-k8s.io/v1alpha1", "podgroups")
-
-
-@pytest.fixture
-async def fake():
-    async with FakeKubeAPI() as api:
-        yield api
 
 
 async def make_client(aiohttp_client, fake, **config):

@@ -34,12 +34,6 @@ def deployment(name: str, replicas: int = 1, labels: dict[str, str] | None = Non
 
 
 @pytest.fixture
-async def fake():
-    async with FakeKubeAPI() as api:
-        yield api
-
-
-@pytest.fixture
 async def raw(fake):
     async with fake.api_client() as api_client:
         yield KubeRaw(api_client, timeout=2.0)
