@@ -8,6 +8,7 @@ import signal
 import socket
 import ssl
 import sys
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -53,6 +54,26 @@ async def wait_ready(url: str, ssl_ctx: ssl.SSLContext, proc: asyncio.subprocess
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError("admit serve did not become ready")
             await asyncio.sleep(0.1)
+
+
+async def start_dev(tmp_path: Path) -> tuple[asyncio.subprocess.Process, int, str, ssl.SSLContext]:
+    """``admit serve --dev`` with its certificates in ``tmp_path/certs``, once it is ready: (process, port, the URL of
+    the fake Kubernetes API it started, a client TLS context trusting its CA). The caller stops it."""
+    certs = tmp_path / "certs"
+    proc, port = await start_serve("--dev", "--tls-cert-file", str(certs / "tls.crt"),
+                                   "--tls-key-file", str(certs / "tls.key"))
+    try:
+        line = ""
+        while "fake Kubernetes API at" not in line:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+            assert line, "admit serve --dev exited before starting the fake API"
+        fake_url = line.split("fake Kubernetes API at ")[1].split()[0]
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+    except BaseException:
+        await stop(proc)
+        raise
+    return proc, port, fake_url, ctx
 
 
 async def stop(proc: asyncio.subprocess.Process) -> str:
@@ -253,17 +274,8 @@ async def test_serve_without_any_kubernetes_configuration_says_how_to_give_one(t
 
 
 async def test_serve_dev_runs_against_the_in_repo_fake_api_without_a_cluster(tmp_path):
-    certs = tmp_path / "certs"
-    proc, port = await start_serve("--dev", "--tls-cert-file", str(certs / "tls.crt"),
-                                   "--tls-key-file", str(certs / "tls.key"))
+    proc, port, fake_url, ctx = await start_dev(tmp_path)
     try:
-        line = ""
-        while "fake Kubernetes API at" not in line:
-            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
-            assert line, "admit serve --dev exited before starting the fake API"
-        fake_url = line.split("fake Kubernetes API at ")[1].split()[0]
-        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-        await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
         dep = example("pause-gang-deployment.yaml")
         async with aiohttp.ClientSession() as session:
             async with session.post(f"https://127.0.0.1:{port}/mutate", json=admission_review(dep), ssl=ctx) as r:
@@ -282,17 +294,8 @@ async def test_serve_dev_runs_against_the_in_repo_fake_api_without_a_cluster(tmp
 async def test_the_readme_dev_walkthrough_creates_podgroup_pause_from_the_example_deployment_review(tmp_path):
     # README "Try it without a cluster": the example Deployment review sent to /validate makes the PodGroup, and the
     # example Pod review sent to /mutate gets the schedulerName patch.
-    certs = tmp_path / "certs"
-    proc, port = await start_serve("--dev", "--tls-cert-file", str(certs / "tls.crt"),
-                                   "--tls-key-file", str(certs / "tls.key"))
+    proc, port, fake_url, ctx = await start_dev(tmp_path)
     try:
-        line = ""
-        while "fake Kubernetes API at" not in line:
-            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
-            assert line, "admit serve --dev exited before starting the fake API"
-        fake_url = line.split("fake Kubernetes API at ")[1].split()[0]
-        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-        await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
         headers = {"Content-Type": "application/json"}
         async with aiohttp.ClientSession() as session:
             body = (EXAMPLES / "admission-review-deployment-validate.json").read_bytes()
