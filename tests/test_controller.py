@@ -395,10 +395,12 @@ async def test_the_spec_follows_a_workload_update_that_admission_did_not_see(fak
     took = await eventually(lambda: pg_of(fake)["spec"].get("scheduleTimeoutSeconds") == 300)
     assert pg_of(fake)["spec"] == {"minMember": 2, "minResources": {"cpu": "4"}, "scheduleTimeoutSeconds": 300}
     assert took < 0.5
+    # The fake API stores the patch before the controller reads its answer and records the event: wait for it.
+    updated = ("Normal", "PodGroupUpdated", "Deployment",
+               "PodGroup web spec updated: minMember 3 -> 2; minResources {'cpu': '3'} -> {'cpu': '4'}; "
+               "scheduleTimeoutSeconds None -> 300")
+    await eventually(lambda: updated in events(fake))
     await controller.recorder.flush()
-    assert ("Normal", "PodGroupUpdated", "Deployment",
-            "PodGroup web spec updated: minMember 3 -> 2; minResources {'cpu': '3'} -> {'cpu': '4'}; "
-            "scheduleTimeoutSeconds None -> 300") in events(fake)
     patches = fake.requests_for("podgroups", "patch")
     assert patches[-1].content_type == "application/json-patch+json"
     assert {"op": "replace", "path": "/metadata/resourceVersion",
@@ -429,6 +431,8 @@ async def test_an_orphan_is_deleted_after_the_grace_period_and_not_before(fake, 
     assert GRACE <= deleted_after < GRACE + 0.3, deleted_after
     delete = fake.requests_for("podgroups", "delete")[-1]
     assert set(delete.body["preconditions"]) == {"uid", "resourceVersion"}
+    # The fake API removes the object before the controller reads the answer and records the event: wait for it.
+    await eventually(lambda: any(e[1] == "PodGroupDeleted" for e in events(fake)))
     await controller.recorder.flush()
     [(kind, reason, regarding, note)] = [e for e in events(fake) if e[1] == "PodGroupDeleted"]
     assert (kind, regarding) == ("Normal", "PodGroup")
@@ -442,12 +446,14 @@ async def test_an_orphan_that_live_pods_still_use_is_kept(fake, controllers, cap
         fake.put({"apiVersion": "v1", "kind": "Pod",
                   "metadata": {"name": name, "namespace": "team", "labels": {"scheduling.x-k8s.io/pod-group": "web"}},
                   "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": {"phase": phase}})
+    keeping = "has no stored workload but live pods still carry its label; keeping it"
     with caplog.at_level(logging.INFO, "admit.controller"):
         fake.put(managed_pg())
-        await asyncio.sleep(GRACE + 0.3)
+        # Logged after the grace period and the answers of the live reads (owner, pods): wait for it, then a little.
+        await eventually(lambda: any(keeping in r.getMessage() for r in caplog.records), timeout=GRACE + 2)
+        await asyncio.sleep(0.3)
     assert pg_of(fake) is not None
-    assert sum("has no stored workload but live pods still carry its label; keeping it" in r.getMessage()
-               for r in caplog.records) == 1
+    assert sum(keeping in r.getMessage() for r in caplog.records) == 1
     fake.delete_object("v1", "pods", "team", "p1")
     await eventually(lambda: pg_of(fake) is None, timeout=GRACE * 2 + 1)
 
@@ -475,10 +481,12 @@ async def test_only_the_lease_holder_writes_and_the_other_replica_takes_over(fak
     await eventually(lambda: b.pod_groups.synced and b.workloads[DEPLOYMENTS].synced)
     await create_workload(kube, deployment())
     await eventually(lambda: (pg_of(fake) or {}).get("metadata", {}).get("ownerReferences"))
+    # KubeRaw counts a write once its answer is read, which can be after the fake API stored the object.
+    await eventually(lambda: a.api.writes["POST podgroups"] == 1)  # the leader created it (no admission here)
     await asyncio.sleep(0.2)
     assert a.is_leader() and not b.is_leader() and not b.working
     assert b.cache.get("team", "web") is not None  # the follower's cache serves its webhooks all the same
-    assert a.api.writes["POST podgroups"] == 1  # the leader created the group (admission did not run here)
+    assert a.api.writes["POST podgroups"] == 1
     assert not [w for w in b.api.writes if not w.endswith("leases")]  # the follower wrote nothing but Lease tries
     await a.stop()
     await eventually(lambda: b.working)

@@ -61,9 +61,10 @@ async def test_a_group_whose_workload_a_silent_watch_missed_is_not_deleted_as_an
     await hold(fake, "deployments")
     fake.put(managed_pg("web", min_member=3))  # created at admission, without an owner (the GC race)
     await create_workload(kube, deployment())  # stored; the silent watch never says so
-    await asyncio.sleep(GRACE + 0.6)
+    # Counted once the live read of the owner has answered (after the grace period): wait for it.
+    await eventually(lambda: controller.stale_skips >= 1, timeout=GRACE + 2)
+    await asyncio.sleep(0.1)
     assert pg_of(fake) is not None and fake.requests_for("podgroups", "delete") == []
-    assert controller.stale_skips >= 1
     fake.release_watches("deployments")  # the watch catches up: the group is adopted
     await eventually(lambda: owned(fake))
 
@@ -103,8 +104,9 @@ async def test_a_group_is_not_adopted_by_a_workload_recreated_under_another_uid_
     fake.delete_object("apps/v1", "deployments", "team", "web")
     second = await create_workload(kube, deployment())  # same name, new uid; the cache still has the first
     await eventually(lambda: pg_of(fake) is None)  # garbage-collected with the first
-    await asyncio.sleep(0.5)
-    assert pg_of(fake) is None and controller.stale_skips >= 1  # nothing created with the first uid
+    await eventually(lambda: controller.stale_skips >= 1, timeout=2)  # counted once the live read has answered
+    await asyncio.sleep(0.3)
+    assert pg_of(fake) is None  # nothing created with the first uid
     fake.release_watches("deployments")
     await eventually(lambda: owned(fake))
     assert [r["uid"] for r in pg_of(fake)["metadata"]["ownerReferences"]] == [second["metadata"]["uid"]]
