@@ -386,6 +386,10 @@ class ControlPlane:
             :meth:`stop` unless ``keep``).
         permit_waiting_seconds: Coscheduling ``permitWaitingTimeSeconds`` (how long bound-to-be pods of an
             incomplete gang wait in Permit before they are rejected).
+        pod_group_backoff_seconds: Coscheduling ``podGroupBackoffSeconds``; 0 (scheduler-plugins' default, and what
+            its Helm chart installs) turns the backoff off. With a backoff and no scheduler-plugins controller, a
+            gang whose first pod is tried before its siblings exist can be left unschedulable until kube-scheduler's
+            5-minute flush (README, "Why are my pods Pending?"), so the test tier keeps the default.
         kubelet: run the :class:`Kubelet` thread.
         shared: the ``shared/k8s`` folder (manifests; binaries unless ``binaries`` or ``$ADMIT_K8S_ASSETS``).
         native_gang: also run Kubernetes' native gang scheduling (issue 12): :data:`NATIVE_GANG_GATES` on
@@ -399,14 +403,15 @@ class ControlPlane:
     """
 
     def __init__(self, binaries: Path | None = None, workdir: Path | None = None, *,
-                 permit_waiting_seconds: int = 3, kubelet: bool = True, shared: Path | None = None,
-                 keep: bool = False, native_gang: bool = False) -> None:
+                 permit_waiting_seconds: int = 3, pod_group_backoff_seconds: int = 0, kubelet: bool = True,
+                 shared: Path | None = None, keep: bool = False, native_gang: bool = False) -> None:
         self.shared = shared or SHARED
         self.native_gang = native_gang
         self.binaries = binaries
         self._own_workdir = workdir is None
         self.workdir = workdir
         self.permit_waiting_seconds = permit_waiting_seconds
+        self.pod_group_backoff_seconds = pod_group_backoff_seconds
         self.keep = keep
         self._want_kubelet = kubelet
         self._procs: list[_Proc] = []
@@ -514,7 +519,8 @@ class ControlPlane:
                 "plugins": {"multiPoint": {"enabled": [{"name": "Coscheduling"}],
                                            "disabled": [{"name": "PrioritySort"}]}},
                 "pluginConfig": [{"name": "Coscheduling", "args": {
-                    "permitWaitingTimeSeconds": self.permit_waiting_seconds, "podGroupBackoffSeconds": 1}}],
+                    "permitWaitingTimeSeconds": self.permit_waiting_seconds,
+                    "podGroupBackoffSeconds": self.pod_group_backoff_seconds}}],
             }],
         }))
         self._spawn("scheduler-plugins-scheduler", [
