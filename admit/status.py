@@ -26,6 +26,13 @@ reason means and where it comes from:
   ``PodScheduled`` condition (reason ``Unschedulable``) and their ``FailedScheduling`` events, whichever is newer:
   capacity ("Insufficient cpu", "resource gap"), the Permit wait that timed out ("rejected due to timeout"), or
   anything else the scheduler said.
+- ``GroupBackedOff``: every message about the pending pods is an echo of their group's rejection or backoff
+  ("optimistic rejection in PostFilter", "rejection in Unreserve", "podGroup x failed recently") and none states a
+  cause. Coscheduling retries such pods only when a pod for its scheduler is added or the PodGroup is updated (its
+  ``EventsToRegister``), kube-scheduler after they have been unschedulable for 5 minutes
+  (``DefaultPodMaxInUnschedulablePodsDuration``): with ``podGroupBackoffSeconds`` above 0, a gang retried during the
+  backoff on a quiet cluster waits that long (made on the real plane). The message gives the ``kubectl annotate``
+  that retries them at once.
 - ``Waiting``: pods are pending and the scheduler has not said why yet; ``Scheduled``: every pod has a node.
 """
 
@@ -156,28 +163,36 @@ def _words(pods: list[JSON], events: list[JSON]) -> list[tuple[_dt.datetime, str
     return out
 
 
-def _last_word(pods: list[JSON], events: list[JSON], pod_count: int | None = None) -> tuple[_dt.datetime | None, str]:
-    """The scheduler's most telling recent message about ``pods``: (time, message), (None, "") for none.
+def _echo(message: str) -> bool:
+    """Whether ``message`` only repeats that the pod's group was turned away (:data:`ECHOES`), with no cause."""
+    low = message.lower()
+    return any(echo in low for echo in ECHOES) and "insufficient" not in low
+
+
+def _telling(message: str, pod_count: int | None) -> bool:
+    if _echo(message):
+        return False
+    m = _SIBLINGS.search(message)
+    return not (m and pod_count is not None and pod_count >= int(m.group(2)))
+
+
+def _last_word(pods: list[JSON], events: list[JSON],
+               pod_count: int | None = None) -> tuple[_dt.datetime | None, str, bool]:
+    """The scheduler's most telling recent message about ``pods``: (time, message, telling), (None, "", False) for
+    none; ``telling`` is False when no message states a cause (the newest of all is returned then).
 
     Seen on the real plane (scheduler-plugins v0.34.7): after one pod of a gang fails Filter ("Insufficient cpu"),
-    the group is backed off and the other pods get echoes ("podGroup x failed recently", "optimistic rejection in
-    PostFilter", "rejection in Unreserve") that hide the cause; a "cannot find enough sibling pods" written while the
-    ReplicaSet was still creating pods is stale once ``pod_count`` reaches minMember. So: the newest message that is
-    neither an echo nor stale, else the newest of all.
+    the group is rejected and the other pods get echoes ("optimistic rejection in PostFilter", "rejection in
+    Unreserve", "podGroup x failed recently" with ``podGroupBackoffSeconds``) that hide the cause; a "cannot find
+    enough sibling pods" written while the ReplicaSet was still creating pods is stale once ``pod_count`` reaches
+    minMember. So: the newest message that is neither an echo nor stale, else the newest of all.
     """
     words = sorted(_words(pods, events), key=lambda w: w[0])
     if not words:
-        return None, ""
-
-    def telling(message: str) -> bool:
-        low = message.lower()
-        if any(echo in low for echo in ECHOES) and "insufficient" not in low:
-            return False
-        m = _SIBLINGS.search(message)
-        return not (m and pod_count is not None and pod_count >= int(m.group(2)))
-
-    useful = [w for w in words if telling(w[1])]
-    return (useful or words)[-1]
+        return None, "", False
+    useful = [w for w in words if _telling(w[1], pod_count)]
+    when, said = (useful or words)[-1]
+    return when, said, bool(useful)
 
 
 def _one_line(text: str, limit: int = 240) -> str:
@@ -366,9 +381,9 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
     phase = str(get_path(pg, ("status", "phase")) or "-") if pg is not None else "Missing"
     waited = _waited(pending, now)
 
-    def status(reason: str, message: str) -> GangStatus:
+    def status(reason: str, message: str, limit: int = 240) -> GangStatus:
         return GangStatus(ns, group, str(workload), min_member, len(pods), scheduled, len(pending), phase, waited,
-                          reason, _one_line(message))
+                          reason, _one_line(message, limit))
 
     if pg is None:
         near = _near(group, [n for (n_ns, n) in pgs if n_ns == ns])
@@ -381,7 +396,7 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
                    - {config.scheduler_name})
     if wrong:
         off = [p for p in pods if (get_path(p, ("spec", "schedulerName")) or KUBE_DEFAULT_SCHEDULER) in wrong]
-        seen, _ = _last_word([p for p in off if not _scheduled(p)], events)
+        seen, _, _ = _last_word([p for p in off if not _scheduled(p)], events)
         untouched = [p for p in off if not _scheduled(p)] and seen is None
         extra = (f"; nothing has tried to schedule them: no scheduler named {wrong[0]} is running" if untouched
                  else ": Coscheduling never sees them (they are scheduled one by one)")
@@ -396,8 +411,17 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
         typo_key = typo_pods[key][0][0]
         return status("LabelTypo", f"{len(typo_pods[key])} pod(s) carry {typo_key}={group}, not "
                                    f"{config.pod_group_label}: they do not count for this gang")
-    when, said = _last_word(pending, events, len(pods))
-    if pending and said:
+    when, said, told = _last_word(pending, events, len(pods))
+    echoes_only = bool(pending and said and not told and _echo(said))
+    if echoes_only and (min_member is None or len(pods) >= min_member):
+        phrase = next(e for e in ECHOES if e in said.lower()).replace("postfilter", "PostFilter")
+        age = f", {_duration((now - when).total_seconds())} ago" if when and when.year > 1 else ""
+        return status("GroupBackedOff", f"pods refused only as members of a rejected or backed-off group "
+                                        f"('{phrase}'{age}), with no cause of their own; Coscheduling retries them "
+                                        "on a PodGroup update, else kube-scheduler after 5 minutes. Retry now: "
+                                        f"kubectl annotate podgroup {group} -n {ns} retried-at=\"$(date +%s)\" "
+                                        "--overwrite", limit=480)
+    if pending and said and not echoes_only:
         return status(classify_message(said), said)
     if min_member is not None and len(pods) < min_member:
         return status("NotEnoughPods", f"{len(pods)} pod(s) exist, minMember is {min_member}: the gang waits for "

@@ -219,9 +219,38 @@ def test_the_cause_is_kept_over_the_echoes_coscheduling_writes_after_it():
     ]
     row = one(diagnose(pod_groups=[pod_group("big", 3)], pods=pods, events=events, now=NOW), "big")
     assert row.reason == "Insufficient" and "2 Insufficient cpu" in row.message
-    # with only the echoes left (older events expired), the newest is shown as it is
+    # with only the echoes left (older events expired), no pod states a cause: the group waits for a retry
     row = one(diagnose(pod_groups=[pod_group("big", 3)], pods=pods, events=events[2:], now=NOW), "big")
-    assert row.reason == "Unschedulable" and "optimistic rejection" in row.message
+    assert row.reason == "GroupBackedOff" and "('optimistic rejection in PostFilter', 2s ago)" in row.message
+
+
+def test_a_gang_whose_pods_have_only_echoes_of_a_backoff_is_reported_with_the_command_that_retries_it():
+    # Verbatim from the real plane (podGroupBackoffSeconds 5): one pod of three asked for 5 CPU, the group was
+    # rejected and backed off, the pod was replaced by one that fits within the backoff, and nothing retried them.
+    pods = [pod(f"train-{i}", "train", owner="train") for i in (0, 1, 3)]
+    gone = pod("train-2", "train", owner="train")
+    events = [
+        scheduler_event(pods[1], "0/1 nodes are available: 1 optimistic rejection in PostFilter.", 40),
+        scheduler_event(gone, "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
+                        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.", 40),
+        scheduler_event(pods[0], "0/1 nodes are available: 1 optimistic rejection in PostFilter.", 40),
+        scheduler_event(pods[2], "0/2 nodes are available: podGroup team/train failed recently. no new claims to "
+                        "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+                        "scheduling.", 39),
+    ]
+    row = one(diagnose(pod_groups=[pod_group("train", 3)], pods=pods, events=events, now=NOW), "train")
+    assert (row.reason, row.pods, row.pending) == ("GroupBackedOff", 3, 3)
+    assert row.message == (
+        "pods refused only as members of a rejected or backed-off group ('failed recently', 39s ago), with no cause "
+        "of their own; Coscheduling retries them on a PodGroup update, else kube-scheduler after 5 minutes. Retry "
+        'now: kubectl annotate podgroup train -n team retried-at="$(date +%s)" --overwrite')
+
+
+def test_echoes_with_fewer_pods_than_min_member_say_the_gang_waits_for_pods():
+    pods = [pod(f"train-{i}", "train", owner="train") for i in (0, 1)]
+    events = [scheduler_event(p, "0/1 nodes are available: 1 optimistic rejection in PostFilter.", 5) for p in pods]
+    row = one(diagnose(pod_groups=[pod_group("train", 3)], pods=pods, events=events, now=NOW), "train")
+    assert row.reason == "NotEnoughPods"
 
 
 def test_a_misspelt_annotation_says_which_one_was_meant():

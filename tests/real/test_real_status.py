@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
+from typing import Iterable
+
+import pytest
+from kubernetes_asyncio import client, config
 
 from admit.config import Config
 from admit.status import diagnose
 from admit.statuscmd import collect
+from admit.testing.plane import ControlPlane, NoBinaries, find_binaries
 from admit.watchcache import KubeRaw
-from tests.real.support import container, gang_deployment
+from tests.real.support import PERMIT_WAIT, bound, container, gang_deployment, pods, wait_for
 
 APPS = "/apis/apps/v1/namespaces/{ns}/deployments"
 PODS = "/api/v1/namespaces/{ns}/pods"
@@ -124,3 +130,60 @@ async def test_the_scheduler_message_for_a_short_gang_is_classified(plane, ns, k
     row = await rows_until(kube, ns, "short", "NotEnoughPods")
     assert row.pods == 2 and row.min_member == 3
 
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# A scheduler-plugins scheduler with podGroupBackoffSeconds: a gang stranded by the backoff, and its retry
+# ----------------------------------------------------------------------------------------------------------------------
+
+BACKOFF = 5  # podGroupBackoffSeconds of the plane below (seconds)
+
+
+@pytest.fixture(scope="module")
+def backoff_plane() -> Iterable[ControlPlane]:
+    """A plane of its own: the shared one runs Coscheduling with its defaults (no backoff)."""
+    try:
+        binaries = find_binaries()
+    except NoBinaries as e:
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail(f"backoff plane cannot run under CI=true: {e}")
+        pytest.skip(f"backoff plane skipped: {e}")
+    cp = ControlPlane(binaries, permit_waiting_seconds=PERMIT_WAIT, pod_group_backoff_seconds=BACKOFF,
+                      keep=bool(os.environ.get("ADMIT_PLANE_KEEP")))
+    cp.start()
+    try:
+        for name in ("node-1", "node-2"):
+            cp.add_node(name, cpu="4", memory="8Gi")
+        yield cp
+    finally:
+        cp.stop()
+
+
+async def test_a_gang_the_backoff_left_unschedulable_is_reported_with_the_command_that_retries_it(backoff_plane):
+    """Seen in CI: with a backoff and nothing else for the scheduler to do, a gang whose pods were retried during
+    the backoff is not tried again for 5 minutes. Made here on purpose: one pod of three cannot fit (the group is
+    rejected and backed off), and its replacement arrives within the backoff."""
+    cp, ns = backoff_plane, "stranded"
+    cp.create_namespace(ns)
+    cp.rest("POST", PG.format(ns=ns), body=hand_pod_group("train", 3))
+    for name, cpu in (("train-0", "100m"), ("train-1", "100m"), ("train-2", "5")):  # 5 CPU: no node has them
+        cp.rest("POST", PODS.format(ns=ns), body=bare_pod(name, {LABEL: "train"}, cpu=cpu))
+    wait_for(lambda: any("Insufficient cpu" in e.get("message", "")
+                         for e in cp.rest("GET", f"/api/v1/namespaces/{ns}/events")["items"]),
+             timeout=30, what="the 5-CPU pod refused")
+    cp.rest("DELETE", f"{PODS.format(ns=ns)}/train-2", query={"gracePeriodSeconds": "0"})
+    cp.rest("POST", PODS.format(ns=ns), body=bare_pod("train-3", {LABEL: "train"}))  # fits: the gang could start
+    time.sleep(BACKOFF * 2 + 2)  # past the backoff: nothing tries the group again
+    assert bound(pods(cp, ns)) == []
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(cp.kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration) as kube:
+        row = await rows_until(kube, ns, "train", "GroupBackedOff")
+    assert (row.pods, row.scheduled, row.pending) == (3, 0, 3)
+    assert "'failed recently'" in row.message or "'optimistic rejection in PostFilter'" in row.message
+    command = row.message.split("Retry now: ", 1)[1]
+    assert command == f'kubectl annotate podgroup train -n {ns} retried-at="$(date +%s)" --overwrite'
+    # what that command sends: a merge patch of the PodGroup's annotations
+    cp.rest("PATCH", f"{PG.format(ns=ns)}/train", body={"metadata": {"annotations": {"retried-at": str(time.time())}}},
+            content_type="application/merge-patch+json")
+    wait_for(lambda: len(bound(pods(cp, ns))) == 3, timeout=20, what="the gang bound once its PodGroup was updated")
