@@ -387,9 +387,10 @@ class ControlPlane:
         permit_waiting_seconds: Coscheduling ``permitWaitingTimeSeconds`` (how long bound-to-be pods of an
             incomplete gang wait in Permit before they are rejected).
         pod_group_backoff_seconds: Coscheduling ``podGroupBackoffSeconds``; 0 (scheduler-plugins' default, and what
-            its Helm chart installs) turns the backoff off. With a backoff and no scheduler-plugins controller, a
-            gang whose first pod is tried before its siblings exist can be left unschedulable until kube-scheduler's
-            5-minute flush (README, "Why are my pods Pending?"), so the test tier keeps the default.
+            its Helm chart installs) turns the backoff off. With a backoff, no scheduler-plugins controller and
+            nothing else to schedule, a gang retried during its backoff (its first pod was tried before its siblings
+            existed) stays unschedulable until kube-scheduler's 5-minute flush (README, "Why are my pods
+            Pending?"), so the shared test plane keeps the default.
         kubelet: run the :class:`Kubelet` thread.
         shared: the ``shared/k8s`` folder (manifests; binaries unless ``binaries`` or ``$ADMIT_K8S_ASSETS``).
         native_gang: also run Kubernetes' native gang scheduling (issue 12): :data:`NATIVE_GANG_GATES` on
