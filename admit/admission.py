@@ -38,14 +38,13 @@ Rules (DESIGN.md, "Known traps"):
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Protocol
 
 from . import metrics
 from .backends.ensure import ensure_workload_api
 from .config import WORKLOAD_API, Config
 from .echo import clip
-from .kube import AlreadyExists, KubeError, namespace_terminating
+from .kube import AlreadyExists, Budget, KubeError, namespace_terminating
 from .mutate import mutate, plan_patch
 from .plan import get_path
 from .podgroup import (
@@ -300,14 +299,7 @@ class Admission:
                     return
         if self.store is None:
             return
-        deadline = time.monotonic() + self.config.api_timeout_seconds
-
-        def left() -> float:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise KubeError(0, "Timeout", f"API budget of {self.config.api_timeout_seconds:.1f}s used up")
-            return remaining
-
+        left = Budget(self.config.api_timeout_seconds).left
         ns, name = plan.namespace, plan.group_name
         try:
             created = await self.store.create_pod_group(desired, verdict.dry_run, left())

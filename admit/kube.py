@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 from typing import Any, Iterator
 
 import aiohttp
@@ -24,7 +25,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from .config import Config
 
-__all__ = ["KubeError", "AlreadyExists", "KubeAPI", "load_api_client", "api_errors", "resolve_proxy_once"]
+__all__ = ["KubeError", "AlreadyExists", "Budget", "KubeAPI", "load_api_client", "api_errors", "resolve_proxy_once"]
 
 
 class KubeError(Exception):
@@ -45,6 +46,27 @@ class KubeError(Exception):
 
 class AlreadyExists(KubeError):
     """409 AlreadyExists on create."""
+
+
+class Budget:
+    """One time budget for all the API calls an admission request makes (``Config.api_timeout_seconds``): the
+    webhook must answer within kube-apiserver's ``timeoutSeconds``, however many calls it took.
+
+    ``Budget(seconds)`` starts the clock (monotonic); :meth:`left` is the ``timeout`` (seconds) to give the next call.
+    """
+
+    __slots__ = ("seconds", "deadline")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left for the next call. Raises KubeError(0, "Timeout") once the budget is used up."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise KubeError(0, "Timeout", f"API budget of {self.seconds:.1f}s used up")
+        return remaining
 
 
 def namespace_terminating(error: KubeError) -> bool:

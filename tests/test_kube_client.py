@@ -1,9 +1,12 @@
-"""The Kubernetes client admission uses: proxy resolved once, not per request."""
+"""The Kubernetes client admission uses: proxy resolved once, not per request; one time budget per request."""
 
+import time
+
+import pytest
 from kubernetes_asyncio import client
 
 from admit.config import Config
-from admit.kube import KubeAPI, resolve_proxy_once
+from admit.kube import Budget, KubeAPI, KubeError, resolve_proxy_once
 from admit.testing.fake_kube import FakeKubeAPI
 
 
@@ -39,3 +42,17 @@ async def test_no_proxy_keeps_the_api_server_direct(monkeypatch):
     resolve_proxy_once(api_client)
     assert api_client.rest_client.proxy is None
     await api_client.close()
+
+
+def test_the_api_budget_gives_each_call_what_is_left_and_refuses_one_once_it_is_used_up(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    budget = Budget(2.5)
+    assert budget.left() == 2.5
+    clock[0] += 2.0  # a create, then a read, took two seconds
+    assert budget.left() == 0.5
+    clock[0] += 0.5
+    with pytest.raises(KubeError) as used_up:
+        budget.left()
+    assert (used_up.value.status, used_up.value.reason) == (0, "Timeout")
+    assert used_up.value.message == "API budget of 2.5s used up"

@@ -19,11 +19,10 @@ each object in order (Workload first: the PodGroup references it):
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Protocol
 
 from ..config import WORKLOAD_API_GROUP, Config
-from ..kube import AlreadyExists, KubeError
+from ..kube import AlreadyExists, Budget, KubeError
 from ..plan import GangPlan
 from . import workload_api
 
@@ -66,14 +65,7 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
     decision.pod_groups.extend(desired_all)
     if store is None:
         return
-    deadline = time.monotonic() + config.api_timeout_seconds
-
-    def left() -> float:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise KubeError(0, "Timeout", f"API budget of {config.api_timeout_seconds:.1f}s used up")
-        return remaining
-
+    left = Budget(config.api_timeout_seconds).left
     for i, desired in enumerate(desired_all):
         kind = desired["kind"]
         plural = workload_api.KIND_PLURALS[kind]
