@@ -52,8 +52,8 @@ from typing import Iterable
 
 import pytest
 
-from admit.testing.plane import AdmitProcess, ControlPlane, NoBinaries, find_binaries
-from tests.real.support import PERMIT_WAIT
+from admit.testing.plane import AdmitProcess, ControlPlane
+from tests.real.support import PERMIT_WAIT, binaries_or_skip
 
 HERE = Path(__file__).resolve().parent
 CRDS = HERE / "crds"
@@ -88,12 +88,7 @@ class RealPlane:
 
 @pytest.fixture(scope="session")
 def plane() -> Iterable[RealPlane]:
-    try:
-        binaries = find_binaries()
-    except NoBinaries as e:
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"real control-plane tier cannot run under CI=true: {e}")
-        pytest.skip(f"real control-plane tier skipped: {e}")
+    binaries = binaries_or_skip("real control-plane tier")
     keep = bool(os.environ.get("ADMIT_PLANE_KEEP"))
     cp = ControlPlane(binaries, permit_waiting_seconds=PERMIT_WAIT, keep=keep)
     cp.start()

@@ -16,9 +16,8 @@ from typing import Any, Iterable
 
 import pytest
 
-from admit.testing.plane import ControlPlane, NoBinaries, PlaneError, find_binaries
-from admit.testing.plane import NATIVE_GANG, REQUIRED
-from tests.real.support import bound, container, pods, wait_for
+from admit.testing.plane import NATIVE_GANG, REQUIRED, ControlPlane, PlaneError
+from tests.real.support import binaries_or_skip, bound, container, pods, wait_for
 
 APPS = "/apis/apps/v1/namespaces/{ns}/deployments"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
@@ -28,12 +27,7 @@ UNBOUND_FOR = 6.0  # seconds a gang that cannot fit is watched staying entirely 
 
 @pytest.fixture(scope="module")
 def native() -> Iterable[ControlPlane]:
-    try:
-        binaries = find_binaries(names=REQUIRED + NATIVE_GANG)
-    except NoBinaries as e:
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"native gang tier cannot run under CI=true: {e}")
-        pytest.skip(f"native gang tier skipped: {e}")
+    binaries = binaries_or_skip("native gang tier", REQUIRED + NATIVE_GANG)
     cp = ControlPlane(binaries, native_gang=True, keep=bool(os.environ.get("ADMIT_PLANE_KEEP")))
     cp.start()
     try:

@@ -18,9 +18,9 @@ from kubernetes_asyncio import client, config
 from admit.config import Config
 from admit.status import diagnose
 from admit.statuscmd import collect
-from admit.testing.plane import ControlPlane, NoBinaries, find_binaries
+from admit.testing.plane import ControlPlane
 from admit.watchcache import KubeRaw
-from tests.real.support import PERMIT_WAIT, bound, container, gang_deployment, pods, wait_for
+from tests.real.support import PERMIT_WAIT, binaries_or_skip, bound, container, gang_deployment, pods, wait_for
 
 APPS = "/apis/apps/v1/namespaces/{ns}/deployments"
 PODS = "/api/v1/namespaces/{ns}/pods"
@@ -142,13 +142,7 @@ BACKOFF = 5  # podGroupBackoffSeconds of the plane below (seconds)
 @pytest.fixture(scope="module")
 def backoff_plane() -> Iterable[ControlPlane]:
     """A plane of its own: the shared one runs Coscheduling with its defaults (no backoff)."""
-    try:
-        binaries = find_binaries()
-    except NoBinaries as e:
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"backoff plane cannot run under CI=true: {e}")
-        pytest.skip(f"backoff plane skipped: {e}")
-    cp = ControlPlane(binaries, permit_waiting_seconds=PERMIT_WAIT, pod_group_backoff_seconds=BACKOFF,
+    cp = ControlPlane(binaries_or_skip("backoff plane"), permit_waiting_seconds=PERMIT_WAIT, pod_group_backoff_seconds=BACKOFF,
                       keep=bool(os.environ.get("ADMIT_PLANE_KEEP")))
     cp.start()
     try:
