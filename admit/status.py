@@ -31,8 +31,8 @@ reason means and where it comes from:
   cause. Coscheduling retries such pods only when a pod for its scheduler is added or the PodGroup is updated (its
   ``EventsToRegister``), kube-scheduler after they have been unschedulable for 5 minutes
   (``DefaultPodMaxInUnschedulablePodsDuration``): with ``podGroupBackoffSeconds`` above 0, a gang retried during the
-  backoff on a quiet cluster waits that long (made on the real plane). The message gives the ``kubectl annotate``
-  that retries them at once.
+  backoff on a quiet cluster waits that long (made on the real plane). ``retry`` is the ``kubectl annotate`` of the
+  PodGroup that retries them at once.
 - ``Waiting``: pods are pending and the scheduler has not said why yet; ``Scheduled``: every pod has a node.
 """
 
@@ -62,7 +62,8 @@ KNOWN_ANNOTATIONS = ("min-member", "schedule-timeout-seconds", "min-resources", 
 @dataclass
 class GangStatus:
     """One gang. ``waiting_seconds``: since the oldest pending pod was created (None: nothing pending).
-    ``reason``: a word from the module docstring; ``message``: one line a user can act on."""
+    ``reason``: a word from the module docstring; ``message``: one line a user can act on; ``retry``: a shell command
+    that makes the scheduler try the gang again now (``GroupBackedOff``), ``""`` where there is none."""
 
     namespace: str
     group: str
@@ -75,6 +76,7 @@ class GangStatus:
     waiting_seconds: float | None
     reason: str
     message: str
+    retry: str = ""
 
 
 def _time(value: Any) -> _dt.datetime | None:
@@ -136,6 +138,8 @@ def _live(pod: JSON) -> bool:
 
 # Coscheduling's echoes: the pod was turned away because its group was (another pod failed), not why.
 ECHOES = ("failed recently", "optimistic rejection in postfilter", "rejection in unreserve")
+_ECHO_CLAUSE = re.compile(r"podGroup \S+ failed recently|optimistic rejection in PostFilter|rejection in Unreserve",
+                          re.IGNORECASE)
 _SIBLINGS = re.compile(r"current pods number: (\d+), minMember of group: (\d+)")
 
 
@@ -381,9 +385,9 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
     phase = str(get_path(pg, ("status", "phase")) or "-") if pg is not None else "Missing"
     waited = _waited(pending, now)
 
-    def status(reason: str, message: str, limit: int = 240) -> GangStatus:
+    def status(reason: str, message: str, retry: str = "") -> GangStatus:
         return GangStatus(ns, group, str(workload), min_member, len(pods), scheduled, len(pending), phase, waited,
-                          reason, _one_line(message, limit))
+                          reason, _one_line(message), retry)
 
     if pg is None:
         near = _near(group, [n for (n_ns, n) in pgs if n_ns == ns])
@@ -414,13 +418,13 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
     when, said, told = _last_word(pending, events, len(pods))
     echoes_only = bool(pending and said and not told and _echo(said))
     if echoes_only and (min_member is None or len(pods) >= min_member):
-        phrase = next(e for e in ECHOES if e in said.lower()).replace("postfilter", "PostFilter")
+        clause = _ECHO_CLAUSE.search(said)
         age = f", {_duration((now - when).total_seconds())} ago" if when and when.year > 1 else ""
-        return status("GroupBackedOff", f"pods refused only as members of a rejected or backed-off group "
-                                        f"('{phrase}'{age}), with no cause of their own; Coscheduling retries them "
-                                        "on a PodGroup update, else kube-scheduler after 5 minutes. Retry now: "
-                                        f"kubectl annotate podgroup {group} -n {ns} retried-at=\"$(date +%s)\" "
-                                        "--overwrite", limit=480)
+        return status("GroupBackedOff", f"every pending pod was last refused only because its group was "
+                                        f"(\"{clause.group(0) if clause else said}\"{age}), for no cause of its "
+                                        "own; Coscheduling tries them again when the PodGroup changes, "
+                                        "kube-scheduler after 5 minutes at the latest",
+                      f"kubectl annotate podgroup {group} -n {ns} retried-at=\"$(date +%s)\" --overwrite")
     if pending and said and not echoes_only:
         return status(classify_message(said), said)
     if min_member is not None and len(pods) < min_member:
@@ -447,7 +451,8 @@ def _duration(seconds: float | None) -> str:
 
 def format_table(rows: list[GangStatus], all_namespaces: bool = True) -> str:
     """Aligned columns like ``kubectl get`` (NAMESPACE only with ``all_namespaces``); the reason column is
-    ``Reason: message``. ``No gangs found.`` for none."""
+    ``Reason: message``; after the table, one ``retry <namespace>/<group> now: <command>`` line per gang that has a
+    ``retry`` command. ``No gangs found.`` for none."""
     if not rows:
         return "No gangs found."
     cols = COLUMNS if all_namespaces else COLUMNS[1:]
@@ -461,12 +466,15 @@ def format_table(rows: list[GangStatus], all_namespaces: bool = True) -> str:
     lines = []
     for row in [list(cols), *table]:
         lines.append("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "   " + row[-1])
+    retries = [f"retry {r.namespace}/{r.group} now: {r.retry}" for r in rows if r.retry]
+    if retries:
+        lines += ["", *retries]
     return "\n".join(line.rstrip() for line in lines)
 
 
 def to_json(rows: list[GangStatus]) -> str:
     """A JSON array; keys ``namespace``, ``group``, ``workload``, ``minMember``, ``pods`` {total, scheduled,
-    pending}, ``phase``, ``waitingSeconds``, ``reason``, ``message``."""
+    pending}, ``phase``, ``waitingSeconds``, ``reason``, ``message``, ``retry`` (a command, or null)."""
     out = []
     for r in rows:
         d = asdict(r)
@@ -474,5 +482,5 @@ def to_json(rows: list[GangStatus]) -> str:
                     "minMember": d["min_member"],
                     "pods": {"total": d["pods"], "scheduled": d["scheduled"], "pending": d["pending"]},
                     "phase": d["phase"], "waitingSeconds": d["waiting_seconds"], "reason": d["reason"],
-                    "message": d["message"]})
+                    "message": d["message"], "retry": d["retry"] or None})
     return json.dumps(out, indent=2)

@@ -221,7 +221,7 @@ def test_the_cause_is_kept_over_the_echoes_coscheduling_writes_after_it():
     assert row.reason == "Insufficient" and "2 Insufficient cpu" in row.message
     # with only the echoes left (older events expired), no pod states a cause: the group waits for a retry
     row = one(diagnose(pod_groups=[pod_group("big", 3)], pods=pods, events=events[2:], now=NOW), "big")
-    assert row.reason == "GroupBackedOff" and "('optimistic rejection in PostFilter', 2s ago)" in row.message
+    assert row.reason == "GroupBackedOff" and '("optimistic rejection in PostFilter", 2s ago)' in row.message
 
 
 def test_a_gang_whose_pods_have_only_echoes_of_a_backoff_is_reported_with_the_command_that_retries_it():
@@ -238,12 +238,18 @@ def test_a_gang_whose_pods_have_only_echoes_of_a_backoff_is_reported_with_the_co
                         "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
                         "scheduling.", 39),
     ]
-    row = one(diagnose(pod_groups=[pod_group("train", 3)], pods=pods, events=events, now=NOW), "train")
+    rows = diagnose(pod_groups=[pod_group("train", 3)], pods=pods, events=events, now=NOW)
+    row = one(rows, "train")
     assert (row.reason, row.pods, row.pending) == ("GroupBackedOff", 3, 3)
     assert row.message == (
-        "pods refused only as members of a rejected or backed-off group ('failed recently', 39s ago), with no cause "
-        "of their own; Coscheduling retries them on a PodGroup update, else kube-scheduler after 5 minutes. Retry "
-        'now: kubectl annotate podgroup train -n team retried-at="$(date +%s)" --overwrite')
+        'every pending pod was last refused only because its group was ("podGroup team/train failed recently", 39s '
+        "ago), for no cause of its own; Coscheduling tries them again when the PodGroup changes, kube-scheduler "
+        "after 5 minutes at the latest")
+    assert row.retry == 'kubectl annotate podgroup train -n team retried-at="$(date +%s)" --overwrite'
+    # the table ends with the command on a line of its own; JSON has it as "retry"
+    assert format_table(rows).splitlines()[-2:] == [
+        "", 'retry team/train now: kubectl annotate podgroup train -n team retried-at="$(date +%s)" --overwrite']
+    assert json.loads(to_json(rows))[0]["retry"] == row.retry
 
 
 def test_echoes_with_fewer_pods_than_min_member_say_the_gang_waits_for_pods():
@@ -320,7 +326,7 @@ def test_the_table_has_one_aligned_line_per_gang_and_json_has_every_field():
     data = json.loads(to_json(rows))
     assert data[1] == {"namespace": "team", "group": "web", "workload": "Deployment/web", "minMember": 3,
                        "pods": {"total": 3, "scheduled": 0, "pending": 3}, "phase": "-", "waitingSeconds": 4000.0,
-                       "reason": "Insufficient", "message": INSUFFICIENT}
+                       "reason": "Insufficient", "message": INSUFFICIENT, "retry": None}
     assert format_table([]) == "No gangs found."
 
 
