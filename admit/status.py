@@ -424,7 +424,8 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
                                         f"(\"{clause.group(0) if clause else said}\"{age}), for no cause of its "
                                         "own; Coscheduling tries them again when the PodGroup changes, "
                                         "kube-scheduler after 5 minutes at the latest",
-                      f"kubectl annotate podgroup {group} -n {ns} retried-at=\"$(date +%s)\" --overwrite")
+                      f"kubectl annotate {config.pod_group_plural}.{config.pod_group_group} {group} -n {ns} "
+                      "retried-at=\"$(date +%s)\" --overwrite")
     if pending and said and not echoes_only:
         return status(classify_message(said), said)
     if min_member is not None and len(pods) < min_member:

@@ -132,19 +132,18 @@ async def test_the_scheduler_message_for_a_short_gang_is_classified(plane, ns, k
     assert row.pods == 2 and row.min_member == 3
 
 
-
 # ----------------------------------------------------------------------------------------------------------------------
 # A scheduler-plugins scheduler with podGroupBackoffSeconds: a gang stranded by the backoff, and its retry
 # ----------------------------------------------------------------------------------------------------------------------
 
-BACKOFF = 5  # podGroupBackoffSeconds of the plane below (seconds)
+BACKOFF = 8  # podGroupBackoffSeconds of the plane below (seconds): the replacement pod must come within it
 
 
 @pytest.fixture(scope="module")
 def backoff_plane() -> Iterable[ControlPlane]:
     """A plane of its own: the shared one runs Coscheduling with its defaults (no backoff)."""
-    cp = ControlPlane(binaries_or_skip("backoff plane"), permit_waiting_seconds=PERMIT_WAIT, pod_group_backoff_seconds=BACKOFF,
-                      keep=bool(os.environ.get("ADMIT_PLANE_KEEP")))
+    cp = ControlPlane(binaries_or_skip("backoff plane"), permit_waiting_seconds=PERMIT_WAIT,
+                      pod_group_backoff_seconds=BACKOFF, keep=bool(os.environ.get("ADMIT_PLANE_KEEP")))
     cp.start()
     try:
         for name in ("node-1", "node-2"):
@@ -168,7 +167,7 @@ async def test_a_gang_the_backoff_left_unschedulable_is_reported_with_the_comman
              timeout=30, what="the 5-CPU pod refused")
     cp.rest("DELETE", f"{PODS.format(ns=ns)}/train-2", query={"gracePeriodSeconds": "0"})
     cp.rest("POST", PODS.format(ns=ns), body=bare_pod("train-3", {LABEL: "train"}))  # fits: the gang could start
-    time.sleep(BACKOFF * 2 + 2)  # past the backoff: nothing tries the group again
+    time.sleep(BACKOFF * 2)  # past the backoff: nothing tries the group again
     assert bound(pods(cp, ns)) == []
     configuration = client.Configuration()
     await config.load_kube_config(config_file=str(cp.kubeconfig), client_configuration=configuration)
@@ -176,7 +175,8 @@ async def test_a_gang_the_backoff_left_unschedulable_is_reported_with_the_comman
         row = await rows_until(kube, ns, "train", "GroupBackedOff")
     assert (row.pods, row.scheduled, row.pending) == (3, 0, 3)
     assert "failed recently" in row.message or "optimistic rejection in PostFilter" in row.message
-    assert row.retry == f'kubectl annotate podgroup train -n {ns} retried-at="$(date +%s)" --overwrite'
+    assert row.retry == (f'kubectl annotate podgroups.scheduling.x-k8s.io train -n {ns} retried-at="$(date +%s)" '
+                         "--overwrite")
     if shutil.which("kubectl"):  # run it as printed
         done = subprocess.run(["bash", "-c", row.retry], env={**os.environ, "KUBECONFIG": str(cp.kubeconfig)},
                               capture_output=True, text=True, timeout=60)
