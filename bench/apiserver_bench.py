@@ -3,7 +3,7 @@
 and through a webhook that only answers "allowed", in alternating rounds of one run.
 
     python bench/apiserver_bench.py --kubeconfig admin.kubeconfig     # a control plane that can reach 127.0.0.1
-    python bench/apiserver_bench.py --plane                           # start the real plane of ../shared/k8s
+    python bench/apiserver_bench.py --plane                           # start a real plane on $ADMIT_K8S_ASSETS
 
 What it does:
 
@@ -331,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--kubeconfig", help="admin kubeconfig of a kube-apiserver that can call https://127.0.0.1")
-    src.add_argument("--plane", action="store_true", help="start the real control plane of ../shared/k8s "
-                                                          "(admit.testing.plane) for the run")
+    src.add_argument("--plane", action="store_true", help="start a real control plane (admit.testing.plane) on the "
+                                                          "binaries of $ADMIT_K8S_ASSETS for the run")
     p.add_argument("--rounds", type=int, default=6, help="rounds; each creates --pods pods per path (default 6)")
     p.add_argument("--pods", type=int, default=200, help="pods per path and round (default 200)")
     p.add_argument("--concurrency", type=int, default=8, help="concurrent POSTs (default 8)")

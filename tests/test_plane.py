@@ -1,12 +1,10 @@
-"""The real control-plane launcher's pieces that need no control plane (admit/testing/plane.py): finding and
-unpacking the binaries, the chart's webhooks pointed at a URL, the client certificates, and how the tier reports
-missing binaries (one skip line; a failure under CI=true)."""
+"""The real control-plane launcher's pieces that need no control plane (admit/testing/plane.py): finding the
+binaries the tester brings, the chart's webhooks pointed at a URL, the client certificates, and how the tier reports
+missing binaries (one skip line for the run; a failure with ADMIT_REQUIRE_REAL=1)."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import lzma
 import os
 import subprocess
 import sys
@@ -18,66 +16,69 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from admit.certs import generate_ca
 from admit.testing.plane import (
-    REQUIRED, NoBinaries, PlaneError, api_path, client_certificate, find_binaries, render_webhooks, unpack,
+    REQUIRED, TIERS, NoBinaries, api_path, available_binaries, client_certificate, find_binaries, pod_group_crd,
+    render_webhooks,
 )
 from tests.helpers import ROOT
 
 
-def fake_release(folder: Path, corrupt: str | None = None) -> Path:
-    """A ``bin/`` folder shaped like ../shared/k8s/bin: ``<name>.xz`` files and SHA256SUMS.txt of the unpacked ones."""
-    bin_dir = folder / "bin"
-    bin_dir.mkdir(parents=True)
-    sums = []
-    for name in REQUIRED:
-        data = f"#!/bin/sh\necho {name}\n".encode()
-        (bin_dir / f"{name}.xz").write_bytes(lzma.compress(data if name != corrupt else data + b"tampered"))
-        sums.append(f"{hashlib.sha256(data).hexdigest()}  {name}")
-    (bin_dir / "SHA256SUMS.txt").write_text("\n".join(sums) + "\n")
-    return bin_dir
+def fake_binaries(folder: Path, names) -> Path:
+    """Executable stand-ins named like the real binaries (they are found, never run)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_text("#!/bin/sh\n")
+        (folder / name).chmod(0o755)
+    return folder
 
 
-def test_the_binaries_are_unpacked_once_into_a_folder_keyed_on_their_checksums(tmp_path):
-    bin_dir = fake_release(tmp_path / "release")
-    cache = tmp_path / "cache"
-    target = unpack(bin_dir, cache)
-    key = hashlib.sha256((bin_dir / "SHA256SUMS.txt").read_bytes()).hexdigest()[:16]
-    assert target == cache / f"k8s-{key}"
-    for name in REQUIRED:
-        assert os.access(target / name, os.X_OK)
-        assert (target / name).read_text() == f"#!/bin/sh\necho {name}\n"
-    stamp = (target / "etcd").stat().st_mtime_ns
-    for name in REQUIRED:
-        (bin_dir / f"{name}.xz").unlink()  # a complete folder is reused without reading the archives
-    assert unpack(bin_dir, cache) == target and (target / "etcd").stat().st_mtime_ns == stamp
-
-
-def test_an_archive_that_does_not_match_its_checksum_is_refused_and_leaves_nothing_behind(tmp_path):
-    bin_dir = fake_release(tmp_path / "release", corrupt="kube-apiserver")
-    with pytest.raises(PlaneError, match="kube-apiserver.xz: unpacked sha256 .* does not match SHA256SUMS.txt"):
-        unpack(bin_dir, tmp_path / "cache")
-    (target,) = (tmp_path / "cache").iterdir()
-    assert not (target / "kube-apiserver").exists() and not (target / ".complete").exists()
-    assert not [p for p in target.iterdir() if p.name.endswith(".part")]
-
-
-def test_admit_k8s_assets_names_a_folder_of_plain_binaries_and_says_what_it_lacks(tmp_path, monkeypatch):
-    for name in REQUIRED[:-1]:
-        (tmp_path / name).write_text("#!/bin/sh\n")
-        (tmp_path / name).chmod(0o755)
-    monkeypatch.setenv("ADMIT_K8S_ASSETS", str(tmp_path))
-    with pytest.raises(NoBinaries, match=f"lacks executable {REQUIRED[-1]}"):
-        find_binaries()
-    (tmp_path / REQUIRED[-1]).write_text("#!/bin/sh\n")
-    (tmp_path / REQUIRED[-1]).chmod(0o755)
-    assert find_binaries() == tmp_path
-
-
-def test_without_a_shared_folder_the_reason_names_both_places(tmp_path, monkeypatch):
+@pytest.fixture
+def no_asset_variables(monkeypatch):
     monkeypatch.delenv("ADMIT_K8S_ASSETS", raising=False)
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+
+
+def test_admit_k8s_assets_names_a_folder_of_plain_binaries_and_says_what_it_lacks(tmp_path, monkeypatch,
+                                                                                     no_asset_variables):
+    fake_binaries(tmp_path, REQUIRED[:-1])
+    monkeypatch.setenv("ADMIT_K8S_ASSETS", str(tmp_path))
+    with pytest.raises(NoBinaries, match=f"no {REQUIRED[-1]} .*ADMIT_K8S_ASSETS={tmp_path}"):
+        find_binaries()
+    fake_binaries(tmp_path, REQUIRED[-1:])
+    assert find_binaries() == {name: tmp_path / name for name in REQUIRED}
+
+
+def test_envtest_assets_supply_etcd_and_kube_apiserver_and_admit_k8s_assets_the_rest(tmp_path, monkeypatch,
+                                                                                       no_asset_variables):
+    envtest = fake_binaries(tmp_path / "envtest" / "k8s" / "1.36.2-linux-amd64", ("etcd", "kube-apiserver", "kubectl"))
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(envtest))
+    assert find_binaries(TIERS["apiserver"]) == {"etcd": envtest / "etcd", "kube-apiserver": envtest / "kube-apiserver"}
+    with pytest.raises(NoBinaries, match="no kube-controller-manager"):
+        find_binaries(TIERS["controllers"])
+    own = fake_binaries(tmp_path / "own", ("kube-apiserver", "kube-controller-manager"))
+    monkeypatch.setenv("ADMIT_K8S_ASSETS", str(own))
+    found = find_binaries(TIERS["controllers"])
+    assert found == {"etcd": envtest / "etcd", "kube-apiserver": own / "kube-apiserver",  # ADMIT_K8S_ASSETS first
+                     "kube-controller-manager": own / "kube-controller-manager"}
+
+
+def test_a_file_that_is_not_executable_is_not_a_binary(tmp_path, monkeypatch, no_asset_variables):
+    (tmp_path / "etcd").write_text("not a program")
+    monkeypatch.setenv("ADMIT_K8S_ASSETS", str(tmp_path))
+    assert available_binaries() == {}
+
+
+def test_without_any_variable_the_reason_is_one_line_that_says_what_to_set(no_asset_variables):
     with pytest.raises(NoBinaries) as info:
-        find_binaries(tmp_path / "nowhere")
-    assert "$ADMIT_K8S_ASSETS" in str(info.value) and str(tmp_path / "nowhere" / "bin") in str(info.value)
-    assert "\n" not in str(info.value)
+        find_binaries()
+    message = str(info.value)
+    assert "ADMIT_K8S_ASSETS is not set" in message and "docs/testing.md" in message and "\n" not in message
+
+
+def test_the_pod_group_crd_of_the_plane_is_the_one_admits_chart_installs():
+    crd = pod_group_crd()
+    assert crd["spec"]["group"] == "scheduling.x-k8s.io" and crd["spec"]["names"]["plural"] == "podgroups"
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"]
+    assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
 
 
 def test_the_chart_webhooks_are_pointed_at_a_url_with_the_ca_and_keep_the_charts_rules():
@@ -122,21 +123,48 @@ def test_objects_are_created_under_their_collection_path(obj, path):
     assert api_path(obj) == path
 
 
-def run_tier(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
-    env["ADMIT_K8S_ASSETS"] = str(tmp_path)  # an empty folder: no binaries
-    if ci is not None:
-        env["CI"] = ci
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                           "tests/real/test_real_replicas.py", "-k", "two_replicas"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+def run_tier(assets: Path, *args: str, require: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBEBUILDER_ASSETS", "ADMIT_REQUIRE_REAL")}
+    env["ADMIT_K8S_ASSETS"] = str(assets)
+    env["CI"] = "true"  # as .ci/run runs it: CI no longer changes what the tier does
+    if require:
+        env["ADMIT_REQUIRE_REAL"] = "1"
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_without_binaries_the_real_tier_skips_with_one_line_and_fails_under_ci(tmp_path):
-    skipped = run_tier(tmp_path, None)
+def test_without_binaries_the_whole_real_tier_skips_under_one_line_also_in_ci(tmp_path):
+    skipped = run_tier(tmp_path, "tests/real")  # an empty folder: no binaries
     assert skipped.returncode == 0, skipped.stdout + skipped.stderr
     lines = [line for line in skipped.stdout.splitlines() if line.startswith("SKIPPED")]
-    assert len(lines) == 1 and "real control-plane tier skipped" in lines[0] and "lacks executable" in lines[0]
-    failed = run_tier(tmp_path, "true")
+    assert len(lines) == 1, lines
+    count = int(lines[0].split("[", 1)[1].split("]", 1)[0])
+    assert count >= 40 and f"{count} skipped" in skipped.stdout
+    assert "ADMIT_K8S_ASSETS" in lines[0] and "docs/testing.md" in lines[0] and "shared" not in lines[0]
+    assert len(lines[0]) < 300
+
+
+def test_with_admit_require_real_missing_binaries_fail_the_tier(tmp_path):
+    failed = run_tier(tmp_path, "tests/real/test_real_replicas.py", "-k", "two_replicas", require=True)
     assert failed.returncode == 1
-    assert "real control-plane tier cannot run under CI=true" in failed.stdout
+    assert "ADMIT_REQUIRE_REAL is set" in failed.stdout and "1 error" in failed.stdout
+
+
+def test_with_only_envtests_binaries_a_coscheduling_test_skips_naming_what_it_still_needs(tmp_path):
+    fake_binaries(tmp_path, ("etcd", "kube-apiserver"))
+    skipped = run_tier(tmp_path, "tests/real/test_real_replicas.py", "-k", "two_replicas")
+    assert skipped.returncode == 0, skipped.stdout + skipped.stderr
+    (line,) = [line for line in skipped.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert "no kube-controller-manager, scheduler-plugins-scheduler (" in line
+
+
+def test_every_real_test_declares_a_tier_the_plane_knows():
+    listed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                             "tests/real"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    from tests.real import conftest
+
+    for path in (ROOT / "tests" / "real").glob("test_*.py"):
+        text = path.read_text()
+        for tier in conftest.re.findall(r'mark\.needs\("([a-z]+)"\)', text):
+            assert tier in TIERS, (path.name, tier)

@@ -3,8 +3,8 @@
 API discovery (``GET /apis/scheduling.k8s.io`` for the group's versions, ``GET /apis/scheduling.k8s.io/<version>``
 for its resources, as kubectl does): a version counts when it serves both ``workloads`` and ``podgroups``. admit
 prefers ``v1beta1`` (Kubernetes 1.37) over ``v1alpha2`` (1.36); ``v1alpha1`` (1.35: Workload with embedded pod
-groups and pod ``spec.workloadRef``) has no runtime PodGroup and is not spoken. Seen on the 1.36.2 kube-apiserver of
-``../shared/k8s`` with ``--feature-gates=GenericWorkload=true,GangScheduling=true
+groups and pod ``spec.workloadRef``) has no runtime PodGroup and is not spoken. Seen on a 1.36.2 kube-apiserver
+with ``--feature-gates=GenericWorkload=true,GangScheduling=true
 --runtime-config=scheduling.k8s.io/v1alpha2=true``: versions ``v1`` and ``v1alpha2``; v1alpha2 resources
 ``podgroups``, ``podgroups/status``, ``workloads``.
 

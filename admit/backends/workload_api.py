@@ -10,7 +10,7 @@ kubernetes/kubernetes ``staging/src/k8s.io/api/scheduling``:
   immutable, "a link back to the original workload definition"), ``Workload.spec.podGroupTemplates[]{name,
   schedulingPolicy{gang{minCount}}}`` (at most 8, immutable; ``name`` a DNS label); ``PodGroup.spec
   .podGroupTemplateRef.workload{workloadName, podGroupTemplateName}`` (both DNS labels, immutable) and
-  ``PodGroup.spec.schedulingPolicy`` (immutable). Measured on the 1.36.2 kube-apiserver of ``../shared/k8s``: a JSON
+  ``PodGroup.spec.schedulingPolicy`` (immutable). Measured on a 1.36.2 kube-apiserver (the real test tier): a JSON
   patch of ``minCount`` is refused on both objects (422 "field is immutable"), the server adds
   ``spec.disruptionMode: Pod`` to a PodGroup, and gives it the finalizer ``scheduling.k8s.io/podgroup-protection``:
   a PodGroup deleted while pods name it stays "being deleted" until they are gone, so it cannot be re-created with
@@ -22,7 +22,7 @@ kubernetes/kubernetes ``staging/src/k8s.io/api/scheduling``:
 - ``core/v1`` ``PodSpec.schedulingGroup.podGroupName`` (gate ``GenericWorkload``): immutable on a Pod; the PodGroup
   "may not exist at the time the Pod is created" (the pod waits). kube-scheduler's PreEnqueue keeps every pod of a
   gang out of the queue until ``minCount`` of them exist ("waiting for minCount pods from a gang to appear in
-  scheduling queue", seen with ``../shared/k8s/manifests/example-native-gang-v1alpha2.yaml``).
+  scheduling queue", seen on that plane with a 3-pod gang of ``minCount`` 3 short of one pod).
 
 No equivalent: PodGroup ``minResources`` and ``scheduleTimeoutSeconds`` of scheduler-plugins; admit says so in a
 warning when the user asked for them explicitly.

@@ -10,13 +10,15 @@ Usage::
         plane.create_namespace("demo")
         plane.rest("POST", "/apis/apps/v1/namespaces/demo/deployments", body={...})
 
-Binaries (:func:`find_binaries`): ``$ADMIT_K8S_ASSETS`` names a folder of plain, unpacked binaries (as envtest's
-``KUBEBUILDER_ASSETS``); otherwise the xz-compressed set in ``<repo>/../shared/k8s/bin`` is unpacked once into
-``~/.cache/admit/k8s-<first 16 hex of sha256(SHA256SUMS.txt)>`` (``$XDG_CACHE_HOME`` honoured), each file checked
-against ``SHA256SUMS.txt``, so a new set lands in a new folder. Needed: ``etcd``, ``kube-apiserver``,
-``kube-controller-manager``, ``scheduler-plugins-scheduler``.
+Binaries (:func:`find_binaries`), brought by whoever runs the tests, as controller-runtime's envtest does: a folder of
+plain executables named by ``$ADMIT_K8S_ASSETS`` (``etcd``, ``kube-apiserver``, ``kube-controller-manager``,
+``kube-scheduler``, ``scheduler-plugins-scheduler``), and ``$KUBEBUILDER_ASSETS`` (the folder ``setup-envtest use``
+prints: ``etcd``, ``kube-apiserver``, ``kubectl``) for whatever the first lacks. Known to work together: Kubernetes
+1.36.2, etcd 3.6, scheduler-plugins v0.34.7. What the plane can run depends on what is found (:data:`TIERS`):
+``apiserver`` (etcd + kube-apiserver), ``controllers`` (+ kube-controller-manager), ``coscheduling``
+(+ scheduler-plugins-scheduler), ``native`` (kube-controller-manager + the stock kube-scheduler).
 
-What it sets up (flags and traps from ``shared/k8s/README.md``):
+What it sets up (flags and traps learnt running Kubernetes 1.36.2; docs/testing.md keeps them):
 
 - a throwaway PKI made with ``cryptography`` (``admit.certs`` for the CA and serving certificates): the
   kube-apiserver serving certificate (``127.0.0.1``, ``kubernetes.default.svc``...), client certificates for the
@@ -26,7 +28,10 @@ What it sets up (flags and traps from ``shared/k8s/README.md``):
   kube-controller-manager without the node lifecycle and cloud controllers (fake nodes are never marked
   unreachable); the scheduler with one profile ``scheduler-plugins-scheduler``: Coscheduling on, PrioritySort off,
   ``permitWaitingTimeSeconds`` short (default 3 s);
-- the PodGroup CRD and the scheduler-plugins RBAC from ``shared/k8s/manifests`` (before the scheduler starts);
+- the PodGroup CRD rendered from admit's own chart (``podGroupCRD.install``) and the scheduler-plugins scheduler's
+  RBAC (:data:`SCHEDULER_PLUGINS_RBAC`), before the scheduler starts;
+- without kube-controller-manager (an ``apiserver``-only plane), :meth:`ControlPlane.create_namespace` creates the
+  ``default`` ServiceAccount itself, as the ServiceAccount controller would;
 - fake nodes (:meth:`ControlPlane.add_node`): created with a Ready condition, then the ``not-ready`` taint the
   admission chain adds is cleared (nothing else would clear it);
 - a "kubelet" (:class:`Kubelet`, a thread): bound Pending pods get ``phase: Running`` and a ``Ready`` condition
@@ -36,11 +41,10 @@ What it sets up (flags and traps from ``shared/k8s/README.md``):
   kubeconfig; the chart's own rendered Mutating/ValidatingWebhookConfigurations (rules, matchConditions,
   failurePolicies, timeouts) are registered with ``clientConfig.url`` = the subprocess and ``caBundle`` = the test CA.
 
-``ControlPlane(native_gang=True)`` (issue 12) also turns on Kubernetes' native gang scheduling as
-``shared/k8s/README.md`` gives it for 1.36: ``--feature-gates=GenericWorkload=true,GangScheduling=true`` on
+``ControlPlane(native_gang=True)`` also turns on Kubernetes' native gang scheduling as 1.36 serves it: ``--feature-gates=GenericWorkload=true,GangScheduling=true`` on
 kube-apiserver and kube-controller-manager, ``--runtime-config=scheduling.k8s.io/v1alpha2=true`` on kube-apiserver,
 and the stock ``kube-scheduler`` (its ``default-scheduler`` profile runs the GangScheduling plugin) with the gates, as
-user ``system:kube-scheduler``; its binary is unpacked with the others (:data:`NATIVE_GANG`).
+user ``system:kube-scheduler`` (:data:`NATIVE_GANG`).
 
 Everything started is stopped by :meth:`ControlPlane.stop` (SIGTERM, then SIGKILL after 5 s), also when start-up
 fails half way; on Linux each process also gets SIGKILL when the process that started it dies (``PR_SET_PDEATHSIG``).
@@ -53,11 +57,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
-import hashlib
 import http.client
 import json
 import logging
-import lzma
 import os
 import shutil
 import signal
@@ -82,23 +84,36 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from ..certs import BACKDATE, CertifiedKey, generate_ca, generate_serving_certificate, utcnow
 
 __all__ = [
-    "NoBinaries", "PlaneError", "REQUIRED", "NATIVE_GANG", "ROOT", "SHARED", "find_binaries", "unpack", "ControlPlane",
-    "Kubelet", "AdmitProcess", "render_chart", "render_webhooks", "free_port", "client_certificate",
+    "NoBinaries", "PlaneError", "REQUIRED", "NATIVE_GANG", "TIERS", "ROOT", "find_binaries", "available_binaries",
+    "ControlPlane", "Kubelet", "AdmitProcess", "render_chart", "render_webhooks", "free_port", "client_certificate",
+    "SCHEDULER_PLUGINS_RBAC",
 ]
 
 log = logging.getLogger("admit.plane")
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "k8s"
-REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "scheduler-plugins-scheduler")
+ASSETS_ENV = "ADMIT_K8S_ASSETS"
+#: controller-runtime's envtest folder (``setup-envtest use -p path``): etcd and kube-apiserver (and kubectl).
+ENVTEST_ENV = "KUBEBUILDER_ASSETS"
+#: What each tier of the real tests needs. A test declares its tier (``pytest.mark.needs("controllers")``), so a
+#: contributor with only envtest's etcd and kube-apiserver still runs every ``apiserver`` test.
+TIERS: dict[str, tuple[str, ...]] = {
+    "apiserver": ("etcd", "kube-apiserver"),
+    "controllers": ("etcd", "kube-apiserver", "kube-controller-manager"),
+    "coscheduling": ("etcd", "kube-apiserver", "kube-controller-manager", "scheduler-plugins-scheduler"),
+    "native": ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"),
+}
+REQUIRED = TIERS["coscheduling"]
 NATIVE_GANG = ("kube-scheduler",)  # also needed by ControlPlane(native_gang=True)
-#: Kubernetes' native gang scheduling in 1.36 (shared/k8s/README.md): these gates on kube-apiserver,
-#: kube-controller-manager and kube-scheduler, and the runtime-config on kube-apiserver.
+ALL_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "scheduler-plugins-scheduler")
+#: Kubernetes' native gang scheduling in 1.36: these gates on kube-apiserver, kube-controller-manager and
+#: kube-scheduler, and the runtime-config on kube-apiserver (the Workload API is alpha ``v1alpha2`` there).
 NATIVE_GANG_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
 NATIVE_GANG_RUNTIME_CONFIG = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
-ASSETS_ENV = "ADMIT_K8S_ASSETS"
 SCHEDULER_NAME = "scheduler-plugins-scheduler"
 JSON = dict[str, Any]
+#: Where the README tells a contributor how to get the binaries (named in every "no binaries" message).
+HOW_TO_GET = "docs/testing.md, 'The real control-plane tier'"
 
 
 class NoBinaries(Exception):
@@ -119,86 +134,42 @@ class PlaneError(Exception):
 # ======================================================================================================================
 
 
-def _cache_home() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "admit"
+def _asset_folders() -> list[tuple[str, Path]]:
+    return [(env, Path(os.environ[env]).expanduser()) for env in (ASSETS_ENV, ENVTEST_ENV) if os.environ.get(env)]
 
 
-def _sums(path: Path) -> dict[str, str]:
-    out = {}
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            out[parts[1].lstrip("*")] = parts[0]
-    return out
+def available_binaries() -> dict[str, Path]:
+    """Every control-plane binary found: ``{name: path}`` for the names of :data:`ALL_BINARIES` that are an
+    executable file in ``$ADMIT_K8S_ASSETS``, else in ``$KUBEBUILDER_ASSETS`` (envtest's layout: plain files named
+    ``etcd``, ``kube-apiserver``). Never raises; an unset variable contributes nothing."""
+    found: dict[str, Path] = {}
+    for _, folder in _asset_folders():
+        for name in ALL_BINARIES:
+            path = folder / name
+            if name not in found and path.is_file() and os.access(path, os.X_OK):
+                found[name] = path
+    return found
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def missing_message(missing: Iterable[str]) -> str:
+    """One line: which binaries are missing, where admit looked and where the docs say how to get them."""
+    where = ", ".join(f"${env}={folder}" for env, folder in _asset_folders()) or f"${ASSETS_ENV} is not set"
+    return (f"no {', '.join(missing)} ({where}): set {ASSETS_ENV} to a folder of Kubernetes 1.36 binaries "
+            f"({HOW_TO_GET})")
 
 
-def unpack(bin_dir: Path, cache: Path | None = None, names: Iterable[str] = REQUIRED) -> Path:
-    """Unpack ``bin_dir/<name>.xz`` (each of ``names``) into a cache folder keyed on ``bin_dir/SHA256SUMS.txt``;
-    returns the folder.
-
-    Each binary is decompressed to a temporary file, checked against its SHA-256 and renamed into place, so a crash
-    never leaves a half-written binary; a folder already complete is reused without reading the archives.
+def find_binaries(names: Iterable[str] = REQUIRED) -> dict[str, Path]:
+    """The paths of the binaries ``names`` (default :data:`REQUIRED`), from :func:`available_binaries`.
 
     Raises:
-        NoBinaries: an archive or the checksum file is missing. PlaneError: a checksum does not match.
+        NoBinaries: one of them is missing; the message is one line (:func:`missing_message`).
     """
-    sums_file = bin_dir / "SHA256SUMS.txt"
-    if not sums_file.is_file():
-        raise NoBinaries(f"no {sums_file}")
-    key = hashlib.sha256(sums_file.read_bytes()).hexdigest()[:16]
-    target = (cache or _cache_home()) / f"k8s-{key}"
-    sums = _sums(sums_file)
+    found = available_binaries()
     names = tuple(names)
-    if all((target / name).is_file() for name in names) and (target / ".complete").is_file():
-        return target
-    target.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        dest = target / name
-        if dest.is_file() and name in sums and _sha256(dest) == sums[name]:
-            continue
-        src = bin_dir / f"{name}.xz"
-        if not src.is_file():
-            raise NoBinaries(f"no {src}")
-        tmp = target / f".{name}.{os.getpid()}.part"
-        with lzma.open(src) as fin, tmp.open("wb") as fout:
-            shutil.copyfileobj(fin, fout, 1 << 20)
-        got = _sha256(tmp)
-        if name in sums and got != sums[name]:
-            tmp.unlink()
-            raise PlaneError(f"{src}: unpacked sha256 {got} does not match SHA256SUMS.txt ({sums[name]})")
-        tmp.chmod(0o755)
-        os.replace(tmp, dest)
-    (target / ".complete").write_text(key + "\n")
-    return target
-
-
-def find_binaries(shared: Path | None = None, names: Iterable[str] = REQUIRED) -> Path:
-    """The folder holding the ``names`` binaries (default :data:`REQUIRED`): ``$ADMIT_K8S_ASSETS``, else
-    ``shared/bin`` unpacked.
-
-    Raises:
-        NoBinaries: with one line saying where admit looked and how to point it elsewhere.
-    """
-    assets = os.environ.get(ASSETS_ENV)
-    if assets:
-        folder = Path(assets).expanduser()
-        missing = [n for n in names if not os.access(folder / n, os.X_OK)]
-        if missing:
-            raise NoBinaries(f"${ASSETS_ENV}={assets} lacks executable {', '.join(missing)}")
-        return folder
-    bin_dir = (shared or SHARED) / "bin"
-    if not bin_dir.is_dir():
-        raise NoBinaries(f"no control-plane binaries: neither ${ASSETS_ENV} nor {bin_dir} (etcd, kube-apiserver, "
-                         f"kube-controller-manager, scheduler-plugins-scheduler)")
-    return unpack(bin_dir, names=names)
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise NoBinaries(missing_message(missing))
+    return {n: found[n] for n in names}
 
 
 def free_port() -> int:
@@ -300,6 +271,46 @@ def render_webhooks(url: str, ca_pem: bytes, values: JSON | None = None, chart: 
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
+def _binding(kind: str, name: str, role_kind: str, role: str, namespace: str | None = None) -> JSON:
+    meta: JSON = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": SCHEDULER_NAME}]}
+
+
+#: The RBAC of the scheduler-plugins scheduler, which runs here as user ``scheduler-plugins-scheduler`` (its client
+#: certificate's CN). It is a kube-scheduler build, so it gets what kube-apiserver's bootstrap policy gives
+#: kube-scheduler (the ``system:kube-scheduler`` and ``system:volume-scheduler`` ClusterRoles), the
+#: ``extension-apiserver-authentication-reader`` Role its delegated authentication reads, and the
+#: ``scheduling.x-k8s.io`` resources the Coscheduling and CapacityScheduling plugins read and write (their informers
+#: list and watch PodGroups and ElasticQuotas; Coscheduling patches PodGroup status), as scheduler-plugins' own
+#: ``manifests/install/charts/as-a-second-scheduler`` ClusterRole grants them.
+SCHEDULER_PLUGINS_RBAC: list[JSON] = [
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+     "metadata": {"name": "scheduler-plugins-scheduler-extra"},
+     "rules": [{"apiGroups": ["scheduling.x-k8s.io"],
+                "resources": ["podgroups", "elasticquotas", "podgroups/status", "elasticquotas/status"],
+                "verbs": ["get", "list", "watch", "create", "delete", "update", "patch"]}]},
+    _binding("ClusterRoleBinding", "scheduler-plugins-scheduler-extra", "ClusterRole",
+             "scheduler-plugins-scheduler-extra"),
+    _binding("ClusterRoleBinding", "scheduler-plugins-scheduler-as-kube-scheduler", "ClusterRole",
+             "system:kube-scheduler"),
+    _binding("ClusterRoleBinding", "scheduler-plugins-scheduler-as-volume-scheduler", "ClusterRole",
+             "system:volume-scheduler"),
+    _binding("RoleBinding", "scheduler-plugins-scheduler-auth-reader", "Role",
+             "extension-apiserver-authentication-reader", "kube-system"),
+]
+
+
+def pod_group_crd() -> JSON:
+    """The PodGroup CRD (``scheduling.x-k8s.io/v1alpha1``) as admit's own chart installs it
+    (``podGroupCRD.install: true``, :func:`render_chart`): the tests run on the CRD users get from admit."""
+    for doc in render_chart({"podGroupCRD": {"install": True}}):
+        if doc.get("kind") == "CustomResourceDefinition" and doc["metadata"]["name"] == "podgroups.scheduling.x-k8s.io":
+            return doc
+    raise PlaneError("the chart rendered no podgroups.scheduling.x-k8s.io CRD with podGroupCRD.install=true")
+
+
 # ======================================================================================================================
 # The plane
 # ======================================================================================================================
@@ -381,7 +392,10 @@ class ControlPlane:
     """etcd + kube-apiserver + kube-controller-manager + scheduler-plugins scheduler on loopback (module docstring).
 
     Args:
-        binaries: folder with the :data:`REQUIRED` binaries (default :func:`find_binaries`).
+        binaries: ``{name: path}`` of the binaries (or one folder holding them); default :func:`find_binaries` for
+            ``components``.
+        components: which components to start, a tuple of :data:`TIERS` (default ``TIERS["coscheduling"]``, or
+            ``TIERS["native"]`` with ``native_gang``); etcd and kube-apiserver are always started.
         workdir: folder for data, certificates, kubeconfigs and logs (default: a new temporary folder, removed by
             :meth:`stop` unless ``keep``).
         permit_waiting_seconds: Coscheduling ``permitWaitingTimeSeconds`` (how long bound-to-be pods of an
@@ -392,8 +406,7 @@ class ControlPlane:
             existed) stays unschedulable until kube-scheduler's 5-minute flush (README, "Why are my pods
             Pending?"), so the shared test plane keeps the default.
         kubelet: run the :class:`Kubelet` thread.
-        shared: the ``shared/k8s`` folder (manifests; binaries unless ``binaries`` or ``$ADMIT_K8S_ASSETS``).
-        native_gang: also run Kubernetes' native gang scheduling (issue 12): :data:`NATIVE_GANG_GATES` on
+        native_gang: also run Kubernetes' native gang scheduling: :data:`NATIVE_GANG_GATES` on
             kube-apiserver and kube-controller-manager, :data:`NATIVE_GANG_RUNTIME_CONFIG` on kube-apiserver, and the
             stock ``kube-scheduler`` (profile ``default-scheduler``, user ``system:kube-scheduler``) with the gates.
 
@@ -403,11 +416,14 @@ class ControlPlane:
         kubelet: the :class:`Kubelet`. admits: the ``admit serve`` processes started.
     """
 
-    def __init__(self, binaries: Path | None = None, workdir: Path | None = None, *,
+    def __init__(self, binaries: dict[str, Path] | Path | None = None, workdir: Path | None = None, *,
                  permit_waiting_seconds: int = 3, pod_group_backoff_seconds: int = 0, kubelet: bool = True,
-                 shared: Path | None = None, keep: bool = False, native_gang: bool = False) -> None:
-        self.shared = shared or SHARED
+                 keep: bool = False, native_gang: bool = False, components: Iterable[str] | None = None) -> None:
         self.native_gang = native_gang
+        wanted = tuple(components) if components is not None else TIERS["native" if native_gang else "coscheduling"]
+        self.components = tuple(dict.fromkeys(TIERS["apiserver"] + wanted + (NATIVE_GANG if native_gang else ())))
+        if isinstance(binaries, Path):
+            binaries = {name: binaries / name for name in self.components}
         self.binaries = binaries
         self._own_workdir = workdir is None
         self.workdir = workdir
@@ -457,7 +473,8 @@ class ControlPlane:
         return self
 
     def _start(self, timeout: float) -> None:
-        binaries = self.binaries or find_binaries(self.shared, REQUIRED + (NATIVE_GANG if self.native_gang else ()))
+        binaries = self.binaries or find_binaries(self.components)
+        has = set(self.components)
         gates = [NATIVE_GANG_GATES] if self.native_gang else []
         self.binaries = binaries
         if self.workdir is None:
@@ -473,7 +490,7 @@ class ControlPlane:
         etcd_port, peer_port = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._spawn("etcd", [
-            str(binaries / "etcd"), "--name", "test", "--data-dir", str(wd / "etcd"),
+            str(binaries["etcd"]), "--name", "test", "--data-dir", str(wd / "etcd"),
             "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
             "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
@@ -482,7 +499,7 @@ class ControlPlane:
         self._wait(lambda: _http_ok(f"{etcd_url}/health"), "etcd", deadline)
         # kube-apiserver
         self._spawn("kube-apiserver", [
-            str(binaries / "kube-apiserver"), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
+            str(binaries["kube-apiserver"]), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
             f"--tls-cert-file={pki['apiserver.crt']}", f"--tls-private-key-file={pki['apiserver.key']}",
             f"--client-ca-file={pki['ca.crt']}", f"--service-account-key-file={pki['sa.pub']}",
@@ -494,12 +511,31 @@ class ControlPlane:
         ])
         self._wait(lambda: self._healthy("/readyz"), "kube-apiserver", deadline)
         # the scheduler-plugins RBAC and the PodGroup CRD, before the scheduler starts
-        for doc in _yaml_docs(self.shared / "manifests" / "scheduler-plugins-rbac.yaml"):
+        for doc in SCHEDULER_PLUGINS_RBAC:
             self.apply(doc)
-        self.install_crd(self.shared / "manifests" / "scheduling.x-k8s.io_podgroups.yaml")
-        # kube-controller-manager
+        self.install_crd(pod_group_crd())
+        if "kube-controller-manager" in has:
+            self._start_controller_manager(binaries, pki, gates)
+        if SCHEDULER_NAME in has:
+            self._start_scheduler_plugins(binaries, pki, wd)
+        if "kube-scheduler" in has:
+            self._start_kube_scheduler(binaries, pki, wd, gates)
+        if "kube-controller-manager" in has:  # the default namespace's ServiceAccount proves it works
+            self._wait(lambda: self._exists("/api/v1/namespaces/default/serviceaccounts/default"),
+                       "kube-controller-manager (default ServiceAccount)", deadline)
+        else:
+            self._wait(lambda: self._exists("/api/v1/namespaces/default"), "kube-apiserver (default namespace)",
+                       deadline)
+            self._ensure_default_service_account("default")
+        if self._want_kubelet:
+            self.kubelet = Kubelet(self)
+            self.kubelet.start()
+        log.info("control plane up in %.1fs at %s (%s; %s)", time.monotonic() - started, self.server, wd,
+                 ", ".join(self.components))
+
+    def _start_controller_manager(self, binaries: dict[str, Path], pki: dict[str, Path], gates: list[str]) -> None:
         self._spawn("kube-controller-manager", [
-            str(binaries / "kube-controller-manager"), f"--kubeconfig={pki['kcm.kubeconfig']}",
+            str(binaries["kube-controller-manager"]), f"--kubeconfig={pki['kcm.kubeconfig']}",
             f"--authentication-kubeconfig={pki['kcm.kubeconfig']}",
             f"--authorization-kubeconfig={pki['kcm.kubeconfig']}",
             "--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
@@ -510,7 +546,11 @@ class ControlPlane:
             # React quickly: the garbage collector and the workload controllers are what the tests wait on.
             "--concurrent-gc-syncs=20", *gates,
         ])
-        # scheduler-plugins scheduler with the Coscheduling profile
+
+    def _start_scheduler_plugins(self, binaries: dict[str, Path], pki: dict[str, Path], wd: Path) -> None:
+        """The scheduler-plugins scheduler with one profile, ``scheduler-plugins-scheduler``: Coscheduling on
+        (``multiPoint``), PrioritySort off (Coscheduling brings its own queue sort), as scheduler-plugins'
+        ``manifests/coscheduling/scheduler-config.yaml`` configures it."""
         sched_cfg = _write(wd / "scheduler.yaml", yaml.safe_dump({
             "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
             "leaderElection": {"leaderElect": False},
@@ -525,30 +565,27 @@ class ControlPlane:
             }],
         }))
         self._spawn("scheduler-plugins-scheduler", [
-            str(binaries / "scheduler-plugins-scheduler"), f"--config={sched_cfg}",
+            str(binaries[SCHEDULER_NAME]), f"--config={sched_cfg}",
             f"--authentication-kubeconfig={pki['sched.kubeconfig']}",
             f"--authorization-kubeconfig={pki['sched.kubeconfig']}",
             "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "-v=1",
         ])
-        if self.native_gang:  # the stock kube-scheduler: its default profile runs the GangScheduling plugin
-            native_cfg = _write(wd / "kube-scheduler.yaml", yaml.safe_dump({
-                "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                "leaderElection": {"leaderElect": False},
-                "clientConnection": {"kubeconfig": str(pki["ksched.kubeconfig"])},
-            }))
-            self._spawn("kube-scheduler", [
-                str(binaries / "kube-scheduler"), f"--config={native_cfg}",
-                f"--authentication-kubeconfig={pki['ksched.kubeconfig']}",
-                f"--authorization-kubeconfig={pki['ksched.kubeconfig']}",
-                "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "-v=1", *gates,
-            ])
-        # the default namespace's ServiceAccount proves the controller-manager works
-        self._wait(lambda: self._exists("/api/v1/namespaces/default/serviceaccounts/default"),
-                   "kube-controller-manager (default ServiceAccount)", deadline)
-        if self._want_kubelet:
-            self.kubelet = Kubelet(self)
-            self.kubelet.start()
-        log.info("control plane up in %.1fs at %s (%s)", time.monotonic() - started, self.server, wd)
+
+    def _start_kube_scheduler(self, binaries: dict[str, Path], pki: dict[str, Path], wd: Path,
+                              gates: list[str]) -> None:
+        """The stock kube-scheduler: its ``default-scheduler`` profile runs the GangScheduling plugin when the
+        gates are on."""
+        native_cfg = _write(wd / "kube-scheduler.yaml", yaml.safe_dump({
+            "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "leaderElection": {"leaderElect": False},
+            "clientConnection": {"kubeconfig": str(pki["ksched.kubeconfig"])},
+        }))
+        self._spawn("kube-scheduler", [
+            str(binaries["kube-scheduler"]), f"--config={native_cfg}",
+            f"--authentication-kubeconfig={pki['ksched.kubeconfig']}",
+            f"--authorization-kubeconfig={pki['ksched.kubeconfig']}",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "-v=1", *gates,
+        ])
 
     def stop(self) -> None:
         """Stop every process started (admit first, then the scheduler, controller-manager, apiserver, etcd) and
@@ -747,14 +784,22 @@ class ControlPlane:
             time.sleep(0.05)
 
     def create_namespace(self, name: str, labels: dict[str, str] | None = None, timeout: float = 30.0) -> None:
-        """Create a namespace and wait for its ``default`` ServiceAccount (pods are refused until it exists)."""
+        """Create a namespace and wait for its ``default`` ServiceAccount (pods are refused until it exists: the
+        ServiceAccount admission plugin). Without kube-controller-manager the ServiceAccount is created here, as
+        its ServiceAccount controller would (``pkg/controller/serviceaccount``), the way envtest users do."""
         self.rest("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
                                                       "metadata": {"name": name, "labels": labels or {}}})
+        if "kube-controller-manager" not in self.components:
+            self._ensure_default_service_account(name)
         deadline = time.monotonic() + timeout
         while not self._exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"):
             if time.monotonic() > deadline:
                 raise PlaneError(f"namespace {name}: no default ServiceAccount after {timeout}s")
             time.sleep(0.05)
+
+    def _ensure_default_service_account(self, namespace: str) -> None:
+        self.rest("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", ok=(409,),
+                  body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
 
     def delete_namespace(self, name: str) -> None:
         """Delete a namespace (in the background; its pods are force-deleted by the kubelet thread)."""

@@ -1,11 +1,20 @@
 """The real control-plane tier: etcd, kube-apiserver, kube-controller-manager and the scheduler-plugins scheduler
-(Coscheduling) of ``../shared/k8s`` on loopback, with ``admit serve`` as a subprocess behind the chart's own webhook
-configurations. The launcher is :mod:`admit.testing.plane`; this file shares one plane across the whole test run.
+(Coscheduling) on loopback, with ``admit serve`` as a subprocess behind the chart's own webhook configurations. The
+launcher is :mod:`admit.testing.plane`; this file shares one plane across the whole test run.
 
-Run the tier alone: ``.venv/bin/python -m pytest -q -m real`` (or ``tests/real``). Binaries: ``$ADMIT_K8S_ASSETS``
-(a folder of plain binaries) or ``../shared/k8s/bin/*.xz`` (unpacked once into ``~/.cache/admit/k8s-<hash>``).
-Without binaries the tier skips with one line saying why; with ``CI=true`` it fails instead. ``ADMIT_PLANE_KEEP=1``
-keeps the plane's folder (every component's log, admit's included) and prints where it is.
+Binaries are brought by whoever runs the tier (docs/testing.md says where to get them): ``$ADMIT_K8S_ASSETS`` names a
+folder of plain ``etcd``, ``kube-apiserver``, ``kube-controller-manager``, ``kube-scheduler`` and
+``scheduler-plugins-scheduler``; ``$KUBEBUILDER_ASSETS`` (envtest's folder) is read for whatever the first lacks. Each
+test declares what it needs with ``@pytest.mark.needs(TIER)`` (a module's ``pytestmark``, else ``coscheduling``), one
+of :data:`admit.testing.plane.TIERS`: ``apiserver`` (etcd + kube-apiserver: admission through kube-apiserver,
+objects stored through CRDs), ``controllers`` (+ kube-controller-manager: ReplicaSets, Job pods, the garbage
+collector, namespace deletion), ``coscheduling`` (+ the scheduler-plugins scheduler: pods bound or not) and
+``native`` (+ the stock kube-scheduler with the native gang gates). A test whose binaries are missing is skipped before
+any plane starts, all of them under one ``SKIPPED [N]`` line per missing set; ``ADMIT_REQUIRE_REAL=1`` makes that a
+failure instead, for whoever wants the tier enforced.
+
+Run the tier alone: ``.venv/bin/python -m pytest -q -m real`` (or ``tests/real``). ``ADMIT_PLANE_KEEP=1`` keeps the
+plane's folder (every component's log, admit's included) and prints where it is.
 
 Fixtures (every test module under ``tests/real`` gets the ``real`` marker):
 
@@ -28,7 +37,7 @@ Fixtures (every test module under ``tests/real`` gets the ``real`` marker):
   certificate); ``plane.start_admit(name, args=[...], register=False)`` starts
   another replica with other flags (``register=True`` moves the webhooks to it and makes it ``plane.admit``);
   replicas started in a test are stopped at the end of the run, or by the test;
-- CRDs: the PodGroup CRD (scheduler-plugins v0.34.7) and every ``tests/real/crds/*.yaml`` (TFJob, SparkApplication),
+- CRDs: the PodGroup CRD (rendered from admit's chart) and every ``tests/real/crds/*.yaml`` (TFJob, SparkApplication),
   installed before admit starts so its controller watches them from the start;
 - timings: Coscheduling ``permitWaitingTimeSeconds`` 3 (:data:`PERMIT_WAIT`); use
   ``gang.admit.dev/schedule-timeout-seconds`` of a few seconds in tests.
@@ -52,8 +61,8 @@ from typing import Iterable
 
 import pytest
 
-from admit.testing.plane import AdmitProcess, ControlPlane
-from tests.real.support import PERMIT_WAIT, binaries_or_skip
+from admit.testing.plane import TIERS, AdmitProcess, ControlPlane, available_binaries, missing_message
+from tests.real.support import PERMIT_WAIT
 
 HERE = Path(__file__).resolve().parent
 CRDS = HERE / "crds"
@@ -61,10 +70,58 @@ NODES = ("node-1", "node-2")
 NODE_CPU = "4"
 
 
+#: Set to 1 (or true) to fail, not skip, a real test whose binaries are missing.
+REQUIRE_ENV = "ADMIT_REQUIRE_REAL"
+DEFAULT_TIER = "coscheduling"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.real)
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier a real test declared (its closest ``needs`` mark), else :data:`DEFAULT_TIER`.
+
+    Raises:
+        pytest.UsageError: a tier that :data:`admit.testing.plane.TIERS` does not know.
+    """
+    mark = item.get_closest_marker("needs")
+    tier = mark.args[0] if mark else DEFAULT_TIER
+    if tier not in TIERS:
+        raise pytest.UsageError(f"{item.nodeid}: needs({tier!r}) is none of {', '.join(TIERS)}")
+    return tier
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip (or with ``ADMIT_REQUIRE_REAL=1`` fail) a real test whose tier's binaries are missing, before any of its
+    fixtures starts a plane. The skip is raised here, at one place with one reason per missing set, so pytest's
+    summary folds every such test into one ``SKIPPED [N]`` line."""
+    if HERE not in Path(str(item.fspath)).resolve().parents:
+        return
+    found = _found()
+    missing = [name for name in TIERS[tier_of(item)] if name not in found]
+    if not missing:
+        return
+    # With no binary at all every test gets the same reason (one line for the run); with some, each missing set
+    # says what it still needs.
+    reason = f"real control-plane tier: {missing_message(missing if found else ['Kubernetes binaries'])}"
+    if os.environ.get(REQUIRE_ENV, "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{reason} ({REQUIRE_ENV} is set)", pytrace=False)
+    pytest.skip(reason)
+
+
+_FOUND: dict[str, Path] | None = None
+
+
+def _found() -> dict[str, Path]:
+    """:func:`admit.testing.plane.available_binaries`, looked up once per run."""
+    global _FOUND
+    if _FOUND is None:
+        _FOUND = available_binaries()
+    return _FOUND
 
 
 class RealPlane:
@@ -88,9 +145,12 @@ class RealPlane:
 
 @pytest.fixture(scope="session")
 def plane() -> Iterable[RealPlane]:
-    binaries = binaries_or_skip("real control-plane tier")
+    # Every component of the Coscheduling tier that was found; the hook above already skipped the tests that need
+    # one that was not.
+    found = _found()
+    components = tuple(name for name in TIERS[DEFAULT_TIER] if name in found)
     keep = bool(os.environ.get("ADMIT_PLANE_KEEP"))
-    cp = ControlPlane(binaries, permit_waiting_seconds=PERMIT_WAIT, keep=keep)
+    cp = ControlPlane(found, permit_waiting_seconds=PERMIT_WAIT, keep=keep, components=components)
     cp.start()
     try:
         for name in NODES:

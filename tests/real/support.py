@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import copy
-import os
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-import pytest
-
-from admit.testing.plane import REQUIRED, ControlPlane, NoBinaries, find_binaries
+from admit.testing.plane import ControlPlane
 
 PAUSE = "registry.k8s.io/pause:3.10"
 PERMIT_WAIT = 3  # Coscheduling permitWaitingTimeSeconds of the shared plane (seconds)
@@ -20,17 +16,6 @@ PERMIT_WAIT = 3  # Coscheduling permitWaitingTimeSeconds of the shared plane (se
 #: CI machine. The plane runs Coscheduling with ``podGroupBackoffSeconds`` 0: with a backoff, a gang whose first pod
 #: was tried before its siblings existed was once left unbound past 75 s (README, "Why are my pods Pending?").
 WAIT_TIMEOUT = 60.0
-
-
-def binaries_or_skip(what: str, names: tuple[str, ...] = REQUIRED) -> Path:
-    """The folder of the control-plane binaries ``names`` (:func:`admit.testing.plane.find_binaries`); without
-    them the test skips with one line saying why, and fails under ``CI=true`` (where they must be)."""
-    try:
-        return find_binaries(names=names)
-    except NoBinaries as e:
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"{what} cannot run under CI=true: {e}")
-        pytest.skip(f"{what} skipped: {e}")
 
 
 def wait_for(check: Callable[[], Any], timeout: float = WAIT_TIMEOUT, interval: float = 0.1, what: str = "") -> Any:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import pytest
+
 from tests.helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -14,6 +16,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import apiserver_bench  # noqa: E402
 
 
+@pytest.mark.needs("controllers")
 async def test_a_tiny_apiserver_bench_run_reports_every_path_and_the_added_cost(plane, tmp_path):
     args = argparse.Namespace(rounds=1, pods=4, concurrency=2, namespace_prefix="bench-tiny")
     result = await apiserver_bench.measure(args, str(plane.kubeconfig), tmp_path)

@@ -41,6 +41,7 @@ def small_jobset(ns, order=None):
     return js
 
 
+@pytest.mark.needs("apiserver")
 def test_a_jobset_stored_through_its_crd_gets_its_templates_patched_and_one_pod_group(plane, ns):
     cp = plane.cp
     stored = cp.rest("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", body=small_jobset(ns))
@@ -59,6 +60,7 @@ def test_a_jobset_stored_through_its_crd_gets_its_templates_patched_and_one_pod_
                                                                   stored["metadata"]["uid"])
 
 
+@pytest.mark.needs("apiserver")
 def test_an_in_order_jobset_is_refused_by_kube_apiserver_with_the_fix(plane, ns):
     cp = plane.cp
     with pytest.raises(PlaneError) as refused:
@@ -136,6 +138,7 @@ def test_an_lws_group_gets_its_pod_group_from_its_leader_pod_and_binds_as_one_ga
     wait_for(lambda: "vllm-0" not in pod_groups(cp, ns), timeout=45, what="the group's PodGroup deleted")
 
 
+@pytest.mark.needs("apiserver")
 def test_an_lws_whose_gang_deadlocks_under_leader_ready_is_refused_by_kube_apiserver(plane, ns):
     cp = plane.cp
     body = example("denied/leaderworkerset-leader-ready.yaml")

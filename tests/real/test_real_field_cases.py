@@ -151,6 +151,7 @@ def test_a_scale_from_zero_below_min_member_is_refused_through_the_scale_subreso
     wait_for(lambda: len(bound(pods(cp, ns, "app=batch"))) == 3, what="3 bound pods")
 
 
+@pytest.mark.needs("apiserver")
 def test_a_scale_of_a_deployment_that_is_no_gang_is_never_refused(plane, ns):
     cp = plane.cp
     plain = gang_deployment("plain", replicas=4)

@@ -19,6 +19,7 @@ def pod_groups(cp, ns):
 
 
 @pytest.mark.parametrize("match_conditions", [True, False], ids=["chart-defaults", "admit-sees-every-update"])
+@pytest.mark.needs("controllers")
 def test_a_namespace_deleted_with_gang_workloads_in_it_goes_away(plane, ns, match_conditions):
     """With the chart's matchConditions an object being deleted never reaches admit; without them admit gets the
     finalizer's removal itself, after the namespace controller deleted the PodGroup, and must allow it untouched."""

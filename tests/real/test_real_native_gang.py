@@ -1,5 +1,5 @@
-"""The workload-api backend on a real control plane (Kubernetes 1.36.2 from ../shared/k8s): Kubernetes' native gang
-scheduling (scheduling.k8s.io/v1alpha2 Workload + PodGroup, pod spec.schedulingGroup) with the stock kube-scheduler,
+"""The workload-api backend on a real control plane (Kubernetes 1.36.2, binaries the tester brings): Kubernetes' native
+gang scheduling (scheduling.k8s.io/v1alpha2 Workload + PodGroup, pod spec.schedulingGroup) with the stock kube-scheduler,
 started as a second plane with ``--feature-gates=GenericWorkload=true,GangScheduling=true`` and
 ``--runtime-config=scheduling.k8s.io/v1alpha2=true`` (``ControlPlane(native_gang=True)``), and ``admit serve
 --gang-backend workload-api`` behind the chart's webhooks. A pod counts as scheduled when ``spec.nodeName`` is set.
@@ -16,8 +16,10 @@ from typing import Any, Iterable
 
 import pytest
 
-from admit.testing.plane import NATIVE_GANG, REQUIRED, ControlPlane, PlaneError
-from tests.real.support import binaries_or_skip, bound, container, pods, wait_for
+from admit.testing.plane import TIERS, ControlPlane, PlaneError, find_binaries
+from tests.real.support import bound, container, pods, wait_for
+
+pytestmark = pytest.mark.needs("native")
 
 APPS = "/apis/apps/v1/namespaces/{ns}/deployments"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
@@ -27,7 +29,7 @@ UNBOUND_FOR = 6.0  # seconds a gang that cannot fit is watched staying entirely 
 
 @pytest.fixture(scope="module")
 def native() -> Iterable[ControlPlane]:
-    binaries = binaries_or_skip("native gang tier", REQUIRED + NATIVE_GANG)
+    binaries = find_binaries(TIERS["native"])  # tests/real/conftest.py skipped the module if any is missing
     cp = ControlPlane(binaries, native_gang=True, keep=bool(os.environ.get("ADMIT_PLANE_KEEP")))
     cp.start()
     try:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.real.support import gang_deployment, wait_for
 
 PG = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"
@@ -31,6 +33,7 @@ def admit_events(cp, ns: str) -> list[tuple[str, str]]:
             if e.get("reportingController") == "admit.dev/podgroup-controller"]
 
 
+@pytest.mark.needs("apiserver")
 def test_a_kube_apiserver_restart_deletes_and_recreates_nothing_and_admit_goes_on(plane, ns):
     cp = plane.cp
     admit = plane.admit

@@ -19,9 +19,9 @@ from kubernetes_asyncio import client, config
 from admit.config import Config
 from admit.status import diagnose
 from admit.statuscmd import collect
-from admit.testing.plane import ControlPlane
+from admit.testing.plane import TIERS, ControlPlane, find_binaries
 from admit.watchcache import KubeRaw
-from tests.real.support import PERMIT_WAIT, binaries_or_skip, bound, container, gang_deployment, pods, wait_for
+from tests.real.support import PERMIT_WAIT, bound, container, gang_deployment, pods, wait_for
 
 APPS = "/apis/apps/v1/namespaces/{ns}/deployments"
 PODS = "/api/v1/namespaces/{ns}/pods"
@@ -142,7 +142,7 @@ BACKOFF = 8  # podGroupBackoffSeconds of the plane below (seconds): the replacem
 @pytest.fixture(scope="module")
 def backoff_plane() -> Iterable[ControlPlane]:
     """A plane of its own: the shared one runs Coscheduling with its defaults (no backoff)."""
-    cp = ControlPlane(binaries_or_skip("backoff plane"), permit_waiting_seconds=PERMIT_WAIT,
+    cp = ControlPlane(find_binaries(TIERS["coscheduling"]), permit_waiting_seconds=PERMIT_WAIT,
                       pod_group_backoff_seconds=BACKOFF, keep=bool(os.environ.get("ADMIT_PLANE_KEEP")))
     cp.start()
     try:

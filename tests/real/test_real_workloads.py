@@ -101,6 +101,7 @@ def test_a_standalone_replicaset_is_a_gang_of_its_own(plane, ns):
     assert refused.value.status == 403
 
 
+@pytest.mark.needs("apiserver")
 def test_a_dry_run_create_is_answered_like_a_real_one_and_stores_nothing(plane, ns):
     cp = plane.cp
     path = f"/apis/apps/v1/namespaces/{ns}/deployments"
@@ -125,6 +126,7 @@ def test_deleting_a_gang_deployment_deletes_its_pod_group(plane, ns):
     wait_for(lambda: pods(cp, ns, "app=gone") == [], timeout=30, what="pods gone")
 
 
+@pytest.mark.needs("apiserver")
 def test_a_tfjob_stored_through_its_crd_gets_its_templates_patched_and_its_pod_group(plane, ns):
     cp = plane.cp
     job = example("tfjob-ps-worker.yaml")
@@ -142,6 +144,7 @@ def test_a_tfjob_stored_through_its_crd_gets_its_templates_patched_and_its_pod_g
                                                                   stored["metadata"]["uid"])
 
 
+@pytest.mark.needs("apiserver")
 def test_a_spark_application_stored_through_its_crd_gets_driver_and_executor_patched_and_its_pod_group(plane, ns):
     cp = plane.cp
     app = example("spark-pi-scala.yaml")
