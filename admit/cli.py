@@ -176,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
     review.add_argument("--workload-api-version", choices=WORKLOAD_API_VERSIONS, default="v1alpha2",
                         help="scheduling.k8s.io version of the workload-api backend's objects: v1alpha2 "
-                             "(Kubernetes 1.36) or v1beta1 (1.37) (default: %(default)s; admit serve finds it)")
+                             "(Kubernetes 1.36), v1alpha3 or v1beta1 (1.37), v1 (1.38) (default: %(default)s; admit "
+                             "serve finds it)")
     _add_decision_flags(review)
 
     status = sub.add_parser(

@@ -34,7 +34,7 @@ COSCHEDULING = "coscheduling"
 WORKLOAD_API = "workload-api"
 GANG_BACKENDS = (COSCHEDULING, WORKLOAD_API)
 WORKLOAD_API_GROUP = "scheduling.k8s.io"
-WORKLOAD_API_VERSIONS = ("v1beta1", "v1alpha2")  # preferred first (admit/backends/discovery.py)
+WORKLOAD_API_VERSIONS = ("v1", "v1beta1", "v1alpha3", "v1alpha2")  # preferred first: the rows of workload_api.SHAPES
 
 
 @dataclass(frozen=True, slots=True)

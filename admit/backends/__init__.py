@@ -90,7 +90,8 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
 
     Raises:
         GangError (code 400): the backend asked for is not enabled in admit, the API server does not serve the
-            Workload API, or the group name cannot name a v1alpha2 Workload.
+            Workload API, or the group name cannot name a v1alpha2 Workload; (code 403) pod templates that
+            kube-scheduler would never schedule as one native gang (``workload_api.gang_priority``).
     """
     backend = ann.backend or config.gang_backend
     if backend not in config.allowed_backends:
@@ -120,6 +121,8 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
                 raise GangError(f"{problem}; set annotation {config.pod_group_key} to such a name", 400)
             plan.warnings.extend(workload_api.unsupported_warnings(get_path(obj, ("metadata", "annotations")), plan,
                                                                    config))
+            if workload_api.shape(config.workload_api_version).priority:
+                plan.native_priority = workload_api.gang_priority(obj, plan, config)
     plan.backend = backend
     return plan
 

@@ -9,7 +9,9 @@ each object in order (Workload first: the PodGroup references it):
   use one named explicitly, refuse one that belongs to something else: 409 with a message pointing to
   ``gang.admit.dev/pod-group``), and bring ours in step: a JSON patch of ``minCount`` where the version allows it
   (v1beta1); where it does not (v1alpha2), the stored objects stay, with a warning, and a workload that would run
-  fewer pods than their ``minCount`` is refused (``workload_api.immutable_message``); an object being deleted (its
+  fewer pods than their ``minCount`` is refused (``workload_api.immutable_message``); a stored
+  ``priorityClassName``/``preemptionPolicy`` other than the pods' (immutable) is refused with the fix
+  (``workload_api.priority_message``): kube-scheduler would never schedule the new pods; an object being deleted (its
   ``podgroup-protection`` finalizer waits for its pods) is an API failure for the failure mode, with the reason;
 - ``dryRun`` requests send every write with ``dryRun=All`` and store nothing;
 - one budget (``Config.api_timeout_seconds``) for all calls of the request; a ``kube.KubeError`` goes back to
@@ -101,6 +103,13 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
         if own.action != "manage":
             decision.pod_groups[start + i] = existing
             continue
+        mismatch = workload_api.priority_mismatch(existing, desired)
+        if mismatch:  # immutable, and the pods would never be scheduled with it: refuse with the fix
+            decision.pod_groups[start + i] = existing
+            decision.allowed = False
+            decision.code = 403
+            decision.message = workload_api.priority_message(kind, plan, mismatch)
+            return
         ops = workload_api.update_ops(existing, desired, version)
         if ops == []:
             decision.pod_groups[start + i] = existing

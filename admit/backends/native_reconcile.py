@@ -145,8 +145,12 @@ def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims:
                 continue  # "use" / "operator": left as it is
             ops = workload_api.update_ops(obj, desired, version)
             have = workload_api.min_count_of(obj)
-            if ops is None:  # v1alpha2: minCount cannot follow; say so (still adopt below)
-                if kind == "PodGroup":
+            mismatch = workload_api.priority_mismatch(obj, desired)
+            if ops is None:  # minCount (v1alpha2) or a priority field cannot follow; say so (still adopt below)
+                if mismatch:
+                    actions.append(NativeAction("immutable", kind, chosen, message=workload_api.priority_message(
+                        kind, plan, mismatch)))
+                elif kind == "PodGroup":
                     actions.append(NativeAction("immutable", kind, chosen, message=workload_api.immutable_message(
                         kind, plan, have, version)[0]))
                 ops = []
