@@ -9,9 +9,12 @@ import json
 import logging
 
 import pytest
+from prometheus_client import REGISTRY
 
 from admit.admission import Admission
 from admit.backends import workload_api
+from admit.backends.native_controller import native_claim_of
+from admit.backends.native_reconcile import decide_native, owner_reference
 from admit.backends.discovery import BackendUnavailable, choose_version, configure_backends, unknown_versions
 from admit.config import WORKLOAD_API_VERSIONS, Config
 from admit.kube import KubeAPI, KubeError
@@ -21,6 +24,7 @@ from admit.testing.fake_kube import FakeKubeAPI, _workload_api_errors, workload_
 from admit.validate import validate
 from tests.helpers import admission_review, apply_answer, example
 from tests.test_backends import mutated, req
+from tests.test_native_controller import DEPLOYMENTS, gang
 
 ALPHA2 = Config(gang_backend="workload-api", workload_api_version="v1alpha2")  # 1.36
 ALPHA3 = Config(gang_backend="workload-api", workload_api_version="v1alpha3")  # 1.37, alpha
@@ -296,3 +300,43 @@ def test_a_mutated_v1beta1_deployment_keeps_its_priority_class_on_the_template()
     assert spec["priorityClassName"] == "team-high" and spec["schedulingGroup"] == {"podGroupName": "trainer"}
     assert {op["path"] for op in decision.patch} == {"/spec/template/spec/schedulingGroup",
                                                       "/metadata/labels/gang.admit.dev~1managed"}
+
+
+# --------------------------------------------------------------------------------- the controller and the metrics
+
+def test_the_controller_reports_a_stored_pod_group_whose_class_its_pods_no_longer_have_and_writes_nothing():
+    dep = stored_deployment("team-low")
+    dep["metadata"].update(labels={"app": "trainer", "gang.admit.dev/managed": "true"}, resourceVersion="9",
+                           creationTimestamp="2026-11-30T11:00:00Z")
+    dep["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "trainer"}
+    owned = {"ownerReferences": [owner_reference(dep)]}
+    objs = {kind: gang(BETA, kind, name="trainer", min_count=4, owner="apps/Deployment/trainer", **owned)
+            for kind in ("Workload", "PodGroup")}
+    objs["Workload"]["spec"]["podGroupTemplates"][0]["priorityClassName"] = "team-high"
+    objs["PodGroup"]["spec"]["priorityClassName"] = "team-high"
+    objs["PodGroup"]["metadata"]["namespace"] = objs["Workload"]["metadata"]["namespace"] = "team-a"
+    claim = native_claim_of(dep, DEPLOYMENTS, BETA)
+    actions = decide_native(("team-a", "trainer"), objs, [claim], BETA, now=0, unclaimed_since=None, grace=1)
+    assert [(a.kind, a.object_kind) for a in actions] == [("priority", "Workload"), ("priority", "PodGroup")]
+    assert all(not a.ops and "keeps priorityClassName 'team-high' (the pods now name 'team-low')" in a.message
+               for a in actions)
+
+
+async def test_native_gang_writes_and_refusals_are_counted_by_kind(aiohttp_client):
+    def count(kind, operation):
+        return REGISTRY.get_sample_value("admit_native_gang_operations_total",
+                                         {"kind": kind, "operation": operation}) or 0.0
+
+    before = {(k, o): count(k, o) for k in ("Workload", "PodGroup") for o in ("created", "refused")}
+    async with FakeKubeAPI(workload_api="v1beta1") as fake:
+        async with fake.api_client() as api_client:
+            client = await aiohttp_client(create_app(Admission(BETA, KubeAPI(api_client, BETA))))
+            answer, stored = await admit_once(client, stored_deployment("team-high"))
+            assert answer["allowed"] is True
+            changed = copy.deepcopy(stored)
+            changed["spec"]["template"]["spec"]["priorityClassName"] = "team-low"
+            answer, _ = await admit_once(client, changed, "UPDATE", old=stored)
+            assert answer["allowed"] is False
+    assert count("Workload", "created") - before[("Workload", "created")] == 1
+    assert count("PodGroup", "created") - before[("PodGroup", "created")] == 1
+    assert count("Workload", "refused") - before[("Workload", "refused")] == 1  # the first object that cannot follow

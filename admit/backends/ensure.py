@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from .. import metrics
 from ..config import WORKLOAD_API_GROUP, Config
 from ..kube import AlreadyExists, Budget, KubeError
 from ..plan import GangPlan
@@ -82,6 +83,8 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
             created = await store.create_object(WORKLOAD_API_GROUP, version, plural, desired, dry_run, left())
             log.info("%s %s %s/%s for %s", "dry run: would create" if dry_run else "created", kind, ns, name, plan.ref)
             decision.pod_groups[start + i] = created or desired
+            if not dry_run:
+                metrics.native_gang(kind, "created")
             continue
         except AlreadyExists:
             pass
@@ -89,6 +92,8 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
         if existing is None:  # deleted between our create and read: create once more
             decision.pod_groups[start + i] = await store.create_object(
                 WORKLOAD_API_GROUP, version, plural, desired, dry_run, left()) or desired
+            if not dry_run:
+                metrics.native_gang(kind, "created")
             continue
         if (existing.get("metadata") or {}).get("deletionTimestamp"):
             raise KubeError(409, "Conflict", f"{kind} {ns}/{name} is being deleted (pods that name it are still going "
@@ -99,6 +104,7 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
             decision.allowed = False
             decision.code = 409
             decision.message = own.message
+            metrics.native_gang(kind, "refused")
             return
         if own.action != "manage":
             decision.pod_groups[start + i] = existing
@@ -109,6 +115,7 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
             decision.allowed = False
             decision.code = 403
             decision.message = workload_api.priority_message(kind, plan, mismatch)
+            metrics.native_gang(kind, "refused")
             return
         ops = workload_api.update_ops(existing, desired, version)
         if ops == []:
@@ -117,6 +124,8 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
             patched = await store.patch_object(WORKLOAD_API_GROUP, version, plural, ns, name, ops, dry_run, left())
             log.info("patched %s %s/%s for %s: %s", kind, ns, name, plan.ref, ops)
             decision.pod_groups[start + i] = patched or desired
+            if not dry_run:
+                metrics.native_gang(kind, "patched")
         else:  # immutable here (v1alpha2): keep it; refuse a gang its stored minCount can never schedule
             decision.pod_groups[start + i] = existing
             message, refuse = workload_api.immutable_message(kind, plan, workload_api.min_count_of(existing), version)
@@ -124,6 +133,7 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
                 decision.allowed = False
                 decision.code = 403
                 decision.message = message
+                metrics.native_gang(kind, "refused")
                 return
             if not any("minCount is immutable" in w for w in decision.warnings):
                 decision.warnings.append(message)
