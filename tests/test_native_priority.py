@@ -130,20 +130,17 @@ def test_a_system_priority_class_is_refused_because_a_pod_group_priority_is_capp
 
 
 @CARRYING
-def test_pod_templates_naming_two_schedulers_are_refused_naming_both(config):
+@pytest.mark.parametrize("rtype,field,value,named", [
+    ("PS", "schedulerName", "my-scheduler", ("'my-scheduler'", "'default-scheduler'")),
+    ("Worker", "preemptionPolicy", "Never", ("'Never'", "(none)")),
+])
+def test_pod_templates_naming_two_schedulers_or_preemption_policies_are_refused_naming_both(config, rtype, field,
+                                                                                            value, named):
     job = tfjob_with_classes("team-high", "team-high")
-    job["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]["schedulerName"] = "my-scheduler"
+    job["spec"]["tfReplicaSpecs"][rtype]["template"]["spec"][field] = value
     verdict = validate(req(job), config)
-    assert not verdict.decision.allowed
-    assert "'my-scheduler'" in verdict.decision.message and "'default-scheduler'" in verdict.decision.message
-
-
-@CARRYING
-def test_pod_templates_with_two_preemption_policies_are_refused(config):
-    job = tfjob_with_classes("team-high", "team-high")
-    job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["preemptionPolicy"] = "Never"
-    verdict = validate(req(job), config)
-    assert not verdict.decision.allowed and "preemptionPolicy" in verdict.decision.message
+    assert not verdict.decision.allowed and f"two {field} values" in verdict.decision.message
+    assert all(n in verdict.decision.message for n in named)
 
 
 def test_a_deferred_job_is_not_checked_for_priority_its_controller_owns_the_gang():
