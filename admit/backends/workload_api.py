@@ -130,9 +130,11 @@ SHAPES: dict[str, Shape] = {
                       _TYPES.format("v1alpha3") + " (replaces v1alpha2; adds CompositePodGroup)"),
     "v1alpha2": Shape("1.36", "podGroupTemplateRef", True, False, False, False, SCHEDULED,
                       _TYPES.format("v1alpha2") + " (its priorityClassName needs the alpha gate "
-                      "WorkloadAwarePreemption and 1.36's scheduler does not compare priorities: not written)"),
+                      "WorkloadAwarePreemption, off by default: not written; the priority check of validatePodGroup "
+                      "is described from 1.37 on, not verified against 1.36's scheduler)"),
 }
-assert tuple(SHAPES) == WORKLOAD_API_VERSIONS, "config.WORKLOAD_API_VERSIONS must list SHAPES in order"
+if tuple(SHAPES) != WORKLOAD_API_VERSIONS:
+    raise RuntimeError("config.WORKLOAD_API_VERSIONS must list the SHAPES rows in order")
 
 
 def shape(version: str) -> Shape:
