@@ -36,7 +36,9 @@ is scheduled only when every pod has the PodGroup's priority ("all pods in a sin
 priority as the pod group's priority"), the same ``schedulerName``, and the same ``preemptionPolicy`` (the
 PodGroup's own with the ``PodGroupPreemptionPolicy`` gate). The PodGroup's priority comes from its own
 ``priorityClassName`` (priority admission; else the global default class, else 0), so admit copies the pods'
-``priorityClassName`` (and an explicit ``preemptionPolicy``) into the Workload's template and the PodGroup
+``priorityClassName`` (and an explicit ``preemptionPolicy``; with its gate off the API server drops that field, as
+the scheduling registry strategies drop gated fields, e.g. ``dropDisabledPreemptionPolicyField`` of
+``pkg/registry/scheduling/compositepodgroup/strategy.go``) into the Workload's template and the PodGroup
 (:func:`gang_priority`), refuses a gang whose templates disagree, and refuses a ``system-*`` class: the PodGroup's
 ``priority`` is capped at 1000000000 (``HighestUserDefinablePriority``), below both system classes. Both fields are
 immutable: a gang whose pods change class cannot follow on its stored objects (:func:`priority_mismatch`).
