@@ -99,8 +99,8 @@ async def collect_native(api: KubeRaw, config: Config, namespace: str | None, po
     native to look at: no pod names a ``schedulingGroup``, no workload asks for the workload-api backend and the
     API server serves no Workload API."""
     served = await _served_workload_api(api, notes)
-    native_asked = any((w.get("metadata") or {}).get("annotations", {}).get(config.backend_key) == WORKLOAD_API
-                       for w in workloads) or config.gang_backend == WORKLOAD_API
+    native_asked = config.gang_backend == WORKLOAD_API or any(
+        ((w.get("metadata") or {}).get("annotations") or {}).get(config.backend_key) == WORKLOAD_API for w in workloads)
     if served is None or (not served and not native_asked):
         return None
     pod_groups = await _list(api, Resource(WORKLOAD_API_GROUP, served, "podgroups", "PodGroup"), namespace,
