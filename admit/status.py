@@ -65,6 +65,7 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any, Iterable
 
+from .backends.workload_api import SHAPES
 from .config import KUBE_DEFAULT_SCHEDULER, Config
 from .plan import get_path
 from .podgroup import owner_annotation
@@ -516,7 +517,8 @@ def to_json(rows: list[GangStatus]) -> str:
 # ------------------------------------------------------------------------------------------------ native gangs
 
 NATIVE_GROUP_PREFIX = "podgroup.scheduling.k8s.io/"
-_NATIVE_CONDITIONS = ("PodGroupInitiallyScheduled", "PodGroupScheduled")  # v1beta1/v1alpha3 (1.37), v1alpha2 (1.36)
+# PodGroupInitiallyScheduled (v1, v1beta1, v1alpha3) and PodGroupScheduled (v1alpha2): the table of versions
+_NATIVE_CONDITIONS = frozenset(row.scheduled_condition for row in SHAPES.values())
 
 
 def _native_group(pod: JSON) -> str | None:
