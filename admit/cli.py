@@ -69,6 +69,10 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
                         "schedulerName) or workload-api (Kubernetes' native Workload and PodGroup, scheduling.k8s.io, "
                         "pod spec.schedulingGroup); a workload may pick the other with <prefix>/backend if enabled "
                         "(default: %(default)s)")
+    p.add_argument("--controller-gang", action="append", choices=("Job",), default=[], metavar="KIND",
+                   help="with the workload-api backend, hand a new gang of this kind to its own controller through "
+                        "its spec.scheduling instead of admit's Workload and PodGroup: Job on clusters running "
+                        "WorkloadWithJob (Kubernetes 1.37 alpha, 1.38) (repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
     review.add_argument("--workload-api-version", choices=WORKLOAD_API_VERSIONS, default="v1alpha2",
                         help="scheduling.k8s.io version of the workload-api backend's objects: v1alpha2 "
-                             "(Kubernetes 1.36) or v1beta1 (1.37) (default: %(default)s; admit serve finds it)")
+                             "(Kubernetes 1.36), v1alpha3 or v1beta1 (1.37), v1 (1.38) (default: %(default)s; admit "
+                             "serve finds it)")
     _add_decision_flags(review)
 
     status = sub.add_parser(
@@ -237,6 +242,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         # admit review has no RBAC to respect: a workload may pick either backend there
         extra_gang_backends=frozenset(getattr(args, "extra_gang_backend", GANG_BACKENDS)),
         workload_api_version=getattr(args, "workload_api_version", ""),
+        controller_gangs=frozenset(getattr(args, "controller_gang", ())),
         read_timeout_seconds=getattr(args, "read_timeout", 5.0),
     )
 

@@ -34,7 +34,7 @@ COSCHEDULING = "coscheduling"
 WORKLOAD_API = "workload-api"
 GANG_BACKENDS = (COSCHEDULING, WORKLOAD_API)
 WORKLOAD_API_GROUP = "scheduling.k8s.io"
-WORKLOAD_API_VERSIONS = ("v1beta1", "v1alpha2")  # preferred first (admit/backends/discovery.py)
+WORKLOAD_API_VERSIONS = ("v1", "v1beta1", "v1alpha3", "v1alpha2")  # preferred first: the rows of workload_api.SHAPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,9 @@ class Config:
             ``gang_backend`` and these only).
         workload_api_version: the ``scheduling.k8s.io`` version admit speaks for Workload/PodGroup (``"v1alpha2"``,
             ``"v1beta1"``), found at start by ``backends.discovery``; ``""`` when the API server does not serve it.
+        controller_gangs: kinds (``"Job"``) whose new ``workload-api`` gangs admit hands to their own controller
+            through ``spec.scheduling`` instead of making the Workload and PodGroup itself
+            (``backends.native_handover``).
     """
 
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
@@ -85,6 +88,7 @@ class Config:
     gang_backend: str = COSCHEDULING
     extra_gang_backends: frozenset[str] = frozenset()
     workload_api_version: str = ""
+    controller_gangs: frozenset[str] = frozenset()
 
     # Derived annotation keys (computed in __post_init__ so the hot path never formats strings).
     min_member_key: str = dataclasses.field(init=False, default="")

@@ -29,6 +29,9 @@ Controller and process state:
 
 - ``admit_podgroup_operations_total{operation}``: ``created`` (admission), ``patched``, ``adopted``, ``recreated``,
   ``orphan_deleted`` (controller);
+- ``admit_native_gang_operations_total{kind, operation}``: the same for the workload-api backend's ``Workload`` and
+  ``PodGroup`` (scheduling.k8s.io), plus ``refused``: an admission refused because a stored object cannot follow
+  the workload (an immutable ``minCount`` or priority field) or belongs to another workload;
 - ``admit_watch_cache_objects{resource}`` gauge and ``admit_watch_cache_relists_total{resource}``;
 - ``admit_leader`` gauge (1 while this replica leads the controller's Lease);
 - ``admit_certificate_expiry_timestamp_seconds{certificate}`` gauge (``serving``, ``ca``; seconds since the epoch)
@@ -63,7 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "WebhookRecorder", "instrument_api_client", "start_metrics_server", "failure_mode_applied", "pod_group",
-    "watch_cache", "leader", "certificate", "api_verb", "WEBHOOK_BUCKETS",
+    "watch_cache", "leader", "certificate", "api_verb", "WEBHOOK_BUCKETS", "native_gang",
 ]
 
 log = logging.getLogger("admit.requests")
@@ -88,6 +91,11 @@ FAILURE_MODE = Counter(
 POD_GROUPS = Counter(
     "admit_podgroup_operations_total", "PodGroup writes: created, patched, adopted, recreated, orphan_deleted.",
     ["operation"],
+)
+NATIVE_GANGS = Counter(
+    "admit_native_gang_operations_total",
+    "Workload and PodGroup (scheduling.k8s.io) writes and refusals: created, patched, adopted, orphan_deleted, refused.",
+    ["kind", "operation"],
 )
 CACHE_OBJECTS = Gauge("admit_watch_cache_objects", "Objects in a watch cache.", ["resource"])
 CACHE_RELISTS = Counter("admit_watch_cache_relists_total", "Full lists of a watch cache (start, expiry, failure).",
@@ -248,6 +256,16 @@ def pod_group(operation: str) -> None:
     """A PodGroup write that succeeded: one of :data:`POD_GROUP_OPERATIONS`."""
     if operation in POD_GROUP_OPERATIONS:
         POD_GROUPS.labels(operation).inc()
+
+
+NATIVE_GANG_OPERATIONS = frozenset({"created", "patched", "adopted", "orphan_deleted", "refused"})
+
+
+def native_gang(kind: str, operation: str) -> None:
+    """A workload-api gang object (``kind`` ``"Workload"`` or ``"PodGroup"``) written, or an admission refused
+    because of it: one of :data:`NATIVE_GANG_OPERATIONS`."""
+    if kind in ("Workload", "PodGroup") and operation in NATIVE_GANG_OPERATIONS:
+        NATIVE_GANGS.labels(kind, operation).inc()
 
 
 _cache_gauges: dict[str, Any] = {}

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .backends import coscheduling, workload_api
+from .backends import coscheduling, native_handover, workload_api
 from .children import is_child
 from .config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from .foreign import other_generation_label, translate_group_labels
@@ -74,6 +74,9 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
     Returns ``(operations, warnings)``. ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
     give a warning instead of operations.
     """
+    if not plan.mutate:  # its own controller gangs it: at most hand it over, or take admit's earlier marks off
+        ops, warnings = native_handover(obj, plan, config)
+        return ops, plan.warnings + warnings
     if plan.backend == WORKLOAD_API:  # spec.schedulingGroup instead of label and schedulerName
         return workload_api.plan_patch(obj, plan, config, label_workload)
     ops: list[dict[str, Any]] = []

@@ -334,6 +334,9 @@ class GangPlan:
             annotation is removed.
         extra_ops: further JSONPatch operations on the workload itself, computed by its family against the object
             (e.g. the TrainJob runtime patch of ``admit.families.trainer``); never undone by admit.
+        native_priority: what the gang's native Workload template and PodGroup copy from its pods
+            (``{"priorityClassName": str, "preemptionPolicy": str}``, each key only when the pods set it; the
+            ``workload-api`` backend, ``backends.workload_api.gang_priority``).
     """
 
     kind: str
@@ -356,6 +359,7 @@ class GangPlan:
     last_wave: "Wave | None" = None
     template_annotations: dict[str, str] = field(default_factory=dict)
     extra_ops: list[dict[str, Any]] = field(default_factory=list)
+    native_priority: dict[str, str] = field(default_factory=dict)
 
     @property
     def owner(self) -> str:

@@ -34,6 +34,26 @@ reason means and where it comes from:
   backoff on a quiet cluster waits that long (made on the real plane). ``retry`` is the ``kubectl annotate`` of the
   PodGroup that retries them at once.
 - ``Waiting``: pods are pending and the scheduler has not said why yet; ``Scheduled``: every pod has a node.
+
+Native gangs (Kubernetes' Workload API, scheduling.k8s.io; pods with ``spec.schedulingGroup.podGroupName``;
+:func:`diagnose_native`). kube-scheduler's GangScheduling plugin holds the pods of a gang at PreEnqueue until
+``minCount`` of them exist, and such pods get no ``PodScheduled`` condition and no event, by design
+(kubernetes#141900): these rows say why in their place. The GROUP column shows ``podgroup.scheduling.k8s.io/<name>``
+apart from the Coscheduling PodGroups.
+
+- ``WorkloadAPINotServed``: a workload asks for the workload-api backend but the API server serves no version admit
+  speaks (the feature gates and runtime-config are named).
+- ``PodGroupMissing``: pods name a PodGroup that does not exist: they wait at PreEnqueue for ever, silently.
+- ``PriorityMismatch`` / ``SchedulerMismatch`` / ``PreemptionMismatch``: kube-scheduler's ``validatePodGroup``
+  (1.37) refuses a PodGroup whose pods' priority differs from its own ("all pods in a single pod group should have
+  the same priority as the pod group's priority"), whose pods name different schedulers, or differ in
+  ``preemptionPolicy``.
+- ``NotEnoughPods``: fewer pods name the PodGroup than its ``minCount``: PreEnqueue keeps all of them out of the
+  queue ("waiting for minCount pods from a gang to appear in scheduling queue").
+- ``Unschedulable`` (and the other words of :func:`classify_message`): the PodGroup's condition
+  ``PodGroupInitiallyScheduled`` (v1beta1, 1.37) or ``PodGroupScheduled`` (v1alpha2, 1.36) is False with its reason
+  and message, or the pods' own scheduler messages say why. ``Scheduled``: the condition is True (terminal in
+  v1beta1) and every pod has a node.
 """
 
 from __future__ import annotations
@@ -45,17 +65,19 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any, Iterable
 
+from .backends.workload_api import SHAPES
 from .config import KUBE_DEFAULT_SCHEDULER, Config
 from .plan import get_path
 from .podgroup import owner_annotation
 from .quantity import QuantityError, format_quantity, parse_quantity
 
-__all__ = ["GangStatus", "diagnose", "format_table", "to_json", "classify_message", "KNOWN_ANNOTATIONS"]
+__all__ = ["GangStatus", "diagnose", "diagnose_native", "format_table", "to_json", "classify_message",
+           "KNOWN_ANNOTATIONS", "NATIVE_GROUP_PREFIX"]
 
 JSON = dict[str, Any]
 
 KNOWN_ANNOTATIONS = ("min-member", "schedule-timeout-seconds", "min-resources", "pod-group", "spark-executors",
-                     "spark-executor-resources", "owner")
+                     "spark-executor-resources", "owner", "backend")
 """Annotation names (after ``<prefix>/``) admit reads or writes."""
 
 
@@ -299,6 +321,11 @@ def diagnose(
         annotations = meta.get("annotations") or {}
         if any(isinstance(r, dict) and r.get("controller") for r in meta.get("ownerReferences") or []):
             continue  # a child (a Deployment's ReplicaSet, a CronJob's Job) joins its parent's gang
+        if config.min_member_key in annotations and _native_template_group(wl) is not None:
+            continue  # a native gang: diagnose_native
+        if config.min_member_key in annotations and (annotations.get(config.backend_key) or config.gang_backend) \
+                == "workload-api":
+            continue  # a native gang admit did not mutate yet, or one the API server cannot serve: diagnose_native
         if config.min_member_key in annotations:
             group = _template_labels(wl).get(label) or annotations.get(config.pod_group_key) or name
             gang_workloads[(ns, str(group))] = wl
@@ -485,3 +512,154 @@ def to_json(rows: list[GangStatus]) -> str:
                     "phase": d["phase"], "waitingSeconds": d["waiting_seconds"], "reason": d["reason"],
                     "message": d["message"], "retry": d["retry"] or None})
     return json.dumps(out, indent=2)
+
+
+# ------------------------------------------------------------------------------------------------ native gangs
+
+NATIVE_GROUP_PREFIX = "podgroup.scheduling.k8s.io/"
+# PodGroupInitiallyScheduled (v1, v1beta1, v1alpha3) and PodGroupScheduled (v1alpha2): the table of versions
+_NATIVE_CONDITIONS = frozenset(row.scheduled_condition for row in SHAPES.values())
+
+
+def _native_group(pod: JSON) -> str | None:
+    value = get_path(pod, ("spec", "schedulingGroup", "podGroupName"))
+    return value if isinstance(value, str) and value else None
+
+
+def _native_template_group(wl: JSON) -> str | None:
+    spec = get_path(wl, ("spec",) if wl.get("kind") == "Pod" else ("spec", "template", "spec"))
+    return _native_group({"spec": spec}) if isinstance(spec, dict) else None
+
+
+def _native_condition(pg: JSON) -> JSON | None:
+    """The PodGroup's scheduling condition under either name (both versions' ``types.go``), or None."""
+    for cond in get_path(pg, ("status", "conditions")) or []:
+        if isinstance(cond, dict) and cond.get("type") in _NATIVE_CONDITIONS:
+            return cond
+    return None
+
+
+def _distinct(pods: list[JSON], key: str, default: Any = "") -> list[str]:
+    return sorted({str(get_path(p, ("spec", key)) if get_path(p, ("spec", key)) is not None else default)
+                   for p in pods})
+
+
+def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JSON] = (),  # type: ignore[assignment]
+                    workloads: list[JSON] = (), served: str | None = "",  # type: ignore[assignment]
+                    config: Config = Config(), now: _dt.datetime | None = None) -> list[GangStatus]:
+    """One :class:`GangStatus` per native gang (module docstring, "Native gangs"), sorted by namespace and group.
+
+    Args:
+        pod_groups: scheduling.k8s.io PodGroups as listed (``spec.schedulingPolicy.gang.minCount``,
+            ``spec.priorityClassName``/``priority``/``preemptionPolicy``, ``status.conditions``).
+        pods: Pod objects; those with ``spec.schedulingGroup.podGroupName`` are the members.
+        events: as for :func:`diagnose` (FailedScheduling about the pods).
+        workloads: objects with a pod template; gang workloads of the workload-api backend without pods still get
+            a row.
+        served: the scheduling.k8s.io version the API server serves (``""``: none; ``None``: not checked).
+        config: annotation keys and the default backend.
+        now: aware datetime the waits are measured to (default: now, UTC).
+    """
+    from .backends import not_served_message
+
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    pgs = {(_meta(pg).get("namespace", ""), _meta(pg).get("name", "")): pg for pg in pod_groups}
+    members: dict[tuple[str, str], list[JSON]] = {}
+    for pod in pods:
+        group = _native_group(pod) if _live(pod) else None
+        if group:
+            members.setdefault((_meta(pod).get("namespace", ""), group), []).append(pod)
+    owners: dict[tuple[str, str], JSON] = {}
+    rows: list[GangStatus] = []
+    for wl in workloads:
+        meta = _meta(wl)
+        annotations = meta.get("annotations") or {}
+        if config.min_member_key not in annotations or any(
+                isinstance(r, dict) and r.get("controller") for r in meta.get("ownerReferences") or []):
+            continue
+        group = _native_template_group(wl)
+        backend = annotations.get(config.backend_key) or config.gang_backend
+        if group is None and backend != "workload-api":
+            continue
+        ns = meta.get("namespace", "")
+        if served == "" and group is None:
+            rows.append(GangStatus(ns, NATIVE_GROUP_PREFIX + str(annotations.get(config.pod_group_key)
+                                                                  or meta.get("name", "")),
+                                   _workload_ref(wl), _int(annotations.get(config.min_member_key)), 0, 0, 0, "-",
+                                   None, "WorkloadAPINotServed",
+                                   f"{_workload_ref(wl)} asks for the workload-api backend, but "
+                                   f"{not_served_message(config)}"))
+            continue
+        if group is not None:
+            owners[(ns, group)] = wl
+    for key in sorted(set(pgs) | set(members) | set(owners)):
+        rows.append(_native_row(key, pgs.get(key), members.get(key, []), owners.get(key), events, now))
+    rows.sort(key=lambda r: (r.namespace, r.group, r.workload))
+    return rows
+
+
+def _native_row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON | None,
+                events: list[JSON], now: _dt.datetime) -> GangStatus:
+    ns, name = key
+    pending = [p for p in pods if not _scheduled(p)]
+    min_count = _int(get_path(pg, ("spec", "schedulingPolicy", "gang", "minCount"))) if pg else None
+    cond = _native_condition(pg) if pg else None
+    phase = ("Missing" if pg is None else "-" if cond is None else
+             f"{cond.get('type', '').removeprefix('PodGroup')}={cond.get('status')}")
+    workload_name = get_path(pg, ("spec", "workloadRef", "workloadName")) or get_path(
+        pg, ("spec", "podGroupTemplateRef", "workload", "workloadName"))
+    ref = (_workload_ref(workload) if workload else _owner(pods[0]) if pods else
+           f"Workload/{workload_name}" if workload_name else "-")
+
+    def status(reason: str, message: str) -> GangStatus:
+        return GangStatus(ns, NATIVE_GROUP_PREFIX + name, ref, min_count, len(pods), len(pods) - len(pending),
+                          len(pending), phase, _waited(pending, now), reason, _one_line(message))
+
+    silent = "kube-scheduler holds them at PreEnqueue with no event and no PodScheduled condition"
+    if pg is None:
+        if not pods:
+            return status("PodGroupMissing", f"{ref} names PodGroup {ns}/{name} (scheduling.k8s.io), which does not "
+                                             "exist; admit makes it at admission: re-apply the workload")
+        return status("PodGroupMissing", f"{len(pods)} pod(s) name PodGroup {ns}/{name} (spec.schedulingGroup), "
+                                         f"which does not exist: {silent}, for ever. Create it (or its workload's "
+                                         "Workload), or re-apply the workload so admit makes both")
+    schedulers = _distinct(pods, "schedulerName", KUBE_DEFAULT_SCHEDULER)
+    if len(schedulers) > 1:
+        return status("SchedulerMismatch", f"the pods name schedulers {', '.join(schedulers)}: \"all pods in a single "
+                                           "pod group should have the same .spec.schedulerName\"; give them one")
+    group_class = get_path(pg, ("spec", "priorityClassName")) or ""
+    group_priority = get_path(pg, ("spec", "priority"))
+    classes = _distinct(pods, "priorityClassName")
+    priorities = sorted({p for pod in pods if isinstance(p := get_path(pod, ("spec", "priority")), int)})
+    if isinstance(group_priority, int) and priorities:  # as priority admission resolved both: what the scheduler reads
+        mismatch = priorities != [group_priority]
+    else:
+        mismatch = classes != [group_class]
+    if pods and mismatch:
+        shown = ", ".join(repr(c) if c else "(none)" for c in classes)
+        number = f" (priority {', '.join(map(str, priorities))} vs {group_priority})" if isinstance(
+            group_priority, int) and priorities else ""
+        return status("PriorityMismatch", f"the pods name priorityClassName {shown} but the PodGroup has "
+                                          f"{group_class or '(none)'!r}{number}: \"all pods in a single pod group "
+                                          "should have the same priority as the pod group's priority\", so it is "
+                                          "never scheduled. The field is immutable: re-create the workload with one "
+                                          "class (admit copies it into the PodGroup)")
+    group_policy = get_path(pg, ("spec", "preemptionPolicy"))
+    policies = _distinct(pods, "preemptionPolicy")
+    if len(policies) > 1 or (group_policy and pods and policies != [group_policy]):
+        return status("PreemptionMismatch", f"the pods have preemptionPolicy {', '.join(policies)} but the PodGroup "
+                                            f"{group_policy or '(none)'}: \"all pods in a single pod group should "
+                                            "have the same preemption policy\"")
+    if cond is not None and cond.get("status") == "False":
+        said = str(cond.get("message") or cond.get("reason") or "")
+        return status(str(cond.get("reason") or "Unschedulable"),
+                      f"{cond.get('type')}=False: {said}" if said else f"{cond.get('type')}=False")
+    if min_count is not None and len(pods) < min_count and (pending or not pods):
+        return status("NotEnoughPods", f"{len(pods)} pod(s) name the PodGroup, minCount is {min_count}: {silent} "
+                                       f"until {min_count - len(pods)} more exist")
+    _, said, _ = _last_word(pending, events, len(pods))
+    if pending and said:
+        return status(classify_message(said), said)
+    if pending:
+        return status("Waiting", f"{len(pending)} pod(s) pending; the scheduler has not reported why yet")
+    return status("Scheduled", "")

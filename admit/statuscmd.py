@@ -13,12 +13,12 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
-from .config import Config
+from .config import WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from .kube import KubeError, load_api_client
-from .status import diagnose, format_table, to_json
+from .status import diagnose, diagnose_native, format_table, to_json
 from .watchcache import KubeRaw, Resource
 
-__all__ = ["collect", "run_status"]
+__all__ = ["collect", "collect_native", "run_status"]
 
 WORKLOAD_RESOURCES = (
     Resource("apps", "v1", "deployments", "Deployment"),
@@ -65,6 +65,50 @@ async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[
     }, notes
 
 
+async def _served_workload_api(api: KubeRaw, notes: list[str]) -> str | None:
+    """The scheduling.k8s.io version admit would speak (``backends.discovery.choose_version``), ``""`` when none is
+    served, ``None`` when discovery itself is forbidden."""
+    from .backends.discovery import choose_version
+
+    try:
+        group = await api.request("GET", f"/apis/{WORKLOAD_API_GROUP}")
+    except KubeError as e:
+        if e.status == 404:
+            return ""
+        if e.status == 403:
+            notes.append(f"discovery of {WORKLOAD_API_GROUP} forbidden ({e.reason}); native gangs left out")
+            return None
+        raise
+    served: dict[str, set[str]] = {}
+    for v in group.get("versions") or []:
+        version = v.get("version") if isinstance(v, dict) else None
+        if version:
+            try:
+                doc = await api.request("GET", f"/apis/{WORKLOAD_API_GROUP}/{version}")
+            except KubeError:
+                continue
+            served[version] = {r.get("name") for r in doc.get("resources") or [] if isinstance(r, dict)}
+    return choose_version(served)
+
+
+async def collect_native(api: KubeRaw, config: Config, namespace: str | None, pods: list[dict[str, Any]],
+                         events: list[dict[str, Any]], workloads: list[dict[str, Any]],
+                         notes: list[str]) -> dict[str, Any] | None:
+    """The keyword arguments of :func:`admit.status.diagnose_native` (the pods, events and workloads
+    :func:`collect` read, plus the served version's scheduling.k8s.io PodGroups), or None when there is nothing
+    native to look at: no pod names a ``schedulingGroup``, no workload asks for the workload-api backend and the
+    API server serves no Workload API."""
+    served = await _served_workload_api(api, notes)
+    native_asked = config.gang_backend == WORKLOAD_API or any(
+        ((w.get("metadata") or {}).get("annotations") or {}).get(config.backend_key) == WORKLOAD_API for w in workloads)
+    if served is None or (not served and not native_asked):
+        return None
+    pod_groups = await _list(api, Resource(WORKLOAD_API_GROUP, served, "podgroups", "PodGroup"), namespace,
+                             notes) if served else []
+    return {"pod_groups": pod_groups or [], "pods": pods, "events": events, "workloads": workloads,
+            "served": served, "config": config}
+
+
 async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys.stdout,
                      err: TextIO = sys.stderr) -> int:
     """``admit status``: print the table (or ``-o json``) once, or with ``--watch`` read every ``--interval`` seconds
@@ -88,6 +132,10 @@ async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys
                     return 1
             else:
                 rows = diagnose(**kwargs)
+                native = await collect_native(api, config, namespace, kwargs["pods"], kwargs["events"],
+                                              kwargs["workloads"], notes)
+                if native is not None:
+                    rows = sorted(rows + diagnose_native(**native), key=lambda r: (r.namespace, r.group, r.workload))
                 text = to_json(rows) if args.output == "json" else format_table(rows, namespace is None)
                 # a change is a change of the gangs, not of their waiting time
                 signature = [(r.namespace, r.group, r.workload, r.min_member, r.pods, r.scheduled, r.pending, r.phase,

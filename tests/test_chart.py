@@ -127,7 +127,7 @@ def container(objects: list[dict]) -> dict:
     return containers[0]
 
 
-REPEATABLE_FLAGS = {"--ignore-api-group", "--extra-gang-backend"}
+REPEATABLE_FLAGS = {"--ignore-api-group", "--extra-gang-backend", "--controller-gang"}
 
 
 def args_of(objects: list[dict]) -> dict[str, str | None]:
@@ -963,6 +963,15 @@ def test_rbac_grants_the_gang_objects_of_the_chosen_backends_only(values, pod_gr
     assert f"--gang-backend={values.get('config', {}).get('gangBackend', 'coscheduling')}" in args
     extra = [a for a in args if a.startswith("--extra-gang-backend=")]
     assert extra == [f"--extra-gang-backend={b}" for b in values.get("config", {}).get("extraGangBackends", [])]
+
+
+def test_controller_gangs_become_controller_gang_flags_that_admit_serve_accepts():
+    from admit.cli import build_parser, config_from_args
+
+    args = container(render({"config": {"gangBackend": "workload-api", "controllerGangs": ["Job"]}}))["args"]
+    assert [a for a in args if a.startswith("--controller-gang")] == ["--controller-gang=Job"]
+    assert config_from_args(build_parser().parse_args(args)).controller_gangs == frozenset({"Job"})
+    assert not any(a.startswith("--controller-gang") for a in container(render({}))["args"])
 
 
 def test_role_grants_the_lease_and_the_secret_in_the_release_namespace_only():

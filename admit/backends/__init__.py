@@ -20,7 +20,21 @@ validated only (``mutate`` and ``create_pod_group`` off, with a warning):
   the objects"), JobSet, LeaderWorkerSet, KubeRay or the user made that group (KEP-5547, "Job Controller Changes");
 - a Job with ``spec.scheduling`` (1.37, KEP-5547: the Job controller compiles it into a Workload and PodGroup, and
   refuses ``spec.scheduling`` together with a template ``schedulingGroup``) or with the annotation
-  ``scheduling.k8s.io/group-template-name`` (its PodGroup comes from a parent's Workload).
+  ``scheduling.k8s.io/group-template-name`` (its PodGroup comes from a parent's Workload);
+- a Deployment or StatefulSet with ``spec.scheduling`` (KEP-6276/KEP-6277, alpha targeted for 1.38; UNVERIFIED: not
+  in the stored kubernetes sources yet): its controller makes one PodGroup per ReplicaSet / per StatefulSet.
+
+One gang mechanism per workload (:func:`native_handover`, called by ``mutate.plan_patch``): when a workload is
+deferred because it became a native gang of its controller (``spec.scheduling``, possibly set by another mutating
+webhook after admit's ran, such as Kueue's for Jobs: kube-apiserver then re-invokes admit's, ``reinvocationPolicy:
+IfNeeded``), the marks admit put on it in an earlier pass are taken off its mutable templates: the Coscheduling
+pod-group label and admit's ``schedulerName`` (else the pods would go to a scheduler waiting for a PodGroup nobody
+makes), admit's own ``spec.schedulingGroup`` (the Job controller refuses it beside ``spec.scheduling``), and the
+``<prefix>/managed`` label; a warning says which way the workload went. With ``--controller-gang Job``
+(``Config.controller_gangs``), admit itself hands a new workload-api Job gang to the Job controller: it sets
+``spec.scheduling.schedulingPolicy.gang.minCount`` (the ``JobSchedulingConfiguration`` of batch/v1, shape from the
+kubernetes.io page "Workload building blocks" and the generated clients; the first alpha called it ``policy``) and
+neither ``schedulingGroup`` nor a Workload/PodGroup of its own.
 
 Spark (SparkApplication, spark-submit drivers and their executors) stays on ``coscheduling``: the spark-operator
 does not copy ``schedulingGroup`` into the pods it makes, and executors join their driver by label; admit says so in
@@ -33,11 +47,13 @@ from dataclasses import replace
 from functools import wraps
 from typing import Any
 
-from ..config import COSCHEDULING, WORKLOAD_API, Config
+from ..config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
+from ..patch import pointer
 from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
 from . import coscheduling, workload_api
 
-__all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "template_joined", "not_served_message",
+__all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "native_handover",
+           "template_joined", "not_served_message",
            "scheduler_phrase", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION"]
 
 GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
@@ -68,12 +84,17 @@ def _is_spark(plan: GangPlan, obj: dict[str, Any]) -> bool:
         plan.kind == "Pod" and get_path(obj, ("metadata", "labels", "spark-role")) is not None)
 
 
+_CONTROLLER_GANGS = {("batch", "Job"): "the Job controller (WorkloadWithJob) makes its Workload and PodGroup",
+                     ("apps", "Deployment"): "the Deployment controller makes a Workload and one PodGroup per ReplicaSet",
+                     ("apps", "StatefulSet"): "the StatefulSet controller makes its Workload and PodGroup"}
+
+
 def deferring_reason(obj: dict[str, Any], plan: GangPlan) -> str | None:
     """Why the workload's own controller, not admit, owns its native gang objects (module docstring), or ``None``."""
+    controller = _CONTROLLER_GANGS.get((plan.api_group, plan.kind))
+    if controller is not None and get_path(obj, ("spec", "scheduling")) is not None:
+        return f"{plan.ref} sets spec.scheduling: {controller}; admit only checks its size"
     if plan.api_group == "batch" and plan.kind == "Job":
-        if get_path(obj, ("spec", "scheduling")) is not None:
-            return (f"{plan.ref} sets spec.scheduling: the Job controller (WorkloadWithJob) makes its Workload and "
-                    "PodGroup; admit only checks its size")
         if get_path(obj, ("metadata", "annotations", GROUP_TEMPLATE_ANNOTATION)) is not None:
             return (f"{plan.ref} carries {GROUP_TEMPLATE_ANNOTATION}: its PodGroup comes from a parent's Workload; "
                     "admit only checks its size")
@@ -90,7 +111,8 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
 
     Raises:
         GangError (code 400): the backend asked for is not enabled in admit, the API server does not serve the
-            Workload API, or the group name cannot name a v1alpha2 Workload.
+            Workload API, or the group name cannot name a v1alpha2 Workload; (code 403) pod templates that
+            kube-scheduler would never schedule as one native gang (``workload_api.gang_priority``).
     """
     backend = ann.backend or config.gang_backend
     if backend not in config.allowed_backends:
@@ -107,6 +129,10 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
                              "label, and the spark-operator does not copy spec.schedulingGroup into the pods it makes)")
         backend = COSCHEDULING
     reason = deferring_reason(obj, plan)
+    if reason is None and _hands_over(obj, plan, backend, config):
+        reason = (f"{plan.ref} goes to the Job controller's native gang: admit sets "
+                  f"spec.scheduling.schedulingPolicy.gang.minCount={plan.min_member} (--controller-gang Job) and makes "
+                  "no Workload or PodGroup of its own")
     if reason is not None:
         plan.mutate = False
         plan.create_pod_group = False
@@ -120,8 +146,51 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
                 raise GangError(f"{problem}; set annotation {config.pod_group_key} to such a name", 400)
             plan.warnings.extend(workload_api.unsupported_warnings(get_path(obj, ("metadata", "annotations")), plan,
                                                                    config))
+            if workload_api.shape(config.workload_api_version).priority:
+                plan.native_priority = workload_api.gang_priority(obj, plan, config)
     plan.backend = backend
     return plan
+
+
+def _hands_over(obj: dict[str, Any], plan: GangPlan, backend: str, config: Config) -> bool:
+    """A new (mutable-template) workload-api Job gang that admit hands to the Job controller (``--controller-gang``)."""
+    return (backend == WORKLOAD_API and plan.kind in config.controller_gangs and plan.api_group == "batch"
+            and plan.kind == "Job" and bool(plan.targets) and not any(t.immutable for t in plan.targets)
+            and get_path(obj, ("metadata", "labels", config.managed_label)) != "true")
+
+
+def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+    """JSONPatch operations and warnings for a workload whose gang its own controller makes (``plan.mutate`` off
+    by :func:`apply_backend`; module docstring, "One gang mechanism per workload"): ``spec.scheduling`` for a Job
+    admit hands over, and the removal of admit's earlier marks from a workload that became a controller's native
+    gang. ``([], [])`` when neither applies (the operator-made gangs of ``deferring_reason``)."""
+    reason = deferring_reason(obj, plan)
+    if reason is None:
+        if not _hands_over(obj, plan, plan.backend, config):
+            return [], []
+        policy = {"schedulingPolicy": {"gang": {"minCount": plan.min_member}}}
+        return [{"op": "add", "path": "/spec/scheduling", "value": policy}], []
+    native = get_path(obj, ("spec", "scheduling")) is not None or get_path(
+        obj, ("metadata", "annotations", GROUP_TEMPLATE_ANNOTATION)) is not None
+    if not native or get_path(obj, ("metadata", "labels", config.managed_label)) != "true" or any(
+            t.immutable for t in plan.targets):  # an immutable template keeps admit's marks: admit keeps its gang too
+        return [], []
+    ops: list[dict[str, Any]] = []
+    removed: set[str] = set()
+    for target in plan.targets:
+        if get_path(obj, target.labels + (config.pod_group_label,)) == plan.group_name:
+            ops.append({"op": "remove", "path": pointer(target.labels + (config.pod_group_label,))})
+            removed.add(f"the {config.pod_group_label} label")
+        if get_path(obj, target.scheduler) == config.scheduler_name != KUBE_DEFAULT_SCHEDULER:
+            ops.append({"op": "replace", "path": pointer(target.scheduler), "value": KUBE_DEFAULT_SCHEDULER})
+            removed.add(f"schedulerName {config.scheduler_name}")
+        if workload_api.template_group(obj, target) == plan.group_name:
+            ops.append({"op": "remove", "path": pointer(target.scheduler[:-1] + ("schedulingGroup",))})
+            removed.add("spec.schedulingGroup")
+    ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
+    what = f" and took {', '.join(sorted(removed))} off its pod templates" if removed else ""
+    return ops, [f"{plan.ref} became its controller's native gang (spec.scheduling, set by you or another webhook "
+                 f"such as Kueue's): admit dropped its own gang{what}, so one gang mechanism remains"]
 
 
 def with_backend(resolver: Resolver) -> Resolver:

@@ -9,7 +9,9 @@ each object in order (Workload first: the PodGroup references it):
   use one named explicitly, refuse one that belongs to something else: 409 with a message pointing to
   ``gang.admit.dev/pod-group``), and bring ours in step: a JSON patch of ``minCount`` where the version allows it
   (v1beta1); where it does not (v1alpha2), the stored objects stay, with a warning, and a workload that would run
-  fewer pods than their ``minCount`` is refused (``workload_api.immutable_message``); an object being deleted (its
+  fewer pods than their ``minCount`` is refused (``workload_api.immutable_message``); a stored
+  ``priorityClassName``/``preemptionPolicy`` other than the pods' (immutable) is refused with the fix
+  (``workload_api.priority_message``): kube-scheduler would never schedule the new pods; an object being deleted (its
   ``podgroup-protection`` finalizer waits for its pods) is an API failure for the failure mode, with the reason;
 - ``dryRun`` requests send every write with ``dryRun=All`` and store nothing;
 - one budget (``Config.api_timeout_seconds``) for all calls of the request; a ``kube.KubeError`` goes back to
@@ -21,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from .. import metrics
 from ..config import WORKLOAD_API_GROUP, Config
 from ..kube import AlreadyExists, Budget, KubeError
 from ..plan import GangPlan
@@ -80,6 +83,8 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
             created = await store.create_object(WORKLOAD_API_GROUP, version, plural, desired, dry_run, left())
             log.info("%s %s %s/%s for %s", "dry run: would create" if dry_run else "created", kind, ns, name, plan.ref)
             decision.pod_groups[start + i] = created or desired
+            if not dry_run:
+                metrics.native_gang(kind, "created")
             continue
         except AlreadyExists:
             pass
@@ -87,6 +92,8 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
         if existing is None:  # deleted between our create and read: create once more
             decision.pod_groups[start + i] = await store.create_object(
                 WORKLOAD_API_GROUP, version, plural, desired, dry_run, left()) or desired
+            if not dry_run:
+                metrics.native_gang(kind, "created")
             continue
         if (existing.get("metadata") or {}).get("deletionTimestamp"):
             raise KubeError(409, "Conflict", f"{kind} {ns}/{name} is being deleted (pods that name it are still going "
@@ -97,10 +104,19 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
             decision.allowed = False
             decision.code = 409
             decision.message = own.message
+            metrics.native_gang(kind, "refused")
             return
         if own.action != "manage":
             decision.pod_groups[start + i] = existing
             continue
+        mismatch = workload_api.priority_mismatch(existing, desired)
+        if mismatch:  # immutable, and the pods would never be scheduled with it: refuse with the fix
+            decision.pod_groups[start + i] = existing
+            decision.allowed = False
+            decision.code = 403
+            decision.message = workload_api.priority_message(kind, plan, mismatch)
+            metrics.native_gang(kind, "refused")
+            return
         ops = workload_api.update_ops(existing, desired, version)
         if ops == []:
             decision.pod_groups[start + i] = existing
@@ -108,6 +124,8 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
             patched = await store.patch_object(WORKLOAD_API_GROUP, version, plural, ns, name, ops, dry_run, left())
             log.info("patched %s %s/%s for %s: %s", kind, ns, name, plan.ref, ops)
             decision.pod_groups[start + i] = patched or desired
+            if not dry_run:
+                metrics.native_gang(kind, "patched")
         else:  # immutable here (v1alpha2): keep it; refuse a gang its stored minCount can never schedule
             decision.pod_groups[start + i] = existing
             message, refuse = workload_api.immutable_message(kind, plan, workload_api.min_count_of(existing), version)
@@ -115,6 +133,7 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
                 decision.allowed = False
                 decision.code = 403
                 decision.message = message
+                metrics.native_gang(kind, "refused")
                 return
             if not any("minCount is immutable" in w for w in decision.warnings):
                 decision.warnings.append(message)

@@ -20,6 +20,7 @@ import random
 import time
 from typing import Any
 
+from .. import metrics
 from ..claims import Claim, claim_of
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube import KubeError
@@ -260,7 +261,8 @@ class NativeGangController:
         for c in claims:
             if c.problem and self._report(key, f"{c.ref}: {c.problem}"):
                 self._event(c, "Warning", "GangBelowMinMember", "Reconcile", c.problem)
-        if not any(a.kind in ("delete", "wait", "immutable") for a in actions) and not any(c.problem for c in claims):
+        if not any(a.kind in ("delete", "wait", "immutable", "priority") for a in actions) and not any(
+                c.problem for c in claims):
             self._reported.pop(key, None)
         for action in actions:
             self.actions.append((action.kind, action.object_kind, key))
@@ -273,10 +275,11 @@ class NativeGangController:
         if action.kind == "wait":
             self._queue.add_after(key, action.delay)
             return
-        if action.kind in ("conflict", "invalid", "foreign", "immutable"):
+        if action.kind in ("conflict", "invalid", "foreign", "immutable", "priority"):
             if self._report(key, action.message):
                 reason = {"conflict": "WorkloadConflict", "invalid": "InvalidGangAnnotation",
-                          "foreign": "WorkloadNotManaged", "immutable": "GangSizeImmutable"}[action.kind]
+                          "foreign": "WorkloadNotManaged", "immutable": "GangSizeImmutable",
+                          "priority": "GangPriorityImmutable"}[action.kind]
                 self._event(action.claim, "Warning", reason, "Reconcile", action.message)
             return
         if resource is None or action.kind == "none":
@@ -287,6 +290,7 @@ class NativeGangController:
                 return
             await self._delete(resource, key, action.uid)
             log.info("deleted %s: %s", what, action.message)
+            metrics.native_gang(action.object_kind, "orphan_deleted")
             return
         if action.kind == "create":
             self._check_leader()
@@ -298,6 +302,7 @@ class NativeGangController:
                     return
                 raise
             log.info("created %s for %s (%s)", what, action.claim.ref, ", ".join(action.changes))
+            metrics.native_gang(action.object_kind, "created")
             self._event(action.claim, "Normal", f"{action.object_kind}Created", "Create",
                         f"created {what} ({', '.join(action.changes)}); owned by this {action.claim.kind}",
                         related=created)
@@ -313,11 +318,13 @@ class NativeGangController:
             raise
         if action.adopt:
             log.info("adopted %s: owner %s uid %s", what, action.claim.ref, action.claim.uid)
+            metrics.native_gang(action.object_kind, "adopted")
             self._event(action.claim, "Normal", f"{action.object_kind}Adopted", "Adopt",
                         f"{what} is now owned by this {action.claim.kind}: the garbage collector deletes it with the "
                         f"{action.claim.kind}", related=patched)
         if action.changes:
             log.info("updated %s for %s: %s", what, action.claim.ref, "; ".join(action.changes))
+            metrics.native_gang(action.object_kind, "patched")
 
     async def _delete(self, resource: Resource, key: Key, uid: str | None) -> None:
         body: JSON = {"apiVersion": "v1", "kind": "DeleteOptions"}

@@ -42,7 +42,8 @@ class NativeAction:
     Attributes:
         kind: ``"none"``, ``"create"`` (``body``), ``"patch"`` (``ops``; ``adopt`` and/or ``changes``),
             ``"delete"`` (``uid``), ``"wait"`` (``delay`` seconds), ``"conflict"`` / ``"invalid"`` / ``"foreign"`` /
-            ``"immutable"`` (report ``message``; write nothing).
+            ``"immutable"`` (``minCount``) / ``"priority"`` (``priorityClassName``/``preemptionPolicy``) (report
+            ``message``; write nothing).
         object_kind: ``"Workload"`` or ``"PodGroup"`` (``""`` for a decision about the whole gang).
         claim: the claim acted for (``None`` for orphans).
         unclaimed: no stored workload claims the gang (grace-period bookkeeping).
@@ -145,8 +146,12 @@ def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims:
                 continue  # "use" / "operator": left as it is
             ops = workload_api.update_ops(obj, desired, version)
             have = workload_api.min_count_of(obj)
-            if ops is None:  # v1alpha2: minCount cannot follow; say so (still adopt below)
-                if kind == "PodGroup":
+            mismatch = workload_api.priority_mismatch(obj, desired)
+            if ops is None:  # minCount (v1alpha2) or a priority field cannot follow; say so (still adopt below)
+                if mismatch:
+                    actions.append(NativeAction("priority", kind, chosen, message=workload_api.priority_message(
+                        kind, plan, mismatch)))
+                elif kind == "PodGroup":
                     actions.append(NativeAction("immutable", kind, chosen, message=workload_api.immutable_message(
                         kind, plan, have, version)[0]))
                 ops = []

@@ -27,6 +27,22 @@ kubernetes/kubernetes ``staging/src/k8s.io/api/scheduling``:
 No equivalent: PodGroup ``minResources`` and ``scheduleTimeoutSeconds`` of scheduler-plugins; admit says so in a
 warning when the user asked for them explicitly.
 
+Versions: :data:`SHAPES` is the one table of what differs per served version (reference field, name rules,
+mutable ``minCount``, priority fields, condition name), each row with its source; discovery picks the first row the
+API server serves (``backends/discovery.py``).
+
+Priority (1.37+, ``validatePodGroup`` in kube-scheduler's ``pkg/scheduler/schedule_one_podgroup.go``): a PodGroup
+is scheduled only when every pod has the PodGroup's priority ("all pods in a single pod group should have the same
+priority as the pod group's priority"), the same ``schedulerName``, and the same ``preemptionPolicy`` (the
+PodGroup's own with the ``PodGroupPreemptionPolicy`` gate). The PodGroup's priority comes from its own
+``priorityClassName`` (priority admission; else the global default class, else 0), so admit copies the pods'
+``priorityClassName`` (and an explicit ``preemptionPolicy``; with its gate off the API server drops that field, as
+the scheduling registry strategies drop gated fields, e.g. ``dropDisabledPreemptionPolicyField`` of
+``pkg/registry/scheduling/compositepodgroup/strategy.go``) into the Workload's template and the PodGroup
+(:func:`gang_priority`), refuses a gang whose templates disagree, and refuses a ``system-*`` class: the PodGroup's
+``priority`` is capped at 1000000000 (``HighestUserDefinablePriority``), below both system classes. Both fields are
+immutable: a gang whose pods change class cannot follow on its stored objects (:func:`priority_mismatch`).
+
 Names: the Workload and the PodGroup are both named after the gang (``plan.group_name``: the workload's name, or
 ``gang.admit.dev/pod-group``), so ``kubectl get workloads,podgroups.scheduling.k8s.io <name>`` finds them; the one
 template is called ``gang``.
@@ -35,14 +51,21 @@ template is called ``gang``.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from ..config import KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API_GROUP, Config
+from ..config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API_GROUP,
+                      WORKLOAD_API_VERSIONS, Config)
 from ..patch import pointer, set_keys_ops, set_op
-from ..plan import GangPlan, PodTarget, get_path
+from ..plan import GangError, GangPlan, PodTarget, get_path
 from ..podgroup import Ownership, owner_annotation
 
 __all__ = [
+    "Shape",
+    "SHAPES",
+    "shape",
+    "gang_priority",
+    "priority_mismatch",
     "TEMPLATE_NAME",
     "api_version",
     "name_problem",
@@ -64,6 +87,64 @@ __all__ = [
 TEMPLATE_NAME = "gang"
 KIND_PLURALS = {"Workload": "workloads", "PodGroup": "podgroups"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+SCHEDULED = "PodGroupScheduled"  # v1alpha2 (1.36)
+INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # v1alpha3, v1beta1 (1.37), renamed in kubernetes PR#139743
+MAX_GROUP_PRIORITY = 1_000_000_000  # HighestUserDefinablePriority: "+k8s:maximum" of PodGroup ``priority``
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How one served version of ``scheduling.k8s.io`` spells what admit writes and reads.
+
+    Attributes:
+        kubernetes: the release that serves it (``"1.37"``).
+        reference: the PodGroup's link to its Workload template: ``"podGroupTemplateRef"``
+            (``{workload: {workloadName, podGroupTemplateName}}``) or ``"workloadRef"`` (``{workloadName,
+            templateName}``).
+        workload_name_label: the referenced ``workloadName`` must be a DNS label (``k8s-short-name``), not a DNS
+            subdomain (``k8s-long-name``).
+        min_count_mutable: ``gang.minCount`` may change on both objects ("to support workload scaling").
+        priority: ``priorityClassName`` on the template and the PodGroup without an alpha gate (admit writes it).
+        preemption_policy: ``preemptionPolicy`` exists on both (gate ``PodGroupPreemptionPolicy``).
+        scheduled_condition: the PodGroup condition kube-scheduler sets when the gang was scheduled.
+        source: where this row comes from (``types.go`` of that version), or why it is unverified.
+    """
+
+    kubernetes: str
+    reference: str
+    workload_name_label: bool
+    min_count_mutable: bool
+    priority: bool
+    preemption_policy: bool
+    scheduled_condition: str
+    source: str
+
+
+_TYPES = "kubernetes/kubernetes staging/src/k8s.io/api/scheduling/{}/types.go"
+#: The versions admit speaks, preferred first (``config.WORKLOAD_API_VERSIONS`` lists the same keys).
+SHAPES: dict[str, Shape] = {
+    "v1": Shape("1.38", "workloadRef", False, True, True, True, INITIALLY_SCHEDULED,
+                "UNVERIFIED: not in the stored kubernetes sources yet; 1.38 plans the v1beta1 building blocks as GA "
+                "(KEP-4671), so this row repeats v1beta1"),
+    "v1beta1": Shape("1.37", "workloadRef", False, True, True, True, INITIALLY_SCHEDULED,
+                     _TYPES.format("v1beta1") + " (beta, off by default: gate GenericWorkload + runtime-config)"),
+    "v1alpha3": Shape("1.37", "workloadRef", False, True, True, True, INITIALLY_SCHEDULED,
+                      _TYPES.format("v1alpha3") + " (replaces v1alpha2; adds CompositePodGroup)"),
+    "v1alpha2": Shape("1.36", "podGroupTemplateRef", True, False, False, False, SCHEDULED,
+                      _TYPES.format("v1alpha2") + " (its priorityClassName needs the alpha gate "
+                      "WorkloadAwarePreemption, off by default: not written; the priority check of validatePodGroup "
+                      "is described from 1.37 on, not verified against 1.36's scheduler)"),
+}
+if tuple(SHAPES) != WORKLOAD_API_VERSIONS:
+    raise RuntimeError("config.WORKLOAD_API_VERSIONS must list the SHAPES rows in order")
+
+
+def shape(version: str) -> Shape:
+    """The :data:`SHAPES` row of ``version`` (``v1alpha2`` for ``""``: offline without discovery).
+
+    Raises:
+        KeyError: a version admit does not know (discovery never picks one)."""
+    return SHAPES[version or "v1alpha2"]
 
 
 def api_version(config: Config) -> str:
@@ -75,10 +156,10 @@ def name_problem(name: str, version: str) -> str | None:
     """Why ``name`` cannot name a Workload that a PodGroup references, or ``None``.
 
     v1alpha2 ``WorkloadPodGroupTemplateReference.workloadName`` is ``k8s-short-name`` (a DNS label: no dots, at most
-    63 characters); v1beta1 ``WorkloadReference.workloadName`` is ``k8s-long-name`` (a DNS subdomain, which admit's
-    group names always are).
+    63 characters); the ``workloadRef.workloadName`` of the later versions is ``k8s-long-name`` (a DNS subdomain,
+    which admit's group names always are). Row ``workload_name_label`` of :data:`SHAPES`.
     """
-    if version == "v1beta1":
+    if not shape(version).workload_name_label:
         return None
     if len(name) > 63 or not _DNS_LABEL.match(name):
         return (f'"{name}" cannot name a scheduling.k8s.io/v1alpha2 Workload that its PodGroup references: it must be '
@@ -99,32 +180,137 @@ def _gang(plan: GangPlan) -> dict[str, Any]:
     return {"gang": {"minCount": plan.min_member}}
 
 
+def _priority_fields(plan: GangPlan, config: Config) -> dict[str, str]:
+    row = shape(config.workload_api_version)
+    if not row.priority:
+        return {}
+    return {k: v for k, v in plan.native_priority.items() if k != "preemptionPolicy" or row.preemption_policy}
+
+
 def desired_workload(plan: GangPlan, config: Config) -> dict[str, Any]:
     """The ``Workload`` admit creates for ``plan``: ``{"apiVersion", "kind": "Workload", "metadata": {name,
     namespace, labels, annotations}, "spec": {"controllerRef"?: {apiGroup?, kind, name}, "podGroupTemplates":
-    [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": int}}}]}}``; no ownerReferences (DESIGN.md,
-    "Garbage-collector race"). ``controllerRef`` names the workload unless the group is shared by bare Pods."""
+    [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": int}}, "priorityClassName"?: str,
+    "preemptionPolicy"?: str}]}}`` (the priority keys where :data:`SHAPES` has them and the pods set them); no
+    ownerReferences (DESIGN.md, "Garbage-collector race"). ``controllerRef`` names the workload unless the group is
+    shared by bare Pods."""
     spec: dict[str, Any] = {}
     if not plan.shared and plan.name:
         ref = {"kind": plan.kind, "name": plan.name}
         if plan.api_group:
             ref = {"apiGroup": plan.api_group, **ref}
         spec["controllerRef"] = ref
-    spec["podGroupTemplates"] = [{"name": TEMPLATE_NAME, "schedulingPolicy": _gang(plan)}]
+    spec["podGroupTemplates"] = [{"name": TEMPLATE_NAME, "schedulingPolicy": _gang(plan),
+                                  **_priority_fields(plan, config)}]
     return {"apiVersion": api_version(config), "kind": "Workload", "metadata": _meta(plan, config), "spec": spec}
 
 
 def desired_pod_group(plan: GangPlan, config: Config) -> dict[str, Any]:
     """The runtime ``PodGroup`` (scheduling.k8s.io) made from the Workload's template: ``spec`` is
     ``{"podGroupTemplateRef": {"workload": {"workloadName", "podGroupTemplateName"}}, "schedulingPolicy": ...}`` in
-    v1alpha2 and ``{"workloadRef": {"workloadName", "templateName"}, "schedulingPolicy": ...}`` in v1beta1."""
-    if config.workload_api_version == "v1beta1":
+    v1alpha2 and ``{"workloadRef": {"workloadName", "templateName"}, "schedulingPolicy": ..., "priorityClassName"?,
+    "preemptionPolicy"?}`` in the later versions (row ``reference`` of :data:`SHAPES`): "Controllers are expected
+    to fill this field by copying it from a PodGroupTemplate" (``PodGroupSpec.priorityClassName``)."""
+    if shape(config.workload_api_version).reference == "workloadRef":
         ref: dict[str, Any] = {"workloadRef": {"workloadName": plan.group_name, "templateName": TEMPLATE_NAME}}
     else:
         ref = {"podGroupTemplateRef": {"workload": {"workloadName": plan.group_name,
                                                     "podGroupTemplateName": TEMPLATE_NAME}}}
-    spec = {**ref, "schedulingPolicy": _gang(plan)}
+    spec = {**ref, "schedulingPolicy": _gang(plan), **_priority_fields(plan, config)}
     return {"apiVersion": api_version(config), "kind": "PodGroup", "metadata": _meta(plan, config), "spec": spec}
+
+
+def _effective_scheduler(spec: dict[str, Any], config: Config, managed: bool) -> str:
+    """The ``schedulerName`` a target's pods will have after :func:`plan_patch` (which puts admit's own Coscheduling
+    name back to the default on a workload it manages) and kube-apiserver's defaulting (empty: default)."""
+    name = spec.get("schedulerName") or KUBE_DEFAULT_SCHEDULER
+    return KUBE_DEFAULT_SCHEDULER if managed and name == config.scheduler_name else name
+
+
+def gang_priority(obj: dict[str, Any], plan: GangPlan, config: Config) -> dict[str, str]:
+    """What the gang's Workload template and PodGroup must copy from its pods so kube-scheduler schedules them:
+    ``{"priorityClassName": str, "preemptionPolicy": str}``, each key only where the pod templates set it.
+
+    Source: kube-scheduler ``validatePodGroup`` (1.37, ``pkg/scheduler/schedule_one_podgroup.go``): every pod of a
+    PodGroup must have the same ``schedulerName``, the same priority as the PodGroup (resolved from its
+    ``priorityClassName``) and the same ``preemptionPolicy``; the PodGroup ``priority`` is at most 1000000000.
+
+    Raises:
+        GangError (403): the templates name different priority classes, preemption policies or schedulers (the
+            message names both values, where, and the fix), or a ``system-*`` class.
+    """
+    managed = get_path(obj, ("metadata", "labels", config.managed_label)) == "true"
+    seen: dict[str, dict[str, str]] = {"priorityClassName": {}, "preemptionPolicy": {}, "schedulerName": {}}
+    for target in plan.targets:
+        spec = get_path(obj, pod_spec_path(target))
+        if not isinstance(spec, dict):
+            continue
+        values = {"priorityClassName": spec.get("priorityClassName") or "",
+                  "preemptionPolicy": spec.get("preemptionPolicy") or "",
+                  "schedulerName": _effective_scheduler(spec, config, managed)}
+        for key, value in values.items():
+            seen[key].setdefault(str(value), target.where)
+    why = {"priorityClassName": "priority as the pod group's priority",
+           "preemptionPolicy": "preemption policy", "schedulerName": ".spec.schedulerName"}
+    for key, values in seen.items():
+        if len(values) > 1:
+            (a, where_a), (b, where_b) = list(values.items())[:2]
+            raise GangError(
+                f"{plan.ref} mixes two {key} values in one native gang: the {where_a} has {a or '(none)'!r} and the "
+                f"{where_b} has {b or '(none)'!r}. kube-scheduler schedules a PodGroup only when all its pods have "
+                f"the same {why[key]} (\"all pods in a single pod group should have the same ...\"), so this gang "
+                f"would stay Pending. Give every pod template the same {key}, or gang them apart (annotation "
+                f"{config.pod_group_key} on separate workloads)")
+    cls = next(iter(seen["priorityClassName"]), "")
+    if cls.startswith("system-"):
+        raise GangError(
+            f"{plan.ref}: pods with priorityClassName {cls!r} cannot form a native gang: a PodGroup's priority is at "
+            f"most {MAX_GROUP_PRIORITY} (HighestUserDefinablePriority, scheduling.k8s.io PodGroup types.go) and the "
+            "system-* classes are above it (system-cluster-critical 2000000000, system-node-critical 2000001000), so "
+            "the PodGroup could never carry its pods' priority. Use a PriorityClass of your own, or the coscheduling "
+            f"backend ({config.backend_key}: coscheduling)")
+    out = {}
+    if cls:
+        out["priorityClassName"] = cls
+    policy = next(iter(seen["preemptionPolicy"]), "")
+    if policy:
+        out["preemptionPolicy"] = policy
+    return out
+
+
+_PRIORITY_KEYS = ("priorityClassName", "preemptionPolicy")
+
+
+def _priority_of(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj.get("kind") == "Workload":
+        templates = get_path(obj, ("spec", "podGroupTemplates"))
+        chosen = next((t for t in templates if isinstance(t, dict) and t.get("name") == TEMPLATE_NAME), None) \
+            if isinstance(templates, list) else None
+        source = chosen or {}
+    else:
+        source = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    return {k: source.get(k) for k in _PRIORITY_KEYS}
+
+
+def priority_mismatch(existing: dict[str, Any], desired: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{field: (stored, wanted)}`` for the priority fields ``desired`` sets that ``existing`` holds otherwise.
+
+    A field ``desired`` leaves out is not compared: priority admission fills the stored object from the global
+    default class (``priorityClassName``) and from the class (``preemptionPolicy``, "defaults to
+    PreemptLowerPriority"), exactly as it fills the pods. Both fields are immutable (``+k8s:immutable``)."""
+    have, want = _priority_of(existing), _priority_of(desired)
+    return {k: (have[k], want[k]) for k in _PRIORITY_KEYS if want[k] and have[k] != want[k]}
+
+
+def priority_message(kind: str, plan: GangPlan, mismatch: dict[str, tuple[Any, Any]]) -> str:
+    """The refusal for a managed object whose immutable priority fields differ from the pods' (see
+    :func:`priority_mismatch`): its pods would never be scheduled, so the change is refused with the fix."""
+    what = ", ".join(f"{k} {have or '(none)'!r} (the pods now name {want!r})" for k, (have, want) in
+                     mismatch.items())
+    return (f"{kind} {plan.namespace}/{plan.group_name} keeps {what}: the field is immutable on the Workload's template "
+            f"and the PodGroup, and kube-scheduler schedules a PodGroup only with its pods' priority, so {plan.ref}'s "
+            f"new pods would stay Pending. Delete the {plan.kind} and create it again (admit then makes both objects "
+            "anew), or name a new group with annotation gang.admit.dev/pod-group")
 
 
 def desired_objects(plan: GangPlan, config: Config) -> list[dict[str, Any]]:
@@ -157,7 +343,7 @@ def spec_differs(existing: dict[str, Any], desired: dict[str, Any]) -> bool:
     """True when ``existing`` differs from ``desired`` (same kind) in what admit manages: the gang ``minCount`` and,
     for a PodGroup, the Workload template it references. Fields the server defaults (``disruptionMode``) or that
     admit does not set are ignored."""
-    if min_count_of(existing) != min_count_of(desired):
+    if min_count_of(existing) != min_count_of(desired) or priority_mismatch(existing, desired):
         return True
     if desired.get("kind") == "Workload":
         names = [t.get("name") for t in get_path(existing, ("spec", "podGroupTemplates")) or [] if isinstance(t, dict)]
@@ -167,11 +353,12 @@ def spec_differs(existing: dict[str, Any], desired: dict[str, Any]) -> bool:
 
 def update_ops(existing: dict[str, Any], desired: dict[str, Any], version: str) -> list[dict[str, Any]] | None:
     """JSON patch that brings ``existing`` to ``desired`` (``[]``: already in step), or ``None`` when the API does
-    not allow it: always in v1alpha2 (templates and policy are immutable), and in v1beta1 when more than ``minCount``
-    differs (the template list and the template reference are immutable there too)."""
+    not allow it: always in v1alpha2 (templates and policy are immutable), and in the later versions when more than
+    ``minCount`` differs (the template list, the template reference and the priority fields are immutable there
+    too; :func:`priority_mismatch` says which)."""
     if not spec_differs(existing, desired):
         return []
-    if version != "v1beta1":
+    if not shape(version).min_count_mutable or priority_mismatch(existing, desired):
         return None
     want = min_count_of(desired)
     if desired.get("kind") == "Workload":

@@ -184,21 +184,35 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
 
 
 def workload_api_resources(version: str) -> tuple[ResourceType, ...]:
-    """Kubernetes' native gang scheduling API (``scheduling.k8s.io`` ``Workload`` and ``PodGroup``, ``v1alpha2`` in
-    1.36, ``v1beta1`` in 1.37): not served by default (like a cluster without the ``GenericWorkload`` gate);
-    ``FakeKubeAPI(workload_api="v1alpha2")`` or ``serve_workload_api`` adds it."""
+    """Kubernetes' native gang scheduling API (``scheduling.k8s.io`` ``Workload`` and ``PodGroup``: ``v1alpha2`` in
+    1.36, ``v1alpha3`` and ``v1beta1`` in 1.37, ``v1`` planned for 1.38): not served by default (like a cluster
+    without the ``GenericWorkload`` gate); ``FakeKubeAPI(workload_api="v1beta1")`` or ``serve_workload_api`` adds
+    it."""
     if version not in WORKLOAD_API_VERSIONS:
         raise ValueError(f"Workload API version {version!r} is not one of {WORKLOAD_API_VERSIONS}")
     return (_rt("scheduling.k8s.io", version, "Workload", "workloads", status=False),
             _rt("scheduling.k8s.io", version, "PodGroup", "podgroups"))
 
 
-WORKLOAD_API_VERSIONS = ("v1alpha2", "v1beta1")
+WORKLOAD_API_VERSIONS = ("v1alpha2", "v1alpha3", "v1beta1", "v1")
 # PodGroupTemplate and PodGroupSpec fields besides the reference: the OpenAPI of the 1.36.2 kube-apiserver (v1alpha2)
 # and staging/src/k8s.io/api/scheduling/v1beta1/types.go (adds preemptionPolicy)
 _TEMPLATE_FIELDS = frozenset({"name", "schedulingPolicy", "schedulingConstraints", "disruptionMode", "priority",
                               "priorityClassName", "resourceClaims", "preemptionPolicy"})
+# Immutable (``+k8s:immutable``) on a template and on a PodGroup in v1alpha3/v1beta1/v1 types.go; ``schedulingPolicy``
+# is handled apart (only ``gang.minCount`` may change there)
+_IMMUTABLE_PRIORITY = ("priorityClassName", "priority", "preemptionPolicy", "disruptionMode")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_HIGHEST_USER_PRIORITY = 1_000_000_000  # "+k8s:maximum=1000000000 # HighestUserDefinablePriority"
+
+
+def _name_format_ok(value: Any, subdomain: bool) -> bool:
+    """``k8s-short-name`` (DNS label, at most 63) or ``k8s-long-name`` (DNS subdomain, at most 253)."""
+    text = str(value or "")
+    if subdomain:
+        return len(text) <= 253 and bool(_DNS_SUBDOMAIN.match(text))
+    return len(text) <= 63 and bool(_DNS_LABEL.match(text))
 
 
 def _policy_errors(policy: Any, where: str) -> list[str]:
@@ -213,10 +227,33 @@ def _policy_errors(policy: Any, where: str) -> list[str]:
     return []
 
 
+def _priority_errors(fields: JSON, where: str, version: str) -> list[str]:
+    """``priorityClassName`` (``k8s-long-name``), ``priority`` (at most HighestUserDefinablePriority) and
+    ``preemptionPolicy`` (``Never``/``PreemptLowerPriority``) of a v1alpha3/v1beta1/v1 template or PodGroup spec
+    (the fake serves them as with the ``PodGroupPreemptionPolicy`` gate on)."""
+    errors = []
+    if version == "v1alpha2":
+        return errors
+    cls = fields.get("priorityClassName")
+    if cls is not None and not _name_format_ok(cls, subdomain=True):
+        errors.append(f"{where}.priorityClassName: Invalid value: {cls!r}: must be a DNS subdomain")
+    prio = fields.get("priority")
+    if prio is not None and (not isinstance(prio, int) or prio > _HIGHEST_USER_PRIORITY):
+        errors.append(f"{where}.priority: Invalid value: {prio!r}: must be less than or equal to "
+                      f"{_HIGHEST_USER_PRIORITY}")
+    policy = fields.get("preemptionPolicy")
+    if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
+        errors.append(f'{where}.preemptionPolicy: Unsupported value: {policy!r}: supported values: "Never", '
+                      '"PreemptLowerPriority"')
+    return errors
+
+
 def _workload_api_errors(rt: ResourceType, obj: JSON) -> list[str]:
     """Field shapes of ``staging/src/k8s.io/api/scheduling/<version>/types.go`` that admit writes. Stricter than the
     real server in one way: an unknown field is refused (the real one drops it with a warning), so a misspelt field
-    fails the test that sends it."""
+    fails the test that sends it. Name formats as the types give them: template names and ``templateName`` are
+    DNS labels; ``workloadName`` is a DNS label in v1alpha2 and a DNS subdomain (``k8s-long-name``) in
+    ``workloadRef`` (v1alpha3, v1beta1, v1)."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return ["spec: Required value"]
@@ -238,6 +275,7 @@ def _workload_api_errors(rt: ResourceType, obj: JSON) -> list[str]:
                 continue
             unknown |= {f"podGroupTemplates[{i}].{k}" for k in set(t) - _TEMPLATE_FIELDS}
             errors += _policy_errors(t.get("schedulingPolicy"), f"{where}.schedulingPolicy")
+            errors += _priority_errors(t, where, rt.version)
     else:
         if rt.version == "v1alpha2":
             ref_field, keys = "podGroupTemplateRef", ("workloadName", "podGroupTemplateName")
@@ -248,10 +286,17 @@ def _workload_api_errors(rt: ResourceType, obj: JSON) -> list[str]:
             ref = spec.get("workloadRef")
         unknown = set(spec) - {ref_field, "parentCompositePodGroupName", *_TEMPLATE_FIELDS} - {"name"}
         if ref is not None:
-            if not isinstance(ref, dict) or set(ref) != set(keys) or not all(
-                    _DNS_LABEL.match(str(ref.get(k) or "")) for k in keys):
-                errors.append(f"spec.{ref_field}: Invalid value: {' and '.join(keys)} must be DNS labels")
+            if not isinstance(ref, dict) or set(ref) != set(keys):
+                errors.append(f"spec.{ref_field}: Invalid value: {' and '.join(keys)} are required")
+            else:
+                subdomain = rt.version != "v1alpha2"
+                if not _name_format_ok(ref.get("workloadName"), subdomain):
+                    errors.append(f"spec.{ref_field}.workloadName: Invalid value: must be a "
+                                  f"{'DNS subdomain' if subdomain else 'DNS label'}")
+                if not _name_format_ok(ref.get(keys[1]), subdomain=False):
+                    errors.append(f"spec.{ref_field}.{keys[1]}: Invalid value: must be a DNS label")
         errors += _policy_errors(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
+        errors += _priority_errors(spec, "spec", rt.version)
     if unknown:
         errors.append(f"spec: unknown field(s) {sorted(unknown)} for {rt.api_version} {rt.kind}")
     return errors
@@ -259,8 +304,10 @@ def _workload_api_errors(rt: ResourceType, obj: JSON) -> list[str]:
 
 def _workload_api_update_errors(rt: ResourceType, new: JSON, old: JSON) -> list[str]:
     """Immutability: v1alpha2 ``Workload.spec.podGroupTemplates`` and ``PodGroup.spec.schedulingPolicy`` and
-    ``podGroupTemplateRef`` (seen on the 1.36.2 kube-apiserver: 422 "field is immutable"); v1beta1 only lets
-    ``gang.minCount`` change (``+k8s:update=NoAddItem/NoRemoveItem``, ``NoSet/NoUnset`` on ``gang``)."""
+    ``podGroupTemplateRef`` (seen on the 1.36.2 kube-apiserver: 422 "field is immutable"); the later versions only
+    let ``gang.minCount`` change (``+k8s:update=NoAddItem/NoRemoveItem``, ``NoSet/NoUnset`` on ``gang``), and a
+    template's and a PodGroup's ``priorityClassName``, ``priority``, ``preemptionPolicy`` and ``disruptionMode`` are
+    ``+k8s:immutable``."""
     ns, os_ = new.get("spec") or {}, old.get("spec") or {}
 
     def strip_counts(value: Any) -> Any:
@@ -274,11 +321,11 @@ def _workload_api_update_errors(rt: ResourceType, new: JSON, old: JSON) -> list[
     if rt.kind == "Workload":
         immutable.append("podGroupTemplates")
     else:
-        immutable += ["podGroupTemplateRef", "workloadRef", "schedulingPolicy", "disruptionMode"]
+        immutable += ["podGroupTemplateRef", "workloadRef", "schedulingPolicy", *_IMMUTABLE_PRIORITY]
     errors = []
     for key in immutable:
         a, b = ns.get(key), os_.get(key)
-        if rt.version == "v1beta1" and key in ("podGroupTemplates", "schedulingPolicy"):
+        if rt.version != "v1alpha2" and key in ("podGroupTemplates", "schedulingPolicy"):
             a, b = strip_counts(a), strip_counts(b)
         if a != b:
             errors.append(f"spec.{key}: Invalid value: field is immutable")

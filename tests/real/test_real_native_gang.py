@@ -9,7 +9,10 @@ One node of 4 CPU: three 500m pods fit; three 1500m pods do not (two would), so 
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from typing import Any, Iterable
@@ -99,8 +102,9 @@ def test_an_annotated_deployment_binds_all_its_pods_when_they_fit_and_none_when_
         assert (owner["kind"], owner["uid"]) == ("Deployment", dep["metadata"]["uid"])
     scheduled = wait_for(lambda: [c for c in (cp.rest("GET", f"{NATIVE.format(ns=ns, plural='podgroups')}/fits")
                                               .get("status") or {}).get("conditions", []) if c["status"] == "True"],
-                         what="PodGroupScheduled")
-    assert scheduled[0]["type"] == "PodGroupScheduled"
+                         what="the PodGroup's scheduled condition")
+    # the condition's name per version: PodGroupScheduled (v1alpha2, 1.36), PodGroupInitiallyScheduled (1.37)
+    assert scheduled[0]["type"] in ("PodGroupScheduled", "PodGroupInitiallyScheduled")
     # Three 1500m pods on one 4-CPU node: two would fit one by one; the gang of three binds none.
     cp.rest("POST", APPS.format(ns=ns), body=deployment("big", 3, 3, "1500m"))
     stays_unbound(cp, ns, "app=big", 3)
@@ -168,3 +172,29 @@ def test_an_auto_gang_cannot_shrink_below_its_immutable_v1alpha2_min_count(nativ
             content_type="application/merge-patch+json")
     wait_for(lambda: len(bound(pods(cp, ns, "app=auto"))) == 4, what="4 bound pods")
     assert [o["spec"]["schedulingPolicy"]["gang"]["minCount"] for o in gang_objects(cp, ns, "auto")[1:]] == [3]
+
+
+def status_rows(cp: ControlPlane, ns: str) -> dict[str, dict[str, Any]]:
+    """``admit status -n <ns> -o json`` against the plane, by group."""
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "status", "--kubeconfig", str(cp.kubeconfig), "-n", ns,
+                           "-o", "json", "--gang-backend", "workload-api"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return {r["group"]: r for r in json.loads(proc.stdout)}
+
+
+def test_admit_status_says_why_a_native_gang_waits_where_kube_scheduler_says_nothing(native, ns):
+    cp = native
+    # a pod naming a PodGroup nobody made: kube-scheduler holds it at PreEnqueue, with no event and no condition
+    cp.rest("POST", f"/api/v1/namespaces/{ns}/pods", body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stray-0", "labels": {"app": "stray"}},
+        "spec": {"schedulingGroup": {"podGroupName": "nowhere"}, "containers": [container("100m")],
+                 "terminationGracePeriodSeconds": 0}})
+    stray = wait_for(lambda: status_rows(cp, ns).get("podgroup.scheduling.k8s.io/nowhere"), what="the stray row")
+    assert stray["reason"] == "PodGroupMissing" and stray["pods"]["pending"] == 1
+    # a gang too big for the node: its rows say why it waits (the PodGroup's condition or the scheduler's words)
+    cp.rest("POST", APPS.format(ns=ns), body=deployment("big", 3, 3, "1500m"))
+    stays_unbound(cp, ns, "app=big", 3)
+    big = wait_for(lambda: (r := status_rows(cp, ns).get("podgroup.scheduling.k8s.io/big")) and r["reason"] not in (
+        "Waiting", "Scheduled") and r, what="a reason for the big gang")
+    assert big["minMember"] == 3 and big["pods"] == {"total": 3, "scheduled": 0, "pending": 3}
+    assert big["message"], big
