@@ -148,10 +148,12 @@ def min_resources_of(
 
 
 
-def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str) -> None:
+def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str,
+                 ref: str | None = None) -> None:
     """Refuse a plan whose pods (``plan.total_pods``) are fewer than its minMember, in the family's words.
 
-    ``counted`` says what the pods are (``"1 head + 2 workers"``); ``fix`` which field to raise.
+    ``counted`` says what the pods are (``"1 head + 2 workers"``); ``fix`` which field to raise; ``ref`` how the
+    message names the object (default ``plan.ref``; an operator's object names the user's object that made it).
 
     Raises:
         GangError (403): ``0 < total_pods < min_member``.
@@ -161,7 +163,7 @@ def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: 
         return
     source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
     raise GangError(
-        f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({counted}) but its gang needs minMember "
+        f"{ref or plan.ref} runs {total} pod{'s' if total != 1 else ''} ({counted}) but its gang needs minMember "
         f"{plan.min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. {fix}, or "
         f"lower {config.min_member_key}"
     )
