@@ -11,11 +11,21 @@ labels, a controller ownerReference).
 
 import copy
 
+import jsonpatch
+
+from admit.admission import Admission
 from admit.config import Config
+from admit.controller import owner_reference
 from admit.families.jobset import gang_members, replicated_jobs
+from admit.families.ray import cluster_group_name
+from admit.plan import check_group_name
+from admit.kube import KubeAPI
 from admit.mutate import mutate
 from admit.validate import validate
-from tests.test_families import LABEL, SCHED, cluster, request  # noqa: F401 - cluster is a fixture
+from admit.watchcache import Resource
+from tests.helpers import eventually, example
+from tests.test_controller import controllers, fake, kube  # noqa: F401 - fixtures: the controller over the fake API
+from tests.test_families import LABEL, PG_API, SCHED, cluster, request  # noqa: F401 - cluster is a fixture
 
 CONFIG = Config()
 TRAINJOB_OWNER = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "llama-sft",
@@ -162,3 +172,142 @@ def test_the_mutation_of_a_trainer_jobset_leaves_the_initializer_templates_as_tr
     js = trainer_jobset()
     paths = {op["path"] for op in mutate(request(js), CONFIG).patch}
     assert paths and not any(p.startswith(("/spec/replicatedJobs/0", "/spec/replicatedJobs/1")) for p in paths), paths
+
+
+# ======================================================================================================================
+# Ray: one gang per RayCluster, also the ones KubeRay makes
+# ======================================================================================================================
+
+RAYSERVICE_UID = "6b1f3c2e-9a4d-4e7b-8c15-2d3e4f5a6b7c"
+
+
+def kuberay_cluster(parent, name, uid=RAYSERVICE_UID, spec_change=None):
+    """The RayCluster KubeRay makes for ``parent`` (a RayService or RayJob as stored): ``constructRayClusterFor*``
+    copies its labels and annotations (plus KubeRay's own), the cluster spec, and sets a controller ownerReference."""
+    kind = parent["kind"]
+    meta = parent["metadata"]
+    spec = copy.deepcopy(parent["spec"]["rayClusterConfig" if kind == "RayService" else "rayClusterSpec"])
+    if spec_change:
+        spec_change(spec)
+    annotations = dict(meta.get("annotations") or {})
+    if kind == "RayService":
+        annotations.update({"ray.io/hash-without-replicas-and-workers-to-delete": "JNMPLEPBLPAPEONPGIJOCHCOJHDHDNMI",
+                            "ray.io/num-worker-groups": str(len(spec["workerGroupSpecs"])),
+                            "ray.io/kuberay-version": "v1.4.2"})
+    return {
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {
+            "name": name, "namespace": meta["namespace"],
+            "labels": {**(meta.get("labels") or {}), "ray.io/originated-from-cr-name": meta["name"],
+                       "ray.io/originated-from-crd": kind},
+            "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": kind, "name": meta["name"], "uid": uid,
+                                 "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": spec,
+    }
+
+
+def _more_workers(spec):
+    spec["workerGroupSpecs"][0]["replicas"] = 4  # the upgrade: a new image and more workers
+    spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] = "rayproject/ray:2.47.0"
+
+
+async def test_a_rayservice_upgrade_gives_the_pending_cluster_its_own_pod_group(cluster):
+    service, _, verdict = await cluster.admit(example("rayservice-sample.yaml"))
+    assert verdict["allowed"] and cluster.pod_groups() == []
+    serving, _, verdict = await cluster.admit(kuberay_cluster(service, "rayservice-sample-raycluster-7hd2x"))
+    assert verdict["allowed"]
+    # the upgrade: KubeRay makes the pending cluster from the new spec, under a new name, beside the serving one
+    pending, _, verdict = await cluster.admit(
+        kuberay_cluster(service, "rayservice-sample-raycluster-q9w2m", spec_change=_more_workers))
+    assert verdict["allowed"]
+    assert cluster.pod_groups() == ["rayservice-sample-raycluster-7hd2x", "rayservice-sample-raycluster-q9w2m"]
+    assert cluster.pod_group("ray", "rayservice-sample-raycluster-7hd2x")["spec"]["minMember"] == 3
+    assert cluster.pod_group("ray", "rayservice-sample-raycluster-q9w2m")["spec"] == {
+        "minMember": 5, "minResources": {"cpu": "6", "memory": "12Gi"}}
+    for stored in (serving, pending):  # each cluster's pods carry its own group: none counts toward the other's
+        name = stored["metadata"]["name"]
+        templates = [stored["spec"]["headGroupSpec"]["template"],
+                     *(g["template"] for g in stored["spec"]["workerGroupSpecs"])]
+        assert {t["metadata"]["labels"][LABEL] for t in templates} == {name}
+
+
+async def test_a_pod_group_annotation_or_label_a_kuberay_cluster_inherited_does_not_merge_two_clusters(cluster):
+    job = example("rayjob-sample.yaml")
+    job["metadata"]["annotations"]["gang.admit.dev/pod-group"] = "shared-name"
+    job, answer, verdict = await cluster.admit(job)
+    assert verdict["allowed"]
+    assert any("gang.admit.dev/pod-group is not used" in w for w in answer["response"].get("warnings") or [])
+    # a template labelled by an older admit with the RayJob's group: each retry cluster still gets its own
+    job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"] = {"labels": {LABEL: "rayjob-sample"}}
+    for name in ("rayjob-sample-raycluster-x7k2p", "rayjob-sample-raycluster-b5n8c"):  # first try, then a retry
+        stored, _, verdict = await cluster.admit(
+            kuberay_cluster(job, name, uid="1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"))
+        assert verdict["allowed"]
+        assert stored["spec"]["headGroupSpec"]["template"]["metadata"]["labels"][LABEL] == name
+    assert cluster.pod_groups() == ["rayjob-sample-raycluster-b5n8c", "rayjob-sample-raycluster-x7k2p"]
+
+
+def test_a_refused_kuberay_cluster_names_the_rayservice_and_its_fields():
+    service = example("rayservice-sample.yaml")
+    service["metadata"]["annotations"]["gang.admit.dev/min-member"] = "6"
+    made = kuberay_cluster(service, "rayservice-sample-raycluster-7hd2x")
+    decision = validate(request(made), CONFIG).decision
+    assert not decision.allowed
+    assert "(made by KubeRay for RayService ray/rayservice-sample) runs 3 pods" in decision.message
+    assert "spec.rayClusterConfig of RayService ray/rayservice-sample" in decision.message
+
+
+def test_a_kuberay_cluster_with_kuberays_own_gang_label_is_still_left_to_kuberay():
+    service = example("rayservice-sample.yaml")
+    service["metadata"]["labels"] = {"ray.io/gang-scheduling-enabled": "true"}
+    made = kuberay_cluster(service, "rayservice-sample-raycluster-7hd2x")
+    assert mutate(request(made), CONFIG).patch == []
+    verdict = validate(request(made), CONFIG)
+    assert verdict.decision.allowed and verdict.ensure is None
+
+
+def test_a_kuberay_cluster_name_too_long_for_a_label_value_gets_a_distinct_shortened_group():
+    long = "an-inference-service-for-the-team-that-names-things-at-length-raycluster-"
+    a, b = cluster_group_name(long + "7hd2x"), cluster_group_name(long + "q9w2m")
+    assert len(long) > 63 and len(a) <= 63 and len(b) <= 63 and a != b
+    assert check_group_name(a) is None and check_group_name(b) is None
+    assert cluster_group_name("serve-raycluster-7hd2x") == "serve-raycluster-7hd2x"
+
+
+async def test_the_controller_adopts_each_kuberay_clusters_pod_group_and_it_goes_with_that_cluster(fake, kube,
+                                                                                                  controllers):
+    """Against the fake API with its garbage-collector emulation: the RayService is stored, KubeRay makes the
+    serving cluster, then during an upgrade the pending one, then deletes the old one (RayService
+    ``cleanUpRayClusterInstance``): each PodGroup is made at its cluster's admission, adopted by that cluster, and
+    collected with it, while the other cluster's PodGroup stays."""
+    controller = await controllers()
+    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
+    service_res = Resource("ray.io", "v1", "rayservices", "RayService")
+    cluster_res = Resource("ray.io", "v1", "rayclusters", "RayCluster")
+
+    async def admit_and_store(obj, resource):
+        mutated = jsonpatch.apply_patch(obj, admission.mutate(request(obj)).patch)
+        assert (await admission.validate(request(mutated))).allowed
+        return await kube.request("POST", resource.path("ray"), body=mutated)
+
+    service = await admit_and_store(example("rayservice-sample.yaml"), service_res)
+    uid = service["metadata"]["uid"]
+    old = await admit_and_store(kuberay_cluster(service, "rayservice-sample-raycluster-7hd2x", uid=uid), cluster_res)
+    new = await admit_and_store(kuberay_cluster(service, "rayservice-sample-raycluster-q9w2m", uid=uid,
+                                                spec_change=_more_workers), cluster_res)
+
+    def owners(name):
+        pg = fake.get(PG_API, "podgroups", "ray", name)
+        return pg and pg["metadata"].get("ownerReferences")
+
+    for stored in (old, new):
+        await eventually(lambda: owners(stored["metadata"]["name"]))
+        assert owners(stored["metadata"]["name"]) == [owner_reference(stored)]
+    assert fake.get(PG_API, "podgroups", "ray", "rayservice-sample") is None  # the RayService has none
+    # the upgrade is done: KubeRay deletes the old cluster, and the garbage collector its PodGroup
+    fake.delete_object("ray.io/v1", "rayclusters", "ray", "rayservice-sample-raycluster-7hd2x")
+    await eventually(lambda: fake.get(PG_API, "podgroups", "ray", "rayservice-sample-raycluster-7hd2x") is None)
+    assert [g["name"] for g in fake.gc_deleted] == ["rayservice-sample-raycluster-7hd2x"]
+    assert fake.get(PG_API, "podgroups", "ray", "rayservice-sample-raycluster-q9w2m")["spec"]["minMember"] == 5

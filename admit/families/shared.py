@@ -8,10 +8,15 @@ controller creates (its children). ``admit.kinds`` registers them; nothing here 
 The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgrouper hub, STYLE.md):
 
 - **Children** (``admit.children``, the one registry of parent kinds): each kind lists the kinds its controller
-  creates (``WorkloadKind.children``) and ``admit.kinds`` registers them there. A JobSet's Jobs, a RayJob's or
-  RayService's RayCluster (controller ownerReference to the parent) are then part of the parent's gang and never a
-  gang of their own: their templates come from the parent, already labelled, and when their controller also copies
-  the parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
+  creates (``WorkloadKind.children``) and ``admit.kinds`` registers them there. A JobSet's Jobs, a RayJob's
+  submitter Job (controller ownerReference to the parent) are then part of the parent's gang and never a gang of
+  their own: their templates come from the parent, already labelled, and when their controller also copies the
+  parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
+- **A child that gangs on its own** is simply not registered as a child: its kind's resolver reads the controller
+  ownerReference itself (:func:`controller_owner`) to name its group and to word its refusals after the user's
+  object. A RayCluster KubeRay makes for a RayJob or RayService is one (``admit.families.ray``): several of them
+  run at once during an upgrade or a retry, each needs its own PodGroup, and the PodGroup controller then creates,
+  adopts and cleans up that PodGroup as for any gang workload (ownerReference to the RayCluster).
 - **Deferring to an operator** (:func:`defer_to_operator`): when the workload's own operator makes the PodGroup
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
   fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
