@@ -311,3 +311,104 @@ async def test_the_controller_adopts_each_kuberay_clusters_pod_group_and_it_goes
     await eventually(lambda: fake.get(PG_API, "podgroups", "ray", "rayservice-sample-raycluster-7hd2x") is None)
     assert [g["name"] for g in fake.gc_deleted] == ["rayservice-sample-raycluster-7hd2x"]
     assert fake.get(PG_API, "podgroups", "ray", "rayservice-sample-raycluster-q9w2m")["spec"]["minMember"] == 5
+
+
+# ======================================================================================================================
+# DRA: minResources holds only what the scheduler can count
+# ======================================================================================================================
+
+#: The DeviceClass NVIDIA's DRA driver (k8s-dra-driver-gpu) installs, with the KEP-5004 extended resource name.
+GPU_DEVICE_CLASS = {
+    "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+    "metadata": {"name": "gpu.nvidia.com", "labels": {"app.kubernetes.io/name": "nvidia-dra-driver-gpu"}},
+    "spec": {
+        "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && "
+                                             "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
+        "extendedResourceName": "nvidia.com/gpu",
+    },
+}
+
+
+def gpu_deployment(replicas=4, gpu_resource="nvidia.com/gpu", claims=False):
+    """A Deployment of inference pods asking for one GPU each, as the DRA driver's demos write them: by the extended
+    resource name (KEP-5004), or (``claims``) through a ResourceClaimTemplate."""
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.9.1",
+                 "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {gpu_resource: "1"}}}
+    spec = {"containers": [container]}
+    if claims:
+        container["resources"] = {"requests": {"cpu": "4", "memory": "16Gi"}, "claims": [{"name": "gpu"}]}
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "vllm", "namespace": "serving", "annotations": {"gang.admit.dev/min-member": "auto"}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "vllm"}},
+                 "template": {"metadata": {"labels": {"app": "vllm"}}, "spec": spec}},
+    }
+
+
+def test_a_resource_a_device_class_serves_or_the_implicit_device_class_name_is_left_out():
+    from admit.resources import countable_min_resources, device_class_record, dra_extended_resources
+
+    served = dra_extended_resources([device_class_record(GPU_DEVICE_CLASS)])
+    assert served == {"nvidia.com/gpu": "gpu.nvidia.com"}
+    kept, left_out = countable_min_resources(
+        {"cpu": "16", "nvidia.com/gpu": "4", "deviceclass.resource.kubernetes.io/nic.example.com": "4"}, served)
+    assert kept == {"cpu": "16"}
+    assert left_out == {"nvidia.com/gpu": "gpu.nvidia.com", "deviceclass.resource.kubernetes.io/nic.example.com":
+                        "nic.example.com"}
+    assert countable_min_resources({"cpu": "16", "nvidia.com/gpu": "4"}, {}) == (
+        {"cpu": "16", "nvidia.com/gpu": "4"}, {})  # a device plugin's GPUs: node allocatable, counted
+
+
+def test_without_a_cache_the_implicit_device_class_name_is_left_out_with_a_warning():
+    verdict = validate(request(gpu_deployment(gpu_resource="deviceclass.resource.kubernetes.io/gpu.nvidia.com")),
+                       CONFIG)
+    assert verdict.decision.allowed
+    assert verdict.ensure.min_resources == {"cpu": "16", "memory": "64Gi"}
+    (warning,) = [w for w in verdict.decision.warnings if "minResources leaves out" in w]
+    assert "deviceclass.resource.kubernetes.io/gpu.nvidia.com (DeviceClass gpu.nvidia.com)" in warning
+
+
+def test_gpus_requested_through_resource_claims_are_not_counted_and_it_is_said_once():
+    verdict = validate(request(gpu_deployment(claims=True)), CONFIG)
+    assert verdict.ensure.min_resources == {"cpu": "16", "memory": "64Gi"}
+    assert len([w for w in verdict.decision.warnings if "spec.resourceClaims (DRA)" in w]) == 1
+    # a JobSet whose two replicatedJobs both use claims: still one warning
+    js = trainer_jobset(num_nodes=2)
+    for rj in js["spec"]["replicatedJobs"]:
+        rj["template"]["spec"]["template"]["spec"]["resourceClaims"] = [
+            {"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]
+    warnings = validate(request(js), CONFIG).decision.warnings
+    assert len([w for w in warnings if "spec.resourceClaims (DRA)" in w]) == 1
+
+
+async def test_a_dra_gpu_deployment_gets_a_pod_group_without_the_gpus_and_the_controller_keeps_it_so(fake, kube,
+                                                                                                      controllers):
+    """Against the fake API: the DRA driver's DeviceClass is stored, the controller's DeviceClass cache sees it, the
+    Deployment's PodGroup leaves nvidia.com/gpu out (with the warning), and adoption and reconcile never write it
+    back."""
+    controller = await controllers()
+    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
+    await kube.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", body=GPU_DEVICE_CLASS)
+    await eventually(lambda: controller.dra_extended_resources == {"nvidia.com/gpu": "gpu.nvidia.com"})
+    user = gpu_deployment()
+    mutated = jsonpatch.apply_patch(user, admission.mutate(request(user)).patch)
+    decision = await admission.validate(request(mutated))
+    assert decision.allowed
+    assert any("minResources leaves out nvidia.com/gpu (DeviceClass gpu.nvidia.com)" in w for w in decision.warnings)
+    assert fake.get(PG_API, "podgroups", "serving", "vllm")["spec"] == {
+        "minMember": 4, "minResources": {"cpu": "16", "memory": "64Gi"}}
+    stored = await kube.request("POST", Resource("apps", "v1", "deployments", "Deployment").path("serving"),
+                                body=mutated)
+    await eventually(lambda: fake.get(PG_API, "podgroups", "serving", "vllm")["metadata"].get("ownerReferences"))
+    assert fake.get(PG_API, "podgroups", "serving", "vllm")["metadata"]["ownerReferences"] == [owner_reference(stored)]
+    reconciles = controller.reconciles
+    controller._queue.add(("serving", "vllm"))  # one more pass over the key: it must find nothing to change
+    await eventually(lambda: controller.reconciles > reconciles)
+    assert fake.get(PG_API, "podgroups", "serving", "vllm")["spec"]["minResources"] == {"cpu": "16", "memory": "64Gi"}
+
+
+def test_without_a_device_class_a_device_plugins_gpus_stay_in_min_resources():
+    verdict = validate(request(gpu_deployment()), CONFIG)
+    assert verdict.ensure.min_resources == {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}
+    assert not any("minResources leaves out" in w for w in verdict.decision.warnings)
