@@ -53,7 +53,7 @@ from .podgroup import (
 )
 from .review import AdmissionRequest, Decision
 from .families.spark import DriverLookup, driver_group, executor_plan
-from .validate import ScaleCheck, Verdict, scale_verdict, validate
+from .validate import ScaleCheck, Verdict, drop_uncountable, scale_verdict, validate
 
 __all__ = ["Admission", "PodGroupStore", "GroupCache", "missing_group_warning"]
 
@@ -194,6 +194,9 @@ class Admission:
         try:
             verdict = validate(req, self.config)
             if verdict.ensure is not None:
+                served = getattr(self.cache, "extended_resources", None)  # the controller's DeviceClass cache
+                if served is not None:
+                    verdict.decision.warnings.extend(drop_uncountable(verdict.ensure, served()))
                 await self._ensure(verdict, _generation(req.object))
             elif verdict.scale is not None:
                 return await self._check_scale(verdict.scale, verdict.dry_run)

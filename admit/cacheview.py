@@ -24,6 +24,7 @@ class ControllerView:
     Methods (``admission.GroupCache``):
         get(namespace, name): a PodGroup admit manages, or ``None``.
         missing(namespace, name): the controller's warning for a pod whose claimed group is being re-created.
+        extended_resources(): ``{extended resource name: DeviceClass name}`` served through DRA.
         pod_group(namespace, name): ``(synced, PodGroup | None)`` over managed and other PodGroups.
         workload(group, version, plural, kind, namespace, name): ``(synced, object | None)``: a stored gang workload
             of that resource as the cache keeps it: for a scalable kind the reduced copy its resolver reads
@@ -38,6 +39,7 @@ class ControllerView:
         self._workloads: dict[Resource, Any] = controller.workloads
         self.get = controller.pod_groups.get
         self.missing = controller.cache.missing
+        self.extended_resources = controller.cache.extended_resources
 
     def pod_group(self, namespace: str, name: str) -> tuple[bool, dict[str, Any] | None]:
         synced = self._managed.synced and self._other.synced

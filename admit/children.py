@@ -32,7 +32,9 @@ from a Deployment, but a ReplicaSet the Deployment controller adopted (``ClaimRe
 ownerReference onto a matching orphan) may lack it, and such a ReplicaSet is as much the Deployment's as a new one.
 
 Families register their pairs with :func:`register_parent` (at import time, in the family's module or here):
-Jobs made by a JobSet or CronJob, a TrainJob's JobSet, a RayJob's RayCluster, once admit manages those parents.
+Jobs made by a JobSet or CronJob, a RayJob's submitter Job, once admit manages those parents. An object a controller
+makes that must gang on its own (a RayCluster KubeRay makes for a RayService upgrade or a RayJob retry) is not
+registered: its resolver reads the ownerReference itself (``admit.families.shared``, "A child that gangs on its own").
 """
 
 from __future__ import annotations

@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import json
 import logging
@@ -91,8 +92,12 @@ from .leader import LeaderElector, default_identity
 from .loop import Pacer
 from .multiindex import MultiIndex
 from .reconcile import Action, decide, describe_spec, spec_changes
+from .resources import countable_min_resources, device_class_record, dra_extended_resources
 from .watchcache import KubeRaw, Resource, WatchCache, object_key
 from .workqueue import WorkQueue
+
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
+"""DeviceClasses (``resource.k8s.io/v1``, GA in Kubernetes 1.34): ``spec.extendedResourceName`` (KEP-5004)."""
 
 __all__ = [
     "KNOWN_RESOURCES",
@@ -164,6 +169,18 @@ class ControllerSettings:
         )
 
 
+def _countable(claim: Claim, served: dict[str, str]) -> Claim:
+    """``claim`` with a plan whose minResources holds only what the scheduler can count (the same rule admission
+    applies, ``validate.drop_uncountable``); the claim itself when nothing is left out (the common case: no copy)."""
+    plan = claim.plan
+    if plan is None or not plan.min_resources:
+        return claim
+    kept, left_out = countable_min_resources(plan.min_resources, served)
+    if not left_out:
+        return claim
+    return dataclasses.replace(claim, plan=dataclasses.replace(plan, min_resources=kept))
+
+
 class _NotLeader(Exception):
     """The Lease is no longer held: write nothing."""
 
@@ -182,6 +199,10 @@ class PodGroupView:
 
     def missing(self, namespace: str, name: str) -> str | None:
         return self._controller.missing_group(namespace, name)
+
+    def extended_resources(self) -> dict[str, str]:
+        """``{extended resource name: DeviceClass name}`` DRA serves (``Controller.dra_extended_resources``)."""
+        return self._controller.dra_extended_resources
 
 
 class Controller:
@@ -225,6 +246,15 @@ class Controller:
                 handlers=[lambda t, o, old, r=wk.resource: self._on_workload(r, t, o, old)],
                 transform=lambda obj, r=wk.resource: workload_record(obj, r, config), **common,
             )
+        #: DeviceClasses (``resource.k8s.io/v1``, cluster-scoped), for the extended resources DRA serves
+        #: (KEP-5004): admission and reconcile leave them out of minResources (``resources.countable_min_resources``).
+        #: A cluster without DRA answers 404 and is retried slowly; without RBAC for them, 403, the same.
+        self.device_classes = WatchCache(self.api, DEVICE_CLASSES, handlers=[self._on_device_class],
+                                         transform=device_class_record, resync_period=None, backoff=s.watch_backoff,
+                                         slow_retry=s.slow_retry, idle_timeout=s.watch_idle_timeout,
+                                         page_size=s.page_size)
+        #: ``{extended resource name: DeviceClass name}`` from :attr:`device_classes` (replaced, never mutated).
+        self.dra_extended_resources: dict[str, str] = {}
         self.elector = LeaderElector(
             self.api, s.lease_namespace, s.lease_name, s.identity, lease_duration=s.lease_duration,
             renew_deadline=s.renew_deadline, retry_period=s.retry_period,
@@ -267,6 +297,7 @@ class Controller:
         await self.other_pod_groups.start()
         for cache in self.workloads.values():
             await cache.start()
+        await self.device_classes.start()
         self.recorder.start()
         await self.elector.start()
         log.info("PodGroup controller started as %s: watching %s; orphan grace %gs, resync %gs, Lease %s/%s",
@@ -284,6 +315,7 @@ class Controller:
         await self.other_pod_groups.stop()
         for cache in self.workloads.values():
             await cache.stop()
+        await self.device_classes.stop()
         if self._own_client:
             await self._api_client.close()
             self._own_client = False
@@ -300,8 +332,13 @@ class Controller:
         return False, "PodGroup cache not listed yet"
 
     def caches(self) -> list[WatchCache]:
-        """Every cache this controller runs: managed PodGroups, other PodGroups, then one per workload kind."""
-        return [self.pod_groups, self.other_pod_groups, *self.workloads.values()]
+        """Every cache this controller runs: managed PodGroups, other PodGroups, one per workload kind, then the
+        DeviceClasses."""
+        return [self.pod_groups, self.other_pod_groups, *self.workloads.values(), self.device_classes]
+
+    def _on_device_class(self, _type: str, _obj: JSON, _old: JSON | None) -> None:
+        """A DeviceClass changed: recompute :attr:`dra_extended_resources` (a handful of objects, rarely changed)."""
+        self.dra_extended_resources = dra_extended_resources(self.device_classes.items())
 
     def _listed(self) -> None:
         """After every list page and every list (a first sync, a relist): move what the caches now hold out of the
@@ -533,6 +570,7 @@ class Controller:
         claims = self._claims_for(key, pg)
         if live is not None:
             claims = [live if c.identity == live.identity and c.namespace == live.namespace else c for c in claims]
+        claims = [_countable(c, self.dra_extended_resources) for c in claims]
         now = time.monotonic()
         action = decide(key, pg, claims, self.config, now=now, unclaimed_since=self._unclaimed_since.get(key),
                         grace=self.settings.orphan_grace_period, ahead_since=self._ahead_since.get(key))

@@ -36,7 +36,7 @@ _RESOLVERS: dict[tuple[str, str], Resolver] = {
 # objects (admit/backends/__init__.py), so each caller sees the same plan.backend.
 RESOLVERS: dict[tuple[str, str], Resolver] = {key: with_backend(r) for key, r in _RESOLVERS.items()}
 
-for _k in FAMILY_KINDS:  # the child rule (children.py): e.g. a JobSet's Jobs, a RayJob's RayCluster
+for _k in FAMILY_KINDS:  # the child rule (children.py): e.g. a JobSet's Jobs, a RayJob's submitter Job
     for _child in _k.children:
         register_parent(_child, _k.key)
 

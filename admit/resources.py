@@ -17,7 +17,11 @@ Pod-level CPU and memory resources"). Pod templates are not defaulted (only Pods
 - plus ``spec.overhead`` (RuntimeClass pod overhead), added after the pod-level values.
 
 The Coscheduling plugin compares PodGroup ``minResources`` with the cluster's free capacity before it lets any
-member through (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``CheckClusterResource``).
+member through (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``CheckClusterResource``), so ``minResources``
+may hold only what node ``allocatable`` holds: devices served through DRA (a DeviceClass's
+``extendedResourceName``, the implicit ``deviceclass.resource.kubernetes.io/<class>``, KEP-5004; ``spec.resourceClaims``)
+are left out (:func:`countable_min_resources`), the admission path learning the DeviceClasses from the controller's
+cache, never from an API call.
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ from typing import Any
 from .echo import clip
 from .quantity import QuantityError, add_resources, format_resources, max_resources, parse_quantity, scale_resources
 
-__all__ = ["container_requests", "pod_requests", "pod_level_supported", "gang_min_resources", "ResourceError"]
+__all__ = [
+    "container_requests", "pod_requests", "pod_level_supported", "gang_min_resources", "ResourceError",
+    "DEVICE_CLASS_RESOURCE_PREFIX", "device_class_record", "dra_extended_resources", "countable_min_resources",
+    "left_out_warning", "resource_claims_warning",
+]
 
 
 class ResourceError(ValueError):
@@ -153,3 +161,78 @@ def gang_min_resources(pods: list[tuple[dict[str, Any], int]]) -> dict[str, str]
         if count > 0:
             total = add_resources(total, scale_resources(pod_requests(spec), count))
     return format_resources(total)
+
+
+# ======================================================================================================================
+# What the scheduler can count: devices served through DRA (KEP-5004)
+# ======================================================================================================================
+
+DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""The implicit extended resource of every DeviceClass, ``deviceclass.resource.kubernetes.io/<class name>``
+(KEP-5004 "DRA: Handle extended resource requests via DRA Driver", Kubernetes 1.34 alpha ``DRAExtendedResource``,
+1.36 beta): always served through DRA, never a node's allocatable."""
+
+
+def device_class_record(obj: dict[str, Any]) -> dict[str, Any]:
+    """What admit keeps of a ``resource.k8s.io`` DeviceClass (the controller cache's transform):
+    ``{"metadata": {"name", "resourceVersion"}, "extendedResourceName": str | None}``."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec")
+    name = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+    return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
+            "extendedResourceName": name if isinstance(name, str) and name else None}
+
+
+def dra_extended_resources(device_classes: Any) -> dict[str, str]:
+    """``{extended resource name: DeviceClass name}`` of the DeviceClasses that set ``spec.extendedResourceName``
+    (records of :func:`device_class_record`)."""
+    return {r["extendedResourceName"]: str(r["metadata"]["name"]) for r in device_classes if r["extendedResourceName"]}
+
+
+def countable_min_resources(min_resources: dict[str, str] | None, served: Any) -> tuple[
+    dict[str, str] | None, dict[str, str]
+]:
+    """``(kept, left_out)``: ``min_resources`` without the resources the scheduler's capacity view cannot hold.
+
+    ``served``: ``{extended resource name: DeviceClass name}`` (:func:`dra_extended_resources`). A resource in it,
+    or named with :data:`DEVICE_CLASS_RESOURCE_PREFIX`, is allocated through DRA on the nodes that do not report it
+    as allocatable (KEP-5004: the scheduler's DynamicResources plugin turns the request into a ResourceClaim there).
+    Coscheduling's pre-check compares ``minResources`` with the sum of the nodes' ``allocatable`` minus what pods
+    request (scheduler-plugins ``pkg/coscheduling/core/core.go`` ``CheckClusterResource``), which holds no DRA
+    device, so such a resource in ``minResources`` refuses the gang on every cycle. Left out whether or not some
+    nodes also report it through a device plugin: the pre-check then sees only those nodes' devices, and leaving
+    it out only makes the pre-check weaker, never wrong. ``left_out``: ``{name: DeviceClass (or why)}``; ``kept``
+    is ``None`` when nothing is left.
+    """
+    if not min_resources:
+        return min_resources, {}
+    left_out: dict[str, str] = {}
+    for name in min_resources:
+        if name.startswith(DEVICE_CLASS_RESOURCE_PREFIX):
+            left_out[name] = name[len(DEVICE_CLASS_RESOURCE_PREFIX):]
+        elif name in served:
+            left_out[name] = served[name]
+    if not left_out:
+        return min_resources, {}
+    kept = {k: v for k, v in min_resources.items() if k not in left_out}
+    return kept or None, left_out
+
+
+def left_out_warning(ref: str, left_out: dict[str, str]) -> str:
+    """The warning for resources :func:`countable_min_resources` left out of ``minResources``."""
+    names = ", ".join(f"{name} (DeviceClass {cls})" for name, cls in sorted(left_out.items()))
+    return (f"{ref}: minResources leaves out {names}: served through DRA (DeviceClass extendedResourceName), not "
+            "node allocatable, so Coscheduling's capacity pre-check cannot count it and would refuse the gang on "
+            "every cycle; the scheduler still checks each pod's devices")
+
+
+def resource_claims_warning(ref: str, pod_specs: Any) -> str | None:
+    """A warning when a pod spec of the gang requests devices through ``spec.resourceClaims`` (DRA
+    ResourceClaims / ResourceClaimTemplates): those devices are not in ``minResources`` (no quantity there that a
+    node's allocatable could hold); ``None`` when none does."""
+    for spec in pod_specs:
+        if isinstance(spec, dict) and spec.get("resourceClaims"):
+            return (f"{ref}: devices requested through spec.resourceClaims (DRA) are not in minResources: "
+                    "Coscheduling's capacity pre-check counts node allocatable only; the scheduler still allocates "
+                    "each pod's claims")
+    return None

@@ -48,6 +48,7 @@ from .plan import (
     template_annotation_warnings,
     unknown_annotation_warnings,
 )
+from .resources import countable_min_resources, left_out_warning, resource_claims_warning
 from .review import AdmissionRequest, Decision
 from .rollout import rollout_problem
 
@@ -92,6 +93,29 @@ class Verdict:
     explicit_name: bool = False
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
+
+
+def drop_uncountable(plan: GangPlan, served: Any) -> list[str]:
+    """Leave out of ``plan.min_resources`` what the scheduler cannot count (``resources.countable_min_resources``:
+    the implicit ``deviceclass.resource.kubernetes.io/*`` names, and ``served``, ``{extended resource name:
+    DeviceClass}`` from the controller's DeviceClass cache). Returns the warnings (empty: nothing left out); changes
+    ``plan`` in place."""
+    kept, left_out = countable_min_resources(plan.min_resources, served)
+    if not left_out:
+        return []
+    plan.min_resources = kept
+    return [left_out_warning(plan.ref, left_out)]
+
+
+def countable_warnings(plan: GangPlan, obj: Any) -> list[str]:
+    """At admission, without any cache: :func:`drop_uncountable` for the implicit DRA names, and one warning when a
+    pod template of the gang requests devices through ``spec.resourceClaims`` (pure)."""
+    warnings = drop_uncountable(plan, {})
+    specs = (get_path(obj, t.labels[:-2] + ("spec",)) for t in plan.targets if t.labels[-2:] == ("metadata", "labels"))
+    claims = resource_claims_warning(plan.ref, specs)
+    if claims:
+        warnings.append(claims)
+    return warnings
 
 
 def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
@@ -253,6 +277,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     decision = Decision(warnings=typos + plan.warnings)
     if not plan.create_pod_group:
         return Verdict(decision)
+    decision.warnings.extend(countable_warnings(plan, obj))
     if any(t.immutable and not template_joined(obj, t, plan, config) for t in plan.targets):
         return Verdict(decision)  # its pods cannot be labelled (the mutating webhook warned): no PodGroup to wait on
     unlabelled = _unlabelled_generated(req, plan, ann, config)

@@ -932,9 +932,11 @@ def test_cluster_role_grants_exactly_what_admit_and_its_controller_use():
     }.items():
         expected |= {(group, r, v, ()) for r in resources for v in read}
         # blockOwnerDeletion under OwnerReferencesPermissionEnforcement: update on the owner's finalizers only, for
-        # the kinds the controller adopts PodGroups to (an LWS's groups are not adopted, a TrainJob's JobSet is)
+        # the kinds the controller adopts PodGroups to (an LWS's groups are not adopted, a TrainJob's JobSet is, a
+        # RayJob's or RayService's RayClusters are)
         expected |= {(group, f"{r}/finalizers", "update", ()) for r in resources
-                     if r not in ("leaderworkersets", "trainjobs")}
+                     if r not in ("leaderworkersets", "trainjobs", "rayjobs", "rayservices")}
+    expected |= {("resource.k8s.io", "deviceclasses", v, ()) for v in read}  # DRA: minResources leaves them out
     expected |= {(g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
     expected |= {
         ("admissionregistration.k8s.io", f"{kind}webhookconfigurations", v, ("admit",))

@@ -397,9 +397,10 @@ def test_a_raycluster_that_kuberay_gangs_itself_is_left_to_kuberay():
         assert any("KubeRay" in w for w in verdict.decision.warnings)
 
 
-async def test_the_raycluster_a_rayjob_creates_joins_the_rayjobs_group(cluster):
-    job, _, verdict = await cluster.admit(example("rayjob-sample.yaml"))
-    assert verdict["allowed"] and cluster.pod_groups() == ["rayjob-sample"]
+async def test_the_raycluster_a_rayjob_creates_is_a_gang_of_its_own_named_after_it(cluster):
+    job, answer, verdict = await cluster.admit(example("rayjob-sample.yaml"))
+    assert verdict["allowed"] and cluster.pod_groups() == []  # the RayJob itself gets none
+    assert not any(op["path"].startswith("/spec/rayClusterSpec") for op in decode_patch(answer))
     child = {  # KubeRay: the RayJob's cluster spec, labels and annotations, and a controller ownerReference
         "apiVersion": "ray.io/v1", "kind": "RayCluster",
         "metadata": {"name": "rayjob-sample-raycluster-x7k2p", "namespace": "ray",
@@ -412,9 +413,10 @@ async def test_the_raycluster_a_rayjob_creates_joins_the_rayjobs_group(cluster):
         "spec": copy.deepcopy(job["spec"]["rayClusterSpec"]),
     }
     stored, answer, verdict = await cluster.admit(child)
-    assert decode_patch(answer) == [] and verdict["allowed"]
-    assert cluster.pod_groups() == ["rayjob-sample"]
-    assert stored["spec"]["headGroupSpec"]["template"]["metadata"]["labels"][LABEL] == "rayjob-sample"
+    assert verdict["allowed"]
+    assert cluster.pod_groups() == ["rayjob-sample-raycluster-x7k2p"]
+    head = stored["spec"]["headGroupSpec"]["template"]
+    assert head["metadata"]["labels"][LABEL] == "rayjob-sample-raycluster-x7k2p" and head["spec"]["schedulerName"] == SCHED
 
 
 def test_a_rayjob_on_an_existing_cluster_gangs_nothing_and_says_to_annotate_that_cluster():
@@ -426,25 +428,37 @@ def test_a_rayjob_on_an_existing_cluster_gangs_nothing_and_says_to_annotate_that
     assert any("annotate that RayCluster" in w for w in verdict.decision.warnings)
 
 
-def test_a_rayservice_gangs_its_cluster_config_under_its_own_name():
+def test_a_rayservice_is_checked_but_gets_no_pod_group_and_keeps_its_templates():
     obj = {"apiVersion": "ray.io/v1", "kind": "RayService",
            "metadata": {"name": "serve", "namespace": "ray", "annotations": {"gang.admit.dev/min-member": "auto"}},
            "spec": {"serveConfigV2": "applications: []", "rayClusterConfig": raycluster()["spec"]}}
-    plan = validate(request(obj), CONFIG).ensure
-    assert plan.group_name == "serve" and plan.min_member == 5
+    verdict = validate(request(obj), CONFIG)
+    assert verdict.decision.allowed and verdict.ensure is None
+    assert any("serve-raycluster-<5 characters>" in w and "a gang of its own" in w for w in verdict.decision.warnings)
     ops = mutate(request(obj), CONFIG).patch
-    assert any(op["path"].startswith("/spec/rayClusterConfig/workerGroupSpecs/0/template") for op in ops)
+    assert not any(op["path"].startswith("/spec/rayClusterConfig") for op in ops)
+    too_big = dict(obj, metadata=dict(obj["metadata"], annotations={"gang.admit.dev/min-member": "9"}))
+    refused = validate(request(too_big), CONFIG).decision  # refused on the user's object, before KubeRay makes any
+    assert not refused.allowed and "RayService ray/serve runs 5 pods" in refused.message
 
 
-def test_the_controller_claims_a_stored_jobset_and_raycluster_but_not_a_child_or_an_lws():
+def test_the_controller_claims_a_stored_jobset_and_rayclusters_but_not_a_child_or_an_lws():
     stored = lambda o: dict(o, metadata=dict(o["metadata"], uid="u-1", resourceVersion="7"))  # noqa: E731
     js = claim_of(stored(jobset()), Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"), CONFIG)
     assert js is not None and js.key == ("ml", "train") and js.identity == "jobset.x-k8s.io/JobSet/train"
     rc = claim_of(stored(raycluster()), Resource("ray.io", "v1", "rayclusters", "RayCluster"), CONFIG)
     assert rc is not None and rc.key == ("ray", "ray")
     owner = {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "j", "uid": "u", "controller": True}
-    child = claim_of(stored(raycluster(owner=owner)), Resource("ray.io", "v1", "rayclusters", "RayCluster"), CONFIG)
-    assert child is None
+    made = claim_of(stored(raycluster("j-raycluster-q8v4z", owner=owner)),
+                    Resource("ray.io", "v1", "rayclusters", "RayCluster"), CONFIG)  # KubeRay's: a gang of its own
+    assert made is not None and made.key == ("ray", "j-raycluster-q8v4z")
+    assert made.identity == "ray.io/RayCluster/j-raycluster-q8v4z"
+    job = {"apiVersion": "batch/v1", "kind": "Job",  # a JobSet's Job stays a child
+           "metadata": {"name": "train-workers-0", "namespace": "ml", "annotations": {"gang.admit.dev/min-member": "auto"},
+                        "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                             "name": "train", "uid": "u", "controller": True}]},
+           "spec": {"parallelism": 2, "template": {"spec": pod_spec()}}}
+    assert claim_of(stored(job), Resource("batch", "v1", "jobs", "Job"), CONFIG) is None
     assert claim_of(stored(lws()), Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
                     CONFIG) is None
 

@@ -11,15 +11,28 @@ AnyOrder``).
   and never gangs of their own.
 - Pods at once: Σ over replicatedJobs of ``replicas`` (default 1) × the Job's pods at once: ``parallelism``
   (default 1) capped by ``completions`` (Kubernetes docs "Jobs", parallel execution), as for a plain Job.
-- Order: ``spec.startupPolicy.startupPolicyOrder: InOrder`` creates replicatedJob N+1 only once every Job of
-  replicatedJob N is ready; a replicatedJob with ``dependsOn`` waits for the named ones (``Ready`` or ``Complete``).
-  The pods that start first are then those of the first replicatedJob (InOrder) or of the replicatedJobs without
-  ``dependsOn``. admit keeps one PodGroup per JobSet and does **not** split it into one per replicatedJob: a gang
-  larger than the pods that start first deadlocks (the later pods wait for the earlier ones to be Ready, which wait
-  for the gang), so ``auto`` and any minMember above that count are refused with a message naming both fixes
-  (``startupPolicyOrder: AnyOrder``, or a min-member no larger than the first pods). An explicit minMember within
-  the first pods is allowed, with a warning that only those are ganged.
-- ``minResources``: the requests of the first minMember pods, taking replicatedJobs in their start order.
+- Steps that finish first (``dependsOn`` with ``status: Complete``): a replicatedJob that another one waits to
+  *complete* (JobSet KEP-672 "serial job execution", ``pkg/controllers/depends_on.go``: the dependent's Jobs are
+  created only once every Job of the dependency has finished) never runs together with its dependents, so it is no
+  gang member: its pod template gets neither the pod-group label nor ``schedulerName`` and its pods are scheduled on
+  their own. Were it labelled, Coscheduling would count it (``PreFilter`` lists the pods carrying the label, and
+  kube-scheduler's informer drops finished ones: :class:`admit.plan.Wave`): a 1-pod initializer under a gang of
+  ``numNodes`` never passes PreFilter, never completes, and the gang's pods are never created. The gang is the
+  replicatedJobs no one waits to complete (Kubeflow Trainer's ``node`` after ``dataset-initializer`` and
+  ``model-initializer``: minMember = numNodes).
+- Order among gang members: ``spec.startupPolicy.startupPolicyOrder: InOrder`` creates replicatedJob N+1 only once
+  every Job of replicatedJob N is ready; a member with ``dependsOn`` another member (``Ready``, or through a step
+  that waits for one) starts only once that member runs. The members that start first are then the first
+  replicatedJob (InOrder) or the members that wait for no member. admit keeps one PodGroup per JobSet and does
+  **not** split it into one per replicatedJob: a gang larger than the pods that start first deadlocks (the later
+  pods wait for the earlier ones to be Ready, which wait for the gang), so ``auto`` and any minMember above that
+  count are refused with a message naming both fixes (``startupPolicyOrder: AnyOrder``, or a min-member no larger
+  than the first pods). An explicit minMember within the first pods is allowed, with a warning that only those are
+  ganged.
+- A refusal of a JobSet made by Kubeflow Trainer (controller ownerReference to a TrainJob) lands in Trainer's
+  controller log, not with the user: its message names the TrainJob and a fix on the TrainJob (its
+  ``gang.admit.dev/min-member``, ``spec.trainer.numNodes``), not the runtime's JobSet template the user may not own.
+- ``minResources``: the requests of the first minMember member pods, taking replicatedJobs in their start order.
 - A JobSet made by Kubeflow Trainer (controller ownerReference to a ``trainer.kubeflow.org`` TrainJob) whose pod
   templates already carry the pod-group label without admit's managed label was labelled by Trainer's
   ``podGroupPolicy.coscheduling`` plugin, which also makes the PodGroup: admit defers (``admit.families.trainer``).
@@ -42,7 +55,7 @@ from .shared import (
     template_target,
 )
 
-__all__ = ["JOBSET", "resolve_jobset", "replicated_jobs", "KINDS"]
+__all__ = ["JOBSET", "resolve_jobset", "replicated_jobs", "gang_members", "KINDS"]
 
 GROUP = "jobset.x-k8s.io"
 TRAINER_GROUP = "trainer.kubeflow.org"
@@ -51,7 +64,9 @@ TRAINER_GROUP = "trainer.kubeflow.org"
 def replicated_jobs(obj: dict[str, Any], ref: str) -> list[dict[str, Any]]:
     """``[{"name", "index", "replicas", "pods_per_job", "pod_spec", "depends_on"}, ...]`` in spec order.
 
-    ``pods_per_job`` = min(parallelism (default 1), completions) of the replicatedJob's Job template.
+    ``pods_per_job`` = min(parallelism (default 1), completions) of the replicatedJob's Job template;
+    ``depends_on`` = ``[(name, status), ...]`` from ``dependsOn`` (status ``"Ready"`` or ``"Complete"``, the JobSet
+    API's ``DependsOnStatus``; a missing status reads as ``"Ready"``, today's stricter rule).
 
     Raises:
         GangError (400): no ``spec.replicatedJobs``, a replicatedJob that is not an object or has no Job pod
@@ -80,7 +95,8 @@ def replicated_jobs(obj: dict[str, Any], ref: str) -> list[dict[str, Any]]:
         deps = rj.get("dependsOn")
         out.append({
             "name": name, "index": i, "replicas": replicas, "pods_per_job": per_job, "pod_spec": pod_spec,
-            "depends_on": [str(d.get("name")) for d in deps if isinstance(d, dict)] if isinstance(deps, list) else [],
+            "depends_on": [(str(d.get("name")), "Complete" if d.get("status") == "Complete" else "Ready")
+                           for d in deps if isinstance(d, dict)] if isinstance(deps, list) else [],
         })
     return out
 
@@ -98,61 +114,101 @@ def _trainer_ganged(obj: dict[str, Any], config: Config) -> bool:
     return False
 
 
+def gang_members(rjobs: list[dict[str, Any]], in_order: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                                      list[dict[str, Any]]]:
+    """``(steps, members, first)`` of :func:`replicated_jobs` output (rules in the module docstring).
+
+    ``steps``: the replicatedJobs another one waits to complete (``dependsOn ... status: Complete``), not gang
+    members; ``members``: the rest, in spec order; ``first``: the members that start without waiting for another
+    member (the first replicatedJob under ``InOrder``). Pure; a ``dependsOn`` naming no replicatedJob is ignored
+    (the JobSet webhook refuses it).
+    """
+    if in_order:  # InOrder waits for each replicatedJob to be ready, never for one to complete
+        return [], rjobs, rjobs[:1]
+    by_name = {rj["name"]: rj for rj in rjobs}
+    step_names = {dep for rj in rjobs for dep, status in rj["depends_on"] if status == "Complete" and dep in by_name}
+    members = [rj for rj in rjobs if rj["name"] not in step_names]
+    if not members:  # a cycle of Complete dependencies (refused by the JobSet webhook): count every replicatedJob
+        members, step_names = rjobs, set()
+    member_names = {rj["name"] for rj in members}
+    waits: dict[str, bool] = {}
+
+    def waits_for_member(name: str, seen: frozenset[str]) -> bool:
+        if name not in waits:
+            rj = by_name[name]
+            waits[name] = any(
+                dep in member_names or (dep in by_name and dep not in seen and waits_for_member(dep, seen | {dep}))
+                for dep, _ in rj["depends_on"])
+        return waits[name]
+
+    first = [rj for rj in members if not waits_for_member(rj["name"], frozenset({rj["name"]}))]
+    return [rj for rj in rjobs if rj["name"] in step_names], members, first
+
+
 def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a JobSet (rules in the module docstring).
 
-    ``total_pods`` is the number of pods that start without waiting for another replicatedJob; ``min_resources``
-    a ResourceList (``{"cpu": "9", "memory": "18Gi"}``).
+    ``targets`` are the gang members' pod templates (not the steps that complete first); ``total_pods`` is the
+    number of member pods that start without waiting for another member; ``min_resources`` a ResourceList
+    (``{"cpu": "9", "memory": "18Gi"}``) of member pods.
 
     Raises:
         GangError: 400 for a malformed JobSet (see :func:`replicated_jobs`); 403 for a gang that deadlocks under
-            ``InOrder`` or ``dependsOn`` (``auto``, or a minMember above the pods that start first).
+            ``InOrder`` or ``dependsOn`` (``auto``, or a minMember above the pods that start first). For a JobSet
+            made by Kubeflow Trainer the message names the TrainJob and fixes on it.
     """
     name = str(get_path(obj, ("metadata", "name")) or "")
     ref = object_ref("JobSet", namespace, name)
     rjobs = replicated_jobs(obj, ref)
+    in_order = get_path(obj, ("spec", "startupPolicy", "startupPolicyOrder")) == "InOrder"
+    steps, members, first = gang_members(rjobs, in_order)
     targets = [
         template_target(("spec", "replicatedJobs", str(rj["index"]), "template", "spec", "template"),
                         f"replicatedJob {rj['name']}")
-        for rj in rjobs
+        for rj in members
     ]
-    in_order = get_path(obj, ("spec", "startupPolicy", "startupPolicyOrder")) == "InOrder"
-    if in_order:
-        first = rjobs[:1]
-        order_text = "startupPolicyOrder: InOrder"
-    elif any(rj["depends_on"] for rj in rjobs):
-        first = [rj for rj in rjobs if not rj["depends_on"]]
-        order_text = "dependsOn"
-    else:
-        first, order_text = rjobs, ""
-    total_all = sum(rj["replicas"] * rj["pods_per_job"] for rj in rjobs)
+    ordered_text = "startupPolicyOrder: InOrder" if in_order else "dependsOn"
+    order_text = ordered_text if len(first) < len(members) else ""
+    total_all = sum(rj["replicas"] * rj["pods_per_job"] for rj in members)
     total_first = sum(rj["replicas"] * rj["pods_per_job"] for rj in first)
-    ordered = rjobs if not order_text else first + [rj for rj in rjobs if rj not in first]
+    ordered = first + [rj for rj in members if rj not in first]
 
     plan = GangPlan(
         kind="JobSet", api_group=GROUP, name=name, namespace=namespace, group_name=name, min_member=1,
         total_pods=total_first, targets=targets,
-        total_field=("Σ replicatedJobs[*].replicas × pods per Job" if not order_text
+        total_field=("Σ replicatedJobs[*].replicas × pods per Job" if not order_text and not steps
                      else f"pods of the replicatedJobs that start first ({', '.join(rj['name'] for rj in first)})"),
         schedule_timeout_seconds=ann.schedule_timeout_seconds,
     )
+    owner = controller_owner(obj)
+    trainjob = owner[2] if owner is not None and owner[:2] == (TRAINER_GROUP, "TrainJob") else None
+    if trainjob is not None:
+        ref = f"{ref} (made by Kubeflow Trainer for {object_ref('TrainJob', namespace, trainjob)})"
     if _trainer_ganged(obj, config):
-        owner = controller_owner(obj)
-        assert owner is not None
+        assert trainjob is not None
         return defer_to_operator(
-            plan, f"its pod templates were labelled by Kubeflow Trainer for TrainJob {owner[2]} (runtime "
+            plan, f"its pod templates were labelled by Kubeflow Trainer for TrainJob {trainjob} (runtime "
             "podGroupPolicy.coscheduling: Trainer makes the PodGroup)", config)
     plan.group_name = choose_group_name(obj, ann, targets, config, "JobSet", name)
+    if steps:
+        plan.warnings.append(
+            f"{ref}: replicatedJob(s) {', '.join(rj['name'] for rj in steps)} complete before the others start "
+            f"(dependsOn status: Complete), so they are not in PodGroup {plan.group_name}: their pods carry no "
+            f"{config.pod_group_label} label and are scheduled on their own")
 
     if order_text and total_first < total_all:
-        fix = ("set spec.startupPolicy.startupPolicyOrder: AnyOrder" if in_order
-               else "remove dependsOn so that all replicatedJobs start together")
+        if trainjob is not None:
+            fix = (f"pick a runtime whose trainer replicatedJobs start together, or set {config.min_member_key} on "
+                   f"TrainJob {namespace}/{trainjob} (admit passes it on to this JobSet)")
+        else:
+            fix = ("set spec.startupPolicy.startupPolicyOrder: AnyOrder" if in_order
+                   else "remove the dependsOn between gang members so that they start together")
         if ann.min_member is None:
             raise GangError(
-                f"{ref} starts its replicatedJobs in order ({order_text}): only {total_first} of its {total_all} pods "
-                f"start before the others wait for them to be Ready, so one gang of all {total_all} pods deadlocks. "
-                f"admit keeps one PodGroup per JobSet and does not split it per replicatedJob; {fix}, or set "
-                f"{config.min_member_key} to at most {total_first} to gang only the pods that start first"
+                f"{ref} starts its replicatedJobs in order ({order_text}): only {total_first} of its {total_all} "
+                f"pods start before the others wait for them to be Ready, so one gang of all {total_all} pods "
+                f"deadlocks. admit keeps one PodGroup per JobSet and does not split it per replicatedJob; {fix}, or "
+                f"set {config.min_member_key} to at most {total_first} to gang only the pods that start first"
             )
         if ann.min_member > total_first:
             raise GangError(
@@ -166,8 +222,12 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
             f"{ann.min_member} pod(s); the pods of the later replicatedJobs join it once it runs"
         )
     plan.min_member = gang_min_member(ann, total_first)
+    if trainjob is not None:
+        raise_fix = (f"Raise spec.trainer.numNodes of TrainJob {namespace}/{trainjob}")
+    else:
+        raise_fix = "Raise the replicatedJobs' replicas or their Jobs' parallelism"
     refuse_below(plan, ann, config, " + ".join(f"{rj['name']} {rj['replicas']} x {rj['pods_per_job']}" for rj in first),
-                 "Raise the replicatedJobs' replicas or their Jobs' parallelism")
+                 raise_fix, ref=ref)
     for rj in rjobs:
         if rj["replicas"] == 0 or rj["pods_per_job"] == 0:
             plan.warnings.append(f"{ref}: replicatedJob {rj['name']} runs no pods (replicas or parallelism 0)")

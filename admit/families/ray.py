@@ -1,4 +1,4 @@
-"""Ray (``ray.io/v1``): RayCluster, RayJob, RayService; a RayJob's or RayService's RayCluster is a child.
+"""Ray (``ray.io/v1``): RayCluster, RayJob, RayService; one gang per RayCluster, also the ones KubeRay makes.
 
 Sources: ray-project/kuberay ``ray-operator/apis/ray/v1/raycluster_types.go`` (``headGroupSpec``,
 ``workerGroupSpecs[].replicas / minReplicas / maxReplicas / numOfHosts / suspend``, ``enableInTreeAutoscaling``),
@@ -13,25 +13,41 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
   (``enableInTreeAutoscaling: true``) 1 + Σ ``minReplicas`` × numOfHosts: the autoscaler may shrink the cluster to
   its minimum, and a gang larger than that would hold new pods back after a scale-down.
 - Pod templates: ``headGroupSpec.template`` and each ``workerGroupSpecs[i].template`` (under ``spec`` of a
-  RayCluster, ``spec.rayClusterSpec`` of a RayJob, ``spec.rayClusterConfig`` of a RayService). KubeRay copies them
-  into the RayCluster it creates for a RayJob or RayService (controller ownerReference to it), so that cluster's
-  pods join the PodGroup named after the RayJob/RayService; the RayCluster itself is a child (``admit.children``).
+  RayCluster, ``spec.rayClusterSpec`` of a RayJob, ``spec.rayClusterConfig`` of a RayService).
+- One gang per RayCluster. KubeRay makes a RayCluster for a RayJob or RayService (``constructRayClusterForRayJob``,
+  ``constructRayClusterForRayService``): named ``<parent>-raycluster-<5 random characters>``
+  (``utils.GenerateRayClusterName``), the parent's labels and **annotations** copied, the cluster spec copied, a
+  controller ownerReference to the parent. A RayService upgrade runs a second such cluster beside the serving one,
+  and a RayJob retry makes a new one. Were they one gang named after the parent, Coscheduling would count the
+  serving cluster's running pods toward the new cluster's quorum (``PreFilter`` counts every pod carrying the
+  label) and let the new pods through one by one (ray-project/kuberay#4239, ray-project/kuberay#1476). So:
+
+  - a RayCluster that KubeRay made is a gang of its own (it is deliberately *not* registered as a child of its
+    RayJob/RayService, ``admit.children``): PodGroup named after the RayCluster (whose name KubeRay makes unique),
+    whatever pod-group annotation or template label it inherited from its parent, created at its admission and
+    adopted by it (ownerReference to the RayCluster), so the garbage collector deletes it with that cluster;
+  - a RayJob or RayService gets no PodGroup and its templates are left as written; its shape is still checked at
+    its own admission (a refusal there lands with the user), and a refusal of a cluster KubeRay made names the
+    RayJob/RayService and its fields.
   A RayJob with ``clusterSelector`` and no ``rayClusterSpec`` runs on an existing cluster: nothing to gang.
 - ``minResources``: the head first, then the worker groups in order, up to minMember pods.
 - KubeRay gangs a cluster itself when it carries the label ``ray.io/gang-scheduling-enabled`` (with the operator
   started with ``--batch-scheduler=scheduler-plugins``: PodGroup named after the RayCluster, minMember desired
-  replicas + 1) or names another batch scheduler with ``ray.io/scheduler-name`` (Volcano, YuniKorn). A RayJob's or
-  RayService's labels reach the RayCluster KubeRay makes. admit then defers (``shared.defer_to_operator``).
+  replicas + 1, one per RayCluster) or names another batch scheduler with ``ray.io/scheduler-name`` (Volcano,
+  YuniKorn). A RayJob's or RayService's labels reach the RayCluster KubeRay makes. admit then defers
+  (``shared.defer_to_operator``), on the parent and on its clusters.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..config import Config
-from ..plan import GangAnnotations, GangError, GangPlan, choose_group_name, get_path, int_field
+from ..plan import GangAnnotations, GangError, GangPlan, check_group_name, choose_group_name, get_path, int_field
 from .shared import (
     WorkloadKind,
+    controller_owner,
     defer_to_operator,
     gang_min_member,
     min_resources_of,
@@ -40,7 +56,8 @@ from .shared import (
     template_target,
 )
 
-__all__ = ["RAYCLUSTER", "RAYJOB", "RAYSERVICE", "KINDS", "resolve_ray", "ray_pods", "GANG_LABEL", "SCHEDULER_LABEL"]
+__all__ = ["RAYCLUSTER", "RAYJOB", "RAYSERVICE", "KINDS", "resolve_ray", "ray_pods", "kuberay_parent",
+           "cluster_group_name", "GANG_LABEL", "SCHEDULER_LABEL"]
 
 GROUP = "ray.io"
 GANG_LABEL = "ray.io/gang-scheduling-enabled"
@@ -53,6 +70,24 @@ CLUSTER_SPEC: dict[str, tuple[str, ...]] = {
     "RayJob": ("spec", "rayClusterSpec"),
     "RayService": ("spec", "rayClusterConfig"),
 }
+
+
+def kuberay_parent(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """``(kind, name)`` of the RayJob or RayService that made RayCluster ``obj`` (its controller ownerReference,
+    ``ctrl.SetControllerReference`` in KubeRay), or ``None`` for a RayCluster a user wrote."""
+    owner = controller_owner(obj)
+    if owner is not None and owner[0] == GROUP and owner[1] in ("RayJob", "RayService"):
+        return owner[1], owner[2]
+    return None
+
+
+def cluster_group_name(name: str) -> str:
+    """The PodGroup name of a RayCluster KubeRay made: its own name, or where that is no valid label value (over 63
+    characters) its first 57 characters and 5 hex digits of its SHA-256, so that two clusters never share one."""
+    if check_group_name(name) is None:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:5]
+    return f"{name[:57].rstrip('-.')}-{digest}"
 
 
 def ray_pods(cluster: dict[str, Any], prefix: tuple[str, ...], ref: str) -> tuple[list[dict[str, Any]], bool]:
@@ -123,9 +158,29 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
             return plan
         raise GangError(f"{ref} has no {'.'.join(prefix)}: it needs a Ray cluster spec (headGroupSpec, workerGroupSpecs)",
                         400)
+    parent = kuberay_parent(obj) if kind == "RayCluster" else None
+    fields = ".".join(prefix)
+    if parent is not None:  # messages name the user's object and its fields
+        ref = f"{ref} (made by KubeRay for {object_ref(parent[0], namespace, parent[1])})"
+        fields = f"{'.'.join(CLUSTER_SPEC[parent[0]])} of {object_ref(parent[0], namespace, parent[1])}"
     pods, autoscaling = ray_pods(cluster, prefix, ref)
-    plan.targets = [template_target(p["path"], p["where"]) for p in pods]
-    plan.group_name = choose_group_name(obj, ann, plan.targets, config, kind, name)
+    targets = [template_target(p["path"], p["where"]) for p in pods]
+    if kind != "RayCluster":
+        plan.create_pod_group = False  # its clusters gang, one PodGroup each; its own templates stay as written
+        plan.group_name = name  # no PodGroup of this name is made: only messages read it
+        plan.warnings.append(
+            f"{ref}: each RayCluster KubeRay makes for it ({name}-raycluster-<5 characters>; a new one on every "
+            f"{'retry' if kind == 'RayJob' else 'upgrade'}) is a gang of its own: a PodGroup named after that "
+            "RayCluster and owned by it, so an old cluster's pods never count toward a new one's quorum")
+        if ann.pod_group is not None:
+            plan.warnings.append(f"{ref}: annotation {config.pod_group_key} is not used: KubeRay copies it onto "
+                                 "every RayCluster it makes, and each of them needs a PodGroup of its own")
+    elif parent is not None and name:
+        plan.targets = targets
+        plan.group_name = cluster_group_name(name)
+    else:
+        plan.targets = targets
+        plan.group_name = choose_group_name(obj, ann, plan.targets, config, kind, name)
     total = sum(p["desired"] for p in pods)
     plan.total_pods = total
     plan.total_field = "1 head + Σ workerGroupSpecs[*] desired replicas × numOfHosts"
@@ -140,8 +195,8 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         plan.min_member = gang_min_member(ann, total)
     workers = total - 1
     refuse_below(plan, ann, config, f"1 head + {workers} worker{'s' if workers != 1 else ''}",
-                 f"Raise {'.'.join(prefix)}.workerGroupSpecs[*].replicas (and minReplicas) so that head and workers "
-                 f"reach {plan.min_member}")
+                 f"Raise {fields}.workerGroupSpecs[*].replicas (and minReplicas) so that head and workers "
+                 f"reach {plan.min_member}", ref=ref)
     plan.min_resources = min_resources_of([(p["pod_spec"], p["desired"]) for p in pods], plan.min_member, ann, ref)
     return plan
 
@@ -155,9 +210,8 @@ def _resolver(kind: str):  # noqa: ANN202 - a Resolver
 
 
 RAYCLUSTER = WorkloadKind(GROUP, "RayCluster", (("v1", "rayclusters"),), _resolver("RayCluster"))
-RAYJOB = WorkloadKind(GROUP, "RayJob", (("v1", "rayjobs"),), _resolver("RayJob"),
-                      children=((GROUP, "RayCluster"), ("batch", "Job")))
-RAYSERVICE = WorkloadKind(GROUP, "RayService", (("v1", "rayservices"),), _resolver("RayService"),
-                          children=((GROUP, "RayCluster"),))
+# A RayJob's submitter Job is its child; its RayClusters are not: each is a gang of its own (module docstring).
+RAYJOB = WorkloadKind(GROUP, "RayJob", (("v1", "rayjobs"),), _resolver("RayJob"), children=(("batch", "Job"),))
+RAYSERVICE = WorkloadKind(GROUP, "RayService", (("v1", "rayservices"),), _resolver("RayService"))
 
 KINDS = (RAYCLUSTER, RAYJOB, RAYSERVICE)

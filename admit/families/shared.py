@@ -8,10 +8,15 @@ controller creates (its children). ``admit.kinds`` registers them; nothing here 
 The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgrouper hub, STYLE.md):
 
 - **Children** (``admit.children``, the one registry of parent kinds): each kind lists the kinds its controller
-  creates (``WorkloadKind.children``) and ``admit.kinds`` registers them there. A JobSet's Jobs, a RayJob's or
-  RayService's RayCluster (controller ownerReference to the parent) are then part of the parent's gang and never a
-  gang of their own: their templates come from the parent, already labelled, and when their controller also copies
-  the parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
+  creates (``WorkloadKind.children``) and ``admit.kinds`` registers them there. A JobSet's Jobs, a RayJob's
+  submitter Job (controller ownerReference to the parent) are then part of the parent's gang and never a gang of
+  their own: their templates come from the parent, already labelled, and when their controller also copies the
+  parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
+- **A child that gangs on its own** is simply not registered as a child: its kind's resolver reads the controller
+  ownerReference itself (:func:`controller_owner`) to name its group and to word its refusals after the user's
+  object. A RayCluster KubeRay makes for a RayJob or RayService is one (``admit.families.ray``): several of them
+  run at once during an upgrade or a retry, each needs its own PodGroup, and the PodGroup controller then creates,
+  adopts and cleans up that PodGroup as for any gang workload (ownerReference to the RayCluster).
 - **Deferring to an operator** (:func:`defer_to_operator`): when the workload's own operator makes the PodGroup
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
   fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
@@ -148,10 +153,12 @@ def min_resources_of(
 
 
 
-def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str) -> None:
+def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str,
+                 ref: str | None = None) -> None:
     """Refuse a plan whose pods (``plan.total_pods``) are fewer than its minMember, in the family's words.
 
-    ``counted`` says what the pods are (``"1 head + 2 workers"``); ``fix`` which field to raise.
+    ``counted`` says what the pods are (``"1 head + 2 workers"``); ``fix`` which field to raise; ``ref`` how the
+    message names the object (default ``plan.ref``; an operator's object names the user's object that made it).
 
     Raises:
         GangError (403): ``0 < total_pods < min_member``.
@@ -161,7 +168,7 @@ def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: 
         return
     source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
     raise GangError(
-        f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({counted}) but its gang needs minMember "
+        f"{ref or plan.ref} runs {total} pod{'s' if total != 1 else ''} ({counted}) but its gang needs minMember "
         f"{plan.min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. {fix}, or "
         f"lower {config.min_member_key}"
     )

@@ -101,6 +101,7 @@ BUILTIN_GROUPS = frozenset(
         "scheduling.k8s.io",
         "apiextensions.k8s.io",
         "discovery.k8s.io",
+        "resource.k8s.io",
     }
 )
 
@@ -165,6 +166,8 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations",
         namespaced=False, status=False),
     _rt("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
+    # DRA DeviceClasses (resource.k8s.io/v1, GA in 1.34; cluster-scoped, no status): admit reads spec.extendedResourceName
+    _rt("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", namespaced=False, status=False),
     _rt("kubeflow.org", "v1", "TFJob", "tfjobs"),
     _rt("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
     _rt("kubeflow.org", "v1", "MPIJob", "mpijobs"),

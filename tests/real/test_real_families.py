@@ -70,6 +70,65 @@ def test_an_in_order_jobset_is_refused_by_kube_apiserver_with_the_fix(plane, ns)
     assert pod_groups(cp, ns) == {}
 
 
+def initializer_jobset(ns, nodes=2):
+    """A JobSet in the shape Kubeflow Trainer makes from a torchtune-style runtime (hand-made: no Trainer runs here):
+    ``dataset-initializer`` and ``model-initializer`` (1 pod each), then ``node`` (``nodes`` pods) with ``dependsOn``
+    both ``status: Complete``, the ``trainer.kubeflow.org/trainjob-ancestor-step`` labels, small requests."""
+    def rj(name, step, pods, depends_on=None):
+        out = {"name": name, "replicas": 1, "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": step}},
+            "spec": {"parallelism": pods, "completions": pods, "template": {"metadata": {"labels": {"team": "ml"}},
+                                                                            "spec": {"restartPolicy": "OnFailure",
+                                                                                     "containers": [container()]}}}}}
+        if depends_on:
+            out["dependsOn"] = [{"name": d, "status": "Complete"} for d in depends_on]
+        return out
+
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "llama-sft", "namespace": ns, "annotations": {"gang.admit.dev/min-member": "auto"}},
+            "spec": {"replicatedJobs": [
+                rj("dataset-initializer", "dataset-initializer", 1),
+                rj("model-initializer", "model-initializer", 1),
+                rj("node", "trainer", nodes, ["dataset-initializer", "model-initializer"])]}}
+
+
+@pytest.mark.needs("apiserver")
+def test_a_jobset_with_initializers_gangs_only_the_pods_that_run_together(plane, ns):
+    cp = plane.cp
+    stored = cp.rest("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", body=initializer_jobset(ns))
+    templates = {rj["name"]: rj["template"]["spec"]["template"] for rj in stored["spec"]["replicatedJobs"]}
+    assert templates["node"]["metadata"]["labels"] == {"team": "ml", LABEL: "llama-sft"}
+    assert templates["node"]["spec"]["schedulerName"] == SCHEDULER
+    for step in ("dataset-initializer", "model-initializer"):  # as written: Coscheduling must not count them
+        assert templates[step]["metadata"]["labels"] == {"team": "ml"}
+        assert "schedulerName" not in templates[step]["spec"]
+    assert pod_groups(cp, ns)["llama-sft"]["spec"] == {"minMember": 2,
+                                                       "minResources": {"cpu": "200m", "memory": "128Mi"}}
+
+
+@pytest.mark.needs("apiserver")
+@pytest.mark.needs("apiserver")
+def test_min_resources_leaves_out_an_extended_resource_a_device_class_serves(plane, ns):
+    cp = plane.cp
+    name = f"gpu-{ns}"[:63]
+    device_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+                    "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}],
+                             "extendedResourceName": f"example.com/{name}"}}
+    stored = cp.rest("POST", "/apis/resource.k8s.io/v1/deviceclasses", body=device_class)
+    try:
+        if not stored["spec"].get("extendedResourceName"):
+            pytest.skip("kube-apiserver dropped spec.extendedResourceName: feature gate DRAExtendedResource is off")
+        dep = gang_deployment("infer", replicas=2, min_member=2)
+        dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {f"example.com/{name}": "1"}
+        cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=dep)
+        # admission reads admit's DeviceClass cache; if it had not seen the class yet, the controller corrects it
+        spec = wait_for(lambda: (pod_groups(cp, ns).get("infer") or {}).get("spec", {}).get("minResources") == {
+            "cpu": "200m", "memory": "128Mi"} and pod_groups(cp, ns)["infer"]["spec"], what="minResources without it")
+        assert spec["minMember"] == 2
+    finally:
+        cp.rest("DELETE", f"/apis/resource.k8s.io/v1/deviceclasses/{name}")
+
+
 def lws_manifest(ns):
     """examples/leaderworkerset-vllm.yaml with one group of 3 small pods that fit the plane."""
     lws = example("leaderworkerset-vllm.yaml")
