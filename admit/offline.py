@@ -403,7 +403,12 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None)
         if not r["allowed"]:
             note = clip_message(r["message"].replace("\n", " "), 400)
         elif r["warnings"]:
-            note = f"{len(r['warnings'])} warning{'s' if len(r['warnings']) != 1 else ''} (-v shows them)"
+            # the first warning itself: a misspelt key (gang.admit.dev/minmember) leaves the object no gang, and a
+            # count alone reads as "fine" in a CI log
+            more = len(r["warnings"]) - 1
+            note = "warning: " + clip_message(r["warnings"][0].replace("\n", " "), 300)
+            if more:
+                note += f" (+{more} more warning{'s' if more != 1 else ''}: -v shows them)"
         elif not (r["patch"] or r["podGroups"]):
             note = "not a gang: unchanged"
         rows.append(("ALLOWED" if r["allowed"] else "DENIED", f"{r['kind']} {where}", group, min_member, note))
@@ -415,6 +420,9 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None)
     allowed = sum(1 for r in results if r["allowed"])
     n = len(results)
     summary = f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied"
+    warned = sum(1 for r in results if r["allowed"] and r["warnings"])
+    if warned:
+        summary += f" ({warned} with warnings)"
     if errors:
         summary += f", {len(errors)} unreadable (see above)"
     out.append("")
