@@ -85,8 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--dev", action="store_true",
                        help="try admit without a cluster: development certificates next to --tls-cert-file (reused "
-                            "when there), the in-repo fake Kubernetes API, 127.0.0.1 (README, 'Try it without a "
-                            "cluster')")
+                            "when there), the in-repo fake Kubernetes API holding the walk-through's Deployments, its "
+                            "address in <cert dir>/dev.env, 127.0.0.1, no --shutdown-delay (README, 'Try it without "
+                            "a cluster')")
     serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s; 127.0.0.1 with --dev)")
     serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
     serve.add_argument("--cert-mode", choices=("files", "self"), default="files",

@@ -34,7 +34,8 @@ from .echo import clip_message
 from .plan import generated_group_name, get_path
 from .review import AdmissionRequest, BadReview, dumps, parse_review
 
-__all__ = ["InputError", "OfflineKube", "load_documents", "review_documents", "format_text", "format_lines"]
+__all__ = ["InputError", "OfflineKube", "load_documents", "manifest_request", "review_documents", "format_text",
+           "format_lines"]
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -220,7 +221,9 @@ def _fill_generated_name(req: AdmissionRequest, obj: dict[str, Any] | None) -> A
     return dataclasses.replace(req, object=obj, name=name)
 
 
-def _manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRequest:
+def manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRequest:
+    """The CREATE AdmissionRequest kube-apiserver would send for manifest ``doc`` (not a dry run; ``uid`` random
+    unless given; namespace "default" when the manifest has none, as ``kubectl apply`` without ``-n``)."""
     api_version = str(doc.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
     kind = str(doc.get("kind", ""))
@@ -273,7 +276,7 @@ async def review_documents(
                 errors.append(f"{source}: {e}")
                 continue
         else:
-            req = _manifest_request(doc, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:{source}#{i}")))
+            req = manifest_request(doc, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:{source}#{i}")))
         mutation = admission.mutate(req)
         if mutation.lookup is not None:
             mutation = await admission.finish_mutation(req, mutation)
