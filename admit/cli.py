@@ -1,6 +1,6 @@
 """Command line: ``admit serve``, ``admit review``, ``admit status``, ``admit certs`` (argparse).
 
-- ``admit serve``: the HTTPS webhook server (flags in docs/CONTRACTS.md and ``admit serve --help``).
+- ``admit serve``: the HTTPS webhook server (flags in docs/cli.md and ``admit serve --help``).
 - ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied
   (``--strict``: or warned), 2 on unreadable input (the file and the reason on stderr).
 - ``admit status``: one line per gang with the reason its pods wait (``admit/status.py``), once or ``--watch``.

@@ -142,3 +142,16 @@ def test_the_project_urls_name_one_home():
     assert chart["home"] == home and home in chart["sources"]
     assert f'Homepage = "{home}"' in (ROOT / "pyproject.toml").read_text()
     assert f'org.opencontainers.image.source="{home}"' in (ROOT / "Dockerfile").read_text()
+
+
+def test_the_cli_reference_is_generated_from_the_argument_parsers(monkeypatch):
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)  # a default some flags' help names, not the page
+    sys.path.insert(0, str(ROOT / "hack"))
+    try:
+        cli_docs = importlib.import_module("cli_docs")
+    finally:
+        sys.path.pop(0)
+    text = (ROOT / "docs" / "cli.md").read_text()
+    assert text == cli_docs.render(), "docs/cli.md is out of date: run `python hack/cli_docs.py > docs/cli.md`"
+    for flag in ("--strict", "--dev", "--gang-backend", "--shutdown-delay", "--all-namespaces", "--force"):
+        assert f"`{flag}`" in text

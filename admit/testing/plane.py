@@ -36,7 +36,7 @@ What it sets up (flags and traps from ``shared/k8s/README.md``):
   kubeconfig; the chart's own rendered Mutating/ValidatingWebhookConfigurations (rules, matchConditions,
   failurePolicies, timeouts) are registered with ``clientConfig.url`` = the subprocess and ``caBundle`` = the test CA.
 
-``ControlPlane(native_gang=True)`` (issue 12) also turns on Kubernetes' native gang scheduling as
+``ControlPlane(native_gang=True)`` also turns on Kubernetes' native gang scheduling as
 ``shared/k8s/README.md`` gives it for 1.36: ``--feature-gates=GenericWorkload=true,GangScheduling=true`` on
 kube-apiserver and kube-controller-manager, ``--runtime-config=scheduling.k8s.io/v1alpha2=true`` on kube-apiserver,
 and the stock ``kube-scheduler`` (its ``default-scheduler`` profile runs the GangScheduling plugin) with the gates, as
@@ -389,11 +389,11 @@ class ControlPlane:
         pod_group_backoff_seconds: Coscheduling ``podGroupBackoffSeconds``; 0 (scheduler-plugins' default, and what
             its Helm chart installs) turns the backoff off. With a backoff, no scheduler-plugins controller and
             nothing else to schedule, a gang retried during its backoff (its first pod was tried before its siblings
-            existed) stays unschedulable until kube-scheduler's 5-minute flush (README, "Why are my pods
+            existed) stays unschedulable until kube-scheduler's 5-minute flush (docs/operations.md, "Why are my pods
             Pending?"), so the shared test plane keeps the default.
         kubelet: run the :class:`Kubelet` thread.
         shared: the ``shared/k8s`` folder (manifests; binaries unless ``binaries`` or ``$ADMIT_K8S_ASSETS``).
-        native_gang: also run Kubernetes' native gang scheduling (issue 12): :data:`NATIVE_GANG_GATES` on
+        native_gang: also run Kubernetes' native gang scheduling: :data:`NATIVE_GANG_GATES` on
             kube-apiserver and kube-controller-manager, :data:`NATIVE_GANG_RUNTIME_CONFIG` on kube-apiserver, and the
             stock ``kube-scheduler`` (profile ``default-scheduler``, user ``system:kube-scheduler``) with the gates.
 
