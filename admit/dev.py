@@ -31,7 +31,8 @@ __all__ = ["serve_dev", "store_walkthrough_workloads", "FAKE_API_ENV"]
 #: The variable ``<cert dir>/dev.env`` exports: the fake API's URL, for the walk-through's ``curl`` commands.
 FAKE_API_ENV = "ADMIT_FAKE_API"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-#: AdmissionReviews of the walk-through (README, "Try it without a cluster") whose workloads dev mode stores.
+#: Files of the walk-through (README, "Try it without a cluster") whose workloads dev mode stores: an AdmissionReview
+#: (its ``request.object``) or a manifest.
 WALKTHROUGH = ("admission-review-deployment-validate.json", "web-gang-deployment.yaml")
 
 log = logging.getLogger("admit.dev")

@@ -126,11 +126,12 @@ def not_a_string_message(key: str, value: Any) -> str:
     ObjectMeta.metadata.annotations of type string"), before any webhook; admit only meets it in ``admit review``
     or from a client that skipped the decode. The message names the fix: quote the value.
     """
-    got = f"got {type(value).__name__} {clip(value)}"
+    shown = clip(value)  # bounded: reprlib cuts a long number or a nested value
+    got = f"got {type(value).__name__} {shown}"
     if isinstance(value, bool):
-        fix = f'quote it: {key}: "{str(value).lower()}"'
+        fix = f'quote it: {key}: "{shown.lower()}"'
     elif isinstance(value, (int, float)):
-        fix = f'quote it: {key}: "{value}"'
+        fix = f'quote it: {key}: "{shown}"'
     else:
         fix = "write it as one quoted string"
     return (f"annotation {key} must be a string, {got}: {fix}. Annotation values are strings (metadata.annotations "

@@ -255,3 +255,4 @@ async def test_a_review_without_api_version_or_kind_says_what_is_missing(webhook
     resp = await webhook.post("/mutate", json=review)
     text = await resp.text()
     assert resp.status == 400 and "kind is missing" in text and "None" not in text
+
