@@ -1,4 +1,4 @@
-"""Hostile and broken input through the HTTP server: quantities outside Kubernetes' grammar and range,
+"""Hostile and broken input through the HTTP server (issue 15): quantities outside Kubernetes' grammar and range,
 deeply nested JSON on both JSON backends, wrong shapes where lists and maps belong, huge values echoed back, and a
 bug in the decision code. Each is answered with a 400/403 that names the field, never a 5xx or a "retry"."""
 
@@ -255,4 +255,3 @@ async def test_a_review_without_api_version_or_kind_says_what_is_missing(webhook
     resp = await webhook.post("/mutate", json=review)
     text = await resp.text()
     assert resp.status == 400 and "kind is missing" in text and "None" not in text
-
