@@ -155,3 +155,16 @@ def test_the_cli_reference_is_generated_from_the_argument_parsers(monkeypatch):
     assert text == cli_docs.render(), "docs/cli.md is out of date: run `python hack/cli_docs.py > docs/cli.md`"
     for flag in ("--strict", "--dev", "--gang-backend", "--shutdown-delay", "--all-namespaces", "--force"):
         assert f"`{flag}`" in text
+
+
+def test_the_readme_fits_on_a_few_screens_and_nothing_cites_an_issue_number():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250, "README.md is an overview: move the depth to docs/"
+    # a bare tracker number means nothing to a reader outside the tracker: write the rule instead. An upstream
+    # reference that names its repository (kubeflow/mpi-operator issue #608) can be looked up and is fine.
+    for path in [ROOT / "README.md", ROOT / "CHANGELOG.md", *ROOT.glob("docs/*.md"), *ROOT.glob("admit/**/*.py"),
+                 *ROOT.glob("tests/**/*.py"), *ROOT.glob("bench/*.py"), *ROOT.glob("hack/*")]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for m in re.finditer(r"\b[Ii]ssues? #?\d+", line):
+                words = line[: m.start()].split()
+                assert words and "/" in words[-1].lstrip("("), f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
