@@ -1,5 +1,5 @@
 # Image of admit, referenced by charts/admit (image.repository / image.tag, default tag = the chart's appVersion).
-#   docker build -t admit:0.1.0 .
+#   docker build -t admit:dev .      (a release: hack/build-image.sh, as .github/workflows/release.yml runs it)
 # Two stages: the builder installs admit and its dependencies into a virtualenv; the runtime stage copies only
 # that virtualenv (no pip cache, no build tools, no sources) and runs as a non-root user.
 
@@ -23,7 +23,8 @@ RUN pip install --no-cache-dir ".[fast]" \
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="admit" \
       org.opencontainers.image.description="Admission webhook for gang scheduling with scheduler-plugins Coscheduling" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/admit-dev/admit"
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

@@ -1,6 +1,6 @@
 """Objects a controller makes from a gang workload: children join their parent's group and are never a gang.
 
-The rule (issue 10; DESIGN.md, "Known traps"): an object whose **controller ownerReference** names a kind that is
+The rule (DESIGN.md, "Known traps"): an object whose **controller ownerReference** names a kind that is
 registered here as its parent is a *child*. admit treats it as part of its parent's gang, not as a gang of its own:
 
 - ``/mutate``: no patch. The parent's template already carries the pod-group label and ``schedulerName`` admit put

@@ -1,7 +1,7 @@
 """What the PodGroup controller watches, and the small records its caches keep: each stored gang workload's
 :class:`Claim` (the PodGroup it asks for) and each PodGroup's decision-relevant fields. Pure.
 
-Memory (issue 16): a stored Deployment arrives as about 5 KB of JSON (managedFields, the last-applied annotation,
+Memory: a stored Deployment arrives as about 5 KB of JSON (managedFields, the last-applied annotation,
 status, the whole pod template) and became about 23 KiB of Python objects when cached as it came, with about 76
 objects the cyclic garbage collector tracks. The caches keep only what decisions need instead
 (``WatchCache(transform=...)``, as client-go's ``SetTransform``):

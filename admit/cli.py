@@ -1,8 +1,8 @@
 """Command line: ``admit serve``, ``admit review``, ``admit status``, ``admit certs`` (argparse).
 
-- ``admit serve``: the HTTPS webhook server (flags in docs/CONTRACTS.md and ``admit serve --help``).
-- ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied,
-  2 on unreadable input (the file and the reason on stderr).
+- ``admit serve``: the HTTPS webhook server (flags in docs/cli.md and ``admit serve --help``).
+- ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied
+  (``--strict``: or warned), 2 on unreadable input (the file and the reason on stderr).
 - ``admit status``: one line per gang with the reason its pods wait (``admit/status.py``), once or ``--watch``.
 - ``admit certs``: a development CA and serving pair in ``certs/`` (private keys mode 0600, git-ignored).
 """
@@ -89,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--dev", action="store_true",
                        help="try admit without a cluster: development certificates next to --tls-cert-file (reused "
-                            "when there), the in-repo fake Kubernetes API, 127.0.0.1 (README, 'Try it without a "
-                            "cluster')")
+                            "when there), the in-repo fake Kubernetes API holding the walk-through's Deployments, its "
+                            "address in <cert dir>/dev.env, 127.0.0.1, no --shutdown-delay (README, 'Try it without "
+                            "a cluster')")
     serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s; 127.0.0.1 with --dev)")
     serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
     serve.add_argument("--cert-mode", choices=("files", "self"), default="files",
@@ -168,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the webhook's own decisions offline: one line per object (verdict, kind/name, PodGroup, "
                     "minMember; the reason of a refusal). -v adds warnings, the JSONPatch, the PodGroups and the "
                     "object after mutation; -o yaml/json gives everything. Exit 0 when all are allowed, 1 when any is "
-                    "denied, 2 when a file cannot be read (reported on stderr; the other files are still reviewed).",
+                    "denied (with --strict: or has a warning), 2 when a file cannot be read (reported on stderr; the "
+                    "other files are still reviewed).",
     )
     review.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
                         help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
@@ -178,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("-v", "--verbose", action="store_true",
                         help="text output: warnings, JSONPatch, PodGroups and the object after mutation per object")
     review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
+    review.add_argument("--strict", action="store_true",
+                        help="exit 1 when any object gets a warning too (a misspelt annotation key, a gang "
+                             "annotation admit ignores), as linters' --strict: for CI")
     review.add_argument("--workload-api-version", choices=WORKLOAD_API_VERSIONS, default="v1alpha2",
                         help="scheduling.k8s.io version of the workload-api backend's objects: v1alpha2 "
                              "(Kubernetes 1.36), v1alpha3 or v1beta1 (1.37), v1 (1.38) (default: %(default)s; admit "
@@ -272,6 +277,8 @@ def _cmd_review(args: argparse.Namespace) -> int:
         print(format_lines(results, errors))
     if errors:
         return 2
+    if args.strict and any(r["warnings"] for r in results):
+        return 1
     return 0 if all(r["allowed"] for r in results) else 1
 
 

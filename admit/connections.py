@@ -1,7 +1,7 @@
 """Bounds on the connections ``admit serve`` holds: how many, how long one may idle, how long a request may take to
 arrive.
 
-Measured before these bounds (issue 15): 4,000 idle TLS connections took the server from 95 to 291 MiB with the
+Measured before these bounds: 4,000 idle TLS connections took the server from 95 to 291 MiB with the
 ``fast`` extra and to 1,194 MiB on a plain install (asyncio's ``SSLProtocol`` keeps a 256 KiB read buffer per
 connection), past the chart's 256Mi limit; connections that sent half a request line or a body byte by byte were never
 closed. kube-apiserver itself needs few connections: it keeps a small pool of keep-alive connections per webhook and
@@ -38,7 +38,7 @@ log = logging.getLogger("admit.connections")
 
 DEFAULT_MAX_CONNECTIONS = 500
 """Connections one replica holds at once. kube-apiserver uses a handful per webhook; 500 keeps a plain install's RSS
-under the chart's 256Mi limit even when every one is an idle TLS connection (see README, Performance)."""
+under the chart's 256Mi limit even when every one is an idle TLS connection (see docs/performance.md)."""
 
 DEFAULT_READ_TIMEOUT = 5.0
 """Seconds from a request's first byte until its body is read (kube-apiserver's webhook timeout defaults to 10 s)."""

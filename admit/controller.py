@@ -42,7 +42,7 @@ Pieces (one module each):
 
 Writes use optimistic concurrency: patches carry the ``resourceVersion`` the decision was made on (409 Conflict ->
 decide again on fresher data), deletes carry ``preconditions`` on ``uid`` and ``resourceVersion``. Writes that
-set an owner, change a spec or delete are never decided from the cache alone (issue 16, section 4): before creating
+set an owner, change a spec or delete are never decided from the cache alone: before creating
 with an owner, adopting or patching a spec, the workload is read live and the write is made only if its uid matches
 and it is not being deleted (decided again on the live object when the cache is behind); before deleting an
 unclaimed PodGroup, its owner workload is read live and the pods that carry its label are listed (live phases only,
@@ -347,7 +347,7 @@ class Controller:
 
         Why: a full collection scans every tracked object, and frees none of the cached ones (they are alive). With
         the caches filled after ``admit serve`` froze its start-up heap, full passes scanned them again and again
-        (issue 16: 1.5 million tracked objects at 20,000 workloads, 3.5 s of the start-up CPU, admission p99 2.6 s
+        (measured: 1.5 million tracked objects at 20,000 workloads, 3.5 s of the start-up CPU, admission p99 2.6 s
         during a relist). Frozen objects are still freed by reference counting when a relist or a DELETED event
         drops them; only garbage in reference cycles that happens to exist at this moment stays (a few objects per
         list). ``ControllerSettings.freeze_heap=False`` turns it off.
@@ -685,7 +685,7 @@ class Controller:
         already succeeded for ``key`` twice, less than ``repeat_window`` seconds apart: something keeps undoing it
         (the garbage collector deleting a PodGroup whose owner is gone, another writer). From the third time on,
         the same write waits ``retry_backoff`` doubling (0.5 s to 60 s) after the previous one instead of following
-        events as fast as they come (issue 16: 351 creates, 351 GC deletes and 351 Events in 10 s)."""
+        events as fast as they come (measured: 351 creates, 351 GC deletes and 351 Events in 10 s)."""
         prior = self._repeats.get(key)
         if prior is None or prior[1] < 2:
             return False
@@ -914,7 +914,7 @@ _MALLOC_TRIM: Any = None
 
 def _trim_malloc() -> None:
     """``malloc_trim(0)`` where glibc has it (a no-op elsewhere): free pages inside the C heap go back to the system,
-    so the memory a relist's pages took does not stay in RSS (measured: see README.md, Performance)."""
+    so the memory a relist's pages took does not stay in RSS (measured: see docs/performance.md)."""
     global _MALLOC_TRIM
     if _MALLOC_TRIM is None:
         try:

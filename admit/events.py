@@ -20,7 +20,7 @@ Repeats and bursts, as client-go's recorders do:
   reason and type about objects of one kind in one namespace within 10 minutes, the next ones fold into one
   combined Event whose series counts them. Unlike client-go the key leaves out the object's name: admit's bursts
   span many objects (a new leader adopting 20,000 PodGroups, a relist), and one Event per object would be 20,000
-  writes (issue 16: 5,999 written and 14,001 dropped). The log keeps one line per object.
+  writes (measured: 5,999 written and 14,001 dropped). The log keeps one line per object.
 
 Writes are coalesced: an Event (or series) waiting in the queue is written once, with the count reached when its
 turn comes, so a burst costs one write per distinct Event, not one per occurrence. Bookkeeping expires oldest first

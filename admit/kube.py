@@ -294,7 +294,7 @@ def resolve_proxy_once(api_client: client.ApiClient) -> None:
 
     kubernetes-asyncio opens its aiohttp session with ``trust_env=True``, so every API call reads the proxy
     environment and ``~/.netrc`` on a worker thread: about half of the CPU of an admission that makes one API call
-    (README, Performance). This resolves ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` for the configured host now
+    (docs/performance.md). This resolves ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` for the configured host now
     (aiohttp's own ``get_env_proxy_for_url``, the rule it would apply per request), sets it as the client's explicit
     proxy, and turns the per-request lookups off. ``~/.netrc`` is not consulted: kube-apiserver credentials come from
     the kubeconfig or the service account. A session without the expected attribute is left as it is.

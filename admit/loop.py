@@ -1,7 +1,7 @@
 """The event loop ``admit serve`` runs on: uvloop when installed (extra ``fast``), else the stdlib asyncio loop.
 
 uvloop does the TLS record layer and socket I/O in C instead of asyncio's pure-Python ``sslproto``, which is most of
-the per-request cost of a small HTTPS answer (see ``README.md, Performance``). Set ``ADMIT_EVENT_LOOP=asyncio`` to
+the per-request cost of a small HTTPS answer (see ``docs/performance.md``). Set ``ADMIT_EVENT_LOOP=asyncio`` to
 run on the stdlib loop even where uvloop is installed; the stdlib path is always available and tested.
 """
 
@@ -38,7 +38,7 @@ def loop_name() -> str:
 ASYNCIO_TLS_READ_BUFFER = 32 * 1024
 """Bytes of the read buffer asyncio's TLS layer keeps per connection (``asyncio.sslproto.SSLProtocol.max_size``,
 256 KiB in CPython 3.11-3.13). Two TLS records (16 KiB each) per read are plenty for AdmissionReviews; the default
-made each idle TLS connection of a plain install cost about 280 KiB of RSS (issue 15: 4,000 of them took the server
+made each idle TLS connection of a plain install cost about 280 KiB of RSS (measured: 4,000 of them took the server
 to 1,194 MiB)."""
 
 

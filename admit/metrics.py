@@ -39,7 +39,7 @@ Controller and process state:
 
 The admission metrics are plain numbers that the event loop's thread updates without a lock (a collector turns them
 into metric families at scrape time): about a microsecond per request, where prometheus-client's locked children
-cost about 15 us for the same five updates on the development machine (README.md, Performance).
+cost about 15 us for the same five updates on the development machine (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The controllers index every cached gang workload and PodGroup several ways (``controller.py``: by PodGroup, by owner
 identity, PodGroups by owner; ``backends/native_controller.py`` the same for Workload objects). Almost every key has
 exactly one member (one Deployment names one PodGroup), and a Python ``set`` of one costs 216 bytes: at 20,000
-gang workloads three such indexes held about 12 MiB of one-member sets (issue 16: the chart's 256 MiB must hold
+gang workloads three such indexes held about 12 MiB of one-member sets (measured: the chart's 256 MiB must hold
 20,000 gang workloads). ``MultiIndex`` keeps the member itself for a key with one member and a ``set`` only from the
 second member on.
 """

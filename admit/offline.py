@@ -34,7 +34,8 @@ from .echo import clip_message
 from .plan import generated_group_name, get_path
 from .review import AdmissionRequest, BadReview, dumps, parse_review
 
-__all__ = ["InputError", "OfflineKube", "load_documents", "review_documents", "format_text", "format_lines"]
+__all__ = ["InputError", "OfflineKube", "load_documents", "manifest_request", "review_documents", "format_text",
+           "format_lines"]
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -220,7 +221,9 @@ def _fill_generated_name(req: AdmissionRequest, obj: dict[str, Any] | None) -> A
     return dataclasses.replace(req, object=obj, name=name)
 
 
-def _manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRequest:
+def manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRequest:
+    """The CREATE AdmissionRequest kube-apiserver would send for manifest ``doc`` (not a dry run; ``uid`` random
+    unless given; namespace "default" when the manifest has none, as ``kubectl apply`` without ``-n``)."""
     api_version = str(doc.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
     kind = str(doc.get("kind", ""))
@@ -273,7 +276,7 @@ async def review_documents(
                 errors.append(f"{source}: {e}")
                 continue
         else:
-            req = _manifest_request(doc, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:{source}#{i}")))
+            req = manifest_request(doc, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:{source}#{i}")))
         mutation = admission.mutate(req)
         if mutation.lookup is not None:
             mutation = await admission.finish_mutation(req, mutation)
@@ -403,7 +406,12 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None)
         if not r["allowed"]:
             note = clip_message(r["message"].replace("\n", " "), 400)
         elif r["warnings"]:
-            note = f"{len(r['warnings'])} warning{'s' if len(r['warnings']) != 1 else ''} (-v shows them)"
+            # the first warning itself: a misspelt key (gang.admit.dev/minmember) leaves the object no gang, and a
+            # count alone reads as "fine" in a CI log
+            more = len(r["warnings"]) - 1
+            note = "warning: " + clip_message(r["warnings"][0].replace("\n", " "), 300)
+            if more:
+                note += f" (+{more} more warning{'s' if more != 1 else ''}: -v shows them)"
         elif not (r["patch"] or r["podGroups"]):
             note = "not a gang: unchanged"
         rows.append(("ALLOWED" if r["allowed"] else "DENIED", f"{r['kind']} {where}", group, min_member, note))
@@ -415,6 +423,9 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None)
     allowed = sum(1 for r in results if r["allowed"])
     n = len(results)
     summary = f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied"
+    warned = sum(1 for r in results if r["allowed"] and r["warnings"])
+    if warned:
+        summary += f" ({warned} with warnings)"
     if errors:
         summary += f", {len(errors)} unreadable (see above)"
     out.append("")

@@ -118,6 +118,27 @@ class GangAnnotations:
     backend: str | None = None
 
 
+def not_a_string_message(key: str, value: Any) -> str:
+    """The refusal of an annotation whose value is not a string (``min-member: 3`` written unquoted in YAML).
+
+    ``metadata.annotations`` is ``map[string]string`` (ObjectMeta, k8s.io/apimachinery ``types.go``): kube-apiserver
+    refuses such a manifest while decoding it ("json: cannot unmarshal number into Go struct field
+    ObjectMeta.metadata.annotations of type string"), before any webhook; admit only meets it in ``admit review``
+    or from a client that skipped the decode. The message names the fix: quote the value.
+    """
+    shown = clip(value)  # bounded: reprlib cuts a long number or a nested value
+    got = f"got {type(value).__name__} {shown}"
+    if isinstance(value, bool):
+        fix = f'quote it: {key}: "{shown.lower()}"'
+    elif isinstance(value, (int, float)):
+        fix = f'quote it: {key}: "{shown}"'
+    else:
+        fix = "write it as one quoted string"
+    return (f"annotation {key} must be a string, {got}: {fix}. Annotation values are strings (metadata.annotations "
+            "is a map of strings), and kube-apiserver refuses a manifest with an unquoted number or boolean there "
+            "before any webhook sees it")
+
+
 def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -> GangAnnotations | None:
     """Read the gang annotations; ``None`` when ``<prefix>/min-member`` is absent (gang scheduling is off).
 
@@ -132,8 +153,7 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     for key in (config.min_member_key, config.timeout_key, config.min_resources_key, config.pod_group_key):
         value = annotations.get(key)
         if value is not None and not isinstance(value, str):
-            # metadata.annotations is map[string]string (ObjectMeta): a number or list is not an annotation value
-            raise GangError(f"annotation {key} must be a string, got {type(value).__name__} {clip(value)}", 400)
+            raise GangError(not_a_string_message(key, value), 400)
     mm_text = str(raw).strip()
     if mm_text.lower() == "auto":
         min_member = None

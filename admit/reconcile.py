@@ -4,7 +4,7 @@ Create, patch (adopt and/or keep the spec in step), delete, wait, or report a co
 a PodGroup that looks managed but is not admit's. Tested without HTTP (``tests/test_controller.py``); the loop that
 runs it, and the live reads that guard its destructive and owner-setting writes, are in ``controller.py``.
 
-Two writers, one rule (issue 16, section 5): the validating webhook writes a PodGroup's spec from the incoming
+Two writers, one rule: the validating webhook writes a PodGroup's spec from the incoming
 workload before that workload is stored, and stamps it with the workload generation it came from
 (``podgroup.generation_annotation``). :func:`decide` never writes a spec computed from an older generation than the
 stamp: it waits for the workload's own event (``Action.ahead``); only when the cached workload stays older than the

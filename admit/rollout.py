@@ -1,6 +1,6 @@
 """Rolling updates that move running pods into a gang: when they deadlock (pure).
 
-Found on a real control plane (issue 10's test tier): annotating a running Deployment (3 replicas, minMember 3)
+Found on a real control plane (the real test tier): annotating a running Deployment (3 replicas, minMember 3)
 makes admit add the pod-group label to its template, so the Deployment controller rolls it over to a new ReplicaSet.
 A rolling update creates the new pods a few at a time and removes old pods only once new ones are available; but
 the first new pods are the only members of their PodGroup, Coscheduling keeps them Pending until minMember of them

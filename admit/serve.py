@@ -138,7 +138,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
             stack.push_async_callback(metrics_runner.cleanup)
         # Everything made so far (modules, the Kubernetes client, TLS) lives as long as the process: keep it out of
         # the cyclic collector, so a full collection scans only what requests leave behind (about 1 ms instead of
-        # 15-40 ms stalls with the kubernetes_asyncio heap; see README.md, Performance).
+        # 15-40 ms stalls with the kubernetes_asyncio heap; see docs/performance.md).
         gc.collect()
         gc.freeze()
         log.info(

@@ -22,7 +22,7 @@ What it does:
    sent on a fixed schedule whatever the answers do; latency counted from the scheduled time, so a stall shows);
 4. tops admit up with mixed traffic until it has served the last of ``--rss-marks`` requests, reading its VmRSS
    (``/proc/<pid>/status``) when each mark is reached, and VmHWM (peak RSS) at the end;
-5. prints the tables and the targets of issue 7 with PASS/FAIL; ``--json FILE`` writes every figure.
+5. prints the tables and the benchmark's targets with PASS/FAIL; ``--json FILE`` writes every figure.
 
 Why this load generator: the driver is a minimal HTTP/1.1 keep-alive client on ``asyncio.Protocol`` + ``ssl``
 that writes pre-built requests and reads ``Content-Length`` bodies. On this 2-core machine the client and the
@@ -612,7 +612,7 @@ def scrape_metrics(port: int) -> dict[str, float]:
 
 
 def check_targets(result: dict[str, Any], marks: list[int]) -> list[tuple[str, bool]]:
-    """The targets of issue 7, each ``(description with the figure, met)``."""
+    """The benchmark's targets, each ``(description with the figure, met)``."""
     checks = []
     for name in ("known-group", "no-group"):
         m = result["mixes"].get(name)
@@ -642,7 +642,7 @@ def _ms(x: float) -> str:
 
 
 def render(result: dict[str, Any], st: Settings, meta: dict[str, Any]) -> str:
-    """The report as Markdown tables (what the README's Performance section shows)."""
+    """The report as Markdown tables (what docs/performance.md shows)."""
     lines = [
         f"admit {meta['admit_version']} | Python {meta['python']} | JSON {meta['json']} | loop {meta['loop']} | "
         f"{meta['cpus']} CPUs | load average before {meta['loadavg_before']}, after {meta['loadavg_after']}",
@@ -703,7 +703,7 @@ def render(result: dict[str, Any], st: Settings, meta: dict[str, Any]) -> str:
                   f"- /metrics after the run: controller_runtime_webhook_requests_total "
                   + (", ".join(f"{k} = {v:,.0f}" for k, v in sorted(scraped.items())) or "not scraped")
                   + f" (the driver sent {result['metrics']['requests_sent']:,} requests)"]
-    lines += ["", "Targets (issue 7)", ""]
+    lines += ["", "Targets", ""]
     for text, ok in result["targets"]:
         lines.append(f"- {'PASS' if ok else 'FAIL'} {text}")
     return "\n".join(lines)
@@ -847,7 +847,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (certs, server logs)")
     p.add_argument("--idle-connections", type=int, metavar="N",
                    help="instead of the load run: hold N idle TLS connections (loopback) and print admit's RSS "
-                        "(README, Performance: 4000)")
+                        "(docs/performance.md: 4000)")
     p.add_argument("--gang-workloads", type=lambda s: [int(x) for x in s.split(",")],
                    help="instead of the mixes: admit serve with its controller over N stored gang workloads, for each "
                         "comma-separated N (e.g. 0,1000,5000,20000; see bench/gang_scale.py)")

@@ -17,7 +17,7 @@ wait minutes for a quiet it never reached):
 
 Printed per N: RSS after the sync and after each relist (VmRSS), the peak (VmHWM), memory per workload (RSS after
 sync minus the N=0 run's, over N), and the admission latency p50/p99/max in each phase (open loop: latency counts
-from the moment the schedule released the request). The goals of issue 16 are checked at the largest N: RSS
+from the moment the schedule released the request). The scale goals are checked at the largest N: RSS
 within the chart's 256 MiB limit, p99 under 50 ms in every phase, RSS flat across a relist (within 10%); the
 controller must also make no write (everything is in step).
 """
@@ -351,7 +351,7 @@ def render(results: list[dict[str, Any]], baseline_mb: float | None) -> str:
 
 
 def check(results: list[dict[str, Any]]) -> list[tuple[str, bool]]:
-    """The goals of issue 16 at the largest N."""
+    """The scale goals at the largest N."""
     r = max(results, key=lambda x: x["workloads"])
     n = r["workloads"]
     phases = [r["startup"], r["resync"], *r["relist"]]
@@ -387,7 +387,7 @@ def run_gang(args: Any) -> int:
     zero = next((r for r in results if r["workloads"] == 0), None)
     out = render(results, zero["rss_after_sync_mb"] if zero else None)
     targets = check(results)
-    out += "\n\nGoals (issue 16):\n" + "\n".join(f"- {'PASS' if ok else 'FAIL'} {what}" for what, ok in targets)
+    out += "\n\nGoals:\n" + "\n".join(f"- {'PASS' if ok else 'FAIL'} {what}" for what, ok in targets)
     print(out)
     for r in results:
         if r["log_errors"]:

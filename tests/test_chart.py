@@ -23,7 +23,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +168,7 @@ def rbac_rules(objects: list[dict], kind: str) -> set[tuple[str, str, str, tuple
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# What admit handles (DESIGN.md, CONTRACTS.md)
+# What admit handles (DESIGN.md, docs/cli.md)
 # ---------------------------------------------------------------------------------------------------------------
 
 CU = ("CREATE", "UPDATE")
@@ -207,17 +206,12 @@ def with_ops(resources: set[tuple[str, str, str]], ops=CU) -> set[tuple[str, str
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_chart_app_version_matches_the_package_version():
+def test_the_default_image_is_the_published_path_at_the_app_version():
+    # the version itself is checked against admit.__version__ in tests/test_release.py
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert chart["appVersion"] == project["version"]
     assert chart["apiVersion"] == "v2" and chart["name"] == "admit"
-
-
-def test_image_tag_defaults_to_the_app_version():
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert container(scenario("default"))["image"] == f"admit:{chart['appVersion']}"
-    assert container(render({"image": {"tag": "dev"}}))["image"] == "admit:dev"
+    assert container(scenario("default"))["image"] == f"ghcr.io/admit-dev/admit:{chart['appVersion']}"
+    assert container(render({"image": {"tag": "dev"}}))["image"] == "ghcr.io/admit-dev/admit:dev"
 
 
 def test_every_value_in_values_yaml_has_a_comment_and_a_schema_entry():
@@ -810,12 +804,12 @@ def test_cert_manager_mode_with_a_given_issuer_creates_no_issuer_of_its_own():
 
 
 def _documented_flags() -> set[str]:
-    text = (ROOT / "docs" / "CONTRACTS.md").read_text()
-    section = text.split("## `admit serve` flags", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "cli.md").read_text()
+    section = text.split("## admit serve\n", 1)[1].split("\n## ", 1)[0]
     flags = set()
     for line in section.splitlines():
         if line.startswith("| `--"):
-            flags.update(re.findall(r"`(--[a-z][a-z0-9-]*)`", line.split("|")[1]))
+            flags.update(re.findall(r"`(--[a-z][a-z0-9-]*)`", line.split(" | ")[0]))
     assert "--scheduler-name" in flags
     return flags
 
@@ -824,7 +818,7 @@ def _documented_flags() -> set[str]:
 def test_every_container_arg_is_a_documented_admit_serve_flag(name):
     documented = _documented_flags()
     for flag in args_of(scenario(name)):
-        assert flag in documented, f"{flag} is not in the flag table of docs/CONTRACTS.md"
+        assert flag in documented, f"{flag} is not in the admit serve table of docs/cli.md"
 
 
 def _serve_parser():

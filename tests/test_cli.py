@@ -223,3 +223,57 @@ def test_certs_refuses_a_broken_ca_without_force_and_has_a_help_description(tmp_
     proc = subprocess.run([sys.executable, "-m", "admit.cli", "certs", "--help"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
     assert "CA already in --dir is reused" in " ".join(proc.stdout.split())
+
+
+MISSPELT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: trainer
+  namespace: ml
+  labels: {app: trainer}
+  annotations:
+    gang.admit.dev/minmember: "3"
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: trainer}
+  template:
+    metadata:
+      labels: {app: trainer}
+    spec:
+      containers:
+      - name: trainer
+        image: registry.k8s.io/pause:3.10
+        resources:
+          requests: {cpu: 500m, memory: 256Mi}
+"""
+
+
+def test_a_misspelt_admit_key_shows_its_warning_on_the_one_line_table(tmp_path, capsys):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(MISSPELT)
+    assert main(["review", str(path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("ALLOWED"))
+    assert "gang.admit.dev/minmember" in line and "did you mean gang.admit.dev/min-member" in line
+    assert "1 allowed, 0 denied (1 with warnings)" in out
+
+
+def test_strict_review_exits_1_on_a_warning_and_0_on_a_clean_gang(tmp_path, capsys):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(MISSPELT)
+    assert main(["review", "--strict", str(path)]) == 1
+    assert main(["review", "--strict", str(EXAMPLES / "pause-gang-deployment.yaml")]) == 0
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "--strict", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 1 and "did you mean" in proc.stdout
+
+
+def test_an_unquoted_min_member_names_the_quoting_fix_and_that_kube_apiserver_refuses_it(tmp_path, capsys):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(MISSPELT.replace('gang.admit.dev/minmember: "3"', "gang.admit.dev/min-member: 3"))
+    assert main(["review", str(path)]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("DENIED"))
+    assert 'must be a string, got int 3: quote it: gang.admit.dev/min-member: "3"' in line
+    assert "kube-apiserver refuses" in line

@@ -1,4 +1,4 @@
-"""Idle, slow and too many connections, and shutdown with slow clients (issue 15): the listener as ``admit serve`` wires
+"""Idle, slow and too many connections, and shutdown with slow clients: the listener as ``admit serve`` wires
 it (``ConnectionGuard`` + ``GuardedSite`` + the app), on loopback; SIGTERM against a real ``admit serve`` process."""
 
 import asyncio

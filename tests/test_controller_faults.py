@@ -1,4 +1,4 @@
-"""The PodGroup controller under ordinary control-plane trouble (issue 16): a watch that goes silent or lags, a
+"""The PodGroup controller under ordinary control-plane trouble: a watch that goes silent or lags, a
 workload deleted or updated while the controller's cache is behind, the webhook writing the same PodGroup, a
 moment of lost leadership, many finished pods, thousands of cached workloads.
 
@@ -55,7 +55,7 @@ async def hold(fake, plural: str) -> None:
 
 
 async def test_a_group_whose_workload_a_silent_watch_missed_is_not_deleted_as_an_orphan(fake, kube, controllers):
-    """Issue 16, section 3: with the Deployments watch half-open, a Deployment stored in that window had its
+    """With the Deployments watch half-open, a Deployment stored in that window had its
     PodGroup deleted by the orphan sweep. Now the sweep reads the owner live first."""
     controller = await controllers()
     await hold(fake, "deployments")
@@ -75,7 +75,7 @@ async def test_a_group_whose_workload_a_silent_watch_missed_is_not_deleted_as_an
 
 
 async def test_no_group_is_created_for_a_workload_deleted_while_its_watch_lags(fake, kube, controllers):
-    """Issue 16, section 4: the controller created a PodGroup owned by the deleted uid about every 30 ms and the
+    """The controller created a PodGroup owned by the deleted uid about every 30 ms and the
     garbage collector deleted each one. Now a live read refuses the create (uid gone)."""
     controller = await controllers()
     await create_workload(kube, deployment())
@@ -140,7 +140,7 @@ async def test_a_write_something_keeps_undoing_is_repeated_with_back_off(fake, k
 
 
 async def test_the_controller_never_reverts_a_spec_the_webhook_wrote_from_a_newer_workload(fake, kube, controllers):
-    """Issue 16, section 5: on a spec-changing UPDATE the validating webhook patches the PodGroup before the
+    """On a spec-changing UPDATE the validating webhook patches the PodGroup before the
     workload is stored; the controller, still seeing the old workload, patched it back (and an Event read
     "minMember 5 -> 3"), then forward again."""
     controller = await controllers()
@@ -198,7 +198,7 @@ def bare_pod(name: str, phase: str) -> dict:
 
 
 async def test_a_shared_group_with_a_pending_pod_behind_a_hundred_finished_ones_is_kept(fake, controllers):
-    """Issue 16, section 6: the sweep read one page of 100 pods; 101 finished pods ahead of a Pending one got the
+    """The sweep read one page of 100 pods; 101 finished pods ahead of a Pending one got the
     group deleted under the Pending pod."""
     for i in range(101):
         fake.put(bare_pod(f"a-{i:03}", "Succeeded"))
@@ -213,7 +213,7 @@ async def test_a_shared_group_with_a_pending_pod_behind_a_hundred_finished_ones_
 
 async def test_a_write_refused_in_a_moment_of_lost_leadership_is_tried_again_when_the_lease_is_renewed(
         fake, kube, controllers):
-    """Issue 16, section 6: a reconcile that met "not leader" was dropped, though the replica went on leading
+    """A reconcile that met "not leader" was dropped, though the replica went on leading
     after a late renewal. The elector's clock is moved past the renew deadline for a moment (as a renewal that
     takes too long does), then back."""
     controller = await controllers(lease_duration=6.0, renew_deadline=4.0, retry_period=1.0)
@@ -257,7 +257,7 @@ async def test_the_work_queue_gives_the_loop_back_between_keys():
 
 
 async def test_the_caches_keep_small_records_and_a_relist_keeps_the_same_claims(fake, kube, controllers):
-    """Issue 16, section 1: every replica cached whole objects (managedFields, templates, status), each claim kept
+    """Every replica cached whole objects (managedFields, templates, status), each claim kept
     its workload dict, and a relist replaced the store without refreshing the claims (two copies alive)."""
     controller = await controllers()
     big = deployment()

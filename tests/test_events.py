@@ -50,7 +50,7 @@ async def test_repeats_of_an_event_still_waiting_to_be_written_cost_no_extra_wri
 
 
 async def test_a_burst_about_many_objects_folds_into_one_combined_event_after_ten(fake, recorder):
-    """Issue 16: 20,000 PodGroups adopted by a new leader wrote 5,999 Events and dropped 14,001 (queue of 1,000).
+    """20,000 PodGroups adopted by a new leader wrote 5,999 Events and dropped 14,001 (queue of 1,000).
     Scaled down: 3,000 adoptions, queue of 1,000."""
     for i in range(3000):
         recorder.record(workload(f"w{i:04}"), "Normal", "PodGroupAdopted", "Adopt",

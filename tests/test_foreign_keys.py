@@ -1,5 +1,5 @@
-"""Group keys of other systems (admit/foreign.py), over HTTP: the pre-v0.25.7 scheduler-plugins label (issue 11,
-item 4) and Kueue plain-pod groups (item 5), with and without the controller running."""
+"""Group keys of other systems (admit/foreign.py), over HTTP: the pre-v0.25.7 scheduler-plugins label
+and Kueue plain-pod groups, with and without the controller running."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fuzzing the webhook through its HTTP server (issue 15): hypothesis takes a real manifest of every kind admit handles
+"""Fuzzing the webhook through its HTTP server: hypothesis takes a real manifest of every kind admit handles
 (Deployment, ReplicaSet, StatefulSet, Job, bare and controller Pods, spark-submit driver and executor, every Kubeflow
 kind, SparkApplication, a ``deployments/scale`` request), puts random JSON, hostile strings (quantities with huge
 exponents, thousands of digits, non-ASCII digits) or nothing at random places in it, and sends it as kube-apiserver

@@ -1,4 +1,4 @@
-"""Issue 17, item 2: gang workloads created with ``generateName`` (Argo Workflows, Kubeflow Pipelines, Airflow).
+"""Gang workloads created with ``generateName`` (Argo Workflows, Kubeflow Pipelines, Airflow).
 
 kube-apiserver generates the name after the mutating webhooks and before the validating ones (``rest.BeforeCreate``
 inside the store's create), and ``request.name`` stays empty in both phases. These tests replay that sequence over

@@ -1,4 +1,4 @@
-"""Issue 17, item 1: workloads that are being deleted, and namespaces that are being deleted, are never held.
+"""Workloads that are being deleted, and namespaces that are being deleted, are never held.
 
 Over HTTP with the controller running (``tests/webhook_stack.py``), with AdmissionReviews shaped as kube-apiserver
 sends them for the UPDATEs that finalizer removal makes (``oldObject`` with the finalizer, ``object`` without it,

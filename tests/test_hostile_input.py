@@ -1,4 +1,4 @@
-"""Hostile and broken input through the HTTP server (issue 15): quantities outside Kubernetes' grammar and range,
+"""Hostile and broken input through the HTTP server: quantities outside Kubernetes' grammar and range,
 deeply nested JSON on both JSON backends, wrong shapes where lists and maps belong, huge values echoed back, and a
 bug in the decision code. Each is answered with a 400/403 that names the field, never a 5xx or a "retry"."""
 

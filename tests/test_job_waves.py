@@ -1,4 +1,4 @@
-"""Issue 17, item 4: the gang must hold for every wave of a Job, not only the first.
+"""The gang must hold for every wave of a Job, not only the first.
 
 kube-scheduler's pod informer drops finished pods (``status.phase!=Succeeded,status.phase!=Failed``), so once a
 Job's first pods have finished, Coscheduling counts only the pods of the next wave. A Job of ``completions: 5``,

@@ -1,4 +1,4 @@
-"""A Pod labelled for a PodGroup that does not exist (issue 11, item 2), over HTTP with the controller running.
+"""A Pod labelled for a PodGroup that does not exist, over HTTP with the controller running.
 
 The Coscheduling plugin keeps such a pod waiting at Permit forever. admit never refuses it, but says which PodGroup
 in which namespace is missing and what to create; when a stored gang workload claims the group, the controller

@@ -1,4 +1,4 @@
-"""Issue 17, item 5: PodGroup ``minResources`` follows kube-scheduler's request arithmetic.
+"""PodGroup ``minResources`` follows kube-scheduler's request arithmetic.
 
 ``PodRequests`` in kubernetes ``staging/src/k8s.io/component-helpers/resource/helpers.go``: containers and sidecar
 init containers summed, regular init containers as a floor, pod-level ``spec.resources`` (Kubernetes 1.34+) replacing

@@ -1,8 +1,8 @@
 """``*/scale`` over HTTP (``kubectl scale``, the HorizontalPodAutoscaler), with and without the controller running.
 
-Issue 11, item 3: a scale is answered from the controller's watch cache of gang workloads; a workload that is no gang
+A scale is answered from the controller's watch cache of gang workloads; a workload that is no gang
 needs no read at all; a live read happens only while that cache has not listed, and its failure refuses (failure mode
-``deny``) only a workload known to be a gang. Issue 17, item 3: one rule for the scale path and the workload path (a
+``deny``) only a workload known to be a gang. One rule for the scale path and the workload path (a
 target from 1 to minMember - 1 is refused, up from zero too), and an ``auto`` gang's PodGroup takes the new size in
 the same admission, before its pods exist.
 """

@@ -8,6 +8,7 @@ import signal
 import socket
 import ssl
 import sys
+from typing import Any
 from pathlib import Path
 
 import aiohttp
@@ -56,12 +57,12 @@ async def wait_ready(url: str, ssl_ctx: ssl.SSLContext, proc: asyncio.subprocess
             await asyncio.sleep(0.1)
 
 
-async def start_dev(tmp_path: Path) -> tuple[asyncio.subprocess.Process, int, str, ssl.SSLContext]:
+async def start_dev(tmp_path: Path, *extra: str) -> tuple[asyncio.subprocess.Process, int, str, ssl.SSLContext]:
     """``admit serve --dev`` with its certificates in ``tmp_path/certs``, once it is ready: (process, port, the URL of
     the fake Kubernetes API it started, a client TLS context trusting its CA). The caller stops it."""
     certs = tmp_path / "certs"
     proc, port = await start_serve("--dev", "--tls-cert-file", str(certs / "tls.crt"),
-                                   "--tls-key-file", str(certs / "tls.key"))
+                                   "--tls-key-file", str(certs / "tls.key"), *extra)
     try:
         line = ""
         while "fake Kubernetes API at" not in line:
@@ -291,22 +292,35 @@ async def test_serve_dev_runs_against_the_in_repo_fake_api_without_a_cluster(tmp
     assert proc.returncode == 0, log
 
 
-async def test_the_readme_dev_walkthrough_creates_podgroup_pause_from_the_example_deployment_review(tmp_path):
-    # README "Try it without a cluster": the example Deployment review sent to /validate makes the PodGroup, and the
-    # example Pod review sent to /mutate gets the schedulerName patch.
+async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pauses(tmp_path):
+    # README "Try it without a cluster": source certs/dev.env; the fake holds the example Deployments pause and web
+    # (stored as kube-apiserver stores them after admission), so their PodGroups are claimed and stay; /validate
+    # allows pause's CREATE; the scale of web to 2 is refused; the Pod review's patch decodes to the schedulerName.
     proc, port, fake_url, ctx = await start_dev(tmp_path)
     try:
+        assert (tmp_path / "certs" / "dev.env").read_text() == f"export ADMIT_FAKE_API={fake_url}\n"
         headers = {"Content-Type": "application/json"}
         async with aiohttp.ClientSession() as session:
+            for name in ("pause", "web"):
+                async with session.get(f"{fake_url}/apis/apps/v1/namespaces/default/deployments/{name}") as r:
+                    stored = await r.json()
+                    assert r.status == 200 and stored["metadata"]["labels"]["gang.admit.dev/managed"] == "true"
+            groups: dict[str, Any] = {}
+            while set(groups) != {"pause", "web"}:  # the controller creates them as it starts leading
+                async with session.get(f"{fake_url}/apis/scheduling.x-k8s.io/v1alpha1/podgroups") as r:
+                    groups = {g["metadata"]["name"]: g for g in (await r.json())["items"]}
+                await asyncio.sleep(0.05)
+            assert groups["pause"]["spec"] == {"minMember": 3, "minResources": {"cpu": "300m", "memory": "192Mi"},
+                                               "scheduleTimeoutSeconds": 10}
+            assert groups["web"]["spec"]["minMember"] == 6
             body = (EXAMPLES / "admission-review-deployment-validate.json").read_bytes()
             async with session.post(f"https://127.0.0.1:{port}/validate", data=body, headers=headers, ssl=ctx) as r:
                 answer = (await r.json())["response"]
                 assert answer["allowed"] is True and answer["uid"] == json.loads(body)["request"]["uid"]
-            async with session.get(f"{fake_url}/apis/scheduling.x-k8s.io/v1alpha1/podgroups") as r:
-                (group,) = (await r.json())["items"]
-            assert group["metadata"]["name"] == "pause"
-            assert group["spec"] == {"minMember": 3, "minResources": {"cpu": "300m", "memory": "192Mi"},
-                                     "scheduleTimeoutSeconds": 10}
+            body = (EXAMPLES / "denied" / "admission-review-scale-below-min-member.json").read_bytes()
+            async with session.post(f"https://127.0.0.1:{port}/validate", data=body, headers=headers, ssl=ctx) as r:
+                answer = (await r.json())["response"]
+                assert answer["allowed"] is False and "below its gang minMember 6" in answer["status"]["message"]
             body = (EXAMPLES / "admission-review-pod-from-replicaset.json").read_bytes()
             async with session.post(f"https://127.0.0.1:{port}/mutate", data=body, headers=headers, ssl=ctx) as r:
                 patch = json.loads(base64.b64decode((await r.json())["response"]["patch"]))
@@ -314,3 +328,12 @@ async def test_the_readme_dev_walkthrough_creates_podgroup_pause_from_the_exampl
     finally:
         log = await stop(proc)
     assert proc.returncode == 0, log
+
+
+async def test_ctrl_c_stops_dev_mode_without_the_shutdown_delay(tmp_path):
+    proc, _, _, _ = await start_dev(tmp_path, "--shutdown-delay", "5")  # the default outside dev mode
+    proc.send_signal(signal.SIGINT)
+    await asyncio.wait_for(proc.wait(), 10)
+    log = (await proc.stdout.read()).decode()
+    assert proc.returncode == 0, log
+    assert "shutting down" in log and "more while endpoints stop routing here" not in log

@@ -441,7 +441,7 @@ async def test_over_http_bad_spark_input_is_a_denial_never_a_server_error(aiohtt
 
 
 # ---------------------------------------------------------------------------------------------- executors follow the
-# driver's group, whatever named it (issue 11, item 1)
+# driver's group, whatever named it
 
 DRIVER_UID = "7a3e5c1b-9d2f-4b8e-a6c0-1f4d7e9b2a53"  # the executor's ownerReference in examples/spark-submit-pods.yaml
 DRIVER = "spark-pi-3c9f1b7e5a2d4c08-driver"

@@ -157,7 +157,7 @@ def test_a_scale_up_is_checked_too_since_a_scale_from_zero_can_land_below_min_me
 
 
 def test_a_scale_from_zero_below_min_member_is_refused_like_the_same_deployment_update():
-    # A Deployment with min-member "3" stored at replicas 0, then deployments/scale 0 -> 2 (issue 17, item 3).
+    # A Deployment with min-member "3" stored at replicas 0, then deployments/scale 0 -> 2.
     dep = example("web-gang-deployment.yaml")
     dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "3"
     dep["spec"]["replicas"] = 0

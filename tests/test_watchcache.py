@@ -381,7 +381,7 @@ async def test_a_watch_loop_that_fails_unexpectedly_is_logged_reported_and_resta
 
 async def test_every_list_page_gives_the_event_loop_back_before_its_objects_are_turned_into_records(fake, raw,
                                                                                                     caches):
-    """Issue 16: a page of 100 stored Deployments is about 0.5 MB parsed in one step; walking it into records in the
+    """A page of 100 stored Deployments is about 0.5 MB parsed in one step; walking it into records in the
     same step held admissions for 15 to 20 ms per page (asyncio debug mode, 20,000 workloads)."""
     for i in range(300):
         fake.put(deployment(f"d{i:04}"))

@@ -403,7 +403,7 @@ class ControlPlane:
         pod_group_backoff_seconds: Coscheduling ``podGroupBackoffSeconds``; 0 (scheduler-plugins' default, and what
             its Helm chart installs) turns the backoff off. With a backoff, no scheduler-plugins controller and
             nothing else to schedule, a gang retried during its backoff (its first pod was tried before its siblings
-            existed) stays unschedulable until kube-scheduler's 5-minute flush (README, "Why are my pods
+            existed) stays unschedulable until kube-scheduler's 5-minute flush (docs/operations.md, "Why are my pods
             Pending?"), so the shared test plane keeps the default.
         kubelet: run the :class:`Kubelet` thread.
         native_gang: also run Kubernetes' native gang scheduling: :data:`NATIVE_GANG_GATES` on

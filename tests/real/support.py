@@ -14,7 +14,7 @@ PERMIT_WAIT = 3  # Coscheduling permitWaitingTimeSeconds of the shared plane (se
 
 #: Default of :func:`wait_for` (seconds). A gang binds within a few seconds on this plane; the margin is for a loaded
 #: CI machine. The plane runs Coscheduling with ``podGroupBackoffSeconds`` 0: with a backoff, a gang whose first pod
-#: was tried before its siblings existed was once left unbound past 75 s (README, "Why are my pods Pending?").
+#: was tried before its siblings existed was once left unbound past 75 s (docs/operations.md, "Why are my pods Pending?").
 WAIT_TIMEOUT = 60.0
 
 

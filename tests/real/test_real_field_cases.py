@@ -1,5 +1,5 @@
-"""Field cases on a real control plane where the scheduler's behaviour is the point (issue 11, items 1-3; issue 17,
-item 3): Spark executors scheduled in the gang their driver named, a pod that waits for a PodGroup nobody made, and
+"""Field cases on a real control plane where the scheduler's behaviour is the point:
+Spark executors scheduled in the gang their driver named, a pod that waits for a PodGroup nobody made, and
 scales through the ``scale`` subresource as ``kubectl scale`` sends them (a merge patch).
 
 The plane runs only the scheduler-plugins scheduler (profile ``scheduler-plugins-scheduler``): a pod left with

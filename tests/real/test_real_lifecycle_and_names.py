@@ -1,4 +1,4 @@
-"""Issue 17 on a real control plane: a namespace deleted with gang workloads in it ends, and a Job created with
+"""On a real control plane: a namespace deleted with gang workloads in it ends, and a Job created with
 ``generateName`` (as Argo Workflows and Kubeflow Pipelines create them) gangs its pods in the PodGroup they point at.
 """
 

@@ -1,4 +1,4 @@
-"""kube-apiserver restarted under admit with gang workloads present (issue 16): every watch of admit's caches breaks
+"""kube-apiserver restarted under admit with gang workloads present: every watch of admit's caches breaks
 at once and comes back against a fresh watch cache. Nothing admit manages may be deleted or re-created on the way,
 admit's memory must stay bounded, and it must go on working afterwards."""
 
