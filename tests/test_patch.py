@@ -1,6 +1,9 @@
 import jsonpatch
 
 from admit.patch import escape, pointer, set_keys_ops, set_op
+from tests.helpers import example
+
+LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 def test_json_pointer_segments_escape_tilde_before_slash():
@@ -63,10 +66,6 @@ def test_a_list_index_past_the_end_or_not_a_number_gives_no_operation():
 
 
 # --- the builder never rewrites what it found (lists included) -------------------------------------------------
-
-from tests.helpers import example  # noqa: E402
-
-LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 def _labelled_jobset() -> dict:
