@@ -8,8 +8,8 @@ example and test manifest with ordinary labels planted). Sources of manifests:
 - the manifest builders of the tests (:data:`BUILDERS`), as each test module calls them.
 
 A *leaf* is a scalar, or an empty map or list, at a key path (map keys and list indexes). A leaf the user wrote
-survives when the mutated object holds the same value, of the same JSON type, at the same path; the fields admit owns
-(``admit.owned.OWNED_FIELDS``) are the only exceptions.
+survives when the mutated object holds the same value, of the same JSON type, at the same path (an empty or ``null``
+map may gain admit's keys); the fields admit owns (``admit.owned.OWNED_FIELDS``) are the only exceptions.
 """
 
 from __future__ import annotations
@@ -160,6 +160,8 @@ def _same(a: Any, b: Any) -> bool:
     survives as a map or list (admit may add its keys to an empty ``labels: {}``)."""
     if isinstance(b, (dict, list)) and not b:
         return type(a) is type(b)
+    if b is None:  # a null map ("labels:" left empty in YAML) is an empty one: admit may start it with its keys
+        return a is None or isinstance(a, dict)
     return type(a) is type(b) and a == b
 
 
