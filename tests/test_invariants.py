@@ -26,7 +26,6 @@ decision properties and :data:`HTTP_EXAMPLES` reviews per kind over HTTP; ``long
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import os
@@ -37,16 +36,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from admit.admission import Admission
 from admit.config import LEGACY_POD_GROUP_API_GROUP, LEGACY_POD_GROUP_LABEL, WORKLOAD_API, Config
 from admit.kinds import RESOLVERS
-from admit.kube import KubeAPI
 from admit.mutate import mutate
 from admit.review import AdmissionRequest
-from admit.server import create_app
-from admit.testing.fake_kube import FakeKubeAPI
-from tests.helpers import admission_review, apply_answer
-from tests.manifest_seeds import at, foreign_writes, kind_key, lost_fields, pod_templates, seeds_by_kind
+from tests.helpers import admission_review, apply_answer, webhook_on_own_loop
+from tests.manifest_seeds import at, foreign_writes, lost_fields, pod_templates, seeds_by_kind
 
 PROFILES = {"ci": (50, 10), "long": (500, 100)}
 PROFILE = os.environ.get("ADMIT_HYPOTHESIS_PROFILE", "ci")
@@ -220,29 +215,8 @@ def test_mutation_keeps_every_user_field_writes_only_admits_fields_and_is_idempo
 def webhook():
     """``(runner, client, fake)``: the webhook's HTTP app in front of the fake Kubernetes API, on a loop of its own
     (hypothesis calls the test synchronously)."""
-    from aiohttp.test_utils import TestClient, TestServer
-
-    runner = asyncio.Runner()
-
-    async def start():
-        fake = FakeKubeAPI()
-        await fake.__aenter__()
-        api_client = fake.api_client()
-        config = Config()
-        client = TestClient(TestServer(create_app(Admission(config, KubeAPI(api_client, config)))))
-        await client.start_server()
-        return fake, api_client, client
-
-    fake, api_client, client = runner.run(start())
-    yield runner, client, fake
-
-    async def stop():
-        await client.close()
-        await api_client.close()
-        await fake.__aexit__(None, None, None)
-
-    runner.run(stop())
-    runner.close()
+    with webhook_on_own_loop() as running:
+        yield running
 
 
 async def _post(client: Any, path: str, review: dict[str, Any]) -> dict[str, Any]:
