@@ -5,7 +5,7 @@ example and test manifest with ordinary labels planted). Sources of manifests:
 
 - every document of ``examples/`` (``denied/`` included) and ``tests/manifests/``; an AdmissionReview file gives its
   ``request.object``;
-- the manifest builders of the tests (:data:`BUILDERS`), as each test module calls them.
+- the manifest builders of the tests (:func:`builders`), as each test module calls them.
 
 A *leaf* is a scalar, or an empty map or list, at a key path (map keys and list indexes). A leaf the user wrote
 survives when the mutated object holds the same value, of the same JSON type, at the same path (an empty or ``null``
@@ -48,7 +48,9 @@ def file_documents() -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _builders() -> dict[str, Callable[[], Any]]:
+def builders() -> dict[str, Callable[[], Any]]:
+    """``{"<module> <call>": builder}``: the manifest builders of the test modules (each call gives a fresh object).
+    Imported when called, since some of those modules import this one."""
     from tests import test_families as fam
     from tests import test_kubeflow as kf
     from tests import test_spark as sp
@@ -77,13 +79,9 @@ def _builders() -> dict[str, Callable[[], Any]]:
     }
 
 
-BUILDERS: dict[str, Callable[[], Any]] = _builders()
-"""``{"<module> <call>": builder}``: the manifest builders of the test modules (each call gives a fresh object)."""
-
-
 def all_manifests() -> list[tuple[str, dict[str, Any]]]:
     """Every file document (:func:`file_documents`) and every builder's manifest, ``[(source, document), ...]``."""
-    return file_documents() + [(name, build()) for name, build in BUILDERS.items()]
+    return file_documents() + [(name, build()) for name, build in builders().items()]
 
 
 def object_of(doc: dict[str, Any]) -> dict[str, Any] | None:
