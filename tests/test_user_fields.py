@@ -69,7 +69,7 @@ def test_the_planted_labels_reach_every_pod_template_of_every_manifest_that_has_
     assert templates > len(PLANTED)
 
 
-@pytest.mark.parametrize("name", ["jobset-pytorch.yaml", "rayservice-sample.yaml"])
+@pytest.mark.parametrize("name", ["jobset-pytorch.yaml", "raycluster-autoscaler.yaml"])
 def test_a_jobset_and_a_ray_worker_group_keep_the_users_template_labels_beside_the_group_label(name):
     source, doc = next((s, d) for s, d in PLANTED if s.endswith(f"examples/{name}#0"))
     result = asyncio.run(review_documents([(source, doc)], CONFIG))[0]
