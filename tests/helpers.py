@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import json
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import jsonpatch
 import yaml
@@ -204,3 +205,42 @@ def scale_review(name: str, namespace: str, new: int, old: int, *, plural: str =
         }
     return admission_review(scale(new), "UPDATE", old=scale(old), sub_resource="scale", dry_run=dry_run,
                             resource=("apps", "v1", plural), kind=("autoscaling", "v1", "Scale"))
+
+
+@contextlib.contextmanager
+def webhook_on_own_loop(prepare: Callable[[Any], Any] | None = None) -> Iterator[tuple[asyncio.Runner, Any, Any]]:
+    """``(runner, client, fake)``: admit's HTTP app (default :class:`admit.config.Config`) in front of the in-repo fake
+    Kubernetes API, on an event loop of its own, for tests that hypothesis calls synchronously (``runner.run(coro)``
+    drives a request). ``prepare(fake)`` runs before the server starts (e.g. to store a parent object)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from admit.admission import Admission
+    from admit.config import Config
+    from admit.kube import KubeAPI
+    from admit.server import create_app
+    from admit.testing.fake_kube import FakeKubeAPI
+
+    runner = asyncio.Runner()
+
+    async def start():
+        fake = FakeKubeAPI()
+        await fake.__aenter__()
+        if prepare is not None:
+            prepare(fake)
+        api_client = fake.api_client()
+        config = Config()
+        client = TestClient(TestServer(create_app(Admission(config, KubeAPI(api_client, config)))))
+        await client.start_server()
+        return fake, api_client, client
+
+    fake, api_client, client = runner.run(start())
+    try:
+        yield runner, client, fake
+    finally:
+        async def stop():
+            await client.close()
+            await api_client.close()
+            await fake.__aexit__(None, None, None)
+
+        runner.run(stop())
+        runner.close()

@@ -12,7 +12,6 @@ Bounded for CI: ``FUZZ_EXAMPLES`` examples (default 150; about 10 s), each reque
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import os
@@ -27,12 +26,10 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from admit.admission import Admission  # noqa: E402
 from admit.config import Config  # noqa: E402
-from admit.kube import KubeAPI  # noqa: E402
-from admit.server import create_app  # noqa: E402
-from admit.testing.fake_kube import FakeKubeAPI  # noqa: E402
-from tests.helpers import ROOT, admission_review, controller_pod, example, example_docs  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    ROOT, admission_review, controller_pod, example, example_docs, webhook_on_own_loop,
+)
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 ANSWER_BOUND_S = 2.0  # generous for a shared CI machine; the 1e9999999 quantity took 6 s before the fix
@@ -159,36 +156,14 @@ def reviews(draw) -> dict[str, Any]:
 def server():
     """An HTTP client for a webhook backed by the fake Kubernetes API, on a loop of its own (hypothesis calls the test
     synchronously)."""
-    from aiohttp.test_utils import TestClient, TestServer
-
     from admit import review
 
     if os.environ.get("ADMIT_TEST_PLAIN_INSTALL") == "1":
         assert review.JSON_BACKEND == "json", "the plain-install run must take the stdlib JSON path"
-    runner = asyncio.Runner()
-
-    async def start():
-        fake = FakeKubeAPI()
-        await fake.__aenter__()
-        parent = example("web-gang-deployment.yaml")
-        parent["metadata"]["namespace"] = "default"
-        fake.put(parent)
-        api_client = fake.api_client()
-        config = Config()
-        client = TestClient(TestServer(create_app(Admission(config, KubeAPI(api_client, config)))))
-        await client.start_server()
-        return fake, api_client, client
-
-    fake, api_client, client = runner.run(start())
-    yield runner, client
-
-    async def stop():
-        await client.close()
-        await api_client.close()
-        await fake.__aexit__(None, None, None)
-
-    runner.run(stop())
-    runner.close()
+    parent = example("web-gang-deployment.yaml")
+    parent["metadata"]["namespace"] = "default"
+    with webhook_on_own_loop(lambda fake: fake.put(parent)) as (runner, client, _):
+        yield runner, client
 
 
 async def _post(client, path: str, review: dict[str, Any]) -> None:

@@ -56,7 +56,7 @@ from typing import Any
 
 from ..config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API_GROUP,
                       WORKLOAD_API_VERSIONS, Config)
-from ..patch import pointer, set_keys_ops, set_op
+from ..patch import pointer, set_keys_ops
 from ..plan import GangError, GangPlan, PodTarget, get_path
 from ..podgroup import Ownership, owner_annotation
 
@@ -475,9 +475,8 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
         spec = pod_spec_path(target)
         t_ops: list[dict[str, Any]] = []
         if template_group(obj, target) != plan.group_name:
-            op = set_op(obj, spec + ("schedulingGroup",), {"podGroupName": plan.group_name})
-            if op is not None:
-                t_ops.append(op)
+            # only podGroupName: any other field of an existing schedulingGroup stays (admit.patch)
+            t_ops.extend(set_keys_ops(obj, spec + ("schedulingGroup",), {"podGroupName": plan.group_name}))
         if managed and get_path(obj, target.labels + (config.pod_group_label,)) == plan.group_name:
             t_ops.append({"op": "remove", "path": pointer(target.labels + (config.pod_group_label,))})
         scheduler = get_path(obj, target.scheduler)

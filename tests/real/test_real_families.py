@@ -15,9 +15,11 @@ import time
 
 import pytest
 
+from admit.config import Config
 from admit.testing.plane import PlaneError
 from tests.helpers import example
-from tests.real.support import bound, container, pods, wait_for
+from tests.manifest_seeds import ORDINARY_LABELS, lost_fields, plant_ordinary
+from tests.real.support import bound, container, gang_deployment, pods, wait_for
 
 PG = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"
 SCHEDULER = "scheduler-plugins-scheduler"
@@ -58,6 +60,22 @@ def test_a_jobset_stored_through_its_crd_gets_its_templates_patched_and_one_pod_
                               or [None])[0], what="adoption by the JobSet")
     assert (owner["apiVersion"], owner["kind"], owner["uid"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet",
                                                                   stored["metadata"]["uid"])
+
+
+@pytest.mark.needs("apiserver")
+def test_a_jobset_stored_through_kube_apiserver_keeps_the_users_template_labels_and_annotations(plane, ns):
+    """The user's labels and annotations on every replicatedJob's pod template (Istio injection, Prometheus, a team
+    and cost center, Trainer's ancestor-step label) are all in the stored JobSet beside admit's pod-group label."""
+    cp = plane.cp
+    jobset = plant_ordinary(small_jobset(ns))
+    for rj in jobset["spec"]["replicatedJobs"]:
+        rj["template"]["spec"]["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] = \
+            "trainer"
+    stored = cp.rest("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", body=jobset)
+    assert lost_fields(jobset, stored, Config()) == []
+    for rj in stored["spec"]["replicatedJobs"]:
+        labels = rj["template"]["spec"]["template"]["metadata"]["labels"]
+        assert {k: labels[k] for k in ORDINARY_LABELS} == ORDINARY_LABELS and labels[LABEL] == "pytorch"
 
 
 @pytest.mark.needs("apiserver")
@@ -106,7 +124,6 @@ def test_a_jobset_with_initializers_gangs_only_the_pods_that_run_together(plane,
                                                        "minResources": {"cpu": "200m", "memory": "128Mi"}}
 
 
-@pytest.mark.needs("apiserver")
 @pytest.mark.needs("apiserver")
 def test_min_resources_leaves_out_an_extended_resource_a_device_class_serves(plane, ns):
     cp = plane.cp
