@@ -65,30 +65,42 @@ async def test_sigterm_to_a_replica_under_continuous_keep_alive_posts_fails_no_w
                                  wait_ready(f"https://127.0.0.1:{second_port}", ctx, second))
             backends = [Backend("127.0.0.1", first_port), Backend("127.0.0.1", second_port)]
             async with ReadinessBalancer(backends, ctx, period=0.5) as balancer:
-                client = KeepAliveClient("127.0.0.1", balancer.port, ctx, timeout=10)
-                # A burst fills the pool with 12 connections over both replicas; the 6 loops below then keep
-                # reusing the ones returned last, and the rest sit idle, as in kube-apiserver's pool.
-                await asyncio.gather(*(call(client, templates, n) for n in range(12)))
-                assert client.dials == 12 and backends[0].connections and backends[1].connections
+                busy = KeepAliveClient("127.0.0.1", balancer.port, ctx, timeout=10)
+                idle = KeepAliveClient("127.0.0.1", balancer.port, ctx, timeout=10)  # a second kube-apiserver
+                # Bursts fill the pools over both replicas (the balancer alternates): the busy one's 6 loops then
+                # keep reusing the connections returned last; the idle one sends nothing until the restart is over,
+                # so its 4 connections to the first replica sit idle through the whole shutdown delay.
+                await asyncio.gather(*(call(busy, templates, n) for n in range(12)))
+                await asyncio.gather(*(call(idle, templates, 50 + n) for n in range(8)))
+                assert busy.dials == 12 and idle.dials == 8 and backends[0].connections == 10
                 until = asyncio.Event()
-                loops = [asyncio.create_task(call_without_pause(client, templates, 100 + n, 6, until))
+                loops = [asyncio.create_task(call_without_pause(busy, templates, 100 + n, 6, until))
                          for n in range(6)]
                 try:
-                    await eventually(lambda: client.answered >= 200, timeout=30)
+                    await eventually(lambda: busy.answered >= 200, timeout=30)
                     first.send_signal(signal.SIGTERM)
                     await asyncio.wait_for(first.wait(), 20)
-                    answered = client.answered
-                    await eventually(lambda: client.answered >= answered + 100, timeout=30)  # the other one serves
+                    answered = busy.answered
+                    await eventually(lambda: busy.answered >= answered + 100, timeout=30)  # the other one serves
+                    await asyncio.gather(*(call(idle, templates, 60 + n) for n in range(8)))  # 8 at once: whole pool
                 finally:
                     until.set()
                     await asyncio.gather(*loops)
-                    client.close()
+                    busy.close()
+                    idle.close()
         finally:
             logs = await stop(first)
             await stop(second)
-    assert client.failed == [], f"{len(client.failed)} of {client.answered + len(client.failed)} calls failed: " \
-                                f"{client.failed[:5]}\n{logs}"
+    stopped = next((line for line in logs.splitlines() if "listener stopped" in line), "")
+    print(f"calls answered {busy.answered + idle.answered}, failed {len(busy.failed) + len(idle.failed)}; "
+          f"busy pool: {busy.dials} dials, {busy.closed_by_server} answers with Connection: close; idle pool: "
+          f"{idle.skipped_broken} connections found closed; {stopped.split('admit.serve')[-1].strip(': ')}")
+    failed = busy.failed + idle.failed
+    assert failed == [], f"{len(failed)} of {busy.answered + idle.answered + len(failed)} calls failed: " \
+                         f"{failed[:5]}\n{logs}"
     assert first.returncode == 0, logs
-    # the connections in use were closed by answers saying so; the ones left idle in the pool were closed quiet
-    assert client.closed_by_server >= 1, logs
+    # The connections in use were closed by answers saying so; the ones left idle were closed once quiet, and the
+    # idle client saw it before writing on them; nothing was left to close under a request.
+    assert busy.closed_by_server >= 1, logs
+    assert idle.skipped_broken == 4 and idle.dials == 12, logs
     assert "0 connection(s) closed at the end of the drain, 0 request(s) unfinished" in logs, logs
