@@ -47,27 +47,26 @@ class ReadinessBalancer:
     port: int = 0
     refused: int = 0
     _server: asyncio.base_events.Server | None = None
-    _tasks: set[asyncio.Task] = field(default_factory=set)
+    _tasks: set[asyncio.Task] = field(default_factory=set)  # one per connection passed through
+    _links: set[asyncio.StreamWriter] = field(default_factory=set)
+    _checker: asyncio.Task | None = None
     _next: int = 0
 
     async def __aenter__(self) -> "ReadinessBalancer":
         await self.check()
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
-        self._spawn(self._check_loop())
+        self._checker = asyncio.create_task(self._check_loop())
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if self._checker is not None:
+            self._checker.cancel()
+        for writer in list(self._links):  # the pipes see the end of their streams and finish
+            writer.transport.abort()
+        await asyncio.gather(*filter(None, [self._checker, *self._tasks]), return_exceptions=True)
 
     async def check(self) -> None:
         """Check every backend's ``/readyz`` once (a connection each, as the kubelet's probes do)."""
@@ -117,10 +116,12 @@ class ReadinessBalancer:
         up_reader, up_writer = upstream
         task = asyncio.current_task()
         self._tasks.add(task)  # type: ignore[arg-type]
+        self._links.update((writer, up_writer))
         try:
             await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        finally:  # both directions ended (or the balancer stops)
+        finally:  # both directions ended
             self._tasks.discard(task)  # type: ignore[arg-type]
+            self._links.difference_update((writer, up_writer))
             writer.close()
             up_writer.close()
 
