@@ -139,13 +139,13 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         guard.factory = runner.server  # type: ignore[assignment]
         site = GuardedSite(runner, guard, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024,
                            handshake_timeout=config.read_timeout_seconds)
+        if getattr(args, "metrics_port", 0):  # closed after the listener's drain: scrapes see the whole shutdown
+            metrics_runner = await metrics.start_metrics_server(args.metrics_port, args.metrics_host or args.host)
+            stack.push_async_callback(metrics_runner.cleanup)
         # first to run on exit: stop leading, stop taking requests, drain, close
         stack.push_async_callback(shut_down, runner, site, controller, drain)
         await site.start()
         guard.start()
-        if getattr(args, "metrics_port", 0):
-            metrics_runner = await metrics.start_metrics_server(args.metrics_port, args.metrics_host or args.host)
-            stack.push_async_callback(metrics_runner.cleanup)
         # Everything made so far (modules, the Kubernetes client, TLS) lives as long as the process: keep it out of
         # the cyclic collector, so a full collection scans only what requests leave behind (about 1 ms instead of
         # 15-40 ms stalls with the kubernetes_asyncio heap; see README.md, Performance).

@@ -18,7 +18,8 @@ What it does:
    (``admit.testing.webhook_client.KeepAliveClient``: a Go-like keep-alive pool, no retry of a failed POST), each
    with ``--loops`` loops that send the next AdmissionReview as soon as the last is answered: gang Deployment
    CREATEs (``/mutate`` then ``/validate``, which creates the PodGroup) and Pod CREATEs of a known gang
-   (``bench/reviews.py``);
+   (``bench/reviews.py``); and every ``--burst-every`` seconds ``--burst`` admissions at once, so that each pool
+   also holds connections that sit idle between bursts, as kube-apiserver's does;
 4. restarts the replicas in turn, ``--restarts`` times each, as a rolling update with ``maxSurge: 1,
    maxUnavailable: 0`` does: SIGTERM, wait for the exit, start it again on the same port, wait until the balancer
    sees it ready, wait ``--pause`` seconds;
@@ -99,13 +100,27 @@ async def loop_calls(client: KeepAliveClient, first: int, step: int, until: asyn
     ``/mutate`` then ``/validate``, with the same uid), the next call as soon as the last is answered (or failed)."""
     n = first
     while not until.is_set():
-        uid = uid_for(n).decode()
-        for path, parts in ADMISSIONS[n % 2]:
-            try:
-                await client.post(path, fill(parts, n), uid)
-            except CallFailed:
-                break  # kube-apiserver refuses the object: no further webhook is called
+        await one_admission(client, n)
         n += step
+
+
+async def bursts(client: KeepAliveClient, first: int, size: int, every: float, until: asyncio.Event) -> None:
+    """Every ``every`` seconds, ``size`` admissions at once (a Job creating its pods, a burst of applies): the pool
+    grows past what the loops use, and between bursts the extra connections sit idle at the bottom of it."""
+    n = first
+    while not until.is_set():
+        await asyncio.sleep(every)
+        await asyncio.gather(*(one_admission(client, n + i) for i in range(size)))
+        n += size
+
+
+async def one_admission(client: KeepAliveClient, n: int) -> None:
+    uid = uid_for(n).decode()
+    for path, parts in ADMISSIONS[n % 2]:
+        try:
+            await client.post(path, fill(parts, n), uid)
+        except CallFailed:
+            return  # kube-apiserver refuses the object: no further webhook is called
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -129,6 +144,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             until = asyncio.Event()
             loops = [asyncio.create_task(loop_calls(c, 1_000_000 * i + j, args.loops, until))
                      for i, c in enumerate(clients) for j in range(args.loops)]
+            if args.burst:
+                loops += [asyncio.create_task(bursts(c, 1_000_000 * i + 500_000, args.burst, args.burst_every, until))
+                          for i, c in enumerate(clients)]
             restarts = []
             started = time.monotonic()
             try:
@@ -166,7 +184,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     failures = [f for c in clients for f in c.failed]
     total = answered + len(failures)
     return {
-        "meta": {"replicas": 2, "clients": args.clients, "loops_per_client": args.loops,
+        "meta": {"replicas": 2, "clients": args.clients, "loops_per_client": args.loops, "burst": args.burst,
+                 "burst_every": args.burst_every,
                  "shutdown_delay": args.shutdown_delay, "check_period": args.check_period, "pause": args.pause},
         "seconds": round(seconds, 1),
         "calls": total,
@@ -187,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--restarts", type=int, default=3, help="restarts of each replica (default 3)")
     p.add_argument("--clients", type=int, default=2, help="kube-apiserver-like clients, one pool each (default 2)")
     p.add_argument("--loops", type=int, default=3, help="request loops per client (default 3)")
+    p.add_argument("--burst", type=int, default=6, help="admissions a client also sends at once every "
+                                                       "--burst-every seconds (default 6; 0: none)")
+    p.add_argument("--burst-every", type=float, default=2.0, help="seconds between bursts (default 2)")
     p.add_argument("--shutdown-delay", type=float, default=5.0, help="admit serve --shutdown-delay (default 5)")
     p.add_argument("--check-period", type=float, default=0.5, help="seconds between /readyz checks (default 0.5)")
     p.add_argument("--pause", type=float, default=3.0, help="seconds of calls before the first restart and after "
@@ -196,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (certs, server logs)")
     args = p.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="admit-restart-bench-"))
-    print(f"2 replicas, {args.restarts} restart(s) each, {args.clients} client(s) x {args.loops} loop(s), "
+    print(f"2 replicas, {args.restarts} restart(s) each, {args.clients} client(s) x {args.loops} loop(s) + bursts "
+          f"of {args.burst} every {args.burst_every:g}s, "
           f"--shutdown-delay {args.shutdown_delay:g}; logs in {workdir}", flush=True)
     result = asyncio.run(run(args, workdir))
     print(f"calls {result['calls']} in {result['seconds']}s ({result['calls_per_second']}/s), failed "

@@ -8,6 +8,7 @@ import socket
 import ssl
 import time
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -18,7 +19,7 @@ from admit.connections import ConnectionGuard, GuardedSite
 from admit.server import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, eventually, example
-from tests.test_serve_e2e import lease_holder, start_serve, wait_ready
+from tests.test_serve_e2e import free_port, lease_holder, start_serve, wait_ready
 
 REVIEW = json.dumps(admission_review(example("pause-gang-deployment.yaml"))).encode()
 
@@ -236,3 +237,38 @@ async def test_in_shutdown_a_connection_is_closed_only_once_quiet_for_the_bound_
     assert await closed_answer(other[0]) == b""
     fresh[1].write(request_bytes()[20:])
     assert (await closed_answer(fresh[0])).startswith(b"HTTP/1.1 200")  # its request was answered, then closed
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+async def test_the_metrics_port_answers_through_the_drain_until_the_listener_has_stopped(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    metrics_port = free_port()
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve(
+            "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]), "--api-server", fake.url,
+            "--no-controller", "--read-timeout", "60", "--drain-seconds", "3", "--metrics-port", str(metrics_port),
+        )
+        try:
+            await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+            writer.write(request_bytes()[:-10])  # a request in progress holds the drain open
+            await writer.drain()
+            proc.send_signal(15)
+            await eventually(lambda: not listening(port), timeout=5)  # the drain has begun
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{metrics_port}/metrics") as resp:
+                    assert resp.status == 200 and "admit_" in await resp.text()
+            assert proc.returncode is None, "the scrape came during the drain"
+            await asyncio.wait_for(proc.wait(), 15)
+            writer.close()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        log = (await proc.stdout.read()).decode()
+        assert proc.returncode == 0 and "1 request(s) unfinished after the 3s drain" in log, log
