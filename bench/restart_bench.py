@@ -18,8 +18,8 @@ What it does:
    (``admit.testing.webhook_client.KeepAliveClient``: a Go-like keep-alive pool, no retry of a failed POST), each
    with ``--loops`` loops that send the next AdmissionReview as soon as the last is answered: gang Deployment
    CREATEs (``/mutate`` then ``/validate``, which creates the PodGroup) and Pod CREATEs of a known gang
-   (``bench/reviews.py``); and every ``--burst-every`` seconds ``--burst`` admissions at once, so that each pool
-   also holds connections that sit idle between bursts, as kube-apiserver's does;
+   (``bench/reviews.py``); and every ``--burst-every`` seconds a burst of 1 to ``--burst`` admissions at once, so
+   that each pool also holds connections that only the larger bursts reach, as kube-apiserver's does;
 4. restarts the replicas in turn, ``--restarts`` times each, as a rolling update with ``maxSurge: 1,
    maxUnavailable: 0`` does: SIGTERM, wait for the exit, start it again on the same port, wait until the balancer
    sees it ready, wait ``--pause`` seconds;
@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import collections
 import json
+import random
 import signal
 import ssl
 import subprocess
@@ -104,12 +105,16 @@ async def loop_calls(client: KeepAliveClient, first: int, step: int, until: asyn
         n += step
 
 
-async def bursts(client: KeepAliveClient, first: int, size: int, every: float, until: asyncio.Event) -> None:
-    """Every ``every`` seconds, ``size`` admissions at once (a Job creating its pods, a burst of applies): the pool
-    grows past what the loops use, and between bursts the extra connections sit idle at the bottom of it."""
+async def bursts(client: KeepAliveClient, first: int, largest: int, every: float, seed: int,
+                 until: asyncio.Event) -> None:
+    """Every ``every`` seconds, 1 to ``largest`` admissions at once (a Job creating its pods, a burst of applies;
+    the size drawn from ``random.Random(seed)``): the pool grows past what the loops use, and only the larger
+    bursts reach its bottom, so some connections sit idle for many seconds, as in kube-apiserver's pool."""
+    rng = random.Random(seed)
     n = first
     while not until.is_set():
         await asyncio.sleep(every)
+        size = rng.randint(1, largest)
         await asyncio.gather(*(one_admission(client, n + i) for i in range(size)))
         n += size
 
@@ -145,7 +150,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             loops = [asyncio.create_task(loop_calls(c, 1_000_000 * i + j, args.loops, until))
                      for i, c in enumerate(clients) for j in range(args.loops)]
             if args.burst:
-                loops += [asyncio.create_task(bursts(c, 1_000_000 * i + 500_000, args.burst, args.burst_every, until))
+                loops += [asyncio.create_task(bursts(c, 1_000_000 * i + 500_000, args.burst, args.burst_every,
+                                                     args.seed + i, until))
                           for i, c in enumerate(clients)]
             restarts = []
             started = time.monotonic()
@@ -184,8 +190,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     failures = [f for c in clients for f in c.failed]
     total = answered + len(failures)
     return {
-        "meta": {"replicas": 2, "clients": args.clients, "loops_per_client": args.loops, "burst": args.burst,
-                 "burst_every": args.burst_every,
+        "meta": {"replicas": 2, "clients": args.clients, "loops_per_client": args.loops, "largest_burst": args.burst,
+                 "burst_every": args.burst_every, "seed": args.seed,
                  "shutdown_delay": args.shutdown_delay, "check_period": args.check_period, "pause": args.pause},
         "seconds": round(seconds, 1),
         "calls": total,
@@ -206,9 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--restarts", type=int, default=3, help="restarts of each replica (default 3)")
     p.add_argument("--clients", type=int, default=2, help="kube-apiserver-like clients, one pool each (default 2)")
     p.add_argument("--loops", type=int, default=3, help="request loops per client (default 3)")
-    p.add_argument("--burst", type=int, default=6, help="admissions a client also sends at once every "
-                                                       "--burst-every seconds (default 6; 0: none)")
-    p.add_argument("--burst-every", type=float, default=2.0, help="seconds between bursts (default 2)")
+    p.add_argument("--burst", type=int, default=12, help="largest burst: every --burst-every seconds a client also "
+                                                        "sends 1 to this many admissions at once (default 12; 0: none)")
+    p.add_argument("--burst-every", type=float, default=1.0, help="seconds between bursts (default 1)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the burst sizes (default 1)")
     p.add_argument("--shutdown-delay", type=float, default=5.0, help="admit serve --shutdown-delay (default 5)")
     p.add_argument("--check-period", type=float, default=0.5, help="seconds between /readyz checks (default 0.5)")
     p.add_argument("--pause", type=float, default=3.0, help="seconds of calls before the first restart and after "
@@ -219,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="admit-restart-bench-"))
     print(f"2 replicas, {args.restarts} restart(s) each, {args.clients} client(s) x {args.loops} loop(s) + bursts "
-          f"of {args.burst} every {args.burst_every:g}s, "
+          f"of up to {args.burst} every {args.burst_every:g}s, "
           f"--shutdown-delay {args.shutdown_delay:g}; logs in {workdir}", flush=True)
     result = asyncio.run(run(args, workdir))
     print(f"calls {result['calls']} in {result['seconds']}s ({result['calls_per_second']}/s), failed "
