@@ -38,12 +38,14 @@ class Backend:
 @dataclass
 class ReadinessBalancer:
     """Balances ``127.0.0.1:<port>`` over ``backends`` (module docstring). ``server_hostname`` is the name the
-    readiness checks' TLS verifies. Use ``async with``; ``port`` is set once started."""
+    readiness checks' TLS verifies; a check that takes longer than ``check_timeout`` seconds fails (the chart's
+    readinessProbe ``timeoutSeconds``: 2). Use ``async with``; ``port`` is set once started."""
 
     backends: list[Backend]
     ssl_context: ssl.SSLContext | None = None
     server_hostname: str | None = None
     period: float = 0.5
+    check_timeout: float = 2.0
     port: int = 0
     refused: int = 0
     _server: asyncio.base_events.Server | None = None
@@ -77,7 +79,7 @@ class ReadinessBalancer:
     async def _ready(self, backend: Backend) -> bool:
         writer = None
         try:
-            async with asyncio.timeout(max(self.period, 0.5)):
+            async with asyncio.timeout(self.check_timeout):
                 reader, writer = await asyncio.open_connection(
                     backend.host, backend.port, ssl=self.ssl_context,
                     server_hostname=self.server_hostname if self.ssl_context else None)
