@@ -11,12 +11,14 @@ import asyncio
 import json
 import signal
 import ssl
+import subprocess
+import sys
 
 from admit.certs import write_development_certificates
 from admit.testing.balancer import Backend, ReadinessBalancer
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.testing.webhook_client import CallFailed, KeepAliveClient
-from tests.helpers import EXAMPLES, admission_review, eventually, example
+from tests.helpers import EXAMPLES, ROOT, admission_review, eventually, example
 from tests.test_serve_e2e import start_serve, stop, wait_ready
 
 UID = "00000000-0000-4000-8000-@@@@@@@@@@@@"
@@ -104,3 +106,19 @@ async def test_sigterm_to_a_replica_under_continuous_keep_alive_posts_fails_no_w
     assert busy.closed_by_server >= 1, logs
     assert idle.skipped_broken == 4 and idle.dials == 12, logs
     assert "0 connection(s) closed at the end of the drain, 0 request(s) unfinished" in logs, logs
+
+
+def test_the_restart_benchmark_restarts_each_replica_and_counts_failed_calls_per_thousand(tmp_path):
+    out = tmp_path / "restart.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "restart_bench.py"), "--restarts", "1", "--clients", "1", "--loops", "2",
+         "--burst", "3", "--burst-every", "0.5", "--shutdown-delay", "1", "--pause", "0.5", "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert [r["replica"] for r in result["restarts"]] == ["admit-0", "admit-1"]
+    assert all(r["exit_code"] == 0 and r["exit_seconds"] >= 1 for r in result["restarts"])
+    assert result["calls"] > 0 and result["failed"] == 0 and result["failed_per_thousand"] == 0.0
+    assert result["answers_with_connection_close"] >= 1  # each stopping replica told its clients to move
+    assert "failed 0:" in proc.stdout and "per thousand" in proc.stdout
