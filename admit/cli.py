@@ -156,13 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds an idle keep-alive connection is kept (default: %(default)s; longer than "
                             "kube-apiserver's 90 s, so it closes its idle connections first)")
     serve.add_argument("--drain-seconds", type=_positive_float, default=10.0,
-                       help="after SIGTERM, seconds requests in flight get to finish (default: %(default)s; the "
-                            "chart's terminationGracePeriodSeconds is 30)")
+                       help="after the shutdown delay, seconds the connections left get to finish their requests "
+                            "and go (default: %(default)s; at least the webhook timeout; the chart's "
+                            "terminationGracePeriodSeconds is shutdown delay + drain + 15)")
     serve.add_argument("--lease-namespace", default=None, help="Lease namespace (default: --namespace)")
     serve.add_argument("--shutdown-delay", type=_non_negative_float, default=5.0,
-                       help="seconds to go on serving after SIGTERM with /readyz failing, so that endpoints stop "
-                            "routing to this replica before it closes (default: %(default)s; a second signal ends "
-                            "the wait)")
+                       help="seconds to go on serving after SIGTERM with /readyz failing and every answer saying "
+                            "Connection: close, so that endpoints stop routing to this replica before it closes "
+                            "(default: %(default)s; a second signal ends the wait)")
 
     review = sub.add_parser(
         "review", help="show the webhook's decisions on manifests or AdmissionReview files",

@@ -20,6 +20,25 @@ current request began to arrive:
   than Go's ``http.Transport`` ``IdleConnTimeout`` of 90 s, so kube-apiserver closes its idle connections first and
   never sends a request on a connection the server is closing).
 
+Shutdown (``admit serve`` on SIGTERM; :meth:`ConnectionGuard.begin_closing`, :meth:`ConnectionGuard.close_quiet`).
+kube-apiserver calls webhooks with Go's ``net/http`` ``Transport``, which keeps a pool of idle HTTP/1.1 keep-alive
+connections and reuses the one returned last. It does not send a POST again when the connection fails after the
+request was written (``persistConn.shouldRetryRequest``: a fresh connection is never retried, and a reused one only
+when nothing was written or the method is idempotent); the create then fails with ``failed calling webhook ...:
+EOF``. The server therefore never closes a connection on which a request may be on its way:
+
+- from the moment shutdown begins, every response carries ``Connection: close`` and aiohttp closes the connection
+  after sending it (RFC 9112 section 9.6: the client must not send further requests on it); Go's ``readLoop`` sees
+  ``resp.Close`` and does not put the connection back into its pool, so the next request dials a new connection,
+  which the Service sends to a ready replica. No request can race with this close.
+- a connection without a request in progress is closed only when it has been *quiet*: no request byte for
+  ``quiet`` seconds (``DEFAULT_QUIET_SECONDS``, 1 s: far above the time a written request takes to reach the
+  server inside a cluster) and none waiting unread in the kernel. That covers a connection just accepted (Go dials
+  only to send a request at once) and one the client used a moment ago. What stays possible is a client that picks
+  a connection it left idle for that long at the very instant the close reaches it; Go reuses the connection it
+  returned last, so a connection left alone through the whole ``--shutdown-delay`` is one its pool is not reaching
+  for, and once the close arrives Go marks it broken and never writes on it.
+
 :class:`GuardedSite` is aiohttp's ``TCPSite`` serving through the guard, with a bound on the TLS handshake too.
 """
 
@@ -27,12 +46,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-__all__ = ["ConnectionGuard", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_READ_TIMEOUT", "DEFAULT_IDLE_TIMEOUT"]
+try:  # FIONREAD: bytes received and not yet read (Linux, macOS); elsewhere only what the loop has read counts
+    from fcntl import ioctl
+    from termios import FIONREAD
+except ImportError:  # pragma: no cover - Windows
+    ioctl = None  # type: ignore[assignment]
+    FIONREAD = 0
+
+__all__ = ["ConnectionGuard", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_READ_TIMEOUT", "DEFAULT_IDLE_TIMEOUT",
+           "DEFAULT_QUIET_SECONDS"]
 
 log = logging.getLogger("admit.connections")
 
@@ -45,6 +73,10 @@ DEFAULT_READ_TIMEOUT = 5.0
 
 DEFAULT_IDLE_TIMEOUT = 120.0
 """Seconds an idle keep-alive connection is kept (Go's ``http.Transport`` drops its idle ones after 90 s)."""
+
+DEFAULT_QUIET_SECONDS = 1.0
+"""During shutdown, seconds without a request byte after which a connection is closed (module docstring): a request
+written before then has arrived (in-cluster round trips are milliseconds; kube-apiserver writes a review at once)."""
 
 
 class _Guarded(asyncio.Protocol):
@@ -67,6 +99,7 @@ class _Guarded(asyncio.Protocol):
             transport.abort()
             return
         self.made = True
+        self.last_active = time.monotonic()  # after a TLS handshake: the first request follows at once
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
@@ -88,6 +121,16 @@ class _Guarded(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.inner.resume_writing()
 
+    def unread_bytes(self) -> int:
+        """Bytes the kernel holds for this connection that the loop has not read yet (0 when it cannot tell)."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None or ioctl is None:
+            return 0
+        try:
+            return struct.unpack("i", ioctl(sock.fileno(), FIONREAD, b"\0\0\0\0"))[0]
+        except (OSError, ValueError):  # closed meanwhile
+            return 0
+
     def close(self) -> None:
         """Drop the connection now. ``abort``, not ``close``: a TLS close waits for the peer's close_notify (up to
         30 s in uvloop), holding the connection's buffers, and the peers closed here are the ones not reading."""
@@ -106,6 +149,7 @@ class ConnectionGuard:
     Attributes:
         evicted / refused / timed_out: connections closed because of the cap (an idle one to make room, or the new
             one), and requests that did not arrive within ``read_timeout``.
+        closing: shutdown has begun (:meth:`begin_closing`): every response carries ``Connection: close``.
     """
 
     def __init__(self, factory: Callable[[], asyncio.Protocol], max_connections: int = DEFAULT_MAX_CONNECTIONS,
@@ -115,6 +159,7 @@ class ConnectionGuard:
         self.read_timeout = read_timeout
         self.live: dict[Any, _Guarded] = {}  # transport -> connection
         self.evicted = self.refused = self.timed_out = 0
+        self.closing = False
         self._sweeper: asyncio.Task[None] | None = None
 
     def __call__(self) -> asyncio.Protocol:
@@ -149,16 +194,40 @@ class ConnectionGuard:
     @web.middleware
     async def middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                          ) -> web.StreamResponse:
-        """Marks the connection busy while a handler runs (the read deadline then belongs to the body read)."""
+        """Marks the connection busy while a handler runs (the read deadline then belongs to the body read); once
+        :attr:`closing`, answers with ``Connection: close`` (errors raised as ``web.HTTPException`` too)."""
         conn = self.live.get(request.transport)
-        if conn is None:
-            return await handler(request)
-        conn.in_request, conn.reading_since = True, None
+        if conn is not None:
+            conn.in_request, conn.reading_since = True, None
         try:
-            return await handler(request)
+            resp = await handler(request)
+        except web.HTTPException as e:
+            if self.closing:
+                e.force_close()
+            raise
         finally:
-            conn.in_request = False
-            conn.last_active = time.monotonic()
+            if conn is not None:
+                conn.in_request = False
+                conn.last_active = time.monotonic()
+        if self.closing:
+            resp.force_close()  # aiohttp sends "Connection: close" and closes after the response
+        return resp
+
+    def begin_closing(self) -> None:
+        """Shutdown has begun: from now on every response carries ``Connection: close`` (module docstring)."""
+        self.closing = True
+
+    def close_quiet(self, quiet: float = DEFAULT_QUIET_SECONDS, now: float | None = None) -> int:
+        """Close the connections no request can be on its way to: none in progress, no request byte for ``quiet``
+        seconds, nothing unread in the kernel (module docstring). Returns how many were closed."""
+        now = time.monotonic() if now is None else now
+        quiet_ones = [c for c in self.live.values()
+                      if not c.in_request and c.reading_since is None and now - c.last_active >= quiet
+                      and not c.unread_bytes()]
+        for conn in quiet_ones:
+            self.live.pop(conn.transport, None)
+            conn.close()
+        return len(quiet_ones)
 
     def start(self) -> None:
         """Start the sweeper that closes requests slower than ``read_timeout`` (checks twice per timeout)."""

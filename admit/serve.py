@@ -6,15 +6,24 @@ enabled).
 
 SIGTERM/SIGINT, well inside the chart's ``terminationGracePeriodSeconds`` (30 s):
 
-1. stop leading and give the controller's Lease back (another replica takes over at once instead of after the Lease
+1. every response from now on carries ``Connection: close`` (``ConnectionGuard.begin_closing``): kube-apiserver's
+   next request on each connection dials anew and reaches a ready replica; a keep-alive connection is never closed
+   under a request on its way (see :mod:`admit.connections`, Shutdown);
+2. stop leading and give the controller's Lease back (another replica takes over at once instead of after the Lease
    expires; the caches keep serving the admission path);
-2. ``/readyz`` fails and the replica goes on serving for ``--shutdown-delay`` seconds (default 5; a second signal
+3. ``/readyz`` fails and the replica goes on serving for ``--shutdown-delay`` seconds (default 5; a second signal
    ends the wait): the endpoints controller and kube-proxy need a moment to stop routing to a terminating pod, and a
    listener closed at once (it took about 40 ms) refuses admissions still sent here;
-3. :func:`shut_down`: stop accepting connections, let requests in flight finish for at most ``--drain-seconds``
-   (10 s), close what remains, then stop the controller's caches, the certificate provider and the Kubernetes
-   client. Slow clients cannot hold the exit: a request must arrive within ``--read-timeout`` and the drain is
-   bounded.
+4. :func:`shut_down`: stop accepting connections; wait until every connection is gone, for at most
+   ``--drain-seconds`` (10 s): answered ones close after their response, quiet ones (no request for
+   ``DEFAULT_QUIET_SECONDS``, 1 s) are closed; close what remains, then stop the controller's caches, the
+   certificate provider and the Kubernetes client. Slow clients cannot hold the exit: a request must arrive within
+   ``--read-timeout`` and the drain is bounded.
+
+Exit time after SIGTERM: ``--shutdown-delay`` + about 1 s (the quiet bound; connections left through the delay are
+already quiet), at most ``--shutdown-delay`` + ``--drain-seconds`` + 1 s (aiohttp's cleanup), plus the Lease
+release (at most ``--drain-seconds`` / 2) when it hangs: 5 + 10 + 1 + 5 = 21 s with the defaults, inside the
+chart's 30 s grace period.
 
 The listener's connections are bounded by :class:`admit.connections.ConnectionGuard` (``--max-connections``,
 ``--read-timeout``, ``--idle-timeout``).
@@ -41,6 +50,7 @@ from .config import Config
 from .connections import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_QUIET_SECONDS,
     ConnectionGuard,
     GuardedSite,
 )
@@ -129,13 +139,13 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         guard.factory = runner.server  # type: ignore[assignment]
         site = GuardedSite(runner, guard, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024,
                            handshake_timeout=config.read_timeout_seconds)
+        if getattr(args, "metrics_port", 0):  # closed after the listener's drain: scrapes see the whole shutdown
+            metrics_runner = await metrics.start_metrics_server(args.metrics_port, args.metrics_host or args.host)
+            stack.push_async_callback(metrics_runner.cleanup)
         # first to run on exit: stop leading, stop taking requests, drain, close
         stack.push_async_callback(shut_down, runner, site, controller, drain)
         await site.start()
         guard.start()
-        if getattr(args, "metrics_port", 0):
-            metrics_runner = await metrics.start_metrics_server(args.metrics_port, args.metrics_host or args.host)
-            stack.push_async_callback(metrics_runner.cleanup)
         # Everything made so far (modules, the Kubernetes client, TLS) lives as long as the process: keep it out of
         # the cyclic collector, so a full collection scans only what requests leave behind (about 1 ms instead of
         # 15-40 ms stalls with the kubernetes_asyncio heap; see docs/performance.md).
@@ -152,33 +162,42 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        guard.begin_closing()
         await _release_lease(controller, drain)
         await _drain_delay(stop, draining, float(getattr(args, "shutdown_delay", 0.0) or 0.0))
         log.info("shutting down")
 
 
-async def shut_down(runner: web.AppRunner, site: GuardedSite, controller: Any, drain_seconds: float) -> None:
+async def shut_down(runner: web.AppRunner, site: GuardedSite, controller: Any, drain_seconds: float,
+                    quiet: float = DEFAULT_QUIET_SECONDS) -> None:
     """The SIGTERM sequence of the listener (module docstring); every step is bounded.
 
     1. stop leading: the controller's workers stop and the Lease is released (``LeaderElector.stop``; the caches keep
        serving the admission path until ``controller.stop``);
-    2. stop accepting connections;
-    3. wait until no request is being read or handled, for at most ``drain_seconds``;
-    4. close every connection left (idle keep-alive ones, and requests that did not finish) and clean up aiohttp.
+    2. stop accepting connections; every response carries ``Connection: close`` (already so after a signal);
+    3. until no connection is left, for at most ``drain_seconds``: requests in flight finish and their connections
+       close after the answer; a connection without a request for ``quiet`` seconds (and no byte unread) is closed
+       (``ConnectionGuard.close_quiet``: none can race with a request on its way);
+    4. close every connection left (requests that did not finish) and clean up aiohttp.
     """
     started = time.monotonic()
+    guard = site.guard
+    guard.begin_closing()
     await _release_lease(controller, drain_seconds)  # done already after a signal; here for a start that failed
     with contextlib.suppress(RuntimeError):  # not started (start failed): nothing to stop
         await site.stop()
     deadline = time.monotonic() + drain_seconds
-    while site.in_flight() and time.monotonic() < deadline:
+    quiet_closed = guard.close_quiet(quiet)
+    while len(guard) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
+        quiet_closed += guard.close_quiet(quiet)
     left = site.in_flight()
-    closed = site.guard.close_all()
-    await site.guard.stop()
+    closed = guard.close_all()
+    await guard.stop()
     await runner.cleanup()
-    log.info("listener stopped in %.1fs: %d connection(s) closed, %d request(s) unfinished after the %gs drain",
-             time.monotonic() - started, closed, left, drain_seconds)
+    log.info("listener stopped in %.1fs: %d quiet connection(s) closed, %d connection(s) closed at the end of the "
+             "drain, %d request(s) unfinished after the %gs drain",
+             time.monotonic() - started, quiet_closed, closed, left, drain_seconds)
 
 
 async def _release_lease(controller: Any, drain_seconds: float) -> None:

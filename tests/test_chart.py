@@ -595,6 +595,26 @@ def test_an_api_timeout_not_below_the_webhook_timeout_is_refused_at_install():
         render({"config": {"apiTimeoutSeconds": 5}, "webhook": {"timeoutSeconds": 5}})
 
 
+def test_the_grace_period_covers_the_shutdown_delay_the_drain_and_the_exit_in_every_mode():
+    for name in SCENARIOS:
+        objects = scenario(name)
+        args = args_of(objects)
+        grace = only(objects, "Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        delay, drain = float(args["--shutdown-delay"]), float(args["--drain-seconds"])
+        # admit serve exits within delay + drain + the Lease release (drain / 2) + aiohttp's cleanup (1 s)
+        assert grace >= delay + drain + drain / 2 + 1, name
+        assert drain >= max(hook["timeoutSeconds"] for _, hook in webhooks(objects)), name
+    assert only(scenario("default"), "Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 30
+    longer = render({"shutdown": {"delaySeconds": 12, "drainSeconds": 10}})
+    assert args_of(longer)["--shutdown-delay"] == "12"
+    assert only(longer, "Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 37
+
+
+def test_a_drain_shorter_than_the_webhook_timeout_is_refused_at_install():
+    with pytest.raises(helm.HelmRenderError, match="drainSeconds"):
+        render({"shutdown": {"delaySeconds": 5, "drainSeconds": 4}})
+
+
 def test_installing_the_crd_with_the_legacy_pod_group_api_is_refused_at_install():
     with pytest.raises(helm.HelmRenderError, match="podGroupAPI"):
         render({"config": {"podGroupAPI": "scheduling.sigs.k8s.io"}, "podGroupCRD": {"install": True}})

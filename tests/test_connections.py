@@ -3,9 +3,12 @@ it (``ConnectionGuard`` + ``GuardedSite`` + the app), on loopback; SIGTERM again
 
 import asyncio
 import json
+import os
+import socket
 import ssl
 import time
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -16,7 +19,7 @@ from admit.connections import ConnectionGuard, GuardedSite
 from admit.server import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, eventually, example
-from tests.test_serve_e2e import lease_holder, start_serve, wait_ready
+from tests.test_serve_e2e import free_port, lease_holder, start_serve, wait_ready
 
 REVIEW = json.dumps(admission_review(example("pause-gang-deployment.yaml"))).encode()
 
@@ -190,3 +193,82 @@ def test_the_stdlib_loop_keeps_a_small_tls_read_buffer_per_connection():
         print(loop.run(size()))
     """, ADMIT_EVENT_LOOP="asyncio")
     assert proc.stdout.strip() == str(32 * 1024)
+
+
+async def test_once_shutdown_begins_every_answer_says_connection_close_and_the_connection_closes_after_it(served):
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    writer.write(request_bytes())
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert b"Connection: close" not in head  # keep-alive until shutdown
+    await reader.readexactly(int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0]))
+    served.guard.begin_closing()
+    writer.write(request_bytes())  # the same keep-alive connection
+    answer = await closed_answer(reader)
+    assert answer.startswith(b"HTTP/1.1 200") and b"Connection: close" in answer
+    for path, status in ((b"/healthz", b"200"), (b"/readyz", b"200"), (b"/no-such-path", b"404")):  # probes, errors
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        writer.write(b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % path)
+        head = (await closed_answer(reader)).split(b"\r\n\r\n")[0]
+        assert head.startswith(b"HTTP/1.1 " + status) and b"Connection: close" in head, head
+
+
+async def closed_answer(reader: asyncio.StreamReader) -> bytes:
+    """The whole answer, read until the server closes the connection (fails if it does not within 5 s)."""
+    return await asyncio.wait_for(reader.read(), 5)
+
+
+async def test_in_shutdown_a_connection_is_closed_only_once_quiet_for_the_bound_with_nothing_unread(served):
+    guard = served.guard
+    guard.begin_closing()
+    fresh = await asyncio.open_connection("127.0.0.1", served.port)  # kube-apiserver dials to send at once
+    await eventually(lambda: len(guard) == 1)
+    assert guard.close_quiet(1.0) == 0  # just accepted: its request may be on its way
+    conn = next(iter(guard.live.values()))
+    raw = socket.socket(fileno=os.dup(fresh[1].get_extra_info("socket").fileno()))
+    try:
+        raw.send(request_bytes()[:20])  # a request reaches the server's kernel; the loop has not read it yet
+        assert conn.unread_bytes() == 20
+        assert guard.close_quiet(1.0, now=time.monotonic() + 5) == 0  # quiet long enough, but bytes are waiting
+    finally:
+        raw.close()
+    other = await asyncio.open_connection("127.0.0.1", served.port)
+    await eventually(lambda: len(guard) == 2)
+    assert guard.close_quiet(1.0, now=time.monotonic() + 1.01) == 1  # the other one: quiet, nothing unread
+    assert await closed_answer(other[0]) == b""
+    fresh[1].write(request_bytes()[20:])
+    assert (await closed_answer(fresh[0])).startswith(b"HTTP/1.1 200")  # its request was answered, then closed
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+async def test_the_metrics_port_answers_through_the_drain_until_the_listener_has_stopped(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    metrics_port = free_port()
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve(
+            "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]), "--api-server", fake.url,
+            "--no-controller", "--read-timeout", "60", "--drain-seconds", "3", "--metrics-port", str(metrics_port),
+        )
+        try:
+            await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+            writer.write(request_bytes()[:-10])  # a request in progress holds the drain open
+            await writer.drain()
+            proc.send_signal(15)
+            await eventually(lambda: not listening(port), timeout=5)  # the drain has begun
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{metrics_port}/metrics") as resp:
+                    assert resp.status == 200 and "admit_" in await resp.text()
+            assert proc.returncode is None, "the scrape came during the drain"
+            await asyncio.wait_for(proc.wait(), 15)
+            writer.close()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        log = (await proc.stdout.read()).decode()
+        assert proc.returncode == 0 and "1 request(s) unfinished after the 3s drain" in log, log

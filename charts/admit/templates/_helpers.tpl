@@ -86,6 +86,9 @@ so a bad combination fails `helm install` with a message instead of rendering a 
 {{- if and (eq .Values.certificates.mode "certManager") .Values.certificates.certManager.issuerRef (not .Values.certificates.certManager.issuerRef.name) -}}
 {{- fail "certificates.certManager.issuerRef needs a name (or leave it empty for the chart's own CA)" -}}
 {{- end -}}
+{{- if lt (float64 .Values.shutdown.drainSeconds) (float64 .Values.webhook.timeoutSeconds) -}}
+{{- fail (printf "shutdown.drainSeconds (%v) must be at least webhook.timeoutSeconds (%v): a stopping replica must not cut a call the API server still waits for" .Values.shutdown.drainSeconds .Values.webhook.timeoutSeconds) -}}
+{{- end -}}
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "serviceAccount.name is required when serviceAccount.create is false" -}}
 {{- end -}}
