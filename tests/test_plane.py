@@ -168,3 +168,30 @@ def test_every_real_test_declares_a_tier_the_plane_knows():
         text = path.read_text()
         for tier in conftest.re.findall(r'mark\.needs\("([a-z]+)"\)', text):
             assert tier in TIERS, (path.name, tier)
+
+
+def test_the_real_tier_has_no_undefined_names_even_where_it_cannot_run():
+    """tests/real runs only where someone brings the binaries; a name used there but never imported would surface
+    only on that machine (it happened once, with ``gang_deployment``)."""
+    from pyflakes.api import checkPath
+    from pyflakes.messages import ImportStarUsage, UndefinedExport, UndefinedLocal, UndefinedName
+    from pyflakes.reporter import Reporter
+
+    class Collect(Reporter):
+        def __init__(self) -> None:
+            self.found: list[str] = []
+
+        def flake(self, message) -> None:
+            if isinstance(message, (UndefinedName, UndefinedLocal, UndefinedExport, ImportStarUsage)):
+                self.found.append(str(message))
+
+        def syntaxError(self, filename, msg, lineno, offset, text) -> None:  # noqa: N802 (pyflakes' API)
+            self.found.append(f"{filename}:{lineno}: {msg}")
+
+        def unexpectedError(self, filename, msg) -> None:  # noqa: N802
+            self.found.append(f"{filename}: {msg}")
+
+    reporter = Collect()
+    for path in sorted((ROOT / "tests" / "real").glob("*.py")) + [ROOT / "admit" / "testing" / "plane.py"]:
+        checkPath(str(path), reporter)
+    assert reporter.found == []
