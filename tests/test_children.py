@@ -212,11 +212,16 @@ async def test_a_rolling_update_of_a_gang_deployment_scales_its_replicasets_belo
     assert fake.deployments.errors == []
     old, new = replicasets(fake)
     assert (old["spec"]["replicas"], new["spec"]["replicas"]) == (0, 4)
-    # The new ReplicaSet started at maxSurge (1 of minMember 4), the old one went 4 -> 0: all admitted.
-    steps = [(r["operation"], r["object"]["spec"]["replicas"]) for path, r, resp in fake.admission.reviews
-             if path == "/validate" and r["kind"]["kind"] == "ReplicaSet" and
-             r["object"]["metadata"]["name"] == new["metadata"]["name"]]
-    assert steps == [("CREATE", 1), ("UPDATE", 4)]
+    # The Deployment controller's steps with maxSurge 1 and maxUnavailable 1 (25% of 4, rounded up and down): the new
+    # ReplicaSet starts at 1 (5 pods at most), the old goes to 2 (3 at least), and so on; all admitted, although
+    # every step but the last is below minMember 4.
+    def steps(rs):
+        return [(r["operation"], r["object"]["spec"]["replicas"]) for path, r, resp in fake.admission.reviews
+                if path == "/validate" and r["kind"]["kind"] == "ReplicaSet" and
+                r["object"]["metadata"]["name"] == rs["metadata"]["name"]]
+
+    assert steps(new) == [("CREATE", 1), ("UPDATE", 3), ("UPDATE", 4)]
+    assert steps(old) == [("CREATE", 4), ("UPDATE", 2), ("UPDATE", 0)]
     assert all(resp["allowed"] for _, r, resp in fake.admission.reviews)
     assert [pg["metadata"]["name"] for pg in fake.objects("podgroups", "team")] == ["pause"]
 
