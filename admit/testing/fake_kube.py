@@ -40,11 +40,18 @@ What follows the real kube-apiserver (and where it deliberately does not):
   characters), Lease ``MicroTime`` fields (exactly six fractional digits and a zone, as the Go layout
   ``2006-01-02T15:04:05.000000Z07:00`` demands), Event times, base64 in ``Secret.data``/``ConfigMap.binaryData`` and
   webhook ``caBundle``. ``Secret.stringData`` is folded into ``data`` as the real server does.
-* Admission webhooks (``admission=WebhookAdmission(url, ssl)``, off by default) and the Deployment controller's
-  ReplicaSets (``deployment_controller=True``, off by default): see ``fake_controllers.py``. Without them, writes are
-  stored as given and no controller runs.
-* Not emulated: namespaces are not required to exist and deleting one does not delete its contents;
-  authentication, defaulting, server-side apply (415), managedFields, propagationPolicy=Foreground, list snapshots.
+* HTTP creates, updates and patches of built-in workload kinds and Pods are defaulted before admission as
+  kube-apiserver decodes them (``fake_defaults.py``: ``podManagementPolicy: OrderedReady``, Deployment strategy, Job
+  ``parallelism``/``completions``, ``schedulerName: default-scheduler``, ...); ``put`` stores what it is given. A
+  created Job gets the Job strategy's selector and ``controller-uid`` labels after the mutating webhooks.
+* A created Namespace gets ``status.phase: Active`` and the ``kubernetes`` finalizer; deleting it marks it
+  Terminating, a create in it is 403 "being terminated" (NamespaceLifecycle), and the namespace controller deletes
+  its content and then the namespace. A namespace that is not stored is not required (unlike the real server).
+* Admission webhooks (``admission=WebhookAdmission(url, ssl)``, off by default), the Deployment controller's
+  ReplicaSets (``deployment_controller=True``) and the Job controller's Pods (``job_controller=True``), both off by
+  default: see ``fake_controllers.py``. Without them, writes are stored as given (defaulted) and no controller runs.
+* Not emulated (docs/fake-api.md has the whole list): namespaces are not required to exist; authentication,
+  server-side apply (415), managedFields, propagationPolicy=Foreground, list snapshots.
 
 Direct access for tests (no HTTP, no validation, still emits watch events): ``put``, ``get``, ``delete_object``,
 ``objects``. Fault injection: ``fail``, ``delay``, ``forbid``. Watch control: ``compact``, ``drop_watches``,
