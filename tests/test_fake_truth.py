@@ -14,14 +14,12 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from admit.admission import Admission
 from admit.config import Config
-from admit.kube import KubeAPI
-from admit.server import create_app
-from admit.testing.fake_controllers import JOB_INDEX, JOB_TRACKING_FINALIZER, JOB_UID_LABEL, WebhookAdmission
+from admit.testing.fake_controllers import JOB_INDEX, JOB_TRACKING_FINALIZER, JOB_UID_LABEL
 from admit.testing.fake_defaults import apply_defaults
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import eventually, example
+from tests.webhook_stack import fake_cluster
 
 CONFIG = Config()
 PG = ("scheduling.x-k8s.io", "v1alpha1")
@@ -31,17 +29,8 @@ PG = ("scheduling.x-k8s.io", "v1alpha1")
 async def cluster(aiohttp_server):
     """The fake kube-apiserver calling admit's webhooks, with the Deployment and Job controllers emulated; yields
     ``(fake, ApiClient)`` (a user's client)."""
-    fake = FakeKubeAPI(deployment_controller=True, job_controller=True)
-    await fake.start()
-    api_client = fake.api_client()
-    server = await aiohttp_server(create_app(Admission(CONFIG, KubeAPI(api_client, CONFIG))))
-    fake.admission = WebhookAdmission(str(server.make_url("")))
-    try:
-        async with fake.api_client() as user:
-            yield fake, user
-    finally:
-        await fake.stop()
-        await api_client.close()
+    async with fake_cluster(aiohttp_server, CONFIG, deployment_controller=True, job_controller=True) as stack:
+        yield stack
 
 
 def reviewed(fake: FakeKubeAPI, kind: str, path: str = "/mutate") -> list[dict[str, Any]]:
@@ -148,12 +137,10 @@ def replica_steps(fake: FakeKubeAPI) -> list[tuple[str, str, int]]:
             for p, r, _ in fake.admission.reviews if p == "/validate" and r["kind"]["kind"] == "ReplicaSet"]
 
 
-async def test_a_recreate_rollout_scales_the_old_replicaset_to_zero_before_it_creates_the_new_one(cluster):
-    fake, user = cluster
-    apps = k8s.AppsV1Api(user)
-    dep = example("pause-gang-deployment.yaml")
-    dep["spec"]["strategy"] = {"type": "Recreate"}
-    ns, name, replicas = dep["metadata"]["namespace"], dep["metadata"]["name"], dep["spec"]["replicas"]
+async def create_then_roll(fake: FakeKubeAPI, user: Any, dep: dict[str, Any]) -> None:
+    """Create ``dep``, then change its pod template (a rollout, as ``kubectl set image`` does); returns once the
+    Deployment controller is idle with two ReplicaSets and no refused write."""
+    apps, ns, name = k8s.AppsV1Api(user), dep["metadata"]["namespace"], dep["metadata"]["name"]
     await apps.create_namespaced_deployment(ns, dep)
     await eventually(lambda: fake.objects("replicasets", ns))
     await fake.deployments.idle()
@@ -161,24 +148,25 @@ async def test_a_recreate_rollout_scales_the_old_replicaset_to_zero_before_it_cr
     await eventually(lambda: len(fake.objects("replicasets", ns)) == 2)
     await fake.deployments.idle()
     assert fake.deployments.errors == []
+
+
+async def test_a_recreate_rollout_scales_the_old_replicaset_to_zero_before_it_creates_the_new_one(cluster):
+    fake, user = cluster
+    dep = example("pause-gang-deployment.yaml")
+    dep["spec"]["strategy"] = {"type": "Recreate"}
+    await create_then_roll(fake, user, dep)
+    replicas = dep["spec"]["replicas"]
     # recreate.go: scaleDownOldReplicaSetsForRecreate, then the new ReplicaSet at full size
     assert replica_steps(fake) == [("CREATE", "1", replicas), ("UPDATE", "1", 0), ("CREATE", "2", replicas)]
 
 
 async def test_a_rolling_update_with_max_surge_zero_replaces_one_pod_at_a_time(cluster):
     fake, user = cluster
-    apps = k8s.AppsV1Api(user)
     dep = example("pause-gang-deployment.yaml")
     dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "1"
     dep["spec"]["replicas"] = 3
     dep["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
-    ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
-    await apps.create_namespaced_deployment(ns, dep)
-    await eventually(lambda: fake.objects("replicasets", ns))
-    await fake.deployments.idle()
-    await apps.patch_namespaced_deployment(name, ns, {"spec": {"template": {"metadata": {"labels": {"rev": "2"}}}}})
-    await eventually(lambda: len(fake.objects("replicasets", ns)) == 2)
-    await fake.deployments.idle()
+    await create_then_roll(fake, user, dep)
     # never more than 3 pods, never fewer than 2: new 0, old 2, new 1, old 1, new 2, old 0, new 3
     assert replica_steps(fake)[1:] == [("CREATE", "2", 0), ("UPDATE", "1", 2), ("UPDATE", "2", 1),
                                        ("UPDATE", "1", 1), ("UPDATE", "2", 2), ("UPDATE", "1", 0),

@@ -313,6 +313,18 @@ class _Controller:
     async def _sync(self, ns: str, name: str) -> None:
         raise NotImplementedError
 
+    def _live(self, api_version: str, plural: str, ns: str, name: str) -> JSON | None:
+        """The stored object, or None when it is absent or being deleted (a controller leaves it alone then)."""
+        obj = self.api._bucket(self.api.resource_type(api_version, plural)).get((ns, name))  # noqa: SLF001
+        return None if obj is None or obj["metadata"].get("deletionTimestamp") else obj
+
+    def _owned(self, api_version: str, plural: str, ns: str, uid: str) -> list[JSON]:
+        """The objects of ``plural`` in ``ns`` whose controller ownerReference names ``uid``."""
+        bucket = self.api._bucket(self.api.resource_type(api_version, plural))  # noqa: SLF001
+        return [obj for (ons, _), obj in bucket.items()
+                if ons == ns and any(r.get("controller") and r.get("uid") == uid
+                                     for r in obj["metadata"].get("ownerReferences") or [])]
+
 
 class DeploymentController(_Controller):
     """The emulated Deployment controller of one :class:`FakeKubeAPI` (see the module docstring).
@@ -327,15 +339,11 @@ class DeploymentController(_Controller):
         from .fake_kube import ApiError
 
         api = self.api
-        deps = api.resource_type("apps/v1", "deployments")
-        rss = api.resource_type("apps/v1", "replicasets")
-        dep = api._bucket(deps).get((ns, name))  # noqa: SLF001 - the controller is part of the fake
-        if dep is None or dep["metadata"].get("deletionTimestamp"):
+        dep = self._live("apps/v1", "deployments", ns, name)
+        if dep is None:
             return
         uid = dep["metadata"]["uid"]
-        owned = [rs for (rns, _), rs in api._bucket(rss).items()  # noqa: SLF001
-                 if rns == ns and any(r.get("controller") and r.get("uid") == uid
-                                      for r in rs["metadata"].get("ownerReferences") or [])]
+        owned = self._owned("apps/v1", "replicasets", ns, uid)
         spec = dep.get("spec") or {}
         replicas = spec.get("replicas", 1)
         template = copy.deepcopy(spec.get("template") or {})
@@ -471,18 +479,13 @@ class JobController(_Controller):
         from .fake_kube import ApiError
 
         api = self.api
-        jobs = api.resource_type("batch/v1", "jobs")
         pods = api.resource_type("v1", "pods")
-        job = api._bucket(jobs).get((ns, name))  # noqa: SLF001 - the controller is part of the fake
-        if job is None or job["metadata"].get("deletionTimestamp"):
-            return
-        spec = job.get("spec") or {}
-        if spec.get("suspend"):
+        job = self._live("batch/v1", "jobs", ns, name)
+        spec = (job or {}).get("spec") or {}
+        if job is None or spec.get("suspend"):
             return
         uid = job["metadata"]["uid"]
-        owned = [p for (pns, _), p in api._bucket(pods).items()  # noqa: SLF001
-                 if pns == ns and not p["metadata"].get("deletionTimestamp")
-                 and any(r.get("controller") and r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])]
+        owned = [p for p in self._owned("v1", "pods", ns, uid) if not p["metadata"].get("deletionTimestamp")]
         parallelism = spec.get("parallelism", 1)
         completions = spec.get("completions")
         wanted = parallelism if completions is None else min(parallelism, completions)

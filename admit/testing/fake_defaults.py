@@ -77,11 +77,17 @@ def _template_spec(spec: JSON) -> Any:
     return template.get("spec") if isinstance(template, dict) else None
 
 
-def _rolling(strategy: JSON, key: str, **defaults: Any) -> None:
-    rolling = strategy.setdefault(key, {})
-    if isinstance(rolling, dict):
-        for k, v in defaults.items():
-            rolling.setdefault(k, v)
+def _strategy(spec: JSON, key: str, **rolling: Any) -> None:
+    """``spec[key]`` defaults to type RollingUpdate, whose ``rollingUpdate`` gets ``rolling``'s values."""
+    strategy = spec.setdefault(key, {})
+    if not isinstance(strategy, dict):
+        return
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        values = strategy.setdefault("rollingUpdate", {})
+        if isinstance(values, dict):
+            for k, v in rolling.items():
+                values.setdefault(k, v)
 
 
 def apply_defaults(group: str, plural: str, obj: JSON) -> None:
@@ -95,17 +101,14 @@ def apply_defaults(group: str, plural: str, obj: JSON) -> None:
         _default_pod_spec(spec)
         spec.setdefault("enableServiceLinks", True)
         return
-    if group == "apps":
-        if plural in ("deployments", "statefulsets", "replicasets"):
+    if group == "apps" and plural in ("deployments", "statefulsets", "replicasets", "daemonsets"):
+        if plural != "daemonsets":
             spec.setdefault("replicas", 1)
         if plural == "deployments":
-            strategy = spec.setdefault("strategy", {})
-            if isinstance(strategy, dict):
-                strategy.setdefault("type", "RollingUpdate")
-                if strategy["type"] == "RollingUpdate":
-                    _rolling(strategy, "rollingUpdate", maxUnavailable="25%", maxSurge="25%")
-            spec.setdefault("revisionHistoryLimit", 10)
+            _strategy(spec, "strategy", maxUnavailable="25%", maxSurge="25%")
             spec.setdefault("progressDeadlineSeconds", 600)
+        elif plural == "daemonsets":
+            _strategy(spec, "updateStrategy", maxUnavailable=1, maxSurge=0)
         elif plural == "statefulsets":
             spec.setdefault("podManagementPolicy", "OrderedReady")
             strategy = spec.setdefault("updateStrategy", {})
@@ -119,17 +122,8 @@ def apply_defaults(group: str, plural: str, obj: JSON) -> None:
             if isinstance(retention, dict):
                 retention.setdefault("whenDeleted", "Retain")
                 retention.setdefault("whenScaled", "Retain")
+        if plural != "replicasets":
             spec.setdefault("revisionHistoryLimit", 10)
-        elif plural == "daemonsets":
-            strategy = spec.setdefault("updateStrategy", {})
-            if isinstance(strategy, dict):
-                strategy.setdefault("type", "RollingUpdate")
-                if strategy["type"] == "RollingUpdate":
-                    _rolling(strategy, "rollingUpdate", maxUnavailable=1, maxSurge=0)
-            spec.setdefault("revisionHistoryLimit", 10)
-        else:
-            if plural != "replicasets":
-                return
         _default_pod_spec(_template_spec(spec))
         return
     if group == "batch" and plural == "jobs":
