@@ -93,7 +93,7 @@ async def test_a_body_sent_byte_by_byte_gets_400_and_the_connection_closed_withi
 
 
 async def test_after_a_late_body_the_400_is_followed_by_a_fin_and_what_the_client_still_sends_draws_no_reset(served):
-    """Go's net/http server closes this way (closeWriteAndWait): answer, FIN, then drop input until the client closes."""
+    """Go's net/http server closes so (closeWriteAndWait): answer, FIN, then drop input until the client closes."""
     reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
     data = request_bytes()
     writer.write(data[:data.index(b"\r\n\r\n") + 4 + 10])  # headers and 10 bytes of the body, then silence
