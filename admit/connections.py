@@ -19,6 +19,12 @@ current request began to arrive:
 - an idle keep-alive connection is closed by aiohttp after ``keepalive_timeout`` (set on the ``AppRunner``; longer
   than Go's ``http.Transport`` ``IdleConnTimeout`` of 90 s, so kube-apiserver closes its idle connections first and
   never sends a request on a connection the server is closing).
+- a connection closed after its answer while the client may still be sending (a 400 for a body that did not arrive
+  in time: the response is ``force_close``d) is closed the way Go's ``net/http`` server does it
+  (``closeWriteAndWait`` in ``net/http/server.go``): the answer, then a FIN (``write_eof``, TCP only), then whatever
+  the client still sends is read and dropped until it closes its side or :data:`LINGER_SECONDS` pass. Closing at
+  once with bytes still arriving makes the kernel answer them with a RST, which can overtake the 400 at the client
+  (it then sees ``ECONNRESET`` instead of the answer). TLS transports cannot half-close: they close at once.
 
 Shutdown (``admit serve`` on SIGTERM; :meth:`ConnectionGuard.begin_closing`, :meth:`ConnectionGuard.close_quiet`).
 kube-apiserver calls webhooks with Go's ``net/http`` ``Transport``, which keeps a pool of idle HTTP/1.1 keep-alive
@@ -78,11 +84,16 @@ DEFAULT_QUIET_SECONDS = 1.0
 """During shutdown, seconds without a request byte after which a connection is closed (module docstring): a request
 written before then has arrived (in-cluster round trips are milliseconds; kube-apiserver writes a review at once)."""
 
+LINGER_SECONDS = 0.5
+"""Seconds a half-closed connection keeps reading (and dropping) what the client still sends before it is closed:
+Go's ``net/http`` server waits ``rstAvoidanceDelay`` (500 ms) the same way, for the client to read the answer before
+any RST."""
+
 
 class _Guarded(asyncio.Protocol):
     """aiohttp's request handler behind the guard: forwards every protocol call, notes when a request begins."""
 
-    __slots__ = ("guard", "inner", "transport", "reading_since", "in_request", "last_active", "made")
+    __slots__ = ("guard", "inner", "transport", "reading_since", "in_request", "last_active", "made", "draining")
 
     def __init__(self, guard: "ConnectionGuard", inner: asyncio.Protocol) -> None:
         self.guard = guard
@@ -92,6 +103,7 @@ class _Guarded(asyncio.Protocol):
         self.in_request = False
         self.last_active = time.monotonic()
         self.made = False
+        self.draining = False  # answered and half-closed: what still arrives is dropped
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -103,11 +115,15 @@ class _Guarded(asyncio.Protocol):
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
+        if self.draining:
+            return
         if self.reading_since is None and not self.in_request:
             self.reading_since = time.monotonic()
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
+        if self.draining:  # the client read the answer and closed its side: close ours (no RST, nothing unread)
+            return False
         return self.inner.eof_received()
 
     def connection_lost(self, exc: BaseException | None) -> None:
@@ -136,6 +152,46 @@ class _Guarded(asyncio.Protocol):
         30 s in uvloop), holding the connection's buffers, and the peers closed here are the ones not reading."""
         if self.transport is not None:
             self.transport.abort()
+
+    def close_after_answer(self) -> None:
+        """Make aiohttp's close of this connection (after a ``force_close``d answer) a lingering close: the answer
+        is flushed, a FIN follows it, and input is dropped until the client's FIN or :data:`LINGER_SECONDS`
+        (module docstring). Without half-close support (TLS) aiohttp's close is kept."""
+        transport = self.transport
+        if transport is None or not self.made or not transport.can_write_eof():
+            return
+        inner = self.inner
+        if getattr(inner, "transport", None) is transport:
+            inner.transport = _LingeringTransport(self, transport)  # type: ignore[attr-defined]
+
+    def linger(self) -> None:
+        """Half-close now (FIN after what is buffered) and close for good after :data:`LINGER_SECONDS`."""
+        transport = self.transport
+        if transport is None or self.draining:
+            return
+        self.draining = True
+        self.guard.live.pop(transport, None)  # no longer counted: it holds no request and goes away shortly
+        if transport.is_closing():
+            return
+        transport.write_eof()
+        asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+
+
+class _LingeringTransport:
+    """What aiohttp's request handler holds instead of the transport of a connection it will close after its answer:
+    every call goes to the transport, except ``close``, which lingers (:meth:`_Guarded.linger`)."""
+
+    __slots__ = ("_conn", "_transport")
+
+    def __init__(self, conn: _Guarded, transport: asyncio.BaseTransport) -> None:
+        self._conn = conn
+        self._transport = transport
+
+    def close(self) -> None:
+        self._conn.linger()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class ConnectionGuard:
@@ -211,6 +267,8 @@ class ConnectionGuard:
                 conn.last_active = time.monotonic()
         if self.closing:
             resp.force_close()  # aiohttp sends "Connection: close" and closes after the response
+        if conn is not None and resp.keep_alive is False:  # force_close()d: the client may still be sending
+            conn.close_after_answer()
         return resp
 
     def begin_closing(self) -> None:

@@ -158,14 +158,26 @@ def controller_pod(template_owner: dict[str, Any], rs_hash: str = "7d9f8b6c5d") 
     }
 
 
-async def eventually(predicate: Callable[[], Any], timeout: float = 3.0) -> float:
-    """Poll until ``predicate()`` is truthy; returns the seconds it took (fails the test after ``timeout`` seconds)."""
+async def eventually(predicate: Callable[[], Any], timeout: float = 10.0) -> float:
+    """Poll until ``predicate()`` is truthy; returns the seconds it took (fails the test after ``timeout`` seconds).
+
+    The timeout only bounds a failing test: a passing one returns as soon as the observable holds, so it is generous
+    (two loaded cores can stall a process for seconds)."""
     start = time.monotonic()
     while not predicate():
         if time.monotonic() - start > timeout:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(0.002)
     return time.monotonic() - start
+
+
+def requests_caused(fake: Any, *plurals: str) -> list[Any]:
+    """The requests of ``fake`` (a ``FakeKubeAPI``) for ``plurals`` (every resource when none is given), less the
+    informers' ``list`` and ``watch``: a running controller's watches reconnect (and may relist) on their own schedule,
+    so only the remaining verbs (get, create, update, patch, delete) can be the requests a test caused."""
+    wanted = set(plurals)
+    return [r for r in fake.requests
+            if (not wanted or r.resource in wanted) and r.verb not in ("list", "watch")]
 
 
 async def serve_tls(provider: Any) -> tuple[web.AppRunner, int]:

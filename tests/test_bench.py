@@ -4,6 +4,7 @@ Kubernetes API calls each mix must cost."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -87,3 +88,27 @@ def test_the_gang_workloads_mode_runs_admit_with_its_controller_over_stored_work
     assert run["controller_writes"] == {}  # everything preloaded in step: nothing to write
     assert 0 < run["rss_after_sync_mb"] <= run["hwm_mb"] and len(run["rss_after_relist_mb"]) == 1
     assert "| 30 |" in proc.stdout and "Goals" in proc.stdout
+
+
+def test_repeat_suite_counts_each_tests_failures_over_the_runs(tmp_path):
+    """bench/repeat_suite.py over a test file whose one test fails every other run (a counter file beside it)."""
+    counter = tmp_path / "runs"
+    (tmp_path / "test_sample.py").write_text(
+        "from pathlib import Path\n"
+        f"COUNTER = Path({str(counter)!r})\n"
+        "def test_steady():\n"
+        "    assert True\n"
+        "def test_fails_every_other_run():\n"
+        "    n = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1\n"
+        "    COUNTER.write_text(str(n))\n"
+        "    assert n % 2 == 0\n")
+    out = tmp_path / "runs.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "repeat_suite.py"), "--runs", "3", "--no-busy",
+                           "--json", str(out), "--", str(tmp_path / "test_sample.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "runs: 3, 1 passed, 2 failed" in proc.stdout
+    assert re.search(r"^\s+2/3\s+\S*test_sample.py::test_fails_every_other_run$", proc.stdout, re.M), proc.stdout
+    assert "test_steady" not in proc.stdout.split("failures  test")[1]
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["counts"]["passed"] for r in runs] == [1, 2, 1] and [r["status"] for r in runs] == [1, 0, 1]

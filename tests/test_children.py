@@ -16,19 +16,17 @@ import jsonpatch
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from admit.admission import Admission
 from admit.children import PARENTS, parent_of, register_parent
 from admit.config import Config
 from admit.controller import claim_of
-from admit.kube import KubeAPI
 from admit.mutate import mutate
 from admit.review import dumps, parse_review
-from admit.server import create_app
-from admit.testing.fake_controllers import WebhookAdmission, pod_template_hash
+from admit.testing.fake_controllers import pod_template_hash
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.validate import ScaleCheck, scale_decision, validate
 from admit.watchcache import Resource
 from tests.helpers import admission_review, eventually, example
+from tests.webhook_stack import fake_cluster
 
 CONFIG = Config()
 PG = ("scheduling.x-k8s.io/v1alpha1", "podgroups")
@@ -161,17 +159,8 @@ def test_the_controller_does_not_count_a_child_replicaset_as_a_gang_workload():
 async def cluster(aiohttp_server):
     """A fake kube-apiserver whose writes go through admit's webhooks (an aiohttp server on loopback, admit's own
     app with the fake as its Kubernetes API), with the Deployment controller's ReplicaSets emulated."""
-    fake = FakeKubeAPI(deployment_controller=True)
-    await fake.start()
-    api_client = fake.api_client()
-    server = await aiohttp_server(create_app(Admission(CONFIG, KubeAPI(api_client, CONFIG))))
-    fake.admission = WebhookAdmission(str(server.make_url("")))
-    try:
-        async with fake.api_client() as user:
-            yield fake, k8s.AppsV1Api(user)
-    finally:
-        await fake.stop()
-        await api_client.close()
+    async with fake_cluster(aiohttp_server, CONFIG, deployment_controller=True) as (fake, user):
+        yield fake, k8s.AppsV1Api(user)
 
 
 def replicasets(fake: FakeKubeAPI) -> list[dict[str, Any]]:
@@ -212,11 +201,16 @@ async def test_a_rolling_update_of_a_gang_deployment_scales_its_replicasets_belo
     assert fake.deployments.errors == []
     old, new = replicasets(fake)
     assert (old["spec"]["replicas"], new["spec"]["replicas"]) == (0, 4)
-    # The new ReplicaSet started at maxSurge (1 of minMember 4), the old one went 4 -> 0: all admitted.
-    steps = [(r["operation"], r["object"]["spec"]["replicas"]) for path, r, resp in fake.admission.reviews
-             if path == "/validate" and r["kind"]["kind"] == "ReplicaSet" and
-             r["object"]["metadata"]["name"] == new["metadata"]["name"]]
-    assert steps == [("CREATE", 1), ("UPDATE", 4)]
+    # The Deployment controller's steps with maxSurge 1 and maxUnavailable 1 (25% of 4, rounded up and down): the new
+    # ReplicaSet starts at 1 (5 pods at most), the old goes to 2 (3 at least), and so on; all admitted, although
+    # every step but the last is below minMember 4.
+    def steps(rs):
+        return [(r["operation"], r["object"]["spec"]["replicas"]) for path, r, resp in fake.admission.reviews
+                if path == "/validate" and r["kind"]["kind"] == "ReplicaSet" and
+                r["object"]["metadata"]["name"] == rs["metadata"]["name"]]
+
+    assert steps(new) == [("CREATE", 1), ("UPDATE", 3), ("UPDATE", 4)]
+    assert steps(old) == [("CREATE", 4), ("UPDATE", 2), ("UPDATE", 0)]
     assert all(resp["allowed"] for _, r, resp in fake.admission.reviews)
     assert [pg["metadata"]["name"] for pg in fake.objects("podgroups", "team")] == ["pause"]
 

@@ -95,6 +95,20 @@ async def test_a_body_sent_byte_by_byte_gets_400_and_the_connection_closed_withi
     assert time.monotonic() - started < 2.5
 
 
+async def test_after_a_late_body_the_400_is_followed_by_a_fin_and_what_the_client_still_sends_draws_no_reset(served):
+    """Go's net/http server closes so (closeWriteAndWait): answer, FIN, then drop input until the client closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    data = request_bytes()
+    writer.write(data[:data.index(b"\r\n\r\n") + 4 + 10])  # headers and 10 bytes of the body, then silence
+    answer = await asyncio.wait_for(reader.read(), 5)  # the 400, then EOF: the server half-closed
+    assert answer.startswith(b"HTTP/1.1 400") and b"Connection: close" in answer
+    for _ in range(3):  # a client that did not notice yet: its bytes are read and dropped, never answered by a RST
+        writer.write(b"x" * 100)
+        await writer.drain()
+    writer.close()
+    await eventually(lambda: len(served.guard) == 0)
+
+
 async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout():
     runner, site = await listener(idle_timeout=0.5)
     try:

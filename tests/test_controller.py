@@ -38,7 +38,7 @@ from admit.podgroup import desired_pod_group
 from admit.review import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.watchcache import KubeRaw, Resource
-from tests.helpers import eventually
+from tests.helpers import eventually, requests_caused
 
 CONFIG = Config()
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
@@ -676,12 +676,12 @@ async def test_a_pod_of_a_known_group_costs_no_api_call(fake, kube, controllers)
                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f",
                                              "uid": "rs", "controller": True}]},
            "spec": {"containers": [{"name": "c", "image": "x"}]}}
-    before = len(fake.requests)
+    fake.clear_requests()
     for _ in range(50):
         assert admission.mutate(request(pod, "Pod", "", "pods")).allowed
         decision = await admission.validate(request(pod, "Pod", "", "pods"))
         assert decision.allowed and decision.warnings == []
-    assert [r for r in fake.requests[before:] if r.resource == "podgroups" and r.verb != "watch"] == []
+    assert requests_caused(fake, "podgroups") == []
 
 
 async def test_a_pod_whose_group_is_missing_gets_a_warning_and_the_group_is_recreated(fake, kube, controllers):

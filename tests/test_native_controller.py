@@ -20,7 +20,7 @@ from admit.kube import KubeAPI
 from admit.review import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.watchcache import KubeRaw, Resource
-from tests.helpers import eventually
+from tests.helpers import eventually, requests_caused
 
 ALPHA = Config(gang_backend="workload-api", workload_api_version="v1alpha2")
 BETA = Config(gang_backend="workload-api", workload_api_version="v1beta1")
@@ -228,8 +228,7 @@ async def test_admitting_a_gang_whose_objects_are_cached_and_in_step_costs_no_ap
     fake.clear_requests()
     decision = await admission.validate(request(mutated))
     assert decision.allowed and [o["kind"] for o in decision.pod_groups] == ["Workload", "PodGroup"]
-    assert [r for r in fake.requests if r.resource in ("workloads", "podgroups") and r.method != "WATCH"
-            and not r.query.get("watch")] == []
+    assert requests_caused(fake, "workloads", "podgroups") == []
 
 
 async def test_the_gang_follows_a_scale_that_admission_did_not_see_where_the_api_allows_it(env):

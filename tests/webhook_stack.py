@@ -63,3 +63,24 @@ async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, **conf
             yield Stack(client, controller, fake, KubeRaw(test_client, timeout=2.0))
         finally:
             await controller.stop()
+
+
+@contextlib.asynccontextmanager
+async def fake_cluster(aiohttp_server: Any, config: Config,
+                       **fake_options: Any) -> AsyncIterator[tuple[FakeKubeAPI, Any]]:
+    """A fake kube-apiserver whose writes go through admit's webhooks (admit's own app on loopback, with the fake as
+    its Kubernetes API), with ``fake_options`` for ``FakeKubeAPI`` (e.g. ``deployment_controller=True``); yields
+    ``(fake, a user's ApiClient)``."""
+    from admit.testing.fake_controllers import WebhookAdmission
+
+    fake = FakeKubeAPI(**fake_options)
+    await fake.start()
+    api_client = fake.api_client()
+    try:
+        server = await aiohttp_server(create_app(Admission(config, KubeAPI(api_client, config))))
+        fake.admission = WebhookAdmission(str(server.make_url("")))
+        async with fake.api_client() as user:
+            yield fake, user
+    finally:
+        await fake.stop()
+        await api_client.close()

@@ -20,15 +20,35 @@ process, through the same admission as a client's write:
   ``desired-replicas`` and ``max-replicas``; labels and template = the Deployment's template plus
   ``pod-template-hash``; selector = the Deployment's plus ``pod-template-hash``; one controller ownerReference to
   the Deployment (``getNewReplicaSet`` in ``sync.go``);
-- a new template while older ReplicaSets run is a rolling update: the new ReplicaSet starts at ``maxSurge`` replicas
-  (25%, rounded up, as ``RollingUpdate``'s default), then goes to ``spec.replicas`` while the old ones go to 0, each
-  an UPDATE of the ReplicaSet (``scaleReplicaSet``); with no kubelet there is nothing to wait for between the steps;
+- a new template while older ReplicaSets run is a rollout of the Deployment's ``strategy`` (defaulted by the fake
+  kube-apiserver to RollingUpdate 25%/25%, as ``SetDefaults_Deployment``). RollingUpdate goes in the controller's
+  steps (``rolling.go``): the new ReplicaSet is scaled up to at most ``replicas + maxSurge`` pods in all
+  (``NewRSNewReplicas``), then the old ones down to no fewer than ``replicas - maxUnavailable``
+  (``reconcileOldReplicaSets``, oldest first), and again, until the new one has ``spec.replicas`` and the old ones 0;
+  ``maxSurge`` is rounded up and ``maxUnavailable`` down, and both 0 make ``maxUnavailable`` 1
+  (``ResolveFenceposts``). With no kubelet every pod counts as available at once, so the steps follow each other
+  without waiting. Recreate (``recreate.go``) scales every old ReplicaSet to 0 first, then creates the new one at
+  ``spec.replicas``. Every step is an UPDATE (or the CREATE) of a ReplicaSet through admission (``scaleReplicaSet``);
 - an existing ReplicaSet gets the Deployment's annotations copied again (an UPDATE) when they changed;
 - a refused ReplicaSet write is recorded as a Warning Event ``ReplicaSetCreateError`` on the Deployment (as in
   ``sync.go``) and in :attr:`DeploymentController.errors`; there is no retry.
 
-Not emulated: the ReplicaSet controller (no Pods are made), Recreate, ``minReadySeconds``, revision history limits,
-pausing, rollbacks, hash collisions.
+A write the controller makes is refused like a client's (the webhooks see it with the controller's ``userInfo``).
+
+:class:`JobController` does what kubernetes ``pkg/controller/job/job_controller.go`` does when a Job is stored and not
+suspended: it creates ``min(parallelism, completions)`` Pods (``parallelism`` when ``completions`` is unset) less
+the active ones it owns, each from the Job's template (``manageJob`` / ``podControl.CreatePodsWithGenerateName``):
+``generateName`` ``<job>-`` (``<job>-<index>-`` for an Indexed Job, which also gets the
+``batch.kubernetes.io/job-completion-index`` annotation and label and ``hostname`` ``<job>-<index>``, as
+``addCompletionIndexEnvVariables``/``podGenerator``), the template's labels (which the Job strategy gave
+``batch.kubernetes.io/controller-uid``, ``batch.kubernetes.io/job-name``, ``controller-uid`` and ``job-name``), the
+``batch.kubernetes.io/job-tracking`` finalizer, one controller ownerReference to the Job; each a Pod CREATE through
+admission with the job-controller's ``userInfo``. A refused Pod is a Warning Event ``FailedCreate`` on the Job and
+an entry of :attr:`JobController.errors`, with no retry. Not emulated: pods finishing (no kubelet), completions,
+backoff, ``successPolicy``, ``podFailurePolicy``, ``activeDeadlineSeconds``, elastic Indexed Jobs.
+
+Not emulated: the ReplicaSet controller (no Pods are made, so readiness never holds a rollout back),
+``minReadySeconds``, ``progressDeadlineSeconds``, revision history limits, pausing, rollbacks, hash collisions.
 """
 
 from __future__ import annotations
@@ -47,7 +67,8 @@ import jsonpatch
 if TYPE_CHECKING:
     from .fake_kube import FakeKubeAPI, ResourceType
 
-__all__ = ["WebhookAdmission", "DeploymentController", "pod_template_hash", "CHART_RULES", "SCALE_RULES"]
+__all__ = ["WebhookAdmission", "DeploymentController", "JobController", "pod_template_hash", "CHART_RULES",
+           "SCALE_RULES"]
 
 JSON = dict[str, Any]
 
@@ -69,6 +90,7 @@ SCALE_RULES: frozenset[tuple[str, str]] = frozenset({("apps", "deployments"), ("
 USER_INFO = {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}
 CONTROLLER_USER = {"username": "system:serviceaccount:kube-system:deployment-controller",
                    "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
+JOB_CONTROLLER_USER = {**CONTROLLER_USER, "username": "system:serviceaccount:kube-system:job-controller"}
 
 
 class WebhookAdmission:
@@ -210,6 +232,26 @@ ANNOTATIONS_TO_SKIP = frozenset({
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphanums
 
 
+def scaled_value(value: Any, total: int, round_up: bool) -> int:
+    """``intstr.GetScaledValueFromIntOrPercent``: an int as is, ``"N%"`` of ``total`` rounded up or down."""
+    if isinstance(value, str) and value.endswith("%"):
+        share = int(value[:-1]) * total / 100
+        return math.ceil(share) if round_up else math.floor(share)
+    return int(value)
+
+
+def rolling_bounds(spec: JSON) -> tuple[int, int]:
+    """``(maxSurge, maxUnavailable)`` in pods for a Deployment ``spec`` (``ResolveFenceposts`` in
+    ``util/deployment_util.go``: surge rounded up, unavailable down; both 0 make unavailable 1)."""
+    replicas = spec.get("replicas", 1)
+    rolling = ((spec.get("strategy") or {}).get("rollingUpdate")) or {}
+    surge = scaled_value(rolling.get("maxSurge", "25%"), replicas, True)
+    unavailable = scaled_value(rolling.get("maxUnavailable", "25%"), replicas, False)
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return surge, unavailable
+
+
 def pod_template_hash(template: JSON) -> str:
     """A ``pod-template-hash`` value for ``template``: FNV-32a of the template, written with
     ``rand.SafeEncodeString`` (as ``controller.ComputeHash``; the bytes hashed differ: Go hashes a spew dump, this
@@ -220,12 +262,11 @@ def pod_template_hash(template: JSON) -> str:
     return "".join(_SAFE[c % len(_SAFE)] for c in str(h).encode())
 
 
-class DeploymentController:
-    """The emulated Deployment controller of one :class:`FakeKubeAPI` (see the module docstring).
+class _Controller:
+    """One sync task per object key of a kind, as a controller's work queue: a write during a sync makes it run once
+    more. Subclasses define ``_sync(namespace, name)``."""
 
-    Attributes:
-        errors: ``(namespace, deployment, message)`` of every refused ReplicaSet write.
-    """
+    what = "controller"
 
     def __init__(self, api: "FakeKubeAPI") -> None:
         self.api = api
@@ -234,8 +275,8 @@ class DeploymentController:
         self._dirty: set[tuple[str, str]] = set()
 
     def changed(self, ns: str, name: str) -> None:
-        """A Deployment was written: sync it (at most one sync per Deployment at a time; a write during a sync
-        makes it run once more)."""
+        """An object was written: sync it (at most one sync per object at a time; a write during a sync makes it
+        run once more)."""
         key = (ns, name)
         if key in self._running:
             self._dirty.add(key)
@@ -246,12 +287,12 @@ class DeploymentController:
             return
         self._running[key] = loop.create_task(self._run(key))
 
-    async def idle(self, timeout: float = 5.0) -> None:
+    async def idle(self, timeout: float = 10.0) -> None:
         """Wait until no sync is running (tests)."""
         deadline = asyncio.get_running_loop().time() + timeout
         while self._running:
             if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError("the fake Deployment controller is still syncing")
+                raise TimeoutError(f"the fake {self.what} is still syncing")
             await asyncio.sleep(0.005)
 
     def stop(self) -> None:
@@ -270,18 +311,39 @@ class DeploymentController:
             self._running.pop(key, None)
 
     async def _sync(self, ns: str, name: str) -> None:
+        raise NotImplementedError
+
+    def _live(self, api_version: str, plural: str, ns: str, name: str) -> JSON | None:
+        """The stored object, or None when it is absent or being deleted (a controller leaves it alone then)."""
+        obj = self.api._bucket(self.api.resource_type(api_version, plural)).get((ns, name))  # noqa: SLF001
+        return None if obj is None or obj["metadata"].get("deletionTimestamp") else obj
+
+    def _owned(self, api_version: str, plural: str, ns: str, uid: str) -> list[JSON]:
+        """The objects of ``plural`` in ``ns`` whose controller ownerReference names ``uid``."""
+        bucket = self.api._bucket(self.api.resource_type(api_version, plural))  # noqa: SLF001
+        return [obj for (ons, _), obj in bucket.items()
+                if ons == ns and any(r.get("controller") and r.get("uid") == uid
+                                     for r in obj["metadata"].get("ownerReferences") or [])]
+
+
+class DeploymentController(_Controller):
+    """The emulated Deployment controller of one :class:`FakeKubeAPI` (see the module docstring).
+
+    Attributes:
+        errors: ``(namespace, deployment, message)`` of every refused ReplicaSet write.
+    """
+
+    what = "Deployment controller"
+
+    async def _sync(self, ns: str, name: str) -> None:
         from .fake_kube import ApiError
 
         api = self.api
-        deps = api.resource_type("apps/v1", "deployments")
-        rss = api.resource_type("apps/v1", "replicasets")
-        dep = api._bucket(deps).get((ns, name))  # noqa: SLF001 - the controller is part of the fake
-        if dep is None or dep["metadata"].get("deletionTimestamp"):
+        dep = self._live("apps/v1", "deployments", ns, name)
+        if dep is None:
             return
         uid = dep["metadata"]["uid"]
-        owned = [rs for (rns, _), rs in api._bucket(rss).items()  # noqa: SLF001
-                 if rns == ns and any(r.get("controller") and r.get("uid") == uid
-                                      for r in rs["metadata"].get("ownerReferences") or [])]
+        owned = self._owned("apps/v1", "replicasets", ns, uid)
         spec = dep.get("spec") or {}
         replicas = spec.get("replicas", 1)
         template = copy.deepcopy(spec.get("template") or {})
@@ -289,24 +351,47 @@ class DeploymentController:
         rs_name = f"{name}-{hash_}"
         annotations = {k: v for k, v in ((dep["metadata"].get("annotations")) or {}).items()
                        if k not in ANNOTATIONS_TO_SKIP}
-        surge = max(1, math.ceil(replicas * 0.25)) if replicas else 0
+        surge, unavailable = rolling_bounds(spec)
+        recreate = (spec.get("strategy") or {}).get("type") == "Recreate"
         current = next((rs for rs in owned if rs["metadata"]["name"] == rs_name), None)
-        old = [rs for rs in owned if rs is not current]
+        old = sorted((rs for rs in owned if rs is not current), key=lambda rs: rs["metadata"].get("creationTimestamp"))
+
+        def size(rs: JSON | None) -> int:
+            return 0 if rs is None else (rs.get("spec") or {}).get("replicas", 0)
+
         try:
-            if current is None:
-                revision = 1 + max((int(rs["metadata"].get("annotations", {}).get(
-                    "deployment.kubernetes.io/revision", "0") or 0) for rs in owned), default=0)
-                running_old = any((rs.get("spec") or {}).get("replicas", 0) for rs in old)
-                first = min(replicas, surge) if running_old else replicas
-                current = await self._create(ns, dep, rs_name, hash_, template, annotations, revision, first,
-                                             replicas + surge)
-            elif any(current["metadata"].get("annotations", {}).get(k) != v for k, v in annotations.items()):
+            if current is not None and any(current["metadata"].get("annotations", {}).get(k) != v
+                                           for k, v in annotations.items()):
                 current = await self._write(ns, current, annotations=annotations)
-            if (current.get("spec") or {}).get("replicas") != replicas:
-                current = await self._write(ns, current, replicas=replicas)
-            for rs in old:
-                if (rs.get("spec") or {}).get("replicas", 0) != 0:
-                    await self._write(ns, rs, replicas=0)
+            if recreate and any(size(rs) for rs in old):
+                for i, rs in enumerate(old):  # recreate.go: every old ReplicaSet to 0 before the new one
+                    if size(rs):
+                        old[i] = await self._write(ns, rs, replicas=0)
+            for _ in range(4 * (replicas + 2)):  # each pass moves at least one pod; the bound is a safety net
+                running_old = sum(size(rs) for rs in old)
+                if current is None:
+                    revision = 1 + max((int(rs["metadata"].get("annotations", {}).get(
+                        "deployment.kubernetes.io/revision", "0") or 0) for rs in owned), default=0)
+                    first = replicas if not running_old else max(0, min(replicas, replicas + surge - running_old))
+                    current = await self._create(ns, dep, rs_name, hash_, template, annotations, revision, first,
+                                                 replicas + surge)
+                elif size(current) > replicas or (size(current) < replicas and not running_old):
+                    current = await self._write(ns, current, replicas=replicas)  # a scale, not a rollout
+                elif size(current) < replicas:
+                    up = min(replicas + surge - running_old - size(current), replicas - size(current))
+                    if up > 0:  # rolling.go reconcileNewReplicaSet
+                        current = await self._write(ns, current, replicas=size(current) + up)
+                running_old = sum(size(rs) for rs in old)
+                down = running_old + size(current) - (replicas - unavailable)
+                for i, rs in enumerate(old):  # reconcileOldReplicaSets: oldest first, every pod available
+                    if down <= 0:
+                        break
+                    if size(rs):
+                        cut = min(size(rs), down)
+                        old[i] = await self._write(ns, rs, replicas=size(rs) - cut)
+                        down -= cut
+                if size(current) == replicas and not any(size(rs) for rs in old):
+                    break
         except ApiError as e:
             message = f'Failed to create new replica set "{rs_name}": {e.message}' if current is None else \
                 f'Failed to update replica set of deployment "{name}": {e.message}'
@@ -351,3 +436,97 @@ class DeploymentController:
             new["metadata"].setdefault("annotations", {}).update(annotations)
         return await self.api.admitted_update(rss, ns, rs["metadata"]["name"], new, dry_run=False,
                                               user=CONTROLLER_USER)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The Job controller
+# ----------------------------------------------------------------------------------------------------------------------
+
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOB_INDEX = "batch.kubernetes.io/job-completion-index"
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+
+
+def job_selector_and_labels(job: JSON) -> None:
+    """The Job strategy's ``PrepareForCreate`` (``pkg/registry/batch/job/strategy.go`` ``generateSelector``): unless
+    ``spec.manualSelector``, the template gets ``batch.kubernetes.io/controller-uid`` and ``batch.kubernetes.io/
+    job-name`` (and the legacy ``controller-uid`` and ``job-name``), and ``spec.selector`` matches the uid. Needs
+    ``metadata.uid``; changes ``job`` in place."""
+    spec = job.get("spec")
+    if not isinstance(spec, dict) or spec.get("manualSelector"):
+        return
+    uid, name = job["metadata"]["uid"], job["metadata"].get("name", "")
+    template = spec.setdefault("template", {})
+    if not isinstance(template, dict):
+        return
+    labels = template.setdefault("metadata", {}).setdefault("labels", {})
+    labels.update({JOB_UID_LABEL: uid, JOB_NAME_LABEL: name, "controller-uid": uid, "job-name": name})
+    if not spec.get("selector"):
+        spec["selector"] = {"matchLabels": {JOB_UID_LABEL: uid}}
+
+
+class JobController(_Controller):
+    """The emulated Job controller of one :class:`FakeKubeAPI` (see the module docstring).
+
+    Attributes:
+        errors: ``(namespace, job, message)`` of every refused Pod create.
+    """
+
+    what = "Job controller"
+
+    async def _sync(self, ns: str, name: str) -> None:
+        from .fake_kube import ApiError
+
+        api = self.api
+        pods = api.resource_type("v1", "pods")
+        job = self._live("batch/v1", "jobs", ns, name)
+        spec = (job or {}).get("spec") or {}
+        if job is None or spec.get("suspend"):
+            return
+        uid = job["metadata"]["uid"]
+        owned = [p for p in self._owned("v1", "pods", ns, uid) if not p["metadata"].get("deletionTimestamp")]
+        parallelism = spec.get("parallelism", 1)
+        completions = spec.get("completions")
+        wanted = parallelism if completions is None else min(parallelism, completions)
+        indexed = spec.get("completionMode") == "Indexed"
+        taken = {(p["metadata"].get("annotations") or {}).get(JOB_INDEX) for p in owned}
+        free = iter(str(i) for i in range(completions or wanted) if str(i) not in taken)
+        for _ in range(wanted - len(owned)):
+            index = next(free, None) if indexed else None
+            if indexed and index is None:
+                break
+            try:
+                await api.admitted_create(pods, ns, self._pod(job, index), dry_run=False, user=JOB_CONTROLLER_USER)
+            except ApiError as e:
+                message = f"Error creating: {e.message}"
+                self.errors.append((ns, name, message))
+                api.put({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}.", "namespace": ns},
+                         "involvedObject": {"apiVersion": "batch/v1", "kind": "Job", "name": name, "namespace": ns,
+                                            "uid": uid},
+                         "reason": "FailedCreate", "message": message, "type": "Warning",
+                         "source": {"component": "job-controller"}})
+                return
+
+    @staticmethod
+    def _pod(job: JSON, index: str | None) -> JSON:
+        meta, spec = job["metadata"], job.get("spec") or {}
+        template = copy.deepcopy(spec.get("template") or {})
+        tmeta = template.get("metadata") or {}
+        pod_meta: JSON = {
+            "generateName": f"{meta['name']}-" if index is None else f"{meta['name']}-{index}-",
+            "namespace": meta.get("namespace"),
+            "labels": dict(tmeta.get("labels") or {}),
+            "annotations": dict(tmeta.get("annotations") or {}),
+            "finalizers": [JOB_TRACKING_FINALIZER],
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}],
+        }
+        pod_spec = template.get("spec") or {}
+        if index is not None:
+            pod_meta["annotations"][JOB_INDEX] = index
+            pod_meta["labels"][JOB_INDEX] = index
+            pod_spec.setdefault("hostname", f"{meta['name']}-{index}")
+        if not pod_meta["annotations"]:
+            del pod_meta["annotations"]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}

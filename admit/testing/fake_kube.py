@@ -40,11 +40,18 @@ What follows the real kube-apiserver (and where it deliberately does not):
   characters), Lease ``MicroTime`` fields (exactly six fractional digits and a zone, as the Go layout
   ``2006-01-02T15:04:05.000000Z07:00`` demands), Event times, base64 in ``Secret.data``/``ConfigMap.binaryData`` and
   webhook ``caBundle``. ``Secret.stringData`` is folded into ``data`` as the real server does.
-* Admission webhooks (``admission=WebhookAdmission(url, ssl)``, off by default) and the Deployment controller's
-  ReplicaSets (``deployment_controller=True``, off by default): see ``fake_controllers.py``. Without them, writes are
-  stored as given and no controller runs.
-* Not emulated: namespaces are not required to exist and deleting one does not delete its contents;
-  authentication, defaulting, server-side apply (415), managedFields, propagationPolicy=Foreground, list snapshots.
+* HTTP creates, updates and patches of built-in workload kinds and Pods are defaulted before admission as
+  kube-apiserver decodes them (``fake_defaults.py``: ``podManagementPolicy: OrderedReady``, Deployment strategy, Job
+  ``parallelism``/``completions``, ``schedulerName: default-scheduler``, ...); ``put`` stores what it is given. A
+  created Job gets the Job strategy's selector and ``controller-uid`` labels after the mutating webhooks.
+* A created Namespace gets ``status.phase: Active`` and the ``kubernetes`` finalizer; deleting it marks it
+  Terminating, a create in it is 403 "being terminated" (NamespaceLifecycle), and the namespace controller deletes
+  its content and then the namespace. A namespace that is not stored is not required (unlike the real server).
+* Admission webhooks (``admission=WebhookAdmission(url, ssl)``, off by default), the Deployment controller's
+  ReplicaSets (``deployment_controller=True``) and the Job controller's Pods (``job_controller=True``), both off by
+  default: see ``fake_controllers.py``. Without them, writes are stored as given (defaulted) and no controller runs.
+* Not emulated (docs/fake-api.md has the whole list): namespaces are not required to exist; authentication,
+  server-side apply (415), managedFields, propagationPolicy=Foreground, list snapshots.
 
 Direct access for tests (no HTTP, no validation, still emits watch events): ``put``, ``get``, ``delete_object``,
 ``objects``. Fault injection: ``fail``, ``delay``, ``forbid``. Watch control: ``compact``, ``drop_watches``,
@@ -73,6 +80,9 @@ from typing import Any, Callable, Iterable
 
 import jsonpatch
 from aiohttp import web
+
+from .fake_controllers import job_selector_and_labels
+from .fake_defaults import apply_defaults
 
 __all__ = ["FakeKubeAPI", "RequestRecord", "ResourceType", "BUILTIN_RESOURCES", "status_object", "main",
            "workload_api_resources"]
@@ -936,17 +946,21 @@ class FakeKubeAPI:
             mutating and validating webhooks, as kube-apiserver's admission chain (None: no admission).
         deployment_controller: emulate the Deployment controller's ReplicaSets (``fake_controllers``); its writes go
             through ``admission`` too. ``deployments`` is the :class:`~fake_controllers.DeploymentController`.
+        job_controller: emulate the Job controller's Pods (``fake_controllers``), through ``admission`` too.
+            ``jobs`` is the :class:`~fake_controllers.JobController`.
         workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``; see
             :func:`workload_api_resources`); ``None``: not served, like a cluster without ``GenericWorkload``.
     """
 
     def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
                  bookmark_interval: float | None = None, record_requests: bool = True, admission: Any = None,
-                 deployment_controller: bool = False, workload_api: str | None = None) -> None:
-        from .fake_controllers import DeploymentController
+                 deployment_controller: bool = False, workload_api: str | None = None,
+                 job_controller: bool = False) -> None:
+        from .fake_controllers import DeploymentController, JobController
 
         self.admission = admission
         self.deployments = DeploymentController(self) if deployment_controller else None
+        self.jobs = JobController(self) if job_controller else None
         self.gc_orphans_after = gc_orphans_after
         self.bookmark_interval = bookmark_interval
         self.record_requests = record_requests
@@ -964,6 +978,7 @@ class FakeKubeAPI:
         self._watchers: set[_Watcher] = set()
         self._faults: list[_Fault] = []
         self._gc_pending: dict[tuple, asyncio.Task] = {}
+        self._ns_tasks: set[asyncio.Task] = set()
         #: Objects the GC emulation deleted, as ``{"apiVersion", "kind", "namespace", "name", "uid"}``.
         self.gc_deleted: list[JSON] = []
         #: Every API request received (not ``/_fake/*``), oldest first.
@@ -996,11 +1011,13 @@ class FakeKubeAPI:
         if self._runner is None:
             return
         await self.drop_watches()
-        for task in self._gc_pending.values():
+        for task in [*self._gc_pending.values(), *self._ns_tasks]:
             task.cancel()
         self._gc_pending.clear()
-        if self.deployments is not None:
-            self.deployments.stop()
+        self._ns_tasks.clear()
+        for controller in (self.deployments, self.jobs):
+            if controller is not None:
+                controller.stop()
         if self.admission is not None:
             await self.admission.close()
         runner, self._runner = self._runner, None
@@ -1308,6 +1325,8 @@ class FakeKubeAPI:
             self._gc_after_write(rt, ns, name, new, old)
         if self.deployments is not None and new is not None and rt.key == ("apps", "v1", "deployments"):
             self.deployments.changed(ns or "", name)
+        if self.jobs is not None and new is not None and rt.key == ("batch", "v1", "jobs"):
+            self.jobs.changed(ns or "", name)
         return result
 
     # ---------------------------------------------------------------- garbage collector emulation
@@ -1349,6 +1368,79 @@ class FakeKubeAPI:
                                 "uid": obj["metadata"].get("uid")})
         self._delete(rt, ns, name, obj, dry_run=False)
 
+    # ---------------------------------------------------------------- namespace lifecycle
+
+    def _check_namespace_open(self, rt: ResourceType, ns: str | None, obj: JSON) -> None:
+        """The NamespaceLifecycle admission plugin (plugin/pkg/admission/namespace/lifecycle/admission.go): a create
+        in a stored namespace that is being deleted is 403, with a ``NamespaceTerminating`` cause. (A namespace that
+        is not stored is not checked: the fake does not require namespaces to exist.)"""
+        if not rt.namespaced or ns is None:
+            return
+        namespace = self._bucket(self._registry[("", "v1", "namespaces")]).get((None, ns))
+        if namespace is None or not (namespace["metadata"].get("deletionTimestamp") or
+                                     (namespace.get("status") or {}).get("phase") == "Terminating"):
+            return
+        why = f"unable to create new content in namespace {ns} because it is being terminated"
+        name = (obj.get("metadata") or {}).get("name") or ""
+        subject = f'{rt.qualified} "{name}"' if name else rt.qualified
+        details = _details(rt, name or None)
+        details["causes"] = [{"reason": "NamespaceTerminating", "message": why, "field": "metadata.namespace"}]
+        raise ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
+
+    def _terminate_namespace(self, name: str, existing: JSON) -> JSON:
+        """DELETE of a namespace with ``spec.finalizers`` (pkg/registry/core/namespace/storage/storage.go): it is
+        marked (``deletionTimestamp``, ``status.phase: Terminating``) and the namespace controller
+        (pkg/controller/namespace/deletion/namespaced_resources_deleter.go) deletes its content; see
+        :meth:`_namespace_controller`."""
+        if existing["metadata"].get("deletionTimestamp"):
+            return existing
+        marked = copy.deepcopy(existing)
+        marked["metadata"]["deletionTimestamp"] = _now()
+        marked["metadata"]["deletionGracePeriodSeconds"] = 0
+        marked["status"] = {**(marked.get("status") or {}), "phase": "Terminating"}
+        result = self._commit(self._registry[("", "v1", "namespaces")], None, name, existing, marked)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return result
+        task = loop.create_task(self._namespace_controller(name))
+        self._ns_tasks.add(task)
+        task.add_done_callback(self._ns_tasks.discard)
+        return result
+
+    def namespace_content(self, namespace: str) -> list[JSON]:
+        """Every stored object of ``namespace`` (all namespaced resources)."""
+        return [obj for key, bucket in self._data.items() if self._registry[key].namespaced
+                for (ons, _), obj in bucket.items() if ons == namespace]
+
+    async def _namespace_controller(self, name: str) -> None:
+        """The namespace controller's deletion of a terminating namespace: every namespaced object in it is deleted
+        (objects with finalizers are only marked, and stay until their finalizers are removed), the controller
+        polls until nothing is left, then removes the ``kubernetes`` finalizer (``/finalize``) and the namespace
+        goes away. The first pass runs on the next loop iteration, as the controller acts on the watch event."""
+        nss = self._registry[("", "v1", "namespaces")]
+        while True:
+            await asyncio.sleep(0.005)
+            namespace = self._bucket(nss).get((None, name))
+            if namespace is None or not namespace["metadata"].get("deletionTimestamp"):
+                return
+            for key, bucket in list(self._data.items()):
+                rt = self._registry[key]
+                if not rt.namespaced:
+                    continue
+                for (ons, oname), obj in list(bucket.items()):
+                    if ons == name and not obj["metadata"].get("deletionTimestamp"):
+                        self._delete(rt, ons, oname, obj, dry_run=False)
+            if self.namespace_content(name):
+                continue
+            done = copy.deepcopy(namespace)
+            done["spec"]["finalizers"] = [f for f in done["spec"].get("finalizers") or [] if f != "kubernetes"]
+            if done["spec"]["finalizers"]:
+                self._commit(nss, None, name, namespace, done)
+                return
+            self._commit(nss, None, name, namespace, None, final_state=done)
+            return
+
     # ---------------------------------------------------------------- write semantics (no awaits inside)
 
     def _check_body(self, rt: ResourceType, body: Any) -> JSON:
@@ -1373,6 +1465,15 @@ class FakeKubeAPI:
 
     def _create(self, rt: ResourceType, ns: str | None, body: Any, dry_run: bool) -> JSON:
         obj = self._check_body(rt, body)
+        self._check_namespace_open(rt, ns, obj)
+        apply_defaults(rt.group, rt.plural, obj)
+        if rt.key == ("", "v1", "namespaces"):
+            # the namespace strategy's PrepareForCreate (pkg/registry/core/namespace/strategy.go): phase Active and
+            # the "kubernetes" finalizer, which the namespace controller removes once the namespace is empty
+            obj["status"] = {"phase": "Active"}
+            spec = obj["spec"] = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+            if "kubernetes" not in (spec.get("finalizers") or []):
+                spec["finalizers"] = [*(spec.get("finalizers") or []), "kubernetes"]
         meta = obj["metadata"]
         if meta.get("resourceVersion"):
             raise _bad_request("resourceVersion should not be set on objects to be created")
@@ -1393,7 +1494,9 @@ class FakeKubeAPI:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _now()
         meta["generation"] = 1
-        if rt.status:
+        if rt.key == ("batch", "v1", "jobs"):
+            job_selector_and_labels(obj)
+        if rt.status and rt.plural != "namespaces":
             obj.pop("status", None)
             if rt.group == "" and rt.plural == "pods":
                 obj["status"] = {"phase": "Pending"}
@@ -1484,6 +1587,8 @@ class FakeKubeAPI:
                                       f"{meta.get('resourceVersion')}")
         if dry_run:
             return existing
+        if rt.key == ("", "v1", "namespaces") and (existing.get("spec") or {}).get("finalizers"):
+            return self._terminate_namespace(name, existing)
         if meta.get("finalizers"):
             if meta.get("deletionTimestamp"):
                 return existing
@@ -1504,6 +1609,8 @@ class FakeKubeAPI:
         if adm is None or not adm.handles(rt, None, "CREATE"):
             return self._create(rt, ns, body, dry_run)
         obj = self._check_body(rt, body)
+        self._check_namespace_open(rt, ns, obj)  # NamespaceLifecycle runs before the webhooks
+        apply_defaults(rt.group, rt.plural, obj)  # decoding defaults, before the admission chain
         obj = await adm.mutate("CREATE", rt, ns, obj, None, dry_run, user)
         prepared = self._create(rt, ns, obj, dry_run=True)
         await adm.validate("CREATE", rt, ns, prepared, None, dry_run, user=user)
@@ -1520,6 +1627,7 @@ class FakeKubeAPI:
         existing = self._bucket(rt).get((ns, name))
         if existing is None:
             raise _not_found(rt, name)
+        apply_defaults(rt.group, rt.plural, new)  # decoding defaults, before the admission chain
         adm = self.admission
         if adm is None or not adm.handles(rt, None, "UPDATE"):
             return self._update(rt, ns, name, existing, new, subresource=None, dry_run=dry_run, require_rv=require_rv)

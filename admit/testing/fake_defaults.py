@@ -1,0 +1,145 @@
+"""kube-apiserver's defaulting of built-in kinds, for :class:`~admit.testing.fake_kube.FakeKubeAPI`.
+
+kube-apiserver defaults a request's object when it decodes it, before the admission chain: a mutating or validating
+webhook never sees a Deployment without ``spec.strategy`` or a StatefulSet without ``spec.podManagementPolicy``, and
+admit must decide on what it is sent (a StatefulSet the user wrote without ``podManagementPolicy`` is
+``OrderedReady``). The fake applies the same defaults to every HTTP create, update and patch of these kinds (not to
+``FakeKubeAPI.put``, which stores what a test gives), as the ``SetDefaults_*`` functions of kubernetes do:
+
+- ``pkg/apis/apps/v1/defaults.go``: Deployment ``replicas`` 1, ``strategy`` RollingUpdate with ``maxUnavailable``
+  and ``maxSurge`` ``25%``, ``revisionHistoryLimit`` 10, ``progressDeadlineSeconds`` 600; StatefulSet
+  ``podManagementPolicy`` OrderedReady, ``updateStrategy`` RollingUpdate with ``partition`` 0,
+  ``persistentVolumeClaimRetentionPolicy`` Retain/Retain (``StatefulSetAutoDeletePVC``, on since 1.27), ``replicas``
+  1, ``revisionHistoryLimit`` 10; ReplicaSet ``replicas`` 1; DaemonSet ``updateStrategy`` RollingUpdate
+  (``maxUnavailable`` 1, ``maxSurge`` 0), ``revisionHistoryLimit`` 10;
+- ``pkg/apis/batch/v1/defaults.go`` (``SetDefaults_Job``): ``completions`` and ``parallelism`` 1 when both are
+  unset, else ``parallelism`` 1 when unset; ``backoffLimit`` 6 (2147483647 with ``backoffLimitPerIndex``);
+  ``completionMode`` NonIndexed; ``suspend`` false; ``podReplacementPolicy`` TerminatingOrFailed (Failed with a
+  ``podFailurePolicy``); the Job's labels are the template's when it has none;
+- ``pkg/apis/core/v1/defaults.go`` for a Pod and every pod template above (``SetDefaults_PodSpec``,
+  ``SetDefaults_Container``): ``schedulerName`` default-scheduler, ``restartPolicy`` Always (the Job template has
+  its own, required), ``dnsPolicy`` ClusterFirst, ``terminationGracePeriodSeconds`` 30, ``securityContext`` {};
+  each container's ``terminationMessagePath`` /dev/termination-log, ``terminationMessagePolicy`` File,
+  ``imagePullPolicy`` Always for a ``:latest`` or untagged image, else IfNotPresent, and each port's ``protocol``
+  TCP; a Pod's ``enableServiceLinks`` true.
+
+Not applied (see docs/fake-api.md): a Pod's requests copied from its limits, volume and probe defaults, the Job
+strategy's generated ``selector`` and ``controller-uid`` labels, CronJob, HPA and Service defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["apply_defaults", "DEFAULT_SCHEDULER"]
+
+JSON = dict[str, Any]
+
+DEFAULT_SCHEDULER = "default-scheduler"
+"""``v1.DefaultSchedulerName``: a pod's ``spec.schedulerName`` when it names none."""
+
+MAX_INT32 = 2147483647
+
+
+def _image_pull_policy(image: str) -> str:
+    """``SetDefaults_Container``: Always when the image's tag is ``latest`` (``ParseImageName`` gives ``latest`` to
+    an image with neither tag nor digest), else IfNotPresent."""
+    if "@" in image:
+        return "IfNotPresent"
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else "latest"
+    return "Always" if tag == "latest" else "IfNotPresent"
+
+
+def _default_pod_spec(spec: Any) -> None:
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", DEFAULT_SCHEDULER)
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or []:
+            if not isinstance(c, dict):
+                continue
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            if isinstance(c.get("image"), str):
+                c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
+            for port in c.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+
+
+def _template_spec(spec: JSON) -> Any:
+    template = spec.get("template")
+    return template.get("spec") if isinstance(template, dict) else None
+
+
+def _strategy(spec: JSON, key: str, **rolling: Any) -> None:
+    """``spec[key]`` defaults to type RollingUpdate, whose ``rollingUpdate`` gets ``rolling``'s values."""
+    strategy = spec.setdefault(key, {})
+    if not isinstance(strategy, dict):
+        return
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        values = strategy.setdefault("rollingUpdate", {})
+        if isinstance(values, dict):
+            for k, v in rolling.items():
+                values.setdefault(k, v)
+
+
+def apply_defaults(group: str, plural: str, obj: JSON) -> None:
+    """Default ``obj`` (a decoded object of ``group``/``plural``, changed in place) as kube-apiserver does before
+    admission (module docstring). Kinds not listed there are left as they are; malformed parts are skipped (the
+    store's validation answers for them)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    if group == "" and plural == "pods":
+        _default_pod_spec(spec)
+        spec.setdefault("enableServiceLinks", True)
+        return
+    if group == "apps" and plural in ("deployments", "statefulsets", "replicasets", "daemonsets"):
+        if plural != "daemonsets":
+            spec.setdefault("replicas", 1)
+        if plural == "deployments":
+            _strategy(spec, "strategy", maxUnavailable="25%", maxSurge="25%")
+            spec.setdefault("progressDeadlineSeconds", 600)
+        elif plural == "daemonsets":
+            _strategy(spec, "updateStrategy", maxUnavailable=1, maxSurge=0)
+        elif plural == "statefulsets":
+            spec.setdefault("podManagementPolicy", "OrderedReady")
+            strategy = spec.setdefault("updateStrategy", {})
+            if isinstance(strategy, dict):
+                if not strategy.get("type"):
+                    strategy["type"] = "RollingUpdate"
+                    strategy.setdefault("rollingUpdate", {})
+                if strategy["type"] == "RollingUpdate" and isinstance(strategy.get("rollingUpdate"), dict):
+                    strategy["rollingUpdate"].setdefault("partition", 0)
+            retention = spec.setdefault("persistentVolumeClaimRetentionPolicy", {})
+            if isinstance(retention, dict):
+                retention.setdefault("whenDeleted", "Retain")
+                retention.setdefault("whenScaled", "Retain")
+        if plural != "replicasets":
+            spec.setdefault("revisionHistoryLimit", 10)
+        _default_pod_spec(_template_spec(spec))
+        return
+    if group == "batch" and plural == "jobs":
+        if spec.get("completions") is None and spec.get("parallelism") is None:
+            spec["completions"] = 1
+        if spec.get("parallelism") is None:
+            spec["parallelism"] = 1
+        if spec.get("backoffLimit") is None:
+            spec["backoffLimit"] = MAX_INT32 if spec.get("backoffLimitPerIndex") is not None else 6
+        spec.setdefault("completionMode", "NonIndexed")
+        spec.setdefault("suspend", False)
+        spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+        template = spec.get("template")
+        meta = obj.setdefault("metadata", {})
+        if isinstance(template, dict) and isinstance(meta, dict) and not meta.get("labels"):
+            labels = (template.get("metadata") or {}).get("labels")
+            if labels:
+                meta["labels"] = dict(labels)
+        _default_pod_spec(_template_spec(spec))
