@@ -26,11 +26,17 @@ from typing import Any
 
 from .config import Config
 
-__all__ = ["serve_dev", "store_walkthrough_workloads", "FAKE_API_ENV"]
+__all__ = ["serve_dev", "store_walkthrough_workloads", "walkthrough_folder", "FAKE_API_ENV"]
 
 #: The variable ``<cert dir>/dev.env`` exports: the fake API's URL, for the walk-through's ``curl`` commands.
 FAKE_API_ENV = "ADMIT_FAKE_API"
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+#: Where the walk-through's files are looked for, in order: ``examples/`` of the folder admit runs in (the README runs
+#: the walk-through from the repository root, and so reads those files with ``curl --data @examples/...``), then the
+#: source tree an editable install runs from. A plain ``pip install .`` leaves no examples/ beside the package.
+EXAMPLES_SEARCH = (Path("examples"), Path(__file__).resolve().parents[1] / "examples")
+#: kube-apiserver sends a BOOKMARK on watches that ask for them about once a minute (``watch.go``'s bookmark
+#: timer); admit's caches take a watch with nothing for longer as dead and watch again, with a warning each time.
+DEV_BOOKMARK_SECONDS = 60.0
 #: Files of the walk-through (README, "Try it without a cluster") whose workloads dev mode stores: an AdmissionReview
 #: (its ``request.object``) or a manifest.
 WALKTHROUGH = ("admission-review-deployment-validate.json", "web-gang-deployment.yaml")
@@ -58,9 +64,13 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
         args.host = "127.0.0.1"
     # Nothing routes to this process through Endpoints: Ctrl-C stops it at once instead of after --shutdown-delay.
     args.shutdown_delay = 0.0
-    async with FakeKubeAPI() as fake:
+    async with FakeKubeAPI(bookmark_interval=DEV_BOOKMARK_SECONDS) as fake:
         args.api_server = fake.url
-        stored = store_walkthrough_workloads(fake, config)
+        examples = walkthrough_folder()
+        stored = store_walkthrough_workloads(fake, config, examples) if examples else []
+        if not stored:
+            log.warning("dev mode: no walk-through files (%s) in ./examples: run `admit serve --dev` from the "
+                        "repository root to have the fake hold the walk-through's Deployments", ", ".join(WALKTHROUGH))
         env_file = cert.parent / "dev.env"
         env_file.write_text(f"export {FAKE_API_ENV}={fake.url}\n")
         log.info("dev mode: fake Kubernetes API at %s (in memory), holding %s; for the walk-through run: "
@@ -69,7 +79,12 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
         await serve(args, config)
 
 
-def store_walkthrough_workloads(fake: Any, config: Config, examples: Path = EXAMPLES) -> list[str]:
+def walkthrough_folder(search: tuple[Path, ...] = EXAMPLES_SEARCH) -> Path | None:
+    """The first folder of ``search`` (:data:`EXAMPLES_SEARCH`) that holds a walk-through file, else ``None``."""
+    return next((folder for folder in search if any((folder / name).is_file() for name in WALKTHROUGH)), None)
+
+
+def store_walkthrough_workloads(fake: Any, config: Config, examples: Path) -> list[str]:
     """Store in ``fake`` the workloads of the walk-through (:data:`WALKTHROUGH`) as kube-apiserver stores an object
     once its webhooks allowed it: the ``request.object`` of an AdmissionReview (already mutated), or a manifest
     after admit's own ``/mutate`` patch (:func:`admit.mutate.mutate`, so it carries the label the controller

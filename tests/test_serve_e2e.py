@@ -337,3 +337,28 @@ async def test_ctrl_c_stops_dev_mode_without_the_shutdown_delay(tmp_path):
     log = (await proc.stdout.read()).decode()
     assert proc.returncode == 0, log
     assert "shutting down" in log and "more while endpoints stop routing here" not in log
+
+
+def test_dev_mode_finds_the_walkthrough_files_in_the_folder_it_runs_in_before_the_source_tree(tmp_path, monkeypatch):
+    """A plain ``pip install .`` leaves no examples/ beside the package: the walk-through runs from the repository
+    root (its curl commands read examples/ there), so that folder is looked in first."""
+    from admit.dev import EXAMPLES_SEARCH, WALKTHROUGH, walkthrough_folder
+
+    monkeypatch.chdir(tmp_path)
+    installed = (tmp_path / "site-packages" / "examples",)  # where an installed admit would look: nothing there
+    assert walkthrough_folder((EXAMPLES_SEARCH[0], *installed)) is None
+    (tmp_path / "examples").mkdir()
+    for name in WALKTHROUGH:
+        (tmp_path / "examples" / name).write_text((EXAMPLES / name).read_text())
+    assert walkthrough_folder((EXAMPLES_SEARCH[0], *installed)) == Path("examples")
+    monkeypatch.chdir(ROOT)
+    assert walkthrough_folder() == Path("examples")
+
+
+async def test_the_walkthrough_deployments_are_stored_from_the_examples_folder_found(tmp_path):
+    from admit.config import Config
+    from admit.dev import store_walkthrough_workloads
+
+    async with FakeKubeAPI() as fake:
+        assert store_walkthrough_workloads(fake, Config(), ROOT / "examples") == ["Deployment default/pause",
+                                                                                   "Deployment default/web"]
