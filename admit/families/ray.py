@@ -159,10 +159,11 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         raise GangError(f"{ref} has no {'.'.join(prefix)}: it needs a Ray cluster spec (headGroupSpec, workerGroupSpecs)",
                         400)
     parent = kuberay_parent(obj) if kind == "RayCluster" else None
-    fields = ".".join(prefix)
+    workers_field = ".".join((*prefix, "workerGroupSpecs[*]"))
     if parent is not None:  # messages name the user's object and its fields
         ref = f"{ref} (made by KubeRay for {object_ref(parent[0], namespace, parent[1])})"
-        fields = f"{'.'.join(CLUSTER_SPEC[parent[0]])} of {object_ref(parent[0], namespace, parent[1])}"
+        workers_field = (f"{'.'.join((*CLUSTER_SPEC[parent[0]], 'workerGroupSpecs[*]'))} of "
+                         f"{object_ref(parent[0], namespace, parent[1])}")
     pods, autoscaling = ray_pods(cluster, prefix, ref)
     targets = [template_target(p["path"], p["where"]) for p in pods]
     if kind != "RayCluster":
@@ -195,7 +196,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         plan.min_member = gang_min_member(ann, total)
     workers = total - 1
     refuse_below(plan, ann, config, f"1 head + {workers} worker{'s' if workers != 1 else ''}",
-                 f"Raise {fields}.workerGroupSpecs[*].replicas (and minReplicas) so that head and workers "
+                 f"Raise the replicas (and minReplicas) of {workers_field} so that head and workers "
                  f"reach {plan.min_member}", ref=ref)
     plan.min_resources = min_resources_of([(p["pod_spec"], p["desired"]) for p in pods], plan.min_member, ann, ref)
     return plan
