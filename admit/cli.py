@@ -278,7 +278,10 @@ def _cmd_review(args: argparse.Namespace) -> int:
         print(format_lines(results, errors))
     if errors:
         return 2
-    if args.strict and any(r["warnings"] for r in results):
+    warned = sum(1 for r in results if r["warnings"])
+    if args.strict and warned:
+        print(f"admit review --strict: exit 1: {warned} object{'s' if warned != 1 else ''} with warnings "
+              "(-v shows them)", file=sys.stderr)
         return 1
     return 0 if all(r["allowed"] for r in results) else 1
 

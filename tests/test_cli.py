@@ -268,6 +268,7 @@ def test_strict_review_exits_1_on_a_warning_and_0_on_a_clean_gang(tmp_path, caps
     proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "--strict", str(path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 1 and "did you mean" in proc.stdout
+    assert "admit review --strict: exit 1: 1 object with warnings" in proc.stderr  # why the exit, said once
 
 
 def test_an_unquoted_min_member_names_the_quoting_fix_and_that_kube_apiserver_refuses_it(tmp_path, capsys):
