@@ -171,7 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "minMember; the reason of a refusal). -v adds warnings, the JSONPatch, the PodGroups and the "
                     "object after mutation; -o yaml/json gives everything. Exit 0 when all are allowed, 1 when any is "
                     "denied (with --strict: or has a warning), 2 when a file cannot be read (reported on stderr; the "
-                    "other files are still reviewed).",
+                    "other files are still reviewed). A Scale (kubectl scale, the HorizontalPodAutoscaler) is checked "
+                    "against the workload it scales when that workload is among the files reviewed in the same run; "
+                    "otherwise it is allowed with a warning that it was not checked.",
     )
     review.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
                         help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
