@@ -42,6 +42,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .ownerrefs import controller_ref
+
 __all__ = ["ParentRef", "PARENTS", "register_parent", "controller_ref", "parent_of", "is_child"]
 
 GroupKind = tuple[str, str]  # (API group, kind), "" for core: ("apps", "ReplicaSet")
@@ -83,18 +85,6 @@ class ParentRef:
     def identity(self) -> str:
         """``"<group>/<Kind>/<name>"``: the owner identity admit records on a PodGroup (``podgroup.owner_annotation``)."""
         return f"{self.group}/{self.kind}/{self.name}"
-
-
-def controller_ref(obj: Any) -> dict[str, Any] | None:
-    """The ownerReference with ``controller: true`` of ``obj`` (at most one is allowed by API validation), or None."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
-    if not isinstance(refs, list):
-        return None
-    for ref in refs:
-        if isinstance(ref, dict) and ref.get("controller") is True:
-            return ref
-    return None
 
 
 def parent_of(obj: Any, group: str, kind: str) -> ParentRef | None:

@@ -22,19 +22,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from . import kinds
+from .backends import check_plan
 from .children import is_child
 from .config import COSCHEDULING, WORKLOAD_API, Config
-from .plan import GangError, GangPlan, get_path, parse_gang_annotations
-from .podgroup import generation_annotation, owner_annotation
-from .review import loads
-from .validate import check_plan
-from .watchcache import Resource
+from .plan import GangError, get_path, parse_gang_annotations
+from .claim import Claim
+from .ownerrefs import owner_reference
+from .podgroup import pod_group_generation, pod_group_owner
+from .jsonio import loads
+from .kube import Resource
 
 __all__ = [
     "KNOWN_RESOURCES",
@@ -85,7 +86,6 @@ KNOWN_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
 SPARK_DRIVER_SELECTOR = "spark-role=driver"
 
 PODS = Resource("", "v1", "pods", "Pod")
-_OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
 
 
 # ======================================================================================================================
@@ -164,69 +164,6 @@ def workload_ref(obj: JSON, api_version: str | None = None, kind: str | None = N
         "metadata": {k: (_shared(meta[k]) if k in _SHARED_FIELDS else meta[k])
                      for k in _REF_FIELDS if meta.get(k) is not None},
     }
-
-
-@dataclass(slots=True)
-class Claim:
-    """What one stored gang workload asks for.
-
-    Attributes:
-        workload: the workload's reference (:func:`workload_ref`: apiVersion, kind and identifying metadata; never
-            the whole object).
-        identity: ``"<group>/<Kind>/<name>"`` as in the PodGroup owner annotation (``podgroup.owner_annotation``).
-        plan: the gang plan without pod templates (``None`` when the annotations are invalid: see ``error``).
-        error: why no plan could be made (a ``GangError`` message), else ``None``.
-        problem: a plan was made but the workload breaks a rule admission enforces (replicas below minMember), or
-            ``None``; reported, the PodGroup is still kept in step.
-        explicit: the group was named with ``gang.admit.dev/pod-group``.
-    """
-
-    workload: JSON
-    identity: str
-    plan: GangPlan | None
-    error: str | None = None
-    problem: str | None = None
-    explicit: bool = False
-
-    @property
-    def meta(self) -> JSON:
-        return self.workload.get("metadata") or {}
-
-    @property
-    def namespace(self) -> str:
-        return str(self.meta.get("namespace") or "")
-
-    @property
-    def name(self) -> str:
-        return str(self.meta.get("name") or "")
-
-    @property
-    def uid(self) -> str:
-        return str(self.meta.get("uid") or "")
-
-    @property
-    def kind(self) -> str:
-        return str(self.workload.get("kind") or "")
-
-    @property
-    def generation(self) -> int | None:
-        """``metadata.generation`` of the workload this claim was computed from (``None`` if the object had none)."""
-        gen = self.meta.get("generation")
-        return gen if isinstance(gen, int) else None
-
-    @property
-    def ref(self) -> str:
-        """``"Deployment team-a/web"`` for messages."""
-        return f"{self.kind} {self.namespace}/{self.name}"
-
-    @property
-    def deleting(self) -> bool:
-        return bool(self.meta.get("deletionTimestamp"))
-
-    @property
-    def key(self) -> GroupKey | None:
-        """The PodGroup this claim names, or ``None`` without a plan."""
-        return (self.plan.namespace, self.plan.group_name) if self.plan is not None else None
 
 
 def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None, *,
@@ -409,35 +346,3 @@ def pod_group_record(obj: JSON, config: Config) -> JSON:
     elif spec is not None:
         record["spec"] = spec
     return record
-
-
-def owner_reference(workload: JSON) -> JSON:
-    """The controller ownerReference to a stored workload (``blockOwnerDeletion: true``: foreground deletion of the
-    workload waits for the PodGroup)."""
-    meta = workload.get("metadata") or {}
-    return {
-        "apiVersion": workload.get("apiVersion"),
-        "kind": workload.get("kind"),
-        "name": meta.get("name"),
-        "uid": meta.get("uid"),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def pod_group_owner(pg: JSON, config: Config) -> str | None:
-    """The owner annotation of a PodGroup when it is well formed (``"<group>/<Kind>/<name>"`` or, for groups bare
-    Pods share, ``"<group>/<Kind>"``), else ``None``."""
-    value = ((pg.get("metadata") or {}).get("annotations") or {}).get(owner_annotation(config))
-    if isinstance(value, str) and _OWNER_RE.match(value):
-        return value
-    return None
-
-
-def pod_group_generation(pg: JSON, config: Config) -> int | None:
-    """The workload ``metadata.generation`` the PodGroup's spec was last written from (annotation
-    ``gang.admit.dev/workload-generation``, see ``podgroup.generation_annotation``), or ``None``."""
-    value = ((pg.get("metadata") or {}).get("annotations") or {}).get(generation_annotation(config))
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None

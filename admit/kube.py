@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import time
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import aiohttp
@@ -25,7 +26,38 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from .config import Config
 
-__all__ = ["KubeError", "AlreadyExists", "Budget", "KubeAPI", "load_api_client", "api_errors", "resolve_proxy_once"]
+__all__ = ["Resource", "KubeError", "AlreadyExists", "Budget", "KubeAPI", "load_api_client", "api_errors", "resolve_proxy_once"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """API coordinates of one resource: ``group`` ("" for core), ``version``, ``plural``, ``kind``, ``namespaced``."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``"apps/v1"``, or ``"v1"`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def label(self) -> str:
+        """``"deployments.apps/v1"`` for logs."""
+        return f"{self.plural}.{self.group}/{self.version}" if self.group else f"{self.plural}/{self.version}"
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """REST path: the collection across namespaces (``namespace=None``), in one namespace, or one object."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None and self.namespaced:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+        return base
 
 
 class KubeError(Exception):

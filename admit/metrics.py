@@ -111,12 +111,6 @@ OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 POD_GROUP_OPERATIONS = frozenset({"created", "patched", "adopted", "recreated", "orphan_deleted"})
 
 
-def _known_kinds() -> frozenset[str]:
-    from .kinds import RESOLVERS
-
-    return frozenset(kind for _, kind in RESOLVERS) | {"Scale"}
-
-
 class _Series:
     """One ``(webhook, code)`` series: request count, latency sum (seconds) and per-bucket counts (not cumulative;
     the last bucket is +Inf)."""
@@ -182,16 +176,20 @@ class WebhookRecorder:
     ``decision`` (an outcome above) and ``duration_ms`` (float), which
     ``--log-format json`` writes as keys: at INFO for denials, at DEBUG for the rest (``--log-level debug``
     logs every request).
+
+    ``kinds``: the object kinds counted under their own ``kind`` label (the server gives the kinds of
+    ``admit.kinds.RESOLVERS``; ``Scale`` is always one); any other kind is counted as ``"other"``, so a cluster's
+    custom resources cannot grow the series without bound.
     """
 
-    def __init__(self, webhook: str) -> None:
+    def __init__(self, webhook: str, kinds: Iterable[str] = ()) -> None:
         self.webhook = webhook
         store = _WEBHOOKS
         self._in_flight = store.in_flight.setdefault(webhook, [0])
         self._ok = store.series.setdefault((webhook, "200"), _Series())
         self._bad = store.series.setdefault((webhook, "400"), _Series())
         self._labels: dict[tuple[str, str, str], tuple[str, str, str, str]] = {}
-        self._kinds = _known_kinds()
+        self._kinds = frozenset(kinds) | {"Scale"}
         self._debug = log.isEnabledFor(logging.DEBUG)
 
     def _count(self, kind: str, operation: str, outcome: str) -> None:
@@ -272,7 +270,7 @@ _cache_gauges: dict[str, Any] = {}
 
 
 def watch_cache(resource: str, objects: int, relisted: bool = False) -> None:
-    """A watch cache of ``resource`` (``watchcache.Resource.label``, ``"podgroups.scheduling.x-k8s.io/v1alpha1"``)
+    """A watch cache of ``resource`` (``kube.Resource.label``, ``"podgroups.scheduling.x-k8s.io/v1alpha1"``)
     holds ``objects``; ``relisted``: it has just listed everything again. Called on every watch event."""
     gauge = _cache_gauges.get(resource)
     if gauge is None:

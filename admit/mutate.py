@@ -34,6 +34,7 @@ from .config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from .foreign import other_generation_label, translate_group_labels
 from .kinds import POD_JOINERS, RESOLVERS
 from .lifecycle import bookkeeping_only, going_away
+from .ownerrefs import has_controller
 from .patch import pointer, set_keys_ops, set_op
 from .plan import (
     GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
@@ -41,15 +42,9 @@ from .plan import (
 from .review import AdmissionRequest, Decision
 from .families.apps import POD
 
-__all__ = ["mutate", "plan_patch", "has_controller"]
+__all__ = ["mutate", "plan_patch"]
 
 _UNSET_SCHEDULERS = (None, "", KUBE_DEFAULT_SCHEDULER)
-
-
-def has_controller(obj: dict[str, Any]) -> bool:
-    """True when ``metadata.ownerReferences`` has an entry with ``controller: true`` (the pod is not bare)."""
-    refs = get_path(obj, ("metadata", "ownerReferences"))
-    return isinstance(refs, list) and any(isinstance(r, dict) and r.get("controller") for r in refs)
 
 
 def _scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config: Config) -> tuple[

@@ -15,6 +15,7 @@ it creates with the label ``app.kubernetes.io/managed-by: admit`` and the annota
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +25,10 @@ from .quantity import QuantityError, parse_quantity
 
 __all__ = [
     "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "Ownership", "ownership",
-    "owner_annotation", "generation_annotation", "generation_patch",
+    "owner_annotation", "generation_annotation", "generation_patch", "pod_group_owner", "pod_group_generation",
 ]
+
+_OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
 
 
 def owner_annotation(config: Config) -> str:
@@ -230,3 +233,21 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
         f"{pg} already exists and was not created by admit; set annotation {config.pod_group_key} to another "
         f"name, or to {plan.group_name!r} to join that PodGroup as it is",
     )
+
+
+def pod_group_owner(pg: dict[str, Any], config: Config) -> str | None:
+    """The owner annotation of a PodGroup when it is well formed (``"<group>/<Kind>/<name>"`` or, for groups bare
+    Pods share, ``"<group>/<Kind>"``), else ``None``."""
+    value = ((pg.get("metadata") or {}).get("annotations") or {}).get(owner_annotation(config))
+    if isinstance(value, str) and _OWNER_RE.match(value):
+        return value
+    return None
+
+
+def pod_group_generation(pg: dict[str, Any], config: Config) -> int | None:
+    """The workload ``metadata.generation`` the PodGroup's spec was last written from (annotation
+    ``gang.admit.dev/workload-generation``, see ``podgroup.generation_annotation``), or ``None``."""
+    value = ((pg.get("metadata") or {}).get("annotations") or {}).get(generation_annotation(config))
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None

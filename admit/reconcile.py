@@ -17,9 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .claims import Claim, owner_reference, pod_group_generation, pod_group_owner
+from .claim import Claim
 from .config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
-from .podgroup import desired_pod_group, generation_patch, owner_annotation, ownership, spec_differs, spec_json_patch
+from .ownerrefs import owner_reference
+from .podgroup import (desired_pod_group, generation_patch, owner_annotation, ownership, pod_group_generation,
+                       pod_group_owner, spec_differs, spec_json_patch)
 
 __all__ = ["Action", "decide", "spec_changes", "describe_spec", "is_managed"]
 

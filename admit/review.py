@@ -20,33 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .echo import clip, clip_message
+from .jsonio import JSON_BACKEND, dumps, loads  # re-exported: the review body is parsed and answered with them
 
-try:  # optional speed-up (extra "fast"); the stdlib path is always available and tested
-    import orjson as _orjson
-
-    def loads(data: bytes | str) -> Any:
-        """Parse JSON (orjson when installed, else the stdlib)."""
-        return _orjson.loads(data)
-
-    def dumps(obj: Any) -> bytes:
-        """Serialise to compact JSON bytes (orjson when installed, else the stdlib)."""
-        return _orjson.dumps(obj)
-
-    JSON_BACKEND = "orjson"
-except ImportError:  # pragma: no cover - exercised by tests that block orjson
-    import json as _json
-
-    def loads(data: bytes | str) -> Any:
-        """Parse JSON (orjson when installed, else the stdlib)."""
-        return _json.loads(data)
-
-    def dumps(obj: Any) -> bytes:
-        """Serialise to compact JSON bytes (orjson when installed, else the stdlib)."""
-        return _json.dumps(obj, separators=(",", ":")).encode()
-
-    JSON_BACKEND = "json"
-
-__all__ = ["BadReview", "AdmissionRequest", "Decision", "parse_review", "review_response", "loads", "dumps"]
+__all__ = ["BadReview", "AdmissionRequest", "Decision", "parse_review", "review_response", "loads", "dumps",
+           "JSON_BACKEND"]
 
 SUPPORTED_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MAX_WARNING_CHARS = 512

@@ -23,6 +23,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from .admission import Admission
 from .echo import clip, clip_message
+from .kinds import RESOLVERS
 from .metrics import WebhookRecorder
 from .review import BadReview, dumps, parse_review, review_response
 
@@ -112,7 +113,8 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
     def respond(api_version: str, uid: str, decision) -> web.Response:  # type: ignore[no-untyped-def]
         return web.Response(body=dumps(review_response(api_version, uid, decision)), content_type="application/json")
 
-    mutate_metrics, validate_metrics = WebhookRecorder("/mutate"), WebhookRecorder("/validate")
+    kinds = {kind for _, kind in RESOLVERS}
+    mutate_metrics, validate_metrics = WebhookRecorder("/mutate", kinds), WebhookRecorder("/validate", kinds)
 
     async def mutate_handler(request: web.Request) -> web.Response:
         started = mutate_metrics.started()

@@ -33,12 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends import scheduler_phrase, template_joined
+from .backends import check_plan, scheduler_phrase, template_joined
 from .children import is_child
 from .config import WORKLOAD_API, Config
 from .kinds import POD_JOINERS, RESOLVERS, SCALABLE
 from .lifecycle import bookkeeping_only, going_away
-from .mutate import has_controller
+from .ownerrefs import has_controller
 from .plan import (
     GangAnnotations,
     GangError,
@@ -116,31 +116,6 @@ def countable_warnings(plan: GangPlan, obj: Any) -> list[str]:
     if claims:
         warnings.append(claims)
     return warnings
-
-
-def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
-    """Refuse a plan whose pod count, or whose last wave (``plan.last_wave``), is below its minMember.
-
-    Raises:
-        GangError (403): ``0 < total_pods < min_member``, or ``0 < last_wave.size < min_member``; the message names
-            the fields and numbers that conflict, and says which field to change or which annotation to lower.
-    """
-    total = plan.total_pods
-    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
-    if total is not None and 0 < total < plan.min_member:
-        raise GangError(
-            f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but its gang needs "
-            f"minMember {plan.min_member} ({source}): {scheduler_phrase(plan)} would keep every pod Pending forever. "
-            f"Set {plan.total_field} to at least {plan.min_member} or lower {config.min_member_key}"
-        )
-    wave = plan.last_wave
-    if wave is not None and total and 0 < wave.size < plan.min_member:
-        raise GangError(
-            f"{plan.ref}: {wave.why}, fewer than its gang minMember {plan.min_member} ({source}); kube-scheduler does "
-            "not count finished pods, so the Coscheduling plugin would keep "
-            f"{'that pod' if wave.size == 1 else 'those pods'} Pending forever. {wave.fix[0].upper()}{wave.fix[1:]}, "
-            f"or set {config.min_member_key} to at most {wave.size}"
-        )
 
 
 def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry_run: bool = False) -> Verdict:

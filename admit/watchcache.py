@@ -53,7 +53,6 @@ import logging
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Iterable
 
 import aiohttp
@@ -61,8 +60,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import metrics
-from .kube import KubeError, api_errors
-from .review import loads
+from .kube import KubeError, Resource, api_errors
+from .jsonio import loads
 from .loop import Pacer
 
 __all__ = ["Resource", "KubeRaw", "WatchCache", "Handler", "object_key"]
@@ -73,37 +72,6 @@ JSON = dict[str, Any]
 Handler = Callable[[str, JSON, "JSON | None"], None]
 """``handler(event_type, obj, old)``: ``event_type`` is ADDED, MODIFIED, DELETED or SYNC; ``old`` is the cached
 object before the change (``None`` for ADDED)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """API coordinates of one resource: ``group`` ("" for core), ``version``, ``plural``, ``kind``, ``namespaced``."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        """``"apps/v1"``, or ``"v1"`` for the core group."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def label(self) -> str:
-        """``"deployments.apps/v1"`` for logs."""
-        return f"{self.plural}.{self.group}/{self.version}" if self.group else f"{self.plural}/{self.version}"
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        """REST path: the collection across namespaces (``namespace=None``), in one namespace, or one object."""
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace is not None and self.namespaced:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{name}"
-        return base
 
 
 def object_key(obj: JSON) -> tuple[str, str]:
@@ -133,7 +101,7 @@ class KubeRaw:
                       content_type: str = "application/json", timeout: float | None = None) -> Any:
         """One request; returns the decoded JSON answer (a dict for every Kubernetes verb).
 
-        The body is read raw and decoded with orjson when installed (``review.loads``), not by the client's
+        The body is read raw and decoded with orjson when installed (``jsonio.loads``), not by the client's
         ``json.loads``: a list page of 100 stored Deployments is about 0.5 MB, parsed in one go on the loop that
         serves admissions (measured: 11 ms with the stdlib, 7 ms with orjson). A non-2xx answer raises what the
         client would have raised (``ApiException``, mapped by :func:`admit.kube.api_errors`); a 2xx body that is not

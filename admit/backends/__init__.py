@@ -54,7 +54,7 @@ from . import coscheduling, workload_api
 
 __all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "native_handover",
            "template_joined", "not_served_message",
-           "scheduler_phrase", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION"]
+           "scheduler_phrase", "check_plan", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION"]
 
 GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
 _SPARK_GROUP = "sparkoperator.k8s.io"
@@ -77,6 +77,31 @@ def scheduler_phrase(plan: GangPlan) -> str:
     if plan.backend == WORKLOAD_API:
         return "kube-scheduler's GangScheduling plugin"
     return "the Coscheduling plugin"
+
+
+def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
+    """Refuse a plan whose pod count, or whose last wave (``plan.last_wave``), is below its minMember.
+
+    Raises:
+        GangError (403): ``0 < total_pods < min_member``, or ``0 < last_wave.size < min_member``; the message names
+            the fields and numbers that conflict, and says which field to change or which annotation to lower.
+    """
+    total = plan.total_pods
+    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+    if total is not None and 0 < total < plan.min_member:
+        raise GangError(
+            f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but its gang needs "
+            f"minMember {plan.min_member} ({source}): {scheduler_phrase(plan)} would keep every pod Pending forever. "
+            f"Set {plan.total_field} to at least {plan.min_member} or lower {config.min_member_key}"
+        )
+    wave = plan.last_wave
+    if wave is not None and total and 0 < wave.size < plan.min_member:
+        raise GangError(
+            f"{plan.ref}: {wave.why}, fewer than its gang minMember {plan.min_member} ({source}); kube-scheduler does "
+            "not count finished pods, so the Coscheduling plugin would keep "
+            f"{'that pod' if wave.size == 1 else 'those pods'} Pending forever. {wave.fix[0].upper()}{wave.fix[1:]}, "
+            f"or set {config.min_member_key} to at most {wave.size}"
+        )
 
 
 def _is_spark(plan: GangPlan, obj: dict[str, Any]) -> bool:

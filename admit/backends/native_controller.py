@@ -41,7 +41,7 @@ WKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a gan
 
 NativeClaim = Claim
 """What one stored ``workload-api`` gang workload asks for: the same shape as the PodGroup controller's
-:class:`admit.claims.Claim` (workload reference, identity, plan or ``error``, ``problem``, ``explicit``), which
+:class:`admit.claim.Claim` (workload reference, identity, plan or ``error``, ``problem``, ``explicit``), which
 ``native_reconcile`` reads."""
 
 

@@ -170,7 +170,7 @@ def job_last_wave(parallelism: int, completions: int | None, indexed: bool, back
 def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a batch/v1 Job: pods at once = min(``spec.parallelism`` (default 1), ``spec.completions``); the
     last wave and per-index retries from :func:`job_last_wave` (``auto`` minMember is sized so that every wave
-    starts; a fixed minMember larger than a wave is refused by ``validate.check_plan``)."""
+    starts; a fixed minMember larger than a wave is refused by ``backends.check_plan``)."""
     parallelism = int_field(obj, ("spec", "parallelism"), 1, "spec.parallelism")
     completions = int_field(obj, ("spec", "completions"), None, "spec.completions")
     per_index = int_field(obj, ("spec", "backoffLimitPerIndex"), None, "spec.backoffLimitPerIndex")

@@ -132,7 +132,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
 
     Raises:
         GangError (400): a malformed cluster spec (see :func:`ray_pods`); minMember above the pods is refused later
-            by ``validate.check_plan`` (403).
+            by ``backends.check_plan`` (403).
     """
     name = str(get_path(obj, ("metadata", "name")) or "")
     ref = object_ref(kind, namespace, name)

@@ -27,7 +27,7 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
   joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group (``validate._pod_made_group``):
   the pod that always comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
 - **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): ``auto`` takes the pods the workload runs at
-  once; an explicit minMember above them is refused by ``validate.check_plan`` (the Coscheduling plugin keeps every
+  once; an explicit minMember above them is refused by ``backends.check_plan`` (the Coscheduling plugin keeps every
   pod Pending while fewer than minMember pods carry the label: scheduler-plugins ``pkg/coscheduling/core/core.go``
   ``PreFilter``); ``minResources`` are the requests of the first minMember pods in the family's order
   (``admit.resources.pod_requests``, the scheduler's rule).
@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..children import controller_ref
+from ..ownerrefs import controller_ref
 from ..config import Config
 from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver
 from ..resources import ResourceError, gang_min_resources
@@ -90,7 +90,7 @@ def object_ref(kind: str, namespace: str, name: str) -> str:
 
 
 def controller_owner(obj: dict[str, Any]) -> tuple[str, str, str] | None:
-    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``admit.children.controller_ref``), or
+    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``admit.ownerrefs.controller_ref``), or
     ``None``."""
     ref = controller_ref(obj)
     if ref is None:
