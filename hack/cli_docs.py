@@ -18,7 +18,7 @@ from admit.cli import build_parser  # noqa: E402
 INTRO = """\
 # CLI reference
 
-Generated from admit's argument parsers (`admit/cli.py`) by `python hack/cli_docs.py > docs/cli.md`; a test fails
+Generated from admit's argument parsers (`admit/cli/__init__.py`) by `python hack/cli_docs.py > docs/cli.md`; a test fails
 when this page and the code differ. `admit <command> --help` prints the same. The chart passes its values to
 `admit serve` as these flags (`charts/admit/templates/deployment.yaml`); what admit writes onto objects is in
 [behaviour.md](behaviour.md#what-admit-writes).

@@ -226,10 +226,10 @@ def webhook_on_own_loop(prepare: Callable[[Any], Any] | None = None) -> Iterator
     drives a request). ``prepare(fake)`` runs before the server starts (e.g. to store a parent object)."""
     from aiohttp.test_utils import TestClient, TestServer
 
-    from admit.admission import Admission
+    from admit.webhook.admission import Admission
     from admit.config import Config
-    from admit.kube import KubeAPI
-    from admit.server import create_app
+    from admit.kube.client import KubeAPI
+    from admit.webhook.app import create_app
     from admit.testing.fake_kube import FakeKubeAPI
 
     runner = asyncio.Runner()

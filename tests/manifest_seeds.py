@@ -9,7 +9,7 @@ example and test manifest with ordinary labels planted). Sources of manifests:
 
 A *leaf* is a scalar, or an empty map or list, at a key path (map keys and list indexes). A leaf the user wrote
 survives when the mutated object holds the same value, of the same JSON type, at the same path (an empty or ``null``
-map may gain admit's keys); the fields admit owns (``admit.owned.OWNED_FIELDS``) are the only exceptions.
+map may gain admit's keys); the fields admit owns (``admit.families.owned.OWNED_FIELDS``) are the only exceptions.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import yaml
 
 from admit.config import Config
-from admit.owned import owner_of
+from admit.families.owned import owner_of
 from tests.helpers import EXAMPLES, ROOT
 
 MANIFESTS = ROOT / "tests" / "manifests"
@@ -93,7 +93,7 @@ def object_of(doc: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def kind_key(obj: dict[str, Any]) -> tuple[str, str]:
-    """``(API group, kind)`` of an object, the key of ``admit.kinds.RESOLVERS``."""
+    """``(API group, kind)`` of an object, the key of ``admit.families.kinds.RESOLVERS``."""
     return str(obj.get("apiVersion", "")).rpartition("/")[0], str(obj.get("kind", ""))
 
 
@@ -191,7 +191,7 @@ def _op_path(op_path: str, after: Any) -> Path_:
 
 def foreign_writes(patch: list[dict[str, Any]], before: dict[str, Any], after: dict[str, Any],
                    config: Config) -> list[str]:
-    """Operations of ``patch`` that write or remove a field admit does not own (``admit.owned``), as readable
+    """Operations of ``patch`` that write or remove a field admit does not own (``admit.families.owned``), as readable
     strings; ``[]`` when the patch touches only admit's fields. An ``add``/``replace`` counts every leaf of its
     value (read in ``after``); a ``remove`` its path (read in ``before``)."""
     bad = []

@@ -13,16 +13,16 @@ import copy
 
 import jsonpatch
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.controller import owner_reference
+from admit.controller.podgroups import owner_reference
 from admit.families.jobset import gang_members, replicated_jobs
 from admit.families.ray import cluster_group_name
-from admit.plan import check_group_name
-from admit.kube import KubeAPI
-from admit.mutate import mutate
-from admit.validate import validate
-from admit.watchcache import Resource
+from admit.gang.plan import check_group_name
+from admit.kube.client import KubeAPI
+from admit.webhook.mutate import mutate
+from admit.webhook.validate import validate
+from admit.kube.watchcache import Resource
 from tests.helpers import eventually, example
 from tests.test_controller import controllers, fake, kube  # noqa: F401 - fixtures: the controller over the fake API
 from tests.test_families import LABEL, PG_API, SCHED, cluster, request  # noqa: F401 - cluster is a fixture
@@ -347,7 +347,7 @@ def gpu_deployment(replicas=4, gpu_resource="nvidia.com/gpu", claims=False):
 
 
 def test_a_resource_a_device_class_serves_or_the_implicit_device_class_name_is_left_out():
-    from admit.resources import countable_min_resources, device_class_record, dra_extended_resources
+    from admit.gang.resources import countable_min_resources, device_class_record, dra_extended_resources
 
     served = dra_extended_resources([device_class_record(GPU_DEVICE_CLASS)])
     assert served == {"nvidia.com/gpu": "gpu.nvidia.com"}

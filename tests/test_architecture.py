@@ -32,9 +32,10 @@ def test_the_gang_model_and_the_pure_decisions_import_where_aiohttp_and_kubernet
                 return None
 
         sys.meta_path.insert(0, Block())
-        for module in ("admit.plan", "admit.kinds", "admit.families", "admit.mutate", "admit.validate",
-                       "admit.reconcile", "admit.podgroup", "admit.status", "admit.claim", "admit.ownerrefs",
-                       "admit.backends.native_reconcile"):
+        for module in ("admit.gang.plan", "admit.gang.claim", "admit.gang.ownerrefs", "admit.families.kinds",
+                       "admit.webhook.mutate", "admit.webhook.validate", "admit.backends.diagnose",
+                       "admit.backends.coscheduling.podgroup", "admit.backends.coscheduling.reconcile",
+                       "admit.backends.workload_api.reconcile"):
             importlib.import_module(module)
         print("imported", len([m for m in sys.modules if m.startswith("admit")]), "admit modules")
     """)

@@ -7,12 +7,12 @@ import jsonpatch
 import pytest
 
 from admit.backends import workload_api
-from admit.backends.discovery import choose_version
+from admit.backends.workload_api.discovery import choose_version
 from admit.config import Config
-from admit.mutate import mutate
-from admit.plan import GangPlan
-from admit.review import dumps, parse_review
-from admit.validate import ScaleCheck, scale_decision, validate
+from admit.webhook.mutate import mutate
+from admit.gang.plan import GangPlan
+from admit.webhook.admissionreview import dumps, parse_review
+from admit.webhook.validate import ScaleCheck, scale_decision, validate
 from tests.helpers import EXAMPLES, admission_review, example
 
 COS = Config()
@@ -337,7 +337,7 @@ def test_a_generate_name_job_names_its_workload_once_in_the_mutating_phase_and_k
 
 
 def test_a_spark_executor_is_not_labelled_for_coscheduling_when_admit_runs_without_it():
-    from admit.kinds import POD_JOINERS
+    from admit.families.kinds import POD_JOINERS
 
     executor = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "spark-pi-exec-1", "namespace": "spark-jobs",

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from admit.admission import Admission
-from admit.backends.discovery import BackendUnavailable, configure_backends
+from admit.webhook.admission import Admission
+from admit.backends.workload_api.discovery import BackendUnavailable, configure_backends
 from admit.config import Config
-from admit.kube import KubeAPI
-from admit.server import create_app
+from admit.kube.client import KubeAPI
+from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, apply_answer, example
 

@@ -54,7 +54,7 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
 
     scraped = result["metrics"]["scraped_requests_total"]  # admit serve ran with --metrics-port, as the chart does
     assert scraped["/mutate 200"] + scraped["/validate 200"] == result["metrics"]["requests_sent"]
-    assert result["metrics"]["cost"]["us_per_request"] > 0 and "Metrics (admit/metrics.py)" in report
+    assert result["metrics"]["cost"]["us_per_request"] > 0 and "Metrics (admit/observability/metrics.py)" in report
 
 
 def test_the_idle_connection_probe_prints_rss_and_shows_the_bounds_at_work(tmp_path):

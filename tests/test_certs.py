@@ -1,4 +1,4 @@
-"""Certificate generation, loading, validation and expiry arithmetic (admit/certs.py)."""
+"""Certificate generation, loading, validation and expiry arithmetic (admit/tls/certs.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from admit import certs
-from admit.certs import CertificateError
+from admit.tls import certs
+from admit.tls.certs import CertificateError
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
 

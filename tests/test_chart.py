@@ -780,7 +780,7 @@ def test_cert_manager_mode_injects_the_ca_of_the_serving_certificate_and_mounts_
             assert "caBundle" not in hook["clientConfig"]
     # The certificate names every way the API server may dial the Service: the same names admit's own
     # self-managed certificates carry.
-    from admit.certs import service_dns_names
+    from admit.tls.certs import service_dns_names
 
     service = only(objects, "Service")["metadata"]["name"]
     assert cert["spec"]["dnsNames"] == service_dns_names(service, NAMESPACE)
@@ -842,7 +842,7 @@ def test_every_container_arg_is_a_documented_admit_serve_flag(name):
 
 
 def _serve_parser():
-    """admit's own argument parser, if admit/cli.py exposes one."""
+    """admit's own argument parser, if admit/cli/__init__.py exposes one."""
     try:
         cli = importlib.import_module("admit.cli")
     except ImportError:
@@ -1402,7 +1402,7 @@ def test_the_dashboard_config_map_carries_the_dashboard_file_for_grafanas_sideca
 def test_every_metric_the_dashboard_queries_is_one_admit_exports():
     from prometheus_client import REGISTRY
 
-    import admit.metrics  # noqa: F401 - registers admit's metrics
+    import admit.observability.metrics  # noqa: F401 - registers admit's metrics
 
     exported = set()
     for family in REGISTRY.collect():

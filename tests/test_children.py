@@ -1,4 +1,4 @@
-"""Children of gang workloads (admit/children.py): a Deployment's ReplicaSets join its group and are never a gang.
+"""Children of gang workloads (admit/gang/children.py): a Deployment's ReplicaSets join its group and are never a gang.
 
 First the pure decisions on ReplicaSets shaped as the Deployment controller creates them, then the fake tier over
 HTTP: the fake kube-apiserver calls admit's webhooks for every write and runs the Deployment controller's
@@ -16,15 +16,15 @@ import jsonpatch
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from admit.children import PARENTS, parent_of, register_parent
+from admit.gang.children import PARENTS, parent_of, register_parent
 from admit.config import Config
-from admit.controller import claim_of
-from admit.mutate import mutate
-from admit.review import dumps, parse_review
+from admit.controller.podgroups import claim_of
+from admit.webhook.mutate import mutate
+from admit.webhook.admissionreview import dumps, parse_review
 from admit.testing.fake_controllers import pod_template_hash
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.validate import ScaleCheck, scale_decision, validate
-from admit.watchcache import Resource
+from admit.webhook.validate import ScaleCheck, scale_decision, validate
+from admit.kube.watchcache import Resource
 from tests.helpers import admission_review, eventually, example
 from tests.webhook_stack import fake_cluster
 

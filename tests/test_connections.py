@@ -12,11 +12,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from admit.admission import Admission
-from admit.certs import write_development_certificates
+from admit.webhook.admission import Admission
+from admit.tls.certs import write_development_certificates
 from admit.config import Config
-from admit.connections import ConnectionGuard, GuardedSite
-from admit.server import create_app
+from admit.webhook.connections import ConnectionGuard, GuardedSite
+from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, eventually, example
 from tests.test_serve_e2e import free_port, lease_holder, start_serve, wait_ready
@@ -198,7 +198,7 @@ def test_the_stdlib_loop_keeps_a_small_tls_read_buffer_per_connection():
 
     proc = run_python("""
         import asyncio, asyncio.sslproto
-        from admit import loop
+        from admit import eventloop as loop
         assert asyncio.sslproto.SSLProtocol.max_size == 256 * 1024  # CPython's default: 256 KiB per TLS connection
 
         async def size():

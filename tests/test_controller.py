@@ -1,4 +1,4 @@
-"""The PodGroup controller (admit/controller.py): the pure decisions, then the loop against the fake Kubernetes API
+"""The PodGroup controller (admit/controller/podgroups.py): the pure decisions, then the loop against the fake Kubernetes API
 over HTTP with watch streams and its garbage-collector emulation (``gc_orphans_after=0.025``: an object whose
 ownerReferences all name uids that are not stored is deleted after 25 ms, as measured on a real cluster).
 
@@ -18,11 +18,11 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.cli import build_parser
 from admit.config import Config
-from admit.events import EventRecorder
-from admit.controller import (
+from admit.controller.events import EventRecorder
+from admit.controller.podgroups import (
     KNOWN_RESOURCES,
     Claim,
     Controller,
@@ -32,12 +32,12 @@ from admit.controller import (
     owner_reference,
     watched_kinds,
 )
-from admit.kinds import RESOLVERS
-from admit.kube import KubeAPI
-from admit.podgroup import desired_pod_group
-from admit.review import AdmissionRequest
+from admit.families.kinds import RESOLVERS
+from admit.kube.client import KubeAPI
+from admit.backends.coscheduling.podgroup import desired_pod_group
+from admit.webhook.admissionreview import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.watchcache import KubeRaw, Resource
+from admit.kube.watchcache import KubeRaw, Resource
 from tests.helpers import eventually, requests_caused
 
 CONFIG = Config()
@@ -130,7 +130,7 @@ def test_a_stored_workload_claims_exactly_the_pod_group_admission_creates_for_it
     workload = stored(deployment(replicas=4, annotations={"gang.admit.dev/schedule-timeout-seconds": "120"}))
     claim = claim_of(workload, DEPLOYMENTS, CONFIG)
     assert claim is not None and claim.key == ("team", "web") and claim.identity == "apps/Deployment/web"
-    from admit.validate import validate
+    from admit.webhook.validate import validate
 
     verdict = validate(request(deployment(replicas=4, annotations={"gang.admit.dev/schedule-timeout-seconds": "120"}),
                                "Deployment", "apps", "deployments"), CONFIG)
@@ -728,7 +728,7 @@ async def test_readiness_waits_for_the_first_list_of_pod_groups_only(fake, contr
 
 
 def test_ignored_api_groups_are_not_watched():
-    from admit.controller import watched_kinds
+    from admit.controller.podgroups import watched_kinds
 
     ignored = {"kubeflow.org", "sparkoperator.k8s.io", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io", "ray.io",
                "trainer.kubeflow.org"}

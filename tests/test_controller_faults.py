@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from admit.admission import Admission
-from admit.claims import claim_of, pod_group_generation, resolvable_copy, resolvable_object
-from admit.podgroup import desired_pod_group
-from admit.validate import ScaleCheck, scale_verdict
-from admit.watchcache import Resource
-from admit.kube import KubeAPI
-from admit.workqueue import WorkQueue
+from admit.webhook.admission import Admission
+from admit.controller.claims import claim_of, pod_group_generation, resolvable_copy, resolvable_object
+from admit.backends.coscheduling.podgroup import desired_pod_group
+from admit.webhook.validate import ScaleCheck, scale_verdict
+from admit.kube.watchcache import Resource
+from admit.kube.client import KubeAPI
+from admit.controller.workqueue import WorkQueue
 from tests.helpers import eventually
 from tests.test_controller import (  # noqa: F401 - fixtures
     CONFIG,

@@ -1,4 +1,4 @@
-"""Events the controller records (admit/events.py) against the fake API: repeats become a series, a burst about
+"""Events the controller records (admit/controller/events.py) against the fake API: repeats become a series, a burst about
 many objects of one kind folds into one combined Event after ten (client-go's EventCorrelator rule), and a burst
 never overflows the queue."""
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from admit.events import COMBINED_PREFIX, EventRecorder
+from admit.controller.events import COMBINED_PREFIX, EventRecorder
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.watchcache import KubeRaw
+from admit.kube.watchcache import KubeRaw
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import json
 
 import pytest
 
-from admit.admission import Admission
-from admit.children import controller_ref
+from admit.webhook.admission import Admission
+from admit.gang.children import controller_ref
 from admit.cli import main
 from admit.config import Config
-from admit.kube import KubeAPI
-from admit.server import create_app
+from admit.kube.client import KubeAPI
+from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import EXAMPLES, PLURALS, admission_review, apply_answer, decode_patch
 

@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.controller import claim_of
-from admit.kube import KubeAPI
-from admit.mutate import mutate
-from admit.review import dumps, parse_review
-from admit.server import create_app
+from admit.controller.podgroups import claim_of
+from admit.kube.client import KubeAPI
+from admit.webhook.mutate import mutate
+from admit.webhook.admissionreview import dumps, parse_review
+from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.validate import validate
-from admit.watchcache import Resource
+from admit.webhook.validate import validate
+from admit.kube.watchcache import Resource
 from tests.helpers import admission_review, apply_answer, decode_patch, example, example_docs
 
 CONFIG = Config()

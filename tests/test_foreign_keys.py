@@ -1,4 +1,4 @@
-"""Group keys of other systems (admit/foreign.py), over HTTP: the pre-v0.25.7 scheduler-plugins label
+"""Group keys of other systems (admit/gang/foreign.py), over HTTP: the pre-v0.25.7 scheduler-plugins label
 and Kueue plain-pod groups, with and without the controller running."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from admit.admission import Admission
-from admit.cacheview import ControllerView
+from admit.webhook.admission import Admission
+from admit.controller.cacheview import ControllerView
 from admit.cli import build_parser, config_from_args
 from admit.config import Config
-from admit.controller import Controller, ControllerSettings
-from admit.kube import KubeAPI
-from admit.server import create_app
+from admit.controller.podgroups import Controller, ControllerSettings
+from admit.kube.client import KubeAPI
+from admit.webhook.app import create_app
 from tests.helpers import FAST_CONTROLLER, admission_review, apply_answer, decode_patch, eventually
 
 NEW = "scheduling.x-k8s.io/pod-group"

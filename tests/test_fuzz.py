@@ -156,7 +156,7 @@ def reviews(draw) -> dict[str, Any]:
 def server():
     """An HTTP client for a webhook backed by the fake Kubernetes API, on a loop of its own (hypothesis calls the test
     synchronously)."""
-    from admit import review
+    from admit.webhook import admissionreview as review
 
     if os.environ.get("ADMIT_TEST_PLAIN_INSTALL") == "1":
         assert review.JSON_BACKEND == "json", "the plain-install run must take the stdlib JSON path"
@@ -205,9 +205,9 @@ class _Groups:
 def test_every_field_admit_reads_given_a_wrong_type_in_every_kind_never_raises_from_the_decision_code():
     """The systematic half of the fuzzing: each field name admit reads, set to a number, a map, and a string at every
     map of every base object, through the pure decisions (which are documented never to raise)."""
-    from admit.mutate import mutate
-    from admit.review import AdmissionRequest
-    from admit.validate import validate
+    from admit.webhook.mutate import mutate
+    from admit.webhook.admissionreview import AdmissionRequest
+    from admit.webhook.validate import validate
 
     config, groups = Config(), _Groups()
     failures: dict[tuple[str, str], str] = {}

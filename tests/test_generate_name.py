@@ -17,9 +17,9 @@ import pytest
 
 from admit.cli import main
 from admit.config import Config
-from admit.mutate import mutate
-from admit.plan import generated_group_name
-from admit.review import dumps, parse_review
+from admit.webhook.mutate import mutate
+from admit.gang.plan import generated_group_name
+from admit.webhook.admissionreview import dumps, parse_review
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, apply_answer, eventually, example
 from tests.webhook_stack import webhook_with_controller

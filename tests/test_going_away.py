@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from admit.kube import KubeError, namespace_terminating
-from admit.lifecycle import bookkeeping_only, going_away
+from admit.kube.client import KubeError, namespace_terminating
+from admit.gang.lifecycle import bookkeeping_only, going_away
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, apply_answer, eventually, example
 from tests.webhook_stack import webhook_with_controller

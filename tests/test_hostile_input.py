@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from admit import quantity
-from admit.admission import Admission
+from admit.gang import quantity
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.kinds import RESOLVERS
-from admit.quantity import QuantityError, parse_quantity
-from admit.server import create_app
+from admit.families.kinds import RESOLVERS
+from admit.gang.quantity import QuantityError, parse_quantity
+from admit.webhook.app import create_app
 from tests.helpers import admission_review, controller_pod, example
 from tests.test_hot_path import run_python
 from tests.test_kubeflow import tfjob
@@ -138,10 +138,10 @@ def test_deeply_nested_json_gets_400_with_the_stdlib_backend_of_a_plain_install(
         import asyncio, sys
         sys.modules["orjson"] = None
         from aiohttp.test_utils import TestClient, TestServer
-        from admit import review
-        from admit.admission import Admission
+        from admit.webhook import admissionreview as review
+        from admit.webhook.admission import Admission
         from admit.config import Config
-        from admit.server import create_app
+        from admit.webhook.app import create_app
         assert review.JSON_BACKEND == "json"
 
         async def main():

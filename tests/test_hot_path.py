@@ -10,10 +10,10 @@ import textwrap
 
 import pytest
 
-from admit import loop as admit_loop
-from admit.admission import Admission
+from admit import eventloop as admit_loop
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.server import create_app
+from admit.webhook.app import create_app
 from tests.helpers import ROOT, admission_review, controller_pod, example
 
 
@@ -30,8 +30,8 @@ STDLIB_ROUND_TRIP = """
 import base64, json, os, sys
 if os.environ["BACKEND"] == "json":
     sys.modules["orjson"] = None  # import orjson now raises ImportError
-from admit import review
-from admit.review import Decision, dumps, parse_review, review_response
+from admit.webhook import admissionreview as review
+from admit.webhook.admissionreview import Decision, dumps, parse_review, review_response
 assert review.JSON_BACKEND == os.environ["BACKEND"], review.JSON_BACKEND
 with open(os.environ["REVIEW"], "rb") as f:
     req = parse_review(f.read())
@@ -68,10 +68,10 @@ def test_the_server_answers_over_http_with_the_stdlib_json_backend():
         import asyncio, json, sys
         sys.modules["orjson"] = None
         from aiohttp.test_utils import TestClient, TestServer
-        from admit import review
-        from admit.admission import Admission
+        from admit.webhook import admissionreview as review
+        from admit.webhook.admission import Admission
         from admit.config import Config
-        from admit.server import create_app
+        from admit.webhook.app import create_app
         assert review.JSON_BACKEND == "json"
 
         async def main():

@@ -1,4 +1,4 @@
-"""Invariants over the whole kind registry (``admit.kinds.RESOLVERS``), property-based with hypothesis.
+"""Invariants over the whole kind registry (``admit.families.kinds.RESOLVERS``), property-based with hypothesis.
 
 For every registered kind, hypothesis takes a manifest of that kind (``tests/manifest_seeds.py``: the examples, the
 test manifests and builders) and adds arbitrary labels and annotations (keys with ``/``, ``~`` and dots, any text
@@ -10,7 +10,7 @@ on. It sends the object as kube-apiserver does: CREATE, or UPDATE of the stored 
 or the pre-v0.25.7 scheduler-plugins label. Checked:
 
 - the patch applies cleanly (``jsonpatch``) to the exact object, and ``mutate`` leaves that object unchanged;
-- every leaf the user wrote survives, except the fields admit owns (``admit.owned.OWNED_FIELDS``), and every
+- every leaf the user wrote survives, except the fields admit owns (``admit.families.owned.OWNED_FIELDS``), and every
   operation writes or removes only those fields;
 - a second ``/mutate`` of the result is empty (idempotent: ``reinvocationPolicy: IfNeeded`` re-runs the webhook);
 - over HTTP (``/mutate`` and ``/validate`` of the server, the fake Kubernetes API behind it): HTTP 200 with the
@@ -37,9 +37,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from admit.config import LEGACY_POD_GROUP_API_GROUP, LEGACY_POD_GROUP_LABEL, WORKLOAD_API, Config
-from admit.kinds import RESOLVERS
-from admit.mutate import mutate
-from admit.review import AdmissionRequest
+from admit.families.kinds import RESOLVERS
+from admit.webhook.mutate import mutate
+from admit.webhook.admissionreview import AdmissionRequest
 from tests.helpers import admission_review, apply_answer, webhook_on_own_loop
 from tests.manifest_seeds import at, foreign_writes, lost_fields, pod_templates, seeds_by_kind
 

@@ -6,7 +6,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from admit.config import Config
-from admit.kube import Budget, KubeAPI, KubeError, resolve_proxy_once
+from admit.kube.client import Budget, KubeAPI, KubeError, resolve_proxy_once
 from admit.testing.fake_kube import FakeKubeAPI
 
 

@@ -6,12 +6,12 @@ import copy
 import jsonpatch
 import pytest
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.mutate import mutate
-from admit.offline import OfflineKube
-from admit.review import dumps, parse_review
-from admit.validate import validate
+from admit.webhook.mutate import mutate
+from admit.cli.review import OfflineKube
+from admit.webhook.admissionreview import dumps, parse_review
+from admit.webhook.validate import validate
 from tests.helpers import admission_review, example
 
 CONFIG = Config()

@@ -1,4 +1,4 @@
-"""Lease-based leader election (admit/leader.py) against the fake Kubernetes API over HTTP.
+"""Lease-based leader election (admit/controller/leader.py) against the fake Kubernetes API over HTTP.
 
 Rules checked (client-go ``tools/leaderelection``; Kubernetes API reference "Lease v1"): a missing Lease is
 created; a held Lease is taken over only after ``lease_duration`` without an observed renewal, or at once when
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from admit.leader import LeaderElector, default_identity, micro_time
+from admit.controller.leader import LeaderElector, default_identity, micro_time
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.watchcache import KubeRaw
+from admit.kube.watchcache import KubeRaw
 from tests.helpers import eventually
 
 TIMES: dict[str, float] = dict(lease_duration=0.6, renew_deadline=0.4, retry_period=0.1)

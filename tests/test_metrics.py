@@ -13,13 +13,13 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from admit import metrics
-from admit.admission import Admission
-from admit.certs import write_development_certificates
+from admit.observability import metrics
+from admit.webhook.admission import Admission
+from admit.tls.certs import write_development_certificates
 from admit.config import Config
-from admit.kube import KubeAPI
-from admit.logs import configure_logging
-from admit.server import create_app
+from admit.kube.client import KubeAPI
+from admit.observability.logs import configure_logging
+from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, apply_answer, controller_pod, example
 from tests.test_serve_e2e import free_port, start_serve, stop, wait_ready

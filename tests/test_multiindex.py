@@ -1,8 +1,8 @@
-"""admit/multiindex.py: the controllers' one-to-many indexes, which store a lone member without a set."""
+"""admit/controller/multiindex.py: the controllers' one-to-many indexes, which store a lone member without a set."""
 
 import sys
 
-from admit.multiindex import MultiIndex
+from admit.controller.multiindex import MultiIndex
 
 WEB = ("apps/v1", "Deployment", "team-a", "web")
 WEB_RS = ("apps/v1", "ReplicaSet", "team-a", "web-7d9c5b8f6d")

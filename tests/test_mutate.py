@@ -5,8 +5,8 @@ import copy
 import jsonpatch
 
 from admit.config import Config
-from admit.mutate import mutate
-from admit.review import parse_review, dumps
+from admit.webhook.mutate import mutate
+from admit.webhook.admissionreview import parse_review, dumps
 from tests.helpers import admission_review, controller_pod, example, example_docs
 
 CONFIG = Config()

@@ -1,4 +1,4 @@
-"""The workload-api side of the controller (admit/backends/native_controller.py, native_reconcile.py): the pure
+"""The workload-api side of the controller (admit/controller/workload_api.py, native_reconcile.py): the pure
 decisions, then the loop against the fake Kubernetes API with its garbage-collector emulation
 (``gc_orphans_after=0.025``, as measured on a real cluster), for v1alpha2 (immutable minCount: re-created) and v1beta1
 (patched). Timings scaled down as in tests/test_controller.py."""
@@ -11,15 +11,15 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from admit.admission import Admission
-from admit.backends.native_controller import NativeGangController, native_claim_of
-from admit.backends.native_reconcile import decide_native, owner_reference
+from admit.webhook.admission import Admission
+from admit.controller.workload_api import NativeGangController, native_claim_of
+from admit.backends.workload_api.reconcile import decide_native, owner_reference
 from admit.config import Config
-from admit.controller import Controller, ControllerSettings, claim_of
-from admit.kube import KubeAPI
-from admit.review import AdmissionRequest
+from admit.controller.podgroups import Controller, ControllerSettings, claim_of
+from admit.kube.client import KubeAPI
+from admit.webhook.admissionreview import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.watchcache import KubeRaw, Resource
+from admit.kube.watchcache import KubeRaw, Resource
 from tests.helpers import eventually, requests_caused
 
 ALPHA = Config(gang_backend="workload-api", workload_api_version="v1alpha2")
@@ -52,7 +52,7 @@ def deployment(name: str = "web", replicas: int = 3, *, uid: str | None = "uid-1
 def gang(config: Config, kind: str, name: str = "web", min_count: int = 3, owner: str = "apps/Deployment/web",
          **meta: Any) -> dict[str, Any]:
     from admit.backends import workload_api
-    from admit.plan import GangPlan
+    from admit.gang.plan import GangPlan
 
     plan = GangPlan(kind="Deployment", api_group="apps", name=owner.rsplit("/", 1)[-1], namespace="team",
                     group_name=name, min_member=min_count, total_pods=min_count, total_field="spec.replicas",

@@ -9,13 +9,13 @@ import copy
 import jsonpatch
 import pytest
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.kube import KubeAPI
-from admit.mutate import mutate
-from admit.server import create_app
+from admit.kube.client import KubeAPI
+from admit.webhook.mutate import mutate
+from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.validate import validate
+from admit.webhook.validate import validate
 from tests.helpers import admission_review, apply_answer, example
 from tests.test_backends import req
 

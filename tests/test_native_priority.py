@@ -11,17 +11,17 @@ import logging
 import pytest
 from prometheus_client import REGISTRY
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.backends import workload_api
-from admit.backends.native_controller import native_claim_of
-from admit.backends.native_reconcile import decide_native, owner_reference
-from admit.backends.discovery import BackendUnavailable, choose_version, configure_backends, unknown_versions
+from admit.controller.workload_api import native_claim_of
+from admit.backends.workload_api.reconcile import decide_native, owner_reference
+from admit.backends.workload_api.discovery import BackendUnavailable, choose_version, configure_backends, unknown_versions
 from admit.config import WORKLOAD_API_VERSIONS, Config
-from admit.kube import KubeAPI, KubeError
-from admit.mutate import mutate
-from admit.server import create_app
+from admit.kube.client import KubeAPI, KubeError
+from admit.webhook.mutate import mutate
+from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI, _workload_api_errors, workload_api_resources
-from admit.validate import validate
+from admit.webhook.validate import validate
 from tests.helpers import admission_review, apply_answer, example
 from tests.test_backends import mutated, req
 from tests.test_native_controller import DEPLOYMENTS, gang

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from admit.config import Config
-from admit.status import diagnose, diagnose_native, format_table
+from admit.backends.diagnose import diagnose, diagnose_native, format_table
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import ROOT
 from tests.test_status import NOW, deployment, ts

@@ -1,7 +1,7 @@
 """admit.owned: the one list of the fields admit writes, and how a key path is matched against it."""
 
 from admit.config import LEGACY_POD_GROUP_API_GROUP, LEGACY_POD_GROUP_LABEL, Config
-from admit.owned import OWNED_FIELDS, owner_of
+from admit.families.owned import OWNED_FIELDS, owner_of
 from tests.helpers import example
 
 CONFIG = Config()

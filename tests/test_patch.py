@@ -1,6 +1,6 @@
 import jsonpatch
 
-from admit.patch import escape, pointer, set_keys_ops, set_op
+from admit.gang.patch import escape, pointer, set_keys_ops, set_op
 from tests.helpers import example
 
 LABEL = "scheduling.x-k8s.io/pod-group"

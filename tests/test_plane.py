@@ -14,7 +14,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from admit.certs import generate_ca
+from admit.tls.certs import generate_ca
 from admit.testing.plane import (
     REQUIRED, TIERS, NoBinaries, api_path, available_binaries, client_certificate, find_binaries, pod_group_crd,
     render_webhooks,

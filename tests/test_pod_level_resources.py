@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from admit.resources import pod_requests
+from admit.gang.resources import pod_requests
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, apply_answer, eventually
 from tests.webhook_stack import webhook_with_controller

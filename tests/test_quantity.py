@@ -2,8 +2,8 @@ from fractions import Fraction
 
 import pytest
 
-from admit.quantity import QuantityError, format_quantity, parse_quantity
-from admit.resources import ResourceError, gang_min_resources, pod_requests
+from admit.gang.quantity import QuantityError, format_quantity, parse_quantity
+from admit.gang.resources import ResourceError, gang_min_resources, pod_requests
 
 
 @pytest.mark.parametrize(

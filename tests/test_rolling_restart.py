@@ -14,7 +14,7 @@ import ssl
 import subprocess
 import sys
 
-from admit.certs import write_development_certificates
+from admit.tls.certs import write_development_certificates
 from admit.testing.balancer import Backend, ReadinessBalancer
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.testing.webhook_client import CallFailed, KeepAliveClient

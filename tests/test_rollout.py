@@ -1,4 +1,4 @@
-"""Rolling updates that move running pods into a gang (admit/rollout.py): refused when the rollout could never form
+"""Rolling updates that move running pods into a gang (admit/webhook/rollout.py): refused when the rollout could never form
 the gang, with the fixes; allowed when it can (found on the real control plane: annotating a running Deployment)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import jsonpatch
 import pytest
 
 from admit.config import Config
-from admit.mutate import mutate
-from admit.review import dumps, parse_review
-from admit.rollout import resolve_int_or_percent
-from admit.validate import validate
+from admit.webhook.mutate import mutate
+from admit.webhook.admissionreview import dumps, parse_review
+from admit.webhook.rollout import resolve_int_or_percent
+from admit.webhook.validate import validate
 from tests.helpers import admission_review, example
 
 CONFIG = Config()

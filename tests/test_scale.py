@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from admit.admission import Admission
-from admit.cacheview import ControllerView
+from admit.webhook.admission import Admission
+from admit.controller.cacheview import ControllerView
 from admit.config import Config
-from admit.controller import Controller, ControllerSettings
-from admit.kube import KubeAPI
-from admit.server import create_app
+from admit.controller.podgroups import Controller, ControllerSettings
+from admit.kube.client import KubeAPI
+from admit.webhook.app import create_app
 from tests.helpers import FAST_CONTROLLER, eventually, scale_review
 
 CONFIG = Config()

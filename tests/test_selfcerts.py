@@ -1,4 +1,4 @@
-"""Self-managed certificates (admit/selfcerts.py) against the fake Kubernetes API, with real TLS clients."""
+"""Self-managed certificates (admit/tls/selfcerts.py) against the fake Kubernetes API, with real TLS clients."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import ssl
 import pytest
 from cryptography import x509
 
-from admit import certs, selfcerts
-from admit.certs import CertificateError
-from admit.selfcerts import SelfManagedTLSProvider
+from admit.tls import certs, selfcerts
+from admit.tls.certs import CertificateError
+from admit.tls.selfcerts import SelfManagedTLSProvider
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import serve_tls as serve
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from admit.certs import write_development_certificates
+from admit.tls.certs import write_development_certificates
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import EXAMPLES, ROOT, admission_review, apply_answer, example
 

@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.kube import KubeAPI
-from admit.server import create_app
+from admit.kube.client import KubeAPI
+from admit.webhook.app import create_app
 from tests.helpers import admission_review, apply_answer, controller_pod, decode_patch, example
 
 PG = ("scheduling.x-k8s.io/v1alpha1", "podgroups")

@@ -6,16 +6,16 @@ import copy
 import jsonpatch
 import pytest
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.kube import KubeAPI
-from admit.mutate import mutate
-from admit.plan import GangError
-from admit.review import dumps, parse_review
-from admit.server import create_app
+from admit.kube.client import KubeAPI
+from admit.webhook.mutate import mutate
+from admit.gang.plan import GangError
+from admit.webhook.admissionreview import dumps, parse_review
+from admit.webhook.app import create_app
 from admit.families.spark import initial_executors, join_spark_executor, parse_resource_list, spark_bytes, spark_pod_resources
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.validate import validate
+from admit.webhook.validate import validate
 from tests.helpers import admission_review, apply_answer, decode_patch, example, example_docs, requests_caused
 
 CONFIG = Config()
@@ -503,8 +503,8 @@ def spark_fake_pod(obj):
 
 async def spark_webhook(aiohttp_client, fake, controller):
     """The webhook over HTTP against ``fake``, with the controller's caches running (started and synced) or not."""
-    from admit.cacheview import ControllerView
-    from admit.controller import Controller, ControllerSettings
+    from admit.controller.cacheview import ControllerView
+    from admit.controller.podgroups import Controller, ControllerSettings
     from tests.helpers import FAST_CONTROLLER, eventually
 
     api_client = fake.api_client()
@@ -624,7 +624,7 @@ async def test_over_http_an_executor_of_a_driver_in_no_gang_is_left_alone_withou
 def test_admit_review_makes_an_executor_follow_a_driver_that_named_its_group():
     import asyncio
 
-    from admit.offline import review_documents
+    from admit.cli.review import review_documents
 
     driver, executor = named_driver()
     del driver["metadata"]["uid"]

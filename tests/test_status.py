@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from admit.config import Config
-from admit.status import classify_message, diagnose, format_table, to_json
+from admit.backends.diagnose import classify_message, diagnose, format_table, to_json
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import ROOT
 

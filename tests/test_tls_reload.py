@@ -1,4 +1,4 @@
-"""Server TLS settings and file-mode hot reload (admit/tls.py), checked with real TLS clients on loopback."""
+"""Server TLS settings and file-mode hot reload (admit/tls/provider.py), checked with real TLS clients on loopback."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from admit import certs, tls
-from admit.certs import CertificateError
+from admit.tls import certs
+from admit.tls import provider as tls
+from admit.tls.certs import CertificateError
 from tests.helpers import serve_tls as serve
 
 LOG = "admit.tls"

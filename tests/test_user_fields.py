@@ -1,6 +1,6 @@
 """Every example and test manifest, with ordinary labels and annotations on every pod template, through the path of
-``admit review`` (``admit.offline.review_documents``: ``/mutate``, the patch applied with ``jsonpatch``, then
-``/validate``), keeps every field it had except admit's own (``admit.owned.OWNED_FIELDS``).
+``admit review`` (``admit.cli.review.review_documents``: ``/mutate``, the patch applied with ``jsonpatch``, then
+``/validate``), keeps every field it had except admit's own (``admit.families.owned.OWNED_FIELDS``).
 
 The planted keys are what platform teams add (``team``, ``sidecar.istio.io/inject``, a cost-center key,
 ``prometheus.io/scrape``): NetworkPolicies, Istio injection and operators' selectors depend on them, and the webhook
@@ -15,7 +15,7 @@ import copy
 import pytest
 
 from admit.config import Config
-from admit.offline import review_documents
+from admit.cli.review import review_documents
 from tests.manifest_seeds import (
     ORDINARY_ANNOTATIONS, ORDINARY_LABELS, all_manifests, at, lost_fields, object_of, plant_ordinary, pod_templates,
 )

@@ -5,8 +5,8 @@ import copy
 import pytest
 
 from admit.config import Config
-from admit.review import dumps, parse_review
-from admit.validate import ScaleCheck, scale_decision, scale_verdict, validate
+from admit.webhook.admissionreview import dumps, parse_review
+from admit.webhook.validate import ScaleCheck, scale_decision, scale_verdict, validate
 from tests.helpers import admission_review, example
 
 CONFIG = Config()

@@ -1,4 +1,4 @@
-"""The list+watch cache (admit/watchcache.py) against the fake Kubernetes API over HTTP, with real watch streams.
+"""The list+watch cache (admit/kube/watchcache.py) against the fake Kubernetes API over HTTP, with real watch streams.
 
 Rules checked (Kubernetes docs "API Concepts", efficient detection of changes; client-go reflector): list then
 watch from the list's resourceVersion; a watch that ends resumes from the last resourceVersion without a relist;
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.watchcache import KubeRaw, Resource, WatchCache
+from admit.kube.watchcache import KubeRaw, Resource, WatchCache
 from tests.helpers import eventually
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
@@ -414,7 +414,7 @@ async def test_every_list_page_gives_the_event_loop_back_before_its_objects_are_
 async def test_kube_raw_maps_api_errors_and_decodes_answers_itself(fake, raw):
     """KubeRaw reads the body raw (decoded with orjson when installed) and still raises what kubernetes-asyncio's
     client raised: KubeError with the status, the Status reason and message, AlreadyExists for a 409 on create."""
-    from admit.kube import AlreadyExists, KubeError
+    from admit.kube.client import AlreadyExists, KubeError
 
     path = DEPLOYMENTS.path("team")
     created = await raw.request("POST", path, body=deployment("web"))
@@ -437,7 +437,7 @@ async def test_kube_raw_refuses_a_successful_answer_that_is_not_json():
     from aiohttp.test_utils import TestServer
     from kubernetes_asyncio import client
 
-    from admit.kube import KubeError
+    from admit.kube.client import KubeError
 
     app = web.Application()
     async def login_page(request: web.Request) -> web.Response:  # a proxy in the way, answering 200 with HTML

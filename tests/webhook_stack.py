@@ -7,13 +7,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any, AsyncIterator
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.controller import Controller, ControllerSettings
-from admit.kube import KubeAPI
-from admit.server import create_app
+from admit.controller.podgroups import Controller, ControllerSettings
+from admit.kube.client import KubeAPI
+from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.watchcache import KubeRaw
+from admit.kube.watchcache import KubeRaw
 from tests.helpers import eventually
 
 PG_API = "scheduling.x-k8s.io/v1alpha1"

@@ -48,8 +48,8 @@ from functools import wraps
 from typing import Any
 
 from ..config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
-from ..patch import pointer
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
+from ..gang.patch import pointer
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
 from . import coscheduling, workload_api
 
 __all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "native_handover",

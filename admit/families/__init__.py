@@ -2,8 +2,8 @@
 
 ``jobset`` (JobSet), ``lws`` (LeaderWorkerSet), ``ray`` (RayCluster, RayJob, RayService), ``trainer`` (Kubeflow
 Trainer v2 TrainJob). Each declares its kinds as :class:`admit.families.shared.WorkloadKind` records (``KINDS``);
-``admit.kinds`` registers them. The built-in apps/batch kinds (``apps``), Kubeflow v1 (``kubeflow``) and Spark
-(``spark``) have their resolvers here too, registered in ``admit.kinds`` directly.
+``admit.families.kinds`` registers them. The built-in apps/batch kinds (``apps``), Kubeflow v1 (``kubeflow``) and Spark
+(``spark``) have their resolvers here too, registered in ``admit.families.kinds`` directly.
 """
 
 from __future__ import annotations

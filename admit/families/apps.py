@@ -1,7 +1,7 @@
 """Gang plans for the built-in workload kinds: Deployment, ReplicaSet, StatefulSet (apps/v1), Job (batch/v1), Pod.
 
 Each resolver is pure: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` and raises
-:class:`admit.plan.GangError` for a workload that must be refused.
+:class:`admit.gang.plan.GangError` for a workload that must be refused.
 
 Rules and their sources:
 
@@ -22,11 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from ..foreign import KUEUE_GROUP_NAME, KUEUE_TOTAL_COUNT, kueue_group
-from ..plan import (
+from ..gang.foreign import KUEUE_GROUP_NAME, KUEUE_TOTAL_COUNT, kueue_group
+from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, PodTarget, Wave, check_group_name, choose_group_name, get_path, int_field,
 )
-from ..resources import ResourceError, gang_min_resources
+from ..gang.resources import ResourceError, gang_min_resources
 
 __all__ = ["resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "resolve_pod",
            "template_min_resources"]

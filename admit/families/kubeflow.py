@@ -43,9 +43,9 @@ from typing import Any
 
 from ..config import Config
 from ..echo import clip
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
-from ..quantity import QuantityError, format_resources, parse_quantity
-from ..resources import ResourceError, gang_min_resources
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from ..gang.quantity import QuantityError, format_resources, parse_quantity
+from ..gang.resources import ResourceError, gang_min_resources
 
 __all__ = ["REPLICA_SPECS", "KUBEFLOW_KINDS", "resolve_kubeflow", "BUILTIN_PRIORITY_CLASSES"]
 

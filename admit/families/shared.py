@@ -1,14 +1,14 @@
 """What every workload family shares: the kind record each family module declares, and the rules written once.
 
 A family module (``jobset.py``, ``lws.py``, ``ray.py``, ``trainer.py``) declares its kinds as :class:`WorkloadKind`
-records: API coordinates, the resolver (object -> :class:`admit.plan.GangPlan`: how many pods, minMember, which
+records: API coordinates, the resolver (object -> :class:`admit.gang.plan.GangPlan`: how many pods, minMember, which
 pod templates to patch, minResources, whether an operator already gangs it), and which of admit's kinds its
-controller creates (its children). ``admit.kinds`` registers them; nothing here calls the Kubernetes API.
+controller creates (its children). ``admit.families.kinds`` registers them; nothing here calls the Kubernetes API.
 
 The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgrouper hub, STYLE.md):
 
-- **Children** (``admit.children``, the one registry of parent kinds): each kind lists the kinds its controller
-  creates (``WorkloadKind.children``) and ``admit.kinds`` registers them there. A JobSet's Jobs, a RayJob's
+- **Children** (``admit.gang.children``, the one registry of parent kinds): each kind lists the kinds its controller
+  creates (``WorkloadKind.children``) and ``admit.families.kinds`` registers them there. A JobSet's Jobs, a RayJob's
   submitter Job (controller ownerReference to the parent) are then part of the parent's gang and never a gang of
   their own: their templates come from the parent, already labelled, and when their controller also copies the
   parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
@@ -21,7 +21,7 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
   fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
   training-operator (``admit.families.kubeflow``) and the spark-operator (``admit.families.spark``).
-- **Pods that join a group** (``admit.kinds.POD_JOINERS``, e.g. ``lws.join_lws_pod``): where one template makes
+- **Pods that join a group** (``admit.families.kinds.POD_JOINERS``, e.g. ``lws.join_lws_pod``): where one template makes
   the pods of several groups, the pods find their group at creation from labels their controller puts on them,
   without an API call (``joiner(pod, config, namespace, known_groups) -> GangPlan | None``, :data:`POD_TARGET`). A
   joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group (``validate._pod_made_group``):
@@ -30,7 +30,7 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
   once; an explicit minMember above them is refused by ``backends.check_plan`` (the Coscheduling plugin keeps every
   pod Pending while fewer than minMember pods carry the label: scheduler-plugins ``pkg/coscheduling/core/core.go``
   ``PreFilter``); ``minResources`` are the requests of the first minMember pods in the family's order
-  (``admit.resources.pod_requests``, the scheduler's rule).
+  (``admit.gang.resources.pod_requests``, the scheduler's rule).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ownerrefs import controller_ref
+from ..gang.ownerrefs import controller_ref
 from ..config import Config
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver
-from ..resources import ResourceError, gang_min_resources
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver
+from ..gang.resources import ResourceError, gang_min_resources
 
 __all__ = [
     "WorkloadKind",
@@ -67,9 +67,9 @@ class WorkloadKind:
         api_group / kind: as in ``AdmissionReview.request.kind`` (``"jobset.x-k8s.io"``, ``"JobSet"``).
         versions: ``(version, plural)`` pairs the API serves, newest first; the controller watches each one
             (a version whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``).
-        resolve: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` (``admit.plan.Resolver``).
+        resolve: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` (``admit.gang.plan.Resolver``).
         children: ``(API group, kind)`` of the objects this kind's controller creates that would otherwise be
-            resolved as gangs of their own (registered with ``admit.children.register_parent``).
+            resolved as gangs of their own (registered with ``admit.gang.children.register_parent``).
     """
 
     api_group: str
@@ -80,7 +80,7 @@ class WorkloadKind:
 
     @property
     def key(self) -> tuple[str, str]:
-        """``(API group, kind)``: the key of ``admit.kinds.RESOLVERS``."""
+        """``(API group, kind)``: the key of ``admit.families.kinds.RESOLVERS``."""
         return (self.api_group, self.kind)
 
 
@@ -90,7 +90,7 @@ def object_ref(kind: str, namespace: str, name: str) -> str:
 
 
 def controller_owner(obj: dict[str, Any]) -> tuple[str, str, str] | None:
-    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``admit.ownerrefs.controller_ref``), or
+    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``admit.gang.ownerrefs.controller_ref``), or
     ``None``."""
     ref = controller_ref(obj)
     if ref is None:

@@ -66,9 +66,9 @@ from typing import Any
 
 from ..config import Config
 from ..echo import clip
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
-from ..quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
-from ..resources import ResourceError, pod_requests
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from ..gang.quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
+from ..gang.resources import ResourceError, pod_requests
 from .apps import POD, resolve_pod
 
 __all__ = [

@@ -1,0 +1,6 @@
+"""The loops inside ``admit serve`` that finish what admission starts once a workload is stored: adopt its PodGroup,
+keep it in step, clean up orphans (``podgroups``; the workload-api backend's Workload and PodGroup in
+``workload_api``); what they watch and the small records their caches keep (``claims``), the view admission reads
+(``cacheview``), Events (``events``), the Lease (``leader``), the work queue and indexes (``workqueue``,
+``multiindex``). The pure decisions they run live with their backend (``admit.backends.*.reconcile``).
+"""
