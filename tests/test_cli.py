@@ -277,3 +277,44 @@ def test_an_unquoted_min_member_names_the_quoting_fix_and_that_kube_apiserver_re
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("DENIED"))
     assert 'must be a string, got int 3: quote it: gang.admit.dev/min-member: "3"' in line
     assert "kube-apiserver refuses" in line
+
+
+def _below_min_member(tmp_path):
+    """A TFJob (training-operator's dist-mnist shape), a RayCluster (KubeRay's sample shape) and a Deployment, each
+    running 2 pods under a gang of minMember 4."""
+    import yaml
+
+    tfjob = yaml.safe_load((EXAMPLES / "tfjob-ps-worker.yaml").read_text())
+    tfjob["metadata"]["annotations"]["gang.admit.dev/min-member"] = "4"
+    del tfjob["spec"]["tfReplicaSpecs"]["PS"]
+    tfjob["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 2
+    ray = yaml.safe_load((EXAMPLES / "raycluster-autoscaler.yaml").read_text())
+    ray["metadata"]["annotations"] = {"gang.admit.dev/min-member": "4"}
+    ray["spec"].pop("enableInTreeAutoscaling", None)
+    for group in ray["spec"]["workerGroupSpecs"]:
+        group["replicas"] = group["minReplicas"] = 1 if group is ray["spec"]["workerGroupSpecs"][0] else 0
+    deployment = yaml.safe_load((EXAMPLES / "pause-gang-deployment.yaml").read_text())
+    deployment["metadata"]["annotations"]["gang.admit.dev/min-member"] = "4"
+    deployment["spec"]["replicas"] = 2
+    path = tmp_path / "below.yaml"
+    path.write_text(yaml.safe_dump_all([tfjob, ray, deployment]))
+    return path
+
+
+def test_on_the_workload_api_backend_every_kind_below_min_member_blames_kube_schedulers_gang_plugin(tmp_path, capsys):
+    code, results = run_json(capsys, "--gang-backend", "workload-api", _below_min_member(tmp_path))
+    assert code == 1
+    assert [r["kind"] for r in results] == ["TFJob", "RayCluster", "Deployment"]
+    for r in results:
+        assert not r["allowed"], r
+        assert "runs 2 pods" in r["message"] and "minMember 4" in r["message"], r["message"]
+        assert "kube-scheduler's GangScheduling plugin would keep every pod Pending forever" in r["message"], r
+        assert "Coscheduling" not in r["message"], r["message"]
+
+
+def test_on_the_coscheduling_backend_every_kind_below_min_member_blames_the_coscheduling_plugin(tmp_path, capsys):
+    code, results = run_json(capsys, _below_min_member(tmp_path))
+    assert code == 1
+    for r in results:
+        assert not r["allowed"], r
+        assert "the Coscheduling plugin would keep every pod Pending forever" in r["message"], r["message"]

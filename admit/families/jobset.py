@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..backends import refuse_below
 from ..config import Config
 from ..gang.plan import GangAnnotations, GangError, GangPlan, choose_group_name, get_path, int_field
 from .shared import (
@@ -51,7 +52,6 @@ from .shared import (
     gang_min_member,
     min_resources_of,
     object_ref,
-    refuse_below,
     template_target,
 )
 

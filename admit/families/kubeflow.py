@@ -41,7 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Config
+from ..backends import refuse_below
+from ..config import COSCHEDULING, Config
 from ..echo import clip
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
 from ..gang.quantity import QuantityError, format_resources, parse_quantity
@@ -278,12 +279,10 @@ def resolve_kubeflow(
             f"waits forever (kubeflow/mpi-operator#608). Set the gang to at most {total} (the workers) or use "
             "launcherCreationPolicy: AtStartup"
         )
-    if 0 < total < min_member:
-        raise GangError(
-            f"{ref} runs {total} pod{'s' if total != 1 else ''} ({total_field}={total}) but its gang needs minMember "
-            f"{min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. Raise the "
-            "replicas or lower the gang's minimum"
-        )
+    # the operator's own PodGroup (--kubeflow-gang-by-operator) is scheduler-plugins': Coscheduling keeps its pods
+    refuse_below(plan, ann, config, f"{total_field}={total}", "Raise the replicas", ref=ref, source=source,
+                 lower="spec.runPolicy.schedulingPolicy.minAvailable" if config.kubeflow_gang_by_operator else None,
+                 backend=COSCHEDULING if config.kubeflow_gang_by_operator else None)
     if late:
         plan.warnings.append(
             f"{ref}: with launcherCreationPolicy: WaitForWorkersReady the launcher starts after the workers, so the "

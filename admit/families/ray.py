@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from ..backends import refuse_below
 from ..config import Config
 from ..gang.plan import GangAnnotations, GangError, GangPlan, check_group_name, choose_group_name, get_path, int_field
 from .shared import (
@@ -52,7 +53,6 @@ from .shared import (
     gang_min_member,
     min_resources_of,
     object_ref,
-    refuse_below,
     template_target,
 )
 

@@ -27,7 +27,7 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
   joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group (``validate._pod_made_group``):
   the pod that always comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
 - **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): ``auto`` takes the pods the workload runs at
-  once; an explicit minMember above them is refused by ``backends.check_plan`` (the Coscheduling plugin keeps every
+  once; an explicit minMember above them is refused by ``backends.refuse_below`` (the Coscheduling plugin keeps every
   pod Pending while fewer than minMember pods carry the label: scheduler-plugins ``pkg/coscheduling/core/core.go``
   ``PreFilter``); ``minResources`` are the requests of the first minMember pods in the family's order
   (``admit.gang.resources.pod_requests``, the scheduler's rule).
@@ -51,7 +51,6 @@ __all__ = [
     "gang_min_member",
     "min_resources_of",
     "object_ref",
-    "refuse_below",
     "POD_TARGET",
 ]
 
@@ -150,25 +149,3 @@ def min_resources_of(
         return gang_min_resources(taken) or None
     except ResourceError as e:
         raise GangError(f"{ref} pod template: {e}", 400) from None
-
-
-
-def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str,
-                 ref: str | None = None) -> None:
-    """Refuse a plan whose pods (``plan.total_pods``) are fewer than its minMember, in the family's words.
-
-    ``counted`` says what the pods are (``"1 head + 2 workers"``); ``fix`` which field to raise; ``ref`` how the
-    message names the object (default ``plan.ref``; an operator's object names the user's object that made it).
-
-    Raises:
-        GangError (403): ``0 < total_pods < min_member``.
-    """
-    total = plan.total_pods
-    if total is None or not 0 < total < plan.min_member:
-        return
-    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
-    raise GangError(
-        f"{ref or plan.ref} runs {total} pod{'s' if total != 1 else ''} ({counted}) but its gang needs minMember "
-        f"{plan.min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. {fix}, or "
-        f"lower {config.min_member_key}"
-    )
