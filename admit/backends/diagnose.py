@@ -67,6 +67,7 @@ from typing import Any, Iterable
 
 from .workload_api import SHAPES
 from ..config import KUBE_DEFAULT_SCHEDULER, Config
+from ..gang.ownerrefs import controller_ref, has_controller
 from ..gang.plan import get_path
 from .coscheduling.podgroup import owner_annotation
 from ..gang.quantity import QuantityError, format_quantity, parse_quantity
@@ -319,7 +320,7 @@ def diagnose(
         meta = _meta(wl)
         ns, name = meta.get("namespace", ""), meta.get("name", "")
         annotations = meta.get("annotations") or {}
-        if any(isinstance(r, dict) and r.get("controller") for r in meta.get("ownerReferences") or []):
+        if has_controller(wl):
             continue  # a child (a Deployment's ReplicaSet, a CronJob's Job) joins its parent's gang
         if config.min_member_key in annotations and _native_template_group(wl) is not None:
             continue  # a native gang: diagnose_native
@@ -378,13 +379,13 @@ def _owner(pod: JSON) -> str:
     """The workload that made ``pod``: its controller; a ReplicaSet named ``<deployment>-<pod-template-hash>`` is
     shown as its Deployment (the Deployment controller's naming)."""
     meta = _meta(pod)
-    for ref in meta.get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller"):
-            kind, name = str(ref.get("kind", "")), str(ref.get("name", ""))
-            suffix = "-" + str((meta.get("labels") or {}).get("pod-template-hash", ""))
-            if kind == "ReplicaSet" and len(suffix) > 1 and name.endswith(suffix):
-                return f"Deployment/{name[: -len(suffix)]}"
-            return f"{kind}/{name}"
+    ref = controller_ref(pod)
+    if ref is not None:
+        kind, name = str(ref.get("kind", "")), str(ref.get("name", ""))
+        suffix = "-" + str((meta.get("labels") or {}).get("pod-template-hash", ""))
+        if kind == "ReplicaSet" and len(suffix) > 1 and name.endswith(suffix):
+            return f"Deployment/{name[: -len(suffix)]}"
+        return f"{kind}/{name}"
     return f"Pod/{meta.get('name', '')}"
 
 
@@ -574,8 +575,7 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
     for wl in workloads:
         meta = _meta(wl)
         annotations = meta.get("annotations") or {}
-        if config.min_member_key not in annotations or any(
-                isinstance(r, dict) and r.get("controller") for r in meta.get("ownerReferences") or []):
+        if config.min_member_key not in annotations or has_controller(wl):
             continue
         group = _native_template_group(wl)
         backend = annotations.get(config.backend_key) or config.gang_backend

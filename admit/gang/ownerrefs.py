@@ -1,5 +1,6 @@
-"""ownerReferences (``metadata.ownerReferences``, apimachinery ``OwnerReference``): the controller reference admit
-writes to a gang's objects, and how one is read. Pure.
+"""Who owns an object: ownerReferences (``metadata.ownerReferences``, apimachinery ``OwnerReference``), the controller
+reference admit writes to a gang's objects and how one is read, and admit's managed-by label. Pure; the one place these
+are parsed.
 
 Kubernetes allows at most one reference with ``controller: true`` per object (apimachinery
 ``ValidateOwnerReferences``: "Only one reference can have Controller set to true"); ``blockOwnerDeletion: true`` makes
@@ -10,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["owner_reference", "controller_ref", "has_controller"]
+from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+
+__all__ = ["owner_reference", "controller_ref", "has_controller", "controlled_by", "controller_identity", "adopt_ops",
+           "is_managed"]
 
 JSON = dict[str, Any]
 
@@ -45,3 +49,37 @@ def has_controller(obj: Any) -> bool:
     """True when ``metadata.ownerReferences`` has an entry with ``controller: true`` (a pod made by a controller, not
     a bare pod)."""
     return controller_ref(obj) is not None
+
+
+def controlled_by(obj: Any, uid: str) -> bool:
+    """True when ``obj``'s controller ownerReference names the object with ``uid`` (the object was adopted by it)."""
+    ref = controller_ref(obj)
+    return ref is not None and ref.get("uid") == uid
+
+
+def controller_identity(obj: Any) -> str | None:
+    """``"<group>/<Kind>/<name>"`` of ``obj``'s controller (``group`` from the reference's ``apiVersion``, ``""`` for
+    the core group), the form of admit's owner annotation; ``None`` without a controller ownerReference."""
+    ref = controller_ref(obj)
+    if ref is None:
+        return None
+    api = str(ref.get("apiVersion", ""))
+    group = api.rpartition("/")[0] if "/" in api else ""
+    return f"{group}/{ref.get('kind')}/{ref.get('name')}"
+
+
+def adopt_ops(obj: JSON, workload: JSON) -> list[JSON]:
+    """JSON Patch operations that make ``workload`` the controller of ``obj``: its :func:`owner_reference` replaces
+    any other controller reference (and an older one to the same uid); references that are not controllers stay."""
+    meta = obj.get("metadata") or {}
+    ours = owner_reference(workload)
+    refs = [r for r in (meta.get("ownerReferences") or [])
+            if isinstance(r, dict) and not r.get("controller") and r.get("uid") != ours["uid"]]
+    return [{"op": "replace" if "ownerReferences" in meta else "add", "path": "/metadata/ownerReferences",
+             "value": [*refs, ours]}]
+
+
+def is_managed(obj: JSON) -> bool:
+    """True when the object carries ``app.kubernetes.io/managed-by: admit`` (the Kubernetes recommended label admit
+    puts on the PodGroups, Workloads and PodGroups it makes)."""
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE

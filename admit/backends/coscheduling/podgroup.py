@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
+from ...gang.ownerrefs import controller_ref
 from ...gang.plan import GangPlan
 from ...gang.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "Ownership", "ownership",
     "owner_annotation", "generation_annotation", "generation_patch", "pod_group_owner", "pod_group_generation",
+    "not_admits_message",
 ]
 
 _OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
@@ -182,14 +184,6 @@ class Ownership:
     warnings: list[str] = field(default_factory=list)
 
 
-def _controller_ref(pg: dict[str, Any]) -> dict[str, Any] | None:
-    refs = (pg.get("metadata") or {}).get("ownerReferences") or []
-    for ref in refs:
-        if isinstance(ref, dict) and ref.get("controller"):
-            return ref
-    return None
-
-
 def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
     """Decide whether ``plan`` may manage, use, or must leave the existing PodGroup (rules in module docstring).
 
@@ -198,7 +192,7 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
     meta = existing.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
-    ref = _controller_ref(existing)
+    ref = controller_ref(existing)
     pg = f"PodGroup {plan.namespace}/{plan.group_name}"
     ref_owner = None
     if ref is not None:
@@ -251,3 +245,10 @@ def pod_group_generation(pg: dict[str, Any], config: Config) -> int | None:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     return None
+
+
+def not_admits_message(what: str, config: Config) -> str:
+    """Why the controllers leave ``what`` (``"PodGroup team-a/web"``) alone: it carries admit's managed-by label but
+    no well-formed owner annotation (:func:`pod_group_owner`), so admit did not create it."""
+    return (f"{what} carries {MANAGED_BY_LABEL}={MANAGED_BY_VALUE} but no valid {owner_annotation(config)} "
+            "annotation: admit did not create it and leaves it alone")

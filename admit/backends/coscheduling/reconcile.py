@@ -18,34 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...gang.claim import Claim
-from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
-from ...gang.ownerrefs import owner_reference
-from .podgroup import (desired_pod_group, generation_patch, owner_annotation, ownership, pod_group_generation,
+from ...config import Config
+from ...gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
+from .podgroup import (desired_pod_group, generation_patch, not_admits_message, ownership, pod_group_generation,
                        pod_group_owner, spec_differs, spec_json_patch)
 
 __all__ = ["Action", "decide", "spec_changes", "describe_spec", "is_managed"]
 
 JSON = dict[str, Any]
 GroupKey = tuple[str, str]  # (namespace, PodGroup name)
-
-
-def is_managed(pg: JSON) -> bool:
-    """True when the PodGroup carries ``app.kubernetes.io/managed-by: admit``."""
-    return ((pg.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
-
-
-def _adopted_by(pg: JSON, uid: str) -> bool:
-    refs = (pg.get("metadata") or {}).get("ownerReferences") or []
-    return any(isinstance(r, dict) and r.get("controller") and r.get("uid") == uid for r in refs)
-
-
-def _adopt_ops(pg: JSON, workload: JSON) -> list[JSON]:
-    meta = pg.get("metadata") or {}
-    ours = owner_reference(workload)
-    refs = [r for r in (meta.get("ownerReferences") or [])
-            if isinstance(r, dict) and not r.get("controller") and r.get("uid") != ours["uid"]]
-    op = "replace" if "ownerReferences" in meta else "add"
-    return [{"op": op, "path": "/metadata/ownerReferences", "value": [*refs, ours]}]
 
 
 def spec_changes(pg: JSON, desired_spec: JSON) -> list[str]:
@@ -135,7 +116,7 @@ def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, 
         if (pg.get("metadata") or {}).get("deletionTimestamp"):
             return Action("none", chosen, message=f"{pg_ref} is being deleted", others=others)
         if managed and owner is None:
-            return Action("foreign", chosen, message=_foreign_message(pg_ref, config), others=others)
+            return Action("foreign", chosen, message=not_admits_message(pg_ref, config), others=others)
         own = ownership(pg, plan, config, chosen.explicit)
         if own.action == "conflict":
             return Action("conflict", chosen, message=f"{chosen.ref}: {own.message}", others=others)
@@ -143,8 +124,8 @@ def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, 
             return Action("none", chosen, message=own.action, others=others)  # "use" / "operator": leave it as it is
         ops: list[JSON] = []
         adopt = False
-        if not plan.shared and not _adopted_by(pg, chosen.uid):
-            ops.extend(_adopt_ops(pg, chosen.workload))
+        if not plan.shared and not controlled_by(pg, chosen.uid):
+            ops.extend(adopt_ops(pg, chosen.workload))
             adopt = True
         changes: list[str] = []
         if spec_differs(pg, desired["spec"]):
@@ -167,7 +148,7 @@ def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, 
     if pg is None or not managed:
         return Action("none")
     if owner is None:
-        return Action("foreign", message=_foreign_message(pg_ref, config))
+        return Action("foreign", message=not_admits_message(pg_ref, config))
     if invalid:
         c = invalid[0]
         return Action("invalid", c, message=f"{c.ref}: {c.error}; {pg_ref} is left as it is until this is fixed")
@@ -179,8 +160,3 @@ def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, 
         return Action("wait", delay=left, unclaimed=True)
     return Action("delete", unclaimed=True,
                   message=f"{pg_ref} (owner {owner}) is claimed by no stored workload for {grace:g}s")
-
-
-def _foreign_message(pg_ref: str, config: Config) -> str:
-    return (f"{pg_ref} carries {MANAGED_BY_LABEL}={MANAGED_BY_VALUE} but no valid {owner_annotation(config)} "
-            "annotation: admit did not create it and leaves it alone")

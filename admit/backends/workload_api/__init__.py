@@ -56,6 +56,7 @@ from typing import Any
 
 from ...config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API_GROUP,
                       WORKLOAD_API_VERSIONS, Config)
+from ...gang.ownerrefs import controller_identity
 from ...gang.patch import pointer, set_keys_ops
 from ...gang.plan import GangError, GangPlan, PodTarget, get_path
 from ..coscheduling.podgroup import Ownership, owner_annotation
@@ -391,15 +392,6 @@ def immutable_message(kind: str, plan: GangPlan, have: Any, version: str) -> tup
     return (f"{what} keeps minCount {have}, not {plan.min_member}: {why}; to change the gang size, {fix}"), False
 
 
-def _controller_owner(obj: dict[str, Any]) -> str | None:
-    for ref in get_path(obj, ("metadata", "ownerReferences")) or []:
-        if isinstance(ref, dict) and ref.get("controller"):
-            api = str(ref.get("apiVersion", ""))
-            group = api.rpartition("/")[0] if "/" in api else ""
-            return f"{group}/{ref.get('kind')}/{ref.get('name')}"
-    return None
-
-
 def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
     """How admit may treat an existing Workload or PodGroup (scheduling.k8s.io) for ``plan``: the rules of
     ``podgroup.ownership`` (manage ours, leave an operator's, use one named explicitly, refuse the rest), so both
@@ -409,7 +401,7 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     what = f"{existing.get('kind', 'Workload')} {plan.namespace}/{plan.group_name}"
-    ref_owner = _controller_owner(existing)
+    ref_owner = controller_identity(existing)
     if labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
         owner = annotations.get(owner_annotation(config))
         if owner == plan.owner and (ref_owner is None or ref_owner == plan.owner or plan.shared):

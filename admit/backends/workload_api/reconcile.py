@@ -20,19 +20,19 @@ Claims are ``controller.Claim``-shaped (``plan``, ``workload``, ``identity``, ``
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
-from ..coscheduling.podgroup import owner_annotation
+from ...config import Config
+from ...gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
+from ..coscheduling.podgroup import not_admits_message
+from ..coscheduling.podgroup import pod_group_owner as object_owner  # the same owner annotation on Workloads
 from .. import workload_api
 
 __all__ = ["KINDS", "NativeAction", "decide_native", "owner_reference", "object_owner"]
 
 JSON = dict[str, Any]
 KINDS = ("Workload", "PodGroup")  # creation order: the PodGroup references the Workload
-_OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
 
 
 @dataclass(slots=True)
@@ -62,37 +62,6 @@ class NativeAction:
     unclaimed: bool = False
 
 
-def owner_reference(workload: JSON) -> JSON:
-    """The controller ownerReference to a stored workload (``blockOwnerDeletion: true``)."""
-    meta = workload.get("metadata") or {}
-    return {"apiVersion": workload.get("apiVersion"), "kind": workload.get("kind"), "name": meta.get("name"),
-            "uid": meta.get("uid"), "controller": True, "blockOwnerDeletion": True}
-
-
-def _managed(obj: JSON) -> bool:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
-
-
-def object_owner(obj: JSON, config: Config) -> str | None:
-    """The well-formed owner annotation of a managed object (``"<group>/<Kind>/<name>"``), else ``None``."""
-    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(owner_annotation(config))
-    return value if isinstance(value, str) and _OWNER_RE.match(value) else None
-
-
-def _adopted_by(obj: JSON, uid: str) -> bool:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(isinstance(r, dict) and r.get("controller") and r.get("uid") == uid for r in refs)
-
-
-def _adopt_ops(obj: JSON, workload: JSON) -> list[JSON]:
-    meta = obj.get("metadata") or {}
-    ours = owner_reference(workload)
-    refs = [r for r in (meta.get("ownerReferences") or [])
-            if isinstance(r, dict) and not r.get("controller") and r.get("uid") != ours["uid"]]
-    return [{"op": "replace" if "ownerReferences" in meta else "add", "path": "/metadata/ownerReferences",
-             "value": [*refs, ours]}]
-
-
 def _with_owner(desired: JSON, claim: Any) -> JSON:
     if not claim.plan.shared:
         desired["metadata"]["ownerReferences"] = [owner_reference(claim.workload)]
@@ -116,7 +85,7 @@ def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims:
     ns, name = key
     version = config.workload_api_version or "v1alpha2"
     present = {k: o for k, o in objects.items() if o is not None}
-    owners = {object_owner(o, config) for o in present.values() if _managed(o)} - {None}
+    owners = {object_owner(o, config) for o in present.values() if is_managed(o)} - {None}
     owner = next(iter(sorted(owners)), None)
     valid = [c for c in claims if c.plan is not None and c.key == key]
     if valid:
@@ -136,8 +105,8 @@ def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims:
             meta = obj.get("metadata") or {}
             if meta.get("deletionTimestamp"):
                 continue
-            if _managed(obj) and object_owner(obj, config) is None:
-                actions.append(NativeAction("foreign", kind, chosen, message=_foreign(what, config)))
+            if is_managed(obj) and object_owner(obj, config) is None:
+                actions.append(NativeAction("foreign", kind, chosen, message=not_admits_message(what, config)))
                 continue
             own = workload_api.ownership(obj, plan, config, chosen.explicit)
             if own.action == "conflict":
@@ -158,20 +127,20 @@ def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims:
                 changes: list[str] = []
             else:
                 changes = [f"minCount {have} -> {plan.min_member}"] if ops else []
-            adopt = not plan.shared and not _adopted_by(obj, chosen.uid)
+            adopt = not plan.shared and not controlled_by(obj, chosen.uid)
             if adopt:
-                ops = _adopt_ops(obj, chosen.workload) + ops
+                ops = adopt_ops(obj, chosen.workload) + ops
             if ops:
                 if meta.get("resourceVersion"):
                     ops.append({"op": "replace", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]})
                 actions.append(NativeAction("patch", kind, chosen, ops=ops, adopt=adopt, changes=changes))
         return actions
-    managed = {k: o for k, o in present.items() if _managed(o)}
+    managed = {k: o for k, o in present.items() if is_managed(o)}
     if not managed:
         return []
     foreign = [k for k, o in managed.items() if object_owner(o, config) is None]
     if foreign:
-        return [NativeAction("foreign", k, message=_foreign(f"{k} {ns}/{name}", config)) for k in foreign]
+        return [NativeAction("foreign", k, message=not_admits_message(f"{k} {ns}/{name}", config)) for k in foreign]
     invalid = [c for c in claims if c.plan is None and c.identity == owner]
     if invalid:
         c = invalid[0]
@@ -187,8 +156,3 @@ def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims:
     message = f"{ns}/{name} (owner {owner}) is claimed by no stored workload for {grace:g}s"
     return [NativeAction("delete", k, uid=(o.get("metadata") or {}).get("uid"), unclaimed=True, message=message)
             for k, o in sorted(live.items(), key=lambda kv: KINDS.index(kv[0]), reverse=True)]
-
-
-def _foreign(what: str, config: Config) -> str:
-    return (f"{what} carries {MANAGED_BY_LABEL}={MANAGED_BY_VALUE} but no valid {owner_annotation(config)} "
-            "annotation: admit did not create it and leaves it alone")
