@@ -42,3 +42,26 @@ def test_the_gang_model_and_the_pure_decisions_import_where_aiohttp_and_kubernet
     run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("imported "), run.stdout
+
+
+def test_each_workload_kind_is_declared_once_by_its_family_and_the_registry_watches_and_scale_follow_from_it():
+    """Adding a kind is adding one ``WorkloadKind`` record to its family (as Kueue's ``pkg/controller/jobs/<kind>``):
+    the resolver registry, the controller's watches, the ``*/scale`` checks and the child rule all come from it."""
+    from admit.controller.claims import KNOWN_RESOURCES
+    from admit.families import FAMILY_KINDS
+    from admit.families.kinds import RESOLVERS, SCALABLE
+    from admit.gang.children import PARENTS
+
+    keys = [k.key for k in FAMILY_KINDS]
+    assert len(keys) == len(set(keys))
+    assert list(RESOLVERS) == keys
+    assert KNOWN_RESOURCES == {k.key: k.versions for k in FAMILY_KINDS if k.versions}
+    assert ("", "Pod") in RESOLVERS and ("", "Pod") not in KNOWN_RESOURCES  # bare Pods: only Spark drivers, apart
+    assert KNOWN_RESOURCES[("kubeflow.org", "MPIJob")] == (("v1", "mpijobs"), ("v2beta1", "mpijobs"))
+    assert {parent for parent in SCALABLE.values()} == {(k.api_group, k.versions[0][0], k.kind) for k in FAMILY_KINDS
+                                                          if k.scalable}
+    assert SCALABLE[("apps", "deployments")] == ("apps", "v1", "Deployment")
+    for k in FAMILY_KINDS:
+        for child in k.children:
+            assert k.key in PARENTS[child]
+    assert PARENTS[("apps", "ReplicaSet")] == {("apps", "Deployment")}

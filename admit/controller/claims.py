@@ -64,22 +64,8 @@ GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 
 
 #: API coordinates ``(version, plural)`` of the gang workload kinds admit knows, by ``(API group, kind)`` as in
-#: ``admit.families.kinds.RESOLVERS``. MPIJob is served as ``kubeflow.org/v1`` by the training-operator and as ``v2beta1`` by
-#: mpi-operator (a cluster has one of them; the other answers 404).
-KNOWN_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
-    ("apps", "Deployment"): (("v1", "deployments"),),
-    ("apps", "StatefulSet"): (("v1", "statefulsets"),),
-    ("apps", "ReplicaSet"): (("v1", "replicasets"),),
-    ("batch", "Job"): (("v1", "jobs"),),
-    ("kubeflow.org", "TFJob"): (("v1", "tfjobs"),),
-    ("kubeflow.org", "PyTorchJob"): (("v1", "pytorchjobs"),),
-    ("kubeflow.org", "MPIJob"): (("v1", "mpijobs"), ("v2beta1", "mpijobs")),
-    ("kubeflow.org", "XGBoostJob"): (("v1", "xgboostjobs"),),
-    ("kubeflow.org", "PaddleJob"): (("v1", "paddlejobs"),),
-    ("kubeflow.org", "JAXJob"): (("v1", "jaxjobs"),),
-    ("sparkoperator.k8s.io", "SparkApplication"): (("v1beta2", "sparkapplications"),),
-    **kinds.WATCHED_RESOURCES,  # JobSet, RayCluster, RayJob, RayService (admit/families)
-}
+#: ``admit.families.kinds.RESOLVERS``: each kind's own record (``WorkloadKind.versions``, ``admit/families``).
+KNOWN_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = kinds.WATCHED_RESOURCES
 
 #: Extra label requirement for the Pods the controller watches: Spark driver pods (spark-submit / spark-operator
 #: label ``spark-role``), which own their executors' group.

@@ -19,6 +19,7 @@ Rules and their sources:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ..config import Config
@@ -27,8 +28,9 @@ from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, PodTarget, Wave, check_group_name, choose_group_name, get_path, int_field,
 )
 from ..gang.resources import ResourceError, gang_min_resources
+from .shared import WorkloadKind
 
-__all__ = ["resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "resolve_pod",
+__all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "resolve_pod",
            "template_min_resources"]
 
 TEMPLATE = PodTarget(("spec", "template", "metadata", "labels"), ("spec", "template", "spec", "schedulerName"))
@@ -259,3 +261,14 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         shared=True,
         size_known=ann.min_member is not None or total is not None,
     )
+
+
+DEPLOYMENT = WorkloadKind("apps", "Deployment", (("v1", "deployments"),), partial(resolve_replicated, kind="Deployment"),
+                          children=(("apps", "ReplicaSet"),), scalable=True)
+"""A Deployment; its ReplicaSets are its children (``pkg/controller/deployment``: ``NewControllerRef``)."""
+REPLICASET = WorkloadKind("apps", "ReplicaSet", (("v1", "replicasets"),), partial(resolve_replicated, kind="ReplicaSet"),
+                          scalable=True)
+STATEFULSET = WorkloadKind("apps", "StatefulSet", (("v1", "statefulsets"),), resolve_statefulset, scalable=True)
+JOB = WorkloadKind("batch", "Job", (("v1", "jobs"),), resolve_job)
+
+KINDS = (DEPLOYMENT, REPLICASET, STATEFULSET, JOB)

@@ -7,50 +7,36 @@ Keys are ``(API group, kind)`` as in ``AdmissionReview.request.kind`` (``("apps"
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, Callable
 
 from ..backends import coscheduling_joiner, with_backend
-from ..gang.children import register_parent
 from ..config import Config
-from . import FAMILY_KINDS
-from .apps import resolve_job, resolve_replicated, resolve_statefulset
-from .kubeflow import KUBEFLOW_KINDS, resolve_kubeflow
-from .lws import join_lws_pod
-from .spark import join_spark_executor, resolve_pod_or_spark_driver, resolve_spark_application
+from ..gang.children import register_parent
 from ..gang.plan import Resolver
+from . import FAMILY_KINDS
+from .lws import join_lws_pod
+from .spark import join_spark_executor
 
 __all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES"]
 
-_RESOLVERS: dict[tuple[str, str], Resolver] = {
-    ("apps", "Deployment"): partial(resolve_replicated, kind="Deployment"),
-    ("apps", "ReplicaSet"): partial(resolve_replicated, kind="ReplicaSet"),
-    ("apps", "StatefulSet"): resolve_statefulset,
-    ("batch", "Job"): resolve_job,
-    ("", "Pod"): resolve_pod_or_spark_driver,  # spark-submit drivers by label, other bare pods as resolve_pod
-    **{("kubeflow.org", kind): partial(resolve_kubeflow, kind=kind) for kind in KUBEFLOW_KINDS},
-    ("sparkoperator.k8s.io", "SparkApplication"): resolve_spark_application,
-    **{k.key: k.resolve for k in FAMILY_KINDS},
-}
 # Every resolver also picks the gang backend (coscheduling or workload-api) and defers to an owner of native gang
 # objects (admit/backends/__init__.py), so each caller sees the same plan.backend.
-RESOLVERS: dict[tuple[str, str], Resolver] = {key: with_backend(r) for key, r in _RESOLVERS.items()}
+RESOLVERS: dict[tuple[str, str], Resolver] = {k.key: with_backend(k.resolve) for k in FAMILY_KINDS}
 
-for _k in FAMILY_KINDS:  # the child rule (children.py): e.g. a JobSet's Jobs, a RayJob's submitter Job
+for _k in FAMILY_KINDS:  # the child rule (children.py): a Deployment's ReplicaSets, a JobSet's Jobs, a RayJob's Job
     for _child in _k.children:
         register_parent(_child, _k.key)
 
-WATCHED_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {k.key: k.versions for k in FAMILY_KINDS}
-"""``(API group, kind) -> ((version, plural), ...)`` of the family kinds, for the PodGroup controller's watches (a
+WATCHED_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
+    k.key: k.versions for k in FAMILY_KINDS if k.versions}
+"""``(API group, kind) -> ((version, plural), ...)`` of every watched kind, for the PodGroup controller's watches (a
 kind whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``). LeaderWorkerSets and
 TrainJobs claim no PodGroup themselves (their groups belong to leader pods and JobSets); watching them costs one
 idle watch each and keeps every registered kind watched."""
 
 SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
-    ("apps", "deployments"): ("apps", "v1", "Deployment"),
-    ("apps", "replicasets"): ("apps", "v1", "ReplicaSet"),
-    ("apps", "statefulsets"): ("apps", "v1", "StatefulSet"),
-}
+    (k.api_group, k.versions[0][1]): (k.api_group, k.versions[0][0], k.kind) for k in FAMILY_KINDS if k.scalable}
+"""``(API group, plural)`` of a ``*/scale`` request -> the parent's ``(API group, version, kind)``."""
 
 PodJoiner = Callable[[dict[str, Any], Config, str, Any], Any]
 """``joiner(pod, config, namespace, known_groups) -> GangPlan | lookup | None`` for a Pod CREATE that carries neither

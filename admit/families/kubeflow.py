@@ -39,6 +39,7 @@ Rules and their sources (kubeflow/training-operator ``pkg/controller.v1/common/j
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..backends import refuse_below
@@ -47,8 +48,9 @@ from ..echo import clip
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
 from ..gang.quantity import QuantityError, format_resources, parse_quantity
 from ..gang.resources import ResourceError, gang_min_resources
+from .shared import WorkloadKind
 
-__all__ = ["REPLICA_SPECS", "KUBEFLOW_KINDS", "resolve_kubeflow", "BUILTIN_PRIORITY_CLASSES"]
+__all__ = ["KINDS", "REPLICA_SPECS", "KUBEFLOW_KINDS", "resolve_kubeflow", "BUILTIN_PRIORITY_CLASSES"]
 
 REPLICA_SPECS: dict[str, str] = {
     "TFJob": "tfReplicaSpecs",
@@ -292,3 +294,14 @@ def resolve_kubeflow(
         plan.min_resources = _min_resources(obj, ann, started, min_member, ref, plan)
         plan.schedule_timeout_seconds = _schedule_timeout(obj, ann, ref, plan)
     return plan
+
+
+def _versions(kind: str) -> tuple[tuple[str, str], ...]:
+    # MPIJob is served as kubeflow.org/v1 by the training-operator and as v2beta1 by mpi-operator (a cluster has one
+    # of them; the other answers 404)
+    plural = kind.lower() + "s"
+    return (("v1", plural), ("v2beta1", plural)) if kind == "MPIJob" else (("v1", plural),)
+
+
+KINDS = tuple(WorkloadKind("kubeflow.org", kind, _versions(kind), partial(resolve_kubeflow, kind=kind))
+              for kind in KUBEFLOW_KINDS)

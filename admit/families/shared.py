@@ -69,6 +69,11 @@ class WorkloadKind:
         resolve: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` (``admit.gang.plan.Resolver``).
         children: ``(API group, kind)`` of the objects this kind's controller creates that would otherwise be
             resolved as gangs of their own (registered with ``admit.gang.children.register_parent``).
+        scalable: its ``*/scale`` subresource (of its first version) is validated as a change of replicas
+            (``kubectl scale``, the HorizontalPodAutoscaler; ``admit.families.kinds.SCALABLE``).
+
+    ``versions`` is empty for a kind the controller does not watch as a workload (bare Pods: it watches Spark driver
+    pods apart, ``admit.controller.claims.PODS``).
     """
 
     api_group: str
@@ -76,6 +81,7 @@ class WorkloadKind:
     versions: tuple[tuple[str, str], ...]
     resolve: Resolver
     children: tuple[tuple[str, str], ...] = field(default=())
+    scalable: bool = False
 
     @property
     def key(self) -> tuple[str, str]:

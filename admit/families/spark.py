@@ -71,8 +71,10 @@ from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_
 from ..gang.quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
 from ..gang.resources import ResourceError, pod_requests
 from .apps import POD, resolve_pod
+from .shared import WorkloadKind
 
 __all__ = [
+    "KINDS",
     "spark_bytes",
     "spark_pod_resources",
     "initial_executors",
@@ -544,3 +546,11 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
                 )
             return plan
     return DriverLookup(namespace, name, driver, driver_uid or "")
+
+
+SPARK_APPLICATION = WorkloadKind("sparkoperator.k8s.io", "SparkApplication", (("v1beta2", "sparkapplications"),),
+                                 resolve_spark_application)
+BARE_POD = WorkloadKind("", "Pod", (), resolve_pod_or_spark_driver)
+"""Bare Pods: spark-submit drivers by label, other bare pods as ``apps.resolve_pod``."""
+
+KINDS = (BARE_POD, SPARK_APPLICATION)

@@ -31,8 +31,8 @@ The decision uses the controller ownerReference alone. ``pod-template-hash`` cor
 from a Deployment, but a ReplicaSet the Deployment controller adopted (``ClaimReplicaSets`` patches the
 ownerReference onto a matching orphan) may lack it, and such a ReplicaSet is as much the Deployment's as a new one.
 
-Families register their pairs with :func:`register_parent` (at import time, in the family's module or here):
-Jobs made by a JobSet or CronJob, a RayJob's submitter Job, once admit manages those parents. An object a controller
+Families declare their pairs on their kinds' records (``WorkloadKind.children``), which ``admit.families.kinds``
+registers here with :func:`register_parent` at import time: a Deployment's ReplicaSets, Jobs made by a JobSet or CronJob, a RayJob's submitter Job, once admit manages those parents. An object a controller
 makes that must gang on its own (a RayCluster KubeRay makes for a RayService upgrade or a RayJob retry) is not
 registered: its resolver reads the ownerReference itself (``admit.families.shared``, "A child that gangs on its own").
 """
@@ -59,10 +59,6 @@ def register_parent(child: GroupKind, parent: GroupKind) -> None:
         child / parent: ``(API group, kind)``, e.g. ``("apps", "ReplicaSet")`` / ``("apps", "Deployment")``.
     """
     PARENTS.setdefault(child, set()).add(parent)
-
-
-# The Deployment controller's ReplicaSets (module docstring).
-register_parent(("apps", "ReplicaSet"), ("apps", "Deployment"))
 
 
 @dataclass(frozen=True, slots=True)
