@@ -49,12 +49,16 @@ from ..observability import metrics
 from ..kube.client import KubeError
 from ..kube.watchcache import KubeRaw, Resource
 
-__all__ = ["LeaderElector", "LEASES", "default_identity", "micro_time"]
+__all__ = ["LeaderElector", "NotLeader", "LEASES", "default_identity", "micro_time"]
 
 log = logging.getLogger("admit.leader")
 
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 Callback = Callable[[], "Awaitable[None] | None"]
+
+
+class NotLeader(Exception):
+    """The Lease is no longer held: write nothing (raised by a controller's check before each write)."""
 
 
 def micro_time(when: datetime | None = None) -> str:

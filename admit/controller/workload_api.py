@@ -25,6 +25,7 @@ from .claims import Claim, claim_of
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube.client import KubeError
 from ..eventloop import Pacer
+from .leader import NotLeader
 from .multiindex import MultiIndex
 from ..gang.plan import get_path
 from ..kube.watchcache import Resource, WatchCache, object_key
@@ -50,10 +51,6 @@ def native_claim_of(obj: JSON, resource: Resource, config: Config) -> NativeClai
     with ``backend="workload-api"`` (``None`` for any other object; an invalid annotation gives a claim with
     ``error`` only when the object still names the workload-api backend, or that is the default)."""
     return claim_of(obj, resource, config, backend=WORKLOAD_API)
-
-
-class _NotLeader(Exception):
-    pass
 
 
 class GangCacheView:
@@ -213,7 +210,7 @@ class NativeGangController:
             try:
                 await self._reconcile(key)
                 self._failures.pop(key, None)
-            except _NotLeader:
+            except NotLeader:
                 pass
             except KubeError as e:
                 self._retry(key, f"{key[0]}/{key[1]}: {e.message}")
@@ -245,7 +242,7 @@ class NativeGangController:
 
     def _check_leader(self) -> None:
         if not self.main.is_leader():
-            raise _NotLeader()
+            raise NotLeader()
 
     async def _reconcile(self, key: Key) -> None:
         objects = self._objects(key)
