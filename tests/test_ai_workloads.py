@@ -12,6 +12,7 @@ labels, a controller ownerReference).
 import copy
 
 import jsonpatch
+import pytest
 
 from admit.webhook.admission import Admission
 from admit.config import Config
@@ -23,9 +24,11 @@ from admit.kube.client import KubeAPI
 from admit.webhook.mutate import mutate
 from admit.webhook.validate import validate
 from admit.kube.watchcache import Resource
-from tests.helpers import eventually, example
-from tests.test_controller import controllers, fake, kube  # noqa: F401 - fixtures: the controller over the fake API
+from tests.helpers import GC_ORPHANS_AFTER, eventually, example
+from tests.test_controller import controllers, kube  # noqa: F401 - fixtures: the controller over the fake API
 from tests.test_families import LABEL, PG_API, SCHED, cluster, request  # noqa: F401 - cluster is a fixture
+
+pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)
 
 CONFIG = Config()
 TRAINJOB_OWNER = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "llama-sft",

@@ -38,20 +38,17 @@ from admit.backends.coscheduling.podgroup import desired_pod_group
 from admit.webhook.admissionreview import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.kube.watchcache import KubeRaw, Resource
-from tests.helpers import eventually, requests_caused
+from tests.helpers import FAST_CONTROLLER, GC_ORPHANS_AFTER, eventually, requests_caused
+
+pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)
 
 CONFIG = Config()
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
 PODS = Resource("", "v1", "pods", "Pod")
 PG_API = "scheduling.x-k8s.io/v1alpha1"
-GRACE = 0.5
-FAST: dict[str, Any] = dict(
-    orphan_grace_period=GRACE, resync_period=60.0, lease_duration=0.6, renew_deadline=0.4, retry_period=0.1,
-    slow_retry=0.3, watch_backoff=(0.02, 0.2), retry_backoff=(0.05, 0.5), sync_timeout=2.0, api_timeout=2.0,
-)
-
-
+GRACE = FAST_CONTROLLER["orphan_grace_period"]
+FAST = FAST_CONTROLLER
 
 
 def deployment(name: str = "web", replicas: int = 3, *, annotations: dict[str, str] | None = None,
@@ -289,12 +286,6 @@ def test_start_controller_settings_come_from_the_serve_flags():
 # ======================================================================================================================
 # The loop, over HTTP
 # ======================================================================================================================
-
-
-@pytest.fixture
-async def fake():
-    async with FakeKubeAPI(gc_orphans_after=0.025) as api:
-        yield api
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from admit.webhook.validate import ScaleCheck, scale_verdict
 from admit.kube.watchcache import Resource
 from admit.kube.client import KubeAPI
 from admit.controller.workqueue import WorkQueue
-from tests.helpers import eventually
+from tests.helpers import GC_ORPHANS_AFTER, eventually
 from tests.test_controller import (  # noqa: F401 - fixtures
     CONFIG,
     DEPLOYMENTS,
@@ -32,12 +32,13 @@ from tests.test_controller import (  # noqa: F401 - fixtures
     create_workload,
     deployment,
     events,
-    fake,
     kube,
     managed_pg,
     pg_of,
     request,
 )
+
+pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)
 
 
 def owned(fake) -> bool:

@@ -20,17 +20,12 @@ from admit.config import Config
 from admit.webhook.mutate import mutate
 from admit.gang.plan import generated_group_name
 from admit.webhook.admissionreview import dumps, parse_review
-from admit.testing.fake_kube import FakeKubeAPI
-from tests.helpers import admission_review, apply_answer, eventually, example
+from tests.helpers import GC_ORPHANS_AFTER, admission_review, apply_answer, eventually, example
 from tests.webhook_stack import webhook_with_controller
 
+pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)
+
 LABEL = "scheduling.x-k8s.io/pod-group"
-
-
-@pytest.fixture
-async def fake():
-    async with FakeKubeAPI(gc_orphans_after=0.025) as api:
-        yield api
 
 
 def pipeline_job(**annotations: str) -> dict[str, Any]:

@@ -17,9 +17,10 @@ import pytest
 
 from admit.kube.client import KubeError, namespace_terminating
 from admit.gang.lifecycle import bookkeeping_only, going_away
-from admit.testing.fake_kube import FakeKubeAPI
-from tests.helpers import admission_review, apply_answer, eventually, example
+from tests.helpers import GC_ORPHANS_AFTER, admission_review, apply_answer, eventually, example
 from tests.webhook_stack import webhook_with_controller
+
+pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/ml/deployments"
 SPARK = "/apis/sparkoperator.k8s.io/v1beta2/namespaces/ml/sparkapplications"
@@ -28,12 +29,6 @@ SPARK = "/apis/sparkoperator.k8s.io/v1beta2/namespaces/ml/sparkapplications"
 def terminating_message(namespace: str, name: str) -> str:
     return (f'podgroups.scheduling.x-k8s.io "{name}" is forbidden: unable to create new content in namespace '
             f"{namespace} because it is being terminated")
-
-
-@pytest.fixture
-async def fake():
-    async with FakeKubeAPI(gc_orphans_after=0.025) as api:
-        yield api
 
 
 async def admitted_and_stored(stack: Any, obj: dict[str, Any], path: str) -> dict[str, Any]:

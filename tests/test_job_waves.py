@@ -14,16 +14,11 @@ from typing import Any
 
 import pytest
 
-from admit.testing.fake_kube import FakeKubeAPI
 from admit.families.apps import job_last_wave
-from tests.helpers import admission_review, apply_answer, eventually, example
+from tests.helpers import GC_ORPHANS_AFTER, admission_review, apply_answer, eventually, example
 from tests.webhook_stack import webhook_with_controller
 
-
-@pytest.fixture
-async def fake():
-    async with FakeKubeAPI(gc_orphans_after=0.025) as api:
-        yield api
+pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)
 
 
 def batch_job(name: str, parallelism: int, completions: int | None, min_member: str = "auto",

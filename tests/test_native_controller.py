@@ -20,16 +20,13 @@ from admit.kube.client import KubeAPI
 from admit.webhook.admissionreview import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.kube.watchcache import KubeRaw, Resource
-from tests.helpers import eventually, requests_caused
+from tests.helpers import FAST_CONTROLLER, eventually, requests_caused
 
 ALPHA = Config(gang_backend="workload-api", workload_api_version="v1alpha2")
 BETA = Config(gang_backend="workload-api", workload_api_version="v1beta1")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
-GRACE = 0.5
-FAST: dict[str, Any] = dict(
-    orphan_grace_period=GRACE, resync_period=60.0, lease_duration=0.6, renew_deadline=0.4, retry_period=0.1,
-    slow_retry=0.3, watch_backoff=(0.02, 0.2), retry_backoff=(0.05, 0.5), sync_timeout=2.0, api_timeout=2.0,
-)
+GRACE = FAST_CONTROLLER["orphan_grace_period"]
+FAST = FAST_CONTROLLER
 VERSIONS = pytest.mark.parametrize("config", [ALPHA, BETA], ids=["v1alpha2", "v1beta1"])
 
 

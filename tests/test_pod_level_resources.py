@@ -15,18 +15,13 @@ from typing import Any
 import pytest
 
 from admit.gang.resources import pod_requests
-from admit.testing.fake_kube import FakeKubeAPI
-from tests.helpers import admission_review, apply_answer, eventually
+from tests.helpers import GC_ORPHANS_AFTER, admission_review, apply_answer, eventually
 from tests.webhook_stack import webhook_with_controller
+
+pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)
 
 GI = 2**30
 MI = 2**20
-
-
-@pytest.fixture
-async def fake():
-    async with FakeKubeAPI(gc_orphans_after=0.025) as api:
-        yield api
 
 
 def job(name: str, pod_spec: dict[str, Any], parallelism: int = 3) -> dict[str, Any]:

@@ -14,13 +14,10 @@ from admit.kube.client import KubeAPI
 from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.kube.watchcache import KubeRaw
-from tests.helpers import eventually
+from tests.helpers import FAST_CONTROLLER, eventually
 
 PG_API = "scheduling.x-k8s.io/v1alpha1"
-FAST: dict[str, Any] = dict(
-    orphan_grace_period=0.5, resync_period=60.0, lease_duration=0.6, renew_deadline=0.4, retry_period=0.1,
-    slow_retry=0.3, watch_backoff=(0.02, 0.2), retry_backoff=(0.05, 0.5), sync_timeout=2.0, api_timeout=2.0,
-)
+FAST = FAST_CONTROLLER
 
 
 class Stack:
