@@ -30,7 +30,7 @@ Pieces (one module each):
 - **PodGroup caches**: managed PodGroups (``app.kubernetes.io/managed-by=admit``) - the cache the admission path
   reads - and, apart, the others (``managed-by!=admit``) so that a hand-written PodGroup a workload names is known
   without an API call, never re-created over, never warned about.
-- **the pure decision** (``reconcile.py``, :func:`decide`): (PodGroup, claims, clock) -> one :class:`Action`:
+- **the pure decision** (``backends/coscheduling/reconcile.py``, :func:`decide`): (PodGroup, claims, clock) -> one :class:`Action`:
   create, patch (adopt and/or spec), delete, wait, or report a conflict / an invalid annotation. Tested without HTTP.
 - **the work queue** (``workqueue.py``).
 - **the guarded writes of one key** (``writes.py``, :class:`KeyWrites`): decide, read live, create / patch / delete,

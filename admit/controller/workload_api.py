@@ -1,5 +1,5 @@
 """The ``workload-api`` side of the controller inside ``admit serve``: adopt, keep in step, clean up the gang's
-scheduling.k8s.io Workload and PodGroup (decisions in ``native_reconcile.py``; DESIGN.md "Garbage-collector race").
+scheduling.k8s.io Workload and PodGroup (decisions in ``backends/workload_api/reconcile.py``; DESIGN.md "Garbage-collector race").
 
 It rides on the PodGroup controller (``admit/controller/podgroups.py``): the same gang-workload watch caches (it adds a
 handler to each, after taking what they already hold), the same Lease (it writes only while that replica leads, and
@@ -43,7 +43,7 @@ WKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a gan
 NativeClaim = Claim
 """What one stored ``workload-api`` gang workload asks for: the same shape as the PodGroup controller's
 :class:`admit.gang.claim.Claim` (workload reference, identity, plan or ``error``, ``problem``, ``explicit``), which
-``native_reconcile`` reads."""
+``backends.workload_api.reconcile`` reads."""
 
 
 def native_claim_of(obj: JSON, resource: Resource, config: Config) -> NativeClaim | None:
