@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write docs/cli.md from admit's own argument parsers (``admit.cli.build_parser``), so the CLI reference cannot
-drift from the code: tests/test_release.py fails when docs/cli.md differs from what this prints.
+drift from the code: tests/release/test_release.py fails when docs/cli.md differs from what this prints.
 
     python hack/cli_docs.py > docs/cli.md
 """

@@ -1,7 +1,7 @@
 """Test session set-up.
 
 ``ADMIT_TEST_PLAIN_INSTALL=1`` runs the tests as a plain ``pip install .`` would (no ``fast`` extra): orjson and
-uvloop cannot be imported, so admit takes the stdlib JSON backend and the asyncio loop (``tests/test_fuzz.py`` runs
+uvloop cannot be imported, so admit takes the stdlib JSON backend and the asyncio loop (``tests/hardening/test_fuzz.py`` runs
 itself again that way).
 """
 

@@ -195,7 +195,7 @@ async def serve_tls(provider: Any) -> tuple[web.AppRunner, int]:
     return runner, runner.addresses[0][1]
 
 
-# Controller timings scaled down for tests (the defaults are seconds to minutes; see tests/test_controller.py); the one
+# Controller timings scaled down for tests (the defaults are seconds to minutes; see tests/controller/test_controller.py); the one
 # copy every controller test uses.
 FAST_CONTROLLER: dict[str, Any] = dict(
     orphan_grace_period=0.5, resync_period=60.0, lease_duration=0.6, renew_deadline=0.4, retry_period=0.1,

@@ -1,6 +1,6 @@
 """Manifests of every kind admit handles, and the checks that what a user wrote survives admit's mutation.
 
-Used by ``tests/test_invariants.py`` (property tests over the kind registry) and ``tests/test_user_fields.py`` (every
+Used by ``tests/families/test_invariants.py`` (property tests over the kind registry) and ``tests/families/test_user_fields.py`` (every
 example and test manifest with ordinary labels planted). Sources of manifests:
 
 - every document of ``examples/`` (``denied/`` included) and ``tests/manifests/``; an AdmissionReview file gives its
@@ -51,9 +51,9 @@ def file_documents() -> list[tuple[str, dict[str, Any]]]:
 def builders() -> dict[str, Callable[[], Any]]:
     """``{"<module> <call>": builder}``: the manifest builders of the test modules (each call gives a fresh object).
     Imported when called, since some of those modules import this one."""
-    from tests import test_families as fam
-    from tests import test_kubeflow as kf
-    from tests import test_spark as sp
+    from tests.families import test_families as fam
+    from tests.families import test_kubeflow as kf
+    from tests.families import test_spark as sp
     from tests.real import support as real
     from tests.real import test_real_families as real_fam
 
@@ -64,15 +64,15 @@ def builders() -> dict[str, Callable[[], Any]]:
                 "spec": {"entrypoint": "python /home/ray/train.py", "rayClusterSpec": cluster["spec"]}}
 
     return {
-        "tests/test_families.py jobset()": fam.jobset,
-        "tests/test_families.py lws()": fam.lws,
-        "tests/test_families.py raycluster()": fam.raycluster,
-        "tests/test_families.py raycluster(autoscaling=True)": lambda: fam.raycluster(autoscaling=True),
-        "tests/test_families.py raycluster spec as a RayJob's rayClusterSpec": rayjob,
-        "tests/test_kubeflow.py tfjob()": kf.tfjob,
-        "tests/test_kubeflow.py elastic_pytorchjob(master=True)":
+        "tests/families/test_families.py jobset()": fam.jobset,
+        "tests/families/test_families.py lws()": fam.lws,
+        "tests/families/test_families.py raycluster()": fam.raycluster,
+        "tests/families/test_families.py raycluster(autoscaling=True)": lambda: fam.raycluster(autoscaling=True),
+        "tests/families/test_families.py raycluster spec as a RayJob's rayClusterSpec": rayjob,
+        "tests/families/test_kubeflow.py tfjob()": kf.tfjob,
+        "tests/families/test_kubeflow.py elastic_pytorchjob(master=True)":
             lambda: kf.elastic_pytorchjob({"minReplicas": 2, "maxReplicas": 4}, master=True),
-        "tests/test_spark.py spark_app()": sp.spark_app,
+        "tests/families/test_spark.py spark_app()": sp.spark_app,
         "tests/real/support.py gang_deployment()": lambda: real.gang_deployment("web"),
         "tests/real/test_real_families.py small_jobset()": lambda: real_fam.small_jobset("real"),
         "tests/real/test_real_families.py lws_manifest()": lambda: real_fam.lws_manifest("real"),

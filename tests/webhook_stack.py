@@ -1,6 +1,6 @@
 """The webhook over HTTP with the PodGroup controller running, against the fake Kubernetes API: what ``admit serve``
 wires together (``Admission`` with the controller's PodGroup cache, the controller leading), for tests of whole field
-cases. Timings scaled down as in ``tests/test_controller.py``."""
+cases. Timings scaled down as in ``tests/controller/test_controller.py``."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Everything else in an object (labels, annotations and fields the user, an operator or another webhook wrote) passes
 through ``/mutate`` unchanged: ``admit.gang.patch`` adds or replaces only these keys, one operation per key, and never
-rewrites a map or list it found. The invariant tests (``tests/test_invariants.py``, ``docs/invariants.md``) check
+rewrites a map or list it found. The invariant tests (``tests/families/test_invariants.py``, ``docs/invariants.md``) check
 both halves for every kind of ``admit.families.kinds.RESOLVERS``: every leaf the user wrote survives except these, and every
 operation admit sends writes only these.
 

@@ -236,7 +236,7 @@ def _kubeconfig(server: str, ca_pem: bytes, user: CertifiedKey, name: str) -> st
 def render_chart(values: JSON | None = None, chart: Path | None = None, namespace: str = "admit-system",
                  release: str = "admit") -> list[JSON]:
     """Every object the chart renders (``helm template``), by Helm's Go SDK (``helm-python-sdk``, as
-    ``tests/test_chart.py`` renders it).
+    ``tests/release/test_chart.py`` renders it).
 
     Raises:
         ImportError: helm-python-sdk is not installed (``pip install -e '.[test]'``).

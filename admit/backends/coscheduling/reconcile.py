@@ -1,7 +1,7 @@
 """The pure reconcile decision of the PodGroup controller: (PodGroup, claims, clock) -> one :class:`Action`.
 
 Create, patch (adopt and/or keep the spec in step), delete, wait, or report a conflict / an invalid annotation /
-a PodGroup that looks managed but is not admit's. Tested without HTTP (``tests/test_controller.py``); the loop that
+a PodGroup that looks managed but is not admit's. Tested without HTTP (``tests/controller/test_controller.py``); the loop that
 runs it, and the live reads that guard its destructive and owner-setting writes, are in ``controller.py``.
 
 Two writers, one rule: the validating webhook writes a PodGroup's spec from the incoming

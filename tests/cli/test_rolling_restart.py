@@ -19,7 +19,7 @@ from admit.testing.balancer import Backend, ReadinessBalancer
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.testing.webhook_client import CallFailed, KeepAliveClient
 from tests.helpers import EXAMPLES, ROOT, admission_review, eventually, example
-from tests.test_serve_e2e import start_serve, stop, wait_ready
+from tests.cli.test_serve_e2e import start_serve, stop, wait_ready
 
 UID = "00000000-0000-4000-8000-@@@@@@@@@@@@"
 

@@ -19,7 +19,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import eventually
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PG = ("scheduling.x-k8s.io", "v1alpha1")
 
 

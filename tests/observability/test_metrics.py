@@ -22,7 +22,7 @@ from admit.observability.logs import configure_logging
 from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, apply_answer, controller_pod, example
-from tests.test_serve_e2e import free_port, start_serve, stop, wait_ready
+from tests.cli.test_serve_e2e import free_port, start_serve, stop, wait_ready
 
 
 def value(name: str, **labels: str) -> float:

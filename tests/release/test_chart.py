@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "admit"
 CI_VALUES = CHART / "ci"
 RELEASE = "admit"
@@ -207,7 +207,7 @@ def with_ops(resources: set[tuple[str, str, str]], ops=CU) -> set[tuple[str, str
 
 
 def test_the_default_image_is_the_published_path_at_the_app_version():
-    # the version itself is checked against admit.__version__ in tests/test_release.py
+    # the version itself is checked against admit.__version__ in tests/release/test_release.py
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart["apiVersion"] == "v2" and chart["name"] == "admit"
     assert container(scenario("default"))["image"] == f"ghcr.io/admit-dev/admit:{chart['appVersion']}"

@@ -25,8 +25,8 @@ from admit.webhook.mutate import mutate
 from admit.webhook.validate import validate
 from admit.kube.watchcache import Resource
 from tests.helpers import GC_ORPHANS_AFTER, eventually, example
-from tests.test_controller import controllers, kube  # noqa: F401 - fixtures: the controller over the fake API
-from tests.test_families import LABEL, PG_API, SCHED, cluster, request  # noqa: F401 - cluster is a fixture
+from tests.controller.test_controller import controllers, kube  # noqa: F401 - fixtures: the controller over the fake API
+from tests.families.test_families import LABEL, PG_API, SCHED, cluster, request  # noqa: F401 - cluster is a fixture
 
 pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)
 

@@ -23,8 +23,8 @@ from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI, _workload_api_errors, workload_api_resources
 from admit.webhook.validate import validate
 from tests.helpers import admission_review, apply_answer, example
-from tests.test_backends import mutated, req
-from tests.test_native_controller import DEPLOYMENTS, gang
+from tests.backends.test_backends import mutated, req
+from tests.controller.test_native_controller import DEPLOYMENTS, gang
 
 ALPHA2 = Config(gang_backend="workload-api", workload_api_version="v1alpha2")  # 1.36
 ALPHA3 = Config(gang_backend="workload-api", workload_api_version="v1alpha3")  # 1.37, alpha

@@ -15,7 +15,7 @@ from admit.config import Config
 from admit.backends.diagnose import diagnose, diagnose_native, format_table
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import ROOT
-from tests.test_status import NOW, deployment, ts
+from tests.backends.test_status import NOW, deployment, ts
 
 NATIVE = Config(gang_backend="workload-api", workload_api_version="v1beta1")
 GROUP = "podgroup.scheduling.k8s.io/trainer"

@@ -17,7 +17,7 @@ from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.webhook.validate import validate
 from tests.helpers import admission_review, apply_answer, example
-from tests.test_backends import req
+from tests.backends.test_backends import req
 
 COS = Config()
 BETA = Config(gang_backend="workload-api", workload_api_version="v1beta1")

@@ -1,7 +1,7 @@
 """The workload-api side of the controller (admit/controller/workload_api.py, admit/backends/workload_api/reconcile.py): the pure
 decisions, then the loop against the fake Kubernetes API with its garbage-collector emulation
 (``gc_orphans_after=0.025``, as measured on a real cluster), for v1alpha2 (immutable minCount: re-created) and v1beta1
-(patched). Timings scaled down as in tests/test_controller.py."""
+(patched). Timings scaled down as in tests/controller/test_controller.py."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import yaml
 
 import admit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "admit"
 WORKFLOWS = ROOT / ".github" / "workflows"
 REGENERATE = "python hack/release.py manifest -o deploy/admit.yaml"

@@ -2,7 +2,7 @@
 
 The Coscheduling plugin keeps such a pod waiting at Permit forever. admit never refuses it, but says which PodGroup
 in which namespace is missing and what to create; when a stored gang workload claims the group, the controller
-re-creates it (tests/test_controller.py).
+re-creates it (tests/controller/test_controller.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from admit.webhook.connections import ConnectionGuard, GuardedSite
 from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, eventually, example
-from tests.test_serve_e2e import free_port, lease_holder, start_serve, wait_ready
+from tests.cli.test_serve_e2e import free_port, lease_holder, start_serve, wait_ready
 
 REVIEW = json.dumps(admission_review(example("pause-gang-deployment.yaml"))).encode()
 
@@ -194,7 +194,7 @@ async def test_sigterm_with_slow_body_clients_releases_the_lease_first_and_exits
 
 
 def test_the_stdlib_loop_keeps_a_small_tls_read_buffer_per_connection():
-    from tests.test_hot_path import run_python
+    from tests.webhook.test_hot_path import run_python
 
     proc = run_python("""
         import asyncio, asyncio.sslproto

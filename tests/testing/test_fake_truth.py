@@ -2,7 +2,7 @@
 does (docs/fake-api.md lists them with their upstream source): defaulting before admission, the Deployment
 controller's rollout steps, the Job controller's Pods, the NamespaceLifecycle plugin and the namespace controller.
 
-The cluster here is the fake with admit's own webhook app behind its admission chain (as tests/test_children.py),
+The cluster here is the fake with admit's own webhook app behind its admission chain (as tests/gang/test_children.py),
 so what these tests check is what admit is sent and what a user of a real cluster would see."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from admit.kube.watchcache import Resource
 from admit.kube.client import KubeAPI
 from admit.controller.workqueue import WorkQueue
 from tests.helpers import GC_ORPHANS_AFTER, eventually
-from tests.test_controller import (  # noqa: F401 - fixtures
+from tests.controller.test_controller import (  # noqa: F401 - fixtures
     CONFIG,
     DEPLOYMENTS,
     GRACE,

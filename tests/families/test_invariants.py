@@ -181,7 +181,7 @@ def test_every_registered_kind_has_a_seed_manifest():
     missing = [f"{group or 'core'}/{kind}" for group, kind in KINDS if (group, kind) not in SEEDS]
     assert not missing, (
         f"no manifest of {', '.join(missing)}: add one shaped like the operator's own sample, with the "
-        "gang.admit.dev/min-member annotation, to examples/ (with its expected PodGroup in tests/test_examples.py) or "
+        "gang.admit.dev/min-member annotation, to examples/ (with its expected PodGroup in tests/cli/test_examples.py) or "
         "to tests/manifests/, so that the invariant tests cover the kind")
 
 

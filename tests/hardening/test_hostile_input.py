@@ -15,9 +15,9 @@ from admit.families.kinds import RESOLVERS
 from admit.gang.quantity import QuantityError, parse_quantity
 from admit.webhook.app import create_app
 from tests.helpers import admission_review, controller_pod, example
-from tests.test_hot_path import run_python
-from tests.test_kubeflow import tfjob
-from tests.test_spark import spark_app
+from tests.webhook.test_hot_path import run_python
+from tests.families.test_kubeflow import tfjob
+from tests.families.test_spark import spark_app
 
 ANSWER_BOUND_S = 1.0  # "1e9999999" froze the server for 6 s before the fix; a bounded parse answers in microseconds
 

@@ -244,7 +244,7 @@ def test_the_fuzzing_also_passes_on_a_plain_install():
     env = {**os.environ, "ADMIT_TEST_PLAIN_INSTALL": "1", "FUZZ_EXAMPLES": str(max(EXAMPLES // 2, 20)),
            "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_fuzz.py"),
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "hardening" / "test_fuzz.py"),
          "-k", "generated_admission_reviews"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
