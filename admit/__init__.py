@@ -1,6 +1,30 @@
-"""admit: a Kubernetes admission webhook for gang scheduling with the Coscheduling plugin.
+"""admit: a Kubernetes admission webhook for gang scheduling (scheduler-plugins Coscheduling PodGroups, and
+Kubernetes' native Workload API).
 
-See README.md and docs/behaviour.md for the user-facing annotations and ``admit/`` module docstrings for the rules each module follows.
+The tree, one folder per concern; a module imports only from the rows below its own (checked by ``lint-imports``
+with the contracts in pyproject.toml):
+
+==================  ===================================================================================================
+``cli/``            one module per ``admit <verb>``: ``serve`` (process wiring), ``review``, ``status``, ``dev``; the
+                    parser and ``main`` in ``cli/__init__.py``
+``testing/``        the fake API (``fake_kube``), its controllers, and the real control plane launcher (``plane``)
+``webhook/``        AdmissionReview, mutate, validate, rollout, the admission under one deadline, the aiohttp app
+``controller/``     the loops that adopt, keep in step and clean up a gang's objects; their records, Lease, Events,
+                    queue
+``tls/``            certificates, reloaded files, the self-managed CA
+``families/``       one module per workload family; ``families/kinds.py`` is the kind registry (``RESOLVERS``)
+``backends/``       ``coscheduling/`` and ``workload_api/``: their objects, pure reconcile, admission-time ensure;
+                    ``check_plan`` (the below-minMember refusal) and ``diagnose`` (``admit status``'s reasons)
+``gang/``           the pure model: annotations -> ``GangPlan``; quantities, pod resources, patches,
+                    ownerReferences
+``kube/``           the only code that talks to kube-apiserver: the client and the list+watch cache
+``observability/``  metrics and logs
+ground floor        ``config``, ``echo``, ``jsonio``, ``eventloop``: imported by all, importing no folder
+==================  ===================================================================================================
+
+``gang/``, ``families/``, the backends' pure modules, ``webhook.mutate`` and ``webhook.validate`` never import
+aiohttp, kubernetes_asyncio or ``kube/``: they are objects in, decisions out. User-facing behaviour: README.md and
+docs/.
 """
 
 __version__ = "0.1.0"

@@ -70,7 +70,7 @@ MB = 1024 * 1024
 def event_loop_name() -> str:
     """``"uvloop"`` when admit serve runs on uvloop (installed and not disabled), else ``"asyncio"``."""
     try:
-        from admit.loop import loop_name
+        from admit.eventloop import loop_name
     except ImportError:
         return "asyncio"
     return loop_name()
@@ -79,7 +79,7 @@ def event_loop_name() -> str:
 def run(coro: Any) -> Any:
     """Run ``coro`` on the event loop admit serve would use."""
     try:
-        from admit.loop import run as admit_run
+        from admit.eventloop import run as admit_run
     except ImportError:
         return asyncio.run(coro)
     return admit_run(coro)
@@ -94,8 +94,8 @@ def serve_baseline(host: str, port: int, cert: str, key: str) -> int:
     """The floor: an aiohttp HTTPS server that parses each AdmissionReview and answers allowed, echoing its uid."""
     from aiohttp import web
 
-    from admit.review import dumps, loads
-    from admit.tls import create_server_ssl_context
+    from admit.webhook.admissionreview import dumps, loads
+    from admit.tls.provider import create_server_ssl_context
 
     async def review(request: web.Request) -> web.Response:
         doc = loads(await request.read())
@@ -578,12 +578,12 @@ async def measure(st: Settings, admit: Server, base: Server, fake: FakeAPI, ctx:
 def metrics_cost(calls: int = 200_000) -> dict[str, Any] | None:
     """In-process cost of admit's per-request metrics (``metrics.WebhookRecorder.started`` + ``answered``, the calls
     the server makes around each AdmissionReview) on a parsed known-group Pod review: microseconds per request, best
-    of 5 runs of ``calls``. ``None`` for a checkout without ``admit/metrics.py``."""
+    of 5 runs of ``calls``. ``None`` for a checkout without ``admit/observability/metrics.py``."""
     try:
-        from admit.metrics import WebhookRecorder
+        from admit.observability.metrics import WebhookRecorder
     except ImportError:
         return None
-    from admit.review import Decision, parse_review
+    from admit.webhook.admissionreview import Decision, parse_review
 
     req = parse_review(fill(MIXES["known-group"].steps[0][1], 0))
     recorder = WebhookRecorder("/bench")
@@ -697,7 +697,7 @@ def render(result: dict[str, Any], st: Settings, meta: dict[str, Any]) -> str:
         share = f", {cost['us_per_request'] / per_request:.1%} of admit's CPU per known-group request" \
             if per_request else ""
         scraped = result["metrics"].get("scraped_requests_total") or {}
-        lines += ["", "Metrics (admit/metrics.py)", "",
+        lines += ["", "Metrics (admit/observability/metrics.py)", "",
                   f"- per request: {cost['us_per_request']:.2f} us in-process (WebhookRecorder started + answered, "
                   f"best of 5 x {cost['calls']:,} calls){share}",
                   f"- /metrics after the run: controller_runtime_webhook_requests_total "
@@ -808,7 +808,7 @@ def idle_probe(n: int, partial: int = 20, hold: float = 3.0) -> dict[str, Any]:
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
-    from admit.review import JSON_BACKEND
+    from admit.webhook.admissionreview import JSON_BACKEND
 
     out["json"], out["loop"] = JSON_BACKEND, event_loop_name()
     return out
@@ -876,7 +876,7 @@ def main(argv: list[str] | None = None) -> int:
     st = settings_from(args)
 
     import admit
-    from admit.review import JSON_BACKEND
+    from admit.webhook.admissionreview import JSON_BACKEND
 
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="admit-bench-"))
@@ -887,7 +887,7 @@ def main(argv: list[str] | None = None) -> int:
     loadavg_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     fake = FakeAPI(tmp / "fake.log")
     admit_port, base_port = free_port(), free_port()
-    # as the chart runs it: with its metrics port (a checkout before admit/metrics.py has no such flag)
+    # as the chart runs it: with its metrics port (a checkout before admit/observability/metrics.py has no such flag)
     metrics_port = free_port() if metrics_cost(1) is not None else 0
     admit_srv = Server("admit serve", [
         sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(admit_port),

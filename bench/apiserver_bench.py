@@ -101,7 +101,7 @@ def webhook_configs(name: str, port: int, namespace: str, ca_pem: bytes) -> list
 
 async def create_pods(api: Any, namespace: str, count: int, concurrency: int, round_: int) -> tuple[list[float], float, int]:
     """POST ``count`` pods, ``concurrency`` at a time: (latencies in seconds, wall seconds, errors)."""
-    from admit.kube import KubeError
+    from admit.kube.client import KubeError
 
     latencies: list[float] = []
     errors = 0
@@ -127,9 +127,9 @@ async def create_pods(api: Any, namespace: str, count: int, concurrency: int, ro
 
 
 async def measure(args: argparse.Namespace, kubeconfig: str, tmp: Path) -> dict[str, Any]:
-    from admit.certs import write_development_certificates
-    from admit.kube import KubeError, load_api_client
-    from admit.watchcache import KubeRaw
+    from admit.tls.certs import write_development_certificates
+    from admit.kube.client import KubeError, load_api_client
+    from admit.kube.watchcache import KubeRaw
 
     certs = write_development_certificates(tmp / "certs", ip_addresses=["127.0.0.1"])
     ctx = ssl.create_default_context(cafile=str(certs["ca.crt"]))
@@ -285,7 +285,7 @@ async def delete_pods(api: Any, namespace: str) -> None:
 async def wait_webhooks_active(api: Any, namespace: str, metrics_port: int, timeout: float = 30.0) -> None:
     """Create dry-run pods in ``namespace`` until admit's /metrics counts a /validate call (the configuration is in
     effect), then wait one more second for the allow-only configuration written at the same time."""
-    from admit.kube import KubeError
+    from admit.kube.client import KubeError
 
     deadline = time.monotonic() + timeout
     before = scrape_metrics(metrics_port).get("/validate 200", 0)

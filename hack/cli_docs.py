@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write docs/cli.md from admit's own argument parsers (``admit.cli.build_parser``), so the CLI reference cannot
-drift from the code: tests/test_release.py fails when docs/cli.md differs from what this prints.
+drift from the code: tests/release/test_release.py fails when docs/cli.md differs from what this prints.
 
     python hack/cli_docs.py > docs/cli.md
 """
@@ -18,7 +18,7 @@ from admit.cli import build_parser  # noqa: E402
 INTRO = """\
 # CLI reference
 
-Generated from admit's argument parsers (`admit/cli.py`) by `python hack/cli_docs.py > docs/cli.md`; a test fails
+Generated from admit's argument parsers (`admit/cli/__init__.py`) by `python hack/cli_docs.py > docs/cli.md`; a test fails
 when this page and the code differ. `admit <command> --help` prints the same. The chart passes its values to
 `admit serve` as these flags (`charts/admit/templates/deployment.yaml`); what admit writes onto objects is in
 [behaviour.md](behaviour.md#what-admit-writes).

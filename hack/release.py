@@ -14,7 +14,7 @@ No helm binary anywhere: the chart is rendered, packaged and pushed with Helm's 
 ``manifest`` is the plain-manifest install: the chart rendered as ``helm template`` would (install mode), preceded
 by its Namespace and ordered as Helm installs kinds (``releaseutil.InstallOrder`` in helm's
 ``pkg/release/util/kind_sorter.go``), so ``kubectl apply -f`` creates what others depend on first. Without ``-o``
-it writes to standard output. deploy/admit.yaml is this command with the default values (tests/test_release.py
+it writes to standard output. deploy/admit.yaml is this command with the default values (tests/release/test_release.py
 fails when it is out of date).
 
 ``push-chart`` logs in when ``REGISTRY_USERNAME`` and ``REGISTRY_PASSWORD`` are set (the registry host is taken

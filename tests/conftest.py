@@ -1,7 +1,7 @@
 """Test session set-up.
 
 ``ADMIT_TEST_PLAIN_INSTALL=1`` runs the tests as a plain ``pip install .`` would (no ``fast`` extra): orjson and
-uvloop cannot be imported, so admit takes the stdlib JSON backend and the asyncio loop (``tests/test_fuzz.py`` runs
+uvloop cannot be imported, so admit takes the stdlib JSON backend and the asyncio loop (``tests/hardening/test_fuzz.py`` runs
 itself again that way).
 """
 
@@ -17,12 +17,14 @@ if os.environ.get("ADMIT_TEST_PLAIN_INSTALL") == "1":
 
 
 @pytest.fixture
-async def fake():
-    """The in-repo fake Kubernetes API over HTTP (``admit.testing.fake_kube.FakeKubeAPI``), one per test; modules
-    that need it set up differently define their own ``fake``."""
+async def fake(request):
+    """The in-repo fake Kubernetes API over HTTP (``admit.testing.fake_kube.FakeKubeAPI``), one per test, made with
+    the options of the closest ``@pytest.mark.fake_api(**options)`` (a test's, else its module's ``pytestmark``):
+    e.g. ``gc_orphans_after=GC_ORPHANS_AFTER`` (tests/helpers.py) for the garbage collector of a real cluster."""
     from admit.testing.fake_kube import FakeKubeAPI
 
-    async with FakeKubeAPI() as api:
+    marker = request.node.get_closest_marker("fake_api")
+    async with FakeKubeAPI(**(marker.kwargs if marker else {})) as api:
         yield api
 
 

@@ -1,6 +1,6 @@
 """Manifests of every kind admit handles, and the checks that what a user wrote survives admit's mutation.
 
-Used by ``tests/test_invariants.py`` (property tests over the kind registry) and ``tests/test_user_fields.py`` (every
+Used by ``tests/families/test_invariants.py`` (property tests over the kind registry) and ``tests/families/test_user_fields.py`` (every
 example and test manifest with ordinary labels planted). Sources of manifests:
 
 - every document of ``examples/`` (``denied/`` included) and ``tests/manifests/``; an AdmissionReview file gives its
@@ -9,7 +9,7 @@ example and test manifest with ordinary labels planted). Sources of manifests:
 
 A *leaf* is a scalar, or an empty map or list, at a key path (map keys and list indexes). A leaf the user wrote
 survives when the mutated object holds the same value, of the same JSON type, at the same path (an empty or ``null``
-map may gain admit's keys); the fields admit owns (``admit.owned.OWNED_FIELDS``) are the only exceptions.
+map may gain admit's keys); the fields admit owns (``admit.families.owned.OWNED_FIELDS``) are the only exceptions.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import yaml
 
 from admit.config import Config
-from admit.owned import owner_of
+from admit.families.owned import owner_of
 from tests.helpers import EXAMPLES, ROOT
 
 MANIFESTS = ROOT / "tests" / "manifests"
@@ -51,9 +51,9 @@ def file_documents() -> list[tuple[str, dict[str, Any]]]:
 def builders() -> dict[str, Callable[[], Any]]:
     """``{"<module> <call>": builder}``: the manifest builders of the test modules (each call gives a fresh object).
     Imported when called, since some of those modules import this one."""
-    from tests import test_families as fam
-    from tests import test_kubeflow as kf
-    from tests import test_spark as sp
+    from tests.families import test_families as fam
+    from tests.families import test_kubeflow as kf
+    from tests.families import test_spark as sp
     from tests.real import support as real
     from tests.real import test_real_families as real_fam
 
@@ -64,15 +64,15 @@ def builders() -> dict[str, Callable[[], Any]]:
                 "spec": {"entrypoint": "python /home/ray/train.py", "rayClusterSpec": cluster["spec"]}}
 
     return {
-        "tests/test_families.py jobset()": fam.jobset,
-        "tests/test_families.py lws()": fam.lws,
-        "tests/test_families.py raycluster()": fam.raycluster,
-        "tests/test_families.py raycluster(autoscaling=True)": lambda: fam.raycluster(autoscaling=True),
-        "tests/test_families.py raycluster spec as a RayJob's rayClusterSpec": rayjob,
-        "tests/test_kubeflow.py tfjob()": kf.tfjob,
-        "tests/test_kubeflow.py elastic_pytorchjob(master=True)":
+        "tests/families/test_families.py jobset()": fam.jobset,
+        "tests/families/test_families.py lws()": fam.lws,
+        "tests/families/test_families.py raycluster()": fam.raycluster,
+        "tests/families/test_families.py raycluster(autoscaling=True)": lambda: fam.raycluster(autoscaling=True),
+        "tests/families/test_families.py raycluster spec as a RayJob's rayClusterSpec": rayjob,
+        "tests/families/test_kubeflow.py tfjob()": kf.tfjob,
+        "tests/families/test_kubeflow.py elastic_pytorchjob(master=True)":
             lambda: kf.elastic_pytorchjob({"minReplicas": 2, "maxReplicas": 4}, master=True),
-        "tests/test_spark.py spark_app()": sp.spark_app,
+        "tests/families/test_spark.py spark_app()": sp.spark_app,
         "tests/real/support.py gang_deployment()": lambda: real.gang_deployment("web"),
         "tests/real/test_real_families.py small_jobset()": lambda: real_fam.small_jobset("real"),
         "tests/real/test_real_families.py lws_manifest()": lambda: real_fam.lws_manifest("real"),
@@ -93,7 +93,7 @@ def object_of(doc: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def kind_key(obj: dict[str, Any]) -> tuple[str, str]:
-    """``(API group, kind)`` of an object, the key of ``admit.kinds.RESOLVERS``."""
+    """``(API group, kind)`` of an object, the key of ``admit.families.kinds.RESOLVERS``."""
     return str(obj.get("apiVersion", "")).rpartition("/")[0], str(obj.get("kind", ""))
 
 
@@ -191,7 +191,7 @@ def _op_path(op_path: str, after: Any) -> Path_:
 
 def foreign_writes(patch: list[dict[str, Any]], before: dict[str, Any], after: dict[str, Any],
                    config: Config) -> list[str]:
-    """Operations of ``patch`` that write or remove a field admit does not own (``admit.owned``), as readable
+    """Operations of ``patch`` that write or remove a field admit does not own (``admit.families.owned``), as readable
     strings; ``[]`` when the patch touches only admit's fields. An ``add``/``replace`` counts every leaf of its
     value (read in ``after``); a ``remove`` its path (read in ``before``)."""
     bad = []

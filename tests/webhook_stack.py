@@ -1,26 +1,23 @@
 """The webhook over HTTP with the PodGroup controller running, against the fake Kubernetes API: what ``admit serve``
 wires together (``Admission`` with the controller's PodGroup cache, the controller leading), for tests of whole field
-cases. Timings scaled down as in ``tests/test_controller.py``."""
+cases. Timings scaled down as in ``tests/controller/test_controller.py``."""
 
 from __future__ import annotations
 
 import contextlib
 from typing import Any, AsyncIterator
 
-from admit.admission import Admission
+from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.controller import Controller, ControllerSettings
-from admit.kube import KubeAPI
-from admit.server import create_app
+from admit.controller.podgroups import Controller, ControllerSettings
+from admit.kube.client import KubeAPI
+from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.watchcache import KubeRaw
-from tests.helpers import eventually
+from admit.kube.watchcache import KubeRaw
+from tests.helpers import FAST_CONTROLLER, eventually
 
 PG_API = "scheduling.x-k8s.io/v1alpha1"
-FAST: dict[str, Any] = dict(
-    orphan_grace_period=0.5, resync_period=60.0, lease_duration=0.6, renew_deadline=0.4, retry_period=0.1,
-    slow_retry=0.3, watch_backoff=(0.02, 0.2), retry_backoff=(0.05, 0.5), sync_timeout=2.0, api_timeout=2.0,
-)
+FAST = FAST_CONTROLLER
 
 
 class Stack:

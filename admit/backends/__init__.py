@@ -48,13 +48,13 @@ from functools import wraps
 from typing import Any
 
 from ..config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
-from ..patch import pointer
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
+from ..gang.patch import pointer
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
 from . import coscheduling, workload_api
 
 __all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "native_handover",
            "template_joined", "not_served_message",
-           "scheduler_phrase", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION"]
+           "scheduler_phrase", "scheduler_of", "requested_backend", "refuse_below", "check_plan", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION"]
 
 GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
 _SPARK_GROUP = "sparkoperator.k8s.io"
@@ -71,12 +71,76 @@ def not_served_message(config: Config) -> str:
     )
 
 
-def scheduler_phrase(plan: GangPlan) -> str:
-    """Who keeps an undersized gang Pending, for messages: the Coscheduling plugin, or kube-scheduler's native
-    GangScheduling plugin (its PreEnqueue waits for ``minCount`` pods)."""
-    if plan.backend == WORKLOAD_API:
+def requested_backend(ann: GangAnnotations, config: Config) -> str:
+    """The backend a workload asks for: annotation ``<prefix>/backend``, else ``--gang-backend``. What a resolver
+    knows before :func:`apply_backend` checks it (and moves Spark to ``coscheduling``)."""
+    return ann.backend or config.gang_backend
+
+
+def scheduler_of(backend: str) -> str:
+    """Who keeps an undersized gang Pending, for messages: scheduler-plugins' Coscheduling plugin (its PreFilter
+    rejects a pod until minMember pods of its PodGroup exist), or kube-scheduler's native GangScheduling plugin (its
+    PreEnqueue waits for ``minCount`` pods)."""
+    if backend == WORKLOAD_API:
         return "kube-scheduler's GangScheduling plugin"
     return "the Coscheduling plugin"
+
+
+def scheduler_phrase(plan: GangPlan) -> str:
+    """:func:`scheduler_of` the plan's backend."""
+    return scheduler_of(plan.backend)
+
+
+def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str, *,
+                 ref: str | None = None, source: str | None = None, lower: str | None = None,
+                 backend: str | None = None) -> None:
+    """The one refusal of a gang whose pods (``plan.total_pods``) are fewer than its minMember: no scheduler can ever
+    place it, so every pod would stay Pending forever. Every family and :func:`check_plan` refuse through it, so the
+    message names the scheduler of the gang's backend the same way for every kind.
+
+    ``counted`` says what the pods are (``"spec.replicas=2"``, ``"1 head + 2 workers"``); ``fix`` which field to
+    raise; ``ref`` how the message names the object (default ``plan.ref``; an operator's object names the user's object
+    that made it); ``source`` where minMember came from (default: the annotation when set, else ``"minMember"``);
+    ``lower`` what to lower instead (default the min-member annotation); ``backend`` whose scheduler to name (default
+    :func:`requested_backend`, what a resolver knows before :func:`apply_backend`; ``plan.backend`` after it).
+
+    Raises:
+        GangError (403): ``0 < total_pods < min_member``.
+    """
+    total = plan.total_pods
+    if total is None or not 0 < total < plan.min_member:
+        return
+    if source is None:
+        source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+    scheduler = scheduler_of(backend or requested_backend(ann, config))
+    raise GangError(
+        f"{ref or plan.ref} runs {total} pod{'s' if total != 1 else ''} ({counted}) but its gang needs minMember "
+        f"{plan.min_member} ({source}): {scheduler} would keep every pod Pending forever. {fix}, or lower "
+        f"{lower or config.min_member_key}"
+    )
+
+
+def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
+    """Refuse a plan whose pod count (:func:`refuse_below`), or whose last wave (``plan.last_wave``), is below its
+    minMember; ``plan.backend`` is set (after :func:`apply_backend`).
+
+    Raises:
+        GangError (403): ``0 < total_pods < min_member``, or ``0 < last_wave.size < min_member``; the message names
+            the fields and numbers that conflict, the scheduler that would keep the pods Pending, and says which
+            field to change or which annotation to lower.
+    """
+    total = plan.total_pods
+    refuse_below(plan, ann, config, f"{plan.total_field}={total}",
+                 f"Set {plan.total_field} to at least {plan.min_member}", backend=plan.backend)
+    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+    wave = plan.last_wave
+    if wave is not None and total and 0 < wave.size < plan.min_member:
+        raise GangError(
+            f"{plan.ref}: {wave.why}, fewer than its gang minMember {plan.min_member} ({source}); kube-scheduler does "
+            f"not count finished pods, so {scheduler_phrase(plan)} would keep "
+            f"{'that pod' if wave.size == 1 else 'those pods'} Pending forever. {wave.fix[0].upper()}{wave.fix[1:]}, "
+            f"or set {config.min_member_key} to at most {wave.size}"
+        )
 
 
 def _is_spark(plan: GangPlan, obj: dict[str, Any]) -> bool:
@@ -114,7 +178,7 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
             Workload API, or the group name cannot name a v1alpha2 Workload; (code 403) pod templates that
             kube-scheduler would never schedule as one native gang (``workload_api.gang_priority``).
     """
-    backend = ann.backend or config.gang_backend
+    backend = requested_backend(ann, config)
     if backend not in config.allowed_backends:
         raise GangError(
             f'{plan.ref} asks for gang backend "{backend}" ({config.backend_key}), but admit runs with '
@@ -199,7 +263,7 @@ def with_backend(resolver: Resolver) -> Resolver:
     @wraps(resolver)
     def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
         plan = resolver(obj, ann, config, namespace, operation)
-        if (ann.backend or config.gang_backend) == WORKLOAD_API and ann.pod_group is None and \
+        if requested_backend(ann, config) == WORKLOAD_API and ann.pod_group is None and \
                 get_path(obj, ("metadata", "labels", config.managed_label)) == "true":
             # admit named this gang in the mutating phase (generateName: the object had no name yet) and wrote the
             # name into spec.schedulingGroup, as the coscheduling backend writes it into the pod-group label

@@ -1,17 +1,20 @@
 """Workload families: one module per family of gang workload kinds, over the shared rules in ``shared.py``.
 
-``jobset`` (JobSet), ``lws`` (LeaderWorkerSet), ``ray`` (RayCluster, RayJob, RayService), ``trainer`` (Kubeflow
-Trainer v2 TrainJob). Each declares its kinds as :class:`admit.families.shared.WorkloadKind` records (``KINDS``);
-``admit.kinds`` registers them. The built-in apps/batch kinds (``apps``), Kubeflow v1 (``kubeflow``) and Spark
-(``spark``) have their resolvers here too, registered in ``admit.kinds`` directly.
+``apps`` (Deployment, ReplicaSet, StatefulSet, Job), ``spark`` (SparkApplication, and bare Pods: spark-submit drivers
+and other bare pods), ``kubeflow`` (Kubeflow v1 training jobs), ``jobset`` (JobSet), ``lws`` (LeaderWorkerSet),
+``ray`` (RayCluster, RayJob, RayService), ``trainer`` (Kubeflow Trainer v2 TrainJob). Each declares its kinds in one
+place, as :class:`admit.families.shared.WorkloadKind` records (``KINDS``: resolver, watched versions, children,
+``*/scale``); ``admit.families.kinds`` registers them. Adding a kind is adding a record (and a module for a new
+family, listed here).
 """
 
 from __future__ import annotations
 
-from . import jobset, lws, ray, trainer
+from . import apps, jobset, kubeflow, lws, ray, spark, trainer
 from .shared import WorkloadKind
 
 __all__ = ["FAMILY_KINDS", "WorkloadKind"]
 
-FAMILY_KINDS: tuple[WorkloadKind, ...] = (*jobset.KINDS, *lws.KINDS, *ray.KINDS, *trainer.KINDS)
+FAMILY_KINDS: tuple[WorkloadKind, ...] = (*apps.KINDS, *spark.KINDS, *kubeflow.KINDS, *jobset.KINDS, *lws.KINDS,
+                                          *ray.KINDS, *trainer.KINDS)
 """Every kind of the family modules, in registration order."""

@@ -1,7 +1,7 @@
 """Gang plans for the built-in workload kinds: Deployment, ReplicaSet, StatefulSet (apps/v1), Job (batch/v1), Pod.
 
 Each resolver is pure: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` and raises
-:class:`admit.plan.GangError` for a workload that must be refused.
+:class:`admit.gang.plan.GangError` for a workload that must be refused.
 
 Rules and their sources:
 
@@ -19,16 +19,18 @@ Rules and their sources:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ..config import Config
-from ..foreign import KUEUE_GROUP_NAME, KUEUE_TOTAL_COUNT, kueue_group
-from ..plan import (
+from ..gang.foreign import KUEUE_GROUP_NAME, KUEUE_TOTAL_COUNT, kueue_group
+from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, PodTarget, Wave, check_group_name, choose_group_name, get_path, int_field,
 )
-from ..resources import ResourceError, gang_min_resources
+from ..gang.resources import ResourceError, gang_min_resources
+from .shared import WorkloadKind
 
-__all__ = ["resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "resolve_pod",
+__all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "resolve_pod",
            "template_min_resources"]
 
 TEMPLATE = PodTarget(("spec", "template", "metadata", "labels"), ("spec", "template", "spec", "schedulerName"))
@@ -170,7 +172,7 @@ def job_last_wave(parallelism: int, completions: int | None, indexed: bool, back
 def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a batch/v1 Job: pods at once = min(``spec.parallelism`` (default 1), ``spec.completions``); the
     last wave and per-index retries from :func:`job_last_wave` (``auto`` minMember is sized so that every wave
-    starts; a fixed minMember larger than a wave is refused by ``validate.check_plan``)."""
+    starts; a fixed minMember larger than a wave is refused by ``backends.check_plan``)."""
     parallelism = int_field(obj, ("spec", "parallelism"), 1, "spec.parallelism")
     completions = int_field(obj, ("spec", "completions"), None, "spec.completions")
     per_index = int_field(obj, ("spec", "backoffLimitPerIndex"), None, "spec.backoffLimitPerIndex")
@@ -259,3 +261,14 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         shared=True,
         size_known=ann.min_member is not None or total is not None,
     )
+
+
+DEPLOYMENT = WorkloadKind("apps", "Deployment", (("v1", "deployments"),), partial(resolve_replicated, kind="Deployment"),
+                          children=(("apps", "ReplicaSet"),), scalable=True)
+"""A Deployment; its ReplicaSets are its children (``pkg/controller/deployment``: ``NewControllerRef``)."""
+REPLICASET = WorkloadKind("apps", "ReplicaSet", (("v1", "replicasets"),), partial(resolve_replicated, kind="ReplicaSet"),
+                          scalable=True)
+STATEFULSET = WorkloadKind("apps", "StatefulSet", (("v1", "statefulsets"),), resolve_statefulset, scalable=True)
+JOB = WorkloadKind("batch", "Job", (("v1", "jobs"),), resolve_job)
+
+KINDS = (DEPLOYMENT, REPLICASET, STATEFULSET, JOB)

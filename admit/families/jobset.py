@@ -7,7 +7,7 @@ AnyOrder``).
 
 - Pod templates: ``spec.replicatedJobs[i].template.spec.template`` (a Job template inside each replicatedJob). The
   JobSet controller copies it into each Job it creates (``<jobset>-<replicatedJob>-<index>``, controller
-  ownerReference to the JobSet), so the Jobs' pods carry admit's label; the Jobs are children (``admit.children``)
+  ownerReference to the JobSet), so the Jobs' pods carry admit's label; the Jobs are children (``admit.gang.children``)
   and never gangs of their own.
 - Pods at once: Σ over replicatedJobs of ``replicas`` (default 1) × the Job's pods at once: ``parallelism``
   (default 1) capped by ``completions`` (Kubernetes docs "Jobs", parallel execution), as for a plain Job.
@@ -16,7 +16,7 @@ AnyOrder``).
   created only once every Job of the dependency has finished) never runs together with its dependents, so it is no
   gang member: its pod template gets neither the pod-group label nor ``schedulerName`` and its pods are scheduled on
   their own. Were it labelled, Coscheduling would count it (``PreFilter`` lists the pods carrying the label, and
-  kube-scheduler's informer drops finished ones: :class:`admit.plan.Wave`): a 1-pod initializer under a gang of
+  kube-scheduler's informer drops finished ones: :class:`admit.gang.plan.Wave`): a 1-pod initializer under a gang of
   ``numNodes`` never passes PreFilter, never completes, and the gang's pods are never created. The gang is the
   replicatedJobs no one waits to complete (Kubeflow Trainer's ``node`` after ``dataset-initializer`` and
   ``model-initializer``: minMember = numNodes).
@@ -42,8 +42,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..backends import refuse_below
 from ..config import Config
-from ..plan import GangAnnotations, GangError, GangPlan, choose_group_name, get_path, int_field
+from ..gang.plan import GangAnnotations, GangError, GangPlan, choose_group_name, get_path, int_field
 from .shared import (
     WorkloadKind,
     controller_owner,
@@ -51,7 +52,6 @@ from .shared import (
     gang_min_member,
     min_resources_of,
     object_ref,
-    refuse_below,
     template_target,
 )
 

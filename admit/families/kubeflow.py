@@ -39,15 +39,18 @@ Rules and their sources (kubeflow/training-operator ``pkg/controller.v1/common/j
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from ..config import Config
+from ..backends import refuse_below
+from ..config import COSCHEDULING, Config
 from ..echo import clip
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
-from ..quantity import QuantityError, format_resources, parse_quantity
-from ..resources import ResourceError, gang_min_resources
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from ..gang.quantity import QuantityError, format_resources, parse_quantity
+from ..gang.resources import ResourceError, gang_min_resources
+from .shared import WorkloadKind
 
-__all__ = ["REPLICA_SPECS", "KUBEFLOW_KINDS", "resolve_kubeflow", "BUILTIN_PRIORITY_CLASSES"]
+__all__ = ["KINDS", "REPLICA_SPECS", "KUBEFLOW_KINDS", "resolve_kubeflow", "BUILTIN_PRIORITY_CLASSES"]
 
 REPLICA_SPECS: dict[str, str] = {
     "TFJob": "tfReplicaSpecs",
@@ -278,12 +281,10 @@ def resolve_kubeflow(
             f"waits forever (kubeflow/mpi-operator#608). Set the gang to at most {total} (the workers) or use "
             "launcherCreationPolicy: AtStartup"
         )
-    if 0 < total < min_member:
-        raise GangError(
-            f"{ref} runs {total} pod{'s' if total != 1 else ''} ({total_field}={total}) but its gang needs minMember "
-            f"{min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. Raise the "
-            "replicas or lower the gang's minimum"
-        )
+    # the operator's own PodGroup (--kubeflow-gang-by-operator) is scheduler-plugins': Coscheduling keeps its pods
+    refuse_below(plan, ann, config, f"{total_field}={total}", "Raise the replicas", ref=ref, source=source,
+                 lower="spec.runPolicy.schedulingPolicy.minAvailable" if config.kubeflow_gang_by_operator else None,
+                 backend=COSCHEDULING if config.kubeflow_gang_by_operator else None)
     if late:
         plan.warnings.append(
             f"{ref}: with launcherCreationPolicy: WaitForWorkersReady the launcher starts after the workers, so the "
@@ -293,3 +294,14 @@ def resolve_kubeflow(
         plan.min_resources = _min_resources(obj, ann, started, min_member, ref, plan)
         plan.schedule_timeout_seconds = _schedule_timeout(obj, ann, ref, plan)
     return plan
+
+
+def _versions(kind: str) -> tuple[tuple[str, str], ...]:
+    # MPIJob is served as kubeflow.org/v1 by the training-operator and as v2beta1 by mpi-operator (a cluster has one
+    # of them; the other answers 404)
+    plural = kind.lower() + "s"
+    return (("v1", plural), ("v2beta1", plural)) if kind == "MPIJob" else (("v1", plural),)
+
+
+KINDS = tuple(WorkloadKind("kubeflow.org", kind, _versions(kind), partial(resolve_kubeflow, kind=kind))
+              for kind in KUBEFLOW_KINDS)

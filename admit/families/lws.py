@@ -38,9 +38,9 @@ import json
 from typing import Any
 
 from ..config import Config
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, check_group_name, get_path, int_field
-from ..resources import ResourceError, pod_requests
-from ..quantity import add_resources, format_resources, parse_quantity, QuantityError, scale_resources
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, check_group_name, get_path, int_field
+from ..gang.resources import ResourceError, pod_requests
+from ..gang.quantity import add_resources, format_resources, parse_quantity, QuantityError, scale_resources
 from .shared import POD_TARGET, WorkloadKind, object_ref, template_target
 
 __all__ = ["LWS", "KINDS", "resolve_leaderworkerset", "join_lws_pod", "group_spec_key", "LWS_NAME_LABEL",

@@ -23,7 +23,7 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
   label) and let the new pods through one by one (ray-project/kuberay#4239, ray-project/kuberay#1476). So:
 
   - a RayCluster that KubeRay made is a gang of its own (it is deliberately *not* registered as a child of its
-    RayJob/RayService, ``admit.children``): PodGroup named after the RayCluster (whose name KubeRay makes unique),
+    RayJob/RayService, ``admit.gang.children``): PodGroup named after the RayCluster (whose name KubeRay makes unique),
     whatever pod-group annotation or template label it inherited from its parent, created at its admission and
     adopted by it (ownerReference to the RayCluster), so the garbage collector deletes it with that cluster;
   - a RayJob or RayService gets no PodGroup and its templates are left as written; its shape is still checked at
@@ -43,8 +43,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from ..backends import refuse_below
 from ..config import Config
-from ..plan import GangAnnotations, GangError, GangPlan, check_group_name, choose_group_name, get_path, int_field
+from ..gang.plan import GangAnnotations, GangError, GangPlan, check_group_name, choose_group_name, get_path, int_field
 from .shared import (
     WorkloadKind,
     controller_owner,
@@ -52,7 +53,6 @@ from .shared import (
     gang_min_member,
     min_resources_of,
     object_ref,
-    refuse_below,
     template_target,
 )
 
@@ -132,7 +132,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
 
     Raises:
         GangError (400): a malformed cluster spec (see :func:`ray_pods`); minMember above the pods is refused later
-            by ``validate.check_plan`` (403).
+            by ``backends.check_plan`` (403).
     """
     name = str(get_path(obj, ("metadata", "name")) or "")
     ref = object_ref(kind, namespace, name)

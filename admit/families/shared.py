@@ -1,14 +1,14 @@
 """What every workload family shares: the kind record each family module declares, and the rules written once.
 
 A family module (``jobset.py``, ``lws.py``, ``ray.py``, ``trainer.py``) declares its kinds as :class:`WorkloadKind`
-records: API coordinates, the resolver (object -> :class:`admit.plan.GangPlan`: how many pods, minMember, which
+records: API coordinates, the resolver (object -> :class:`admit.gang.plan.GangPlan`: how many pods, minMember, which
 pod templates to patch, minResources, whether an operator already gangs it), and which of admit's kinds its
-controller creates (its children). ``admit.kinds`` registers them; nothing here calls the Kubernetes API.
+controller creates (its children). ``admit.families.kinds`` registers them; nothing here calls the Kubernetes API.
 
 The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgrouper hub, STYLE.md):
 
-- **Children** (``admit.children``, the one registry of parent kinds): each kind lists the kinds its controller
-  creates (``WorkloadKind.children``) and ``admit.kinds`` registers them there. A JobSet's Jobs, a RayJob's
+- **Children** (``admit.gang.children``, the one registry of parent kinds): each kind lists the kinds its controller
+  creates (``WorkloadKind.children``) and ``admit.families.kinds`` registers them there. A JobSet's Jobs, a RayJob's
   submitter Job (controller ownerReference to the parent) are then part of the parent's gang and never a gang of
   their own: their templates come from the parent, already labelled, and when their controller also copies the
   parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
@@ -21,16 +21,16 @@ The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgroupe
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
   fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
   training-operator (``admit.families.kubeflow``) and the spark-operator (``admit.families.spark``).
-- **Pods that join a group** (``admit.kinds.POD_JOINERS``, e.g. ``lws.join_lws_pod``): where one template makes
+- **Pods that join a group** (``admit.families.kinds.POD_JOINERS``, e.g. ``lws.join_lws_pod``): where one template makes
   the pods of several groups, the pods find their group at creation from labels their controller puts on them,
   without an API call (``joiner(pod, config, namespace, known_groups) -> GangPlan | None``, :data:`POD_TARGET`). A
   joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group (``validate._pod_made_group``):
   the pod that always comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
 - **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): ``auto`` takes the pods the workload runs at
-  once; an explicit minMember above them is refused by ``validate.check_plan`` (the Coscheduling plugin keeps every
+  once; an explicit minMember above them is refused by ``backends.refuse_below`` (the Coscheduling plugin keeps every
   pod Pending while fewer than minMember pods carry the label: scheduler-plugins ``pkg/coscheduling/core/core.go``
   ``PreFilter``); ``minResources`` are the requests of the first minMember pods in the family's order
-  (``admit.resources.pod_requests``, the scheduler's rule).
+  (``admit.gang.resources.pod_requests``, the scheduler's rule).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..children import controller_ref
+from ..gang.ownerrefs import controller_ref
 from ..config import Config
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver
-from ..resources import ResourceError, gang_min_resources
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver
+from ..gang.resources import ResourceError, gang_min_resources
 
 __all__ = [
     "WorkloadKind",
@@ -51,7 +51,6 @@ __all__ = [
     "gang_min_member",
     "min_resources_of",
     "object_ref",
-    "refuse_below",
     "POD_TARGET",
 ]
 
@@ -67,9 +66,14 @@ class WorkloadKind:
         api_group / kind: as in ``AdmissionReview.request.kind`` (``"jobset.x-k8s.io"``, ``"JobSet"``).
         versions: ``(version, plural)`` pairs the API serves, newest first; the controller watches each one
             (a version whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``).
-        resolve: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` (``admit.plan.Resolver``).
+        resolve: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` (``admit.gang.plan.Resolver``).
         children: ``(API group, kind)`` of the objects this kind's controller creates that would otherwise be
-            resolved as gangs of their own (registered with ``admit.children.register_parent``).
+            resolved as gangs of their own (registered with ``admit.gang.children.register_parent``).
+        scalable: its ``*/scale`` subresource (of its first version) is validated as a change of replicas
+            (``kubectl scale``, the HorizontalPodAutoscaler; ``admit.families.kinds.SCALABLE``).
+
+    ``versions`` is empty for a kind the controller does not watch as a workload (bare Pods: it watches Spark driver
+    pods apart, ``admit.controller.claims.PODS``).
     """
 
     api_group: str
@@ -77,10 +81,11 @@ class WorkloadKind:
     versions: tuple[tuple[str, str], ...]
     resolve: Resolver
     children: tuple[tuple[str, str], ...] = field(default=())
+    scalable: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
-        """``(API group, kind)``: the key of ``admit.kinds.RESOLVERS``."""
+        """``(API group, kind)``: the key of ``admit.families.kinds.RESOLVERS``."""
         return (self.api_group, self.kind)
 
 
@@ -90,7 +95,7 @@ def object_ref(kind: str, namespace: str, name: str) -> str:
 
 
 def controller_owner(obj: dict[str, Any]) -> tuple[str, str, str] | None:
-    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``admit.children.controller_ref``), or
+    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``admit.gang.ownerrefs.controller_ref``), or
     ``None``."""
     ref = controller_ref(obj)
     if ref is None:
@@ -150,25 +155,3 @@ def min_resources_of(
         return gang_min_resources(taken) or None
     except ResourceError as e:
         raise GangError(f"{ref} pod template: {e}", 400) from None
-
-
-
-def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str,
-                 ref: str | None = None) -> None:
-    """Refuse a plan whose pods (``plan.total_pods``) are fewer than its minMember, in the family's words.
-
-    ``counted`` says what the pods are (``"1 head + 2 workers"``); ``fix`` which field to raise; ``ref`` how the
-    message names the object (default ``plan.ref``; an operator's object names the user's object that made it).
-
-    Raises:
-        GangError (403): ``0 < total_pods < min_member``.
-    """
-    total = plan.total_pods
-    if total is None or not 0 < total < plan.min_member:
-        return
-    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
-    raise GangError(
-        f"{ref or plan.ref} runs {total} pod{'s' if total != 1 else ''} ({counted}) but its gang needs minMember "
-        f"{plan.min_member} ({source}): the Coscheduling plugin would keep every pod Pending forever. {fix}, or "
-        f"lower {config.min_member_key}"
-    )

@@ -66,12 +66,15 @@ from typing import Any
 
 from ..config import Config
 from ..echo import clip
-from ..plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
-from ..quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
-from ..resources import ResourceError, pod_requests
+from ..gang.ownerrefs import controller_ref
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from ..gang.quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
+from ..gang.resources import ResourceError, pod_requests
 from .apps import POD, resolve_pod
+from .shared import WorkloadKind
 
 __all__ = [
+    "KINDS",
     "spark_bytes",
     "spark_pod_resources",
     "initial_executors",
@@ -460,10 +463,8 @@ def _belongs_to(pg: dict[str, Any], driver: str, config: Config) -> bool:
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
     if annotations.get(f"{config.annotation_prefix.rstrip('/')}/owner") == f"/Pod/{driver}":
         return True
-    for ref in meta.get("ownerReferences") or ():
-        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Pod" and ref.get("name") == driver:
-            return True
-    return False
+    ref = controller_ref(pg)
+    return ref is not None and ref.get("kind") == "Pod" and ref.get("name") == driver
 
 
 @dataclass(frozen=True, slots=True)
@@ -520,11 +521,9 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
     if not isinstance(labels, dict) or labels.get(SPARK_ROLE) != "executor":
         return None
     driver = driver_uid = None
-    refs = get_path(pod, ("metadata", "ownerReferences"))
-    for ref in refs if isinstance(refs, list) else ():
-        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Pod" and isinstance(
-                ref.get("name"), str) and ref["name"]:
-            driver, driver_uid = ref["name"], str(ref.get("uid") or "")
+    ref = controller_ref(pod)
+    if ref is not None and ref.get("kind") == "Pod" and isinstance(ref.get("name"), str) and ref["name"]:
+        driver, driver_uid = ref["name"], str(ref.get("uid") or "")
     if not driver:
         return None
     name = str(get_path(pod, ("metadata", "name")) or get_path(pod, ("metadata", "generateName")) or "")
@@ -547,3 +546,11 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
                 )
             return plan
     return DriverLookup(namespace, name, driver, driver_uid or "")
+
+
+SPARK_APPLICATION = WorkloadKind("sparkoperator.k8s.io", "SparkApplication", (("v1beta2", "sparkapplications"),),
+                                 resolve_spark_application)
+BARE_POD = WorkloadKind("", "Pod", (), resolve_pod_or_spark_driver)
+"""Bare Pods: spark-submit drivers by label, other bare pods as ``apps.resolve_pod``."""
+
+KINDS = (BARE_POD, SPARK_APPLICATION)

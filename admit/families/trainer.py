@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from ..plan import GangAnnotations, GangPlan, get_path
+from ..gang.plan import GangAnnotations, GangPlan, get_path
 from .shared import WorkloadKind, object_ref
 
 __all__ = ["TRAINJOB", "KINDS", "resolve_trainjob", "PATCH_MANAGER"]

@@ -20,7 +20,7 @@ prints: ``etcd``, ``kube-apiserver``, ``kubectl``) for whatever the first lacks.
 
 What it sets up (flags and traps learnt running Kubernetes 1.36.2; docs/testing.md keeps them):
 
-- a throwaway PKI made with ``cryptography`` (``admit.certs`` for the CA and serving certificates): the
+- a throwaway PKI made with ``cryptography`` (``admit.tls.certs`` for the CA and serving certificates): the
   kube-apiserver serving certificate (``127.0.0.1``, ``kubernetes.default.svc``...), client certificates for the
   admin (``O=system:masters``), ``system:kube-controller-manager`` and ``scheduler-plugins-scheduler``, a
   service-account signing key, admit's serving certificate (IP SAN ``127.0.0.1``), one kubeconfig per client;
@@ -81,7 +81,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ..certs import BACKDATE, CertifiedKey, generate_ca, generate_serving_certificate, utcnow
+from ..tls.certs import BACKDATE, CertifiedKey, generate_ca, generate_serving_certificate, utcnow
 
 __all__ = [
     "NoBinaries", "PlaneError", "REQUIRED", "NATIVE_GANG", "TIERS", "ROOT", "find_binaries", "available_binaries",
@@ -236,7 +236,7 @@ def _kubeconfig(server: str, ca_pem: bytes, user: CertifiedKey, name: str) -> st
 def render_chart(values: JSON | None = None, chart: Path | None = None, namespace: str = "admit-system",
                  release: str = "admit") -> list[JSON]:
     """Every object the chart renders (``helm template``), by Helm's Go SDK (``helm-python-sdk``, as
-    ``tests/test_chart.py`` renders it).
+    ``tests/release/test_chart.py`` renders it).
 
     Raises:
         ImportError: helm-python-sdk is not installed (``pip install -e '.[test]'``).

@@ -17,10 +17,10 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from admit.config import Config
-from admit.status import diagnose
-from admit.statuscmd import collect
+from admit.backends.diagnose import diagnose
+from admit.cli.status import collect
 from admit.testing.plane import TIERS, ControlPlane, find_binaries
-from admit.watchcache import KubeRaw
+from admit.kube.watchcache import KubeRaw
 from tests.real.support import PERMIT_WAIT, bound, container, gang_deployment, pods, wait_for
 
 APPS = "/apis/apps/v1/namespaces/{ns}/deployments"

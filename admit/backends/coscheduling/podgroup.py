@@ -1,0 +1,254 @@
+"""PodGroup objects (scheduling.x-k8s.io/v1alpha1): the desired object, spec comparison, ownership. Pure.
+
+The PodGroup shape follows scheduler-plugins ``apis/scheduling/v1alpha1/types.go``: ``spec.minMember`` (int32 >= 1),
+``spec.minResources`` (ResourceList), ``spec.scheduleTimeoutSeconds`` (int32, optional). admit marks the PodGroups
+it creates with the label ``app.kubernetes.io/managed-by: admit`` and the annotation ``<prefix>/owner`` =
+``"<group>/<Kind>/<name>"`` of the workload, so that:
+
+- a second workload that would take the same name is refused (its author picks another with
+  ``gang.admit.dev/pod-group``);
+- a PodGroup admit did not create is never modified: one named explicitly by annotation is used as it is (the seed
+  blog post's hand-written ``pg1``); one that merely has the workload's default name is refused with a hint;
+- a PodGroup whose controller ownerReference names the same workload was made by that workload's operator
+  (Kubeflow training-operator, spark-operator): admit leaves it alone and says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
+from ...gang.ownerrefs import controller_ref
+from ...gang.plan import GangPlan
+from ...gang.quantity import QuantityError, parse_quantity
+
+__all__ = [
+    "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "Ownership", "ownership",
+    "owner_annotation", "generation_annotation", "generation_patch", "pod_group_owner", "pod_group_generation",
+    "not_admits_message",
+]
+
+_OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
+
+
+def owner_annotation(config: Config) -> str:
+    """The annotation key recording which workload a managed PodGroup belongs to (``gang.admit.dev/owner``)."""
+    return f"{config.annotation_prefix.rstrip('/')}/owner"
+
+
+def generation_annotation(config: Config) -> str:
+    """The annotation recording which workload ``metadata.generation`` a managed PodGroup's spec was written from
+    (``gang.admit.dev/workload-generation``).
+
+    Why: on a spec-changing UPDATE the validating webhook patches the PodGroup from the incoming object before that
+    object is stored, while the controller still sees the previous one; without a stamp it patched the PodGroup back
+    to the old spec, then forward again (three writes, and an Event that reads as if admit undid the user's change).
+    kube-apiserver bumps ``metadata.generation`` on every spec change before validating admission runs (the
+    registry strategy's ``PrepareForUpdate``), so the webhook knows the generation its spec comes from, and the
+    controller never writes a spec from an older generation than the stamp (``reconcile.decide``).
+    """
+    return f"{config.annotation_prefix.rstrip('/')}/workload-generation"
+
+
+def desired_pod_group(plan: GangPlan, config: Config, generation: int | None = None) -> dict[str, Any]:
+    """The PodGroup admit creates for ``plan``: ``{"apiVersion", "kind", "metadata": {name, namespace, labels,
+    annotations}, "spec": {...}}``, without ownerReferences (DESIGN.md, "Garbage-collector race"). ``generation``:
+    the workload's ``metadata.generation`` the spec comes from, stamped as :func:`generation_annotation`."""
+    annotations = {owner_annotation(config): plan.owner}
+    if generation is not None:
+        annotations[generation_annotation(config)] = str(generation)
+    return {
+        "apiVersion": config.pod_group_api_version,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": plan.group_name,
+            "namespace": plan.namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+            "annotations": annotations,
+        },
+        "spec": plan.pod_group_spec(),
+    }
+
+
+def generation_patch(existing: dict[str, Any], generation: int | None, config: Config) -> list[dict[str, Any]]:
+    """JSONPatch ops that set the :func:`generation_annotation` of ``existing`` to ``generation`` (none when it is
+    ``None`` or already set)."""
+    if generation is None:
+        return []
+    meta = existing.get("metadata") or {}
+    annotations = meta.get("annotations")
+    key = generation_annotation(config)
+    if isinstance(annotations, dict) and annotations.get(key) == str(generation):
+        return []
+    if not isinstance(annotations, dict):
+        return [{"op": "add", "path": "/metadata/annotations", "value": {key: str(generation)}}]
+    return [{"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"),
+             "value": str(generation)}]
+
+
+def _same_resources(a: Any, b: Any) -> bool:
+    a = a or {}
+    b = b or {}
+    if not isinstance(a, dict) or not isinstance(b, dict) or a.keys() != b.keys():
+        return False
+    try:
+        return all(parse_quantity(a[k]) == parse_quantity(b[k]) for k in a)
+    except QuantityError:
+        return False
+
+
+def spec_differs(existing: dict[str, Any], desired_spec: dict[str, Any]) -> bool:
+    """True when ``existing`` (a PodGroup) differs from ``desired_spec`` in the fields admit manages.
+
+    Quantities compare by value (``"1"`` equals ``"1000m"``); a field admit does not set must be absent.
+    """
+    spec = existing.get("spec") if isinstance(existing.get("spec"), dict) else {}
+    if spec.get("minMember") != desired_spec.get("minMember"):
+        return True
+    if spec.get("scheduleTimeoutSeconds") != desired_spec.get("scheduleTimeoutSeconds"):
+        return True
+    return not _same_resources(spec.get("minResources"), desired_spec.get("minResources"))
+
+
+def spec_json_patch(existing: dict[str, Any], desired_spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """JSONPatch that makes the managed spec fields of ``existing`` equal ``desired_spec`` (exact: resource names
+    that disappear are removed, which a merge patch of a map cannot express without knowing the old keys)."""
+    spec = existing.get("spec")
+    if not isinstance(spec, dict):
+        return [{"op": "add", "path": "/spec", "value": dict(desired_spec)}]
+    ops: list[dict[str, Any]] = []
+    for key in ("minMember", "minResources", "scheduleTimeoutSeconds"):
+        want = desired_spec.get(key)
+        have = spec.get(key)
+        if want is None:
+            if key in spec:
+                ops.append({"op": "remove", "path": f"/spec/{key}"})
+        elif key not in spec:
+            ops.append({"op": "add", "path": f"/spec/{key}", "value": want})
+        elif (key == "minResources" and not _same_resources(have, want)) or (key != "minResources" and have != want):
+            ops.append({"op": "replace", "path": f"/spec/{key}", "value": want})
+    return ops
+
+
+def merge_shared_spec(existing: dict[str, Any], plan: GangPlan) -> tuple[dict[str, Any], list[str]]:
+    """The spec a PodGroup shared by bare pods gets from one more member ``plan``, and the warnings.
+
+    No member lowers what another member set: the largest minMember wins (with the ``minResources`` that came with
+    it), and ``scheduleTimeoutSeconds`` set by another member stays when this one sets none. When this member gives
+    a size (``plan.size_known``) that differs from the group's, the answer carries a warning naming both numbers.
+    Returns ``(spec, warnings)``; ``existing`` is the stored PodGroup.
+    """
+    desired = plan.pod_group_spec()
+    spec = existing.get("spec") if isinstance(existing.get("spec"), dict) else {}
+    have = spec.get("minMember")
+    want = desired["minMember"]
+    pg = f"PodGroup {plan.namespace}/{plan.group_name}"
+    warnings: list[str] = []
+    out = dict(desired)
+    if isinstance(have, int) and not isinstance(have, bool) and have > want:
+        out["minMember"] = have
+        if isinstance(spec.get("minResources"), dict):
+            out["minResources"] = dict(spec["minResources"])
+        else:
+            out.pop("minResources", None)
+        if plan.size_known:
+            warnings.append(
+                f"{pg} keeps minMember {have}, set by another member of the group; {plan.ref} says {want}. The pods "
+                "of one group must agree on its size"
+            )
+    elif isinstance(have, int) and have < want and plan.size_known and have != 1:
+        warnings.append(
+            f"{pg} minMember raised from {have} to {want} by {plan.ref}: the pods of one group disagree on its size"
+        )
+    if "scheduleTimeoutSeconds" not in out and spec.get("scheduleTimeoutSeconds") is not None:
+        out["scheduleTimeoutSeconds"] = spec["scheduleTimeoutSeconds"]
+    return out, warnings
+
+
+@dataclass(slots=True)
+class Ownership:
+    """How admit may treat an existing PodGroup for a plan.
+
+    Attributes:
+        action: ``"manage"`` (ours: keep its spec in step), ``"use"`` (a PodGroup admit did not create, named
+            explicitly: use as is), ``"operator"`` (made by the workload's own operator: leave alone), or
+            ``"conflict"`` (belongs to something else: refuse).
+        message: the denial text for ``conflict``.
+        warnings: admission warnings.
+    """
+
+    action: str
+    message: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
+    """Decide whether ``plan`` may manage, use, or must leave the existing PodGroup (rules in module docstring).
+
+    ``explicit_name`` is True when the user named the group with ``gang.admit.dev/pod-group``.
+    """
+    meta = existing.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    ref = controller_ref(existing)
+    pg = f"PodGroup {plan.namespace}/{plan.group_name}"
+    ref_owner = None
+    if ref is not None:
+        group = str(ref.get("apiVersion", "")).rpartition("/")[0] if "/" in str(ref.get("apiVersion", "")) else ""
+        ref_owner = f"{group}/{ref.get('kind')}/{ref.get('name')}"
+    if labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
+        owner = annotations.get(owner_annotation(config))
+        same = owner == plan.owner and (ref_owner is None or ref_owner == plan.owner or plan.shared)
+        if same:
+            return Ownership("manage")
+        return Ownership(
+            "conflict",
+            f"{pg} already belongs to {(ref_owner or owner or 'another object').replace('//', '/')}, not to {plan.ref}; "
+            f"set annotation {config.pod_group_key} to another name",
+        )
+    if ref_owner is not None and ref_owner == plan.owner:
+        return Ownership(
+            "operator",
+            warnings=[f"{pg} is managed by the {plan.kind}'s own operator; admit leaves it unchanged"],
+        )
+    if explicit_name:
+        warnings = []
+        spec = existing.get("spec") or {}
+        if spec.get("minMember") != plan.min_member:
+            warnings.append(
+                f"{pg} was not created by admit and is used as it is: its minMember is {spec.get('minMember')}, "
+                f"not {plan.min_member}"
+            )
+        return Ownership("use", warnings=warnings)
+    return Ownership(
+        "conflict",
+        f"{pg} already exists and was not created by admit; set annotation {config.pod_group_key} to another "
+        f"name, or to {plan.group_name!r} to join that PodGroup as it is",
+    )
+
+
+def pod_group_owner(pg: dict[str, Any], config: Config) -> str | None:
+    """The owner annotation of a PodGroup when it is well formed (``"<group>/<Kind>/<name>"`` or, for groups bare
+    Pods share, ``"<group>/<Kind>"``), else ``None``."""
+    value = ((pg.get("metadata") or {}).get("annotations") or {}).get(owner_annotation(config))
+    if isinstance(value, str) and _OWNER_RE.match(value):
+        return value
+    return None
+
+
+def pod_group_generation(pg: dict[str, Any], config: Config) -> int | None:
+    """The workload ``metadata.generation`` the PodGroup's spec was last written from (annotation
+    ``gang.admit.dev/workload-generation``, see ``podgroup.generation_annotation``), or ``None``."""
+    value = ((pg.get("metadata") or {}).get("annotations") or {}).get(generation_annotation(config))
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def not_admits_message(what: str, config: Config) -> str:
+    """Why the controllers leave ``what`` (``"PodGroup team-a/web"``) alone: it carries admit's managed-by label but
+    no well-formed owner annotation (:func:`pod_group_owner`), so admit did not create it."""
+    return (f"{what} carries {MANAGED_BY_LABEL}={MANAGED_BY_VALUE} but no valid {owner_annotation(config)} "
+            "annotation: admit did not create it and leaves it alone")

@@ -1,0 +1,162 @@
+"""The pure reconcile decision of the PodGroup controller: (PodGroup, claims, clock) -> one :class:`Action`.
+
+Create, patch (adopt and/or keep the spec in step), delete, wait, or report a conflict / an invalid annotation /
+a PodGroup that looks managed but is not admit's. Tested without HTTP (``tests/controller/test_controller.py``); the loop that
+runs it, and the live reads that guard its destructive and owner-setting writes, are in ``controller.py``.
+
+Two writers, one rule: the validating webhook writes a PodGroup's spec from the incoming
+workload before that workload is stored, and stamps it with the workload generation it came from
+(``podgroup.generation_annotation``). :func:`decide` never writes a spec computed from an older generation than the
+stamp: it waits for the workload's own event (``Action.ahead``); only when the cached workload stays older than the
+stamp for the grace period (the update the webhook saw was refused by a later admission step and never stored) does
+it put the spec back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...gang.claim import Claim
+from ...config import Config
+from ...gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
+from .podgroup import (desired_pod_group, generation_patch, not_admits_message, ownership, pod_group_generation,
+                       pod_group_owner, spec_differs, spec_json_patch)
+
+__all__ = ["Action", "decide", "spec_changes", "describe_spec", "is_managed"]
+
+JSON = dict[str, Any]
+GroupKey = tuple[str, str]  # (namespace, PodGroup name)
+
+
+def spec_changes(pg: JSON, desired_spec: JSON) -> list[str]:
+    """Human list of the managed spec fields that differ: ``["minMember 3 -> 5"]``."""
+    spec = pg.get("spec") if isinstance(pg.get("spec"), dict) else {}
+    out = []
+    for key in ("minMember", "minResources", "scheduleTimeoutSeconds"):
+        have, want = spec.get(key), desired_spec.get(key)
+        if key == "minResources":
+            if spec_differs({"spec": {"minMember": 0, "minResources": have}},
+                            {"minMember": 0, "minResources": want}):
+                out.append(f"minResources {have or {}} -> {want or {}}")
+        elif have != want:
+            out.append(f"{key} {have} -> {want}")
+    return out
+
+
+def describe_spec(spec: JSON) -> list[str]:
+    """Human list of a PodGroup spec's fields: ``["minMember 3", "minResources {'cpu': '3'}"]``."""
+    return [f"{k} {spec[k]}" for k in ("minMember", "minResources", "scheduleTimeoutSeconds") if k in spec]
+
+
+@dataclass(slots=True)
+class Action:
+    """What :func:`decide` says to do with one PodGroup key.
+
+    Attributes:
+        kind: ``"none"``, ``"create"`` (``body``; ``changes`` describes its spec), ``"patch"`` (``ops``; ``adopt``
+            and/or ``changes``),
+            ``"delete"``, ``"wait"`` (unclaimed, within the grace period: look again in ``delay`` seconds),
+            ``"conflict"`` or ``"invalid"`` (report ``message``; write nothing), ``"foreign"`` (a PodGroup that looks
+            managed but has no valid owner annotation: report, never touch).
+        claim: the claim acted for (``None`` for orphans).
+        unclaimed: no stored workload claims the PodGroup (grace-period bookkeeping).
+        ahead: the PodGroup's spec was written (by the webhook) from a newer workload generation than the cached
+            one; ``wait`` for the workload's event (grace-period bookkeeping, like ``unclaimed``).
+        others: other claims on the same name, each with the message that says why it is ignored.
+    """
+
+    kind: str
+    claim: Claim | None = None
+    body: JSON | None = None
+    ops: list[JSON] = field(default_factory=list)
+    adopt: bool = False
+    changes: list[str] = field(default_factory=list)
+    delay: float = 0.0
+    message: str = ""
+    unclaimed: bool = False
+    ahead: bool = False
+    others: list[tuple[Claim, str]] = field(default_factory=list)
+
+
+def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, *, now: float,
+           unclaimed_since: float | None, grace: float, ahead_since: float | None = None) -> Action:
+    """The one thing to do for PodGroup ``key`` (pure).
+
+    Args:
+        key: ``(namespace, name)`` of the PodGroup.
+        pg: the PodGroup as last seen (managed or not), or ``None`` when there is none.
+        claims: stored workloads whose plan names ``key``, plus those whose identity is the PodGroup's owner
+            annotation (so a workload whose annotations became invalid still protects its group).
+        now / unclaimed_since: seconds on one monotonic clock; ``unclaimed_since`` is when this PodGroup was first
+            seen unclaimed (``None``: not before).
+        grace: orphan grace period, seconds; also how long a PodGroup stamped with a newer workload generation
+            than the cached workload's is left as it is (``ahead_since``: when that was first seen).
+    """
+    ns, name = key
+    pg_ref = f"PodGroup {ns}/{name}"
+    managed = pg is not None and is_managed(pg)
+    owner = pod_group_owner(pg, config) if pg is not None else None
+    valid = [c for c in claims if c.plan is not None and c.key == key]
+    invalid = [c for c in claims if c.plan is None and c.identity == owner]
+    if valid:
+        valid.sort(key=lambda c: (c.identity != owner, str(c.meta.get("creationTimestamp") or ""), c.identity))
+        chosen = valid[0]
+        plan = chosen.plan
+        assert plan is not None
+        others = [(c, f"{c.ref} names {pg_ref}, which {chosen.ref} already uses; set annotation "
+                      f"{config.pod_group_key} on {c.ref} to another name") for c in valid[1:]]
+        if chosen.deleting:
+            return Action("none", chosen, message=f"{chosen.ref} is being deleted", others=others)
+        desired = desired_pod_group(plan, config, chosen.generation)
+        if pg is None:
+            if not plan.shared:
+                desired["metadata"]["ownerReferences"] = [owner_reference(chosen.workload)]
+            return Action("create", chosen, body=desired, changes=describe_spec(desired["spec"]), others=others)
+        if (pg.get("metadata") or {}).get("deletionTimestamp"):
+            return Action("none", chosen, message=f"{pg_ref} is being deleted", others=others)
+        if managed and owner is None:
+            return Action("foreign", chosen, message=not_admits_message(pg_ref, config), others=others)
+        own = ownership(pg, plan, config, chosen.explicit)
+        if own.action == "conflict":
+            return Action("conflict", chosen, message=f"{chosen.ref}: {own.message}", others=others)
+        if own.action != "manage":
+            return Action("none", chosen, message=own.action, others=others)  # "use" / "operator": leave it as it is
+        ops: list[JSON] = []
+        adopt = False
+        if not plan.shared and not controlled_by(pg, chosen.uid):
+            ops.extend(adopt_ops(pg, chosen.workload))
+            adopt = True
+        changes: list[str] = []
+        if spec_differs(pg, desired["spec"]):
+            stamp = pod_group_generation(pg, config)
+            if stamp is not None and chosen.generation is not None and stamp > chosen.generation:
+                waited = 0.0 if ahead_since is None else now - ahead_since
+                if waited < grace:
+                    return Action("wait", chosen, delay=grace - waited, ahead=True, others=others,
+                                  message=f"{pg_ref} was written from generation {stamp} of {chosen.ref}; the "
+                                          f"cached one is generation {chosen.generation}: waiting for it")
+            changes = spec_changes(pg, desired["spec"])
+            ops.extend(spec_json_patch(pg, desired["spec"]))
+            ops.extend(generation_patch(pg, chosen.generation, config))
+        if not ops:
+            return Action("none", chosen, others=others)
+        rv = (pg.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            ops.append({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
+        return Action("patch", chosen, ops=ops, adopt=adopt, changes=changes, others=others)
+    if pg is None or not managed:
+        return Action("none")
+    if owner is None:
+        return Action("foreign", message=not_admits_message(pg_ref, config))
+    if invalid:
+        c = invalid[0]
+        return Action("invalid", c, message=f"{c.ref}: {c.error}; {pg_ref} is left as it is until this is fixed")
+    if (pg.get("metadata") or {}).get("deletionTimestamp"):
+        return Action("none", unclaimed=True)
+    since = now if unclaimed_since is None else unclaimed_since
+    left = grace - (now - since)
+    if left > 0:
+        return Action("wait", delay=left, unclaimed=True)
+    return Action("delete", unclaimed=True,
+                  message=f"{pg_ref} (owner {owner}) is claimed by no stored workload for {grace:g}s")

@@ -1,0 +1,526 @@
+"""The ``workload-api`` gang backend: Kubernetes' native gang scheduling (scheduling.k8s.io). Pure.
+
+One gang becomes a ``Workload`` with one pod group template whose ``schedulingPolicy.gang.minCount`` is minMember,
+and the runtime ``PodGroup`` made from that template; the pod templates get ``spec.schedulingGroup.podGroupName``
+and keep the default scheduler (the ``GangScheduling`` plugin runs inside kube-scheduler). Shapes, from
+kubernetes/kubernetes ``staging/src/k8s.io/api/scheduling``:
+
+- ``v1alpha2/types.go`` (Kubernetes 1.36, gates ``GenericWorkload`` + ``GangScheduling``, runtime-config
+  ``scheduling.k8s.io/v1alpha2=true``): ``Workload.spec.controllerRef{apiGroup, kind, name}`` (optional,
+  immutable, "a link back to the original workload definition"), ``Workload.spec.podGroupTemplates[]{name,
+  schedulingPolicy{gang{minCount}}}`` (at most 8, immutable; ``name`` a DNS label); ``PodGroup.spec
+  .podGroupTemplateRef.workload{workloadName, podGroupTemplateName}`` (both DNS labels, immutable) and
+  ``PodGroup.spec.schedulingPolicy`` (immutable). Measured on a 1.36.2 kube-apiserver (the real test tier): a JSON
+  patch of ``minCount`` is refused on both objects (422 "field is immutable"), the server adds
+  ``spec.disruptionMode: Pod`` to a PodGroup, and gives it the finalizer ``scheduling.k8s.io/podgroup-protection``:
+  a PodGroup deleted while pods name it stays "being deleted" until they are gone, so it cannot be re-created with
+  another ``minCount`` under a live gang. admit keeps the stored objects, warns, and refuses a pod count below the
+  stored ``minCount`` (``immutable_message``).
+- ``v1beta1/types.go`` (1.37, beta, off by default; gate ``GenericWorkload``): the same Workload, but
+  ``PodGroup.spec.workloadRef{workloadName (DNS subdomain), templateName}``, and ``gang.minCount`` is mutable on
+  both objects ("to support workload scaling"; templates cannot be added or removed).
+- ``core/v1`` ``PodSpec.schedulingGroup.podGroupName`` (gate ``GenericWorkload``): immutable on a Pod; the PodGroup
+  "may not exist at the time the Pod is created" (the pod waits). kube-scheduler's PreEnqueue keeps every pod of a
+  gang out of the queue until ``minCount`` of them exist ("waiting for minCount pods from a gang to appear in
+  scheduling queue", seen on that plane with a 3-pod gang of ``minCount`` 3 short of one pod).
+
+No equivalent: PodGroup ``minResources`` and ``scheduleTimeoutSeconds`` of scheduler-plugins; admit says so in a
+warning when the user asked for them explicitly.
+
+Versions: :data:`SHAPES` is the one table of what differs per served version (reference field, name rules,
+mutable ``minCount``, priority fields, condition name), each row with its source; discovery picks the first row the
+API server serves (``backends/discovery.py``).
+
+Priority (1.37+, ``validatePodGroup`` in kube-scheduler's ``pkg/scheduler/schedule_one_podgroup.go``): a PodGroup
+is scheduled only when every pod has the PodGroup's priority ("all pods in a single pod group should have the same
+priority as the pod group's priority"), the same ``schedulerName``, and the same ``preemptionPolicy`` (the
+PodGroup's own with the ``PodGroupPreemptionPolicy`` gate). The PodGroup's priority comes from its own
+``priorityClassName`` (priority admission; else the global default class, else 0), so admit copies the pods'
+``priorityClassName`` (and an explicit ``preemptionPolicy``; with its gate off the API server drops that field, as
+the scheduling registry strategies drop gated fields, e.g. ``dropDisabledPreemptionPolicyField`` of
+``pkg/registry/scheduling/compositepodgroup/strategy.go``) into the Workload's template and the PodGroup
+(:func:`gang_priority`), refuses a gang whose templates disagree, and refuses a ``system-*`` class: the PodGroup's
+``priority`` is capped at 1000000000 (``HighestUserDefinablePriority``), below both system classes. Both fields are
+immutable: a gang whose pods change class cannot follow on its stored objects (:func:`priority_mismatch`).
+
+Names: the Workload and the PodGroup are both named after the gang (``plan.group_name``: the workload's name, or
+``gang.admit.dev/pod-group``), so ``kubectl get workloads,podgroups.scheduling.k8s.io <name>`` finds them; the one
+template is called ``gang``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ...config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API_GROUP,
+                      WORKLOAD_API_VERSIONS, Config)
+from ...gang.ownerrefs import controller_identity
+from ...gang.patch import pointer, set_keys_ops
+from ...gang.plan import GangError, GangPlan, PodTarget, get_path
+from ..coscheduling.podgroup import Ownership, owner_annotation
+
+__all__ = [
+    "Shape",
+    "SHAPES",
+    "shape",
+    "gang_priority",
+    "priority_mismatch",
+    "TEMPLATE_NAME",
+    "api_version",
+    "name_problem",
+    "desired_workload",
+    "desired_pod_group",
+    "desired_objects",
+    "min_count_of",
+    "spec_differs",
+    "update_ops",
+    "ownership",
+    "pod_spec_path",
+    "template_group",
+    "plan_patch",
+    "ungang_ops",
+    "unsupported_warnings",
+    "KIND_PLURALS",
+]
+
+TEMPLATE_NAME = "gang"
+KIND_PLURALS = {"Workload": "workloads", "PodGroup": "podgroups"}
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+SCHEDULED = "PodGroupScheduled"  # v1alpha2 (1.36)
+INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # v1alpha3, v1beta1 (1.37), renamed in kubernetes PR#139743
+MAX_GROUP_PRIORITY = 1_000_000_000  # HighestUserDefinablePriority: "+k8s:maximum" of PodGroup ``priority``
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How one served version of ``scheduling.k8s.io`` spells what admit writes and reads.
+
+    Attributes:
+        kubernetes: the release that serves it (``"1.37"``).
+        reference: the PodGroup's link to its Workload template: ``"podGroupTemplateRef"``
+            (``{workload: {workloadName, podGroupTemplateName}}``) or ``"workloadRef"`` (``{workloadName,
+            templateName}``).
+        workload_name_label: the referenced ``workloadName`` must be a DNS label (``k8s-short-name``), not a DNS
+            subdomain (``k8s-long-name``).
+        min_count_mutable: ``gang.minCount`` may change on both objects ("to support workload scaling").
+        priority: ``priorityClassName`` on the template and the PodGroup without an alpha gate (admit writes it).
+        preemption_policy: ``preemptionPolicy`` exists on both (gate ``PodGroupPreemptionPolicy``).
+        scheduled_condition: the PodGroup condition kube-scheduler sets when the gang was scheduled.
+        source: where this row comes from (``types.go`` of that version), or why it is unverified.
+    """
+
+    kubernetes: str
+    reference: str
+    workload_name_label: bool
+    min_count_mutable: bool
+    priority: bool
+    preemption_policy: bool
+    scheduled_condition: str
+    source: str
+
+
+_TYPES = "kubernetes/kubernetes staging/src/k8s.io/api/scheduling/{}/types.go"
+#: The versions admit speaks, preferred first (``config.WORKLOAD_API_VERSIONS`` lists the same keys).
+SHAPES: dict[str, Shape] = {
+    "v1": Shape("1.38", "workloadRef", False, True, True, True, INITIALLY_SCHEDULED,
+                "UNVERIFIED: not in the stored kubernetes sources yet; 1.38 plans the v1beta1 building blocks as GA "
+                "(KEP-4671), so this row repeats v1beta1"),
+    "v1beta1": Shape("1.37", "workloadRef", False, True, True, True, INITIALLY_SCHEDULED,
+                     _TYPES.format("v1beta1") + " (beta, off by default: gate GenericWorkload + runtime-config)"),
+    "v1alpha3": Shape("1.37", "workloadRef", False, True, True, True, INITIALLY_SCHEDULED,
+                      _TYPES.format("v1alpha3") + " (replaces v1alpha2; adds CompositePodGroup)"),
+    "v1alpha2": Shape("1.36", "podGroupTemplateRef", True, False, False, False, SCHEDULED,
+                      _TYPES.format("v1alpha2") + " (its priorityClassName needs the alpha gate "
+                      "WorkloadAwarePreemption, off by default: not written; the priority check of validatePodGroup "
+                      "is described from 1.37 on, not verified against 1.36's scheduler)"),
+}
+if tuple(SHAPES) != WORKLOAD_API_VERSIONS:
+    raise RuntimeError("config.WORKLOAD_API_VERSIONS must list the SHAPES rows in order")
+
+
+def shape(version: str) -> Shape:
+    """The :data:`SHAPES` row of ``version`` (``v1alpha2`` for ``""``: offline without discovery).
+
+    Raises:
+        KeyError: a version admit does not know (discovery never picks one)."""
+    return SHAPES[version or "v1alpha2"]
+
+
+def api_version(config: Config) -> str:
+    """``"scheduling.k8s.io/<version>"`` for the served version (``v1alpha2`` when none was discovered: offline)."""
+    return f"{WORKLOAD_API_GROUP}/{config.workload_api_version or 'v1alpha2'}"
+
+
+def name_problem(name: str, version: str) -> str | None:
+    """Why ``name`` cannot name a Workload that a PodGroup references, or ``None``.
+
+    v1alpha2 ``WorkloadPodGroupTemplateReference.workloadName`` is ``k8s-short-name`` (a DNS label: no dots, at most
+    63 characters); the ``workloadRef.workloadName`` of the later versions is ``k8s-long-name`` (a DNS subdomain,
+    which admit's group names always are). Row ``workload_name_label`` of :data:`SHAPES`.
+    """
+    if not shape(version).workload_name_label:
+        return None
+    if len(name) > 63 or not _DNS_LABEL.match(name):
+        return (f'"{name}" cannot name a scheduling.k8s.io/v1alpha2 Workload that its PodGroup references: it must be '
+                "a DNS label (lowercase letters, digits and '-', at most 63 characters, no '.')")
+    return None
+
+
+def _meta(plan: GangPlan, config: Config) -> dict[str, Any]:
+    return {
+        "name": plan.group_name,
+        "namespace": plan.namespace,
+        "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+        "annotations": {owner_annotation(config): plan.owner},
+    }
+
+
+def _gang(plan: GangPlan) -> dict[str, Any]:
+    return {"gang": {"minCount": plan.min_member}}
+
+
+def _priority_fields(plan: GangPlan, config: Config) -> dict[str, str]:
+    row = shape(config.workload_api_version)
+    if not row.priority:
+        return {}
+    return {k: v for k, v in plan.native_priority.items() if k != "preemptionPolicy" or row.preemption_policy}
+
+
+def desired_workload(plan: GangPlan, config: Config) -> dict[str, Any]:
+    """The ``Workload`` admit creates for ``plan``: ``{"apiVersion", "kind": "Workload", "metadata": {name,
+    namespace, labels, annotations}, "spec": {"controllerRef"?: {apiGroup?, kind, name}, "podGroupTemplates":
+    [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": int}}, "priorityClassName"?: str,
+    "preemptionPolicy"?: str}]}}`` (the priority keys where :data:`SHAPES` has them and the pods set them); no
+    ownerReferences (DESIGN.md, "Garbage-collector race"). ``controllerRef`` names the workload unless the group is
+    shared by bare Pods."""
+    spec: dict[str, Any] = {}
+    if not plan.shared and plan.name:
+        ref = {"kind": plan.kind, "name": plan.name}
+        if plan.api_group:
+            ref = {"apiGroup": plan.api_group, **ref}
+        spec["controllerRef"] = ref
+    spec["podGroupTemplates"] = [{"name": TEMPLATE_NAME, "schedulingPolicy": _gang(plan),
+                                  **_priority_fields(plan, config)}]
+    return {"apiVersion": api_version(config), "kind": "Workload", "metadata": _meta(plan, config), "spec": spec}
+
+
+def desired_pod_group(plan: GangPlan, config: Config) -> dict[str, Any]:
+    """The runtime ``PodGroup`` (scheduling.k8s.io) made from the Workload's template: ``spec`` is
+    ``{"podGroupTemplateRef": {"workload": {"workloadName", "podGroupTemplateName"}}, "schedulingPolicy": ...}`` in
+    v1alpha2 and ``{"workloadRef": {"workloadName", "templateName"}, "schedulingPolicy": ..., "priorityClassName"?,
+    "preemptionPolicy"?}`` in the later versions (row ``reference`` of :data:`SHAPES`): "Controllers are expected
+    to fill this field by copying it from a PodGroupTemplate" (``PodGroupSpec.priorityClassName``)."""
+    if shape(config.workload_api_version).reference == "workloadRef":
+        ref: dict[str, Any] = {"workloadRef": {"workloadName": plan.group_name, "templateName": TEMPLATE_NAME}}
+    else:
+        ref = {"podGroupTemplateRef": {"workload": {"workloadName": plan.group_name,
+                                                    "podGroupTemplateName": TEMPLATE_NAME}}}
+    spec = {**ref, "schedulingPolicy": _gang(plan), **_priority_fields(plan, config)}
+    return {"apiVersion": api_version(config), "kind": "PodGroup", "metadata": _meta(plan, config), "spec": spec}
+
+
+def _effective_scheduler(spec: dict[str, Any], config: Config, managed: bool) -> str:
+    """The ``schedulerName`` a target's pods will have after :func:`plan_patch` (which puts admit's own Coscheduling
+    name back to the default on a workload it manages) and kube-apiserver's defaulting (empty: default)."""
+    name = spec.get("schedulerName") or KUBE_DEFAULT_SCHEDULER
+    return KUBE_DEFAULT_SCHEDULER if managed and name == config.scheduler_name else name
+
+
+def gang_priority(obj: dict[str, Any], plan: GangPlan, config: Config) -> dict[str, str]:
+    """What the gang's Workload template and PodGroup must copy from its pods so kube-scheduler schedules them:
+    ``{"priorityClassName": str, "preemptionPolicy": str}``, each key only where the pod templates set it.
+
+    Source: kube-scheduler ``validatePodGroup`` (1.37, ``pkg/scheduler/schedule_one_podgroup.go``): every pod of a
+    PodGroup must have the same ``schedulerName``, the same priority as the PodGroup (resolved from its
+    ``priorityClassName``) and the same ``preemptionPolicy``; the PodGroup ``priority`` is at most 1000000000.
+
+    Raises:
+        GangError (403): the templates name different priority classes, preemption policies or schedulers (the
+            message names both values, where, and the fix), or a ``system-*`` class.
+    """
+    managed = get_path(obj, ("metadata", "labels", config.managed_label)) == "true"
+    seen: dict[str, dict[str, str]] = {"priorityClassName": {}, "preemptionPolicy": {}, "schedulerName": {}}
+    for target in plan.targets:
+        spec = get_path(obj, pod_spec_path(target))
+        if not isinstance(spec, dict):
+            continue
+        values = {"priorityClassName": spec.get("priorityClassName") or "",
+                  "preemptionPolicy": spec.get("preemptionPolicy") or "",
+                  "schedulerName": _effective_scheduler(spec, config, managed)}
+        for key, value in values.items():
+            seen[key].setdefault(str(value), target.where)
+    why = {"priorityClassName": "priority as the pod group's priority",
+           "preemptionPolicy": "preemption policy", "schedulerName": ".spec.schedulerName"}
+    for key, values in seen.items():
+        if len(values) > 1:
+            (a, where_a), (b, where_b) = list(values.items())[:2]
+            raise GangError(
+                f"{plan.ref} mixes two {key} values in one native gang: the {where_a} has {a or '(none)'!r} and the "
+                f"{where_b} has {b or '(none)'!r}. kube-scheduler schedules a PodGroup only when all its pods have "
+                f"the same {why[key]} (\"all pods in a single pod group should have the same ...\"), so this gang "
+                f"would stay Pending. Give every pod template the same {key}, or gang them apart (annotation "
+                f"{config.pod_group_key} on separate workloads)")
+    cls = next(iter(seen["priorityClassName"]), "")
+    if cls.startswith("system-"):
+        raise GangError(
+            f"{plan.ref}: pods with priorityClassName {cls!r} cannot form a native gang: a PodGroup's priority is at "
+            f"most {MAX_GROUP_PRIORITY} (HighestUserDefinablePriority, scheduling.k8s.io PodGroup types.go) and the "
+            "system-* classes are above it (system-cluster-critical 2000000000, system-node-critical 2000001000), so "
+            "the PodGroup could never carry its pods' priority. Use a PriorityClass of your own, or the coscheduling "
+            f"backend ({config.backend_key}: coscheduling)")
+    out = {}
+    if cls:
+        out["priorityClassName"] = cls
+    policy = next(iter(seen["preemptionPolicy"]), "")
+    if policy:
+        out["preemptionPolicy"] = policy
+    return out
+
+
+_PRIORITY_KEYS = ("priorityClassName", "preemptionPolicy")
+
+
+def _priority_of(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj.get("kind") == "Workload":
+        templates = get_path(obj, ("spec", "podGroupTemplates"))
+        chosen = next((t for t in templates if isinstance(t, dict) and t.get("name") == TEMPLATE_NAME), None) \
+            if isinstance(templates, list) else None
+        source = chosen or {}
+    else:
+        source = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    return {k: source.get(k) for k in _PRIORITY_KEYS}
+
+
+def priority_mismatch(existing: dict[str, Any], desired: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{field: (stored, wanted)}`` for the priority fields ``desired`` sets that ``existing`` holds otherwise.
+
+    A field ``desired`` leaves out is not compared: priority admission fills the stored object from the global
+    default class (``priorityClassName``) and from the class (``preemptionPolicy``, "defaults to
+    PreemptLowerPriority"), exactly as it fills the pods. Both fields are immutable (``+k8s:immutable``)."""
+    have, want = _priority_of(existing), _priority_of(desired)
+    return {k: (have[k], want[k]) for k in _PRIORITY_KEYS if want[k] and have[k] != want[k]}
+
+
+def priority_message(kind: str, plan: GangPlan, mismatch: dict[str, tuple[Any, Any]]) -> str:
+    """The refusal for a managed object whose immutable priority fields differ from the pods' (see
+    :func:`priority_mismatch`): its pods would never be scheduled, so the change is refused with the fix."""
+    what = ", ".join(f"{k} {have or '(none)'!r} (the pods now name {want!r})" for k, (have, want) in
+                     mismatch.items())
+    return (f"{kind} {plan.namespace}/{plan.group_name} keeps {what}: the field is immutable on the Workload's template "
+            f"and the PodGroup, and kube-scheduler schedules a PodGroup only with its pods' priority, so {plan.ref}'s "
+            f"new pods would stay Pending. Delete the {plan.kind} and create it again (admit then makes both objects "
+            "anew), or name a new group with annotation gang.admit.dev/pod-group")
+
+
+def desired_objects(plan: GangPlan, config: Config) -> list[dict[str, Any]]:
+    """``[Workload, PodGroup]``, in the order they must be created (the PodGroup references the Workload; KEP-5547,
+    "Object Creation Order")."""
+    return [desired_workload(plan, config), desired_pod_group(plan, config)]
+
+
+def min_count_of(obj: dict[str, Any]) -> Any:
+    """``gang.minCount`` of a Workload's template ``gang`` (else its first template) or of a PodGroup; ``None``
+    when absent."""
+    if obj.get("kind") == "Workload":
+        templates = get_path(obj, ("spec", "podGroupTemplates"))
+        if not isinstance(templates, list) or not templates:
+            return None
+        chosen = next((t for t in templates if isinstance(t, dict) and t.get("name") == TEMPLATE_NAME), templates[0])
+        return get_path(chosen, ("schedulingPolicy", "gang", "minCount"))
+    return get_path(obj, ("spec", "schedulingPolicy", "gang", "minCount"))
+
+
+def _template_ref(obj: dict[str, Any]) -> tuple[Any, Any]:
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    if "workloadRef" in spec:
+        return get_path(spec, ("workloadRef", "workloadName")), get_path(spec, ("workloadRef", "templateName"))
+    ref = get_path(spec, ("podGroupTemplateRef", "workload"))
+    return get_path(ref, ("workloadName",)), get_path(ref, ("podGroupTemplateName",))
+
+
+def spec_differs(existing: dict[str, Any], desired: dict[str, Any]) -> bool:
+    """True when ``existing`` differs from ``desired`` (same kind) in what admit manages: the gang ``minCount`` and,
+    for a PodGroup, the Workload template it references. Fields the server defaults (``disruptionMode``) or that
+    admit does not set are ignored."""
+    if min_count_of(existing) != min_count_of(desired) or priority_mismatch(existing, desired):
+        return True
+    if desired.get("kind") == "Workload":
+        names = [t.get("name") for t in get_path(existing, ("spec", "podGroupTemplates")) or [] if isinstance(t, dict)]
+        return names != [TEMPLATE_NAME]
+    return _template_ref(existing) != _template_ref(desired)
+
+
+def update_ops(existing: dict[str, Any], desired: dict[str, Any], version: str) -> list[dict[str, Any]] | None:
+    """JSON patch that brings ``existing`` to ``desired`` (``[]``: already in step), or ``None`` when the API does
+    not allow it: always in v1alpha2 (templates and policy are immutable), and in the later versions when more than
+    ``minCount`` differs (the template list, the template reference and the priority fields are immutable there
+    too; :func:`priority_mismatch` says which)."""
+    if not spec_differs(existing, desired):
+        return []
+    if not shape(version).min_count_mutable or priority_mismatch(existing, desired):
+        return None
+    want = min_count_of(desired)
+    if desired.get("kind") == "Workload":
+        templates = get_path(existing, ("spec", "podGroupTemplates")) or []
+        names = [t.get("name") for t in templates if isinstance(t, dict)]
+        if names != [TEMPLATE_NAME] or get_path(templates[0], ("schedulingPolicy", "gang")) is None:
+            return None
+        path = "/spec/podGroupTemplates/0/schedulingPolicy/gang/minCount"
+    else:
+        if _template_ref(existing) != _template_ref(desired) or get_path(existing, ("spec", "schedulingPolicy",
+                                                                                     "gang")) is None:
+            return None
+        path = "/spec/schedulingPolicy/gang/minCount"
+    return [{"op": "test", "path": path, "value": min_count_of(existing)}, {"op": "replace", "path": path,
+                                                                             "value": want}]
+
+
+def immutable_message(kind: str, plan: GangPlan, have: Any, version: str) -> tuple[str, bool]:
+    """``(message, refuse)`` for a managed object whose ``minCount`` cannot follow ``plan``: refuse when the workload
+    would run fewer pods than the stored ``minCount`` (kube-scheduler would keep its new pods Pending), else warn."""
+    what = f"{kind} {plan.namespace}/{plan.group_name}"
+    why = (f"minCount is immutable in scheduling.k8s.io/{version}" + (" (Kubernetes 1.36; mutable in v1beta1, 1.37)"
+                                                                        if version == "v1alpha2" else ""))
+    fix = f"delete the {plan.kind} and create it again (or name a new group with annotation gang.admit.dev/pod-group)"
+    total = plan.total_pods
+    if isinstance(have, int) and total is not None and 0 < total < have:
+        return (f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but {what} keeps "
+                f"minCount {have}: {why}, so kube-scheduler's GangScheduling plugin would keep new pods Pending. Keep "
+                f"{plan.total_field} at least {have}, or {fix} to change the gang size"), True
+    return (f"{what} keeps minCount {have}, not {plan.min_member}: {why}; to change the gang size, {fix}"), False
+
+
+def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
+    """How admit may treat an existing Workload or PodGroup (scheduling.k8s.io) for ``plan``: the rules of
+    ``podgroup.ownership`` (manage ours, leave an operator's, use one named explicitly, refuse the rest), so both
+    backends behave the same. A Workload whose ``spec.controllerRef`` or controller ownerReference names the
+    workload itself was made by its own controller (the Job controller's ``WorkloadWithJob``, an operator)."""
+    meta = existing.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    what = f"{existing.get('kind', 'Workload')} {plan.namespace}/{plan.group_name}"
+    ref_owner = controller_identity(existing)
+    if labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
+        owner = annotations.get(owner_annotation(config))
+        if owner == plan.owner and (ref_owner is None or ref_owner == plan.owner or plan.shared):
+            return Ownership("manage")
+        return Ownership(
+            "conflict",
+            f"{what} already belongs to {(ref_owner or owner or 'another object').replace('//', '/')}, not to "
+            f"{plan.ref}; set annotation {config.pod_group_key} to another name",
+        )
+    cref = get_path(existing, ("spec", "controllerRef"))
+    cref_owner = (f"{cref.get('apiGroup', '')}/{cref.get('kind')}/{cref.get('name')}"
+                  if isinstance(cref, dict) else None)
+    if plan.owner in (ref_owner, cref_owner):
+        return Ownership("operator",
+                         warnings=[f"{what} is managed by the {plan.kind}'s own controller; admit leaves it unchanged"])
+    if explicit_name:
+        have = min_count_of(existing)
+        warnings = [] if have == plan.min_member else [
+            f"{what} was not created by admit and is used as it is: its gang minCount is {have}, not "
+            f"{plan.min_member}"]
+        return Ownership("use", warnings=warnings)
+    return Ownership(
+        "conflict",
+        f"{what} already exists and was not created by admit; set annotation {config.pod_group_key} to another name, "
+        f"or to {plan.group_name!r} to join it as it is",
+    )
+
+
+def pod_spec_path(target: PodTarget) -> tuple[str, ...]:
+    """Key path of the pod spec a target's ``schedulerName`` lives in (``("spec", "template", "spec")``)."""
+    return target.scheduler[:-1]
+
+
+def template_group(obj: dict[str, Any], target: PodTarget) -> Any:
+    """``spec.schedulingGroup.podGroupName`` of a target's pod spec, or ``None`` (on every admission: kept cheap)."""
+    spec = get_path(obj, target.scheduler[:-1])
+    group = spec.get("schedulingGroup") if isinstance(spec, dict) else None
+    return group.get("podGroupName") if isinstance(group, dict) else None
+
+
+def _managed(obj: dict[str, Any], config: Config) -> bool:
+    return get_path(obj, ("metadata", "labels", config.managed_label)) == "true"
+
+
+def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True) -> tuple[
+    list[dict[str, Any]], list[str]
+]:
+    """JSONPatch operations and warnings that put ``plan`` into ``obj`` for the native gang.
+
+    Each pod spec gets ``schedulingGroup: {podGroupName: <group>}``. ``schedulerName`` stays as it is (the default
+    scheduler runs the native gang); on a workload admit ganged before (its ``<prefix>/managed`` label) that moves
+    from the ``coscheduling`` backend, admit's own pod-group label is removed and admit's Coscheduling scheduler name
+    goes back to ``default-scheduler``. An explicit other scheduler is kept with a warning. Targets marked immutable
+    (a Job's template on UPDATE; a Pod is never patched on UPDATE) get a warning instead: ``schedulingGroup`` cannot
+    change on a stored Pod.
+    """
+    ops: list[dict[str, Any]] = []
+    warnings = list(plan.warnings)
+    if not plan.mutate:
+        return ops, warnings
+    managed = _managed(obj, config)
+    for target in plan.targets:
+        spec = pod_spec_path(target)
+        t_ops: list[dict[str, Any]] = []
+        if template_group(obj, target) != plan.group_name:
+            # only podGroupName: any other field of an existing schedulingGroup stays (admit.patch)
+            t_ops.extend(set_keys_ops(obj, spec + ("schedulingGroup",), {"podGroupName": plan.group_name}))
+        if managed and get_path(obj, target.labels + (config.pod_group_label,)) == plan.group_name:
+            t_ops.append({"op": "remove", "path": pointer(target.labels + (config.pod_group_label,))})
+        scheduler = get_path(obj, target.scheduler)
+        if managed and scheduler == config.scheduler_name and scheduler != KUBE_DEFAULT_SCHEDULER:
+            t_ops.append({"op": "replace", "path": pointer(target.scheduler), "value": KUBE_DEFAULT_SCHEDULER})
+        elif scheduler not in (None, "", KUBE_DEFAULT_SCHEDULER):
+            warnings.append(f"{plan.kind} {target.where} keeps schedulerName {scheduler!r}: the native gang only "
+                            "happens if that scheduler profile runs the GangScheduling plugin")
+        if t_ops and target.immutable:
+            warnings.append(
+                f"{plan.ref}: the {target.where} is immutable, so admit cannot set spec.schedulingGroup; its pods will "
+                f"not be gang-scheduled. Delete and recreate the {plan.kind} with the annotation to gang-schedule it"
+            )
+            continue
+        ops.extend(t_ops)
+    if label_workload and (plan.kind != "Pod" or not plan.shared):
+        ops.extend(set_keys_ops(obj, ("metadata", "labels"), {config.managed_label: "true"}))
+    return ops, warnings
+
+
+def ungang_ops(obj: dict[str, Any], old_plan: GangPlan, config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+    """When an UPDATE removes ``<prefix>/min-member``: remove the ``schedulingGroup`` admit put on each mutable pod
+    template (where it still names the group; a pod naming a PodGroup that is gone waits forever) and the managed
+    label. Immutable templates get a warning."""
+    ops: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for target in old_plan.targets:
+        if template_group(obj, target) != old_plan.group_name:
+            continue
+        if target.immutable:
+            warnings.append(f"{old_plan.ref}: the {target.where} is immutable and keeps spec.schedulingGroup; new pods "
+                            f"will wait for a PodGroup that admit no longer keeps. Recreate the {old_plan.kind}")
+            continue
+        ops.append({"op": "remove", "path": pointer(pod_spec_path(target) + ("schedulingGroup",))})
+    if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:
+        ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
+    return ops, warnings
+
+
+def unsupported_warnings(annotations: Any, plan: GangPlan, config: Config) -> list[str]:
+    """Warnings for the annotations the native gang has no field for (asked explicitly; the default
+    ``min-resources: auto`` is silent): ``min-resources`` (scheduler-plugins ``minResources``) and
+    ``schedule-timeout-seconds`` (``scheduleTimeoutSeconds``)."""
+    if not isinstance(annotations, dict):
+        return []
+    out = []
+    where = f"{plan.ref} uses the workload-api backend"
+    if str(annotations.get(config.min_resources_key, "")).strip().lower() == "auto":
+        out.append(f"{where}: scheduling.k8s.io PodGroups have no minResources, so "
+                   f"{config.min_resources_key}=auto is ignored (kube-scheduler checks that every pod of the gang "
+                   "fits)")
+    if config.timeout_key in annotations:
+        out.append(f"{where}: scheduling.k8s.io PodGroups have no scheduleTimeoutSeconds, so {config.timeout_key} is "
+                   "ignored (kube-scheduler's GangScheduling plugin applies its own wait)")
+    return out

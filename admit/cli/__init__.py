@@ -1,0 +1,363 @@
+"""Command line: ``admit serve``, ``admit review``, ``admit status``, ``admit certs`` (argparse).
+
+- ``admit serve``: the HTTPS webhook server (flags in docs/cli.md and ``admit serve --help``).
+- ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied
+  (``--strict``: or warned), 2 on unreadable input (the file and the reason on stderr).
+- ``admit status``: one line per gang with the reason its pods wait (``admit/backends/diagnose.py``), once or ``--watch``.
+- ``admit certs``: a development CA and serving pair in ``certs/`` (private keys mode 0600, git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from .. import __version__
+from ..config import (
+    COSCHEDULING,
+    DEFAULT_ANNOTATION_PREFIX,
+    GANG_BACKENDS,
+    WORKLOAD_API_VERSIONS,
+    DEFAULT_SCHEDULER_NAME,
+    LEGACY_POD_GROUP_API_GROUP,
+    LEGACY_POD_GROUP_LABEL,
+    POD_GROUP_LABEL,
+    Config,
+)
+
+__all__ = ["main", "build_parser", "config_from_args"]
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is a negative number")
+    return value
+
+
+def _add_decision_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME,
+                   help="scheduler profile that runs Coscheduling (default: %(default)s; "
+                        "default-scheduler for a single-scheduler install)")
+    p.add_argument("--annotation-prefix", default=DEFAULT_ANNOTATION_PREFIX,
+                   help="prefix of the workload annotations (default: %(default)s)")
+    p.add_argument("--pod-group-api", choices=("scheduling.x-k8s.io", "scheduling.sigs.k8s.io"),
+                   default="scheduling.x-k8s.io",
+                   help="PodGroup API group of the installed scheduler-plugins: scheduling.x-k8s.io (v0.25.7 and "
+                        "later, label scheduling.x-k8s.io/pod-group) or scheduling.sigs.k8s.io (older releases, label "
+                        "pod-group.scheduling.sigs.k8s.io) (default: %(default)s)")
+    p.add_argument("--ignore-api-group", action="append", default=[], metavar="GROUP",
+                   help="API group whose workloads admit neither handles nor watches, e.g. kubeflow.org or "
+                        "sparkoperator.k8s.io when their webhook rules and RBAC are off (repeatable)")
+    p.add_argument("--kubeflow-gang-by-operator", action="store_true",
+                   help="the Kubeflow training-operator gangs its own jobs: only validate Kubeflow jobs")
+    p.add_argument("--gang-backend", choices=GANG_BACKENDS, default=COSCHEDULING,
+                   help="what the gang annotations become: coscheduling (scheduler-plugins PodGroup, pod label and "
+                        "schedulerName) or workload-api (Kubernetes' native Workload and PodGroup, scheduling.k8s.io, "
+                        "pod spec.schedulingGroup); a workload may pick the other with <prefix>/backend if enabled "
+                        "(default: %(default)s)")
+    p.add_argument("--controller-gang", action="append", choices=("Job",), default=[], metavar="KIND",
+                   help="with the workload-api backend, hand a new gang of this kind to its own controller through "
+                        "its spec.scheduling instead of admit's Workload and PodGroup: Job on clusters running "
+                        "WorkloadWithJob (Kubernetes 1.37 alpha, 1.38) (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``admit`` argument parser with its four subcommands."""
+    parser = argparse.ArgumentParser(prog="admit", description="Gang-scheduling admission webhook for Coscheduling")
+    parser.add_argument("--version", action="version", version=f"admit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser(
+        "serve", help="run the HTTPS admission webhook server",
+        description="Serve POST /mutate and /validate (AdmissionReview admission.k8s.io/v1), GET /healthz and /readyz "
+                    "over HTTPS, create PodGroups through the Kubernetes API, and run the leader-elected PodGroup "
+                    "controller.",
+    )
+    serve.add_argument("--dev", action="store_true",
+                       help="try admit without a cluster: development certificates next to --tls-cert-file (reused "
+                            "when there), the in-repo fake Kubernetes API holding the walk-through's Deployments, its "
+                            "address in <cert dir>/dev.env, 127.0.0.1, no --shutdown-delay (README, 'Try it without "
+                            "a cluster')")
+    serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s; 127.0.0.1 with --dev)")
+    serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
+    serve.add_argument("--cert-mode", choices=("files", "self"), default="files",
+                       help="files: serve --tls-cert-file/--tls-key-file, reloaded on change (cert-manager); "
+                            "self: admit keeps a CA in a Secret and injects the caBundle (default: %(default)s)")
+    serve.add_argument("--tls-cert-file", default="certs/tls.crt", help="PEM certificate (default: %(default)s)")
+    serve.add_argument("--tls-key-file", default="certs/tls.key", help="PEM private key (default: %(default)s)")
+    serve.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "default"),
+                       help="admit's own namespace (default: $POD_NAMESPACE or 'default')")
+    serve.add_argument("--service-name", default="admit", help="Service in front of the webhook (default: %(default)s)")
+    serve.add_argument("--secret-name", default="admit-tls", help="Secret for --cert-mode self (default: %(default)s)")
+    serve.add_argument("--cluster-domain", default="cluster.local",
+                       help="cluster DNS domain for the <svc>.<ns>.svc.<domain> certificate name in self mode "
+                            "(default: %(default)s)")
+    serve.add_argument("--mutating-webhook-config", default="admit",
+                       help="MutatingWebhookConfiguration name (default: %(default)s)")
+    serve.add_argument("--validating-webhook-config", default="admit",
+                       help="ValidatingWebhookConfiguration name (default: %(default)s)")
+    serve.add_argument("--kubeconfig", default=None,
+                       help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
+    serve.add_argument("--api-server", default=None,
+                       help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy' or a local "
+                            "fake (overrides --kubeconfig)")
+    _add_decision_flags(serve)
+    serve.add_argument("--extra-gang-backend", action="append", choices=GANG_BACKENDS, default=[],
+                       metavar="BACKEND",
+                       help="a backend workloads may also pick with <prefix>/backend (repeatable; grant its RBAC)")
+    serve.add_argument("--failure-mode", choices=("deny", "allow"), default="deny",
+                       help="answer when the Kubernetes API cannot be reached: deny with the reason, or allow with a "
+                            "warning (default: %(default)s)")
+    serve.add_argument("--api-timeout", type=_positive_float, default=3.0,
+                       help="seconds for the Kubernetes API calls of one admission (default: %(default)s; keep it "
+                            "below the webhook timeoutSeconds)")
+    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
+                       help="log level (default: %(default)s)")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="text lines, or one JSON object per line (keys time, level, logger, message; admission "
+                            "records add uid, kind, operation, namespace, object, decision, duration_ms) "
+                            "(default: %(default)s)")
+    serve.add_argument("--metrics-port", type=int, default=0,
+                       help="plain-HTTP port of GET /metrics (Prometheus), never the webhook's TLS port; 0: no metrics "
+                            "endpoint (default: %(default)s; the Helm chart uses 8080)")
+    serve.add_argument("--metrics-host", default=None,
+                       help="bind address of the metrics port (default: --host)")
+    serve.add_argument("--controller", dest="controller", action="store_true", default=True,
+                       help="run the leader-elected PodGroup controller (default)")
+    serve.add_argument("--no-controller", dest="controller", action="store_false",
+                       help="do not run the PodGroup controller")
+    serve.add_argument("--orphan-grace-period", type=_positive_float, default=60.0,
+                       help="seconds before an unclaimed managed PodGroup is deleted (default: %(default)s)")
+    serve.add_argument("--resync-period", type=_positive_float, default=300.0,
+                       help="seconds between full controller resyncs (default: %(default)s)")
+    serve.add_argument("--lease-name", default="admit-controller", help="leader election Lease (default: %(default)s)")
+    serve.add_argument("--max-connections", type=int, default=500,
+                       help="connections held at once; over it the connection idle longest is closed "
+                            "(default: %(default)s)")
+    serve.add_argument("--read-timeout", type=_positive_float, default=5.0,
+                       help="seconds for a request (TLS handshake, headers, body) to arrive after its first byte "
+                            "(default: %(default)s, the chart's webhook timeoutSeconds; kube-apiserver sends a review at once, so "
+                            "this bounds only slow or stalled clients)")
+    serve.add_argument("--idle-timeout", type=_positive_float, default=120.0,
+                       help="seconds an idle keep-alive connection is kept (default: %(default)s; longer than "
+                            "kube-apiserver's 90 s, so it closes its idle connections first)")
+    serve.add_argument("--drain-seconds", type=_positive_float, default=10.0,
+                       help="after the shutdown delay, seconds the connections left get to finish their requests "
+                            "and go (default: %(default)s; at least the webhook timeout; the chart's "
+                            "terminationGracePeriodSeconds is shutdown delay + drain + 15)")
+    serve.add_argument("--lease-namespace", default=None, help="Lease namespace (default: --namespace)")
+    serve.add_argument("--shutdown-delay", type=_non_negative_float, default=5.0,
+                       help="seconds to go on serving after SIGTERM with /readyz failing and every answer saying "
+                            "Connection: close, so that endpoints stop routing to this replica before it closes "
+                            "(default: %(default)s; a second signal ends the wait)")
+
+    review = sub.add_parser(
+        "review", help="show the webhook's decisions on manifests or AdmissionReview files",
+        description="Run the webhook's own decisions offline: one line per object (verdict, kind/name, PodGroup, "
+                    "minMember; the reason of a refusal). -v adds warnings, the JSONPatch, the PodGroups and the "
+                    "object after mutation; -o yaml/json gives everything. Exit 0 when all are allowed, 1 when any is "
+                    "denied (with --strict: or has a warning), 2 when a file cannot be read (reported on stderr; the "
+                    "other files are still reviewed). A Scale (kubectl scale, the HorizontalPodAutoscaler) is checked "
+                    "against the workload it scales when that workload is among the files reviewed in the same run; "
+                    "otherwise it is allowed with a warning that it was not checked.",
+    )
+    review.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
+                        help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
+    review.add_argument("-R", "--recursive", action="store_true", help="read directories recursively")
+    review.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
+                        help="text: one line per object (default); json/yaml: every detail of every object")
+    review.add_argument("-v", "--verbose", action="store_true",
+                        help="text output: warnings, JSONPatch, PodGroups and the object after mutation per object")
+    review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
+    review.add_argument("--strict", action="store_true",
+                        help="exit 1 when any object gets a warning too (a misspelt annotation key, a gang "
+                             "annotation admit ignores), as linters' --strict: for CI")
+    review.add_argument("--workload-api-version", choices=WORKLOAD_API_VERSIONS, default="v1alpha2",
+                        help="scheduling.k8s.io version of the workload-api backend's objects: v1alpha2 "
+                             "(Kubernetes 1.36), v1alpha3 or v1beta1 (1.37), v1 (1.38) (default: %(default)s; admit "
+                             "serve finds it)")
+    _add_decision_flags(review)
+
+    status = sub.add_parser(
+        "status", help="show every gang: pods scheduled and pending, and why they wait",
+        description="One line per gang (PodGroup, pod-group label value, or workload with admit's annotations): "
+                    "group, workload, minMember, pods total/scheduled/pending, PodGroup phase, how long the oldest "
+                    "pending pod has waited, and the reason (the scheduler's last FailedScheduling message or "
+                    "PodScheduled condition, or what admit finds wrong: missing PodGroup, wrong scheduler, label "
+                    "or annotation typo, minResources larger than the cluster).",
+    )
+    status.add_argument("-n", "--namespace", default=None,
+                        help="namespace (default: the kubeconfig context's namespace, else 'default')")
+    status.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    status.add_argument("-w", "--watch", action="store_true", help="print again whenever something changes")
+    status.add_argument("--interval", type=_positive_float, default=2.0,
+                        help="seconds between reads with --watch (default: %(default)s)")
+    status.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config; in a pod, its service account)")
+    status.add_argument("--api-server", default=None,
+                        help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy'")
+    status.add_argument("--request-timeout", type=_positive_float, default=10.0,
+                        help="seconds per API request (default: %(default)s)")
+    _add_decision_flags(status)
+
+    certs = sub.add_parser(
+        "certs", help="write a development CA and serving certificate",
+        description="Write a development CA (ca.crt, ca.key) and a serving certificate for the admit Service and "
+                    "127.0.0.1 (tls.crt, tls.key) into --dir; keys are mode 0600. A CA already in --dir is reused "
+                    "(only the serving certificate is new, so whatever trusts the CA keeps working); --force makes a "
+                    "new CA. For clusters, prefer the chart's --cert-mode self or cert-manager (docs/certificates.md).",
+    )
+    certs.add_argument("--dir", default="certs", help="output directory (default: %(default)s)")
+    certs.add_argument("--service", default="admit", help="Service name for the SANs (default: %(default)s)")
+    certs.add_argument("--namespace", default="default", help="Service namespace for the SANs (default: %(default)s)")
+    certs.add_argument("--dns", action="append", default=[], help="extra DNS name (repeatable)")
+    certs.add_argument("--ip", action="append", default=[], help="extra IP address (repeatable; 127.0.0.1 always)")
+    certs.add_argument("--ca-days", type=int, default=3650, help="CA lifetime in days (default: %(default)s)")
+    certs.add_argument("--leaf-days", type=int, default=365, help="serving certificate lifetime (default: %(default)s)")
+    certs.add_argument("--force", action="store_true",
+                       help="replace a CA already in --dir (certificates it issued stop verifying)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The :class:`Config` the parsed flags describe."""
+    legacy = args.pod_group_api == LEGACY_POD_GROUP_API_GROUP
+    return Config(
+        pod_group_group=args.pod_group_api,
+        pod_group_label=LEGACY_POD_GROUP_LABEL if legacy else POD_GROUP_LABEL,
+        annotation_prefix=args.annotation_prefix,
+        scheduler_name=args.scheduler_name,
+        kubeflow_gang_by_operator=args.kubeflow_gang_by_operator,
+        ignored_api_groups=frozenset(args.ignore_api_group),
+        failure_mode=getattr(args, "failure_mode", "deny"),
+        api_timeout_seconds=getattr(args, "api_timeout", 3.0),
+        gang_backend=args.gang_backend,
+        # admit review has no RBAC to respect: a workload may pick either backend there
+        extra_gang_backends=frozenset(getattr(args, "extra_gang_backend", GANG_BACKENDS)),
+        workload_api_version=getattr(args, "workload_api_version", ""),
+        controller_gangs=frozenset(getattr(args, "controller_gang", ())),
+        read_timeout_seconds=getattr(args, "read_timeout", 5.0),
+    )
+
+
+def _cmd_review(args: argparse.Namespace) -> int:
+    from .review import InputError, format_lines, format_text, load_documents, review_documents
+
+    config = config_from_args(args)
+    errors: list[str] = []
+    try:
+        docs = load_documents(args.paths, args.recursive, errors=errors)
+        results = asyncio.run(review_documents(docs, config, errors=errors)) if docs else []
+    except InputError as e:
+        print(f"admit review: cannot read {e}", file=sys.stderr)
+        return 2
+    for error in errors:  # reported, and the rest reviewed: one broken file does not hide the others' verdicts
+        print(f"admit review: cannot read {error}", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps(results, indent=2, default=str))
+    elif args.output == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(json.loads(json.dumps(results, default=str)), sort_keys=False), end="")
+    elif args.verbose:
+        print(format_text(results, show_objects=not args.no_objects))
+    else:
+        print(format_lines(results, errors))
+    if errors:
+        return 2
+    warned = sum(1 for r in results if r["warnings"])
+    if args.strict and warned:
+        print(f"admit review --strict: exit 1: {warned} object{'s' if warned != 1 else ''} with warnings "
+              "(-v shows them)", file=sys.stderr)
+        return 1
+    return 0 if all(r["allowed"] for r in results) else 1
+
+
+def _cmd_certs(args: argparse.Namespace) -> int:
+    from ..tls.certs import CertificateError, write_development_certificates
+
+    ips = ["127.0.0.1", *[ip for ip in args.ip if ip != "127.0.0.1"]]
+    existed = (Path(args.dir) / "ca.crt").exists()
+    try:
+        paths = write_development_certificates(
+            Path(args.dir), service=args.service, namespace=args.namespace, dns_names=args.dns,
+            ip_addresses=ips, ca_days=args.ca_days, leaf_days=args.leaf_days, force_new_ca=args.force,
+        )
+    except CertificateError as e:
+        print(f"admit certs: {e}", file=sys.stderr)
+        return 1
+    for name, path in sorted(paths.items()):
+        print(f"{name}: {path}")
+    if existed and not args.force:
+        print(f"kept the existing CA in {args.dir} and issued a new serving certificate from it (--force: a new CA)")
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from kubernetes_asyncio.config import ConfigException
+
+    from .status import run_status
+
+    try:
+        return asyncio.run(run_status(args, config_from_args(args)))
+    except KeyboardInterrupt:
+        return 0
+    except ConfigException as e:
+        print(f"admit status: {e}", file=sys.stderr)
+        return 1
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from kubernetes_asyncio.config import ConfigException
+
+    from ..backends.workload_api.discovery import BackendUnavailable
+    from ..tls.certs import CertificateError
+    from .dev import serve_dev
+    from ..eventloop import run
+    from .serve import serve
+
+    from ..observability.logs import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
+    try:
+        run((serve_dev if args.dev else serve)(args, config_from_args(args)))
+    except KeyboardInterrupt:
+        pass
+    except (CertificateError, ConfigException, BackendUnavailable) as e:
+        logging.getLogger("admit").error("cannot start: %s", e)
+        return 1
+    except OSError as e:  # port in use, unreadable file
+        logging.getLogger("admit").error("cannot start: %s", e)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """Entry point of the ``admit`` console script; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve, "status": _cmd_status}[args.command]
+    try:
+        return handler(args)
+    except BrokenPipeError:  # `admit review ... | head`: the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""``admit serve --dev``: the whole server on a laptop, without a cluster.
+
+It writes (or reuses) development certificates next to ``--tls-cert-file`` (``certs/`` by default, as
+``admit certs`` does), starts the in-repo fake kube-apiserver (:mod:`admit.testing.fake_kube`, the one the tests and
+the benchmark use) on a free loopback port, and runs ``admit serve`` against it with the PodGroup controller, on
+``https://127.0.0.1:8443``. The fake keeps everything in memory and forgets it on exit; it answers the REST calls
+admit makes (PodGroups, workloads, Leases, Events).
+
+For the walk-through (README, "Try it without a cluster") it stores the example Deployments ``pause`` and ``web``
+as kube-apiserver stores them after admission (:func:`store_walkthrough_workloads`), writes
+``export ADMIT_FAKE_API=<url>`` to ``<cert dir>/dev.env``, and stops at once on Ctrl-C (no ``--shutdown-delay``:
+no Endpoints route here)::
+
+    admit serve --dev
+    source certs/dev.env
+    curl -s $ADMIT_FAKE_API/apis/scheduling.x-k8s.io/v1alpha1/podgroups
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+
+__all__ = ["serve_dev", "store_walkthrough_workloads", "walkthrough_folder", "FAKE_API_ENV"]
+
+#: The variable ``<cert dir>/dev.env`` exports: the fake API's URL, for the walk-through's ``curl`` commands.
+FAKE_API_ENV = "ADMIT_FAKE_API"
+#: Where the walk-through's files are looked for, in order: ``examples/`` of the folder admit runs in (the README runs
+#: the walk-through from the repository root, and so reads those files with ``curl --data @examples/...``), then the
+#: source tree an editable install runs from. A plain ``pip install .`` leaves no examples/ beside the package.
+EXAMPLES_SEARCH = (Path("examples"), Path(__file__).resolve().parents[2] / "examples")
+#: kube-apiserver sends a BOOKMARK on watches that ask for them about once a minute (``watch.go``'s bookmark
+#: timer); admit's caches take a watch with nothing for longer as dead and watch again, with a warning each time.
+DEV_BOOKMARK_SECONDS = 60.0
+#: Files of the walk-through (README, "Try it without a cluster") whose workloads dev mode stores: an AdmissionReview
+#: (its ``request.object``) or a manifest.
+WALKTHROUGH = ("admission-review-deployment-validate.json", "web-gang-deployment.yaml")
+
+log = logging.getLogger("admit.dev")
+
+
+async def serve_dev(args: argparse.Namespace, config: Config) -> None:
+    """Run :func:`admit.cli.serve.serve` against a fresh :class:`~admit.testing.fake_kube.FakeKubeAPI` (module docstring).
+
+    Changes ``args`` in place: ``api_server`` (the fake), ``cert_mode`` ``files``, ``host`` 127.0.0.1 unless given.
+
+    Raises:
+        CertificateError: a CA next to ``--tls-cert-file`` that cannot be reused (``admit certs --force`` replaces it).
+    """
+    from ..tls.certs import write_development_certificates
+    from .serve import serve
+    from ..testing.fake_kube import FakeKubeAPI
+
+    cert = Path(args.tls_cert_file)
+    paths = write_development_certificates(cert.parent, ip_addresses=["127.0.0.1"])
+    args.tls_cert_file, args.tls_key_file = str(paths["tls.crt"]), str(paths["tls.key"])
+    args.cert_mode = "files"
+    if args.host == "0.0.0.0":
+        args.host = "127.0.0.1"
+    # Nothing routes to this process through Endpoints: Ctrl-C stops it at once instead of after --shutdown-delay.
+    args.shutdown_delay = 0.0
+    async with FakeKubeAPI(bookmark_interval=DEV_BOOKMARK_SECONDS) as fake:
+        args.api_server = fake.url
+        examples = walkthrough_folder()
+        stored = store_walkthrough_workloads(fake, config, examples) if examples else []
+        if not stored:
+            log.warning("dev mode: no walk-through files (%s) in ./examples: run `admit serve --dev` from the "
+                        "repository root to have the fake hold the walk-through's Deployments", ", ".join(WALKTHROUGH))
+        env_file = cert.parent / "dev.env"
+        env_file.write_text(f"export {FAKE_API_ENV}={fake.url}\n")
+        log.info("dev mode: fake Kubernetes API at %s (in memory), holding %s; for the walk-through run: "
+                 "source %s   (sets %s); CA for curl --cacert: %s", fake.url, ", ".join(stored) or "nothing",
+                 env_file, FAKE_API_ENV, paths["ca.crt"])
+        await serve(args, config)
+
+
+def walkthrough_folder(search: tuple[Path, ...] = EXAMPLES_SEARCH) -> Path | None:
+    """The first folder of ``search`` (:data:`EXAMPLES_SEARCH`) that holds a walk-through file, else ``None``."""
+    return next((folder for folder in search if any((folder / name).is_file() for name in WALKTHROUGH)), None)
+
+
+def store_walkthrough_workloads(fake: Any, config: Config, examples: Path) -> list[str]:
+    """Store in ``fake`` the workloads of the walk-through (:data:`WALKTHROUGH`) as kube-apiserver stores an object
+    once its webhooks allowed it: the ``request.object`` of an AdmissionReview (already mutated), or a manifest
+    after admit's own ``/mutate`` patch (:func:`admit.webhook.mutate.mutate`, so it carries the label the controller
+    watches). Without them the controller would find the PodGroup that ``/validate`` creates claimed by no stored
+    workload and delete it after ``--orphan-grace-period`` (60 s), under a reader who pauses; and a ``kubectl
+    scale`` review would find no workload to check. Returns ``["Deployment default/pause", ...]``; files that are
+    missing (an install without the repository's examples/) are skipped."""
+    import jsonpatch
+
+    from ..webhook.mutate import mutate
+    from .review import load_documents, manifest_request
+
+    stored = []
+    for name in WALKTHROUGH:
+        path = examples / name
+        if not path.is_file():
+            continue
+        if path.suffix == ".json":
+            objects = [json.loads(path.read_text())["request"]["object"]]
+        else:
+            objects = []
+            for _, doc in load_documents([str(path)]):
+                patch = mutate(manifest_request(doc), config).patch  # pure: no API call, nothing logged
+                objects.append(jsonpatch.apply_patch(doc, patch) if patch else doc)
+        for obj in objects:
+            fake.put(obj)
+            meta = obj["metadata"]
+            stored.append(f"{obj['kind']} {meta.get('namespace', 'default')}/{meta['name']}")
+    return stored

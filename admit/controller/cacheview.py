@@ -1,0 +1,57 @@
+"""The admission path's read-only view of the controller's watch caches (``admission.GroupCache``).
+
+The controller (``controller.py``) keeps list+watch caches of the PodGroups (those admit manages, and the others) and
+of the gang workloads (objects admit labelled ``gang.admit.dev/managed: "true"``, Spark driver pods among them).
+Admission reads them through this view and nothing else: every method is a dict lookup, never an API call, and
+none changes the controller. Each answer says whether the cache behind it has listed (``synced``): an object absent
+from a synced cache does not exist (up to the watch's delay, milliseconds); absent from an unsynced one, it is
+unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .claims import resolvable_object
+from ..kube.watchcache import Resource
+
+__all__ = ["ControllerView"]
+
+
+class ControllerView:
+    """Read-only view of a ``controller.Controller``'s caches.
+
+    Methods (``admission.GroupCache``):
+        get(namespace, name): a PodGroup admit manages, or ``None``.
+        missing(namespace, name): the controller's warning for a pod whose claimed group is being re-created.
+        extended_resources(): ``{extended resource name: DeviceClass name}`` served through DRA.
+        pod_group(namespace, name): ``(synced, PodGroup | None)`` over managed and other PodGroups.
+        workload(group, version, plural, kind, namespace, name): ``(synced, object | None)``: a stored gang workload
+            of that resource as the cache keeps it: for a scalable kind the reduced copy its resolver reads
+            (``claims.resolvable_copy``), else its small record without a spec (``claims.workload_record``);
+            ``(False, None)`` for a resource the controller does not watch.
+    """
+
+    def __init__(self, controller: Any) -> None:
+        self._controller = controller
+        self._managed = controller.pod_groups
+        self._other = controller.other_pod_groups
+        self._workloads: dict[Resource, Any] = controller.workloads
+        self.get = controller.pod_groups.get
+        self.missing = controller.cache.missing
+        self.extended_resources = controller.cache.extended_resources
+
+    def pod_group(self, namespace: str, name: str) -> tuple[bool, dict[str, Any] | None]:
+        synced = self._managed.synced and self._other.synced
+        return synced, self._managed.get(namespace, name) or self._other.get(namespace, name)
+
+    def workload(self, group: str, version: str, plural: str, kind: str, namespace: str, name: str) -> tuple[
+        bool, dict[str, Any] | None
+    ]:
+        cache = self._workloads.get(Resource(group, version, plural, kind))
+        if cache is None:
+            return False, None
+        record = cache.get(namespace, name)
+        if record is None:
+            return cache.synced, None
+        return cache.synced, resolvable_object(record)

@@ -1,0 +1,334 @@
+"""What the PodGroup controller watches, and the small records its caches keep: each stored gang workload's
+:class:`Claim` (the PodGroup it asks for) and each PodGroup's decision-relevant fields. Pure.
+
+Memory: a stored Deployment arrives as about 5 KB of JSON (managedFields, the last-applied annotation,
+status, the whole pod template) and became about 23 KiB of Python objects when cached as it came, with about 76
+objects the cyclic garbage collector tracks. The caches keep only what decisions need instead
+(``WatchCache(transform=...)``, as client-go's ``SetTransform``):
+
+- a workload: :func:`workload_record` = ``{"apiVersion", "kind", "metadata": {name, namespace, uid,
+  resourceVersion, generation, creationTimestamp, deletionTimestamp}, "claim": Claim | None}``. The claim is
+  computed once, when the object arrives, with the kind's resolver (the same plan admission computes); the plan it
+  keeps has no pod templates (``targets``) and no warnings.
+- a PodGroup: :func:`pod_group_record` = ``apiVersion``, ``kind``, ``metadata`` (name, namespace, uid,
+  resourceVersion, deletionTimestamp, labels, ownerReferences, and only admit's own annotations) and ``spec``.
+
+Dicts that hold only strings and numbers are not tracked by the cyclic collector, so a workload costs about four
+tracked objects (the record, the claim, its plan, its ``minResources``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..families import kinds
+from ..backends import check_plan
+from ..gang.children import is_child
+from ..config import COSCHEDULING, WORKLOAD_API, Config
+from ..gang.plan import GangError, get_path, parse_gang_annotations
+from ..gang.claim import Claim
+from ..gang.ownerrefs import owner_reference
+from ..backends.coscheduling.podgroup import pod_group_generation, pod_group_owner
+from ..jsonio import loads
+from ..kube.client import Resource
+
+__all__ = [
+    "KNOWN_RESOURCES",
+    "SPARK_DRIVER_SELECTOR",
+    "PODS",
+    "WatchedKind",
+    "watched_kinds",
+    "Claim",
+    "claim_of",
+    "workload_record",
+    "workload_ref",
+    "pod_group_record",
+    "owner_reference",
+    "pod_group_owner",
+    "pod_group_generation",
+]
+
+log = logging.getLogger("admit.controller")
+
+# Shared by every cached plan: a cached plan has no pod templates and no warnings (tuples: nothing can append).
+_NO_TARGETS: Any = ()
+_NO_WARNINGS: Any = ()
+
+JSON = dict[str, Any]
+GroupKey = tuple[str, str]  # (namespace, PodGroup name)
+
+
+#: API coordinates ``(version, plural)`` of the gang workload kinds admit knows, by ``(API group, kind)`` as in
+#: ``admit.families.kinds.RESOLVERS``: each kind's own record (``WorkloadKind.versions``, ``admit/families``).
+KNOWN_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = kinds.WATCHED_RESOURCES
+
+#: Extra label requirement for the Pods the controller watches: Spark driver pods (spark-submit / spark-operator
+#: label ``spark-role``), which own their executors' group.
+SPARK_DRIVER_SELECTOR = "spark-role=driver"
+
+PODS = Resource("", "v1", "pods", "Pod")
+
+
+# ======================================================================================================================
+# What to watch
+# ======================================================================================================================
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedKind:
+    """One workload resource the controller watches: its coordinates and label selector; ``resolver_key`` is its
+    ``(API group, kind)`` key in ``admit.families.kinds.RESOLVERS``."""
+
+    resource: Resource
+    selector: str
+
+    @property
+    def resolver_key(self) -> tuple[str, str]:
+        return (self.resource.group, self.resource.kind)
+
+
+def watched_kinds(config: Config, resolvers: Iterable[tuple[str, str]] | None = None) -> tuple[
+    list[WatchedKind], list[str]
+]:
+    """The workload resources to watch, from the resolver registry (pure).
+
+    Returns ``(kinds, notes)``: ``notes`` names registry kinds without known API coordinates (not watched; their
+    PodGroups are still created at admission and cleaned up only when no pod uses them).
+    """
+    keys = list(kinds.RESOLVERS) if resolvers is None else list(resolvers)
+    selector = f"{config.managed_label}=true"
+    out: list[WatchedKind] = []
+    notes: list[str] = []
+    for group, kind in keys:
+        if (group, kind) == ("", "Pod") or group in config.ignored_api_groups:
+            continue
+        coords = KNOWN_RESOURCES.get((group, kind))
+        if coords is None:
+            notes.append(f"{kind}.{group or 'core'} has a resolver but no known API coordinates; not watched")
+            continue
+        for version, plural in coords:
+            out.append(WatchedKind(Resource(group, version, plural, kind), selector))
+    if ("", "Pod") in keys:
+        out.append(WatchedKind(PODS, f"{selector},{SPARK_DRIVER_SELECTOR}"))
+    return out, notes
+
+
+# ======================================================================================================================
+# ======================================================================================================================
+# Records and claims
+# ======================================================================================================================
+
+_REF_FIELDS = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
+#: Values shared by many objects (a namespace, an apiVersion, a label value): one string object for all of them
+#: (``sys.intern``) instead of one per object as the JSON parser makes them.
+_SHARED_FIELDS = frozenset({"namespace", "creationTimestamp", "apiVersion", "kind"})
+
+
+def _shared(value: Any) -> Any:
+    return sys.intern(value) if isinstance(value, str) and len(value) < 128 else value
+
+
+def _shared_map(values: Any) -> Any:
+    if not isinstance(values, dict):
+        return values
+    return {_shared(k): _shared(v) for k, v in values.items()}
+
+
+def workload_ref(obj: JSON, api_version: str | None = None, kind: str | None = None) -> JSON:
+    """The part of a stored workload that Events, ownerReferences and decisions need: ``{"apiVersion", "kind",
+    "metadata": {name, namespace, uid, resourceVersion, generation, creationTimestamp, deletionTimestamp}}``
+    (absent fields left out). Holds only strings and ints: the cyclic garbage collector does not track it."""
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": _shared(obj.get("apiVersion") or api_version),
+        "kind": _shared(obj.get("kind") or kind),
+        "metadata": {k: (_shared(meta[k]) if k in _SHARED_FIELDS else meta[k])
+                     for k in _REF_FIELDS if meta.get(k) is not None},
+    }
+
+
+def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None, *,
+             backend: str = COSCHEDULING) -> Claim | None:
+    """The claim of a stored workload, computed with the kind's resolver from ``admit.families.kinds.RESOLVERS`` exactly as
+    admission does (operation ``UPDATE``: the object is stored). ``None`` when the object asks for no gang (no
+    ``min-member`` annotation), when no resolver handles its kind, when an operator makes its PodGroup
+    (``plan.create_pod_group`` false), or when it is a child of another gang workload (a Deployment's ReplicaSet,
+    ``children.py``: it carries its parent's annotations but its parent claims the group). The claim keeps no
+    reference into ``obj``; ``ref``: its :func:`workload_ref` when the caller already made it.
+
+    ``backend``: whose claims these are (``"coscheduling"``: this controller's; ``"workload-api"``: the native
+    controller's, ``admit/controller/workload_api.py``). A plan of another backend gives ``None``; invalid
+    annotations give a claim with ``error`` for coscheduling always, for another backend only when the object names
+    it (or it is the default)."""
+    resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
+    if resolver is None or is_child(obj, resource.group, resource.kind):
+        return None
+    obj = obj if obj.get("kind") else dict(obj, apiVersion=resource.api_version, kind=resource.kind)
+    meta = obj.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "")
+    identity = f"{resource.group}/{resource.kind}/{meta.get('name') or ''}"
+    ref = ref if ref is not None else workload_ref(obj, resource.api_version, resource.kind)
+    try:
+        ann = parse_gang_annotations(get_path(obj, ("metadata", "annotations")), config)
+        if ann is None:
+            return None
+        plan = resolver(obj, ann, config, namespace, "UPDATE")
+    except GangError as e:
+        if backend != COSCHEDULING:
+            annotations = get_path(obj, ("metadata", "annotations"))
+            asked = annotations.get(config.backend_key, config.gang_backend) if isinstance(annotations, dict) \
+                else config.gang_backend
+            if asked != backend:
+                return None
+        return Claim(ref, identity, None, error=e.message)
+    if not plan.create_pod_group or plan.backend != backend:  # another backend's gang: admit/backends
+        return None
+    problem = None
+    try:
+        check_plan(plan, config, ann)
+    except GangError as e:
+        problem = e.message
+    slim = dataclasses.replace(plan, targets=_NO_TARGETS, warnings=_NO_WARNINGS, kind=_shared(plan.kind),
+                               api_group=_shared(plan.api_group), namespace=_shared(plan.namespace),
+                               total_field=_shared(plan.total_field), min_resources=_shared_map(plan.min_resources))
+    return Claim(ref, plan.owner if not plan.shared else identity, slim, problem=problem,
+                 explicit=ann.pod_group is not None)
+
+
+def _pod_spec_for_resolver(spec: Any) -> Any:
+    """The fields of a pod spec the resolvers read (``resources.pod_requests``: each container's and init container's
+    name, resources and restartPolicy, the overhead; the schedulerName admission checks)."""
+    if not isinstance(spec, dict):
+        return spec
+    out: JSON = {}
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        if isinstance(containers, list):
+            out[key] = [{_shared(k): (_shared_resources(v) if k == "resources" else _shared(v))
+                         for k, v in c.items() if k in ("name", "resources", "restartPolicy")}
+                        if isinstance(c, dict) else c for c in containers]
+    for key in ("overhead", "schedulerName"):
+        if key in spec:
+            out[key] = _shared_resources(spec[key]) if key == "overhead" else _shared(spec[key])
+    return out
+
+
+def _shared_resources(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return {_shared(k): _shared_map(v) if isinstance(v, dict) else _shared(v) for k, v in value.items()}
+
+
+def resolvable_copy(obj: JSON, config: Config) -> JSON:
+    """A reduced copy of a scalable workload (Deployment, ReplicaSet, StatefulSet) that its resolver turns into the
+    same plan as the whole object: identity, ``ownerReferences`` (``children.is_child``), labels, admit's
+    annotations, the spec's scalars (``replicas``, ``podManagementPolicy``...), and of the pod template its labels
+    and the requests of its containers. The admission path checks a ``*/scale`` request against it without reading
+    the workload (``cacheview.ControllerView.workload``), at about a tenth of the whole object's memory."""
+    meta = obj.get("metadata") or {}
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    small: JSON = {k: (_shared(meta[k]) if k in _SHARED_FIELDS else meta[k])
+                   for k in (*_REF_FIELDS, "generateName", "ownerReferences") if meta.get(k) is not None}
+    if isinstance(meta.get("labels"), dict):
+        small["labels"] = _shared_map(meta["labels"])
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        small["annotations"] = {_shared(k): v for k, v in annotations.items()
+                                if isinstance(k, str) and k.startswith(prefix)}
+    out: JSON = {"apiVersion": _shared(obj.get("apiVersion")), "kind": _shared(obj.get("kind")), "metadata": small}
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        reduced: JSON = {k: _shared(v) for k, v in spec.items() if not isinstance(v, (dict, list))}
+        template = spec.get("template")
+        if isinstance(template, dict):
+            tmeta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+            reduced["template"] = {"metadata": {"labels": _shared_map(tmeta.get("labels") or {})},
+                                   "spec": _pod_spec_for_resolver(template.get("spec"))}
+        out["spec"] = reduced
+    return out
+
+
+#: Workload kinds whose record keeps a :func:`resolvable_copy` (the parents of ``kinds.SCALABLE``).
+SCALABLE_KINDS = frozenset((group, kind) for group, _, kind in kinds.SCALABLE.values())
+
+
+def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
+    """The record a workload cache keeps for ``obj`` (``WatchCache(transform=...)``): :func:`workload_ref` plus
+    ``"claim"`` (:func:`claim_of`, or ``None``), and for a scalable kind ``"object"``: its :func:`resolvable_copy`
+    as compact JSON ``bytes`` (:func:`resolvable_object` decodes it; read only by ``*/scale`` admissions, so it is
+    kept as one bytes object of about 0.8 KB instead of some thirty dicts, lists and strings of about 3.7 KB: issue
+    16, 20,000 workloads within the chart's 256 MiB); a Pod's record keeps its labels (a Spark driver's executors
+    join the group its label names)."""
+    ref = workload_ref(obj, resource.api_version, resource.kind)
+    record = dict(ref)  # its own outer dict (it also holds the claim); metadata shared with the claim's reference
+    if (resource.group, resource.kind) in SCALABLE_KINDS:
+        record["object"] = _pack(resolvable_copy(obj, config))
+    elif (resource.group, resource.kind) == ("", "Pod"):
+        # A Spark driver pod: its executors join the group its pod-group label names (spark.driver_group).
+        labels = (obj.get("metadata") or {}).get("labels")
+        if isinstance(labels, dict):
+            record["metadata"] = {**ref["metadata"], "labels": _shared_map(labels)}
+    try:
+        record["claim"] = claim_of(obj, resource, config, ref)
+    except Exception as e:  # noqa: BLE001 - a resolver bug on one object must not stop the whole cache
+        log.exception("cannot compute the gang claim of %s %s/%s", resource.kind,
+                      record["metadata"].get("namespace"), record["metadata"].get("name"))
+        identity = f"{resource.group}/{resource.kind}/{record['metadata'].get('name') or ''}"
+        record["claim"] = Claim(ref, identity, None, error=f"internal error in admit ({type(e).__name__})")
+    if WORKLOAD_API in config.allowed_backends:
+        # A workload-api gang's claim, computed once here too: the record does not keep what its resolver reads
+        # (admit/controller/workload_api.py reads ``native_claim`` from the record).
+        try:
+            record["native_claim"] = claim_of(obj, resource, config, ref, backend=WORKLOAD_API)
+        except Exception:  # noqa: BLE001 - as above
+            log.exception("cannot compute the workload-api claim of %s %s/%s", resource.kind,
+                          record["metadata"].get("namespace"), record["metadata"].get("name"))
+            record["native_claim"] = None
+    return record
+
+
+def _pack(obj: JSON) -> bytes:
+    """Compact JSON bytes of exactly their length. Not ``orjson.dumps``: its bytes keep the whole output buffer it
+    grew (measured: 8 KB allocated for a 0.7 KB answer), which is harmless for a response sent at once and was
+    4 KB per cached workload here."""
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def resolvable_object(record: JSON) -> JSON:
+    """The :func:`resolvable_copy` a workload record keeps (decoded from its compact JSON; a new dict each call,
+    the caller may change it), or the record itself for a kind that keeps none."""
+    packed = record.get("object")
+    return loads(packed) if isinstance(packed, (bytes, str)) else record
+
+
+def pod_group_record(obj: JSON, config: Config) -> JSON:
+    """The record a PodGroup cache keeps: what admission (``podgroup.ownership``, ``spec_differs``) and the
+    controller read, without status, managedFields and other controllers' annotations."""
+    meta = obj.get("metadata") or {}
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    small: JSON = {k: meta[k] for k in ("name", "uid", "resourceVersion", "deletionTimestamp") if meta.get(k) is not None}
+    if meta.get("namespace") is not None:
+        small["namespace"] = _shared(meta["namespace"])
+    if isinstance(meta.get("labels"), dict):
+        small["labels"] = _shared_map(meta["labels"])
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        small["annotations"] = {_shared(k): (_shared(v) if len(v) < 16 else v) for k, v in annotations.items()
+                                if isinstance(k, str) and k.startswith(prefix) and isinstance(v, str)}
+    refs = meta.get("ownerReferences")
+    if isinstance(refs, list):
+        small["ownerReferences"] = [
+            {k: (_shared(v) if k in ("apiVersion", "kind") else v) for k, v in r.items()} if isinstance(r, dict) else r
+            for r in refs]
+    record: JSON = {"apiVersion": _shared(obj.get("apiVersion")), "kind": _shared(obj.get("kind")), "metadata": small}
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        record["spec"] = {k: (_shared_map(v) if k == "minResources" else v) for k, v in spec.items()}
+    elif spec is not None:
+        record["spec"] = spec
+    return record

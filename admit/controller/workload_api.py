@@ -1,0 +1,353 @@
+"""The ``workload-api`` side of the controller inside ``admit serve``: adopt, keep in step, clean up the gang's
+scheduling.k8s.io Workload and PodGroup (decisions in ``backends/workload_api/reconcile.py``; DESIGN.md "Garbage-collector race").
+
+It rides on the PodGroup controller (``admit/controller/podgroups.py``): the same gang-workload watch caches (it adds a
+handler to each, after taking what they already hold), the same Lease (it writes only while that replica leads, and
+checks before every write), the same Event recorder and REST client. Its own caches watch the Workloads and
+PodGroups of the served version, managed by admit and not (a Workload the Job controller made, a hand-written one a
+workload names). A small de-duplicating work queue keyed ``(namespace, name)`` runs one reconcile at a time, with
+per-key exponential backoff on API errors; ``resync_period`` re-delivers everything.
+
+A write that the API refuses with 409 (changed since the decision) is decided again on the next event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from typing import Any
+
+from ..observability import metrics
+from .claims import Claim, claim_of
+from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP, Config
+from ..kube.client import KubeError
+from ..eventloop import Pacer
+from .leader import NotLeader
+from .multiindex import MultiIndex
+from ..gang.plan import get_path
+from ..kube.watchcache import Resource, WatchCache, object_key
+from .workqueue import WorkQueue
+from ..backends.workload_api.reconcile import KINDS, NativeAction, decide_native, object_owner
+
+__all__ = ["NativeClaim", "native_claim_of", "NativeGangController", "GangCacheView", "start_native_controller"]
+
+log = logging.getLogger("admit.controller.native")
+JSON = dict[str, Any]
+Key = tuple[str, str]
+WKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a gang workload
+
+
+NativeClaim = Claim
+"""What one stored ``workload-api`` gang workload asks for: the same shape as the PodGroup controller's
+:class:`admit.gang.claim.Claim` (workload reference, identity, plan or ``error``, ``problem``, ``explicit``), which
+``backends.workload_api.reconcile`` reads."""
+
+
+def native_claim_of(obj: JSON, resource: Resource, config: Config) -> NativeClaim | None:
+    """The claim of a stored workload whose gang uses the ``workload-api`` backend: :func:`admit.controller.claims.claim_of`
+    with ``backend="workload-api"`` (``None`` for any other object; an invalid annotation gives a claim with
+    ``error`` only when the object still names the workload-api backend, or that is the default)."""
+    return claim_of(obj, resource, config, backend=WORKLOAD_API)
+
+
+class GangCacheView:
+    """``cache``'s attributes (``get``, ``missing`` of ``controller.PodGroupView``) and ``get_native(kind,
+    namespace, name)`` of the workload-api controller (read by ``backends.ensure``)."""
+
+    def __init__(self, cache: Any, native: "NativeGangController") -> None:
+        self._cache = cache
+        self.get_native = native.get_native
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cache, name)
+
+
+class NativeGangController:
+    """See the module docstring. ``main`` is the running-to-be ``controller.Controller`` (its ``api``,
+    ``settings``, ``workloads`` caches, ``recorder`` and ``is_leader`` are used)."""
+
+    def __init__(self, main: Any) -> None:
+        self.main = main
+        self.config: Config = main.config
+        self.api = main.api
+        s = main.settings
+        version = self.config.workload_api_version
+        self.resources = {
+            "Workload": Resource(WORKLOAD_API_GROUP, version, "workloads", "Workload"),
+            "PodGroup": Resource(WORKLOAD_API_GROUP, version, "podgroups", "PodGroup"),
+        }
+        common: dict[str, Any] = dict(resync_period=s.resync_period, backoff=s.watch_backoff, slow_retry=s.slow_retry)
+        self.managed: dict[str, WatchCache] = {}
+        self.others: dict[str, WatchCache] = {}
+        for kind, resource in self.resources.items():
+            self.managed[kind] = WatchCache(self.api, resource, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}",
+                                            handlers=[self._on_object], **common)
+            self.others[kind] = WatchCache(self.api, resource, label_selector=f"{MANAGED_BY_LABEL}!={MANAGED_BY_VALUE}",
+                                           handlers=[self._on_object], **common)
+        self._claims: dict[WKey, NativeClaim] = {}
+        self._by_group: MultiIndex[Key, WKey] = MultiIndex()
+        self._by_identity: MultiIndex[tuple[str, str], WKey] = MultiIndex()
+        self._queue = WorkQueue()
+        self._task: asyncio.Task | None = None
+        self._leading = False
+        self._unclaimed_since: dict[Key, float] = {}
+        self._failures: dict[Key, int] = {}
+        self._reported: dict[Key, str] = {}
+        #: Actions taken, ``(action kind, object kind, key)``, newest last (tests, debugging).
+        self.actions: list[tuple[str, str, Key]] = []
+        for resource, cache in main.workloads.items():  # what the caches hold already, then every change
+            for obj in cache.items():
+                self._on_workload(resource, "ADDED", obj, None)
+            cache.add_handler(lambda t, o, old, r=resource: self._on_workload(r, t, o, old))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> "NativeGangController":
+        for cache in (*self.managed.values(), *self.others.values()):
+            await cache.start()
+        self._task = asyncio.create_task(self._run(), name="workload-api gang controller")
+        log.info("workload-api gang controller started (%s/%s workloads and podgroups)", WORKLOAD_API_GROUP,
+                 self.config.workload_api_version)
+        return self
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._queue.clear()
+        for cache in (*self.managed.values(), *self.others.values()):
+            await cache.stop()
+
+    def view(self, cache: Any) -> "GangCacheView":
+        """The admission cache for both backends: ``cache`` (the PodGroup controller's view) plus :meth:`get_native`,
+        so that admitting a workload-api gang whose objects are cached, managed and in step costs no API call."""
+        return GangCacheView(cache, self)
+
+    def get_native(self, kind: str, namespace: str, name: str) -> JSON | None:
+        """A cached Workload or PodGroup (managed or not), or ``None``: a dict lookup, never an API call."""
+        return self.managed[kind].get(namespace, name) or self.others[kind].get(namespace, name)
+
+    # ------------------------------------------------------------------ indexes
+
+    def _on_workload(self, resource: Resource, event: str, obj: JSON, old: JSON | None) -> None:
+        ns, name = object_key(obj)
+        wkey = (resource.api_version, resource.kind, ns, name)
+        touched: set[Key] = set()
+        before = self._claims.pop(wkey, None)
+        if before is not None:
+            touched |= self._unindex(wkey, before)
+        if event != "DELETED":
+            # The PodGroup controller's caches keep records (claims.workload_record) with the claim computed once.
+            claim = obj["native_claim"] if "native_claim" in obj else native_claim_of(obj, resource, self.config)
+            if claim is not None:
+                self._claims[wkey] = claim
+                if claim.key is not None:
+                    self._by_group.add(claim.key, wkey)
+                    touched.add(claim.key)
+                self._by_identity.add((ns, claim.identity), wkey)
+        if self._leading:
+            for key in touched:
+                self._queue.add(key)
+
+    def _unindex(self, wkey: WKey, claim: NativeClaim) -> set[Key]:
+        touched: set[Key] = set()
+        if claim.key is not None:
+            self._by_group.discard(claim.key, wkey)
+            touched.add(claim.key)
+        self._by_identity.discard((wkey[2], claim.identity), wkey)
+        return touched
+
+    def _on_object(self, event: str, obj: JSON, old: JSON | None) -> None:
+        if self._leading:
+            self._queue.add(object_key(obj))
+
+    def _objects(self, key: Key) -> dict[str, JSON | None]:
+        return {kind: self.get_native(kind, *key) for kind in KINDS}
+
+    def _claims_for(self, key: Key, objects: dict[str, JSON | None]) -> list[NativeClaim]:
+        wkeys = set(self._by_group.get(key))
+        for obj in objects.values():
+            owner = object_owner(obj, self.config) if obj is not None else None
+            if owner is not None:
+                wkeys |= self._by_identity.get((key[0], owner))
+        return [self._claims[w] for w in sorted(wkeys) if w in self._claims]
+
+    # ------------------------------------------------------------------ the loop
+
+    def _synced(self) -> bool:
+        return all(c.synced for c in (*self.managed.values(), *self.others.values()))
+
+    async def _run(self) -> None:
+        period = max(0.05, min(1.0, self.main.settings.retry_period))
+        while True:
+            leading = self.main.is_leader() and self._synced()
+            if leading and not self._leading:
+                self._leading = True
+                # In list order, giving the loop back every few milliseconds (the queue drops repeats).
+                pacer = Pacer()
+                for key in (*self._by_group, *(k for c in self.managed.values() for k in c.keys())):
+                    self._queue.add(key)
+                    await pacer.tick()
+                log.info("workload-api gang controller leading: %d gang keys queued", len(self._queue))
+            elif not leading and self._leading:
+                self._leading = False
+                self._queue.clear()
+                self._unclaimed_since.clear()
+                self._failures.clear()
+            if not self._leading:
+                await asyncio.sleep(period)
+                continue
+            try:
+                async with asyncio.timeout(period):
+                    key = await self._queue.get()
+            except TimeoutError:
+                continue
+            try:
+                await self._reconcile(key)
+                self._failures.pop(key, None)
+            except NotLeader:
+                pass
+            except KubeError as e:
+                self._retry(key, f"{key[0]}/{key[1]}: {e.message}")
+            except Exception as e:  # noqa: BLE001 - one bad object must not stop the controller
+                log.exception("reconcile of workload-api gang %s/%s failed", *key)
+                self._retry(key, f"{key[0]}/{key[1]}: internal error ({type(e).__name__})")
+            finally:
+                self._queue.done(key)
+
+    def _retry(self, key: Key, why: str) -> None:
+        n = self._failures.get(key, 0) + 1
+        self._failures[key] = n
+        base, maximum = self.main.settings.retry_backoff
+        delay = min(maximum, base * 2 ** (n - 1)) * (0.75 + random.random() / 4)
+        self._report(key, f"workload-api gang {why}; retrying in {delay:.1f}s")
+        self._queue.add_after(key, delay)
+
+    def _report(self, key: Key, message: str) -> bool:
+        if self._reported.get(key) == message:
+            return False
+        self._reported[key] = message
+        log.warning("%s", message)
+        return True
+
+    def _event(self, claim: NativeClaim | None, type_: str, reason: str, action: str, note: str,
+               related: JSON | None = None) -> None:
+        if claim is not None and claim.uid:
+            self.main.recorder.record(claim.workload, type_, reason, action, note, related)
+
+    def _check_leader(self) -> None:
+        if not self.main.is_leader():
+            raise NotLeader()
+
+    async def _reconcile(self, key: Key) -> None:
+        objects = self._objects(key)
+        claims = self._claims_for(key, objects)
+        now = time.monotonic()
+        actions = decide_native(key, objects, claims, self.config, now=now,
+                                unclaimed_since=self._unclaimed_since.get(key),
+                                grace=self.main.settings.orphan_grace_period)
+        if any(a.unclaimed for a in actions):
+            self._unclaimed_since.setdefault(key, now)
+        else:
+            self._unclaimed_since.pop(key, None)
+        for c in claims:
+            if c.problem and self._report(key, f"{c.ref}: {c.problem}"):
+                self._event(c, "Warning", "GangBelowMinMember", "Reconcile", c.problem)
+        if not any(a.kind in ("delete", "wait", "immutable", "priority") for a in actions) and not any(
+                c.problem for c in claims):
+            self._reported.pop(key, None)
+        for action in actions:
+            self.actions.append((action.kind, action.object_kind, key))
+            await self._do(key, action)
+
+    async def _do(self, key: Key, action: NativeAction) -> None:
+        ns, name = key
+        what = f"{action.object_kind} {ns}/{name}"
+        resource = self.resources.get(action.object_kind)
+        if action.kind == "wait":
+            self._queue.add_after(key, action.delay)
+            return
+        if action.kind in ("conflict", "invalid", "foreign", "immutable", "priority"):
+            if self._report(key, action.message):
+                reason = {"conflict": "WorkloadConflict", "invalid": "InvalidGangAnnotation",
+                          "foreign": "WorkloadNotManaged", "immutable": "GangSizeImmutable",
+                          "priority": "GangPriorityImmutable"}[action.kind]
+                self._event(action.claim, "Warning", reason, "Reconcile", action.message)
+            return
+        if resource is None or action.kind == "none":
+            return
+        if action.kind == "delete":
+            if action.object_kind == "PodGroup" and await self._pods_using(key):
+                self._queue.add_after(key, self.main.settings.orphan_grace_period)
+                return
+            await self._delete(resource, key, action.uid)
+            log.info("deleted %s: %s", what, action.message)
+            metrics.native_gang(action.object_kind, "orphan_deleted")
+            return
+        if action.kind == "create":
+            self._check_leader()
+            try:
+                created = await self.api.request("POST", resource.path(ns), body=action.body)
+            except KubeError as e:
+                if e.status == 409:  # our cache is behind: its event brings the key back
+                    self._queue.add_after(key, 0.05)
+                    return
+                raise
+            log.info("created %s for %s (%s)", what, action.claim.ref, ", ".join(action.changes))
+            metrics.native_gang(action.object_kind, "created")
+            self._event(action.claim, "Normal", f"{action.object_kind}Created", "Create",
+                        f"created {what} ({', '.join(action.changes)}); owned by this {action.claim.kind}",
+                        related=created)
+            return
+        self._check_leader()  # patch: adopt and/or minCount (v1beta1)
+        try:
+            patched = await self.api.request("PATCH", resource.path(ns, name), body=action.ops,
+                                             content_type="application/json-patch+json")
+        except KubeError as e:
+            if e.status in (404, 409, 422):  # gone or changed since the decision: decide again
+                self._queue.add_after(key, 0.05)
+                return
+            raise
+        if action.adopt:
+            log.info("adopted %s: owner %s uid %s", what, action.claim.ref, action.claim.uid)
+            metrics.native_gang(action.object_kind, "adopted")
+            self._event(action.claim, "Normal", f"{action.object_kind}Adopted", "Adopt",
+                        f"{what} is now owned by this {action.claim.kind}: the garbage collector deletes it with the "
+                        f"{action.claim.kind}", related=patched)
+        if action.changes:
+            log.info("updated %s for %s: %s", what, action.claim.ref, "; ".join(action.changes))
+            metrics.native_gang(action.object_kind, "patched")
+
+    async def _delete(self, resource: Resource, key: Key, uid: str | None) -> None:
+        body: JSON = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        self._check_leader()
+        try:
+            await self.api.request("DELETE", resource.path(*key), body=body)
+        except KubeError as e:
+            if e.status not in (404, 409):
+                raise
+
+    async def _pods_using(self, key: Key) -> int:
+        """Live pods in the namespace whose ``spec.schedulingGroup.podGroupName`` names the gang (one list; pods
+        have no field selector for it)."""
+        doc = await self.api.request("GET", Resource("", "v1", "pods", "Pod").path(key[0]), query=[("limit", "500")])
+        return sum(1 for pod in doc.get("items") or []
+                   if get_path(pod, ("spec", "schedulingGroup", "podGroupName")) == key[1]
+                   and not get_path(pod, ("metadata", "deletionTimestamp"))
+                   and get_path(pod, ("status", "phase")) not in ("Succeeded", "Failed"))
+
+
+async def start_native_controller(main: Any) -> NativeGangController | None:
+    """Start the workload-api gang controller beside ``main`` (a started ``controller.Controller``) when the
+    ``workload-api`` backend is enabled and served; ``None`` otherwise."""
+    config = main.config
+    if WORKLOAD_API not in config.allowed_backends or not config.workload_api_version:
+        return None
+    return await NativeGangController(main).start()

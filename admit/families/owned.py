@@ -1,0 +1,131 @@
+"""The fields admit owns: the only places in a user's object that its mutating webhook adds, replaces or removes.
+
+Everything else in an object (labels, annotations and fields the user, an operator or another webhook wrote) passes
+through ``/mutate`` unchanged: ``admit.gang.patch`` adds or replaces only these keys, one operation per key, and never
+rewrites a map or list it found. The invariant tests (``tests/families/test_invariants.py``, ``docs/invariants.md``) check
+both halves for every kind of ``admit.families.kinds.RESOLVERS``: every leaf the user wrote survives except these, and every
+operation admit sends writes only these.
+
+A field is a key-path pattern (:class:`OwnedField`): ``"*"`` stands for any one step (a map key or a list index),
+``{name}`` for a key that depends on the configuration (:func:`resolved`). An *anchored* pattern starts at the object
+root; an unanchored one may start at any depth (a pod template inside a Deployment, a JobSet's list of
+replicatedJobs, a Kubeflow replica, a Pod itself). Everything under an owned field is owned too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ..config import Config
+from .lws import group_spec_key
+from .trainer import PATCH_MANAGER
+
+__all__ = ["OwnedField", "OWNED_FIELDS", "resolved", "owner_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedField:
+    """One field admit owns.
+
+    Attributes:
+        path: key-path pattern (``("metadata", "labels", "{pod_group_label}")``); ``"*"`` matches any one step.
+        anchored: the pattern starts at the object root (else at any depth).
+        why: what the field is for and the rule that makes it admit's (for readers and test failure messages).
+        item: ``(key, value)`` that marks a list item as admit's when the pattern's last step is a list index
+            (``("manager", "gang.admit.dev")`` for Trainer's ``runtimePatches``); ``None`` for none.
+    """
+
+    path: tuple[str, ...]
+    anchored: bool
+    why: str
+    item: tuple[str, str] | None = None
+
+
+OWNED_FIELDS: tuple[OwnedField, ...] = (
+    OwnedField(
+        ("metadata", "labels", "{pod_group_label}"), False,
+        "the pod-group label on pod templates and pods: scheduler-plugins' Coscheduling finds a pod's PodGroup by "
+        "this label (PodGroupLabel, apis/scheduling/v1alpha1/types.go); admit writes the name of the group it "
+        "manages, and copies the other scheduler-plugins generation's label to it (admit.foreign)"),
+    OwnedField(
+        ("spec", "*", "labels", "{pod_group_label}"), True,
+        "the same label on a SparkApplication's spec.driver / spec.executor (the spark-operator copies "
+        "these labels onto the pods it creates)"),
+    OwnedField(
+        ("spec", "schedulerName"), False,
+        "a pod spec's schedulerName, set to the scheduler profile that runs Coscheduling (--scheduler-name) only "
+        "when it is unset or default-scheduler, and back to default-scheduler when a gang moves to the "
+        "workload-api backend; an explicit other scheduler is kept with a warning"),
+    OwnedField(
+        ("spec", "*", "schedulerName"), True,
+        "the same for a SparkApplication's spec.driver / spec.executor"),
+    OwnedField(
+        ("metadata", "labels", "{managed_label}"), True,
+        "the workload's own <prefix>/managed label: the PodGroup controller's label selector (admit.controller)"),
+    OwnedField(
+        ("metadata", "annotations", "{group_spec_annotation}"), False,
+        "<prefix>/group-spec on a LeaderWorkerSet's leader and worker templates: the PodGroup spec each LWS "
+        "group's pods read at creation, without an API call (admit.families.lws)"),
+    OwnedField(
+        ("spec", "schedulingGroup"), False,
+        "a pod spec's schedulingGroup (workload-api backend, KEP-4671/5547): admit sets podGroupName to its "
+        "group, and removes the field it set when the gang annotation goes or the gang moves back to coscheduling"),
+    OwnedField(
+        ("spec", "runtimePatches", "*"), True,
+        "a TrainJob's runtimePatches entry with manager gang.admit.dev: it carries the gang annotations to the "
+        "JobSet Trainer builds (admit.families.trainer); other managers' entries are never touched",
+        item=("manager", "{runtime_patch_manager}")),
+)
+"""Every field admit writes on an admitted object, in one place (module docstring)."""
+
+
+@lru_cache(maxsize=8)
+def resolved(config: Config) -> tuple[OwnedField, ...]:
+    """:data:`OWNED_FIELDS` with the ``{name}`` keys of ``config`` filled in (``pod_group_label``,
+    ``managed_label``, ``group_spec_annotation``, ``runtime_patch_manager``)."""
+    names = {"pod_group_label": config.pod_group_label, "managed_label": config.managed_label,
+             "group_spec_annotation": group_spec_key(config), "runtime_patch_manager": PATCH_MANAGER}
+
+    def fill(step: str) -> str:
+        return names[step[1:-1]] if step.startswith("{") and step.endswith("}") else step
+
+    return tuple(
+        OwnedField(tuple(fill(s) for s in f.path), f.anchored, f.why,
+                   None if f.item is None else (f.item[0], fill(f.item[1])))
+        for f in OWNED_FIELDS
+    )
+
+
+def _at(obj: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        if isinstance(obj, dict):
+            obj = obj.get(step)
+        elif isinstance(obj, list) and str(step).isdigit() and int(step) < len(obj):
+            obj = obj[int(step)]
+        else:
+            return None
+    return obj
+
+
+def owner_of(path: tuple[Any, ...], obj: Any, config: Config) -> OwnedField | None:
+    """The :class:`OwnedField` that makes the value at key ``path`` of ``obj`` admit's, or ``None`` when the user's.
+
+    ``path`` steps are map keys, or list indexes (``int`` or decimal ``str``); ``obj`` is the object the path is read
+    in (for :attr:`OwnedField.item`: the list item must carry the marker there). Not for the hot path: tests and
+    tools.
+    """
+    steps = tuple(str(s) for s in path)
+    for f in resolved(config):
+        n = len(f.path)
+        starts = (0,) if f.anchored else range(len(steps) - n + 1)
+        for i in starts:
+            window = steps[i:i + n]
+            if len(window) == n and all(p == "*" or p == s for p, s in zip(f.path, window)):
+                if f.item is None:
+                    return f
+                item = _at(obj, path[:i + n])
+                if isinstance(item, dict) and item.get(f.item[0]) == f.item[1]:
+                    return f
+    return None

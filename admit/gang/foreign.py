@@ -1,0 +1,156 @@
+"""Other systems' group keys: what admit reads from labels and annotations that other gang systems define. Pure.
+
+Users arrive with objects written for another gang system or another API generation. admit reads those keys where
+they say what admit needs (a group name, a group size) and never writes another system's fields (Kueue's
+``schedulingGates``, its labels and annotations stay as they are).
+
+=========================================  ====================================  =====================================
+key                                        where                                 what admit does
+=========================================  ====================================  =====================================
+``pod-group.scheduling.sigs.k8s.io``       pod / template label                  scheduler-plugins before v0.25.7
+                                                                                 (API group ``scheduling.sigs.k8s.io``).
+                                                                                 Copied to the configured label, with a
+                                                                                 warning; a disagreeing pair is warned.
+``scheduling.x-k8s.io/pod-group``          pod / template label                  the same, the other way round, when
+                                                                                 admit runs with
+                                                                                 ``--pod-group-api scheduling.sigs.k8s.io``
+``kueue.x-k8s.io/pod-group-name``          pod label (Kueue plain-pod groups)    the PodGroup name of a bare pod with
+                                                                                 ``gang.admit.dev/min-member``
+``kueue.x-k8s.io/pod-group-total-count``   pod annotation (same)                 ``auto`` minMember, and the pod count
+                                                                                 checked against an explicit minMember
+``scheduling.k8s.io/group-name``           pod annotation (Volcano)              not read yet; would be the group name
+``scheduling.volcano.sh/group-min-member`` workload annotation (Volcano)         not read yet; would be the size
+=========================================  ====================================  =====================================
+
+Sources: scheduler-plugins ``apis/scheduling/v1alpha1/types.go`` (``PodGroupLabel``; the rename to
+``scheduling.x-k8s.io`` came with v0.25.7); Kueue "Run Plain Pods" (a group of plain pods: label
+``kueue.x-k8s.io/pod-group-name`` and annotation ``kueue.x-k8s.io/pod-group-total-count`` on every member; Kueue gates
+them with ``schedulingGates: [{name: kueue.x-k8s.io/admission}]`` and removes the gate once the group is admitted);
+Volcano ``pkg/apis/scheduling/v1beta1`` (``KubeGroupNameAnnotationKey``, ``VolcanoGroupMinMemberAnnotationKey``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import LEGACY_POD_GROUP_API_GROUP, LEGACY_POD_GROUP_LABEL, POD_GROUP_API_GROUP, POD_GROUP_LABEL, Config
+from .patch import set_keys_ops
+from .plan import PodTarget, get_path
+
+__all__ = [
+    "KUEUE_GROUP_NAME",
+    "KUEUE_TOTAL_COUNT",
+    "VOLCANO_GROUP_NAME",
+    "VOLCANO_MIN_MEMBER",
+    "other_generation_label",
+    "translate_group_labels",
+    "KueueGroup",
+    "kueue_group",
+]
+
+KUEUE_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"  # documented, not read (module docstring)
+VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"  # documented, not read
+
+_GENERATIONS = {
+    POD_GROUP_LABEL: (LEGACY_POD_GROUP_LABEL, "scheduler-plugins releases before v0.25.7", LEGACY_POD_GROUP_API_GROUP),
+    LEGACY_POD_GROUP_LABEL: (POD_GROUP_LABEL, "scheduler-plugins v0.25.7 and later", POD_GROUP_API_GROUP),
+}
+
+
+def other_generation_label(config: Config) -> str | None:
+    """The pod-group label of the other scheduler-plugins API generation, or ``None`` for a custom label."""
+    other = _GENERATIONS.get(config.pod_group_label)
+    return other[0] if other else None
+
+
+def translate_group_labels(obj: dict[str, Any], targets: list[PodTarget], config: Config, what: str) -> tuple[
+    list[dict[str, Any]], list[str], dict[str, Any]
+]:
+    """Copy the other generation's pod-group label to the configured one on every target (pods and templates).
+
+    Returns ``(operations, warnings, translated)``: JSONPatch operations against ``obj``, the warnings, and ``obj``
+    with the operations applied (a shallow-copied path; ``obj`` itself is unchanged) so that later decisions read
+    the translated labels. The other label is kept (a selector may use it). Callers leave out the templates of
+    objects a controller made (``mutate._translate_only``). A target that carries both labels
+    with different values gets a warning: the scheduler reads only the configured one. Immutable targets (a Job's
+    template on UPDATE) are left alone.
+    """
+    other = _GENERATIONS.get(config.pod_group_label)
+    if other is None:
+        return [], [], obj
+    other_label, generation, other_group = other
+    ops: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    out = obj
+    for target in targets:
+        labels = get_path(obj, target.labels)
+        if not isinstance(labels, dict) or other_label not in labels:
+            continue
+        value = labels[other_label]
+        own = labels.get(config.pod_group_label)
+        where = f"{what} {target.where}" if target.where != "pod" else what
+        if own is None:
+            if target.immutable or not isinstance(value, str):
+                continue
+            ops.extend(set_keys_ops(out, target.labels, {config.pod_group_label: value}))
+            out = _with_label(out, target.labels, config.pod_group_label, value)
+            warnings.append(
+                f"{where} carries label {other_label}={value}, the label of {generation}; admit runs against "
+                f"{config.pod_group_group}, so it added {config.pod_group_label}={value}. PodGroup {value} must exist "
+                f"as {config.pod_group_api_version} (a {other_group} PodGroup is not read by this scheduler)"
+            )
+        elif own != value:
+            warnings.append(
+                f"{where} carries {config.pod_group_label}={own} and {other_label}={value}: the scheduler reads only "
+                f"{config.pod_group_label}, so the pod joins PodGroup {own}; remove {other_label} or make them equal"
+            )
+    return ops, warnings, out
+
+
+def _with_label(obj: dict[str, Any], path: tuple[str, ...], key: str, value: str) -> dict[str, Any]:
+    root = dict(obj)
+    node = root
+    for step in path:
+        child = node.get(step)
+        child = dict(child) if isinstance(child, dict) else {}
+        node[step] = child
+        node = child
+    node[key] = value
+    return root
+
+
+@dataclass(slots=True)
+class KueueGroup:
+    """Kueue's plain-pod group keys on one pod.
+
+    Attributes:
+        name: ``kueue.x-k8s.io/pod-group-name`` (``None`` when absent).
+        total_count: ``kueue.x-k8s.io/pod-group-total-count`` as a positive integer, ``None`` when absent or
+            malformed.
+        warnings: what was malformed.
+    """
+
+    name: str | None = None
+    total_count: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def kueue_group(pod: dict[str, Any]) -> KueueGroup | None:
+    """Kueue's plain-pod group of ``pod``, or ``None`` when the pod carries no Kueue group label."""
+    labels = get_path(pod, ("metadata", "labels"))
+    name = labels.get(KUEUE_GROUP_NAME) if isinstance(labels, dict) else None
+    if not isinstance(name, str) or not name:
+        return None
+    group = KueueGroup(name=name)
+    annotations = get_path(pod, ("metadata", "annotations"))
+    raw = annotations.get(KUEUE_TOTAL_COUNT) if isinstance(annotations, dict) else None
+    if raw is not None:
+        text = str(raw).strip()
+        if text.isdigit() and int(text) >= 1:
+            group.total_count = int(text)
+        else:
+            group.warnings.append(f"annotation {KUEUE_TOTAL_COUNT}={raw!r} is not a positive integer; admit ignores it")
+    return group

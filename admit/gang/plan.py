@@ -1,0 +1,493 @@
+"""The gang plan: what admit decides about one workload, independent of its kind.
+
+A :class:`GangPlan` is the pure result of reading a workload (Deployment, Job, TFJob, SparkApplication, Pod ...)
+and its ``gang.admit.dev/*`` annotations: the PodGroup name, ``minMember``, ``minResources``,
+``scheduleTimeoutSeconds``, how many pods the workload runs, and where its pod templates are (so the mutating
+webhook can label them). Kind-specific resolvers live in ``admit/families/`` (``apps.py``: the built-in kinds;
+``kubeflow.py``, ``spark.py``, ``jobset.py``, ``lws.py``, ``ray.py``, ``trainer.py``); ``kinds.py`` maps (API group,
+kind) to a resolver.
+
+Rules and their sources:
+
+- PodGroup name = pod label value (scheduler-plugins ``PodGroupLabel``), so it must be a valid label value
+  (at most 63 characters, Kubernetes "Labels and Selectors") and a valid object name (DNS-1123 subdomain):
+  both hold for ``[a-z0-9]([-a-z0-9.]*[a-z0-9])?`` up to 63 characters.
+- Default name = the workload's own name (the Kubeflow training-operator's convention). An object created with
+  ``generateName`` only gets its name from kube-apiserver after the mutating webhooks and before the validating
+  ones (``rest.BeforeCreate`` runs inside the store's create, between the two admission phases): the mutating phase
+  names the group once (:func:`generated_group_name`) and writes it into the templates as the pod-group label, and
+  every later reader takes the label (:func:`choose_group_name` prefers it), so both phases, the controller and
+  ``admit review`` agree and the PodGroup is the one the pods point at.
+- ``gang.admit.dev/schedule-timeout-seconds`` is 1..900: kube-scheduler caps a Permit wait at 15 minutes
+  (``maxTimeout`` in ``pkg/scheduler/framework/runtime/framework.go``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..config import GANG_BACKENDS, Config
+from ..echo import clip
+
+__all__ = [
+    "GangError",
+    "NoNameYet",
+    "generated_group_name",
+    "GangAnnotations",
+    "PodTarget",
+    "Wave",
+    "GangPlan",
+    "parse_gang_annotations",
+    "check_group_name",
+    "choose_group_name",
+    "int_field",
+    "Resolver",
+]
+
+MAX_TIMEOUT_SECONDS = 900
+MAX_MIN_MEMBER = 2**31 - 1  # PodGroup spec.minMember is an int32
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_INT_RE = re.compile(r"^[0-9]{1,12}$")  # ASCII digits only (str.isdigit() also takes "²"); 12 bound int()'s work
+
+
+class GangError(Exception):
+    """A workload admit must refuse: malformed annotation, replicas below minMember, a deadlocking shape.
+
+    Attributes:
+        message: text for the user; names the object, the numbers and the fix.
+        code: HTTP status code for the AdmissionReview ``status.code`` (400 malformed input, 403 policy).
+    """
+
+    def __init__(self, message: str, code: int = 403) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class NoNameYet(GangError):
+    """The object has only ``metadata.generateName`` and nothing names its group (no label, no annotation).
+
+    Raised by :func:`choose_group_name`. The mutating phase catches it and names the group with
+    :func:`generated_group_name`; anywhere else it is a refusal (code 400) that points to the annotation.
+
+    Attributes:
+        generate_name: the object's ``metadata.generateName``.
+    """
+
+    def __init__(self, message: str, generate_name: str) -> None:
+        super().__init__(message, 400)
+        self.generate_name = generate_name
+
+
+#: Characters kube-apiserver uses for the random suffix of generated names (``k8s.io/apiserver/pkg/storage/names``
+#: ``SimpleNameGenerator``, via ``k8s.io/apimachinery/pkg/util/rand.String``: no vowels, no confusable digits).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_SUFFIX_LEN = 5
+
+
+def generated_group_name(generate_name: str, seed: str) -> str:
+    """The PodGroup name for an object created with ``generateName``: the prefix (cut to 58 characters, as
+    kube-apiserver cuts it) plus 5 characters derived from ``seed`` (the AdmissionReview ``request.uid``), in the
+    alphabet kube-apiserver uses for generated names. The same seed gives the same name; the result may still be
+    an invalid name when the prefix is (``choose_group_name`` checks it)."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    suffix = "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:_SUFFIX_LEN])
+    return generate_name[: 63 - _SUFFIX_LEN] + suffix
+
+
+@dataclass(frozen=True, slots=True)
+class GangAnnotations:
+    """Parsed ``gang.admit.dev/*`` annotations of one object.
+
+    Attributes:
+        min_member: the annotated minMember, or ``None`` for ``auto`` (derived from the workload).
+        schedule_timeout_seconds: PodGroup ``spec.scheduleTimeoutSeconds`` (seconds, 1..900), or ``None``.
+        min_resources: ``True`` for ``auto`` (the default: compute ``spec.minResources``), ``False`` for ``none``.
+        pod_group: explicit PodGroup name, or ``None`` for the default.
+        backend: ``<prefix>/backend`` (``"coscheduling"`` or ``"workload-api"``), or ``None`` for the configured one.
+    """
+
+    min_member: int | None
+    schedule_timeout_seconds: int | None = None
+    min_resources: bool = True
+    pod_group: str | None = None
+    backend: str | None = None
+
+
+def not_a_string_message(key: str, value: Any) -> str:
+    """The refusal of an annotation whose value is not a string (``min-member: 3`` written unquoted in YAML).
+
+    ``metadata.annotations`` is ``map[string]string`` (ObjectMeta, k8s.io/apimachinery ``types.go``): kube-apiserver
+    refuses such a manifest while decoding it ("json: cannot unmarshal number into Go struct field
+    ObjectMeta.metadata.annotations of type string"), before any webhook; admit only meets it in ``admit review``
+    or from a client that skipped the decode. The message names the fix: quote the value.
+    """
+    shown = clip(value)  # bounded: reprlib cuts a long number or a nested value
+    got = f"got {type(value).__name__} {shown}"
+    if isinstance(value, bool):
+        fix = f'quote it: {key}: "{shown.lower()}"'
+    elif isinstance(value, (int, float)):
+        fix = f'quote it: {key}: "{shown}"'
+    else:
+        fix = "write it as one quoted string"
+    return (f"annotation {key} must be a string, {got}: {fix}. Annotation values are strings (metadata.annotations "
+            "is a map of strings), and kube-apiserver refuses a manifest with an unquoted number or boolean there "
+            "before any webhook sees it")
+
+
+def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -> GangAnnotations | None:
+    """Read the gang annotations; ``None`` when ``<prefix>/min-member`` is absent (gang scheduling is off).
+
+    Raises:
+        GangError (code 400): a value is malformed; the message names the annotation and the accepted values.
+    """
+    if not annotations or not isinstance(annotations, dict):
+        return None
+    raw = annotations.get(config.min_member_key)
+    if raw is None:
+        return None
+    for key in (config.min_member_key, config.timeout_key, config.min_resources_key, config.pod_group_key):
+        value = annotations.get(key)
+        if value is not None and not isinstance(value, str):
+            raise GangError(not_a_string_message(key, value), 400)
+    mm_text = str(raw).strip()
+    if mm_text.lower() == "auto":
+        min_member = None
+    elif _INT_RE.match(mm_text) and 1 <= int(mm_text) <= MAX_MIN_MEMBER:
+        min_member = int(mm_text)
+    else:
+        raise GangError(
+            f'annotation {config.min_member_key}={clip(raw)} is invalid: use a positive integer (at most '
+            f'{MAX_MIN_MEMBER}, PodGroup minMember is an int32) or "auto"',
+            400,
+        )
+    timeout = None
+    raw_t = annotations.get(config.timeout_key)
+    if raw_t is not None:
+        t_text = str(raw_t).strip()
+        if not _INT_RE.match(t_text) or not 1 <= int(t_text) <= MAX_TIMEOUT_SECONDS:
+            raise GangError(
+                f'annotation {config.timeout_key}={clip(raw_t)} is invalid: use an integer number of seconds from 1 to '
+                f"{MAX_TIMEOUT_SECONDS} (kube-scheduler waits at most 15 minutes for a gang)",
+                400,
+            )
+        timeout = int(t_text)
+    min_resources = True
+    raw_r = annotations.get(config.min_resources_key)
+    if raw_r is not None:
+        r_text = str(raw_r).strip().lower()
+        if r_text not in ("auto", "none"):
+            raise GangError(
+                f'annotation {config.min_resources_key}={clip(raw_r)} is invalid: use "auto" or "none"', 400
+            )
+        min_resources = r_text == "auto"
+    pod_group = None
+    raw_g = annotations.get(config.pod_group_key)
+    if raw_g is not None:
+        pod_group = str(raw_g)
+        problem = check_group_name(pod_group)
+        if problem:
+            raise GangError(f'annotation {config.pod_group_key}={clip(raw_g)} is invalid: {problem}', 400)
+    backend = None
+    raw_b = annotations.get(config.backend_key)
+    if raw_b is not None:
+        backend = str(raw_b).strip().lower()
+        if backend not in GANG_BACKENDS:
+            raise GangError(
+                f'annotation {config.backend_key}={clip(raw_b)} is invalid: use "coscheduling" (scheduler-plugins '
+                'PodGroup) or "workload-api" (Kubernetes\' native Workload and PodGroup, scheduling.k8s.io)',
+                400,
+            )
+    return GangAnnotations(min_member, timeout, min_resources, pod_group, backend)
+
+
+KNOWN_ANNOTATIONS = (
+    "min-member", "schedule-timeout-seconds", "min-resources", "pod-group", "spark-executors",
+    "spark-executor-resources", "owner", "group-spec", "backend",
+)
+
+
+def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
+    """Warnings for annotations admit ignores although they were meant for it, each naming the key admit reads:
+
+    - under admit's prefix but unknown (typos such as ``minmember`` or ``min-resource``);
+    - a known name under a misspelt or mis-cased prefix (``gang.admit.io/min-member``,
+      ``Gang.Admit.dev/min-member``: annotation keys are case-sensitive).
+
+    Empty when there are none (the common case: one pass over the keys, no allocation).
+    """
+    if not isinstance(annotations, dict):
+        return []
+    base = config.annotation_prefix.rstrip("/")
+    prefix = base + "/"
+    warnings = []
+    for key in annotations:
+        if not isinstance(key, str):
+            continue
+        if key.startswith(prefix):
+            if key[len(prefix):] not in KNOWN_ANNOTATIONS:
+                close = difflib.get_close_matches(key[len(prefix):][:64], KNOWN_ANNOTATIONS, n=1, cutoff=0.6)
+                hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+                warnings.append(f"annotation {key[:320]} is not one of admit's and is ignored{hint}")
+            continue
+        other, sep, name = key.rpartition("/")
+        if sep and name.lower() in KNOWN_ANNOTATIONS and other != base and (
+            other.lower() == base.lower() or difflib.SequenceMatcher(None, other.lower()[:64], base).ratio() >= 0.75
+        ):
+            warnings.append(f"annotation {key[:320]} is ignored: admit reads {prefix}{name.lower()} (annotation keys "
+                            "are case-sensitive; the prefix is set by --annotation-prefix)")
+    return warnings
+
+
+def template_annotation_warnings(obj: Any, config: Config) -> list[str]:
+    """Warnings for gang annotations put on a pod template (``spec.template``, a Kubeflow replica's ``template``)
+    of a workload that does not carry them itself: admit reads them from the workload's own
+    ``metadata.annotations`` only, so they have no effect there."""
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    templates: list[tuple[str, Any]] = [("spec.template", spec.get("template"))]
+    for key, replicas in spec.items():
+        if isinstance(key, str) and key.endswith("ReplicaSpecs") and isinstance(replicas, dict):
+            templates.extend((f"spec.{key}.{rtype}.template", r.get("template"))
+                             for rtype, r in list(replicas.items())[:16] if isinstance(r, dict))
+    warnings = []
+    for where, template in templates:
+        annotations = get_path(template, ("metadata", "annotations"))
+        if isinstance(annotations, dict) and config.min_member_key in annotations:
+            warnings.append(
+                f"annotation {config.min_member_key} on the pod template ({where[:300]}.metadata.annotations) has no "
+                f"effect: put the {config.annotation_prefix} annotations on the {obj.get('kind', 'workload')}'s own "
+                "metadata.annotations"
+            )
+    return warnings
+
+
+def check_group_name(name: str) -> str | None:
+    """Why ``name`` cannot be a PodGroup name that is also a label value, or ``None`` when it can."""
+    if len(name) > 63:
+        return f"a PodGroup name is also the value of a pod label and must be at most 63 characters (has {len(name)})"
+    if not _NAME_RE.match(name):
+        return (
+            "a PodGroup name must be lowercase letters, digits, '-' or '.', starting and ending with a letter or digit"
+        )
+    return None
+
+
+@dataclass(slots=True)
+class PodTarget:
+    """One place in a workload that becomes pods: a pod template, a Spark driver/executor spec, or the Pod itself.
+
+    Attributes:
+        labels: key path from the object root to the pod labels map, e.g. ``("spec", "template", "metadata",
+            "labels")``; ``("spec", "driver", "labels")`` for a SparkApplication.
+        scheduler: key path to the pod's ``schedulerName``.
+        where: human name for messages (``"pod template"``, ``"replica type Worker"``).
+        immutable: the template may not change on this request (Job ``spec.template`` on UPDATE); admit warns
+            instead of patching.
+        group_label: put the pod-group label on this template (``False`` where one template makes pods of several
+            groups, e.g. a LeaderWorkerSet's: its pods get the label one by one at pod creation).
+        annotations: key path to the template's annotations map, where :attr:`GangPlan.template_annotations` go
+            (``None``: none).
+    """
+
+    labels: tuple[str, ...]
+    scheduler: tuple[str, ...]
+    where: str = "pod template"
+    immutable: bool = False
+    group_label: bool = True
+    annotations: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Wave:
+    """Pods a workload starts on their own after its first pods, with none of those still running.
+
+    kube-scheduler's pod informer drops finished pods (field selector ``status.phase!=Succeeded,status.phase!=Failed``,
+    ``newPodInformer`` in kubernetes ``pkg/scheduler/scheduler.go``), so Coscheduling counts only the pods of a wave:
+    a wave smaller than minMember never passes PreFilter ("cannot find enough sibling pods", scheduler-plugins
+    ``pkg/coscheduling/core/core.go``) and waits forever.
+
+    Attributes:
+        size: pods in that wave (>= 1).
+        why: where it comes from, naming the fields and numbers (``"spec.completions=5 run 4 at a time ..."``).
+        fix: what to change so every wave reaches minMember (``"set spec.completions to a multiple of 4"``).
+    """
+
+    size: int
+    why: str
+    fix: str
+
+
+@dataclass(slots=True)
+class GangPlan:
+    """Everything admit needs to mutate, validate and create the PodGroup for one gang workload.
+
+    Attributes:
+        kind / api_group / name / namespace: the workload (``name`` may be ``""`` for a Pod with generateName).
+        owner: stable identity ``"<group>/<Kind>/<name>"`` (``"apps/Deployment/web"``, ``"/Pod/x"``) recorded on
+            the PodGroup so a second workload cannot take the same group by accident.
+        group_name: PodGroup name = value of the pod-group label.
+        min_member: PodGroup ``spec.minMember`` (>= 1).
+        total_pods: pods the workload runs at once (replicas, parallelism, summed replicas), or ``None`` if unknown.
+        total_field: where ``total_pods`` comes from, for messages (``"spec.replicas"``).
+        min_resources: PodGroup ``spec.minResources`` (ResourceList) or ``None``.
+        schedule_timeout_seconds: PodGroup ``spec.scheduleTimeoutSeconds`` or ``None``.
+        targets: pod templates to label.
+        warnings: admission warnings found while resolving.
+        mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
+        create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
+        shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
+        backend: which gang objects and pod fields the plan becomes: ``"coscheduling"`` (PodGroup
+            scheduling.x-k8s.io, pod label + schedulerName) or ``"workload-api"`` (Workload + PodGroup
+            scheduling.k8s.io, pod ``spec.schedulingGroup``); set by ``backends.with_backend``.
+        size_known: ``min_member`` was given (annotation, or a group size another system wrote), not defaulted; a
+            shared group's members whose sizes are known and differ get a warning.
+        last_wave: the fewest pods the workload may later start on their own, when fewer than ``total_pods`` (a
+            Job's last wave, a retried index), else ``None``; see :class:`Wave`.
+        template_annotations: annotations admit writes on every target that has an ``annotations`` path (e.g. the
+            group spec a LeaderWorkerSet's pods carry, ``admit.families.lws``); removed again when the gang
+            annotation is removed.
+        extra_ops: further JSONPatch operations on the workload itself, computed by its family against the object
+            (e.g. the TrainJob runtime patch of ``admit.families.trainer``); never undone by admit.
+        native_priority: what the gang's native Workload template and PodGroup copy from its pods
+            (``{"priorityClassName": str, "preemptionPolicy": str}``, each key only when the pods set it; the
+            ``workload-api`` backend, ``backends.workload_api.gang_priority``).
+    """
+
+    kind: str
+    api_group: str
+    name: str
+    namespace: str
+    group_name: str
+    min_member: int
+    total_pods: int | None
+    total_field: str
+    min_resources: dict[str, str] | None = None
+    schedule_timeout_seconds: int | None = None
+    targets: list[PodTarget] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    mutate: bool = True
+    create_pod_group: bool = True
+    shared: bool = False
+    backend: str = "coscheduling"
+    size_known: bool = True
+    last_wave: "Wave | None" = None
+    template_annotations: dict[str, str] = field(default_factory=dict)
+    extra_ops: list[dict[str, Any]] = field(default_factory=list)
+    native_priority: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def owner(self) -> str:
+        """``"<group>/<Kind>/<name>"`` (``"<group>/<Kind>"`` when ``shared``), stored on the PodGroup."""
+        if self.shared:
+            return f"{self.api_group}/{self.kind}"
+        return f"{self.api_group}/{self.kind}/{self.name}"
+
+    @property
+    def ref(self) -> str:
+        """``"Deployment team-a/web"`` for messages."""
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+    def pod_group_spec(self) -> dict[str, Any]:
+        """The PodGroup ``spec`` (``minMember``, optional ``minResources``, optional ``scheduleTimeoutSeconds``)."""
+        spec: dict[str, Any] = {"minMember": self.min_member}
+        if self.min_resources:
+            spec["minResources"] = dict(self.min_resources)
+        if self.schedule_timeout_seconds is not None:
+            spec["scheduleTimeoutSeconds"] = self.schedule_timeout_seconds
+        return spec
+
+
+Resolver = Callable[[dict[str, Any], GangAnnotations, Config, str, str], GangPlan]
+"""``resolver(obj, annotations, config, namespace, operation) -> GangPlan``; raises :class:`GangError`."""
+
+
+def get_path(obj: Any, path: tuple[str, ...]) -> Any:
+    """The value at key ``path`` in nested dicts, or ``None`` where any step is missing or not a dict.
+
+    A step into a list is its index as a decimal string (``("spec", "replicatedJobs", "0", "template")``), as in
+    a JSON Pointer."""
+    for key in path:
+        if isinstance(obj, dict):
+            obj = obj.get(key)
+        elif isinstance(obj, list) and key.isdigit() and int(key) < len(obj):
+            obj = obj[int(key)]
+        else:
+            return None
+    return obj
+
+
+def int_field(obj: dict[str, Any], path: tuple[str, ...], default: int | None, what: str) -> int | None:
+    """An integer field at ``path`` (``default`` when absent).
+
+    Kubernetes' counts (``replicas``, ``parallelism``, ``completions``, Kubeflow ``replicas``) are int32, so a larger
+    number is refused too: it could never be stored, and it would make the arithmetic on it unbounded.
+
+    Raises:
+        GangError (code 400): present but not an integer from 0 to 2147483647; the message names ``what``.
+    """
+    value = get_path(obj, path)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MIN_MEMBER:
+        raise GangError(
+            f"{what} must be a non-negative integer (at most {MAX_MIN_MEMBER}, an int32), got {clip(value)}", 400
+        )
+    return value
+
+
+def choose_group_name(
+    obj: dict[str, Any], ann: GangAnnotations, targets: list[PodTarget], config: Config, kind: str, default: str
+) -> str:
+    """PodGroup name: the annotation, else a pod-group label already on the templates, else ``default``.
+
+    Raises:
+        NoNameYet (code 400): ``default`` is empty and the object has ``generateName`` (see :func:`generated_group_name`).
+        GangError (code 400): templates carry different group labels, a template label contradicts the annotation,
+            or the chosen name is not a valid label value / object name (the message points to the annotation).
+    """
+    values = [get_path(obj, t.labels + (config.pod_group_label,)) for t in targets]
+    for value in values:
+        if value is not None and not isinstance(value, str):  # labels are map[string]string (ObjectMeta)
+            raise GangError(f"{kind} label {config.pod_group_label} must be a string, got {clip(value)}", 400)
+    existing = {v for v in values if v is not None}
+    if len(existing) > 1:
+        raise GangError(
+            f"{kind} pod templates carry different {config.pod_group_label} labels "
+            f"({', '.join(sorted(clip(v) for v in existing))});"
+            " a gang workload has one PodGroup: remove the labels or make them equal",
+            400,
+        )
+    label = next(iter(existing)) if existing else None
+    if ann.pod_group is not None:
+        if label is not None and label != ann.pod_group:
+            raise GangError(
+                f'{kind} pod template label {config.pod_group_label}={clip(label)} contradicts annotation '
+                f'{config.pod_group_key}={clip(ann.pod_group)}: remove the label or make them equal',
+                400,
+            )
+        return ann.pod_group
+    name = str(label) if label is not None else default
+    generate_name = get_path(obj, ("metadata", "generateName"))
+    if name:
+        problem = check_group_name(name)
+    elif isinstance(generate_name, str) and generate_name:
+        raise NoNameYet(
+            f"{kind} has only generateName {generate_name!r}: admit's mutating webhook names its PodGroup, and it "
+            f"has not labelled the pod templates; set annotation {config.pod_group_key} to a valid name",
+            generate_name,
+        )
+    else:
+        problem = "the object has no metadata.name"
+    if problem:
+        raise GangError(
+            f"cannot use {clip(name)} as the PodGroup name: {problem}; set annotation {config.pod_group_key} to a "
+            "valid name",
+            400,
+        )
+    return name

@@ -1,0 +1,238 @@
+"""Resource requests of a pod and of a gang: the numbers behind PodGroup ``spec.minResources``.
+
+A pod's effective request follows the scheduler's rule: ``PodRequests`` in kubernetes
+``staging/src/k8s.io/component-helpers/resource/helpers.go`` (what NodeResourcesFit and the scheduler cache use; the
+same rule as the Kubernetes docs "Resource Management for Pods and Containers", "Sidecar containers" and "Assign
+Pod-level CPU and memory resources"). Pod templates are not defaulted (only Pods are, ``SetDefaults_Pod`` in
+``pkg/apis/core/v1/defaults.go``), so the defaulting a created pod would get is applied here first:
+
+- each container's request per resource, falling back to its limit when no request is set (``SetDefaults_Pod``);
+- containers (``AggregateContainerRequests``): the sum over regular containers and restartable init containers
+  (sidecars, ``restartPolicy: Always``); the maximum of that sum and each regular init container's request plus
+  the sidecars declared before it;
+- pod-level resources (``spec.resources``, Kubernetes 1.34+, feature PodLevelResources): for the resources pod-level
+  resources support (``IsSupportedPodLevelResource``: ``cpu``, ``memory``, ``hugepages-*``) a pod-level request
+  replaces the containers' aggregate; a pod-level limit without a request defaults the request to the containers'
+  aggregate for cpu/memory when containers request it, else to the limit (``defaultPodRequests``);
+- plus ``spec.overhead`` (RuntimeClass pod overhead), added after the pod-level values.
+
+The Coscheduling plugin compares PodGroup ``minResources`` with the cluster's free capacity before it lets any
+member through (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``CheckClusterResource``), so ``minResources``
+may hold only what node ``allocatable`` holds: devices served through DRA (a DeviceClass's
+``extendedResourceName``, the implicit ``deviceclass.resource.kubernetes.io/<class>``, KEP-5004; ``spec.resourceClaims``)
+are left out (:func:`countable_min_resources`), the admission path learning the DeviceClasses from the controller's
+cache, never from an API call.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from ..echo import clip
+from .quantity import QuantityError, add_resources, format_resources, max_resources, parse_quantity, scale_resources
+
+__all__ = [
+    "container_requests", "pod_requests", "pod_level_supported", "gang_min_resources", "ResourceError",
+    "DEVICE_CLASS_RESOURCE_PREFIX", "device_class_record", "dra_extended_resources", "countable_min_resources",
+    "left_out_warning", "resource_claims_warning",
+]
+
+
+class ResourceError(ValueError):
+    """A resource value in a pod spec that is not a quantity; the message names the container and resource."""
+
+
+def _parse_list(values: Any, where: str) -> dict[str, Fraction]:
+    out: dict[str, Fraction] = {}
+    if values is None:
+        return out
+    if not isinstance(values, dict):  # a ResourceList is a map of resource name to quantity
+        raise ResourceError(f"{where}: must be a map of resource name to quantity, got {clip(values)}")
+    for name, raw in values.items():
+        try:
+            out[name] = parse_quantity(raw)
+        except QuantityError as e:
+            shown = name if isinstance(name, str) and len(name) <= 253 else clip(name)
+            raise ResourceError(f"{where}.{shown}: {e}") from None
+    return out
+
+
+def _containers(pod_spec: dict[str, Any], field: str) -> list[dict[str, Any]]:
+    """``pod_spec[field]`` as a list of container objects (absent: empty).
+
+    Raises:
+        ResourceError: the field is not a list, or an item is not an object (PodSpec ``containers`` is a list of
+            Container objects).
+    """
+    items = pod_spec.get(field)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ResourceError(f"{field} must be a list of containers, got {clip(items)}")
+    for i, c in enumerate(items):
+        if not isinstance(c, dict):
+            raise ResourceError(f"{field}[{i}] must be a container object, got {clip(c)}")
+    return items
+
+
+def _name(c: dict[str, Any]) -> str:
+    name = c.get("name")
+    return clip(name, 63) if not isinstance(name, str) else name[:63] if name else "?"
+
+
+def container_requests(container: dict[str, Any], where: str = "container") -> dict[str, Fraction]:
+    """Requests of one container (``{"cpu": Fraction(cores), "memory": Fraction(bytes)}``), limits as fallback.
+
+    Raises:
+        ResourceError: a request or limit is not a quantity.
+    """
+    res = container.get("resources")
+    if res is None:
+        return {}
+    if not isinstance(res, dict):
+        raise ResourceError(f"{where}: resources must be an object (requests, limits), got {clip(res)}")
+    requests = _parse_list(res.get("requests"), f"{where}: resources.requests")
+    for name, v in _parse_list(res.get("limits"), f"{where}: resources.limits").items():
+        requests.setdefault(name, v)
+    return requests
+
+
+def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
+    """Effective requests of a pod from its ``spec`` (``containers``, ``initContainers``, ``resources``,
+    ``overhead``), as kube-scheduler computes them for the pod created from it (module docstring).
+
+    Returns ``{resource name: Fraction}`` in the resource's unit (cores, bytes, count).
+
+    Raises:
+        ResourceError: a quantity in the spec does not parse.
+    """
+    total: dict[str, Fraction] = {}
+    for c in _containers(pod_spec, "containers"):
+        total = add_resources(total, container_requests(c, f"container {_name(c)}"))
+    sidecars: dict[str, Fraction] = {}
+    init_peak: dict[str, Fraction] = {}
+    for c in _containers(pod_spec, "initContainers"):
+        r = container_requests(c, f"init container {_name(c)}")
+        if c.get("restartPolicy") == "Always":
+            total = add_resources(total, r)
+            sidecars = add_resources(sidecars, r)
+            init_peak = max_resources(init_peak, sidecars)
+        else:
+            init_peak = max_resources(init_peak, add_resources(r, sidecars))
+    total = max_resources(total, init_peak)
+    total = _apply_pod_level(total, pod_spec.get("resources"))
+    overhead = _parse_list(pod_spec.get("overhead"), "spec.overhead")
+    return add_resources(total, overhead)
+
+
+def pod_level_supported(name: str) -> bool:
+    """True for the resources pod-level ``spec.resources`` may set: ``cpu``, ``memory``, ``hugepages-<size>``
+    (``IsSupportedPodLevelResource`` in ``k8s.io/component-helpers/resource``)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _apply_pod_level(containers: dict[str, Fraction], resources: Any) -> dict[str, Fraction]:
+    """The containers' aggregate with pod-level requests (after ``defaultPodRequests``) in place of it."""
+    if not isinstance(resources, dict):
+        return containers
+    requests = {k: v for k, v in _parse_list(resources.get("requests"), "pod-level resources").items()
+                if pod_level_supported(k)}
+    for name, limit in _parse_list(resources.get("limits"), "pod-level resources").items():
+        if name in requests or not pod_level_supported(name):
+            continue
+        if name in ("cpu", "memory") and name in containers:  # overcommittable: the containers' aggregate
+            requests[name] = containers[name]
+        else:
+            requests[name] = limit
+    return {**containers, **requests} if requests else containers
+
+
+def gang_min_resources(pods: list[tuple[dict[str, Any], int]]) -> dict[str, str]:
+    """``minResources`` for a gang: sum of ``count x pod_requests(spec)`` over ``[(pod_spec, count), ...]``.
+
+    Returns a formatted ResourceList (``{"cpu": "3", "memory": "6Gi"}``); empty when no pod requests anything.
+
+    Raises:
+        ResourceError: a quantity in a spec does not parse.
+    """
+    total: dict[str, Fraction] = {}
+    for spec, count in pods:
+        if count > 0:
+            total = add_resources(total, scale_resources(pod_requests(spec), count))
+    return format_resources(total)
+
+
+# ======================================================================================================================
+# What the scheduler can count: devices served through DRA (KEP-5004)
+# ======================================================================================================================
+
+DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""The implicit extended resource of every DeviceClass, ``deviceclass.resource.kubernetes.io/<class name>``
+(KEP-5004 "DRA: Handle extended resource requests via DRA Driver", Kubernetes 1.34 alpha ``DRAExtendedResource``,
+1.36 beta): always served through DRA, never a node's allocatable."""
+
+
+def device_class_record(obj: dict[str, Any]) -> dict[str, Any]:
+    """What admit keeps of a ``resource.k8s.io`` DeviceClass (the controller cache's transform):
+    ``{"metadata": {"name", "resourceVersion"}, "extendedResourceName": str | None}``."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec")
+    name = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+    return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
+            "extendedResourceName": name if isinstance(name, str) and name else None}
+
+
+def dra_extended_resources(device_classes: Any) -> dict[str, str]:
+    """``{extended resource name: DeviceClass name}`` of the DeviceClasses that set ``spec.extendedResourceName``
+    (records of :func:`device_class_record`)."""
+    return {r["extendedResourceName"]: str(r["metadata"]["name"]) for r in device_classes if r["extendedResourceName"]}
+
+
+def countable_min_resources(min_resources: dict[str, str] | None, served: Any) -> tuple[
+    dict[str, str] | None, dict[str, str]
+]:
+    """``(kept, left_out)``: ``min_resources`` without the resources the scheduler's capacity view cannot hold.
+
+    ``served``: ``{extended resource name: DeviceClass name}`` (:func:`dra_extended_resources`). A resource in it,
+    or named with :data:`DEVICE_CLASS_RESOURCE_PREFIX`, is allocated through DRA on the nodes that do not report it
+    as allocatable (KEP-5004: the scheduler's DynamicResources plugin turns the request into a ResourceClaim there).
+    Coscheduling's pre-check compares ``minResources`` with the sum of the nodes' ``allocatable`` minus what pods
+    request (scheduler-plugins ``pkg/coscheduling/core/core.go`` ``CheckClusterResource``), which holds no DRA
+    device, so such a resource in ``minResources`` refuses the gang on every cycle. Left out whether or not some
+    nodes also report it through a device plugin: the pre-check then sees only those nodes' devices, and leaving
+    it out only makes the pre-check weaker, never wrong. ``left_out``: ``{name: DeviceClass (or why)}``; ``kept``
+    is ``None`` when nothing is left.
+    """
+    if not min_resources:
+        return min_resources, {}
+    left_out: dict[str, str] = {}
+    for name in min_resources:
+        if name.startswith(DEVICE_CLASS_RESOURCE_PREFIX):
+            left_out[name] = name[len(DEVICE_CLASS_RESOURCE_PREFIX):]
+        elif name in served:
+            left_out[name] = served[name]
+    if not left_out:
+        return min_resources, {}
+    kept = {k: v for k, v in min_resources.items() if k not in left_out}
+    return kept or None, left_out
+
+
+def left_out_warning(ref: str, left_out: dict[str, str]) -> str:
+    """The warning for resources :func:`countable_min_resources` left out of ``minResources``."""
+    names = ", ".join(f"{name} (DeviceClass {cls})" for name, cls in sorted(left_out.items()))
+    return (f"{ref}: minResources leaves out {names}: served through DRA (DeviceClass extendedResourceName), not "
+            "node allocatable, so Coscheduling's capacity pre-check cannot count it and would refuse the gang on "
+            "every cycle; the scheduler still checks each pod's devices")
+
+
+def resource_claims_warning(ref: str, pod_specs: Any) -> str | None:
+    """A warning when a pod spec of the gang requests devices through ``spec.resourceClaims`` (DRA
+    ResourceClaims / ResourceClaimTemplates): those devices are not in ``minResources`` (no quantity there that a
+    node's allocatable could hold); ``None`` when none does."""
+    for spec in pod_specs:
+        if isinstance(spec, dict) and spec.get("resourceClaims"):
+            return (f"{ref}: devices requested through spec.resourceClaims (DRA) are not in minResources: "
+                    "Coscheduling's capacity pre-check counts node allocatable only; the scheduler still allocates "
+                    "each pod's claims")
+    return None

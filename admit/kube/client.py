@@ -1,0 +1,350 @@
+"""The Kubernetes API calls admission makes, through kubernetes-asyncio: PodGroups and scale parents.
+
+Thin by design: every call takes a deadline (seconds, float), maps errors to :class:`KubeError`, and returns plain
+dicts in the API's JSON shape. Requests (as kube-apiserver's REST API defines them):
+
+- create: ``POST /apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups`` (``?dryRun=All`` for dry runs),
+  201 Created, or 409 AlreadyExists;
+- read: ``GET .../podgroups/{name}`` (404 NotFound -> ``None``);
+- patch: ``PATCH .../podgroups/{name}`` with ``Content-Type: application/json-patch+json`` (RFC 6902);
+- a scale parent: ``GET /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from ..config import Config
+
+__all__ = ["Resource", "KubeError", "AlreadyExists", "Budget", "KubeAPI", "load_api_client", "api_errors", "resolve_proxy_once"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """API coordinates of one resource: ``group`` ("" for core), ``version``, ``plural``, ``kind``, ``namespaced``."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``"apps/v1"``, or ``"v1"`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def label(self) -> str:
+        """``"deployments.apps/v1"`` for logs."""
+        return f"{self.plural}.{self.group}/{self.version}" if self.group else f"{self.plural}/{self.version}"
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """REST path: the collection across namespaces (``namespace=None``), in one namespace, or one object."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None and self.namespaced:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+        return base
+
+
+class KubeError(Exception):
+    """A Kubernetes API call failed.
+
+    Attributes:
+        status: HTTP status (0 for timeouts and connection errors).
+        reason: Kubernetes ``Status.reason`` or a short cause (``"Timeout"``, ``"ConnectionError"``).
+        message: text for logs and admission answers.
+    """
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class AlreadyExists(KubeError):
+    """409 AlreadyExists on create."""
+
+
+class Budget:
+    """One time budget for all the API calls an admission request makes (``Config.api_timeout_seconds``): the
+    webhook must answer within kube-apiserver's ``timeoutSeconds``, however many calls it took.
+
+    ``Budget(seconds)`` starts the clock (monotonic); :meth:`left` is the ``timeout`` (seconds) to give the next call.
+    """
+
+    __slots__ = ("seconds", "deadline")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left for the next call. Raises KubeError(0, "Timeout") once the budget is used up."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise KubeError(0, "Timeout", f"API budget of {self.seconds:.1f}s used up")
+        return remaining
+
+
+def namespace_terminating(error: KubeError) -> bool:
+    """True for the refusal of a create in a namespace that is being deleted: kube-apiserver's NamespaceLifecycle
+    admission plugin answers 403 Forbidden "unable to create new content in namespace X because it is being
+    terminated" (seen on a real control plane when a test namespace was deleted while admit's controller re-created a
+    PodGroup the namespace controller had just removed). Nothing can be created there any more, and everything in the
+    namespace is about to go: not an error worth a retry or a warning."""
+    return error.status == 403 and "because it is being terminated" in error.message
+
+
+def _from_api_exception(e: ApiException, what: str) -> KubeError:
+    reason = e.reason or ""
+    message = ""
+    try:
+        body = json.loads(e.body) if e.body else {}
+        reason = body.get("reason") or reason
+        message = body.get("message") or ""
+    except (ValueError, TypeError, AttributeError):
+        pass
+    cls = AlreadyExists if e.status == 409 and reason == "AlreadyExists" else KubeError
+    return cls(e.status or 0, reason, f"{what}: {e.status} {reason}{': ' + message if message else ''}")
+
+
+@contextlib.contextmanager
+def api_errors(what: str, timeout: float | None = None) -> Iterator[None]:
+    """Map what a kubernetes-asyncio call can raise to :class:`KubeError` (one place for every API caller).
+
+    ``ApiException`` -> its status and Kubernetes ``Status.reason`` (:class:`AlreadyExists` for 409 AlreadyExists);
+    ``TimeoutError`` -> status 0, reason ``Timeout``; aiohttp/OS errors -> status 0, reason ``ConnectionError``.
+    ``what`` (``"create PodGroup ns/x"``) starts each message; ``timeout`` (seconds) is named in timeout messages.
+    """
+    try:
+        yield
+    except ApiException as e:
+        raise _from_api_exception(e, what) from None
+    except TimeoutError:
+        within = f" within {timeout:.1f}s" if timeout is not None else ""
+        raise KubeError(0, "Timeout", f"{what}: no answer from the Kubernetes API{within}") from None
+    except (aiohttp.ClientError, OSError) as e:
+        raise KubeError(0, "ConnectionError", f"{what}: cannot reach the Kubernetes API ({e})") from None
+
+
+class KubeAPI:
+    """PodGroup and workload calls for the admission path.
+
+    Args:
+        api_client: a ``kubernetes_asyncio.client.ApiClient`` (its configuration gives the server and credentials).
+        config: admit's settings (PodGroup API coordinates).
+
+    Every method raises :class:`KubeError` on failure (status 0 for timeouts/connection errors) and
+    :class:`AlreadyExists` for a 409 on create.
+    """
+
+    def __init__(self, api_client: client.ApiClient, config: Config) -> None:
+        self.api_client = api_client
+        self.custom = client.CustomObjectsApi(api_client)
+        self.config = config
+        self.calls = 0
+
+    async def _call(self, what: str, coro_factory: Any, timeout: float) -> Any:
+        self.calls += 1
+        with api_errors(what, timeout):
+            async with asyncio.timeout(timeout):
+                return await coro_factory()
+
+    async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:
+        """POST a PodGroup; returns the stored (or dry-run) object. Raises AlreadyExists on 409."""
+        c = self.config
+        ns = body["metadata"]["namespace"]
+        return await self._call(
+            f"create PodGroup {ns}/{body['metadata']['name']}",
+            lambda: self.custom.create_namespaced_custom_object(
+                c.pod_group_group, c.pod_group_version, ns, c.pod_group_plural, body,
+                dry_run="All" if dry_run else None, _request_timeout=timeout,
+            ),
+            timeout,
+        )
+
+    async def get_pod_group(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+        """GET a PodGroup; ``None`` on 404."""
+        c = self.config
+        try:
+            return await self._call(
+                f"read PodGroup {namespace}/{name}",
+                lambda: self.custom.get_namespaced_custom_object(
+                    c.pod_group_group, c.pod_group_version, namespace, c.pod_group_plural, name,
+                    _request_timeout=timeout,
+                ),
+                timeout,
+            )
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def patch_pod_group(
+        self, namespace: str, name: str, ops: list[dict[str, Any]], dry_run: bool, timeout: float
+    ) -> dict[str, Any]:
+        """PATCH a PodGroup with a JSON patch (``application/json-patch+json``)."""
+        c = self.config
+        return await self._call(
+            f"patch PodGroup {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                c.pod_group_group, c.pod_group_version, namespace, c.pod_group_plural, name, ops,
+                dry_run="All" if dry_run else None, _content_type="application/json-patch+json",
+                _request_timeout=timeout,
+            ),
+            timeout,
+        )
+
+    async def create_object(
+        self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool, timeout: float
+    ) -> dict[str, Any]:
+        """POST a namespaced object of a named API group (the Workload API's ``workloads``/``podgroups``); returns
+        the stored (or dry-run) object. Raises AlreadyExists on 409."""
+        ns = body["metadata"]["namespace"]
+        return await self._call(
+            f"create {body.get('kind', plural)} {ns}/{body['metadata']['name']}",
+            lambda: self.custom.create_namespaced_custom_object(
+                group, version, ns, plural, body, dry_run="All" if dry_run else None, _request_timeout=timeout,
+            ),
+            timeout,
+        )
+
+    async def patch_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, ops: list[dict[str, Any]],
+        dry_run: bool, timeout: float,
+    ) -> dict[str, Any]:
+        """PATCH a namespaced object of a named API group with a JSON patch (``application/json-patch+json``)."""
+        return await self._call(
+            f"patch {plural}.{group} {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                group, version, namespace, plural, name, ops, dry_run="All" if dry_run else None,
+                _content_type="application/json-patch+json", _request_timeout=timeout,
+            ),
+            timeout,
+        )
+
+    async def delete_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, uid: str | None, dry_run: bool,
+        timeout: float,
+    ) -> None:
+        """DELETE a namespaced object of a named API group, with ``preconditions.uid`` when ``uid`` is given (so a
+        newer object of the same name is never deleted); a 404 is success."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if dry_run:
+            body["dryRun"] = ["All"]
+        try:
+            await self._call(
+                f"delete {plural}.{group} {namespace}/{name}",
+                lambda: self.custom.delete_namespaced_custom_object(
+                    group, version, namespace, plural, name, body=body, _request_timeout=timeout,
+                ),
+                timeout,
+            )
+        except KubeError as e:
+            if e.status != 404:
+                raise
+
+    async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+        """GET a Pod as a plain dict (camelCase keys, as the API sends it); ``None`` on 404."""
+        core = client.CoreV1Api(self.api_client)
+        try:
+            pod = await self._call(
+                f"read Pod {namespace}/{name}",
+                lambda: core.read_namespaced_pod(name, namespace, _request_timeout=timeout),
+                timeout,
+            )
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+        return self.api_client.sanitize_for_serialization(pod)
+
+    async def get_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
+    ) -> dict[str, Any] | None:
+        """GET any namespaced object of a named API group (``/apis/{group}/{version}/...``); ``None`` on 404."""
+        try:
+            return await self._call(
+                f"read {plural}.{group} {namespace}/{name}",
+                lambda: self.custom.get_namespaced_custom_object(
+                    group, version, namespace, plural, name, _request_timeout=timeout
+                ),
+                timeout,
+            )
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+
+
+async def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """An ApiClient from ``kubeconfig`` if given, else in-cluster config, else ``~/.kube/config``.
+
+    Raises:
+        kubernetes_asyncio.config.ConfigException: no usable configuration found.
+    """
+    from kubernetes_asyncio import config as kconfig
+
+    configuration = client.Configuration()
+    if kubeconfig:
+        if not os.path.exists(kubeconfig):
+            raise kconfig.ConfigException(f"kubeconfig {kubeconfig} does not exist")
+        await kconfig.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        try:
+            kconfig.load_incluster_config(client_configuration=configuration)
+        except kconfig.ConfigException:
+            default = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+            if not os.path.exists(default):
+                raise kconfig.ConfigException(
+                    f"no Kubernetes API configuration: not running in a pod, and {default} does not exist; pass "
+                    "--kubeconfig FILE, or --api-server URL (e.g. the address of `kubectl proxy`)"
+                ) from None
+            await kconfig.load_kube_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def resolve_proxy_once(api_client: client.ApiClient) -> None:
+    """Look up the proxy for the API server once, instead of on every request.
+
+    kubernetes-asyncio opens its aiohttp session with ``trust_env=True``, so every API call reads the proxy
+    environment and ``~/.netrc`` on a worker thread: about half of the CPU of an admission that makes one API call
+    (docs/performance.md). This resolves ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` for the configured host now
+    (aiohttp's own ``get_env_proxy_for_url``, the rule it would apply per request), sets it as the client's explicit
+    proxy, and turns the per-request lookups off. ``~/.netrc`` is not consulted: kube-apiserver credentials come from
+    the kubeconfig or the service account. A session without the expected attribute is left as it is.
+    """
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    rest = getattr(api_client, "rest_client", None)
+    session = getattr(rest, "pool_manager", None)
+    if rest is None or not hasattr(session, "_trust_env"):
+        return
+    if getattr(rest, "proxy", None) is None:
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(api_client.configuration.host))
+        except LookupError:
+            pass
+        else:
+            rest.proxy = str(proxy)
+            if auth is not None:
+                rest.proxy_headers = {"Proxy-Authorization": auth.encode()}
+    session._trust_env = False

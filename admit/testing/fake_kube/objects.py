@@ -1,0 +1,371 @@
+"""What kube-apiserver does to an object on the way in: label and field selectors, JSON / merge / strategic
+merge patches, validation and normalisation of metadata, time fields.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import re
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import jsonpatch
+
+
+from .errors import ApiError, _bad_request, _invalid
+from .resources import ResourceType, WORKLOAD_API_VERSIONS, _workload_api_errors
+
+JSON = dict[str, Any]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Small helpers: time, selectors, patches, validation
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _now() -> str:
+    """RFC 3339 with seconds precision and ``Z``, like ``metav1.Time``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _query_bool(value: str | None) -> bool:
+    """Kubernetes' query bool conversion: present and not "0"/"false" (any case) means true."""
+    if value is None:
+        return False
+    return not (value == "0" or value.lower() == "false")
+
+
+def _split_top_level(s: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in s:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+_SEL_KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
+_RE_EXISTS = re.compile(rf"^(!?)\s*({_SEL_KEY})$")
+_RE_SET = re.compile(rf"^({_SEL_KEY})\s+(in|notin)\s*\((.*)\)$")
+_RE_CMP = re.compile(rf"^({_SEL_KEY})\s*(==|=|!=|>|<)\s*([-A-Za-z0-9_.]*)$")
+
+Selector = Callable[[dict], bool]
+
+
+def parse_label_selector(text: str | None) -> Selector | None:
+    """Parse a label selector string (``a=b,c!=d,e,!f,g in (x,y),h notin (z),n>3``) into a predicate on a labels dict.
+
+    Follows ``k8s.io/apimachinery/pkg/labels``: ``!=`` and ``notin`` also match objects without the key; ``>``/``<``
+    need the key and integer values. Raises ``ApiError`` 400 on syntax errors.
+    """
+    if not text or not text.strip():
+        return None
+    reqs: list[Selector] = []
+    for part in _split_top_level(text):
+        m = _RE_SET.match(part)
+        if m:
+            key, op, vals = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",") if v.strip()}
+            if op == "in":
+                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) in vs)
+            else:
+                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) not in vs)
+            continue
+        m = _RE_CMP.match(part)
+        if m:
+            key, op, val = m.groups()
+            if op in ("=", "=="):
+                reqs.append(lambda labels, k=key, v=val: labels.get(k) == v)
+            elif op == "!=":
+                reqs.append(lambda labels, k=key, v=val: labels.get(k) != v)
+            else:
+                try:
+                    num = int(val)
+                except ValueError:
+                    raise _bad_request(f"unable to parse requirement: {part!r}: value must be an integer") from None
+
+                def cmp(labels: dict, k: str = key, n: int = num, gt: bool = op == ">") -> bool:
+                    try:
+                        have = int(labels[k])
+                    except (KeyError, ValueError):
+                        return False
+                    return have > n if gt else have < n
+
+                reqs.append(cmp)
+            continue
+        m = _RE_EXISTS.match(part)
+        if m:
+            neg, key = m.groups()
+            if neg:
+                reqs.append(lambda labels, k=key: k not in labels)
+            else:
+                reqs.append(lambda labels, k=key: k in labels)
+            continue
+        raise _bad_request(f"unable to parse requirement: found '{part}', expected: key, operator and values")
+    return lambda labels: all(r(labels) for r in reqs)
+
+
+def _field_value(obj: JSON, path: str) -> str:
+    cur: Any = obj
+    for seg in path.split("."):
+        if not isinstance(cur, dict):
+            return ""
+        cur = cur.get(seg)
+    if cur is None:
+        return ""
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    return str(cur)
+
+
+def parse_field_selector(text: str | None) -> Callable[[JSON], bool] | None:
+    """Parse a field selector (``metadata.name=x,metadata.namespace!=y``) into a predicate on an object.
+
+    Any dotted path is accepted (the real server only accepts per-resource field lists such as ``metadata.name``,
+    ``metadata.namespace``, ``spec.nodeName``, ``status.phase``); missing fields compare as "".
+    """
+    if not text or not text.strip():
+        return None
+    reqs = []
+    for part in _split_top_level(text):
+        m = re.match(r"^([A-Za-z0-9_.\-]+)\s*(==|=|!=)\s*(.*)$", part)
+        if not m:
+            raise _bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
+        path, op, val = m.groups()
+        if op == "!=":
+            reqs.append(lambda o, p=path, v=val: _field_value(o, p) != v)
+        else:
+            reqs.append(lambda o, p=path, v=val: _field_value(o, p) == v)
+    return lambda o: all(r(o) for r in reqs)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch. Returns a new value; ``target`` is not modified."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            result.pop(k, None)
+        else:
+            result[k] = merge_patch(result.get(k), v)
+    return result
+
+
+def _is_named_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "name" in i for i in value)
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """A good-enough strategic merge patch: a merge patch where lists of objects that all carry a ``name`` key are
+    merged item by item by ``name`` (Kubernetes' ``patchMergeKey: name`` on containers, env, volumes, webhooks...),
+    ``$patch: delete`` removes a list item or map, ``$patch: replace`` replaces a map, other ``$``-directives are
+    dropped, and all other lists are replaced. Returns a new value (``None`` for a deleted map)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    directive = patch.get("$patch")
+    if directive == "delete":
+        return None
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if not k.startswith("$")}
+    result = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if k.startswith("$"):
+            continue
+        if v is None:
+            result.pop(k, None)
+        elif isinstance(v, dict):
+            merged = strategic_merge_patch(result.get(k), v)
+            if merged is None:
+                result.pop(k, None)
+            else:
+                result[k] = merged
+        elif _is_named_list(v) and (_is_named_list(result.get(k)) or result.get(k) == []):
+            out = [copy.deepcopy(i) for i in result[k]]
+            for item in v:
+                idx = next((i for i, cur in enumerate(out) if cur.get("name") == item["name"]), None)
+                if item.get("$patch") == "delete":
+                    if idx is not None:
+                        out.pop(idx)
+                elif idx is None:
+                    out.append(strategic_merge_patch({}, item))
+                else:
+                    out[idx] = strategic_merge_patch(out[idx], item)
+            result[k] = out
+        else:
+            result[k] = copy.deepcopy(v)
+    return result
+
+
+_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json")
+
+
+def apply_patch(rt: ResourceType | None, target: JSON, content_type: str | None, patch: Any) -> JSON:
+    """Apply a PATCH body to ``target`` (not modified) according to its Content-Type, as the real server does:
+    json-patch (body must be a list: 400 otherwise, 422 when an operation fails), merge-patch, strategic merge
+    (415 for custom resources, which do not support it), 415 for any other type (including server-side apply)."""
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    if ctype == "application/json-patch+json":
+        if not isinstance(patch, list):
+            raise _bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+        try:
+            ops = jsonpatch.JsonPatch(patch)
+        except (jsonpatch.InvalidJsonPatch, TypeError, AttributeError, KeyError) as e:
+            raise _bad_request(f"invalid JSON patch: {e}") from None
+        try:
+            result = ops.apply(copy.deepcopy(target))
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+            raise ApiError(422, "Invalid", str(e)) from None
+        if not isinstance(result, dict):
+            raise ApiError(422, "Invalid", "the patch did not produce an object")
+        return result
+    if ctype == "application/merge-patch+json":
+        if not isinstance(patch, dict):
+            raise _bad_request("json: cannot unmarshal non-object into merge patch")
+        return merge_patch(copy.deepcopy(target), patch)
+    if ctype == "application/strategic-merge-patch+json" and not (rt is not None and rt.custom):
+        if not isinstance(patch, dict):
+            raise _bad_request("json: cannot unmarshal non-object into strategic merge patch")
+        return strategic_merge_patch(copy.deepcopy(target), patch)
+    accepted = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    if not (rt is not None and rt.custom):
+        accepted = "application/json-patch+json, application/merge-patch+json, " \
+                   "application/strategic-merge-patch+json, application/apply-patch+yaml"
+    raise ApiError(415, "UnsupportedMediaType",
+                   f"the body of the request was in an unknown format - accepted media types include: {accepted}")
+
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+_GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphabet
+
+#: MicroTime (``.000000`` required) and Time fields checked per (group, plural), as dotted paths.
+_TIME_FIELDS: dict[tuple[str, str], tuple[tuple[str, bool], ...]] = {
+    ("coordination.k8s.io", "leases"): (("spec.acquireTime", True), ("spec.renewTime", True)),
+    ("", "events"): (("eventTime", True), ("series.lastObservedTime", True), ("firstTimestamp", False),
+                     ("lastTimestamp", False)),
+    ("events.k8s.io", "events"): (("eventTime", True), ("series.lastObservedTime", True),
+                                  ("deprecatedFirstTimestamp", False), ("deprecatedLastTimestamp", False)),
+}
+
+
+def _label_key_error(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"prefix part must be a lowercase RFC 1123 subdomain: {key!r}"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return (f"name part must consist of alphanumeric characters, '-', '_' or '.', must start and end with an "
+                f"alphanumeric character and be no more than 63 characters: {key!r}")
+    return None
+
+
+def _b64_error(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return "must be a base64 string"
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as e:
+        return f"illegal base64 data: {e}"
+    return None
+
+
+def _validate(rt: ResourceType, obj: JSON) -> None:
+    """The validations listed in the module docstring; raises 400/422 ``ApiError`` like the real server."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise _invalid(rt, name, f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 subdomain must '
+                                 f"consist of lower case alphanumeric characters, '-' or '.', and must start and end "
+                                 f"with an alphanumeric character")
+    for k, v in (meta.get("labels") or {}).items():
+        err = _label_key_error(k)
+        if err:
+            raise _invalid(rt, name, f"metadata.labels: Invalid value: {err}")
+        if not isinstance(v, str):
+            raise _bad_request(f"json: cannot unmarshal {type(v).__name__} into Go struct field "
+                               f"ObjectMeta.metadata.labels of type string")
+        if len(v) > 63:
+            raise _invalid(rt, name, f'metadata.labels: Invalid value: "{v}": must be no more than 63 characters')
+        if v and not _QUALIFIED_NAME.match(v):
+            raise _invalid(rt, name, f'metadata.labels: Invalid value: "{v}": a valid label must be an empty string '
+                                     f"or consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                                     f"end with an alphanumeric character")
+    for k, v in (meta.get("annotations") or {}).items():
+        err = _label_key_error(k)
+        if err:
+            raise _invalid(rt, name, f"metadata.annotations: Invalid value: {err}")
+        if not isinstance(v, str):
+            raise _bad_request(f"json: cannot unmarshal {type(v).__name__} into Go struct field "
+                               f"ObjectMeta.metadata.annotations of type string")
+    for path, micro in _TIME_FIELDS.get((rt.group, rt.plural), ()):
+        value: Any = obj
+        for seg in path.split("."):
+            value = value.get(seg) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        layout = "2006-01-02T15:04:05.000000Z07:00" if micro else "2006-01-02T15:04:05Z07:00"
+        if not isinstance(value, str) or not (_MICRO_TIME if micro else _TIME).match(value):
+            raise _bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                               f'{path}: parsing time "{value}" as "{layout}": cannot parse')
+    if rt.group == "" and rt.plural in ("secrets", "configmaps"):
+        field_name = "data" if rt.plural == "secrets" else "binaryData"
+        for k, v in (obj.get(field_name) or {}).items():
+            err = _b64_error(v)
+            if err:
+                raise _bad_request(f'{rt.kind} in version "v1" cannot be handled as a {rt.kind}: {field_name}[{k}]: '
+                                   f"{err}")
+    if rt.group == "scheduling.k8s.io" and rt.version in WORKLOAD_API_VERSIONS:
+        errors = _workload_api_errors(rt, obj)
+        if errors:
+            raise _invalid(rt, name, "; ".join(errors))
+    if rt.group == "admissionregistration.k8s.io":
+        for i, hook in enumerate(obj.get("webhooks") or []):
+            err = _b64_error(((hook or {}).get("clientConfig") or {}).get("caBundle"))
+            if err:
+                raise _bad_request(f'{rt.kind} in version "v1" cannot be handled as a {rt.kind}: '
+                                   f"webhooks[{i}].clientConfig.caBundle: {err}")
+
+
+def _normalize(rt: ResourceType, obj: JSON) -> None:
+    """Server-side conversions applied on every write: Secret ``stringData`` is base64-encoded into ``data``; a
+    scheduling.k8s.io PodGroup gets its default ``spec.disruptionMode`` (``Pod`` as the 1.36.2 kube-apiserver gives
+    in v1alpha2; ``{"single": {}}``, the ``+default`` of v1beta1's types.go)."""
+    if rt.group == "scheduling.k8s.io" and rt.kind == "PodGroup" and isinstance(obj.get("spec"), dict):
+        obj["spec"].setdefault("disruptionMode", "Pod" if rt.version == "v1alpha2" else {"single": {}})
+    if rt.group == "" and rt.plural == "secrets" and "stringData" in obj:
+        string_data = obj.pop("stringData") or {}
+        if string_data:
+            data = dict(obj.get("data") or {})
+            for k, v in string_data.items():
+                data[k] = base64.b64encode(str(v).encode()).decode()
+            obj["data"] = data
+
+
+def _label_selector_string(selector: Any) -> str:
+    """metav1.LabelSelector -> its string form (what Scale.status.selector carries)."""
+    if not isinstance(selector, dict):
+        return ""
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        op, key, vals = expr.get("operator"), expr.get("key"), ",".join(sorted(expr.get("values") or []))
+        if op == "In":
+            parts.append(f"{key} in ({vals})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({vals})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(sorted(parts))

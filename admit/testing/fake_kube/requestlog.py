@@ -1,0 +1,148 @@
+"""The request log a test reads, the faults it injects, and the watch streams' events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+
+from .objects import Selector
+from .resources import ResourceType
+
+JSON = dict[str, Any]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Request log, faults, watches
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestRecord:
+    """One API request as received. ``query`` maps each parameter to its (last) string value, ``body`` is the parsed
+    JSON (or None), ``resource`` the plural (None for discovery), ``verb`` the Kubernetes verb (get, list, watch,
+    create, update, patch, delete, deletecollection; None for discovery), ``status`` the HTTP status answered
+    (set once answered; 200 for a watch stream), ``time`` the ``time.monotonic()`` of arrival."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    content_type: str | None
+    body: Any
+    resource: str | None = None
+    subresource: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    group: str | None = None
+    version: str | None = None
+    verb: str | None = None
+    status: int | None = None
+    time: float = field(default_factory=time.monotonic)
+
+    @property
+    def stats_key(self) -> str:
+        """``"POST podgroups"``, ``"PATCH deployments/scale"``, ``"GET /apis"`` for non-resource requests."""
+        if self.resource is None:
+            return f"{self.method} {self.path}"
+        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.method} {res}"
+
+
+def _method_matches(spec: str, rec: RequestRecord) -> bool:
+    spec_l = spec.lower()
+    return spec == "*" or spec.upper() == rec.method or (rec.verb is not None and spec_l == rec.verb)
+
+
+def _plural_matches(spec: str, rec: RequestRecord) -> bool:
+    if rec.resource is None:
+        return False
+    if spec == "*":
+        return True
+    plural, _, sub = spec.partition("/")
+    if plural != rec.resource:
+        return False
+    return not sub or sub == rec.subresource
+
+
+@dataclass
+class _Fault:
+    kind: str  # "fail" | "delay" | "forbid"
+    method: str
+    plural: str
+    remaining: int | None
+    name: str | None = None
+    status: int = 500
+    reason: str = "InternalError"
+    message: str | None = None
+    seconds: float = 0.0
+
+    def matches(self, rec: RequestRecord) -> bool:
+        return (_method_matches(self.method, rec) and _plural_matches(self.plural, rec)
+                and (self.name is None or self.name == rec.name))
+
+
+@dataclass
+class _Event:
+    rv: int
+    type: str  # ADDED | MODIFIED | DELETED
+    rt_key: tuple[str, str, str]
+    namespace: str | None
+    obj: JSON
+    old: JSON | None
+
+
+_CLOSE = object()
+_ABORT = object()
+
+
+class _Watcher:
+    def __init__(self, rt: ResourceType, namespace: str | None, labels: Selector | None,
+                 fields: Callable[[JSON], bool] | None, bookmarks: bool) -> None:
+        self.rt = rt
+        self.namespace = namespace
+        self.labels = labels
+        self.fields = fields
+        self.bookmarks = bookmarks
+        self.queue: asyncio.Queue = asyncio.Queue()
+        #: While True, events and bookmarks for this stream are kept back (a half-open connection, a lagging watch
+        #: cache); ``held`` keeps them for ``release_watches``.
+        self.holding = False
+        self.held: list[tuple[str, JSON]] = []
+
+    def deliver(self, item: tuple[str, JSON]) -> None:
+        if self.holding:
+            self.held.append(item)
+        else:
+            self.queue.put_nowait(item)
+
+    def matches(self, obj: JSON | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj.get("metadata") or {}
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        if self.labels is not None and not self.labels(meta.get("labels") or {}):
+            return False
+        if self.fields is not None and not self.fields(obj):
+            return False
+        return True
+
+    def translate(self, ev: _Event) -> tuple[str, JSON] | None:
+        """The event this watcher sees: like the watch cache, an update that makes an object start (stop) matching
+        the selectors is delivered as ADDED (DELETED)."""
+        if ev.rt_key != self.rt.key:
+            return None
+        if ev.type == "MODIFIED":
+            now, before = self.matches(ev.obj), self.matches(ev.old)
+            if now and before:
+                return ("MODIFIED", ev.obj)
+            if now:
+                return ("ADDED", ev.obj)
+            if before:
+                return ("DELETED", ev.obj)
+            return None
+        return (ev.type, ev.obj) if self.matches(ev.obj) else None

@@ -1,0 +1,650 @@
+"""Certificates for admit's HTTPS endpoint: generate, load, validate, check expiry, write PEM files.
+
+Pure code on top of ``cryptography`` (no I/O except :func:`write_pem_files` and
+:func:`write_development_certificates`), used by ``admit certs``, by :mod:`admit.tls.provider` (file mode) and by
+:mod:`admit.tls.selfcerts` (self-managed mode).
+
+Why this matters: kube-apiserver calls a webhook only over HTTPS and only trusts the serving certificate through
+the ``caBundle`` of the webhook entry (Kubernetes docs, "Dynamic Admission Control", *Contacting the webhook*);
+it connects to ``<service>.<namespace>.svc`` and checks that name against the certificate's subjectAltName
+(Go ``crypto/x509`` ignores the Common Name since Go 1.15). An expired certificate, a missing SAN or a CA that is
+not in ``caBundle`` makes every admission call fail, and with ``failurePolicy: Fail`` that blocks pod creation.
+
+Rules and their sources:
+
+- Keys: ECDSA P-256 with SHA-256 signatures (NIST FIPS 186-4 curve, accepted by every TLS stack that
+  kube-apiserver uses; small and fast).
+- CA: ``basicConstraints CA:TRUE, pathlen:0`` (critical), ``keyUsage keyCertSign, cRLSign`` (critical), subject and
+  authority key identifiers (RFC 5280 sections 4.2.1.9, 4.2.1.3, 4.2.1.2, 4.2.1.1).
+- Serving certificate: ``basicConstraints CA:FALSE`` (critical), ``keyUsage digitalSignature`` (critical; the usage
+  an ECDSA TLS server key needs, RFC 5280 4.2.1.3 and RFC 8446), ``extendedKeyUsage serverAuth``
+  (RFC 5280 4.2.1.12), ``subjectAltName`` with the in-cluster Service names (RFC 5280 4.2.1.6). Its ``notAfter``
+  never exceeds the CA's (a chain is only valid while every certificate in it is, RFC 5280 6.1.3).
+- ``notBefore`` is set :data:`BACKDATE` in the past so that a node whose clock is a little behind still accepts a
+  certificate issued a moment ago.
+- Serial numbers: random, positive, at most 20 octets (RFC 5280 4.1.2.2; ``x509.random_serial_number``).
+- Private keys are written unencrypted PKCS#8 PEM with file mode 0600; certificates 0644. Files are written
+  atomically (temporary file + ``os.replace``) so a reader never sees half a file written by admit.
+
+Times are timezone-aware UTC :class:`datetime.datetime`; lifetimes are in days; every function that depends on
+the current time takes a ``clock`` (a zero-argument callable returning an aware UTC datetime) so tests can move
+time without sleeping.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import ipaddress
+import os
+import pathlib
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+Clock = Callable[[], _dt.datetime]
+
+DEFAULT_CA_DAYS = 3650
+"""Default CA lifetime in days (10 years)."""
+DEFAULT_LEAF_DAYS = 365
+"""Default serving-certificate lifetime in days (1 year)."""
+DEFAULT_ROTATION_FRACTION = 1 / 3
+"""Rotate a certificate when less than this fraction of its lifetime (notAfter - notBefore) is left."""
+BACKDATE = _dt.timedelta(minutes=5)
+"""How far in the past ``notBefore`` is set (tolerates clock skew between admit and kube-apiserver)."""
+DEFAULT_CA_COMMON_NAME = "admit-ca"
+
+
+class CertificateError(ValueError):
+    """A certificate, key or pair that cannot be used. ``str(err)`` is one line an operator can act on.
+
+    It never contains private key material.
+    """
+
+
+def utcnow() -> _dt.datetime:
+    """The default clock: the current time as an aware UTC datetime."""
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class CertifiedKey:
+    """A certificate with its private key, both parsed and as PEM bytes.
+
+    Attributes:
+        cert: the certificate (``cryptography.x509.Certificate``).
+        key: the matching ECDSA (or other) private key object. Never log it; ``repr`` hides it.
+        cert_pem: PEM of ``cert`` (bytes, ends with a newline).
+        key_pem: unencrypted PKCS#8 PEM of ``key`` (bytes).
+    """
+
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+    cert_pem: bytes
+    key_pem: bytes
+
+    def __repr__(self) -> str:  # never print key material
+        return f"CertifiedKey({describe(self.cert)})"
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 fingerprint of the certificate (hex, lower case)."""
+        return fingerprint(self.cert)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Names
+
+
+def service_dns_names(service: str, namespace: str, cluster_domain: str = "cluster.local") -> list[str]:
+    """The DNS names under which a Service is reached inside the cluster.
+
+    Returns ``[<svc>, <svc>.<ns>, <svc>.<ns>.svc, <svc>.<ns>.svc.<cluster_domain>]`` (cluster domain default
+    ``cluster.local``, the kubelet ``--cluster-domain`` default). kube-apiserver dials
+    ``<svc>.<ns>.svc`` for a webhook ``clientConfig.service`` (Kubernetes docs, "Dynamic Admission Control");
+    the other forms cover clients that use the short or fully qualified name.
+
+    Raises:
+        CertificateError: ``service`` or ``namespace`` is empty.
+    """
+    if not service or not namespace:
+        raise CertificateError("service name and namespace must not be empty")
+    domain = cluster_domain.strip(".") or "cluster.local"
+    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.{domain}"]
+
+
+def _split_names(names: Iterable[str]) -> tuple[list[str], list[ipaddress.IPv4Address | ipaddress.IPv6Address]]:
+    dns: list[str] = []
+    ips: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
+    for name in names:
+        name = name.strip()
+        if not name:
+            continue
+        try:
+            ip = ipaddress.ip_address(name)
+        except ValueError:
+            if name not in dns:
+                dns.append(name)
+        else:
+            if ip not in ips:
+                ips.append(ip)
+    return dns, ips
+
+
+def subject_alt_names(cert: x509.Certificate) -> list[str]:
+    """DNS names and IP addresses (as strings) in the certificate's subjectAltName; ``[]`` if it has none."""
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    return list(ext.get_values_for_type(x509.DNSName)) + [str(ip) for ip in ext.get_values_for_type(x509.IPAddress)]
+
+
+def missing_names(cert: x509.Certificate, names: Iterable[str]) -> list[str]:
+    """The entries of ``names`` (DNS names or IP literals) that the certificate's SAN does not cover exactly.
+
+    DNS names compare case-insensitively; IPs compare as addresses. Wildcards are not expanded (admit never
+    issues them).
+    """
+    have = {n.lower() for n in subject_alt_names(cert)}
+    have_ips = set()
+    for n in have:
+        try:
+            have_ips.add(ipaddress.ip_address(n))
+        except ValueError:
+            pass
+    out = []
+    for name in names:
+        try:
+            if ipaddress.ip_address(name) in have_ips:
+                continue
+        except ValueError:
+            if name.lower() in have:
+                continue
+        out.append(name)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Generation
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_pair(cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> CertifiedKey:
+    return CertifiedKey(
+        cert=cert,
+        key=key,
+        cert_pem=cert.public_bytes(serialization.Encoding.PEM),
+        key_pem=key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
+    )
+
+
+def _check_days(days: float, what: str) -> None:
+    if not days or days <= 0:
+        raise CertificateError(f"{what} lifetime must be a positive number of days, got {days!r}")
+
+
+def generate_ca(
+    common_name: str = DEFAULT_CA_COMMON_NAME,
+    days: float = DEFAULT_CA_DAYS,
+    clock: Clock = utcnow,
+) -> CertifiedKey:
+    """Create a self-signed CA (ECDSA P-256) valid from ``now - BACKDATE`` for ``days`` days.
+
+    Args:
+        common_name: subject CN (at most 64 characters, RFC 5280 ub-common-name; longer is truncated).
+        days: lifetime in days counted from now (default 3650, 10 years).
+        clock: current time source.
+
+    Raises:
+        CertificateError: ``days`` is not positive.
+    """
+    _check_days(days, "CA")
+    now = clock()
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
+    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ski, critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return _pem_pair(cert, key)
+
+
+def generate_serving_certificate(
+    ca: CertifiedKey,
+    service: str,
+    namespace: str,
+    dns_names: Iterable[str] = (),
+    ip_addresses: Iterable[str] = (),
+    days: float = DEFAULT_LEAF_DAYS,
+    clock: Clock = utcnow,
+    cluster_domain: str = "cluster.local",
+) -> CertifiedKey:
+    """Issue a TLS server certificate for the webhook Service, signed by ``ca``.
+
+    SANs: :func:`service_dns_names` ``(service, namespace, cluster_domain)`` followed by ``dns_names`` and ``ip_addresses``
+    (duplicates dropped; an IP literal in ``dns_names`` becomes an IP SAN). Subject CN is
+    ``<svc>.<ns>.svc`` (informational only; clients check the SAN). Validity: ``now - BACKDATE`` until
+    ``min(now + days, ca.notAfter)``.
+
+    Args:
+        ca: the issuing CA (certificate and key).
+        service / namespace: the Service in front of the webhook.
+        dns_names: extra DNS names. ip_addresses: extra IP addresses (strings, IPv4 or IPv6).
+        days: lifetime in days (default 365).
+        clock: current time source.
+        cluster_domain: the cluster's DNS domain (default ``cluster.local``).
+
+    Raises:
+        CertificateError: empty service/namespace, bad IP address, non-positive ``days``, or a CA that has
+            already expired.
+    """
+    _check_days(days, "serving certificate")
+    now = clock()
+    if ca.cert.not_valid_after_utc <= now:
+        raise CertificateError(f"cannot issue from an expired CA ({describe(ca.cert)})")
+    dns, ips = _split_names([*service_dns_names(service, namespace, cluster_domain), *dns_names])
+    for raw in ip_addresses:
+        try:
+            ip = ipaddress.ip_address(raw.strip())
+        except ValueError as exc:
+            raise CertificateError(f"not an IP address: {raw!r}") from exc
+        if ip not in ips:
+            ips.append(ip)
+    key = _new_key()
+    cn = f"{service}.{namespace}.svc"
+    cn = cn if len(cn) <= 64 else service[:64]
+    not_after = min(now + _dt.timedelta(days=days), ca.cert.not_valid_after_utc)
+    san = x509.SubjectAlternativeName([*(x509.DNSName(d) for d in dns), *(x509.IPAddress(i) for i in ips)])
+    ca_ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(san, critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
+    return _pem_pair(cert, key)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loading and validation
+
+
+def load_certificates(data: bytes | str, what: str = "certificate") -> list[x509.Certificate]:
+    """Parse one or more PEM certificates (a file or a caBundle).
+
+    Raises:
+        CertificateError: no certificate, or a truncated/corrupt PEM block (``what`` names the source in the
+            message, e.g. ``"tls.crt"``).
+    """
+    if isinstance(data, str):
+        data = data.encode()
+    if not data or not data.strip():
+        raise CertificateError(f"{what} is empty")
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise CertificateError(f"{what} is not a PEM certificate (no BEGIN CERTIFICATE line)")
+    if data.count(b"-----BEGIN CERTIFICATE-----") != data.count(b"-----END CERTIFICATE-----"):
+        raise CertificateError(f"{what} is truncated (a BEGIN CERTIFICATE line has no END line)")
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError as exc:
+        raise CertificateError(f"{what} is not valid PEM: {exc}") from None
+    return certs
+
+
+def load_private_key(data: bytes | str, what: str = "private key") -> ec.EllipticCurvePrivateKey:
+    """Parse an unencrypted PEM private key (PKCS#8, SEC1 ``EC PRIVATE KEY`` or PKCS#1 RSA).
+
+    Raises:
+        CertificateError: empty, truncated, encrypted or corrupt key. The message never includes key bytes.
+    """
+    if isinstance(data, str):
+        data = data.encode()
+    if not data or not data.strip():
+        raise CertificateError(f"{what} is empty")
+    if b"PRIVATE KEY-----" not in data:
+        raise CertificateError(f"{what} is not a PEM private key")
+    try:
+        return serialization.load_pem_private_key(data, password=None)  # type: ignore[return-value]
+    except Exception as exc:  # noqa: BLE001 - cryptography raises ValueError, TypeError, UnsupportedAlgorithm
+        kind = type(exc).__name__
+        raise CertificateError(f"{what} cannot be parsed ({kind}; truncated, encrypted or corrupt)") from None
+
+
+def _public_bytes(key) -> bytes:
+    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def key_matches_certificate(cert: x509.Certificate, key) -> bool:
+    """True when ``key`` is the private key of ``cert``'s public key."""
+    return _public_bytes(cert.public_key()) == _public_bytes(key.public_key())
+
+
+def is_signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
+    """True when ``cert`` names ``issuer`` as its issuer and carries a valid signature by ``issuer``'s key.
+
+    Uses ``Certificate.verify_directly_issued_by`` (issuer name match + signature, RFC 5280 6.1.3).
+    """
+    try:
+        cert.verify_directly_issued_by(issuer)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def load_pair(
+    cert_pem: bytes | str, key_pem: bytes | str, cert_name: str = "tls.crt", key_name: str = "tls.key"
+) -> CertifiedKey:
+    """Parse a certificate (first PEM block; further blocks are intermediates) and its key, check they match.
+
+    ``cert_name``/``key_name`` name the sources (file path, Secret key) in error messages.
+
+    Raises:
+        CertificateError: either part is corrupt/truncated/empty, or the key does not belong to the certificate.
+    """
+    certs = load_certificates(cert_pem, cert_name)
+    key = load_private_key(key_pem, key_name)
+    if not key_matches_certificate(certs[0], key):
+        raise CertificateError(f"{key_name} does not match {cert_name} ({describe(certs[0])})")
+    cert_bytes = cert_pem.encode() if isinstance(cert_pem, str) else cert_pem
+    key_bytes = key_pem.encode() if isinstance(key_pem, str) else key_pem
+    return CertifiedKey(cert=certs[0], key=key, cert_pem=cert_bytes, key_pem=key_bytes)
+
+
+def is_ca(cert: x509.Certificate) -> bool:
+    """True when the certificate has ``basicConstraints CA:TRUE`` (RFC 5280 4.2.1.9)."""
+    try:
+        return bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except x509.ExtensionNotFound:
+        return False
+
+
+def validate_ca(ca: CertifiedKey, clock: Clock = utcnow, what: str = "ca.crt") -> None:
+    """Check that ``ca`` can issue certificates now: CA:TRUE, self-consistent, inside its validity window.
+
+    Raises:
+        CertificateError: not a CA certificate, or expired / not yet valid.
+    """
+    if not is_ca(ca.cert):
+        raise CertificateError(f"{what} is not a CA certificate (basicConstraints CA:TRUE missing)")
+    check_validity(ca.cert, clock, what)
+
+
+def check_validity(cert: x509.Certificate, clock: Clock = utcnow, what: str = "certificate") -> None:
+    """Raise :class:`CertificateError` unless ``notBefore <= now < notAfter`` (RFC 5280 4.1.2.5)."""
+    now = clock()
+    if now < cert.not_valid_before_utc:
+        raise CertificateError(f"{what} is not valid before {_iso(cert.not_valid_before_utc)} ({describe(cert)})")
+    if now >= cert.not_valid_after_utc:
+        raise CertificateError(f"{what} expired at {_iso(cert.not_valid_after_utc)} ({describe(cert)})")
+
+
+def validate_serving_pair(
+    pair: CertifiedKey,
+    ca: x509.Certificate | Sequence[x509.Certificate] | None = None,
+    names: Iterable[str] = (),
+    clock: Clock = utcnow,
+    what: str = "tls.crt",
+) -> None:
+    """Check a serving pair before it is used: in its validity window, signed by ``ca`` (one of them, if a list),
+    and covering every name in ``names`` in its subjectAltName. The key/certificate match is checked by
+    :func:`load_pair` already.
+
+    Raises:
+        CertificateError: with one line saying which check failed.
+    """
+    check_validity(pair.cert, clock, what)
+    if ca is not None:
+        cas = [ca] if isinstance(ca, x509.Certificate) else list(ca)
+        if not any(is_signed_by(pair.cert, c) for c in cas):
+            issuers = ", ".join(describe(c) for c in cas) or "none"
+            raise CertificateError(f"{what} ({describe(pair.cert)}) is not signed by the CA ({issuers})")
+    missing = missing_names(pair.cert, names)
+    if missing:
+        raise CertificateError(f"{what} does not cover {', '.join(missing)} in its subjectAltName")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Expiry arithmetic
+
+
+def lifetime(cert: x509.Certificate) -> _dt.timedelta:
+    """``notAfter - notBefore`` of the certificate."""
+    return cert.not_valid_after_utc - cert.not_valid_before_utc
+
+
+def remaining(cert: x509.Certificate, clock: Clock = utcnow) -> _dt.timedelta:
+    """Time left until ``notAfter`` (negative once expired)."""
+    return cert.not_valid_after_utc - clock()
+
+
+def rotation_due_at(cert: x509.Certificate, fraction: float = DEFAULT_ROTATION_FRACTION) -> _dt.datetime:
+    """The instant after which less than ``fraction`` of the certificate's lifetime is left:
+    ``notAfter - fraction * (notAfter - notBefore)``.
+
+    With the defaults, a 365-day leaf is renewed about 243 days after issue, a 10-year CA after about 6.7 years.
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"rotation fraction must be between 0 and 1, got {fraction!r}")
+    return cert.not_valid_after_utc - lifetime(cert) * fraction
+
+
+def needs_rotation(
+    cert: x509.Certificate, clock: Clock = utcnow, fraction: float = DEFAULT_ROTATION_FRACTION
+) -> bool:
+    """True once ``now >= rotation_due_at(cert, fraction)`` (which includes an expired certificate)."""
+    return clock() >= rotation_due_at(cert, fraction)
+
+
+def is_expired(cert: x509.Certificate, clock: Clock = utcnow) -> bool:
+    """True once ``now >= notAfter``."""
+    return clock() >= cert.not_valid_after_utc
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Description and bundles
+
+
+def fingerprint(cert: x509.Certificate) -> str:
+    """SHA-256 over the DER certificate, hex."""
+    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+
+def _iso(t: _dt.datetime) -> str:
+    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def describe(cert: x509.Certificate) -> str:
+    """One-line description for logs: subject, serial (hex), validity window, SHA-256 prefix. No key material."""
+    try:
+        subject = cert.subject.rfc4514_string()
+    except Exception:  # noqa: BLE001
+        subject = "?"
+    return (
+        f"subject={subject} serial={cert.serial_number:x} "
+        f"notBefore={_iso(cert.not_valid_before_utc)} notAfter={_iso(cert.not_valid_after_utc)} "
+        f"sha256={fingerprint(cert)[:16]}"
+    )
+
+
+def pem_bundle(certs: Iterable[x509.Certificate]) -> bytes:
+    """Concatenate certificates as PEM in a canonical order (by notBefore, then fingerprint), duplicates dropped.
+
+    The order is canonical so that two replicas that know the same set of CAs compute byte-identical
+    ``caBundle`` values and never undo each other's patches.
+    """
+    unique = {fingerprint(c): c for c in certs}
+    ordered = sorted(unique.values(), key=lambda c: (c.not_valid_before_utc, fingerprint(c)))
+    return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in ordered)
+
+
+def bundle_fingerprints(data: bytes | str | None) -> frozenset[str] | None:
+    """The set of SHA-256 fingerprints in a PEM bundle; ``frozenset()`` for empty; ``None`` if unparsable."""
+    if data is None or not (data.strip() if isinstance(data, (bytes, str)) else data):
+        return frozenset()
+    try:
+        return frozenset(fingerprint(c) for c in load_certificates(data, "caBundle"))
+    except CertificateError:
+        return None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Files
+
+
+def write_pem_files(directory: pathlib.Path | str, files: dict[str, tuple[bytes, bool]]) -> dict[str, pathlib.Path]:
+    """Write PEM files atomically into ``directory`` (created with mode 0700 if missing).
+
+    Args:
+        files: ``{file name: (content, is_private)}``; private files get mode 0600, others 0644, regardless of
+            the umask.
+
+    Returns:
+        ``{file name: path}``.
+
+    Raises:
+        OSError: the directory cannot be created or written.
+    """
+    directory = pathlib.Path(directory)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    out: dict[str, pathlib.Path] = {}
+    for name, (content, private) in files.items():
+        target = directory / name
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
+        try:
+            os.fchmod(fd, 0o600 if private else 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        out[name] = target
+    return out
+
+
+def write_development_certificates(
+    directory: pathlib.Path,
+    service: str = "admit",
+    namespace: str = "default",
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = ("127.0.0.1",),
+    ca_days: int = DEFAULT_CA_DAYS,
+    leaf_days: int = DEFAULT_LEAF_DAYS,
+    clock: Clock = utcnow,
+    cluster_domain: str = "cluster.local",
+    force_new_ca: bool = False,
+) -> dict[str, pathlib.Path]:
+    """Write a CA and a serving certificate as PEM (``admit certs``).
+
+    A CA already in ``directory`` (``ca.crt`` + ``ca.key``) is reused: only a new serving certificate is issued, so
+    everything that trusts that CA (a ``caBundle``, a client's ``--cacert``) keeps verifying. ``force_new_ca``
+    replaces it with a new CA (what earlier certificates were issued by stops verifying).
+
+    Files (in ``directory``): ``ca.crt`` (0644), ``ca.key`` (0600), ``tls.crt`` (0644, leaf only), ``tls.key``
+    (0600). SANs: the four Service names of :func:`service_dns_names`, ``localhost``, ``dns_names``, and
+    ``ip_addresses`` (default ``127.0.0.1``) so a local ``admit serve`` can be reached on loopback.
+    ``openssl verify -CAfile ca.crt tls.crt`` succeeds on the result.
+
+    Returns:
+        ``{"ca.crt": path, "ca.key": path, "tls.crt": path, "tls.key": path}``.
+
+    Raises:
+        CertificateError: bad names or lifetimes; a CA file in ``directory`` that cannot be reused (half of the pair
+            missing, corrupt, expired, not a CA) unless ``force_new_ca``. OSError: the directory is not writable.
+    """
+    directory = pathlib.Path(directory)
+    ca_crt, ca_key = directory / "ca.crt", directory / "ca.key"
+    ca = None
+    if not force_new_ca and (ca_crt.exists() or ca_key.exists()):
+        try:
+            ca = load_pair(ca_crt.read_bytes(), ca_key.read_bytes(), str(ca_crt), str(ca_key))
+            validate_ca(ca, clock, str(ca_crt))
+        except (OSError, CertificateError) as e:
+            raise CertificateError(
+                f"{directory} holds a CA that cannot be reused ({getattr(e, 'strerror', None) or e}); "
+                "pass --force to replace it (certificates it issued stop verifying)"
+            ) from None
+    reused = ca is not None
+    if ca is None:
+        ca = generate_ca(days=ca_days, clock=clock)
+    leaf = generate_serving_certificate(
+        ca,
+        service,
+        namespace,
+        dns_names=["localhost", *dns_names],
+        ip_addresses=ip_addresses,
+        days=leaf_days,
+        clock=clock,
+        cluster_domain=cluster_domain,
+    )
+    files = {"tls.crt": (leaf.cert_pem, False), "tls.key": (leaf.key_pem, True)}
+    if not reused:
+        files = {"ca.crt": (ca.cert_pem, False), "ca.key": (ca.key_pem, True), **files}
+    paths = write_pem_files(directory, files)
+    if reused:
+        paths = {"ca.crt": ca_crt, "ca.key": ca_key, **paths}
+    return paths

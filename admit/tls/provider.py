@@ -1,0 +1,334 @@
+"""Server-side TLS for ``admit serve``: one long-lived :class:`ssl.SSLContext` whose certificate can change at run time.
+
+The server is started once with ``TLSProvider.ssl_context``; when the serving pair changes (a file rewritten by
+cert-manager, a rotation in self-managed mode) the *next* TLS handshake uses the new pair, established connections
+keep theirs, and nothing is restarted.
+
+How the swap works. Each new pair is loaded (``load_cert_chain``) into a fresh context built with the same
+settings, and the long-lived ``ssl_context`` has an ``sni_callback`` that moves every incoming handshake onto the
+newest context (``SSLObject.context = ...``; OpenSSL runs the server-name callback on every ClientHello, with or
+without SNI). Re-loading into the one context is not enough: OpenSSL keeps one certificate per key algorithm in a
+context, so after an RSA to ECDSA switch (or back) the old certificate would still be offered to clients that
+prefer its algorithm (checked against OpenSSL 3.0). A fresh context per pair has exactly one.
+
+Rules and their sources:
+
+- TLS 1.2 minimum (kube-apiserver's Go client negotiates TLS 1.3 or 1.2; RFC 8996 deprecates 1.0/1.1).
+- TLS 1.2 cipher suites: ECDHE with AES-GCM or ChaCha20-Poly1305 only (forward secrecy + AEAD), the Mozilla
+  "intermediate" list; TLS 1.3 suites are all AEAD (OpenSSL defaults). No compression (CRIME), no renegotiation.
+- ALPN ``http/1.1`` (aiohttp's server speaks HTTP/1.1).
+- Each pair is validated before it is loaded (parsable, key matches certificate; see :mod:`admit.tls.certs`); a pair
+  that fails keeps the previous one serving. The private key is never logged: messages name files and
+  certificate subjects/serials/fingerprints only.
+- The key is handed to OpenSSL through an anonymous in-memory file (``memfd_create``) when the platform has it,
+  else a private 0700 temporary directory, so a read-only root filesystem works and no key is left on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import pathlib
+import shutil
+import ssl
+import tempfile
+from collections.abc import Iterator
+
+from cryptography import x509
+
+from . import certs
+from ..observability import metrics
+from .certs import CertificateError, CertifiedKey, Clock, utcnow
+
+log = logging.getLogger("admit.tls")
+
+TLS12_CIPHERS = ":".join(
+    [
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "ECDHE-RSA-CHACHA20-POLY1305",
+    ]
+)
+"""OpenSSL cipher string for TLS 1.2 (Mozilla intermediate, v5.7). TLS 1.3 suites are configured separately."""
+
+
+def create_server_ssl_context() -> ssl.SSLContext:
+    """A server ``SSLContext`` with admit's settings and no certificate: TLS >= 1.2, :data:`TLS12_CIPHERS`,
+    no compression, no renegotiation, no client certificate requested, ALPN ``http/1.1``."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(TLS12_CIPHERS)
+    ctx.options |= ssl.OP_NO_COMPRESSION | getattr(ssl, "OP_NO_RENEGOTIATION", 0)
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+@contextlib.contextmanager
+def _pem_paths(cert_pem: bytes, key_pem: bytes) -> Iterator[tuple[str, str]]:
+    """Paths OpenSSL can read the pair from, valid inside the ``with`` block only."""
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is not None and os.path.isdir("/proc/self/fd"):
+        fds: list[int] = []
+        try:
+            for data in (cert_pem, key_pem):
+                fd = memfd_create("admit-tls", getattr(os, "MFD_CLOEXEC", 0))
+                fds.append(fd)
+                os.write(fd, data)
+            yield f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}"
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return
+    tmp = tempfile.mkdtemp(prefix="admit-tls-")  # mode 0700
+    try:
+        paths = certs.write_pem_files(tmp, {"tls.crt": (cert_pem, False), "tls.key": (key_pem, True)})
+        yield str(paths["tls.crt"]), str(paths["tls.key"])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def context_for_pair(pair: CertifiedKey) -> ssl.SSLContext:
+    """A new server context (:func:`create_server_ssl_context`) with ``pair`` loaded.
+
+    Raises:
+        CertificateError: OpenSSL refuses the pair (message names the certificate, never the key).
+    """
+    ctx = create_server_ssl_context()
+    try:
+        with _pem_paths(pair.cert_pem, pair.key_pem) as (cert_path, key_path):
+            ctx.load_cert_chain(cert_path, key_path)
+    except (ssl.SSLError, OSError) as exc:
+        raise CertificateError(f"OpenSSL refused the pair ({certs.describe(pair.cert)}): {exc.__class__.__name__}") from None
+    return ctx
+
+
+class TLSProvider:
+    """A serving certificate that can change while the server runs.
+
+    Use: ``await provider.start()`` (raises if no certificate can be obtained), then
+    ``web.TCPSite(runner, host, port, ssl_context=provider.ssl_context)``; ``provider.ready()`` in ``/readyz``
+    (``provider.reason()`` says why not); ``await provider.stop()`` on shutdown.
+
+    Attributes:
+        ssl_context: the server context to pass to the listener; the same object for the provider's lifetime.
+
+    Subclasses (:class:`FileTLSProvider`, :class:`admit.tls.selfcerts.SelfManagedTLSProvider`) obtain pairs and call
+    :meth:`install`.
+    """
+
+    def __init__(self, *, clock: Clock = utcnow) -> None:
+        self.clock = clock
+        self.ssl_context: ssl.SSLContext = create_server_ssl_context()
+        self.ssl_context.sni_callback = self._select_context
+        self._active: ssl.SSLContext | None = None
+        self._pair: CertifiedKey | None = None
+        self._task: asyncio.Task[None] | None = None  # background work of a subclass, cancelled by stop()
+
+    # -- the swap -------------------------------------------------------------------------------------------------
+
+    def _select_context(self, sslobj: ssl.SSLObject, server_name: str | None, _ctx: ssl.SSLContext) -> None:
+        active = self._active
+        if active is not None:
+            sslobj.context = active
+        return None
+
+    def install(self, pair: CertifiedKey) -> None:
+        """Serve ``pair`` from the next handshake on. Established connections are not affected.
+
+        Raises:
+            CertificateError: OpenSSL refused the pair; the previous pair keeps serving.
+        """
+        ctx = context_for_pair(pair)
+        self._active = ctx
+        self._pair = pair
+        log.info("serving certificate loaded: %s", certs.describe(pair.cert))
+        metrics.certificate("serving", pair.cert.not_valid_after_utc.timestamp())
+
+    @property
+    def pair(self) -> CertifiedKey | None:
+        """The pair currently served (``None`` before the first successful load)."""
+        return self._pair
+
+    @property
+    def certificate(self) -> x509.Certificate | None:
+        """The certificate currently served."""
+        return self._pair.cert if self._pair else None
+
+    # -- lifecycle and readiness ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Obtain and load the first pair, then start background work. Raises on failure (subclasses)."""
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        """Stop the background task (``self._task``), if any. The context keeps serving the last pair."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def reason(self) -> str:
+        """Why the provider is not ready (one line), or ``""`` when it is."""
+        if self._pair is None:
+            return "no serving certificate loaded"
+        now = self.clock()
+        cert = self._pair.cert
+        if now >= cert.not_valid_after_utc:
+            return f"serving certificate expired at {cert.not_valid_after_utc.isoformat()}"
+        if now < cert.not_valid_before_utc:
+            return f"serving certificate not valid before {cert.not_valid_before_utc.isoformat()}"
+        return ""
+
+    def ready(self) -> bool:
+        """True when a certificate valid now is loaded (and, in subclasses, their own conditions hold)."""
+        return self.reason() == ""
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(len(p).to_bytes(8, "big"))
+        h.update(p)
+    return h.hexdigest()
+
+
+class FileTLSProvider(TLSProvider):
+    """Serve the pair in ``cert_file``/``key_file`` and reload it when either file changes (cert-manager mode).
+
+    Every ``poll_interval`` seconds both files are read (they are small) and compared with the last contents seen;
+    a new combination is validated (parsable PEM, key matches certificate) and, if good, served from the next
+    handshake. A Kubernetes Secret volume swaps both files at once (``..data`` symlink), so both change together;
+    a writer that replaces them one at a time passes through a mismatched state, which is tolerated silently for one
+    poll: the error is logged (once, one line, at ERROR) only when the same bad contents are still there at the
+    next poll. Until then and afterwards the last good pair keeps serving.
+
+    A new certificate that is already expired or not yet valid does not replace a good one (logged), but is loaded
+    when nothing else is (``ready()`` then says it is expired). A certificate that is due for renewal (less than a
+    third of its lifetime left) logs one warning: the external issuer should have renewed it.
+
+    Args:
+        cert_file: PEM certificate, optionally followed by intermediates.
+        key_file: PEM private key (unencrypted).
+        poll_interval: seconds between checks (default 2.0).
+        clock: current time source (tests).
+    """
+
+    def __init__(
+        self,
+        cert_file: str | os.PathLike[str],
+        key_file: str | os.PathLike[str],
+        poll_interval: float = 2.0,
+        *,
+        clock: Clock = utcnow,
+    ) -> None:
+        super().__init__(clock=clock)
+        self.cert_file = pathlib.Path(cert_file)
+        self.key_file = pathlib.Path(key_file)
+        self.poll_interval = poll_interval
+        self._seen: str | None = None  # digest of the last contents acted upon (loaded, or error logged)
+        self._pending: str | None = None  # digest of bad contents seen once, not yet reported
+        self._last_error = ""
+        self._warned_renewal: str | None = None
+
+    def _read(self) -> tuple[bytes, bytes]:
+        return self.cert_file.read_bytes(), self.key_file.read_bytes()
+
+    def reload(self, *, settle: bool = True) -> bool:
+        """Check the files once; load a new good pair. Returns True when a new pair was loaded.
+
+        Args:
+            settle: when True (the polling loop), bad contents are reported only if unchanged since the previous
+                call; when False (first load), they are reported at once.
+        """
+        try:
+            cert_pem, key_pem = self._read()
+        except OSError as exc:
+            return self._bad(f"cannot read {exc.filename}: {exc.strerror}", _digest(str(exc).encode()), settle)
+        digest = _digest(cert_pem, key_pem)
+        if digest == self._seen:
+            self._pending = None
+            self._warn_if_due()
+            return False
+        try:
+            pair = certs.load_pair(cert_pem, key_pem, str(self.cert_file), str(self.key_file))
+        except CertificateError as exc:
+            return self._bad(str(exc), digest, settle)
+        now_problem = ""
+        try:
+            certs.check_validity(pair.cert, self.clock, str(self.cert_file))
+        except CertificateError as exc:
+            now_problem = str(exc)
+        if now_problem and self._pair is not None and not certs.is_expired(self._pair.cert, self.clock):
+            return self._bad(f"{now_problem}; keeping the current certificate", digest, settle)
+        try:
+            self.install(pair)
+        except CertificateError as exc:
+            return self._bad(str(exc), digest, settle)
+        if now_problem:
+            log.error("%s", now_problem)
+        self._seen, self._pending, self._last_error = digest, None, ""
+        self._warn_if_due()
+        return True
+
+    def _bad(self, message: str, digest: str, settle: bool) -> bool:
+        if settle and self._pending != digest and self._seen != digest:
+            self._pending = digest  # maybe a writer half-way through; look again next poll
+            log.debug("TLS files changed but are not usable yet (%s); checking again", message)
+            return False
+        if self._seen != digest:
+            keeping = (
+                f"; still serving {certs.describe(self._pair.cert)}" if self._pair is not None else ""
+            )
+            log.error("TLS reload failed: %s%s", message, keeping)
+            self._seen, self._pending, self._last_error = digest, None, message
+        return False
+
+    def _warn_if_due(self) -> None:
+        pair = self._pair
+        if pair is None or self._warned_renewal == pair.fingerprint:
+            return
+        if certs.needs_rotation(pair.cert, self.clock):
+            self._warned_renewal = pair.fingerprint
+            log.warning(
+                "serving certificate %s is due for renewal (expires %s); the issuer has not replaced %s",
+                certs.describe(pair.cert),
+                pair.cert.not_valid_after_utc.isoformat(),
+                self.cert_file,
+            )
+
+    async def start(self) -> None:
+        """Load the pair and start polling.
+
+        Raises:
+            CertificateError: the files cannot be read or do not hold a usable pair (the message says why).
+        """
+        self.reload(settle=False)
+        if self._pair is None:
+            raise CertificateError(
+                f"no usable TLS pair in {self.cert_file} / {self.key_file}: {self._last_error or 'unknown error'}"
+            )
+        if self._task is None:
+            self._task = asyncio.create_task(self._poll(), name="admit-tls-file-reload")
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                self.reload()
+            except Exception:  # noqa: BLE001 - the loop must survive anything
+                log.exception("unexpected error while checking %s", self.cert_file)
+
+    def reason(self) -> str:
+        """``""`` when a valid certificate is loaded; otherwise the reason, including the last load error."""
+        base = super().reason()
+        if base and self._last_error and self._pair is None:
+            return f"{base}: {self._last_error}"
+        return base

@@ -1,0 +1,787 @@
+"""Self-managed TLS (``admit serve --cert-mode self``): a CA kept in a Secret, caBundle injection, rotation.
+
+On start and then every ``recheck_interval`` seconds each replica runs :meth:`SelfManagedTLSProvider.reconcile`:
+
+1. Read the Secret ``<namespace>/<secret_name>``; if it does not exist, create it with a new CA and serving pair
+   (``POST``). Replicas starting together race: exactly one ``POST`` wins (201), the others get 409 AlreadyExists,
+   read the winner's Secret and use it, so all replicas converge on one CA. Every later change is a ``PUT`` carrying
+   the ``metadata.resourceVersion`` that was read; a 409 Conflict means another replica changed it first: re-read
+   and decide again. No replica ever overwrites a Secret it has not seen.
+2. Validate what is in it and decide (:func:`plan`, pure, clock-injected): regenerate what is unusable, rotate what
+   is due (less than ``rotation_fraction`` of its lifetime left; default a third), move a CA rotation forward.
+3. Write the caBundle (PEM of every CA in the Secret) into every webhook entry of the named
+   MutatingWebhookConfiguration and ValidatingWebhookConfiguration, with one JSON Patch per configuration that
+   touches only entries whose caBundle holds a different set of certificates, and nothing when none differ. A
+   ``helm upgrade`` that resets caBundle is healed at the next check.
+4. Serve the Secret's pair (next TLS handshake; see :mod:`admit.tls.provider`).
+
+Secret layout (type ``kubernetes.io/tls``; that type requires ``tls.crt`` and ``tls.key``, extra keys are allowed):
+
+============================ ===========================================================================
+key                          content
+============================ ===========================================================================
+``tls.crt``                  serving certificate (leaf only, PEM), signed by ``ca.crt``
+``tls.key``                  its private key (PKCS#8 PEM)
+``ca.crt``                   the current CA certificate (issues ``tls.crt``)
+``ca.key``                   the current CA's private key
+``ca-next.crt``/``ca-next.key`` during a CA rotation, before the switch: the new CA (already in caBundle)
+``ca-previous.crt``          after the switch: the retired CA, still in caBundle during the overlap (no key kept)
+============================ ===========================================================================
+
+Annotations ``admit.dev/ca-staged-at`` and ``admit.dev/ca-promoted-at`` (RFC 3339 UTC) time the two CA rotation
+phases; label ``app.kubernetes.io/managed-by: admit``. Other data keys, labels and annotations are preserved.
+
+CA rotation with overlap (kube-apiserver must trust every leaf any replica serves at every moment, Kubernetes docs
+"Dynamic Admission Control" on ``caBundle``):
+
+- *stage*: the CA has less than a third of its lifetime left. A new CA is generated and stored as ``ca-next``;
+  caBundle becomes {current, next}. Replicas keep serving leaves from the current CA.
+- *switch*: at least ``ca_stage_seconds`` later, and only after this replica has read every webhook entry back with
+  the next CA in it, the next CA becomes ``ca.crt``, the old one moves to ``ca-previous.crt`` and a new leaf is issued
+  from the new CA. caBundle is still {old, new}, so leaves from either CA are trusted while replicas pick up the new
+  leaf at their next check (at most ``recheck_interval`` later).
+- *retire*: ``ca_overlap_seconds`` after the switch (default: 10 checks, at least one hour) ``ca-previous.crt`` is
+  removed and caBundle becomes {new}.
+
+A replica that read the Secret a moment before another replica changed it can compute an older caBundle; the
+orders above make such a stale bundle a superset of what is needed (except for the instant of staging, which the
+stage delay covers), and the next check restores the exact bundle. caBundle is written in a canonical order so
+replicas that agree on the set never patch back and forth.
+
+Bad input, each detected, logged as one ERROR line (no key material) and repaired by regenerating only what is
+broken: corrupt or truncated PEM, a Secret with only some keys, a key that does not match its certificate, a CA
+certificate that is not a CA, a leaf the CA did not sign, an expired CA or leaf. If the CA must be replaced, the old
+``ca.crt`` (when it still parses and is valid) is kept as ``ca-previous.crt`` for the overlap so replicas still
+serving a leaf from it are not cut off.
+
+Readiness (``/readyz``): a certificate valid now is loaded *and* at the last check every webhook entry of both
+configurations trusted the CA that issued it.
+
+RBAC needed: ``secrets`` get/create/update in the namespace (restrict with ``resourceNames`` for get/update);
+``mutatingwebhookconfigurations`` and ``validatingwebhookconfigurations`` get/patch on the two names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import dataclasses
+import datetime as _dt
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from . import certs
+from ..observability import metrics
+from .certs import CertificateError, CertifiedKey, Clock, utcnow
+from .provider import TLSProvider
+
+log = logging.getLogger("admit.selfcerts")
+
+SECRET_TYPE = "kubernetes.io/tls"
+TLS_CRT, TLS_KEY = "tls.crt", "tls.key"
+CA_CRT, CA_KEY = "ca.crt", "ca.key"
+CA_NEXT_CRT, CA_NEXT_KEY = "ca-next.crt", "ca-next.key"
+CA_PREVIOUS_CRT = "ca-previous.crt"
+OUR_KEYS = (TLS_CRT, TLS_KEY, CA_CRT, CA_KEY, CA_NEXT_CRT, CA_NEXT_KEY, CA_PREVIOUS_CRT)
+STAGED_AT = "admit.dev/ca-staged-at"
+PROMOTED_AT = "admit.dev/ca-promoted-at"
+MANAGED_BY = ("app.kubernetes.io/managed-by", "admit")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pure part: parse a Secret, decide what it should hold
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Lifetimes and rotation timing for self-managed mode.
+
+    Attributes:
+        ca_days / leaf_days: lifetimes of newly issued certificates in days (defaults 3650 and 365).
+        rotation_fraction: rotate when less than this fraction of a certificate's lifetime is left (default 1/3).
+        ca_stage_seconds: minimum time a new CA sits in caBundle before leaves switch to it (default 300).
+        ca_overlap_seconds: time the retired CA stays in caBundle after the switch (default 3600).
+    """
+
+    ca_days: float = certs.DEFAULT_CA_DAYS
+    leaf_days: float = certs.DEFAULT_LEAF_DAYS
+    rotation_fraction: float = certs.DEFAULT_ROTATION_FRACTION
+    ca_stage_seconds: float = 300.0
+    ca_overlap_seconds: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Material:
+    """What the Secret holds, parsed. ``None`` fields are absent or unusable.
+
+    Attributes:
+        ca: current CA pair. leaf: serving pair. next_ca: staged CA pair (rotation phase 1).
+        previous_ca: retired CA certificate still trusted (rotation phase 2), with its original PEM.
+        staged_at / promoted_at: start of phase 1 / phase 2 (aware UTC).
+        orphan_ca: ``ca.crt`` when it parses but ``ca.key`` is unusable (kept trusted as previous on regeneration).
+    """
+
+    ca: CertifiedKey | None = None
+    leaf: CertifiedKey | None = None
+    next_ca: CertifiedKey | None = None
+    previous_ca: tuple[x509.Certificate, bytes] | None = None
+    staged_at: _dt.datetime | None = None
+    promoted_at: _dt.datetime | None = None
+    orphan_ca: x509.Certificate | None = None
+
+    def bundle(self) -> bytes:
+        """The caBundle for this material: current, next and previous CA, canonical order (PEM)."""
+        cas = [c.cert for c in (self.ca, self.next_ca) if c is not None]
+        if self.previous_ca is not None:
+            cas.append(self.previous_ca[0])
+        return certs.pem_bundle(cas)
+
+    def data(self) -> dict[str, bytes]:
+        """Secret data (raw bytes, not base64) for admit's keys."""
+        out: dict[str, bytes] = {}
+        if self.leaf is not None:
+            out[TLS_CRT], out[TLS_KEY] = self.leaf.cert_pem, self.leaf.key_pem
+        if self.ca is not None:
+            out[CA_CRT], out[CA_KEY] = self.ca.cert_pem, self.ca.key_pem
+        if self.next_ca is not None:
+            out[CA_NEXT_CRT], out[CA_NEXT_KEY] = self.next_ca.cert_pem, self.next_ca.key_pem
+        if self.previous_ca is not None:
+            out[CA_PREVIOUS_CRT] = self.previous_ca[1]
+        return out
+
+    def annotations(self) -> dict[str, str | None]:
+        """admit's Secret annotations (``None`` = remove)."""
+        return {
+            STAGED_AT: _fmt(self.staged_at) if self.next_ca is not None and self.staged_at else None,
+            PROMOTED_AT: _fmt(self.promoted_at) if self.previous_ca is not None and self.promoted_at else None,
+        }
+
+
+def _fmt(t: _dt.datetime) -> str:
+    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(value: str | None) -> _dt.datetime | None:
+    if not value:
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+def parse_secret(
+    data: dict[str, bytes], annotations: dict[str, str] | None = None
+) -> tuple[Material, list[str]]:
+    """Parse admit's keys of a Secret (values already base64-decoded) into :class:`Material`.
+
+    Checks structure and consistency only (PEM parses, key matches certificate, CA is a CA, leaf signed by the
+    CA); time-dependent checks (expiry, rotation) and names are :func:`plan`'s.
+
+    Returns:
+        ``(material, problems)`` where each problem is one line naming the Secret key(s) and what is wrong.
+    """
+    annotations = annotations or {}
+    problems: list[str] = []
+    ca: CertifiedKey | None = None
+    orphan: x509.Certificate | None = None
+
+    if CA_CRT in data or CA_KEY in data:
+        try:
+            ca = certs.load_pair(data.get(CA_CRT, b""), data.get(CA_KEY, b""), CA_CRT, CA_KEY)
+            if not certs.is_ca(ca.cert):
+                raise CertificateError(f"{CA_CRT} is not a CA certificate (basicConstraints CA:TRUE missing)")
+        except CertificateError as exc:
+            problems.append(str(exc))
+            ca = None
+            with contextlib.suppress(CertificateError):
+                cand = certs.load_certificates(data.get(CA_CRT, b""), CA_CRT)[0]
+                orphan = cand if certs.is_ca(cand) else None
+    elif data:
+        problems.append(f"{CA_CRT} and {CA_KEY} are missing")
+
+    leaf: CertifiedKey | None = None
+    if ca is not None:
+        if TLS_CRT in data or TLS_KEY in data:
+            try:
+                leaf = certs.load_pair(data.get(TLS_CRT, b""), data.get(TLS_KEY, b""), TLS_CRT, TLS_KEY)
+                if not certs.is_signed_by(leaf.cert, ca.cert):
+                    raise CertificateError(
+                        f"{TLS_CRT} ({certs.describe(leaf.cert)}) is not signed by {CA_CRT} ({certs.describe(ca.cert)})"
+                    )
+            except CertificateError as exc:
+                problems.append(str(exc))
+                leaf = None
+        else:
+            problems.append(f"{TLS_CRT} and {TLS_KEY} are missing")
+
+    next_ca: CertifiedKey | None = None
+    if CA_NEXT_CRT in data or CA_NEXT_KEY in data:
+        try:
+            next_ca = certs.load_pair(data.get(CA_NEXT_CRT, b""), data.get(CA_NEXT_KEY, b""), CA_NEXT_CRT, CA_NEXT_KEY)
+            if not certs.is_ca(next_ca.cert):
+                raise CertificateError(f"{CA_NEXT_CRT} is not a CA certificate")
+        except CertificateError as exc:
+            problems.append(str(exc))
+            next_ca = None
+
+    previous: tuple[x509.Certificate, bytes] | None = None
+    if CA_PREVIOUS_CRT in data:
+        try:
+            prev_cert = certs.load_certificates(data[CA_PREVIOUS_CRT], CA_PREVIOUS_CRT)[0]
+            previous = (prev_cert, data[CA_PREVIOUS_CRT])
+        except CertificateError as exc:
+            problems.append(str(exc))
+
+    material = Material(
+        ca=ca,
+        leaf=leaf,
+        next_ca=next_ca,
+        previous_ca=previous,
+        staged_at=_parse_time(annotations.get(STAGED_AT)),
+        promoted_at=_parse_time(annotations.get(PROMOTED_AT)),
+        orphan_ca=orphan,
+    )
+    return material, problems
+
+
+def plan(
+    material: Material,
+    policy: Policy,
+    service: str,
+    namespace: str,
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = (),
+    clock: Clock = utcnow,
+    next_ca_trusted: bool = False,
+    cluster_domain: str = "cluster.local",
+) -> tuple[Material, list[str]]:
+    """Decide what the Secret should hold now. Pure apart from key generation; idempotent once settled.
+
+    Args:
+        material: what the Secret holds (:func:`parse_secret`).
+        policy: lifetimes and rotation timing.
+        service / namespace / dns_names / ip_addresses / cluster_domain: names the leaf must cover.
+        clock: current time.
+        next_ca_trusted: every webhook entry was read back with ``material.next_ca`` in its caBundle (required
+            before the switch phase of a CA rotation).
+
+    Returns:
+        ``(new material, actions)``; ``actions`` are one-line descriptions of what changed (empty: nothing to do).
+    """
+    now = clock()
+    m = material
+    actions: list[str] = []
+    names = [*certs.service_dns_names(service, namespace, cluster_domain), *dns_names, *ip_addresses]
+    overlap = _dt.timedelta(seconds=policy.ca_overlap_seconds)
+
+    # -- CA --------------------------------------------------------------------------------------------------
+    ca_problem = ""
+    if m.ca is None:
+        ca_problem = "no usable CA"
+    else:
+        try:
+            certs.validate_ca(m.ca, clock, CA_CRT)
+        except CertificateError as exc:
+            ca_problem = str(exc)
+    if ca_problem:
+        old = m.ca.cert if m.ca is not None else m.orphan_ca
+        new_ca = certs.generate_ca(days=policy.ca_days, clock=clock)
+        previous = None
+        if old is not None and certs.is_ca(old) and not certs.is_expired(old, clock) and now >= old.not_valid_before_utc:
+            previous = (old, old.public_bytes(serialization.Encoding.PEM))
+        m = Material(ca=new_ca, previous_ca=previous, promoted_at=now if previous else None)
+        actions.append(f"{ca_problem}: generated a new CA ({certs.describe(new_ca.cert)})")
+    else:
+        assert m.ca is not None
+        if m.next_ca is not None and (certs.is_expired(m.next_ca.cert, clock) or now < m.next_ca.cert.not_valid_before_utc):
+            m = dataclasses.replace(m, next_ca=None, staged_at=None)
+            actions.append(f"dropped {CA_NEXT_CRT}: outside its validity window")
+        if m.next_ca is None and certs.needs_rotation(m.ca.cert, clock, policy.rotation_fraction):
+            nxt = certs.generate_ca(days=policy.ca_days, clock=clock)
+            m = dataclasses.replace(m, next_ca=nxt, staged_at=now)
+            actions.append(
+                f"CA is due for rotation (expires {_fmt(m.ca.cert.not_valid_after_utc)}): staged a new CA "
+                f"({certs.describe(nxt.cert)}) in caBundle"
+            )
+        elif m.next_ca is not None and m.staged_at is None:
+            m = dataclasses.replace(m, staged_at=now)
+            actions.append(f"{STAGED_AT} missing: restarted the staging period of {CA_NEXT_CRT}")
+        elif (
+            m.next_ca is not None
+            and m.staged_at is not None
+            and now >= m.staged_at + _dt.timedelta(seconds=policy.ca_stage_seconds)
+            and next_ca_trusted
+        ):
+            old_ca = m.ca
+            m = dataclasses.replace(
+                m,
+                ca=m.next_ca,
+                next_ca=None,
+                staged_at=None,
+                previous_ca=(old_ca.cert, old_ca.cert_pem),
+                promoted_at=now,
+                leaf=None,
+            )
+            actions.append(
+                f"switched to the new CA ({certs.describe(m.ca.cert)}); the old one stays in caBundle until "
+                f"{_fmt(now + overlap)}"
+            )
+
+    # -- retired CA ------------------------------------------------------------------------------------------
+    if m.previous_ca is not None:
+        prev = m.previous_ca[0]
+        if m.ca is not None and certs.fingerprint(prev) == m.ca.fingerprint:
+            m = dataclasses.replace(m, previous_ca=None, promoted_at=None)
+        elif certs.is_expired(prev, clock):
+            m = dataclasses.replace(m, previous_ca=None, promoted_at=None)
+            actions.append(f"removed {CA_PREVIOUS_CRT}: it has expired")
+        elif m.promoted_at is None:
+            m = dataclasses.replace(m, promoted_at=now)
+            actions.append(f"{PROMOTED_AT} missing: restarted the overlap period of {CA_PREVIOUS_CRT}")
+        elif now >= m.promoted_at + overlap:
+            m = dataclasses.replace(m, previous_ca=None, promoted_at=None)
+            actions.append(f"removed the retired CA from caBundle ({certs.describe(prev)}): overlap is over")
+
+    # -- leaf ------------------------------------------------------------------------------------------------
+    assert m.ca is not None
+    why = ""
+    if m.leaf is None:
+        why = "no usable serving certificate"
+    elif not certs.is_signed_by(m.leaf.cert, m.ca.cert):
+        why = f"{TLS_CRT} is not signed by the current CA"
+    elif certs.is_expired(m.leaf.cert, clock):
+        why = f"{TLS_CRT} expired at {_fmt(m.leaf.cert.not_valid_after_utc)}"
+    elif now < m.leaf.cert.not_valid_before_utc:
+        why = f"{TLS_CRT} is not valid before {_fmt(m.leaf.cert.not_valid_before_utc)}"
+    elif certs.needs_rotation(m.leaf.cert, clock, policy.rotation_fraction):
+        why = f"{TLS_CRT} is due for rotation (expires {_fmt(m.leaf.cert.not_valid_after_utc)})"
+    elif missing := certs.missing_names(m.leaf.cert, names):
+        why = f"{TLS_CRT} does not cover {', '.join(missing)}"
+    if why:
+        leaf = certs.generate_serving_certificate(
+            m.ca, service, namespace, dns_names, ip_addresses, days=policy.leaf_days, clock=clock,
+            cluster_domain=cluster_domain,
+        )
+        m = dataclasses.replace(m, leaf=leaf)
+        actions.append(f"{why}: issued {certs.describe(leaf.cert)}")
+    return m, actions
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Kubernetes part
+
+
+def _b64decode(value: str | None) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError)
+"""Errors of a Kubernetes API call that a later check may not meet again (HTTP error, connection, timeout)."""
+
+
+def _error_line(exc: BaseException) -> str:
+    """One line for a failed API call: ``HTTP 403 Forbidden: <Status.message>`` or the exception's class and text."""
+    if not isinstance(exc, ApiException):
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
+    message = ""
+    body = exc.body
+    if isinstance(body, (bytes, bytearray)):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str):
+        try:
+            message = json.loads(body).get("message", "")
+        except (ValueError, AttributeError):
+            message = body[:200]
+    text = f"HTTP {exc.status} {exc.reason or ''}".strip()
+    return f"{text}: {message}" if message else text
+
+
+async def _call(fn: Callable[..., Awaitable[Any]], *args: Any, timeout: float = 10.0, **kwargs: Any) -> Any:
+    """Call a kubernetes_asyncio API method without model (de)serialization; return the JSON body.
+
+    Args:
+        timeout: seconds for the whole request.
+
+    Raises:
+        ApiException: non-2xx status (``.status``, ``.body``). aiohttp.ClientError / asyncio.TimeoutError: no answer.
+    """
+    resp = await fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
+    try:
+        body = await resp.read()
+        if not 200 <= resp.status < 300:
+            exc = ApiException(status=resp.status, reason=resp.reason)
+            exc.body = body.decode("utf-8", "replace")
+            raise exc
+        return json.loads(body) if body else {}
+    finally:
+        resp.release()
+
+
+@dataclass
+class ReconcileResult:
+    """What one :meth:`SelfManagedTLSProvider.reconcile` did.
+
+    Attributes:
+        created: this replica created the Secret. written: this replica updated it.
+        conflicts: 409 answers met (create raced, or update on a stale resourceVersion).
+        actions: :func:`plan` actions applied. problems: bad Secret content found.
+        patched: ``"<Kind>/<name>"`` of each webhook configuration patched.
+        installed: a new pair is served from the next handshake.
+    """
+
+    created: bool = False
+    written: bool = False
+    conflicts: int = 0
+    actions: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    patched: list[str] = field(default_factory=list)
+    installed: bool = False
+
+
+class SelfManagedTLSProvider(TLSProvider):
+    """TLS pair from a self-managed CA in a Secret, with caBundle injection and rotation (see module docstring).
+
+    Args:
+        api_client: a ``kubernetes_asyncio.client.ApiClient`` (not closed by the provider).
+        namespace: admit's namespace (Secret location, Service namespace in the SANs).
+        secret_name: Secret holding CA and serving pair (``--secret-name``, default ``admit-tls``).
+        service_name: Service in front of the webhook (SANs ``<svc>``, ``<svc>.<ns>``, ``<svc>.<ns>.svc``,
+            ``<svc>.<ns>.svc.cluster.local``).
+        mutating_config / validating_config: names of the webhook configurations to inject caBundle into
+            (``""`` skips one).
+        recheck_interval: seconds between checks (default 60; +-10 % jitter; at most 5 s while not ready).
+        clock: current time source (tests).
+        dns_names / ip_addresses: extra SANs. cluster_domain: cluster DNS domain (default ``cluster.local``).
+        request_timeout: seconds allowed for each Kubernetes API request (default 10).
+        ca_days / leaf_days: lifetimes in days (defaults 3650 / 365).
+        rotation_fraction: rotate when less than this fraction of the lifetime is left (default 1/3).
+        ca_stage_seconds: minimum seconds a new CA is in caBundle before leaves switch (default
+            ``max(300, 3 * recheck_interval)``).
+        ca_overlap_seconds: seconds the retired CA stays in caBundle after the switch (default
+            ``max(3600, 10 * recheck_interval)``; replicas pick up the new leaf within one ``recheck_interval``).
+    """
+
+    def __init__(
+        self,
+        api_client: k8s.ApiClient,
+        namespace: str,
+        secret_name: str,
+        service_name: str,
+        mutating_config: str,
+        validating_config: str,
+        recheck_interval: float = 60.0,
+        clock: Clock = utcnow,
+        *,
+        dns_names: Iterable[str] = (),
+        ip_addresses: Iterable[str] = (),
+        ca_days: float = certs.DEFAULT_CA_DAYS,
+        leaf_days: float = certs.DEFAULT_LEAF_DAYS,
+        rotation_fraction: float = certs.DEFAULT_ROTATION_FRACTION,
+        ca_stage_seconds: float | None = None,
+        ca_overlap_seconds: float | None = None,
+        cluster_domain: str = "cluster.local",
+        request_timeout: float = 10.0,
+    ) -> None:
+        super().__init__(clock=clock)
+        self.request_timeout = request_timeout
+        self.core = k8s.CoreV1Api(api_client)
+        self.admission = k8s.AdmissionregistrationV1Api(api_client)
+        self.namespace = namespace
+        self.secret_name = secret_name
+        self.service_name = service_name
+        self.mutating_config = mutating_config
+        self.validating_config = validating_config
+        self.recheck_interval = recheck_interval
+        self.dns_names = list(dns_names)
+        self.ip_addresses = list(ip_addresses)
+        self.cluster_domain = cluster_domain
+        self.policy = Policy(
+            ca_days=ca_days,
+            leaf_days=leaf_days,
+            rotation_fraction=rotation_fraction,
+            ca_stage_seconds=max(300.0, 3 * recheck_interval) if ca_stage_seconds is None else ca_stage_seconds,
+            ca_overlap_seconds=max(3600.0, 10 * recheck_interval) if ca_overlap_seconds is None else ca_overlap_seconds,
+        )
+        self._lock = asyncio.Lock()
+        self._bundle_reason = "caBundle not checked yet"
+        self._last_failure = ""
+
+    @property
+    def secret_ref(self) -> str:
+        return f"{self.namespace}/{self.secret_name}"
+
+    # -- Secret ---------------------------------------------------------------------------------------------------
+
+    async def _read_secret(self) -> dict[str, Any] | None:
+        try:
+            return await _call(self.core.read_namespaced_secret, self.secret_name, self.namespace,
+                               timeout=self.request_timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _secret_body(self, material: Material, existing: dict[str, Any] | None) -> dict[str, Any]:
+        meta_in = (existing or {}).get("metadata") or {}
+        labels = dict(meta_in.get("labels") or {})
+        labels[MANAGED_BY[0]] = MANAGED_BY[1]
+        annotations = dict(meta_in.get("annotations") or {})
+        for k, v in material.annotations().items():
+            if v is None:
+                annotations.pop(k, None)
+            else:
+                annotations[k] = v
+        data = {k: v for k, v in ((existing or {}).get("data") or {}).items() if k not in OUR_KEYS}
+        data.update({k: base64.b64encode(v).decode() for k, v in material.data().items()})
+        metadata: dict[str, Any] = {"name": self.secret_name, "namespace": self.namespace, "labels": labels}
+        if annotations:
+            metadata["annotations"] = annotations
+        if existing is not None:
+            metadata["resourceVersion"] = meta_in.get("resourceVersion")
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": metadata,
+            "type": (existing or {}).get("type") or SECRET_TYPE,
+            "data": data,
+        }
+
+    @staticmethod
+    def _decoded(secret: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
+        out: dict[str, bytes] = {}
+        bad: list[str] = []
+        for k, v in (secret.get("data") or {}).items():
+            if k not in OUR_KEYS:
+                continue
+            raw = _b64decode(v)
+            if raw is None:
+                bad.append(f"{k} is not valid base64")
+                out[k] = b""
+            else:
+                out[k] = raw
+        return out, bad
+
+    def _plan(self, current: Material, next_trusted: bool = False) -> tuple[Material, list[str]]:
+        return plan(
+            current, self.policy, self.service_name, self.namespace, self.dns_names, self.ip_addresses,
+            self.clock, next_ca_trusted=next_trusted, cluster_domain=self.cluster_domain,
+        )
+
+    async def _settle_secret(self, result: ReconcileResult) -> Material:
+        """Read/create/repair the Secret until this replica holds a material consistent with the stored one."""
+        for _attempt in range(5):
+            secret = await self._read_secret()
+            if secret is None:
+                material, _actions = self._plan(Material())
+                body = self._secret_body(material, None)
+                try:
+                    await _call(self.core.create_namespaced_secret, self.namespace, body, timeout=self.request_timeout)
+                except ApiException as exc:
+                    if exc.status == 409:  # another replica created it first: use theirs
+                        result.conflicts += 1
+                        log.info("Secret %s was created by another replica; using it", self.secret_ref)
+                        continue
+                    raise
+                result.created = True
+                log.info("created Secret %s with a new CA and serving certificate (%s)",
+                         self.secret_ref, certs.describe(material.leaf.cert))  # type: ignore[union-attr]
+                return material
+
+            data, bad = self._decoded(secret)
+            annotations = (secret.get("metadata") or {}).get("annotations") or {}
+            current, problems = parse_secret(data, annotations)
+            # an undecodable value is reported once, as such, not again as an empty/unparsable PEM
+            bad_keys = [line.split(" ", 1)[0] for line in bad]
+            problems = bad + [p for p in problems if not any(p.startswith(f"{k} ") for k in bad_keys)]
+            next_trusted = False
+            if current.next_ca is not None and current.ca is not None:
+                next_trusted = await self._bundle_contains(current.next_ca.fingerprint)
+            material, actions = self._plan(current, next_trusted)
+            if material.data() == {k: v for k, v in data.items() if k in OUR_KEYS} and not problems and all(
+                annotations.get(k) == v for k, v in material.annotations().items()
+            ):
+                return material
+            try:
+                await _call(
+                    self.core.replace_namespaced_secret, self.secret_name, self.namespace,
+                    self._secret_body(material, secret), timeout=self.request_timeout,
+                )
+            except ApiException as exc:
+                if exc.status == 409:  # changed since we read it: look again
+                    result.conflicts += 1
+                    continue
+                raise
+            for p in problems:
+                log.error("Secret %s: %s; repaired", self.secret_ref, p)
+            for a in actions:
+                log.info("Secret %s: %s", self.secret_ref, a)
+            result.written = True
+            result.problems += problems
+            result.actions += actions
+            return material
+        raise CertificateError(f"Secret {self.secret_ref} keeps changing under this replica (5 conflicts in a row)")
+
+    # -- caBundle -------------------------------------------------------------------------------------------------
+
+    def _configs(self) -> list[tuple[str, str, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]]]:
+        out = []
+        if self.mutating_config:
+            out.append(("MutatingWebhookConfiguration", self.mutating_config,
+                        self.admission.read_mutating_webhook_configuration,
+                        self.admission.patch_mutating_webhook_configuration))
+        if self.validating_config:
+            out.append(("ValidatingWebhookConfiguration", self.validating_config,
+                        self.admission.read_validating_webhook_configuration,
+                        self.admission.patch_validating_webhook_configuration))
+        return out
+
+    async def _bundle_contains(self, fp: str) -> bool:
+        """Every entry of both configurations has the certificate ``fp`` in its caBundle (False on any error)."""
+        try:
+            for _kind, name, read, _patch in self._configs():
+                obj = await _call(read, name, timeout=self.request_timeout)
+                for wh in obj.get("webhooks") or []:
+                    have = certs.bundle_fingerprints(_b64decode((wh.get("clientConfig") or {}).get("caBundle")))
+                    if not have or fp not in have:
+                        return False
+        except TRANSIENT_ERRORS:
+            return False
+        return True
+
+    async def inject_ca_bundle(self, bundle: bytes) -> list[str]:
+        """Make every webhook entry's ``clientConfig.caBundle`` hold exactly the certificates in ``bundle``.
+
+        One JSON Patch (RFC 6902) per configuration, only when at least one entry differs, touching only those
+        entries: ``{"op": "test", "path": "/webhooks/<i>/name", "value": <name>}`` (guards against the list
+        being reordered since it was read) then ``{"op": "add", "path": "/webhooks/<i>/clientConfig/caBundle",
+        "value": <base64 PEM>}``. "Differs" compares the sets of certificates, so the order in which someone else
+        wrote them does not trigger a patch.
+
+        Returns:
+            ``"<Kind>/<name>"`` of each configuration patched. Sets readiness (caBundle in place or why not).
+
+        Raises:
+            ApiException: reading or patching failed (404 is reported as not ready, not raised).
+        """
+        want = certs.bundle_fingerprints(bundle)
+        value = base64.b64encode(bundle).decode()
+        patched: list[str] = []
+        missing: list[str] = []
+        for kind, name, read, patch in self._configs():
+            try:
+                obj = await _call(read, name, timeout=self.request_timeout)
+            except ApiException as exc:
+                if exc.status == 404:
+                    missing.append(f"{kind} {name} not found")
+                    continue
+                raise
+            ops: list[dict[str, Any]] = []
+            entries: list[str] = []
+            for i, wh in enumerate(obj.get("webhooks") or []):
+                have = certs.bundle_fingerprints(_b64decode((wh.get("clientConfig") or {}).get("caBundle")))
+                if have != want:
+                    ops.append({"op": "test", "path": f"/webhooks/{i}/name", "value": wh.get("name")})
+                    ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": value})
+                    entries.append(str(wh.get("name")))
+            if ops:
+                await _call(patch, name, ops, timeout=self.request_timeout)
+                log.info("caBundle of %s %s updated (entries: %s)", kind, name, ", ".join(entries))
+                patched.append(f"{kind}/{name}")
+        self._bundle_reason = "; ".join(missing) + ("; caBundle not in place" if missing else "")
+        return patched
+
+    # -- one check ------------------------------------------------------------------------------------------------
+
+    async def reconcile(self) -> ReconcileResult:
+        """One check: settle the Secret, inject caBundle, then serve the Secret's pair. See the module docstring.
+
+        caBundle goes first so that a pair from a new CA (a replaced, broken CA) is served only once the apiserver
+        can trust it; the pair is served even if that step fails (the Secret no longer holds the old one).
+
+        Raises:
+            ApiException, aiohttp.ClientError, asyncio.TimeoutError (:data:`TRANSIENT_ERRORS`): the Kubernetes API
+                failed or did not answer within ``request_timeout`` (in the caBundle step: after the pair is
+                served, and ``ready()`` is False with the reason).
+            CertificateError: the Secret kept changing (5 conflicts in a row) or OpenSSL refused the pair.
+        """
+        async with self._lock:
+            result = ReconcileResult()
+            material = await self._settle_secret(result)
+            assert material.leaf is not None
+            try:
+                result.patched = await self.inject_ca_bundle(material.bundle())
+            except TRANSIENT_ERRORS as exc:
+                self._bundle_reason = f"caBundle could not be checked: {_error_line(exc)}"
+                raise
+            finally:
+                if self.pair is None or self.pair.fingerprint != material.leaf.fingerprint:
+                    self.install(material.leaf)
+                    result.installed = True
+                if material.ca is not None:
+                    metrics.certificate("ca", material.ca.cert.not_valid_after_utc.timestamp())
+            return result
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """First check, then the periodic loop.
+
+        A failure to get a serving pair (Kubernetes API unreachable, RBAC) raises :class:`CertificateError` with
+        one line saying why; a failure only in the caBundle step does not (the loop retries every few seconds and
+        ``ready()`` stays False meanwhile).
+        """
+        try:
+            await self.reconcile()
+        except TRANSIENT_ERRORS as exc:
+            if self.pair is None:
+                raise CertificateError(
+                    f"self-managed TLS: cannot read or create Secret {self.secret_ref}: {_error_line(exc)}"
+                ) from None
+            self._note_failure(f"self-managed TLS check failed: {_error_line(exc)}")
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="admit-tls-self-managed")
+
+    def _note_failure(self, line: str) -> None:
+        if line != self._last_failure:
+            log.warning("%s (retrying)", line)
+        else:
+            log.debug("%s (retrying)", line)
+        self._last_failure = line
+
+    async def _loop(self) -> None:
+        while True:
+            interval = self.recheck_interval * random.uniform(0.9, 1.1)
+            if not self.ready():
+                interval = min(interval, 5.0)
+            await asyncio.sleep(interval)
+            try:
+                await self.reconcile()
+                self._last_failure = ""
+            except TRANSIENT_ERRORS as exc:
+                self._note_failure(f"self-managed TLS check failed: {_error_line(exc)}")
+            except Exception as exc:  # noqa: BLE001 - the loop must survive anything
+                log.exception("self-managed TLS check failed: %s", exc.__class__.__name__)
+
+    def reason(self) -> str:
+        """``""`` when ready; else why: no/expired certificate, or caBundle not (yet) in place."""
+        return super().reason() or self._bundle_reason

@@ -1,0 +1,410 @@
+"""Admission orchestration: run the pure decisions, do the API work they ask for, within a deadline.
+
+``mutate`` is pure and synchronous (``mutate.py``). ``validate`` runs ``validate.validate`` and then, where the
+verdict asks for it, makes sure the PodGroup exists with the right spec or reads a scale request's parent.
+
+Rules (DESIGN.md, "Known traps"):
+
+- PodGroups are created at admission without an ownerReference (the garbage collector would delete a PodGroup
+  whose owner is not stored yet); the controller adopts them later.
+- 409 AlreadyExists on create is success: read the PodGroup, check who it belongs to
+  (``podgroup.ownership``), patch its spec only where it differs.
+- ``dryRun`` requests get the same answer and write nothing: writes are sent with ``dryRun=All`` so that
+  kube-apiserver still validates them (``sideEffects: NoneOnDryRun``).
+- All API calls of one request share one budget (``Config.api_timeout_seconds``); when the API fails, the
+  failure mode decides: ``deny`` refuses with the reason (code 503), ``allow`` admits with a warning. A request never
+  hangs past the budget.
+- A create refused because the namespace is being deleted (403 "... because it is being terminated",
+  ``kube.namespace_terminating``) is not an API failure: nothing admit could create there would outlive the
+  namespace, so the request is allowed with a warning, whatever the failure mode (a refusal would hold the object,
+  and so the namespace, in Terminating forever).
+- An exception from admit's own code on a request is a bug (input shapes are checked where they are read and refused
+  with 400 naming the field): it never becomes an HTTP 500, and it is not reported as transient either. It is logged
+  as a bug with the traceback and the request uid; mutations answer allowed and unchanged with a warning, and
+  validation follows the failure mode (``deny``: refused with ``status.code`` 500 and no "retry" advice).
+- A Pod CREATE carrying the pod-group label costs one dict lookup in the cache when its group is known. When the
+  group is missing from the cache and a stored workload claims it, the cache's ``missing`` hook asks the controller
+  to re-create it (in the background) and the pod is allowed with a warning: never delayed, never denied. When no
+  PodGroup of that name exists (confirmed by one GET) and nothing claims it, the pod is allowed with a warning that
+  says what to create (:func:`missing_group_warning`).
+- A ``*/scale`` UPDATE reads its parent from the controller's cache of gang workloads (``GroupCache.workload``);
+  a parent absent from a listed cache is no gang: allowed, no read. Only without a listed cache is the parent read
+  live, and a failed read refuses (failure mode) only a parent known to be a gang. An ``auto`` gang's PodGroup is
+  resized in the same admission (``validate.scale_verdict``).
+- A Spark executor whose driver the caches do not know (``decision.lookup``) gets its driver pod read once per
+  driver uid (:meth:`Admission.finish_mutation`); the mutating answer never refuses.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from ..observability import metrics
+from ..backends.workload_api.ensure import ensure_workload_api
+from ..config import WORKLOAD_API, Config
+from ..echo import clip
+from ..kube.client import AlreadyExists, Budget, KubeError, namespace_terminating
+from .mutate import mutate, plan_patch
+from ..gang.plan import get_path
+from ..backends.coscheduling.podgroup import (
+    desired_pod_group, generation_patch, merge_shared_spec, owner_annotation, ownership, spec_differs,
+    spec_json_patch,
+)
+from .admissionreview import AdmissionRequest, Decision
+from ..families.spark import DriverLookup, driver_group, executor_plan
+from .validate import ScaleCheck, Verdict, drop_uncountable, scale_verdict, validate
+
+__all__ = ["Admission", "PodGroupStore", "GroupCache", "missing_group_warning"]
+
+log = logging.getLogger("admit.admission")
+
+
+class PodGroupStore(Protocol):
+    """What admission needs from the Kubernetes API (``kube.KubeAPI``; ``offline.OfflineKube`` for ``admit review``).
+
+    Each method takes ``timeout`` (seconds) and raises ``kube.KubeError`` on failure.
+    """
+
+    async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]: ...
+
+    async def get_pod_group(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None: ...
+
+    async def patch_pod_group(
+        self, namespace: str, name: str, ops: list[dict[str, Any]], dry_run: bool, timeout: float
+    ) -> dict[str, Any]: ...
+
+    async def get_object(
+        self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
+    ) -> dict[str, Any] | None: ...
+
+    # Optional: ``async get_pod(namespace, name, timeout) -> dict | None`` (a Spark executor's driver pod).
+
+
+class GroupCache(Protocol):
+    """A read view of the PodGroups admit knows (the controller's watch-backed cache).
+
+    Optional methods (``cacheview.ControllerView`` has them all; each is a dict lookup, never an API call):
+
+    - ``missing(namespace, name) -> str | None``: called for a Pod CREATE whose group is not cached; returns the
+      warning to add when admit is re-creating that group (a stored workload claims it), else None;
+    - ``pod_group(namespace, name) -> (synced, PodGroup | None)``: any PodGroup, managed by admit or not;
+    - ``workload(group, version, plural, kind, namespace, name) -> (synced, object | None)``: a stored gang
+      workload (one admit labelled ``gang.admit.dev/managed``), and whether that kind's cache has listed.
+    """
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+_DRIVER_MEMO_SIZE = 4096
+
+
+def _log_bug(step: str, req: AdmissionRequest, error: Exception) -> None:
+    log.error(
+        "BUG: %s raised %s on %s %s/%s uid=%s. Input shapes are checked where admit reads them, so an exception from "
+        "the decision code on a request is a bug in admit: please report it with the object",
+        step, type(error).__name__, req.kind, req.namespace, clip(req.name), clip(req.uid), exc_info=error,
+    )
+
+
+class Admission:
+    """Answers ``/mutate`` and ``/validate`` requests.
+
+    Args:
+        config: settings.
+        store: the Kubernetes API (``None``: decide only, create nothing, report the PodGroups that would be made).
+        cache: PodGroups known from a watch (``None``: none); a cached PodGroup that admit manages with the right
+            spec needs no API call.
+    """
+
+    def __init__(self, config: Config, store: PodGroupStore | None = None, cache: GroupCache | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.cache = cache
+        self._missing = getattr(cache, "missing", None)
+        self._pod_group = getattr(cache, "pod_group", None)
+        self._workload = getattr(cache, "workload", None)
+        # Spark driver pods read from the API: (namespace, name, uid) -> the driver's group or None (bounded, oldest
+        # first out). One read per Spark application and replica, however many executors it creates.
+        self._drivers: dict[tuple[str, str, str], str | None] = {}
+
+    def mutate(self, req: AdmissionRequest) -> Decision:
+        """The ``/mutate`` decision; an internal error gives an allowed, unchanged answer with a warning."""
+        try:
+            return mutate(req, self.config, self.cache)
+        except Exception as e:  # noqa: BLE001 - never fail pod creation on our own bug
+            _log_bug("mutate", req, e)
+            return Decision(warnings=[f"admit could not compute a mutation ({type(e).__name__}, a bug in admit, logged "
+                                      "with this request's uid); the object is unchanged"])
+
+    async def finish_mutation(self, req: AdmissionRequest, decision: Decision) -> Decision:
+        """Do the read a ``/mutate`` decision waits on (``decision.lookup``); never raises, never refuses.
+
+        A Spark executor whose driver's group the caches do not know (``spark.DriverLookup``): the driver pod is
+        read once (``store.get_pod``, within ``api_timeout_seconds``) and remembered by uid. A driver in a group
+        makes the executor join it; a driver in none leaves it alone; a driver that cannot be read gives the
+        executor a warning and no patch.
+        """
+        look = decision.lookup
+        if not isinstance(look, DriverLookup) or req.object is None:
+            return Decision(warnings=decision.warnings)
+        try:
+            group = await self._driver_group(look)
+        except KubeError as e:
+            return Decision(warnings=[
+                f"Spark executor {look.namespace}/{look.executor}: admit could not read its driver pod {look.driver} "
+                f"({e.message}), so it does not know the driver's PodGroup; the executor is not gang-scheduled"
+            ])
+        except LookupError as e:
+            return Decision(warnings=[
+                f"Spark executor {look.namespace}/{look.executor}: its driver pod {look.driver} {e.args[0]}, so admit "
+                "does not know the driver's PodGroup; the executor is not gang-scheduled"
+            ])
+        except Exception as e:  # noqa: BLE001 - never fail pod creation on our own bug
+            _log_bug("reading a Spark driver", req, e)
+            return Decision(warnings=[f"admit could not compute a mutation ({type(e).__name__}, a bug in admit, logged "
+                                      "with this request's uid); the object is unchanged"])
+        if group is None:
+            return Decision()  # the driver is in no gang: neither is its executor
+        ops, warnings = plan_patch(req.object, executor_plan(look.namespace, look.executor, group), self.config)
+        return Decision(patch=ops, warnings=warnings)
+
+    async def _driver_group(self, look: DriverLookup) -> str | None:
+        key = (look.namespace, look.driver, look.driver_uid)
+        if key in self._drivers:
+            return self._drivers[key]
+        get_pod = getattr(self.store, "get_pod", None)
+        if get_pod is None:
+            raise LookupError("is not known (no Kubernetes API to read it from)")
+        driver = await get_pod(look.namespace, look.driver, self.config.api_timeout_seconds)
+        if driver is None:
+            raise LookupError("was not found")
+        uid = get_path(driver, ("metadata", "uid"))
+        if look.driver_uid and uid and uid != look.driver_uid:
+            raise LookupError(f"has another uid ({uid}, not {look.driver_uid}): it was replaced")
+        group = driver_group(driver, self.config)
+        if len(self._drivers) >= _DRIVER_MEMO_SIZE:
+            del self._drivers[next(iter(self._drivers))]
+        self._drivers[key] = group
+        return group
+
+    async def validate(self, req: AdmissionRequest) -> Decision:
+        """The ``/validate`` decision, with PodGroup creation/patching and scale checks done."""
+        verdict: Verdict | None = None
+        try:
+            verdict = validate(req, self.config)
+            if verdict.ensure is not None:
+                served = getattr(self.cache, "extended_resources", None)  # the controller's DeviceClass cache
+                if served is not None:
+                    verdict.decision.warnings.extend(drop_uncountable(verdict.ensure, served()))
+                await self._ensure(verdict, _generation(req.object))
+            elif verdict.scale is not None:
+                return await self._check_scale(verdict.scale, verdict.dry_run)
+            elif self._missing is not None and req.kind == "Pod" and not req.dry_run:
+                missing = self._uncached_group(req, verdict.decision)  # a dict lookup; the rest only on a miss
+                if missing is not None:
+                    await self._warn_missing_group(*missing, verdict.decision)
+            return verdict.decision
+        except KubeError as e:
+            if verdict is not None and verdict.ensure is not None and namespace_terminating(e):
+                plan = verdict.ensure
+                verdict.decision.pod_groups.clear()
+                verdict.decision.warnings.append(
+                    f"namespace {plan.namespace} is being deleted: admit created no PodGroup for {plan.ref}")
+                return verdict.decision
+            return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
+        except Exception as e:  # noqa: BLE001 - never a 500
+            _log_bug("validate", req, e)
+            return self._internal_error(e, verdict.decision if verdict is not None else Decision())
+
+    def _uncached_group(self, req: AdmissionRequest, decision: Decision) -> tuple[str, str] | None:
+        """``(namespace, name)`` of the PodGroup a Pod CREATE is labelled for when the managed cache lacks it."""
+        if req.operation != "CREATE" or req.group != "" or not decision.allowed:
+            return None
+        labels = get_path(req.object, ("metadata", "labels"))
+        name = labels.get(self.config.pod_group_label) if isinstance(labels, dict) else None
+        if not isinstance(name, str) or not name:
+            return None
+        namespace = req.namespace or str(get_path(req.object, ("metadata", "namespace")) or "")
+        if self.cache is None or self.cache.get(namespace, name) is not None:
+            return None
+        return namespace, name
+
+    async def _warn_missing_group(self, namespace: str, name: str, decision: Decision) -> None:
+        """A Pod CREATE labelled for a PodGroup that is not cached: the controller re-creates it when a stored
+        workload claims it (its warning); when no PodGroup of that name exists and nothing claims it, the pod is
+        allowed with a warning that says what to create (the Coscheduling plugin keeps such a pod waiting at Permit).
+
+        Only a cache miss gets here, and costs one GET of the PodGroup to rule out a watch that lags behind a
+        PodGroup created a moment ago. A failed GET gives no warning; the pod is never refused.
+        """
+        warning = self._missing(namespace, name)  # type: ignore[misc]
+        if warning:
+            decision.warnings.append(warning)
+            return
+        if self._pod_group is None:
+            return
+        synced, pg = self._pod_group(namespace, name)
+        if not synced or pg is not None:
+            return
+        if self.store is not None:
+            try:
+                if await self.store.get_pod_group(namespace, name, self.config.api_timeout_seconds) is not None:
+                    return
+            except KubeError as e:
+                log.info("could not confirm that PodGroup %s/%s is missing: %s", namespace, name, e.message)
+                return
+        decision.warnings.append(missing_group_warning(namespace, name, self.config))
+
+    def _internal_error(self, error: Exception, decision: Decision) -> Decision:
+        """The answer after a bug in admit: the failure mode decides, and nobody is told to retry (the same object
+        would meet the same bug)."""
+        reason = f"{type(error).__name__} in admit's own code: a bug, logged on the server with this request's uid"
+        if self.config.failure_mode == "allow":
+            decision.warnings.append(f"admit could not check this object ({reason}); allowed by failure mode 'allow'")
+            return decision
+        return Decision.deny(f"admit could not check this object ({reason}); refused by failure mode 'deny'. "
+                             "Please report it with the object", 500, decision.warnings)
+
+    def _api_failure(self, reason: str, decision: Decision) -> Decision:
+        log.warning("failure mode %s: %s", self.config.failure_mode, reason)
+        metrics.failure_mode_applied(self.config.failure_mode)
+        if self.config.failure_mode == "allow":
+            decision.warnings.append(f"admit could not finish its checks ({reason}); allowed by failure mode 'allow'")
+            return decision
+        return Decision.deny(
+            f"admit could not finish its checks ({reason}); refused by failure mode 'deny' so that pods never wait on a "
+            "missing PodGroup. Retry in a moment",
+            503,
+            decision.warnings,
+        )
+
+    async def _ensure(self, verdict: Verdict, generation: int | None = None) -> None:
+        """Create or patch the plan's PodGroup. ``generation``: the incoming object's ``metadata.generation`` (in the
+        validating phase kube-apiserver has already bumped it for a spec change), stamped on what is written so the
+        controller never writes back a spec from an older generation (``podgroup.generation_annotation``)."""
+        plan = verdict.ensure
+        assert plan is not None
+        decision = verdict.decision
+        if plan.backend == WORKLOAD_API:  # a Workload and its PodGroup (scheduling.k8s.io): admit/backends/workload_api/ensure.py
+            await ensure_workload_api(self.store, plan, self.config, decision, verdict.explicit_name,  # type: ignore
+                                      verdict.dry_run, self.cache)
+            return
+        desired = desired_pod_group(plan, self.config, generation)
+        decision.pod_groups.append(desired)
+        if self.cache is not None:
+            cached = self.cache.get(plan.namespace, plan.group_name)
+            if cached is not None:
+                own = ownership(cached, plan, self.config, verdict.explicit_name)
+                want, merge_warnings = merge_shared_spec(cached, plan) if plan.shared else (desired["spec"], [])
+                if own.action == "manage" and not spec_differs(cached, want):
+                    decision.warnings.extend(merge_warnings)
+                    return
+        if self.store is None:
+            return
+        left = Budget(self.config.api_timeout_seconds).left
+        ns, name = plan.namespace, plan.group_name
+        try:
+            created = await self.store.create_pod_group(desired, verdict.dry_run, left())
+            log.info("%s PodGroup %s/%s for %s", "dry run: would create" if verdict.dry_run else "created", ns, name,
+                     plan.ref)
+            decision.pod_groups[-1] = created or desired
+            if not verdict.dry_run:
+                metrics.pod_group("created")
+            return
+        except AlreadyExists:
+            pass
+        existing = await self.store.get_pod_group(ns, name, left())
+        if existing is None:  # deleted between our create and read: create once more
+            await self.store.create_pod_group(desired, verdict.dry_run, left())
+            if not verdict.dry_run:
+                metrics.pod_group("created")
+            return
+        own = ownership(existing, plan, self.config, verdict.explicit_name)
+        decision.warnings.extend(own.warnings)
+        if own.action == "conflict":
+            decision.allowed = False
+            decision.code = 409
+            decision.message = own.message
+            return
+        if own.action != "manage":
+            decision.pod_groups[-1] = existing
+            return
+        want = desired["spec"]
+        if plan.shared:  # bare pods: no member lowers what another member set
+            want, merge_warnings = merge_shared_spec(existing, plan)
+            decision.warnings.extend(merge_warnings)
+        if spec_differs(existing, want):
+            ops = spec_json_patch(existing, want) + generation_patch(existing, generation, self.config)
+            patched = await self.store.patch_pod_group(ns, name, ops, verdict.dry_run, left())
+            log.info("patched PodGroup %s/%s spec for %s: %s", ns, name, plan.ref, ops)
+            if not verdict.dry_run:
+                metrics.pod_group("patched")
+            decision.pod_groups[-1] = patched or desired
+        else:
+            decision.pod_groups[-1] = existing
+
+    async def _check_scale(self, check: ScaleCheck, dry_run: bool) -> Decision:
+        """A ``*/scale`` UPDATE: the controller's cache of gang workloads says whether the parent is a gang (a
+        parent not in a cache that has listed is no gang: allowed with no read at all); a gang parent is read live
+        (the cache keeps a small record per workload, not its pod template: ``claims.workload_record``), as is a
+        parent the cache cannot tell about. A live read that fails refuses (failure mode) only a parent known to be
+        a gang; any other is allowed with a warning, since only a gang can be broken by a scale."""
+        if self._workload is not None:
+            synced, parent = self._workload(check.group, check.version, check.plural, check.kind, check.namespace,
+                                            check.name)
+            if parent is not None and isinstance(parent.get("spec"), dict):
+                return await self._scale_gang(parent, check, dry_run)
+            if parent is None and synced:
+                return Decision()
+        what = f"{check.kind} {check.namespace}/{check.name}"
+        if self.store is None:
+            return Decision(warnings=[f"{what} not read: scale not checked"])
+        try:
+            parent = await self.store.get_object(
+                check.group, check.version, check.plural, check.namespace, check.name, self.config.api_timeout_seconds
+            )
+        except KubeError as e:
+            if self._known_gang(check):
+                raise
+            log.info("scale of %s allowed unchecked: %s", what, e.message)
+            return Decision(warnings=[f"admit could not read {what} ({e.message}); allowed: it is not known to be a "
+                                      "gang workload, and only a gang can be broken by a scale"])
+        if parent is None:
+            return Decision(warnings=[f"{what} not found: scale not checked against its gang minMember"])
+        return await self._scale_gang(parent, check, dry_run)
+
+    def _known_gang(self, check: ScaleCheck) -> bool:
+        """The managed PodGroup cache holds a PodGroup named after the workload and owned by it."""
+        if self.cache is None:
+            return False
+        pg = self.cache.get(check.namespace, check.name)
+        owner = get_path(pg, ("metadata", "annotations", owner_annotation(self.config))) if pg else None
+        return owner == f"{check.group}/{check.kind}/{check.name}"
+
+    async def _scale_gang(self, parent: dict[str, Any], check: ScaleCheck, dry_run: bool) -> Decision:
+        verdict = scale_verdict(parent, check, self.config, dry_run)
+        if verdict.ensure is not None:  # auto: the PodGroup takes the new size before the new pods exist
+            # The new size comes from the scale, which kube-apiserver stores as the next generation of the parent.
+            gen = _generation(parent)
+            await self._ensure(verdict, gen + 1 if gen is not None else None)
+        return verdict.decision
+
+
+def missing_group_warning(namespace: str, name: str, config: Config) -> str:
+    """The warning for a Pod labelled for PodGroup ``namespace/name`` when no such PodGroup exists and no workload
+    admit manages claims it (the Coscheduling plugin's Permit keeps such a pod waiting: ``PodGroupNotFound``)."""
+    return (
+        f"PodGroup {namespace}/{name} does not exist and no workload admit manages claims it: the pod carries label "
+        f"{config.pod_group_label}={name}, so the Coscheduling plugin keeps it waiting until that PodGroup exists. "
+        f"Create PodGroup {name} in namespace {namespace} (apiVersion {config.pod_group_api_version}, spec.minMember "
+        f"= the pods that must start together), or annotate the pod's workload with {config.min_member_key}, or "
+        "correct the label"
+    )
+
+
+def _generation(obj: Any) -> int | None:
+    """``metadata.generation`` of an admitted object when it is a positive int (absent on a mutating CREATE)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    gen = meta.get("generation") if isinstance(meta, dict) else None
+    return gen if isinstance(gen, int) and not isinstance(gen, bool) and gen > 0 else None

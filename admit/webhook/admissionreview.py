@@ -1,0 +1,178 @@
+"""AdmissionReview (``admission.k8s.io/v1``): parse a request body, build the response.
+
+Shapes follow the Kubernetes docs "Dynamic Admission Control" (request and response) and
+``k8s.io/api/admission/v1/types.go``:
+
+- request: ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid", "kind": {group,
+  version, kind}, "resource": {group, version, resource}, "subResource", "requestKind", "requestResource", "name",
+  "namespace", "operation": CREATE|UPDATE|DELETE|CONNECT, "userInfo", "object", "oldObject", "dryRun", "options"}}``;
+- response: ``{"apiVersion", "kind": "AdmissionReview", "response": {"uid", "allowed", "status": {"code",
+  "message"}, "patchType": "JSONPatch", "patch": base64(JSON array), "warnings": [str]}}``. The ``uid`` always
+  echoes ``request.uid``; an empty patch is sent with neither ``patch`` nor ``patchType``.
+
+``admission.k8s.io/v1beta1`` has the same shape; a v1beta1 review is answered in v1beta1.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..echo import clip, clip_message
+from ..jsonio import JSON_BACKEND, dumps, loads  # re-exported: the review body is parsed and answered with them
+
+__all__ = ["BadReview", "AdmissionRequest", "Decision", "parse_review", "review_response", "loads", "dumps",
+           "JSON_BACKEND"]
+
+SUPPORTED_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+MAX_WARNING_CHARS = 512
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview admit can answer; the server replies HTTP 400 with this message."""
+
+
+@dataclass(slots=True)
+class AdmissionRequest:
+    """A view over ``AdmissionReview.request`` with the fields admit reads (no copies of ``object``).
+
+    Attributes:
+        uid: ``request.uid`` (echoed in every answer).
+        api_version: the review's ``apiVersion`` (the answer uses the same).
+        group / version / kind: ``request.kind`` (the object's kind; ``autoscaling/v1 Scale`` for ``*/scale``).
+        resource: ``request.resource.resource`` plural (``"deployments"``); resource_group its group.
+        sub_resource: ``request.subResource`` (``"scale"``, ``"status"`` or ``""``).
+        operation: CREATE, UPDATE, DELETE or CONNECT.
+        namespace: ``request.namespace`` (objects created by controllers often lack ``metadata.namespace``).
+        name: ``request.name`` (empty on CREATE with generateName).
+        object / old_object: the new and old objects (dicts, ``None`` where absent).
+        dry_run: ``request.dryRun``: write nothing (``sideEffects: NoneOnDryRun``).
+    """
+
+    uid: str
+    api_version: str
+    group: str
+    version: str
+    kind: str
+    resource_group: str
+    resource: str
+    sub_resource: str
+    operation: str
+    namespace: str
+    name: str
+    object: dict[str, Any] | None
+    old_object: dict[str, Any] | None
+    dry_run: bool
+
+
+@dataclass(slots=True)
+class Decision:
+    """The answer to one admission request, before it is wrapped in an AdmissionReview.
+
+    Attributes:
+        allowed: admit or refuse.
+        message: ``status.message`` (reason for a denial, or a note on an allowed answer); ``""`` for none.
+        code: ``status.code`` (HTTP status for a denial, e.g. 400 malformed, 403 policy, 503 API unavailable).
+        patch: JSONPatch operations (list of ``{"op", "path", "value"}``); empty for none.
+        warnings: admission warnings shown by kubectl (``Warning: ...``).
+        pod_groups: PodGroup objects admit created, patched, or would create (for ``admit review``).
+        lookup: a read the mutation waits on, for ``admission.Admission`` to do (``spark.DriverLookup``: a Spark
+            executor whose driver the cache does not know), or ``None``; never part of the answer.
+    """
+
+    allowed: bool = True
+    message: str = ""
+    code: int = 200
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    pod_groups: list[dict[str, Any]] = field(default_factory=list)
+    lookup: Any = None
+
+    @classmethod
+    def deny(cls, message: str, code: int = 403, warnings: list[str] | None = None) -> "Decision":
+        """A refusal with ``message`` and HTTP ``code``."""
+        return cls(allowed=False, message=message, code=code, warnings=list(warnings or ()))
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def parse_review(body: bytes) -> AdmissionRequest:
+    """Parse and check an AdmissionReview request body.
+
+    Raises:
+        BadReview: not JSON, not an object, wrong ``apiVersion``/``kind``, no ``request``, a missing or empty
+            ``request.uid``, or ``object``/``oldObject`` that are not JSON objects. The message says which.
+    """
+    try:
+        doc = loads(body)
+    except ValueError as e:
+        raise BadReview(f"body is not valid JSON: {clip_message(str(e), 200)}") from None
+    except RecursionError:  # the stdlib decoder on deeply nested arrays/objects (orjson stops at depth 1024)
+        raise BadReview("body is not valid JSON: nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise BadReview("body is not a JSON object (expected an AdmissionReview)")
+    api_version = doc.get("apiVersion")
+    if doc.get("kind") != "AdmissionReview":
+        if doc.get("kind") is None:
+            raise BadReview("kind is missing (expected kind: AdmissionReview, apiVersion: admission.k8s.io/v1)")
+        raise BadReview(f"kind is {clip(doc.get('kind'))}, expected 'AdmissionReview'")
+    if api_version not in SUPPORTED_VERSIONS:
+        if api_version is None:
+            raise BadReview("apiVersion is missing (expected apiVersion: admission.k8s.io/v1)")
+        raise BadReview(f"apiVersion {clip(api_version)} is not supported (use admission.k8s.io/v1)")
+    req = doc.get("request")
+    if not isinstance(req, dict):
+        raise BadReview("AdmissionReview has no request object")
+    uid = req.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("request.uid is missing or empty")
+    obj = req.get("object")
+    old = req.get("oldObject")
+    if obj is not None and not isinstance(obj, dict):
+        raise BadReview("request.object is not a JSON object")
+    if old is not None and not isinstance(old, dict):
+        raise BadReview("request.oldObject is not a JSON object")
+    kind = req.get("kind") if isinstance(req.get("kind"), dict) else {}
+    resource = req.get("resource") if isinstance(req.get("resource"), dict) else {}
+    return AdmissionRequest(
+        uid=uid,
+        api_version=api_version,
+        group=_str(kind.get("group")),
+        version=_str(kind.get("version")),
+        kind=_str(kind.get("kind")),
+        resource_group=_str(resource.get("group")),
+        resource=_str(resource.get("resource")),
+        sub_resource=_str(req.get("subResource")),
+        operation=_str(req.get("operation")),
+        namespace=_str(req.get("namespace")),
+        name=_str(req.get("name")),
+        object=obj,
+        old_object=old,
+        dry_run=req.get("dryRun") is True,
+    )
+
+
+def review_response(api_version: str, uid: str, decision: Decision) -> dict[str, Any]:
+    """The AdmissionReview answer for ``decision`` (see module docstring for the shape)."""
+    response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
+    if not decision.allowed or decision.message:
+        status: dict[str, Any] = {"code": decision.code if not decision.allowed else 200}
+        if decision.message:
+            status["message"] = clip_message(decision.message)
+        if not decision.allowed:
+            status["status"] = "Failure"
+            status["reason"] = {
+                400: "BadRequest", 403: "Forbidden", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"
+            }.get(
+                decision.code, "Invalid"
+            )
+        response["status"] = status
+    if decision.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(dumps(decision.patch)).decode("ascii")
+    if decision.warnings:
+        response["warnings"] = [w[:MAX_WARNING_CHARS] for w in decision.warnings]
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}

@@ -1,0 +1,276 @@
+"""The mutating decision (``/mutate``): pure, AdmissionRequest in, Decision out, no Kubernetes API call.
+
+Behaviour (DESIGN.md, "What it does on each request"):
+
+- Workload CREATE/UPDATE with ``gang.admit.dev/min-member``: every pod template gets the label
+  ``scheduling.x-k8s.io/pod-group: <group>`` and ``spec.schedulerName: <scheduler>``; the workload itself gets the
+  label ``gang.admit.dev/managed: "true"`` (the PodGroup controller's label selector). An explicit non-default
+  schedulerName is kept, with a warning. A second pass gives an empty patch (``reinvocationPolicy: IfNeeded``).
+- Pod CREATE: a pod that carries the group label gets the schedulerName; a bare pod with the annotations gets label
+  and schedulerName; a pod a registered joiner claims (Spark executor) joins its group. Pods are never touched on
+  UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
+- Workload UPDATE that removes the annotation: the group label admit put on the templates and the managed label are
+  removed (a labelled pod whose PodGroup is gone would wait forever).
+- A child (a ReplicaSet its Deployment made: ``children.py``) passes unchanged: its template is the parent's, which
+  admit already patched.
+- Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
+  refuses those, with the reason) pass unchanged.
+- An UPDATE of an object that is being deleted (``deletionTimestamp`` set), or one that changes only ``status`` or
+  ``metadata.finalizers``, passes unchanged (``lifecycle.py``): removing a finalizer must never be held up.
+- A workload created with ``generateName`` only has no name yet in this phase (kube-apiserver generates it after the
+  mutating webhooks, before the validating ones). Its group is named here, once: ``generated_group_name``
+  (``generateName`` plus five characters derived from ``request.uid``), written as the pod-group label, which the
+  validating phase and the controller then read back from the templates. ``gang.admit.dev/pod-group`` overrides it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..backends import coscheduling, native_handover, workload_api
+from ..gang.children import is_child
+from ..config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
+from ..gang.foreign import other_generation_label, translate_group_labels
+from ..families.kinds import POD_JOINERS, RESOLVERS
+from ..gang.lifecycle import bookkeeping_only, going_away
+from ..gang.ownerrefs import has_controller
+from ..gang.patch import pointer, set_keys_ops, set_op
+from ..gang.plan import (
+    GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
+)
+from .admissionreview import AdmissionRequest, Decision
+from ..families.apps import POD
+
+__all__ = ["mutate", "plan_patch"]
+
+_UNSET_SCHEDULERS = (None, "", KUBE_DEFAULT_SCHEDULER)
+
+
+def _scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config: Config) -> tuple[
+    dict[str, Any] | None, str | None
+]:
+    current = get_path(obj, path)
+    if current == config.scheduler_name:
+        return None, None
+    if current in _UNSET_SCHEDULERS:
+        return set_op(obj, path, config.scheduler_name), None
+    return None, (
+        f"{where} keeps schedulerName {current!r}: gang scheduling only happens if that scheduler runs the "
+        f"Coscheduling plugin (admit's scheduler is {config.scheduler_name!r})"
+    )
+
+
+def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True) -> tuple[
+    list[dict[str, Any]], list[str]
+]:
+    """JSONPatch operations and warnings that put ``plan`` into ``obj``.
+
+    Returns ``(operations, warnings)``. ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
+    give a warning instead of operations.
+    """
+    if not plan.mutate:  # its own controller gangs it: at most hand it over, or take admit's earlier marks off
+        ops, warnings = native_handover(obj, plan, config)
+        return ops, plan.warnings + warnings
+    if plan.backend == WORKLOAD_API:  # spec.schedulingGroup instead of label and schedulerName
+        return workload_api.plan_patch(obj, plan, config, label_workload)
+    ops: list[dict[str, Any]] = []
+    warnings = list(plan.warnings)
+    if not plan.mutate:
+        return ops, warnings
+    ops.extend(coscheduling.switch_back_ops(obj, plan, config))
+    for target in plan.targets:
+        t_ops = set_keys_ops(obj, target.labels, {config.pod_group_label: plan.group_name}) if target.group_label else []
+        if target.annotations is not None and plan.template_annotations:
+            t_ops.extend(set_keys_ops(obj, target.annotations, plan.template_annotations))
+        s_op, warning = _scheduler_ops(obj, target.scheduler, f"{plan.kind} {target.where}", config)
+        if s_op is not None:
+            t_ops.append(s_op)
+        if warning:
+            warnings.append(warning)
+        if t_ops and target.immutable:
+            warnings.append(
+                f"{plan.ref}: the {target.where} is immutable, so admit cannot add the {config.pod_group_label} label "
+                f"and schedulerName; its pods will not be gang-scheduled. Delete and recreate the {plan.kind} with the "
+                "annotation to gang-schedule it"
+            )
+            continue
+        ops.extend(t_ops)
+    ops.extend(plan.extra_ops)
+    if label_workload and (plan.kind != "Pod" or not plan.shared):  # a Pod that owns its group: spark-submit driver
+        ops.extend(set_keys_ops(obj, ("metadata", "labels"), {config.managed_label: "true"}))
+    return ops, warnings
+
+
+def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:
+    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
+    labels = get_path(pod, ("metadata", "labels"))
+    other = other_generation_label(config)
+    if other is None or not isinstance(labels, dict) or other not in labels:  # the hot path: one dict lookup
+        return _mutate_pod_translated(req, pod, config, known_groups, namespace)
+    meta = pod.get("metadata") or {}
+    t_ops, t_warnings, pod = translate_group_labels(
+        pod, [POD], config, f"Pod {namespace}/{meta.get('name') or meta.get('generateName') or ''}"
+    )
+    decision = _mutate_pod_translated(req, pod, config, known_groups, namespace)
+    decision.patch[:0] = t_ops
+    decision.warnings[:0] = t_warnings
+    return decision
+
+
+def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any,
+                           namespace: str) -> Decision:
+    labels = get_path(pod, ("metadata", "labels"))
+    if isinstance(labels, dict) and config.pod_group_label in labels:
+        op, warning = _scheduler_ops(pod, POD.scheduler, "pod", config)
+        return Decision(patch=[op] if op else [], warnings=[warning] if warning else [])
+    annotations = get_path(pod, ("metadata", "annotations"))
+    if isinstance(annotations, dict) and config.min_member_key in annotations:
+        if has_controller(pod):
+            return Decision(
+                warnings=[
+                    f"pod carries {config.min_member_key} but belongs to a controller: annotate the controller "
+                    "(Deployment, Job, ...) instead of its pod template"
+                ]
+            )
+        try:
+            ann = parse_gang_annotations(annotations, config)
+            if ann is None:  # the key is there with a null value: no gang
+                return Decision()
+            plan = _resolve(RESOLVERS[("", "Pod")], req, pod, ann, config, namespace)
+        except GangError:
+            return Decision()  # the validating webhook refuses it with the reason
+        ops, warnings = plan_patch(pod, plan, config)
+        return Decision(patch=ops, warnings=warnings)
+    for joiner in POD_JOINERS:
+        plan = joiner(pod, config, namespace, known_groups)
+        if plan is not None:
+            if not isinstance(plan, GangPlan):  # the group is known only to the API: admission.py reads it
+                return Decision(lookup=plan)
+            ops, warnings = plan_patch(pod, plan, config, label_workload=False)
+            return Decision(patch=ops, warnings=warnings)
+    return Decision()
+
+
+def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> Decision:
+    """The ``/mutate`` answer for one request (see module docstring). Never raises for any object shape.
+
+    ``known_groups`` is the PodGroup cache (``.get(namespace, name) -> dict | None``) or ``None``.
+    """
+    obj = req.object
+    if obj is None or req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
+        return Decision()
+    if req.operation == "UPDATE" and (going_away(obj) or bookkeeping_only(req.old_object, obj)):
+        return Decision()
+    if req.kind == "Pod" and req.group == "":
+        if req.operation != "CREATE":
+            return Decision()
+        return _mutate_pod(req, obj, config, known_groups)
+    resolver = RESOLVERS.get((req.group, req.kind))
+    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind):
+        return Decision()
+    namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
+    try:
+        ann = parse_gang_annotations(get_path(obj, ("metadata", "annotations")), config)
+        if ann is None:
+            if req.operation == "UPDATE" and req.old_object is not None:
+                return _ungang(req, obj, req.old_object, config, namespace)
+            return _translate_only(req, obj, config, namespace)
+        plan = _resolve(resolver, req, obj, ann, config, namespace)
+        t_ops: list[dict[str, Any]] = []
+        t_warnings: list[str] = []
+        if not has_controller(obj):  # never a child's template: see _translate_only
+            t_ops, t_warnings, translated = translate_group_labels(obj, plan.targets, config, plan.ref)
+            if t_ops:  # the templates carried the other generation's label: plan again on what they will carry
+                obj = translated
+                plan = _resolve(resolver, req, obj, ann, config, namespace)
+    except GangError:
+        return Decision()  # the validating webhook refuses it with the reason
+    ops, warnings = plan_patch(obj, plan, config)
+    return Decision(patch=t_ops + ops, warnings=t_warnings + warnings)
+
+
+_TARGETS_ONLY = GangAnnotations(min_member=1, min_resources=False)
+
+
+def _translate_only(req: AdmissionRequest, obj: dict[str, Any], config: Config, namespace: str) -> Decision:
+    """A workload without admit's annotations: only the other API generation's group label is translated.
+
+    Never in the template of an object that a controller made (a Deployment's ReplicaSet): the Deployment controller
+    finds its ReplicaSet by comparing templates (``EqualIgnoreHash`` in ``pkg/controller/deployment/util``), so a
+    label added to the child alone makes it create ReplicaSet after ReplicaSet. Its pods are translated instead.
+    """
+    if has_controller(obj):
+        return Decision()
+    try:
+        plan = RESOLVERS[(req.group, req.kind)](obj, _TARGETS_ONLY, config, namespace, req.operation)
+    except GangError:
+        return Decision()
+    ops, warnings, _ = translate_group_labels(obj, plan.targets, config, plan.ref)
+    return Decision(patch=ops, warnings=warnings)
+
+
+def _resolve(resolver: Resolver, req: AdmissionRequest, obj: dict[str, Any], ann: Any, config: Config,
+             namespace: str) -> GangPlan:
+    """``resolver(...)``; for an object that has only ``generateName`` (no name yet, no group label, no
+    ``pod-group`` annotation), the plan with the group named by :func:`admit.gang.plan.generated_group_name`."""
+    try:
+        return resolver(obj, ann, config, namespace, req.operation)
+    except NoNameYet as e:
+        name = generated_group_name(e.generate_name, req.uid)
+        plan = resolver(obj, dataclasses.replace(ann, pod_group=name), config, namespace, req.operation)
+        plan.warnings.append(
+            f"{plan.kind} created with generateName {e.generate_name!r}: its name is not known yet, so its PodGroup "
+            f"is named {name!r} (its pods carry "
+            f"{'spec.schedulingGroup.podGroupName' if plan.backend == WORKLOAD_API else config.pod_group_label}={name});"
+            " set annotation "
+            f"{config.pod_group_key} to choose the name"
+        )
+        return plan
+
+
+def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], config: Config, namespace: str) -> Decision:
+    """Undo admit's labels when an UPDATE removes ``<prefix>/min-member``.
+
+    A pod that keeps the pod-group label after its PodGroup is gone never runs: Coscheduling's Permit denies a pod
+    whose labelled PodGroup is not found (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``Permit`` returns
+    ``PodGroupNotFound``). So the label is
+    removed from the templates where it still names the group admit gave them, and the managed label from the
+    workload; a label the user set to another value is left alone, as is ``schedulerName`` (the Coscheduling
+    profile schedules pods without a group like any other).
+    """
+    resolver = RESOLVERS[(req.group, req.kind)]
+    try:
+        old_ann = parse_gang_annotations(get_path(old, ("metadata", "annotations")), config)
+        if old_ann is None:
+            return Decision()
+        old_plan = resolver(old, old_ann, config, namespace, "UPDATE")
+    except GangError:
+        return Decision()
+    if not old_plan.mutate:  # an operator ganged it (Kubeflow, spark-operator batchScheduler): admit added nothing
+        return Decision()
+    if old_plan.backend == WORKLOAD_API:
+        ops, warnings = workload_api.ungang_ops(obj, old_plan, config)
+        return Decision(patch=ops, warnings=warnings)
+    ops: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for target in old_plan.targets:
+        if target.annotations is not None:
+            for name, value in old_plan.template_annotations.items():
+                key = target.annotations + (name,)
+                if get_path(obj, key) == value and not target.immutable:
+                    ops.append({"op": "remove", "path": pointer(key)})
+        key = target.labels + (config.pod_group_label,)
+        if not target.group_label or get_path(obj, key) != old_plan.group_name:
+            continue
+        if target.immutable:
+            warnings.append(
+                f"{old_plan.ref}: the {target.where} is immutable and keeps the {config.pod_group_label} label; new "
+                "pods will wait for a PodGroup that admit no longer keeps. Recreate the "
+                f"{old_plan.kind} without the label"
+            )
+            continue
+        ops.append({"op": "remove", "path": pointer(key)})
+    if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:
+        ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
+    return Decision(patch=ops, warnings=warnings)

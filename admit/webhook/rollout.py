@@ -1,0 +1,121 @@
+"""Rolling updates that move running pods into a gang: when they deadlock (pure).
+
+Found on a real control plane (the real test tier): annotating a running Deployment (3 replicas, minMember 3)
+makes admit add the pod-group label to its template, so the Deployment controller rolls it over to a new ReplicaSet.
+A rolling update creates the new pods a few at a time and removes old pods only once new ones are available; but
+the first new pods are the only members of their PodGroup, Coscheduling keeps them Pending until minMember of them
+exist (PreFilter "cannot find enough sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``), and no
+more come until some run. The rollout never finishes and no gang pod ever runs.
+
+A rollout of a Deployment that is already a gang of the same group is not affected: its old pods carry the same
+label, count as siblings, and are already bound (Permit counts them), so each new pod is admitted at once.
+
+How many new pods a rollout makes before any of them is available (the rule refused here when below minMember):
+
+- Deployment, ``strategy.type: RollingUpdate`` (the default): ``maxSurge`` + ``maxUnavailable``, both resolved
+  against ``spec.replicas`` as ``deployment/util.ResolveFenceposts`` does (a percentage of maxSurge rounds up, of
+  maxUnavailable rounds down; both 0 means maxUnavailable 1); kube-apiserver defaults both to 25% before admission.
+  ``Recreate`` deletes every old pod first and then creates all new ones at once: never affected.
+- StatefulSet, ``updateStrategy.type: RollingUpdate`` (the default): ``rollingUpdate.maxUnavailable`` pods at a
+  time (default 1; a percentage rounds down, at least 1, as ``getStatefulSetMaxUnavailable`` in
+  ``pkg/controller/statefulset/stateful_set_control.go``); ``OnDelete`` leaves
+  the pace to the user: never refused.
+
+Only UPDATEs whose old object runs pods (``spec.replicas`` > 0) in another group (no pod-group label, or another
+value; with the ``workload-api`` backend, no ``spec.schedulingGroup`` naming the group: kube-scheduler's
+GangScheduling PreEnqueue likewise holds new pods until ``minCount`` of them exist) are judged; a paused or new
+workload starts all its pods at once.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..backends import scheduler_phrase, template_joined
+from ..config import Config
+from ..gang.plan import GangPlan, get_path
+
+__all__ = ["rollout_problem", "resolve_int_or_percent"]
+
+
+def resolve_int_or_percent(value: Any, total: int, round_up: bool, default: int) -> int:
+    """An ``IntOrString`` (``2`` or ``"25%"``) as a count of ``total`` (apimachinery
+    ``intstr.GetScaledValueFromIntOrPercent``); ``default`` when absent or malformed."""
+    if isinstance(value, bool) or value is None:
+        return default
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, str) and value.endswith("%"):
+        try:
+            pct = float(value[:-1])
+        except ValueError:
+            return default
+        scaled = pct * total / 100
+        return max(int(math.ceil(scaled) if round_up else math.floor(scaled)), 0)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return default
+
+
+def _at_once(obj: dict[str, Any], kind: str, replicas: int) -> tuple[int, str] | None:
+    """New pods a rolling update creates before any is available, and how that number comes about; None when the
+    update strategy is not a rolling one."""
+    if kind == "Deployment":
+        strategy = get_path(obj, ("spec", "strategy")) or {}
+        if (strategy.get("type") if isinstance(strategy, dict) else None) == "Recreate":
+            return None
+        rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) else None
+        rolling = rolling if isinstance(rolling, dict) else {}
+        surge = resolve_int_or_percent(rolling.get("maxSurge", "25%"), replicas, True, 1)
+        unavailable = resolve_int_or_percent(rolling.get("maxUnavailable", "25%"), replicas, False, 0)
+        if surge == 0 and unavailable == 0:
+            unavailable = 1
+        return surge + unavailable, f"maxSurge {surge} + maxUnavailable {unavailable}"
+    if kind == "StatefulSet":
+        strategy = get_path(obj, ("spec", "updateStrategy")) or {}
+        if (strategy.get("type") if isinstance(strategy, dict) else None) == "OnDelete":
+            return None
+        rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) else None
+        rolling = rolling if isinstance(rolling, dict) else {}
+        unavailable = max(1, resolve_int_or_percent(rolling.get("maxUnavailable", 1), replicas, False, 1))
+        return unavailable, f"maxUnavailable {unavailable}"
+    return None
+
+
+def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangPlan, config: Config) -> str | None:
+    """Why this UPDATE's rolling update can never form the gang, with the fixes; None when it can (or is not one).
+
+    Args:
+        obj / old: the workload after mutation and as stored before the UPDATE.
+        plan: the gang plan of ``obj``.
+    """
+    if old is None or plan.kind not in ("Deployment", "StatefulSet") or plan.min_member <= 1:
+        return None
+    if any(template_joined(old, t, plan, config) for t in plan.targets):
+        return None  # already this gang (label, or spec.schedulingGroup for workload-api): old pods count as siblings
+    old_replicas = get_path(old, ("spec", "replicas"))
+    old_replicas = 1 if old_replicas is None else old_replicas
+    if not isinstance(old_replicas, int) or isinstance(old_replicas, bool) or old_replicas <= 0:
+        return None
+    replicas = plan.total_pods or 0
+    found = _at_once(obj, plan.kind, replicas)
+    if found is None:
+        return None
+    at_once, how = found
+    if at_once >= plan.min_member:
+        return None
+    if plan.kind == "Deployment":
+        fixes = (f"set spec.strategy.type: Recreate (the old pods go first, then all new ones start together), or "
+                 f"spec.strategy.rollingUpdate.maxSurge to at least {plan.min_member} (e.g. 100%), or scale it to 0 "
+                 f"before this change and back to {replicas} after")
+    else:
+        fixes = (f"scale it to 0 before this change and back to {replicas} after, or set "
+                 "spec.updateStrategy.type: OnDelete and delete the old pods together")
+    return (
+        f"{plan.ref} runs {old_replicas} pod{'s' if old_replicas != 1 else ''} outside gang {plan.group_name}; this "
+        f"update moves them into it (minMember {plan.min_member}) by a rolling update, which makes at most {at_once} "
+        f"new pod{'s' if at_once != 1 else ''} at a time ({how}) and waits for them to run, while "
+        f"{scheduler_phrase(plan)} keeps them Pending until {plan.min_member} exist: the rollout would never finish. "
+        f"Instead, {fixes}"
+    )

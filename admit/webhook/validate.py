@@ -1,0 +1,261 @@
+"""The validating decision (``/validate``): pure, AdmissionRequest in, Verdict out.
+
+What needs the Kubernetes API is returned as work for ``admission.py`` to do, not done here:
+``Verdict.ensure`` (a GangPlan whose PodGroup must exist before the workload's first pod) and ``Verdict.scale``
+(a ``*/scale`` UPDATE whose parent workload must be read, since a Scale object carries no annotations).
+
+Refused, with a message that names the object, the numbers and the fix (DESIGN.md, "Validating endpoint"):
+
+- malformed ``gang.admit.dev/*`` values (code 400);
+- a gang workload running fewer pods than minMember (replicas, parallelism, summed replicas): the Coscheduling
+  plugin's PreFilter rejects every pod while fewer than minMember pods carry the group label ("cannot find enough
+  sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``), so none ever runs (code 403);
+- ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) to a target from 1 to minMember - 1, down or up
+  from zero: the same rule as the workload's own ``spec.replicas`` (code 403);
+- the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...);
+- an UPDATE that moves running pods into a gang by a rolling update too slow to ever form it (``rollout.py``).
+
+Zero replicas is allowed: a paused workload has no pods to wait.
+
+Allowed untouched, with no API write (``lifecycle.py``): an UPDATE of an object that is being deleted
+(``deletionTimestamp`` set) and an UPDATE that changes only ``status`` or ``metadata.finalizers``.
+
+A workload CREATE with ``generateName`` gets its PodGroup only when the mutating phase labelled its pod templates
+(``mutate.py`` names the group then; this phase reads the label back): without the label its pods would never point
+at the group, so the CREATE is refused with the hint to set ``gang.admit.dev/pod-group``.
+
+A child (a ReplicaSet its Deployment made: ``children.py``) is allowed with no check and no PodGroup, also on its
+``*/scale``: it belongs to its parent's gang, which admit checked on the parent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends import check_plan, scheduler_phrase, template_joined
+from ..gang.children import is_child
+from ..config import WORKLOAD_API, Config
+from ..families.kinds import POD_JOINERS, RESOLVERS, SCALABLE
+from ..gang.lifecycle import bookkeeping_only, going_away
+from ..gang.ownerrefs import has_controller
+from ..gang.plan import (
+    GangAnnotations,
+    GangError,
+    GangPlan,
+    get_path,
+    parse_gang_annotations,
+    template_annotation_warnings,
+    unknown_annotation_warnings,
+)
+from ..gang.resources import countable_min_resources, left_out_warning, resource_claims_warning
+from .admissionreview import AdmissionRequest, Decision
+from .rollout import rollout_problem
+
+__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision"]
+
+
+@dataclass(slots=True)
+class ScaleCheck:
+    """A ``*/scale`` UPDATE that lowers replicas: read the parent to learn its minMember.
+
+    Attributes:
+        group / version / kind / plural: the parent workload's API coordinates (``apps``, ``v1``, ``Deployment``,
+            ``deployments``).
+        namespace / name: the parent.
+        replicas: the requested ``spec.replicas``.
+    """
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespace: str
+    name: str
+    replicas: int
+
+
+@dataclass(slots=True)
+class Verdict:
+    """Result of :func:`validate`: a decision, plus the API work it depends on.
+
+    Attributes:
+        decision: the answer if no work is needed (or if the work succeeds).
+        ensure: the PodGroup of this plan must exist with its spec (create or patch), unless ``None``.
+        scale: the parent of a scale request must be read and checked, unless ``None``.
+        explicit_name: the group was named by annotation (see ``podgroup.ownership``).
+        dry_run: the request is a dry run: compute everything, write nothing.
+    """
+
+    decision: Decision
+    ensure: GangPlan | None = None
+    scale: ScaleCheck | None = None
+    explicit_name: bool = False
+    dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def drop_uncountable(plan: GangPlan, served: Any) -> list[str]:
+    """Leave out of ``plan.min_resources`` what the scheduler cannot count (``resources.countable_min_resources``:
+    the implicit ``deviceclass.resource.kubernetes.io/*`` names, and ``served``, ``{extended resource name:
+    DeviceClass}`` from the controller's DeviceClass cache). Returns the warnings (empty: nothing left out); changes
+    ``plan`` in place."""
+    kept, left_out = countable_min_resources(plan.min_resources, served)
+    if not left_out:
+        return []
+    plan.min_resources = kept
+    return [left_out_warning(plan.ref, left_out)]
+
+
+def countable_warnings(plan: GangPlan, obj: Any) -> list[str]:
+    """At admission, without any cache: :func:`drop_uncountable` for the implicit DRA names, and one warning when a
+    pod template of the gang requests devices through ``spec.resourceClaims`` (pure)."""
+    warnings = drop_uncountable(plan, {})
+    specs = (get_path(obj, t.labels[:-2] + ("spec",)) for t in plan.targets if t.labels[-2:] == ("metadata", "labels"))
+    claims = resource_claims_warning(plan.ref, specs)
+    if claims:
+        warnings.append(claims)
+    return warnings
+
+
+def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry_run: bool = False) -> Verdict:
+    """Judge a scale request once the parent workload is known (pure).
+
+    One rule for the scale path and the workload path (:func:`check_plan`): the parent is resolved with
+    ``spec.replicas`` set to the requested value, and any target from 1 to minMember - 1 is refused, whether the
+    scale goes down, or up from zero. With ``auto`` minMember the verdict asks for the PodGroup to be brought to the
+    new size in this admission (``ensure``), before the new pods exist; a fixed minMember does not depend on the
+    replica count, so its PodGroup needs nothing.
+    """
+    resolver = RESOLVERS.get((check.group, check.kind))
+    if is_child(parent, check.group, check.kind):
+        return Verdict(Decision())  # its parent's gang was checked on the parent; its controller sets its replicas
+    try:
+        ann = parse_gang_annotations(get_path(parent, ("metadata", "annotations")), config)
+        if ann is None or resolver is None:
+            return Verdict(Decision())
+        scaled = dict(parent)
+        scaled["spec"] = dict(parent.get("spec") or {}, replicas=check.replicas)
+        plan = resolver(scaled, ann, config, check.namespace, "UPDATE")
+    except GangError as e:
+        return Verdict(Decision.deny(e.message, e.code))
+    if 0 < check.replicas < plan.min_member:
+        return Verdict(Decision.deny(
+            f"scaling {plan.ref} to {check.replicas} replica{'s' if check.replicas != 1 else ''} goes below its gang "
+            f"minMember {plan.min_member} ({config.min_member_key}): {scheduler_phrase(plan)} would keep every pod "
+            f"Pending forever. Scale to at least {plan.min_member} (or to 0 to pause it), or lower "
+            f"{config.min_member_key} first"
+        ))
+    decision = Decision(warnings=plan.warnings)
+    if ann.min_member is not None or check.replicas == 0 or not plan.create_pod_group:
+        return Verdict(decision)
+    return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=dry_run)
+
+
+def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) -> Decision:
+    """:func:`scale_verdict`'s decision alone (the PodGroup work left out)."""
+    return scale_verdict(parent, check, config).decision
+
+
+def _validate_scale(req: AdmissionRequest, config: Config) -> Verdict:
+    parent = SCALABLE.get((req.resource_group, req.resource))
+    if parent is None or req.operation != "UPDATE":
+        return Verdict(Decision())
+    new = get_path(req.object, ("spec", "replicas"))
+    if not isinstance(new, int) or isinstance(new, bool):
+        return Verdict(Decision())  # kube-apiserver validates the Scale object itself
+    if new == 0:
+        return Verdict(Decision())  # pausing never breaks a gang
+    group, version, kind = parent
+    return Verdict(
+        Decision(),
+        scale=ScaleCheck(group, version, kind, req.resource, req.namespace, req.name, new),
+        dry_run=req.dry_run,
+    )
+
+
+def _unlabelled_generated(req: AdmissionRequest, plan: GangPlan, ann: GangAnnotations, config: Config) -> str | None:
+    """The refusal for a CREATE with ``generateName`` whose templates the mutating phase did not label, else None.
+
+    kube-apiserver fills in the name between the two phases, so a group named here after that name is one no pod
+    would point at (the mutating phase never saw the name)."""
+    gen = get_path(req.object, ("metadata", "generateName"))
+    if req.operation != "CREATE" or not gen or ann.pod_group is not None or not plan.mutate:
+        return None
+    missing = [t.where for t in plan.targets if not template_joined(req.object, t, plan, config)]
+    if not missing:
+        return None
+    field = "spec.schedulingGroup" if plan.backend == WORKLOAD_API else f"{config.pod_group_label} label"
+    return (
+        f"{plan.ref} was created with generateName {gen!r} and its {', '.join(sorted(set(missing)))} carries no "
+        f"{field} (admit's mutating webhook did not set it), so its pods would never join "
+        f"a PodGroup named after the generated name: set annotation {config.pod_group_key} to a name for its group, "
+        "or make sure admit's mutating webhook sees this object"
+    )
+
+
+def _pod_made_group(req: AdmissionRequest, pod: dict[str, Any], config: Config) -> Verdict:
+    """A controller-made Pod CREATE: a registered pod joiner (``kinds.POD_JOINERS``, called without a cache) may
+    say that this pod's group is made when its pod is created (a LeaderWorkerSet leader, ``admit.families.lws``);
+    its PodGroup is then ensured like a workload's. Any other such pod is allowed untouched. Never denies for the
+    pod's shape: the joiner's warnings were given by ``/mutate`` already. Only pods with an annotation under admit's
+    prefix are asked about (the family writes its data there, ``families/lws.py``), so other controller pods cost one
+    pass over their annotation keys."""
+    annotations = get_path(pod, ("metadata", "annotations"))
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    if not isinstance(annotations, dict) or not any(isinstance(k, str) and k.startswith(prefix) for k in annotations):
+        return Verdict(Decision())  # such a pod carries its family's annotation (e.g. an LWS group spec): cheap exit
+    namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
+    for joiner in POD_JOINERS:
+        plan = joiner(pod, config, namespace, None)
+        if plan is not None:
+            if isinstance(plan, GangPlan) and plan.mutate and plan.create_pod_group:
+                return Verdict(Decision(), ensure=plan, dry_run=req.dry_run)
+            return Verdict(Decision())
+    return Verdict(Decision())
+
+
+def validate(req: AdmissionRequest, config: Config) -> Verdict:
+    """The ``/validate`` verdict for one request (see module docstring). Never raises for any object shape."""
+    if req.operation not in ("CREATE", "UPDATE") or req.object is None:
+        return Verdict(Decision())
+    if req.sub_resource:
+        if req.sub_resource == "scale":
+            return _validate_scale(req, config)
+        return Verdict(Decision())
+    obj = req.object
+    if req.operation == "UPDATE" and (going_away(obj) or bookkeeping_only(req.old_object, obj)):
+        return Verdict(Decision())
+    is_pod = req.kind == "Pod" and req.group == ""
+    if is_pod and req.operation == "CREATE" and has_controller(obj):
+        return _pod_made_group(req, obj, config)
+    if is_pod and req.operation != "CREATE":
+        return Verdict(Decision())
+    resolver = RESOLVERS.get((req.group, req.kind))
+    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind):
+        return Verdict(Decision())
+    annotations = get_path(obj, ("metadata", "annotations"))
+    typos = unknown_annotation_warnings(annotations, config)
+    try:
+        ann = parse_gang_annotations(annotations, config)
+        if ann is None:
+            return Verdict(Decision(warnings=typos + template_annotation_warnings(obj, config)))
+        namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
+        plan = resolver(obj, ann, config, namespace, req.operation)
+        check_plan(plan, config, ann)
+    except GangError as e:
+        return Verdict(Decision.deny(e.message, e.code, typos))
+    if req.operation == "UPDATE":
+        problem = rollout_problem(obj, req.old_object, plan, config)
+        if problem:
+            return Verdict(Decision.deny(problem, 403, typos + plan.warnings))
+    decision = Decision(warnings=typos + plan.warnings)
+    if not plan.create_pod_group:
+        return Verdict(decision)
+    decision.warnings.extend(countable_warnings(plan, obj))
+    if any(t.immutable and not template_joined(obj, t, plan, config) for t in plan.targets):
+        return Verdict(decision)  # its pods cannot be labelled (the mutating webhook warned): no PodGroup to wait on
+    unlabelled = _unlabelled_generated(req, plan, ann, config)
+    if unlabelled:
+        return Verdict(Decision.deny(unlabelled, 400, decision.warnings))
+    return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=req.dry_run)

@@ -1,0 +1,321 @@
+"""``admit review`` and ``admit certs`` as a user runs them."""
+
+import json
+import subprocess
+import sys
+
+from admit.cli import main
+from tests.helpers import EXAMPLES, ROOT
+
+
+def run_json(capsys, *paths):
+    code = main(["review", "--output", "json", *map(str, paths)])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_review_of_the_examples_exits_0_and_shows_patches_and_pod_groups(capsys):
+    code, results = run_json(capsys, EXAMPLES)
+    assert code == 0
+    for r in results:
+        assert {"kind", "name", "namespace", "allowed", "message", "warnings", "patch", "podGroups"} <= r.keys()
+    by_name = {(r["kind"], r["name"]): r for r in results}
+    pause = by_name[("Deployment", "pause")]
+    assert pause["allowed"] and pause["patch"]
+    (pg,) = pause["podGroups"]
+    assert pg["metadata"]["name"] == "pause" and pg["spec"]["minMember"] == 3
+    assert by_name[("Job", "allreduce")]["podGroups"][0]["spec"]["minMember"] == 4
+
+
+def test_review_reads_an_admission_review_as_kube_apiserver_sends_it(capsys):
+    code, (r,) = run_json(capsys, EXAMPLES / "admission-review-pod-from-replicaset.json")
+    assert code == 0
+    assert r["kind"] == "Pod" and r["namespace"] == "default"
+    assert r["patch"] == [{"op": "replace", "path": "/spec/schedulerName", "value": "scheduler-plugins-scheduler"}]
+
+
+def test_review_exits_1_when_any_object_is_denied(capsys):
+    code, results = run_json(capsys, EXAMPLES, EXAMPLES / "denied")
+    assert code == 1
+    denied = {r["name"] for r in results if not r["allowed"]}
+    assert denied == {"pause-too-small", "zk", "web", "batch-workers", "eval-shards", "startup-driver-ready", "leader-ready",
+                      "too-small"}
+
+
+def test_a_scale_review_finds_its_deployment_among_the_inputs(capsys):
+    code, results = run_json(capsys, EXAMPLES / "web-gang-deployment.yaml",
+                             EXAMPLES / "denied" / "admission-review-scale-below-min-member.json")
+    scale = results[-1]
+    assert code == 1 and scale["kind"] == "Scale" and "minMember 6" in scale["message"]
+
+
+def test_review_exits_2_naming_the_file_on_unreadable_input(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Deployment\n  metadata: [\n")
+    assert main(["review", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "line 2" in err
+    assert main(["review", str(tmp_path / "missing.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_review_exits_2_on_a_malformed_admission_review(tmp_path, capsys):
+    f = tmp_path / "review.json"
+    f.write_text(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}))
+    assert main(["review", str(f)]) == 2
+    assert "request.uid" in capsys.readouterr().err
+
+
+def test_verbose_review_prints_verdicts_and_the_mutated_object(capsys):
+    assert main(["review", "-v", str(EXAMPLES / "pause-gang-deployment.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "Deployment default/pause" in out and "ALLOWED" in out
+    assert "object after mutation:" in out and "kind: PodGroup" in out
+
+
+def test_the_console_script_runs_review_from_a_shell(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "-o", "json", str(EXAMPLES)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)
+
+
+def test_certs_writes_a_ca_and_serving_pair_that_openssl_verifies(tmp_path, capsys):
+    assert main(["certs", "--dir", str(tmp_path), "--service", "admit", "--namespace", "admit-system"]) == 0
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"ca.crt", "tls.crt", "tls.key"} <= names
+    assert (tmp_path / "tls.key").stat().st_mode & 0o777 == 0o600
+    proc = subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / "tls.crt")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "OK" in proc.stdout
+    text = subprocess.run(["openssl", "x509", "-in", str(tmp_path / "tls.crt"), "-noout", "-ext", "subjectAltName"],
+                          capture_output=True, text=True).stdout
+    assert "admit.admit-system.svc" in text and "127.0.0.1" in text
+
+
+def test_the_legacy_pod_group_api_uses_the_old_group_and_label(capsys):
+    code = main(["review", "-o", "json", "--pod-group-api", "scheduling.sigs.k8s.io",
+                 str(EXAMPLES / "pause-gang-deployment.yaml")])
+    (r,) = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert r["podGroups"][0]["apiVersion"] == "scheduling.sigs.k8s.io/v1alpha1"
+    assert r["object"]["spec"]["template"]["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] == "pause"
+
+
+def test_review_reads_standard_input_for_a_dash(monkeypatch, capsys):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO((EXAMPLES / "pause-gang-deployment.yaml").read_text()))
+    code, (r,) = run_json(capsys, "-")
+    assert code == 0 and r["source"] == "<stdin>" and r["podGroups"][0]["metadata"]["name"] == "pause"
+
+
+def test_review_of_a_folder_without_manifests_exits_2(tmp_path, capsys):
+    assert main(["review", str(tmp_path)]) == 2
+    assert "no Kubernetes objects found" in capsys.readouterr().err
+
+
+def test_review_explains_that_a_cronjob_gang_goes_in_its_job_template(tmp_path, capsys):
+    f = tmp_path / "cron.yaml"
+    f.write_text("""apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: nightly-train
+  namespace: ml
+  annotations:
+    gang.admit.dev/min-member: "4"
+spec:
+  schedule: "0 1 * * *"
+  jobTemplate:
+    spec:
+      parallelism: 4
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: train, image: ghcr.io/example/train:2.1}]
+""")
+    code, (r,) = run_json(capsys, f)
+    assert code == 0 and r["patch"] == [] and r["podGroups"] == []
+    assert any("spec.jobTemplate.metadata.annotations" in w for w in r["warnings"])
+
+
+def test_review_piped_into_head_exits_quietly():
+    proc = subprocess.run(f"{sys.executable} -m admit.cli review -v {EXAMPLES} | head -1", shell=True,
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.stdout.startswith("===") and "Traceback" not in proc.stderr
+
+
+def test_the_default_review_prints_one_line_per_object_with_group_and_min_member_and_the_summary_last(capsys):
+    assert main(["review", str(EXAMPLES)]) == 0
+    lines = capsys.readouterr().out.rstrip("\n").splitlines()
+    objects = [line for line in lines if line.startswith(("ALLOWED", "DENIED"))]
+    assert len(lines) == len(objects) + 3  # header, blank line, summary
+    assert lines[0].split() == ["VERDICT", "OBJECT", "GROUP", "MINMEMBER"]
+    pause = next(line for line in objects if "Deployment default/pause " in line)
+    assert pause.split()[:5] == ["ALLOWED", "Deployment", "default/pause", "pause", "3"]
+    assert lines[-1].startswith(f"{len(objects)} objects: {len(objects)} allowed, 0 denied") and "-v" in lines[-1]
+
+
+def test_the_default_review_gives_the_reason_of_a_refusal_on_its_line(capsys):
+    assert main(["review", str(EXAMPLES / "denied" / "deployment-below-min-member.yaml")]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("DENIED"))
+    assert "Deployment default/pause-too-small" in line and "minMember 3" in line
+
+
+def test_yaml_output_has_every_detail(capsys):
+    import yaml
+
+    assert main(["review", "-o", "yaml", str(EXAMPLES / "pause-gang-deployment.yaml")]) == 0
+    (r,) = yaml.safe_load(capsys.readouterr().out)
+    assert r["podGroups"][0]["spec"]["minMember"] == 3 and r["object"]["kind"] == "Deployment"
+
+
+def test_one_unreadable_file_in_a_folder_is_reported_and_the_rest_reviewed_with_exit_2(tmp_path, capsys):
+    (tmp_path / "a-good.yaml").write_text((EXAMPLES / "pause-gang-deployment.yaml").read_text())
+    (tmp_path / "b-broken.yaml").write_text("kind: Deployment\n  metadata: [\n")
+    (tmp_path / "c-binary.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "d-good.yaml").write_text((EXAMPLES / "web-gang-deployment.yaml").read_text())
+    assert main(["review", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "b-broken.yaml" in captured.err and "c-binary.yaml" in captured.err
+    assert "Deployment default/pause" in captured.out and "Deployment default/web" in captured.out
+    assert "2 unreadable" in captured.out
+
+
+def test_wrong_shapes_in_a_manifest_are_denials_naming_the_field_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: odd\n  annotations:\n"
+        "    gang.admit.dev/min-member: '" + "9" * 5000 + "'\n"
+        "spec:\n  replicas: 2\n  template:\n    spec:\n      containers: 5\n"
+        "---\napiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata:\n  name: huge\n  annotations:\n"
+        "    gang.admit.dev/min-member: auto\nspec:\n  tfReplicaSpecs:\n    Worker:\n      replicas: 2\n"
+        "      template:\n        spec:\n          containers:\n            - name: tf\n"
+        "              resources: {requests: {cpu: '1e9999999'}}\n"
+    )
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", str(bad)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert "gang.admit.dev/min-member" in proc.stdout and "resources.requests.cpu" in proc.stdout
+
+
+def test_certs_reuses_an_existing_ca_and_replaces_it_only_with_force(tmp_path, capsys):
+    assert main(["certs", "--dir", str(tmp_path)]) == 0
+    first_ca = (tmp_path / "ca.crt").read_bytes()
+    first_leaf = (tmp_path / "tls.crt").read_bytes()
+    capsys.readouterr()
+    assert main(["certs", "--dir", str(tmp_path)]) == 0
+    assert "kept the existing CA" in capsys.readouterr().out
+    assert (tmp_path / "ca.crt").read_bytes() == first_ca and (tmp_path / "tls.crt").read_bytes() != first_leaf
+    for leaf in ("tls.crt",):  # the new serving certificate still verifies against the CA already handed out
+        proc = subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / leaf)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    assert main(["certs", "--dir", str(tmp_path), "--force"]) == 0
+    assert (tmp_path / "ca.crt").read_bytes() != first_ca
+
+
+def test_certs_refuses_a_broken_ca_without_force_and_has_a_help_description(tmp_path, capsys):
+    (tmp_path / "ca.crt").write_text("not a certificate")
+    assert main(["certs", "--dir", str(tmp_path)]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert (tmp_path / "ca.crt").read_text() == "not a certificate"
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "certs", "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert "CA already in --dir is reused" in " ".join(proc.stdout.split())
+
+
+MISSPELT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: trainer
+  namespace: ml
+  labels: {app: trainer}
+  annotations:
+    gang.admit.dev/minmember: "3"
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: trainer}
+  template:
+    metadata:
+      labels: {app: trainer}
+    spec:
+      containers:
+      - name: trainer
+        image: registry.k8s.io/pause:3.10
+        resources:
+          requests: {cpu: 500m, memory: 256Mi}
+"""
+
+
+def test_a_misspelt_admit_key_shows_its_warning_on_the_one_line_table(tmp_path, capsys):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(MISSPELT)
+    assert main(["review", str(path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("ALLOWED"))
+    assert "gang.admit.dev/minmember" in line and "did you mean gang.admit.dev/min-member" in line
+    assert "1 allowed, 0 denied (1 with warnings)" in out
+
+
+def test_strict_review_exits_1_on_a_warning_and_0_on_a_clean_gang(tmp_path, capsys):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(MISSPELT)
+    assert main(["review", "--strict", str(path)]) == 1
+    assert main(["review", "--strict", str(EXAMPLES / "pause-gang-deployment.yaml")]) == 0
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "--strict", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 1 and "did you mean" in proc.stdout
+    assert "admit review --strict: exit 1: 1 object with warnings" in proc.stderr  # why the exit, said once
+
+
+def test_an_unquoted_min_member_names_the_quoting_fix_and_that_kube_apiserver_refuses_it(tmp_path, capsys):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(MISSPELT.replace('gang.admit.dev/minmember: "3"', "gang.admit.dev/min-member: 3"))
+    assert main(["review", str(path)]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("DENIED"))
+    assert 'must be a string, got int 3: quote it: gang.admit.dev/min-member: "3"' in line
+    assert "kube-apiserver refuses" in line
+
+
+def _below_min_member(tmp_path):
+    """A TFJob (training-operator's dist-mnist shape), a RayCluster (KubeRay's sample shape) and a Deployment, each
+    running 2 pods under a gang of minMember 4."""
+    import yaml
+
+    tfjob = yaml.safe_load((EXAMPLES / "tfjob-ps-worker.yaml").read_text())
+    tfjob["metadata"]["annotations"]["gang.admit.dev/min-member"] = "4"
+    del tfjob["spec"]["tfReplicaSpecs"]["PS"]
+    tfjob["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 2
+    ray = yaml.safe_load((EXAMPLES / "raycluster-autoscaler.yaml").read_text())
+    ray["metadata"]["annotations"] = {"gang.admit.dev/min-member": "4"}
+    ray["spec"].pop("enableInTreeAutoscaling", None)
+    for group in ray["spec"]["workerGroupSpecs"]:
+        group["replicas"] = group["minReplicas"] = 1 if group is ray["spec"]["workerGroupSpecs"][0] else 0
+    deployment = yaml.safe_load((EXAMPLES / "pause-gang-deployment.yaml").read_text())
+    deployment["metadata"]["annotations"]["gang.admit.dev/min-member"] = "4"
+    deployment["spec"]["replicas"] = 2
+    path = tmp_path / "below.yaml"
+    path.write_text(yaml.safe_dump_all([tfjob, ray, deployment]))
+    return path
+
+
+def test_on_the_workload_api_backend_every_kind_below_min_member_blames_kube_schedulers_gang_plugin(tmp_path, capsys):
+    code, results = run_json(capsys, "--gang-backend", "workload-api", _below_min_member(tmp_path))
+    assert code == 1
+    assert [r["kind"] for r in results] == ["TFJob", "RayCluster", "Deployment"]
+    for r in results:
+        assert not r["allowed"], r
+        assert "runs 2 pods" in r["message"] and "minMember 4" in r["message"], r["message"]
+        assert "kube-scheduler's GangScheduling plugin would keep every pod Pending forever" in r["message"], r
+        assert "Coscheduling" not in r["message"], r["message"]
+
+
+def test_on_the_coscheduling_backend_every_kind_below_min_member_blames_the_coscheduling_plugin(tmp_path, capsys):
+    code, results = run_json(capsys, _below_min_member(tmp_path))
+    assert code == 1
+    for r in results:
+        assert not r["allowed"], r
+        assert "the Coscheduling plugin would keep every pod Pending forever" in r["message"], r["message"]

@@ -1,0 +1,364 @@
+"""``admit serve`` as a real process: HTTPS on loopback, its Kubernetes API a fake over HTTP, in both cert modes."""
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import socket
+import ssl
+import sys
+from typing import Any
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from admit.tls.certs import write_development_certificates
+from admit.testing.fake_kube import FakeKubeAPI
+from tests.helpers import EXAMPLES, ROOT, admission_review, apply_answer, example
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def start_serve(*args: str) -> tuple[asyncio.subprocess.Process, int]:
+    """Start ``admit serve`` (``--shutdown-delay 0`` unless given: the tests stop it at once)."""
+    port = free_port()
+    if "--shutdown-delay" not in args:
+        args = (*args, "--shutdown-delay", "0")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    return proc, port
+
+
+async def wait_ready(url: str, ssl_ctx: ssl.SSLContext, proc: asyncio.subprocess.Process, timeout: float = 20.0,
+                     server_hostname: str | None = None):
+    async with aiohttp.ClientSession() as session:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            if proc.returncode is not None:
+                out = (await proc.stdout.read()).decode()
+                raise AssertionError(f"admit serve exited {proc.returncode}:\n{out}")
+            try:
+                async with session.get(url + "/readyz", ssl=ssl_ctx, server_hostname=server_hostname) as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError("admit serve did not become ready")
+            await asyncio.sleep(0.1)
+
+
+async def start_dev(tmp_path: Path, *extra: str) -> tuple[asyncio.subprocess.Process, int, str, ssl.SSLContext]:
+    """``admit serve --dev`` with its certificates in ``tmp_path/certs``, once it is ready: (process, port, the URL of
+    the fake Kubernetes API it started, a client TLS context trusting its CA). The caller stops it."""
+    certs = tmp_path / "certs"
+    proc, port = await start_serve("--dev", "--tls-cert-file", str(certs / "tls.crt"),
+                                   "--tls-key-file", str(certs / "tls.key"), *extra)
+    try:
+        line = ""
+        while "fake Kubernetes API at" not in line:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+            assert line, "admit serve --dev exited before starting the fake API"
+        fake_url = line.split("fake Kubernetes API at ")[1].split()[0]
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+    except BaseException:
+        await stop(proc)
+        raise
+    return proc, port, fake_url, ctx
+
+
+async def stop(proc: asyncio.subprocess.Process) -> str:
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+    return (await proc.stdout.read()).decode()
+
+
+async def test_serve_in_files_mode_answers_over_https_and_creates_the_pod_group(tmp_path):
+    paths = write_development_certificates(tmp_path, service="admit", namespace="default")
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve(
+            "--cert-mode", "files", "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]),
+            "--api-server", fake.url, "--no-controller",
+        )
+        url = f"https://127.0.0.1:{port}"
+        try:
+            await wait_ready(url, ctx, proc)
+            dep = example("pause-gang-deployment.yaml")
+            async with aiohttp.ClientSession() as session:
+                review = admission_review(dep)
+                async with session.post(url + "/mutate", json=review, ssl=ctx) as resp:
+                    answer = await resp.json()
+                assert answer["response"]["uid"] == review["request"]["uid"]
+                mutated = apply_answer(dep, answer)
+                async with session.post(url + "/validate", json=admission_review(mutated), ssl=ctx) as resp:
+                    assert (await resp.json())["response"]["allowed"] is True
+            pg = fake.get("scheduling.x-k8s.io/v1alpha1", "podgroups", "default", "pause")
+            assert pg is not None and pg["spec"]["minMember"] == 3
+        finally:
+            log = await stop(proc)
+        assert proc.returncode == 0, log
+        assert "admit serving https://127.0.0.1" in log
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
+async def test_serve_refuses_plain_http_and_old_tls(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve(
+            "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]),
+            "--api-server", fake.url, "--no-controller",
+        )
+        try:
+            ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+            await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+            old = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+            old.maximum_version = ssl.TLSVersion.TLSv1_1
+            with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
+                async with aiohttp.ClientSession() as session:
+                    await session.get(f"https://127.0.0.1:{port}/healthz", ssl=old)
+            with pytest.raises(aiohttp.ClientError):
+                async with aiohttp.ClientSession() as session:
+                    async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                        await resp.read()
+        finally:
+            await stop(proc)
+
+
+async def test_serve_in_self_mode_creates_its_secret_and_injects_the_ca_bundle(tmp_path):
+    async with FakeKubeAPI() as fake:
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            fake.put({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "admit"},
+                "webhooks": [{"name": "gang.admit.dev", "admissionReviewVersions": ["v1"], "sideEffects": "NoneOnDryRun",
+                              "clientConfig": {"service": {"name": "admit", "namespace": "admit-system",
+                                                           "path": "/mutate"}}}],
+            })
+        proc, port = await start_serve("--cert-mode", "self", "--namespace", "admit-system", "--api-server", fake.url,
+                                       "--no-controller")
+        try:
+            deadline = asyncio.get_running_loop().time() + 20
+            while fake.get("v1", "secrets", "admit-system", "admit-tls") is None:
+                assert asyncio.get_running_loop().time() < deadline, "no Secret created"
+                assert proc.returncode is None
+                await asyncio.sleep(0.1)
+            import base64
+            ca = base64.b64decode(fake.get("v1", "secrets", "admit-system", "admit-tls")["data"]["ca.crt"])
+            ca_file = tmp_path / "ca.crt"
+            ca_file.write_bytes(ca)
+            ctx = ssl.create_default_context(cafile=str(ca_file))
+            # the serving certificate names the Service, as kube-apiserver dials it
+            await wait_ready(f"https://127.0.0.1:{port}", ctx, proc, server_hostname="admit.admit-system.svc")
+            mwc = fake.get("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", None, "admit")
+            assert base64.b64decode(mwc["webhooks"][0]["clientConfig"]["caBundle"]) == ca
+        finally:
+            await stop(proc)
+
+
+async def test_serve_without_a_certificate_exits_1_with_one_clear_line(tmp_path):
+    async with FakeKubeAPI() as fake:
+        proc, _ = await start_serve("--tls-cert-file", str(tmp_path / "missing.crt"),
+                                    "--tls-key-file", str(tmp_path / "missing.key"), "--api-server", fake.url,
+                                    "--no-controller")
+        await asyncio.wait_for(proc.wait(), 20)
+        out = (await proc.stdout.read()).decode()
+    assert proc.returncode == 1
+    assert "cannot start:" in out and "Traceback" not in out
+
+
+async def test_on_sigterm_readyz_fails_at_once_and_admissions_are_still_answered_for_the_shutdown_delay(tmp_path):
+    paths = write_development_certificates(tmp_path, service="admit", namespace="default")
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve(
+            "--cert-mode", "files", "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]),
+            "--api-server", fake.url, "--no-controller", "--shutdown-delay", "1.5",
+        )
+        url = f"https://127.0.0.1:{port}"
+        try:
+            await wait_ready(url, ctx, proc)
+            loop = asyncio.get_running_loop()
+            proc.send_signal(signal.SIGTERM)
+            signalled = loop.time()
+            async with aiohttp.ClientSession() as session:
+                while True:  # /readyz turns 503 at once
+                    async with session.get(url + "/readyz", ssl=ctx) as resp:
+                        if resp.status == 503:
+                            assert "shutting down" in await resp.text()
+                            break
+                    assert loop.time() - signalled < 0.5
+                    await asyncio.sleep(0.02)
+                await asyncio.sleep(0.5)  # endpoints still route here for a moment: answered
+                review = admission_review(example("pause-gang-deployment.yaml"))
+                async with session.post(url + "/mutate", json=review, ssl=ctx) as resp:
+                    assert resp.status == 200
+                    assert (await resp.json())["response"]["uid"] == review["request"]["uid"]
+            await asyncio.wait_for(proc.wait(), 10)
+            assert 1.4 <= loop.time() - signalled < 5
+        finally:
+            out = await stop(proc)
+        assert proc.returncode == 0, out
+
+
+def lease_holder(fake: FakeKubeAPI) -> str | None:
+    lease = fake.get("coordination.k8s.io/v1", "leases", "admit-system", "admit-controller")
+    return None if lease is None else (lease.get("spec") or {}).get("holderIdentity")
+
+
+async def test_serve_with_the_controller_takes_the_lease_and_gives_it_back_on_sigterm(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    async with FakeKubeAPI() as fake:
+        proc, port = await start_serve("--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file",
+                                       str(paths["tls.key"]), "--api-server", fake.url, "--namespace", "admit-system")
+        try:
+            await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
+            deadline = asyncio.get_running_loop().time() + 10
+            while not lease_holder(fake):
+                assert asyncio.get_running_loop().time() < deadline, "no Lease taken"
+                await asyncio.sleep(0.05)
+        finally:
+            log = await stop(proc)
+        assert proc.returncode == 0, log
+        assert not lease_holder(fake), "the Lease is released on SIGTERM"
+
+
+async def test_a_port_in_use_exits_1_after_stopping_the_started_controller_cleanly(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        async with FakeKubeAPI() as fake:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]),
+                "--api-server", fake.url, "--namespace", "admit-system",
+                cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )
+            await asyncio.wait_for(proc.wait(), 30)
+            out = (await proc.stdout.read()).decode()
+            assert proc.returncode == 1, out
+            assert "cannot start:" in out and "Traceback" not in out
+            assert "Unclosed" not in out  # controller, its ApiClient and watches were closed
+            assert not lease_holder(fake)
+
+
+async def test_serve_without_any_kubernetes_configuration_says_how_to_give_one(tmp_path):
+    paths = write_development_certificates(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECONFIG")}
+    env["HOME"] = str(tmp_path)  # no ~/.kube/config there
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(free_port()),
+        "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]), "--no-controller",
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )
+    await asyncio.wait_for(proc.wait(), 20)
+    out = (await proc.stdout.read()).decode()
+    assert proc.returncode == 1
+    assert "does not exist" in out and "--api-server" in out and "Traceback" not in out
+
+
+async def test_serve_dev_runs_against_the_in_repo_fake_api_without_a_cluster(tmp_path):
+    proc, port, fake_url, ctx = await start_dev(tmp_path)
+    try:
+        dep = example("pause-gang-deployment.yaml")
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"https://127.0.0.1:{port}/mutate", json=admission_review(dep), ssl=ctx) as r:
+                mutated = apply_answer(dep, await r.json())
+            async with session.post(f"https://127.0.0.1:{port}/validate", json=admission_review(mutated),
+                                    ssl=ctx) as r:
+                assert (await r.json())["response"]["allowed"] is True
+            async with session.get(f"{fake_url}/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/pause"
+                                   ) as r:
+                assert r.status == 200 and (await r.json())["spec"]["minMember"] == 3
+    finally:
+        log = await stop(proc)
+    assert proc.returncode == 0, log
+
+
+async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pauses(tmp_path):
+    # README "Try it without a cluster": source certs/dev.env; the fake holds the example Deployments pause and web
+    # (stored as kube-apiserver stores them after admission), so their PodGroups are claimed and stay; /validate
+    # allows pause's CREATE; the scale of web to 2 is refused; the Pod review's patch decodes to the schedulerName.
+    proc, port, fake_url, ctx = await start_dev(tmp_path)
+    try:
+        assert (tmp_path / "certs" / "dev.env").read_text() == f"export ADMIT_FAKE_API={fake_url}\n"
+        headers = {"Content-Type": "application/json"}
+        async with aiohttp.ClientSession() as session:
+            for name in ("pause", "web"):
+                async with session.get(f"{fake_url}/apis/apps/v1/namespaces/default/deployments/{name}") as r:
+                    stored = await r.json()
+                    assert r.status == 200 and stored["metadata"]["labels"]["gang.admit.dev/managed"] == "true"
+            groups: dict[str, Any] = {}
+            while set(groups) != {"pause", "web"}:  # the controller creates them as it starts leading
+                async with session.get(f"{fake_url}/apis/scheduling.x-k8s.io/v1alpha1/podgroups") as r:
+                    groups = {g["metadata"]["name"]: g for g in (await r.json())["items"]}
+                await asyncio.sleep(0.05)
+            assert groups["pause"]["spec"] == {"minMember": 3, "minResources": {"cpu": "300m", "memory": "192Mi"},
+                                               "scheduleTimeoutSeconds": 10}
+            assert groups["web"]["spec"]["minMember"] == 6
+            body = (EXAMPLES / "admission-review-deployment-validate.json").read_bytes()
+            async with session.post(f"https://127.0.0.1:{port}/validate", data=body, headers=headers, ssl=ctx) as r:
+                answer = (await r.json())["response"]
+                assert answer["allowed"] is True and answer["uid"] == json.loads(body)["request"]["uid"]
+            body = (EXAMPLES / "denied" / "admission-review-scale-below-min-member.json").read_bytes()
+            async with session.post(f"https://127.0.0.1:{port}/validate", data=body, headers=headers, ssl=ctx) as r:
+                answer = (await r.json())["response"]
+                assert answer["allowed"] is False and "below its gang minMember 6" in answer["status"]["message"]
+            body = (EXAMPLES / "admission-review-pod-from-replicaset.json").read_bytes()
+            async with session.post(f"https://127.0.0.1:{port}/mutate", data=body, headers=headers, ssl=ctx) as r:
+                patch = json.loads(base64.b64decode((await r.json())["response"]["patch"]))
+            assert patch == [{"op": "replace", "path": "/spec/schedulerName", "value": "scheduler-plugins-scheduler"}]
+    finally:
+        log = await stop(proc)
+    assert proc.returncode == 0, log
+
+
+async def test_ctrl_c_stops_dev_mode_without_the_shutdown_delay(tmp_path):
+    proc, _, _, _ = await start_dev(tmp_path, "--shutdown-delay", "5")  # the default outside dev mode
+    proc.send_signal(signal.SIGINT)
+    await asyncio.wait_for(proc.wait(), 10)
+    log = (await proc.stdout.read()).decode()
+    assert proc.returncode == 0, log
+    assert "shutting down" in log and "more while endpoints stop routing here" not in log
+
+
+def test_dev_mode_finds_the_walkthrough_files_in_the_folder_it_runs_in_before_the_source_tree(tmp_path, monkeypatch):
+    """A plain ``pip install .`` leaves no examples/ beside the package: the walk-through runs from the repository
+    root (its curl commands read examples/ there), so that folder is looked in first."""
+    from admit.cli.dev import EXAMPLES_SEARCH, WALKTHROUGH, walkthrough_folder
+
+    monkeypatch.chdir(tmp_path)
+    installed = (tmp_path / "site-packages" / "examples",)  # where an installed admit would look: nothing there
+    assert walkthrough_folder((EXAMPLES_SEARCH[0], *installed)) is None
+    (tmp_path / "examples").mkdir()
+    for name in WALKTHROUGH:
+        (tmp_path / "examples" / name).write_text((EXAMPLES / name).read_text())
+    assert walkthrough_folder((EXAMPLES_SEARCH[0], *installed)) == Path("examples")
+    monkeypatch.chdir(ROOT)
+    assert walkthrough_folder() == Path("examples")
+
+
+async def test_the_walkthrough_deployments_are_stored_from_the_examples_folder_found(tmp_path):
+    from admit.config import Config
+    from admit.cli.dev import store_walkthrough_workloads
+
+    async with FakeKubeAPI() as fake:
+        assert store_walkthrough_workloads(fake, Config(), ROOT / "examples") == ["Deployment default/pause",
+                                                                                   "Deployment default/web"]

@@ -1,0 +1,285 @@
+"""The workload-api side of the controller (admit/controller/workload_api.py, admit/backends/workload_api/reconcile.py): the pure
+decisions, then the loop against the fake Kubernetes API with its garbage-collector emulation
+(``gc_orphans_after=0.025``, as measured on a real cluster), for v1alpha2 (immutable minCount: re-created) and v1beta1
+(patched). Timings scaled down as in tests/controller/test_controller.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from admit.webhook.admission import Admission
+from admit.controller.workload_api import NativeGangController, native_claim_of
+from admit.backends.workload_api.reconcile import decide_native, owner_reference
+from admit.config import Config
+from admit.controller.podgroups import Controller, ControllerSettings, claim_of
+from admit.kube.client import KubeAPI
+from admit.webhook.admissionreview import AdmissionRequest
+from admit.testing.fake_kube import FakeKubeAPI
+from admit.kube.watchcache import KubeRaw, Resource
+from tests.helpers import FAST_CONTROLLER, eventually, requests_caused
+
+ALPHA = Config(gang_backend="workload-api", workload_api_version="v1alpha2")
+BETA = Config(gang_backend="workload-api", workload_api_version="v1beta1")
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+GRACE = FAST_CONTROLLER["orphan_grace_period"]
+FAST = FAST_CONTROLLER
+VERSIONS = pytest.mark.parametrize("config", [ALPHA, BETA], ids=["v1alpha2", "v1beta1"])
+
+
+def deployment(name: str = "web", replicas: int = 3, *, uid: str | None = "uid-1") -> dict[str, Any]:
+    """A workload-api gang Deployment as stored after the mutating webhook."""
+    obj = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "team", "labels": {"gang.admit.dev/managed": "true"},
+                     "annotations": {"gang.admit.dev/min-member": "auto"}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"schedulingGroup": {"podGroupName": name},
+                                       "containers": [{"name": "c", "image": "busybox"}]}}},
+    }
+    if uid:
+        obj["metadata"].update(uid=uid, creationTimestamp="2024-05-01T10:00:00Z", resourceVersion="7")
+    return obj
+
+
+def gang(config: Config, kind: str, name: str = "web", min_count: int = 3, owner: str = "apps/Deployment/web",
+         **meta: Any) -> dict[str, Any]:
+    from admit.backends import workload_api
+    from admit.gang.plan import GangPlan
+
+    plan = GangPlan(kind="Deployment", api_group="apps", name=owner.rsplit("/", 1)[-1], namespace="team",
+                    group_name=name, min_member=min_count, total_pods=min_count, total_field="spec.replicas",
+                    backend="workload-api")
+    obj = dict(zip(("Workload", "PodGroup"), workload_api.desired_objects(plan, config)))[kind]
+    obj["metadata"].update(uid=f"{kind}-{name}", resourceVersion="5", **meta)
+    obj["metadata"]["annotations"]["gang.admit.dev/owner"] = owner
+    return obj
+
+
+def claims(config: Config, *objs: dict[str, Any]) -> list[Any]:
+    return [c for c in (native_claim_of(o, DEPLOYMENTS, config) for o in objs) if c is not None]
+
+
+# ======================================================================================================================
+# Pure
+# ======================================================================================================================
+
+
+@VERSIONS
+def test_a_stored_gang_without_its_objects_gets_the_workload_then_the_pod_group_owned_by_it(config):
+    dep = deployment()
+    actions = decide_native(("team", "web"), {"Workload": None, "PodGroup": None}, claims(config, dep), config,
+                            now=0, unclaimed_since=None, grace=GRACE)
+    assert [(a.kind, a.object_kind) for a in actions] == [("create", "Workload"), ("create", "PodGroup")]
+    for a in actions:
+        assert a.body["metadata"]["ownerReferences"] == [owner_reference(dep)]
+
+
+@VERSIONS
+def test_objects_made_at_admission_are_adopted_in_one_patch_each_guarded_by_the_resource_version(config):
+    objs = {"Workload": gang(config, "Workload"), "PodGroup": gang(config, "PodGroup")}
+    actions = decide_native(("team", "web"), objs, claims(config, deployment()), config, now=0, unclaimed_since=None,
+                            grace=GRACE)
+    assert [(a.kind, a.object_kind, a.adopt, a.changes) for a in actions] == [
+        ("patch", "Workload", True, []), ("patch", "PodGroup", True, [])]
+    for a, kind in zip(actions, ("Workload", "PodGroup")):
+        assert a.ops[-1] == {"op": "replace", "path": "/metadata/resourceVersion", "value": "5"}
+        assert jsonpatch.apply_patch(objs[kind], a.ops)["metadata"]["ownerReferences"] == [owner_reference(
+            deployment())]
+
+
+@VERSIONS
+def test_a_changed_min_member_is_patched_in_v1beta1_and_reported_as_immutable_in_v1alpha2(config):
+    dep = deployment(replicas=5)
+    owned = {"ownerReferences": [owner_reference(dep)]}
+    objs = {"Workload": gang(config, "Workload", **owned), "PodGroup": gang(config, "PodGroup", **owned)}
+    actions = decide_native(("team", "web"), objs, claims(config, dep), config, now=0, unclaimed_since=None,
+                            grace=GRACE)
+    if config is ALPHA:
+        (action,) = actions
+        assert action.kind == "immutable" and action.object_kind == "PodGroup" and not action.ops
+        assert "keeps minCount 3, not 5" in action.message
+    else:
+        assert [(a.kind, a.changes) for a in actions] == [("patch", ["minCount 3 -> 5"])] * 2
+
+
+def test_an_adopted_gang_in_step_needs_nothing():
+    dep = deployment()
+    owned = {"ownerReferences": [owner_reference(dep)]}
+    objs = {"Workload": gang(ALPHA, "Workload", **owned), "PodGroup": gang(ALPHA, "PodGroup", **owned)}
+    assert decide_native(("team", "web"), objs, claims(ALPHA, dep), ALPHA, now=0, unclaimed_since=None,
+                         grace=GRACE) == []
+
+
+def test_an_unclaimed_gang_waits_out_the_grace_period_then_both_objects_are_deleted():
+    objs = {"Workload": gang(ALPHA, "Workload"), "PodGroup": gang(ALPHA, "PodGroup")}
+    (wait,) = decide_native(("team", "web"), objs, [], ALPHA, now=10.0, unclaimed_since=None, grace=GRACE)
+    assert wait.kind == "wait" and wait.delay == GRACE and wait.unclaimed
+    actions = decide_native(("team", "web"), objs, [], ALPHA, now=10.6, unclaimed_since=10.0, grace=GRACE)
+    assert [(a.kind, a.object_kind, a.uid) for a in actions] == [("delete", "PodGroup", "PodGroup-web"),
+                                                                 ("delete", "Workload", "Workload-web")]
+
+
+def test_a_gang_object_owned_by_another_workload_is_a_conflict_and_nothing_is_written():
+    objs = {"Workload": gang(ALPHA, "Workload", owner="batch/Job/web"), "PodGroup": None}
+    (action,) = decide_native(("team", "web"), objs, claims(ALPHA, deployment()), ALPHA, now=0, unclaimed_since=None,
+                              grace=GRACE)
+    assert action.kind == "conflict" and "already belongs to batch/Job/web" in action.message
+
+
+def test_a_managed_looking_object_without_an_owner_annotation_is_left_alone():
+    wl = gang(ALPHA, "Workload")
+    del wl["metadata"]["annotations"]["gang.admit.dev/owner"]
+    actions = decide_native(("team", "web"), {"Workload": wl, "PodGroup": None}, [], ALPHA, now=100,
+                            unclaimed_since=0, grace=GRACE)
+    assert [a.kind for a in actions] == ["foreign"]
+
+
+def test_each_controller_claims_only_the_gangs_of_its_backend():
+    both = Config(extra_gang_backends=frozenset({"workload-api"}), workload_api_version="v1alpha2")
+    native = deployment()
+    native["metadata"]["annotations"]["gang.admit.dev/backend"] = "workload-api"
+    cos = deployment(name="old")
+    assert native_claim_of(native, DEPLOYMENTS, both).key == ("team", "web")
+    assert claim_of(native, DEPLOYMENTS, both) is None
+    assert native_claim_of(cos, DEPLOYMENTS, both) is None
+    assert claim_of(cos, DEPLOYMENTS, both).key == ("team", "old")
+
+
+# ======================================================================================================================
+# The loop, over HTTP
+# ======================================================================================================================
+
+
+@pytest.fixture(params=[ALPHA, BETA], ids=["v1alpha2", "v1beta1"])
+async def env(request):
+    config = request.param
+    async with FakeKubeAPI(gc_orphans_after=0.025, workload_api=config.workload_api_version) as fake:
+        async with fake.api_client() as api_client:
+            settings = ControllerSettings(identity="a", lease_namespace="admit", **FAST)
+            main = Controller(fake.api_client(), config, settings, own_client=True)
+            native = NativeGangController(main)
+            await main.start()
+            await native.start()
+            await eventually(lambda: main.working and native._leading)
+            yield fake, KubeRaw(api_client, timeout=2.0), config, main, native
+            await native.stop()
+            await main.stop()
+
+
+def objects_of(fake: FakeKubeAPI, config: Config, name: str = "web") -> list[dict[str, Any] | None]:
+    api = f"scheduling.k8s.io/{config.workload_api_version}"
+    return [fake.get(api, "workloads", "team", name), fake.get(api, "podgroups", "team", name)]
+
+
+def min_counts(fake: FakeKubeAPI, config: Config) -> list[Any]:
+    from admit.backends.workload_api import min_count_of
+
+    return [min_count_of(o) if o else None for o in objects_of(fake, config)]
+
+
+def request(obj: dict[str, Any]) -> AdmissionRequest:
+    return AdmissionRequest(uid="req-1", api_version="admission.k8s.io/v1", group="apps", version="v1",
+                            kind="Deployment", resource_group="apps", resource="deployments", sub_resource="",
+                            operation="CREATE", namespace="team", name=obj["metadata"]["name"], object=obj,
+                            old_object=None, dry_run=False)
+
+
+async def test_the_gang_goes_from_admission_to_adoption_to_garbage_collection(env):
+    fake, kube, config, main, native = env
+    admission = Admission(config, KubeAPI(kube.api_client, config), main.cache)
+    user = deployment(uid=None)
+    del user["metadata"]["labels"]
+    del user["spec"]["template"]["spec"]["schedulingGroup"]
+    mutated = jsonpatch.apply_patch(user, admission.mutate(request(user)).patch)
+    assert (await admission.validate(request(mutated))).allowed
+    assert all(o is not None and "ownerReferences" not in o["metadata"] for o in objects_of(fake, config))
+    workload = await kube.request("POST", DEPLOYMENTS.path("team"), body=mutated)
+    adopted_in = await eventually(lambda: all((o or {}).get("metadata", {}).get("ownerReferences")
+                                              for o in objects_of(fake, config)))
+    assert adopted_in < 1.0
+    assert all(o["metadata"]["ownerReferences"] == [owner_reference(workload)] for o in objects_of(fake, config))
+    await asyncio.sleep(0.1)
+    assert fake.gc_deleted == []  # adopted: the garbage collector keeps them
+    fake.delete_object("apps/v1", "deployments", "team", "web")
+    await eventually(lambda: objects_of(fake, config) == [None, None])
+    assert sorted(g["kind"] for g in fake.gc_deleted) == ["PodGroup", "Workload"]
+    await asyncio.sleep(GRACE + 0.2)
+    assert objects_of(fake, config) == [None, None]  # not brought back
+
+
+async def test_admitting_a_gang_whose_objects_are_cached_and_in_step_costs_no_api_call(env):
+    fake, kube, config, main, native = env
+    admission = Admission(config, KubeAPI(kube.api_client, config), native.view(main.cache))
+    user = deployment(uid=None)
+    del user["metadata"]["labels"]
+    mutated = jsonpatch.apply_patch(user, admission.mutate(request(user)).patch)
+    assert (await admission.validate(request(mutated))).allowed
+    await kube.request("POST", DEPLOYMENTS.path("team"), body=mutated)
+    await eventually(lambda: all((native.get_native(k, "team", "web") or {}).get("metadata", {}).get(
+        "ownerReferences") for k in ("Workload", "PodGroup")))
+    fake.clear_requests()
+    decision = await admission.validate(request(mutated))
+    assert decision.allowed and [o["kind"] for o in decision.pod_groups] == ["Workload", "PodGroup"]
+    assert requests_caused(fake, "workloads", "podgroups") == []
+
+
+async def test_the_gang_follows_a_scale_that_admission_did_not_see_where_the_api_allows_it(env):
+    fake, kube, config, main, native = env
+    await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))
+    await eventually(lambda: min_counts(fake, config) == [3, 3])
+    before = [o["metadata"]["uid"] for o in objects_of(fake, config)]
+    await kube.request("PATCH", DEPLOYMENTS.path("team", "web"), body={"spec": {"replicas": 5}},
+                       content_type="application/merge-patch+json")
+    if config is ALPHA:  # immutable: the objects stay, and the workload gets a Warning event
+        await eventually(lambda: any(a[0] == "immutable" for a in native.actions))
+        await main.recorder.flush()
+        notes = [e["note"] for e in fake.objects("events", api_version="events.k8s.io/v1")
+                 if e["reason"] == "GangSizeImmutable"]
+        assert notes and "keeps minCount 3, not 5" in notes[0]
+        assert min_counts(fake, config) == [3, 3]
+    else:
+        await eventually(lambda: min_counts(fake, config) == [5, 5])
+    assert [o["metadata"]["uid"] for o in objects_of(fake, config)] == before
+    owner = fake.get("apps/v1", "deployments", "team", "web")
+    assert all(o["metadata"]["ownerReferences"] == [owner_reference(owner)] for o in objects_of(fake, config))
+
+
+async def test_an_orphaned_gang_is_deleted_after_the_grace_period_and_not_before(env):
+    fake, kube, config, main, native = env
+    for kind in ("Workload", "PodGroup"):
+        fake.put(gang(config, kind, owner="apps/Deployment/gone"))
+    await asyncio.sleep(GRACE / 2)
+    assert objects_of(fake, config) != [None, None]
+    await eventually(lambda: objects_of(fake, config) == [None, None], timeout=GRACE * 4)
+
+
+async def test_a_gang_object_deleted_by_hand_is_recreated_while_its_workload_lives(env):
+    fake, kube, config, main, native = env
+    await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))
+    await eventually(lambda: all(objects_of(fake, config)))
+    fake.delete_object(f"scheduling.k8s.io/{config.workload_api_version}", "podgroups", "team", "web")
+    await eventually(lambda: objects_of(fake, config)[1] is not None)
+    assert objects_of(fake, config)[1]["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+
+
+async def test_a_follower_writes_nothing(env):
+    fake, kube, config, main, native = env
+    follower_main = Controller(fake.api_client(), config, ControllerSettings(identity="b", lease_namespace="admit",
+                                                                             **FAST), own_client=True)
+    follower = NativeGangController(follower_main)
+    await follower_main.start()
+    await follower.start()
+    try:
+        await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))
+        await eventually(lambda: all(objects_of(fake, config)))
+        await asyncio.sleep(0.2)
+        assert not follower._leading and follower.actions == []
+        assert any(a[0] == "create" for a in native.actions)
+    finally:
+        await follower.stop()
+        await follower_main.stop()

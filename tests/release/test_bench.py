@@ -1,0 +1,114 @@
+"""bench/admit_bench.py keeps working: a --quick run with a tiny request count, on the paths of a plain install
+(stdlib JSON, stdlib asyncio loop). Nothing here is timed; the figures are only checked for shape and for the
+Kubernetes API calls each mix must cost."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from tests.helpers import ROOT
+
+BENCH = ROOT / "bench" / "admit_bench.py"
+
+
+def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_path):
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "orjson.py").write_text("raise ImportError('blocked: the benchmark test runs the stdlib JSON path')\n")
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), str(ROOT)]), "ADMIT_EVENT_LOOP": "asyncio"}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--max-requests", "24", "--rates", "200", "--rss-marks", "150,300",
+         "--json", str(out)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = proc.stdout
+    result = json.loads(out.read_text())
+
+    assert result["meta"]["json"] == "json" and result["meta"]["loop"] == "asyncio"
+    assert result["meta"]["admit_exit_code"] == 0
+    assert list(result["mixes"]) == ["known-group", "no-group", "deployment", "scale"]
+    for name, mix in result["mixes"].items():
+        for server in ("baseline", "admit"):
+            closed = mix["closed"][server]
+            assert closed["requests"] >= 2 and closed["errors"] == 0 and closed["rps"] > 0
+            assert 0 < closed["p50_ms"] <= closed["p99_ms"] <= closed["p999_ms"]
+            opened = mix["open"]["200"][server]
+            assert opened["requests"] >= 1 and opened["errors"] == 0
+        assert mix["ratio"] > 0
+        assert f"| {name} | admit |" in report and f"| {name} | baseline |" in report
+    per = {name: mix["api_calls_per_admission"] for name, mix in result["mixes"].items()}
+    assert per == {"known-group": 0, "no-group": 0, "deployment": 1, "scale": 1}
+    assert set(result["mixes"]["deployment"]["api_calls_by"]) == {"POST podgroups"}
+    assert set(result["mixes"]["scale"]["api_calls_by"]) == {"GET deployments"}
+
+    memory = result["memory"]
+    assert set(memory["admit_rss_at_mb"]) == {"150", "300"}
+    assert memory["admit_requests"] >= 300
+    assert 0 < memory["admit_idle_mb"] <= memory["admit_peak_mb"]
+    assert "after 150 requests" in report and "after 300 requests" in report
+    assert "Targets" in report and ("PASS" in report or "FAIL" in report)
+
+    scraped = result["metrics"]["scraped_requests_total"]  # admit serve ran with --metrics-port, as the chart does
+    assert scraped["/mutate 200"] + scraped["/validate 200"] == result["metrics"]["requests_sent"]
+    assert result["metrics"]["cost"]["us_per_request"] > 0 and "Metrics (admit/observability/metrics.py)" in report
+
+
+def test_the_idle_connection_probe_prints_rss_and_shows_the_bounds_at_work(tmp_path):
+    out = tmp_path / "idle.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--idle-connections", "40", "--json", str(out)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["connections"] == 40 and result["failed_handshakes"] == 0 and result["held_by_server"] == 40
+    assert 0 < result["rss_idle_mib"] <= result["peak_mib"]
+    assert result["answer_during_flood"] == "HTTP/1.1 200 OK"
+    assert result["partial_header_closed_after_s"] is not None  # the read deadline closed them
+    assert "idle TLS connections" in proc.stdout and "RSS" in proc.stdout
+
+
+def test_the_gang_workloads_mode_runs_admit_with_its_controller_over_stored_workloads(tmp_path):
+    """``--gang-workloads``, tiny: 30 stored gang Deployments with their PodGroups; figures checked for shape only
+    (the 1k/5k/20k runs are made by hand, see docs/performance.md, "The controller at scale")."""
+    out = tmp_path / "gang.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--gang-workloads", "30", "--gang-resync", "6", "--gang-relists", "1",
+         "--gang-rate", "20", "--json", str(out)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # without --check a missed goal is printed, not fatal
+    [run] = json.loads(out.read_text())["gang"]
+    assert run["workloads"] == 30 and 4000 < run["deployment_bytes"] < 7000
+    assert run["exit_code"] == 0 and run["all"]["errors"] == 0 and run["all"]["requests"] > 0
+    assert run["controller_writes"] == {}  # everything preloaded in step: nothing to write
+    assert 0 < run["rss_after_sync_mb"] <= run["hwm_mb"] and len(run["rss_after_relist_mb"]) == 1
+    assert "| 30 |" in proc.stdout and "Goals" in proc.stdout
+
+
+def test_repeat_suite_counts_each_tests_failures_over_the_runs(tmp_path):
+    """bench/repeat_suite.py over a test file whose one test fails every other run (a counter file beside it)."""
+    counter = tmp_path / "runs"
+    (tmp_path / "test_sample.py").write_text(
+        "from pathlib import Path\n"
+        f"COUNTER = Path({str(counter)!r})\n"
+        "def test_steady():\n"
+        "    assert True\n"
+        "def test_fails_every_other_run():\n"
+        "    n = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1\n"
+        "    COUNTER.write_text(str(n))\n"
+        "    assert n % 2 == 0\n")
+    out = tmp_path / "runs.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "repeat_suite.py"), "--runs", "3", "--no-busy",
+                           "--json", str(out), "--", str(tmp_path / "test_sample.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "runs: 3, 1 passed, 2 failed" in proc.stdout
+    assert re.search(r"^\s+2/3\s+\S*test_sample.py::test_fails_every_other_run$", proc.stdout, re.M), proc.stdout
+    assert "test_steady" not in proc.stdout.split("failures  test")[1]
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["counts"]["passed"] for r in runs] == [1, 2, 1] and [r["status"] for r in runs] == [1, 0, 1]
