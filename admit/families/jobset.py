@@ -222,12 +222,14 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
             f"{ann.min_member} pod(s); the pods of the later replicatedJobs join it once it runs"
         )
     plan.min_member = gang_min_member(ann, total_first)
-    if trainjob is not None:
-        raise_fix = (f"Raise spec.trainer.numNodes of TrainJob {namespace}/{trainjob}")
+    lower = None  # the annotation of the object refused
+    if trainjob is not None:  # Trainer copies the TrainJob's annotations: the user edits them there
+        raise_fix = f"Raise spec.trainer.numNodes of TrainJob {namespace}/{trainjob}"
+        lower = f"{config.min_member_key} on TrainJob {namespace}/{trainjob}"
     else:
         raise_fix = "Raise the replicatedJobs' replicas or their Jobs' parallelism"
     refuse_below(plan, ann, config, " + ".join(f"{rj['name']} {rj['replicas']} x {rj['pods_per_job']}" for rj in first),
-                 raise_fix, ref=ref)
+                 raise_fix, ref=ref, lower=lower)
     for rj in rjobs:
         if rj["replicas"] == 0 or rj["pods_per_job"] == 0:
             plan.warnings.append(f"{ref}: replicatedJob {rj['name']} runs no pods (replicas or parallelism 0)")

@@ -160,7 +160,9 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
                         400)
     parent = kuberay_parent(obj) if kind == "RayCluster" else None
     workers_field = ".".join((*prefix, "workerGroupSpecs[*]"))
-    if parent is not None:  # messages name the user's object and its fields
+    lower = None  # the annotation of the object refused
+    if parent is not None:  # messages name the user's object and its fields (KubeRay copies its annotations)
+        lower = f"{config.min_member_key} on {object_ref(parent[0], namespace, parent[1])}"
         ref = f"{ref} (made by KubeRay for {object_ref(parent[0], namespace, parent[1])})"
         workers_field = (f"{'.'.join((*CLUSTER_SPEC[parent[0]], 'workerGroupSpecs[*]'))} of "
                          f"{object_ref(parent[0], namespace, parent[1])}")
@@ -197,7 +199,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     workers = total - 1
     refuse_below(plan, ann, config, f"1 head + {workers} worker{'s' if workers != 1 else ''}",
                  f"Raise the replicas (and minReplicas) of {workers_field} so that head and workers "
-                 f"reach {plan.min_member}", ref=ref)
+                 f"reach {plan.min_member}", ref=ref, lower=lower)
     plan.min_resources = min_resources_of([(p["pod_spec"], p["desired"]) for p in pods], plan.min_member, ann, ref)
     return plan
 

@@ -168,7 +168,8 @@ def test_a_refused_trainer_jobset_names_the_trainjob_and_a_fix_on_the_trainjob()
     # fewer pods than minMember: the fix is the TrainJob's numNodes
     small = validate(request(trainer_jobset(num_nodes=2, annotations={"gang.admit.dev/min-member": "4"})), CONFIG)
     assert not small.decision.allowed
-    assert "Raise spec.trainer.numNodes of TrainJob ml/llama-sft" in small.decision.message
+    assert "Raise spec.trainer.numNodes of TrainJob ml/llama-sft, or lower gang.admit.dev/min-member on TrainJob " \
+        "ml/llama-sft" in small.decision.message
 
 
 def test_the_mutation_of_a_trainer_jobset_leaves_the_initializer_templates_as_trainer_wrote_them():
@@ -261,6 +262,7 @@ def test_a_refused_kuberay_cluster_names_the_rayservice_and_its_fields():
     assert "(made by KubeRay for RayService ray/rayservice-sample) runs 3 pods" in decision.message
     assert "Raise the replicas (and minReplicas) of spec.rayClusterConfig.workerGroupSpecs[*] of RayService " \
         "ray/rayservice-sample" in decision.message
+    assert decision.message.endswith("or lower gang.admit.dev/min-member on RayService ray/rayservice-sample")
 
 
 def test_a_kuberay_cluster_with_kuberays_own_gang_label_is_still_left_to_kuberay():
