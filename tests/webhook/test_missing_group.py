@@ -11,13 +11,8 @@ from typing import Any
 
 import pytest
 
-from admit.webhook.admission import Admission
-from admit.controller.cacheview import ControllerView
 from admit.config import Config
-from admit.controller.podgroups import Controller, ControllerSettings
-from admit.kube.client import KubeAPI
-from admit.webhook.app import create_app
-from tests.helpers import FAST_CONTROLLER, admission_review, eventually, requests_caused
+from tests.helpers import admission_review, eventually, requests_caused
 
 CONFIG = Config()
 PG_API = "scheduling.x-k8s.io/v1alpha1"
@@ -42,32 +37,6 @@ def replicaset_pod(group: str) -> dict[str, Any]:
                                            "name": "legacy-web-6d4b9c7f5", "uid": "0b6f1c1e-5e2a-4d4e-8a59-3c7d1b2a9e10",
                                            "controller": True, "blockOwnerDeletion": True}]
     return pod
-
-
-@pytest.fixture
-async def webhook(aiohttp_client, fake):
-    """Factory: ``await webhook(controller=True|False, **config)`` -> the webhook over HTTP against ``fake``."""
-    closers = []
-
-    async def make(controller: bool = True, **config: Any):
-        cfg = Config(**config)
-        api_client = fake.api_client()
-        closers.append(api_client.close)
-        cache = None
-        if controller:
-            ctl = Controller(fake.api_client(), cfg, ControllerSettings(identity="a", lease_namespace="admit",
-                                                                        **FAST_CONTROLLER), own_client=True)
-            closers.append(ctl.stop)
-            await ctl.start()
-            await eventually(lambda: ctl.working)
-            cache = ControllerView(ctl)
-        client = await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client, cfg), cache)))
-        client.view = cache
-        return client
-
-    yield make
-    for close in reversed(closers):
-        await close()
 
 
 async def validate(client, pod, **kw):

@@ -15,13 +15,8 @@ from typing import Any
 
 import pytest
 
-from admit.webhook.admission import Admission
-from admit.controller.cacheview import ControllerView
 from admit.config import Config
-from admit.controller.podgroups import Controller, ControllerSettings
-from admit.kube.client import KubeAPI
-from admit.webhook.app import create_app
-from tests.helpers import FAST_CONTROLLER, eventually, scale_review
+from tests.helpers import eventually, scale_review
 
 CONFIG = Config()
 PG_API = "scheduling.x-k8s.io/v1alpha1"
@@ -54,33 +49,6 @@ def managed_pg(name: str = "web", min_member: int = 1) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": "team", "labels": {"app.kubernetes.io/managed-by": "admit"},
                          "annotations": {"gang.admit.dev/owner": f"apps/Deployment/{name}"}},
             "spec": {"minMember": min_member, "minResources": {"cpu": "100m", "memory": "64Mi"}}}
-
-
-@pytest.fixture
-async def webhook(aiohttp_client, fake):
-    """Factory: ``await webhook(controller=True|False, **config)`` -> an aiohttp test client of the webhook, backed by
-    the fake API, with the controller's caches (started, leading, synced) or without."""
-    closers = []
-
-    async def make(controller: bool = True, **config: Any):
-        cfg = Config(**config)
-        api_client = fake.api_client()
-        closers.append(api_client.close)
-        cache = None
-        if controller:
-            settings = ControllerSettings(identity="a", lease_namespace="admit", **FAST_CONTROLLER)
-            ctl = Controller(fake.api_client(), cfg, settings, own_client=True)
-            closers.append(ctl.stop)
-            await ctl.start()
-            await eventually(lambda: ctl.working)
-            cache = ControllerView(ctl)
-        client = await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client, cfg), cache)))
-        client.view = cache
-        return client
-
-    yield make
-    for close in reversed(closers):
-        await close()
 
 
 async def post(client, review):
