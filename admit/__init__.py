@@ -7,7 +7,7 @@ with the contracts in pyproject.toml):
 ==================  ===================================================================================================
 ``cli/``            one module per ``admit <verb>``: ``serve`` (process wiring), ``review``, ``status``, ``dev``; the
                     parser and ``main`` in ``cli/__init__.py``
-``testing/``        the fake API (``fake_kube``), its controllers, and the real control plane launcher (``plane``)
+``testing/``        the fake API (``fake_kube``) and its controllers: the kit ``admit serve --dev`` runs
 ``webhook/``        AdmissionReview, mutate, validate, rollout, the admission under one deadline, the aiohttp app
 ``controller/``     the loops that adopt, keep in step and clean up a gang's objects; their records, Lease, Events,
                     queue

@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--kubeconfig", help="admin kubeconfig of a kube-apiserver that can call https://127.0.0.1")
-    src.add_argument("--plane", action="store_true", help="start a real control plane (admit.testing.plane) on the "
+    src.add_argument("--plane", action="store_true", help="start a real control plane (tests.support.plane) on the "
                                                           "binaries of $ADMIT_K8S_ASSETS for the run")
     p.add_argument("--rounds", type=int, default=6, help="rounds; each creates --pods pods per path (default 6)")
     p.add_argument("--pods", type=int, default=200, help="pods per path and round (default 200)")
@@ -356,9 +356,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _with_plane(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    """Start the real plane (``admit.testing.plane.ControlPlane``: etcd, kube-apiserver, kube-controller-manager,
+    """Start the real plane (``tests.support.plane.ControlPlane``: etcd, kube-apiserver, kube-controller-manager,
     the scheduler-plugins scheduler, the kubelet helper) with two large fake nodes, run :func:`measure`, stop it."""
-    from admit.testing.plane import ControlPlane
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the launcher lives in the checkout's tests/
+    from tests.support.plane import ControlPlane
 
     cp = ControlPlane()
     cp.start()

@@ -11,11 +11,11 @@ What it does:
 1. writes a development CA and serving pair (``admit certs``), starts the fake Kubernetes API
    (``python -m admit.testing.fake_kube``) and two ``admit serve`` replicas (``--no-controller``, the default
    ``--shutdown-delay`` of 5 s unless given);
-2. puts them behind ``admit.testing.balancer.ReadinessBalancer`` on loopback: new connections go to the replicas
+2. puts them behind ``tests.support.balancer.ReadinessBalancer`` on loopback: new connections go to the replicas
    whose ``GET /readyz`` answered 200 at the last check (every 500 ms, as a Service's endpoints follow readiness);
    established connections stay with their replica (as conntrack keeps them behind a Service's virtual IP);
 3. drives it with ``--clients`` clients shaped like kube-apiserver's webhook client
-   (``admit.testing.webhook_client.KeepAliveClient``: a Go-like keep-alive pool, no retry of a failed POST), each
+   (``tests.support.webhook_client.KeepAliveClient``: a Go-like keep-alive pool, no retry of a failed POST), each
    with ``--loops`` loops that send the next AdmissionReview as soon as the last is answered: gang Deployment
    CREATEs (``/mutate`` then ``/validate``, which creates the PodGroup) and Pod CREATEs of a known gang
    (``bench/reviews.py``); and every ``--burst-every`` seconds a burst of 1 to ``--burst`` admissions at once, so
@@ -46,11 +46,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # tests/support: the balancer and client
 from admit_bench import FakeAPI, free_port  # noqa: E402  (also puts the checkout's admit on the path)
 from reviews import MIXES, fill, uid_for  # noqa: E402
 
-from admit.testing.balancer import Backend, ReadinessBalancer  # noqa: E402
-from admit.testing.webhook_client import CallFailed, KeepAliveClient  # noqa: E402
+from tests.support.balancer import Backend, ReadinessBalancer  # noqa: E402
+from tests.support.webhook_client import CallFailed, KeepAliveClient  # noqa: E402
 
 ADMISSIONS = [MIXES["deployment"].steps, MIXES["known-group"].steps]
 

@@ -1,1 +1,1 @@
-"""Test helpers shipped with admit (a fake Kubernetes API over HTTP), used by ``tests/`` and ``bench/``."""
+"""Test helpers shipped with admit (a fake Kubernetes API over HTTP), the kit `admit serve --dev` runs, used by ``tests/`` and ``bench/`` too."""

@@ -15,9 +15,9 @@ import subprocess
 import sys
 
 from admit.tls.certs import write_development_certificates
-from admit.testing.balancer import Backend, ReadinessBalancer
+from tests.support.balancer import Backend, ReadinessBalancer
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.testing.webhook_client import CallFailed, KeepAliveClient
+from tests.support.webhook_client import CallFailed, KeepAliveClient
 from tests.helpers import EXAMPLES, ROOT, admission_review, eventually, example
 from tests.cli.test_serve_e2e import start_serve, stop, wait_ready
 

@@ -1,12 +1,12 @@
 """The real control-plane tier: etcd, kube-apiserver, kube-controller-manager and the scheduler-plugins scheduler
 (Coscheduling) on loopback, with ``admit serve`` as a subprocess behind the chart's own webhook configurations. The
-launcher is :mod:`admit.testing.plane`; this file shares one plane across the whole test run.
+launcher is :mod:`tests.support.plane`; this file shares one plane across the whole test run.
 
 Binaries are brought by whoever runs the tier (docs/testing.md says where to get them): ``$ADMIT_K8S_ASSETS`` names a
 folder of plain ``etcd``, ``kube-apiserver``, ``kube-controller-manager``, ``kube-scheduler`` and
 ``scheduler-plugins-scheduler``; ``$KUBEBUILDER_ASSETS`` (envtest's folder) is read for whatever the first lacks. Each
 test declares what it needs with ``@pytest.mark.needs(TIER)`` (a module's ``pytestmark``, else ``coscheduling``), one
-of :data:`admit.testing.plane.TIERS`: ``apiserver`` (etcd + kube-apiserver: admission through kube-apiserver,
+of :data:`tests.support.plane.TIERS`: ``apiserver`` (etcd + kube-apiserver: admission through kube-apiserver,
 objects stored through CRDs), ``controllers`` (+ kube-controller-manager: ReplicaSets, Job pods, the garbage
 collector, namespace deletion), ``coscheduling`` (+ the scheduler-plugins scheduler: pods bound or not) and
 ``native`` (+ the stock kube-scheduler with the native gang gates). A test whose binaries are missing is skipped before
@@ -20,7 +20,7 @@ Fixtures (every test module under ``tests/real`` gets the ``real`` marker):
 
 ``plane`` (session): a :class:`RealPlane`, started once, stopped at the end of the run (also on failure):
 
-- ``plane.cp``: the :class:`admit.testing.plane.ControlPlane` (``cp.rest(method, path, body=None, query=None,
+- ``plane.cp``: the :class:`tests.support.plane.ControlPlane` (``cp.rest(method, path, body=None, query=None,
   content_type="application/json", ok=())`` is a synchronous admin REST call returning decoded JSON;
   ``cp.apply(obj)``, ``cp.install_crd(path)``, ``cp.logs("kube-apiserver")``, ``cp.server``, ``cp.ca_file``);
 - ``plane.kubeconfig``: path of the admin kubeconfig (``kubernetes_asyncio.config.load_kube_config`` or
@@ -31,7 +31,7 @@ Fixtures (every test module under ``tests/real`` gets the ``real`` marker):
 - the kubelet: ``plane.cp.kubelet`` (a thread) marks bound pods Running + Ready every 0.2 s and force-deletes bound
   pods left Terminating; ``plane.cp.kubelet.enabled = False`` pauses it (set it back in a ``finally``);
 - admit: ``plane.admit`` is the ``admit serve`` the webhooks point at (an
-  :class:`admit.testing.plane.AdmitProcess`: ``.url``, ``.log``, ``.output()``, ``.stop()``, ``.running()``),
+  :class:`tests.support.plane.AdmitProcess`: ``.url``, ``.log``, ``.output()``, ``.stop()``, ``.running()``),
   started with ``--orphan-grace-period 5`` and the chart's own RBAC (its ServiceAccount's ClusterRole and Role,
   applied from the rendered chart; admit authenticates as ``system:serviceaccount:admit-system:admit`` with a client
   certificate); ``plane.start_admit(name, args=[...], register=False)`` starts
@@ -61,7 +61,7 @@ from typing import Iterable
 
 import pytest
 
-from admit.testing.plane import TIERS, AdmitProcess, ControlPlane, available_binaries, missing_message
+from tests.support.plane import TIERS, AdmitProcess, ControlPlane, available_binaries, missing_message
 from tests.real.support import PERMIT_WAIT
 
 HERE = Path(__file__).resolve().parent
@@ -85,7 +85,7 @@ def tier_of(item: pytest.Item) -> str:
     """The tier a real test declared (its closest ``needs`` mark), else :data:`DEFAULT_TIER`.
 
     Raises:
-        pytest.UsageError: a tier that :data:`admit.testing.plane.TIERS` does not know.
+        pytest.UsageError: a tier that :data:`tests.support.plane.TIERS` does not know.
     """
     mark = item.get_closest_marker("needs")
     tier = mark.args[0] if mark else DEFAULT_TIER
@@ -117,7 +117,7 @@ _FOUND: dict[str, Path] | None = None
 
 
 def _found() -> dict[str, Path]:
-    """:func:`admit.testing.plane.available_binaries`, looked up once per run."""
+    """:func:`tests.support.plane.available_binaries`, looked up once per run."""
     global _FOUND
     if _FOUND is None:
         _FOUND = available_binaries()

@@ -6,7 +6,7 @@ import copy
 import time
 from typing import Any, Callable
 
-from admit.testing.plane import ControlPlane
+from tests.support.plane import ControlPlane
 
 PAUSE = "registry.k8s.io/pause:3.10"
 PERMIT_WAIT = 3  # Coscheduling permitWaitingTimeSeconds of the shared plane (seconds)

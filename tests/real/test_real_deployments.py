@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from admit.testing.plane import PlaneError
+from tests.support.plane import PlaneError
 from tests.real.support import PERMIT_WAIT, bound, gang_annotations, gang_deployment, pods, wait_for
 
 APPS = "/apis/apps/v1/namespaces/{ns}/deployments"

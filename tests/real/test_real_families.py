@@ -16,7 +16,7 @@ import time
 import pytest
 
 from admit.config import Config
-from admit.testing.plane import PlaneError
+from tests.support.plane import PlaneError
 from tests.helpers import example
 from tests.manifest_seeds import ORDINARY_LABELS, lost_fields, plant_ordinary
 from tests.real.support import bound, container, gang_deployment, pods, wait_for

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from admit.testing.plane import PlaneError
+from tests.support.plane import PlaneError
 from tests.real.support import PERMIT_WAIT, bound, container, gang_deployment, pods, wait_for
 
 PG = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"

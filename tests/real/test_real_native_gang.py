@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 import pytest
 
-from admit.testing.plane import TIERS, ControlPlane, PlaneError, find_binaries
+from tests.support.plane import TIERS, ControlPlane, PlaneError, find_binaries
 from tests.real.support import bound, container, pods, wait_for
 
 pytestmark = pytest.mark.needs("native")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from admit.testing.plane import PlaneError, free_port
+from tests.support.plane import PlaneError, free_port
 from tests.real.support import bound, container, gang_deployment, pods, wait_for
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/admit-system/leases/admit-controller"

@@ -17,8 +17,8 @@ import threading
 
 import pytest
 
-from admit.testing.balancer import Backend, ReadinessBalancer
-from admit.testing.plane import PlaneError
+from tests.support.balancer import Backend, ReadinessBalancer
+from tests.support.plane import PlaneError
 from tests.real.support import gang_deployment, wait_for
 
 LOOPS = 6

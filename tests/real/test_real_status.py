@@ -19,7 +19,7 @@ from kubernetes_asyncio import client, config
 from admit.config import Config
 from admit.backends.diagnose import diagnose
 from admit.cli.status import collect
-from admit.testing.plane import TIERS, ControlPlane, find_binaries
+from tests.support.plane import TIERS, ControlPlane, find_binaries
 from admit.kube.watchcache import KubeRaw
 from tests.real.support import PERMIT_WAIT, bound, container, gang_deployment, pods, wait_for
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from admit.testing.plane import PlaneError
+from tests.support.plane import PlaneError
 from tests.helpers import example
 from tests.real.support import PERMIT_WAIT, bound, container, gang_annotations, gang_deployment, pods, wait_for
 

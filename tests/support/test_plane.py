@@ -1,4 +1,4 @@
-"""The real control-plane launcher's pieces that need no control plane (admit/testing/plane.py): finding the
+"""The real control-plane launcher's pieces that need no control plane (tests/support/plane.py): finding the
 binaries the tester brings, the chart's webhooks pointed at a URL, the client certificates, and how the tier reports
 missing binaries (one skip line for the run; a failure with ADMIT_REQUIRE_REAL=1)."""
 
@@ -15,7 +15,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from admit.tls.certs import generate_ca
-from admit.testing.plane import (
+from tests.support.plane import (
     REQUIRED, TIERS, NoBinaries, api_path, available_binaries, client_certificate, find_binaries, pod_group_crd,
     render_webhooks,
 )
@@ -192,6 +192,6 @@ def test_the_real_tier_has_no_undefined_names_even_where_it_cannot_run():
             self.found.append(f"{filename}: {msg}")
 
     reporter = Collect()
-    for path in sorted((ROOT / "tests" / "real").glob("*.py")) + [ROOT / "admit" / "testing" / "plane.py"]:
+    for path in sorted((ROOT / "tests" / "real").glob("*.py")) + sorted((ROOT / "tests" / "support").glob("*.py")):
         checkPath(str(path), reporter)
     assert reporter.found == []

@@ -81,7 +81,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ..tls.certs import BACKDATE, CertifiedKey, generate_ca, generate_serving_certificate, utcnow
+from admit.tls.certs import BACKDATE, CertifiedKey, generate_ca, generate_serving_certificate, utcnow
 
 __all__ = [
     "NoBinaries", "PlaneError", "REQUIRED", "NATIVE_GANG", "TIERS", "ROOT", "find_binaries", "available_binaries",
