@@ -51,6 +51,7 @@ from ..config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from ..gang.patch import pointer
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
 from . import coscheduling, workload_api
+from .workload_api import not_served_message
 
 __all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "native_handover",
            "template_joined", "not_served_message",
@@ -58,17 +59,6 @@ __all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_re
 
 GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
 _SPARK_GROUP = "sparkoperator.k8s.io"
-
-
-def not_served_message(config: Config) -> str:
-    """One line saying what the cluster lacks for the ``workload-api`` backend (feature gates and runtime-config)."""
-    return (
-        "the API server does not serve Kubernetes' native gang scheduling (scheduling.k8s.io Workload and PodGroup): "
-        "on Kubernetes 1.36 start kube-apiserver, kube-controller-manager and kube-scheduler with "
-        "--feature-gates=GenericWorkload=true,GangScheduling=true and kube-apiserver with "
-        "--runtime-config=scheduling.k8s.io/v1alpha2=true; on 1.37 with --feature-gates=GenericWorkload=true and "
-        "--runtime-config=scheduling.k8s.io/v1beta1=true"
-    )
 
 
 def requested_backend(ann: GangAnnotations, config: Config) -> str:

@@ -69,7 +69,7 @@ from .workload_api import SHAPES
 from ..config import KUBE_DEFAULT_SCHEDULER, Config
 from ..gang.ownerrefs import controller_ref, has_controller
 from ..gang.plan import get_path
-from .coscheduling.podgroup import owner_annotation
+from .common import owner_annotation
 from ..gang.quantity import QuantityError, format_quantity, parse_quantity
 
 __all__ = ["GangStatus", "diagnose", "diagnose_native", "format_table", "to_json", "classify_message",
@@ -561,7 +561,7 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
         config: annotation keys and the default backend.
         now: aware datetime the waits are measured to (default: now, UTC).
     """
-    from . import not_served_message
+    from .workload_api import not_served_message
 
     now = now or _dt.datetime.now(_dt.timezone.utc)
     pgs = {(_meta(pg).get("namespace", ""), _meta(pg).get("name", "")): pg for pg in pod_groups}

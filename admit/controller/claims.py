@@ -33,7 +33,8 @@ from ..config import COSCHEDULING, WORKLOAD_API, Config
 from ..gang.plan import GangError, get_path, parse_gang_annotations
 from ..gang.claim import Claim
 from ..gang.ownerrefs import owner_reference
-from ..backends.coscheduling.podgroup import pod_group_generation, pod_group_owner
+from ..backends.common import object_owner as pod_group_owner
+from ..backends.coscheduling.podgroup import pod_group_generation
 from ..jsonio import loads
 from ..kube.client import Resource
 

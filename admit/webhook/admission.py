@@ -44,13 +44,11 @@ from ..observability import metrics
 from ..backends.workload_api.ensure import ensure_workload_api
 from ..config import WORKLOAD_API, Config
 from ..echo import clip
-from ..kube.client import AlreadyExists, Budget, KubeError, namespace_terminating
+from ..kube.client import KubeError, namespace_terminating
 from .mutate import mutate, plan_patch
 from ..gang.plan import get_path
-from ..backends.coscheduling.podgroup import (
-    desired_pod_group, generation_patch, merge_shared_spec, owner_annotation, ownership, spec_differs,
-    spec_json_patch,
-)
+from ..backends.coscheduling.ensure import ensure_coscheduling
+from ..backends.common import owner_annotation
 from .admissionreview import AdmissionRequest, Decision
 from ..families.spark import DriverLookup, driver_group, executor_plan
 from .validate import ScaleCheck, Verdict, drop_uncountable, scale_verdict, validate
@@ -290,59 +288,8 @@ class Admission:
             await ensure_workload_api(self.store, plan, self.config, decision, verdict.explicit_name,  # type: ignore
                                       verdict.dry_run, self.cache)
             return
-        desired = desired_pod_group(plan, self.config, generation)
-        decision.pod_groups.append(desired)
-        if self.cache is not None:
-            cached = self.cache.get(plan.namespace, plan.group_name)
-            if cached is not None:
-                own = ownership(cached, plan, self.config, verdict.explicit_name)
-                want, merge_warnings = merge_shared_spec(cached, plan) if plan.shared else (desired["spec"], [])
-                if own.action == "manage" and not spec_differs(cached, want):
-                    decision.warnings.extend(merge_warnings)
-                    return
-        if self.store is None:
-            return
-        left = Budget(self.config.api_timeout_seconds).left
-        ns, name = plan.namespace, plan.group_name
-        try:
-            created = await self.store.create_pod_group(desired, verdict.dry_run, left())
-            log.info("%s PodGroup %s/%s for %s", "dry run: would create" if verdict.dry_run else "created", ns, name,
-                     plan.ref)
-            decision.pod_groups[-1] = created or desired
-            if not verdict.dry_run:
-                metrics.pod_group("created")
-            return
-        except AlreadyExists:
-            pass
-        existing = await self.store.get_pod_group(ns, name, left())
-        if existing is None:  # deleted between our create and read: create once more
-            await self.store.create_pod_group(desired, verdict.dry_run, left())
-            if not verdict.dry_run:
-                metrics.pod_group("created")
-            return
-        own = ownership(existing, plan, self.config, verdict.explicit_name)
-        decision.warnings.extend(own.warnings)
-        if own.action == "conflict":
-            decision.allowed = False
-            decision.code = 409
-            decision.message = own.message
-            return
-        if own.action != "manage":
-            decision.pod_groups[-1] = existing
-            return
-        want = desired["spec"]
-        if plan.shared:  # bare pods: no member lowers what another member set
-            want, merge_warnings = merge_shared_spec(existing, plan)
-            decision.warnings.extend(merge_warnings)
-        if spec_differs(existing, want):
-            ops = spec_json_patch(existing, want) + generation_patch(existing, generation, self.config)
-            patched = await self.store.patch_pod_group(ns, name, ops, verdict.dry_run, left())
-            log.info("patched PodGroup %s/%s spec for %s: %s", ns, name, plan.ref, ops)
-            if not verdict.dry_run:
-                metrics.pod_group("patched")
-            decision.pod_groups[-1] = patched or desired
-        else:
-            decision.pod_groups[-1] = existing
+        await ensure_coscheduling(self.store, plan, self.config, decision, verdict.explicit_name,  # type: ignore
+                                  verdict.dry_run, self.cache, generation)
 
     async def _check_scale(self, check: ScaleCheck, dry_run: bool) -> Decision:
         """A ``*/scale`` UPDATE: the controller's cache of gang workloads says whether the parent is a gang (a

@@ -30,12 +30,11 @@ from typing import Any
 
 from ..backends import coscheduling, native_handover, workload_api
 from ..gang.children import is_child
-from ..config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
+from ..config import WORKLOAD_API, Config
 from ..gang.foreign import other_generation_label, translate_group_labels
 from ..families.kinds import POD_JOINERS, RESOLVERS
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
-from ..gang.patch import pointer, set_keys_ops, set_op
 from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
 )
@@ -43,23 +42,6 @@ from .admissionreview import AdmissionRequest, Decision
 from ..families.apps import POD
 
 __all__ = ["mutate", "plan_patch"]
-
-_UNSET_SCHEDULERS = (None, "", KUBE_DEFAULT_SCHEDULER)
-
-
-def _scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config: Config) -> tuple[
-    dict[str, Any] | None, str | None
-]:
-    current = get_path(obj, path)
-    if current == config.scheduler_name:
-        return None, None
-    if current in _UNSET_SCHEDULERS:
-        return set_op(obj, path, config.scheduler_name), None
-    return None, (
-        f"{where} keeps schedulerName {current!r}: gang scheduling only happens if that scheduler runs the "
-        f"Coscheduling plugin (admit's scheduler is {config.scheduler_name!r})"
-    )
-
 
 def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True) -> tuple[
     list[dict[str, Any]], list[str]
@@ -74,32 +56,7 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
         return ops, plan.warnings + warnings
     if plan.backend == WORKLOAD_API:  # spec.schedulingGroup instead of label and schedulerName
         return workload_api.plan_patch(obj, plan, config, label_workload)
-    ops: list[dict[str, Any]] = []
-    warnings = list(plan.warnings)
-    if not plan.mutate:
-        return ops, warnings
-    ops.extend(coscheduling.switch_back_ops(obj, plan, config))
-    for target in plan.targets:
-        t_ops = set_keys_ops(obj, target.labels, {config.pod_group_label: plan.group_name}) if target.group_label else []
-        if target.annotations is not None and plan.template_annotations:
-            t_ops.extend(set_keys_ops(obj, target.annotations, plan.template_annotations))
-        s_op, warning = _scheduler_ops(obj, target.scheduler, f"{plan.kind} {target.where}", config)
-        if s_op is not None:
-            t_ops.append(s_op)
-        if warning:
-            warnings.append(warning)
-        if t_ops and target.immutable:
-            warnings.append(
-                f"{plan.ref}: the {target.where} is immutable, so admit cannot add the {config.pod_group_label} label "
-                f"and schedulerName; its pods will not be gang-scheduled. Delete and recreate the {plan.kind} with the "
-                "annotation to gang-schedule it"
-            )
-            continue
-        ops.extend(t_ops)
-    ops.extend(plan.extra_ops)
-    if label_workload and (plan.kind != "Pod" or not plan.shared):  # a Pod that owns its group: spark-submit driver
-        ops.extend(set_keys_ops(obj, ("metadata", "labels"), {config.managed_label: "true"}))
-    return ops, warnings
+    return coscheduling.plan_patch(obj, plan, config, label_workload)
 
 
 def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:
@@ -122,7 +79,7 @@ def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: C
                            namespace: str) -> Decision:
     labels = get_path(pod, ("metadata", "labels"))
     if isinstance(labels, dict) and config.pod_group_label in labels:
-        op, warning = _scheduler_ops(pod, POD.scheduler, "pod", config)
+        op, warning = coscheduling.scheduler_ops(pod, POD.scheduler, "pod", config)
         return Decision(patch=[op] if op else [], warnings=[warning] if warning else [])
     annotations = get_path(pod, ("metadata", "annotations"))
     if isinstance(annotations, dict) and config.min_member_key in annotations:
@@ -252,25 +209,5 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
     if old_plan.backend == WORKLOAD_API:
         ops, warnings = workload_api.ungang_ops(obj, old_plan, config)
         return Decision(patch=ops, warnings=warnings)
-    ops: list[dict[str, Any]] = []
-    warnings: list[str] = []
-    for target in old_plan.targets:
-        if target.annotations is not None:
-            for name, value in old_plan.template_annotations.items():
-                key = target.annotations + (name,)
-                if get_path(obj, key) == value and not target.immutable:
-                    ops.append({"op": "remove", "path": pointer(key)})
-        key = target.labels + (config.pod_group_label,)
-        if not target.group_label or get_path(obj, key) != old_plan.group_name:
-            continue
-        if target.immutable:
-            warnings.append(
-                f"{old_plan.ref}: the {target.where} is immutable and keeps the {config.pod_group_label} label; new "
-                "pods will wait for a PodGroup that admit no longer keeps. Recreate the "
-                f"{old_plan.kind} without the label"
-            )
-            continue
-        ops.append({"op": "remove", "path": pointer(key)})
-    if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:
-        ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
+    ops, warnings = coscheduling.ungang_ops(obj, old_plan, config)
     return Decision(patch=ops, warnings=warnings)

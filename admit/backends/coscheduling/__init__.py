@@ -1,9 +1,10 @@
 """The ``coscheduling`` gang backend: scheduler-plugins' PodGroup (scheduling.x-k8s.io/v1alpha1). Pure.
 
-Today's behaviour, unchanged: the objects, spec comparison and ownership rules live in ``admit/backends/coscheduling/podgroup.py`` and the
-pod template patch (label ``scheduling.x-k8s.io/pod-group`` + ``schedulerName``) in ``admit/webhook/mutate.py``
-(``plan_patch``); this module gives them the same shape as ``backends/workload_api.py`` so that callers can treat
-both backends alike. Source of the shapes: kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1/types.go``.
+The objects, spec comparison and ownership rules live in ``admit/backends/coscheduling/podgroup.py``; the pod
+template patch (label ``scheduling.x-k8s.io/pod-group`` + ``schedulerName``: :func:`plan_patch`) and its undoing
+(:func:`ungang_ops`) here; the admission-time API work in ``admit/backends/coscheduling/ensure.py`` and the
+controller's pure decision in ``admit/backends/coscheduling/reconcile.py``. Source of the shapes:
+kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1/types.go``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from ...config import Config
-from ...gang.patch import pointer
+from ...config import KUBE_DEFAULT_SCHEDULER
+from ...gang.patch import pointer, set_keys_ops, set_op
 from ...gang.plan import GangPlan, PodTarget, get_path
-from .podgroup import Ownership, desired_pod_group, ownership, spec_differs, spec_json_patch
+from ..common import Ownership
+from .podgroup import desired_pod_group, ownership, spec_differs, spec_json_patch
 
 __all__ = ["desired_objects", "spec_differs", "update_ops", "ownership", "template_joined", "switch_back_ops",
-           "Ownership"]
+           "Ownership", "scheduler_ops", "plan_patch", "ungang_ops"]
 
 
 def desired_objects(plan: GangPlan, config: Config) -> list[dict[str, Any]]:
@@ -47,3 +50,93 @@ def switch_back_ops(obj: dict[str, Any], plan: GangPlan, config: Config) -> list
         if not target.immutable and get_path(obj, spec + ("schedulingGroup", "podGroupName")) == plan.group_name:
             ops.append({"op": "remove", "path": pointer(spec + ("schedulingGroup",))})
     return ops
+
+
+_UNSET_SCHEDULERS = (None, "", KUBE_DEFAULT_SCHEDULER)
+
+
+def scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config: Config) -> tuple[
+    dict[str, Any] | None, str | None
+]:
+    """``(op, warning)`` giving ``obj`` admit's ``schedulerName`` at ``path``: an op when it is unset or the default
+    scheduler, a warning (and no op) when it names another scheduler, neither when it is admit's already."""
+    current = get_path(obj, path)
+    if current == config.scheduler_name:
+        return None, None
+    if current in _UNSET_SCHEDULERS:
+        return set_op(obj, path, config.scheduler_name), None
+    return None, (
+        f"{where} keeps schedulerName {current!r}: gang scheduling only happens if that scheduler runs the "
+        f"Coscheduling plugin (admit's scheduler is {config.scheduler_name!r})"
+    )
+
+
+def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True) -> tuple[
+    list[dict[str, Any]], list[str]
+]:
+    """JSONPatch operations and warnings that join ``plan``'s pods to its PodGroup: on every pod template the label
+    ``scheduling.x-k8s.io/pod-group: <group>`` and ``spec.schedulerName`` of the Coscheduling profile, the plan's
+    template annotations and extra ops, and (``label_workload``) the ``<prefix>/managed`` label on the workload.
+
+    Returns ``(operations, warnings)``; ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
+    give a warning instead of operations.
+    """
+    ops: list[dict[str, Any]] = []
+    warnings = list(plan.warnings)
+    if not plan.mutate:
+        return ops, warnings
+    ops.extend(switch_back_ops(obj, plan, config))
+    for target in plan.targets:
+        t_ops = set_keys_ops(obj, target.labels, {config.pod_group_label: plan.group_name}) if target.group_label else []
+        if target.annotations is not None and plan.template_annotations:
+            t_ops.extend(set_keys_ops(obj, target.annotations, plan.template_annotations))
+        s_op, warning = scheduler_ops(obj, target.scheduler, f"{plan.kind} {target.where}", config)
+        if s_op is not None:
+            t_ops.append(s_op)
+        if warning:
+            warnings.append(warning)
+        if t_ops and target.immutable:
+            warnings.append(
+                f"{plan.ref}: the {target.where} is immutable, so admit cannot add the {config.pod_group_label} label "
+                f"and schedulerName; its pods will not be gang-scheduled. Delete and recreate the {plan.kind} with the "
+                "annotation to gang-schedule it"
+            )
+            continue
+        ops.extend(t_ops)
+    ops.extend(plan.extra_ops)
+    if label_workload and (plan.kind != "Pod" or not plan.shared):  # a Pod that owns its group: spark-submit driver
+        ops.extend(set_keys_ops(obj, ("metadata", "labels"), {config.managed_label: "true"}))
+    return ops, warnings
+
+
+def ungang_ops(obj: dict[str, Any], old_plan: GangPlan, config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+    """JSONPatch operations and warnings that undo admit's marks when an UPDATE removes ``<prefix>/min-member``.
+
+    A pod that keeps the pod-group label after its PodGroup is gone never runs: Coscheduling's Permit denies a pod
+    whose labelled PodGroup is not found (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``Permit`` returns
+    ``PodGroupNotFound``). So the label is removed from the templates where it still names the group admit gave
+    them, and the managed label from the workload; a label the user set to another value is left alone, as is
+    ``schedulerName`` (the Coscheduling profile schedules pods without a group like any other).
+    """
+    ops: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for target in old_plan.targets:
+        if target.annotations is not None:
+            for name, value in old_plan.template_annotations.items():
+                key = target.annotations + (name,)
+                if get_path(obj, key) == value and not target.immutable:
+                    ops.append({"op": "remove", "path": pointer(key)})
+        key = target.labels + (config.pod_group_label,)
+        if not target.group_label or get_path(obj, key) != old_plan.group_name:
+            continue
+        if target.immutable:
+            warnings.append(
+                f"{old_plan.ref}: the {target.where} is immutable and keeps the {config.pod_group_label} label; new "
+                "pods will wait for a PodGroup that admit no longer keeps. Recreate the "
+                f"{old_plan.kind} without the label"
+            )
+            continue
+        ops.append({"op": "remove", "path": pointer(key)})
+    if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:
+        ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
+    return ops, warnings

@@ -15,28 +15,18 @@ it creates with the label ``app.kubernetes.io/managed-by: admit`` and the annota
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ...gang.ownerrefs import controller_ref
 from ...gang.plan import GangPlan
 from ...gang.quantity import QuantityError, parse_quantity
+from ..common import Ownership, owner_annotation
 
 __all__ = [
-    "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "Ownership", "ownership",
-    "owner_annotation", "generation_annotation", "generation_patch", "pod_group_owner", "pod_group_generation",
-    "not_admits_message",
+    "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "ownership",
+    "generation_annotation", "generation_patch", "pod_group_generation",
 ]
-
-_OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
-
-
-def owner_annotation(config: Config) -> str:
-    """The annotation key recording which workload a managed PodGroup belongs to (``gang.admit.dev/owner``)."""
-    return f"{config.annotation_prefix.rstrip('/')}/owner"
-
 
 def generation_annotation(config: Config) -> str:
     """The annotation recording which workload ``metadata.generation`` a managed PodGroup's spec was written from
@@ -167,23 +157,6 @@ def merge_shared_spec(existing: dict[str, Any], plan: GangPlan) -> tuple[dict[st
     return out, warnings
 
 
-@dataclass(slots=True)
-class Ownership:
-    """How admit may treat an existing PodGroup for a plan.
-
-    Attributes:
-        action: ``"manage"`` (ours: keep its spec in step), ``"use"`` (a PodGroup admit did not create, named
-            explicitly: use as is), ``"operator"`` (made by the workload's own operator: leave alone), or
-            ``"conflict"`` (belongs to something else: refuse).
-        message: the denial text for ``conflict``.
-        warnings: admission warnings.
-    """
-
-    action: str
-    message: str = ""
-    warnings: list[str] = field(default_factory=list)
-
-
 def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
     """Decide whether ``plan`` may manage, use, or must leave the existing PodGroup (rules in module docstring).
 
@@ -229,15 +202,6 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
     )
 
 
-def pod_group_owner(pg: dict[str, Any], config: Config) -> str | None:
-    """The owner annotation of a PodGroup when it is well formed (``"<group>/<Kind>/<name>"`` or, for groups bare
-    Pods share, ``"<group>/<Kind>"``), else ``None``."""
-    value = ((pg.get("metadata") or {}).get("annotations") or {}).get(owner_annotation(config))
-    if isinstance(value, str) and _OWNER_RE.match(value):
-        return value
-    return None
-
-
 def pod_group_generation(pg: dict[str, Any], config: Config) -> int | None:
     """The workload ``metadata.generation`` the PodGroup's spec was last written from (annotation
     ``gang.admit.dev/workload-generation``, see ``podgroup.generation_annotation``), or ``None``."""
@@ -245,10 +209,3 @@ def pod_group_generation(pg: dict[str, Any], config: Config) -> int | None:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     return None
-
-
-def not_admits_message(what: str, config: Config) -> str:
-    """Why the controllers leave ``what`` (``"PodGroup team-a/web"``) alone: it carries admit's managed-by label but
-    no well-formed owner annotation (:func:`pod_group_owner`), so admit did not create it."""
-    return (f"{what} carries {MANAGED_BY_LABEL}={MANAGED_BY_VALUE} but no valid {owner_annotation(config)} "
-            "annotation: admit did not create it and leaves it alone")

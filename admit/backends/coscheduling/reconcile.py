@@ -20,8 +20,9 @@ from typing import Any
 from ...gang.claim import Claim
 from ...config import Config
 from ...gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
-from .podgroup import (desired_pod_group, generation_patch, not_admits_message, ownership, pod_group_generation,
-                       pod_group_owner, spec_differs, spec_json_patch)
+from ..common import not_admits_message
+from ..common import object_owner as pod_group_owner
+from .podgroup import desired_pod_group, generation_patch, ownership, pod_group_generation, spec_differs, spec_json_patch
 
 __all__ = ["Action", "decide", "spec_changes", "describe_spec", "is_managed"]
 

@@ -59,9 +59,10 @@ from ...config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALU
 from ...gang.ownerrefs import controller_identity
 from ...gang.patch import pointer, set_keys_ops
 from ...gang.plan import GangError, GangPlan, PodTarget, get_path
-from ..coscheduling.podgroup import Ownership, owner_annotation
+from ..common import Ownership, owner_annotation
 
 __all__ = [
+    "not_served_message",
     "Shape",
     "SHAPES",
     "shape",
@@ -91,6 +92,17 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 SCHEDULED = "PodGroupScheduled"  # v1alpha2 (1.36)
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # v1alpha3, v1beta1 (1.37), renamed in kubernetes PR#139743
 MAX_GROUP_PRIORITY = 1_000_000_000  # HighestUserDefinablePriority: "+k8s:maximum" of PodGroup ``priority``
+
+
+def not_served_message(config: Config) -> str:
+    """One line saying what the cluster lacks for the ``workload-api`` backend (feature gates and runtime-config)."""
+    return (
+        "the API server does not serve Kubernetes' native gang scheduling (scheduling.k8s.io Workload and PodGroup): "
+        "on Kubernetes 1.36 start kube-apiserver, kube-controller-manager and kube-scheduler with "
+        "--feature-gates=GenericWorkload=true,GangScheduling=true and kube-apiserver with "
+        "--runtime-config=scheduling.k8s.io/v1alpha2=true; on 1.37 with --feature-gates=GenericWorkload=true and "
+        "--runtime-config=scheduling.k8s.io/v1beta1=true"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from kubernetes_asyncio import client
 
 from ...config import WORKLOAD_API, WORKLOAD_API_GROUP, WORKLOAD_API_VERSIONS, Config
 from ...kube.client import KubeError, api_errors
-from .. import not_served_message
+from . import not_served_message
 
 __all__ = ["BackendUnavailable", "choose_version", "unknown_versions", "discover_workload_api", "configure_backends"]
 

@@ -25,8 +25,7 @@ from typing import Any
 
 from ...config import Config
 from ...gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
-from ..coscheduling.podgroup import not_admits_message
-from ..coscheduling.podgroup import pod_group_owner as object_owner  # the same owner annotation on Workloads
+from ..common import not_admits_message, object_owner
 from .. import workload_api
 
 __all__ = ["KINDS", "NativeAction", "decide_native", "owner_reference", "object_owner"]
