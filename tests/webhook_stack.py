@@ -63,19 +63,20 @@ async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, **conf
 
 
 @contextlib.asynccontextmanager
-async def fake_cluster(aiohttp_server: Any, config: Config,
+async def fake_cluster(aiohttp_server: Any, config: Config, *, chart_values: dict[str, Any] | None = None,
                        **fake_options: Any) -> AsyncIterator[tuple[FakeKubeAPI, Any]]:
     """A fake kube-apiserver whose writes go through admit's webhooks (admit's own app on loopback, with the fake as
-    its Kubernetes API), with ``fake_options`` for ``FakeKubeAPI`` (e.g. ``deployment_controller=True``); yields
-    ``(fake, a user's ApiClient)``."""
-    from admit.testing.fake_controllers import WebhookAdmission
+    its Kubernetes API) registered as the chart renders them for ``chart_values`` (tests/support/chart.py), with
+    ``fake_options`` for ``FakeKubeAPI`` (e.g. ``deployment_controller=True``); yields ``(fake, a user's
+    ApiClient)``. More webhooks (an operator's) can be added to ``fake.admission``."""
+    from tests.support.chart import admission_chain
 
     fake = FakeKubeAPI(**fake_options)
     await fake.start()
     api_client = fake.api_client()
     try:
         server = await aiohttp_server(create_app(Admission(config, KubeAPI(api_client, config))))
-        fake.admission = WebhookAdmission(str(server.make_url("")))
+        fake.admission = admission_chain(str(server.make_url("")), values=chart_values)
         async with fake.api_client() as user:
             yield fake, user
     finally:

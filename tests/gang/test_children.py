@@ -21,7 +21,7 @@ from admit.config import Config
 from admit.controller.podgroups import claim_of
 from admit.webhook.mutate import mutate
 from admit.webhook.admissionreview import dumps, parse_review
-from admit.testing.fake_controllers import pod_template_hash
+from admit.testing.fake_kube.controllers import pod_template_hash
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.webhook.validate import ScaleCheck, scale_decision, validate
 from admit.kube.watchcache import Resource

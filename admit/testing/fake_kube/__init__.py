@@ -48,9 +48,13 @@ What follows the real kube-apiserver (and where it deliberately does not):
 * A created Namespace gets ``status.phase: Active`` and the ``kubernetes`` finalizer; deleting it marks it
   Terminating, a create in it is 403 "being terminated" (NamespaceLifecycle), and the namespace controller deletes
   its content and then the namespace. A namespace that is not stored is not required (unlike the real server).
-* Admission webhooks (``admission=WebhookAdmission(url, ssl)``, off by default), the Deployment controller's
-  ReplicaSets (``deployment_controller=True``) and the Job controller's Pods (``job_controller=True``), both off by
-  default: see ``fake_controllers.py``. Without them, writes are stored as given (defaulted) and no controller runs.
+* The admission chain (``admission=AdmissionChain(...)``, off by default; ``admission.py``): mutating webhooks in
+  order with reinvocation, then validating webhooks, each matched by rules, selectors and CEL matchConditions;
+  admit's are read from the chart (``AdmissionChain.from_configurations``), an operator's run in process. The
+  Deployment controller's ReplicaSets (``deployment_controller=True``), the Job controller's Pods
+  (``job_controller=True``) and any controller added with ``add_controller`` (the operator emulations of
+  ``admit/testing/operators``): ``controllers.py``. Without them, writes are stored as given (defaulted) and no
+  controller runs.
 * Not emulated (docs/fake-api.md has the whole list): namespaces are not required to exist; authentication,
   server-side apply (415), managedFields, propagationPolicy=Foreground, list snapshots.
 
@@ -60,6 +64,8 @@ Direct access for tests (no HTTP, no validation, still emits watch events): ``pu
 open but silent, or lags). Request log: ``requests``, ``requests_for``, ``clear_requests``, ``stats``.
 """
 
+from .admission import AdmissionChain, Webhook, WebhookCallError, allowed, denied, patched, selector_matches
+from .controllers import Controller, DeploymentController, JobController, pod_template_hash
 from .errors import ApiError, status_object
 from .objects import apply_patch, merge_patch, parse_field_selector, parse_label_selector, strategic_merge_patch
 from .requestlog import RequestRecord
@@ -69,4 +75,6 @@ from .server import FakeKubeAPI
 
 __all__ = ["FakeKubeAPI", "RequestRecord", "ResourceType", "BUILTIN_RESOURCES", "WORKLOAD_API_VERSIONS", "ApiError",
            "status_object", "workload_api_resources", "parse_label_selector", "parse_field_selector", "apply_patch",
-           "merge_patch", "strategic_merge_patch", "_workload_api_errors"]
+           "merge_patch", "strategic_merge_patch", "_workload_api_errors", "AdmissionChain", "Webhook",
+           "WebhookCallError", "allowed", "denied", "patched", "selector_matches", "Controller", "DeploymentController",
+           "JobController", "pod_template_hash"]

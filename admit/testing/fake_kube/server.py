@@ -14,12 +14,14 @@ import time
 import uuid
 from collections import Counter, deque
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
-from ..fake_controllers import job_selector_and_labels
 from ..fake_defaults import apply_defaults
+
+from .admission import AdmissionChain
+from .controllers import Controller, DeploymentController, JobController, job_selector_and_labels
 
 from .errors import (
     ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _conflict, _details, _dumps, _invalid, _json_response,
@@ -36,6 +38,7 @@ from .resources import (
 )
 
 JSON = dict[str, Any]
+_C = TypeVar("_C", bound=Controller)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -55,25 +58,27 @@ class FakeKubeAPI:
         bookmark_interval: seconds between BOOKMARK events on watches that sent ``allowWatchBookmarks=true``
             (None: only on ``send_bookmarks()`` and after ``sendInitialEvents``).
         record_requests: keep ``requests`` (the counters behind ``stats()`` are always kept).
-        admission: a ``fake_controllers.WebhookAdmission``: HTTP writes of the resources it matches go through its
-            mutating and validating webhooks, as kube-apiserver's admission chain (None: no admission).
-        deployment_controller: emulate the Deployment controller's ReplicaSets (``fake_controllers``); its writes go
-            through ``admission`` too. ``deployments`` is the :class:`~fake_controllers.DeploymentController`.
-        job_controller: emulate the Job controller's Pods (``fake_controllers``), through ``admission`` too.
-            ``jobs`` is the :class:`~fake_controllers.JobController`.
+        admission: an :class:`~admission.AdmissionChain`: HTTP writes (and controllers' writes) of the resources its
+            webhooks match go through its mutating and validating webhooks, as kube-apiserver's admission chain
+            (None: no admission; it can also be set later, before the first write).
+        deployment_controller: emulate the Deployment controller's ReplicaSets (``controllers.py``); its writes go
+            through ``admission`` too. ``deployments`` is the :class:`~controllers.DeploymentController`.
+        job_controller: emulate the Job controller's Pods (``controllers.py``), through ``admission`` too.
+            ``jobs`` is the :class:`~controllers.JobController`.
         workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``; see
             :func:`workload_api_resources`); ``None``: not served, like a cluster without ``GenericWorkload``.
     """
 
     def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
-                 bookmark_interval: float | None = None, record_requests: bool = True, admission: Any = None,
+                 bookmark_interval: float | None = None, record_requests: bool = True,
+                 admission: AdmissionChain | None = None,
                  deployment_controller: bool = False, workload_api: str | None = None,
                  job_controller: bool = False) -> None:
-        from ..fake_controllers import DeploymentController, JobController
-
         self.admission = admission
-        self.deployments = DeploymentController(self) if deployment_controller else None
-        self.jobs = JobController(self) if job_controller else None
+        #: Every controller syncing on this server's writes (:meth:`add_controller`), in the order registered.
+        self.controllers: list[Controller] = []
+        self.deployments = self.add_controller(DeploymentController(self)) if deployment_controller else None
+        self.jobs = self.add_controller(JobController(self)) if job_controller else None
         self.gc_orphans_after = gc_orphans_after
         self.bookmark_interval = bookmark_interval
         self.record_requests = record_requests
@@ -100,6 +105,22 @@ class FakeKubeAPI:
         self._count_rows: dict[str, tuple[str, str | None]] = {}
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+
+    def add_controller(self, controller: _C) -> _C:
+        """Run ``controller`` on this server's writes (its ``observe`` sees every committed write); stopped with the
+        server. Returns it."""
+        self.controllers.append(controller)
+        return controller
+
+    def namespace_labels(self, ns: str | None) -> JSON:
+        """The labels a webhook's namespaceSelector sees: the stored Namespace's, else only
+        ``kubernetes.io/metadata.name`` (which kube-apiserver puts on every namespace)."""
+        if ns is None:
+            return {}
+        stored = self._bucket(self.resource_type("v1", "namespaces")).get((None, ns))
+        labels = dict(((stored or {}).get("metadata") or {}).get("labels") or {})
+        labels.setdefault("kubernetes.io/metadata.name", ns)
+        return labels
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -128,9 +149,8 @@ class FakeKubeAPI:
             task.cancel()
         self._gc_pending.clear()
         self._ns_tasks.clear()
-        for controller in (self.deployments, self.jobs):
-            if controller is not None:
-                controller.stop()
+        for controller in self.controllers:
+            controller.stop()
         if self.admission is not None:
             await self.admission.close()
         runner, self._runner = self._runner, None
@@ -436,10 +456,8 @@ class FakeKubeAPI:
                 w.deliver(seen)
         if self.gc_orphans_after is not None:
             self._gc_after_write(rt, ns, name, new, old)
-        if self.deployments is not None and new is not None and rt.key == ("apps", "v1", "deployments"):
-            self.deployments.changed(ns or "", name)
-        if self.jobs is not None and new is not None and rt.key == ("batch", "v1", "jobs"):
-            self.jobs.changed(ns or "", name)
+        for controller in self.controllers:
+            controller.observe(rt, ns or "", name, new)
         return result
 
     # ---------------------------------------------------------------- garbage collector emulation
@@ -724,9 +742,10 @@ class FakeKubeAPI:
         obj = self._check_body(rt, body)
         self._check_namespace_open(rt, ns, obj)  # NamespaceLifecycle runs before the webhooks
         apply_defaults(rt.group, rt.plural, obj)  # decoding defaults, before the admission chain
-        obj = await adm.mutate("CREATE", rt, ns, obj, None, dry_run, user)
+        labels = self.namespace_labels(ns)
+        obj = await adm.mutate("CREATE", rt, ns, obj, None, dry_run, user, ns_labels=labels)
         prepared = self._create(rt, ns, obj, dry_run=True)
-        await adm.validate("CREATE", rt, ns, prepared, None, dry_run, user=user)
+        await adm.validate("CREATE", rt, ns, prepared, None, dry_run, user=user, ns_labels=labels)
         if dry_run:
             return prepared
         name = prepared["metadata"]["name"]
@@ -744,12 +763,13 @@ class FakeKubeAPI:
         adm = self.admission
         if adm is None or not adm.handles(rt, None, "UPDATE"):
             return self._update(rt, ns, name, existing, new, subresource=None, dry_run=dry_run, require_rv=require_rv)
-        new = await adm.mutate("UPDATE", rt, ns, new, existing, dry_run, user)
+        labels = self.namespace_labels(ns)
+        new = await adm.mutate("UPDATE", rt, ns, new, existing, dry_run, user, ns_labels=labels)
         result = self._update(rt, ns, name, existing, copy.deepcopy(new), subresource=None, dry_run=True,
                               require_rv=require_rv)
         if result is existing:
             return existing
-        await adm.validate("UPDATE", rt, ns, result, existing, dry_run, user=user)
+        await adm.validate("UPDATE", rt, ns, result, existing, dry_run, user=user, ns_labels=labels)
         existing = self._bucket(rt).get((ns, name))
         if existing is None:
             raise _not_found(rt, name)
@@ -972,7 +992,7 @@ class FakeKubeAPI:
             if self.admission is not None and self.admission.handles(rt, "scale", "UPDATE") and \
                     isinstance(new_scale, dict):
                 await self.admission.validate("UPDATE", rt, ns, {**old_scale, **new_scale}, old_scale, dry,
-                                              sub="scale")
+                                              sub="scale", ns_labels=self.namespace_labels(ns))
                 existing = self._bucket(rt).get((ns, name))
                 if existing is None:
                     raise _not_found(rt, name)

@@ -1,15 +1,9 @@
-"""What kube-apiserver and kube-controller-manager add around the store, for :class:`FakeKubeAPI`: admission webhooks
-called over HTTP, and the Deployment controller's ReplicaSets.
+"""What kube-controller-manager adds around the store, for :class:`FakeKubeAPI`: the Deployment controller's
+ReplicaSets, the Job controller's Pods and the StatefulSet controller's Pods (the admission chain is ``admission.py``).
 
-Both are off unless a test asks for them (``FakeKubeAPI(admission=WebhookAdmission(url), deployment_controller=True)``).
-
-:class:`WebhookAdmission` calls a webhook server the way kube-apiserver's admission chain does (Kubernetes docs
-"Dynamic Admission Control"): for a matched write it POSTs an ``admission.k8s.io/v1`` AdmissionReview to the mutating
-path, applies the returned JSONPatch, lets the store fill in the name (``generateName``), uid and defaults, then POSTs
-the result to the validating path; a refusal becomes the API error a client sees (``admission webhook "..." denied
-the request: <message>``, with the webhook's status code, else 403). Pods are admitted on CREATE only, ``*/scale`` is
-validated only (as the chart's rules say); ``/status`` writes never are. Not emulated: matchConditions,
-namespaceSelector, failurePolicy (an unreachable webhook is an error), reinvocation.
+Each is off unless a test asks for it (``FakeKubeAPI(deployment_controller=True, job_controller=True,
+statefulset_controller=True)``); an operator emulation (``admit/testing/operators``) registers itself the same way,
+with :meth:`FakeKubeAPI.add_controller`.
 
 :class:`DeploymentController` does what kubernetes ``pkg/controller/deployment`` does to ReplicaSets, in the fake's
 process, through the same admission as a client's write:
@@ -54,166 +48,25 @@ Not emulated: the ReplicaSet controller (no Pods are made, so readiness never ho
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
 import json
 import math
-import ssl as _ssl
-import uuid
 from typing import TYPE_CHECKING, Any
 
-import jsonpatch
+from .errors import ApiError
 
 if TYPE_CHECKING:
-    from .fake_kube import FakeKubeAPI, ResourceType
+    from .resources import ResourceType
+    from .server import FakeKubeAPI
 
-__all__ = ["WebhookAdmission", "DeploymentController", "JobController", "pod_template_hash", "CHART_RULES",
-           "SCALE_RULES"]
+__all__ = ["Controller", "DeploymentController", "JobController", "pod_template_hash", "job_selector_and_labels",
+           "CONTROLLER_USER", "JOB_CONTROLLER_USER"]
 
 JSON = dict[str, Any]
 
-#: ``(API group, plural)`` -> operations the chart's workload and pod webhooks match (both endpoints); ``"*"`` is every
-#: plural of the group. Mirrors charts/admit/templates/_helpers.tpl ``admit.workloadRules`` and the pod rules.
-CHART_RULES: dict[tuple[str, str], frozenset[str]] = {
-    ("apps", "deployments"): frozenset({"CREATE", "UPDATE"}),
-    ("apps", "statefulsets"): frozenset({"CREATE", "UPDATE"}),
-    ("apps", "replicasets"): frozenset({"CREATE", "UPDATE"}),
-    ("batch", "jobs"): frozenset({"CREATE", "UPDATE"}),
-    ("kubeflow.org", "*"): frozenset({"CREATE", "UPDATE"}),
-    ("sparkoperator.k8s.io", "sparkapplications"): frozenset({"CREATE", "UPDATE"}),
-    ("", "pods"): frozenset({"CREATE"}),
-}
-#: ``(API group, plural)`` whose ``/scale`` UPDATE the chart's scale webhook validates.
-SCALE_RULES: frozenset[tuple[str, str]] = frozenset({("apps", "deployments"), ("apps", "statefulsets"),
-                                                     ("apps", "replicasets")})
-
-USER_INFO = {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}
 CONTROLLER_USER = {"username": "system:serviceaccount:kube-system:deployment-controller",
                    "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
 JOB_CONTROLLER_USER = {**CONTROLLER_USER, "username": "system:serviceaccount:kube-system:job-controller"}
-
-
-class WebhookAdmission:
-    """Admission webhooks at ``url`` (``https://127.0.0.1:PORT``) called as kube-apiserver calls them.
-
-    Args:
-        url: base URL of the webhook server; ``mutate_path`` / ``validate_path`` are appended.
-        ssl: ``ssl.SSLContext`` trusting the server (the webhook's caBundle), or ``False`` for plain HTTP.
-        rules / scale_rules: what is sent (default: the chart's rules, :data:`CHART_RULES`, :data:`SCALE_RULES`).
-        timeout: seconds per webhook call (the chart's ``timeoutSeconds``).
-
-    Attributes:
-        reviews: every ``(path, request, response)`` exchanged, oldest first (``request``/``response`` are the
-            AdmissionReview's ``request`` and ``response`` dicts).
-        warnings: every admission warning returned, as ``(kind, name, warning)``.
-    """
-
-    def __init__(self, url: str, ssl: _ssl.SSLContext | bool = False, *, mutate_path: str = "/mutate",
-                 validate_path: str = "/validate", rules: dict[tuple[str, str], frozenset[str]] | None = None,
-                 scale_rules: frozenset[tuple[str, str]] | None = None, timeout: float = 5.0) -> None:
-        self.url = url.rstrip("/")
-        self.ssl = ssl
-        self.mutate_path = mutate_path
-        self.validate_path = validate_path
-        self.rules = CHART_RULES if rules is None else rules
-        self.scale_rules = SCALE_RULES if scale_rules is None else scale_rules
-        self.timeout = timeout
-        self.reviews: list[tuple[str, JSON, JSON]] = []
-        self.warnings: list[tuple[str, str, str]] = []
-        self._session: Any = None
-
-    def handles(self, rt: "ResourceType", sub: str | None, operation: str) -> bool:
-        """True when a write of ``rt`` (``sub``: None or ``"scale"``) with ``operation`` is sent to the webhooks."""
-        if sub == "scale":
-            return operation == "UPDATE" and (rt.group, rt.plural) in self.scale_rules
-        if sub is not None:
-            return False
-        ops = self.rules.get((rt.group, rt.plural)) or self.rules.get((rt.group, "*"))
-        return ops is not None and operation in ops
-
-    async def close(self) -> None:
-        """Close the HTTP session. Idempotent."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    def _request(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON | None, old: JSON | None,
-                 dry_run: bool, sub: str | None, user: JSON | None) -> JSON:
-        src = obj if obj is not None else old or {}
-        name = (src.get("metadata") or {}).get("name") or ""
-        if sub == "scale":
-            kind = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
-        else:
-            kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
-        resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
-        request: JSON = {
-            "uid": str(uuid.uuid4()), "kind": kind, "resource": resource, "requestKind": kind,
-            "requestResource": resource, "operation": operation, "userInfo": user or USER_INFO,
-            "object": obj, "oldObject": old, "dryRun": dry_run,
-            "options": {"kind": f"{operation.title()}Options", "apiVersion": "meta.k8s.io/v1"},
-        }
-        if name:
-            request["name"] = name
-        if ns is not None:
-            request["namespace"] = ns
-        if sub:
-            request["subResource"] = request["requestSubResource"] = sub
-        return request
-
-    @staticmethod
-    def _hook(request: JSON, path: str) -> str:
-        """The chart's webhook name for a request: ``workloads|pods|scale.<mutate|validate>.admit.dev``."""
-        group = "scale" if request.get("subResource") == "scale" else \
-            "pods" if request["resource"]["resource"] == "pods" else "workloads"
-        return f"{group}.{path.strip('/')}.admit.dev"
-
-    async def _call(self, path: str, request: JSON) -> JSON:
-        import aiohttp
-
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
-        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-        async with self._session.post(self.url + path, json=review, ssl=self.ssl) as resp:
-            if resp.status != 200:
-                raise _webhook_error(self._hook(request, path), f"expected response code 200, got {resp.status}: {await resp.text()}")
-            answer = await resp.json()
-        response = answer.get("response") or {}
-        if response.get("uid") != request["uid"]:
-            raise _webhook_error(self._hook(request, path), "the response uid does not match the request uid")
-        self.reviews.append((path, request, response))
-        for warning in response.get("warnings") or []:
-            self.warnings.append((request["kind"]["kind"], request.get("name", ""), warning))
-        if not response.get("allowed"):
-            status = response.get("status") or {}
-            from .fake_kube import ApiError
-
-            code = int(status.get("code") or 403)
-            raise ApiError(code, str(status.get("reason") or "Forbidden"),
-                           f'admission webhook "{self._hook(request, path)}" denied the request: '
-                           f'{status.get("message", "")}')
-        return response
-
-    async def mutate(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON, old: JSON | None,
-                     dry_run: bool, user: JSON | None = None) -> JSON:
-        """The object after the mutating webhook (a new dict); raises ``ApiError`` when it refuses."""
-        response = await self._call(self.mutate_path, self._request(operation, rt, ns, obj, old, dry_run, None, user))
-        patch = response.get("patch")
-        if not patch:
-            return obj
-        if response.get("patchType") != "JSONPatch":
-            raise _webhook_error(self.mutate_path.strip("/"), f"unsupported patchType {response.get('patchType')!r}")
-        return jsonpatch.apply_patch(obj, json.loads(base64.b64decode(patch)))
-
-    async def validate(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON, old: JSON | None,
-                       dry_run: bool, sub: str | None = None, user: JSON | None = None) -> None:
-        """Ask the validating webhook; raises ``ApiError`` when it refuses."""
-        await self._call(self.validate_path, self._request(operation, rt, ns, obj, old, dry_run, sub, user))
-
-
-def _webhook_error(hook: str, why: str) -> Exception:
-    from .fake_kube import ApiError
-
-    return ApiError(500, "InternalError", f'Internal error occurred: failed calling webhook "{hook}": {why}')
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -262,17 +115,27 @@ def pod_template_hash(template: JSON) -> str:
     return "".join(_SAFE[c % len(_SAFE)] for c in str(h).encode())
 
 
-class _Controller:
-    """One sync task per object key of a kind, as a controller's work queue: a write during a sync makes it run once
-    more. Subclasses define ``_sync(namespace, name)``."""
+class Controller:
+    """One sync task per object key, as a controller's work queue: a write during a sync makes it run once more.
+
+    Subclasses define ``_sync(namespace, name)`` and either ``watches`` (the ``(group, version, plural)`` whose
+    writes sync the written object's key) or :meth:`observe` (to map a write of another kind onto the key of the
+    object it belongs to, as a controller's ``Watches(..., EnqueueRequestForOwner)``). Register with
+    :meth:`FakeKubeAPI.add_controller`."""
 
     what = "controller"
+    watches: tuple[tuple[str, str, str], ...] = ()
 
     def __init__(self, api: "FakeKubeAPI") -> None:
         self.api = api
         self.errors: list[tuple[str, str, str]] = []
         self._running: dict[tuple[str, str], asyncio.Task] = {}
         self._dirty: set[tuple[str, str]] = set()
+
+    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None) -> None:
+        """A write was committed (``obj`` None: deleted): sync ``(ns, name)`` when ``rt`` is watched."""
+        if obj is not None and rt.key in self.watches:
+            self.changed(ns, name)
 
     def changed(self, ns: str, name: str) -> None:
         """An object was written: sync it (at most one sync per object at a time; a write during a sync makes it
@@ -326,7 +189,7 @@ class _Controller:
                                      for r in obj["metadata"].get("ownerReferences") or [])]
 
 
-class DeploymentController(_Controller):
+class DeploymentController(Controller):
     """The emulated Deployment controller of one :class:`FakeKubeAPI` (see the module docstring).
 
     Attributes:
@@ -334,10 +197,9 @@ class DeploymentController(_Controller):
     """
 
     what = "Deployment controller"
+    watches = (("apps", "v1", "deployments"),)
 
     async def _sync(self, ns: str, name: str) -> None:
-        from .fake_kube import ApiError
-
         api = self.api
         dep = self._live("apps/v1", "deployments", ns, name)
         if dep is None:
@@ -466,7 +328,7 @@ def job_selector_and_labels(job: JSON) -> None:
         spec["selector"] = {"matchLabels": {JOB_UID_LABEL: uid}}
 
 
-class JobController(_Controller):
+class JobController(Controller):
     """The emulated Job controller of one :class:`FakeKubeAPI` (see the module docstring).
 
     Attributes:
@@ -474,10 +336,9 @@ class JobController(_Controller):
     """
 
     what = "Job controller"
+    watches = (("batch", "v1", "jobs"),)
 
     async def _sync(self, ns: str, name: str) -> None:
-        from .fake_kube import ApiError
-
         api = self.api
         pods = api.resource_type("v1", "pods")
         job = self._live("batch/v1", "jobs", ns, name)

@@ -1,0 +1,445 @@
+"""The admission chain of the fake kube-apiserver: every mutating webhook in order, reinvocation, then every validating
+webhook, each matched by its rules, namespaceSelector, objectSelector and CEL ``matchConditions``.
+
+What kube-apiserver does, and where this follows it (kubernetes ``staging/src/k8s.io/apiserver/pkg/admission``):
+
+- **Order.** Webhook configurations are sorted by name, and the webhooks of one configuration keep their order
+  (``configuration/mutating_webhook_manager.go`` / ``validating_webhook_manager.go``:
+  ``sort.SliceStable(configurations, ...ByName)``). :class:`AdmissionChain` keeps its webhooks in that order.
+- **Matching** (``plugin/webhook/generic/webhook.go`` ``ShouldCallHook``): the rules (``rules/rules.go``
+  ``Matcher``: group, version, operation, ``resource`` or ``resource/subresource``, ``*``, ``*/scale``, scope), the
+  namespaceSelector against the namespace's labels (a namespace that is not stored has only
+  ``kubernetes.io/metadata.name``, which kube-apiserver sets on every namespace), the objectSelector against the
+  object's (and the old object's) labels, then every matchCondition
+  (``plugin/webhook/matchconditions/matcher.go`` ``Match``: all must be true; an error fails the request under
+  ``failurePolicy: Fail`` and skips the webhook under ``Ignore``). CEL is evaluated with cel-python, with the
+  variables ``object``, ``oldObject`` and ``request`` (the AdmissionReview's ``request``).
+- **Mutating webhooks** (``plugin/webhook/mutating/dispatcher.go`` ``Dispatch``, ``reinvocationcontext.go``): each
+  matching webhook in order gets the object as the previous one left it. When a webhook's patch changes the object,
+  every webhook called before it with ``reinvocationPolicy: IfNeeded`` is marked for reinvocation
+  (``RequireReinvokingPreviouslyInvokedPlugins``); a webhook with ``IfNeeded`` is then added to the "previously
+  invoked" set (``AddReinvocableWebhookToPreviouslyInvoked``). If any patch changed the object, the chain runs once
+  more (``admission/reinvocation.go`` ``reinvoker.Admit``: one extra round, never two), calling only the webhooks
+  marked; a webhook that did not match in the first round is never called in the second.
+- **Validating webhooks** (``plugin/webhook/validating/dispatcher.go``) run after every mutating one, on the object
+  after the store's create or update preparation (name from ``generateName``, uid, defaults). kube-apiserver calls
+  them in parallel and returns a refusal; here they run one after the other in order and the first refusal is
+  returned, which gives the same answer to a client.
+- **Answers** (``plugin/webhook/errors/statuserror.go`` ``ToStatusErr``): a refusal is ``admission webhook "<name>"
+  denied the request: <message>`` with the webhook's code (403 when it gives none); a webhook that cannot be called or
+  answers wrongly is ``failed calling webhook`` (500) under ``failurePolicy: Fail`` and is skipped under ``Ignore``.
+  Warnings of every webhook are collected.
+
+A webhook is called over HTTP (admit's own server: :meth:`AdmissionChain.from_configurations` reads the webhooks from
+the chart's rendered ``MutatingWebhookConfiguration`` and ``ValidatingWebhookConfiguration``) or in process (an
+operator's webhook emulated in ``admit/testing/operators``: any ``async (request) -> response`` callable, with
+:func:`allowed`, :func:`denied` and :func:`patched` to build the response).
+
+Not emulated: ``matchPolicy`` (the fake serves one version of a resource, so Exact and Equivalent agree),
+``timeoutSeconds`` per webhook (one client timeout), in-tree admission plugins between rounds, audit annotations,
+``sideEffects`` checks on dry run (every webhook here supports dry run), ValidatingAdmissionPolicies.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+import json
+import ssl as _ssl
+import uuid
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+
+import jsonpatch
+
+from .errors import ApiError
+
+if TYPE_CHECKING:
+    from .resources import ResourceType
+
+__all__ = ["AdmissionChain", "Webhook", "WebhookCallError", "allowed", "denied", "patched", "selector_matches", "USER_INFO"]
+
+JSON = dict[str, Any]
+#: An in-process webhook: AdmissionReview ``request`` in, AdmissionReview ``response`` out.
+Handler = Callable[[JSON], Awaitable[JSON]]
+
+USER_INFO = {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}
+
+
+def allowed(request: JSON, *, warnings: Iterable[str] = ()) -> JSON:
+    """An AdmissionReview ``response`` that allows ``request`` unchanged."""
+    response: JSON = {"uid": request["uid"], "allowed": True}
+    if warnings:
+        response["warnings"] = list(warnings)
+    return response
+
+
+def denied(request: JSON, message: str, *, code: int = 403, reason: str = "Forbidden") -> JSON:
+    """A refusal as controller-runtime's ``admission.Denied`` / ``validationResponseFromStatus`` writes it
+    (``code`` 403 Forbidden, or 422 Invalid for a field error list)."""
+    return {"uid": request["uid"], "allowed": False,
+            "status": {"code": code, "reason": reason, "message": message}}
+
+
+def patched(request: JSON, new: JSON, *, warnings: Iterable[str] = ()) -> JSON:
+    """Allow ``request`` with the JSONPatch from its ``object`` to ``new`` (what controller-runtime's
+    ``admission.PatchResponseFromRaw`` does for a CustomDefaulter)."""
+    ops = jsonpatch.make_patch(request.get("object") or {}, new).patch
+    response = allowed(request, warnings=warnings)
+    if ops:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
+    return response
+
+
+def selector_matches(selector: JSON | None, labels: JSON) -> bool:
+    """A ``metav1.LabelSelector`` against ``labels`` (``LabelSelectorAsSelector``: an absent selector matches
+    everything; ``NotIn`` and ``DoesNotExist`` match a missing key)."""
+    if not selector:
+        return True
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _rule_matches(rule: JSON, rt: "ResourceType", sub: str | None, operation: str) -> bool:
+    """``rules/rules.go`` ``Matcher.Matches``: group, version, operation, resource (``*``, ``pods``, ``pods/*``,
+    ``*/scale``, ``deployments/scale``) and scope."""
+    def has(values: Any, value: str) -> bool:
+        return "*" in (values or []) or value in (values or [])
+
+    if not (has(rule.get("apiGroups"), rt.group) and has(rule.get("apiVersions"), rt.version)
+            and has(rule.get("operations"), operation)):
+        return False
+    scope = rule.get("scope") or "*"
+    if scope == "Namespaced" and not rt.namespaced or scope == "Cluster" and rt.namespaced:
+        return False
+    for resource in rule.get("resources") or []:
+        res, _, res_sub = resource.partition("/")
+        if res not in ("*", rt.plural):
+            continue
+        if sub is None and not res_sub:
+            return True
+        if sub is not None and res_sub in ("*", sub):
+            return True
+    return False
+
+
+_PROGRAMS: dict[str, Any] = {}
+
+
+def _cel(expression: str) -> Any:
+    """A compiled CEL program (cached; cel-python, the test extra)."""
+    program = _PROGRAMS.get(expression)
+    if program is None:
+        import celpy
+
+        env = celpy.Environment()
+        program = _PROGRAMS[expression] = env.program(env.compile(expression))
+    return program
+
+
+def evaluate_match_conditions(conditions: Iterable[JSON], request: JSON) -> bool:
+    """Every matchCondition of a webhook on ``request``; raises ``ValueError`` naming the condition when one cannot
+    be evaluated (the caller applies the failurePolicy)."""
+    import celpy
+
+    activation = {"object": celpy.json_to_cel(request.get("object")),
+                  "oldObject": celpy.json_to_cel(request.get("oldObject")),
+                  "request": celpy.json_to_cel({k: v for k, v in request.items() if k not in ("object", "oldObject")})}
+    for cond in conditions:
+        try:
+            result = _cel(cond["expression"]).evaluate(activation)
+        except Exception as e:  # noqa: BLE001 - any CEL failure is an evaluation error
+            raise ValueError(f"matchCondition {cond.get('name')!r}: {e}") from e
+        if isinstance(result, Exception) or not isinstance(result, (bool, int)):
+            raise ValueError(f"matchCondition {cond.get('name')!r}: {result!r}")
+        if not result:
+            return False
+    return True
+
+
+@dataclasses.dataclass
+class Webhook:
+    """One webhook of a Mutating/ValidatingWebhookConfiguration, with how to call it.
+
+    ``spec`` is the webhook's entry as written in the configuration (``name``, ``rules``, ``namespaceSelector``,
+    ``objectSelector``, ``matchConditions``, ``failurePolicy``, ``reinvocationPolicy``); ``call`` is the in-process
+    handler (AdmissionReview request -> response). ``configuration`` is the configuration's name (for the order).
+    """
+
+    configuration: str
+    spec: JSON
+    call: Handler
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+    @property
+    def path(self) -> str:
+        """Where the webhook is called: its ``clientConfig`` Service path or URL, else (in process) its name."""
+        client = self.spec.get("clientConfig") or {}
+        return str((client.get("service") or {}).get("path") or client.get("url") or self.name)
+
+    @property
+    def fails_closed(self) -> bool:
+        return (self.spec.get("failurePolicy") or "Fail") == "Fail"
+
+    @property
+    def reinvoked_if_needed(self) -> bool:
+        return self.spec.get("reinvocationPolicy") == "IfNeeded"
+
+    def matches_rules(self, rt: "ResourceType", sub: str | None, operation: str) -> bool:
+        return any(_rule_matches(rule, rt, sub, operation) for rule in self.spec.get("rules") or [])
+
+    def should_call(self, rt: "ResourceType", sub: str | None, request: JSON, ns_labels: JSON) -> bool:
+        """``ShouldCallHook``: rules, namespaceSelector, objectSelector, matchConditions. Raises ApiError when a
+        matchCondition fails to evaluate under ``failurePolicy: Fail``."""
+        if not self.matches_rules(rt, sub, request["operation"]):
+            return False
+        if rt.namespaced and not selector_matches(self.spec.get("namespaceSelector"), ns_labels):
+            return False
+        selector = self.spec.get("objectSelector")
+        if selector:
+            objs = [o for o in (request.get("object"), request.get("oldObject")) if isinstance(o, dict)]
+            if not any(selector_matches(selector, (o.get("metadata") or {}).get("labels") or {}) for o in objs):
+                return False
+        conditions = self.spec.get("matchConditions") or []
+        if not conditions:
+            return True
+        try:
+            return evaluate_match_conditions(conditions, request)
+        except ValueError as e:
+            if self.fails_closed:
+                raise _call_error(self.name, str(e)) from None
+            return False
+
+
+class AdmissionChain:
+    """The mutating and validating webhooks of a fake kube-apiserver (see the module docstring).
+
+    Args:
+        mutating / validating: the webhooks, each list in the order kube-apiserver calls them (use :meth:`add`,
+            which keeps configurations sorted by name).
+
+    Attributes:
+        reviews: every ``(path, request, response)`` exchanged, oldest first (``path``: :attr:`Webhook.path`).
+        calls: the same as ``(webhook name, request, response)``.
+        warnings: every admission warning returned, as ``(kind, name, warning)``.
+    """
+
+    def __init__(self, mutating: Iterable[Webhook] = (), validating: Iterable[Webhook] = ()) -> None:
+        self.mutating: list[Webhook] = list(mutating)
+        self.validating: list[Webhook] = list(validating)
+        self.reviews: list[tuple[str, JSON, JSON]] = []
+        self.calls: list[tuple[str, JSON, JSON]] = []
+        self.warnings: list[tuple[str, str, str]] = []
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+
+    # ------------------------------------------------------------------ building
+
+    def add(self, kind: str, configuration: str, spec: JSON, call: Handler) -> Webhook:
+        """Register one webhook of a ``kind`` (``"Mutating"`` or ``"Validating"``) configuration named
+        ``configuration``; configurations are kept sorted by name, webhooks of one configuration in the order
+        added."""
+        hook = Webhook(configuration, copy.deepcopy(spec), call)
+        hooks = self.mutating if kind == "Mutating" else self.validating
+        at = len(hooks)
+        for i, other in enumerate(hooks):
+            if other.configuration > configuration:
+                at = i
+                break
+        hooks.insert(at, hook)
+        return hook
+
+    def add_configuration(self, configuration: JSON, call: Callable[[JSON], Handler]) -> None:
+        """Register every webhook of a rendered ``Mutating/ValidatingWebhookConfiguration``; ``call(webhook spec)``
+        gives the handler of each."""
+        kind = "Mutating" if configuration["kind"] == "MutatingWebhookConfiguration" else "Validating"
+        for spec in configuration.get("webhooks") or []:
+            self.add(kind, configuration["metadata"]["name"], spec, call(spec))
+
+    @classmethod
+    def from_configurations(cls, configurations: Iterable[JSON], url: str, ssl: _ssl.SSLContext | bool = False,
+                            *, timeout: float = 5.0) -> "AdmissionChain":
+        """The chain of the chart's rendered webhook configurations, every webhook called over HTTP at ``url``
+        (``https://127.0.0.1:PORT``) plus its ``clientConfig.service.path`` (the Service stands for admit's
+        server; ``ssl``: a context trusting it, or False for plain HTTP)."""
+        chain = cls()
+        client = _HttpClient(url, ssl, timeout)
+        chain._closers.append(client.close)  # noqa: SLF001
+        for conf in configurations:
+            if conf.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                chain.add_configuration(conf, client.handler)
+        return chain
+
+    async def close(self) -> None:
+        """Close the HTTP clients. Idempotent."""
+        closers, self._closers = self._closers, []
+        for close in closers:
+            await close()
+
+    # ------------------------------------------------------------------ the chain
+
+    def handles(self, rt: "ResourceType", sub: str | None, operation: str) -> bool:
+        """True when some webhook's rules match a write of ``rt`` (``sub``: None or a subresource)."""
+        return any(h.matches_rules(rt, sub, operation) for h in (*self.mutating, *self.validating))
+
+    @staticmethod
+    def request(operation: str, rt: "ResourceType", ns: str | None, obj: JSON | None, old: JSON | None,
+                dry_run: bool, sub: str | None = None, user: JSON | None = None) -> JSON:
+        """The AdmissionReview ``request`` kube-apiserver sends for a write (``admission/v1``)."""
+        src = obj if obj is not None else old or {}
+        name = (src.get("metadata") or {}).get("name") or ""
+        if sub == "scale":
+            kind = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+        else:
+            kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
+        request: JSON = {
+            "uid": str(uuid.uuid4()), "kind": kind, "resource": resource, "requestKind": kind,
+            "requestResource": resource, "operation": operation, "userInfo": user or USER_INFO,
+            "object": obj, "oldObject": old, "dryRun": dry_run,
+            "options": {"kind": f"{operation.title()}Options", "apiVersion": "meta.k8s.io/v1"},
+        }
+        if name:
+            request["name"] = name
+        if ns is not None:
+            request["namespace"] = ns
+        if sub:
+            request["subResource"] = request["requestSubResource"] = sub
+        return request
+
+    async def _call(self, hook: Webhook, request: JSON) -> JSON | None:
+        """One webhook call; the response when it answered and allowed, None when it failed open; raises the
+        refusal or the call failure (fail closed) as ApiError."""
+        try:
+            response = await hook.call(request)
+            if not isinstance(response, dict) or response.get("uid") != request["uid"]:
+                raise _call_error(hook.name, "the response uid does not match the request uid")
+        except WebhookCallError:
+            if not hook.fails_closed:
+                return None
+            raise
+        except ApiError:
+            raise
+        except Exception as e:  # noqa: BLE001 - an unreachable webhook
+            if not hook.fails_closed:
+                return None
+            raise _call_error(hook.name, f"failed to call webhook: {e}") from e
+        self.reviews.append((hook.path, request, response))
+        self.calls.append((hook.name, request, response))
+        for warning in response.get("warnings") or []:
+            self.warnings.append((request["kind"]["kind"], request.get("name", ""), warning))
+        if not response.get("allowed"):
+            status = response.get("status") or {}
+            code = int(status.get("code") or 403)
+            if code < 400:
+                code = 403
+            message = status.get("message") or ""
+            raise ApiError(code, str(status.get("reason") or "Forbidden"),
+                           f'admission webhook "{hook.name}" denied the request' + (f": {message}" if message else ""))
+        return response
+
+    async def mutate(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON, old: JSON | None,
+                     dry_run: bool, user: JSON | None = None, ns_labels: JSON | None = None) -> JSON:
+        """The object after every mutating webhook, with reinvocation (a new dict when changed); raises ApiError
+        when one refuses or fails closed."""
+        labels = ns_labels if ns_labels is not None else {"kubernetes.io/metadata.name": ns or ""}
+        previously_invoked: set[int] = set()
+        reinvoke: set[int] = set()
+        should_reinvoke = False
+        for round_ in (0, 1):
+            if round_ == 1 and not should_reinvoke:
+                break
+            for i, hook in enumerate(self.mutating):
+                request = self.request(operation, rt, ns, obj, old, dry_run, None, user)
+                if not hook.should_call(rt, None, request, labels):
+                    continue
+                if round_ == 1 and i not in reinvoke:
+                    continue
+                response = await self._call(hook, request)
+                changed = False
+                if response is not None and response.get("patch"):
+                    if response.get("patchType") != "JSONPatch":
+                        if hook.fails_closed:
+                            raise _call_error(hook.name, f"unsupported patch type {response.get('patchType')!r}")
+                    else:
+                        new = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(response["patch"])))
+                        changed = new != obj
+                        obj = new
+                if changed:
+                    reinvoke |= previously_invoked  # RequireReinvokingPreviouslyInvokedPlugins
+                    previously_invoked = set()
+                    should_reinvoke = True
+                if hook.reinvoked_if_needed:
+                    previously_invoked.add(i)
+        return obj
+
+    async def validate(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON, old: JSON | None,
+                       dry_run: bool, sub: str | None = None, user: JSON | None = None,
+                       ns_labels: JSON | None = None) -> None:
+        """Every matching validating webhook in order; raises ApiError at the first refusal."""
+        labels = ns_labels if ns_labels is not None else {"kubernetes.io/metadata.name": ns or ""}
+        for hook in self.validating:
+            request = self.request(operation, rt, ns, obj, old, dry_run, sub, user)
+            if hook.should_call(rt, sub, request, labels):
+                await self._call(hook, request)
+
+
+class _HttpClient:
+    """POSTs AdmissionReviews to one webhook server (``url`` + each webhook's ``clientConfig.service.path``)."""
+
+    def __init__(self, url: str, ssl: _ssl.SSLContext | bool, timeout: float) -> None:
+        self.url = url.rstrip("/")
+        self.ssl = ssl
+        self.timeout = timeout
+        self._session: Any = None
+
+    def handler(self, spec: JSON) -> Handler:
+        client_config = spec.get("clientConfig") or {}
+        path = (client_config.get("service") or {}).get("path") or "/"
+        name = str(spec["name"])
+
+        async def call(request: JSON) -> JSON:
+            return await self.post(name, path, request)
+
+        return call
+
+    async def post(self, name: str, path: str, request: JSON) -> JSON:
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+        async with self._session.post(self.url + path, json=review, ssl=self.ssl) as resp:
+            if resp.status != 200:
+                raise _call_error(name, f"expected response code 200, got {resp.status}: {await resp.text()}")
+            answer = await resp.json()
+        return answer.get("response") or {}
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+class WebhookCallError(ApiError):
+    """A webhook that could not be called or answered wrongly (``webhookutil.ErrCallingWebhook``): 500 when it fails
+    closed; skipped under ``failurePolicy: Ignore``."""
+
+
+def _call_error(hook: str, why: str) -> ApiError:
+    return WebhookCallError(500, "InternalError", f'Internal error occurred: failed calling webhook "{hook}": {why}')

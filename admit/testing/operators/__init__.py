@@ -1,0 +1,8 @@
+"""Operator emulations for the fake API, each written from its operator's source: the objects the operator makes
+from a user's object (names, labels, annotations, ownerReferences, templates, in its creation order, every write
+through the fake's admission chain) and the operator's own admission webhooks as in-process callables in that chain.
+Each module names the upstream files, functions and versions it follows; docs/fake-api.md lists them.
+
+The fake API (``admit.testing.fake_kube``) never imports this package: an emulation is a
+``fake_kube.Controller`` added with ``FakeKubeAPI.add_controller`` plus webhooks added with ``AdmissionChain.add``.
+"""
