@@ -26,6 +26,8 @@ RESOLVERS: dict[tuple[str, str], Resolver] = {k.key: with_backend(k.resolve) for
 for _k in FAMILY_KINDS:  # the child rule (children.py): a Deployment's ReplicaSets, a JobSet's Jobs, a RayJob's Job
     for _child in _k.children:
         register_parent(_child, _k.key)
+    for _group, _kind, _label in _k.pod_owned_children:  # LWS's worker StatefulSets, owned by a leader Pod
+        register_parent((_group, _kind), ("", "Pod"), label=_label)
 
 WATCHED_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     k.key: k.versions for k in FAMILY_KINDS if k.versions}

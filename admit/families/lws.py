@@ -18,11 +18,26 @@ per group, created when the group's leader pod is created, owned by that pod; ``
 - One template makes the pods of every group, so admit cannot put a group label on it. It puts the
   ``schedulerName`` and one annotation on the templates instead: ``gang.admit.dev/group-spec``, the PodGroup spec
   every group gets (compact JSON: ``{"minMember":4,"minResources":{...}}``). Pods then find their group from the LWS
-  labels (:func:`join_lws_pod`, a pod joiner: no API call): group ``<lws>-<group-index>``, labelled at pod
-  creation. The leader pod's admission creates that PodGroup (as LWS's own provider does on the leader pod), so it
-  exists before any worker; its workers are created after it (their admissions find it in the cache, or re-create
-  it if it went missing). A PodGroup whose group is scaled away is deleted by
-  admit's controller once no live pod carries its label (``--orphan-grace-period``).
+  labels (:func:`join_lws_pod`, a pod joiner: no API call): group ``<lws>-<group-index>-<template-revision-hash>``
+  (:func:`group_name`, the name LWS gives its own PodGroups: ``pkg/schedulerprovider/interface.go``
+  ``GetPodGroupName``), labelled at pod creation. One gang per group *and revision*: during a rolling update or a
+  group restart the old revision's pods (terminating, still carrying their label) stay in their own PodGroup, and
+  Coscheduling never counts them toward the new leader's quorum. The leader pod's admission creates that PodGroup
+  (as LWS's own provider does on the leader pod), so it exists before any worker; its workers are created after it
+  (their admissions find it in the cache, or re-create it if it went missing). A PodGroup whose group or revision is
+  gone is deleted by admit's controller once no live pod carries its label (``--orphan-grace-period``).
+- LWS's StatefulSets are children (``WorkloadKind.children``, ``pod_owned_children``): the leader StatefulSet
+  ``<lws>`` (controller: the LWS) and each worker StatefulSet ``<lws>-<i>`` (controller: the group's leader *Pod*,
+  labelled ``leaderworkerset.sigs.k8s.io/name``). Since LWS v0.10.0 both carry the LWS's labels and annotations
+  (``pkg/controllers/leaderworkerset_controller.go`` ``constructLeaderStatefulSetApplyConfiguration``,
+  ``pod_controller.go`` ``constructWorkerStatefulSetApplyConfiguration``: ``mergeMetadata(lws.Labels, ...)``), admit's
+  gang annotations among them; as gangs of their own they would be refused (2 leaders below minMember 4) or
+  labelled for one gang of all leaders.
+- ``leaderworkerset.sigs.k8s.io/exclusive-topology`` on the LWS: LWS creates a group's worker StatefulSet only once
+  the leader pod is scheduled (``pod_controller.go`` ``Reconcile``: "if exclusive placement is enabled but leader pod
+  is not scheduled, don't create the worker sts"), the shape of ``LeaderReady``: minMember 1 with ``minResources``
+  covering the whole group; an explicit minMember above 1 is refused with the fix. (``subgroup-exclusive-topology``
+  holds no pod back: it only sets affinities.)
 - ``auto`` minMember = ``size`` (``LeaderCreated``). Under ``LeaderReady`` the workers appear only after the leader
   is Ready, so a gang of ``size`` deadlocks: minMember is 1 (the leader alone first), with ``minResources`` still
   covering the whole group (so the leader is not let in while the cluster cannot hold its workers), as LWS does for
@@ -43,14 +58,20 @@ from ..gang.resources import ResourceError, pod_requests
 from ..gang.quantity import add_resources, format_resources, parse_quantity, QuantityError, scale_resources
 from .shared import POD_TARGET, WorkloadKind, object_ref, template_target
 
-__all__ = ["LWS", "KINDS", "resolve_leaderworkerset", "join_lws_pod", "group_spec_key", "LWS_NAME_LABEL",
-           "LWS_GROUP_INDEX_LABEL", "LWS_WORKER_INDEX_LABEL"]
+__all__ = ["LWS", "KINDS", "resolve_leaderworkerset", "join_lws_pod", "group_spec_key", "group_name",
+           "LWS_NAME_LABEL", "LWS_GROUP_INDEX_LABEL", "LWS_WORKER_INDEX_LABEL", "LWS_REVISION_LABEL",
+           "EXCLUSIVE_TOPOLOGY"]
 
 GROUP = "leaderworkerset.x-k8s.io"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+EXCLUSIVE_TOPOLOGY = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 LEADER_READY = "LeaderReady"
+#: The longest ``template-revision-hash``: ``rand.SafeEncodeString`` of a 32-bit FNV hash in decimal (LWS
+#: ``pkg/utils/revision/revision_utils.go`` ``hashRevision``), at most 10 characters.
+REVISION_HASH_MAX = 10
 
 _TEMPLATE = ("spec", "leaderWorkerTemplate")
 
@@ -58,6 +79,13 @@ _TEMPLATE = ("spec", "leaderWorkerTemplate")
 def group_spec_key(config: Config) -> str:
     """The template annotation carrying each group's PodGroup spec: ``<prefix>/group-spec``."""
     return f"{config.annotation_prefix.rstrip('/')}/group-spec"
+
+
+def group_name(lws: str, index: str, revision: str | None) -> str:
+    """The PodGroup of one group of one revision: ``<lws>-<group index>-<revision>`` (the name LWS gives its own
+    PodGroups, ``pkg/schedulerprovider/interface.go`` ``GetPodGroupName``: ``"%s-%s-%s"``), or ``<lws>-<group index>``
+    for a pod without the revision label (an LWS before revisions)."""
+    return f"{lws}-{index}-{revision}" if revision else f"{lws}-{index}"
 
 
 def _pod_requests(spec: Any, ref: str, where: str) -> dict[str, Any]:
@@ -103,13 +131,14 @@ def resolve_leaderworkerset(
             raise GangError(
                 f"{ref}: the {t.where} carries the label {config.pod_group_label}, which would put every group in one "
                 f"PodGroup; remove it: admit labels each pod with its own group ({name}-<group index>)", 400)
-    last = f"{name}-{max(replicas - 1, 0)}"
+    last = group_name(name, str(max(replicas - 1, 0)), "x" * REVISION_HASH_MAX)
     problem = check_group_name(last)
     if problem:
-        raise GangError(f"{ref}: the PodGroup of its last group would be named {last!r}: {problem}; use a shorter "
-                        "LeaderWorkerSet name", 400)
+        raise GangError(f"{ref}: the PodGroup of its last group would be named like {last!r} (<lws>-<group index>-"
+                        f"<template revision>): {problem}; use a shorter LeaderWorkerSet name", 400)
 
     policy = get_path(obj, ("spec", "startupPolicy")) or "LeaderCreated"
+    exclusive = get_path(obj, ("metadata", "annotations", EXCLUSIVE_TOPOLOGY))
     leader_ready = policy == LEADER_READY
     if leader_ready:
         if ann.min_member is not None and ann.min_member > 1:
@@ -118,6 +147,18 @@ def resolve_leaderworkerset(
                 f"so a gang of {ann.min_member} ({config.min_member_key}={ann.min_member}) never gets its workers and "
                 f"deadlocks. Set {config.min_member_key} to \"auto\" (the leader alone first, minResources covering "
                 "the whole group, as LWS does for its own gang support) or use startupPolicy: LeaderCreated")
+        min_member = 1
+    elif exclusive is not None and size > 1:
+        # LWS pkg/controllers/pod_controller.go Reconcile: "if exclusive placement is enabled but leader pod is not
+        # scheduled, don't create the worker sts" -- the workers exist only once the leader is bound.
+        if ann.min_member is not None and ann.min_member > 1:
+            raise GangError(
+                f"{ref} has {EXCLUSIVE_TOPOLOGY}={exclusive}: LWS creates a group's workers only once its leader pod "
+                f"is scheduled, so a gang of {ann.min_member} ({config.min_member_key}={ann.min_member}) waits for "
+                f"workers that wait for it, and deadlocks. Set {config.min_member_key} to \"auto\" (the leader alone "
+                "first, minResources covering the whole group, so the leader is placed only where the group fits), "
+                f"or remove {EXCLUSIVE_TOPOLOGY}")
+        leader_ready = True  # the same shape as LeaderReady: the leader first, then its workers
         min_member = 1
     else:
         min_member = ann.min_member if ann.min_member is not None else max(size, 1)
@@ -140,10 +181,14 @@ def resolve_leaderworkerset(
     plan.template_annotations = {group_spec_key(config): json.dumps(spec, sort_keys=True, separators=(",", ":"))}
     if replicas:
         names = f"{name}-0" if replicas == 1 else f"{name}-0 ... {name}-{replicas - 1}"
+        first = ""
+        if leader_ready:
+            first = (", the leader first: startupPolicy LeaderReady" if policy == LEADER_READY
+                     else f", the leader first: {EXCLUSIVE_TOPOLOGY} places the workers after it")
         plan.warnings.append(
-            f"{ref}: one PodGroup per group ({names}, minMember {min_member}"
-            f"{', the leader first: startupPolicy LeaderReady' if leader_ready else ''}), each created when its "
-            "leader pod is admitted; the pods join their group by their LWS labels")
+            f"{ref}: one PodGroup per group ({names}, each with its template revision appended: "
+            f"<lws>-<group index>-<revision>; minMember {min_member}{first}), each created when its leader pod is "
+            "admitted; the pods join their group by their LWS labels")
     return plan
 
 
@@ -165,8 +210,10 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
     if raw is None or not lws or index is None or GROUP in config.ignored_api_groups:
         return None
     pod_name = str(get_path(pod, ("metadata", "name")) or get_path(pod, ("metadata", "generateName")) or "")
+    revision = labels.get(LWS_REVISION_LABEL)
     plan = GangPlan(
-        kind="LeaderWorkerSet", api_group=GROUP, name=str(lws), namespace=namespace, group_name=f"{lws}-{index}",
+        kind="LeaderWorkerSet", api_group=GROUP, name=str(lws), namespace=namespace,
+        group_name=group_name(str(lws), str(index), str(revision) if revision else None),
         min_member=1, total_pods=None, total_field="",
         targets=[POD_TARGET],
     )
@@ -188,6 +235,13 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
     return plan
 
 
-LWS = WorkloadKind(GROUP, "LeaderWorkerSet", (("v1", "leaderworkersets"),), resolve_leaderworkerset)
+# LWS makes a leader StatefulSet (controlled by the LWS) and a worker StatefulSet per group (controlled by the
+# group's leader Pod, labelled leaderworkerset.sigs.k8s.io/name); since v0.10 both carry the LWS's labels and
+# annotations (pkg/controllers/leaderworkerset_controller.go constructLeaderStatefulSetApplyConfiguration,
+# pod_controller.go constructWorkerStatefulSetApplyConfiguration: mergeMetadata(lws.Labels, ...)), admit's gang
+# annotations among them: children, never gangs of their own.
+LWS = WorkloadKind(GROUP, "LeaderWorkerSet", (("v1", "leaderworkersets"),), resolve_leaderworkerset,
+                   children=(("apps", "StatefulSet"),),
+                   pod_owned_children=(("apps", "StatefulSet", LWS_NAME_LABEL),))
 
 KINDS = (LWS,)

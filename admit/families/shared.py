@@ -71,6 +71,10 @@ class WorkloadKind:
             resolved as gangs of their own (registered with ``admit.gang.children.register_parent``).
         scalable: its ``*/scale`` subresource (of its first version) is validated as a change of replicas
             (``kubectl scale``, the HorizontalPodAutoscaler; ``admit.families.kinds.SCALABLE``).
+        pod_owned_children: ``(API group, kind, label)`` of the objects this kind's controller creates with a
+            controller ownerReference to one of the kind's *pods* and the kind's own ``label`` on them
+            (LeaderWorkerSet's worker StatefulSets: owned by the leader Pod, labelled
+            ``leaderworkerset.sigs.k8s.io/name``); registered as children of a Pod carrying that label.
 
     ``versions`` is empty for a kind the controller does not watch as a workload (bare Pods: it watches Spark driver
     pods apart, ``admit.controller.claims.PODS``).
@@ -82,6 +86,7 @@ class WorkloadKind:
     resolve: Resolver
     children: tuple[tuple[str, str], ...] = field(default=())
     scalable: bool = False
+    pod_owned_children: tuple[tuple[str, str, str], ...] = field(default=())
 
     @property
     def key(self) -> tuple[str, str]:

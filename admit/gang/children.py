@@ -51,14 +51,23 @@ GroupKind = tuple[str, str]  # (API group, kind), "" for core: ("apps", "Replica
 PARENTS: dict[GroupKind, set[GroupKind]] = {}
 """Child kind -> the parent kinds whose controller makes it (both as ``(API group, kind)``); the one registry."""
 
+LABELLED_PARENTS: dict[GroupKind, dict[GroupKind, str]] = {}
+"""Child kind -> {owner kind: the label the child must carry}: for an operator that makes an object owned by one of
+its *pods* (LeaderWorkerSet's worker StatefulSets are controlled by their group's leader Pod), the owner kind alone
+would be too broad, so the operator's own label marks the child."""
 
-def register_parent(child: GroupKind, parent: GroupKind) -> None:
+
+def register_parent(child: GroupKind, parent: GroupKind, *, label: str | None = None) -> None:
     """Declare that objects of kind ``child`` whose controller ownerReference names a ``parent`` are children.
 
     Args:
         child / parent: ``(API group, kind)``, e.g. ``("apps", "ReplicaSet")`` / ``("apps", "Deployment")``.
+        label: only a child carrying this label key (in ``metadata.labels``) is one (:data:`LABELLED_PARENTS`).
     """
-    PARENTS.setdefault(child, set()).add(parent)
+    if label is None:
+        PARENTS.setdefault(child, set()).add(parent)
+    else:
+        LABELLED_PARENTS.setdefault(child, {})[parent] = label
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +96,8 @@ def parent_of(obj: Any, group: str, kind: str) -> ParentRef | None:
     """The registered parent that controls ``obj`` (of API group ``group``, kind ``kind``), or None when ``obj`` is
     not a child: no controller ownerReference, or one naming a kind not registered as a parent of this kind."""
     parents = PARENTS.get((group, kind))
-    if not parents:
+    labelled = LABELLED_PARENTS.get((group, kind))
+    if not parents and not labelled:
         return None
     ref = controller_ref(obj)
     if ref is None:
@@ -97,8 +107,11 @@ def parent_of(obj: Any, group: str, kind: str) -> ParentRef | None:
         return None
     ref_group, _, version = api_version.rpartition("/")
     ref_kind = ref.get("kind")
-    if (ref_group, ref_kind) not in parents:
-        return None
+    if (ref_group, ref_kind) not in (parents or ()):
+        label = (labelled or {}).get((ref_group, str(ref_kind)))
+        labels = obj.get("metadata", {}).get("labels") if isinstance(obj.get("metadata"), dict) else None
+        if label is None or not isinstance(labels, dict) or label not in labels:
+            return None
     return ParentRef(ref_group, version, str(ref_kind), str(ref.get("name") or ""), str(ref.get("uid") or ""))
 
 

@@ -78,7 +78,8 @@ EXPECTED_GROUPS = {
     },
     "leaderworkerset-vllm-pods.yaml": {
         # group 0 of leaderworkerset-vllm.yaml: leader + 1 worker, each (4 cpu, 16Gi, 1 GPU); made by the leader pod
-        "vllm-0": {"minMember": 2, "minResources": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}},
+        # <lws>-<group index>-<template revision> (the pods carry template-revision-hash 5c7d9f8b6)
+        "vllm-0-5c7d9f8b6": {"minMember": 2, "minResources": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}},
     },
 }
 

@@ -77,6 +77,9 @@ def lws(name="vllm", replicas=2, size=4, policy=None, annotations=None, leader=T
     return obj
 
 
+REV = "5c7d9f8b6"  # the pods' template-revision-hash: each group's PodGroup is <lws>-<group>-<revision>
+
+
 def lws_pod(stored_lws, group, worker):
     """A pod as the LWS controller makes it from the (mutated) LWS: labels, template annotations, owner."""
     tmpl = stored_lws["spec"]["leaderWorkerTemplate"]
@@ -88,7 +91,7 @@ def lws_pod(stored_lws, group, worker):
     meta.setdefault("labels", {}).update({
         "leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": str(group),
         "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
-        "leaderworkerset.sigs.k8s.io/template-revision-hash": "5c7d9f8b6",
+        "leaderworkerset.sigs.k8s.io/template-revision-hash": REV,
     })
     meta.setdefault("annotations", {})["leaderworkerset.sigs.k8s.io/size"] = str(tmpl["size"])
     owner = name if worker == 0 else f"{name}-{group}"
@@ -290,15 +293,15 @@ async def test_each_lws_group_gets_its_own_pod_group_made_by_its_leader_pod_and_
     stored, _, _ = await cluster.admit(lws(replicas=2, size=3))
     for group in (0, 1):
         leader, answer, verdict = await cluster.admit(lws_pod(stored, group, 0))
-        assert verdict["allowed"] and leader["metadata"]["labels"][LABEL] == f"vllm-{group}"
-    assert cluster.pod_groups() == ["vllm-0", "vllm-1"]
-    pg = cluster.pod_group("serving", "vllm-1")
+        assert verdict["allowed"] and leader["metadata"]["labels"][LABEL] == f"vllm-{group}-{REV}"
+    assert cluster.pod_groups() == [f"vllm-0-{REV}", f"vllm-1-{REV}"]
+    pg = cluster.pod_group("serving", f"vllm-1-{REV}")
     assert pg["spec"] == {"minMember": 3, "minResources": {"cpu": "5", "memory": "20Gi", "nvidia.com/gpu": "2"}}
     assert pg["metadata"]["annotations"]["gang.admit.dev/owner"] == "leaderworkerset.x-k8s.io/LeaderWorkerSet/vllm"
     worker, answer, verdict = await cluster.admit(lws_pod(stored, 1, 2))
-    assert verdict["allowed"] and worker["metadata"]["labels"][LABEL] == "vllm-1"
+    assert verdict["allowed"] and worker["metadata"]["labels"][LABEL] == f"vllm-1-{REV}"
     assert worker["spec"]["schedulerName"] == SCHED
-    assert cluster.pod_groups() == ["vllm-0", "vllm-1"]
+    assert cluster.pod_groups() == [f"vllm-0-{REV}", f"vllm-1-{REV}"]
 
 
 def test_every_pod_of_an_lws_group_asks_for_the_group_so_a_worker_re_creates_it_if_it_went_missing():
@@ -306,17 +309,17 @@ def test_every_pod_of_an_lws_group_asks_for_the_group_so_a_worker_re_creates_it_
                                                "patchType": "JSONPatch"}})
     for worker in (0, 1, 3):
         plan = validate(request(lws_pod(stored, 1, worker)), CONFIG).ensure
-        assert plan is not None and plan.group_name == "vllm-1" and plan.min_member == 4
+        assert plan is not None and plan.group_name == f"vllm-1-{REV}" and plan.min_member == 4
 
 
 async def test_a_worker_admitted_after_its_group_was_deleted_re_creates_it(cluster):
     stored, _, _ = await cluster.admit(lws(replicas=1, size=2))
     await cluster.admit(lws_pod(stored, 0, 0))
-    cluster.fake.delete_object(PG_API, "podgroups", "serving", "vllm-0")
+    cluster.fake.delete_object(PG_API, "podgroups", "serving", f"vllm-0-{REV}")
     assert cluster.pod_groups() == []
     worker, _, verdict = await cluster.admit(lws_pod(stored, 0, 1))
-    assert verdict["allowed"] and worker["metadata"]["labels"][LABEL] == "vllm-0"
-    assert cluster.pod_groups() == ["vllm-0"]
+    assert verdict["allowed"] and worker["metadata"]["labels"][LABEL] == f"vllm-0-{REV}"
+    assert cluster.pod_groups() == [f"vllm-0-{REV}"]
 
 
 def test_under_leader_ready_the_lws_gang_is_the_leader_alone_with_the_whole_groups_resources():

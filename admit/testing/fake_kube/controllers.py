@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     from .resources import ResourceType
     from .server import FakeKubeAPI
 
-__all__ = ["Controller", "DeploymentController", "JobController", "pod_template_hash", "job_selector_and_labels",
-           "CONTROLLER_USER", "JOB_CONTROLLER_USER"]
+__all__ = ["Controller", "DeploymentController", "JobController", "StatefulSetController", "pod_template_hash",
+           "job_selector_and_labels", "CONTROLLER_USER", "JOB_CONTROLLER_USER"]
 
 JSON = dict[str, Any]
 
@@ -132,8 +132,9 @@ class Controller:
         self._running: dict[tuple[str, str], asyncio.Task] = {}
         self._dirty: set[tuple[str, str]] = set()
 
-    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None) -> None:
-        """A write was committed (``obj`` None: deleted): sync ``(ns, name)`` when ``rt`` is watched."""
+    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        """A write was committed (``obj``: the new object, None when deleted; ``old``: the previous one, None when
+        created): sync ``(ns, name)`` when ``rt`` is watched."""
         if obj is not None and rt.key in self.watches:
             self.changed(ns, name)
 
@@ -149,6 +150,11 @@ class Controller:
         except RuntimeError:
             return
         self._running[key] = loop.create_task(self._run(key))
+
+    @property
+    def busy(self) -> bool:
+        """A sync is running or queued."""
+        return bool(self._running)
 
     async def idle(self, timeout: float = 10.0) -> None:
         """Wait until no sync is running (tests)."""
@@ -390,4 +396,93 @@ class JobController(Controller):
             pod_spec.setdefault("hostname", f"{meta['name']}-{index}")
         if not pod_meta["annotations"]:
             del pod_meta["annotations"]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The StatefulSet controller
+# ----------------------------------------------------------------------------------------------------------------------
+
+STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+STS_POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+STS_REVISION_LABEL = "controller-revision-hash"
+STATEFULSET_CONTROLLER_USER = {**CONTROLLER_USER,
+                               "username": "system:serviceaccount:kube-system:statefulset-controller"}
+
+
+class StatefulSetController(Controller):
+    """The emulated StatefulSet controller (kubernetes ``pkg/controller/statefulset``): for a stored StatefulSet, the
+    Pods ``<name>-<ordinal>`` for the ordinals ``spec.ordinals.start`` (default 0) up to ``start + replicas - 1``
+    (``stateful_set_control.go`` ``updateStatefulSet``; ``getStartOrdinal``). ``Parallel`` creates every missing
+    one at once; ``OrderedReady`` creates the lowest missing ordinal only when every lower one is Running and Ready,
+    which without a kubelet means only the first (``allowsBurst``, ``isRunningAndReady``). Each Pod comes from the
+    template (``newStatefulSetPod``: ``controller.GetPodFromTemplate`` with a controller ownerReference), with
+    ``initIdentity`` / ``updateIdentity``: hostname = the Pod's name, subdomain = ``spec.serviceName``, and the
+    labels ``statefulset.kubernetes.io/pod-name``, ``apps.kubernetes.io/pod-index`` and
+    ``controller-revision-hash: <name>-<hash of the template>`` (``getPodRevision``; the hash is
+    :func:`pod_template_hash`, not Go's). Each Pod is a CREATE through admission as the ``statefulset-controller``
+    service account; a refusal is a Warning Event ``FailedCreate`` on the StatefulSet (``create Pod <pod> in
+    StatefulSet <name> failed error: <message>``, ``stateful_pod_control.go`` ``recordPodEvent``) and an entry of
+    :attr:`errors`, with no retry. Not emulated: scale down, rolling updates and partitions, PVCs, pods that fail.
+    """
+
+    what = "StatefulSet controller"
+    watches = (("apps", "v1", "statefulsets"),)
+
+    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        """A StatefulSet written, or one of its Pods deleted (it is re-created: ``updateStatefulSet``)."""
+        if rt.key == ("", "v1", "pods") and obj is None and old is not None:
+            for ref in old["metadata"].get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == "StatefulSet":
+                    self.changed(ns, ref["name"])
+            return
+        super().observe(rt, ns, name, obj, old)
+
+    async def _sync(self, ns: str, name: str) -> None:
+        api = self.api
+        sts = self._live("apps/v1", "statefulsets", ns, name)
+        if sts is None:
+            return
+        spec = sts.get("spec") or {}
+        start = int((spec.get("ordinals") or {}).get("start") or 0)
+        replicas = int(spec.get("replicas", 1))
+        parallel = spec.get("podManagementPolicy") == "Parallel"
+        pods = api.resource_type("v1", "pods")
+        bucket = api._bucket(pods)  # noqa: SLF001
+        revision = f"{name}-{pod_template_hash(spec.get('template') or {})}"
+        for ordinal in range(start, start + replicas):
+            pod_name = f"{name}-{ordinal}"
+            if (ns, pod_name) in bucket:
+                continue
+            if not parallel and ordinal > start:
+                return  # OrderedReady: the previous ordinal is never Running and Ready without a kubelet
+            try:
+                await api.admitted_create(pods, ns, self._pod(sts, pod_name, ordinal, revision), dry_run=False,
+                                          user=STATEFULSET_CONTROLLER_USER)
+            except ApiError as e:
+                message = f"create Pod {pod_name} in StatefulSet {name} failed error: {e.message}"
+                self.errors.append((ns, name, message))
+                api.put({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}.", "namespace": ns},
+                         "involvedObject": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name,
+                                            "namespace": ns, "uid": sts["metadata"]["uid"]},
+                         "reason": "FailedCreate", "message": message, "type": "Warning",
+                         "source": {"component": "statefulset-controller"}})
+                return
+
+    @staticmethod
+    def _pod(sts: JSON, pod_name: str, ordinal: int, revision: str) -> JSON:
+        meta, spec = sts["metadata"], sts.get("spec") or {}
+        template = copy.deepcopy(spec.get("template") or {})
+        tmeta = template.get("metadata") or {}
+        labels = {**(tmeta.get("labels") or {}), STS_POD_NAME_LABEL: pod_name, STS_POD_INDEX_LABEL: str(ordinal),
+                  STS_REVISION_LABEL: revision}
+        pod_meta: JSON = {"name": pod_name, "namespace": meta.get("namespace"), "labels": labels,
+                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": meta["name"],
+                                               "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]}
+        if tmeta.get("annotations"):
+            pod_meta["annotations"] = dict(tmeta["annotations"])
+        pod_spec = template.get("spec") or {}
+        pod_spec["hostname"] = pod_name
+        if spec.get("serviceName"):
+            pod_spec["subdomain"] = spec["serviceName"]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}

@@ -21,7 +21,8 @@ from aiohttp import web
 from ..fake_defaults import apply_defaults
 
 from .admission import AdmissionChain
-from .controllers import Controller, DeploymentController, JobController, job_selector_and_labels
+from .controllers import (Controller, DeploymentController, JobController, StatefulSetController,
+                          job_selector_and_labels)
 
 from .errors import (
     ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _conflict, _details, _dumps, _invalid, _json_response,
@@ -65,6 +66,8 @@ class FakeKubeAPI:
             through ``admission`` too. ``deployments`` is the :class:`~controllers.DeploymentController`.
         job_controller: emulate the Job controller's Pods (``controllers.py``), through ``admission`` too.
             ``jobs`` is the :class:`~controllers.JobController`.
+        statefulset_controller: emulate the StatefulSet controller's Pods (``controllers.py``), through
+            ``admission`` too. ``statefulsets`` is the :class:`~controllers.StatefulSetController`.
         workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``; see
             :func:`workload_api_resources`); ``None``: not served, like a cluster without ``GenericWorkload``.
     """
@@ -73,12 +76,13 @@ class FakeKubeAPI:
                  bookmark_interval: float | None = None, record_requests: bool = True,
                  admission: AdmissionChain | None = None,
                  deployment_controller: bool = False, workload_api: str | None = None,
-                 job_controller: bool = False) -> None:
+                 job_controller: bool = False, statefulset_controller: bool = False) -> None:
         self.admission = admission
         #: Every controller syncing on this server's writes (:meth:`add_controller`), in the order registered.
         self.controllers: list[Controller] = []
         self.deployments = self.add_controller(DeploymentController(self)) if deployment_controller else None
         self.jobs = self.add_controller(JobController(self)) if job_controller else None
+        self.statefulsets = self.add_controller(StatefulSetController(self)) if statefulset_controller else None
         self.gc_orphans_after = gc_orphans_after
         self.bookmark_interval = bookmark_interval
         self.record_requests = record_requests
@@ -111,6 +115,19 @@ class FakeKubeAPI:
         server. Returns it."""
         self.controllers.append(controller)
         return controller
+
+    async def settle(self, timeout: float = 10.0) -> None:
+        """Wait until every controller is idle (tests): a write of one controller may start another's sync, so
+        this waits for several quiet turns of the event loop in a row. Raises TimeoutError."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        quiet = 0
+        while quiet < 3:
+            if loop.time() > deadline:
+                raise TimeoutError("the fake's controllers are still syncing")
+            busy = any(c.busy for c in self.controllers)
+            quiet = 0 if busy else quiet + 1
+            await asyncio.sleep(0.005 if busy else 0)
 
     def namespace_labels(self, ns: str | None) -> JSON:
         """The labels a webhook's namespaceSelector sees: the stored Namespace's, else only
@@ -457,7 +474,7 @@ class FakeKubeAPI:
         if self.gc_orphans_after is not None:
             self._gc_after_write(rt, ns, name, new, old)
         for controller in self.controllers:
-            controller.observe(rt, ns or "", name, new)
+            controller.observe(rt, ns or "", name, new, old)
         return result
 
     # ---------------------------------------------------------------- garbage collector emulation

@@ -1,0 +1,308 @@
+"""LeaderWorkerSet, emulated from kubernetes-sigs/lws (read at ``060ab4d``, 2026-08-21, and tag ``v0.9.0``; v0.10.0 is
+2026-08-11).
+
+What the LWS controller makes from a LeaderWorkerSet, in its order, every write through the fake's admission chain
+as the ``lws-controller-manager`` service account:
+
+1. **The leader StatefulSet** ``<lws>`` (``pkg/controllers/leaderworkerset_controller.go`` ``Reconcile`` ->
+   ``SSAWithStatefulset`` -> ``constructLeaderStatefulSetApplyConfiguration``): replicas = ``spec.replicas``,
+   ``serviceName: <lws>``, ``podManagementPolicy: Parallel``, selector ``{name: <lws>, worker-index: "0"}``, the
+   template = ``leaderTemplate`` (else ``workerTemplate``) plus the labels ``leaderworkerset.sigs.k8s.io/name``,
+   ``worker-index: "0"``, ``template-revision-hash`` and the annotations ``leaderworkerset.sigs.k8s.io/size`` and
+   (when the LWS has it) ``exclusive-topology`` / the subgroup ones; a controller ownerReference to the LWS
+   (``setControllerReferenceWithStatefulSet``). Since **v0.10** the StatefulSet's own labels are the LWS's labels
+   plus ``name`` and ``template-revision-hash``, and its annotations the LWS's annotations plus
+   ``leaderworkerset.sigs.k8s.io/replicas`` (``mergeMetadata(lws.Labels, ...)``, ``mergeMetadata(lws.Annotations,
+   ...)``); **v0.9** sets only the LWS keys. (LWS writes it with server-side apply; the fake has none, so it is a
+   CREATE, then UPDATEs.)
+2. **The leader Pods** ``<lws>-<i>``: the StatefulSet controller's (``controllers.StatefulSetController``).
+3. **A worker StatefulSet per leader Pod** (``pkg/controllers/pod_controller.go`` ``Reconcile`` ->
+   ``constructWorkerStatefulSetApplyConfiguration``), named after the leader Pod, created when the leader Pod exists
+   (``LeaderCreated``), only once it is Ready (``startupPolicy: LeaderReady``), never for ``size: 1``, and with
+   ``leaderworkerset.sigs.k8s.io/exclusive-topology`` on the LWS only once the leader Pod is scheduled
+   (``pod.Spec.NodeName != ""``: "if exclusive placement is enabled but leader pod is not scheduled, don't create the
+   worker sts"): replicas ``size - 1``, ``ordinals.start: 1``, Parallel, ``serviceName: <lws>``, the worker
+   template plus the labels ``group-index``, ``name``, ``group-key`` (the leader's) and ``template-revision-hash``,
+   and the annotations ``size``, ``leader-name`` and ``exclusive-topology``; a **controller ownerReference to the
+   leader Pod**. Labels: v0.10 the LWS's labels plus those (``mergeMetadata(lws.Labels, labelMap)``), and the LWS's
+   annotations (``WithAnnotations(lws.Annotations)``); v0.9 the label map only and no annotations. Its Pods
+   ``<leader>-<j>``, j = 1..size-1, are the StatefulSet controller's.
+
+LWS's **pod webhook** (``pkg/webhooks/pod_webhook.go`` ``PodWebhook.Default``, registered as ``mpod.kb.io`` in
+``lws-mutating-webhook-configuration`` with ``objectSelector: leaderworkerset.sigs.k8s.io/name Exists``,
+``failurePolicy: Fail``, no reinvocation; ``config/webhook/mutating-patch.yaml``): for a leader (``worker-index:
+"0"``) it adds ``group-index`` from the Pod's ordinal (``statefulsetutils.GetParentNameAndOrdinal``) and
+``group-key`` = sha1 of ``<namespace>/<pod>`` (``genGroupUniqueKey``), plus the exclusive pod (anti-)affinities
+(``SetExclusiveAffinities``) when the Pod carries ``exclusive-topology``; for a worker it adds ``worker-index`` from
+its ordinal. A Pod of an LWS without the ``size`` annotation is refused ("size annotation is unexpectedly missing").
+admit's pod webhook (configuration ``admit``) sorts before it and is reinvoked (``IfNeeded``) after it.
+
+Options that change what admit sees: ``version`` (``"0.10"``: metadata copied onto the StatefulSets; ``"0.9"``:
+not). Not emulated: ControllerRevisions (the revision key is a hash of ``leaderWorkerTemplate``, stable but not
+LWS's value), the headless Service, rolling updates and partitions, ``RecreateGroupOnPodRestart``, subgroups'
+labels, the TPU and ``LWS_*`` environment variables, the worker node selector under exclusive placement, LWS's
+validating webhooks, and Volcano gang support (``--gang-scheduling-management``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any
+
+from ..fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, denied, patched, pod_template_hash
+
+__all__ = ["LeaderWorkerSetOperator", "install", "NAME", "GROUP_INDEX", "WORKER_INDEX", "REVISION", "GROUP_KEY",
+           "SIZE", "EXCLUSIVE", "REPLICAS", "LEADER_NAME", "POD_WEBHOOK", "POD_WEBHOOK_CONFIGURATION", "USER"]
+
+JSON = dict[str, Any]
+GROUP = "leaderworkerset.x-k8s.io"
+NAME = "leaderworkerset.sigs.k8s.io/name"
+GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+REVISION = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+SIZE = "leaderworkerset.sigs.k8s.io/size"
+EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+SUBGROUP_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+REPLICAS = "leaderworkerset.sigs.k8s.io/replicas"
+LEADER_NAME = "leaderworkerset.sigs.k8s.io/leader-name"
+POD_WEBHOOK = "mpod.kb.io"
+POD_WEBHOOK_CONFIGURATION = "lws-mutating-webhook-configuration"
+USER = {"username": "system:serviceaccount:lws-system:lws-controller-manager",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:lws-system", "system:authenticated"]}
+
+_ORDINAL = re.compile(r"^(.*)-([0-9]+)$")  # statefulsetutils.GetParentNameAndOrdinal
+
+
+def revision_key(lws: JSON) -> str:
+    """The ``template-revision-hash`` of an LWS: a hash of its ``leaderWorkerTemplate`` (LWS hashes the
+    ControllerRevision's data with FNV-32, ``hashRevision``; this value is stable but not LWS's)."""
+    return pod_template_hash((lws.get("spec") or {}).get("leaderWorkerTemplate") or {})
+
+
+def _merge(user: JSON | None, controller: JSON) -> JSON:
+    """``mergeMetadata``: the user's map, then the controller's keys over it."""
+    return {**(user or {}), **controller}
+
+
+def _template_annotations(lws: JSON) -> JSON:
+    lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    annotations = {SIZE: str(lwt.get("size", 1))}
+    lws_annotations = lws["metadata"].get("annotations") or {}
+    if lws_annotations.get(EXCLUSIVE):
+        annotations[EXCLUSIVE] = lws_annotations[EXCLUSIVE]
+    subgroup = lwt.get("subGroupPolicy")
+    if isinstance(subgroup, dict):
+        if subgroup.get("type"):
+            annotations["leaderworkerset.sigs.k8s.io/subgroup-policy-type"] = str(subgroup["type"])
+        annotations["leaderworkerset.sigs.k8s.io/subgroup-size"] = str(subgroup.get("subGroupSize"))
+        if lws_annotations.get(SUBGROUP_EXCLUSIVE):
+            annotations[SUBGROUP_EXCLUSIVE] = lws_annotations[SUBGROUP_EXCLUSIVE]
+    return annotations
+
+
+def _with_metadata(template: JSON, labels: JSON, annotations: JSON) -> JSON:
+    """``PodTemplateSpecApplyConfiguration.WithLabels`` / ``WithAnnotations``: keys added over the template's."""
+    template = copy.deepcopy(template)
+    meta = template.setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    return template
+
+
+def _owner(obj: JSON) -> JSON:
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def leader_statefulset(lws: JSON, version: str = "0.10") -> JSON:
+    """The leader StatefulSet the controller applies for ``lws`` (a stored LWS: ``metadata.uid`` set)."""
+    meta, spec = lws["metadata"], lws.get("spec") or {}
+    lwt = spec.get("leaderWorkerTemplate") or {}
+    name, rev = meta["name"], revision_key(lws)
+    template = _with_metadata(lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {},
+                              {WORKER_INDEX: "0", NAME: name, REVISION: rev}, _template_annotations(lws))
+    own_labels = {NAME: name, REVISION: rev}
+    own_annotations = {REPLICAS: str(spec.get("replicas", 1))}
+    if version != "0.9":
+        own_labels = _merge(meta.get("labels"), own_labels)
+        own_annotations = _merge(meta.get("annotations"), own_annotations)
+    return {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": meta["namespace"], "labels": own_labels,
+                     "annotations": own_annotations, "ownerReferences": [_owner(lws)]},
+        "spec": {"serviceName": name, "replicas": spec.get("replicas", 1), "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": {NAME: name, WORKER_INDEX: "0"}}, "template": template,
+                 "updateStrategy": {"type": (spec.get("rolloutStrategy") or {}).get("type") or "RollingUpdate",
+                                    "rollingUpdate": {"partition": 0, "maxUnavailable": 1}}},
+    }
+
+
+def worker_statefulset(lws: JSON, leader: JSON, version: str = "0.10") -> JSON:
+    """The worker StatefulSet the pod controller creates for a stored leader Pod of ``lws``."""
+    meta, spec = lws["metadata"], lws.get("spec") or {}
+    lwt = spec.get("leaderWorkerTemplate") or {}
+    labels = leader["metadata"].get("labels") or {}
+    label_map = {GROUP_INDEX: labels.get(GROUP_INDEX, ""), NAME: meta["name"], GROUP_KEY: labels.get(GROUP_KEY, ""),
+                 REVISION: labels.get(REVISION, "")}
+    annotations = {**_template_annotations(lws), LEADER_NAME: leader["metadata"]["name"]}
+    template = _with_metadata(lwt.get("workerTemplate") or {}, label_map, annotations)
+    body: JSON = {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": leader["metadata"]["name"], "namespace": meta["namespace"],
+                     "labels": _merge(meta.get("labels"), label_map) if version != "0.9" else dict(label_map),
+                     "ownerReferences": [_owner(leader)]},
+        "spec": {"serviceName": meta["name"], "replicas": int(lwt.get("size", 1)) - 1,
+                 "podManagementPolicy": "Parallel", "ordinals": {"start": 1}, "template": template,
+                 "selector": {"matchLabels": {GROUP_INDEX: label_map[GROUP_INDEX], NAME: meta["name"],
+                                              GROUP_KEY: label_map[GROUP_KEY]}}},
+    }
+    if version != "0.9" and meta.get("annotations"):
+        body["metadata"]["annotations"] = dict(meta["annotations"])
+    return body
+
+
+def _ready(pod: JSON) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+class LeaderWorkerSetOperator(Controller):
+    """The LWS controller and its pod controller (module docstring), syncing per LeaderWorkerSet.
+
+    Attributes:
+        errors: ``(namespace, lws, message)`` of every refused write (also a Warning Event ``FailedCreate`` on the
+            LWS, as the controllers record it).
+    """
+
+    what = "LeaderWorkerSet controller"
+
+    def __init__(self, api: FakeKubeAPI, *, version: str = "0.10") -> None:
+        super().__init__(api)
+        self.version = version
+
+    def observe(self, rt: Any, ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        if obj is None:
+            return
+        if rt.key == (GROUP, "v1", "leaderworkersets"):
+            self.changed(ns, name)
+        elif rt.key in (("", "v1", "pods"), ("apps", "v1", "statefulsets")):
+            lws = ((obj.get("metadata") or {}).get("labels") or {}).get(NAME)
+            if lws:  # enqueueLWSRequests / the pod controller's watch on pods with the name label
+                self.changed(ns, lws)
+
+    async def _sync(self, ns: str, name: str) -> None:
+        api = self.api
+        lws = self._live(f"{GROUP}/v1", "leaderworkersets", ns, name)
+        if lws is None:
+            return
+        stss = api.resource_type("apps/v1", "statefulsets")
+        try:
+            leader = api.get("apps/v1", "statefulsets", ns, name)
+            desired = leader_statefulset(lws, self.version)
+            if leader is None:
+                await api.admitted_create(stss, ns, desired, dry_run=False, user=USER)
+            else:
+                new = copy.deepcopy(leader)
+                new["metadata"]["labels"] = desired["metadata"]["labels"]
+                new["metadata"]["annotations"] = desired["metadata"]["annotations"]
+                new["spec"].update({k: desired["spec"][k] for k in ("replicas", "template", "serviceName")})
+                if new != leader:
+                    await api.admitted_update(stss, ns, name, new, dry_run=False, user=USER)
+        except ApiError as e:
+            what = "create" if api.get("apps/v1", "statefulsets", ns, name) is None else "update"
+            self._record(lws, f"Failed to {what} leader statefulset {name}: {e.message}")
+            return
+        size = int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size", 1))
+        for pod in api.objects("pods", ns):
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get(NAME) != name or labels.get(WORKER_INDEX) != "0" or pod["metadata"].get("deletionTimestamp"):
+                continue
+            await self._leader_pod(lws, pod, size)
+
+    async def _leader_pod(self, lws: JSON, pod: JSON, size: int) -> None:
+        """``PodReconciler.Reconcile`` for one leader Pod."""
+        api, ns = self.api, lws["metadata"]["namespace"]
+        if size == 1:
+            return
+        if (lws.get("spec") or {}).get("startupPolicy") == "LeaderReady" and not _ready(pod):
+            return
+        if EXCLUSIVE in (lws["metadata"].get("annotations") or {}) and not (pod.get("spec") or {}).get("nodeName"):
+            return
+        if api.get("apps/v1", "statefulsets", ns, pod["metadata"]["name"]) is not None:
+            return
+        try:
+            await api.admitted_create(api.resource_type("apps/v1", "statefulsets"), ns,
+                                      worker_statefulset(lws, pod, self.version), dry_run=False, user=USER)
+        except ApiError as e:
+            self._record(lws, f"Failed to create worker statefulset for leader pod {pod['metadata']['name']}: "
+                              f"{e.message}")
+
+    def _record(self, lws: JSON, message: str) -> None:
+        meta = lws["metadata"]
+        self.errors.append((meta["namespace"], meta["name"], message))
+        self.api.put({"apiVersion": "v1", "kind": "Event",
+                      "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                      "involvedObject": {"apiVersion": f"{GROUP}/v1", "kind": "LeaderWorkerSet", "name": meta["name"],
+                                         "namespace": meta["namespace"], "uid": meta["uid"]},
+                      "reason": "FailedCreate", "message": message, "type": "Warning",
+                      "source": {"component": "lws-controller-manager"}})
+
+
+def _exclusive_affinities(pod: JSON, key: str, topology: str) -> None:
+    """``SetExclusiveAffinities``: the group's pods together in one topology domain, no other group's there."""
+    affinity = pod["spec"].setdefault("affinity", {})
+    value = pod["metadata"]["labels"][key]
+    affinity.setdefault("podAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
+        {"labelSelector": {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]},
+         "topologyKey": topology})
+    affinity.setdefault("podAntiAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
+        {"labelSelector": {"matchExpressions": [{"key": key, "operator": "Exists"},
+                                                {"key": key, "operator": "NotIn", "values": [value]}]},
+         "topologyKey": topology})
+
+
+async def pod_webhook(request: JSON) -> JSON:
+    """``mpod.kb.io``: ``PodWebhook.Default`` (module docstring), as controller-runtime answers (a JSONPatch)."""
+    pod = copy.deepcopy(request["object"])
+    meta = pod.setdefault("metadata", {})
+    labels = meta.setdefault("labels", {})
+    if NAME not in labels:
+        return patched(request, request["object"])
+    annotations = meta.get("annotations") or {}
+    name = meta.get("name") or ""
+    if SIZE not in annotations:
+        return denied(request, f"size annotation is unexpectedly missing for pod {name}")
+    match = _ORDINAL.match(name)
+    if match is None:
+        return denied(request, f"parsing pod ordinal for pod {name}")
+    if labels.get(WORKER_INDEX) == "0":
+        labels.setdefault(GROUP_INDEX, match.group(2))
+        key = labels.setdefault(GROUP_KEY, hashlib.sha1(f"{request.get('namespace') or meta.get('namespace')}/{name}"
+                                                       .encode()).hexdigest())
+        if annotations.get(EXCLUSIVE) and key:
+            _exclusive_affinities(pod, GROUP_KEY, annotations[EXCLUSIVE])
+    else:
+        labels[WORKER_INDEX] = match.group(2)
+    return patched(request, pod)
+
+
+POD_WEBHOOK_SPEC: JSON = {
+    "name": POD_WEBHOOK, "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+    "objectSelector": {"matchExpressions": [{"key": NAME, "operator": "Exists"}]},
+    "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+}
+
+
+def install(api: FakeKubeAPI, chain: AdmissionChain | None = None, *, version: str = "0.10") -> LeaderWorkerSetOperator:
+    """Run the LWS emulation on ``api``: its controllers, and its pod webhook in ``chain`` (default:
+    ``api.admission``). The StatefulSet controller must run too (``FakeKubeAPI(statefulset_controller=True)``) for
+    Pods to appear."""
+    chain = chain if chain is not None else api.admission
+    if chain is not None:
+        chain.add("Mutating", POD_WEBHOOK_CONFIGURATION, json.loads(json.dumps(POD_WEBHOOK_SPEC)), pod_webhook)
+    return api.add_controller(LeaderWorkerSetOperator(api, version=version))
