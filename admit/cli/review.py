@@ -65,7 +65,10 @@ class OfflineKube:
         """Make ``obj`` (a manifest with apiVersion/kind/metadata) readable through :meth:`get_object`."""
         group = str(obj.get("apiVersion", "")).rpartition("/")[0]
         meta = obj.get("metadata") or {}
-        key = (group, _plural(str(obj.get("kind", ""))), str(meta.get("namespace") or "default"), str(meta.get("name")))
+        kind = str(obj.get("kind", ""))
+        # a Cluster* kind (ClusterTrainingRuntime) is cluster-scoped: read with namespace ""
+        namespace = "" if kind.startswith("Cluster") else str(meta.get("namespace") or "default")
+        key = (group, _plural(kind), namespace, str(meta.get("name")))
         self.objects[key] = obj
 
     async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:

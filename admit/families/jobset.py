@@ -33,9 +33,17 @@ AnyOrder``).
   controller log, not with the user: its message names the TrainJob and a fix on the TrainJob (its
   ``gang.admit.dev/min-member``, ``spec.trainer.numNodes``), not the runtime's JobSet template the user may not own.
 - ``minResources``: the requests of the first minMember member pods, taking replicatedJobs in their start order.
+- Exclusive placement (``alpha.jobset.sigs.k8s.io/exclusive-topology`` on the JobSet or a replicatedJob's Job
+  template, without ``alpha.jobset.sigs.k8s.io/node-selector``): JobSet's pod webhook (``pkg/webhooks/pod_webhook.go``
+  ``ValidateCreate``) refuses every follower pod (completion index != 0) until its Job's leader is scheduled, so only
+  one pod per Job exists before the gang is placed (the TPU multislice shape). ``auto`` gangs those leaders, with
+  ``minResources`` covering every pod (the leaders pass only where the whole JobSet fits, as for LWS's
+  ``LeaderReady``); the followers join the PodGroup once created. A minMember above the leaders is refused with the
+  fix.
 - A JobSet made by Kubeflow Trainer (controller ownerReference to a ``trainer.kubeflow.org`` TrainJob) whose pod
   templates already carry the pod-group label without admit's managed label was labelled by Trainer's
   ``podGroupPolicy.coscheduling`` plugin, which also makes the PodGroup: admit defers (``admit.families.trainer``).
+  Likewise when they carry Volcano's ``scheduling.k8s.io/group-name`` annotation (``podGroupPolicy.volcano``).
 """
 
 from __future__ import annotations
@@ -59,14 +67,32 @@ __all__ = ["JOBSET", "resolve_jobset", "replicated_jobs", "gang_members", "KINDS
 
 GROUP = "jobset.x-k8s.io"
 TRAINER_GROUP = "trainer.kubeflow.org"
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
+
+
+def _exclusive(obj: dict[str, Any], rj: dict[str, Any]) -> str | None:
+    """The topology key of a replicatedJob placed exclusively with JobSet's pod webhook strategy, or None.
+
+    kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go`` ``labelAndAnnotateObject`` copies
+    ``alpha.jobset.sigs.k8s.io/exclusive-topology`` (and ``node-selector``) from the JobSet's annotations, then from
+    the replicatedJob's Job template annotations, onto every pod; ``pkg/webhooks/pod_webhook.go`` ``ValidateCreate``
+    then refuses each follower pod (completion index != 0) until its Job's leader is scheduled, except under the
+    ``node-selector`` strategy."""
+    key = None
+    for source in (get_path(obj, ("metadata", "annotations")), get_path(rj, ("template", "metadata", "annotations"))):
+        if isinstance(source, dict) and EXCLUSIVE_TOPOLOGY in source:
+            key = None if NODE_SELECTOR_STRATEGY in source else str(source[EXCLUSIVE_TOPOLOGY])
+    return key
 
 
 def replicated_jobs(obj: dict[str, Any], ref: str) -> list[dict[str, Any]]:
-    """``[{"name", "index", "replicas", "pods_per_job", "pod_spec", "depends_on"}, ...]`` in spec order.
+    """``[{"name", "index", "replicas", "pods_per_job", "pod_spec", "depends_on", "exclusive"}, ...]`` in spec order.
 
     ``pods_per_job`` = min(parallelism (default 1), completions) of the replicatedJob's Job template;
     ``depends_on`` = ``[(name, status), ...]`` from ``dependsOn`` (status ``"Ready"`` or ``"Complete"``, the JobSet
-    API's ``DependsOnStatus``; a missing status reads as ``"Ready"``, today's stricter rule).
+    API's ``DependsOnStatus``; a missing status reads as ``"Ready"``, today's stricter rule); ``exclusive`` = the
+    topology key of JobSet's exclusive placement by pod webhook (:func:`_exclusive`), or None.
 
     Raises:
         GangError (400): no ``spec.replicatedJobs``, a replicatedJob that is not an object or has no Job pod
@@ -97,21 +123,32 @@ def replicated_jobs(obj: dict[str, Any], ref: str) -> list[dict[str, Any]]:
             "name": name, "index": i, "replicas": replicas, "pods_per_job": per_job, "pod_spec": pod_spec,
             "depends_on": [(str(d.get("name")), "Complete" if d.get("status") == "Complete" else "Ready")
                            for d in deps if isinstance(d, dict)] if isinstance(deps, list) else [],
+            "exclusive": _exclusive(obj, rj),
         })
     return out
 
 
-def _trainer_ganged(obj: dict[str, Any], config: Config) -> bool:
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+def _trainer_ganged(obj: dict[str, Any], config: Config) -> str | None:
+    """``"coscheduling"`` or ``"volcano"`` when Kubeflow Trainer gangs this JobSet itself (its runtime's
+    ``podGroupPolicy``: ``coscheduling.go`` / ``volcano.go`` ``EnforcePodGroupPolicy`` put the pod-group label or the
+    Volcano annotation ``scheduling.k8s.io/group-name`` on every pod template), else None."""
     owner = controller_owner(obj)
     if owner is None or owner[:2] != (TRAINER_GROUP, "TrainJob"):
-        return False
+        return None
     if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:
-        return False  # admit labelled it (an earlier admission of this JobSet)
+        return None  # admit labelled it (an earlier admission of this JobSet)
     for rj in get_path(obj, ("spec", "replicatedJobs")) or ():
-        if isinstance(rj, dict) and get_path(rj, ("template", "spec", "template", "metadata", "labels",
-                                                  config.pod_group_label)) is not None:
-            return True
-    return False
+        pod_meta = get_path(rj, ("template", "spec", "template", "metadata")) if isinstance(rj, dict) else None
+        if not isinstance(pod_meta, dict):
+            continue
+        if get_path(pod_meta, ("annotations", VOLCANO_GROUP_ANNOTATION)) is not None:
+            return "volcano"
+        if get_path(pod_meta, ("labels", config.pod_group_label)) is not None:
+            return "coscheduling"
+    return None
 
 
 def gang_members(rjobs: list[dict[str, Any]], in_order: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
@@ -184,7 +221,13 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     trainjob = owner[2] if owner is not None and owner[:2] == (TRAINER_GROUP, "TrainJob") else None
     if trainjob is not None:
         ref = f"{ref} (made by Kubeflow Trainer for {object_ref('TrainJob', namespace, trainjob)})"
-    if _trainer_ganged(obj, config):
+    trainer_gang = _trainer_ganged(obj, config)
+    if trainer_gang == "volcano":
+        assert trainjob is not None
+        return defer_to_operator(
+            plan, f"its pod templates carry {VOLCANO_GROUP_ANNOTATION} from Kubeflow Trainer for TrainJob {trainjob} "
+            "(runtime podGroupPolicy.volcano: Trainer makes a Volcano PodGroup)", config)
+    if trainer_gang == "coscheduling":
         assert trainjob is not None
         return defer_to_operator(
             plan, f"its pod templates were labelled by Kubeflow Trainer for TrainJob {trainjob} (runtime "
@@ -221,6 +264,25 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
             f"{ref} starts its replicatedJobs in order ({order_text}): PodGroup {plan.group_name} gangs the first "
             f"{ann.min_member} pod(s); the pods of the later replicatedJobs join it once it runs"
         )
+    exclusive = [rj for rj in first if rj["exclusive"] is not None and rj["pods_per_job"] > 1]
+    if exclusive:
+        # JobSet's pod webhook refuses every follower until its Job's leader is bound: only one pod per Job of an
+        # exclusive replicatedJob exists before the gang is placed.
+        leaders = sum(rj["replicas"] * (1 if rj in exclusive else rj["pods_per_job"]) for rj in first)
+        topology = ", ".join(sorted({f"{EXCLUSIVE_TOPOLOGY}={rj['exclusive']}" for rj in exclusive}))
+        if ann.min_member is not None and ann.min_member > leaders:
+            raise GangError(
+                f"{ref} uses JobSet's exclusive placement ({topology}): JobSet's pod webhook refuses every follower "
+                f"pod until its Job's leader pod is scheduled, so only {leaders} pod(s) (one leader per Job of "
+                f"{', '.join(rj['name'] for rj in exclusive)}) exist before the gang is placed, and a gang of "
+                f"{ann.min_member} ({config.min_member_key}={ann.min_member}) waits for followers that wait for it. "
+                f"Set {config.min_member_key} to \"auto\" (the leaders, with minResources covering every pod) or at "
+                f"most {leaders}, or use {NODE_SELECTOR_STRATEGY} (the strategy that holds no follower back)")
+        plan.warnings.append(
+            f"{ref} uses JobSet's exclusive placement ({topology}): PodGroup {plan.group_name} gangs the "
+            f"{leaders} pod(s) that exist before placement (one leader per Job); the followers are created once "
+            "their leader is scheduled and join it, and minResources covers every pod")
+        total_first = plan.total_pods = leaders
     plan.min_member = gang_min_member(ann, total_first)
     lower = None  # the annotation of the object refused
     if trainjob is not None:  # Trainer copies the TrainJob's annotations: the user edits them there
@@ -233,8 +295,11 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     for rj in rjobs:
         if rj["replicas"] == 0 or rj["pods_per_job"] == 0:
             plan.warnings.append(f"{ref}: replicatedJob {rj['name']} runs no pods (replicas or parallelism 0)")
+    covered = plan.min_member
+    if exclusive:  # the leaders pass together only where every pod of the first members fits (as LWS's LeaderReady)
+        covered = sum(rj["replicas"] * rj["pods_per_job"] for rj in first)
     plan.min_resources = min_resources_of(
-        [(rj["pod_spec"], rj["replicas"] * rj["pods_per_job"]) for rj in ordered], plan.min_member, ann, ref)
+        [(rj["pod_spec"], rj["replicas"] * rj["pods_per_job"]) for rj in ordered], covered, ann, ref)
     return plan
 
 

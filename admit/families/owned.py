@@ -20,7 +20,7 @@ from typing import Any
 
 from ..config import Config
 from .lws import group_spec_key
-from .trainer import PATCH_MANAGER
+from .trainer import patch_manager
 
 __all__ = ["OwnedField", "OWNED_FIELDS", "resolved", "owner_of"]
 
@@ -34,7 +34,7 @@ class OwnedField:
         anchored: the pattern starts at the object root (else at any depth).
         why: what the field is for and the rule that makes it admit's (for readers and test failure messages).
         item: ``(key, value)`` that marks a list item as admit's when the pattern's last step is a list index
-            (``("manager", "gang.admit.dev")`` for Trainer's ``runtimePatches``); ``None`` for none.
+            (``("manager", "gang.admit.dev/admit")`` for Trainer's ``runtimePatches``); ``None`` for none.
     """
 
     path: tuple[str, ...]
@@ -74,7 +74,7 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
         "group, and removes the field it set when the gang annotation goes or the gang moves back to coscheduling"),
     OwnedField(
         ("spec", "runtimePatches", "*"), True,
-        "a TrainJob's runtimePatches entry with manager gang.admit.dev: it carries the gang annotations to the "
+        "a TrainJob's runtimePatches entry with manager gang.admit.dev/admit: it carries the gang annotations to the "
         "JobSet Trainer builds (admit.families.trainer); other managers' entries are never touched",
         item=("manager", "{runtime_patch_manager}")),
 )
@@ -86,7 +86,7 @@ def resolved(config: Config) -> tuple[OwnedField, ...]:
     """:data:`OWNED_FIELDS` with the ``{name}`` keys of ``config`` filled in (``pod_group_label``,
     ``managed_label``, ``group_spec_annotation``, ``runtime_patch_manager``)."""
     names = {"pod_group_label": config.pod_group_label, "managed_label": config.managed_label,
-             "group_spec_annotation": group_spec_key(config), "runtime_patch_manager": PATCH_MANAGER}
+             "group_spec_annotation": group_spec_key(config), "runtime_patch_manager": patch_manager(config)}
 
     def fill(step: str) -> str:
         return names[step[1:-1]] if step.startswith("{") and step.endswith("}") else step

@@ -13,8 +13,11 @@ A TrainJob has no pod template of its own: Trainer builds a JobSet named after t
 (``ClusterTrainingRuntime``/``TrainingRuntime``, read from the API, which admit's mutating path never calls).
 So admit gangs the JobSet, not the TrainJob:
 
-- Mutation: a ``runtimePatches`` entry with ``manager: gang.admit.dev`` whose JobSet template metadata carries the
-  TrainJob's ``gang.admit.dev/*`` annotations. Trainer puts them on the JobSet it creates, and the JobSet family
+- Mutation: a ``runtimePatches`` entry with ``manager: gang.admit.dev/admit`` (:func:`patch_manager`: Trainer's
+  validating webhook requires a domain-prefixed path, ``pkg/runtime/framework/plugins/jobset/jobset.go``
+  ``Validate``: ``validation.IsDomainPrefixedPath(runtimePatchesPath.Child("manager"), ...)``, since v2.2.0, the first
+  release with ``runtimePatches``) whose JobSet template metadata carries the TrainJob's ``gang.admit.dev/*``
+  annotations. Trainer puts them on the JobSet it creates, and the JobSet family
   (``admit.families.jobset``) gangs it: one PodGroup named after the JobSet, i.e. after the TrainJob, with the
   JobSet's pods, adopted by the JobSet (owned in turn by the TrainJob, so the garbage collector removes all three
   together). The TrainJob itself gets no PodGroup.
@@ -24,20 +27,48 @@ So admit gangs the JobSet, not the TrainJob:
   admission which runtime gangs, so the TrainJob's answer says both cases.
 - Older Trainer releases without ``runtimePatches`` (before v2.2) drop the entry; there, put the annotations on the
   runtime's ``spec.template.metadata.annotations`` (every JobSet of that runtime is then ganged).
+- ``runtimePatches`` can change only while the TrainJob is suspended before or after the update
+  (``jobset.go`` ``checkRuntimePatchesImmutability``: "RuntimePatches can only be modified when the TrainJob is
+  suspended before or after the update"), and Trainer does not rebuild the JobSet of a running TrainJob anyway
+  (``Build``: "Do not update the JobSet if it already exists and is not suspended"). A change of the gang
+  annotations on a TrainJob that is not suspended is therefore refused with the fix (suspend it in the same update,
+  or delete and recreate it); admit only sees the new object, so a TrainJob resumed by the same update that changes
+  the annotations is refused too, although Trainer would accept it.
+- At CREATE, the validating phase reads the TrainJob's runtime (``ClusterTrainingRuntime``/``TrainingRuntime``) and
+  judges the JobSet Trainer will build from it (:func:`trainer_jobset`, :func:`judge_runtime`), so that what would
+  be refused at the JobSet (in Trainer's log and a ``TrainJobResourcesCreationFailed`` Event, cut to 950
+  characters: ``trainjob_controller.go`` ``Reconcile``) is refused at the TrainJob instead, with fixes Trainer
+  accepts at creation: a runtime whose launcher starts after the nodes are Ready (``deepspeed-distributed``,
+  ``mlx-distributed``: ``dependsOn ... status: Ready``) with ``auto``, a min-member above the pods Trainer runs;
+  Trainer's own ``podGroupPolicy.coscheduling`` on a runtime with initializer steps (Trainer counts every pod set,
+  ``coscheduling.go`` ``Build``, while the initializers complete before the trainer starts: a deadlock);
+  ``podGroupPolicy.volcano`` is Trainer's Volcano gang (``volcano.go``: annotation ``scheduling.k8s.io/group-name``
+  on every pod template), which admit leaves alone as it does Trainer's coscheduling.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangPlan, get_path
+from ..gang.plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations
 from .shared import WorkloadKind, object_ref
 
-__all__ = ["TRAINJOB", "KINDS", "resolve_trainjob", "PATCH_MANAGER"]
+__all__ = ["TRAINJOB", "KINDS", "resolve_trainjob", "patch_manager", "trainer_jobset", "judge_runtime",
+           "runtime_ref", "RUNTIME_PLURALS", "ANCESTOR_LABEL", "VOLCANO_GROUP_ANNOTATION"]
 
 GROUP = "trainer.kubeflow.org"
-PATCH_MANAGER = "gang.admit.dev"
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # volcano.sh apis KubeGroupNameAnnotationKey
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins PodGroupLabel, which Trainer writes
+RUNTIME_PLURALS = {"ClusterTrainingRuntime": "clustertrainingruntimes", "TrainingRuntime": "trainingruntimes"}
+
+
+def patch_manager(config: Config) -> str:
+    """admit's ``runtimePatches[*].manager``: ``<annotation prefix host>/admit`` (``gang.admit.dev/admit``), a
+    domain-prefixed path as Trainer's webhook requires (apimachinery ``IsDomainPrefixedPath``)."""
+    return f"{config.annotation_prefix.strip('/')}/admit"
 
 
 def _gang_annotations(obj: dict[str, Any], config: Config) -> dict[str, str]:
@@ -49,8 +80,9 @@ def _gang_annotations(obj: dict[str, Any], config: Config) -> dict[str, str]:
             and k != f"{prefix}owner"}
 
 
-def _runtime_patch_ops(obj: dict[str, Any], annotations: dict[str, str]) -> list[dict[str, Any]]:
-    entry = {"manager": PATCH_MANAGER,
+def _runtime_patch_ops(obj: dict[str, Any], annotations: dict[str, str], manager: str, ref: str,
+                       config: Config) -> list[dict[str, Any]]:
+    entry = {"manager": manager,
              "trainingRuntimeSpec": {"template": {"metadata": {"annotations": annotations}}}}
     patches = get_path(obj, ("spec", "runtimePatches"))
     if not isinstance(patches, list):
@@ -58,10 +90,18 @@ def _runtime_patch_ops(obj: dict[str, Any], annotations: dict[str, str]) -> list
             return [{"op": "add", "path": "/spec", "value": {"runtimePatches": [entry]}}]
         return [{"op": "add", "path": "/spec/runtimePatches", "value": [entry]}]
     for i, p in enumerate(patches):
-        if isinstance(p, dict) and p.get("manager") == PATCH_MANAGER:
+        if isinstance(p, dict) and p.get("manager") == manager:
             have = get_path(p, ("trainingRuntimeSpec", "template", "metadata", "annotations"))
             if have == annotations:
                 return []
+            if get_path(obj, ("spec", "suspend")) is not True:
+                raise GangError(
+                    f"{ref} is not suspended, and Kubeflow Trainer refuses any change of spec.runtimePatches then "
+                    "(\"RuntimePatches can only be modified when the TrainJob is suspended before or after the "
+                    "update\"); admit carries the gang annotations to the JobSet through its entry there, so they "
+                    f"cannot change now (from {have} to {annotations}). Set spec.suspend: true in this same update "
+                    "(or before it) and resume after, or delete and recreate the TrainJob with the new "
+                    f"{config.annotation_prefix.rstrip('/')}/* annotations")
             return [{"op": "replace", "path": f"/spec/runtimePatches/{i}/trainingRuntimeSpec",
                      "value": entry["trainingRuntimeSpec"]}]
     return [{"op": "add", "path": "/spec/runtimePatches/-", "value": entry}]
@@ -78,12 +118,148 @@ def resolve_trainjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
     plan = GangPlan(kind="TrainJob", api_group=GROUP, name=name, namespace=namespace,
                     group_name=ann.pod_group or name, min_member=ann.min_member or 1, total_pods=None,
                     total_field="", create_pod_group=False)
-    plan.extra_ops = _runtime_patch_ops(obj, _gang_annotations(obj, config))
+    plan.extra_ops = _runtime_patch_ops(obj, _gang_annotations(obj, config), patch_manager(config), ref, config)
     plan.warnings.append(
         f"{ref}: its JobSet {name} is the gang: PodGroup {plan.group_name} is made when Trainer creates the JobSet "
         f"(admit passes the annotations on through spec.runtimePatches). If {runtime_kind} {runtime} has "
         "podGroupPolicy.coscheduling, Trainer makes the PodGroup itself and admit leaves it alone")
     return plan
+
+
+def runtime_ref(trainjob: dict[str, Any], namespace: str) -> tuple[str, str, str, str]:
+    """``(kind, plural, namespace, name)`` of a TrainJob's runtime; namespace ``""`` for a ClusterTrainingRuntime
+    (``spec.runtimeRef``: ``kind`` defaults to ClusterTrainingRuntime, ``apiGroup`` to trainer.kubeflow.org)."""
+    kind = str(get_path(trainjob, ("spec", "runtimeRef", "kind")) or "ClusterTrainingRuntime")
+    name = str(get_path(trainjob, ("spec", "runtimeRef", "name")) or "")
+    return kind, RUNTIME_PLURALS.get(kind, ""), "" if kind == "ClusterTrainingRuntime" else namespace, name
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def trainer_jobset(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:
+    """The JobSet Kubeflow Trainer builds for ``trainjob`` from ``runtime`` (a ClusterTrainingRuntime or
+    TrainingRuntime), as its plugins do (kubeflow/trainer, master ``8c0f505``, v2.2-v2.3):
+
+    - name and namespace the TrainJob's; labels and annotations the runtime template's ``metadata`` plus every
+      ``runtimePatches[*].trainingRuntimeSpec.template.metadata`` in order (``pkg/runtime/core/trainingruntime.go``
+      ``newRuntimeInfo``; the TrainJob's own metadata is not copied); a controller ownerReference to the TrainJob
+      (``plugins/jobset/jobset.go`` ``Build``); ``spec.suspend`` the TrainJob's;
+    - the runtime's ``spec.template.spec`` as the JobSet spec (patches to the spec itself are not applied here:
+      admit writes only metadata); each replicatedJob's pod count: its ``parallelism`` (default 1), or
+      ``mlPolicy.numNodes`` for the ``trainjob-ancestor-step: trainer`` one (``newRuntimeInfo``), then
+      ``spec.trainer.numNodes`` of the TrainJob for that one (torch, plainml, jax, xgboost ``EnforceMLPolicy``) or,
+      with ``mlPolicy.mpi``, for the ``node`` one (minus the launcher with ``runLauncherAsNode``: ``mpi.go``),
+      written to ``parallelism`` and ``completions`` (``syncParallelCount``); ``replicas: 1`` for the initializer
+      and trainer steps (``builder.go`` ``Initializer``, ``Trainer``);
+    - ``podGroupPolicy.coscheduling``: the label ``scheduling.x-k8s.io/pod-group: <TrainJob>`` on every pod
+      template (``coscheduling.go`` ``EnforcePodGroupPolicy``, ``builder.go`` ``PodLabels``);
+      ``podGroupPolicy.volcano``: the annotation ``scheduling.k8s.io/group-name: <TrainJob>`` (``volcano.go``).
+
+    Pure; never raises for any shape (missing parts read as absent).
+    """
+    meta = trainjob.get("metadata") or {}
+    rspec = runtime.get("spec") if isinstance(runtime.get("spec"), dict) else {}
+    template = rspec.get("template") if isinstance(rspec.get("template"), dict) else {}
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    annotations = dict((template.get("metadata") or {}).get("annotations") or {})
+    for patch in get_path(trainjob, ("spec", "runtimePatches")) or []:
+        pmeta = get_path(patch, ("trainingRuntimeSpec", "template", "metadata")) if isinstance(patch, dict) else None
+        if isinstance(pmeta, dict):
+            labels.update(pmeta.get("labels") or {})
+            annotations.update(pmeta.get("annotations") or {})
+    spec = copy.deepcopy(template.get("spec") if isinstance(template.get("spec"), dict) else {})
+    ml = rspec.get("mlPolicy") if isinstance(rspec.get("mlPolicy"), dict) else None
+    mpi = (ml or {}).get("mpi") if isinstance((ml or {}).get("mpi"), dict) else None
+    num_nodes = get_path(trainjob, ("spec", "trainer", "numNodes"))
+    policy = rspec.get("podGroupPolicy") if isinstance(rspec.get("podGroupPolicy"), dict) else {}
+    name = str(meta.get("name") or "")
+    for rj in spec.get("replicatedJobs") or []:
+        if not isinstance(rj, dict):
+            continue
+        job = rj.setdefault("template", {})
+        ancestor = ((job.get("metadata") or {}).get("labels") or {}).get(ANCESTOR_LABEL)
+        job_spec = job.setdefault("spec", {})
+        count = _int(job_spec.get("parallelism"), 1)
+        if ancestor == "trainer" and ml is not None:
+            count = _int(ml.get("numNodes"), 1)
+        if isinstance(num_nodes, int) and ml is not None:
+            if mpi is not None:
+                if rj.get("name") == "node":
+                    count = max(num_nodes - 1, 1) if mpi.get("runLauncherAsNode") else num_nodes
+            elif ancestor == "trainer":
+                count = num_nodes
+        job_spec["parallelism"] = job_spec["completions"] = count
+        if ancestor in ("trainer", "dataset-initializer", "model-initializer"):
+            rj["replicas"] = 1
+        pod_meta = job_spec.setdefault("template", {}).setdefault("metadata", {})
+        if isinstance(policy.get("coscheduling"), dict):
+            pod_meta.setdefault("labels", {})[POD_GROUP_LABEL] = name
+        if isinstance(policy.get("volcano"), dict):
+            pod_meta.setdefault("annotations", {})[VOLCANO_GROUP_ANNOTATION] = name
+    suspend = get_path(trainjob, ("spec", "suspend"))
+    if isinstance(suspend, bool):
+        spec["suspend"] = suspend
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "namespace": meta.get("namespace"), "labels": labels, "annotations": annotations,
+                     "ownerReferences": [{"apiVersion": f"{GROUP}/v1alpha1", "kind": "TrainJob", "name": name,
+                                          "uid": meta.get("uid") or "", "controller": True,
+                                          "blockOwnerDeletion": True}]},
+        "spec": spec,
+    }
+
+
+def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, config: Config,
+                  namespace: str) -> tuple[list[str], GangError | None]:
+    """``(warnings, refusal)`` for a TrainJob CREATE once its runtime is read (module docstring): the JobSet Trainer
+    will build (:func:`trainer_jobset`) goes through the JobSet family's resolver, and a refusal there becomes the
+    TrainJob's, named on the TrainJob. ``runtime`` None: not found (a warning: Trainer itself refuses an unknown
+    runtime). Pure."""
+    from .jobset import gang_members, replicated_jobs, resolve_jobset  # the JobSet family judges the JobSet
+
+    name = str(get_path(trainjob, ("metadata", "name")) or "")
+    ref = object_ref("TrainJob", namespace, name)
+    kind, _, _, runtime_name = runtime_ref(trainjob, namespace)
+    if runtime is None:
+        return [f"{ref}: {kind} {runtime_name} was not found, so admit could not check the JobSet Trainer builds "
+                "from it"], None
+    jobset = trainer_jobset(trainjob, runtime)
+    policy = get_path(runtime, ("spec", "podGroupPolicy")) or {}
+    if isinstance(policy, dict) and isinstance(policy.get("volcano"), dict):
+        return [f"{ref}: {kind} {runtime_name} has podGroupPolicy.volcano: Kubeflow Trainer gangs the TrainJob with a "
+                f"Volcano PodGroup {name} itself, so admit leaves its JobSet alone (no PodGroup of its own, no "
+                "schedulerName)"], None
+    try:
+        rjobs = replicated_jobs(jobset, ref)
+    except GangError as e:
+        return [f"{ref}: admit could not read the JobSet Trainer builds from {kind} {runtime_name}: {e.message}"], None
+    if isinstance(policy, dict) and isinstance(policy.get("coscheduling"), dict):
+        steps, _, _ = gang_members(rjobs, False)
+        if steps:
+            total = sum(rj["replicas"] * rj["pods_per_job"] for rj in rjobs)
+            first = sum(rj["replicas"] * rj["pods_per_job"] for rj in steps)
+            return [], GangError(
+                f"{ref}: {kind} {runtime_name} has podGroupPolicy.coscheduling, so Kubeflow Trainer makes PodGroup "
+                f"{name} itself with minMember {total}: every pod set counts, the steps "
+                f"{', '.join(rj['name'] for rj in steps)} included (coscheduling.go Build) and labelled for it. "
+                f"Those {first} pod(s) run and complete before the others are created (dependsOn status: Complete), "
+                f"so they wait for a quorum of {total} that never comes: the TrainJob deadlocks in Trainer's own gang. "
+                f"Use a runtime without podGroupPolicy (admit then gangs the JobSet's trainer pods and leaves the "
+                f"steps out), or one without the steps, or remove the {config.annotation_prefix.rstrip('/')}/* "
+                "annotations and Trainer's gang deadlocks all the same", 403)
+        return [], None
+    annotations = get_path(jobset, ("metadata", "annotations"))
+    try:
+        ann = parse_gang_annotations(annotations, config)
+        if ann is None:
+            return [], None
+        resolve_jobset(jobset, ann, config, namespace, "CREATE")
+    except GangError as e:
+        return [], GangError(f"{ref}: the JobSet Trainer builds from {kind} {runtime_name} would be refused, so the "
+                             f"TrainJob would never run: {e.message}", e.code)
+    return [], None  # the JobSet's own warnings come with its admission
 
 
 TRAINJOB = WorkloadKind(GROUP, "TrainJob", (("v1alpha1", "trainjobs"),), resolve_trainjob)

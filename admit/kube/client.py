@@ -279,8 +279,16 @@ class KubeAPI:
     async def get_object(
         self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
     ) -> dict[str, Any] | None:
-        """GET any namespaced object of a named API group (``/apis/{group}/{version}/...``); ``None`` on 404."""
+        """GET any object of a named API group (``/apis/{group}/{version}/...``): namespaced, or cluster-scoped when
+        ``namespace`` is ``""``; ``None`` on 404."""
         try:
+            if not namespace:
+                return await self._call(
+                    f"read {plural}.{group} {name}",
+                    lambda: self.custom.get_cluster_custom_object(group, version, plural, name,
+                                                                  _request_timeout=timeout),
+                    timeout,
+                )
             return await self._call(
                 f"read {plural}.{group} {namespace}/{name}",
                 lambda: self.custom.get_namespaced_custom_object(

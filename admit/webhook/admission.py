@@ -51,7 +51,8 @@ from ..backends.coscheduling.ensure import ensure_coscheduling
 from ..backends.common import owner_annotation
 from .admissionreview import AdmissionRequest, Decision
 from ..families.spark import DriverLookup, driver_group, executor_plan
-from .validate import ScaleCheck, Verdict, drop_uncountable, scale_verdict, validate
+from ..families.trainer import judge_runtime, runtime_ref
+from .validate import RuntimeCheck, ScaleCheck, Verdict, drop_uncountable, scale_verdict, validate
 
 __all__ = ["Admission", "PodGroupStore", "GroupCache", "missing_group_warning"]
 
@@ -75,6 +76,7 @@ class PodGroupStore(Protocol):
     async def get_object(
         self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
     ) -> dict[str, Any] | None: ...
+    # (namespace ``""``: a cluster-scoped object, such as a Kubeflow Trainer ClusterTrainingRuntime)
 
     # Optional: ``async get_pod(namespace, name, timeout) -> dict | None`` (a Spark executor's driver pod).
 
@@ -198,6 +200,8 @@ class Admission:
                 await self._ensure(verdict, _generation(req.object))
             elif verdict.scale is not None:
                 return await self._check_scale(verdict.scale, verdict.dry_run)
+            elif verdict.runtime is not None:
+                return await self._check_runtime(verdict.runtime, verdict.decision)
             elif self._missing is not None and req.kind == "Pod" and not req.dry_run:
                 missing = self._uncached_group(req, verdict.decision)  # a dict lookup; the rest only on a miss
                 if missing is not None:
@@ -320,6 +324,21 @@ class Admission:
         if parent is None:
             return Decision(warnings=[f"{what} not found: scale not checked against its gang minMember"])
         return await self._scale_gang(parent, check, dry_run)
+
+    async def _check_runtime(self, check: RuntimeCheck, decision: Decision) -> Decision:
+        """A TrainJob CREATE: read its ClusterTrainingRuntime or TrainingRuntime (one GET) and judge the JobSet
+        Kubeflow Trainer will build from it (``trainer.judge_runtime``); a JobSet admit would refuse is refused
+        here, at the user's object. A failed read follows the failure mode (raises KubeError)."""
+        kind, plural, namespace, name = runtime_ref(check.trainjob, check.namespace)
+        if self.store is None or not plural or not name:
+            return decision
+        runtime = await self.store.get_object(
+            "trainer.kubeflow.org", "v1alpha1", plural, namespace, name, self.config.api_timeout_seconds)
+        warnings, refusal = judge_runtime(check.trainjob, runtime, self.config, check.namespace)
+        if refusal is not None:
+            return Decision.deny(refusal.message, refusal.code, decision.warnings + warnings)
+        decision.warnings.extend(warnings)
+        return decision
 
     def _known_gang(self, check: ScaleCheck) -> bool:
         """The managed PodGroup cache holds a PodGroup named after the workload and owned by it."""

@@ -52,7 +52,9 @@ from ..gang.resources import countable_min_resources, left_out_warning, resource
 from .admissionreview import AdmissionRequest, Decision
 from .rollout import rollout_problem
 
-__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision"]
+TRAINER_GROUP = "trainer.kubeflow.org"
+
+__all__ = ["Verdict", "ScaleCheck", "RuntimeCheck", "validate", "check_plan", "scale_verdict", "scale_decision"]
 
 
 @dataclass(slots=True)
@@ -76,6 +78,20 @@ class ScaleCheck:
 
 
 @dataclass(slots=True)
+class RuntimeCheck:
+    """A Kubeflow Trainer TrainJob CREATE: read its runtime and judge the JobSet Trainer will build from it
+    (``admit.families.trainer.judge_runtime``).
+
+    Attributes:
+        trainjob: the TrainJob as admitted (after the mutating phase).
+        namespace: its namespace.
+    """
+
+    trainjob: dict[str, Any]
+    namespace: str
+
+
+@dataclass(slots=True)
 class Verdict:
     """Result of :func:`validate`: a decision, plus the API work it depends on.
 
@@ -83,6 +99,7 @@ class Verdict:
         decision: the answer if no work is needed (or if the work succeeds).
         ensure: the PodGroup of this plan must exist with its spec (create or patch), unless ``None``.
         scale: the parent of a scale request must be read and checked, unless ``None``.
+        runtime: a TrainJob's runtime must be read and the JobSet Trainer builds from it judged, unless ``None``.
         explicit_name: the group was named by annotation (see ``podgroup.ownership``).
         dry_run: the request is a dry run: compute everything, write nothing.
     """
@@ -90,6 +107,7 @@ class Verdict:
     decision: Decision
     ensure: GangPlan | None = None
     scale: ScaleCheck | None = None
+    runtime: RuntimeCheck | None = None
     explicit_name: bool = False
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -250,6 +268,8 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
         if problem:
             return Verdict(Decision.deny(problem, 403, typos + plan.warnings))
     decision = Decision(warnings=typos + plan.warnings)
+    if (req.group, req.kind, req.operation) == (TRAINER_GROUP, "TrainJob", "CREATE"):
+        return Verdict(decision, runtime=RuntimeCheck(obj, namespace), dry_run=req.dry_run)
     if not plan.create_pod_group:
         return Verdict(decision)
     decision.warnings.extend(countable_warnings(plan, obj))

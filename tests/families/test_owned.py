@@ -23,7 +23,7 @@ def test_only_admits_own_runtime_patches_entry_is_admits():
     tj = example("trainjob-torch.yaml")
     tj["spec"]["runtimePatches"] = [
         {"manager": "platform.example.com/defaults", "trainingRuntimeSpec": {"template": {"metadata": {}}}},
-        {"manager": "gang.admit.dev", "trainingRuntimeSpec": {"template": {"metadata": {"annotations": {}}}}},
+        {"manager": "gang.admit.dev/admit", "trainingRuntimeSpec": {"template": {"metadata": {"annotations": {}}}}},
     ]
     assert owner_of(("spec", "runtimePatches", 0, "manager"), tj, CONFIG) is None
     assert owner_of(("spec", "runtimePatches", "1", "trainingRuntimeSpec", "template"), tj, CONFIG) is not None

@@ -41,7 +41,7 @@ def group_of(pod: dict[str, Any]) -> str | None:
 @pytest.mark.parametrize("version", ["0.10", "0.9"])
 async def test_an_lws_with_a_fixed_min_member_gets_its_pods_in_one_gang_per_group_with_lws_copying_its_metadata(
         aiohttp_server, version):
-    # Issue 30 point 2: v0.10 copies the LWS's annotations onto the leader StatefulSet (replicas = groups = 2), and
+    # LWS v0.10 copies the LWS's annotations onto the leader StatefulSet (replicas = groups = 2), and
     # admit refused it as a StatefulSet gang of 2 below minMember 4: no pod ever existed.
     async with operator_cluster(aiohttp_server, lws_operator.install, version=version) as cluster:
         await cluster.create(leaderworkerset("4"))
@@ -66,7 +66,7 @@ async def test_an_lws_with_a_fixed_min_member_gets_its_pods_in_one_gang_per_grou
 
 
 async def test_an_lws_with_auto_in_lws_v0_10_creation_order_gets_every_worker_and_one_gang_per_group(aiohttp_server):
-    # Issue 30 point 2 with auto: the leader StatefulSet was labelled for one gang of all leaders, and the worker
+    # The same with auto: the leader StatefulSet was labelled for one gang of all leaders, and the worker
     # StatefulSet refused ("already belongs to LeaderWorkerSet"): no worker was ever created.
     async with operator_cluster(aiohttp_server, lws_operator.install) as cluster:
         await cluster.create(leaderworkerset("auto"))
@@ -91,7 +91,7 @@ async def bind(cluster, name: str, node: str) -> None:
 
 async def test_an_lws_with_exclusive_topology_gangs_the_leader_first_so_its_workers_can_ever_be_created(
         aiohttp_server):
-    # Issue 30 point 3 (LWS): LWS creates a group's workers only once its leader is scheduled; admit's gang of
+    # LWS creates a group's workers only once its leader is scheduled; admit's gang of
     # size 4 kept the leader waiting for workers that were waiting for it.
     exclusive = {lws_operator.EXCLUSIVE: "cloud.google.com/gke-nodepool"}
     async with operator_cluster(aiohttp_server, lws_operator.install) as cluster:
@@ -122,7 +122,7 @@ async def test_an_lws_with_exclusive_topology_and_a_min_member_above_one_is_refu
 
 
 async def test_a_new_lws_revision_gets_new_gangs_so_old_pods_never_count_toward_the_new_quorum(aiohttp_server):
-    # Issue 30 point 8: LWS names its own PodGroups <lws>-<group>-<revision>; admit's <lws>-<group> was reused
+    # LWS names its own PodGroups <lws>-<group>-<revision>; admit's <lws>-<group> was reused
     # across revisions, so during a rolling update the old revision's terminating pods counted for the new leader.
     async with operator_cluster(aiohttp_server, lws_operator.install) as cluster:
         created = await cluster.create(leaderworkerset("auto", replicas=1))

@@ -951,6 +951,8 @@ def test_cluster_role_grants_exactly_what_admit_and_its_controller_use():
         expected |= {(group, f"{r}/finalizers", "update", ()) for r in resources
                      if r not in ("leaderworkersets", "trainjobs", "rayjobs", "rayservices")}
     expected |= {("resource.k8s.io", "deviceclasses", v, ()) for v in read}  # DRA: minResources leaves them out
+    # a TrainJob CREATE reads its runtime (admit.families.trainer.judge_runtime)
+    expected |= {("trainer.kubeflow.org", r, "get", ()) for r in ("clustertrainingruntimes", "trainingruntimes")}
     expected |= {(g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
     expected |= {
         ("admissionregistration.k8s.io", f"{kind}webhookconfigurations", v, ("admit",))

@@ -38,7 +38,8 @@ the active ones it owns, each from the Job's template (``manageJob`` / ``podCont
 ``batch.kubernetes.io/controller-uid``, ``batch.kubernetes.io/job-name``, ``controller-uid`` and ``job-name``), the
 ``batch.kubernetes.io/job-tracking`` finalizer, one controller ownerReference to the Job; each a Pod CREATE through
 admission with the job-controller's ``userInfo``. A refused Pod is a Warning Event ``FailedCreate`` on the Job and
-an entry of :attr:`JobController.errors`, with no retry. Not emulated: pods finishing (no kubelet), completions,
+an entry of :attr:`JobController.errors`; it is retried when one of the Job's Pods is updated or deleted (as
+``updatePod`` enqueues the Job), not on a timer. Not emulated: pods finishing (no kubelet), completions,
 backoff, ``successPolicy``, ``podFailurePolicy``, ``activeDeadlineSeconds``, elastic Indexed Jobs.
 
 Not emulated: the ReplicaSet controller (no Pods are made, so readiness never holds a rollout back),
@@ -343,6 +344,16 @@ class JobController(Controller):
 
     what = "Job controller"
     watches = (("batch", "v1", "jobs"),)
+
+    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        """A Job written, or one of its Pods updated or deleted (``updatePod`` / ``deletePod`` enqueue the Job: a
+        refused Pod is retried then)."""
+        if rt.key == ("", "v1", "pods") and old is not None:
+            for ref in old["metadata"].get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == "Job":
+                    self.changed(ns, ref["name"])
+            return
+        super().observe(rt, ns, name, obj, old)
 
     async def _sync(self, ns: str, name: str) -> None:
         api = self.api

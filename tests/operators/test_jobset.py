@@ -1,0 +1,81 @@
+"""JobSet end to end on the fake (admit/testing/operators/jobset.py): the user's JobSet goes in, JobSet's defaulting
+webhook and admit's run, the JobSet emulation makes its Jobs, the Job controller makes the pods through JobSet's pod
+webhooks and admit's."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiException
+
+from admit.testing.operators import jobset as jobset_operator
+from tests.operators.conftest import operator_cluster
+
+PG_LABEL = "scheduling.x-k8s.io/pod-group"
+MULTISLICE = {jobset_operator.EXCLUSIVE: "cloud.google.com/gke-nodepool"}
+
+
+def jobset(min_member: str = "auto", *, replicas: int = 2, parallelism: int = 4, annotations: dict | None = None,
+           **spec: Any) -> dict[str, Any]:
+    """The issue's TPU multislice shape: ``replicas`` slices of ``parallelism`` pods."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "multislice", "namespace": "default", "labels": {"team": "tpu"},
+                     "annotations": {"gang.admit.dev/min-member": min_member, **(annotations or {})}},
+        "spec": {**spec, "replicatedJobs": [{
+            "name": "slice", "replicas": replicas,
+            "template": {"spec": {"parallelism": parallelism, "completions": parallelism, "template": {"spec": {
+                "containers": [{"name": "w", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}}}]},
+    }
+
+
+def group_of(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get(PG_LABEL)
+
+
+async def bind(cluster, pod: dict[str, Any], node: str) -> None:
+    pod = cluster.fake.get("v1", "pods", "default", pod["metadata"]["name"])
+    pod["spec"]["nodeName"] = node
+    cluster.fake.put(pod)
+    await cluster.fake.settle()
+
+
+async def test_a_multislice_jobset_with_exclusive_placement_gangs_the_leaders_so_the_gang_can_form(aiohttp_server):
+    # JobSet's pod webhook refuses followers until their leader is bound; admit's
+    # PodGroup of 8 kept the 2 leaders waiting for followers that could never be created.
+    async with operator_cluster(aiohttp_server, jobset_operator.install) as cluster:
+        await cluster.create(jobset(annotations=MULTISLICE))
+        leaders = cluster.pods()
+        assert sorted((p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"],
+                       p["metadata"]["labels"][jobset_operator.JOB_INDEX]) for p in leaders) == [("0", "0"), ("0", "1")]
+        (pg,) = cluster.pod_groups().values()
+        assert pg["spec"]["minMember"] == 2 <= len(leaders)  # formable with the pods that can exist
+        assert pg["spec"]["minResources"] == {"cpu": "8"}  # placed only where all 8 pods fit
+        assert all(group_of(p) == "multislice" for p in leaders)
+        # the followers are refused until their leader is scheduled (JobSet's own rule), then join the same gang
+        assert any('denied the request: follower pod node selector not set' in e for _, _, e in cluster.fake.jobs.errors)
+        for i, leader in enumerate(leaders):
+            await bind(cluster, leader, f"pool-{i}")
+        pods = cluster.pods()
+        assert len(pods) == 8 and {group_of(p) for p in pods} == {"multislice"}
+        assert len(cluster.pod_groups()) == 1
+
+
+async def test_a_multislice_jobset_whose_min_member_needs_the_followers_is_refused_with_the_fix(aiohttp_server):
+    async with operator_cluster(aiohttp_server, jobset_operator.install) as cluster:
+        with pytest.raises(ApiException) as refused:
+            await cluster.create(jobset("8", annotations=MULTISLICE))
+        message = json.loads(refused.value.body)["message"]
+        assert "refuses every follower pod until its Job's leader pod is scheduled" in message
+        assert "at most 2" in message and "alpha.jobset.sigs.k8s.io/node-selector" in message
+
+
+async def test_exclusive_placement_by_node_selector_holds_no_follower_back_and_keeps_the_whole_gang(aiohttp_server):
+    by_node_selector = {**MULTISLICE, "alpha.jobset.sigs.k8s.io/node-selector": "true"}
+    async with operator_cluster(aiohttp_server, jobset_operator.install) as cluster:
+        await cluster.create(jobset(annotations=by_node_selector))
+        assert len(cluster.pods()) == 8
+        (pg,) = cluster.pod_groups().values()
+        assert pg["spec"]["minMember"] == 8

@@ -1,0 +1,171 @@
+"""Kubeflow Trainer end to end on the fake (admit/testing/operators/trainer.py): the user's TrainJob goes through
+admit's webhooks and Trainer's (its defaulter and its validator, which checks what admit wrote), the Trainer
+emulation builds the JobSet from the runtime, the JobSet emulation makes the Jobs and the Job controller the pods."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiException
+
+from admit.testing.operators import jobset as jobset_operator
+from admit.testing.operators import trainer as trainer_operator
+from admit.testing.operators.trainer import runtime_manifest
+from tests.operators.conftest import operator_cluster
+
+PG_LABEL = "scheduling.x-k8s.io/pod-group"
+ANCESTOR = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+
+
+def node_job(name: str = "node", *, labels: dict | None = None, depends_on: list | None = None,
+             gpus: str = "1") -> dict[str, Any]:
+    rj: dict[str, Any] = {"name": name, "template": {"metadata": {"labels": labels or {}}, "spec": {"template": {
+        "spec": {"containers": [{"name": "node", "image": "pytorch/pytorch",
+                                 "resources": {"requests": {"nvidia.com/gpu": gpus}}}]}}}}}
+    if depends_on:
+        rj["dependsOn"] = depends_on
+    return rj
+
+
+def initializer(name: str) -> dict[str, Any]:
+    return {"name": name, "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": name}},
+                                       "spec": {"template": {"spec": {"containers": [
+                                           {"name": name, "image": f"ghcr.io/kubeflow/trainer/{name}"}]}}}}}
+
+
+TORCH = runtime_manifest("torch-distributed", [node_job(labels=ANCESTOR)])
+# manifests/base/runtimes/deepspeed_distributed.yaml: the launcher (the trainer step) after the nodes are Ready
+DEEPSPEED = runtime_manifest(
+    "deepspeed-distributed",
+    [node_job(), node_job("launcher", labels=ANCESTOR, depends_on=[{"name": "node", "status": "Ready"}], gpus="0")],
+    ml_policy={"numNodes": 1, "mpi": {"numProcPerNode": 1, "mpiImplementation": "OpenMPI",
+                                      "runLauncherAsNode": True}})
+# manifests/base/runtimes/torchtune/*: two initializers the trainer waits to complete
+INITIALIZERS = [initializer("dataset-initializer"), initializer("model-initializer"),
+                node_job(labels=ANCESTOR, depends_on=[{"name": "dataset-initializer", "status": "Complete"},
+                                                      {"name": "model-initializer", "status": "Complete"}])]
+
+
+def trainjob(runtime: str, num_nodes: int = 4, min_member: str = "auto", **extra: Any) -> dict[str, Any]:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "llm", "namespace": "default", "labels": {"team": "research"},
+                         "annotations": {"gang.admit.dev/min-member": min_member, "example.com/cost": "a1"}},
+            "spec": {"runtimeRef": {"name": runtime}, "trainer": {"numNodes": num_nodes}, **extra}}
+
+
+def install(fake):
+    jobset_operator.install(fake)
+    return trainer_operator.install(fake)
+
+
+@pytest.fixture
+async def cluster(aiohttp_server):
+    """The fake cluster with the JobSet and Trainer emulations; a test stores the runtimes it needs."""
+    async with operator_cluster(aiohttp_server, install) as cluster:
+        yield cluster
+
+
+def message(refused: pytest.ExceptionInfo) -> str:
+    return json.loads(refused.value.body)["message"]
+
+
+async def test_a_ganged_trainjob_passes_trainers_webhook_and_its_pods_join_the_gang_admit_made(cluster):
+    # Trainer's validator requires a domain-prefixed runtimePatches manager: admit's "gang.admit.dev" was refused,
+    # so no ganged TrainJob was ever created.
+    cluster.fake.put(TORCH)
+    await cluster.create(trainjob("torch-distributed"))
+    stored = cluster.fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", "default", "llm")
+    (entry,) = stored["spec"]["runtimePatches"]
+    assert entry["manager"] == "gang.admit.dev/admit" and entry["time"]  # Trainer's defaulter ran after admit
+    jobset = cluster.fake.get("jobset.x-k8s.io/v1alpha2", "jobsets", "default", "llm")
+    assert jobset["metadata"]["annotations"]["gang.admit.dev/min-member"] == "auto"
+    pods = cluster.pods()
+    assert len(pods) == 4 and {p["metadata"]["labels"][PG_LABEL] for p in pods} == {"llm"}
+    (pg,) = cluster.pod_groups().values()
+    assert pg["spec"]["minMember"] == 4
+    assert cluster.operator.errors == []
+
+
+async def test_changing_the_gang_of_a_running_trainjob_is_refused_by_admit_with_the_fix(cluster):
+    # Trainer refuses any runtimePatches change of an unsuspended TrainJob; admit used to write the replace anyway.
+    cluster.fake.put(TORCH)
+    await cluster.create(trainjob("torch-distributed"))
+    stored = cluster.fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", "default", "llm")
+    stored["metadata"]["annotations"]["gang.admit.dev/min-member"] = "2"
+    with pytest.raises(ApiException) as refused:
+        await cluster.replace(stored)
+    text = message(refused)
+    assert 'admission webhook "workloads.validate.admit.dev" denied the request' in text
+    assert "Set spec.suspend: true in this same update" in text
+    stored["spec"]["suspend"] = True  # the fix: Trainer accepts it, and so does admit
+    replaced = await cluster.replace(stored)
+    assert replaced["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["metadata"]["annotations"] \
+        == {"gang.admit.dev/min-member": "2"}
+
+
+async def test_a_trainjob_whose_launcher_waits_for_the_nodes_is_refused_at_the_trainjob_with_a_fix_trainer_takes(
+        cluster):
+    # deepspeed-distributed: the launcher starts after the nodes are Ready, so a gang of all 3 pods deadlocks. The
+    # refusal came at the JobSet Trainer made, where the user never sees it.
+    cluster.fake.put(DEEPSPEED)
+    with pytest.raises(ApiException) as refused:
+        await cluster.create(trainjob("deepspeed-distributed", num_nodes=3))
+    text = message(refused)
+    assert text.startswith('admission webhook "workloads.validate.admit.dev" denied the request: TrainJob '
+                           "default/llm: the JobSet Trainer builds from ClusterTrainingRuntime deepspeed-distributed")
+    assert "only 2 of its 3 pods start before the others" in text
+    assert "set gang.admit.dev/min-member to at most 2" in text
+    # the fix, at creation: Trainer accepts it, the gang is the 2 nodes that start first
+    await cluster.create(trainjob("deepspeed-distributed", num_nodes=3, min_member="2"))
+    assert cluster.operator.errors == []
+    pods = cluster.pods()
+    assert len(pods) == 2 and {p["metadata"]["labels"][PG_LABEL] for p in pods} == {"llm"}
+    assert cluster.pod_groups()["llm"]["spec"]["minMember"] == 2
+
+
+async def test_a_trainjob_with_a_min_member_above_its_nodes_is_refused_at_the_trainjob(cluster):
+    for runtime in (TORCH,):
+        cluster.fake.put(runtime)
+    with pytest.raises(ApiException) as refused:
+        await cluster.create(trainjob("torch-distributed", num_nodes=4, min_member="5"))
+    text = message(refused)
+    assert "TrainJob default/llm: the JobSet Trainer builds" in text
+    assert "spec.trainer.numNodes of TrainJob default/llm" in text
+    assert cluster.fake.objects("trainjobs", "default", "trainer.kubeflow.org/v1alpha1") == []
+
+
+async def test_trainers_own_coscheduling_with_initializers_is_refused_at_the_trainjob_as_the_deadlock_it_is(
+        cluster):
+    runtime = runtime_manifest("torchtune-llama", INITIALIZERS,
+                               pod_group_policy={"coscheduling": {"scheduleTimeoutSeconds": 120}})
+    cluster.fake.put(runtime)
+    with pytest.raises(ApiException) as refused:
+        await cluster.create(trainjob("torchtune-llama", num_nodes=2))
+    text = message(refused)
+    assert "Trainer makes PodGroup llm itself with minMember 4" in text
+    assert "dataset-initializer, model-initializer" in text and "Use a runtime without podGroupPolicy" in text
+
+
+async def test_the_same_initializers_without_trainers_gang_get_admits_gang_of_the_trainer_nodes_only(cluster):
+    for runtime in (runtime_manifest("torchtune-llama", INITIALIZERS),):
+        cluster.fake.put(runtime)
+    await cluster.create(trainjob("torchtune-llama", num_nodes=2))
+    pods = cluster.pods()  # the initializers run first; the trainer Job waits for them to complete
+    assert len(pods) == 2 and all(PG_LABEL not in p["metadata"]["labels"] for p in pods)
+    assert cluster.pod_groups()["llm"]["spec"]["minMember"] == 2
+
+
+async def test_trainers_volcano_policy_is_left_to_trainer_with_no_second_gang(cluster):
+    runtime = runtime_manifest("torch-volcano", [node_job(labels=ANCESTOR)], pod_group_policy={"volcano": {}})
+    cluster.fake.put(runtime)
+    created = await cluster.create(trainjob("torch-volcano"))
+    assert created["metadata"]["name"] == "llm"
+    pods = cluster.pods()
+    assert len(pods) == 4
+    assert all(PG_LABEL not in p["metadata"]["labels"] for p in pods)
+    assert all(p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "llm" for p in pods)
+    assert all(p["spec"].get("schedulerName") in (None, "default-scheduler") for p in pods)
+    assert cluster.pod_groups() == {}  # no scheduler-plugins PodGroup: Volcano's is Trainer's
+    assert cluster.fake.get("scheduling.volcano.sh/v1beta1", "podgroups", "default", "llm")["spec"]["minMember"] == 4
