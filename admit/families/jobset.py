@@ -33,6 +33,10 @@ AnyOrder``).
   controller log, not with the user: its message names the TrainJob and a fix on the TrainJob (its
   ``gang.admit.dev/min-member``, ``spec.trainer.numNodes``), not the runtime's JobSet template the user may not own.
 - ``minResources``: the requests of the first minMember member pods, taking replicatedJobs in their start order.
+- Restarts (``failurePolicy.maxRestarts`` > 0) under ``restartStrategy: Recreate`` (the CRD's default): JobSet
+  re-creates each Job as soon as its own old pods are gone, so the new attempt's pods share the PodGroup with other
+  Jobs' terminating pods, which Coscheduling still counts. admit keeps one PodGroup per JobSet (a PodGroup per
+  restart attempt would need every pod relabelled at admission) and warns with the fix, ``BlockingRecreate``.
 - Exclusive placement (``alpha.jobset.sigs.k8s.io/exclusive-topology`` on the JobSet or a replicatedJob's Job
   template, without ``alpha.jobset.sigs.k8s.io/node-selector``): JobSet's pod webhook (``pkg/webhooks/pod_webhook.go``
   ``ValidateCreate``) refuses every follower pod (completion index != 0) until its Job's leader is scheduled, so only
@@ -292,6 +296,20 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
         raise_fix = "Raise the replicatedJobs' replicas or their Jobs' parallelism"
     refuse_below(plan, ann, config, " + ".join(f"{rj['name']} {rj['replicas']} x {rj['pods_per_job']}" for rj in first),
                  raise_fix, ref=ref, lower=lower)
+    policy = get_path(obj, ("spec", "failurePolicy"))
+    jobs = sum(rj["replicas"] for rj in members)
+    if isinstance(policy, dict) and isinstance(policy.get("maxRestarts"), int) and policy["maxRestarts"] > 0 and \
+            (policy.get("restartStrategy") or "Recreate") == "Recreate" and jobs > 1 and plan.min_member > 1:
+        # jobset_types.go: Recreate "recreates each Job as soon as its previous iteration (and its Pods) is
+        # deleted"; BlockingRecreate "ensures that all Jobs (and their Pods) from the previous iteration are deleted
+        # before creating new Jobs" (constructJobsFromTemplate waits while ownedJobs.previous is not empty).
+        plan.warnings.append(
+            f"{ref} restarts with failurePolicy.restartStrategy Recreate: JobSet re-creates each of its {jobs} Jobs "
+            "as soon as that Job's own old pods are gone, while the other Jobs' old pods are still terminating and "
+            f"still carry {config.pod_group_label}={plan.group_name}; Coscheduling counts those, so the new "
+            f"attempt's first pods can pass PodGroup {plan.group_name}'s quorum of {plan.min_member} before the rest "
+            "exist. Set spec.failurePolicy.restartStrategy: BlockingRecreate (every old pod is deleted before any "
+            "new Job is created); failurePolicy is immutable, so set it when creating the JobSet")
     for rj in rjobs:
         if rj["replicas"] == 0 or rj["pods_per_job"] == 0:
             plan.warnings.append(f"{ref}: replicatedJob {rj['name']} runs no pods (replicas or parallelism 0)")

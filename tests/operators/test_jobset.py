@@ -79,3 +79,17 @@ async def test_exclusive_placement_by_node_selector_holds_no_follower_back_and_k
         assert len(cluster.pods()) == 8
         (pg,) = cluster.pod_groups().values()
         assert pg["spec"]["minMember"] == 8
+
+
+async def test_a_jobset_that_restarts_with_recreate_is_warned_that_old_pods_count_toward_the_new_attempt(
+        aiohttp_server):
+    # JobSet re-creates each Job once that Job's old pods are gone, while the other Jobs' old pods still terminate
+    # under the same pod-group label: the fix is BlockingRecreate (failurePolicy is immutable: at creation).
+    async with operator_cluster(aiohttp_server, jobset_operator.install) as cluster:
+        await cluster.create(jobset(failurePolicy={"maxRestarts": 3}))
+        warnings = [w for kind, _, w in cluster.fake.admission.warnings if kind == "JobSet"]
+        assert any("restartStrategy: BlockingRecreate" in w and "still terminating" in w for w in warnings)
+        assert len(cluster.pods()) == 8
+    async with operator_cluster(aiohttp_server, jobset_operator.install) as cluster:
+        await cluster.create(jobset(failurePolicy={"maxRestarts": 3, "restartStrategy": "BlockingRecreate"}))
+        assert not any("BlockingRecreate" in w for _, _, w in cluster.fake.admission.warnings)
