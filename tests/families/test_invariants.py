@@ -252,3 +252,71 @@ def test_mutate_and_validate_answer_200_with_the_uid_and_a_dry_run_writes_nothin
     runner.run(both())
     if dry_run:
         assert fake.resource_version == before, f"a dryRun {req.operation} of a {kind[1]} wrote to the API"
+
+
+# ------------------------------------------------------------------------------------- objects operators make
+
+
+def _operator_scenarios() -> dict[str, Any]:
+    from admit.testing.operators import jobset as jobset_operator
+    from admit.testing.operators import lws as lws_operator
+    from admit.testing.operators import trainer as trainer_operator
+    from tests.operators.test_jobset import MULTISLICE, jobset
+    from tests.operators.test_lws import leaderworkerset
+    from tests.operators.test_trainer import TORCH, trainjob
+
+    def trainer(fake):
+        jobset_operator.install(fake)
+        return trainer_operator.install(fake)
+
+    return {
+        "lws-v0.10": (lambda fake: lws_operator.install(fake), [leaderworkerset("auto")]),
+        "lws-v0.9": (lambda fake: lws_operator.install(fake, version="0.9"), [leaderworkerset("4")]),
+        "jobset-multislice": (jobset_operator.install, [jobset("auto", annotations=MULTISLICE)]),
+        "trainer-torch": (trainer, [TORCH, trainjob("torch-distributed")]),
+    }
+
+
+@pytest.mark.parametrize("scenario", ["lws-v0.10", "lws-v0.9", "jobset-multislice", "trainer-torch"])
+async def test_every_object_an_operator_makes_keeps_its_fields_gets_only_admits_and_mutates_idempotently(
+        aiohttp_server, scenario):
+    """The registry's invariants on the objects the operator emulations make (admit/testing/operators) as
+    kube-apiserver sends them to admit: the LWS StatefulSets and pods, the JobSet's pods, Trainer's JobSet and its
+    pods. Each request admit's webhooks got is checked as the generated ones above: nothing the operator or
+    another webhook wrote is lost, only admit's fields are written, a second /mutate is empty; and every
+    operator-made object is allowed."""
+    from admit.webhook.validate import validate
+    from tests.operators.conftest import operator_cluster
+
+    install, objects = _operator_scenarios()[scenario]
+    config = Config()
+    async with operator_cluster(aiohttp_server, install) as cluster:
+        *stored, user_object = objects
+        for obj in stored:
+            cluster.fake.put(obj)
+        await cluster.create(copy.deepcopy(user_object))
+        for pod in cluster.pods():  # the leaders bound, so that every follower and worker is made
+            if not pod["spec"].get("nodeName"):
+                pod["spec"]["nodeName"] = "node-a"
+                cluster.fake.put(pod)
+        await cluster.fake.settle()
+        seen = set()
+        for hook, request, _ in cluster.fake.admission.calls:
+            if hook not in ("workloads.mutate.admit.dev", "pods.mutate.admit.dev") or \
+                    request["userInfo"]["username"] == "kubernetes-admin":
+                continue
+            obj = request["object"]
+            req = _request(obj, request["operation"], request.get("oldObject"), request["uid"])
+            decision = mutate(req, config)
+            after = _apply(obj, decision.patch)
+            where = f"{scenario}: {obj['kind']} {obj['metadata'].get('name')}"
+            assert not lost_fields(obj, after, config), (where, lost_fields(obj, after, config))
+            assert not foreign_writes(decision.patch, obj, after, config), where
+            assert mutate(_request(after, req.operation, req.old_object, req.uid), config).patch == [], where
+            verdict = validate(_request(after, req.operation, req.old_object, req.uid), config)
+            assert verdict.decision.allowed, (where, verdict.decision.message)
+            seen.add(obj["kind"])
+        # LWS v0.10's StatefulSets carry the LWS's annotations, so they reach admit (v0.9's do not match the chart's
+        # matchConditions); Trainer's JobSet carries the TrainJob's gang annotations
+        expected = {"lws-v0.10": {"Pod", "StatefulSet"}, "trainer-torch": {"Pod", "JobSet"}}.get(scenario, {"Pod"})
+        assert seen == expected, seen
