@@ -32,8 +32,8 @@ What the JobSet controller makes from a JobSet, every write through the fake's a
 
 Webhook configurations ``jobset-mutating-webhook-configuration`` / ``jobset-validating-webhook-configuration``
 (kustomize ``namePrefix: jobset-``), ``failurePolicy: Fail``, no reinvocation. Not emulated: the headless Service,
-success and failure policies (:meth:`JobSetOperator.restart` does what ``failurePolicyRecreateAll`` does, for tests),
-coordinator labels, volume claim policies, elastic JobSets, ``managedBy`` other controllers, the status.
+success and failure policies (no restarts: ``failurePolicyRecreateAll``), coordinator labels, volume claim
+policies, elastic JobSets, ``managedBy`` other controllers, the status.
 """
 
 from __future__ import annotations
