@@ -4,7 +4,6 @@ the pods, LWS's pod webhook adds the group index, and admit's pod webhook is rei
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
