@@ -122,12 +122,12 @@ class TrainerOperator(Controller):
         meta = trainjob["metadata"]
         if self.api.get(api_version, "podgroups", meta["namespace"], meta["name"]) is not None:
             return
-        members, total = 0, {}
+        members, total = 0, {}  # type: tuple[int, dict[str, Any]]
         for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
             count = _pod_count(rj)
             members += count
-            spec = ((((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
-            total = add_resources(total, scale_resources(pod_requests(spec), count))
+            pod_spec = ((((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
+            total = add_resources(total, scale_resources(pod_requests(pod_spec), count))
         spec: JSON = {"minMember": members}
         if total:
             spec["minResources"] = format_resources(total)
