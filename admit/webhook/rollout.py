@@ -18,8 +18,15 @@ How many new pods a rollout makes before any of them is available (the rule refu
   ``Recreate`` deletes every old pod first and then creates all new ones at once: never affected.
 - StatefulSet, ``updateStrategy.type: RollingUpdate`` (the default): ``rollingUpdate.maxUnavailable`` pods at a
   time (default 1; a percentage rounds down, at least 1, as ``getStatefulSetMaxUnavailable`` in
-  ``pkg/controller/statefulset/stateful_set_control.go``); ``OnDelete`` leaves
-  the pace to the user: never refused.
+  ``pkg/controller/statefulset/stateful_set_control.go``); ``OnDelete`` leaves the pace to the user: never refused.
+  ``Recreate`` (alpha in Kubernetes 1.37 behind the gate ``StatefulSetRecreateStrategy`` on kube-apiserver and
+  kube-controller-manager, kubernetes#137187; beta planned for 1.38) deletes every pod, waits until all are gone,
+  then creates the new ones as ``podManagementPolicy`` says (KEP-3541, "Recreate Update Logic"); a gang of more than
+  one is always ``Parallel`` (``families/apps.py``), so all start together: never affected, like a Deployment's
+  Recreate. With the gate off kube-apiserver refuses the type ("must be 'RollingUpdate' or 'OnDelete'", the
+  registry's validation test), so admit never sees it; with the gate on kube-apiserver but not on
+  kube-controller-manager, the controller falls back to a rolling update (KEP-3541, "Version Skew Strategy"), which
+  admit cannot see. The controller's own code is not in the stored sources: unconfirmed until a 1.37 plane runs it.
 
 Only UPDATEs whose old object runs pods (``spec.replicas`` > 0) in another group (no pod-group label, or another
 value; with the ``workload-api`` backend, no ``spec.schedulingGroup`` naming the group: kube-scheduler's
@@ -74,7 +81,7 @@ def _at_once(obj: dict[str, Any], kind: str, replicas: int) -> tuple[int, str] |
         return surge + unavailable, f"maxSurge {surge} + maxUnavailable {unavailable}"
     if kind == "StatefulSet":
         strategy = get_path(obj, ("spec", "updateStrategy")) or {}
-        if (strategy.get("type") if isinstance(strategy, dict) else None) == "OnDelete":
+        if (strategy.get("type") if isinstance(strategy, dict) else None) in ("OnDelete", "Recreate"):
             return None
         rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) else None
         rolling = rolling if isinstance(rolling, dict) else {}
@@ -110,8 +117,10 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
                  f"spec.strategy.rollingUpdate.maxSurge to at least {plan.min_member} (e.g. 100%), or scale it to 0 "
                  f"before this change and back to {replicas} after")
     else:
-        fixes = (f"scale it to 0 before this change and back to {replicas} after, or set "
-                 "spec.updateStrategy.type: OnDelete and delete the old pods together")
+        fixes = ("set spec.updateStrategy.type: Recreate (Kubernetes 1.37 and later, feature gate "
+                 "StatefulSetRecreateStrategy: the old pods go first, then all new ones start together), or scale it "
+                 f"to 0 before this change and back to {replicas} after, or set spec.updateStrategy.type: OnDelete "
+                 "and delete the old pods together")
     return (
         f"{plan.ref} runs {old_replicas} pod{'s' if old_replicas != 1 else ''} outside gang {plan.group_name}; this "
         f"update moves them into it (minMember {plan.min_member}) by a rolling update, which makes at most {at_once} "

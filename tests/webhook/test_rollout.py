@@ -101,3 +101,29 @@ def test_a_statefulset_rolling_update_into_a_gang_is_refused_and_on_delete_is_al
 ])
 def test_int_or_percent_values_resolve_as_kubernetes_rounds_them(value, total, up, want):
     assert resolve_int_or_percent(value, total, up, 7) == want
+
+
+def parallel_statefulset(strategy: dict) -> dict:
+    """A running StatefulSet as kube-apiserver 1.37 stores it with the StatefulSetRecreateStrategy gate on (KEP-3541:
+    ``Recreate`` carries no ``rollingUpdate``), not yet in a gang."""
+    sts = example("etcd-statefulset.yaml")
+    sts["metadata"]["annotations"] = {}
+    sts["spec"]["updateStrategy"] = strategy
+    return sts
+
+
+def test_annotating_a_running_statefulset_with_the_recreate_update_strategy_is_allowed_like_a_deployment_recreate():
+    # Kubernetes 1.37 (alpha, kubernetes#137187): Recreate deletes every old pod, then creates all new ones, so the
+    # gang forms at once; before, admit read it as a rolling update of one pod at a time and refused it.
+    v = verdict(*annotate(parallel_statefulset({"type": "Recreate"}), min_member="3"))
+    assert v.decision.allowed and v.ensure is not None and v.ensure.min_member == 3
+
+
+def test_a_statefulset_rolling_update_into_a_gang_offers_the_recreate_update_strategy_in_its_fix():
+    v = verdict(*annotate(parallel_statefulset({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+                          min_member="3"))
+    assert not v.decision.allowed
+    msg = v.decision.message
+    assert "set spec.updateStrategy.type: Recreate (Kubernetes 1.37 and later, feature gate " \
+           "StatefulSetRecreateStrategy" in msg
+    assert "spec.updateStrategy.type: OnDelete" in msg and "scale it to 0" in msg
