@@ -22,7 +22,11 @@ validated only (``mutate`` and ``create_pod_group`` off, with a warning):
   refuses ``spec.scheduling`` together with a template ``schedulingGroup``) or with the annotation
   ``scheduling.k8s.io/group-template-name`` (its PodGroup comes from a parent's Workload);
 - a Deployment or StatefulSet with ``spec.scheduling`` (KEP-6276/KEP-6277, alpha targeted for 1.38; UNVERIFIED: not
-  in the stored kubernetes sources yet): its controller makes one PodGroup per ReplicaSet / per StatefulSet.
+  in the stored kubernetes sources yet): its controller makes one PodGroup per ReplicaSet / per StatefulSet;
+- a JobSet or LeaderWorkerSet with ``spec.scheduling`` (alpha with Kubernetes 1.37's building blocks: JobSet
+  ``keps/969-WAS-integration``, gate ``JobSetWorkloadAwareSchedulingAPI``, "when set (even to {}), the controller
+  compiles a Workload"; LWS ``keps/666-gang-scheduling-in-lws``, gate ``WorkloadAwareScheduling``): its operator
+  makes the Workload and PodGroups (one per LWS group). The field name is the KEPs'; their Go types are unconfirmed.
 
 One gang mechanism per workload (:func:`native_handover`, called by ``mutate.plan_patch``): when a workload is
 deferred because it became a native gang of its controller (``spec.scheduling``, possibly set by another mutating
@@ -140,7 +144,14 @@ def _is_spark(plan: GangPlan, obj: dict[str, Any]) -> bool:
 
 _CONTROLLER_GANGS = {("batch", "Job"): "the Job controller (WorkloadWithJob) makes its Workload and PodGroup",
                      ("apps", "Deployment"): "the Deployment controller makes a Workload and one PodGroup per ReplicaSet",
-                     ("apps", "StatefulSet"): "the StatefulSet controller makes its Workload and PodGroup"}
+                     ("apps", "StatefulSet"): "the StatefulSet controller makes its Workload and PodGroup",
+                     # kubernetes-sigs/jobset keps/969-WAS-integration (JobSetSpec.scheduling, gate
+                     # JobSetWorkloadAwareSchedulingAPI) and kubernetes-sigs/lws keps/666-gang-scheduling-in-lws
+                     # (LeaderWorkerSetSpec.scheduling, gate WorkloadAwareScheduling): alpha with Kubernetes 1.37's
+                     # building blocks; the field name is the KEPs', the Go types in api/ are unconfirmed here
+                     ("jobset.x-k8s.io", "JobSet"): "the JobSet controller makes its Workload and PodGroups",
+                     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): "the LeaderWorkerSet controller makes its "
+                                                                      "Workload and one PodGroup per group"}
 
 
 def deferring_reason(obj: dict[str, Any], plan: GangPlan) -> str | None:
@@ -241,6 +252,11 @@ def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config) -> tupl
         if workload_api.template_group(obj, target) == plan.group_name:
             ops.append({"op": "remove", "path": pointer(target.scheduler[:-1] + ("schedulingGroup",))})
             removed.add("spec.schedulingGroup")
+        if target.annotations is not None:  # admit's own template annotations (an LWS's group-spec)
+            for key in sorted(plan.template_annotations):
+                if get_path(obj, target.annotations + (key,)) is not None:
+                    ops.append({"op": "remove", "path": pointer(target.annotations + (key,))})
+                    removed.add(f"the {key} annotation")
     ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
     what = f" and took {', '.join(sorted(removed))} off its pod templates" if removed else ""
     return ops, [f"{plan.ref} became its controller's native gang (spec.scheduling, set by you or another webhook "

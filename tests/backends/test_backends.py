@@ -357,3 +357,41 @@ def test_a_spark_executor_is_not_labelled_for_coscheduling_when_admit_runs_witho
     assert joined.mutate and joined.group_name == "spark-pi"
     assert not blocked.mutate and not blocked.create_pod_group
     assert any("--extra-gang-backend coscheduling" in w for w in blocked.warnings)
+
+
+OPERATOR_GANGS = pytest.mark.parametrize("name,controller", [
+    ("jobset-pytorch.yaml", "the JobSet controller makes its Workload and PodGroups"),
+    ("leaderworkerset-vllm.yaml", "the LeaderWorkerSet controller makes its Workload and one PodGroup per group"),
+], ids=["JobSet", "LeaderWorkerSet"])
+
+
+@BACKENDS
+@OPERATOR_GANGS
+def test_a_jobset_or_leaderworkerset_with_its_own_native_gang_is_left_to_its_operator_but_still_checked(
+        config, name, controller):
+    # JobSet keps/969-WAS-integration and LWS keps/666-gang-scheduling-in-lws (alpha with Kubernetes 1.37): when
+    # spec.scheduling is set (even to {}), the operator compiles a Workload and PodGroups itself. admit labelled the
+    # templates, rewrote schedulerName and made a second gang beside it; now one mechanism remains.
+    obj = example(name)
+    obj["spec"]["scheduling"] = {}
+    decision = mutate(req(obj), config)
+    assert decision.patch == []
+    assert any(f"sets spec.scheduling: {controller}; admit only checks its size" in w for w in decision.warnings)
+    verdict = validate(req(obj), config)
+    assert verdict.decision.allowed and verdict.ensure is None
+    assert verdict.decision.pod_groups == []
+
+
+@OPERATOR_GANGS
+def test_a_leaderworkerset_or_jobset_given_spec_scheduling_after_admit_mutated_it_loses_admit_s_marks(name, controller):
+    # Another mutating webhook sets spec.scheduling after admit's ran: kube-apiserver calls admit again
+    # (reinvocationPolicy: IfNeeded), and admit takes its own marks off, the LWS group-spec annotation included.
+    once, _ = mutated(example(name), COS)
+    once["spec"]["scheduling"] = {}
+    again, decision = mutated(once, COS)
+    assert "became its controller's native gang" in " ".join(decision.warnings)
+    text = str(again["spec"])
+    assert "gang.admit.dev/group-spec" not in text and LABEL not in text
+    assert "scheduler-plugins-scheduler" not in text
+    assert "gang.admit.dev/managed" not in (again["metadata"].get("labels") or {})
+    assert mutate(req(again), COS).patch == []
