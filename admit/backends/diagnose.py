@@ -41,6 +41,8 @@ Native gangs (Kubernetes' Workload API, scheduling.k8s.io; pods with ``spec.sche
 (kubernetes#141900): these rows say why in their place. The GROUP column shows ``podgroup.scheduling.k8s.io/<name>``
 apart from the Coscheduling PodGroups.
 
+- No row: a ``basic`` PodGroup (the Job controller's own for every Job with ``WorkloadWithJob``, 1.37), and one whose
+  pods all carry the Coscheduling label (:func:`not_a_gang`); a note says how many were left out.
 - ``WorkloadAPINotServed``: a workload asks for the workload-api backend but the API server serves no version admit
   speaks (the feature gates and runtime-config are named).
 - ``PodGroupMissing``: pods name a PodGroup that does not exist: they wait at PreEnqueue for ever, silently.
@@ -72,7 +74,7 @@ from ..gang.plan import get_path
 from .common import owner_annotation
 from ..gang.quantity import QuantityError, format_quantity, parse_quantity
 
-__all__ = ["GangStatus", "diagnose", "diagnose_native", "format_table", "to_json", "classify_message",
+__all__ = ["GangStatus", "diagnose", "diagnose_native", "not_a_gang", "format_table", "to_json", "classify_message",
            "KNOWN_ANNOTATIONS", "NATIVE_GROUP_PREFIX"]
 
 JSON = dict[str, Any]
@@ -545,10 +547,35 @@ def _distinct(pods: list[JSON], key: str, default: Any = "") -> list[str]:
                    for p in pods})
 
 
+def not_a_gang(pg: JSON, pods: list[JSON], config: Config, siblings: list[JSON] = ()) -> str | None:  # type: ignore[assignment]
+    """Why a scheduling.k8s.io PodGroup is no gang for ``admit status`` to show, or None when it is one.
+
+    - ``"basic"``: its ``spec.schedulingPolicy`` is ``basic`` (pods scheduled one by one). With ``WorkloadWithJob``
+      (alpha in 1.37, KEP-5547) the Job controller makes one for every Job that names no ``schedulingGroup``
+      (``shouldManageWorkloadForJob`` and ``buildWorkloadItem`` in kubernetes ``pkg/controller/job/
+      job_scheduling_manager.go``: "every eligible Job gets a Workload/PodGroup, defaulting to Basic"), Jobs
+      ganged by admit's Coscheduling backend included;
+    - ``"coscheduling"``: every pod naming it (``pods``), or when none does, every pod of the Job that controls it
+      (``siblings``: pods whose controller ownerReference has the uid of the PodGroup's), also carries the
+      Coscheduling pod-group label: the Job controller's own gang (1.36 ``isGangSchedulingEligible``: an Indexed Job
+      with ``completions == parallelism > 1``) of a Job whose pods go to the Coscheduling scheduler, which never
+      reads this PodGroup; the Coscheduling row is that gang's.
+    """
+    if isinstance(get_path(pg, ("spec", "schedulingPolicy", "basic")), dict):
+        return "basic"
+    members = pods or siblings
+    if members and all(config.pod_group_label in (_meta(p).get("labels") or {}) for p in members):
+        return "coscheduling"
+    return None
+
+
 def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JSON] = (),  # type: ignore[assignment]
                     workloads: list[JSON] = (), served: str | None = "",  # type: ignore[assignment]
-                    config: Config = Config(), now: _dt.datetime | None = None) -> list[GangStatus]:
+                    config: Config = Config(), now: _dt.datetime | None = None,
+                    notes: list[str] | None = None) -> list[GangStatus]:
     """One :class:`GangStatus` per native gang (module docstring, "Native gangs"), sorted by namespace and group.
+    PodGroups that are no gang (:func:`not_a_gang`) and the pods naming them get no row; ``notes`` (when given)
+    gets one line saying how many were left out and why.
 
     Args:
         pod_groups: scheduling.k8s.io PodGroups as listed (``spec.schedulingPolicy.gang.minCount``,
@@ -592,8 +619,31 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
             continue
         if group is not None:
             owners[(ns, group)] = wl
+    by_owner: dict[str, list[JSON]] = {}
+    for pod in pods:
+        ref = controller_ref(pod)
+        if ref is not None and ref.get("kind") == "Job" and _live(pod):
+            by_owner.setdefault(str(ref.get("uid")), []).append(pod)
+    left_out = {"basic": 0, "coscheduling": 0}
     for key in sorted(set(pgs) | set(members) | set(owners)):
-        rows.append(_native_row(key, pgs.get(key), members.get(key, []), owners.get(key), events, now))
+        pg = pgs.get(key)
+        job = controller_ref(pg) if pg is not None else None
+        siblings = by_owner.get(str(job.get("uid")), []) if job is not None and job.get("kind") == "Job" else []
+        why = not_a_gang(pg, members.get(key, []), config, siblings) if pg is not None else None
+        if why is not None and key not in owners:
+            left_out[why] += 1
+            continue
+        rows.append(_native_row(key, pg, members.get(key, []), owners.get(key), events, now))
+    if notes is not None and any(left_out.values()):
+        said = []
+        if left_out["basic"]:
+            said.append(f"{left_out['basic']} Basic PodGroup(s) (scheduling.k8s.io, schedulingPolicy basic: no gang; "
+                        "with WorkloadWithJob the Job controller makes one per Job)")
+        if left_out["coscheduling"]:
+            said.append(f"{left_out['coscheduling']} PodGroup(s) whose pods all go to the Coscheduling gang of their "
+                        f"{config.pod_group_label} label (the Job controller's own gang of such a Job; shown as "
+                        "that Coscheduling gang)")
+        notes.append("left out: " + "; ".join(said))
     rows.sort(key=lambda r: (r.namespace, r.group, r.workload))
     return rows
 

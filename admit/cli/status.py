@@ -106,7 +106,7 @@ async def collect_native(api: KubeRaw, config: Config, namespace: str | None, po
     pod_groups = await _list(api, Resource(WORKLOAD_API_GROUP, served, "podgroups", "PodGroup"), namespace,
                              notes) if served else []
     return {"pod_groups": pod_groups or [], "pods": pods, "events": events, "workloads": workloads,
-            "served": served, "config": config}
+            "served": served, "config": config, "notes": notes}
 
 
 async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys.stdout,

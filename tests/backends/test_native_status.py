@@ -10,12 +10,14 @@ import sys
 import uuid
 
 import pytest
+from kubernetes_asyncio import client as k8s
 
 from admit.config import Config
 from admit.backends.diagnose import diagnose, diagnose_native, format_table
 from admit.testing.fake_kube import FakeKubeAPI
-from tests.helpers import ROOT
+from tests.helpers import ROOT, eventually, example
 from tests.backends.test_status import NOW, deployment, ts
+from tests.webhook_stack import fake_cluster
 
 NATIVE = Config(gang_backend="workload-api", workload_api_version="v1beta1")
 GROUP = "podgroup.scheduling.k8s.io/trainer"
@@ -175,3 +177,45 @@ async def test_the_status_command_shows_a_waiting_native_gang_with_its_reason_ag
     assert row["reason"] == "NotEnoughPods" and row["minMember"] == 4
     assert row["pods"] == {"total": 2, "scheduled": 0, "pending": 2}
     assert "PreEnqueue" in row["message"]
+
+
+# ------------------------------------------------------------------------------ the Job controller's own PodGroups
+
+
+def plain_job(name="report"):
+    """A Job nobody gangs: one pod (the kind every cluster runs by the hundred)."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "report", "image": "busybox:1.36", "command": ["true"]}]}}}}
+
+
+async def status_json(fake):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "admit.cli", "status", "--api-server", fake.url, "-A", "-o", "json", cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return json.loads(out), err.decode()
+
+
+@pytest.mark.parametrize("version,left_out", [
+    ("v1beta1", "left out: 2 Basic PodGroup(s)"),  # 1.37: a Basic Workload and PodGroup for every Job
+    ("v1alpha2", "left out: 1 PodGroup(s) whose pods all go to the Coscheduling gang"),  # 1.36: Indexed gang Jobs
+])
+async def test_the_job_controllers_own_pod_groups_of_every_job_are_no_native_gang_rows_in_status(
+        aiohttp_server, version, left_out):
+    # WorkloadWithJob (KEP-5547; pkg/controller/job/job_scheduling_manager.go): the Job controller makes a Workload
+    # and PodGroup for every Job (1.37: Basic unless spec.scheduling says gang; 1.36: a gang for an Indexed Job with
+    # completions == parallelism), Jobs ganged by admit's Coscheduling backend included. admit status listed each as a
+    # native gang with no filter: a duplicate row for the Coscheduling gang and a "gang" for every plain Job.
+    async with fake_cluster(aiohttp_server, Config(), job_controller=True, workload_with_job=True,
+                            workload_api=version) as (fake, user):
+        batch = k8s.BatchV1Api(user)
+        await batch.create_namespaced_job("ml", example("training-job.yaml"))
+        await batch.create_namespaced_job("ml", plain_job())
+        await eventually(lambda: len(fake.objects("pods", "ml")) == 5)
+        made = fake.objects("podgroups", "ml", api_version=f"scheduling.k8s.io/{version}")
+        assert len(made) == (2 if version == "v1beta1" else 1)  # the emulation did make them
+        rows, err = await status_json(fake)
+    assert [r["group"] for r in rows] == ["allreduce"], rows  # the Coscheduling gang, once
+    assert left_out in err

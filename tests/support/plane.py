@@ -111,6 +111,13 @@ ALL_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-sched
 NATIVE_GANG_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
 NATIVE_GANG_RUNTIME_CONFIG = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
 SCHEDULER_NAME = "scheduler-plugins-scheduler"
+
+
+def feature_gates_flag(native_gang: bool, extra: dict[str, bool]) -> str:
+    """One ``--feature-gates=`` flag: the native gang gates (when ``native_gang``) and ``extra``."""
+    gates = {"GenericWorkload": True, "GangScheduling": True} if native_gang else {}
+    gates.update(extra)
+    return "--feature-gates=" + ",".join(f"{k}={str(v).lower()}" for k, v in gates.items())
 JSON = dict[str, Any]
 #: Where the README tells a contributor how to get the binaries (named in every "no binaries" message).
 HOW_TO_GET = "docs/testing.md, 'The real control-plane tier'"
@@ -406,6 +413,10 @@ class ControlPlane:
             existed) stays unschedulable until kube-scheduler's 5-minute flush (docs/operations.md, "Why are my pods
             Pending?"), so the shared test plane keeps the default.
         kubelet: run the :class:`Kubelet` thread.
+        feature_gates: more ``--feature-gates`` for kube-apiserver, kube-controller-manager and kube-scheduler
+            (``{"WorkloadWithJob": True}``), merged into one flag with :data:`NATIVE_GANG_GATES`. A gate the binaries
+            do not know stops the component ("unrecognized feature gate"): :meth:`start` raises ``PlaneError`` with
+            that log line.
         native_gang: also run Kubernetes' native gang scheduling: :data:`NATIVE_GANG_GATES` on
             kube-apiserver and kube-controller-manager, :data:`NATIVE_GANG_RUNTIME_CONFIG` on kube-apiserver, and the
             stock ``kube-scheduler`` (profile ``default-scheduler``, user ``system:kube-scheduler``) with the gates.
@@ -418,8 +429,10 @@ class ControlPlane:
 
     def __init__(self, binaries: dict[str, Path] | Path | None = None, workdir: Path | None = None, *,
                  permit_waiting_seconds: int = 3, pod_group_backoff_seconds: int = 0, kubelet: bool = True,
-                 keep: bool = False, native_gang: bool = False, components: Iterable[str] | None = None) -> None:
+                 keep: bool = False, native_gang: bool = False, components: Iterable[str] | None = None,
+                 feature_gates: dict[str, bool] | None = None) -> None:
         self.native_gang = native_gang
+        self.feature_gates = dict(feature_gates or {})
         wanted = tuple(components) if components is not None else TIERS["native" if native_gang else "coscheduling"]
         self.components = tuple(dict.fromkeys(TIERS["apiserver"] + wanted + (NATIVE_GANG if native_gang else ())))
         if isinstance(binaries, Path):
@@ -475,7 +488,8 @@ class ControlPlane:
     def _start(self, timeout: float) -> None:
         binaries = self.binaries or find_binaries(self.components)
         has = set(self.components)
-        gates = [NATIVE_GANG_GATES] if self.native_gang else []
+        gates = [feature_gates_flag(self.native_gang, self.feature_gates)] if (
+            self.native_gang or self.feature_gates) else []
         self.binaries = binaries
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="admit-plane-"))

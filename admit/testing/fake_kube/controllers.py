@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import json
 import math
 from typing import TYPE_CHECKING, Any
@@ -364,6 +365,7 @@ class JobController(Controller):
             return
         uid = job["metadata"]["uid"]
         owned = [p for p in self._owned("v1", "pods", ns, uid) if not p["metadata"].get("deletionTimestamp")]
+        group = self._scheduling_objects(job, has_pods=bool(self._owned("v1", "pods", ns, uid)))
         parallelism = spec.get("parallelism", 1)
         completions = spec.get("completions")
         wanted = parallelism if completions is None else min(parallelism, completions)
@@ -375,7 +377,8 @@ class JobController(Controller):
             if indexed and index is None:
                 break
             try:
-                await api.admitted_create(pods, ns, self._pod(job, index), dry_run=False, user=JOB_CONTROLLER_USER)
+                await api.admitted_create(pods, ns, self._pod(job, index, group), dry_run=False,
+                                          user=JOB_CONTROLLER_USER)
             except ApiError as e:
                 message = f"Error creating: {e.message}"
                 self.errors.append((ns, name, message))
@@ -386,8 +389,82 @@ class JobController(Controller):
                          "source": {"component": "job-controller"}})
                 return
 
+    def _scheduling_objects(self, job: JSON, has_pods: bool) -> str | None:
+        """``WorkloadWithJob`` (``FakeKubeAPI(workload_with_job=True)`` with the Workload API served): the Job
+        controller's own Workload and PodGroup for ``job``; returns the PodGroup its pods name, or None.
+
+        Follows kubernetes ``pkg/controller/job/job_scheduling_manager.go``:
+
+        - 1.37 (served ``v1alpha3``/``v1beta1``/``v1``; ``shouldManageWorkloadForJob``, ``buildWorkloadItem``): every
+          Job whose template names no ``schedulingGroup`` (bring-your-own) and whose controller owner is none or a
+          CronJob gets them; the policy is ``spec.scheduling.schedulingPolicy`` (a gang without ``minCount`` gets
+          ``parallelism``, ``defaultMinCountForJob``), else **Basic**; template ``<job>-pgt-0``; the PodGroup has
+          ``spec.workloadRef`` and ownerReferences to the Job (controller) and the Workload;
+        - 1.36 (served ``v1alpha2``; ``isGangSchedulingEligible``): only ``parallelism`` > 1, Indexed,
+          ``completions == parallelism``, no template ``schedulingGroup``: a gang of ``minCount = parallelism``,
+          template ``<job>-worker-0``, ``spec.podGroupTemplateRef``;
+        - both create only for a Job with no pods yet (``isNewJob``), and find what they made by name afterwards.
+
+        Names are ``<job>-<hash>`` and ``<workload>-<template>-<hash>`` as ``computeWorkloadName`` /
+        ``computePodGroupName``, with a stand-in hash (not fnv32a of the uid). Not emulated: the delegated PodGroup of
+        a parent's Workload (``scheduling.k8s.io/group-template-name``), the managed-by annotation (its key,
+        ``batch.JobWorkloadManagedByAnnotation``, is not in the sources read), ``syncGangMinCount``. UNCONFIRMED:
+        that the pods the Job controller makes name the PodGroup in ``spec.schedulingGroup`` (the pod-creation code
+        was not read); the fake does so.
+        """
+        api = self.api
+        version = api.workload_with_job_version()
+        spec = job.get("spec") or {}
+        template_spec = (spec.get("template") or {}).get("spec") or {}
+        if version is None or template_spec.get("schedulingGroup") is not None:
+            return None
+        meta = job["metadata"]
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        if owner is not None and not (owner.get("apiVersion", "").startswith("batch/") and owner.get("kind") == "CronJob"):
+            return None
+        parallelism = spec.get("parallelism", 1)
+        if version == "v1alpha2":
+            if not (parallelism > 1 and spec.get("completionMode") == "Indexed"
+                    and spec.get("completions") == parallelism):
+                return None
+            template_name = f"{meta['name']}-worker-0"
+            policy: JSON = {"gang": {"minCount": parallelism}}
+        else:
+            template_name = f"{meta['name']}-pgt-0"
+            policy = copy.deepcopy(((spec.get("scheduling") or {}).get("schedulingPolicy")) or {"basic": {}})
+            if isinstance(policy.get("gang"), dict) and policy["gang"].get("minCount") is None:
+                policy["gang"]["minCount"] = max(1, parallelism)
+        stand_in = hashlib.sha256(meta["uid"].encode()).hexdigest()[:10]
+        workload_name = f"{meta['name'][:242]}-{stand_in}"
+        pg_name = f"{workload_name}-{template_name}-{hashlib.sha256((workload_name + template_name).encode()).hexdigest()[:10]}"
+        api_version = f"scheduling.k8s.io/{version}"
+        ns = meta.get("namespace")
+        job_ref = {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"],
+                   "controller": True, "blockOwnerDeletion": True}
+        workload = api.get(api_version, "workloads", ns, workload_name)
+        if workload is None:
+            if has_pods:
+                return None
+            workload = api.put({"apiVersion": api_version, "kind": "Workload",
+                                "metadata": {"name": workload_name, "namespace": ns, "ownerReferences": [job_ref]},
+                                "spec": {"controllerRef": {"apiGroup": "batch", "kind": "Job", "name": meta["name"]},
+                                         "podGroupTemplates": [{"name": template_name, "schedulingPolicy": policy}]}})
+        if api.get(api_version, "podgroups", ns, pg_name) is None:
+            if has_pods:
+                return None
+            ref: JSON = ({"podGroupTemplateRef": {"workload": {"workloadName": workload_name,
+                                                               "podGroupTemplateName": template_name}}}
+                         if version == "v1alpha2" else
+                         {"workloadRef": {"workloadName": workload_name, "templateName": template_name}})
+            api.put({"apiVersion": api_version, "kind": "PodGroup",
+                     "metadata": {"name": pg_name, "namespace": ns, "ownerReferences": [
+                         job_ref, {"apiVersion": api_version, "kind": "Workload", "name": workload_name,
+                                   "uid": workload["metadata"]["uid"]}]},
+                     "spec": {**ref, "schedulingPolicy": copy.deepcopy(policy)}})
+        return pg_name
+
     @staticmethod
-    def _pod(job: JSON, index: str | None) -> JSON:
+    def _pod(job: JSON, index: str | None, group: str | None = None) -> JSON:
         meta, spec = job["metadata"], job.get("spec") or {}
         template = copy.deepcopy(spec.get("template") or {})
         tmeta = template.get("metadata") or {}
@@ -407,6 +484,8 @@ class JobController(Controller):
             pod_spec.setdefault("hostname", f"{meta['name']}-{index}")
         if not pod_meta["annotations"]:
             del pod_meta["annotations"]
+        if group is not None:  # WorkloadWithJob (_scheduling_objects; unconfirmed)
+            pod_spec["schedulingGroup"] = {"podGroupName": group}
         return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
 
 

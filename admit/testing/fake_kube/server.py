@@ -70,19 +70,23 @@ class FakeKubeAPI:
             ``admission`` too. ``statefulsets`` is the :class:`~controllers.StatefulSetController`.
         workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``; see
             :func:`workload_api_resources`); ``None``: not served, like a cluster without ``GenericWorkload``.
+        workload_with_job: the ``WorkloadWithJob`` gate on kube-controller-manager: the emulated Job controller makes
+            its own Workload and PodGroup per Job in the served version (``JobController._scheduling_objects``).
     """
 
     def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
                  bookmark_interval: float | None = None, record_requests: bool = True,
                  admission: AdmissionChain | None = None,
                  deployment_controller: bool = False, workload_api: str | None = None,
-                 job_controller: bool = False, statefulset_controller: bool = False) -> None:
+                 job_controller: bool = False, statefulset_controller: bool = False,
+                 workload_with_job: bool = False) -> None:
         self.admission = admission
         #: Every controller syncing on this server's writes (:meth:`add_controller`), in the order registered.
         self.controllers: list[Controller] = []
         self.deployments = self.add_controller(DeploymentController(self)) if deployment_controller else None
         self.jobs = self.add_controller(JobController(self)) if job_controller else None
         self.statefulsets = self.add_controller(StatefulSetController(self)) if statefulset_controller else None
+        self.workload_with_job = workload_with_job
         self.gc_orphans_after = gc_orphans_after
         self.bookmark_interval = bookmark_interval
         self.record_requests = record_requests
@@ -217,6 +221,23 @@ class FakeKubeAPI:
         kube-apiserver does with ``GenericWorkload`` on and the version in ``--runtime-config``."""
         for rt in workload_api_resources(version):
             self._registry[rt.key] = rt
+
+    def stop_serving_workload_api(self, version: str) -> None:
+        """Stop serving ``scheduling.k8s.io/<version>`` (an upgrade that drops it, as 1.37 drops ``v1alpha2``:
+        kube-apiserver then answers 404 "the server could not find the requested resource" for its paths and
+        leaves it out of discovery). Its stored objects are dropped too (there is no conversion in the fake)."""
+        for rt in workload_api_resources(version):
+            self._registry.pop(rt.key, None)
+            self._data.pop(rt.key, None)
+
+    def workload_with_job_version(self) -> str | None:
+        """The served Workload API version the emulated Job controller writes with ``workload_with_job`` (the newest
+        served: ``v1``, ``v1beta1``, ``v1alpha3``, then ``v1alpha2``), or None (gate off, or nothing served)."""
+        if not self.workload_with_job:
+            return None
+        served = {rt.version for rt in self._registry.values() if rt.group == "scheduling.k8s.io"
+                  and rt.plural == "podgroups"}
+        return next((v for v in ("v1", "v1beta1", "v1alpha3", "v1alpha2") if v in served), None)
 
     @property
     def resources(self) -> list[ResourceType]:
