@@ -45,8 +45,9 @@ from kubernetes_asyncio import client
 
 from ..observability import metrics
 from ..webhook.admission import Admission
+from ..backends.coscheduling import crd_missing_message, other_pod_group_group
 from ..backends.workload_api.discovery import configure_backends
-from ..config import Config
+from ..config import COSCHEDULING, Config
 from ..webhook.connections import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
@@ -54,10 +55,10 @@ from ..webhook.connections import (
     ConnectionGuard,
     GuardedSite,
 )
-from ..kube.client import KubeAPI, load_api_client, resolve_proxy_once
+from ..kube.client import KubeAPI, KubeError, api_errors, load_api_client, resolve_proxy_once
 from ..webhook.app import create_app
 
-__all__ = ["serve", "api_client_for", "shut_down", "DEFAULT_DRAIN_SECONDS"]
+__all__ = ["serve", "api_client_for", "shut_down", "pod_group_api_problem", "DEFAULT_DRAIN_SECONDS"]
 
 DEFAULT_DRAIN_SECONDS = 10.0
 """Seconds requests in flight get to finish after SIGTERM (the chart's terminationGracePeriodSeconds is 30)."""
@@ -75,6 +76,39 @@ async def api_client_for(args: argparse.Namespace) -> client.ApiClient:
     resolve_proxy_once(api_client)
     metrics.instrument_api_client(api_client)
     return api_client
+
+
+async def pod_group_api_problem(api_client: client.ApiClient, config: Config, timeout: float = 10.0) -> str | None:
+    """Why the ``coscheduling`` backend cannot create PodGroups on this cluster, found once at start, or None.
+
+    API discovery (``GET /apis/<group>/<version>``, as kubectl does): when ``--pod-group-api``'s group does not
+    serve ``podgroups`` (404, or a list without it: the CRD is not installed), the other group is asked too, and the
+    answer is ``coscheduling.crd_missing_message`` (naming the CRD and the fixes, leading with the API-group setting
+    when only the other group is served). None also when the backend is off or discovery itself failed (logged at
+    INFO: admission then finds out on its first PodGroup create).
+    """
+    if COSCHEDULING not in config.allowed_backends:
+        return None
+    custom = client.CustomObjectsApi(api_client)
+
+    async def serves(group: str) -> bool:
+        try:
+            with api_errors(f"discover {group}/{config.pod_group_version}", timeout):
+                doc: Any = await custom.get_api_resources(group, config.pod_group_version, _request_timeout=timeout)
+        except KubeError as e:
+            if e.status == 404:
+                return False
+            raise
+        return any(r.name == config.pod_group_plural for r in doc.resources or [])
+
+    try:
+        if await serves(config.pod_group_group):
+            return None
+        other = await serves(other_pod_group_group(config))
+    except KubeError as e:
+        log.info("could not check that the API server serves PodGroups: %s", e.message)
+        return None
+    return crd_missing_message(config, other)
 
 
 def _tls_provider(args: argparse.Namespace, api_client: client.ApiClient) -> Any:
@@ -105,6 +139,10 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         api_client = await api_client_for(args)
         stack.push_async_callback(api_client.close)
         config = await configure_backends(api_client, config)  # the Workload API version, when that backend is on
+        crd_problem = await pod_group_api_problem(api_client, config)
+        if crd_problem:
+            log.warning("coscheduling backend: %s. Until then every gang it handles is refused (or, with --failure-mode "
+                        "allow, admitted without a PodGroup)", crd_problem)
         provider = _tls_provider(args, api_client)
         await provider.start()
         stack.push_async_callback(provider.stop)
@@ -127,7 +165,9 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
             if native is not None:
                 cache = native.view(cache)
             checks.append(controller.readiness)
-        app = create_app(Admission(config, KubeAPI(api_client, config), cache), checks)
+        admission = Admission(config, KubeAPI(api_client, config), cache)
+        admission.pod_group_api_problem = crd_problem
+        app = create_app(admission, checks)
         guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore
                                 config.read_timeout_seconds)
         app.middlewares.append(guard.middleware)

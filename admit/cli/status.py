@@ -13,7 +13,7 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
-from ..config import WORKLOAD_API, WORKLOAD_API_GROUP, Config
+from ..config import COSCHEDULING, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube.client import KubeError, load_api_client
 from ..backends.diagnose import diagnose, diagnose_native, format_table, to_json
 from ..kube.watchcache import KubeRaw, Resource
@@ -59,10 +59,32 @@ async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[
         *(_list(api, r, namespace, notes) for r in WORKLOAD_RESOURCES),
     )
     pod_groups, pods, events, nodes, *workloads = lists
+    if pod_groups is None and COSCHEDULING in config.allowed_backends:
+        problem = await _pod_group_crd_problem(api, config, pg_resource)
+        if problem:
+            notes.append(problem)
     return {
         "pod_groups": pod_groups or [], "pods": pods or [], "events": events or [], "nodes": nodes,
         "workloads": [w for items in workloads for w in items or []], "config": config,
     }, notes
+
+
+async def _pod_group_crd_problem(api: KubeRaw, config: Config, resource: Resource) -> str | None:
+    """When the PodGroup list was refused: ``coscheduling.crd_missing_message`` if the API server does not serve
+    the resource (404 on discovery of its group/version, or no ``podgroups`` there; the other API group asked too),
+    else None."""
+    from ..backends.coscheduling import crd_missing_message, other_pod_group_group
+
+    async def serves(group: str) -> bool | None:
+        try:
+            doc = await api.request("GET", f"/apis/{group}/{config.pod_group_version}")
+        except KubeError as e:
+            return False if e.status == 404 else None
+        return any(isinstance(r, dict) and r.get("name") == resource.plural for r in doc.get("resources") or [])
+
+    if await serves(config.pod_group_group) is not False:
+        return None
+    return "PodGroup CRD: " + crd_missing_message(config, bool(await serves(other_pod_group_group(config))))
 
 
 async def _served_workload_api(api: KubeRaw, notes: list[str]) -> str | None:

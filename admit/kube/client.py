@@ -26,7 +26,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from ..config import Config
 
-__all__ = ["Resource", "KubeError", "AlreadyExists", "Budget", "KubeAPI", "load_api_client", "api_errors", "resolve_proxy_once"]
+__all__ = ["Resource", "KubeError", "AlreadyExists", "resource_not_served", "Budget", "KubeAPI", "load_api_client", "api_errors", "resolve_proxy_once"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,15 @@ class KubeError(Exception):
 
 class AlreadyExists(KubeError):
     """409 AlreadyExists on create."""
+
+
+def resource_not_served(error: KubeError) -> bool:
+    """True for kube-apiserver's 404 of a resource it does not serve (a CRD not installed, an API version not
+    served): ``Status`` reason ``NotFound`` with the message "the server could not find the requested resource" (the
+    text apimachinery ``errors.NewGenericServerResponse`` gives a bare 404, as kube-apiserver answers a path no API
+    group serves; seen in the issue's 503 and answered alike by the fake), not the 404 of a named object or
+    namespace ('podgroups "x" not found', 'namespaces "x" not found')."""
+    return error.status == 404 and "could not find the requested resource" in error.message
 
 
 class Budget:

@@ -14,6 +14,10 @@ Rules (DESIGN.md, "Known traps"):
 - All API calls of one request share one budget (``Config.api_timeout_seconds``); when the API fails, the
   failure mode decides: ``deny`` refuses with the reason (code 503), ``allow`` admits with a warning. A request never
   hangs past the budget.
+- A PodGroup create answered 404 "the server could not find the requested resource" (``kube.resource_not_served``:
+  the PodGroup CRD is not installed, or only the other API group is served) is no passing API failure: the failure
+  mode still decides, but the message names the CRD and the fixes (``coscheduling.crd_missing_message``, or what
+  ``admit serve`` found at start, :attr:`Admission.pod_group_api_problem`) and says no "retry": retrying never helps.
 - A create refused because the namespace is being deleted (403 "... because it is being terminated",
   ``kube.namespace_terminating``) is not an API failure: nothing admit could create there would outlive the
   namespace, so the request is allowed with a warning, whatever the failure mode (a refusal would hold the object,
@@ -44,7 +48,8 @@ from ..observability import metrics
 from ..backends.workload_api.ensure import ensure_workload_api
 from ..config import WORKLOAD_API, Config
 from ..echo import clip
-from ..kube.client import KubeError, namespace_terminating
+from ..kube.client import KubeError, namespace_terminating, resource_not_served
+from ..backends.coscheduling import crd_missing_message
 from .mutate import mutate, plan_patch
 from ..gang.plan import get_path
 from ..backends.coscheduling.ensure import ensure_coscheduling
@@ -124,6 +129,9 @@ class Admission:
         self._missing = getattr(cache, "missing", None)
         self._pod_group = getattr(cache, "pod_group", None)
         self._workload = getattr(cache, "workload", None)
+        #: What ``admit serve`` found at start when the API server did not serve the PodGroup resource
+        #: (``cli.serve.pod_group_api_problem``), or None; the refusal of a gang then says it.
+        self.pod_group_api_problem: str | None = None
         # Spark driver pods read from the API: (namespace, name, uid) -> the driver's group or None (bounded, oldest
         # first out). One read per Spark application and replica, however many executors it creates.
         self._drivers: dict[tuple[str, str, str], str | None] = {}
@@ -214,6 +222,10 @@ class Admission:
                 verdict.decision.warnings.append(
                     f"namespace {plan.namespace} is being deleted: admit created no PodGroup for {plan.ref}")
                 return verdict.decision
+            if verdict is not None and verdict.ensure is not None and verdict.ensure.backend != WORKLOAD_API \
+                    and resource_not_served(e):
+                return self._api_failure(self.pod_group_api_problem or crd_missing_message(self.config),
+                                         verdict.decision, transient=False)
             return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
         except Exception as e:  # noqa: BLE001 - never a 500
             _log_bug("validate", req, e)
@@ -268,7 +280,9 @@ class Admission:
         return Decision.deny(f"admit could not check this object ({reason}); refused by failure mode 'deny'. "
                              "Please report it with the object", 500, decision.warnings)
 
-    def _api_failure(self, reason: str, decision: Decision) -> Decision:
+    def _api_failure(self, reason: str, decision: Decision, transient: bool = True) -> Decision:
+        """The answer when the API failed: the failure mode decides (``deny``: 503). ``transient`` False: the cause
+        does not pass by itself (a CRD not installed), so the answer does not say "retry"."""
         log.warning("failure mode %s: %s", self.config.failure_mode, reason)
         metrics.failure_mode_applied(self.config.failure_mode)
         if self.config.failure_mode == "allow":
@@ -276,7 +290,7 @@ class Admission:
             return decision
         return Decision.deny(
             f"admit could not finish its checks ({reason}); refused by failure mode 'deny' so that pods never wait on a "
-            "missing PodGroup. Retry in a moment",
+            + ("missing PodGroup. Retry in a moment" if transient else "PodGroup that cannot be created"),
             503,
             decision.warnings,
         )

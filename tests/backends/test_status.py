@@ -399,3 +399,16 @@ async def test_watch_prints_again_only_when_a_gang_changes():
         finally:
             proc.terminate()
             await proc.wait()
+
+
+async def test_status_without_the_pod_group_crd_says_which_crd_is_missing_and_the_fix():
+    async with FakeKubeAPI() as fake:
+        fake.unregister("scheduling.x-k8s.io/v1alpha1", "podgroups")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "admit.cli", "status", "--api-server", fake.url, "-A", cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await proc.communicate()
+    assert proc.returncode == 0
+    text = err.decode()
+    assert "note: PodGroup CRD: the PodGroup CRD podgroups.scheduling.x-k8s.io (scheduling.x-k8s.io/v1alpha1) is not " \
+           "installed" in text and "podGroupCRD.install=true" in text

@@ -362,3 +362,43 @@ async def test_the_walkthrough_deployments_are_stored_from_the_examples_folder_f
     async with FakeKubeAPI() as fake:
         assert store_walkthrough_workloads(fake, Config(), ROOT / "examples") == ["Deployment default/pause",
                                                                                    "Deployment default/web"]
+
+
+@pytest.mark.parametrize("served_group", [None, "scheduling.sigs.k8s.io"], ids=["no-crd", "old-group-only"])
+async def test_without_the_pod_group_crd_serve_says_so_at_start_and_refuses_every_gang_naming_the_crd_and_the_fix(
+        tmp_path, served_group):
+    # The first install: scheduler-plugins' CRD not installed (or an older scheduler-plugins serving only
+    # scheduling.sigs.k8s.io). Before, every gang got 503 "... 404 NotFound: the server could not find the
+    # requested resource ... Retry in a moment", which named neither the CRD nor the fix, and retrying never helps.
+    paths = write_development_certificates(tmp_path, service="admit", namespace="default")
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    async with FakeKubeAPI() as fake:
+        fake.unregister("scheduling.x-k8s.io/v1alpha1", "podgroups")
+        if served_group:
+            fake.register(served_group, "v1alpha1", "PodGroup", "podgroups")
+        proc, port = await start_serve(
+            "--cert-mode", "files", "--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file", str(paths["tls.key"]),
+            "--api-server", fake.url, "--no-controller",
+        )
+        url = f"https://127.0.0.1:{port}"
+        try:
+            await wait_ready(url, ctx, proc)
+            dep = example("pause-gang-deployment.yaml")
+            async with aiohttp.ClientSession() as session:
+                async with session.post(url + "/mutate", json=admission_review(dep), ssl=ctx) as resp:
+                    mutated = apply_answer(dep, await resp.json())
+                async with session.post(url + "/validate", json=admission_review(mutated), ssl=ctx) as resp:
+                    answer = (await resp.json())["response"]
+        finally:
+            log = await stop(proc)
+    assert answer["allowed"] is False and answer["status"]["code"] == 503
+    message = answer["status"]["message"]
+    assert "the PodGroup CRD podgroups.scheduling.x-k8s.io (scheduling.x-k8s.io/v1alpha1) is not installed" in message
+    assert "retry" not in message.lower()
+    start_line = next(line for line in log.splitlines() if "coscheduling backend: the PodGroup CRD" in line)
+    if served_group:
+        assert "but it serves PodGroups in scheduling.sigs.k8s.io" in message
+        assert "--pod-group-api scheduling.sigs.k8s.io (chart: config.podGroupAPI=scheduling.sigs.k8s.io" in message
+    else:
+        assert "podGroupCRD.install=true" in message and "scheduler-plugins' chart installs it" in message
+    assert "every gang it handles is refused" in start_line

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import Config
+from ...config import LEGACY_POD_GROUP_API_GROUP, POD_GROUP_API_GROUP, Config
 from ...config import KUBE_DEFAULT_SCHEDULER
 from ...gang.patch import pointer, set_keys_ops, set_op
 from ...gang.plan import GangPlan, PodTarget, get_path
@@ -19,7 +19,7 @@ from ..common import Ownership
 from .podgroup import desired_pod_group, ownership, spec_differs, spec_json_patch
 
 __all__ = ["desired_objects", "spec_differs", "update_ops", "ownership", "template_joined", "switch_back_ops",
-           "Ownership", "scheduler_ops", "plan_patch", "ungang_ops"]
+           "Ownership", "scheduler_ops", "plan_patch", "ungang_ops", "crd_missing_message", "other_pod_group_group"]
 
 
 def desired_objects(plan: GangPlan, config: Config) -> list[dict[str, Any]]:
@@ -140,3 +140,32 @@ def ungang_ops(obj: dict[str, Any], old_plan: GangPlan, config: Config) -> tuple
     if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:
         ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
     return ops, warnings
+
+
+def other_pod_group_group(config: Config) -> str:
+    """The PodGroup API group admit is not configured for: ``scheduling.sigs.k8s.io`` (scheduler-plugins before
+    v0.25.7) when it speaks ``scheduling.x-k8s.io``, and the other way round (``--pod-group-api``)."""
+    return LEGACY_POD_GROUP_API_GROUP if config.pod_group_group == POD_GROUP_API_GROUP else POD_GROUP_API_GROUP
+
+
+def crd_missing_message(config: Config, other_served: bool = False) -> str:
+    """One line for a cluster whose API server does not serve admit's PodGroup resource (``<group>/<version>
+    podgroups`` answers 404 "the server could not find the requested resource": the CRD is not installed), with
+    the fixes. No "retry": the answer stays the same until someone installs the CRD or changes the setting.
+
+    ``other_served``: the API server serves PodGroups in the other group (:func:`other_pod_group_group`): an older or
+    newer scheduler-plugins than ``--pod-group-api`` says; the message then leads with that setting.
+    """
+    crd = f"{config.pod_group_plural}.{config.pod_group_group}"
+    other = other_pod_group_group(config)
+    setting = (f"--pod-group-api {other} (chart: config.podGroupAPI={other}; its pods then carry label "
+               f"{'pod-group.scheduling.sigs.k8s.io' if other == LEGACY_POD_GROUP_API_GROUP else 'scheduling.x-k8s.io/pod-group'})")
+    head = (f"the PodGroup CRD {crd} ({config.pod_group_api_version}) is not installed: the API server does not serve "
+            f"{config.pod_group_group}/{config.pod_group_version} {config.pod_group_plural}")
+    if other_served:
+        return (f"{head}, but it serves PodGroups in {other}, the API group of your scheduler-plugins: start admit "
+                f"with {setting}")
+    return (f"{head}. Install it: scheduler-plugins' chart installs it, or admit's chart with "
+            f"podGroupCRD.install=true (a single-scheduler install), or kubectl apply -f the CRD of your "
+            f"scheduler-plugins release (manifests/crds/scheduling.x-k8s.io_podgroups.yaml); or, if your "
+            f"scheduler-plugins serves {other}, start admit with {setting}")

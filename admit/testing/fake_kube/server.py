@@ -222,6 +222,13 @@ class FakeKubeAPI:
         for rt in workload_api_resources(version):
             self._registry[rt.key] = rt
 
+    def unregister(self, api_version: str, plural: str) -> None:
+        """Stop serving a resource, as deleting its CRD does (kube-apiserver answers 404 "the server could not find
+        the requested resource" for its paths and drops it from discovery); its objects go with it."""
+        rt = self.resource_type(api_version, plural)
+        self._registry.pop(rt.key, None)
+        self._data.pop(rt.key, None)
+
     def stop_serving_workload_api(self, version: str) -> None:
         """Stop serving ``scheduling.k8s.io/<version>`` (an upgrade that drops it, as 1.37 drops ``v1alpha2``:
         kube-apiserver then answers 404 "the server could not find the requested resource" for its paths and
