@@ -52,6 +52,9 @@ apart from the Coscheduling PodGroups.
   ``preemptionPolicy``.
 - ``NotEnoughPods``: fewer pods name the PodGroup than its ``minCount``: PreEnqueue keeps all of them out of the
   queue ("waiting for minCount pods from a gang to appear in scheduling queue").
+- ``BelowMinCount``: the PodGroup's scheduled condition is True, but fewer than ``minCount`` of its pods have a node
+  now, with a replacement pending or pods gone (:func:`below_min_count`): the condition never goes back
+  (kubernetes#136334), so the gang looks healthy while it runs below its quorum.
 - ``Unschedulable`` (and the other words of :func:`classify_message`): the PodGroup's condition
   ``PodGroupInitiallyScheduled`` (v1beta1, 1.37) or ``PodGroupScheduled`` (v1alpha2, 1.36) is False with its reason
   and message, or the pods' own scheduler messages say why. ``Scheduled``: the condition is True (terminal in
@@ -74,7 +77,7 @@ from ..gang.plan import get_path
 from .common import owner_annotation
 from ..gang.quantity import QuantityError, format_quantity, parse_quantity
 
-__all__ = ["GangStatus", "diagnose", "diagnose_native", "not_a_gang", "format_table", "to_json", "classify_message",
+__all__ = ["GangStatus", "diagnose", "diagnose_native", "not_a_gang", "below_min_count", "format_table", "to_json", "classify_message",
            "KNOWN_ANNOTATIONS", "NATIVE_GROUP_PREFIX"]
 
 JSON = dict[str, Any]
@@ -547,6 +550,33 @@ def _distinct(pods: list[JSON], key: str, default: Any = "") -> list[str]:
                    for p in pods})
 
 
+def below_min_count(pg: JSON, pods: list[JSON]) -> tuple[int, int, int] | None:
+    """``(scheduled, pending, minCount)`` of a native gang that was scheduled and now runs below its ``minCount``, or
+    None.
+
+    ``pg``: a scheduling.k8s.io PodGroup; ``pods``: every pod naming it in ``spec.schedulingGroup`` (any phase).
+    kube-scheduler sets ``PodGroupInitiallyScheduled`` (``PodGroupScheduled`` in 1.36) True once ``minCount`` pods
+    were placed and never sets it back ("terminal by design", kubernetes#136334; the 1.37 docs: "The scheduler does
+    not update status information regarding the ongoing operational state of a PodGroup"), so a gang that lost pods
+    looks the same as a healthy one. It is below its quorum when, with the condition True, fewer than ``minCount``
+    live pods have a node and either a pod is pending (a replacement: it waits at PreEnqueue while fewer than
+    ``minCount`` pods exist, kubernetes#142330, or cannot be placed) or the pods with a node and the finished ones
+    together are fewer than ``minCount`` (a pod gone with no replacement yet). A gang whose pods finish one by one
+    (a Job completing) is not: its Succeeded pods count.
+    """
+    cond = _native_condition(pg)
+    min_count = _int(get_path(pg, ("spec", "schedulingPolicy", "gang", "minCount")))
+    if cond is None or cond.get("status") != "True" or min_count is None:
+        return None
+    live = [p for p in pods if _live(p)]
+    scheduled = sum(1 for p in live if _scheduled(p))
+    pending = len(live) - scheduled
+    succeeded = sum(1 for p in pods if get_path(p, ("status", "phase")) == "Succeeded")
+    if scheduled >= min_count or not (pending or (scheduled and scheduled + succeeded < min_count)):
+        return None
+    return scheduled, pending, min_count
+
+
 def not_a_gang(pg: JSON, pods: list[JSON], config: Config, siblings: list[JSON] = ()) -> str | None:  # type: ignore[assignment]
     """Why a scheduling.k8s.io PodGroup is no gang for ``admit status`` to show, or None when it is one.
 
@@ -593,10 +623,13 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
     now = now or _dt.datetime.now(_dt.timezone.utc)
     pgs = {(_meta(pg).get("namespace", ""), _meta(pg).get("name", "")): pg for pg in pod_groups}
     members: dict[tuple[str, str], list[JSON]] = {}
+    everyone: dict[tuple[str, str], list[JSON]] = {}  # any phase: below_min_count counts the finished ones
     for pod in pods:
-        group = _native_group(pod) if _live(pod) else None
+        group = _native_group(pod)
         if group:
-            members.setdefault((_meta(pod).get("namespace", ""), group), []).append(pod)
+            everyone.setdefault((_meta(pod).get("namespace", ""), group), []).append(pod)
+            if _live(pod):
+                members.setdefault((_meta(pod).get("namespace", ""), group), []).append(pod)
     owners: dict[tuple[str, str], JSON] = {}
     rows: list[GangStatus] = []
     for wl in workloads:
@@ -633,7 +666,8 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
         if why is not None and key not in owners:
             left_out[why] += 1
             continue
-        rows.append(_native_row(key, pg, members.get(key, []), owners.get(key), events, now))
+        rows.append(_native_row(key, pg, members.get(key, []), owners.get(key), events, now,
+                                everyone.get(key, [])))
     if notes is not None and any(left_out.values()):
         said = []
         if left_out["basic"]:
@@ -649,7 +683,7 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
 
 
 def _native_row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON | None,
-                events: list[JSON], now: _dt.datetime) -> GangStatus:
+                events: list[JSON], now: _dt.datetime, every_pod: list[JSON] = ()) -> GangStatus:  # type: ignore[assignment]
     ns, name = key
     pending = [p for p in pods if not _scheduled(p)]
     min_count = _int(get_path(pg, ("spec", "schedulingPolicy", "gang", "minCount"))) if pg else None
@@ -704,6 +738,15 @@ def _native_row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workloa
         said = str(cond.get("message") or cond.get("reason") or "")
         return status(str(cond.get("reason") or "Unschedulable"),
                       f"{cond.get('type')}=False: {said}" if said else f"{cond.get('type')}=False")
+    broken = below_min_count(pg, list(every_pod) or pods)
+    if broken is not None:
+        scheduled, waiting, _ = broken
+        _, said, _ = _last_word(pending, events, len(pods))
+        why = f" ({said})" if said else ""
+        return status("BelowMinCount", f"scheduled once, now {scheduled} pod(s) on nodes, minCount {min_count}"
+                                       + (f", {waiting} replacement(s) pending{why}" if waiting else "")
+                                       + f"; {cond.get('type')} stays True (kubernetes#136334). Free capacity, or "  # type: ignore[union-attr]
+                                         "restart the whole gang (delete its pods) so it is scheduled together")
     if min_count is not None and len(pods) < min_count and (pending or not pods):
         return status("NotEnoughPods", f"{len(pods)} pod(s) name the PodGroup, minCount is {min_count}: {silent} "
                                        f"until {min_count - len(pods)} more exist")

@@ -31,6 +31,7 @@ from ..gang.plan import get_path
 from ..kube.watchcache import Resource, WatchCache, object_key
 from .workqueue import WorkQueue
 from ..backends.workload_api.reconcile import KINDS, NativeAction, decide_native, object_owner
+from ..backends.diagnose import below_min_count
 
 __all__ = ["NativeClaim", "native_claim_of", "NativeGangController", "GangCacheView", "start_native_controller"]
 
@@ -96,6 +97,10 @@ class NativeGangController:
         self._unclaimed_since: dict[Key, float] = {}
         self._failures: dict[Key, int] = {}
         self._reported: dict[Key, str] = {}
+        #: Seconds between two counts of the gangs that broke after they were scheduled (:meth:`check_quorum`).
+        self.quorum_period: float = s.resync_period
+        self._quorum_at = 0.0
+        self._below: set[Key] = set()
         #: Actions taken, ``(action kind, object kind, key)``, newest last (tests, debugging).
         self.actions: list[tuple[str, str, Key]] = []
         for resource, cache in main.workloads.items():  # what the caches hold already, then every change
@@ -199,6 +204,15 @@ class NativeGangController:
                 self._queue.clear()
                 self._unclaimed_since.clear()
                 self._failures.clear()
+                self._below.clear()
+                self._quorum_at = 0.0
+                metrics.native_gangs_below_min_count(0)
+            if self._leading and time.monotonic() - self._quorum_at >= self.quorum_period:
+                self._quorum_at = time.monotonic()
+                try:
+                    await self.check_quorum()
+                except (KubeError, NotLeader) as e:
+                    log.info("could not count the native gangs below minCount: %s", getattr(e, "message", e))
             if not self._leading:
                 await asyncio.sleep(period)
                 continue
@@ -333,6 +347,63 @@ class NativeGangController:
         except KubeError as e:
             if e.status not in (404, 409):
                 raise
+
+    async def check_quorum(self) -> set[Key]:
+        """Count the managed native gangs that broke after they were scheduled (``diagnose.below_min_count``: the
+        PodGroup's scheduled condition is True, which kube-scheduler never sets back, kubernetes#136334, and fewer
+        than ``minCount`` pods have a node, with a replacement pending or a pod gone); set the gauge
+        ``admit_native_gangs_below_min_count``; for each gang that newly broke, log one warning and record a Warning
+        Event ``GangBelowMinCount`` on its workload. Returns their keys.
+
+        Costs one paged pod list per namespace holding a scheduled managed PodGroup, every :attr:`quorum_period`
+        seconds (the resync period), on the leader only.
+
+        Raises:
+            kube.KubeError: a pod list failed.
+        """
+        by_ns: dict[str, list[JSON]] = {}
+        for pg in self.managed["PodGroup"].items():
+            if any(isinstance(c, dict) and c.get("status") == "True" and "Scheduled" in str(c.get("type"))
+                   for c in get_path(pg, ("status", "conditions")) or []):
+                by_ns.setdefault(str(get_path(pg, ("metadata", "namespace")) or ""), []).append(pg)
+        below: set[Key] = set()
+        for ns, groups in by_ns.items():
+            members: dict[str, list[JSON]] = {}
+            for pod in await self._list_pods(ns):
+                name = get_path(pod, ("spec", "schedulingGroup", "podGroupName"))
+                if isinstance(name, str):
+                    members.setdefault(name, []).append(pod)
+            for pg in groups:
+                key = object_key(pg)
+                found = below_min_count(pg, members.get(key[1], []))
+                if found is None:
+                    continue
+                below.add(key)
+                if key not in self._below:
+                    scheduled, pending, min_count = found
+                    note = (f"PodGroup {key[0]}/{key[1]} was scheduled and now has {scheduled} pod(s) on nodes, "
+                            f"minCount {min_count}" + (f", {pending} pending" if pending else "")
+                            + ": its scheduled condition never goes back (kubernetes#136334); free capacity or "
+                              "restart the whole gang")
+                    log.warning("%s", note)
+                    claims = self._claims_for(key, self._objects(key))
+                    self._event(claims[0] if claims else None, "Warning", "GangBelowMinCount", "Check", note, pg)
+        self._below = below
+        metrics.native_gangs_below_min_count(len(below))
+        return below
+
+    async def _list_pods(self, namespace: str) -> list[JSON]:
+        """Every pod of ``namespace`` (paged, 500 a page)."""
+        items: list[JSON] = []
+        token = ""
+        path = Resource("", "v1", "pods", "Pod").path(namespace)
+        while True:
+            query = [("limit", "500")] + ([("continue", token)] if token else [])
+            doc = await self.api.request("GET", path, query=query)
+            items.extend(doc.get("items") or [])
+            token = get_path(doc, ("metadata", "continue")) or ""
+            if not token:
+                return items
 
     async def _pods_using(self, key: Key) -> int:
         """Live pods in the namespace whose ``spec.schedulingGroup.podGroupName`` names the gang (one list; pods

@@ -97,6 +97,11 @@ NATIVE_GANGS = Counter(
     "Workload and PodGroup (scheduling.k8s.io) writes and refusals: created, patched, adopted, orphan_deleted, refused.",
     ["kind", "operation"],
 )
+NATIVE_BELOW_MIN_COUNT = Gauge(
+    "admit_native_gangs_below_min_count",
+    "workload-api gangs admit manages whose PodGroup was scheduled (PodGroupInitiallyScheduled, which never goes back) "
+    "and that now have fewer pods on nodes than minCount, with a replacement pending or a pod gone; set by the leader.",
+)
 CACHE_OBJECTS = Gauge("admit_watch_cache_objects", "Objects in a watch cache.", ["resource"])
 CACHE_RELISTS = Counter("admit_watch_cache_relists_total", "Full lists of a watch cache (start, expiry, failure).",
                         ["resource"])
@@ -264,6 +269,12 @@ def native_gang(kind: str, operation: str) -> None:
     because of it: one of :data:`NATIVE_GANG_OPERATIONS`."""
     if kind in ("Workload", "PodGroup") and operation in NATIVE_GANG_OPERATIONS:
         NATIVE_GANGS.labels(kind, operation).inc()
+
+
+def native_gangs_below_min_count(count: int) -> None:
+    """The leader's last count of managed native gangs that broke after they were scheduled
+    (``backends.diagnose.below_min_count``); 0 when this replica stops leading."""
+    NATIVE_BELOW_MIN_COUNT.set(count)
 
 
 _cache_gauges: dict[str, Any] = {}

@@ -219,3 +219,46 @@ async def test_the_job_controllers_own_pod_groups_of_every_job_are_no_native_gan
         rows, err = await status_json(fake)
     assert [r["group"] for r in rows] == ["allreduce"], rows  # the Coscheduling gang, once
     assert left_out in err
+
+
+# ------------------------------------------------------------------------------ a gang that broke after it was scheduled
+
+
+def scheduled_group():
+    return native_pod_group(condition=("PodGroupInitiallyScheduled", "True", "Scheduled", ""))
+
+
+def test_a_scheduled_gang_whose_replacement_pod_waits_below_min_count_is_below_min_count_not_healthy():
+    # kubernetes#136334: PodGroupInitiallyScheduled is terminal. A node lost one of four running pods; the ReplicaSet
+    # made a replacement that cannot be placed. Before, the row read as a gang still waiting to start.
+    pods = [native_pod(i, node=f"n{i}") for i in range(3)] + [native_pod(3)]
+    row = one(diagnose_native(pod_groups=[scheduled_group()], pods=pods, served="v1beta1", config=NATIVE, now=NOW))
+    assert (row.reason, row.scheduled, row.pending, row.phase) == ("BelowMinCount", 3, 1, "InitiallyScheduled=True")
+    assert "scheduled once, now 3 pod(s) on nodes, minCount 4, 1 replacement(s) pending" in row.message
+    assert "PodGroupInitiallyScheduled stays True (kubernetes#136334)" in row.message
+    assert "restart the whole gang" in row.message
+
+
+def test_a_scheduled_gang_that_lost_a_pod_with_no_replacement_yet_is_below_min_count_not_scheduled():
+    pods = [native_pod(i, node=f"n{i}") for i in range(3)]
+    row = one(diagnose_native(pod_groups=[scheduled_group()], pods=pods, served="v1beta1", config=NATIVE, now=NOW))
+    assert row.reason == "BelowMinCount"  # before: "Scheduled", a healthy gang
+
+
+def test_a_job_gang_whose_indexes_finished_and_one_replacement_waits_is_below_min_count():
+    # kubernetes#142330: three indexes succeeded, one failed; the scheduler does not count finished pods.
+    pods = [native_pod(i, node=f"n{i}") for i in range(4)]
+    for pod in pods[:3]:
+        pod["status"]["phase"] = "Succeeded"
+    pods[3]["status"]["phase"] = "Failed"
+    pods.append(native_pod(4))
+    row = one(diagnose_native(pod_groups=[scheduled_group()], pods=pods, served="v1beta1", config=NATIVE, now=NOW))
+    assert (row.reason, row.scheduled, row.pending) == ("BelowMinCount", 0, 1)
+
+
+def test_a_gang_whose_pods_finish_one_by_one_is_not_below_min_count():
+    pods = [native_pod(i, node=f"n{i}") for i in range(4)]
+    for pod in pods[:3]:
+        pod["status"]["phase"] = "Succeeded"
+    row = one(diagnose_native(pod_groups=[scheduled_group()], pods=pods, served="v1beta1", config=NATIVE, now=NOW))
+    assert row.reason == "Scheduled"

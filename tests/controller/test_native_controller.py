@@ -283,3 +283,48 @@ async def test_a_follower_writes_nothing(env):
     finally:
         await follower.stop()
         await follower_main.stop()
+
+
+def gang_pod(i: int, node: str | None, group: str = "web") -> dict[str, Any]:
+    """A pod the ReplicaSet controller made from the gang's template; ``node`` once bound."""
+    spec: dict[str, Any] = {"schedulingGroup": {"podGroupName": group}, "schedulerName": "default-scheduler",
+                            "containers": [{"name": "c", "image": "busybox"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{group}-7d9f8-{i}", "namespace": "team", "labels": {"app": group}},
+            "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+
+
+async def test_a_scheduled_gang_that_lost_a_pod_is_counted_below_min_count_with_an_event_on_its_workload(env):
+    # kubernetes#136334: the scheduled condition never goes back, so a gang below its quorum looks healthy.
+    from prometheus_client import REGISTRY
+
+    fake, kube, config, main, native = env
+    workload = await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))
+    await eventually(lambda: all(o is not None for o in objects_of(fake, config)))
+    api = f"scheduling.k8s.io/{config.workload_api_version}"
+    pg = fake.get(api, "podgroups", "team", "web")
+    condition = "PodGroupScheduled" if config.workload_api_version == "v1alpha2" else "PodGroupInitiallyScheduled"
+    pg["status"] = {"conditions": [{"type": condition, "status": "True", "reason": "Scheduled", "message": "",
+                                    "lastTransitionTime": "2024-05-01T10:01:00Z"}]}
+    fake.put(pg)
+    for i in range(3):
+        fake.put(gang_pod(i, f"node-{i}"))
+    await eventually(lambda: (native.get_native("PodGroup", "team", "web") or {}).get("status"))
+    assert await native.check_quorum() == set()  # 3 of 3 on nodes: healthy
+    fake.delete_object("v1", "pods", "team", "web-7d9f8-2")  # the node went away with it
+    fake.put(gang_pod(3, None))  # its replacement cannot be placed
+    assert await native.check_quorum() == {("team", "web")}
+    assert REGISTRY.get_sample_value("admit_native_gangs_below_min_count") == 1
+    def below_events() -> list[dict[str, Any]]:
+        return [e for e in fake.objects("events", "team") if e.get("reason") == "GangBelowMinCount"]
+
+    await eventually(below_events)
+    event = below_events()[0]
+    assert "now has 2 pod(s) on nodes, minCount 3, 1 pending" in event["note"]
+    assert event["regarding"]["uid"] == workload["metadata"]["uid"]
+    fake.put(gang_pod(2, "node-9"))  # capacity came back: the replacement bound (as another pod here)
+    fake.delete_object("v1", "pods", "team", "web-7d9f8-3")
+    assert await native.check_quorum() == set()
+    assert REGISTRY.get_sample_value("admit_native_gangs_below_min_count") == 0
