@@ -46,8 +46,8 @@ from kubernetes_asyncio import client
 from ..observability import metrics
 from ..webhook.admission import Admission
 from ..backends.coscheduling import crd_missing_message, other_pod_group_group
-from ..backends.workload_api.discovery import configure_backends
-from ..config import COSCHEDULING, Config
+from ..backends.workload_api.discovery import Rediscovery, configure_backends
+from ..config import COSCHEDULING, WORKLOAD_API, Config
 from ..webhook.connections import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
@@ -159,14 +159,26 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
             from ..controller.cacheview import ControllerView
 
             native = await start_native_controller(controller)  # workload-api gangs, when that backend is on
-            if native is not None:
-                stack.push_async_callback(native.stop)
-            cache = ControllerView(controller)
+            natives = [native]  # the one running now: replaced when an upgrade changes the served version
+            stack.push_async_callback(lambda: natives[0].stop() if natives[0] is not None else asyncio.sleep(0))
+            base_view = cache = ControllerView(controller)
             if native is not None:
                 cache = native.view(cache)
             checks.append(controller.readiness)
         admission = Admission(config, KubeAPI(api_client, config), cache)
         admission.pod_group_api_problem = crd_problem
+        if WORKLOAD_API in config.allowed_backends and config.workload_api_version:
+            rediscovery = Rediscovery(api_client, config)
+            admission.rediscovery = rediscovery
+            if controller is not None:
+                async def follow(new_config: Config) -> None:
+                    """Restart the workload-api controller on the newly served version (its caches watch one)."""
+                    if natives[0] is not None:
+                        await natives[0].stop()
+                    natives[0] = await start_native_controller(controller, new_config)
+                    admission.cache = natives[0].view(base_view) if natives[0] is not None else base_view
+
+                rediscovery.listeners.append(follow)
         app = create_app(admission, checks)
         guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore
                                 config.read_timeout_seconds)

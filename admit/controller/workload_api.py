@@ -70,9 +70,9 @@ class NativeGangController:
     """See the module docstring. ``main`` is the running-to-be ``controller.Controller`` (its ``api``,
     ``settings``, ``workloads`` caches, ``recorder`` and ``is_leader`` are used)."""
 
-    def __init__(self, main: Any) -> None:
+    def __init__(self, main: Any, config: Config | None = None) -> None:
         self.main = main
-        self.config: Config = main.config
+        self.config: Config = config or main.config
         self.api = main.api
         s = main.settings
         version = self.config.workload_api_version
@@ -415,10 +415,11 @@ class NativeGangController:
                    and get_path(pod, ("status", "phase")) not in ("Succeeded", "Failed"))
 
 
-async def start_native_controller(main: Any) -> NativeGangController | None:
+async def start_native_controller(main: Any, config: Config | None = None) -> NativeGangController | None:
     """Start the workload-api gang controller beside ``main`` (a started ``controller.Controller``) when the
-    ``workload-api`` backend is enabled and served; ``None`` otherwise."""
-    config = main.config
+    ``workload-api`` backend is enabled and served; ``None`` otherwise. ``config``: other settings than ``main``'s
+    (a Workload API version found by ``discovery.Rediscovery`` after an upgrade)."""
+    config = config or main.config
     if WORKLOAD_API not in config.allowed_backends or not config.workload_api_version:
         return None
-    return await NativeGangController(main).start()
+    return await NativeGangController(main, config).start()

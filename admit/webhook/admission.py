@@ -132,6 +132,10 @@ class Admission:
         #: What ``admit serve`` found at start when the API server did not serve the PodGroup resource
         #: (``cli.serve.pod_group_api_problem``), or None; the refusal of a gang then says it.
         self.pod_group_api_problem: str | None = None
+        #: ``backends.workload_api.discovery.Rediscovery`` (``admit serve``), or None: a Workload API write answered
+        #: 404 for the version in use makes it discover again, and the request is decided once more on the version
+        #: it finds.
+        self.rediscovery: Any = None
         # Spark driver pods read from the API: (namespace, name, uid) -> the driver's group or None (bounded, oldest
         # first out). One read per Spark application and replica, however many executors it creates.
         self._drivers: dict[tuple[str, str, str], str | None] = {}
@@ -196,8 +200,12 @@ class Admission:
         self._drivers[key] = group
         return group
 
-    async def validate(self, req: AdmissionRequest) -> Decision:
-        """The ``/validate`` decision, with PodGroup creation/patching and scale checks done."""
+    async def validate(self, req: AdmissionRequest, _rediscovered: bool = False) -> Decision:
+        """The ``/validate`` decision, with PodGroup creation/patching and scale checks done.
+
+        A workload-api write answered 404 "the server could not find the requested resource" (the version in use is
+        no longer served, after an upgrade) runs :attr:`rediscovery` and decides the request once more with the
+        settings it gives (a new version; or none, and the workload is refused with the gates to turn on)."""
         verdict: Verdict | None = None
         try:
             verdict = validate(req, self.config)
@@ -222,6 +230,12 @@ class Admission:
                 verdict.decision.warnings.append(
                     f"namespace {plan.namespace} is being deleted: admit created no PodGroup for {plan.ref}")
                 return verdict.decision
+            if verdict is not None and verdict.ensure is not None and verdict.ensure.backend == WORKLOAD_API \
+                    and resource_not_served(e) and self.rediscovery is not None and not _rediscovered:
+                before = self.config.workload_api_version
+                self.config = await self.rediscovery.after_not_served(before)
+                if self.config.workload_api_version != before:
+                    return await self.validate(req, _rediscovered=True)
             if verdict is not None and verdict.ensure is not None and verdict.ensure.backend != WORKLOAD_API \
                     and resource_not_served(e):
                 return self._api_failure(self.pod_group_api_problem or crd_missing_message(self.config),

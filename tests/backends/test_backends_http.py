@@ -227,3 +227,49 @@ async def test_admit_serve_refuses_to_start_with_one_line_naming_the_missing_gat
     assert len(lines) == 1 and "cannot start: --gang-backend workload-api" in lines[0]
     assert "GenericWorkload=true,GangScheduling=true" in lines[0] and "scheduling.k8s.io/v1alpha2=true" in lines[0]
     assert "GenericWorkload" in message
+
+
+# ------------------------------------------------------------------------------ an upgrade under a running admit
+
+
+async def upgraded_webhook(aiohttp_client, fake, config):
+    """admit's webhook as ``admit serve`` wires it: discovery at start, and a Rediscovery for later 404s."""
+    from admit.backends.workload_api.discovery import Rediscovery
+
+    api_client = fake.api_client()
+    config = await configure_backends(api_client, config)
+    admission = Admission(config, KubeAPI(api_client, config))
+    admission.rediscovery = Rediscovery(api_client, config, min_interval=0.0)
+    return await aiohttp_client(create_app(admission)), admission, api_client
+
+
+async def test_after_an_upgrade_stops_serving_the_version_in_use_admit_discovers_again_and_writes_the_new_one(
+        aiohttp_client):
+    # Kubernetes 1.36 -> 1.37: scheduling.k8s.io/v1alpha2 is no longer served, v1beta1 is. Discovery ran once at
+    # start, so every write went to v1alpha2 and answered 404 until admit restarted.
+    async with FakeKubeAPI(workload_api="v1alpha2") as fake:
+        client, admission, api_client = await upgraded_webhook(aiohttp_client, fake,
+                                                               Config(gang_backend="workload-api"))
+        assert admission.config.workload_api_version == "v1alpha2"
+        fake.stop_serving_workload_api("v1alpha2")
+        fake.serve_workload_api("v1beta1")
+        answer, _ = await admit(client, example("pause-gang-deployment.yaml"))
+        await api_client.close()
+    assert answer["allowed"] is True, answer
+    assert admission.config.workload_api_version == "v1beta1"
+    assert fake.get("scheduling.k8s.io/v1beta1", "podgroups", "default", "pause")["spec"]["workloadRef"] == {
+        "workloadName": "pause", "templateName": "gang"}
+
+
+async def test_after_an_upgrade_that_serves_no_known_version_a_gang_is_refused_with_the_gates_and_no_retry(
+        aiohttp_client):
+    async with FakeKubeAPI(workload_api="v1alpha2") as fake:
+        client, admission, api_client = await upgraded_webhook(aiohttp_client, fake,
+                                                               Config(gang_backend="workload-api"))
+        fake.stop_serving_workload_api("v1alpha2")
+        answer, _ = await admit(client, example("pause-gang-deployment.yaml"))
+        await api_client.close()
+    assert answer["allowed"] is False and answer["status"]["code"] == 400
+    message = answer["status"]["message"]
+    assert "does not serve Kubernetes' native gang scheduling" in message and "GenericWorkload=true" in message
+    assert "retry" not in message.lower()

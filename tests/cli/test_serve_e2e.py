@@ -402,3 +402,38 @@ async def test_without_the_pod_group_crd_serve_says_so_at_start_and_refuses_ever
     else:
         assert "podGroupCRD.install=true" in message and "scheduler-plugins' chart installs it" in message
     assert "every gang it handles is refused" in start_line
+
+
+async def test_serve_follows_an_upgrade_of_the_workload_api_version_in_admission_and_in_its_controller(tmp_path):
+    # 1.36 -> 1.37 under a running admit: v1alpha2 is gone, v1beta1 served. The first write's 404 makes admit
+    # discover again; admission writes v1beta1 and the controller watches (and adopts) v1beta1 objects.
+    paths = write_development_certificates(tmp_path)
+    ctx = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+    async with FakeKubeAPI(workload_api="v1alpha2") as fake:
+        proc, port = await start_serve("--tls-cert-file", str(paths["tls.crt"]), "--tls-key-file",
+                                       str(paths["tls.key"]), "--api-server", fake.url, "--namespace", "admit-system",
+                                       "--gang-backend", "workload-api", "--orphan-grace-period", "60")
+        url = f"https://127.0.0.1:{port}"
+        try:
+            await wait_ready(url, ctx, proc)
+            fake.stop_serving_workload_api("v1alpha2")
+            fake.serve_workload_api("v1beta1")
+            dep = example("pause-gang-deployment.yaml")
+            async with aiohttp.ClientSession() as session:
+                async with session.post(url + "/mutate", json=admission_review(dep), ssl=ctx) as resp:
+                    mutated = apply_answer(dep, await resp.json())
+                async with session.post(url + "/validate", json=admission_review(mutated), ssl=ctx) as resp:
+                    answer = (await resp.json())["response"]
+            assert answer["allowed"] is True, answer
+            stored = fake.put({**mutated, "metadata": {**mutated["metadata"], "uid": "dep-uid-1"}})
+            deadline = asyncio.get_running_loop().time() + 15
+            while not (fake.get("scheduling.k8s.io/v1beta1", "podgroups", "default", "pause") or {}).get(
+                    "metadata", {}).get("ownerReferences"):
+                assert asyncio.get_running_loop().time() < deadline, "the v1beta1 PodGroup was never adopted"
+                await asyncio.sleep(0.1)
+        finally:
+            log = await stop(proc)
+    owner = fake.get("scheduling.k8s.io/v1beta1", "podgroups", "default", "pause")["metadata"]["ownerReferences"][0]
+    assert owner["uid"] == stored["metadata"]["uid"]
+    assert "no longer serves scheduling.k8s.io/v1alpha2 (upgraded?); it speaks v1beta1 now" in log
+    assert "workload-api gang controller started (scheduling.k8s.io/v1beta1" in log

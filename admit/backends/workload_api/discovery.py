@@ -17,13 +17,21 @@ admit does not know.
 When the ``workload-api`` backend is admit's default (``--gang-backend``) and no version is served, ``admit serve``
 refuses to start with one line naming the feature gates and runtime-config; when it is only an extra backend, admit
 starts and refuses the workloads that ask for it, with the same reason.
+
+An upgrade can stop serving the version found at start (1.37 serves ``v1alpha3``/``v1beta1`` and no longer
+``v1alpha2``; 1.38 plans ``v1``): every write in it then answers 404 "the server could not find the requested
+resource". :class:`Rediscovery` runs discovery again on such a 404 (at most once per ``min_interval``, one run for
+all callers at once) and, when another version is served, switches admission to it and tells its listeners (the
+controller restarts its Workload/PodGroup caches on the new version); when none is, the backend is off and the
+workloads asking for it are refused with the gates to turn on (``not_served_message``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from typing import Any, Awaitable, Callable
 
 from kubernetes_asyncio import client
 
@@ -31,7 +39,8 @@ from ...config import WORKLOAD_API, WORKLOAD_API_GROUP, WORKLOAD_API_VERSIONS, C
 from ...kube.client import KubeError, api_errors
 from . import not_served_message
 
-__all__ = ["BackendUnavailable", "choose_version", "unknown_versions", "discover_workload_api", "configure_backends"]
+__all__ = ["BackendUnavailable", "choose_version", "unknown_versions", "discover_workload_api", "configure_backends",
+           "Rediscovery"]
 
 log = logging.getLogger("admit.backends")
 NEEDED = frozenset({"workloads", "podgroups"})
@@ -116,3 +125,63 @@ async def configure_backends(api_client: client.ApiClient, config: Config, timeo
         return config
     log.info("workload-api backend speaks %s/%s", WORKLOAD_API_GROUP, version)
     return config.replace(workload_api_version=version)
+
+
+class Rediscovery:
+    """Discovery again, when a write answered 404 for the Workload API version in use (module docstring).
+
+    Args:
+        api_client: the ApiClient discovery uses.
+        config: the settings in use (``workload_api_version`` set at start by :func:`configure_backends`).
+        min_interval: seconds between two discoveries (404s in a burst share one).
+        discover: ``(api_client, timeout) -> (version, served)``, default :func:`discover_workload_api`.
+
+    Attributes:
+        config: the settings to use now (replaced on a switch).
+        listeners: ``async (new_config) -> None``, awaited after a switch, in order.
+    """
+
+    def __init__(self, api_client: client.ApiClient, config: Config, *, min_interval: float = 5.0,
+                 timeout: float = 10.0, discover: Callable[..., Awaitable[tuple[str, dict[str, set[str]]]]] | None = None
+                 ) -> None:
+        self.api_client = api_client
+        self.config = config
+        self.min_interval = min_interval
+        self.timeout = timeout
+        self._discover = discover or discover_workload_api
+        self._lock = asyncio.Lock()
+        self._last = float("-inf")
+        self.listeners: list[Callable[[Config], Awaitable[None]]] = []
+
+    async def after_not_served(self, version: str) -> Config:
+        """The settings to use after a write in ``version`` answered 404 "could not find the requested resource":
+        :attr:`config`, switched to the version discovery now finds (``workload_api_version`` ``""`` when none is
+        served). Unchanged when another caller switched already, when discovery ran less than ``min_interval``
+        seconds ago, when it still finds ``version`` (the 404 was something else), or when it fails (logged)."""
+        async with self._lock:
+            if self.config.workload_api_version != version or time.monotonic() - self._last < self.min_interval:
+                return self.config
+            self._last = time.monotonic()
+            try:
+                found, served = await self._discover(self.api_client, self.timeout)
+            except KubeError as e:
+                log.warning("workload-api backend: %s/%s answered 404 and discovery failed: %s", WORKLOAD_API_GROUP,
+                            version, e.message)
+                return self.config
+            if found == version:
+                return self.config
+            shown = ", ".join(sorted(served)) or "none"
+            if found:
+                log.warning("workload-api backend: the API server no longer serves %s/%s (upgraded?); it speaks %s "
+                            "now (versions served: %s)", WORKLOAD_API_GROUP, version, found, shown)
+            else:
+                log.warning("workload-api backend off: the API server no longer serves %s/%s and serves no version "
+                            "admit speaks (versions served: %s): %s", WORKLOAD_API_GROUP, version, shown,
+                            not_served_message(self.config))
+            self.config = self.config.replace(workload_api_version=found)
+            for listener in self.listeners:
+                try:
+                    await listener(self.config)
+                except Exception:  # noqa: BLE001 - one listener must not keep the switch from the others
+                    log.exception("workload-api backend: a listener of the switch to %s failed", found or "none")
+            return self.config
