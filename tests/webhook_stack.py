@@ -82,3 +82,21 @@ async def fake_cluster(aiohttp_server: Any, config: Config, *, chart_values: dic
     finally:
         await fake.stop()
         await api_client.close()
+
+
+@contextlib.asynccontextmanager
+async def cluster_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, *, chart_values: dict[str, Any] | None = None,
+                                  **config: Any) -> AsyncIterator[Stack]:
+    """:func:`webhook_with_controller`, and the fake kube-apiserver sends its writes through that webhook as the chart
+    registers it for ``chart_values`` (tests/support/chart.py: rules, namespaceSelector, matchConditions): what a
+    user, a GitOps tool or a controller writes is admitted by admit while admit's controller runs, as in a cluster.
+    ``stack.kube`` writes as a user would."""
+    from tests.support.chart import admission_chain
+
+    async with webhook_with_controller(aiohttp_client, fake, **config) as stack:
+        fake.admission = admission_chain(str(stack.client.server.make_url("")), values=chart_values)
+        try:
+            yield stack
+        finally:
+            await fake.admission.close()
+            fake.admission = None

@@ -30,7 +30,7 @@ from ..gang.plan import (
 from ..gang.resources import ResourceError, gang_min_resources
 from .shared import WorkloadKind
 
-__all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "resolve_pod",
+__all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "job_can_still_run", "index_count", "resolve_pod",
            "template_min_resources"]
 
 TEMPLATE = PodTarget(("spec", "template", "metadata", "labels"), ("spec", "template", "spec", "schedulerName"))
@@ -169,10 +169,61 @@ def job_last_wave(parallelism: int, completions: int | None, indexed: bool, back
     return min(waves, key=lambda w: w.size) if waves else None
 
 
+def index_count(intervals: Any) -> int:
+    """How many indexes a Job status index list names (``status.completedIndexes`` / ``failedIndexes``:
+    ``"1,3-5,7"``, the format of ``pkg/controller/job/indexed_job_utils.go`` ``succeededIndexesToString``); 0 for
+    anything else (absent, empty, malformed: the Job controller writes it, a user never does)."""
+    if not isinstance(intervals, str) or not intervals:
+        return 0
+    count = 0
+    for part in intervals.split(",")[:10_000]:
+        first, _, last = part.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            return 0
+        count += (int(last) - int(first) + 1) if last else 1
+    return max(count, 0)
+
+
+def job_can_still_run(parallelism: int, completions: int | None, status: Any) -> tuple[int, str] | None:
+    """How many of a started Job's pods can still run together, from its ``status``, and why; ``None`` while no pod
+    has succeeded or an index failed for good (every pod of the first wave is still to come: the spec alone says it).
+
+    The Job controller keeps ``wantActive`` pods active (``pkg/controller/job/job_controller.go``, ``manageJob``):
+    with ``completions``, ``completions - succeeded`` capped at ``parallelism`` (a Job's last wave is this number
+    once the first waves have succeeded); without, ``parallelism`` until a pod succeeds, then only the pods still
+    ``active`` (no new ones). Indexes in ``status.failedIndexes`` (``backoffLimitPerIndex`` exhausted) never run
+    again. A pod that fails is replaced (``backoffLimit``, default 6) by a pod of its own; once its siblings have
+    succeeded it is the only pod of the group, and kube-scheduler does not count finished pods (:class:`Wave`), so a
+    minMember above this number would keep the replacement Pending until ``activeDeadlineSeconds``, or forever.
+    """
+    if not isinstance(status, dict):
+        return None
+    succeeded = status.get("succeeded")
+    succeeded = succeeded if isinstance(succeeded, int) and not isinstance(succeeded, bool) and succeeded > 0 else 0
+    failed_for_good = index_count(status.get("failedIndexes"))
+    if not succeeded and not failed_for_good:
+        return None
+    if completions is None:
+        active = status.get("active")
+        active = active if isinstance(active, int) and not isinstance(active, bool) and active > 0 else 0
+        return active, (f"status.succeeded={succeeded} of a Job without spec.completions: no new pod starts, "
+                        f"{active} still active")
+    left = max(0, min(parallelism, completions - succeeded - failed_for_good))
+    lost = f", {failed_for_good} failed for good (status.failedIndexes)" if failed_for_good else ""
+    return left, (f"status.succeeded={succeeded} of spec.completions={completions}{lost}: at most {left} of its "
+                  f"pods can still run together")
+
+
 def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a batch/v1 Job: pods at once = min(``spec.parallelism`` (default 1), ``spec.completions``); the
     last wave and per-index retries from :func:`job_last_wave` (``auto`` minMember is sized so that every wave
-    starts; a fixed minMember larger than a wave is refused by ``backends.check_plan``)."""
+    starts; a fixed minMember larger than a wave is refused by ``backends.check_plan``).
+
+    A stored Job that has started (its ``status``, as the controller's cache and the validating phase of an UPDATE
+    see it) gets minMember lowered to what can still run together (:func:`job_can_still_run`), whether it was
+    ``auto`` or fixed: the gang was formed when its first pods started, and the pods that remain (a replacement of a
+    failed pod after its siblings succeeded, the last indexes) can never be more. The PodGroup controller keeps the
+    PodGroup there as the Job's status changes (docs/behaviour.md, "What happens to a gang after admission")."""
     parallelism = int_field(obj, ("spec", "parallelism"), 1, "spec.parallelism")
     completions = int_field(obj, ("spec", "completions"), None, "spec.completions")
     per_index = int_field(obj, ("spec", "backoffLimitPerIndex"), None, "spec.backoffLimitPerIndex")
@@ -182,7 +233,29 @@ def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     field = "spec.parallelism" if completions is None or parallelism <= completions else "spec.completions"
     target = TEMPLATE_IMMUTABLE if operation == "UPDATE" else TEMPLATE
     wave = job_last_wave(parallelism, completions, indexed, per_index)
-    return _replicated_plan(obj, ann, config, namespace, "Job", "batch", total, field, target, wave)
+    plan = _replicated_plan(obj, ann, config, namespace, "Job", "batch", total, field, target, wave)
+    still = job_can_still_run(parallelism, completions, obj.get("status")) if operation == "UPDATE" else None
+    if still is not None and still[0] < plan.min_member:
+        left, why = still
+        before = plan.min_member
+        plan.min_member = max(left, 1)
+        plan.total_pods = left
+        plan.last_wave = None  # the waves are behind it: what remains is counted from the status
+        plan.min_resources = template_min_resources(get_path(obj, ("spec", "template", "spec")), plan.min_member, ann,
+                                                    f"{plan.ref} pod template")
+        plan.warnings.append(f"{plan.ref}: {why}, so its PodGroup's minMember is {plan.min_member}, not {before} "
+                             "(a replacement of a failed pod can start only with the pods that remain)")
+    backoff = get_path(obj, ("spec", "backoffLimit"))
+    backoff = 6 if backoff is None else backoff  # kube-apiserver's default (SetDefaults_Job)
+    if isinstance(backoff, int) and not isinstance(backoff, bool) and backoff > 0 and plan.min_member > 1:
+        plan.notes.append(
+            f"{plan.ref}: spec.backoffLimit={backoff} replaces a failed pod with a new pod of its own; when its "
+            "siblings have succeeded by then it is alone in its group, and it starts only because admit's controller "
+            "lowers the PodGroup's minMember to the pods that can still run together (from status.succeeded and "
+            "spec.completions; docs/behaviour.md, \"What happens to a gang after admission\"). Without admit's "
+            "controller (admit serve --no-controller) such a pod waits until spec.activeDeadlineSeconds"
+        )
+    return plan
 
 
 def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:

@@ -357,6 +357,9 @@ class GangPlan:
         native_priority: what the gang's native Workload template and PodGroup copy from its pods
             (``{"priorityClassName": str, "preemptionPolicy": str}``, each key only when the pods set it; the
             ``workload-api`` backend, ``backends.workload_api.gang_priority``).
+        notes: what the user should know but need not act on, given as the allowed answer's ``status.message``
+            (``admit review -v`` shows it; kubectl does not, and ``admit review --strict`` does not fail on it): e.g.
+            what admit's controller adjusts later (a Job's retries, ``families.apps.resolve_job``).
     """
 
     kind: str
@@ -380,6 +383,7 @@ class GangPlan:
     template_annotations: dict[str, str] = field(default_factory=dict)
     extra_ops: list[dict[str, Any]] = field(default_factory=list)
     native_priority: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def owner(self) -> str:

@@ -267,7 +267,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
         problem = rollout_problem(obj, req.old_object, plan, config)
         if problem:
             return Verdict(Decision.deny(problem, 403, typos + plan.warnings))
-    decision = Decision(warnings=typos + plan.warnings)
+    decision = Decision(warnings=typos + plan.warnings, message="; ".join(plan.notes))
     if (req.group, req.kind, req.operation) == (TRAINER_GROUP, "TrainJob", "CREATE"):
         return Verdict(decision, runtime=RuntimeCheck(obj, namespace), dry_run=req.dry_run)
     if not plan.create_pod_group:

@@ -39,8 +39,17 @@ the active ones it owns, each from the Job's template (``manageJob`` / ``podCont
 ``batch.kubernetes.io/job-tracking`` finalizer, one controller ownerReference to the Job; each a Pod CREATE through
 admission with the job-controller's ``userInfo``. A refused Pod is a Warning Event ``FailedCreate`` on the Job and
 an entry of :attr:`JobController.errors`; it is retried when one of the Job's Pods is updated or deleted (as
-``updatePod`` enqueues the Job), not on a timer. Not emulated: pods finishing (no kubelet), completions,
-backoff, ``successPolicy``, ``podFailurePolicy``, ``activeDeadlineSeconds``, elastic Indexed Jobs.
+``updatePod`` enqueues the Job), not on a timer. A test finishes a pod as a kubelet would (its ``status.phase`` to
+``Succeeded`` or ``Failed``, ``FakeKubeAPI.put``); that update wakes its Job, whose sync then follows ``syncJob``
+and ``manageJob``: ``status.active`` (pods neither finished nor terminating), ``succeeded`` (for an Indexed Job the
+distinct succeeded indexes, also as ``completedIndexes`` in the ``1,3-5`` form of ``succeededIndexesToString``),
+``failed``; a failed pod is replaced (a new pod, for an Indexed Job with the same index) while ``failed <=
+spec.backoffLimit``, up to ``wantActive`` (``completions - succeeded`` capped at ``parallelism``; without
+``completions``, ``parallelism`` until one pod succeeded, then no new pod); conditions ``Complete`` (with
+``SuccessCriteriaMet``) when the completions have succeeded and ``Failed`` reason ``BackoffLimitExceeded`` (with
+``FailureTarget``) when ``failed`` passes ``backoffLimit``, as ``pkg/controller/job/job_controller.go`` writes them.
+Not emulated: the pod back-off delay (a replacement is created at once), the removal of the tracking finalizer,
+``successPolicy``, ``podFailurePolicy``, ``backoffLimitPerIndex``, ``activeDeadlineSeconds``, elastic Indexed Jobs.
 
 Not emulated: the ReplicaSet controller (no Pods are made, so readiness never holds a rollout back),
 ``minReadySeconds``, ``progressDeadlineSeconds``, revision history limits, pausing, rollbacks, hash collisions.
@@ -312,6 +321,28 @@ class DeploymentController(Controller):
 # The Job controller
 # ----------------------------------------------------------------------------------------------------------------------
 
+
+def _intervals(indexes: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``: ``succeededIndexesToString`` (``pkg/controller/job/indexed_job_utils.go``)."""
+    out: list[str] = []
+    for i in indexes:
+        if out and out[-1].split("-")[-1] == str(i - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
+
+
+def _now_rfc3339() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(type_: str, reason: str, message: str, now: str) -> JSON:
+    return {"type": type_, "status": "True", "reason": reason, "message": message, "lastProbeTime": now,
+            "lastTransitionTime": now}
+
 JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -364,13 +395,27 @@ class JobController(Controller):
         if job is None or spec.get("suspend"):
             return
         uid = job["metadata"]["uid"]
-        owned = [p for p in self._owned("v1", "pods", ns, uid) if not p["metadata"].get("deletionTimestamp")]
-        group = self._scheduling_objects(job, has_pods=bool(self._owned("v1", "pods", ns, uid)))
+        pods_of_job = self._owned("v1", "pods", ns, uid)
+        phase = lambda p: (p.get("status") or {}).get("phase")  # noqa: E731
+        index_of = lambda p: (p["metadata"].get("annotations") or {}).get(JOB_INDEX)  # noqa: E731
+        owned = [p for p in pods_of_job if not p["metadata"].get("deletionTimestamp")
+                 and phase(p) not in ("Succeeded", "Failed")]
+        group = self._scheduling_objects(job, has_pods=bool(pods_of_job))
         parallelism = spec.get("parallelism", 1)
         completions = spec.get("completions")
-        wanted = parallelism if completions is None else min(parallelism, completions)
         indexed = spec.get("completionMode") == "Indexed"
-        taken = {(p["metadata"].get("annotations") or {}).get(JOB_INDEX) for p in owned}
+        done = [p for p in pods_of_job if phase(p) == "Succeeded"]
+        done_indexes = sorted({int(i) for i in map(index_of, done) if isinstance(i, str) and i.isdigit()})
+        succeeded = len(done_indexes) if indexed else len(done)
+        failed = sum(1 for p in pods_of_job if phase(p) == "Failed")
+        finished = self._write_status(ns, name, job, len(owned), succeeded, failed, done_indexes if indexed else None)
+        if finished:
+            return
+        if completions is None:  # manageJob: wantActive
+            wanted = len(owned) if succeeded > 0 else parallelism
+        else:
+            wanted = max(0, min(parallelism, completions - succeeded))
+        taken = {index_of(p) for p in owned} | {str(i) for i in done_indexes}
         free = iter(str(i) for i in range(completions or wanted) if str(i) not in taken)
         for _ in range(wanted - len(owned)):
             index = next(free, None) if indexed else None
@@ -462,6 +507,47 @@ class JobController(Controller):
                                    "uid": workload["metadata"]["uid"]}]},
                      "spec": {**ref, "schedulingPolicy": copy.deepcopy(policy)}})
         return pg_name
+
+    def _write_status(self, ns: str, name: str, job: JSON, active: int, succeeded: int, failed: int,
+                      indexes: list[int] | None) -> bool:
+        """Write the Job's ``status`` as ``syncJob`` does (the counts, ``completedIndexes``, the terminal
+        conditions) when it changed; True when the Job is finished (no pod is created any more)."""
+        spec = job.get("spec") or {}
+        completions = spec.get("completions")
+        status: JSON = dict(job.get("status") or {})
+        conditions = list(status.get("conditions") or [])
+        finished = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
+        status.update(active=active, succeeded=succeeded, failed=failed)
+        for key in ("active", "succeeded", "failed"):
+            if not status[key]:
+                del status[key]  # omitempty in batch/v1 JobStatus
+        if indexes is not None:
+            status["completedIndexes"] = _intervals(indexes)
+        if not finished:
+            now = _now_rfc3339()
+            if failed > spec.get("backoffLimit", 6):
+                conditions += [_condition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified "
+                                          "backoff limit", now),
+                               _condition("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff "
+                                          "limit", now)]
+                finished = True
+            elif (completions is not None and succeeded >= completions) or (
+                    completions is None and succeeded > 0 and active == 0):
+                conditions += [_condition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of "
+                                          "succeeded pods", now),
+                               _condition("Complete", "CompletionsReached", "Reached expected number of succeeded "
+                                          "pods", now)]
+                status["completionTime"] = now
+                finished = True
+            if conditions:
+                status["conditions"] = conditions
+        if status != (job.get("status") or {}):
+            rt = self.api.resource_type("batch/v1", "jobs")
+            new = copy.deepcopy(job)
+            new["status"] = status
+            self.api._update(rt, ns, name, job, new, subresource="status", dry_run=False,  # noqa: SLF001
+                             require_rv=False)
+        return finished
 
     @staticmethod
     def _pod(job: JSON, index: str | None, group: str | None = None) -> JSON:

@@ -1,0 +1,119 @@
+"""What happens to a gang after admission (issue 31; docs/behaviour.md, "What happens to a gang after admission").
+
+Each case as a platform team meets it: the objects as the controllers and tools send them, through admit's HTTP
+server and its controller, on the fake API with the chart's routing (``tests.webhook_stack.cluster_with_controller``)
+and, where the case needs them, the fake's Job controller (status as ``pkg/controller/job`` writes it).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from admit.testing.fake_kube import ApiError, FakeKubeAPI
+from tests.helpers import eventually, example
+from tests.webhook_stack import PG_API, cluster_with_controller
+
+pytestmark = pytest.mark.fake_api(job_controller=True, deployment_controller=True)
+
+JOBS = "/apis/batch/v1/namespaces/ml/jobs"
+
+
+def events(fake: FakeKubeAPI) -> list[tuple[str, str, str, str]]:
+    """``(type, reason, regarding kind, note)`` of the events.k8s.io/v1 Events written so far."""
+    return [(e["type"], e["reason"], e["regarding"]["kind"], e["note"])
+            for e in fake.objects("events", api_version="events.k8s.io/v1")]
+
+
+def job_pods(fake: FakeKubeAPI, job: str, namespace: str = "ml") -> list[dict[str, Any]]:
+    return [p for p in fake.objects("pods", namespace)
+            if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == job]
+
+
+def finish(fake: FakeKubeAPI, pod: dict[str, Any], phase: str) -> None:
+    """What the kubelet reports when a pod's containers exit (``status.phase`` Succeeded or Failed)."""
+    pod = copy.deepcopy(pod)
+    pod["status"] = {**(pod.get("status") or {}), "phase": phase}
+    fake.put(pod)
+
+
+def index(pod: dict[str, Any]) -> str:
+    return pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+
+
+def min_member(fake: FakeKubeAPI, name: str, namespace: str = "ml") -> int | None:
+    pg = fake.get(PG_API, "podgroups", namespace, name)
+    return None if pg is None else pg["spec"]["minMember"]
+
+
+# ======================================================================================================================
+# 1. A single-wave Job that loses one pod late
+# ======================================================================================================================
+
+
+def single_wave_job(name: str = "allreduce") -> dict[str, Any]:
+    """``examples/training-job.yaml`` (Indexed, completions = parallelism = 4, min-member auto) with the default
+    ``backoffLimit`` (6: kube-apiserver defaults it)."""
+    job = example("training-job.yaml")
+    job["metadata"]["name"] = name
+    del job["spec"]["backoffLimit"]
+    return job
+
+
+async def test_a_single_wave_job_that_loses_one_pod_late_gets_its_pod_group_lowered_to_the_pods_that_remain(
+        aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await stack.kube.request("POST", JOBS, body=single_wave_job())
+        await eventually(lambda: len(job_pods(fake, "allreduce")) == 4)
+        assert min_member(fake, "allreduce") == 4
+        first = {index(p): p for p in job_pods(fake, "allreduce")}
+        for i in ("0", "1", "2"):
+            finish(fake, first[i], "Succeeded")
+        finish(fake, first["3"], "Failed")
+        # The Job controller counts 3 succeeded and 1 failed (below backoffLimit 6) and replaces index 3 with a pod
+        # of its own: the only live pod of the group, which Coscheduling would hold at minMember 4 forever.
+        await eventually(lambda: len(job_pods(fake, "allreduce")) == 5)
+        job = fake.get("batch/v1", "jobs", "ml", "allreduce")
+        assert job["status"]["succeeded"] == 3 and job["status"]["failed"] == 1
+        assert job["status"]["completedIndexes"] == "0-2"
+        await eventually(lambda: min_member(fake, "allreduce") == 1)
+        pg = fake.get(PG_API, "podgroups", "ml", "allreduce")
+        assert pg["spec"]["minResources"] == {"cpu": "2", "memory": "2Gi", "nvidia.com/gpu": "1"}
+        await eventually(lambda: any(e[1] == "PodGroupUpdated" and "minMember 4 -> 1" in e[3]
+                                     for e in events(fake)))
+        # The replacement completes the Job; nothing raises minMember again.
+        replacement = next(p for p in job_pods(fake, "allreduce") if p["metadata"]["name"] != first["3"]["metadata"][
+            "name"] and index(p) == "3")
+        finish(fake, replacement, "Succeeded")
+        await eventually(lambda: any(c["type"] == "Complete" for c in (fake.get("batch/v1", "jobs", "ml", "allreduce")
+                                                                      .get("status") or {}).get("conditions") or []))
+        assert min_member(fake, "allreduce") == 1
+
+
+async def test_a_pod_that_fails_while_its_siblings_run_keeps_the_whole_gang(aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await stack.kube.request("POST", JOBS, body=single_wave_job("early"))
+        await eventually(lambda: len(job_pods(fake, "early")) == 4)
+        first = {index(p): p for p in job_pods(fake, "early")}
+        finish(fake, first["2"], "Failed")  # the other three still run: the replacement joins them
+        await eventually(lambda: len(job_pods(fake, "early")) == 5)
+        await eventually(lambda: (fake.get("batch/v1", "jobs", "ml", "early").get("status") or {}).get("failed") == 1)
+        await stack.controller.pod_groups.wait_synced(1.0)
+        assert min_member(fake, "early") == 4
+
+
+async def test_a_job_wide_backoff_limit_gets_a_word_at_admission(aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await stack.kube.request("POST", JOBS, body=single_wave_job("worded"))
+        validations = [r for p, req, r in fake.admission.reviews
+                       if p == "/validate" and req["kind"]["kind"] == "Job"]
+        assert len(validations) == 1
+        note = validations[0]["status"]["message"]
+        assert note.startswith("Job ml/worded: spec.backoffLimit=6 replaces a failed pod with a new pod of its own")
+        assert "admit's controller lowers the PodGroup's minMember" in note
+        assert "status.succeeded" in note
+        # A note, not a warning: every Job has a backoffLimit (6 by default), and admit review --strict fails on
+        # warnings.
+        assert not [w for w in validations[0].get("warnings", []) if "backoffLimit" in w]
