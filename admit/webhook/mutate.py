@@ -43,20 +43,20 @@ from ..families.apps import POD
 
 __all__ = ["mutate", "plan_patch"]
 
-def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True) -> tuple[
-    list[dict[str, Any]], list[str]
-]:
+def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True,
+               old: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """JSONPatch operations and warnings that put ``plan`` into ``obj``.
 
     Returns ``(operations, warnings)``. ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
-    give a warning instead of operations.
+    give a warning instead of operations, unless ``old`` (the stored object of an UPDATE) already carries admit's
+    marks there (``coscheduling.plan_patch``: a GitOps re-apply's marks are put back).
     """
     if not plan.mutate:  # its own controller gangs it: at most hand it over, or take admit's earlier marks off
         ops, warnings = native_handover(obj, plan, config)
         return ops, plan.warnings + warnings
     if plan.backend == WORKLOAD_API:  # spec.schedulingGroup instead of label and schedulerName
         return workload_api.plan_patch(obj, plan, config, label_workload)
-    return coscheduling.plan_patch(obj, plan, config, label_workload)
+    return coscheduling.plan_patch(obj, plan, config, label_workload, old)
 
 
 def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:
@@ -143,7 +143,7 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
                 plan = _resolve(resolver, req, obj, ann, config, namespace)
     except GangError:
         return Decision()  # the validating webhook refuses it with the reason
-    ops, warnings = plan_patch(obj, plan, config)
+    ops, warnings = plan_patch(obj, plan, config, old=req.old_object if req.operation == "UPDATE" else None)
     return Decision(patch=t_ops + ops, warnings=t_warnings + warnings)
 
 

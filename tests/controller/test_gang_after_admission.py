@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from admit.testing.fake_kube import ApiError, FakeKubeAPI
+from admit.kube.client import KubeError
+from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import eventually, example
 from tests.webhook_stack import PG_API, cluster_with_controller
 
@@ -117,3 +118,57 @@ async def test_a_job_wide_backoff_limit_gets_a_word_at_admission(aiohttp_client,
         # A note, not a warning: every Job has a backoffLimit (6 by default), and admit review --strict fails on
         # warnings.
         assert not [w for w in validations[0].get("warnings", []) if "backoffLimit" in w]
+
+
+# ======================================================================================================================
+# 2. A GitOps re-apply of a running Job that names schedulerName: default-scheduler
+# ======================================================================================================================
+
+#: What ``kubectl apply`` (and Argo CD's client-side sync) sends for a manifest exported from a cluster or rendered
+#: from a chart default: a strategic merge patch. Server-side apply (Flux, Argo CD ``ServerSideApply=true``) makes
+#: the applier own the field and writes it back the same way; kube-apiserver hands the webhook the same object.
+REAPPLY = {"spec": {"template": {"spec": {"schedulerName": "default-scheduler"}}}}
+SMP = "application/strategic-merge-patch+json"
+
+
+async def test_a_gitops_reapply_of_a_running_job_naming_the_default_scheduler_is_stored_with_admits_scheduler(
+        aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await stack.kube.request("POST", JOBS, body=single_wave_job("synced"))
+        await eventually(lambda: len(job_pods(fake, "synced")) == 4)
+        fake.admission.warnings.clear()
+        patched = await stack.kube.request("PATCH", f"{JOBS}/synced", body=REAPPLY, content_type=SMP)
+        template = patched["spec"]["template"]
+        assert template["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+        assert template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "synced"
+        # Not told that its pods will not be gang-scheduled: they are.
+        assert not [w for w in fake.admission.warnings if "immutable" in w or "will not be gang" in w]
+        # Every later sync is the same no-op.
+        again = await stack.kube.request("PATCH", f"{JOBS}/synced", body=REAPPLY, content_type=SMP)
+        assert again["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
+
+
+async def test_a_job_template_change_admit_cannot_undo_is_still_refused_by_kube_apiserver_as_immutable(
+        aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await stack.kube.request("POST", JOBS, body=single_wave_job("frozen"))
+        change = {"spec": {"template": {"spec": {"containers": [{"name": "worker", "image": "ghcr.io/example/x:2"}]}}}}
+        with pytest.raises(KubeError) as refused:
+            await stack.kube.request("PATCH", f"{JOBS}/frozen", body=change, content_type=SMP)
+        assert refused.value.status == 422
+        assert "spec.template: Invalid value" in refused.value.message and "field is immutable" in refused.value.message
+
+
+def test_the_fake_refuses_a_job_template_change_except_scheduling_directives_of_a_suspended_job_never_started():
+    from admit.testing.fake_kube.objects import job_template_errors
+
+    old = {"spec": {"suspend": True, "template": {"metadata": {"labels": {"a": "1"}}, "spec": {"containers": []}}}}
+    relabelled = copy.deepcopy(old)
+    relabelled["spec"]["template"]["metadata"]["labels"]["b"] = "2"
+    assert job_template_errors(relabelled, old) == []
+    started = dict(old, status={"startTime": "2026-12-01T00:00:00Z"})
+    assert job_template_errors(relabelled, started) == [
+        "spec.template: Invalid value: core.PodTemplateSpec{...}: field is immutable"]
+    rescheduled = copy.deepcopy(old)
+    rescheduled["spec"]["template"]["spec"]["schedulerName"] = "other"
+    assert job_template_errors(rescheduled, old)

@@ -71,15 +71,28 @@ def scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config
     )
 
 
-def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True) -> tuple[
-    list[dict[str, Any]], list[str]
-]:
+def _restores(old: dict[str, Any] | None, target: PodTarget, plan: GangPlan, config: Config) -> bool:
+    """True when the stored object ``old`` already carries admit's marks on ``target`` (the plan's group label, and
+    admit's ``schedulerName``): patching an immutable template back to them changes nothing kube-apiserver compares
+    (a re-apply that writes ``schedulerName: default-scheduler`` or drops the label is undone, not a new template)."""
+    if old is None:
+        return False
+    if target.group_label and get_path(old, target.labels + (config.pod_group_label,)) != plan.group_name:
+        return False
+    return get_path(old, target.scheduler) == config.scheduler_name
+
+
+def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True,
+               old: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """JSONPatch operations and warnings that join ``plan``'s pods to its PodGroup: on every pod template the label
     ``scheduling.x-k8s.io/pod-group: <group>`` and ``spec.schedulerName`` of the Coscheduling profile, the plan's
     template annotations and extra ops, and (``label_workload``) the ``<prefix>/managed`` label on the workload.
 
     Returns ``(operations, warnings)``; ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
-    give a warning instead of operations.
+    give a warning instead of operations, unless ``old`` (the stored object of an UPDATE) carries admit's marks
+    there already: then the operations restore them (a GitOps re-apply of a manifest naming ``schedulerName:
+    default-scheduler``, Argo CD or Flux with server-side apply, ``kubectl apply``), so the template equals the stored
+    one and kube-apiserver does not refuse the update as immutable (``ValidateJobSpecUpdate``).
     """
     ops: list[dict[str, Any]] = []
     warnings = list(plan.warnings)
@@ -95,6 +108,9 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
             t_ops.append(s_op)
         if warning:
             warnings.append(warning)
+        if t_ops and target.immutable and _restores(old, target, plan, config):
+            ops.extend(t_ops)
+            continue
         if t_ops and target.immutable:
             warnings.append(
                 f"{plan.ref}: the {target.where} is immutable, so admit cannot add the {config.pod_group_label} label "

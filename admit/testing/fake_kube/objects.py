@@ -369,3 +369,32 @@ def _label_selector_string(selector: Any) -> str:
         elif op == "DoesNotExist":
             parts.append(f"!{key}")
     return ",".join(sorted(parts))
+
+
+#: Pod template fields of a suspended Job that never started which an update may change (KEP-2926, "mutable
+#: scheduling directives": ``ValidateJobSpecUpdate`` with ``AllowMutableSchedulingDirectives``).
+_SUSPENDED_JOB_MUTABLE = (("metadata", "labels"), ("metadata", "annotations"), ("spec", "nodeSelector"),
+                          ("spec", "tolerations"), ("spec", "affinity"), ("spec", "schedulingGates"))
+
+
+def job_template_errors(new: JSON, old: JSON) -> list[str]:
+    """A Job's ``spec.template`` is immutable (kubernetes ``pkg/apis/batch/validation/validation.go``
+    ``ValidateJobSpecUpdate``: ``ValidateImmutableField(spec.Template, oldSpec.Template, "spec.template")``), except,
+    while the stored Job is suspended and has never started (no ``status.startTime``), its labels, annotations and
+    scheduling directives. Returns the field errors (empty: the update may be stored). The value is not printed in
+    Go's ``core.PodTemplateSpec{...}`` syntax, only named."""
+    template = (new.get("spec") or {}).get("template")
+    old_template = (old.get("spec") or {}).get("template")
+    if template == old_template:
+        return []
+    if (old.get("spec") or {}).get("suspend") and not (old.get("status") or {}).get("startTime"):
+        a, b = copy.deepcopy(template or {}), copy.deepcopy(old_template or {})
+        for path in _SUSPENDED_JOB_MUTABLE:
+            for t in (a, b):
+                parent = t.get(path[0]) if isinstance(t, dict) else None
+                if isinstance(parent, dict):
+                    parent.pop(path[1], None)
+        if a == b:
+            return []
+    return ["spec.template: Invalid value: core.PodTemplateSpec{...}: field is immutable"]
+

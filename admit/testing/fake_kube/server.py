@@ -30,7 +30,7 @@ from .errors import (
 )
 from .objects import (
     _GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch,
-    parse_field_selector, parse_label_selector,
+    job_template_errors, parse_field_selector, parse_label_selector,
 )
 from .requestlog import RequestRecord, _ABORT, _CLOSE, _Event, _Fault, _Watcher, _method_matches, _plural_matches
 from .resources import (
@@ -735,6 +735,10 @@ class FakeKubeAPI:
             if self._spec_part(rt, result) != self._spec_part(rt, existing):
                 rmeta["generation"] = old_meta.get("generation", 1) + 1
             _validate(rt, result)
+            if rt.key == ("batch", "v1", "jobs"):
+                errors = job_template_errors(result, existing)
+                if errors:
+                    raise _invalid(rt, name, "; ".join(errors))
             if rt.group == "scheduling.k8s.io" and rt.version in WORKLOAD_API_VERSIONS:
                 errors = _workload_api_update_errors(rt, result, existing)
                 if errors:
