@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..families import kinds
+from ..families.marks import stale_marks, stale_message
 from ..backends import check_plan
 from ..gang.children import is_child
 from ..config import COSCHEDULING, WORKLOAD_API, Config
@@ -201,6 +202,23 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
                  explicit=ann.pod_group is not None)
 
 
+def held_claim(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None) -> Claim | None:
+    """For a stored workload without a gang annotation that still carries admit's marks (``families.marks``: its
+    managed label, a template labelled for a group), a claim with no plan that keeps the PodGroup its owner
+    annotation names (``reconcile.decide`` reports it and writes nothing, as for an invalid annotation); else
+    ``None``. Coscheduling only: a ``workload-api`` template's ``schedulingGroup`` is not such a mark."""
+    if is_child(obj, resource.group, resource.kind):
+        return None
+    marks = stale_marks(obj, resource.group, resource.kind, config)
+    if not marks:
+        return None
+    meta = obj.get("metadata") or {}
+    ref = ref if ref is not None else workload_ref(obj, resource.api_version, resource.kind)
+    return Claim(ref, f"{resource.group}/{resource.kind}/{meta.get('name') or ''}", None, held=True,
+                 error=stale_message(resource.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                                     marks, config))
+
+
 def _pod_spec_for_resolver(spec: Any) -> Any:
     """The fields of a pod spec the resolvers read (``resources.pod_requests``: each container's and init container's
     name, resources and restartPolicy, the overhead; the schedulerName admission checks)."""
@@ -275,7 +293,7 @@ def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
         if isinstance(labels, dict):
             record["metadata"] = {**ref["metadata"], "labels": _shared_map(labels)}
     try:
-        record["claim"] = claim_of(obj, resource, config, ref)
+        record["claim"] = claim_of(obj, resource, config, ref) or held_claim(obj, resource, config, ref)
     except Exception as e:  # noqa: BLE001 - a resolver bug on one object must not stop the whole cache
         log.exception("cannot compute the gang claim of %s %s/%s", resource.kind,
                       record["metadata"].get("namespace"), record["metadata"].get("name"))

@@ -114,6 +114,8 @@ class KeyWrites:
             if self._report(key, action.kind, action.message) and action.claim is not None:
                 reason = {"conflict": "PodGroupConflict", "invalid": "InvalidGangAnnotation",
                           "foreign": "PodGroupNotManaged"}[action.kind]
+                if action.claim.held:
+                    reason = "GangAnnotationRemoved"
                 self._event(action.claim.workload, "Warning", reason, "Reconcile", action.message)
 
     async def _live_claim(self, key: GroupKey, claim: Claim) -> Claim | None:

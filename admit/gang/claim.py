@@ -29,6 +29,8 @@ class Claim:
         problem: a plan was made but the workload breaks a rule admission enforces (replicas below minMember), or
             ``None``; reported, the PodGroup is still kept in step.
         explicit: the group was named with ``gang.admit.dev/pod-group``.
+        held: no gang annotation, but a stored pod template still carries admit's group label
+            (``admit.families.marks``): ``error`` says so, and the PodGroup is kept, not deleted as an orphan.
     """
 
     workload: JSON
@@ -37,6 +39,7 @@ class Claim:
     error: str | None = None
     problem: str | None = None
     explicit: bool = False
+    held: bool = False
 
     @property
     def meta(self) -> JSON:

@@ -33,6 +33,7 @@ from ..gang.children import is_child
 from ..config import WORKLOAD_API, Config
 from ..gang.foreign import other_generation_label, translate_group_labels
 from ..families.kinds import POD_JOINERS, RESOLVERS
+from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
 from ..gang.plan import (
@@ -200,7 +201,7 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
     try:
         old_ann = parse_gang_annotations(get_path(old, ("metadata", "annotations")), config)
         if old_ann is None:
-            return Decision()
+            return _drop_stale_marks(req, obj, config, namespace)
         old_plan = resolver(old, old_ann, config, namespace, "UPDATE")
     except GangError:
         return Decision()
@@ -210,4 +211,35 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
         ops, warnings = workload_api.ungang_ops(obj, old_plan, config)
         return Decision(patch=ops, warnings=warnings)
     ops, warnings = coscheduling.ungang_ops(obj, old_plan, config)
+    return Decision(patch=ops, warnings=warnings)
+
+
+def _drop_stale_marks(req: AdmissionRequest, obj: dict[str, Any], config: Config, namespace: str) -> Decision:
+    """An UPDATE of a workload whose annotation was removed while admit's webhook did not see it (the stored object
+    had none either) but that still carries admit's marks (``admit.families.marks``): take the group label off its
+    mutable templates and the ``<prefix>/managed`` label off the workload, saying so; an immutable template (a
+    Job's) keeps the label, and the warning names it and what to do."""
+    marks = stale_marks(obj, req.group, req.kind, config)
+    if not marks:
+        return Decision()
+    name = str(get_path(obj, ("metadata", "name")) or req.name)
+    ops: list[dict[str, Any]] = []
+    kept = []
+    for target, value in marks:
+        if target.immutable:
+            kept.append((target, value))
+            continue
+        ops.append({"op": "remove", "path": pointer(target.labels + (config.pod_group_label,))})
+    removed = sorted({f"{config.pod_group_label}={v}" for t, v in marks if not t.immutable})
+    warnings = []
+    if removed:
+        ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
+        warnings.append(
+            f"{req.kind} {namespace}/{name} has no {config.min_member_key} annotation but still carried admit's "
+            f"marks (label {', '.join(removed)} on its pod template, left when the annotation was removed by an "
+            f"update admit did not see): admit removed them, so its new pods join no PodGroup. Put "
+            f"{config.min_member_key} back to gang it again"
+        )
+    if kept:
+        warnings.append(stale_message(req.kind, namespace, name, kept, config))
     return Decision(patch=ops, warnings=warnings)

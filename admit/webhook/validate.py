@@ -37,6 +37,7 @@ from ..backends import check_plan, scheduler_phrase, template_joined
 from ..gang.children import is_child
 from ..config import WORKLOAD_API, Config
 from ..families.kinds import POD_JOINERS, RESOLVERS, SCALABLE
+from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
 from ..gang.plan import (
@@ -151,7 +152,9 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
     try:
         ann = parse_gang_annotations(get_path(parent, ("metadata", "annotations")), config)
         if ann is None or resolver is None:
-            return Verdict(Decision())
+            marks = stale_marks(parent, check.group, check.kind, config)  # admit's marks outlived the annotation
+            return Verdict(Decision(warnings=[stale_message(check.kind, check.namespace, check.name, marks, config)]
+                                    if marks else []))
         scaled = dict(parent)
         scaled["spec"] = dict(parent.get("spec") or {}, replicas=check.replicas)
         plan = resolver(scaled, ann, config, check.namespace, "UPDATE")

@@ -7,12 +7,15 @@ and, where the case needs them, the fake's Job controller (status as ``pkg/contr
 
 from __future__ import annotations
 
+import asyncio
+import json
 import copy
 from typing import Any
 
 import pytest
 
 from admit.kube.client import KubeError
+from admit.testing.fake_controllers import SCALE_RULES
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import eventually, example
 from tests.webhook_stack import PG_API, cluster_with_controller
@@ -172,3 +175,76 @@ def test_the_fake_refuses_a_job_template_change_except_scheduling_directives_of_
     rescheduled = copy.deepcopy(old)
     rescheduled["spec"]["template"]["spec"]["schedulerName"] = "other"
     assert job_template_errors(rescheduled, old)
+
+
+# ======================================================================================================================
+# 3. A gang annotation removed while admit could not see the namespace
+# ======================================================================================================================
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/team/deployments"
+MERGE = "application/merge-patch+json"
+
+
+def paused_gang(name: str = "trainer") -> dict[str, Any]:
+    """``examples/pause-gang-deployment.yaml``, paused (replicas 0) in namespace ``team`` with minMember 3."""
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"].update(name=name, namespace="team")
+    dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "3"
+    dep["spec"]["replicas"] = 0
+    return dep
+
+
+async def test_a_pod_group_is_kept_while_a_stored_template_still_names_it_after_the_annotation_went_unseen(
+        aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await stack.kube.request("POST", DEPLOYMENTS, body=paused_gang())
+        await eventually(lambda: (fake.get(PG_API, "podgroups", "team", "trainer") or {}).get("metadata", {}).get(
+            "ownerReferences"))
+        # A namespace tool flips the label the webhook's namespaceSelector matches: admit sees nothing for a while.
+        routed, fake.admission.rules, fake.admission.scale_rules = fake.admission.rules, {}, frozenset()
+        gone = {"metadata": {"annotations": {"gang.admit.dev/min-member": None}}}
+        stored = await stack.kube.request("PATCH", f"{DEPLOYMENTS}/trainer", body=gone, content_type=MERGE)
+        assert stored["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "trainer"
+        await eventually(lambda: any(e[1] == "GangAnnotationRemoved" for e in events(fake)))
+        [note] = [e[3] for e in events(fake) if e[1] == "GangAnnotationRemoved"]
+        assert note.startswith("Deployment team/trainer has no gang.admit.dev/min-member annotation, but its pod "
+                               "template carries scheduling.x-k8s.io/pod-group=trainer")
+        assert "Put gang.admit.dev/min-member back to keep the gang" in note
+        await asyncio.sleep(4 * stack.controller.settings.orphan_grace_period)
+        assert fake.get(PG_API, "podgroups", "team", "trainer") is not None  # not deleted as an orphan
+        # admit sees the namespace again. A scale up is allowed, with the label named.
+        fake.admission.rules, fake.admission.scale_rules = routed, SCALE_RULES
+        await stack.kube.request("PATCH", f"{DEPLOYMENTS}/trainer/scale", body={"spec": {"replicas": 3}},
+                                 content_type=MERGE)
+        assert any(kind == "Scale" and "carries scheduling.x-k8s.io/pod-group=trainer" in w
+                   for kind, _, w in fake.admission.warnings)
+        # The next UPDATE takes admit's marks off, saying so; the PodGroup then goes as an orphan.
+        fake.admission.warnings.clear()
+        relabel = {"metadata": {"labels": {"team": "ml"}}}
+        updated = await stack.kube.request("PATCH", f"{DEPLOYMENTS}/trainer", body=relabel, content_type=MERGE)
+        assert "scheduling.x-k8s.io/pod-group" not in updated["spec"]["template"]["metadata"]["labels"]
+        assert "gang.admit.dev/managed" not in updated["metadata"]["labels"]
+        [warning] = [w for _, _, w in fake.admission.warnings if "admit removed them" in w]
+        assert "label scheduling.x-k8s.io/pod-group=trainer on its pod template" in warning
+        await eventually(lambda: fake.get(PG_API, "podgroups", "team", "trainer") is None)
+
+
+def test_a_job_whose_annotation_went_unseen_keeps_its_immutable_template_and_is_told_to_recreate_it():
+    from admit.config import Config
+    from admit.webhook.admissionreview import parse_review
+    from admit.webhook.mutate import mutate
+    from tests.helpers import admission_review
+
+    job = example("training-job.yaml")
+    job["metadata"]["labels"] = {"gang.admit.dev/managed": "true"}
+    job["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "allreduce"
+    job["spec"]["template"]["spec"]["schedulerName"] = "scheduler-plugins-scheduler"
+    del job["metadata"]["annotations"]["gang.admit.dev/min-member"]
+    changed = copy.deepcopy(job)
+    changed["metadata"]["labels"]["team"] = "ml"
+    decision = mutate(parse_review(json.dumps(admission_review(changed, "UPDATE", old=job)).encode()), Config())
+    assert decision.patch == []
+    [warning] = decision.warnings
+    assert "pod template carries scheduling.x-k8s.io/pod-group=allreduce" in warning
+    assert warning.endswith("recreate the Job without the scheduling.x-k8s.io/pod-group label to end it (its pod "
+                            "template is immutable)")

@@ -152,6 +152,8 @@ def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, 
         return Action("foreign", message=not_admits_message(pg_ref, config))
     if invalid:
         c = invalid[0]
+        if c.held:  # admit's marks outlived the annotation (admit.families.marks): the message says it all
+            return Action("invalid", c, message=str(c.error))
         return Action("invalid", c, message=f"{c.ref}: {c.error}; {pg_ref} is left as it is until this is fixed")
     if (pg.get("metadata") or {}).get("deletionTimestamp"):
         return Action("none", unclaimed=True)

@@ -1,0 +1,77 @@
+"""admit's marks left on a workload whose gang annotation is gone: the Coscheduling group label on its pod templates
+and its ``<prefix>/managed`` label. Pure.
+
+How it happens: the annotation is removed by an UPDATE admit's webhook never saw (a namespace tool flipped the
+label the webhook's ``namespaceSelector`` matches, the webhook was removed and put back, ``failurePolicy: Ignore``
+during an outage), so the mutating phase never took its marks off (``mutate._ungang``). The stored workload then
+still names a PodGroup, and every pod it makes carries the label: Coscheduling's Permit keeps such a pod waiting
+while that PodGroup does not exist (``PodGroupNotFound``, scheduler-plugins ``pkg/coscheduling/core/core.go``).
+
+What admit does with them (docs/behaviour.md, "What happens to a gang after admission"):
+
+- the PodGroup controller keeps the PodGroup while a stored template names it (``claims.claim_of`` gives a held
+  claim, reported once with a Warning Event ``GangAnnotationRemoved``), instead of deleting it as an orphan;
+- the next UPDATE of the workload through the webhook takes the marks off its mutable templates and the workload,
+  with a warning naming the label; an immutable template (a Job's) gets the warning only;
+- a ``*/scale`` of it is allowed with that warning (a Scale carries no annotation to change).
+
+Only the ``<prefix>/managed`` label proves the marks are admit's (admit alone writes it): a template a user labelled
+by hand for a hand-written PodGroup, on a workload admit never managed, is not touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import Config
+from ..gang.plan import GangAnnotations, GangError, PodTarget, get_path
+from .kinds import RESOLVERS
+
+__all__ = ["StaleMark", "stale_marks", "stale_message"]
+
+StaleMark = tuple[PodTarget, str]
+"""A pod template admit labelled and the PodGroup name its label still carries."""
+
+_TARGETS_ONLY = GangAnnotations(min_member=1, min_resources=False)
+
+
+def stale_marks(obj: Any, group: str, kind: str, config: Config) -> list[StaleMark]:
+    """The templates of ``obj`` (of API ``group`` and ``kind``) that still carry admit's group label although the
+    object has no ``<prefix>/min-member`` annotation and carries admit's ``<prefix>/managed`` label; empty
+    otherwise (the common case costs two dict lookups)."""
+    if not isinstance(obj, dict) or get_path(obj, ("metadata", "labels", config.managed_label)) != "true":
+        return []
+    annotations = get_path(obj, ("metadata", "annotations"))
+    if isinstance(annotations, dict) and annotations.get(config.min_member_key) is not None:
+        return []
+    resolver = RESOLVERS.get((group, kind))
+    if resolver is None:
+        return []
+    namespace = str(get_path(obj, ("metadata", "namespace")) or "")
+    try:
+        plan = resolver(obj, _TARGETS_ONLY, config, namespace, "UPDATE")
+    except GangError:
+        return []
+    out: list[StaleMark] = []
+    for target in plan.targets:
+        value = get_path(obj, target.labels + (config.pod_group_label,))
+        if target.group_label and isinstance(value, str) and value:
+            out.append((target, value))
+    return out
+
+
+def stale_message(kind: str, namespace: str, name: str, marks: list[StaleMark], config: Config) -> str:
+    """What the user reads (Event, warning): which label names which PodGroup, why, and the two fixes (for an
+    immutable template, a Job's: recreate it without the label)."""
+    end = (f"recreate the {kind} without the {config.pod_group_label} label to end it (its pod template is "
+           "immutable)") if all(t.immutable for t, _ in marks) else (
+        f"remove the {config.pod_group_label} label from the pod template and the {config.managed_label} label from "
+        f"the {kind} to end it (any update of the {kind} through admit's webhook does that)")
+    where = ", ".join(sorted({f"{t.where} carries {config.pod_group_label}={v}" for t, v in marks}))
+    groups = sorted({v for _, v in marks})
+    return (
+        f"{kind} {namespace}/{name} has no {config.min_member_key} annotation, but its {where} (admit's marks, left "
+        f"when the annotation was removed by an update admit's webhook did not see), so its pods wait for PodGroup "
+        f"{', '.join(f'{namespace}/{g}' for g in groups)}: admit keeps that PodGroup while a stored template names it. "
+        f"Put {config.min_member_key} back to keep the gang, or {end}"
+    )
