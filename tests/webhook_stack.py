@@ -46,8 +46,11 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, **config: Any) -> AsyncIterator[Stack]:
-    """Start the controller (leading, caches synced) and the webhook app on it; stop both on exit."""
+async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, *, controller_view: bool = False,
+                                  **config: Any) -> AsyncIterator[Stack]:
+    """Start the controller (leading, caches synced) and the webhook app on it; stop both on exit.
+    ``controller_view``: admission reads the controller's caches through ``ControllerView`` as ``admit serve`` wires
+    it (also the workload cache a ``*/scale`` or an HPA is checked against), instead of its PodGroup view alone."""
     cfg = Config(**config)
     controller = Controller(fake.api_client(), cfg, ControllerSettings(identity="a", lease_namespace="admit", **FAST),
                             own_client=True)
@@ -55,7 +58,10 @@ async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, **conf
     async with fake.api_client() as admission_client, fake.api_client() as test_client:
         try:
             await eventually(lambda: controller.working)
-            app = create_app(Admission(cfg, KubeAPI(admission_client, cfg), controller.cache))
+            from admit.controller.cacheview import ControllerView
+
+            view = ControllerView(controller) if controller_view else controller.cache
+            app = create_app(Admission(cfg, KubeAPI(admission_client, cfg), view))
             client = await aiohttp_client(app)
             yield Stack(client, controller, fake, KubeRaw(test_client, timeout=2.0))
         finally:
@@ -93,7 +99,7 @@ async def cluster_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, *, cha
     ``stack.kube`` writes as a user would."""
     from tests.support.chart import admission_chain
 
-    async with webhook_with_controller(aiohttp_client, fake, **config) as stack:
+    async with webhook_with_controller(aiohttp_client, fake, controller_view=True, **config) as stack:
         fake.admission = admission_chain(str(stack.client.server.make_url("")), values=chart_values)
         try:
             yield stack

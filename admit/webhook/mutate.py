@@ -36,6 +36,7 @@ from ..families.kinds import POD_JOINERS, RESOLVERS
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
+from ..gang.patch import pointer
 from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
 )

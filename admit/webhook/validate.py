@@ -66,7 +66,9 @@ class ScaleCheck:
         group / version / kind / plural: the parent workload's API coordinates (``apps``, ``v1``, ``Deployment``,
             ``deployments``).
         namespace / name: the parent.
-        replicas: the requested ``spec.replicas``.
+        replicas: the requested ``spec.replicas`` (a HorizontalPodAutoscaler's ``spec.minReplicas``).
+        hpa: ``"HorizontalPodAutoscaler ns/name"`` when the check is of an HPA that targets the parent, else ``""``.
+        max_replicas: that HPA's ``spec.maxReplicas``.
     """
 
     group: str
@@ -76,6 +78,8 @@ class ScaleCheck:
     namespace: str
     name: str
     replicas: int
+    hpa: str = ""
+    max_replicas: int | None = None
 
 
 @dataclass(slots=True)
@@ -160,6 +164,8 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
         plan = resolver(scaled, ann, config, check.namespace, "UPDATE")
     except GangError as e:
         return Verdict(Decision.deny(e.message, e.code))
+    if check.hpa:
+        return Verdict(_hpa_decision(check, plan, ann, config))
     if 0 < check.replicas < plan.min_member:
         return Verdict(Decision.deny(
             f"scaling {plan.ref} to {check.replicas} replica{'s' if check.replicas != 1 else ''} goes below its gang "
@@ -171,6 +177,55 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
     if ann.min_member is not None or check.replicas == 0 or not plan.create_pod_group:
         return Verdict(decision)
     return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=dry_run)
+
+
+def _hpa_decision(check: ScaleCheck, plan: GangPlan, ann: GangAnnotations, config: Config) -> Decision:
+    """A HorizontalPodAutoscaler of a gang workload: refused when its ``minReplicas`` (above 0) or ``maxReplicas``
+    is below the gang's fixed minMember. The HPA's controller scales through ``*/scale``
+    (``pkg/controller/podautoscaler/horizontal.go``, ``scaleForResourceMappings``), and every scale below minMember
+    is refused there, on every HPA cycle, with the error only in the HPA's status (``FailedRescale``). An ``auto``
+    gang follows its replicas (the scale resizes the PodGroup), so any HPA fits it."""
+    if ann.min_member is None or not plan.create_pod_group:
+        return Decision()
+    target = f"{check.kind} {check.namespace}/{check.name}"
+    why = (f"the gang minMember {plan.min_member} of {target} ({config.min_member_key}={plan.min_member}): "
+           f"{scheduler_phrase(plan)} would keep the pods of a smaller {check.kind} Pending forever, so admit refuses "
+           f"every scale below {plan.min_member}, on every HPA cycle, with the error only in this HPA's status")
+    if 0 < check.replicas < plan.min_member:
+        return Decision.deny(
+            f"{check.hpa} has spec.minReplicas={check.replicas}, below {why}. Set spec.minReplicas to at least "
+            f"{plan.min_member}, or lower {config.min_member_key} on {target}")
+    if check.max_replicas is not None and 0 < check.max_replicas < plan.min_member:
+        return Decision.deny(
+            f"{check.hpa} has spec.maxReplicas={check.max_replicas}, below {why}. Set spec.maxReplicas to at least "
+            f"{plan.min_member}, or lower {config.min_member_key} on {target}")
+    return Decision()
+
+
+#: ``(API group, kind)`` -> ``(version, plural)`` of the kinds whose ``*/scale`` admit checks (an HPA's
+#: ``scaleTargetRef`` names the kind).
+_SCALABLE_BY_KIND = {(group, kind): (version, plural) for (_, plural), (group, version, kind) in SCALABLE.items()}
+
+
+def _validate_hpa(req: AdmissionRequest, config: Config) -> Verdict:
+    """A HorizontalPodAutoscaler CREATE/UPDATE (autoscaling/v2): check its ``minReplicas`` and ``maxReplicas``
+    against its target's gang (:func:`_hpa_decision`); the target is looked up like a ``*/scale``'s parent (the
+    controller's cache of gang workloads: no API call for a target that is no gang)."""
+    spec = get_path(req.object, ("spec",))
+    ref = spec.get("scaleTargetRef") if isinstance(spec, dict) else None
+    if not isinstance(ref, dict):
+        return Verdict(Decision())
+    group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+    coords = _SCALABLE_BY_KIND.get((group, str(ref.get("kind") or "")))
+    name = ref.get("name")
+    low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
+    if coords is None or not isinstance(name, str) or not name or not isinstance(low, int) or isinstance(low, bool):
+        return Verdict(Decision())  # kube-apiserver validates the HPA itself
+    high = high if isinstance(high, int) and not isinstance(high, bool) else None
+    namespace = req.namespace or str(get_path(req.object, ("metadata", "namespace")) or "")
+    hpa = f"HorizontalPodAutoscaler {namespace}/{get_path(req.object, ('metadata', 'name')) or req.name}"
+    return Verdict(Decision(), scale=ScaleCheck(group, coords[0], str(ref.get("kind")), coords[1], namespace, name,
+                                                low, hpa=hpa, max_replicas=high), dry_run=req.dry_run)
 
 
 def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) -> Decision:
@@ -247,6 +302,8 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     obj = req.object
     if req.operation == "UPDATE" and (going_away(obj) or bookkeeping_only(req.old_object, obj)):
         return Verdict(Decision())
+    if req.group == "autoscaling" and req.kind == "HorizontalPodAutoscaler":
+        return _validate_hpa(req, config)
     is_pod = req.kind == "Pod" and req.group == ""
     if is_pod and req.operation == "CREATE" and has_controller(obj):
         return _pod_made_group(req, obj, config)

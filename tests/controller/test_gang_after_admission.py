@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from admit.kube.client import KubeError
-from admit.testing.fake_controllers import SCALE_RULES
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import eventually, example
 from tests.webhook_stack import PG_API, cluster_with_controller
@@ -185,6 +184,14 @@ DEPLOYMENTS = "/apis/apps/v1/namespaces/team/deployments"
 MERGE = "application/merge-patch+json"
 
 
+def namespace_label(fake: FakeKubeAPI, value: str, namespace: str = "team") -> None:
+    """Namespace ``team`` labelled ``gang.admit.dev/webhook=<value>``: ``disabled`` takes it out of the chart's
+    namespaceSelector (optOut mode), so kube-apiserver no longer sends its objects to admit."""
+    fake.put({"apiVersion": "v1", "kind": "Namespace",
+              "metadata": {"name": namespace, "labels": {"kubernetes.io/metadata.name": namespace,
+                                                         "gang.admit.dev/webhook": value}}})
+
+
 def paused_gang(name: str = "trainer") -> dict[str, Any]:
     """``examples/pause-gang-deployment.yaml``, paused (replicas 0) in namespace ``team`` with minMember 3."""
     dep = example("pause-gang-deployment.yaml")
@@ -201,7 +208,7 @@ async def test_a_pod_group_is_kept_while_a_stored_template_still_names_it_after_
         await eventually(lambda: (fake.get(PG_API, "podgroups", "team", "trainer") or {}).get("metadata", {}).get(
             "ownerReferences"))
         # A namespace tool flips the label the webhook's namespaceSelector matches: admit sees nothing for a while.
-        routed, fake.admission.rules, fake.admission.scale_rules = fake.admission.rules, {}, frozenset()
+        namespace_label(fake, "disabled")
         gone = {"metadata": {"annotations": {"gang.admit.dev/min-member": None}}}
         stored = await stack.kube.request("PATCH", f"{DEPLOYMENTS}/trainer", body=gone, content_type=MERGE)
         assert stored["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "trainer"
@@ -213,7 +220,7 @@ async def test_a_pod_group_is_kept_while_a_stored_template_still_names_it_after_
         await asyncio.sleep(4 * stack.controller.settings.orphan_grace_period)
         assert fake.get(PG_API, "podgroups", "team", "trainer") is not None  # not deleted as an orphan
         # admit sees the namespace again. A scale up is allowed, with the label named.
-        fake.admission.rules, fake.admission.scale_rules = routed, SCALE_RULES
+        namespace_label(fake, "enabled")
         await stack.kube.request("PATCH", f"{DEPLOYMENTS}/trainer/scale", body={"spec": {"replicas": 3}},
                                  content_type=MERGE)
         assert any(kind == "Scale" and "carries scheduling.x-k8s.io/pod-group=trainer" in w
@@ -248,3 +255,71 @@ def test_a_job_whose_annotation_went_unseen_keeps_its_immutable_template_and_is_
     assert "pod template carries scheduling.x-k8s.io/pod-group=allreduce" in warning
     assert warning.endswith("recreate the Job without the scheduling.x-k8s.io/pod-group label to end it (its pod "
                             "template is immutable)")
+
+
+# ======================================================================================================================
+# 4. An HPA whose minReplicas is below the gang's minMember
+# ======================================================================================================================
+
+HPAS = "/apis/autoscaling/v2/namespaces/team/horizontalpodautoscalers"
+
+
+def hpa(target: str, min_replicas: int | None, max_replicas: int = 10) -> dict[str, Any]:
+    """A HorizontalPodAutoscaler as ``kubectl autoscale deployment <target> --min=N --max=M --cpu-percent=80``
+    writes it (autoscaling/v2)."""
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+        "maxReplicas": max_replicas,
+        "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                                                      "target": {"type": "Utilization", "averageUtilization": 80}}}],
+    }
+    if min_replicas is not None:
+        spec["minReplicas"] = min_replicas
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": target, "namespace": "team"}, "spec": spec}
+
+
+async def test_an_hpa_whose_min_replicas_is_below_the_gang_min_member_is_refused_naming_both_numbers(
+        aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        dep = paused_gang("web")
+        dep["spec"]["replicas"] = 3
+        await stack.kube.request("POST", DEPLOYMENTS, body=dep)
+        await eventually(lambda: stack.controller.workloads and any(
+            c.get("team", "web") for c in stack.controller.workloads.values()))
+        with pytest.raises(KubeError) as refused:
+            await stack.kube.request("POST", HPAS, body=hpa("web", 2))
+        assert refused.value.status == 403
+        assert refused.value.message.endswith(
+            'admission webhook "scale.validate.admit.dev" denied the request: HorizontalPodAutoscaler team/web has '
+            "spec.minReplicas=2, below the gang minMember 3 of Deployment team/web (gang.admit.dev/min-member=3): the "
+            "Coscheduling plugin would keep the pods of a smaller Deployment Pending forever, so admit refuses every "
+            "scale below 3, on every HPA cycle, with the error only in this HPA's status. Set spec.minReplicas to at "
+            "least 3, or lower gang.admit.dev/min-member on Deployment team/web")
+        with pytest.raises(KubeError) as defaulted:  # minReplicas left out: kube-apiserver defaults it to 1
+            await stack.kube.request("POST", HPAS, body=hpa("web", None))
+        assert "spec.minReplicas=1, below the gang minMember 3" in defaulted.value.message
+        with pytest.raises(KubeError) as capped:
+            await stack.kube.request("POST", HPAS, body=hpa("web", 3, max_replicas=2))
+        assert "spec.maxReplicas=2, below the gang minMember 3" in capped.value.message
+        created = await stack.kube.request("POST", HPAS, body=hpa("web", 3))
+        assert created["spec"]["minReplicas"] == 3
+        # Changing it later is checked the same way.
+        with pytest.raises(KubeError):
+            await stack.kube.request("PATCH", f"{HPAS}/web", body={"spec": {"minReplicas": 1}}, content_type=MERGE)
+        assert fake.get("autoscaling/v2", "horizontalpodautoscalers", "team", "web")["spec"]["minReplicas"] == 3
+
+
+async def test_an_hpa_of_a_workload_that_is_no_gang_or_an_auto_gang_is_allowed_with_no_api_read(aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        auto = paused_gang("auto")
+        auto["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+        auto["spec"]["replicas"] = 3
+        await stack.kube.request("POST", DEPLOYMENTS, body=auto)
+        await eventually(lambda: (fake.get(PG_API, "podgroups", "team", "auto") or {}).get("metadata", {}).get(
+            "ownerReferences"))  # adopted: the controller's own live read of the Deployment is behind us
+        await eventually(lambda: any(c.get("team", "auto") for c in stack.controller.workloads.values()))
+        fake.clear_requests()
+        await stack.kube.request("POST", HPAS, body=hpa("auto", 1))  # auto follows the scale: any HPA fits
+        await stack.kube.request("POST", HPAS, body=hpa("plain", 1))  # no gang at all
+        assert fake.requests_for("deployments", "GET") == []

@@ -195,6 +195,8 @@ FAMILY_GROUPS = {g for g, _, _ in FAMILIES}
 ALL_WORKLOADS = CORE_WORKLOADS | KUBEFLOW | SPARK | FAMILIES
 SCALE = {("apps", "v1", f"{r}/scale", "UPDATE") for r in ("deployments", "statefulsets", "replicasets")}
 POD_CREATE = {("", "v1", "pods", "CREATE")}
+#: HorizontalPodAutoscalers, validated only (issue 31: an HPA whose minReplicas is below a gang's minMember).
+HPA = {("autoscaling", "v2", "horizontalpodautoscalers", op) for op in ("CREATE", "UPDATE")}
 
 
 def with_ops(resources: set[tuple[str, str, str]], ops=CU) -> set[tuple[str, str, str, str]]:
@@ -511,7 +513,15 @@ def test_mutating_webhook_rules_cover_exactly_the_resources_admit_handles():
 def test_validating_webhook_rules_add_the_scale_subresources_and_pod_creation():
     cfg = only(scenario("default"), "ValidatingWebhookConfiguration")
     matched = set().union(*(rule_set(h) for h in cfg["webhooks"]))
-    assert matched == with_ops(ALL_WORKLOADS) | SCALE | POD_CREATE
+    assert matched == with_ops(ALL_WORKLOADS) | SCALE | POD_CREATE | HPA
+
+
+def test_horizontal_pod_autoscalers_go_to_the_scale_webhook_only_which_lets_them_through_while_admit_is_down():
+    validating = only(scenario("default"), "ValidatingWebhookConfiguration")
+    [hook] = [h for h in validating["webhooks"] if HPA & rule_set(h)]
+    assert hook["name"] == "scale.validate.admit.dev" and hook["failurePolicy"] == "Ignore"
+    mutating = only(scenario("default"), "MutatingWebhookConfiguration")
+    assert not any(HPA & rule_set(h) for h in mutating["webhooks"])
 
 
 def test_no_webhook_ever_sees_a_pod_update_or_any_delete():
