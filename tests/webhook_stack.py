@@ -104,5 +104,8 @@ async def cluster_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, *, cha
         try:
             yield stack
         finally:
+            for emulated in (fake.jobs, fake.deployments):  # no sync may call the webhook once it is gone
+                if emulated is not None:
+                    emulated.stop()
             await fake.admission.close()
             fake.admission = None

@@ -124,8 +124,14 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
             field to change or which annotation to lower.
     """
     total = plan.total_pods
-    refuse_below(plan, ann, config, f"{plan.total_field}={total}",
-                 f"Set {plan.total_field} to at least {plan.min_member}", backend=plan.backend)
+    try:
+        refuse_below(plan, ann, config, f"{plan.total_field}={total}",
+                     f"Set {plan.total_field} to at least {plan.min_member}", backend=plan.backend)
+    except GangError as e:
+        if plan.refusal_note:
+            e.message = f"{e.message}. {plan.refusal_note}"
+            e.args = (e.message,)
+        raise
     source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
     wave = plan.last_wave
     if wave is not None and total and 0 < wave.size < plan.min_member:

@@ -23,7 +23,8 @@ from functools import partial
 from typing import Any
 
 from ..config import Config
-from ..gang.foreign import KUEUE_GROUP_NAME, KUEUE_TOTAL_COUNT, kueue_group
+from ..gang.foreign import (KUEUE_GROUP_NAME, KUEUE_MIN_PARALLELISM, KUEUE_TOTAL_COUNT, MULTIKUEUE_MANAGED_BY,
+                            MULTIKUEUE_ORIGIN, kueue_group)
 from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, PodTarget, Wave, check_group_name, choose_group_name, get_path, int_field,
 )
@@ -214,6 +215,47 @@ def job_can_still_run(parallelism: int, completions: int | None, status: Any) ->
                   f"pods can still run together")
 
 
+def _kueue_facts(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, config: Config) -> None:
+    """What Kueue does to a Job later, said at admission (changes ``plan`` in place; pure):
+
+    - partial admission (:data:`~admit.gang.foreign.KUEUE_MIN_PARALLELISM` below a fixed minMember): Kueue may start
+      the Job with that many pods, an UPDATE of ``spec.parallelism`` admit then refuses, so the Job stays suspended;
+      a warning now, and the refusal then names the annotation (``plan.refusal_note``). ``auto`` follows the
+      admitted parallelism: nothing to say.
+    - MultiKueue: the manager's copy (``spec.managedBy: kueue.x-k8s.io/multikueue``) makes no pods; admit leaves it
+      unchanged (no label, no PodGroup: a label copied to a worker without admit would make its pods wait for a
+      PodGroup nobody creates there) and says where the gang is made. A worker's copy (label
+      ``kueue.x-k8s.io/multikueue-origin``) is ganged as usual, with a note saying so.
+    """
+    annotations = get_path(obj, ("metadata", "annotations"))
+    raw = annotations.get(KUEUE_MIN_PARALLELISM) if isinstance(annotations, dict) else None
+    low = int(raw) if isinstance(raw, str) and raw.strip().isdigit() and len(raw.strip()) < 10 else None
+    if low is not None and ann.min_member is not None and low < plan.min_member:
+        plan.warnings.append(
+            f"{plan.ref}: Kueue may admit it with as few as {low} pods ({KUEUE_MIN_PARALLELISM}={low}, partial "
+            f"admission) and then sets spec.parallelism={low}, below its gang minMember {plan.min_member} "
+            f"({config.min_member_key}={plan.min_member}): admit refuses that update and the Job stays suspended. "
+            f"Set {KUEUE_MIN_PARALLELISM} to at least {plan.min_member}, or {config.min_member_key} to auto (the gang "
+            "then follows the admitted parallelism)")
+    if raw is not None and ann.min_member is not None:
+        plan.refusal_note = (f"This Job has {KUEUE_MIN_PARALLELISM}={str(raw)[:16]}: if Kueue's partial admission set "
+                             f"spec.parallelism, set {KUEUE_MIN_PARALLELISM} to at least {plan.min_member}, or "
+                             f"{config.min_member_key} to auto")
+    if get_path(obj, ("spec", "managedBy")) == MULTIKUEUE_MANAGED_BY:
+        plan.mutate = False
+        plan.create_pod_group = False
+        plan.min_resources = None
+        plan.warnings.append(
+            f"{plan.ref} is dispatched by MultiKueue (spec.managedBy={MULTIKUEUE_MANAGED_BY}): its pods run on a "
+            "worker cluster, where Kueue creates a copy with these annotations. admit leaves this copy unchanged and "
+            "creates no PodGroup here; run admit on the worker clusters to gang the copy there")
+    origin = get_path(obj, ("metadata", "labels", MULTIKUEUE_ORIGIN))
+    if isinstance(origin, str) and plan.mutate:
+        plan.notes.append(
+            f"{plan.ref} is MultiKueue's copy from manager {origin[:63]} ({MULTIKUEUE_ORIGIN}): it is ganged here, "
+            "where its pods run; admit on the manager (if it runs there) leaves the manager's copy unchanged")
+
+
 def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a batch/v1 Job: pods at once = min(``spec.parallelism`` (default 1), ``spec.completions``); the
     last wave and per-index retries from :func:`job_last_wave` (``auto`` minMember is sized so that every wave
@@ -245,6 +287,7 @@ def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
                                                     f"{plan.ref} pod template")
         plan.warnings.append(f"{plan.ref}: {why}, so its PodGroup's minMember is {plan.min_member}, not {before} "
                              "(a replacement of a failed pod can start only with the pods that remain)")
+    _kueue_facts(obj, plan, ann, config)
     backoff = get_path(obj, ("spec", "backoffLimit"))
     backoff = 6 if backoff is None else backoff  # kube-apiserver's default (SetDefaults_Job)
     if isinstance(backoff, int) and not isinstance(backoff, bool) and backoff > 0 and plan.min_member > 1:

@@ -18,6 +18,11 @@ key                                        where                                
                                                                                  ``gang.admit.dev/min-member``
 ``kueue.x-k8s.io/pod-group-total-count``   pod annotation (same)                 ``auto`` minMember, and the pod count
                                                                                  checked against an explicit minMember
+``kueue.x-k8s.io/job-min-parallelism``     Job annotation (partial admission)    below a fixed minMember: a warning at
+                                                                                 admission; a later refusal names it
+``kueue.x-k8s.io/multikueue-origin``       Job label (MultiKueue worker copy)    ganged as usual, with a note
+Job ``spec.managedBy``                     ``kueue.x-k8s.io/multikueue``         the manager's copy: left unchanged,
+                                                                                 no PodGroup, a warning
 ``scheduling.k8s.io/group-name``           pod annotation (Volcano)              not read yet; would be the group name
 ``scheduling.volcano.sh/group-min-member`` workload annotation (Volcano)         not read yet; would be the size
 =========================================  ====================================  =====================================
@@ -51,6 +56,18 @@ __all__ = [
 
 KUEUE_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+#: Kueue's partial admission of a Job (``JobMinParallelismAnnotation``, kueue ``pkg/controller/jobs/job/
+#: job_controller.go``): the podset's ``MinCount``; Kueue may admit the Job with fewer pods than
+#: ``spec.parallelism``, down to this number, and writes the admitted count into ``spec.parallelism`` when it starts
+#: the Job (``RunWithPodSetsInfo``): an UPDATE admit validates like any other.
+KUEUE_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+#: ``spec.managedBy`` of a Job MultiKueue dispatches (``MultiKueueControllerName``, kueue ``apis/kueue/v1beta1/
+#: multikueue_types.go``): the Job controller of that cluster (the manager) leaves it alone (``JobManagedBy``,
+#: KEP-4368), MultiKueue copies it to a worker cluster without ``managedBy`` (``job_multikueue_adapter.go``
+#: ``SyncJob``), and only the worker's copy makes pods.
+MULTIKUEUE_MANAGED_BY = "kueue.x-k8s.io/multikueue"
+#: The label MultiKueue puts on a worker's copy (``MultiKueueOriginLabel``, the same file): the manager it came from.
+MULTIKUEUE_ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"  # documented, not read (module docstring)
 VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"  # documented, not read
 

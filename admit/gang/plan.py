@@ -357,6 +357,9 @@ class GangPlan:
         native_priority: what the gang's native Workload template and PodGroup copy from its pods
             (``{"priorityClassName": str, "preemptionPolicy": str}``, each key only when the pods set it; the
             ``workload-api`` backend, ``backends.workload_api.gang_priority``).
+        refusal_note: appended to a below-minMember refusal of this plan (``backends.check_plan``): where the
+            counted number comes from when something other than the user sets it (Kueue's partial admission), and
+            what to change there.
         notes: what the user should know but need not act on, given as the allowed answer's ``status.message``
             (``admit review -v`` shows it; kubectl does not, and ``admit review --strict`` does not fail on it): e.g.
             what admit's controller adjusts later (a Job's retries, ``families.apps.resolve_job``).
@@ -384,6 +387,7 @@ class GangPlan:
     extra_ops: list[dict[str, Any]] = field(default_factory=list)
     native_priority: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    refusal_note: str = ""
 
     @property
     def owner(self) -> str:

@@ -323,3 +323,60 @@ async def test_an_hpa_of_a_workload_that_is_no_gang_or_an_auto_gang_is_allowed_w
         await stack.kube.request("POST", HPAS, body=hpa("auto", 1))  # auto follows the scale: any HPA fits
         await stack.kube.request("POST", HPAS, body=hpa("plain", 1))  # no gang at all
         assert fake.requests_for("deployments", "GET") == []
+
+
+# ======================================================================================================================
+# 5. Kueue's partial admission; MultiKueue's manager and worker copies
+# ======================================================================================================================
+
+
+def kueue_job(name: str, **annotations: str) -> dict[str, Any]:
+    """A Job for Kueue (queue-name label; Kueue's webhook suspends it), with a fixed minMember of 4."""
+    job = single_wave_job(name)
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
+    job["metadata"]["annotations"]["gang.admit.dev/min-member"] = "4"
+    job["metadata"]["annotations"].update(annotations)
+    job["spec"]["suspend"] = True
+    return job
+
+
+async def test_kueue_partial_admission_below_min_member_gets_a_word_and_its_refusal_names_the_kueue_annotation(
+        aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await stack.kube.request("POST", JOBS, body=kueue_job("partial", **{
+            "kueue.x-k8s.io/job-min-parallelism": "2"}))
+        [word] = {w for _, _, w in fake.admission.warnings if "partial admission" in w}  # both phases say it
+        assert word.startswith("Job ml/partial: Kueue may admit it with as few as 2 pods "
+                               "(kueue.x-k8s.io/job-min-parallelism=2, partial admission)")
+        assert "Set kueue.x-k8s.io/job-min-parallelism to at least 4" in word
+        # Kueue admits 2 of the 4 pods: it writes the count into spec.parallelism and resumes the Job.
+        with pytest.raises(KubeError) as refused:
+            await stack.kube.request("PATCH", f"{JOBS}/partial", content_type=MERGE,
+                                     body={"spec": {"parallelism": 2, "suspend": False}})
+        assert "runs 2 pods (spec.parallelism=2) but its gang needs minMember 4" in refused.value.message
+        assert refused.value.message.endswith(
+            "This Job has kueue.x-k8s.io/job-min-parallelism=2: if Kueue's partial admission set spec.parallelism, "
+            "set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member to auto")
+
+
+async def test_multikueue_the_managers_copy_is_left_unchanged_and_the_workers_copy_is_ganged_with_a_note(
+        aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        manager = kueue_job("dispatched")
+        manager["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+        stored = await stack.kube.request("POST", JOBS, body=manager)
+        template = stored["spec"]["template"]
+        assert "scheduling.x-k8s.io/pod-group" not in template["metadata"]["labels"]
+        assert template["spec"]["schedulerName"] == "default-scheduler"
+        assert fake.get(PG_API, "podgroups", "ml", "dispatched") is None
+        [word] = {w for _, _, w in fake.admission.warnings if "MultiKueue" in w}
+        assert "run admit on the worker clusters to gang the copy there" in word
+        # The worker's copy, as job_multikueue_adapter.go SyncJob makes it: no managedBy, the origin label.
+        worker = kueue_job("mirrored")
+        worker["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] = "manager-eu"
+        worker["spec"]["suspend"] = False
+        await stack.kube.request("POST", JOBS, body=worker)
+        assert min_member(fake, "mirrored") == 4
+        [note] = [r["status"]["message"] for p, req, r in fake.admission.reviews
+                  if p == "/validate" and req.get("name") == "mirrored"]
+        assert "is MultiKueue's copy from manager manager-eu" in note and "it is ganged here" in note

@@ -392,8 +392,8 @@ class JobController(Controller):
         pods = api.resource_type("v1", "pods")
         job = self._live("batch/v1", "jobs", ns, name)
         spec = (job or {}).get("spec") or {}
-        if job is None or spec.get("suspend"):
-            return
+        if job is None or spec.get("suspend") or spec.get("managedBy") not in (None, "kubernetes.io/job-controller"):
+            return  # suspended, or another controller's (spec.managedBy, JobManagedBy: KEP-4368, e.g. MultiKueue)
         uid = job["metadata"]["uid"]
         pods_of_job = self._owned("v1", "pods", ns, uid)
         phase = lambda p: (p.get("status") or {}).get("phase")  # noqa: E731
