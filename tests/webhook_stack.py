@@ -101,6 +101,9 @@ async def cluster_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, *, cha
 
     async with webhook_with_controller(aiohttp_client, fake, controller_view=True, **config) as stack:
         fake.admission = admission_chain(str(stack.client.server.make_url("")), values=chart_values)
+        # A write now goes through the chart's webhooks: the first of a process compiles their CEL matchConditions
+        # (cel-python, seconds on a loaded machine), so a user's write waits as long as kubectl would.
+        stack.kube.timeout = 30.0
         try:
             yield stack
         finally:

@@ -35,11 +35,14 @@ class Ownership:
             ``"conflict"`` (belongs to something else: refuse).
         message: the denial text for ``conflict``.
         warnings: admission warnings.
+        code: the HTTP code of that denial (409 for a name that belongs to something else; 403 for a PodGroup the
+            workload could never fill).
     """
 
     action: str
     message: str = ""
     warnings: list[str] = field(default_factory=list)
+    code: int = 409
 
 
 def object_owner(obj: dict[str, Any], config: Config) -> str | None:

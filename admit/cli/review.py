@@ -267,6 +267,11 @@ async def review_documents(
     for _, doc in docs:
         if doc.get("kind") != "AdmissionReview":
             store.add_object(doc)
+        if doc.get("kind") == "PodGroup" and doc.get("apiVersion") == config.pod_group_api_version:
+            # a PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a workload
+            # that names it joins it as it is, and is refused when it could never fill it, as in the webhook
+            meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+            store.pod_groups[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = doc
     admission = Admission(config.replace(api_timeout_seconds=30.0), store, cache=store)
     results = []
     for i, (source, doc) in enumerate(docs):

@@ -26,6 +26,7 @@ class ControllerView:
         missing(namespace, name): the controller's warning for a pod whose claimed group is being re-created.
         extended_resources(): ``{extended resource name: DeviceClass name}`` served through DRA.
         pod_group(namespace, name): ``(synced, PodGroup | None)`` over managed and other PodGroups.
+        group_pods(namespace, name, exclude): pods of the other stored gang workloads that name that PodGroup.
         workload(group, version, plural, kind, namespace, name): ``(synced, object | None)``: a stored gang workload
             of that resource as the cache keeps it: for a scalable kind the reduced copy its resolver reads
             (``claims.resolvable_copy``), else its small record without a spec (``claims.workload_record``);
@@ -40,6 +41,19 @@ class ControllerView:
         self.get = controller.pod_groups.get
         self.missing = controller.cache.missing
         self.extended_resources = controller.cache.extended_resources
+
+    def group_pods(self, namespace: str, name: str, exclude: str) -> int | None:
+        """The pods (``plan.total_pods``) of the stored gang workloads whose plan names PodGroup ``namespace/name``,
+        other than the workload ``exclude`` (its owner identity, ``"apps/Deployment/web"``), or ``None`` when no other
+        workload names it: what else fills a hand-written PodGroup several workloads join. Dict lookups over the
+        controller's claim index."""
+        total: int | None = None
+        for wkey in self._controller._by_group.get((namespace, name)):  # noqa: SLF001 - the view reads its index
+            claim = self._controller._claims.get(wkey)  # noqa: SLF001
+            if claim is None or claim.plan is None or claim.identity == exclude:
+                continue
+            total = (total or 0) + (claim.plan.total_pods or 0)
+        return total
 
     def pod_group(self, namespace: str, name: str) -> tuple[bool, dict[str, Any] | None]:
         synced = self._managed.synced and self._other.synced

@@ -380,3 +380,76 @@ async def test_multikueue_the_managers_copy_is_left_unchanged_and_the_workers_co
         [note] = [r["status"]["message"] for p, req, r in fake.admission.reviews
                   if p == "/validate" and req.get("name") == "mirrored"]
         assert "is MultiKueue's copy from manager manager-eu" in note and "it is ganged here" in note
+
+
+# ======================================================================================================================
+# 6. Joining a hand-written PodGroup that can never be satisfied
+# ======================================================================================================================
+
+PG1 = {"apiVersion": PG_API, "kind": "PodGroup", "metadata": {"name": "pg1", "namespace": "team"},
+       "spec": {"minMember": 3}}
+PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team/podgroups"
+
+
+def pg1_deployment(name: str = "pause", replicas: int = 2) -> dict[str, Any]:
+    """scheduler-plugins' Coscheduling example (``doc/coscheduling.md``: PodGroup ``pg1`` minMember 3, a Deployment
+    of 2 pause pods labelled for it), with admit's annotations as admit's own refusal advises
+    (``gang.admit.dev/pod-group: pg1`` "to join that PodGroup as it is")."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "team",
+                         "annotations": {"gang.admit.dev/min-member": "auto", "gang.admit.dev/pod-group": "pg1"}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name, "scheduling.x-k8s.io/pod-group": "pg1"}},
+                                  "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                                                           "resources": {"requests": {"cpu": "100m"}}}]}}}}
+
+
+async def test_joining_a_hand_written_pod_group_the_workload_can_never_fill_is_refused_naming_both_numbers(
+        aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await stack.kube.request("POST", PODGROUPS, body=PG1)
+        with pytest.raises(KubeError) as refused:
+            await stack.kube.request("POST", DEPLOYMENTS, body=pg1_deployment())
+        assert refused.value.status == 403
+        message = refused.value.message
+        assert ("PodGroup team/pg1 was not created by admit and needs minMember 3, but Deployment team/pause runs 2 "
+                "pods (spec.replicas=2): the Coscheduling plugin would keep every pod Pending forever. Run at least 3 "
+                "pods (spec.replicas), or lower the PodGroup's spec.minMember to 2") in message
+        assert fake.get("apps/v1", "deployments", "team", "pause") is None
+        assert fake.get(PG_API, "podgroups", "team", "pg1")["spec"] == {"minMember": 3}  # never touched
+        # Enough pods: joined as it is.
+        joined = await stack.kube.request("POST", DEPLOYMENTS, body=pg1_deployment("pause3", 3))
+        assert joined["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "pg1"
+
+
+async def test_workloads_that_share_a_hand_written_pod_group_are_counted_together(aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await stack.kube.request("POST", PODGROUPS, body=dict(PG1, spec={"minMember": 4}))
+        for name in ("leader", "workers"):  # paused: allowed, and each names pg1
+            await stack.kube.request("POST", DEPLOYMENTS, body=pg1_deployment(name, 0))
+        await eventually(lambda: len([c for c in stack.controller._claims.values()  # noqa: SLF001
+                                      if c.key == ("team", "pg1")]) == 2)
+        fake.admission.warnings.clear()
+        await stack.kube.request("PATCH", f"{DEPLOYMENTS}/leader/scale", body={"spec": {"replicas": 2}},
+                                 content_type=MERGE)
+        assert any("the other workloads that name it 0" in w for _, _, w in fake.admission.warnings)
+        await eventually(lambda: any(c.plan is not None and c.plan.total_pods == 2
+                                     for c in stack.controller._claims.values()))  # noqa: SLF001
+        fake.admission.warnings.clear()
+        await stack.kube.request("PATCH", f"{DEPLOYMENTS}/workers/scale", body={"spec": {"replicas": 2}},
+                                 content_type=MERGE)  # 2 + 2 reach 4: no word
+        assert not any("needs minMember 4" in w for _, _, w in fake.admission.warnings)
+
+
+def test_admit_review_of_the_pod_group_and_the_deployment_together_refuses_the_deployment(tmp_path):
+    import yaml
+
+    from admit.cli.review import load_documents, review_documents
+    from admit.config import Config
+
+    path = tmp_path / "coscheduling-example.yaml"
+    path.write_text(yaml.safe_dump_all([PG1, pg1_deployment()]))
+    results = asyncio.run(review_documents(load_documents([str(path)]), Config()))
+    deployment = next(r for r in results if r["kind"] == "Deployment")
+    assert deployment["allowed"] is False
+    assert "PodGroup team/pg1 was not created by admit and needs minMember 3" in deployment["message"]

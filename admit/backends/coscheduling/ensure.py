@@ -88,11 +88,13 @@ async def ensure_coscheduling(store: PodGroupStore | None, plan: GangPlan, confi
         if not dry_run:
             metrics.pod_group("created")
         return
-    own = ownership(existing, plan, config, explicit_name)
+    members = getattr(cache, "group_pods", None)  # the controller's claims: other workloads naming this group
+    others = members(ns, name, plan.owner) if members is not None else None
+    own = ownership(existing, plan, config, explicit_name, others)
     decision.warnings.extend(own.warnings)
     if own.action == "conflict":
         decision.allowed = False
-        decision.code = 409
+        decision.code = own.code
         decision.message = own.message
         return
     if own.action != "manage":

@@ -157,10 +157,19 @@ def merge_shared_spec(existing: dict[str, Any], plan: GangPlan) -> tuple[dict[st
     return out, warnings
 
 
-def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
+def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool,
+              others: int | None = None) -> Ownership:
     """Decide whether ``plan`` may manage, use, or must leave the existing PodGroup (rules in module docstring).
 
-    ``explicit_name`` is True when the user named the group with ``gang.admit.dev/pod-group``.
+    ``explicit_name`` is True when the user named the group with ``gang.admit.dev/pod-group``. ``others``: the pods
+    of the other stored workloads that name the same group (the controller's claims), ``None`` when no other
+    workload names it (or nobody can tell: ``admit review``, no controller). A PodGroup admit did not create whose
+    ``minMember`` is above the pods that can join it can never be filled: the Coscheduling plugin's PreFilter
+    rejects every pod while fewer than minMember pods carry its label (scheduler-plugins
+    ``pkg/coscheduling/core/core.go``). Joining it alone with fewer pods (``plan.total_pods`` above 0) is refused
+    (403), naming both numbers and the fixes (scheduler-plugins' own example: PodGroup ``pg1`` with minMember 3 and
+    a Deployment of 2 labelled for it); when other workloads name it too, their pods count, and a shortfall is a
+    warning (one of them may still grow).
     """
     meta = existing.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -189,6 +198,27 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
     if explicit_name:
         warnings = []
         spec = existing.get("spec") or {}
+        have = spec.get("minMember")
+        total = plan.total_pods
+        if isinstance(have, int) and not isinstance(have, bool) and total is not None and total > 0 \
+                and have > total + (others or 0):
+            counted = f"{total} pod{'s' if total != 1 else ''}" + (f" ({plan.total_field}={total})"
+                                                                     if plan.total_field else "")
+            if others is not None:
+                warnings.append(
+                    f"{pg} was not created by admit and needs minMember {have}; {plan.ref} runs {counted} and the "
+                    f"other workloads that name it {others}: until they run {have} together, every pod of the group "
+                    "stays Pending")
+                return Ownership("use", warnings=warnings)
+            return Ownership(
+                "conflict", code=403, message=(
+                    f"{pg} was not created by admit and needs minMember {have}, but {plan.ref} runs {counted}: the "
+                    f"Coscheduling plugin would keep every pod Pending forever. Run at least {have} pods"
+                    f"{' (' + plan.total_field + ')' if plan.total_field else ''}, or lower the PodGroup's "
+                    f"spec.minMember to {total} (kubectl patch podgroup {plan.group_name} -n {plan.namespace} --type "
+                    f"merge -p '{{\"spec\":{{\"minMember\":{total}}}}}'), or remove {config.pod_group_key} to let "
+                    "admit make a PodGroup of its own (workloads that share one PodGroup: create them all with 0 "
+                    "replicas, then scale them up)"))
         if spec.get("minMember") != plan.min_member:
             warnings.append(
                 f"{pg} was not created by admit and is used as it is: its minMember is {spec.get('minMember')}, "
