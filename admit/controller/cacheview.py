@@ -41,6 +41,7 @@ class ControllerView:
         self.get = controller.pod_groups.get
         self.missing = controller.cache.missing
         self.extended_resources = controller.cache.extended_resources
+        self.runtime_overheads = controller.cache.runtime_overheads
 
     def group_pods(self, namespace: str, name: str, exclude: str) -> int | None:
         """The pods (``plan.total_pods``) of the stored gang workloads whose plan names PodGroup ``namespace/name``,

@@ -231,7 +231,7 @@ def _pod_spec_for_resolver(spec: Any) -> Any:
             out[key] = [{_shared(k): (_shared_resources(v) if k == "resources" else _shared(v))
                          for k, v in c.items() if k in ("name", "resources", "restartPolicy")}
                         if isinstance(c, dict) else c for c in containers]
-    for key in ("overhead", "schedulerName"):
+    for key in ("overhead", "schedulerName", "runtimeClassName"):
         if key in spec:
             out[key] = _shared_resources(spec[key]) if key == "overhead" else _shared(spec[key])
     return out

@@ -91,12 +91,14 @@ from .leader import LeaderElector, NotLeader, default_identity
 from ..eventloop import Pacer
 from .multiindex import MultiIndex
 from ..backends.coscheduling.reconcile import Action, decide, describe_spec, spec_changes
-from ..gang.resources import device_class_record, dra_extended_resources
+from ..gang.resources import device_class_record, dra_extended_resources, runtime_class_record, runtime_overheads
 from ..kube.watchcache import KubeRaw, Resource, WatchCache, object_key
 from .workqueue import WorkQueue
 from .writes import KeyWrites
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
+RUNTIME_CLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False)
+"""RuntimeClasses (``node.k8s.io/v1``): ``overhead.podFixed``, which kube-apiserver adds to every pod of the class."""
 """DeviceClasses (``resource.k8s.io/v1``, GA in Kubernetes 1.34): ``spec.extendedResourceName`` (KEP-5004)."""
 
 __all__ = [
@@ -188,6 +190,10 @@ class PodGroupView:
         """``{extended resource name: DeviceClass name}`` DRA serves (``Controller.dra_extended_resources``)."""
         return self._controller.dra_extended_resources
 
+    def runtime_overheads(self) -> dict[str, dict[str, str]]:
+        """``{RuntimeClass name: overhead.podFixed}`` (``Controller.runtime_overheads``)."""
+        return self._controller.runtime_overheads
+
 
 class Controller(KeyWrites):
     """Caches, leader election and the reconcile workers (see the module docstring).
@@ -239,6 +245,14 @@ class Controller(KeyWrites):
                                          page_size=s.page_size)
         #: ``{extended resource name: DeviceClass name}`` from :attr:`device_classes` (replaced, never mutated).
         self.dra_extended_resources: dict[str, str] = {}
+        #: RuntimeClasses, for the pod overhead kube-apiserver adds to each pod of a class: admission and reconcile
+        #: add it to minResources (``resources.with_runtime_overhead``). 404/403 are retried slowly, as above.
+        self.runtime_classes = WatchCache(self.api, RUNTIME_CLASSES, handlers=[self._on_runtime_class],
+                                          transform=runtime_class_record, resync_period=None, backoff=s.watch_backoff,
+                                          slow_retry=s.slow_retry, idle_timeout=s.watch_idle_timeout,
+                                          page_size=s.page_size)
+        #: ``{RuntimeClass name: overhead.podFixed}`` from :attr:`runtime_classes` (replaced, never mutated).
+        self.runtime_overheads: dict[str, dict[str, str]] = {}
         self.elector = LeaderElector(
             self.api, s.lease_namespace, s.lease_name, s.identity, lease_duration=s.lease_duration,
             renew_deadline=s.renew_deadline, retry_period=s.retry_period,
@@ -282,6 +296,7 @@ class Controller(KeyWrites):
         for cache in self.workloads.values():
             await cache.start()
         await self.device_classes.start()
+        await self.runtime_classes.start()
         self.recorder.start()
         await self.elector.start()
         log.info("PodGroup controller started as %s: watching %s; orphan grace %gs, resync %gs, Lease %s/%s",
@@ -300,6 +315,7 @@ class Controller(KeyWrites):
         for cache in self.workloads.values():
             await cache.stop()
         await self.device_classes.stop()
+        await self.runtime_classes.stop()
         if self._own_client:
             await self._api_client.close()
             self._own_client = False
@@ -318,7 +334,12 @@ class Controller(KeyWrites):
     def caches(self) -> list[WatchCache]:
         """Every cache this controller runs: managed PodGroups, other PodGroups, one per workload kind, then the
         DeviceClasses."""
-        return [self.pod_groups, self.other_pod_groups, *self.workloads.values(), self.device_classes]
+        return [self.pod_groups, self.other_pod_groups, *self.workloads.values(), self.device_classes,
+                self.runtime_classes]
+
+    def _on_runtime_class(self, _type: str, _obj: JSON, _old: JSON | None) -> None:
+        """A RuntimeClass changed: recompute :attr:`runtime_overheads`."""
+        self.runtime_overheads = runtime_overheads(self.runtime_classes.items())
 
     def _on_device_class(self, _type: str, _obj: JSON, _old: JSON | None) -> None:
         """A DeviceClass changed: recompute :attr:`dra_extended_resources` (a handful of objects, rarely changed)."""

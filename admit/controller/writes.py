@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..backends.coscheduling.reconcile import Action, decide
-from ..gang.resources import countable_min_resources
+from ..gang.resources import ResourceError, countable_min_resources, with_runtime_overhead
 from ..kube.client import KubeError, namespace_terminating
 from ..kube.watchcache import Resource
 from ..observability import metrics
@@ -30,11 +30,23 @@ JSON = dict[str, Any]
 GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 
 
-def _countable(claim: Claim, served: dict[str, str]) -> Claim:
+def _countable(claim: Claim, served: dict[str, str], overheads: dict[str, dict[str, str]] | None = None) -> Claim:
     """``claim`` with a plan whose minResources holds only what the scheduler can count (the same rule admission
-    applies, ``validate.drop_uncountable``); the claim itself when nothing is left out (the common case: no copy)."""
+    applies, ``validate.drop_uncountable``) and the pod overhead of its RuntimeClass (``validate.add_overhead``);
+    the claim itself when nothing changes (the common case: no copy)."""
     plan = claim.plan
-    if plan is None or not plan.min_resources:
+    if plan is None:
+        return claim
+    if plan.runtime_class and overheads:
+        try:
+            with_overhead, added = with_runtime_overhead(plan.min_resources, plan.runtime_class, plan.min_member,
+                                                         overheads)
+        except ResourceError:
+            with_overhead, added = plan.min_resources, None  # admission refused the same quantity (and says why)
+        if added:
+            plan = dataclasses.replace(plan, min_resources=with_overhead)
+            claim = dataclasses.replace(claim, plan=plan)
+    if not plan.min_resources:
         return claim
     kept, left_out = countable_min_resources(plan.min_resources, served)
     if not left_out:
@@ -59,7 +71,7 @@ class KeyWrites:
         claims = self._claims_for(key, pg)
         if live is not None:
             claims = [live if c.identity == live.identity and c.namespace == live.namespace else c for c in claims]
-        claims = [_countable(c, self.dra_extended_resources) for c in claims]
+        claims = [_countable(c, self.dra_extended_resources, self.runtime_overheads) for c in claims]
         now = time.monotonic()
         action = decide(key, pg, claims, self.config, now=now, unclaimed_since=self._unclaimed_since.get(key),
                         grace=self.settings.orphan_grace_period, ahead_since=self._ahead_since.get(key))

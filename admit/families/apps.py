@@ -55,6 +55,15 @@ def template_min_resources(pod_spec: Any, count: int, ann: GangAnnotations, wher
         raise GangError(f"{where}: {e}", 400) from None
 
 
+def runtime_class_of(pod_spec: Any, ann: GangAnnotations) -> str | None:
+    """The ``runtimeClassName`` whose overhead kube-apiserver will add to pods of ``pod_spec`` (none when the spec
+    sets ``overhead`` itself, or when ``min-resources: none``): see ``GangPlan.runtime_class``."""
+    if not ann.min_resources or not isinstance(pod_spec, dict) or pod_spec.get("overhead"):
+        return None
+    name = pod_spec.get("runtimeClassName")
+    return name if isinstance(name, str) and name else None
+
+
 def _name(obj: dict[str, Any]) -> str:
     return str(get_path(obj, ("metadata", "name")) or "")
 
@@ -82,6 +91,7 @@ def _replicated_plan(
         schedule_timeout_seconds=ann.schedule_timeout_seconds,
         targets=[target],
         last_wave=last_wave,
+        runtime_class=runtime_class_of(get_path(obj, ("spec", "template", "spec")), ann),
     )
     if ann.min_member is None and auto_size < total:
         assert last_wave is not None
@@ -374,6 +384,7 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         schedule_timeout_seconds=ann.schedule_timeout_seconds,
         targets=[POD],
         warnings=warnings,
+        runtime_class=runtime_class_of(obj.get("spec"), ann),
         shared=True,
         size_known=ann.min_member is not None or total is not None,
     )

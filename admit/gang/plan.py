@@ -360,6 +360,10 @@ class GangPlan:
         refusal_note: appended to a below-minMember refusal of this plan (``backends.check_plan``): where the
             counted number comes from when something other than the user sets it (Kueue's partial admission), and
             what to change there.
+        runtime_class: the ``runtimeClassName`` of the plan's pod template when it sets no ``spec.overhead`` (one
+            template: Deployment, ReplicaSet, StatefulSet, Job, Pod) and ``minResources`` is ``auto``: the class's
+            ``overhead.podFixed``, which kube-apiserver adds to each pod, is added to ``minResources`` from the
+            controller's RuntimeClass cache (``resources.with_runtime_overhead``), else ``None``.
         notes: what the user should know but need not act on, given as the allowed answer's ``status.message``
             (``admit review -v`` shows it; kubectl does not, and ``admit review --strict`` does not fail on it): e.g.
             what admit's controller adjusts later (a Job's retries, ``families.apps.resolve_job``).
@@ -388,6 +392,7 @@ class GangPlan:
     native_priority: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     refusal_note: str = ""
+    runtime_class: str | None = None
 
     @property
     def owner(self) -> str:

@@ -35,6 +35,7 @@ from .quantity import QuantityError, add_resources, format_resources, max_resour
 __all__ = [
     "container_requests", "pod_requests", "pod_level_supported", "gang_min_resources", "ResourceError",
     "DEVICE_CLASS_RESOURCE_PREFIX", "device_class_record", "dra_extended_resources", "countable_min_resources",
+    "runtime_class_record", "runtime_overheads", "with_runtime_overhead",
     "left_out_warning", "resource_claims_warning",
 ]
 
@@ -236,3 +237,43 @@ def resource_claims_warning(ref: str, pod_specs: Any) -> str | None:
                     "Coscheduling's capacity pre-check counts node allocatable only; the scheduler still allocates "
                     "each pod's claims")
     return None
+
+
+def runtime_class_record(obj: Any) -> dict[str, Any]:
+    """What a RuntimeClass cache keeps (``node.k8s.io/v1``): its name and ``overhead.podFixed`` (``None`` when it
+    has none)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    overhead = obj.get("overhead") if isinstance(obj, dict) else None
+    fixed = overhead.get("podFixed") if isinstance(overhead, dict) else None
+    return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
+            "podFixed": dict(fixed) if isinstance(fixed, dict) and fixed else None}
+
+
+def runtime_overheads(runtime_classes: Any) -> dict[str, dict[str, str]]:
+    """``{RuntimeClass name: overhead.podFixed}`` of the RuntimeClasses that define an overhead (records of
+    :func:`runtime_class_record`)."""
+    return {str(r["metadata"]["name"]): r["podFixed"] for r in runtime_classes if r["podFixed"]}
+
+
+def with_runtime_overhead(min_resources: dict[str, str] | None, runtime_class: str | None, count: int,
+                          overheads: dict[str, dict[str, str]]) -> tuple[dict[str, str] | None, str | None]:
+    """``(minResources, added)``: ``min_resources`` plus ``count`` times the ``overhead.podFixed`` of RuntimeClass
+    ``runtime_class``, and a description of what was added (``None``: nothing).
+
+    kube-apiserver's RuntimeClass admission plugin writes the class's ``overhead.podFixed`` into ``spec.overhead``
+    of every pod created with ``runtimeClassName`` (``plugin/pkg/admission/runtimeclass``, ``setOverhead``), and the
+    scheduler counts it in the pod's requests (``PodRequests``, component-helpers ``resource/helpers.go``); a pod
+    template carries none of it, so a PodGroup's ``minResources`` computed from the template asks for less than
+    the pods need. ``overheads``: :func:`runtime_overheads` (the controller's RuntimeClass cache: no API call).
+
+    Raises:
+        ResourceError: a quantity of the RuntimeClass does not parse.
+    """
+    fixed = overheads.get(runtime_class or "")
+    if not fixed or count <= 0:
+        return min_resources, None
+    extra = scale_resources(_parse_list(fixed, f"RuntimeClass {runtime_class} overhead.podFixed"), count)
+    total = add_resources(_parse_list(min_resources or {}, "minResources"), extra)
+    return format_resources(total), f"{count} x overhead.podFixed of RuntimeClass {runtime_class}"
+

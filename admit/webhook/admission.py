@@ -57,7 +57,7 @@ from ..backends.common import owner_annotation
 from .admissionreview import AdmissionRequest, Decision
 from ..families.spark import DriverLookup, driver_group, executor_plan
 from ..families.trainer import judge_runtime, runtime_ref
-from .validate import RuntimeCheck, ScaleCheck, Verdict, drop_uncountable, scale_verdict, validate
+from .validate import RuntimeCheck, ScaleCheck, Verdict, add_overhead, drop_uncountable, scale_verdict, validate
 
 __all__ = ["Admission", "PodGroupStore", "GroupCache", "missing_group_warning"]
 
@@ -210,9 +210,7 @@ class Admission:
         try:
             verdict = validate(req, self.config)
             if verdict.ensure is not None:
-                served = getattr(self.cache, "extended_resources", None)  # the controller's DeviceClass cache
-                if served is not None:
-                    verdict.decision.warnings.extend(drop_uncountable(verdict.ensure, served()))
+                self._counted(verdict)
                 await self._ensure(verdict, _generation(req.object))
             elif verdict.scale is not None:
                 return await self._check_scale(verdict.scale, verdict.dry_run)
@@ -376,9 +374,23 @@ class Admission:
         owner = get_path(pg, ("metadata", "annotations", owner_annotation(self.config))) if pg else None
         return owner == f"{check.group}/{check.kind}/{check.name}"
 
+    def _counted(self, verdict: Verdict) -> None:
+        """Bring the plan's minResources to what the scheduler counts, from the controller's caches (no API call):
+        the pod overhead of a RuntimeClass added, DRA-served resources left out (``validate.add_overhead``,
+        ``validate.drop_uncountable``), as the controller's reconcile does (``writes._countable``)."""
+        plan = verdict.ensure
+        assert plan is not None
+        overheads = getattr(self.cache, "runtime_overheads", None)  # the controller's RuntimeClass cache
+        if overheads is not None:
+            verdict.decision.warnings.extend(add_overhead(plan, overheads()))
+        served = getattr(self.cache, "extended_resources", None)  # the controller's DeviceClass cache
+        if served is not None:
+            verdict.decision.warnings.extend(drop_uncountable(plan, served()))
+
     async def _scale_gang(self, parent: dict[str, Any], check: ScaleCheck, dry_run: bool) -> Decision:
         verdict = scale_verdict(parent, check, self.config, dry_run)
         if verdict.ensure is not None:  # auto: the PodGroup takes the new size before the new pods exist
+            self._counted(verdict)
             # The new size comes from the scale, which kube-apiserver stores as the next generation of the parent.
             gen = _generation(parent)
             await self._ensure(verdict, gen + 1 if gen is not None else None)

@@ -49,13 +49,16 @@ from ..gang.plan import (
     template_annotation_warnings,
     unknown_annotation_warnings,
 )
-from ..gang.resources import countable_min_resources, left_out_warning, resource_claims_warning
+from ..gang.resources import (
+    ResourceError, countable_min_resources, left_out_warning, resource_claims_warning, with_runtime_overhead,
+)
 from .admissionreview import AdmissionRequest, Decision
 from .rollout import rollout_problem
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 
-__all__ = ["Verdict", "ScaleCheck", "RuntimeCheck", "validate", "check_plan", "scale_verdict", "scale_decision"]
+__all__ = ["Verdict", "ScaleCheck", "RuntimeCheck", "validate", "check_plan", "scale_verdict", "scale_decision",
+           "add_overhead"]
 
 
 @dataclass(slots=True)
@@ -128,6 +131,20 @@ def drop_uncountable(plan: GangPlan, served: Any) -> list[str]:
         return []
     plan.min_resources = kept
     return [left_out_warning(plan.ref, left_out)]
+
+
+def add_overhead(plan: GangPlan, overheads: dict[str, dict[str, str]]) -> list[str]:
+    """Add to ``plan.min_resources`` the ``overhead.podFixed`` of its pods' RuntimeClass (``plan.runtime_class``,
+    ``resources.with_runtime_overhead``; ``overheads`` from the controller's RuntimeClass cache, no API call), once
+    per counted pod. Returns warnings (a quantity of the RuntimeClass that does not parse); changes ``plan``."""
+    if not plan.runtime_class or not overheads:
+        return []
+    try:
+        plan.min_resources, _ = with_runtime_overhead(plan.min_resources, plan.runtime_class, plan.min_member,
+                                                      overheads)
+    except ResourceError as e:
+        return [f"{plan.ref}: minResources leaves out the pod overhead of RuntimeClass {plan.runtime_class}: {e}"]
+    return []
 
 
 def countable_warnings(plan: GangPlan, obj: Any) -> list[str]:

@@ -1,4 +1,4 @@
-"""What happens to a gang after admission (issue 31; docs/behaviour.md, "What happens to a gang after admission").
+"""What happens to a gang after admission (docs/behaviour.md, "What happens to a gang after admission").
 
 Each case as a platform team meets it: the objects as the controllers and tools send them, through admit's HTTP
 server and its controller, on the fake API with the chart's routing (``tests.webhook_stack.cluster_with_controller``)
@@ -453,3 +453,39 @@ def test_admit_review_of_the_pod_group_and_the_deployment_together_refuses_the_d
     deployment = next(r for r in results if r["kind"] == "Deployment")
     assert deployment["allowed"] is False
     assert "PodGroup team/pg1 was not created by admit and needs minMember 3" in deployment["message"]
+
+
+# ======================================================================================================================
+# 8. minResources includes a RuntimeClass's pod overhead
+# ======================================================================================================================
+
+KATA = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata-qemu"},
+        "handler": "kata-qemu", "overhead": {"podFixed": {"cpu": "250m", "memory": "160Mi"}}}
+
+
+async def test_min_resources_counts_the_pod_overhead_of_the_runtime_class_kube_apiserver_adds_to_each_pod(
+        aiohttp_client, fake):
+    fake.put(KATA)
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        await eventually(lambda: "kata-qemu" in stack.controller.runtime_overheads)
+        dep = paused_gang("sandboxed")
+        dep["spec"]["replicas"] = 3
+        dep["spec"]["template"]["spec"]["runtimeClassName"] = "kata-qemu"
+        fake.clear_requests()
+        await stack.kube.request("POST", DEPLOYMENTS, body=dep)
+        # 3 pods of 100m / 64Mi (examples/pause-gang-deployment.yaml) plus 250m / 160Mi of overhead each.
+        expected = {"cpu": "1050m", "memory": "672Mi"}
+        assert fake.get(PG_API, "podgroups", "team", "sandboxed")["spec"]["minResources"] == expected
+        assert fake.requests_for("runtimeclasses") == []  # from the controller's cache, no call on the path
+        # The controller keeps it (it adds the same overhead), also across a scale.
+        await eventually(lambda: (fake.get(PG_API, "podgroups", "team", "sandboxed") or {}).get("metadata", {}).get(
+            "ownerReferences"))
+        await stack.kube.request("PATCH", f"{DEPLOYMENTS}/sandboxed", content_type=MERGE,
+                                 body={"metadata": {"annotations": {"gang.admit.dev/min-member": "auto"}}})
+        await stack.kube.request("PATCH", f"{DEPLOYMENTS}/sandboxed/scale", body={"spec": {"replicas": 4}},
+                                 content_type=MERGE)
+        await eventually(lambda: fake.get(PG_API, "podgroups", "team", "sandboxed")["spec"] == {
+            "minMember": 4, "minResources": {"cpu": "1400m", "memory": "896Mi"}, "scheduleTimeoutSeconds": 10})
+        await asyncio.sleep(0.5)
+        assert fake.get(PG_API, "podgroups", "team", "sandboxed")["spec"]["minResources"] == {
+            "cpu": "1400m", "memory": "896Mi"}

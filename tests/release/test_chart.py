@@ -195,7 +195,7 @@ FAMILY_GROUPS = {g for g, _, _ in FAMILIES}
 ALL_WORKLOADS = CORE_WORKLOADS | KUBEFLOW | SPARK | FAMILIES
 SCALE = {("apps", "v1", f"{r}/scale", "UPDATE") for r in ("deployments", "statefulsets", "replicasets")}
 POD_CREATE = {("", "v1", "pods", "CREATE")}
-#: HorizontalPodAutoscalers, validated only (issue 31: an HPA whose minReplicas is below a gang's minMember).
+#: HorizontalPodAutoscalers, validated only: an HPA whose minReplicas is below a gang's minMember is refused.
 HPA = {("autoscaling", "v2", "horizontalpodautoscalers", op) for op in ("CREATE", "UPDATE")}
 
 
@@ -963,6 +963,7 @@ def test_cluster_role_grants_exactly_what_admit_and_its_controller_use():
     expected |= {("resource.k8s.io", "deviceclasses", v, ()) for v in read}  # DRA: minResources leaves them out
     # a TrainJob CREATE reads its runtime (admit.families.trainer.judge_runtime)
     expected |= {("trainer.kubeflow.org", r, "get", ()) for r in ("clustertrainingruntimes", "trainingruntimes")}
+    expected |= {("node.k8s.io", "runtimeclasses", v, ()) for v in read}  # pod overhead: minResources adds it
     expected |= {(g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
     expected |= {
         ("admissionregistration.k8s.io", f"{kind}webhookconfigurations", v, ("admit",))

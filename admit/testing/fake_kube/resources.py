@@ -36,6 +36,7 @@ BUILTIN_GROUPS = frozenset(
         "apiextensions.k8s.io",
         "discovery.k8s.io",
         "resource.k8s.io",
+        "node.k8s.io",
     }
 )
 
@@ -103,6 +104,8 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
     # DRA DeviceClasses (resource.k8s.io/v1, GA in 1.34; cluster-scoped, no status): admit reads spec.extendedResourceName
     _rt("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", namespaced=False, status=False),
+    # RuntimeClasses (node.k8s.io/v1, cluster-scoped, no status): admit reads overhead.podFixed
+    _rt("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", namespaced=False, status=False),
     _rt("kubeflow.org", "v1", "TFJob", "tfjobs"),
     _rt("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
     _rt("kubeflow.org", "v1", "MPIJob", "mpijobs"),
