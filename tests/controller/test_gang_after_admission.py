@@ -489,3 +489,39 @@ async def test_min_resources_counts_the_pod_overhead_of_the_runtime_class_kube_a
         await asyncio.sleep(0.5)
         assert fake.get(PG_API, "podgroups", "team", "sandboxed")["spec"]["minResources"] == {
             "cpu": "1400m", "memory": "896Mi"}
+
+
+# ======================================================================================================================
+# 7. A PodGroup controlled by the workload but not made by admit
+# ======================================================================================================================
+
+
+async def test_a_pod_group_the_workloads_own_operator_made_is_never_written_and_a_mismatch_is_named(
+        aiohttp_client, fake):
+    """Decision: admit never writes a PodGroup it did not create whose controller ownerReference is the workload:
+    its maker reconciles that spec (the training-operator and the spark-operator set minMember from their own
+    fields), so admit keeping it in step with the replicas would undo and redo the operator's write on every sync.
+    admit says instead, at each admission, when its minMember and the pods disagree."""
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        dep = paused_gang("web")
+        del dep["metadata"]["annotations"]["gang.admit.dev/min-member"]
+        dep["spec"].update(replicas=3, strategy={"type": "Recreate"})
+        stored = await stack.kube.request("POST", DEPLOYMENTS, body=dep)
+        fake.put({"apiVersion": PG_API, "kind": "PodGroup",
+                  "metadata": {"name": "web", "namespace": "team", "ownerReferences": [
+                      {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                       "uid": stored["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]},
+                  "spec": {"minMember": 3}})
+        gang = {"metadata": {"annotations": {"gang.admit.dev/min-member": "auto"}}}
+        await stack.kube.request("PATCH", f"{DEPLOYMENTS}/web", body=gang, content_type=MERGE)
+        fake.admission.warnings.clear()
+        await stack.kube.request("PATCH", f"{DEPLOYMENTS}/web/scale", body={"spec": {"replicas": 2}},
+                                 content_type=MERGE)
+        [warning] = {w for _, _, w in fake.admission.warnings if "own operator" in w}
+        assert warning == (
+            "PodGroup team/web is managed by the Deployment's own operator; admit leaves it unchanged: its minMember "
+            "is 3 and Deployment team/web runs 2 pods (spec.replicas=2), so every pod stays Pending until they "
+            "match; change it where that operator sets it, or delete the PodGroup so that admit makes its own")
+        await asyncio.sleep(4 * stack.controller.settings.orphan_grace_period)
+        assert fake.get(PG_API, "podgroups", "team", "web")["spec"] == {"minMember": 3}
+        assert not [e for e in events(fake) if e[1] in ("PodGroupUpdated", "PodGroupAdopted")]

@@ -191,10 +191,19 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
             f"set annotation {config.pod_group_key} to another name",
         )
     if ref_owner is not None and ref_owner == plan.owner:
-        return Ownership(
-            "operator",
-            warnings=[f"{pg} is managed by the {plan.kind}'s own operator; admit leaves it unchanged"],
-        )
+        # Made by the workload's own operator (its controller ownerReference names the workload, and admit did not
+        # create it): never written by admit, whatever the replicas say. The operator reconciles its own spec, so a
+        # second writer would undo and redo it on every sync (the training-operator and the spark-operator set
+        # minMember from their own fields). When its minMember no longer matches the pods, admit says so.
+        warning = f"{pg} is managed by the {plan.kind}'s own operator; admit leaves it unchanged"
+        have = (existing.get("spec") or {}).get("minMember")
+        total = plan.total_pods
+        if isinstance(have, int) and not isinstance(have, bool) and total is not None and 0 < total != have:
+            warning += (f": its minMember is {have} and {plan.ref} runs {total} pod{'s' if total != 1 else ''}"
+                        f"{' (' + plan.total_field + '=' + str(total) + ')' if plan.total_field else ''}"
+                        + (", so every pod stays Pending until they match" if total < have else "")
+                        + "; change it where that operator sets it, or delete the PodGroup so that admit makes its own")
+        return Ownership("operator", warnings=[warning])
     if explicit_name:
         warnings = []
         spec = existing.get("spec") or {}
