@@ -525,3 +525,17 @@ async def test_a_pod_group_the_workloads_own_operator_made_is_never_written_and_
         await asyncio.sleep(4 * stack.controller.settings.orphan_grace_period)
         assert fake.get(PG_API, "podgroups", "team", "web")["spec"] == {"minMember": 3}
         assert not [e for e in events(fake) if e[1] in ("PodGroupUpdated", "PodGroupAdopted")]
+
+
+def test_the_controller_reports_a_stored_workload_that_can_never_fill_its_hand_written_pod_group():
+    from admit.backends.coscheduling.reconcile import decide
+    from admit.config import Config
+    from admit.controller.claims import claim_of
+    from admit.kube.watchcache import Resource
+
+    deployments = Resource("apps", "v1", "deployments", "Deployment")
+    stored = pg1_deployment()
+    stored["metadata"].update(uid="uid-1", resourceVersion="7", generation=2, labels={"gang.admit.dev/managed": "true"})
+    claim = claim_of(stored, deployments, Config())
+    action = decide(("team", "pg1"), copy.deepcopy(PG1), [claim], Config(), now=0.0, unclaimed_since=None, grace=1.0)
+    assert action.kind == "conflict" and "needs minMember 3, but Deployment team/pause runs 2 pods" in action.message

@@ -118,7 +118,8 @@ def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, 
             return Action("none", chosen, message=f"{pg_ref} is being deleted", others=others)
         if managed and owner is None:
             return Action("foreign", chosen, message=not_admits_message(pg_ref, config), others=others)
-        own = ownership(pg, plan, config, chosen.explicit)
+        sharing = [c.plan.total_pods or 0 for c in valid[1:] if c.plan is not None]  # other workloads naming it
+        own = ownership(pg, plan, config, chosen.explicit, sum(sharing) if sharing else None)
         if own.action == "conflict":
             return Action("conflict", chosen, message=f"{chosen.ref}: {own.message}", others=others)
         if own.action != "manage":
