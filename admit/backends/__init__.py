@@ -196,7 +196,7 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
             raise GangError(f"{plan.ref}: Spark gangs need the coscheduling backend (executors join their driver by "
                             "label, and the spark-operator does not copy spec.schedulingGroup into its pods); enable it "
                             "with --extra-gang-backend coscheduling (chart: config.extraGangBackends)", 400)
-        plan.warnings.append(f"{plan.ref}: Spark pods stay on the coscheduling backend (executors join their driver by "
+        plan.notes.append(f"{plan.ref}: Spark pods stay on the coscheduling backend (executors join their driver by "
                              "label, and the spark-operator does not copy spec.schedulingGroup into the pods it makes)")
         backend = COSCHEDULING
     reason = deferring_reason(obj, plan)
@@ -207,7 +207,7 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
     if reason is not None:
         plan.mutate = False
         plan.create_pod_group = False
-        plan.warnings.append(reason)
+        plan.notes.append(reason)  # who owns the gang objects, explained: nothing for the user to change
     if backend == WORKLOAD_API:
         if not config.workload_api_version:
             raise GangError(f'{plan.ref} asks for gang backend "workload-api", but {not_served_message(config)}', 400)

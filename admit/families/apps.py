@@ -95,13 +95,14 @@ def _replicated_plan(
     )
     if ann.min_member is None and auto_size < total:
         assert last_wave is not None
-        plan.warnings.append(
+        # a smaller gang that still gangs is admit's choice, explained (a note); a gang of 1 gangs nothing (a warning)
+        (plan.warnings if min_member == 1 else plan.notes).append(
             f"{plan.ref}: {last_wave.why}, so its auto minMember is {min_member}, not {total}, for every wave to start"
             + (" (a gang of 1: its pods are scheduled one by one)" if min_member == 1 else "")
             + f"; {last_wave.fix} to gang {total} pods"
         )
     if total == 0:
-        plan.warnings.append(
+        plan.notes.append(
             f"{plan.ref} has {total_field}=0: no pods run; its PodGroup keeps minMember {min_member}"
         )
     return plan

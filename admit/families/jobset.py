@@ -238,7 +238,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
             "podGroupPolicy.coscheduling: Trainer makes the PodGroup)", config)
     plan.group_name = choose_group_name(obj, ann, targets, config, "JobSet", name)
     if steps:
-        plan.warnings.append(
+        plan.notes.append(
             f"{ref}: replicatedJob(s) {', '.join(rj['name'] for rj in steps)} complete before the others start "
             f"(dependsOn status: Complete), so they are not in PodGroup {plan.group_name}: their pods carry no "
             f"{config.pod_group_label} label and are scheduled on their own")
@@ -264,7 +264,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
                 f"({config.min_member_key}={ann.min_member}) deadlocks. admit does not split a JobSet into one gang "
                 f"per replicatedJob; {fix}, or set {config.min_member_key} to at most {total_first}"
             )
-        plan.warnings.append(
+        plan.notes.append(
             f"{ref} starts its replicatedJobs in order ({order_text}): PodGroup {plan.group_name} gangs the first "
             f"{ann.min_member} pod(s); the pods of the later replicatedJobs join it once it runs"
         )
@@ -312,7 +312,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
             "new Job is created); failurePolicy is immutable, so set it when creating the JobSet")
     for rj in rjobs:
         if rj["replicas"] == 0 or rj["pods_per_job"] == 0:
-            plan.warnings.append(f"{ref}: replicatedJob {rj['name']} runs no pods (replicas or parallelism 0)")
+            plan.notes.append(f"{ref}: replicatedJob {rj['name']} runs no pods (replicas or parallelism 0)")
     covered = plan.min_member
     if exclusive:  # the leaders pass together only where every pod of the first members fits (as LWS's LeaderReady)
         covered = sum(rj["replicas"] * rj["pods_per_job"] for rj in first)

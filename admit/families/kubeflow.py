@@ -247,7 +247,7 @@ def resolve_kubeflow(
         plan.mutate = False
         plan.create_pod_group = False
         operator = "mpi-operator" if obj.get("apiVersion") == "kubeflow.org/v2beta1" else "training-operator"
-        plan.warnings.append(
+        plan.notes.append(
             f"{ref}: the {operator} gangs Kubeflow jobs itself (admit runs with --kubeflow-gang-by-operator); "
             f"admit only checks it and leaves the pod templates and PodGroup {group_name} to the operator"
         )
@@ -273,7 +273,7 @@ def resolve_kubeflow(
 
     for r in replicas:
         if r.count == 0:
-            plan.warnings.append(f"{ref} has spec.{field}.{r.rtype}.replicas=0: no {r.rtype} pods run")
+            plan.notes.append(f"{ref} has spec.{field}.{r.rtype}.replicas=0: no {r.rtype} pods run")
     if late and 0 < total < min_member:
         raise GangError(
             f"{ref} uses launcherCreationPolicy: WaitForWorkersReady: the mpi-operator creates the launcher only once "
@@ -286,7 +286,7 @@ def resolve_kubeflow(
                  lower="spec.runPolicy.schedulingPolicy.minAvailable" if config.kubeflow_gang_by_operator else None,
                  backend=COSCHEDULING if config.kubeflow_gang_by_operator else None)
     if late:
-        plan.warnings.append(
+        plan.notes.append(
             f"{ref}: with launcherCreationPolicy: WaitForWorkersReady the launcher starts after the workers, so the "
             f"gang counts the {total} workers and the launcher joins the PodGroup later"
         )

@@ -185,7 +185,7 @@ def resolve_leaderworkerset(
         if leader_ready:
             first = (", the leader first: startupPolicy LeaderReady" if policy == LEADER_READY
                      else f", the leader first: {EXCLUSIVE_TOPOLOGY} places the workers after it")
-        plan.warnings.append(
+        plan.notes.append(
             f"{ref}: one PodGroup per group ({names}, each with its template revision appended: "
             f"<lws>-<group index>-<revision>; minMember {min_member}{first}), each created when its leader pod is "
             "admitted; the pods join their group by their LWS labels")

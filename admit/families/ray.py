@@ -171,7 +171,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     if kind != "RayCluster":
         plan.create_pod_group = False  # its clusters gang, one PodGroup each; its own templates stay as written
         plan.group_name = name  # no PodGroup of this name is made: only messages read it
-        plan.warnings.append(
+        plan.notes.append(
             f"{ref}: each RayCluster KubeRay makes for it ({name}-raycluster-<5 characters>; a new one on every "
             f"{'retry' if kind == 'RayJob' else 'upgrade'}) is a gang of its own: a PodGroup named after that "
             "RayCluster and owned by it, so an old cluster's pods never count toward a new one's quorum")

@@ -119,7 +119,7 @@ def resolve_trainjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
                     group_name=ann.pod_group or name, min_member=ann.min_member or 1, total_pods=None,
                     total_field="", create_pod_group=False)
     plan.extra_ops = _runtime_patch_ops(obj, _gang_annotations(obj, config), patch_manager(config), ref, config)
-    plan.warnings.append(
+    plan.notes.append(
         f"{ref}: its JobSet {name} is the gang: PodGroup {plan.group_name} is made when Trainer creates the JobSet "
         f"(admit passes the annotations on through spec.runtimePatches). If {runtime_kind} {runtime} has "
         "podGroupPolicy.coscheduling, Trainer makes the PodGroup itself and admit leaves it alone")

@@ -338,7 +338,9 @@ class GangPlan:
         min_resources: PodGroup ``spec.minResources`` (ResourceList) or ``None``.
         schedule_timeout_seconds: PodGroup ``spec.scheduleTimeoutSeconds`` or ``None``.
         targets: pod templates to label.
-        warnings: admission warnings found while resolving.
+        warnings: admission warnings found while resolving: what the user should change (a typo, a value that
+            cannot work as meant). kube-apiserver shows them as ``Warning:`` on ``kubectl apply``; ``admit review
+            --strict`` fails on them.
         mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
         create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
         shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
@@ -366,7 +368,9 @@ class GangPlan:
             controller's RuntimeClass cache (``resources.with_runtime_overhead``), else ``None``.
         notes: what the user should know but need not act on, given as the allowed answer's ``status.message``
             (``admit review -v`` shows it; kubectl does not, and ``admit review --strict`` does not fail on it): e.g.
-            what admit's controller adjusts later (a Job's retries, ``families.apps.resolve_job``).
+            what admit's controller adjusts later (a Job's retries, ``families.apps.resolve_job``), or what admit
+            only explains about a correct manifest (one PodGroup per LeaderWorkerSet group, Trainer makes the JobSet,
+            a gang at 0 replicas). Never sent as admission warnings (docs/behaviour.md, "Notes and warnings").
     """
 
     kind: str

@@ -75,7 +75,10 @@ class Decision:
         message: ``status.message`` (reason for a denial, or a note on an allowed answer); ``""`` for none.
         code: ``status.code`` (HTTP status for a denial, e.g. 400 malformed, 403 policy, 503 API unavailable).
         patch: JSONPatch operations (list of ``{"op", "path", "value"}``); empty for none.
-        warnings: admission warnings shown by kubectl (``Warning: ...``).
+        warnings: admission warnings shown by kubectl (``Warning: ...``): only what the user should change.
+        notes: what admit explains without asking for a change (``GangPlan.notes``); never sent as warnings
+            (kubectl would print each as ``Warning:``): the validating answer carries them as ``message`` instead,
+            and ``admit review -v`` shows them.
         pod_groups: PodGroup objects admit created, patched, or would create (for ``admit review``).
         lookup: a read the mutation waits on, for ``admission.Admission`` to do (``spark.DriverLookup``: a Spark
             executor whose driver the cache does not know), or ``None``; never part of the answer.
@@ -86,6 +89,7 @@ class Decision:
     code: int = 200
     patch: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     pod_groups: list[dict[str, Any]] = field(default_factory=list)
     lookup: Any = None
 

@@ -100,7 +100,7 @@ def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: C
         except GangError:
             return Decision()  # the validating webhook refuses it with the reason
         ops, warnings = plan_patch(pod, plan, config)
-        return Decision(patch=ops, warnings=warnings)
+        return Decision(patch=ops, warnings=warnings, notes=plan.notes)
     for joiner in POD_JOINERS:
         plan = joiner(pod, config, namespace, known_groups)
         if plan is not None:
@@ -146,7 +146,7 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
     except GangError:
         return Decision()  # the validating webhook refuses it with the reason
     ops, warnings = plan_patch(obj, plan, config, old=req.old_object if req.operation == "UPDATE" else None)
-    return Decision(patch=t_ops + ops, warnings=t_warnings + warnings)
+    return Decision(patch=t_ops + ops, warnings=t_warnings + warnings, notes=plan.notes)
 
 
 _TARGETS_ONLY = GangAnnotations(min_member=1, min_resources=False)
@@ -178,7 +178,7 @@ def _resolve(resolver: Resolver, req: AdmissionRequest, obj: dict[str, Any], ann
     except NoNameYet as e:
         name = generated_group_name(e.generate_name, req.uid)
         plan = resolver(obj, dataclasses.replace(ann, pod_group=name), config, namespace, req.operation)
-        plan.warnings.append(
+        plan.notes.append(  # a name chosen for the user, not a mistake: a note
             f"{plan.kind} created with generateName {e.generate_name!r}: its name is not known yet, so its PodGroup "
             f"is named {name!r} (its pods carry "
             f"{'spec.schedulingGroup.podGroupName' if plan.backend == WORKLOAD_API else config.pod_group_label}={name});"

@@ -190,7 +190,7 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
             f"Pending forever. Scale to at least {plan.min_member} (or to 0 to pause it), or lower "
             f"{config.min_member_key} first"
         ))
-    decision = Decision(warnings=plan.warnings)
+    decision = Decision(warnings=plan.warnings, notes=plan.notes)
     if ann.min_member is not None or check.replicas == 0 or not plan.create_pod_group:
         return Verdict(decision)
     return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=dry_run)
@@ -344,7 +344,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
         problem = rollout_problem(obj, req.old_object, plan, config)
         if problem:
             return Verdict(Decision.deny(problem, 403, typos + plan.warnings))
-    decision = Decision(warnings=typos + plan.warnings, message="; ".join(plan.notes))
+    decision = Decision(warnings=typos + plan.warnings, message="; ".join(plan.notes), notes=plan.notes)
     if (req.group, req.kind, req.operation) == (TRAINER_GROUP, "TrainJob", "CREATE"):
         return Verdict(decision, runtime=RuntimeCheck(obj, namespace), dry_run=req.dry_run)
     if not plan.create_pod_group:

@@ -105,7 +105,7 @@ def test_a_template_that_already_names_a_scheduling_group_is_left_to_whoever_mad
     dep["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "lws-leader-0"}
     decision = mutate(req(dep), config)
     assert decision.patch == []
-    assert any("lws-leader-0" in w and "owns it" in w for w in decision.warnings)
+    assert any("lws-leader-0" in n and "owns it" in n for n in decision.notes)
     verdict = validate(req(dep), config)
     assert verdict.decision.allowed and verdict.ensure is None
 
@@ -117,7 +117,7 @@ def test_a_job_with_spec_scheduling_is_left_to_the_job_controller_but_still_chec
     assert mutate(req(job), config).patch == []
     verdict = validate(req(job), config)
     assert verdict.decision.allowed and verdict.ensure is None
-    assert any("WorkloadWithJob" in w for w in verdict.decision.warnings)
+    assert any("WorkloadWithJob" in n for n in verdict.decision.notes)
     job["metadata"]["annotations"]["gang.admit.dev/min-member"] = "4"
     job["spec"]["parallelism"] = 2
     assert not validate(req(job), config).decision.allowed
@@ -232,7 +232,7 @@ def test_a_spark_application_stays_on_coscheduling_with_a_warning_where_that_bac
     with_cos = NATIVE.replace(extra_gang_backends=frozenset({"coscheduling"}))
     verdict = validate(req(app), with_cos)
     assert verdict.ensure.backend == "coscheduling"
-    assert any("Spark pods stay on the coscheduling backend" in w for w in verdict.decision.warnings)
+    assert any("Spark pods stay on the coscheduling backend" in n for n in verdict.decision.notes)
     refused = validate(req(app), NATIVE).decision
     assert refused.code == 400 and "--extra-gang-backend coscheduling" in refused.message
 

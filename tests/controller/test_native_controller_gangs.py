@@ -51,9 +51,9 @@ def test_with_controller_gang_job_admit_hands_a_new_job_to_the_job_controller_an
     assert once["spec"]["scheduling"] == {"schedulingPolicy": {"gang": {"minCount": 4}}}
     assert "schedulingGroup" not in template_spec(once)
     assert "gang.admit.dev/managed" not in (once["metadata"].get("labels") or {})
-    assert any("goes to the Job controller's native gang" in w for w in decision.warnings)
+    assert any("goes to the Job controller's native gang" in n for n in decision.notes)
     again = mutate(req(once), HANDING)  # reinvocation: the same mechanism, nothing more to write
-    assert again.patch == [] and any("sets spec.scheduling" in w for w in again.warnings)
+    assert again.patch == [] and any("sets spec.scheduling" in n for n in again.notes)
     verdict = validate(req(once), HANDING)
     assert verdict.decision.allowed and (verdict.ensure is None or not verdict.ensure.create_pod_group)
 
@@ -113,7 +113,8 @@ async def test_against_the_fake_a_kueue_gang_job_gets_no_admit_pod_group_or_work
             final_obj = apply_answer(final_obj, {"response": answer})
             verdict = await post("/validate", final_obj)
             assert verdict["allowed"] is True
-            assert any("sets spec.scheduling" in w for w in verdict.get("warnings", []))
+            assert not any("sets spec.scheduling" in w for w in verdict.get("warnings", []))  # a note, offline
+            assert any("sets spec.scheduling" in n for n in validate(req(final_obj), BETA).decision.notes)
             assert [r for r in fake.requests if r.resource in ("workloads", "podgroups") and r.method == "POST"] == []
 
 
@@ -129,4 +130,4 @@ def test_a_deployment_or_statefulset_with_spec_scheduling_is_left_to_its_control
     obj["spec"]["scheduling"] = {"schedulingPolicy": {"gang": {"minCount": 3}}}
     decision = mutate(req(obj), BETA)
     assert decision.patch == []
-    assert any(f"the {kind} controller makes" in w for w in decision.warnings)
+    assert any(f"the {kind} controller makes" in n for n in decision.notes)

@@ -208,7 +208,7 @@ def test_an_in_order_jobset_is_refused_with_both_fixes_unless_its_gang_fits_the_
     assert not too_big.decision.allowed and "deadlocks" in too_big.decision.message
     first_only = validate(request(jobset(order="InOrder", annotations={"gang.admit.dev/min-member": "1"})), CONFIG)
     assert first_only.decision.allowed and first_only.ensure.min_member == 1
-    assert any("gangs the first 1 pod" in w for w in first_only.decision.warnings)
+    assert any("gangs the first 1 pod" in n for n in first_only.decision.notes)
 
 
 def test_a_jobset_with_depends_on_counts_only_the_replicated_jobs_that_start_first():
@@ -291,7 +291,9 @@ async def test_an_lws_gets_the_scheduler_and_the_group_spec_on_its_templates_and
         assert json.loads(tmpl[key]["metadata"]["annotations"][SPEC_KEY]) == spec
         assert tmpl[key]["spec"]["schedulerName"] == SCHED
         assert LABEL not in (tmpl[key]["metadata"].get("labels") or {})  # one template, many groups
-    assert any("vllm-0 ... vllm-1" in w for w in answer["response"]["warnings"])
+    # one PodGroup per group is how admit gangs an LWS, not a mistake: a note, not a kubectl Warning: line
+    assert "warnings" not in answer["response"]
+    assert any("vllm-0 ... vllm-1" in n for n in validate(request(lws()), CONFIG).decision.notes)
 
 
 async def test_each_lws_group_gets_its_own_pod_group_made_by_its_leader_pod_and_its_workers_join_it(cluster):
@@ -442,7 +444,8 @@ def test_a_rayservice_is_checked_but_gets_no_pod_group_and_keeps_its_templates()
            "spec": {"serveConfigV2": "applications: []", "rayClusterConfig": raycluster()["spec"]}}
     verdict = validate(request(obj), CONFIG)
     assert verdict.decision.allowed and verdict.ensure is None
-    assert any("serve-raycluster-<5 characters>" in w and "a gang of its own" in w for w in verdict.decision.warnings)
+    assert any("serve-raycluster-<5 characters>" in n and "a gang of its own" in n for n in verdict.decision.notes)
+    assert not verdict.decision.warnings
     ops = mutate(request(obj), CONFIG).patch
     assert not any(op["path"].startswith("/spec/rayClusterConfig") for op in ops)
     too_big = dict(obj, metadata=dict(obj["metadata"], annotations={"gang.admit.dev/min-member": "9"}))

@@ -285,7 +285,7 @@ def test_an_mpijob_waiting_for_workers_gangs_only_the_workers():
     v = verdict(obj)
     assert v.decision.allowed and v.ensure.min_member == 2
     assert v.ensure.min_resources == {"cpu": "2", "memory": "2Gi"}
-    assert any("launcher joins the PodGroup later" in w for w in v.decision.warnings)
+    assert any("launcher joins the PodGroup later" in n for n in v.decision.notes)
 
 
 def test_an_mpijob_waiting_for_workers_with_the_launcher_in_its_gang_is_denied():
@@ -338,7 +338,7 @@ def test_replicas_that_are_not_a_non_negative_integer_are_denied_naming_the_fiel
 def test_zero_replicas_of_a_replica_type_are_allowed_with_a_warning_naming_it():
     v = verdict(tfjob(ps=0))
     assert v.decision.allowed and v.ensure.min_member == 4
-    assert any("spec.tfReplicaSpecs.PS.replicas=0" in w for w in v.decision.warnings)
+    assert any("spec.tfReplicaSpecs.PS.replicas=0" in n for n in v.decision.notes)
 
 
 def test_a_job_with_no_replicas_at_all_is_allowed_with_warnings():
@@ -368,14 +368,14 @@ def test_when_the_training_operator_gangs_jobs_admit_injects_nothing_and_creates
     obj = tfjob()
     d = mutate(request(obj), cfg)
     assert d.patch == []
-    assert any("--kubeflow-gang-by-operator" in w for w in d.warnings)
+    assert any("--kubeflow-gang-by-operator" in n for n in d.notes)
     v = verdict(obj, cfg)
     assert v.decision.allowed and v.ensure is None
 
 
 def test_with_the_operator_setting_an_mpijob_v2beta1_is_left_to_the_mpi_operator():
     d = mutate(request(example("mpijob-v2beta1.yaml")), Config(kubeflow_gang_by_operator=True))
-    assert d.patch == [] and any("the mpi-operator gangs" in w for w in d.warnings)
+    assert d.patch == [] and any("the mpi-operator gangs" in n for n in d.notes)
 
 
 def test_with_the_operator_setting_a_waiting_launcher_the_operator_counts_is_still_refused():

@@ -39,7 +39,7 @@ def test_zero_replicas_pauses_a_gang_and_is_allowed_with_a_warning():
     dep["spec"]["replicas"] = 0
     v = verdict(dep)
     assert v.decision.allowed
-    assert any("spec.replicas=0" in w for w in v.decision.warnings)
+    assert any("spec.replicas=0" in n for n in v.decision.notes) and not v.decision.warnings
 
 
 def test_a_job_below_min_member_names_parallelism():
