@@ -90,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--dev", action="store_true",
                        help="try admit without a cluster: development certificates next to --tls-cert-file (reused "
                             "when there), the in-repo fake Kubernetes API holding the walk-through's Deployments, its "
-                            "address in <cert dir>/dev.env, 127.0.0.1, no --shutdown-delay (README, 'Try it without "
-                            "a cluster')")
+                            "address and the webhook's in <cert dir>/dev.env (ADMIT_FAKE_API, ADMIT_URL), 127.0.0.1, "
+                            "no --shutdown-delay (README, 'Try it without a cluster')")
     serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s; 127.0.0.1 with --dev)")
     serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
     serve.add_argument("--cert-mode", choices=("files", "self"), default="files",
@@ -168,16 +168,24 @@ def build_parser() -> argparse.ArgumentParser:
     review = sub.add_parser(
         "review", help="show the webhook's decisions on manifests or AdmissionReview files",
         description="Run the webhook's own decisions offline: one line per object (verdict, kind/name, PodGroup, "
-                    "minMember; the reason of a refusal). -v adds warnings, the JSONPatch, the PodGroups and the "
-                    "object after mutation; -o yaml/json gives everything. Exit 0 when all are allowed, 1 when any is "
-                    "denied (with --strict: or has a warning), 2 when a file cannot be read (reported on stderr; the "
-                    "other files are still reviewed). A Scale (kubectl scale, the HorizontalPodAutoscaler) is checked "
-                    "against the workload it scales when that workload is among the files reviewed in the same run; "
-                    "otherwise it is allowed with a warning that it was not checked.",
+                    "minMember; the reason of a refusal, or the warning, whole). -v adds every warning, the notes "
+                    "(what admit explains without asking for a change: they never reach kubectl's Warning: line), "
+                    "the JSONPatch, the PodGroups and the object after mutation; -o yaml/json gives everything. Exit "
+                    "0 when all are allowed, 1 when any is denied (with --strict: or has a warning; notes never "
+                    "count), 2 when a file cannot be read (reported on stderr; the other files are still reviewed). "
+                    "YAML that is not a Kubernetes object (values.yaml, Chart.yaml, kustomization.yaml, a JSON6902 "
+                    "patch) is skipped and counted; so are a Helm chart's templates and the patches a "
+                    "kustomization.yaml names: review rendered output piped in, kubectl kustomize DIR | admit review "
+                    "-, or helm template RELEASE CHART | admit review -. A Scale (kubectl scale, the "
+                    "HorizontalPodAutoscaler) is checked against the workload it scales when that workload is among "
+                    "the files reviewed in the same run; otherwise it is allowed with a warning that it was not "
+                    "checked.",
     )
     review.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
                         help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
-    review.add_argument("-R", "--recursive", action="store_true", help="read directories recursively")
+    review.add_argument("-R", "--recursive", action="store_true",
+                        help="read directories recursively (never hidden folders such as .git or .venv, nor "
+                             "virtualenvs and node_modules)")
     review.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
                         help="text: one line per object (default); json/yaml: every detail of every object")
     review.add_argument("-v", "--verbose", action="store_true",
@@ -185,7 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
     review.add_argument("--strict", action="store_true",
                         help="exit 1 when any object gets a warning too (a misspelt annotation key, a gang "
-                             "annotation admit ignores), as linters' --strict: for CI")
+                             "annotation admit ignores), as linters' --strict: for CI. Notes never fail it")
+    review.add_argument("--accept-warning", action="append", default=[], metavar="REGEX",
+                        help="a warning you have read and accept: --strict no longer fails on the warnings this "
+                             "regular expression finds in '<Kind> <namespace>/<name>: <warning>' (repeatable; e.g. "
+                             "'Deployment ml/trainer: .*minResources')")
     review.add_argument("--workload-api-version", choices=WORKLOAD_API_VERSIONS, default="v1alpha2",
                         help="scheduling.k8s.io version of the workload-api backend's objects: v1alpha2 "
                              "(Kubernetes 1.36), v1alpha3 or v1beta1 (1.37), v1 (1.38) (default: %(default)s; admit "
@@ -203,7 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("-n", "--namespace", default=None,
                         help="namespace (default: the kubeconfig context's namespace, else 'default')")
     status.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    status.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                        help="text: one line per gang (default); json: an array, one object per gang (namespace, "
+                             "group, workload, minMember, pods {total, scheduled, pending}, phase, waitingSeconds, "
+                             "reason, message, retry), for scripts")
     status.add_argument("-w", "--watch", action="store_true", help="print again whenever something changes")
     status.add_argument("--interval", type=_positive_float, default=2.0,
                         help="seconds between reads with --watch (default: %(default)s)")
@@ -256,18 +271,28 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 
 def _cmd_review(args: argparse.Namespace) -> int:
-    from .review import InputError, format_lines, format_text, load_documents, review_documents
+    import re
+
+    from .review import (InputError, Skipped, accept_warnings, format_lines, format_text, load_documents,
+                         review_documents)
 
     config = config_from_args(args)
     errors: list[str] = []
+    skipped = Skipped()
     try:
-        docs = load_documents(args.paths, args.recursive, errors=errors)
+        docs = load_documents(args.paths, args.recursive, errors=errors, skipped=skipped)
         results = asyncio.run(review_documents(docs, config, errors=errors)) if docs else []
+        accept_warnings(results, args.accept_warning)
     except InputError as e:
         print(f"admit review: cannot read {e}", file=sys.stderr)
         return 2
+    except re.error as e:
+        print(f"admit review: --accept-warning {e.pattern!r} is not a regular expression: {e}", file=sys.stderr)
+        return 2
     for error in errors:  # reported, and the rest reviewed: one broken file does not hide the others' verdicts
         print(f"admit review: cannot read {error}", file=sys.stderr)
+    if args.output in ("json", "yaml") and skipped.summary():  # the table says it in its summary
+        print(f"admit review: {skipped.summary()}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps(results, indent=2, default=str))
     elif args.output == "yaml":
@@ -275,9 +300,9 @@ def _cmd_review(args: argparse.Namespace) -> int:
 
         print(yaml.safe_dump(json.loads(json.dumps(results, default=str)), sort_keys=False), end="")
     elif args.verbose:
-        print(format_text(results, show_objects=not args.no_objects))
+        print(format_text(results, show_objects=not args.no_objects, skipped=skipped))
     else:
-        print(format_lines(results, errors))
+        print(format_lines(results, errors, skipped))
     if errors:
         return 2
     warned = sum(1 for r in results if r["warnings"])

@@ -8,12 +8,15 @@ admit makes (PodGroups, workloads, Leases, Events).
 
 For the walk-through (README, "Try it without a cluster") it stores the example Deployments ``pause`` and ``web``
 as kube-apiserver stores them after admission (:func:`store_walkthrough_workloads`), writes
-``export ADMIT_FAKE_API=<url>`` to ``<cert dir>/dev.env``, and stops at once on Ctrl-C (no ``--shutdown-delay``:
-no Endpoints route here)::
+``export ADMIT_FAKE_API=<url>`` and ``export ADMIT_URL=https://127.0.0.1:<port>`` to ``<cert dir>/dev.env``, and
+stops at once on Ctrl-C (no ``--shutdown-delay``: no Endpoints route here)::
 
     admit serve --dev
     source certs/dev.env
     curl -s $ADMIT_FAKE_API/apis/scheduling.x-k8s.io/v1alpha1/podgroups
+
+A port already taken (another ``admit serve --dev``) stops it before anything is written, with the ``--port`` to
+use instead: the other server's ``dev.env`` stays as it was.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from ..config import Config
 
 __all__ = ["serve_dev", "store_walkthrough_workloads", "walkthrough_folder", "FAKE_API_ENV"]
 
-#: The variable ``<cert dir>/dev.env`` exports: the fake API's URL, for the walk-through's ``curl`` commands.
+#: The variables ``<cert dir>/dev.env`` exports for the walk-through's ``curl`` commands: the fake API's URL, and
+#: the webhook's own (its --port).
 FAKE_API_ENV = "ADMIT_FAKE_API"
+WEBHOOK_URL_ENV = "ADMIT_URL"
 #: Where the walk-through's files are looked for, in order: ``examples/`` of the folder admit runs in (the README runs
 #: the walk-through from the repository root, and so reads those files with ``curl --data @examples/...``), then the
 #: source tree an editable install runs from. A plain ``pip install .`` leaves no examples/ beside the package.
@@ -51,6 +56,7 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
 
     Raises:
         CertificateError: a CA next to ``--tls-cert-file`` that cannot be reused (``admit certs --force`` replaces it).
+        OSError: ``--port`` is taken on the host (the message names a free port to pass instead).
     """
     from ..tls.certs import write_development_certificates
     from .serve import serve
@@ -64,6 +70,7 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
         args.host = "127.0.0.1"
     # Nothing routes to this process through Endpoints: Ctrl-C stops it at once instead of after --shutdown-delay.
     args.shutdown_delay = 0.0
+    _check_port_free(args.host, args.port)  # before dev.env is written: a second --dev must not repoint the first's
     async with FakeKubeAPI(bookmark_interval=DEV_BOOKMARK_SECONDS) as fake:
         args.api_server = fake.url
         examples = walkthrough_folder()
@@ -72,11 +79,30 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
             log.warning("dev mode: no walk-through files (%s) in ./examples: run `admit serve --dev` from the "
                         "repository root to have the fake hold the walk-through's Deployments", ", ".join(WALKTHROUGH))
         env_file = cert.parent / "dev.env"
-        env_file.write_text(f"export {FAKE_API_ENV}={fake.url}\n")
+        env_file.write_text(f"export {FAKE_API_ENV}={fake.url}\nexport {WEBHOOK_URL_ENV}=https://{args.host}:{args.port}\n")
         log.info("dev mode: fake Kubernetes API at %s (in memory), holding %s; for the walk-through run: "
                  "source %s   (sets %s); CA for curl --cacert: %s", fake.url, ", ".join(stored) or "nothing",
                  env_file, FAKE_API_ENV, paths["ca.crt"])
         await serve(args, config)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Raise ``OSError`` naming a free port when ``host:port`` cannot be bound (with ``SO_REUSEADDR``, as aiohttp's
+    server binds on Linux, so a port in TIME_WAIT counts as free)."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+            return
+        except OSError as e:
+            problem = e
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as spare:
+        spare.bind((host, 0))
+        free = spare.getsockname()[1]
+    raise OSError(problem.errno, f"{host}:{port} is taken ({problem.strerror}; another `admit serve --dev`?): pass "
+                                 f"--port {free}, or stop the other server; its dev.env is left as it was")
 
 
 def walkthrough_folder(search: tuple[Path, ...] = EXAMPLES_SEARCH) -> Path | None:

@@ -28,20 +28,43 @@ import yaml
 
 from ..webhook.admission import Admission
 from ..config import Config
-from ..families.kinds import RESOLVERS
+from ..families.kinds import RESOLVERS, SCALABLE
 from ..kube.client import AlreadyExists
-from ..echo import clip_message
-from ..gang.plan import generated_group_name, get_path
+from ..gang.plan import GangError, generated_group_name, get_path, parse_gang_annotations
 from ..webhook.admissionreview import AdmissionRequest, BadReview, dumps, parse_review
 
-__all__ = ["InputError", "OfflineKube", "load_documents", "manifest_request", "review_documents", "format_text",
-           "format_lines"]
+__all__ = ["InputError", "OfflineKube", "Skipped", "load_documents", "manifest_request", "review_documents",
+           "accept_warnings", "format_text", "format_lines", "not_an_object"]
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class InputError(Exception):
     """A file that cannot be read or parsed; ``str(e)`` is ``"<file>: <reason>"``."""
+
+
+# Kinds kube-apiserver serves cluster-scoped (``kubectl api-resources --namespaced=false`` on Kubernetes 1.34, plus
+# the cluster-scoped kinds of the operators admit knows: Trainer's ClusterTrainingRuntime, Kueue's ClusterQueue,
+# ResourceFlavor and Cohort, cert-manager's ClusterIssuer). A manifest of one has no namespace, and is shown without.
+CLUSTER_SCOPED = frozenset({
+    "APIService", "CSIDriver", "CSINode", "CertificateSigningRequest", "ClusterRole", "ClusterRoleBinding",
+    "ComponentStatus", "CustomResourceDefinition", "DeviceClass", "FlowSchema", "IngressClass", "IPAddress",
+    "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration", "Namespace", "Node",
+    "PersistentVolume", "PriorityClass", "PriorityLevelConfiguration", "ResourceSlice", "RuntimeClass",
+    "ServiceCIDR", "StorageClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+    "ValidatingWebhookConfiguration", "VolumeAttachment", "ClusterTrainingRuntime", "ClusterQueue",
+    "ResourceFlavor", "Cohort", "ClusterIssuer",
+})
+
+
+def _namespace_of(doc: dict[str, Any]) -> str:
+    """``metadata.namespace``; ``""`` for a cluster-scoped kind; else ``"default"``, as ``kubectl apply`` without
+    ``-n``."""
+    kind = str(doc.get("kind", ""))
+    if kind in CLUSTER_SCOPED or kind.startswith("Cluster"):  # a Cluster* kind (ClusterTrainingRuntime, ClusterRole)
+        return ""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    return str(meta.get("namespace") or "default")
 
 
 def _plural(kind: str) -> str:
@@ -65,10 +88,7 @@ class OfflineKube:
         """Make ``obj`` (a manifest with apiVersion/kind/metadata) readable through :meth:`get_object`."""
         group = str(obj.get("apiVersion", "")).rpartition("/")[0]
         meta = obj.get("metadata") or {}
-        kind = str(obj.get("kind", ""))
-        # a Cluster* kind (ClusterTrainingRuntime) is cluster-scoped: read with namespace ""
-        namespace = "" if kind.startswith("Cluster") else str(meta.get("namespace") or "default")
-        key = (group, _plural(kind), namespace, str(meta.get("name")))
+        key = (group, _plural(str(obj.get("kind", ""))), _namespace_of(obj), str(meta.get("name")))
         self.objects[key] = obj
 
     async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:
@@ -132,9 +152,97 @@ class OfflineKube:
         return self.objects.get(("", "pods", namespace, name))
 
 
-def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = None) -> list[Path | None]:
+# Folders ``-R`` never walks into: hidden ones (.git, .venv, .tox), and what a Python or Node checkout keeps beside
+# its manifests. A folder holding ``pyvenv.cfg`` is a virtualenv whatever its name (PEP 405).
+SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
+
+# API groups of configuration files that look like Kubernetes objects (apiVersion and kind) but are read by a tool,
+# never sent to kube-apiserver: kustomize's kustomization.yaml and components, kubectl's kubeconfig (kind: Config,
+# apiVersion v1), kind's cluster configuration.
+TOOL_CONFIG_GROUPS = frozenset({"kustomize.config.k8s.io", "kind.x-k8s.io", "config.kubernetes.io"})
+
+REVIEW_RENDERED = ("pipe in what they render to: kubectl kustomize DIR | admit review -, or helm template RELEASE "
+                   "CHART -f values.yaml | admit review -")
+
+
+@dataclasses.dataclass
+class Skipped:
+    """What the loader left out, for the one summary line: ``files`` and ``documents`` as ``"<file>: <why>"``."""
+
+    files: list[str] = dataclasses.field(default_factory=list)
+    documents: list[str] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> str:
+        """``"skipped 2 files (a Helm chart's templates, ...) and 3 documents that are not Kubernetes objects"``, or
+        ``""`` when nothing was skipped; the hint to review rendered output when templates or patches were skipped."""
+        parts = []
+        if self.files:
+            parts.append(f"{len(self.files)} file{'s' if len(self.files) != 1 else ''} (Helm templates, kustomize "
+                         "patches)")
+        if self.documents:
+            n = len(self.documents)
+            parts.append(f"{n} document{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} not Kubernetes objects "
+                         "(values, Chart.yaml, kustomization, lists)")
+        if not parts:
+            return ""
+        text = "skipped " + " and ".join(parts)
+        return text + (f"; to review those files, {REVIEW_RENDERED}" if self.files else "")
+
+
+def _walk(top: Path) -> Iterable[Path]:
+    """Every file under ``top``, sorted, not descending into hidden folders, virtualenvs (a ``pyvenv.cfg``) or
+    :data:`SKIPPED_FOLDERS` (``os.walk`` pruned in place, so a 17,000-file ``.venv`` costs one ``stat``)."""
+    import os
+
+    found = []
+    for root, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS
+                   and not (Path(root) / d / "pyvenv.cfg").exists()]
+        found.extend(Path(root) / f for f in files)
+    return sorted(found)
+
+
+def _kustomize_patches(folder: Path) -> set[Path]:
+    """The patch files a ``kustomization.yaml`` in ``folder`` names (``patches[].path``, ``patchesStrategicMerge``,
+    ``patchesJson6902[].path``): partial objects, or JSON6902 operation lists, that only mean something once
+    ``kubectl kustomize`` applies them (kustomize ``api/types/kustomization.go``, ``Kustomization``)."""
+    out: set[Path] = set()
+    for name in ("kustomization.yaml", "kustomization.yml", "Kustomization"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, OSError, UnicodeDecodeError, RecursionError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        entries = [*(doc.get("patches") or []), *(doc.get("patchesJson6902") or []),
+                   *(doc.get("patchesStrategicMerge") or [])]
+        for entry in entries if isinstance(entries, list) else []:
+            ref = entry.get("path") if isinstance(entry, dict) else entry
+            if isinstance(ref, str) and "\n" not in ref:  # an inline patch is text, not a file name
+                out.add((folder / ref).resolve())
+    return out
+
+
+def _helm_chart_of(path: Path, stop: Path) -> Path | None:
+    """The Helm chart folder (one holding ``Chart.yaml``) whose ``templates/`` holds ``path``, looking no higher
+    than ``stop``; else ``None``. Helm templates are Go templates: not YAML until ``helm template`` renders them."""
+    for parent in path.parents:
+        if parent.name == "templates" and (parent.parent / "Chart.yaml").is_file():
+            return parent.parent
+        if parent == stop or parent == parent.parent:
+            return None
+    return None
+
+
+def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = None,
+           skipped: Skipped | None = None) -> list[Path | None]:
     """The files to read, in order; ``None`` stands for standard input (``-``). A missing path raises
-    :class:`InputError`, or is appended to ``errors`` when that list is given."""
+    :class:`InputError`, or is appended to ``errors`` when that list is given. Inside a directory, a Helm chart's
+    templates and the patches a kustomization names are left out (noted in ``skipped``); ``recursive`` walks
+    sub-folders but never hidden folders or virtualenvs (:func:`_walk`)."""
     out: list[Path | None] = []
     for arg in paths:
         if arg == "-":
@@ -142,8 +250,22 @@ def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = Non
             continue
         p = Path(arg)
         if p.is_dir():
-            pattern = "**/*" if recursive else "*"
-            out.extend(sorted(f for f in p.glob(pattern) if f.is_file() and f.suffix in SUFFIXES))
+            listing = _walk(p) if recursive else sorted(f for f in p.iterdir() if f.is_file())
+            patches: dict[Path, set[Path]] = {}
+            for f in listing:
+                if f.suffix not in SUFFIXES:
+                    continue
+                if f.parent not in patches:
+                    patches[f.parent] = _kustomize_patches(f.parent)
+                chart = _helm_chart_of(f, p)
+                if chart is not None:
+                    if skipped is not None:
+                        skipped.files.append(f"{f}: a template of Helm chart {chart}")
+                elif f.resolve() in patches[f.parent]:
+                    if skipped is not None:
+                        skipped.files.append(f"{f}: a patch that {f.parent / 'kustomization.yaml'} applies")
+                else:
+                    out.append(f)
         elif p.exists():
             out.append(p)
         elif errors is not None:
@@ -159,27 +281,49 @@ def _yaml_error(e: yaml.YAMLError) -> str:
     return text.replace('in "<unicode string>", ', "") or type(e).__name__
 
 
+def not_an_object(doc: Any) -> str | None:
+    """Why YAML document ``doc`` is not a Kubernetes object to review, else ``None``: not a mapping (a JSON6902
+    patch, a list of values), no string ``apiVersion`` and ``kind`` (a values.yaml, a Chart.yaml), or a tool's
+    configuration (:data:`TOOL_CONFIG_GROUPS`, kubeconfig's ``kind: Config``)."""
+    if not isinstance(doc, dict):
+        return f"a YAML {'list' if isinstance(doc, list) else type(doc).__name__}, not an object"
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if not isinstance(kind, str) or not kind or not isinstance(api_version, str) or not api_version:
+        return "no apiVersion and kind"
+    if api_version.rpartition("/")[0] in TOOL_CONFIG_GROUPS or (api_version == "v1" and kind == "Config"):
+        return f"{kind} ({api_version}) is a tool's configuration, not sent to kube-apiserver"
+    return None
+
+
 def load_documents(
-    paths: Iterable[str], recursive: bool = False, stdin: TextIO | None = None, errors: list[str] | None = None
+    paths: Iterable[str], recursive: bool = False, stdin: TextIO | None = None, errors: list[str] | None = None,
+    skipped: Skipped | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """``[(source file, document), ...]`` from files, directories and ``-`` (standard input, e.g.
     ``kubectl get deploy -o yaml | admit review -``); ``List`` kinds expanded, empty documents skipped.
 
     ``errors``: when given, a file that cannot be read is reported there (``"<file>: <reason>"``) and the other files
     are still read (``admit review DIR`` reviews the rest and exits 2 at the end).
+    ``skipped``: when given, documents that are not Kubernetes objects (:func:`not_an_object`) and, inside a
+    directory, Helm templates and kustomize patches are counted there and left out instead of failing the run.
 
     Raises:
         InputError: a path is missing, a file is unreadable, not YAML/JSON (with PyYAML's line and column), a
-            document is not a mapping (only when ``errors`` is ``None``), or there is no document at all.
+            document is not an object (only when neither ``errors`` nor ``skipped`` is given), or there is no
+            document at all.
     """
     docs: list[tuple[str, dict[str, Any]]] = []
-    for f in _files(paths, recursive, errors):
+    paths = list(paths)
+    for f in _files(paths, recursive, errors, skipped):
         name = "<stdin>" if f is None else str(f)
         try:
             try:
                 text = (stdin or sys.stdin).read() if f is None else f.read_text(encoding="utf-8")
                 loaded = list(yaml.safe_load_all(text))
             except yaml.YAMLError as e:
+                if skipped is not None and f is not None and "{{" in text:
+                    skipped.files.append(f"{name}: a template ({{{{ ... }}}}), not YAML until rendered")
+                    continue
                 raise InputError(f"{name}: not valid YAML or JSON: {_yaml_error(e)}") from None
             except RecursionError:
                 raise InputError(f"{name}: not valid YAML or JSON: nested too deeply") from None
@@ -193,17 +337,25 @@ def load_documents(
         for i, doc in enumerate(loaded):
             if doc is None:
                 continue
-            if not isinstance(doc, dict):
-                message = f"{name}: document {i + 1} is not a mapping (got {type(doc).__name__})"
-                if errors is None:
-                    raise InputError(message)
-                errors.append(message)
-                continue
-            if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-                docs.extend((name, item) for item in doc["items"] if isinstance(item, dict))
+            if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"),
+                                                                                                  list):
+                items = doc["items"]
             else:
-                docs.append((name, doc))
-    if not docs and not errors:
+                items = [doc]
+            for item in items:
+                why = not_an_object(item)
+                if why is None:
+                    docs.append((name, item))
+                elif skipped is not None:
+                    skipped.documents.append(f"{name}: document {i + 1}: {why}")
+                elif not isinstance(item, dict):
+                    message = f"{name}: document {i + 1} is not a mapping (got {type(item).__name__})"
+                    if errors is None:
+                        raise InputError(message)
+                    errors.append(message)
+                else:
+                    docs.append((name, item))
+    if not docs and not errors and not (skipped and (skipped.files or skipped.documents)):
         raise InputError(f"{', '.join(paths)}: no Kubernetes objects found (.yaml, .yml or .json documents)")
     return docs
 
@@ -226,7 +378,8 @@ def _fill_generated_name(req: AdmissionRequest, obj: dict[str, Any] | None) -> A
 
 def manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRequest:
     """The CREATE AdmissionRequest kube-apiserver would send for manifest ``doc`` (not a dry run; ``uid`` random
-    unless given; namespace "default" when the manifest has none, as ``kubectl apply`` without ``-n``)."""
+    unless given; namespace "default" when the manifest has none, as ``kubectl apply`` without ``-n``, and none for
+    a cluster-scoped kind)."""
     api_version = str(doc.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
     kind = str(doc.get("kind", ""))
@@ -241,7 +394,7 @@ def manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRe
         resource=_plural(kind),
         sub_resource="",
         operation="CREATE",
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=_namespace_of(doc),
         name=str(meta.get("name") or ""),
         object=doc,
         old_object=None,
@@ -257,8 +410,11 @@ async def review_documents(
     ``errors``: when given, a malformed AdmissionReview is reported there and the other documents are reviewed.
 
     Result keys: ``source``, ``kind``, ``apiVersion``, ``name``, ``namespace``, ``operation``, ``allowed``,
-    ``message``, ``warnings`` (list), ``patch`` (decoded JSONPatch list), ``object`` (after mutation, or ``None``),
-    ``podGroups`` (PodGroup objects the webhook would create or patch, as stored).
+    ``message``, ``warnings`` (list: what to change), ``notes`` (list: what admit only explains, never sent as
+    admission warnings), ``acceptedWarnings`` (list, filled by :func:`accept_warnings`), ``patch`` (decoded
+    JSONPatch list), ``object`` (after mutation, or ``None``), ``podGroups`` (PodGroup objects the webhook would
+    create or patch, as stored), ``scaleOf`` (for a Scale: ``{"workload", "group", "minMember"}`` of the gang it
+    scales, when that workload is among the inputs and is a gang; else ``None``).
 
     Raises:
         InputError: an AdmissionReview document is malformed (the reason the server would give with HTTP 400).
@@ -316,12 +472,57 @@ async def review_documents(
                 "allowed": decision.allowed,
                 "message": decision.message,
                 "warnings": mutation.warnings + [w for w in decision.warnings if w not in mutation.warnings],
+                "notes": mutation.notes + [n for n in decision.notes if n not in mutation.notes],
+                "acceptedWarnings": [],
                 "patch": mutation.patch,
                 "object": obj,
                 "podGroups": decision.pod_groups,
+                "scaleOf": _scaled_gang(req, store, config) if req.sub_resource == "scale" else None,
             }
         )
     return results
+
+
+def _scaled_gang(req: AdmissionRequest, store: OfflineKube, config: Config) -> dict[str, Any] | None:
+    """The gang a Scale request scales, when its workload is among the inputs and carries admit's annotations:
+    ``{"workload": "Deployment default/web", "group": "web", "minMember": 6}``, else ``None``. The same resolution
+    as the scale check (``webhook.validate.scale_verdict``: the workload at its current replicas)."""
+    parent = SCALABLE.get((req.resource_group, req.resource))
+    if parent is None:
+        return None
+    group, _, kind = parent
+    obj = store.objects.get((group, req.resource, req.namespace, req.name))
+    resolver = RESOLVERS.get((group, kind))
+    if obj is None or resolver is None:
+        return None
+    try:
+        ann = parse_gang_annotations(get_path(obj, ("metadata", "annotations")), config)
+        if ann is None:
+            return None
+        plan = resolver(obj, ann, config, req.namespace, "UPDATE")
+    except GangError:
+        return None
+    return {"workload": plan.ref, "group": plan.group_name, "minMember": plan.min_member}
+
+
+def accept_warnings(results: list[dict[str, Any]], patterns: list[str]) -> None:
+    """Move every warning that one of ``patterns`` (Python regular expressions, ``re.search``) finds in
+    ``"<Kind> <namespace>/<name>: <warning>"`` from ``warnings`` to ``acceptedWarnings`` (``admit review
+    --accept-warning``): shown, but ``--strict`` no longer fails on it. Matching the object's reference too lets a
+    pattern accept one warning of one object, not that warning everywhere.
+
+    Raises:
+        re.error: a pattern is not a regular expression.
+    """
+    import re
+
+    compiled = [re.compile(p) for p in patterns]
+    for r in results:
+        where = f"{r['namespace']}/{r['name']}" if r["namespace"] else r["name"]
+        keep = []
+        for w in r["warnings"]:
+            (r["acceptedWarnings"] if any(c.search(f"{r['kind']} {where}: {w}") for c in compiled) else keep).append(w)
+        r["warnings"] = keep
 
 
 def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> list[str]:
@@ -343,17 +544,28 @@ def _yaml(obj: Any, indent: str = "    ") -> str:
     return "\n".join(indent + line for line in text.splitlines())
 
 
-def format_text(results: list[dict[str, Any]], show_objects: bool = True) -> str:
-    """Human-readable report: verdict, message, warnings, patch, PodGroups and (optionally) the mutated object."""
+def _where(r: dict[str, Any]) -> str:
+    return f"{r['namespace']}/{r['name']}" if r["namespace"] else r["name"]
+
+
+def format_text(results: list[dict[str, Any]], show_objects: bool = True, skipped: Skipped | None = None) -> str:
+    """Human-readable report: verdict, message, warnings, notes, patch, PodGroups and (optionally) the mutated
+    object; then the summary (and what was skipped)."""
     out = []
     for r in results:
-        where = f"{r['namespace']}/{r['name']}" if r["namespace"] else r["name"]
         verdict = "ALLOWED" if r["allowed"] else "DENIED"
-        out.append(f"=== {r['kind']} {where} ({r['operation']}, {r['source']}): {verdict}")
+        out.append(f"=== {r['kind']} {_where(r)} ({r['operation']}, {r['source']}): {verdict}")
         if r["message"]:
             out.append(f"  message: {r['message']}")
         for w in r["warnings"]:
             out.append(f"  warning: {w}")
+        for w in r.get("acceptedWarnings", ()):
+            out.append(f"  warning (accepted by --accept-warning): {w}")
+        for n in r.get("notes", ()):
+            out.append(f"  note: {n}")
+        scale = r.get("scaleOf")
+        if scale and r["allowed"]:
+            out.append(f"  scale of {scale['workload']}: PodGroup {scale['group']}, minMember {scale['minMember']}")
         if r["patch"] and r["allowed"]:
             out.append("  patch:")
             out.append(_yaml(r["patch"]))
@@ -361,16 +573,37 @@ def format_text(results: list[dict[str, Any]], show_objects: bool = True) -> str
             kind = str(pg.get("kind") or "PodGroup")
             out.append(f"  {kind[:1].lower() + kind[1:]}:")  # podGroup, or workload (the workload-api backend)
             out.append(_yaml(pg))
-        if r["allowed"] and not (r["patch"] or r["podGroups"] or r["warnings"] or r["message"]):
+        if r["allowed"] and not (r["patch"] or r["podGroups"] or r["warnings"] or r["message"] or r.get("notes")
+                                 or scale):
             out.append("  no gang annotation or label for admit here: unchanged")
         if show_objects and r["allowed"] and r["patch"] and r["object"] is not None:
             out.append("  object after mutation:")
             out.append(_yaml(r["object"]))
         out.append("")
+    out.append(_summary(results, None, skipped))
+    return "\n".join(out)
+
+
+def _summary(results: list[dict[str, Any]], errors: list[str] | None, skipped: Skipped | None) -> str:
     allowed = sum(1 for r in results if r["allowed"])
     n = len(results)
-    out.append(f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied")
-    return "\n".join(out)
+    summary = f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied"
+    warned = sum(1 for r in results if r["allowed"] and r["warnings"])
+    accepted = sum(1 for r in results if r.get("acceptedWarnings"))
+    extra = []
+    if warned:
+        extra.append(f"{warned} with warnings")
+    if accepted:
+        extra.append(f"{accepted} with accepted warnings")
+    noted = sum(1 for r in results if r.get("notes"))
+    if noted:
+        extra.append(f"{noted} with notes")
+    if extra:
+        summary += f" ({', '.join(extra)})"
+    if errors:
+        summary += f", {len(errors)} unreadable (see above)"
+    text = skipped.summary() if skipped is not None else ""
+    return summary + (f"; {text}" if text else "")
 
 
 def _group_label(obj: Any, depth: int = 0) -> str | None:
@@ -403,39 +636,47 @@ def _group_of(r: dict[str, Any]) -> tuple[str, str]:
     return "-", "-"
 
 
-def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None) -> str:
+def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None, skipped: Skipped | None = None) -> str:
     """The default ``admit review`` view: one line per object (verdict, kind/name, PodGroup, minMember, and for a
-    refusal its reason), then a summary. ``-v`` gives :func:`format_text`, ``-o yaml``/``-o json`` everything."""
+    refusal its reason, for a warning the first warning), then a summary. A message is never cut: the first one
+    ends its row whole, any further warning gets a line of its own under the row, indented to the message column
+    (a terminal wraps a long line; a CI log keeps it whole). ``-v`` gives :func:`format_text` (notes
+    too), ``-o yaml``/``-o json`` everything."""
     rows = []
+    below: list[list[str]] = []
     for r in results:
-        where = f"{r['namespace']}/{r['name']}" if r["namespace"] else r["name"]
         group, min_member = _group_of(r)
-        note = ""
+        note, more = "", []
+        scale = r.get("scaleOf")
         if not r["allowed"]:
-            note = clip_message(r["message"].replace("\n", " "), 400)
+            note = r["message"].replace("\n", " ")
         elif r["warnings"]:
-            # the first warning itself: a misspelt key (gang.admit.dev/minmember) leaves the object no gang, and a
+            # the warning itself, whole: a misspelt key (gang.admit.dev/minmember) leaves the object no gang, and a
             # count alone reads as "fine" in a CI log
-            more = len(r["warnings"]) - 1
-            note = "warning: " + clip_message(r["warnings"][0].replace("\n", " "), 300)
-            if more:
-                note += f" (+{more} more warning{'s' if more != 1 else ''}: -v shows them)"
+            note = "warning: " + r["warnings"][0].replace("\n", " ")
+            more = ["warning: " + w.replace("\n", " ") for w in r["warnings"][1:]]
+        elif scale:
+            group, min_member = scale["group"], str(scale["minMember"])
+            note = f"scale of gang {scale['workload']}: checked against its minMember"
+        elif r.get("notes"):  # explained, not to change: named on the row, said by -v
+            n = len(r["notes"])
+            note = f"{n} note{'s' if n != 1 else ''}: -v shows {'them' if n != 1 else 'it'}"
         elif not (r["patch"] or r["podGroups"]):
-            note = "not a gang: unchanged"
-        rows.append(("ALLOWED" if r["allowed"] else "DENIED", f"{r['kind']} {where}", group, min_member, note))
+            if group != "-":
+                note = f"already labelled for group {group}: unchanged"
+            else:
+                note = "not a gang: unchanged"
+        rows.append(("ALLOWED" if r["allowed"] else "DENIED", f"{r['kind']} {_where(r)}", group, min_member, note))
+        below.append(more)
     header = ("VERDICT", "OBJECT", "GROUP", "MINMEMBER", "")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + (f"  {row[4]}" if row[4] else "")
-           for row in [header, *rows]]
-    out = [line.rstrip() for line in out]
-    allowed = sum(1 for r in results if r["allowed"])
-    n = len(results)
-    summary = f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied"
-    warned = sum(1 for r in results if r["allowed"] and r["warnings"])
-    if warned:
-        summary += f" ({warned} with warnings)"
-    if errors:
-        summary += f", {len(errors)} unreadable (see above)"
+    indent = sum(widths) + 2 * 4
+    out = []
+    for row, more in zip([header, *rows], [[], *below]):
+        line = "  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + (f"  {row[4]}" if row[4] else "")
+        out.append(line.rstrip())
+        out.extend(" " * indent + text for text in more)
     out.append("")
-    out.append(summary + ". Details (warnings, patches, PodGroups): admit review -v or -o yaml")
+    out.append(_summary(results, errors, skipped) + ". Details (warnings, notes, patches, PodGroups): admit review -v "
+               "or -o yaml")
     return "\n".join(out)

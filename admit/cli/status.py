@@ -178,11 +178,11 @@ async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys
 
 def _current_namespace(kubeconfig: str | None) -> str:
     """The namespace of the kubeconfig's current context (as kubectl uses it), else ``default``."""
-    import os
-
     import yaml
 
-    path = kubeconfig or os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+    from ..kube.client import default_kubeconfig
+
+    path = kubeconfig or default_kubeconfig()
     try:
         with open(path) as f:
             doc = yaml.safe_load(f) or {}

@@ -26,7 +26,8 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from ..config import Config
 
-__all__ = ["Resource", "KubeError", "AlreadyExists", "resource_not_served", "Budget", "KubeAPI", "load_api_client", "api_errors", "resolve_proxy_once"]
+__all__ = ["Resource", "KubeError", "AlreadyExists", "resource_not_served", "Budget", "KubeAPI", "load_api_client",
+           "default_kubeconfig", "api_errors", "resolve_proxy_once"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +312,15 @@ class KubeAPI:
             raise
 
 
+def default_kubeconfig() -> str:
+    """The kubeconfig file kubectl reads when given none: the first entry of ``$KUBECONFIG`` (a path list), else
+    ``~/.kube/config``. An empty or unset ``KUBECONFIG`` means the default, as in client-go
+    (``clientcmd.NewDefaultClientConfigLoadingRules``: the variable counts only when ``len(envVarFiles) != 0``), so
+    ``KUBECONFIG=`` never names a file called ""."""
+    entries = [e for e in os.environ.get("KUBECONFIG", "").split(os.pathsep) if e]
+    return os.path.expanduser(entries[0] if entries else "~/.kube/config")
+
+
 async def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """An ApiClient from ``kubeconfig`` if given, else in-cluster config, else ``~/.kube/config``.
 
@@ -328,13 +338,13 @@ async def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
         try:
             kconfig.load_incluster_config(client_configuration=configuration)
         except kconfig.ConfigException:
-            default = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+            default = default_kubeconfig()
             if not os.path.exists(default):
                 raise kconfig.ConfigException(
                     f"no Kubernetes API configuration: not running in a pod, and {default} does not exist; pass "
                     "--kubeconfig FILE, or --api-server URL (e.g. the address of `kubectl proxy`)"
                 ) from None
-            await kconfig.load_kube_config(client_configuration=configuration)
+            await kconfig.load_kube_config(config_file=default, client_configuration=configuration)
     return client.ApiClient(configuration)
 
 

@@ -319,3 +319,26 @@ def test_on_the_coscheduling_backend_every_kind_below_min_member_blames_the_cosc
     for r in results:
         assert not r["allowed"], r
         assert "the Coscheduling plugin would keep every pod Pending forever" in r["message"], r["message"]
+
+
+def test_an_empty_kubeconfig_variable_means_the_default_file_as_kubectl_reads_it(tmp_path, monkeypatch):
+    from admit.kube.client import default_kubeconfig
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for value, expected in (("", tmp_path / ".kube" / "config"), (":/etc/k/one:/etc/k/two", "/etc/k/one"),
+                            ("/etc/k/only", "/etc/k/only")):
+        monkeypatch.setenv("KUBECONFIG", value)
+        assert default_kubeconfig() == str(expected)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    env.update(KUBECONFIG="", HOME=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "status"], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"and {tmp_path}/.kube/config does not exist" in proc.stderr, proc.stderr
+
+
+def test_admit_status_output_flag_says_what_json_holds():
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "status", "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    text = " ".join(proc.stdout.split())
+    assert "json: an array, one object per gang" in text and "waitingSeconds" in text

@@ -298,7 +298,8 @@ async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pa
     # allows pause's CREATE; the scale of web to 2 is refused; the Pod review's patch decodes to the schedulerName.
     proc, port, fake_url, ctx = await start_dev(tmp_path)
     try:
-        assert (tmp_path / "certs" / "dev.env").read_text() == f"export ADMIT_FAKE_API={fake_url}\n"
+        assert (tmp_path / "certs" / "dev.env").read_text() == (f"export ADMIT_FAKE_API={fake_url}\n"
+                                                                f"export ADMIT_URL=https://127.0.0.1:{port}\n")
         headers = {"Content-Type": "application/json"}
         async with aiohttp.ClientSession() as session:
             for name in ("pause", "web"):
@@ -328,6 +329,28 @@ async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pa
     finally:
         log = await stop(proc)
     assert proc.returncode == 0, log
+
+
+async def test_a_second_dev_server_on_a_taken_port_names_a_free_port_and_leaves_the_first_ones_dev_env(tmp_path):
+    proc, port, fake_url, _ = await start_dev(tmp_path)
+    env_file = tmp_path / "certs" / "dev.env"
+    try:
+        before = env_file.read_text()
+        certs = tmp_path / "certs"
+        second = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "admit.cli", "serve", "--dev", "--host", "127.0.0.1", "--port", str(port),
+            "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
+            cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        await asyncio.wait_for(second.wait(), 30)
+        out = (await second.stdout.read()).decode()
+        assert second.returncode == 1 and "Traceback" not in out, out
+        assert f"127.0.0.1:{port} is taken" in out and "pass --port " in out
+        suggested = int(out.split("pass --port ")[1].split(",")[0])
+        assert suggested != port
+        assert env_file.read_text() == before and fake_url in before  # the running server's walk-through still works
+    finally:
+        await stop(proc)
 
 
 async def test_ctrl_c_stops_dev_mode_without_the_shutdown_delay(tmp_path):
