@@ -32,16 +32,29 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "admit"
 
-# helm pkg/release/util/kind_sorter.go InstallOrder (the kinds this chart can render, in that order); webhook
-# configurations are not in Helm's list, so they come after every listed kind, as Helm places unknown kinds.
+# helm pkg/release/v1/util/kind_sorter.go InstallOrder (the kinds this chart can render, in that order); webhook
+# configurations are not in Helm's list, so they come after every listed kind, as Helm places unknown kinds. Helm
+# lists PriorityClass first; the manifest starts with its Namespace and puts the PriorityClass right after it (both
+# cluster-scoped, both before the pods that name them).
 INSTALL_ORDER = [
-    "Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange", "PodSecurityPolicy", "PodDisruptionBudget",
+    "Namespace", "PriorityClass", "NetworkPolicy", "ResourceQuota", "LimitRange", "PodSecurityPolicy", "PodDisruptionBudget",
     "ServiceAccount", "Secret", "SecretList", "ConfigMap", "StorageClass", "PersistentVolume",
     "PersistentVolumeClaim", "CustomResourceDefinition", "ClusterRole", "ClusterRoleList", "ClusterRoleBinding",
     "ClusterRoleBindingList", "Role", "RoleList", "RoleBinding", "RoleBindingList", "Service", "DaemonSet", "Pod",
     "ReplicationController", "ReplicaSet", "Deployment", "HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob",
     "IngressClass", "Ingress", "APIService", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
 ]
+
+
+# Pod Security admission (kubernetes.io/docs/concepts/security/pod-security-admission): admit's pods meet the
+# "restricted" standard (non-root, no privilege escalation, all capabilities dropped, RuntimeDefault seccomp), so the
+# namespace enforces it: nothing less hardened can be started beside the webhook. tests/release/test_chart.py checks
+# the rendered pods against it.
+NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/warn": "restricted",
+}
 
 
 def version() -> str:
@@ -80,7 +93,7 @@ def render_manifest(values: dict[str, Any] | None = None, namespace: str = "admi
         rendered = chart.render(values or {}, name=release, namespace=namespace, is_install=True)
     docs = [doc for path, text in sorted(rendered.items()) if path.endswith(".yaml")
             for doc in yaml.safe_load_all(text) if doc]
-    docs.insert(0, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    docs.insert(0, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": NAMESPACE_LABELS}})
     rank = {kind: i for i, kind in enumerate(INSTALL_ORDER)}
     docs.sort(key=lambda d: rank.get(d.get("kind"), len(INSTALL_ORDER) - 2))  # stable: chart order within a kind
     header = (f"# admit {version()}: the chart charts/admit rendered for namespace {namespace}, release {release}.\n"

@@ -121,8 +121,11 @@ def webhooks(objects: list[dict]) -> list[tuple[str, dict]]:
 
 
 def container(objects: list[dict]) -> dict:
+    """admit's container; the only other one a pod may have is the kube-rbac-proxy of metrics.access
+    authenticated."""
     containers = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
-    assert len(containers) == 1
+    assert containers[0]["name"] == "admit"
+    assert [c["name"] for c in containers[1:]] in ([], ["kube-rbac-proxy"])
     return containers[0]
 
 
@@ -155,10 +158,15 @@ def rule_set(hook: dict) -> set[tuple[str, str, str, str]]:
 
 
 def rbac_rules(objects: list[dict], kind: str) -> set[tuple[str, str, str, tuple[str, ...]]]:
-    """(group, resource, verb, resourceNames) for every grant of the ClusterRole or Role."""
+    """(group, resource, verb, resourceNames) for every grant of the ClusterRole or Role; a non-resource URL rule
+    (the metrics reader's GET /metrics) as ("nonResourceURL", url, verb, ())."""
     out = set()
     for role in all_of(objects, kind):
         for rule in role.get("rules") or []:
+            if "nonResourceURLs" in rule:
+                assert "apiGroups" not in rule and "resources" not in rule
+                out.update(("nonResourceURL", url, verb, ()) for url in rule["nonResourceURLs"] for verb in rule["verbs"])
+                continue
             names = tuple(sorted(rule.get("resourceNames", [])))
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
@@ -298,6 +306,7 @@ def test_every_rendered_object_validates_against_the_kubernetes_schemas(name):
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_every_namespaced_object_is_in_the_release_namespace_and_labelled(name):
     cluster_scoped = {
+        "PriorityClass",
         "ClusterRole",
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
@@ -318,6 +327,7 @@ def test_default_values_render_every_object_the_install_needs():
     kinds = sorted(o["kind"] for o in scenario("default"))
     assert kinds == sorted(
         [
+            "PriorityClass",
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
@@ -413,6 +423,9 @@ SERVICE_MONITOR_SPEC = {
             "type": "object", "additionalProperties": False, "required": ["port"],
             "properties": {"port": {"type": "string"}, "path": {"type": "string"},
                            "scheme": {"enum": ["http", "https"]},
+                           "bearerTokenFile": {"type": "string"},
+                           "tlsConfig": {"type": "object", "additionalProperties": False,
+                                         "properties": {"insecureSkipVerify": {"type": "boolean"}}},
                            "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?"
                                                                      "(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?"
                                                                      "(([0-9]+)ms)?)$"}}}},
@@ -451,7 +464,7 @@ def test_every_webhook_excludes_kube_system_and_the_release_namespace(name):
 def test_the_release_namespace_is_excluded_whatever_it_is_called():
     for _, hook in webhooks(render({}, namespace="gang-system")):
         values = hook["namespaceSelector"]["matchExpressions"][0]["values"]
-        assert values == ["kube-system", "gang-system"]
+        assert values == ["kube-system", "gang-system", "scheduler-plugins"]  # scheduler-plugins': the default
         assert hook["clientConfig"]["service"]["namespace"] == "gang-system"
 
 
@@ -1038,7 +1051,8 @@ def test_bindings_give_the_roles_to_admits_service_account_only(name):
         for binding in all_of(objects, kind):
             assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}]
             role_kind = kind.removesuffix("Binding")
-            (role,) = all_of(objects, role_kind)
+            # every role is bound to admit but the metrics reader (metrics.access authenticated), yours to bind
+            (role,) = [r for r in all_of(objects, role_kind) if not r["metadata"]["name"].endswith("-metrics-reader")]
             assert binding["roleRef"] == {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": role_kind,
@@ -1091,11 +1105,46 @@ def test_deployment_runs_two_replicas_spread_over_nodes_and_never_drops_below_th
     assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
-    (term,) = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
-        "preferredDuringSchedulingIgnoredDuringExecution"
-    ]
-    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
-    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    # a hard spread by default: two replicas never share a node while another can take one; maxSkew 1 still lets a
+    # rolling update's extra replica onto a two-node cluster, and a one-node cluster is one domain (skew 0)
+    (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread == {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+                      "nodeTaintsPolicy": "Honor", "labelSelector": {"matchLabels": selector}}
+    assert "affinity" not in deployment["spec"]["template"]["spec"]  # no anti-affinity on top: it would block surge
+
+
+def test_the_spread_opt_out_is_soft_or_off():
+    for value, expected in (("soft", ["ScheduleAnyway"]), ("off", [])):
+        pod = only(render({"spreadOverNodes": value}), "Deployment")["spec"]["template"]["spec"]
+        assert [c["whenUnsatisfiable"] for c in pod.get("topologySpreadConstraints", [])] == expected
+
+
+def test_the_pods_run_with_the_charts_own_priority_class_above_workloads_and_below_the_system_classes():
+    objects = scenario("default")
+    (pc,) = all_of(objects, "PriorityClass")
+    assert pc["metadata"]["name"] == only(objects, "Deployment")["spec"]["template"]["spec"]["priorityClassName"]
+    assert pc["value"] == 1_000_000_000 and pc["globalDefault"] is False  # HighestUserDefinablePriority
+    assert pc["preemptionPolicy"] == "PreemptLowerPriority"
+    assert pc["value"] < 2_000_000_000  # system-cluster-critical
+    own = render({"priorityClass": {"create": True, "value": 500000, "preemptionPolicy": "Never"}})
+    assert only(own, "PriorityClass")["value"] == 500000
+    existing = render({"priorityClassName": "system-cluster-critical"})
+    assert not all_of(existing, "PriorityClass")
+    assert only(existing, "Deployment")["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical"
+    off = render({"priorityClass": {"create": False, "value": 1000000000, "preemptionPolicy": "PreemptLowerPriority"}})
+    assert not all_of(off, "PriorityClass")
+    assert "priorityClassName" not in only(off, "Deployment")["spec"]["template"]["spec"]
+    with pytest.raises(Exception, match="priorityClass"):
+        render({"priorityClass": {"create": True, "value": 2000000000, "preemptionPolicy": "Never"}})
+
+
+def test_the_memory_request_leaves_headroom_over_the_measured_baseline():
+    import re as _re
+
+    text = (ROOT / "docs" / "performance.md").read_text()
+    baseline = int(_re.search(r"About (\d+) MiB per replica without gang workloads", text).group(1))
+    request = container(scenario("default"))["resources"]["requests"]["memory"]
+    assert request.endswith("Mi") and int(request[:-2]) >= baseline * 1.25, (request, baseline)
 
 
 def test_hard_anti_affinity_requires_different_nodes():
@@ -1359,9 +1408,39 @@ def test_values_table_of_the_install_doc_names_real_values_with_their_defaults()
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_metrics_are_served_on_their_own_plain_port_named_in_the_service():
+def test_by_default_metrics_are_bound_to_loopback_and_not_in_the_service():
     objects = scenario("default")
-    assert args_of(objects)["--metrics-port"] == "8080"
+    args = args_of(objects)
+    assert args["--metrics-port"] == "8080" and args["--metrics-host"] == "127.0.0.1"
+    assert [p["name"] for p in container(objects)["ports"]] == ["https"]
+    assert [p["name"] for p in only(objects, "Service")["spec"]["ports"]] == ["https"]
+    assert not {r for r in rbac_rules(objects, "ClusterRole") if r[0].startswith(("authentication", "authorization"))}
+    with pytest.raises(Exception, match="metrics.access"):  # a ServiceMonitor could scrape nothing
+        render({"metrics": {"serviceMonitor": {"enabled": True}}})
+
+
+def test_authenticated_metrics_are_https_through_kube_rbac_proxy_with_token_and_access_reviews():
+    objects = scenario("monitoring")
+    assert args_of(objects)["--metrics-host"] == "127.0.0.1"  # admit's own port stays behind the proxy
+    pod = only(objects, "Deployment")["spec"]["template"]["spec"]
+    (proxy,) = [c for c in pod["containers"] if c["name"] == "kube-rbac-proxy"]
+    assert proxy["args"] == ["--secure-listen-address=0.0.0.0:8444", "--upstream=http://127.0.0.1:9090/",
+                             "--allow-paths=/metrics"]
+    assert proxy["ports"] == [{"name": "metrics", "containerPort": 8444, "protocol": "TCP"}]
+    service_ports = {p["name"]: p for p in only(objects, "Service")["spec"]["ports"]}
+    assert service_ports["metrics"]["targetPort"] == "metrics"
+    rules = rbac_rules(objects, "ClusterRole")
+    assert ("authentication.k8s.io", "tokenreviews", "create", ()) in rules
+    assert ("authorization.k8s.io", "subjectaccessreviews", "create", ()) in rules
+    reader = next(r for r in all_of(objects, "ClusterRole") if r["metadata"]["name"].endswith("-metrics-reader"))
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    with pytest.raises(Exception, match="authProxy.port"):
+        render({"metrics": {"access": "authenticated", "port": 8444}})
+
+
+def test_plain_metrics_are_served_on_their_own_plain_port_named_in_the_service():
+    objects = render({"metrics": {"access": "plain"}})
+    assert args_of(objects)["--metrics-port"] == "8080" and args_of(objects)["--metrics-host"] == "0.0.0.0"
     ports = {p["name"]: p for p in container(objects)["ports"]}
     assert ports["metrics"]["containerPort"] == 8080 and ports["https"]["containerPort"] == 8443
     service_ports = {p["name"]: p for p in only(objects, "Service")["spec"]["ports"]}
@@ -1387,8 +1466,11 @@ def test_the_service_monitor_scrapes_the_metrics_port_of_admits_service_only():
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
-    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "http",
-                                             "interval": "15s"}]
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "https",
+                                             "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                                             "tlsConfig": {"insecureSkipVerify": True}, "interval": "15s"}]
+    plain = only(render(_merge(SCENARIOS["monitoring"], {"metrics": {"access": "plain"}})), "ServiceMonitor")
+    assert plain["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "15s"}]
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert args_of(objects)["--metrics-port"] == "9090"
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]}["metrics"] == 9090
@@ -1429,3 +1511,15 @@ def test_every_metric_the_dashboard_queries_is_one_admit_exports():
     assert {"controller_runtime_webhook_requests_total", "controller_runtime_webhook_latency_seconds_bucket",
             "admit_kube_api_requests_total", "admit_podgroup_operations_total", "admit_leader",
             "admit_certificate_expiry_timestamp_seconds"} <= queried
+
+
+def test_every_rbac_rule_of_the_chart_has_its_reason_on_the_line_above():
+    lines = (CHART / "templates" / "rbac.yaml").read_text().splitlines()
+    rules = 0
+    for n, line in enumerate(lines):
+        if not re.match(r"\s*- (apiGroups|nonResourceURLs):", line):
+            continue
+        rules += 1
+        above = next(x.strip() for x in reversed(lines[:n]) if not x.strip().startswith("{{"))
+        assert above.startswith("#") and len(above) > 12, f"rbac.yaml line {n + 1} has no reason above it: {line}"
+    assert rules >= 25

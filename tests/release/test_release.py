@@ -70,11 +70,20 @@ def test_the_plain_manifest_starts_with_its_namespace_and_installs_webhooks_last
     docs = [d for d in yaml.safe_load_all(_release().render_manifest()) if d]
     kinds = [d["kind"] for d in docs]
     assert kinds[0] == "Namespace" and docs[0]["metadata"]["name"] == "admit-system"
+    # the pods meet the restricted Pod Security standard (tests/release/test_chart.py), so the namespace enforces it
+    assert docs[0]["metadata"]["labels"] == {f"pod-security.kubernetes.io/{mode}": "restricted"
+                                             for mode in ("enforce", "audit", "warn")}
+    assert kinds[1] == "PriorityClass" and kinds.index("PriorityClass") < kinds.index("Deployment")
     assert kinds[-2:] == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
     assert kinds.index("ServiceAccount") < kinds.index("ClusterRoleBinding") < kinds.index("Deployment")
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == f"ghcr.io/admit-dev/admit:{admit.__version__}"
+    # the same install as docs/install.md's helm install: scheduler-plugins' namespace is never sent to admit
+    for config in (d for d in docs if d["kind"].endswith("WebhookConfiguration")):
+        for hook in config["webhooks"]:
+            excluded = hook["namespaceSelector"]["matchExpressions"][0]
+            assert excluded["operator"] == "NotIn" and "scheduler-plugins" in excluded["values"], hook["name"]
 
 
 def test_the_manifest_command_renders_any_values_files_in_order_without_a_helm_binary(tmp_path):

@@ -89,6 +89,12 @@ so a bad combination fails `helm install` with a message instead of rendering a 
 {{- if lt (float64 .Values.shutdown.drainSeconds) (float64 .Values.webhook.timeoutSeconds) -}}
 {{- fail (printf "shutdown.drainSeconds (%v) must be at least webhook.timeoutSeconds (%v): a stopping replica must not cut a call the API server still waits for" .Values.shutdown.drainSeconds .Values.webhook.timeoutSeconds) -}}
 {{- end -}}
+{{- if and .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled (eq .Values.metrics.access "loopback") -}}
+{{- fail "metrics.serviceMonitor needs metrics.access authenticated (or plain): with loopback nothing outside the pod can scrape /metrics" -}}
+{{- end -}}
+{{- if and (eq .Values.metrics.access "authenticated") (eq (int .Values.metrics.authProxy.port) (int .Values.metrics.port)) -}}
+{{- fail "metrics.authProxy.port must differ from metrics.port: both listen in the same pod" -}}
+{{- end -}}
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "serviceAccount.name is required when serviceAccount.create is false" -}}
 {{- end -}}
