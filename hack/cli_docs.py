@@ -3,6 +3,9 @@
 drift from the code: tests/release/test_release.py fails when docs/cli.md differs from what this prints.
 
     python hack/cli_docs.py > docs/cli.md
+    python hack/cli_docs.py -o docs/cli.md
+
+A mistake (an unknown argument, an output path that cannot be written) is one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -66,5 +69,27 @@ def render() -> str:
     return "\n".join(out)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """One line, not argparse's usage block."""
+        self.exit(2, f"{self.prog}: {message} (--help shows the usage)\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(prog="hack/cli_docs.py", description="Write docs/cli.md from admit's argument parsers.")
+    parser.add_argument("-o", "--output", help="write here instead of standard output")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(args.output).write_text(text)
+    except OSError as e:
+        print(f"hack/cli_docs.py: {args.output}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    sys.stdout.write(render())
+    sys.exit(main())

@@ -102,14 +102,30 @@ def render_manifest(values: dict[str, Any] | None = None, namespace: str = "admi
     return header + "".join("---\n" + yaml.safe_dump(d, sort_keys=False, width=120) for d in docs)
 
 
+class UserError(Exception):
+    """A mistake in what the user gave (a values file, a path): ``main`` prints ``str(e)`` on one line, exit 2."""
+
+
 def _load_values(files: list[str]) -> dict[str, Any]:
+    """The values files merged as ``helm -f`` merges them.
+
+    Raises:
+        UserError: a file is missing or unreadable, not YAML, or not a mapping.
+    """
     import yaml
 
     merged: dict[str, Any] = {}
     for name in files:
-        data = yaml.safe_load(Path(name).read_text()) or {}
+        try:
+            data = yaml.safe_load(Path(name).read_text()) or {}
+        except OSError as e:
+            raise UserError(f"{name}: cannot read the values file: {e.strerror or e}") from None
+        except yaml.YAMLError as e:
+            where = getattr(e, "problem_mark", None)
+            at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+            raise UserError(f"{name}: not YAML{at}: {getattr(e, 'problem', None) or e}") from None
         if not isinstance(data, dict):
-            raise SystemExit(f"{name}: a values file is a YAML mapping")
+            raise UserError(f"{name}: a values file is a YAML mapping (key: value), not a {type(data).__name__}")
         merged = _merge(merged, data)
     return merged
 
@@ -122,8 +138,45 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _one_line(error: Exception) -> str:
+    """Helm's message on one line (its schema errors come as a list under the chart name)."""
+    return " ".join(part.strip() for part in str(error).splitlines() if part.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hack/release.py", description=__doc__.split("\n\n")[0])
+    """Run one command; every mistake is one line on stderr with exit 2 (1: the registry refused a push)."""
+    try:
+        return _main(argv)
+    except UserError as e:
+        print(f"hack/release.py: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an output path that cannot be written, an archive that is not there
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"hack/release.py: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        print(f"hack/release.py: {e.name} is not installed: pip install -e '.[test]' (helm-python-sdk, PyYAML)",
+              file=sys.stderr)
+        return 2
+    except Exception as e:  # Helm's own errors: values against the schema, a template, a registry
+        try:
+            import helm_python as helm
+        except ImportError:
+            raise e from None
+        if not isinstance(e, helm.HelmError):
+            raise
+        print(f"hack/release.py: {_one_line(e)}", file=sys.stderr)
+        return 1 if isinstance(e, helm.HelmRegistryError) and "no such file" not in str(e) else 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """One line, not argparse's usage block (exit 2, as argparse)."""
+        self.exit(2, f"{self.prog}: {message} (--help shows the usage)\n")
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = _Parser(prog="hack/release.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     v = sub.add_parser("version", help="print admit's version")
     v.add_argument("--tag", help="fail unless this git tag is v<version> (the release workflow's check)")
@@ -157,12 +210,19 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "package":
         import helm_python as helm
 
+        if Path(args.destination).exists() and not Path(args.destination).is_dir():
+            raise UserError(f"--destination {args.destination} is a file, not a folder")
         Path(args.destination).mkdir(parents=True, exist_ok=True)
         print(helm.package(str(CHART), destination=args.destination))
     elif args.command == "push-chart":
         import os
 
         import helm_python as helm
+
+        if not Path(args.archive).is_file():
+            raise UserError(f"{args.archive}: no such chart archive (hack/release.py package makes one)")
+        if not args.remote.startswith("oci://"):
+            raise UserError(f"remote {args.remote!r} is not oci://host/path")
 
         client = helm.RegistryClient()
         user, password = os.environ.get("REGISTRY_USERNAME"), os.environ.get("REGISTRY_PASSWORD")
