@@ -185,3 +185,23 @@ def test_an_auto_gang_scaled_from_zero_waits_for_all_its_pods_from_the_first_one
         assert bound(pods(cp, ns, "app=burst")) == [], "a pod of a gang that cannot fit was bound"
         time.sleep(0.25)
     assert cp.rest("GET", f"{PG.format(ns=ns)}/burst")["spec"]["minMember"] == 4
+
+
+async def test_kubectl_apply_warns_only_for_what_to_change_never_for_admits_notes(plane, ns, kube):
+    # A paused gang (replicas 0) is correct: admit's note about it must not come back as a Warning: header, which
+    # kubectl prints on every apply. A misspelt key is a mistake: its warning must.
+    from kubernetes_asyncio import client
+
+    apps = client.AppsV1Api(kube)
+    paused = gang_deployment("paused", replicas=0)
+    resp = await apps.create_namespaced_deployment(ns, paused, _preload_content=False)
+    warnings = resp.headers.getall("Warning", [])
+    resp.release()
+    assert warnings == [], (warnings, plane.admit.output()[-3000:])
+    misspelt = gang_deployment("misspelt")
+    misspelt["metadata"]["annotations"]["gang.admit.dev/minmember"] = "3"
+    resp = await apps.create_namespaced_deployment(ns, misspelt, _preload_content=False)
+    warnings = resp.headers.getall("Warning", [])
+    resp.release()
+    assert any("gang.admit.dev/minmember" in w and "did you mean gang.admit.dev/min-member" in w for w in warnings), (
+        warnings, plane.admit.output()[-3000:])
