@@ -282,7 +282,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
                 f"{ann.min_member} ({config.min_member_key}={ann.min_member}) waits for followers that wait for it. "
                 f"Set {config.min_member_key} to \"auto\" (the leaders, with minResources covering every pod) or at "
                 f"most {leaders}, or use {NODE_SELECTOR_STRATEGY} (the strategy that holds no follower back)")
-        plan.warnings.append(
+        plan.notes.append(
             f"{ref} uses JobSet's exclusive placement ({topology}): PodGroup {plan.group_name} gangs the "
             f"{leaders} pod(s) that exist before placement (one leader per Job); the followers are created once "
             "their leader is scheduled and join it, and minResources covers every pod")
