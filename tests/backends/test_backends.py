@@ -376,7 +376,7 @@ def test_a_jobset_or_leaderworkerset_with_its_own_native_gang_is_left_to_its_ope
     obj["spec"]["scheduling"] = {}
     decision = mutate(req(obj), config)
     assert decision.patch == []
-    assert any(f"sets spec.scheduling: {controller}; admit only checks its size" in w for w in decision.warnings)
+    assert any(f"sets spec.scheduling: {controller}; admit only checks its size" in n for n in decision.notes)
     verdict = validate(req(obj), config)
     assert verdict.decision.allowed and verdict.ensure is None
     assert verdict.decision.pod_groups == []

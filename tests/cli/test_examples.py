@@ -153,6 +153,9 @@ async def test_every_example_gets_its_verdict_over_http(path, aiohttp_client):
 
             docs = documents(path)
             if any(d.get("kind") == "AdmissionReview" for d in docs):
+                # the Trainer runtime example (cluster-scoped), as Trainer's CRD serves it
+                fake.register("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes",
+                              namespaced=False, status=False)
                 for w in stored_workloads():
                     fake.put(w)
             verdicts = []
