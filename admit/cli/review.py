@@ -470,7 +470,8 @@ async def review_documents(
                 "namespace": req.namespace,
                 "operation": req.operation + (f" {req.resource}/{req.sub_resource}" if req.sub_resource else ""),
                 "allowed": decision.allowed,
-                "message": decision.message,
+                # an allowed answer's message is its notes joined (webhook.validate): shown once, as notes
+                "message": "" if decision.allowed and decision.message == "; ".join(decision.notes) else decision.message,
                 "warnings": mutation.warnings + [w for w in decision.warnings if w not in mutation.warnings],
                 "notes": mutation.notes + [n for n in decision.notes if n not in mutation.notes],
                 "acceptedWarnings": [],
