@@ -17,7 +17,9 @@ reason means and where it comes from:
   key that is near the group label (``scheduling.x-k8s.io/podgroup``): the object is not a gang.
 - ``WrongScheduler``: pods of the group name a scheduler other than the one that runs Coscheduling
   (``Config.scheduler_name``): Coscheduling never sees them. When nothing ever tried to schedule them (no
-  ``PodScheduled`` condition, no event), no scheduler of that name is running.
+  ``PodScheduled`` condition, no event), no scheduler of that name is running. Pods of a RayCluster sent to
+  ``volcano``, ``yunikorn``, ``kai-scheduler`` or ``scheduler-plugins-scheduler`` were sent there by KubeRay's
+  operator-wide ``--batch-scheduler`` (since v1.3.0), and the message names that flag.
 - ``MinResourcesTooLarge``: the PodGroup's ``minResources`` (plus ``pods: minMember``, as Coscheduling's PreFilter
   adds) exceed the allocatable of all nodes together; Coscheduling's ``CheckClusterResource`` refuses it for ever.
 - ``NotEnoughPods``: fewer pods exist than ``minMember`` (Coscheduling's PreFilter: "cannot find enough sibling
@@ -33,6 +35,10 @@ reason means and where it comes from:
   (``DefaultPodMaxInUnschedulablePodsDuration``): with ``podGroupBackoffSeconds`` above 0, a gang retried during the
   backoff on a quiet cluster waits that long (made on the real plane). ``retry`` is the ``kubectl annotate`` of the
   PodGroup that retries them at once.
+- ``SecondGang``: the spark-operator gangs the SparkApplication too (``--enable-batch-scheduler`` with
+  ``--default-batch-scheduler``, which admit cannot see): its PodGroup ``<app>-pg`` (controlled by the app, no pod
+  joins it), or the Volcano (``scheduling.k8s.io/group-name``) or YuniKorn (``yunikorn.apache.org/task-group-name``)
+  marks on pods that are in admit's gang. Only said when nothing else is wrong with the gang.
 - ``Waiting``: pods are pending and the scheduler has not said why yet; ``Scheduled``: every pod has a node.
 
 Native gangs (Kubernetes' Workload API, scheduling.k8s.io; pods with ``spec.schedulingGroup.podGroupName``;
@@ -373,6 +379,29 @@ def diagnose(
     return out
 
 
+#: ``schedulerName`` -> KubeRay's ``--batch-scheduler`` value whose plugin sets it on every pod of every RayCluster
+#: (ray-project/kuberay ``batchscheduler/*``: ``AddMetadataToChildResource``, ``AddSchedulerNameToObject``).
+_KUBERAY_FLAG = {"volcano": "volcano", "yunikorn": "yunikorn", "kai-scheduler": "kai-scheduler",
+                 "scheduler-plugins-scheduler": "scheduler-plugins"}
+
+
+def _operator_scheduler(pods: list[JSON], config: Config) -> str:
+    """The operator setting that sent ``pods`` (of one gang, with a wrong scheduler) elsewhere, as a sentence, or
+    ``""``: KubeRay's operator-wide ``--batch-scheduler`` (since v1.3.0) for pods controlled by a
+    RayCluster."""
+    for pod in pods:
+        ref = controller_ref(pod) or {}
+        name = str(get_path(pod, ("spec", "schedulerName")) or "")
+        if str(ref.get("apiVersion", "")).startswith("ray.io/") and ref.get("kind") == "RayCluster" \
+                and name in _KUBERAY_FLAG:
+            fix = ("unset it or set it to scheduler-plugins" if config.scheduler_name == "scheduler-plugins-scheduler"
+                   else "unset it")
+            return (f"KubeRay's --batch-scheduler={_KUBERAY_FLAG[name]} sets it on every pod of RayCluster "
+                    f"{_meta(pod).get('namespace', '')}/{ref.get('name', '')}: {fix} (a setting of the KubeRay "
+                    "operator, its Helm value batchScheduler.name)")
+    return ""
+
+
 def _int(value: Any) -> int | None:
     try:
         return int(str(value).strip())
@@ -429,6 +458,14 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
                                              f"{config.pod_group_label} label value?")
         return status("PodGroupMissing", f"no PodGroup {ns}/{group}: Coscheduling rejects its pods ('PodGroup not "
                                          "found'); create it, or let admit do it (annotate the workload)")
+    ref = controller_ref(pg) or {}
+    app = str(ref.get("name", ""))
+    if not pods and ref.get("kind") == "SparkApplication" and group == f"{app}-pg":
+        return status("SecondGang", f"PodGroup {group} was made by the spark-operator for SparkApplication {ns}/{app} "
+                                    "(--enable-batch-scheduler with --default-batch-scheduler, or spec.batchScheduler, "
+                                    "naming a kube-scheduler); no pod joins it: the app's pods are in admit's PodGroup "
+                                    f"{app}. Run the operator without --default-batch-scheduler, or remove "
+                                    f"{config.min_member_key} from the app")
     wrong = sorted({str(get_path(p, ("spec", "schedulerName")) or KUBE_DEFAULT_SCHEDULER) for p in pods}
                    - {config.scheduler_name})
     if wrong:
@@ -437,6 +474,10 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
         untouched = [p for p in off if not _scheduled(p)] and seen is None
         extra = (f"; nothing has tried to schedule them: no scheduler named {wrong[0]} is running" if untouched
                  else ": Coscheduling never sees them (they are scheduled one by one)")
+        operator = _operator_scheduler(off, config)
+        if operator:  # the cause first: the message is cut to one line
+            return status("WrongScheduler", f"{len(off)} pod(s) use schedulerName {', '.join(wrong)}, not "
+                                            f"{config.scheduler_name}, so Coscheduling never sees them. {operator}")
         return status("WrongScheduler", f"{len(off)} pod(s) use schedulerName {', '.join(wrong)}, not "
                                         f"{config.scheduler_name}{extra}")
     gap = _min_resources_gap(pg, nodes)
@@ -464,9 +505,32 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
     if min_member is not None and len(pods) < min_member:
         return status("NotEnoughPods", f"{len(pods)} pod(s) exist, minMember is {min_member}: the gang waits for "
                                        f"{min_member - len(pods)} more")
+    second = _spark_second_gang(pods)
+    if second:
+        return status("SecondGang", f"the spark-operator gangs SparkApplication {ns}/{second[0]} too ({second[1]}): it "
+                                    "runs with --enable-batch-scheduler and --default-batch-scheduler. The pods are in "
+                                    f"admit's PodGroup {group} and the operator's gang goes unused; run it without "
+                                    f"--default-batch-scheduler, or remove {config.min_member_key} from the app")
     if pending:
         return status("Waiting", f"{len(pending)} pod(s) pending; the scheduler has not reported why yet")
     return status("Scheduled", "")
+
+
+def _spark_second_gang(pods: list[JSON]) -> tuple[str, str] | None:
+    """``(app, what)`` when pods of a SparkApplication carry the marks of the spark-operator's own Volcano or
+    YuniKorn gang (kubeflow/spark-operator ``internal/scheduler/volcano/scheduler.go``
+    ``syncPodGroupInClusterMode``: ``scheduling.k8s.io/group-name``; ``internal/scheduler/yunikorn/scheduler.go``
+    ``addTaskGroupAnnotations``: ``yunikorn.apache.org/task-group-name``), else None."""
+    for pod in pods:
+        app = (_meta(pod).get("labels") or {}).get("sparkoperator.k8s.io/app-name")
+        annotations = _meta(pod).get("annotations") or {}
+        if not app:
+            continue
+        if annotations.get("scheduling.k8s.io/group-name"):
+            return str(app), f"Volcano PodGroup {annotations['scheduling.k8s.io/group-name']}"
+        if annotations.get("yunikorn.apache.org/task-group-name"):
+            return str(app), "YuniKorn task groups"
+    return None
 
 
 COLUMNS = ("NAMESPACE", "GROUP", "WORKLOAD", "MIN", "PODS", "SCHEDULED", "PENDING", "PHASE", "WAITING", "REASON")

@@ -199,7 +199,7 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
                                api_group=_shared(plan.api_group), namespace=_shared(plan.namespace),
                                total_field=_shared(plan.total_field), min_resources=_shared_map(plan.min_resources))
     return Claim(ref, plan.owner if not plan.shared else identity, slim, problem=problem,
-                 explicit=ann.pod_group is not None)
+                 explicit=ann.pod_group is not None, notice=plan.operator_notice or None)
 
 
 def held_claim(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None) -> Claim | None:

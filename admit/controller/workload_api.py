@@ -101,6 +101,7 @@ class NativeGangController:
         self.quorum_period: float = s.resync_period
         self._quorum_at = 0.0
         self._below: set[Key] = set()
+        self._noticed: dict[Key, str] = {}  # the operator notice last recorded per gang (once per change)
         #: Actions taken, ``(action kind, object kind, key)``, newest last (tests, debugging).
         self.actions: list[tuple[str, str, Key]] = []
         for resource, cache in main.workloads.items():  # what the caches hold already, then every change
@@ -269,9 +270,14 @@ class NativeGangController:
             self._unclaimed_since.setdefault(key, now)
         else:
             self._unclaimed_since.pop(key, None)
+        if not any(c.notice for c in claims):
+            self._noticed.pop(key, None)
         for c in claims:
             if c.problem and self._report(key, f"{c.ref}: {c.problem}"):
                 self._event(c, "Warning", "GangBelowMinMember", "Reconcile", c.problem)
+            if c.notice and self._noticed.get(key) != c.notice:
+                self._noticed[key] = c.notice
+                self._event(c, "Normal", "OperatorSetting", "Reconcile", c.notice)
         if not any(a.kind in ("delete", "wait", "immutable", "priority") for a in actions) and not any(
                 c.problem for c in claims):
             self._reported.pop(key, None)

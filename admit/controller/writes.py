@@ -109,7 +109,11 @@ class KeyWrites:
                 current.add(f"problem:{c.identity}")
                 if self._report(key, f"problem:{c.identity}", f"{c.ref}: {c.problem}"):
                     self._event(c.workload, "Warning", "GangBelowMinMember", "Reconcile", c.problem)
-        for topic in [t for t in self._reported.get(key, {}) if t.startswith(("other:", "problem:"))]:
+            if c.notice:
+                current.add(f"notice:{c.identity}")
+                if self._report(key, f"notice:{c.identity}", f"{c.ref}: {c.notice}", level=logging.INFO):
+                    self._event(c.workload, "Normal", "OperatorSetting", "Reconcile", c.notice)
+        for topic in [t for t in self._reported.get(key, {}) if t.startswith(("other:", "problem:", "notice:"))]:
             if topic not in current:
                 self._resolved(key, topic)  # fixed: report it again if it comes back
         if action.kind not in ("conflict", "invalid", "foreign"):

@@ -15,8 +15,9 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
 - Pod templates: ``headGroupSpec.template`` and each ``workerGroupSpecs[i].template`` (under ``spec`` of a
   RayCluster, ``spec.rayClusterSpec`` of a RayJob, ``spec.rayClusterConfig`` of a RayService).
 - One gang per RayCluster. KubeRay makes a RayCluster for a RayJob or RayService (``constructRayClusterForRayJob``,
-  ``constructRayClusterForRayService``): named ``<parent>-raycluster-<5 random characters>``
-  (``utils.GenerateRayClusterName``), the parent's labels and **annotations** copied, the cluster spec copied, a
+  ``constructRayClusterForRayService``): named ``<parent>-<5 random characters>`` since KubeRay v1.4.0,
+  ``<parent>-raycluster-<5>`` up to v1.3.x (``utils.GenerateRayClusterName``), the parent's labels and
+  **annotations** copied, the cluster spec copied, a
   controller ownerReference to the parent. A RayService upgrade runs a second such cluster beside the serving one,
   and a RayJob retry makes a new one. Were they one gang named after the parent, Coscheduling would count the
   serving cluster's running pods toward the new cluster's quorum (``PreFilter`` counts every pod carrying the
@@ -33,9 +34,18 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
 - ``minResources``: the head first, then the worker groups in order, up to minMember pods.
 - KubeRay gangs a cluster itself when it carries the label ``ray.io/gang-scheduling-enabled`` (with the operator
   started with ``--batch-scheduler=scheduler-plugins``: PodGroup named after the RayCluster, minMember desired
-  replicas + 1, one per RayCluster) or names another batch scheduler with ``ray.io/scheduler-name`` (Volcano,
-  YuniKorn). A RayJob's or RayService's labels reach the RayCluster KubeRay makes. admit then defers
-  (``shared.defer_to_operator``), on the parent and on its clusters.
+  replicas + 1, one per RayCluster). A RayJob's or RayService's labels reach the RayCluster KubeRay makes. admit
+  then defers (``shared.defer_to_operator``), on the parent and on its clusters.
+- The batch scheduler is the operator's, not the cluster's: since KubeRay v1.3.0 it is the flag
+  ``--batch-scheduler`` (``batchscheduler/schedulermanager.go`` ``getSchedulerFactory``: volcano, yunikorn;
+  scheduler-plugins since v1.4.0, kai-scheduler since v1.5.0), and every plugin sets ``schedulerName`` on every
+  head and worker pod in ``AddMetadataToChildResource`` (``batchscheduler/utils/utils.go``
+  ``AddSchedulerNameToObject``). The per-cluster label ``ray.io/scheduler-name`` was read up to v1.2
+  (``schedulermanager.go``: ``app.ObjectMeta.Labels[utils.RaySchedulerName]``) and is not any more: admit does not
+  defer on it (that left the cluster with no gang at all) and says so. admit cannot read the operator's flag, so
+  every Ray object it gangs gets one warning saying what the flag does to the gang (:func:`batch_scheduler_note`);
+  ``admit status`` names the flag when the pods of a RayCluster arrive with a batch scheduler's name
+  (``backends.diagnose``).
 """
 
 from __future__ import annotations
@@ -57,7 +67,7 @@ from .shared import (
 )
 
 __all__ = ["RAYCLUSTER", "RAYJOB", "RAYSERVICE", "KINDS", "resolve_ray", "ray_pods", "kuberay_parent",
-           "cluster_group_name", "GANG_LABEL", "SCHEDULER_LABEL"]
+           "cluster_group_name", "GANG_LABEL", "SCHEDULER_LABEL", "KUBERAY_BATCH_SCHEDULERS", "batch_scheduler_note"]
 
 GROUP = "ray.io"
 GANG_LABEL = "ray.io/gang-scheduling-enabled"
@@ -88,6 +98,24 @@ def cluster_group_name(name: str) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:5]
     return f"{name[:57].rstrip('-.')}-{digest}"
+
+
+#: ``--batch-scheduler`` value -> the ``schedulerName`` KubeRay's plugin puts on every pod (each plugin's ``Name()``).
+KUBERAY_BATCH_SCHEDULERS: dict[str, str] = {"volcano": "volcano", "yunikorn": "yunikorn",
+                                            "kai-scheduler": "kai-scheduler",
+                                            "scheduler-plugins": "scheduler-plugins-scheduler"}
+
+
+def batch_scheduler_note(ref: str, config: Config) -> str:
+    """The warning every Ray object admit gangs gets: KubeRay's operator-wide ``--batch-scheduler`` decides whether
+    admit's gang is used (module docstring)."""
+    plugins = KUBERAY_BATCH_SCHEDULERS["scheduler-plugins"]
+    tail = "" if config.scheduler_name == plugins else (
+        f"; scheduler-plugins sends them to {plugins}, not admit's --scheduler-name {config.scheduler_name}, so "
+        "leave it unset")
+    return (f"{ref}: KubeRay's operator flag --batch-scheduler (since v1.3.0) sets the schedulerName of every head "
+            "and worker pod: with volcano, yunikorn or kai-scheduler admit's PodGroup is never used. Run KubeRay with "
+            f"--batch-scheduler unset or scheduler-plugins{tail}")
 
 
 def ray_pods(cluster: dict[str, Any], prefix: tuple[str, ...], ref: str) -> tuple[list[dict[str, Any]], bool]:
@@ -145,8 +173,9 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
                                        "integration makes its PodGroup (operator --batch-scheduler=scheduler-plugins)",
                                  config)
     if labels.get(SCHEDULER_LABEL):
-        return defer_to_operator(plan, f"it names the batch scheduler {labels[SCHEDULER_LABEL]!r} with the label "
-                                       f"{SCHEDULER_LABEL}, which gangs it through KubeRay", config)
+        plan.warnings.append(
+            f"{ref}: label {SCHEDULER_LABEL}={labels[SCHEDULER_LABEL]} is not read by KubeRay since v1.3.0 (the batch "
+            "scheduler is the operator's --batch-scheduler flag); admit gangs it as any RayCluster")
     prefix = CLUSTER_SPEC[kind]
     cluster = get_path(obj, prefix)
     if not isinstance(cluster, dict):
@@ -172,9 +201,10 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         plan.create_pod_group = False  # its clusters gang, one PodGroup each; its own templates stay as written
         plan.group_name = name  # no PodGroup of this name is made: only messages read it
         plan.notes.append(
-            f"{ref}: each RayCluster KubeRay makes for it ({name}-raycluster-<5 characters>; a new one on every "
-            f"{'retry' if kind == 'RayJob' else 'upgrade'}) is a gang of its own: a PodGroup named after that "
-            "RayCluster and owned by it, so an old cluster's pods never count toward a new one's quorum")
+            f"{ref}: each RayCluster KubeRay makes for it ({name}-<5 characters>; KubeRay v1.3 and older: "
+            f"{name}-raycluster-<5 characters>; a new one on every {'retry' if kind == 'RayJob' else 'upgrade'}) "
+            "is a gang of its own: a PodGroup named after that RayCluster and owned by it, so an old cluster's pods "
+            "never count toward a new one's quorum")
         if ann.pod_group is not None:
             plan.warnings.append(f"{ref}: annotation {config.pod_group_key} is not used: KubeRay copies it onto "
                                  "every RayCluster it makes, and each of them needs a PodGroup of its own")
@@ -196,6 +226,9 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
                 "Σ minReplicas × numOfHosts): after a scale-down new pods wait until the cluster has that many again")
     else:
         plan.min_member = gang_min_member(ann, total)
+    if parent is None:  # KubeRay's copy of the warning would reach KubeRay's client, not the user
+        plan.notes.append(batch_scheduler_note(ref, config))
+    plan.operator_notice = batch_scheduler_note(ref, config)  # the Event on the RayCluster (a PodGroup claim)
     workers = total - 1
     refuse_below(plan, ann, config, f"1 head + {workers} worker{'s' if workers != 1 else ''}",
                  f"Raise the replicas (and minReplicas) of {workers_field} so that head and workers "

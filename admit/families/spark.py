@@ -13,6 +13,16 @@ SparkApplication rules and their sources:
   ``spec.executor.schedulerName``; the spark-operator copies them onto the pods.
 - ``spec.batchScheduler`` set: the spark-operator gangs the application itself (Volcano, YuniKorn, or
   scheduler-plugins as ``kube-scheduler``); admit mutates nothing, creates nothing, and says so.
+- The operator's ``--default-batch-scheduler`` (with ``--enable-batch-scheduler``; kubeflow/spark-operator
+  ``internal/controller/sparkapplication/controller.go`` ``shouldDoBatchScheduling``: ``schedulerName :=
+  r.options.DefaultBatchScheduler`` unless ``spec.batchScheduler`` is set) gangs every app the same way, without a
+  trace on the SparkApplication (the plugin changes an in-memory copy; only ``status`` is written back). Its
+  objects are named apart from admit's ``<app>`` (``<app>-pg`` from ``internal/scheduler/kubescheduler/util.go``
+  ``getPodGroupName``, Volcano's ``spark-<app>-pg`` from ``internal/scheduler/volcano/util.go``), and the pods keep
+  admit's label: ``spec.driver.labels`` are passed to spark-submit after the app's labels (``submission.go``
+  ``driverConfOption``), and the later ``--conf`` wins (Spark's side **unconfirmed**). admit cannot read the flag:
+  every app it gangs gets a warning saying so (:func:`default_batch_scheduler_note`), and ``admit status`` shows
+  the operator's unused object (``backends.diagnose``, reason ``SecondGang``).
 - Executors at start: ``spec.executor.instances``, else ``sparkConf["spark.executor.instances"]``, else 1 (the
   spark-operator's defaulting, ``api/v1beta2/defaults.go`` ``setExecutorSpecDefaults``; spark-submit alone would
   use Spark's default of 2). With dynamic allocation (``spec.dynamicAllocation.enabled`` or
@@ -86,6 +96,7 @@ __all__ = [
     "executor_plan",
     "driver_group",
     "parse_resource_list",
+    "default_batch_scheduler_note",
 ]
 
 SPARK_ROLE = "spark-role"
@@ -355,7 +366,19 @@ def resolve_spark_application(
     executor = spark_pod_resources(obj, "executor", ref)
     if ann.min_resources:
         plan.min_resources = format_resources(add_resources(driver, scale_resources(executor, executors))) or None
+    plan.operator_notice = default_batch_scheduler_note(ref, name, plan.group_name, config)
+    plan.notes.append(plan.operator_notice)
     return plan
+
+
+def default_batch_scheduler_note(ref: str, name: str, group: str, config: Config) -> str:
+    """The warning every SparkApplication admit gangs gets: a spark-operator started with
+    ``--enable-batch-scheduler --default-batch-scheduler=<x>`` gangs it too, which admit cannot see (module
+    docstring)."""
+    return (f"{ref}: a spark-operator started with --enable-batch-scheduler and --default-batch-scheduler gangs every "
+            f"SparkApplication too (PodGroup {name}-pg, Volcano's spark-{name}-pg or YuniKorn task groups) beside "
+            f"admit's PodGroup {group}, and its object goes unused; run it without --default-batch-scheduler, or "
+            f"leave the gang to it (set spec.batchScheduler and remove {config.min_member_key})")
 
 
 def parse_resource_list(text: Any, what: str) -> dict[str, Fraction]:

@@ -31,6 +31,8 @@ class Claim:
         explicit: the group was named with ``gang.admit.dev/pod-group``.
         held: no gang annotation, but a stored pod template still carries admit's group label
             (``admit.families.marks``): ``error`` says so, and the PodGroup is kept, not deleted as an orphan.
+        notice: the plan's ``operator_notice`` (an operator setting admit cannot read that decides whether the gang
+            is used), or ``None``; recorded once as a Normal Event ``OperatorSetting``.
     """
 
     workload: JSON
@@ -40,6 +42,7 @@ class Claim:
     problem: str | None = None
     explicit: bool = False
     held: bool = False
+    notice: str | None = None
 
     @property
     def meta(self) -> JSON:

@@ -356,6 +356,10 @@ class GangPlan:
             annotation is removed.
         extra_ops: further JSONPatch operations on the workload itself, computed by its family against the object
             (e.g. the TrainJob runtime patch of ``admit.families.trainer``); never undone by admit.
+        operator_notice: a setting of the workload's operator, which admit cannot read, that decides whether the
+            gang is used (KubeRay's ``--batch-scheduler``, the spark-operator's ``--default-batch-scheduler``), or
+            ``""``: also an admission warning, and the PodGroup controller records it once as a Normal Event
+            ``OperatorSetting`` on the workload.
         native_priority: what the gang's native Workload template and PodGroup copy from its pods
             (``{"priorityClassName": str, "preemptionPolicy": str}``, each key only when the pods set it; the
             ``workload-api`` backend, ``backends.workload_api.gang_priority``).
@@ -392,6 +396,7 @@ class GangPlan:
     size_known: bool = True
     last_wave: "Wave | None" = None
     template_annotations: dict[str, str] = field(default_factory=dict)
+    operator_notice: str = ""
     extra_ops: list[dict[str, Any]] = field(default_factory=list)
     native_priority: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

@@ -399,12 +399,22 @@ def test_a_suspended_worker_group_and_replicas_outside_min_and_max_count_as_kube
 
 
 def test_a_raycluster_that_kuberay_gangs_itself_is_left_to_kuberay():
-    for labels in ({"ray.io/gang-scheduling-enabled": "true"}, {"ray.io/scheduler-name": "volcano"}):
-        obj = raycluster(labels=labels)
-        assert mutate(request(obj), CONFIG).patch == []
-        verdict = validate(request(obj), CONFIG)
-        assert verdict.decision.allowed and verdict.ensure is None
-        assert any("KubeRay" in w for w in verdict.decision.warnings)
+    obj = raycluster(labels={"ray.io/gang-scheduling-enabled": "true"})
+    assert mutate(request(obj), CONFIG).patch == []
+    verdict = validate(request(obj), CONFIG)
+    assert verdict.decision.allowed and verdict.ensure is None
+    assert any("KubeRay" in w for w in verdict.decision.warnings)
+
+
+def test_a_raycluster_naming_a_scheduler_by_the_label_kuberay_stopped_reading_in_1_3_is_ganged_with_a_warning():
+    # Until issue 30 admit deferred on ray.io/scheduler-name (the case above); KubeRay >= 1.3 reads only its
+    # operator flag --batch-scheduler, so deferring left the cluster with no gang (tests/testing/test_operator_kuberay.py).
+    obj = raycluster(labels={"ray.io/scheduler-name": "volcano"})
+    assert mutate(request(obj), CONFIG).patch != []
+    verdict = validate(request(obj), CONFIG)
+    assert verdict.decision.allowed and verdict.ensure is not None
+    assert any("ray.io/scheduler-name=volcano is not read by KubeRay since v1.3.0" in w
+               for w in verdict.decision.warnings)
 
 
 async def test_the_raycluster_a_rayjob_creates_is_a_gang_of_its_own_named_after_it(cluster):
