@@ -15,6 +15,7 @@ map may gain admit's keys); the fields admit owns (``admit.families.owned.OWNED_
 from __future__ import annotations
 
 import copy
+import uuid
 import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -98,12 +99,81 @@ def kind_key(obj: dict[str, Any]) -> tuple[str, str]:
 
 
 def seeds_by_kind() -> dict[tuple[str, str], list[tuple[str, dict[str, Any]]]]:
-    """``{(API group, kind): [(source, object), ...]}`` over :func:`all_manifests`."""
+    """``{(API group, kind): [(source, object), ...]}`` over :func:`all_manifests` and :func:`operator_made`."""
     out: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
-    for source, doc in all_manifests():
+    for source, doc in all_manifests() + operator_made():
         obj = object_of(doc)
         if obj is not None:
             out.setdefault(kind_key(obj), []).append((source, obj))
+    return out
+
+
+def _stored(obj: dict[str, Any], config: Config) -> dict[str, Any]:
+    """``obj`` as kube-apiserver stores it after admit's CREATE mutation, with a uid (what an operator reads)."""
+    import jsonpatch
+
+    from admit.webhook.admissionreview import AdmissionRequest
+    from admit.webhook.mutate import mutate
+
+    obj = copy.deepcopy(obj)
+    obj.setdefault("metadata", {}).setdefault("uid", str(uuid.uuid5(uuid.NAMESPACE_URL, repr(obj)[:200])))
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    meta = obj["metadata"]
+    req = AdmissionRequest(uid="seed", api_version="admission.k8s.io/v1", group=group, version=version,
+                           kind=str(obj.get("kind")), resource_group=group, resource=str(obj.get("kind")).lower() + "s",
+                           sub_resource="", operation="CREATE", namespace=str(meta.get("namespace") or "default"),
+                           name=str(meta.get("name") or ""), object=obj, old_object=None, dry_run=False)
+    patch = mutate(req, config).patch
+    return jsonpatch.apply_patch(obj, patch) if patch else obj
+
+
+def operator_made() -> list[tuple[str, dict[str, Any]]]:
+    """The objects the operator emulations (``admit/testing/kuberay.py``, ``spark.py``,
+    ``kubeflow.py``) make from the seed user objects as stored: KubeRay's RayClusters for RayJobs and
+    RayServices and its head and worker Pods, spark-submit's driver and the driver's executor Pods, the
+    training-operator's replica Pods, the mpi-operator's worker Pods and launcher Job. Each source names the
+    emulation function and the user object it came from."""
+    from admit.testing.operators import kubeflow as kf
+    from admit.testing.operators import kuberay as kr
+    from admit.testing.operators import spark as so
+
+    config = Config()
+    out: list[tuple[str, dict[str, Any]]] = []
+    for source, doc in all_manifests():
+        obj = object_of(doc)
+        if obj is None or not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
+            continue
+        group, kind = kind_key(obj)
+        made = f"made by {{}} from {source}"
+        try:
+            if group == "ray.io" and kind in ("RayJob", "RayService"):
+                cluster = kr.cluster_for_parent(_stored(obj, config), f"{obj['metadata']['name']}-x7k2p")
+                if cluster is not None:
+                    out.append((made.format("kuberay.cluster_for_parent"), cluster))
+            if group == "ray.io" and kind == "RayCluster":
+                cluster = _stored(obj, config)
+                groups = [None, *((cluster.get("spec") or {}).get("workerGroupSpecs") or [])]
+                out += [(made.format("kuberay.ray_pod"), kr.ray_pod(cluster, g, None)) for g in groups[:2]]
+            if group == "sparkoperator.k8s.io" and kind == "SparkApplication":
+                app = _stored(obj, config)
+                driver = so.driver_pod(app, "3f1c", "spark-0123456789abcdef0123456789abcdef")
+                driver = so.spark_pod_defaulter(driver, app)
+                driver["metadata"]["uid"] = "d-" + app["metadata"]["uid"]
+                out.append((made.format("spark.driver_pod"), driver))
+                out += [(made.format("spark.executor_pods"), p)
+                        for p in so.executor_pods(app, driver, "3f1c")[:1]]
+            if group == "kubeflow.org" and kind in ("TFJob", "PyTorchJob", "XGBoostJob", "PaddleJob", "JAXJob") \
+                    or (group == "kubeflow.org" and kind == "MPIJob" and obj.get("apiVersion") == "kubeflow.org/v1"):
+                job = _stored(obj, config)
+                for rtype in ((job.get("spec") or {}).get(kf.REPLICA_SPECS[kind.lower() + "s"]) or {}):
+                    out.append((made.format("kubeflow.training_operator_pod"),
+                                kf.training_operator_pod(job, rtype, 0, "")))
+            if group == "kubeflow.org" and kind == "MPIJob" and obj.get("apiVersion") == "kubeflow.org/v2beta1":
+                job = _stored(obj, config)
+                out.append((made.format("kubeflow.mpi_worker_pod"), kf.mpi_worker_pod(job, 0)))
+                out.append((made.format("kubeflow.mpi_launcher_job"), kf.mpi_launcher_job(job)))
+        except (KeyError, TypeError, AttributeError, ValueError):
+            continue  # a seed malformed on purpose (tests/manifests): the operator would refuse it too
     return out
 
 

@@ -17,7 +17,10 @@ or the pre-v0.25.7 scheduler-plugins label. Checked:
   request's uid for CREATE and UPDATE, dryRun true and false, and a dryRun review writes nothing to the API.
 
 A kind added to the registry is covered by these tests as soon as a manifest of it exists (examples/ or
-tests/manifests/); ``test_every_registered_kind_has_a_seed_manifest`` fails until then, saying what to add.
+tests/manifests/); ``test_every_registered_kind_has_a_seed_manifest`` fails until then, saying what to add. The
+seeds also hold the objects the operator emulations make from those manifests (``manifest_seeds.operator_made``:
+KubeRay's RayClusters and Pods, spark-submit's driver and executors, the training-operator's and mpi-operator's
+Pods and launcher Job), so the properties hold for what admit sees from the operators too.
 
 Budget (``ADMIT_HYPOTHESIS_PROFILE``): ``ci`` (default) generates :data:`PURE_EXAMPLES` objects per kind for the
 decision properties and :data:`HTTP_EXAMPLES` reviews per kind over HTTP; ``long`` ten times as many
@@ -183,6 +186,16 @@ def test_every_registered_kind_has_a_seed_manifest():
         f"no manifest of {', '.join(missing)}: add one shaped like the operator's own sample, with the "
         "gang.admit.dev/min-member annotation, to examples/ (with its expected PodGroup in tests/cli/test_examples.py) or "
         "to tests/manifests/, so that the invariant tests cover the kind")
+
+
+def test_the_operator_made_objects_are_seeds_too():
+    # KubeRay's RayClusters and Pods, spark-submit's driver and executors, the training-operator's and mpi-operator's
+    # Pods and launcher Job, as the emulations in admit/testing build them from the seed user objects
+    sources = {source.split(" from ")[0] for seeds in SEEDS.values() for source, _ in seeds}
+    for made in ("kuberay.cluster_for_parent", "kuberay.ray_pod", "spark.driver_pod",
+                 "spark.executor_pods", "kubeflow.training_operator_pod",
+                 "kubeflow.mpi_worker_pod", "kubeflow.mpi_launcher_job"):
+        assert f"made by {made}" in sources, made
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[f"{g or 'core'}/{k}" for g, k in KINDS])

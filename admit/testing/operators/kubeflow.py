@@ -1,0 +1,288 @@
+"""The Kubeflow training-operator v1 (TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob, MPIJob v1) and the
+mpi-operator (MPIJob ``kubeflow.org/v2beta1``) as the fake API runs them: the PodGroup each writes with gang
+scheduling on, and the Pods (and, for the mpi-operator, the launcher Job) each creates, through the fake's
+admission chain as the operator's ServiceAccount.
+
+**training-operator** (kubeflow/training-operator tag ``v1.9.0``; the same code as kubeflow/trainer ``release-1.9``):
+
+- ``--gang-scheduler-name`` (``cmd/training-operator.v1/main.go``): ``volcano`` picks Volcano's PodGroup, any other
+  non-empty name scheduler-plugins' (``common.GenSchedulerPluginsSetupFunc``), empty turns gang scheduling off.
+- ``pkg/controller.v1/common/job.go`` ``ReconcileJobs``: with gang scheduling on, ``SyncPodGroup``
+  (``common/scheduling.go``) before any pod: PodGroup ``<job>``, minMember = ``schedulingPolicy.minAvailable``
+  else every replica, ``scheduleTimeoutSeconds`` from the policy, the job's **annotations** copied, a controller
+  ownerReference to the job; an existing PodGroup of that name is updated when its spec differs, **without an
+  ownership check** (``if diff := cmp.Diff(oldPodGroup, podGroup)``, ``UpdatePodGroup``). A finished job's PodGroup
+  is deleted (not emulated: no job finishes here).
+- ``common/pod.go`` ``createNewPod``: one Pod per replica and index, named ``GenGeneralName`` =
+  ``<job>-<replica type, lower case>-<index>`` (no generateName), the template's labels plus
+  ``training.kubeflow.org/operator-name`` (``<kind>-controller``), ``job-name``, ``replica-type`` (lower case),
+  ``replica-index`` and ``job-role: master`` for the master role (``IsMasterRole``: Chief/Master, else Worker 0);
+  ``restartPolicy`` from the replica spec (``core.SetRestartPolicy``; ``ExitCode`` -> ``Never``); with gang
+  scheduling ``control/podgroup_control.go`` ``SchedulerPluginsControl.DecoratePodTemplateSpec``: schedulerName
+  = the gang scheduler **only when the template has none**, label ``scheduling.x-k8s.io/pod-group: <job>``; a
+  controller ownerReference (``GenOwnerReference``). ``SetClusterSpec`` (TF_CONFIG, MASTER_ADDR, ...) is not
+  emulated.
+
+**mpi-operator** (kubeflow/mpi-operator ``caa3c47``, v0.8.2):
+
+- ``--gang-scheduling`` (``cmd/mpi-operator/app/options/options.go``): ``volcano`` or a scheduler-plugins scheduler
+  name.
+- ``pkg/controller/mpi_job_controller.go`` ``syncHandler``, in this order: the Service ``<job>``, the ConfigMap
+  ``<job>-config``, the Secret ``<job>-ssh`` (stored directly here: admit never sees them); unless suspended, the
+  PodGroup (``getOrCreatePodGroups``: ``podgroup.go`` ``newPodGroup``, name ``<job>``, minMember
+  ``calculateMinAvailable`` = minAvailable else workers + 1; an existing PodGroup **not controlled by the MPIJob**
+  stops the sync with the Event ``ErrResourceExists`` and no worker is made; one that is, is updated when its spec
+  differs); then the workers ``<job>-worker-<i>`` (``newWorker``: the Worker template's labels plus
+  ``training.kubeflow.org/operator-name: mpi-operator``, ``job-name``, ``job-role: worker``, ``replica-index``;
+  hostname, subdomain; ``decoratePodTemplateSpec``: schedulerName **always** overwritten, the pod-group label);
+  then the launcher Job ``<job>-launcher`` (``newLauncherJob``: labels ``{app: <job>}`` only, a controller
+  ownerReference, the Launcher template with ``job-role: launcher``, decorated likewise) when
+  ``launcherCreationPolicy`` is ``AtStartup`` or every worker is Ready (never here: no kubelet). The launcher's Pod
+  is the fake Job controller's (``job_controller=True``).
+
+Not emulated: status, restarts, ``cleanPodPolicy``, suspension changes, elastic scaling, Volcano PodGroups (the
+Volcano path of both only when the fake serves ``scheduling.volcano.sh/v1beta1``: not done here), the operators'
+validating and defaulting webhooks (they check replica specs and containers, none of what admit writes).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from .kit import OperatorEmulation, controller_ref, owned_by, service_account
+
+if TYPE_CHECKING:
+    from ..fake_kube import AdmissionChain, FakeKubeAPI
+
+__all__ = ["TrainingOperator", "MPIOperator", "install_training_operator", "install_mpi_operator", "training_operator_pod", "mpi_worker_pod", "mpi_launcher_job",
+           "REPLICA_SPECS"]
+
+JSON = dict[str, Any]
+PG_API = "scheduling.x-k8s.io/v1alpha1"
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+REPLICA_SPECS = {"tfjobs": "tfReplicaSpecs", "pytorchjobs": "pytorchReplicaSpecs", "xgboostjobs": "xgbReplicaSpecs",
+                 "paddlejobs": "paddleReplicaSpecs", "jaxjobs": "jaxReplicaSpecs", "mpijobs": "mpiReplicaSpecs"}
+
+
+def _min_member(job: JSON, everyone: int) -> int:
+    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+    return policy["minAvailable"] if policy.get("minAvailable") is not None else everyone
+
+
+def _pod_group(job: JSON, min_member: int, *, annotations: bool) -> JSON:
+    meta = job["metadata"]
+    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+    spec: JSON = {"minMember": min_member}
+    if policy.get("scheduleTimeoutSeconds") is not None:
+        spec["scheduleTimeoutSeconds"] = policy["scheduleTimeoutSeconds"]
+    pg_meta: JSON = {"name": meta["name"], "namespace": meta.get("namespace"), "ownerReferences": [controller_ref(job)]}
+    if annotations and meta.get("annotations"):
+        pg_meta["annotations"] = dict(meta["annotations"])
+    return {"apiVersion": PG_API, "kind": "PodGroup", "metadata": pg_meta, "spec": spec}
+
+
+def _is_master(replicas: JSON, rtype: str, index: int) -> bool:
+    """``IsMasterRole`` of the TFJob and PyTorchJob controllers: Chief/Master, else Worker 0."""
+    types = {t.lower() for t in replicas}
+    if types & {"chief", "master"}:
+        return rtype.lower() in ("chief", "master")
+    return rtype.lower() == "worker" and index == 0
+
+
+def training_operator_pod(job: JSON, rtype: str, index: int, gang_scheduler: str) -> JSON:
+    """The Pod ``createNewPod`` makes for replica ``rtype`` ``index`` of stored ``job`` (module docstring)."""
+    plural = job["kind"].lower() + "s"
+    replicas = (job.get("spec") or {}).get(REPLICA_SPECS[plural]) or {}
+    rspec = replicas[rtype]
+    template = copy.deepcopy(rspec.get("template") or {})
+    tmeta = template.setdefault("metadata", {})
+    labels = tmeta.setdefault("labels", {})
+    labels.update({"training.kubeflow.org/operator-name": f"{job['kind'].lower()}-controller",
+                   "training.kubeflow.org/job-name": job["metadata"]["name"].replace("/", "-"),
+                   "training.kubeflow.org/replica-type": rtype.lower(),
+                   "training.kubeflow.org/replica-index": str(index)})
+    if job["kind"] in ("TFJob", "PyTorchJob") and _is_master(replicas, rtype, index):
+        labels["training.kubeflow.org/job-role"] = "master"
+    spec = template.setdefault("spec", {})
+    policy = rspec.get("restartPolicy") or ""
+    spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
+    if not spec["restartPolicy"]:
+        del spec["restartPolicy"]
+    if gang_scheduler:  # SchedulerPluginsControl.DecoratePodTemplateSpec
+        if not spec.get("schedulerName"):
+            spec["schedulerName"] = gang_scheduler
+        labels[GROUP_LABEL] = job["metadata"]["name"]
+    name = f"{job['metadata']['name']}-{rtype.lower()}-{index}".replace("/", "-")
+    meta: JSON = {"name": name, "namespace": job["metadata"].get("namespace"), "labels": labels,
+                  "ownerReferences": [controller_ref(job)]}
+    if tmeta.get("annotations"):
+        meta["annotations"] = dict(tmeta["annotations"])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _mpi_template(job: JSON, rtype: str, role: str, gang_scheduling: str) -> JSON:
+    """The ``rtype`` template with ``defaultLabels(job, role)``, decorated for gang scheduling
+    (``SchedulerPluginsCtrl.decoratePodTemplateSpec``: schedulerName always overwritten, the pod-group label)."""
+    template = copy.deepcopy(((job["spec"].get("mpiReplicaSpecs") or {}).get(rtype) or {}).get("template") or {})
+    labels = template.setdefault("metadata", {}).setdefault("labels", {})
+    labels.update({"training.kubeflow.org/operator-name": "mpi-operator",
+                   "training.kubeflow.org/job-name": job["metadata"]["name"],
+                   "training.kubeflow.org/job-role": role})
+    template.setdefault("spec", {})
+    if gang_scheduling:
+        template["spec"]["schedulerName"] = gang_scheduling
+        labels[GROUP_LABEL] = job["metadata"]["name"]
+    return template
+
+
+def mpi_worker_pod(job: JSON, index: int, gang_scheduling: str = "") -> JSON:
+    """``newWorker``: Pod ``<job>-worker-<index>`` of stored MPIJob ``job`` (module docstring)."""
+    name = job["metadata"]["name"]
+    template = _mpi_template(job, "Worker", "worker", gang_scheduling)
+    template["metadata"]["labels"]["training.kubeflow.org/replica-index"] = str(index)
+    template["spec"].update(hostname=f"{name}-worker-{index}", subdomain=name)
+    pod: JSON = {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": f"{name}-worker-{index}", "namespace": job["metadata"].get("namespace"),
+                              "labels": template["metadata"]["labels"], "ownerReferences": [controller_ref(job)]},
+                 "spec": template["spec"]}
+    if template["metadata"].get("annotations"):
+        pod["metadata"]["annotations"] = dict(template["metadata"]["annotations"])
+    return pod
+
+
+def mpi_launcher_job(job: JSON, gang_scheduling: str = "") -> JSON:
+    """``newLauncherJob``: Job ``<job>-launcher`` of stored MPIJob ``job``, labels ``{app: <job>}`` only."""
+    name = job["metadata"]["name"]
+    template = _mpi_template(job, "Launcher", "launcher", gang_scheduling)
+    template["spec"].update(hostname=f"{name}-launcher", subdomain=name)
+    template["spec"].setdefault("restartPolicy", "OnFailure")
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{name}-launcher", "namespace": job["metadata"].get("namespace"),
+                         "labels": {"app": name}, "ownerReferences": [controller_ref(job)]},
+            "spec": {"template": template, "podReplacementPolicy": "Failed"}}
+
+
+class TrainingOperator(OperatorEmulation):
+    """The emulated training-operator v1 (module docstring).
+
+    Args:
+        api: the fake.
+        gang_scheduler_name: ``--gang-scheduler-name`` (``""``: gang scheduling off). ``volcano`` is not emulated.
+    """
+
+    component = "training-operator"
+
+    def __init__(self, api: "FakeKubeAPI", *, gang_scheduler_name: str = "") -> None:
+        super().__init__(api, service_account("kubeflow", "training-operator"))
+        if gang_scheduler_name.lower() == "volcano":
+            raise ValueError("the training-operator's Volcano path is not emulated")
+        self.gang_scheduler_name = gang_scheduler_name
+        for plural in REPLICA_SPECS:
+            self.watch("kubeflow.org/v1", plural, self._sync_kind(plural))
+
+    def _sync_kind(self, plural: str):  # noqa: ANN202
+        async def sync(ns: str, name: str) -> None:
+            job = self.live("kubeflow.org/v1", plural, ns, name)
+            if job is None or ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+                return
+            replicas = (job.get("spec") or {}).get(REPLICA_SPECS[plural]) or {}
+            counts = {rtype: (r or {}).get("replicas", 1) for rtype, r in replicas.items()}
+            if self.gang_scheduler_name:
+                self._sync_pod_group(job, _min_member(job, sum(counts.values())))
+            have = {p["metadata"]["name"] for p in self.owned("v1", "pods", ns, job["metadata"]["uid"])}
+            for rtype, count in counts.items():
+                for index in range(count):
+                    pod = training_operator_pod(job, rtype, index, self.gang_scheduler_name)
+                    if pod["metadata"]["name"] not in have:
+                        if await self.create(job, "v1", "pods", pod, "FailedCreatePod") is None:
+                            return
+        return sync
+
+    def _sync_pod_group(self, job: JSON, min_member: int) -> None:
+        """``SyncPodGroup``: create, or update the spec of whatever PodGroup has the job's name."""
+        meta = job["metadata"]
+        want = _pod_group(job, min_member, annotations=True)
+        have = self.api.get(PG_API, "podgroups", meta.get("namespace"), meta["name"])
+        if have is None:
+            self.api.put(want)
+        elif {k: have["spec"].get(k) for k in want["spec"]} != want["spec"]:
+            have["spec"].update(want["spec"])
+            self.api.put(have)
+
+
+class MPIOperator(OperatorEmulation):
+    """The emulated mpi-operator v0.8 (module docstring).
+
+    Args:
+        api: the fake (give it ``job_controller=True`` for the launcher's Pod).
+        gang_scheduling: ``--gang-scheduling`` (``""``: off). ``volcano`` is not emulated.
+    """
+
+    component = "mpi-operator"
+    API = "kubeflow.org/v2beta1"
+
+    def __init__(self, api: "FakeKubeAPI", *, gang_scheduling: str = "") -> None:
+        super().__init__(api, service_account("mpi-operator", "mpi-operator"))
+        if gang_scheduling.lower() == "volcano":
+            raise ValueError("the mpi-operator's Volcano path is not emulated")
+        self.gang_scheduling = gang_scheduling
+        self.watch(self.API, "mpijobs", self._sync)
+
+    async def _sync(self, ns: str, name: str) -> None:
+        job = self.live(self.API, "mpijobs", ns, name)
+        if job is None:
+            return
+        meta, spec = job["metadata"], job.get("spec") or {}
+        bodies: list[JSON] = [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                               "spec": {"clusterIP": "None", "selector": {"training.kubeflow.org/job-name": name}}},
+                              {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config"}},
+                              {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-ssh"}}]
+        for body in bodies:
+            try:
+                self.api.resource_type(body["apiVersion"], body["kind"])
+            except KeyError:
+                continue  # a kind the fake does not serve
+            if self.api.get(body["apiVersion"], body["kind"], ns, body["metadata"]["name"]) is None:
+                body["metadata"].update(namespace=ns, ownerReferences=[controller_ref(job)])
+                self.api.put(body)
+        if (spec.get("runPolicy") or {}).get("suspend"):
+            return
+        workers = ((spec.get("mpiReplicaSpecs") or {}).get("Worker") or {}).get("replicas", 0) or 0
+        if self.gang_scheduling:
+            want = _pod_group(job, _min_member(job, workers + 1), annotations=False)
+            have = self.api.get(PG_API, "podgroups", ns, name)
+            if have is None:
+                self.api.put(want)
+            elif not owned_by(have, meta["uid"]):
+                message = f'Resource "{name}" of Kind "PodGroup" already exists and is not managed by MPIJob'
+                self.errors.append((ns, name, message))
+                self.event(job, "Warning", "ErrResourceExists", message)
+                return
+            elif {k: have["spec"].get(k) for k in want["spec"]} != want["spec"]:
+                have["spec"].update(want["spec"])
+                self.api.put(have)
+        have_pods = {p["metadata"]["name"] for p in self.owned("v1", "pods", ns, meta["uid"])}
+        for i in range(workers):
+            pod = mpi_worker_pod(job, i, self.gang_scheduling)
+            if pod["metadata"]["name"] in have_pods:
+                continue
+            if await self.create(job, "v1", "pods", pod, "MPIJobFailed") is None:
+                return
+        policy = spec.get("launcherCreationPolicy") or "AtStartup"
+        if policy == "AtStartup" and self.api.get("batch/v1", "jobs", ns, f"{name}-launcher") is None:
+            await self.create(job, "batch/v1", "jobs", mpi_launcher_job(job, self.gang_scheduling), "MPIJobFailed")
+
+
+def install_training_operator(api: "FakeKubeAPI", chain: "AdmissionChain | None" = None, *,
+                              gang_scheduler_name: str = "") -> TrainingOperator:
+    """Run the training-operator on ``api``. Its webhooks (``pkg/webhooks``: the jobs' validators, on replica specs
+    and container names) check nothing admit writes, so ``chain`` is not used."""
+    return api.add_controller(TrainingOperator(api, gang_scheduler_name=gang_scheduler_name))
+
+
+def install_mpi_operator(api: "FakeKubeAPI", chain: "AdmissionChain | None" = None, *,
+                         gang_scheduling: str = "") -> MPIOperator:
+    """Run the mpi-operator on ``api`` (give the fake ``job_controller=True`` for the launcher's Pod). It registers
+    no admission webhook."""
+    return api.add_controller(MPIOperator(api, gang_scheduling=gang_scheduling))
