@@ -157,3 +157,22 @@ def test_a_spark_application_stored_through_its_crd_gets_driver_and_executor_pat
     assert pg["spec"]["minMember"] == 1 and pg["spec"]["minResources"] == {"cpu": "9", "memory": "20452Mi"}
     owner = wait_for(lambda: owner_of(cp, ns, "spark-pi"), what="adoption")
     assert (owner["kind"], owner["uid"]) == ("SparkApplication", stored["metadata"]["uid"])
+
+
+@pytest.mark.needs("apiserver")
+def test_a_ganged_spark_application_gets_an_event_naming_the_operators_default_batch_scheduler(plane, ns):
+    # admit cannot read the spark-operator's --default-batch-scheduler, which gangs every app a second time
+    # (issue 30 point 7): kubectl describe shows it once, as admit's controller records it
+    cp = plane.cp
+    app = example("spark-pi-scala.yaml")
+    app["metadata"]["namespace"] = ns
+    cp.rest("POST", f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{ns}/sparkapplications", body=app)
+
+    def setting() -> list:
+        events = cp.rest("GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
+        return [e for e in events if e.get("reason") == "OperatorSetting"
+                and (e.get("regarding") or {}).get("name") == "spark-pi"]
+
+    (event,) = wait_for(setting, what="the OperatorSetting Event")
+    assert event["type"] == "Normal" and "--default-batch-scheduler" in event["note"]
+    assert event["regarding"]["kind"] == "SparkApplication"
