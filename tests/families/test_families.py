@@ -407,7 +407,7 @@ def test_a_raycluster_that_kuberay_gangs_itself_is_left_to_kuberay():
 
 
 def test_a_raycluster_naming_a_scheduler_by_the_label_kuberay_stopped_reading_in_1_3_is_ganged_with_a_warning():
-    # Until issue 30 admit deferred on ray.io/scheduler-name (the case above); KubeRay >= 1.3 reads only its
+    # admit used to defer on ray.io/scheduler-name as on the label above; KubeRay >= 1.3 reads only its
     # operator flag --batch-scheduler, so deferring left the cluster with no gang (tests/operators/test_kuberay.py).
     obj = raycluster(labels={"ray.io/scheduler-name": "volcano"})
     assert mutate(request(obj), CONFIG).patch != []

@@ -1,7 +1,7 @@
 """KubeRay end to end on the fake API: the user's annotated RayJob / RayService / RayCluster goes in, the KubeRay
 emulation (``admit/testing/operators/kuberay.py``) makes its RayClusters and Pods through admission, and the gangs are
-checked as a user would (tests/operator_stack.py). Also the disagreements of issue 30 about KubeRay: the
-operator-wide ``--batch-scheduler`` (4) and the cluster names since v1.4.0 (9)."""
+checked as a user would (tests/operator_stack.py). Also where admit and KubeRay disagreed: the
+operator-wide ``--batch-scheduler`` and the cluster names since v1.4.0."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ async def test_a_rayservice_upgrade_cluster_is_a_second_gang_of_its_own(aiohttp_
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Issue 30 point 4: KubeRay's batch scheduler is operator-wide since v1.3.0
+# KubeRay's batch scheduler is operator-wide since v1.3.0
 # ----------------------------------------------------------------------------------------------------------------------
 
 
@@ -195,7 +195,7 @@ async def test_a_raycluster_kuberay_gangs_itself_keeps_one_gang_kuberays(aiohttp
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Issue 30 point 9: cluster names <parent>-<5> since KubeRay v1.4.0
+# Cluster names <parent>-<5> since KubeRay v1.4.0
 # ----------------------------------------------------------------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
 """The spark-operator end to end on the fake API: the user's annotated SparkApplication goes in, the spark-operator
 emulation (``admit/testing/operators/spark.py``: its batch-scheduler step, spark-submit's driver Pod, its own
 pod webhook, the driver's executors) makes the Pods through admission, and the gang is checked as a user would.
-Also issue 30 point 7: ``--enable-batch-scheduler --default-batch-scheduler`` makes a second gang object."""
+Also ``--enable-batch-scheduler --default-batch-scheduler`` makes a second gang object."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ async def test_the_spark_operator_puts_the_driver_and_every_executor_in_the_one_
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Issue 30 point 7: --enable-batch-scheduler --default-batch-scheduler gangs every app too
+# --enable-batch-scheduler --default-batch-scheduler gangs every app too
 # ----------------------------------------------------------------------------------------------------------------------
 
 

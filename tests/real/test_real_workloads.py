@@ -161,8 +161,8 @@ def test_a_spark_application_stored_through_its_crd_gets_driver_and_executor_pat
 
 @pytest.mark.needs("apiserver")
 def test_a_ganged_spark_application_gets_an_event_naming_the_operators_default_batch_scheduler(plane, ns):
-    # admit cannot read the spark-operator's --default-batch-scheduler, which gangs every app a second time
-    # (issue 30 point 7): kubectl describe shows it once, as admit's controller records it
+    # admit cannot read the spark-operator's --default-batch-scheduler, which would gang every app a second time
+    # beside admit's: kubectl describe shows it once, as admit's controller records it
     cp = plane.cp
     app = example("spark-pi-scala.yaml")
     app["metadata"]["namespace"] = ns
