@@ -128,3 +128,15 @@ def lost(written: dict[str, Any], stored: dict[str, Any]) -> dict[tuple, Any]:
     want = {p: v for p, v in leaves(written).items() if p[0] == "spec" or p[:2] in (("metadata", "labels"),
                                                                                      ("metadata", "annotations"))}
     return {p: v for p, v in want.items() if have.get(p) != v}
+
+
+def said(fake: FakeKubeAPI, kind: str) -> set[str]:
+    """Every warning and note admit gave about objects of ``kind``: the warnings the chain collected (kubectl's
+    ``Warning:`` lines) and the notes of allowed answers (``status.message``, the notes joined by ``"; "``, what
+    ``admit review -v`` shows one by one)."""
+    out = {w for k, _, w in fake.admission.warnings if k == kind}
+    for _, request, response in fake.admission.reviews:
+        message = (response.get("status") or {}).get("message") if response.get("allowed") else None
+        if request["kind"]["kind"] == kind and message:
+            out.add(message)
+    return out

@@ -16,7 +16,7 @@ from admit.config import Config
 from admit.testing.operators import kuberay
 from admit.testing.operators.kuberay import SCHEDULER_NAMES, KubeRay
 from tests.helpers import eventually
-from tests.operator_stack import events_about, gang_problems, lost, operator_cluster, pod_groups_of, pods_of
+from tests.operator_stack import events_about, gang_problems, lost, operator_cluster, pod_groups_of, pods_of, said
 
 CONFIG = Config()
 NS = "ml"
@@ -126,13 +126,13 @@ async def test_a_raycluster_labelled_ray_io_scheduler_name_is_ganged_because_kub
         pods = pods_of(fake, NS, cluster["metadata"]["uid"])
         assert len(pods) == 5
         assert gang_problems(fake, NS, pods, CONFIG) == []
-        warnings = [w for kind, _, w in fake.admission.warnings if kind == "RayCluster"]
+        warnings = [w for kind, _, w in fake.admission.warnings if kind == "RayCluster"]  # a warning: remove it
         assert any("ray.io/scheduler-name" in w and "not read" in w and "--batch-scheduler" in w for w in warnings), \
             warnings
 
 
 @pytest.mark.parametrize("batch_scheduler", ["volcano", "yunikorn", "kai-scheduler"])
-async def test_under_kuberay_batch_scheduler_the_raycluster_warning_and_admit_status_name_the_operator_flag(
+async def test_under_kuberay_batch_scheduler_the_raycluster_note_and_admit_status_name_the_operator_flag(
         aiohttp_server, batch_scheduler):
     def with_flag(fake: Any, chain: Any) -> KubeRay:
         return kuberay.install(fake, chain, batch_scheduler=batch_scheduler)
@@ -144,8 +144,7 @@ async def test_under_kuberay_batch_scheduler_the_raycluster_warning_and_admit_st
         # what KubeRay does: every pod goes to its batch scheduler, admit's gang is never used
         assert {p["spec"]["schedulerName"] for p in pods} == {SCHEDULER_NAMES[batch_scheduler]}
         # the user's own admission warning says so, with the fix (the operator setting)
-        (warning,) = {w for kind, _, w in fake.admission.warnings
-                      if kind == "RayCluster" and "--batch-scheduler" in w}
+        (warning,) = {w for w in said(fake, "RayCluster") if "--batch-scheduler" in w}
         assert "every head and worker pod" in warning and "scheduler-plugins" in warning
         # admit status names the operator flag for the pods KubeRay made
         rows = diagnose(pod_groups=fake.objects("podgroups", NS), pods=fake.objects("pods", NS), config=CONFIG)
@@ -200,12 +199,11 @@ async def test_a_raycluster_kuberay_gangs_itself_keeps_one_gang_kuberays(aiohttp
 
 
 @pytest.mark.parametrize("user_object", [rayjob(), rayservice()], ids=["RayJob", "RayService"])
-async def test_the_parent_warning_names_the_clusters_as_kuberay_names_them(aiohttp_server, user_object):
+async def test_the_parent_note_names_the_clusters_as_kuberay_names_them(aiohttp_server, user_object):
     async with operator_cluster(aiohttp_server, CONFIG, kuberay.install) as (fake, op, user):
         await create(user, user_object)
         (cluster,) = await settle(fake, op)
         parent = user_object["metadata"]["name"]
         assert re.fullmatch(rf"{parent}-[bcdfghjklmnpqrstvwxz2456789]{{5}}", cluster["metadata"]["name"])
-        (warning,) = {w for kind, _, w in fake.admission.warnings
-                      if kind == user_object["kind"] and "a gang of its own" in w}
+        (warning,) = {w for w in said(fake, user_object["kind"]) if "a gang of its own" in w}
         assert f"({parent}-<5 characters>; KubeRay v1.3 and older: {parent}-raycluster-<5 characters>;" in warning

@@ -15,7 +15,7 @@ from admit.config import Config
 from admit.testing.operators import spark
 from admit.testing.operators.spark import SparkOperator
 from tests.helpers import eventually
-from tests.operator_stack import PG, events_about, gang_problems, lost, operator_cluster, pod_groups_of
+from tests.operator_stack import PG, events_about, gang_problems, lost, operator_cluster, pod_groups_of, said
 
 CONFIG = Config()
 NS = "etl"
@@ -100,7 +100,7 @@ def operator_with_default(default: str):  # noqa: ANN201
     ("volcano", "Volcano PodGroup spark-nightly-pg"),
     ("yunikorn", "YuniKorn task groups"),
 ])
-async def test_a_default_batch_scheduler_of_the_spark_operator_is_said_in_the_app_warning_and_admit_status(
+async def test_a_default_batch_scheduler_of_the_spark_operator_is_said_in_the_app_note_and_admit_status(
         aiohttp_server, default, operator_object):
     async with operator_cluster(aiohttp_server, CONFIG, operator_with_default(default)) as (fake, op, user):
         await create(user, spark_app())
@@ -115,7 +115,7 @@ async def test_a_default_batch_scheduler_of_the_spark_operator_is_said_in_the_ap
                                                                    api_version="scheduling.volcano.sh/v1beta1")] \
                 == ["spark-nightly-pg"]
         # the user's own admission warning names the operator flags and the fix
-        warnings = {w for kind, _, w in fake.admission.warnings if kind == "SparkApplication"}
+        warnings = said(fake, "SparkApplication")
         assert any("--default-batch-scheduler" in w and "--enable-batch-scheduler" in w
                    and "run it without --default-batch-scheduler" in w for w in warnings), warnings
         # admit status shows the operator's gang object
