@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark of admit's admission hot path against the fastest aiohttp HTTPS handler on the same machine.
 
-Run from a checkout after ``pip install .`` (or ``pip install '.[fast]'``)::
+Run from the root of a checkout after ``pip install .`` (or ``pip install '.[fast]'``)::
 
-    python bench/admit_bench.py            # full run, under 3 minutes
-    python bench/admit_bench.py --quick    # under 30 seconds
+    python -m bench.admit_bench            # full run, under 3 minutes
+    python -m bench.admit_bench --quick    # under 30 seconds
 
 What it does:
 
@@ -12,7 +12,7 @@ What it does:
    (``python -m admit.testing.fake_kube``, which counts the requests it receives) and stores the Deployment the
    ``scale`` mix scales;
 2. starts ``admit serve`` (HTTPS, keep-alive, ``--api-server`` = the fake, ``--no-controller``) and, as the
-   *baseline*, a bare aiohttp HTTPS handler (``--serve-baseline``, this script in another process) that parses the
+   *baseline*, a bare aiohttp HTTPS handler (``python -m bench.baseline``, in another process) that parses the
    AdmissionReview and answers "allowed" with the request's uid: the floor for a Python HTTPS server here. Both use
    admit's TLS settings, JSON backend and event loop;
 3. drives both from this process (the servers are separate processes, so their RSS is their own) with the
@@ -24,7 +24,7 @@ What it does:
    (``/proc/<pid>/status``) when each mark is reached, and VmHWM (peak RSS) at the end;
 5. prints the tables and the benchmark's targets with PASS/FAIL; ``--json FILE`` writes every figure.
 
-Why this load generator: the driver is a minimal HTTP/1.1 keep-alive client on ``asyncio.Protocol`` + ``ssl``
+Why this load generator (``bench/driver.py``): the driver is a minimal HTTP/1.1 keep-alive client on ``asyncio.Protocol`` + ``ssl``
 that writes pre-built requests and reads ``Content-Length`` bodies. On this 2-core machine the client and the
 server each get one core, so the client must cost less CPU per request than the server under test; aiohttp's
 client pool costs more than the baseline server itself (measured: about 110 us against 85 us per request), so it
@@ -33,444 +33,26 @@ would cap both servers and hide the ratio. ``wrk`` (Debian) was tried as a cross
 not the limit; wrk also sends one fixed body (one uid) without Lua and has no fixed-rate mode.
 """
 
+
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import signal
-import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-try:
-    import admit  # noqa: F401
-except ImportError:  # a checkout without ``pip install``: use the package next to bench/, in subprocesses too
-    _ROOT = str(Path(__file__).resolve().parent.parent)
-    sys.path.insert(0, _ROOT)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
-from reviews import MIXES, NAMESPACE, Mix, fill, scale_parent  # noqa: E402
-
-MB = 1024 * 1024
-
-# --------------------------------------------------------------------------------------------------------------
-# Event loop: the same choice as ``admit serve``
-# --------------------------------------------------------------------------------------------------------------
-
-
-def event_loop_name() -> str:
-    """``"uvloop"`` when admit serve runs on uvloop (installed and not disabled), else ``"asyncio"``."""
-    try:
-        from admit.eventloop import loop_name
-    except ImportError:
-        return "asyncio"
-    return loop_name()
-
-
-def run(coro: Any) -> Any:
-    """Run ``coro`` on the event loop admit serve would use."""
-    try:
-        from admit.eventloop import run as admit_run
-    except ImportError:
-        return asyncio.run(coro)
-    return admit_run(coro)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The baseline server (this script, ``--serve-baseline``)
-# --------------------------------------------------------------------------------------------------------------
-
-
-def serve_baseline(host: str, port: int, cert: str, key: str) -> int:
-    """The floor: an aiohttp HTTPS server that parses each AdmissionReview and answers allowed, echoing its uid."""
-    from aiohttp import web
-
-    from admit.webhook.admissionreview import dumps, loads
-    from admit.tls.provider import create_server_ssl_context
-
-    async def review(request: web.Request) -> web.Response:
-        doc = loads(await request.read())
-        answer = {"apiVersion": doc["apiVersion"], "kind": "AdmissionReview",
-                  "response": {"uid": doc["request"]["uid"], "allowed": True}}
-        return web.Response(body=dumps(answer), content_type="application/json")
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
-
-    async def main() -> None:
-        ctx = create_server_ssl_context()
-        ctx.load_cert_chain(cert, key)
-        app = web.Application()
-        app.router.add_post("/mutate", review)
-        app.router.add_post("/validate", review)
-        app.router.add_get("/healthz", healthz)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, host, port, ssl_context=ctx, backlog=1024).start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await runner.cleanup()
-
-    run(main())
-    return 0
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Processes
-# --------------------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def proc_memory(pid: int) -> dict[str, float]:
-    """``{"rss": VmRSS, "hwm": VmHWM}`` of process ``pid`` in MiB (``/proc/<pid>/status``)."""
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                out[line[2:5].lower()] = int(line.split()[1]) / 1024
-    return out
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class Server:
-    """A server under test: a subprocess serving HTTPS on 127.0.0.1:``port``."""
-
-    def __init__(self, name: str, cmd: list[str], port: int, log: Path) -> None:
-        self.name = name
-        self.port = port
-        self.log = log
-        self.proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        self.requests = 0  # requests this driver sent and got answered
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def wait_ready(self, ctx: ssl.SSLContext, timeout: float = 30.0) -> None:
-        """Wait until ``GET /healthz`` answers 200 (seconds ``timeout``); raise with the server's log otherwise."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/healthz", context=ctx, timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise SystemExit(f"{self.name} did not start; its output:\n{self.log.read_text()}")
-
-    def stop(self) -> int | None:
-        """SIGTERM, then wait (kill after 10 s); returns the exit code."""
-        return stop_process(self.proc)
-
-
-def stop_process(proc: subprocess.Popen) -> int | None:
-    """SIGTERM ``proc``, wait up to 10 s, then kill; returns its exit code."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
-
-
-class FakeAPI:
-    """``python -m admit.testing.fake_kube`` in a subprocess; its ``/_fake/stats`` counts API requests."""
-
-    def __init__(self, log: Path, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "admit.testing.fake_kube", "--port", "0", *args],
-                                     stdout=subprocess.PIPE, stderr=log.open("wb"), stdin=subprocess.DEVNULL)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().decode().strip()
-        if not line.startswith("http://"):
-            self.stop()
-            raise SystemExit(f"fake Kubernetes API did not start: {line!r} {log.read_text()}")
-        self.url = line
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())
-
-    def total(self) -> int:
-        """API requests received so far (``/_fake/*`` not counted)."""
-        return int(self._call("GET", "/_fake/stats")["total"])
-
-    def counts(self) -> dict[str, int]:
-        """Requests by ``"VERB plural"``."""
-        return dict(self._call("GET", "/_fake/stats")["counts"])
-
-    def store(self, obj: dict[str, Any]) -> None:
-        """Create ``obj`` (a namespaced apps/v1 object) through the REST API."""
-        self._call("POST", f"/apis/apps/v1/namespaces/{obj['metadata']['namespace']}/deployments", obj)
-
-    def stop(self) -> None:
-        """SIGTERM, then wait (kill after 10 s)."""
-        stop_process(self.proc)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The load generator
-# --------------------------------------------------------------------------------------------------------------
-
-
-class BadAnswer(Exception):
-    """The server answered something other than HTTP 200 with the expected AdmissionReview."""
-
-
-class Connection(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection; one request in flight at a time (no pipelining, as kube-apiserver)."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
-        self.waiter: asyncio.Future[bytes] | None = None
-        self.closed = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(ConnectionError(f"connection closed by the server: {exc}"))
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            return
-        head = bytes(buf[:end]).lower()
-        i = head.find(b"\r\ncontent-length:")
-        if i < 0:
-            self.waiter.set_exception(BadAnswer(f"answer without Content-Length: {bytes(buf[:200])!r}"))  # type: ignore[union-attr]
-            return
-        length = int(head[i + 17: head.find(b"\r\n", i + 17) if head.find(b"\r\n", i + 17) > 0 else None])
-        total = end + 4 + length
-        if len(buf) < total:
-            return
-        answer = bytes(buf[:total])
-        del buf[:total]
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(answer)
-
-    def request(self, data: bytes) -> asyncio.Future[bytes]:
-        """Send one request; the future gets the whole answer (head and body) as bytes."""
-        self.waiter = asyncio.get_running_loop().create_future()
-        assert self.transport is not None
-        self.transport.write(data)
-        return self.waiter
-
-
-def http_request(path: str, port: int, body: bytes) -> bytes:
-    """The bytes of a ``POST path`` with a JSON body, headers as kube-apiserver's webhook client sends them."""
-    return (
-        b"POST %s?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: kube-apiserver-admission\r\n"
-        b"Content-Type: application/json\r\nAccept: application/json, */*\r\nContent-Length: %d\r\n\r\n"
-        % (path.encode(), port, len(body))
-    ) + body
-
-
-@dataclass
-class Sample:
-    """What one phase measured: requests answered, admissions completed, seconds, latencies (seconds), errors."""
-
-    requests: int = 0
-    admissions: int = 0
-    seconds: float = 0.0
-    latencies: list[float] = field(default_factory=list)
-    errors: int = 0
-    first_error: str = ""
-    driver_cpu: float = 0.0
-    fake_cpu: float = 0.0
-    lag_ms: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def rps(self) -> float:
-        """Answered requests per second."""
-        return self.requests / self.seconds if self.seconds else 0.0
-
-    def percentile(self, q: float) -> float:
-        """Latency percentile ``q`` (0..100, nearest rank) in milliseconds."""
-        if not self.latencies:
-            return float("nan")
-        ordered = sorted(self.latencies)
-        k = max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))
-        return ordered[k] * 1000
-
-    def summary(self) -> dict[str, Any]:
-        """The figures of this sample (rates in requests/s, latencies in ms)."""
-        return {"requests": self.requests, "admissions": self.admissions, "seconds": round(self.seconds, 3),
-                "rps": round(self.rps, 1), "p50_ms": round(self.percentile(50), 3),
-                "p99_ms": round(self.percentile(99), 3), "p999_ms": round(self.percentile(99.9), 3),
-                "errors": self.errors, "first_error": self.first_error,
-                **({"schedule_lag_ms": self.lag_ms} if self.lag_ms else {})}
-
-
-class Driver:
-    """Sends a mix's requests to one server over a pool of keep-alive connections."""
-
-    def __init__(self, server: Server, ctx: ssl.SSLContext, pool: int, marks: list[int]) -> None:
-        self.server = server
-        self.ctx = ctx
-        self.pool_size = pool
-        self.conns: list[Connection] = []
-        self.seq = 0  # admission number: makes uids and Deployment names unique
-        self.marks = sorted(marks)
-        self.mark_rss: dict[int, float] = {}
-        self._cache: dict[tuple[str, Any], bytes] = {}
-
-    async def connect(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.conns = []
-        for _ in range(self.pool_size):
-            _, proto = await loop.create_connection(Connection, "127.0.0.1", self.server.port, ssl=self.ctx,
-                                                    server_hostname="127.0.0.1")
-            self.conns.append(proto)  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        for c in self.conns:
-            if c.transport is not None:
-                c.transport.close()
-
-    def _next(self) -> int:
-        self.seq += 1
-        return self.seq
-
-    def _answered(self) -> None:
-        self.server.requests += 1
-        if self.marks and self.server.requests >= self.marks[0]:
-            mark = self.marks.pop(0)
-            self.mark_rss[mark] = proc_memory(self.server.pid)["rss"]
-
-    async def _send(self, conn: Connection, mix: Mix, path: str, parts: Any, n: int, sample: Sample) -> bytes | None:
-        data = http_request(path, self.server.port, fill(parts, n))
-        try:
-            answer = await conn.request(data)
-        except (ConnectionError, BadAnswer) as e:
-            sample.errors += 1
-            sample.first_error = sample.first_error or str(e)
-            if conn.closed:
-                await self._reconnect(conn)
-            return None
-        self._answered()
-        if not answer.startswith(b"HTTP/1.1 200") or mix.expect not in answer:
-            sample.errors += 1
-            sample.first_error = sample.first_error or answer[:600].decode(errors="replace")
-        return answer
-
-    async def _reconnect(self, conn: Connection) -> None:
-        conn.buf.clear()
-        conn.closed = False
-        await asyncio.get_running_loop().create_connection(lambda: conn, "127.0.0.1", self.server.port,
-                                                           ssl=self.ctx, server_hostname="127.0.0.1")
-
-    async def closed_loop(self, mixes: list[Mix], connections: int, seconds: float, max_requests: int) -> Sample:
-        """Each of ``connections`` connections sends the next request as soon as the last is answered, for
-        ``seconds`` (or until ``max_requests``); admissions cycle through ``mixes``."""
-        sample = Sample()
-        loop = asyncio.get_running_loop()
-        clock = time.perf_counter  # not loop.time(): uvloop's clock ticks in whole milliseconds
-        start = clock()
-        end = start + seconds
-
-        async def worker(idx: int) -> None:
-            while clock() < end and sample.requests < max_requests:
-                n = self._next()
-                mix = mixes[n % len(mixes)]
-                for path, parts in mix.steps:
-                    conn = self.conns[idx]
-                    t0 = clock()
-                    if await self._send(conn, mix, path, parts, n, sample) is not None:
-                        sample.latencies.append(clock() - t0)
-                        sample.requests += 1
-                sample.admissions += 1
-
-        await asyncio.gather(*(worker(i) for i in range(min(connections, len(self.conns)))))
-        sample.seconds = clock() - start
-        return sample
-
-    async def open_loop(self, mix: Mix, rate: float, seconds: float, max_requests: int) -> Sample:
-        """Requests at a fixed ``rate`` (requests/s) for ``seconds``, each on a free pooled connection, whatever the
-        answers do. Latency counts from the moment the schedule released the request, so waiting for a free
-        connection counts (no coordinated omission); the driver's own timer lag (event-loop timers tick in
-        milliseconds) is left out of it and kept apart in ``Sample.lag_ms``."""
-        sample = Sample()
-        loop = asyncio.get_running_loop()
-        clock = time.perf_counter  # not loop.time(): uvloop's clock ticks in whole milliseconds
-        free: asyncio.Queue[Connection] = asyncio.Queue()
-        for c in self.conns:
-            free.put_nowait(c)
-        total = max(1, min(int(rate * seconds), max_requests))
-        steps = len(mix.steps)
-        start = clock() + 0.02
-        base = self.seq
-        pending: set[asyncio.Task[None]] = set()
-
-        lags: list[float] = []
-
-        async def one(i: int, due: float) -> None:
-            released = clock()
-            lags.append(released - due)
-            conn = await free.get()
-            try:
-                n = base + i // steps + 1
-                path, parts = mix.steps[i % steps]
-                if await self._send(conn, mix, path, parts, n, sample) is not None:
-                    sample.latencies.append(clock() - released)
-                    sample.requests += 1
-                    if i % steps == steps - 1:
-                        sample.admissions += 1
-            finally:
-                free.put_nowait(conn)
-
-        for i in range(total):
-            due = start + i / rate
-            delay = due - clock()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            task = loop.create_task(one(i, due))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-        await asyncio.gather(*pending)
-        self.seq = base + total // steps + 1
-        sample.seconds = clock() - start
-        lags.sort()
-        sample.lag_ms = {"p99": round(lags[int(len(lags) * 0.99)] * 1000, 3), "max": round(lags[-1] * 1000, 3)}
-        return sample
-
+from bench.driver import Driver, Sample
+from bench.gang_scale import run_gang
+from bench.idle_connections import idle_probe, render_idle
+from bench.processes import MB, FakeAPI, Server, event_loop_name, free_port, proc_cpu_seconds, proc_memory, run, \
+    scrape_metrics, write_certs
+from bench.reviews import MIXES, NAMESPACE, fill, scale_parent
 
 # --------------------------------------------------------------------------------------------------------------
 # The run
@@ -597,20 +179,6 @@ def metrics_cost(calls: int = 200_000) -> dict[str, Any] | None:
     return {"us_per_request": round(best / calls * 1e6, 3), "calls": calls}
 
 
-def scrape_metrics(port: int) -> dict[str, float]:
-    """``controller_runtime_webhook_requests_total`` by ``webhook`` and ``code`` from admit's ``/metrics``."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "controller_runtime_webhook_requests_total":
-                out[f"{sample.labels['webhook']} {sample.labels['code']}"] = sample.value
-    return out
-
-
 def check_targets(result: dict[str, Any], marks: list[int]) -> list[tuple[str, bool]]:
     """The benchmark's targets, each ``(description with the figure, met)``."""
     checks = []
@@ -700,130 +268,13 @@ def render(result: dict[str, Any], st: Settings, meta: dict[str, Any]) -> str:
         lines += ["", "Metrics (admit/observability/metrics.py)", "",
                   f"- per request: {cost['us_per_request']:.2f} us in-process (WebhookRecorder started + answered, "
                   f"best of 5 x {cost['calls']:,} calls){share}",
-                  f"- /metrics after the run: controller_runtime_webhook_requests_total "
+                  "- /metrics after the run: controller_runtime_webhook_requests_total "
                   + (", ".join(f"{k} = {v:,.0f}" for k, v in sorted(scraped.items())) or "not scraped")
                   + f" (the driver sent {result['metrics']['requests_sent']:,} requests)"]
     lines += ["", "Targets", ""]
     for text, ok in result["targets"]:
         lines.append(f"- {'PASS' if ok else 'FAIL'} {text}")
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Idle and slow connections (--idle-connections)
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _closed_by_peer(sock: ssl.SSLSocket) -> bool:
-    """True when the server has closed ``sock`` (a non-blocking read sees EOF or a reset)."""
-    sock.setblocking(False)
-    try:
-        return sock.recv(1) == b""
-    except (ssl.SSLWantReadError, BlockingIOError):
-        return False
-    except OSError:
-        return True
-
-
-def idle_probe(n: int, partial: int = 20, hold: float = 3.0) -> dict[str, Any]:
-    """Open ``n`` idle TLS connections to ``admit serve`` (loopback, handshake done, no request; 8 at a time), read its
-    RSS, check that a new connection still gets an admission answered, close them and read RSS again; then open
-    ``partial`` connections that send half a request line and time how long the server keeps them.
-
-    Returns the figures (MiB, seconds, counts) as a dict.
-    """
-    tmp = Path(tempfile.mkdtemp(prefix="admit-idle-"))
-    certs = tmp / "certs"
-    subprocess.run([sys.executable, "-m", "admit.cli", "certs", "--dir", str(certs)], check=True,
-                   stdout=subprocess.DEVNULL)
-    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-    fake = FakeAPI(tmp / "fake.log")
-    port = free_port()
-    srv = Server("admit serve", [
-        sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-        "--cert-mode", "files", "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
-        "--api-server", fake.url, "--no-controller", "--log-level", "warning", "--shutdown-delay", "0",
-    ], port, tmp / "admit.log")
-    out: dict[str, Any] = {"connections": n}
-    socks: list[ssl.SSLSocket] = []
-    try:
-        srv.wait_ready(ctx)
-        time.sleep(1.0)
-        out["rss_idle_mib"] = proc_memory(srv.pid)["rss"]
-        from concurrent.futures import ThreadPoolExecutor
-
-        def connect(_: int) -> ssl.SSLSocket | None:
-            try:
-                raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-                return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
-            except OSError:
-                return None
-
-        started = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:  # handshakes in parallel; the server does its side on one core
-            opened = list(pool.map(connect, range(n)))
-        socks = [s for s in opened if s is not None]
-        failed = n - len(socks)
-        out["open_seconds"] = round(time.monotonic() - started, 1)
-        out["failed_handshakes"] = failed
-        time.sleep(hold)
-        mem = proc_memory(srv.pid)
-        out["rss_held_mib"], out["peak_mib"] = mem["rss"], mem["hwm"]
-        out["held_by_server"] = sum(1 for s in socks if not _closed_by_peer(s))
-        # kube-apiserver's next connection still gets an answer while the flood is open
-        path, parts = MIXES["no-group"].steps[0]
-        body = fill(parts, 1)
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-                with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
-                    s.settimeout(10)
-                    s.sendall(http_request(path, port, body))
-                    out["answer_during_flood"] = s.recv(64).split(b"\r\n", 1)[0].decode()
-        except OSError as e:
-            out["answer_during_flood"] = f"failed: {e}"
-        for s in socks:
-            s.close()
-        socks.clear()
-        time.sleep(3.0)
-        out["rss_after_close_mib"] = proc_memory(srv.pid)["rss"]
-        # half a request line, then silence: how long until the server closes it
-        slow = []
-        for _ in range(partial):
-            raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-            s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
-            s.sendall(b"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
-            slow.append(s)
-        started = time.monotonic()
-        while slow and time.monotonic() - started < 60:
-            slow = [s for s in slow if not _closed_by_peer(s) or s.close()]
-            time.sleep(0.1)
-        out["partial_header_closed_after_s"] = round(time.monotonic() - started, 1) if not slow else None
-        for s in slow:
-            s.close()
-    finally:
-        for s in socks:
-            s.close()
-        srv.stop()
-        fake.stop()
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    from admit.webhook.admissionreview import JSON_BACKEND
-
-    out["json"], out["loop"] = JSON_BACKEND, event_loop_name()
-    return out
-
-
-def render_idle(r: dict[str, Any]) -> str:
-    """One paragraph of the idle-connection probe's figures."""
-    return (
-        f"idle TLS connections ({r['json']}, {r['loop']}): {r['connections']} opened in {r['open_seconds']} s "
-        f"({r['failed_handshakes']} failed), {r['held_by_server']} still held by admit after {3.0:g} s; "
-        f"RSS {r['rss_idle_mib']:.1f} MiB idle -> {r['rss_held_mib']:.1f} MiB with them open "
-        f"(peak {r['peak_mib']:.1f} MiB) -> {r['rss_after_close_mib']:.1f} MiB after they closed; "
-        f"a new admission during the flood: {r['answer_during_flood']}; "
-        f"connections stalled mid-header closed after {r['partial_header_closed_after_s']} s"
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -856,13 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gang-resync", type=float, default=90.0,
                    help="--gang-workloads: admit's --resync-period, seconds (default 90; longer than the sync)")
     p.add_argument("--gang-relists", type=int, default=2, help="--gang-workloads: forced relists (default 2)")
-    p.add_argument("--serve-baseline", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--tls-cert-file", help=argparse.SUPPRESS)
-    p.add_argument("--tls-key-file", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.serve_baseline:
-        return serve_baseline("127.0.0.1", args.port, args.tls_cert_file, args.tls_key_file)
     if args.idle_connections:
         result = idle_probe(args.idle_connections)
         print(render_idle(result))
@@ -870,8 +315,6 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(json.dumps(result, indent=2))
         return 0
     if args.gang_workloads is not None:
-        from gang_scale import run_gang
-
         return run_gang(args)
     st = settings_from(args)
 
@@ -881,9 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="admit-bench-"))
     certs = tmp / "certs"
-    subprocess.run([sys.executable, "-m", "admit.cli", "certs", "--dir", str(certs)], check=True,
-                   stdout=subprocess.DEVNULL)
-    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    ctx = write_certs(certs)
     loadavg_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     fake = FakeAPI(tmp / "fake.log")
     admit_port, base_port = free_port(), free_port()
@@ -896,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         *(["--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1"] if metrics_port else []),
     ], admit_port, tmp / "admit.log")
     base_srv = Server("baseline", [
-        sys.executable, str(Path(__file__).resolve()), "--serve-baseline", "--port", str(base_port),
+        sys.executable, "-m", "bench.baseline", "--port", str(base_port),
         "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
     ], base_port, tmp / "baseline.log")
     try:

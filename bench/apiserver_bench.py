@@ -2,14 +2,16 @@
 """Cost per pod through a real kube-apiserver: pod creation with admit's webhooks in the path, without any webhook,
 and through a webhook that only answers "allowed", in alternating rounds of one run.
 
-    python bench/apiserver_bench.py --kubeconfig admin.kubeconfig     # a control plane that can reach 127.0.0.1
-    python bench/apiserver_bench.py --plane                           # start a real plane on $ADMIT_K8S_ASSETS
+    python -m bench.apiserver_bench --kubeconfig admin.kubeconfig     # a control plane that can reach 127.0.0.1
+    python -m bench.apiserver_bench --plane                           # start a real plane on $ADMIT_K8S_ASSETS
+
+(from the root of a checkout: ``--plane`` uses the real-plane launcher of ``tests/support/plane.py``)
 
 What it does:
 
 1. writes a serving pair for 127.0.0.1, starts ``admit serve`` (files mode, ``--kubeconfig``, the controller on, so
-   its PodGroup cache is filled from a watch, ``--metrics-port``) and the *allow-only* webhook (admit_bench.py's
-   baseline server: it parses each AdmissionReview and answers allowed with its uid), each in its own process;
+   its PodGroup cache is filled from a watch, ``--metrics-port``) and the *allow-only* webhook (``bench/baseline.py``,
+   the benchmark's baseline server: it parses each AdmissionReview and answers allowed with its uid), each in its own process;
 2. creates three namespaces and registers, as the chart does for pods (``CREATE``, ``sideEffects: NoneOnDryRun``,
    ``failurePolicy: Fail``, ``timeoutSeconds: 10``), a mutating and a validating webhook for admit, selecting
    namespace ``<prefix>-admit``, and the same two for the allow-only server, selecting ``<prefix>-allow``;
@@ -42,14 +44,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-try:
-    import admit  # noqa: F401
-except ImportError:
-    _ROOT = str(Path(__file__).resolve().parent.parent)
-    sys.path.insert(0, _ROOT)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
-from admit_bench import Server, free_port, scrape_metrics  # noqa: E402
+from bench.processes import Server, free_port, scrape_metrics
 
 MODES = ("none", "admit", "allow")
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -167,8 +162,8 @@ async def measure(args: argparse.Namespace, kubeconfig: str, tmp: Path) -> dict[
         "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1",
     ], admit_port, tmp / "admit.log")
     allow_srv = Server("allow-only webhook", [
-        sys.executable, str(Path(__file__).resolve().parent / "admit_bench.py"), "--serve-baseline",
-        "--port", str(allow_port), "--tls-cert-file", str(certs["tls.crt"]), "--tls-key-file", str(certs["tls.key"]),
+        sys.executable, "-m", "bench.baseline", "--port", str(allow_port),
+        "--tls-cert-file", str(certs["tls.crt"]), "--tls-key-file", str(certs["tls.key"]),
     ], allow_port, tmp / "allow.log")
     written: list[tuple[str, str]] = []
     result: dict[str, Any] = {"rounds": [], "modes": {}}
@@ -358,8 +353,7 @@ def main(argv: list[str] | None = None) -> int:
 async def _with_plane(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """Start the real plane (``tests.support.plane.ControlPlane``: etcd, kube-apiserver, kube-controller-manager,
     the scheduler-plugins scheduler, the kubelet helper) with two large fake nodes, run :func:`measure`, stop it."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the launcher lives in the checkout's tests/
-    from tests.support.plane import ControlPlane
+    from tests.support.plane import ControlPlane  # test support code of the checkout, not part of the wheel
 
     cp = ControlPlane()
     cp.start()

@@ -1,4 +1,4 @@
-"""``admit_bench.py --gang-workloads N[,N...]``: ``admit serve`` with its controller over N stored gang workloads.
+"""``python -m bench.admit_bench --gang-workloads N[,N...]``: ``admit serve`` with its controller over N stored gang workloads.
 
 For each N (default 0, 1,000, 5,000 and 20,000): the fake Kubernetes API is preloaded with N gang Deployments as
 kube-apiserver stores them (about 5.2 KB of JSON each: the last-applied annotation, managedFields of kubectl and of
@@ -26,16 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import ssl
-import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
-from reviews import MIXES, NAMESPACE, _deployment, _mutated  # noqa: E402
+from bench.driver import Driver, Sample
+from bench.processes import FakeAPI, Server, free_port, proc_cpu_seconds, proc_memory, run, write_certs
+from bench.reviews import MIXES, NAMESPACE, deployment, mutated
 
 CHART_LIMIT_MB = 256
 P99_GOAL_MS = 50.0
@@ -43,7 +47,7 @@ P99_GOAL_MS = 50.0
 
 def stored_deployment(name: str, replicas: int = 4) -> dict[str, Any]:
     """A gang Deployment as kube-apiserver stores it after admit's mutation (about 5.2 KB of JSON)."""
-    dep = _mutated(_deployment(name, "auto", replicas), name)
+    dep = mutated(deployment(name, "auto", replicas), name)
     meta = dep["metadata"]
     meta["uid"] = str(uuid.uuid4())
     meta["generation"] = 1
@@ -128,8 +132,6 @@ class Probe:
         self.driver.close()
 
     async def _run(self) -> None:
-        from admit_bench import Sample
-
         mix = MIXES["known-group"]
         free: asyncio.Queue = asyncio.Queue()
         for c in self.driver.conns:
@@ -215,8 +217,6 @@ async def _quiet(pid: int, since: float, *, fake: Any, below: float = 0.30, hold
     """Wait until process ``pid`` used less than ``below`` of a core over ``hold`` seconds while asking the fake API
     for no Deployment (a relist waiting on a slow page is not quiet), and, with ``needle``, its log
     contains it; returns the perf_counter time the quiet stretch began."""
-    from admit_bench import proc_cpu_seconds
-
     deadline = time.perf_counter() + timeout
     quiet_since: float | None = None
     last_cpu, last_t = proc_cpu_seconds(pid), time.perf_counter()
@@ -240,8 +240,6 @@ async def _quiet(pid: int, since: float, *, fake: Any, below: float = 0.30, hold
 
 async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path) -> dict[str, Any]:
     """One N: preload, start admit serve with the controller, measure the phases."""
-    from admit_bench import Driver, FakeAPI, Server, free_port, proc_cpu_seconds, proc_memory
-
     fake = FakeAPI(tmp / f"fake-{n}.log", "--bookmark-interval", "60")  # kube-apiserver's bookmark period
     sizes = await asyncio.to_thread(preload, fake.url, n)
     port = free_port()
@@ -320,8 +318,6 @@ async def run_one(n: int, args: Any, certs: Path, ctx: ssl.SSLContext, tmp: Path
 
 
 def render(results: list[dict[str, Any]], baseline_mb: float | None) -> str:
-    import os
-
     lines = ["## admit serve with the controller over N stored gang workloads", "",
              f"(load average at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}; admission probe "
              f"latencies include waiting for a CPU on a shared machine)", "",
@@ -370,16 +366,10 @@ def check(results: list[dict[str, Any]]) -> list[tuple[str, bool]]:
 
 
 def run_gang(args: Any) -> int:
-    """The ``--gang-workloads`` mode of ``admit_bench.py``."""
-    import tempfile
-
-    from admit_bench import run
-
+    """The ``--gang-workloads`` mode of ``bench/admit_bench.py``."""
     tmp = Path(tempfile.mkdtemp(prefix="admit-gang-bench-"))
     certs = tmp / "certs"
-    subprocess.run([sys.executable, "-m", "admit.cli", "certs", "--dir", str(certs)], check=True,
-                   stdout=subprocess.DEVNULL)
-    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    ctx = write_certs(certs)
     results = []
     for n in args.gang_workloads:
         print(f"... {n:,} gang workloads", file=sys.stderr, flush=True)
@@ -397,8 +387,6 @@ def run_gang(args: Any) -> int:
     if args.keep:
         print(f"kept {tmp}")
     else:
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
     errors = sum(r["all"].get("errors", 0) for r in results) + sum(1 for r in results if r["exit_code"] != 0)
     if errors:

@@ -8,9 +8,9 @@ of test -> failures/N, then the wall time and pass/fail counts of every run. Exi
 
 Usage (from the repository root)::
 
-    python bench/repeat_suite.py --runs 10 -- --ignore=tests/real
-    python bench/repeat_suite.py --runs 20 --no-busy -- tests/webhook/test_connections.py
-    python bench/repeat_suite.py --runs 3 --json out.json -- -x --ignore=tests/real
+    python -m bench.repeat_suite --runs 10 -- --ignore=tests/real
+    python -m bench.repeat_suite --runs 20 --no-busy -- tests/webhook/test_connections.py
+    python -m bench.repeat_suite --runs 3 --json out.json -- -x --ignore=tests/real
 
 Output (columns: failures over the runs, test id)::
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Rolling restarts of admit under continuous webhook calls: how many calls fail, per thousand.
 
-Run from a checkout after ``pip install .`` (or ``pip install '.[fast]'``)::
+Run from the root of a checkout after ``pip install .`` (or ``pip install '.[fast]'``)::
 
-    python bench/restart_bench.py                 # 3 restarts of each of 2 replicas, about 2 minutes
-    python bench/restart_bench.py --restarts 1    # about 40 s
+    python -m bench.restart_bench                 # 3 restarts of each of 2 replicas, about 2 minutes
+    python -m bench.restart_bench --restarts 1    # about 40 s
 
 What it does:
 
@@ -37,7 +37,6 @@ import collections
 import json
 import random
 import signal
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -45,13 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # tests/support: the balancer and client
-from admit_bench import FakeAPI, free_port  # noqa: E402  (also puts the checkout's admit on the path)
-from reviews import MIXES, fill, uid_for  # noqa: E402
-
-from tests.support.balancer import Backend, ReadinessBalancer  # noqa: E402
-from tests.support.webhook_client import CallFailed, KeepAliveClient  # noqa: E402
+from bench.processes import FakeAPI, child_env, free_port, write_certs
+from bench.reviews import MIXES, fill, uid_for
+# test support code of the checkout (not part of the wheel): the balancer and kube-apiserver's webhook client
+from tests.support.balancer import Backend, ReadinessBalancer
+from tests.support.webhook_client import CallFailed, KeepAliveClient
 
 ADMISSIONS = [MIXES["deployment"].steps, MIXES["known-group"].steps]
 
@@ -72,7 +69,7 @@ class Replica:
         self.starts += 1
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port), *self.args,
-            stdout=self.log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdout=self.log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_env())
 
     async def sigterm(self, timeout: float = 60.0) -> tuple[float, int | None, str]:
         """SIGTERM and wait for the exit: (seconds to exit, exit code, the listener's closing line)."""
@@ -131,9 +128,7 @@ async def one_admission(client: KeepAliveClient, n: int) -> None:
 
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     certs = workdir / "certs"
-    subprocess.run([sys.executable, "-m", "admit.cli", "certs", "--dir", str(certs)], check=True,
-                   stdout=subprocess.DEVNULL)
-    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    ctx = write_certs(certs)
     fake = FakeAPI(workdir / "fake-api.log")
     try:
         serve_args = ["--cert-mode", "files", "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file",

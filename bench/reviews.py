@@ -30,7 +30,7 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 UID_MARK = "@@UID@@"
 NAME_MARK = "@@NAME@@"
 
-__all__ = ["Mix", "MIXES", "scale_parent", "uid_for", "NAMESPACE"]
+__all__ = ["Mix", "MIXES", "deployment", "mutated", "scale_parent", "uid_for", "NAMESPACE"]
 
 
 def uid_for(n: int) -> bytes:
@@ -218,7 +218,7 @@ def _pod(app: str, group: str | None) -> dict[str, Any]:
     }
 
 
-def _deployment(name: str, min_member: str, replicas: int) -> dict[str, Any]:
+def deployment(name: str, min_member: str, replicas: int) -> dict[str, Any]:
     template_labels = {"app": "trainer"}
     annotations = {"gang.admit.dev/min-member": min_member, "gang.admit.dev/schedule-timeout-seconds": "60"}
     applied = {
@@ -274,7 +274,7 @@ def _deployment(name: str, min_member: str, replicas: int) -> dict[str, Any]:
     }
 
 
-def _mutated(dep: dict[str, Any], group: str) -> dict[str, Any]:
+def mutated(dep: dict[str, Any], group: str) -> dict[str, Any]:
     out = copy.deepcopy(dep)
     out["metadata"].setdefault("labels", {})["gang.admit.dev/managed"] = "true"
     out["spec"]["template"]["metadata"]["labels"][GROUP_LABEL] = group
@@ -287,7 +287,7 @@ SCALE_PARENT = "web"
 
 def scale_parent() -> dict[str, Any]:
     """The gang Deployment (8 replicas, min-member 4) the ``scale`` mix scales; stored in the fake API first."""
-    dep = _mutated(_deployment(SCALE_PARENT, "4", 8), SCALE_PARENT)
+    dep = mutated(deployment(SCALE_PARENT, "4", 8), SCALE_PARENT)
     dep["metadata"].pop("managedFields")
     dep["metadata"].pop("creationTimestamp")
     dep.pop("status")
@@ -307,11 +307,11 @@ def _build() -> dict[str, Mix]:
     known = _review(_pod("trainer", "trainer"), operation="CREATE", kind=pod_kind, resource=pod_res,
                     user=RS_CONTROLLER)
     plain = _review(_pod("web", None), operation="CREATE", kind=pod_kind, resource=pod_res, user=RS_CONTROLLER)
-    dep = _deployment(NAME_MARK, "auto", 4)
+    dep = deployment(NAME_MARK, "auto", 4)
     dep_kind = ("apps", "v1", "Deployment")
     dep_res = ("apps", "v1", "deployments")
     dep_create = _review(dep, operation="CREATE", kind=dep_kind, resource=dep_res, user=ADMIN, name=NAME_MARK)
-    dep_validate = _review(_mutated(dep, NAME_MARK), operation="CREATE", kind=dep_kind, resource=dep_res,
+    dep_validate = _review(mutated(dep, NAME_MARK), operation="CREATE", kind=dep_kind, resource=dep_res,
                            user=ADMIN, name=NAME_MARK)
     scale = _review(_scale(6, "48211"), operation="UPDATE", kind=("autoscaling", "v1", "Scale"), resource=dep_res,
                     user=ADMIN, name=SCALE_PARENT, old=_scale(8, "48195"), sub_resource="scale")

@@ -111,9 +111,9 @@ async def test_sigterm_to_a_replica_under_continuous_keep_alive_posts_fails_no_w
 def test_the_restart_benchmark_restarts_each_replica_and_counts_failed_calls_per_thousand(tmp_path):
     out = tmp_path / "restart.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "restart_bench.py"), "--restarts", "1", "--clients", "1", "--loops", "2",
+        [sys.executable, "-m", "bench.restart_bench", "--restarts", "1", "--clients", "1", "--loops", "2",
          "--burst", "3", "--burst-every", "0.5", "--shutdown-delay", "1", "--pause", "0.5", "--json", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        cwd=ROOT, capture_output=True, text=True, timeout=240,  # from the checkout's root, as docs/ run it
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())

@@ -5,15 +5,10 @@ with its own admit and allow-only webhook. Nothing is timed; the figures are che
 from __future__ import annotations
 
 import argparse
-import sys
 
 import pytest
 
-from tests.helpers import ROOT
-
-sys.path.insert(0, str(ROOT / "bench"))
-
-import apiserver_bench  # noqa: E402
+from bench import apiserver_bench
 
 
 @pytest.mark.needs("controllers")

@@ -1,4 +1,4 @@
-"""bench/admit_bench.py keeps working: a --quick run with a tiny request count, on the paths of a plain install
+"""bench/ keeps working: a --quick run of bench.admit_bench with a tiny request count, on the paths of a plain install
 (stdlib JSON, stdlib asyncio loop). Nothing here is timed; the figures are only checked for shape and for the
 Kubernetes API calls each mix must cost."""
 
@@ -10,7 +10,7 @@ import sys
 
 from tests.helpers import ROOT
 
-BENCH = ROOT / "bench" / "admit_bench.py"
+BENCH = ["-m", "bench.admit_bench"]  # run as docs/performance.md says: from the root of the checkout
 
 
 def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_path):
@@ -20,9 +20,9 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
     out = tmp_path / "bench.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), str(ROOT)]), "ADMIT_EVENT_LOOP": "asyncio"}
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--max-requests", "24", "--rates", "200", "--rss-marks", "150,300",
+        [sys.executable, *BENCH, "--quick", "--max-requests", "24", "--rates", "200", "--rss-marks", "150,300",
          "--json", str(out)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = proc.stdout
@@ -60,8 +60,8 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
 def test_the_idle_connection_probe_prints_rss_and_shows_the_bounds_at_work(tmp_path):
     out = tmp_path / "idle.json"
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--idle-connections", "40", "--json", str(out)],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240,
+        [sys.executable, *BENCH, "--idle-connections", "40", "--json", str(out)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
@@ -77,9 +77,9 @@ def test_the_gang_workloads_mode_runs_admit_with_its_controller_over_stored_work
     (the 1k/5k/20k runs are made by hand, see docs/performance.md, "The controller at scale")."""
     out = tmp_path / "gang.json"
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--gang-workloads", "30", "--gang-resync", "6", "--gang-relists", "1",
+        [sys.executable, *BENCH, "--gang-workloads", "30", "--gang-resync", "6", "--gang-relists", "1",
          "--gang-rate", "20", "--json", str(out)],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr  # without --check a missed goal is printed, not fatal
     [run] = json.loads(out.read_text())["gang"]
@@ -103,12 +103,51 @@ def test_repeat_suite_counts_each_tests_failures_over_the_runs(tmp_path):
         "    COUNTER.write_text(str(n))\n"
         "    assert n % 2 == 0\n")
     out = tmp_path / "runs.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "repeat_suite.py"), "--runs", "3", "--no-busy",
+    proc = subprocess.run([sys.executable, "-m", "bench.repeat_suite", "--runs", "3", "--no-busy",
                            "--json", str(out), "--", str(tmp_path / "test_sample.py")],
-                          capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "runs: 3, 1 passed, 2 failed" in proc.stdout
     assert re.search(r"^\s+2/3\s+\S*test_sample.py::test_fails_every_other_run$", proc.stdout, re.M), proc.stdout
     assert "test_steady" not in proc.stdout.split("failures  test")[1]
     runs = json.loads(out.read_text())["runs"]
     assert [r["counts"]["passed"] for r in runs] == [1, 2, 1] and [r["status"] for r in runs] == [1, 0, 1]
+
+
+def test_the_bench_modules_import_each_other_one_way_and_never_edit_sys_path():
+    """bench/ is a package run as ``python -m bench.<script>``: its modules import each other by their own names
+    (``from bench.processes import Server``), no two import each other in a cycle, a shared module imports no
+    script, and none reaches a name through ``sys.path`` edits."""
+    import ast
+
+    scripts = {"admit_bench", "apiserver_bench", "restart_bench", "repeat_suite", "gang_scale", "idle_connections"}
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        name = path.stem
+        edits = re.findall(r"sys\.path\.(?:insert|append|extend)\(|sys\.path\s*\+?=", path.read_text())
+        assert not edits, f"bench/{path.name} edits sys.path: {edits}"
+        graph[name] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.module.startswith("bench."):
+                    graph[name].add(node.module.removeprefix("bench."))
+                elif node.module == "bench":
+                    graph[name].update(a.name for a in node.names)
+                assert node.level == 0 and node.module.split(".")[0] not in scripts | {"reviews", "processes",
+                                                                                        "driver", "baseline"}, \
+                    f"bench/{path.name} imports {node.module!r}: import bench modules as bench.<name>"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert alias.name.split(".")[0] not in graph.keys() | scripts, \
+                        f"bench/{path.name} imports {alias.name!r}: import bench modules as bench.<name>"
+    assert {"processes", "driver", "baseline", "reviews", "admit_bench", "gang_scale"} <= graph.keys()
+    for name, deps in graph.items():
+        if name not in scripts:
+            assert not deps & scripts, f"bench/{name}.py (shared) imports the script(s) {sorted(deps & scripts)}"
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(d == goal or (d not in seen and reaches(d, goal, seen | {d})) for d in graph.get(start, ()))
+
+    cycles = [name for name in graph if reaches(name, name, {name})]
+    assert not cycles, f"bench modules in an import cycle: {cycles}"
