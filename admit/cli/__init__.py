@@ -81,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"admit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    _add_serve_parser(sub)
+    _add_review_parser(sub)
+    _add_status_parser(sub)
+    _add_certs_parser(sub)
+    return parser
+
+
+def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``admit serve``: where it listens, its certificates, the API server, the decisions, API failures."""
     serve = sub.add_parser(
         "serve", help="run the HTTPS admission webhook server",
         description="Serve POST /mutate and /validate (AdmissionReview admission.k8s.io/v1), GET /healthz and /readyz "
@@ -125,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-timeout", type=_positive_float, default=3.0,
                        help="seconds for the Kubernetes API calls of one admission (default: %(default)s; keep it "
                             "below the webhook timeoutSeconds)")
+    _add_serve_process_flags(serve)
+
+
+def _add_serve_process_flags(serve: argparse.ArgumentParser) -> None:
+    """``admit serve``'s logs, metrics, controller and connection limits, and its shutdown."""
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                        help="log level (default: %(default)s)")
     serve.add_argument("--log-format", choices=("text", "json"), default="text",
@@ -165,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "Connection: close, so that endpoints stop routing to this replica before it closes "
                             "(default: %(default)s; a second signal ends the wait)")
 
+
+def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``admit review``: the webhook's decisions on files, offline."""
     review = sub.add_parser(
         "review", help="show the webhook's decisions on manifests or AdmissionReview files",
         description="Run the webhook's own decisions offline: one line per object (verdict, kind/name, PodGroup, "
@@ -204,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "serve finds it)")
     _add_decision_flags(review)
 
+
+def _add_status_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``admit status``: every gang in a cluster, and why its pods wait."""
     status = sub.add_parser(
         "status", help="show every gang: pods scheduled and pending, and why they wait",
         description="One line per gang (PodGroup, pod-group label value, or workload with admit's annotations): "
@@ -230,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds per API request (default: %(default)s)")
     _add_decision_flags(status)
 
+
+def _add_certs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``admit certs``: a development CA and serving certificate."""
     certs = sub.add_parser(
         "certs", help="write a development CA and serving certificate",
         description="Write a development CA (ca.crt, ca.key) and a serving certificate for the admit Service and "
@@ -246,7 +269,6 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--leaf-days", type=int, default=365, help="serving certificate lifetime (default: %(default)s)")
     certs.add_argument("--force", action="store_true",
                        help="replace a CA already in --dir (certificates it issued stop verifying)")
-    return parser
 
 
 def config_from_args(args: argparse.Namespace) -> Config:

@@ -208,8 +208,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
                         f"replicatedJob {rj['name']}")
         for rj in members
     ]
-    ordered_text = "startupPolicyOrder: InOrder" if in_order else "dependsOn"
-    order_text = ordered_text if len(first) < len(members) else ""
+    order_text = ("startupPolicyOrder: InOrder" if in_order else "dependsOn") if len(first) < len(members) else ""
     total_all = sum(rj["replicas"] * rj["pods_per_job"] for rj in members)
     total_first = sum(rj["replicas"] * rj["pods_per_job"] for rj in first)
     ordered = first + [rj for rj in members if rj not in first]
@@ -244,48 +243,9 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
             f"{config.pod_group_label} label and are scheduled on their own")
 
     if order_text and total_first < total_all:
-        if trainjob is not None:
-            fix = (f"pick a runtime whose trainer replicatedJobs start together, or set {config.min_member_key} on "
-                   f"TrainJob {namespace}/{trainjob} (admit passes it on to this JobSet)")
-        else:
-            fix = ("set spec.startupPolicy.startupPolicyOrder: AnyOrder" if in_order
-                   else "remove the dependsOn between gang members so that they start together")
-        if ann.min_member is None:
-            raise GangError(
-                f"{ref} starts its replicatedJobs in order ({order_text}): only {total_first} of its {total_all} "
-                f"pods start before the others wait for them to be Ready, so one gang of all {total_all} pods "
-                f"deadlocks. admit keeps one PodGroup per JobSet and does not split it per replicatedJob; {fix}, or "
-                f"set {config.min_member_key} to at most {total_first} to gang only the pods that start first"
-            )
-        if ann.min_member > total_first:
-            raise GangError(
-                f"{ref} starts its replicatedJobs in order ({order_text}): only {total_first} pod(s) start first, "
-                f"and the rest wait for them to be Ready, so a gang of {ann.min_member} "
-                f"({config.min_member_key}={ann.min_member}) deadlocks. admit does not split a JobSet into one gang "
-                f"per replicatedJob; {fix}, or set {config.min_member_key} to at most {total_first}"
-            )
-        plan.notes.append(
-            f"{ref} starts its replicatedJobs in order ({order_text}): PodGroup {plan.group_name} gangs the first "
-            f"{ann.min_member} pod(s); the pods of the later replicatedJobs join it once it runs"
-        )
-    exclusive = [rj for rj in first if rj["exclusive"] is not None and rj["pods_per_job"] > 1]
-    if exclusive:
-        # JobSet's pod webhook refuses every follower until its Job's leader is bound: only one pod per Job of an
-        # exclusive replicatedJob exists before the gang is placed.
-        leaders = sum(rj["replicas"] * (1 if rj in exclusive else rj["pods_per_job"]) for rj in first)
-        topology = ", ".join(sorted({f"{EXCLUSIVE_TOPOLOGY}={rj['exclusive']}" for rj in exclusive}))
-        if ann.min_member is not None and ann.min_member > leaders:
-            raise GangError(
-                f"{ref} uses JobSet's exclusive placement ({topology}): JobSet's pod webhook refuses every follower "
-                f"pod until its Job's leader pod is scheduled, so only {leaders} pod(s) (one leader per Job of "
-                f"{', '.join(rj['name'] for rj in exclusive)}) exist before the gang is placed, and a gang of "
-                f"{ann.min_member} ({config.min_member_key}={ann.min_member}) waits for followers that wait for it. "
-                f"Set {config.min_member_key} to \"auto\" (the leaders, with minResources covering every pod) or at "
-                f"most {leaders}, or use {NODE_SELECTOR_STRATEGY} (the strategy that holds no follower back)")
-        plan.notes.append(
-            f"{ref} uses JobSet's exclusive placement ({topology}): PodGroup {plan.group_name} gangs the "
-            f"{leaders} pod(s) that exist before placement (one leader per Job); the followers are created once "
-            "their leader is scheduled and join it, and minResources covers every pod")
+        _check_ordered_start(plan, ann, config, ref, order_text, in_order, total_first, total_all, trainjob)
+    leaders = _exclusive_leaders(plan, ann, config, ref, first)
+    if leaders is not None:
         total_first = plan.total_pods = leaders
     plan.min_member = gang_min_member(ann, total_first)
     lower = None  # the annotation of the object refused
@@ -296,8 +256,95 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
         raise_fix = "Raise the replicatedJobs' replicas or their Jobs' parallelism"
     refuse_below(plan, ann, config, " + ".join(f"{rj['name']} {rj['replicas']} x {rj['pods_per_job']}" for rj in first),
                  raise_fix, ref=ref, lower=lower)
+    _warn_on_recreate(obj, plan, config, ref, sum(rj["replicas"] for rj in members))
+    for rj in rjobs:
+        if rj["replicas"] == 0 or rj["pods_per_job"] == 0:
+            plan.notes.append(f"{ref}: replicatedJob {rj['name']} runs no pods (replicas or parallelism 0)")
+    # exclusive placement: the leaders pass together only where every pod of the first members fits (as LWS's
+    # LeaderReady)
+    covered = plan.min_member if leaders is None else sum(rj["replicas"] * rj["pods_per_job"] for rj in first)
+    plan.min_resources = min_resources_of(
+        [(rj["pod_spec"], rj["replicas"] * rj["pods_per_job"]) for rj in ordered], covered, ann, ref)
+    return plan
+
+
+JOBSET = WorkloadKind(GROUP, "JobSet", (("v1alpha2", "jobsets"),), resolve_jobset, children=(("batch", "Job"),))
+
+KINDS = (JOBSET,)
+
+
+def _check_ordered_start(plan: GangPlan, ann: GangAnnotations, config: Config, ref: str, order_text: str,
+                         in_order: bool, total_first: int, total_all: int, trainjob: str | None) -> None:
+    """A JobSet whose gang members start in order (``order_text``: ``InOrder`` or ``dependsOn``), with only
+    ``total_first`` of its ``total_all`` member pods starting first: refuse a gang that deadlocks, else note that
+    ``plan``'s PodGroup gangs the pods that start first.
+
+    Raises:
+        GangError: 403 when ``ann`` has no minMember (``auto`` gangs all pods) or one above ``total_first``; the fix
+            names TrainJob ``trainjob`` when Kubeflow Trainer made the JobSet.
+    """
+    namespace = plan.namespace
+    if trainjob is not None:
+        fix = (f"pick a runtime whose trainer replicatedJobs start together, or set {config.min_member_key} on "
+               f"TrainJob {namespace}/{trainjob} (admit passes it on to this JobSet)")
+    else:
+        fix = ("set spec.startupPolicy.startupPolicyOrder: AnyOrder" if in_order
+               else "remove the dependsOn between gang members so that they start together")
+    if ann.min_member is None:
+        raise GangError(
+            f"{ref} starts its replicatedJobs in order ({order_text}): only {total_first} of its {total_all} "
+            f"pods start before the others wait for them to be Ready, so one gang of all {total_all} pods "
+            f"deadlocks. admit keeps one PodGroup per JobSet and does not split it per replicatedJob; {fix}, or "
+            f"set {config.min_member_key} to at most {total_first} to gang only the pods that start first"
+        )
+    if ann.min_member > total_first:
+        raise GangError(
+            f"{ref} starts its replicatedJobs in order ({order_text}): only {total_first} pod(s) start first, "
+            f"and the rest wait for them to be Ready, so a gang of {ann.min_member} "
+            f"({config.min_member_key}={ann.min_member}) deadlocks. admit does not split a JobSet into one gang "
+            f"per replicatedJob; {fix}, or set {config.min_member_key} to at most {total_first}"
+        )
+    plan.notes.append(
+        f"{ref} starts its replicatedJobs in order ({order_text}): PodGroup {plan.group_name} gangs the first "
+        f"{ann.min_member} pod(s); the pods of the later replicatedJobs join it once it runs"
+    )
+
+
+def _exclusive_leaders(plan: GangPlan, ann: GangAnnotations, config: Config, ref: str,
+                       first: list[dict[str, Any]]) -> int | None:
+    """Under JobSet's exclusive placement, the pods of the replicatedJobs that start ``first`` that exist before the
+    gang is placed (one leader per Job of an exclusive replicatedJob, all pods of the others), with a note on
+    ``plan`` that says so; ``None`` without exclusive placement.
+
+    Raises:
+        GangError: 403 for a minMember above the leaders (the followers wait for the gang that waits for them).
+    """
+    exclusive = [rj for rj in first if rj["exclusive"] is not None and rj["pods_per_job"] > 1]
+    if not exclusive:
+        return None
+    # JobSet's pod webhook refuses every follower until its Job's leader is bound: only one pod per Job of an
+    # exclusive replicatedJob exists before the gang is placed.
+    leaders = sum(rj["replicas"] * (1 if rj in exclusive else rj["pods_per_job"]) for rj in first)
+    topology = ", ".join(sorted({f"{EXCLUSIVE_TOPOLOGY}={rj['exclusive']}" for rj in exclusive}))
+    if ann.min_member is not None and ann.min_member > leaders:
+        raise GangError(
+            f"{ref} uses JobSet's exclusive placement ({topology}): JobSet's pod webhook refuses every follower "
+            f"pod until its Job's leader pod is scheduled, so only {leaders} pod(s) (one leader per Job of "
+            f"{', '.join(rj['name'] for rj in exclusive)}) exist before the gang is placed, and a gang of "
+            f"{ann.min_member} ({config.min_member_key}={ann.min_member}) waits for followers that wait for it. "
+            f"Set {config.min_member_key} to \"auto\" (the leaders, with minResources covering every pod) or at "
+            f"most {leaders}, or use {NODE_SELECTOR_STRATEGY} (the strategy that holds no follower back)")
+    plan.notes.append(
+        f"{ref} uses JobSet's exclusive placement ({topology}): PodGroup {plan.group_name} gangs the "
+        f"{leaders} pod(s) that exist before placement (one leader per Job); the followers are created once "
+        "their leader is scheduled and join it, and minResources covers every pod")
+    return leaders
+
+
+def _warn_on_recreate(obj: dict[str, Any], plan: GangPlan, config: Config, ref: str, jobs: int) -> None:
+    """Warn on ``plan`` when the JobSet restarts its ``jobs`` Jobs under ``failurePolicy.restartStrategy: Recreate``
+    (the default) and the gang has more than one pod: the old pods still terminating count toward the new quorum."""
     policy = get_path(obj, ("spec", "failurePolicy"))
-    jobs = sum(rj["replicas"] for rj in members)
     if isinstance(policy, dict) and isinstance(policy.get("maxRestarts"), int) and policy["maxRestarts"] > 0 and \
             (policy.get("restartStrategy") or "Recreate") == "Recreate" and jobs > 1 and plan.min_member > 1:
         # jobset_types.go: Recreate "recreates each Job as soon as its previous iteration (and its Pods) is
@@ -310,17 +357,3 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
             f"attempt's first pods can pass PodGroup {plan.group_name}'s quorum of {plan.min_member} before the rest "
             "exist. Set spec.failurePolicy.restartStrategy: BlockingRecreate (every old pod is deleted before any "
             "new Job is created); failurePolicy is immutable, so set it when creating the JobSet")
-    for rj in rjobs:
-        if rj["replicas"] == 0 or rj["pods_per_job"] == 0:
-            plan.notes.append(f"{ref}: replicatedJob {rj['name']} runs no pods (replicas or parallelism 0)")
-    covered = plan.min_member
-    if exclusive:  # the leaders pass together only where every pod of the first members fits (as LWS's LeaderReady)
-        covered = sum(rj["replicas"] * rj["pods_per_job"] for rj in first)
-    plan.min_resources = min_resources_of(
-        [(rj["pod_spec"], rj["replicas"] * rj["pods_per_job"]) for rj in ordered], covered, ann, ref)
-    return plan
-
-
-JOBSET = WorkloadKind(GROUP, "JobSet", (("v1alpha2", "jobsets"),), resolve_jobset, children=(("batch", "Job"),))
-
-KINDS = (JOBSET,)

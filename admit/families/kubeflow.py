@@ -235,6 +235,43 @@ def resolve_kubeflow(
         kind=kind, api_group="kubeflow.org", name=name, namespace=namespace, group_name=group_name, min_member=1,
         total_pods=total, total_field=total_field, targets=targets,
     )
+    min_member, source = _gang_min_member(obj, plan, ann, config, ref, replicas, total, min_available, elastic)
+    plan.min_member = min_member
+
+    for r in replicas:
+        if r.count == 0:
+            plan.notes.append(f"{ref} has spec.{field}.{r.rtype}.replicas=0: no {r.rtype} pods run")
+    if late and 0 < total < min_member:
+        raise GangError(
+            f"{ref} uses launcherCreationPolicy: WaitForWorkersReady: the mpi-operator creates the launcher only once "
+            f"all {total} workers are Ready, so a gang of {min_member} ({source}) never completes and every worker "
+            f"waits forever (kubeflow/mpi-operator#608). Set the gang to at most {total} (the workers) or use "
+            "launcherCreationPolicy: AtStartup"
+        )
+    # the operator's own PodGroup (--kubeflow-gang-by-operator) is scheduler-plugins': Coscheduling keeps its pods
+    refuse_below(plan, ann, config, f"{total_field}={total}", "Raise the replicas", ref=ref, source=source,
+                 lower="spec.runPolicy.schedulingPolicy.minAvailable" if config.kubeflow_gang_by_operator else None,
+                 backend=COSCHEDULING if config.kubeflow_gang_by_operator else None)
+    if late:
+        plan.notes.append(
+            f"{ref}: with launcherCreationPolicy: WaitForWorkersReady the launcher starts after the workers, so the "
+            f"gang counts the {total} workers and the launcher joins the PodGroup later"
+        )
+    if plan.mutate:
+        plan.min_resources = _min_resources(obj, ann, started, min_member, ref, plan)
+        plan.schedule_timeout_seconds = _schedule_timeout(obj, ann, ref, plan)
+    return plan
+
+
+def _gang_min_member(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, config: Config, ref: str,
+                     replicas: list[_Replica], total: int, min_available: int | None,
+                     elastic: tuple[int, str] | None) -> tuple[int, str]:
+    """The gang's minMember and where it comes from (``(4, "annotation gang.admit.dev/min-member=4")``), in the
+    order of the module docstring: with ``--kubeflow-gang-by-operator`` the operator's own count (``plan`` is then
+    left unmutated, with the warnings saying so); else admit's annotation, ``minAvailable``, the elastic policy's
+    minimum, the ``total`` replicas ``plan`` starts at once. Warns on ``plan`` where a setting is overridden or unused.
+    """
+    group_name, total_field = plan.group_name, plan.total_field
     if config.kubeflow_gang_by_operator:
         # The operator's own minMember: minAvailable, else every replica (training-operator ReconcileJobs,
         # mpi-operator calculateMinAvailable: workers + 1), whatever the elastic policy or admit's annotation say.
@@ -269,31 +306,7 @@ def resolve_kubeflow(
         min_member, source = max(elastic[0], 1), elastic[1]
     else:
         min_member, source = max(total, 1), f"{total_field}={total}"
-    plan.min_member = min_member
-
-    for r in replicas:
-        if r.count == 0:
-            plan.notes.append(f"{ref} has spec.{field}.{r.rtype}.replicas=0: no {r.rtype} pods run")
-    if late and 0 < total < min_member:
-        raise GangError(
-            f"{ref} uses launcherCreationPolicy: WaitForWorkersReady: the mpi-operator creates the launcher only once "
-            f"all {total} workers are Ready, so a gang of {min_member} ({source}) never completes and every worker "
-            f"waits forever (kubeflow/mpi-operator#608). Set the gang to at most {total} (the workers) or use "
-            "launcherCreationPolicy: AtStartup"
-        )
-    # the operator's own PodGroup (--kubeflow-gang-by-operator) is scheduler-plugins': Coscheduling keeps its pods
-    refuse_below(plan, ann, config, f"{total_field}={total}", "Raise the replicas", ref=ref, source=source,
-                 lower="spec.runPolicy.schedulingPolicy.minAvailable" if config.kubeflow_gang_by_operator else None,
-                 backend=COSCHEDULING if config.kubeflow_gang_by_operator else None)
-    if late:
-        plan.notes.append(
-            f"{ref}: with launcherCreationPolicy: WaitForWorkersReady the launcher starts after the workers, so the "
-            f"gang counts the {total} workers and the launcher joins the PodGroup later"
-        )
-    if plan.mutate:
-        plan.min_resources = _min_resources(obj, ann, started, min_member, ref, plan)
-        plan.schedule_timeout_seconds = _schedule_timeout(obj, ann, ref, plan)
-    return plan
+    return min_member, source
 
 
 def _versions(kind: str) -> tuple[tuple[str, str], ...]:

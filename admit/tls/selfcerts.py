@@ -288,7 +288,19 @@ def plan(
     names = [*certs.service_dns_names(service, namespace, cluster_domain), *dns_names, *ip_addresses]
     overlap = _dt.timedelta(seconds=policy.ca_overlap_seconds)
 
-    # -- CA --------------------------------------------------------------------------------------------------
+    m = _plan_ca(m, policy, clock, now, next_ca_trusted, actions)
+    m = _plan_retired_ca(m, clock, now, overlap, actions)
+    m = _plan_leaf(m, policy, names, service, namespace, dns_names, ip_addresses, clock, now, cluster_domain, actions)
+    return m, actions
+
+
+def _plan_ca(m: Material, policy: Policy, clock: Clock, now: _dt.datetime, next_ca_trusted: bool,
+             actions: list[str]) -> Material:
+    """:func:`plan`'s CA step: a new CA when there is no usable one (the old one kept as the previous CA while it is
+    valid); else the rotation: stage a next CA when the current one is due, drop a staged one outside its validity,
+    and switch to it once staged for ``policy.ca_stage_seconds`` and trusted by every webhook. Appends to
+    ``actions`` what it changed."""
+    overlap = _dt.timedelta(seconds=policy.ca_overlap_seconds)
     ca_problem = ""
     if m.ca is None:
         ca_problem = "no usable CA"
@@ -340,8 +352,13 @@ def plan(
                 f"switched to the new CA ({certs.describe(m.ca.cert)}); the old one stays in caBundle until "
                 f"{_fmt(now + overlap)}"
             )
+    return m
 
-    # -- retired CA ------------------------------------------------------------------------------------------
+
+def _plan_retired_ca(m: Material, clock: Clock, now: _dt.datetime, overlap: _dt.timedelta,
+                     actions: list[str]) -> Material:
+    """:func:`plan`'s retired-CA step: the previous CA stays in caBundle for ``overlap`` after the switch, and goes
+    when it has expired or is the current CA again. Appends to ``actions`` what it changed."""
     if m.previous_ca is not None:
         prev = m.previous_ca[0]
         if m.ca is not None and certs.fingerprint(prev) == m.ca.fingerprint:
@@ -355,8 +372,15 @@ def plan(
         elif now >= m.promoted_at + overlap:
             m = dataclasses.replace(m, previous_ca=None, promoted_at=None)
             actions.append(f"removed the retired CA from caBundle ({certs.describe(prev)}): overlap is over")
+    return m
 
-    # -- leaf ------------------------------------------------------------------------------------------------
+
+def _plan_leaf(m: Material, policy: Policy, names: list[str], service: str, namespace: str, dns_names: Sequence[str],
+               ip_addresses: Sequence[str], clock: Clock, now: _dt.datetime, cluster_domain: str,
+               actions: list[str]) -> Material:
+    """:func:`plan`'s serving-certificate step: issue a new leaf from the current CA when there is none, it is not
+    signed by the CA, outside its validity, due for rotation, or misses one of ``names``. Appends to ``actions``
+    what it changed."""
     assert m.ca is not None
     why = ""
     if m.leaf is None:
@@ -378,7 +402,7 @@ def plan(
         )
         m = dataclasses.replace(m, leaf=leaf)
         actions.append(f"{why}: issued {certs.describe(leaf.cert)}")
-    return m, actions
+    return m
 
 
 # ---------------------------------------------------------------------------------------------------------------
