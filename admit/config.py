@@ -125,4 +125,4 @@ class Config:
         """A copy with ``changes`` applied (derived keys recomputed)."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
         fields.update(changes)
-        return Config(**fields)  # type: ignore[arg-type]
+        return Config(**fields)

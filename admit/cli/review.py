@@ -383,7 +383,7 @@ def manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRe
     api_version = str(doc.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
     kind = str(doc.get("kind", ""))
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta = meta_v if isinstance(meta_v := doc.get("metadata"), dict) else {}
     return AdmissionRequest(
         uid=uid or str(uuid.uuid4()),
         api_version="admission.k8s.io/v1",

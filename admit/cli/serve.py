@@ -44,7 +44,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from ..observability import metrics
-from ..webhook.admission import Admission
+from ..webhook.admission import Admission, GroupCache
 from ..backends.coscheduling import crd_missing_message, other_pod_group_group
 from ..backends.workload_api.discovery import Rediscovery, configure_backends
 from ..config import COSCHEDULING, WORKLOAD_API, Config
@@ -146,7 +146,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         provider = _tls_provider(args, api_client)
         await provider.start()
         stack.push_async_callback(provider.stop)
-        cache = None
+        cache: GroupCache | None = None
         controller = None
         draining = asyncio.Event()
         checks = [lambda: (not draining.is_set(), "shutting down"), lambda: (provider.ready(), provider.reason())]
@@ -180,7 +180,8 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
 
                 rediscovery.listeners.append(follow)
         app = create_app(admission, checks)
-        guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore
+        # the factory is aiohttp's server, which exists once the runner is set up (below)
+        guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore[arg-type, return-value]
                                 config.read_timeout_seconds)
         app.middlewares.append(guard.middleware)
         drain = getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS)

@@ -109,7 +109,8 @@ async def _served_workload_api(api: KubeRaw, notes: list[str]) -> str | None:
                 doc = await api.request("GET", f"/apis/{WORKLOAD_API_GROUP}/{version}")
             except KubeError:
                 continue
-            served[version] = {r.get("name") for r in doc.get("resources") or [] if isinstance(r, dict)}
+            served[version] = {r["name"] for r in doc.get("resources") or []
+                               if isinstance(r, dict) and isinstance(r.get("name"), str)}
     return choose_version(served)
 
 

@@ -191,7 +191,7 @@ class LeaderElector:
             self._observe(created)
             self._renewed_at = self.clock()
             return True
-        spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
+        spec = spec_v if isinstance(spec_v := lease.get("spec"), dict) else {}
         self._observe(lease)
         holder = spec.get("holderIdentity") or ""
         if holder and holder != self.identity:
@@ -229,7 +229,7 @@ class LeaderElector:
         return True
 
     def _observe(self, lease: dict[str, Any]) -> None:
-        spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
+        spec = spec_v if isinstance(spec_v := lease.get("spec"), dict) else {}
         rv = (lease.get("metadata") or {}).get("resourceVersion")
         if spec != self._observed_spec:
             self._observed_spec = dict(spec)
@@ -294,11 +294,11 @@ class LeaderElector:
         """Give the Lease back: empty holder, leaseDurationSeconds 1 (client-go ``release``)."""
         try:
             lease = await self.api.request("GET", self.path, timeout=self.retry_period * 2)
-            spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
+            spec = spec_v if isinstance(spec_v := lease.get("spec"), dict) else {}
             if (spec.get("holderIdentity") or "") != self.identity:
                 return
             now = micro_time()
-            transitions = spec.get("leaseTransitions") if isinstance(spec.get("leaseTransitions"), int) else 0
+            transitions = count if isinstance(count := spec.get("leaseTransitions"), int) else 0
             body = dict(lease, spec=dict(spec, **self._spec(now, now, transitions, holder="", duration=1)))
             await self.api.request("PUT", self.path, body=body, timeout=self.retry_period * 2)
             log.info("%s released Lease %s/%s", self.identity, self.namespace, self.name)

@@ -55,7 +55,8 @@ from typing import Any
 
 from ..backends import refuse_below
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangError, GangPlan, check_group_name, choose_group_name, get_path, int_field
+from ..gang.plan import GangAnnotations, GangError, GangPlan, Resolver, check_group_name, choose_group_name, get_path, \
+    int_field
 from .shared import (
     WorkloadKind,
     controller_owner,
@@ -237,7 +238,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     return plan
 
 
-def _resolver(kind: str):  # noqa: ANN202 - a Resolver
+def _resolver(kind: str) -> Resolver:
     def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
         return resolve_ray(obj, ann, config, namespace, operation, kind=kind)
 

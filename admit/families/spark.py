@@ -425,13 +425,13 @@ def resolve_spark_driver(
         GangError (400): a malformed ``spark-executors``/``spark-executor-resources`` annotation or pod quantity;
             (403) a minMember other than 1.
     """
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    meta = meta_v if isinstance(meta_v := pod.get("metadata"), dict) else {}
     name = str(meta.get("name") or "")
     ref = f"Spark driver Pod {namespace}/{name or meta.get('generateName', '')}"
     selector = str(meta["labels"][SPARK_APP_SELECTOR])
     min_member = _one_member(ann, config, ref)
     group_name = choose_group_name(pod, ann, [POD], config, "Pod", selector)
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    annotations = ann_v if isinstance(ann_v := meta.get("annotations"), dict) else {}
     raw_n = annotations.get(config.spark_executors_key)
     executors = None
     if raw_n is not None:
@@ -453,7 +453,7 @@ def resolve_spark_driver(
     )
     if not ann.min_resources:
         return plan
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    spec = spec_v if isinstance(spec_v := pod.get("spec"), dict) else {}
     try:
         total = pod_requests(spec)
     except ResourceError as e:
@@ -482,8 +482,8 @@ def resolve_pod_or_spark_driver(
 
 
 def _belongs_to(pg: dict[str, Any], driver: str, config: Config) -> bool:
-    meta = pg.get("metadata") if isinstance(pg.get("metadata"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    meta = meta_v if isinstance(meta_v := pg.get("metadata"), dict) else {}
+    annotations = ann_v if isinstance(ann_v := meta.get("annotations"), dict) else {}
     if annotations.get(f"{config.annotation_prefix.rstrip('/')}/owner") == f"/Pod/{driver}":
         return True
     ref = controller_ref(pg)

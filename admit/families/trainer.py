@@ -160,8 +160,8 @@ def trainer_jobset(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[st
     Pure; never raises for any shape (missing parts read as absent).
     """
     meta = trainjob.get("metadata") or {}
-    rspec = runtime.get("spec") if isinstance(runtime.get("spec"), dict) else {}
-    template = rspec.get("template") if isinstance(rspec.get("template"), dict) else {}
+    rspec = rspec_v if isinstance(rspec_v := runtime.get("spec"), dict) else {}
+    template = template_v if isinstance(template_v := rspec.get("template"), dict) else {}
     labels = dict((template.get("metadata") or {}).get("labels") or {})
     annotations = dict((template.get("metadata") or {}).get("annotations") or {})
     for patch in get_path(trainjob, ("spec", "runtimePatches")) or []:
@@ -169,11 +169,11 @@ def trainer_jobset(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[st
         if isinstance(pmeta, dict):
             labels.update(pmeta.get("labels") or {})
             annotations.update(pmeta.get("annotations") or {})
-    spec = copy.deepcopy(template.get("spec") if isinstance(template.get("spec"), dict) else {})
-    ml = rspec.get("mlPolicy") if isinstance(rspec.get("mlPolicy"), dict) else None
-    mpi = (ml or {}).get("mpi") if isinstance((ml or {}).get("mpi"), dict) else None
+    spec: dict[str, Any] = copy.deepcopy(spec_v if isinstance(spec_v := template.get("spec"), dict) else {})
+    ml = ml_v if isinstance(ml_v := rspec.get("mlPolicy"), dict) else None
+    mpi = mpi_v if isinstance(mpi_v := (ml or {}).get("mpi"), dict) else None
     num_nodes = get_path(trainjob, ("spec", "trainer", "numNodes"))
-    policy = rspec.get("podGroupPolicy") if isinstance(rspec.get("podGroupPolicy"), dict) else {}
+    policy = policy_v if isinstance(policy_v := rspec.get("podGroupPolicy"), dict) else {}
     name = str(meta.get("name") or "")
     for rj in spec.get("replicatedJobs") or []:
         if not isinstance(rj, dict):

@@ -175,6 +175,9 @@ class KubeAPI:
             async with asyncio.timeout(timeout):
                 return await coro_factory()
 
+    # kubernetes_asyncio's annotations are narrower than what its generated methods take (the `type: ignore`s below):
+    # ``dry_run=None`` sends no dryRun, ``_content_type`` picks the patch type, a delete's ``body`` may be a dict.
+
     async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:
         """POST a PodGroup; returns the stored (or dry-run) object. Raises AlreadyExists on 409."""
         c = self.config
@@ -183,7 +186,7 @@ class KubeAPI:
             f"create PodGroup {ns}/{body['metadata']['name']}",
             lambda: self.custom.create_namespaced_custom_object(
                 c.pod_group_group, c.pod_group_version, ns, c.pod_group_plural, body,
-                dry_run="All" if dry_run else None, _request_timeout=timeout,
+                dry_run="All" if dry_run else None, _request_timeout=timeout,  # type: ignore[arg-type]
             ),
             timeout,
         )
@@ -212,9 +215,9 @@ class KubeAPI:
         c = self.config
         return await self._call(
             f"patch PodGroup {namespace}/{name}",
-            lambda: self.custom.patch_namespaced_custom_object(
+            lambda: self.custom.patch_namespaced_custom_object(  # type: ignore[call-arg]
                 c.pod_group_group, c.pod_group_version, namespace, c.pod_group_plural, name, ops,
-                dry_run="All" if dry_run else None, _content_type="application/json-patch+json",
+                dry_run="All" if dry_run else None, _content_type="application/json-patch+json",  # type: ignore[arg-type]
                 _request_timeout=timeout,
             ),
             timeout,
@@ -229,7 +232,7 @@ class KubeAPI:
         return await self._call(
             f"create {body.get('kind', plural)} {ns}/{body['metadata']['name']}",
             lambda: self.custom.create_namespaced_custom_object(
-                group, version, ns, plural, body, dry_run="All" if dry_run else None, _request_timeout=timeout,
+                group, version, ns, plural, body, dry_run="All" if dry_run else None, _request_timeout=timeout,  # type: ignore[arg-type]
             ),
             timeout,
         )
@@ -241,8 +244,8 @@ class KubeAPI:
         """PATCH a namespaced object of a named API group with a JSON patch (``application/json-patch+json``)."""
         return await self._call(
             f"patch {plural}.{group} {namespace}/{name}",
-            lambda: self.custom.patch_namespaced_custom_object(
-                group, version, namespace, plural, name, ops, dry_run="All" if dry_run else None,
+            lambda: self.custom.patch_namespaced_custom_object(  # type: ignore[call-arg]
+                group, version, namespace, plural, name, ops, dry_run="All" if dry_run else None,  # type: ignore[arg-type]
                 _content_type="application/json-patch+json", _request_timeout=timeout,
             ),
             timeout,
@@ -263,7 +266,7 @@ class KubeAPI:
             await self._call(
                 f"delete {plural}.{group} {namespace}/{name}",
                 lambda: self.custom.delete_namespaced_custom_object(
-                    group, version, namespace, plural, name, body=body, _request_timeout=timeout,
+                    group, version, namespace, plural, name, body=body, _request_timeout=timeout,  # type: ignore[arg-type]
                 ),
                 timeout,
             )
@@ -363,11 +366,11 @@ def resolve_proxy_once(api_client: client.ApiClient) -> None:
 
     rest = getattr(api_client, "rest_client", None)
     session = getattr(rest, "pool_manager", None)
-    if rest is None or not hasattr(session, "_trust_env"):
+    if rest is None or session is None or not hasattr(session, "_trust_env"):
         return
     if getattr(rest, "proxy", None) is None:
         try:
-            proxy, auth = get_env_proxy_for_url(URL(api_client.configuration.host))
+            proxy, auth = get_env_proxy_for_url(URL(api_client.configuration.host or ""))
         except LookupError:
             pass
         else:

@@ -53,7 +53,7 @@ import logging
 import random
 import time
 from collections import Counter
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any, AsyncGenerator, Callable, Iterable
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -133,7 +133,7 @@ class KubeRaw:
         return data
 
     async def watch(self, path: str, query: Iterable[tuple[str, str]], timeout_seconds: int,
-                    idle_timeout: float | None = None) -> AsyncIterator[JSON]:
+                    idle_timeout: float | None = None) -> AsyncGenerator[JSON, None]:
         """Open a watch and yield its events (``{"type", "object"}`` dicts) until the server ends the stream.
 
         A stream that delivers no line (event or bookmark) for ``idle_timeout`` seconds (default

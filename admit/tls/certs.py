@@ -46,6 +46,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes, PrivateKeyTypes, PublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 Clock = Callable[[], _dt.datetime]
@@ -369,11 +370,11 @@ def load_private_key(data: bytes | str, what: str = "private key") -> ec.Ellipti
         raise CertificateError(f"{what} cannot be parsed ({kind}; truncated, encrypted or corrupt)") from None
 
 
-def _public_bytes(key) -> bytes:
+def _public_bytes(key: PublicKeyTypes | CertificatePublicKeyTypes) -> bytes:
     return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def key_matches_certificate(cert: x509.Certificate, key) -> bool:
+def key_matches_certificate(cert: x509.Certificate, key: PrivateKeyTypes) -> bool:
     """True when ``key`` is the private key of ``cert``'s public key."""
     return _public_bytes(cert.public_key()) == _public_bytes(key.public_key())
 

@@ -319,14 +319,15 @@ def _plan_ca(m: Material, policy: Policy, clock: Clock, now: _dt.datetime, next_
         actions.append(f"{ca_problem}: generated a new CA ({certs.describe(new_ca.cert)})")
     else:
         assert m.ca is not None
+        ca = m.ca  # unchanged below until the switch
         if m.next_ca is not None and (certs.is_expired(m.next_ca.cert, clock) or now < m.next_ca.cert.not_valid_before_utc):
             m = dataclasses.replace(m, next_ca=None, staged_at=None)
             actions.append(f"dropped {CA_NEXT_CRT}: outside its validity window")
-        if m.next_ca is None and certs.needs_rotation(m.ca.cert, clock, policy.rotation_fraction):
+        if m.next_ca is None and certs.needs_rotation(ca.cert, clock, policy.rotation_fraction):
             nxt = certs.generate_ca(days=policy.ca_days, clock=clock)
             m = dataclasses.replace(m, next_ca=nxt, staged_at=now)
             actions.append(
-                f"CA is due for rotation (expires {_fmt(m.ca.cert.not_valid_after_utc)}): staged a new CA "
+                f"CA is due for rotation (expires {_fmt(ca.cert.not_valid_after_utc)}): staged a new CA "
                 f"({certs.describe(nxt.cert)}) in caBundle"
             )
         elif m.next_ca is not None and m.staged_at is None:
@@ -338,18 +339,18 @@ def _plan_ca(m: Material, policy: Policy, clock: Clock, now: _dt.datetime, next_
             and now >= m.staged_at + _dt.timedelta(seconds=policy.ca_stage_seconds)
             and next_ca_trusted
         ):
-            old_ca = m.ca
+            promoted = m.next_ca
             m = dataclasses.replace(
                 m,
-                ca=m.next_ca,
+                ca=promoted,
                 next_ca=None,
                 staged_at=None,
-                previous_ca=(old_ca.cert, old_ca.cert_pem),
+                previous_ca=(ca.cert, ca.cert_pem),
                 promoted_at=now,
                 leaf=None,
             )
             actions.append(
-                f"switched to the new CA ({certs.describe(m.ca.cert)}); the old one stays in caBundle until "
+                f"switched to the new CA ({certs.describe(promoted.cert)}); the old one stays in caBundle until "
                 f"{_fmt(now + overlap)}"
             )
     return m
@@ -428,9 +429,8 @@ def _error_line(exc: BaseException) -> str:
         text = str(exc).splitlines()[0] if str(exc) else ""
         return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
     message = ""
-    body = exc.body
-    if isinstance(body, (bytes, bytearray)):
-        body = body.decode("utf-8", "replace")
+    raw = exc.body
+    body = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
     if isinstance(body, str):
         try:
             message = json.loads(body).get("message", "")
@@ -668,7 +668,7 @@ class SelfManagedTLSProvider(TLSProvider):
     # -- caBundle -------------------------------------------------------------------------------------------------
 
     def _configs(self) -> list[tuple[str, str, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]]]:
-        out = []
+        out: list[tuple[str, str, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]]] = []
         if self.mutating_config:
             out.append(("MutatingWebhookConfiguration", self.mutating_config,
                         self.admission.read_mutating_webhook_configuration,

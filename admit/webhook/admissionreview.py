@@ -139,8 +139,8 @@ def parse_review(body: bytes) -> AdmissionRequest:
         raise BadReview("request.object is not a JSON object")
     if old is not None and not isinstance(old, dict):
         raise BadReview("request.oldObject is not a JSON object")
-    kind = req.get("kind") if isinstance(req.get("kind"), dict) else {}
-    resource = req.get("resource") if isinstance(req.get("resource"), dict) else {}
+    kind = kind_v if isinstance(kind_v := req.get("kind"), dict) else {}
+    resource = resource_v if isinstance(resource_v := req.get("resource"), dict) else {}
     return AdmissionRequest(
         uid=uid,
         api_version=api_version,

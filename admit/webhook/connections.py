@@ -54,7 +54,7 @@ import asyncio
 import logging
 import struct
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from aiohttp import web
 
@@ -63,7 +63,7 @@ try:  # FIONREAD: bytes received and not yet read (Linux, macOS); elsewhere only
     from termios import FIONREAD
 except ImportError:  # pragma: no cover - Windows
     ioctl = None  # type: ignore[assignment]
-    FIONREAD = 0
+    FIONREAD = 0  # type: ignore[misc]
 
 __all__ = ["ConnectionGuard", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_READ_TIMEOUT", "DEFAULT_IDLE_TIMEOUT",
            "DEFAULT_QUIET_SECONDS"]
@@ -98,7 +98,7 @@ class _Guarded(asyncio.Protocol):
     def __init__(self, guard: "ConnectionGuard", inner: asyncio.Protocol) -> None:
         self.guard = guard
         self.inner = inner
-        self.transport: asyncio.BaseTransport | None = None
+        self.transport: asyncio.Transport | None = None  # a stream's: abort, write_eof
         self.reading_since: float | None = None  # first byte of a request that has not reached its handler yet
         self.in_request = False
         self.last_active = time.monotonic()
@@ -106,9 +106,9 @@ class _Guarded(asyncio.Protocol):
         self.draining = False  # answered and half-closed: what still arrives is dropped
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # create_server's are stream transports
         if not self.guard._admit(self):
-            transport.abort()
+            self.transport.abort()
             return
         self.made = True
         self.last_active = time.monotonic()  # after a TLS handshake: the first request follows at once
@@ -126,7 +126,7 @@ class _Guarded(asyncio.Protocol):
             return False
         return self.inner.eof_received()
 
-    def connection_lost(self, exc: BaseException | None) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.guard._forget(self)
         if self.made:
             self.inner.connection_lost(exc)
@@ -161,7 +161,7 @@ class _Guarded(asyncio.Protocol):
         if transport is None or not self.made or not transport.can_write_eof():
             return
         inner = self.inner
-        if getattr(inner, "transport", None) is transport:
+        if getattr(inner, "transport", None) is self.transport:
             inner.transport = _LingeringTransport(self, transport)  # type: ignore[attr-defined]
 
     def linger(self) -> None:
@@ -342,11 +342,11 @@ class GuardedSite(web.TCPSite):
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with the runner
         loop = asyncio.get_running_loop()
-        extra = {"ssl_handshake_timeout": self.handshake_timeout} if self._ssl_context is not None else {}
-        self._server = await loop.create_server(
+        extra: dict[str, Any] = {"ssl_handshake_timeout": self.handshake_timeout} if self._ssl_context is not None else {}
+        self._server = server = await loop.create_server(
             self.guard, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog, **extra
         )
-        self._bound_port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self._port
+        self._bound_port = server.sockets[0].getsockname()[1] if server.sockets else self._port
 
     def in_flight(self) -> int:
         """Requests being read or handled right now."""
