@@ -1,6 +1,7 @@
 """Settings of admit: annotation keys, label keys, scheduler name, failure mode, timeouts.
 
-Every user-facing key and name is configurable (DESIGN.md, "User-facing API"). The defaults follow:
+Every user-facing key and name is configurable (docs/behaviour.md, "The rules the code is built on"; the flags:
+docs/cli.md). The defaults follow:
 
 - the pod-group label ``scheduling.x-k8s.io/pod-group`` and the PodGroup API ``scheduling.x-k8s.io/v1alpha1``
   of kubernetes-sigs/scheduler-plugins v0.25.7 and later (``apis/scheduling/v1alpha1/types.go``,

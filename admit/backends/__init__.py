@@ -2,18 +2,18 @@
 
 - ``coscheduling`` (default, today's behaviour): a scheduler-plugins ``PodGroup`` (scheduling.x-k8s.io), the pod
   label ``scheduling.x-k8s.io/pod-group`` and ``schedulerName`` of the Coscheduling profile
-  (``backends/coscheduling.py``);
+  (``backends/coscheduling/``);
 - ``workload-api``: Kubernetes' native gang scheduling, a ``Workload`` and its runtime ``PodGroup``
   (scheduling.k8s.io v1alpha2 in 1.36, v1beta1 in 1.37) and pod ``spec.schedulingGroup.podGroupName``, default
-  scheduler (``backends/workload_api.py``).
+  scheduler (``backends/workload_api/``).
 
 A workload's backend is ``<prefix>/backend`` when set, else ``--gang-backend``; a backend that is not enabled
 (``--gang-backend`` / ``--extra-gang-backend``, the chart grants RBAC for those only) is refused with the reason.
 :func:`with_backend` wraps every resolver of ``kinds.RESOLVERS``, so mutate, validate, the scale check and the
 controller all see the same ``plan.backend``.
 
-Deferring (both backends; DESIGN.md, "do not fight an operator that already gangs its own jobs"), the plan is then
-validated only (``mutate`` and ``create_pod_group`` off, with a warning):
+Deferring (both backends; docs/behaviour.md, "The rules the code is built on": do not fight an operator that already
+gangs its own jobs), the plan is then validated only (``mutate`` and ``create_pod_group`` off, with a warning):
 
 - a pod template that already carries ``spec.schedulingGroup`` naming another group: the Job controller
   (``WorkloadWithJob``: "``spec.template.spec.schedulingGroup`` is set (bring-your-own PodGroup): the user manages

@@ -1,6 +1,6 @@
 """The admission path's read-only view of the controller's watch caches (``admission.GroupCache``).
 
-The controller (``controller.py``) keeps list+watch caches of the PodGroups (those admit manages, and the others) and
+The controller (``podgroups.py``) keeps list+watch caches of the PodGroups (those admit manages, and the others) and
 of the gang workloads (objects admit labelled ``gang.admit.dev/managed: "true"``, Spark driver pods among them).
 Admission reads them through this view and nothing else: every method is a dict lookup, never an API call, and
 none changes the controller. Each answer says whether the cache behind it has listed (``synced``): an object absent

@@ -1,6 +1,6 @@
 """A one-to-many index (key -> set of members) that stores a lone member without a set.
 
-The controllers index every cached gang workload and PodGroup several ways (``controller.py``: by PodGroup, by owner
+The controllers index every cached gang workload and PodGroup several ways (``podgroups.py``: by PodGroup, by owner
 identity, PodGroups by owner; ``controller/workload_api.py`` the same for Workload objects). Almost every key has
 exactly one member (one Deployment names one PodGroup), and a Python ``set`` of one costs 216 bytes: at 20,000
 gang workloads three such indexes held about 12 MiB of one-member sets (measured: the chart's 256 MiB must hold

@@ -1,6 +1,6 @@
 """The PodGroup controller inside ``admit serve``: adopt, keep in step, clean up; and the PodGroup cache.
 
-Why it exists (DESIGN.md, "Garbage-collector race"): admission happens before the workload is stored, so the
+Why it exists (docs/behaviour.md, "The garbage-collector race"): admission happens before the workload is stored, so the
 PodGroup admit creates then has no ownerReference (one naming an object that is not stored yet makes the garbage
 collector delete the PodGroup within ~25 ms). This controller finishes the job once the workload is stored:
 

@@ -1,5 +1,6 @@
 """The ``workload-api`` side of the controller inside ``admit serve``: adopt, keep in step, clean up the gang's
-scheduling.k8s.io Workload and PodGroup (decisions in ``backends/workload_api/reconcile.py``; DESIGN.md "Garbage-collector race").
+scheduling.k8s.io Workload and PodGroup (decisions in ``backends/workload_api/reconcile.py``; docs/behaviour.md, "The
+garbage-collector race").
 
 It rides on the PodGroup controller (``admit/controller/podgroups.py``): the same gang-workload watch caches (it adds a
 handler to each, after taking what they already hold), the same Lease (it writes only while that replica leads, and

@@ -5,7 +5,7 @@ records: API coordinates, the resolver (object -> :class:`admit.gang.plan.GangPl
 pod templates to patch, minResources, whether an operator already gangs it), and which of admit's kinds its
 controller creates (its children). ``admit.families.kinds`` registers them; nothing here calls the Kubernetes API.
 
-The shared rules (the same shape as Kueue's ``jobframework`` and KAI's podgrouper hub, STYLE.md):
+The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and KAI Scheduler's podgrouper hub):
 
 - **Children** (``admit.gang.children``, the one registry of parent kinds): each kind lists the kinds its controller
   creates (``WorkloadKind.children``) and ``admit.families.kinds`` registers them there. A JobSet's Jobs, a RayJob's

@@ -1,7 +1,8 @@
 """Objects a controller makes from a gang workload: children join their parent's group and are never a gang.
 
-The rule (DESIGN.md, "Known traps"): an object whose **controller ownerReference** names a kind that is
-registered here as its parent is a *child*. admit treats it as part of its parent's gang, not as a gang of its own:
+The rule (docs/behaviour.md, "The rules the code is built on"): an object whose **controller ownerReference** names a
+kind that is registered here as its parent is a *child*. admit treats it as part of its parent's gang, not as a gang of
+its own:
 
 - ``/mutate``: no patch. The parent's template already carries the pod-group label and ``schedulerName`` admit put
   there, and the controller copied that template into the child;

@@ -3,7 +3,7 @@
 ``mutate`` is pure and synchronous (``mutate.py``). ``validate`` runs ``validate.validate`` and then, where the
 verdict asks for it, makes sure the PodGroup exists with the right spec or reads a scale request's parent.
 
-Rules (DESIGN.md, "Known traps"):
+Rules (docs/behaviour.md, "On each request" and "The rules the code is built on"):
 
 - PodGroups are created at admission without an ownerReference (the garbage collector would delete a PodGroup
   whose owner is not stored yet); the controller adopts them later.

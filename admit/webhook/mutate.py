@@ -1,6 +1,6 @@
 """The mutating decision (``/mutate``): pure, AdmissionRequest in, Decision out, no Kubernetes API call.
 
-Behaviour (DESIGN.md, "What it does on each request"):
+Behaviour (docs/behaviour.md, "On each request"):
 
 - Workload CREATE/UPDATE with ``gang.admit.dev/min-member``: every pod template gets the label
   ``scheduling.x-k8s.io/pod-group: <group>`` and ``spec.schedulerName: <scheduler>``; the workload itself gets the

@@ -4,7 +4,8 @@ What needs the Kubernetes API is returned as work for ``admission.py`` to do, no
 ``Verdict.ensure`` (a GangPlan whose PodGroup must exist before the workload's first pod) and ``Verdict.scale``
 (a ``*/scale`` UPDATE whose parent workload must be read, since a Scale object carries no annotations).
 
-Refused, with a message that names the object, the numbers and the fix (DESIGN.md, "Validating endpoint"):
+Refused, with a message that names the object, the numbers and the fix (docs/behaviour.md, "On each request" and "The
+rules the code is built on"):
 
 - malformed ``gang.admit.dev/*`` values (code 400);
 - a gang workload running fewer pods than minMember (replicas, parallelism, summed replicas): the Coscheduling

@@ -176,7 +176,7 @@ def rbac_rules(objects: list[dict], kind: str) -> set[tuple[str, str, str, tuple
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# What admit handles (DESIGN.md, docs/cli.md)
+# What admit handles (docs/workloads.md, docs/cli.md)
 # ---------------------------------------------------------------------------------------------------------------
 
 CU = ("CREATE", "UPDATE")

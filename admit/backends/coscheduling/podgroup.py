@@ -44,8 +44,9 @@ def generation_annotation(config: Config) -> str:
 
 def desired_pod_group(plan: GangPlan, config: Config, generation: int | None = None) -> dict[str, Any]:
     """The PodGroup admit creates for ``plan``: ``{"apiVersion", "kind", "metadata": {name, namespace, labels,
-    annotations}, "spec": {...}}``, without ownerReferences (DESIGN.md, "Garbage-collector race"). ``generation``:
-    the workload's ``metadata.generation`` the spec comes from, stamped as :func:`generation_annotation`."""
+    annotations}, "spec": {...}}``, without ownerReferences (docs/behaviour.md, "The garbage-collector race").
+    ``generation``: the workload's ``metadata.generation`` the spec comes from, stamped as
+    :func:`generation_annotation`."""
     annotations = {owner_annotation(config): plan.owner}
     if generation is not None:
         annotations[generation_annotation(config)] = str(generation)

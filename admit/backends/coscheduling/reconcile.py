@@ -2,7 +2,7 @@
 
 Create, patch (adopt and/or keep the spec in step), delete, wait, or report a conflict / an invalid annotation /
 a PodGroup that looks managed but is not admit's. Tested without HTTP (``tests/controller/test_controller.py``); the loop that
-runs it, and the live reads that guard its destructive and owner-setting writes, are in ``controller.py``.
+runs it, and the live reads that guard its destructive and owner-setting writes, are in ``controller/podgroups.py``.
 
 Two writers, one rule: the validating webhook writes a PodGroup's spec from the incoming
 workload before that workload is stored, and stamps it with the workload generation it came from

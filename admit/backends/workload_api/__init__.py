@@ -29,7 +29,7 @@ warning when the user asked for them explicitly.
 
 Versions: :data:`SHAPES` is the one table of what differs per served version (reference field, name rules,
 mutable ``minCount``, priority fields, condition name), each row with its source; discovery picks the first row the
-API server serves (``backends/discovery.py``).
+API server serves (``backends/workload_api/discovery.py``).
 
 Priority (1.37+, ``validatePodGroup`` in kube-scheduler's ``pkg/scheduler/schedule_one_podgroup.go``): a PodGroup
 is scheduled only when every pod has the PodGroup's priority ("all pods in a single pod group should have the same
@@ -205,8 +205,8 @@ def desired_workload(plan: GangPlan, config: Config) -> dict[str, Any]:
     namespace, labels, annotations}, "spec": {"controllerRef"?: {apiGroup?, kind, name}, "podGroupTemplates":
     [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": int}}, "priorityClassName"?: str,
     "preemptionPolicy"?: str}]}}`` (the priority keys where :data:`SHAPES` has them and the pods set them); no
-    ownerReferences (DESIGN.md, "Garbage-collector race"). ``controllerRef`` names the workload unless the group is
-    shared by bare Pods."""
+    ownerReferences (docs/behaviour.md, "The garbage-collector race"). ``controllerRef`` names the workload unless the
+    group is shared by bare Pods."""
     spec: dict[str, Any] = {}
     if not plan.shared and plan.name:
         ref = {"kind": plan.kind, "name": plan.name}

@@ -1,6 +1,6 @@
 """Admission-time API work of the ``workload-api`` backend: make the gang's Workload and PodGroup exist.
 
-The same rules as the PodGroup path of ``admission.py`` (DESIGN.md, "What it does on each request"), applied to
+The same rules as the PodGroup path of ``admission.py`` (docs/behaviour.md, "On each request"), applied to
 each object in order (Workload first: the PodGroup references it):
 
 - create without an ownerReference (the garbage collector would delete an object whose owner is not stored yet;

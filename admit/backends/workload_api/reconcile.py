@@ -1,7 +1,8 @@
 """The pure reconcile decision for a ``workload-api`` gang: (Workload, PodGroup, claims, clock) -> actions.
 
-The same life as a scheduler-plugins PodGroup (``admit/controller/podgroups.py``, DESIGN.md "Garbage-collector race"), for
-the two scheduling.k8s.io objects of one gang, keyed ``(namespace, name)`` (both objects carry the gang's name):
+The same life as a scheduler-plugins PodGroup (``admit/controller/podgroups.py``; docs/behaviour.md, "The
+garbage-collector race"), for the two scheduling.k8s.io objects of one gang, keyed ``(namespace, name)`` (both objects
+carry the gang's name):
 
 - **adopt**: once the workload is stored, give each object a controller ownerReference to it (its ``uid``,
   ``blockOwnerDeletion: true``), so the garbage collector deletes both with the workload;

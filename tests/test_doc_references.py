@@ -1,0 +1,120 @@
+"""What the docs and admit's docstrings point a reader to exists: every repository path they name, every link between
+the docs, every logger name the docs tell an operator to filter on. A moved module or a renamed logger then fails
+here, naming the file and line that still say the old name, instead of sending a reader to nothing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A path from the repository's root: `admit/webhook/mutate.py`, `docs/behaviour.md`, `charts/admit/values.yaml`.
+ROOTED = re.compile(r"(?<![\w./@:<-])((?:admit|docs|charts|tests|bench|hack|examples|deploy|\.ci|\.github)/"
+                    r"[A-Za-z0-9_.*/-]*)")
+# Inside admit/: a module named from the package's root or from its own folder (``backends/workload_api/ensure.py``,
+# ``podgroups.py``).
+PACKAGE_RELATIVE = re.compile(r"(?<![\w./@:-])((?:[a-z_]+/)+[a-z_]+\.py)\b")
+BARE_MODULE = re.compile(r"``([a-z_]+\.py)``")
+# A Markdown link to another file of the repository: [operations.md](operations.md#logs).
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+
+NOT_PATHS = {
+    "admit/baseline": "the benchmark's throughput ratio, a column of its table",
+    "tests/test_x.py": "an example test id in repeat_suite's output",
+}
+
+
+def _documents(root: Path) -> list[Path]:
+    return sorted([*root.glob("docs/*.md"), *[p for p in [root / "README.md"] if p.exists()],
+                   *root.glob("admit/**/*.py")])
+
+
+def missing_paths(root: Path = ROOT) -> list[str]:
+    """``"<file>:<line>: <path>"`` for every repository path a doc or a module of ``admit/`` names that is not there
+    (a glob matches nothing)."""
+    missing = []
+    for doc in _documents(root):
+        rel = doc.relative_to(root).as_posix()
+        for n, line in enumerate(doc.read_text().splitlines(), 1):
+            named = [(m.group(1).rstrip(".,:;"), root) for m in ROOTED.finditer(line)]
+            if doc.suffix == ".md":
+                named += [(m.group(1), doc.parent) for m in LINK.finditer(line) if "://" not in m.group(1)
+                          and not m.group(1).startswith("mailto:")]
+            else:
+                named += [(m.group(1), None) for m in PACKAGE_RELATIVE.finditer(line)
+                          if not ROOTED.fullmatch(m.group(1))]
+                named += [(m.group(1), None) for m in BARE_MODULE.finditer(line)]
+            for path, base in named:
+                if path in NOT_PATHS:
+                    continue
+                if base is None:  # inside admit/: from the module's folder, from the package's, or (bare) anywhere
+                    found = ((doc.parent / path).exists() or (root / "admit" / path).exists()
+                             or ("/" not in path and any((root / "admit").rglob(path))))
+                elif "*" in path:
+                    found = any(base.glob(path))
+                else:
+                    found = (base / path).exists()
+                if not found:
+                    missing.append(f"{rel}:{n}: {path}")
+    return missing
+
+
+def loggers_created(root: Path = ROOT) -> set[str]:
+    """The names admit passes to ``logging.getLogger``."""
+    names = set()
+    for module in (root / "admit").rglob("*.py"):
+        names.update(re.findall(r"""getLogger\(["'](admit[\w.]*)["']\)""", module.read_text()))
+    return names
+
+
+# A dotted admit name that is a host, a domain or a file, not a logger: gang.admit.dev, admit.default.svc, admit.yaml.
+_NOT_LOGGER = re.compile(r"\.(dev|io|svc|yaml|yml|json|md|py)$")
+
+
+def unknown_loggers(root: Path = ROOT) -> list[str]:
+    """``"<file>: <name>"`` for every ``admit.*`` name the docs give as a logger (in a paragraph about loggers, or as
+    a ``"logger"`` value of a log line) that admit does not create."""
+    created = loggers_created(root)
+    unknown = []
+    for doc in sorted([*root.glob("docs/*.md"), root / "README.md"]):
+        if not doc.exists():
+            continue
+        for paragraph in re.split(r"\n\s*\n", doc.read_text()):
+            names = re.findall(r'"logger":\s*"([^"]+)"', paragraph)
+            if re.search(r"\blogger", paragraph, re.I):
+                names += re.findall(r"[`\"'](admit(?:\.[a-z_]+)*)[`\"']", paragraph)
+            for name in names:
+                if name not in created and not _NOT_LOGGER.search(name):
+                    unknown.append(f"{doc.relative_to(root).as_posix()}: {name}")
+    return sorted(set(unknown))
+
+
+def test_every_repository_path_the_docs_and_admits_docstrings_name_exists():
+    missing = missing_paths()
+    assert not missing, "these name a path that is not in the repository:\n" + "\n".join(missing)
+
+
+def test_every_logger_name_the_docs_mention_is_one_admit_creates():
+    created = loggers_created()
+    assert {"admit.requests", "admit.controller", "admit.watchcache"} <= created
+    unknown = unknown_loggers()
+    assert not unknown, f"these loggers do not exist (admit creates {sorted(created)}):\n" + "\n".join(unknown)
+
+
+def test_a_moved_module_and_a_renamed_logger_are_reported_with_the_file_that_names_them(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "admit" / "controller").mkdir(parents=True)
+    (tmp_path / "admit" / "controller" / "podgroups.py").write_text(
+        '"""Decisions in ``reconcile.py``; see ``backends/coscheduling/reconcile.py`` and docs/behaviour.md."""\n'
+        'import logging\nlog = logging.getLogger("admit.controller")\n')
+    (tmp_path / "docs" / "behaviour.md").write_text(
+        "The controller (`admit/controller/podgroups.py`, `admit/controller.py`); see [ops](operations.md#logs).\n\n"
+        "Filter on the logger `admit.controller.podgroups`, not `admit.controller`; the domain `gang.admit.dev`.\n")
+    assert missing_paths(tmp_path) == [
+        "admit/controller/podgroups.py:1: backends/coscheduling/reconcile.py",
+        "admit/controller/podgroups.py:1: reconcile.py",
+        "docs/behaviour.md:1: admit/controller.py",
+        "docs/behaviour.md:1: operations.md",
+    ]
+    assert unknown_loggers(tmp_path) == ["docs/behaviour.md: admit.controller.podgroups"]
