@@ -1,6 +1,7 @@
 """Admission-time API work of the ``coscheduling`` backend: make the gang's PodGroup exist with the right spec.
 
-Rules (DESIGN.md, "Known traps"), applied by :func:`ensure_coscheduling`:
+Rules (docs/behaviour.md, "On each request" and "The rules the code is built on"), applied by
+:func:`ensure_coscheduling`:
 
 - a PodGroup is created at admission without an ownerReference (the garbage collector would delete a PodGroup whose
   owner is not stored yet); the controller adopts it later;
