@@ -16,6 +16,8 @@ ROOTED = re.compile(r"(?<![\w./@:<-])((?:admit|docs|charts|tests|bench|hack|exam
 # ``podgroups.py``).
 PACKAGE_RELATIVE = re.compile(r"(?<![\w./@:-])((?:[a-z_]+/)+[a-z_]+\.py)\b")
 BARE_MODULE = re.compile(r"``([a-z_]+\.py)``")
+# A document named without a folder: README.md, CHANGELOG.md (at the root), or DESIGN.md (nowhere in the repository).
+BARE_DOC = re.compile(r"(?<![\w./-])([A-Z][A-Za-z-]*\.md)\b")
 # A Markdown link to another file of the repository: [operations.md](operations.md#logs).
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
 
@@ -38,6 +40,8 @@ def missing_paths(root: Path = ROOT) -> list[str]:
         rel = doc.relative_to(root).as_posix()
         for n, line in enumerate(doc.read_text().splitlines(), 1):
             named = [(m.group(1).rstrip(".,:;"), root) for m in ROOTED.finditer(line)]
+            named += [(m.group(1), root) for m in BARE_DOC.finditer(line)
+                      if not (root / "docs" / m.group(1)).exists()]
             if doc.suffix == ".md":
                 named += [(m.group(1), doc.parent) for m in LINK.finditer(line) if "://" not in m.group(1)
                           and not m.group(1).startswith("mailto:")]
@@ -106,12 +110,13 @@ def test_a_moved_module_and_a_renamed_logger_are_reported_with_the_file_that_nam
     (tmp_path / "docs").mkdir()
     (tmp_path / "admit" / "controller").mkdir(parents=True)
     (tmp_path / "admit" / "controller" / "podgroups.py").write_text(
-        '"""Decisions in ``reconcile.py``; see ``backends/coscheduling/reconcile.py`` and docs/behaviour.md."""\n'
+        '"""Decisions in ``reconcile.py``; see ``backends/coscheduling/reconcile.py``, docs/behaviour.md, DESIGN.md."""\n'
         'import logging\nlog = logging.getLogger("admit.controller")\n')
     (tmp_path / "docs" / "behaviour.md").write_text(
         "The controller (`admit/controller/podgroups.py`, `admit/controller.py`); see [ops](operations.md#logs).\n\n"
         "Filter on the logger `admit.controller.podgroups`, not `admit.controller`; the domain `gang.admit.dev`.\n")
     assert missing_paths(tmp_path) == [
+        "admit/controller/podgroups.py:1: DESIGN.md",
         "admit/controller/podgroups.py:1: backends/coscheduling/reconcile.py",
         "admit/controller/podgroups.py:1: reconcile.py",
         "docs/behaviour.md:1: admit/controller.py",
