@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     st = settings_from(args)
 
     import admit
-    from admit.webhook.admissionreview import JSON_BACKEND
+    from admit.jsonio import JSON_BACKEND
 
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="admit-bench-"))

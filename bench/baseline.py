@@ -21,7 +21,7 @@ def serve_baseline(host: str, port: int, cert: str, key: str) -> int:
     """The floor: an aiohttp HTTPS server that parses each AdmissionReview and answers allowed, echoing its uid."""
     from aiohttp import web
 
-    from admit.webhook.admissionreview import dumps, loads
+    from admit.jsonio import dumps, loads
     from admit.tls.provider import create_server_ssl_context
 
     async def review(request: web.Request) -> web.Response:

@@ -84,10 +84,11 @@ def stored_deployment(name: str, replicas: int = 4) -> dict[str, Any]:
 
 def stored_pod_group(dep: dict[str, Any]) -> dict[str, Any]:
     """The PodGroup admit made for ``dep``, adopted and in step, with scheduler-plugins' status on it."""
-    from admit.controller.claims import claim_of, owner_reference
-    from admit.config import Config
     from admit.backends.coscheduling.podgroup import desired_pod_group
-    from admit.kube.watchcache import Resource
+    from admit.config import Config
+    from admit.controller.claims import claim_of
+    from admit.gang.ownerrefs import owner_reference
+    from admit.kube.client import Resource
 
     claim = claim_of(dep, Resource("apps", "v1", "deployments", "Deployment"), Config())
     assert claim is not None and claim.plan is not None

@@ -109,7 +109,7 @@ def idle_probe(n: int, partial: int = 20, hold: float = 3.0) -> dict[str, Any]:
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
-    from admit.webhook.admissionreview import JSON_BACKEND
+    from admit.jsonio import JSON_BACKEND
 
     out["json"], out["loop"] = JSON_BACKEND, event_loop_name()
     return out
