@@ -147,7 +147,8 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         await provider.start()
         stack.push_async_callback(provider.stop)
         cache: GroupCache | None = None
-        controller = None
+        controller = base_view = None
+        natives: list[Any] = [None]  # the workload-api controller running now: replaced when the served version changes
         draining = asyncio.Event()
         checks = [lambda: (not draining.is_set(), "shutting down"), lambda: (provider.ready(), provider.reason())]
         if getattr(args, "controller", False):
@@ -158,8 +159,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
             stack.push_async_callback(controller.stop)
             from ..controller.cacheview import ControllerView
 
-            native = await start_native_controller(controller)  # workload-api gangs, when that backend is on
-            natives = [native]  # the one running now: replaced when an upgrade changes the served version
+            native = natives[0] = await start_native_controller(controller)  # workload-api gangs, when that is on
             stack.push_async_callback(lambda: natives[0].stop() if natives[0] is not None else asyncio.sleep(0))
             base_view = cache = ControllerView(controller)
             if native is not None:
@@ -167,18 +167,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
             checks.append(controller.readiness)
         admission = Admission(config, KubeAPI(api_client, config), cache)
         admission.pod_group_api_problem = crd_problem
-        if WORKLOAD_API in config.allowed_backends and config.workload_api_version:
-            rediscovery = Rediscovery(api_client, config)
-            admission.rediscovery = rediscovery
-            if controller is not None:
-                async def follow(new_config: Config) -> None:
-                    """Restart the workload-api controller on the newly served version (its caches watch one)."""
-                    if natives[0] is not None:
-                        await natives[0].stop()
-                    natives[0] = await start_native_controller(controller, new_config)
-                    admission.cache = natives[0].view(base_view) if natives[0] is not None else base_view
-
-                rediscovery.listeners.append(follow)
+        _rediscover_on_404(admission, api_client, config, controller, natives, base_view)
         app = create_app(admission, checks)
         # the factory is aiohttp's server, which exists once the runner is set up (below)
         guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore[arg-type, return-value]
@@ -219,6 +208,29 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         await _release_lease(controller, drain)
         await _drain_delay(stop, draining, float(getattr(args, "shutdown_delay", 0.0) or 0.0))
         log.info("shutting down")
+
+
+def _rediscover_on_404(admission: Admission, api_client: Any, config: Config, controller: Any, natives: list[Any],
+                       base_view: Any) -> None:
+    """With the workload-api backend on: a write answered 404 for the Workload API version in use finds the served
+    version again (``Rediscovery``), and a running ``controller`` restarts its workload-api side (``natives[0]``,
+    viewed through ``base_view``) on it."""
+    if not (WORKLOAD_API in config.allowed_backends and config.workload_api_version):
+        return
+    rediscovery = Rediscovery(api_client, config)
+    admission.rediscovery = rediscovery
+    if controller is None:
+        return
+    from ..controller.workload_api import start_native_controller
+
+    async def follow(new_config: Config) -> None:
+        """Restart the workload-api controller on the newly served version (its caches watch one)."""
+        if natives[0] is not None:
+            await natives[0].stop()
+        natives[0] = await start_native_controller(controller, new_config)
+        admission.cache = natives[0].view(base_view) if natives[0] is not None else base_view
+
+    rediscovery.listeners.append(follow)
 
 
 async def shut_down(runner: web.AppRunner, site: GuardedSite, controller: Any, drain_seconds: float,

@@ -122,20 +122,7 @@ def resolve_leaderworkerset(
     if has_leader:
         targets.append(template_target(_TEMPLATE + ("leaderTemplate",), "leader template", group_label=False))
     targets.append(template_target(_TEMPLATE + ("workerTemplate",), "worker template", group_label=False))
-    if ann.pod_group is not None:
-        raise GangError(
-            f"{ref}: annotation {config.pod_group_key} cannot name the PodGroups of an LWS: each group gets its own, "
-            f"named <lws>-<group index> ({name}-0, {name}-1, ...); remove the annotation", 400)
-    for t in targets:
-        if get_path(obj, t.labels + (config.pod_group_label,)) is not None:
-            raise GangError(
-                f"{ref}: the {t.where} carries the label {config.pod_group_label}, which would put every group in one "
-                f"PodGroup; remove it: admit labels each pod with its own group ({name}-<group index>)", 400)
-    last = group_name(name, str(max(replicas - 1, 0)), "x" * REVISION_HASH_MAX)
-    problem = check_group_name(last)
-    if problem:
-        raise GangError(f"{ref}: the PodGroup of its last group would be named like {last!r} (<lws>-<group index>-"
-                        f"<template revision>): {problem}; use a shorter LeaderWorkerSet name", 400)
+    _check_group_names(obj, ann, config, ref, name, replicas, targets)
 
     policy = get_path(obj, ("spec", "startupPolicy")) or "LeaderCreated"
     exclusive = get_path(obj, ("metadata", "annotations", EXCLUSIVE_TOPOLOGY))
@@ -190,6 +177,31 @@ def resolve_leaderworkerset(
             f"<lws>-<group index>-<revision>; minMember {min_member}{first}), each created when its leader pod is "
             "admitted; the pods join their group by their LWS labels")
     return plan
+
+
+def _check_group_names(obj: dict[str, Any], ann: GangAnnotations, config: Config, ref: str, name: str, replicas: int,
+                       targets: list[PodTarget]) -> None:
+    """Each group of the LWS ``name`` gets its own PodGroup, ``<lws>-<group index>-<revision>``: refuse what would
+    name them otherwise (``gang.admit.dev/pod-group``, a pod-group label on a template) and a name that would not fit
+    for the last of the ``replicas`` groups.
+
+    Raises:
+        GangError: 400 naming the annotation, the template or the name too long.
+    """
+    if ann.pod_group is not None:
+        raise GangError(
+            f"{ref}: annotation {config.pod_group_key} cannot name the PodGroups of an LWS: each group gets its own, "
+            f"named <lws>-<group index> ({name}-0, {name}-1, ...); remove the annotation", 400)
+    for t in targets:
+        if get_path(obj, t.labels + (config.pod_group_label,)) is not None:
+            raise GangError(
+                f"{ref}: the {t.where} carries the label {config.pod_group_label}, which would put every group in one "
+                f"PodGroup; remove it: admit labels each pod with its own group ({name}-<group index>)", 400)
+    last = group_name(name, str(max(replicas - 1, 0)), "x" * REVISION_HASH_MAX)
+    problem = check_group_name(last)
+    if problem:
+        raise GangError(f"{ref}: the PodGroup of its last group would be named like {last!r} (<lws>-<group index>-"
+                        f"<template revision>): {problem}; use a shorter LeaderWorkerSet name", 400)
 
 
 def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> GangPlan | None:
