@@ -20,6 +20,7 @@ _BACKENDS = "the gang backends are being reshaped behind one backend interface, 
 NOT_YET_SPLIT: dict[tuple[str, str], str] = {
     ("admit/backends/coscheduling/reconcile.py", "decide"): _BACKENDS,
     ("admit/backends/diagnose.py", "diagnose"): _BACKENDS,
+    ("admit/backends/diagnose.py", "diagnose_native"): _BACKENDS,
     ("admit/backends/workload_api/ensure.py", "ensure_workload_api"): _BACKENDS,
     ("admit/backends/workload_api/reconcile.py", "decide_native"): _BACKENDS,
 }
