@@ -50,7 +50,7 @@ def missing_paths(root: Path = ROOT) -> list[str]:
                           if not ROOTED.fullmatch(m.group(1))]
                 named += [(m.group(1), None) for m in BARE_MODULE.finditer(line)]
             for path, base in named:
-                if path in NOT_PATHS:
+                if path in NOT_PATHS or re.fullmatch(r"deploy/[\w-]+", path):  # kubectl's deploy/<name>
                     continue
                 if base is None:  # inside admit/: from the module's folder, from the package's, or (bare) anywhere
                     found = ((doc.parent / path).exists() or (root / "admit" / path).exists()

@@ -63,7 +63,7 @@ def _namespace_of(doc: dict[str, Any]) -> str:
     kind = str(doc.get("kind", ""))
     if kind in CLUSTER_SCOPED or kind.startswith("Cluster"):  # a Cluster* kind (ClusterTrainingRuntime, ClusterRole)
         return ""
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta = meta_v if isinstance(meta_v := doc.get("metadata"), dict) else {}
     return str(meta.get("namespace") or "default")
 
 
@@ -194,7 +194,7 @@ def _walk(top: Path) -> Iterable[Path]:
     :data:`SKIPPED_FOLDERS` (``os.walk`` pruned in place, so a 17,000-file ``.venv`` costs one ``stat``)."""
     import os
 
-    found = []
+    found: list[Path] = []
     for root, dirs, files in os.walk(top):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS
                    and not (Path(root) / d / "pyvenv.cfg").exists()]
@@ -426,7 +426,7 @@ async def review_documents(
         if doc.get("kind") == "PodGroup" and doc.get("apiVersion") == config.pod_group_api_version:
             # a PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a workload
             # that names it joins it as it is, and is refused when it could never fill it, as in the webhook
-            meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+            meta = meta_v if isinstance(meta_v := doc.get("metadata"), dict) else {}
             store.pod_groups[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = doc
     admission = Admission(config.replace(api_timeout_seconds=30.0), store, cache=store)
     results = []
@@ -520,7 +520,7 @@ def accept_warnings(results: list[dict[str, Any]], patterns: list[str]) -> None:
     compiled = [re.compile(p) for p in patterns]
     for r in results:
         where = f"{r['namespace']}/{r['name']}" if r["namespace"] else r["name"]
-        keep = []
+        keep: list[str] = []
         for w in r["warnings"]:
             (r["acceptedWarnings"] if any(c.search(f"{r['kind']} {where}: {w}") for c in compiled) else keep).append(w)
         r["warnings"] = keep
