@@ -52,6 +52,8 @@ def missing_paths(root: Path = ROOT) -> list[str]:
             for path, base in named:
                 if path in NOT_PATHS or re.fullmatch(r"deploy/[\w-]+", path):  # kubectl's deploy/<name>
                     continue
+                if path.startswith("charts/") and not (root / "/".join(path.split("/")[:2])).exists():
+                    continue  # another project's chart (charts/spark-operator-chart/...): admit has charts/admit only
                 if base is None:  # inside admit/: from the module's folder, from the package's, or (bare) anywhere
                     found = ((doc.parent / path).exists() or (root / "admit" / path).exists()
                              or ("/" not in path and any((root / "admit").rglob(path))))
