@@ -55,11 +55,14 @@ from ..config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from ..gang.patch import pointer
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
 from . import coscheduling, workload_api
+from .interface import GangBackend
+from .registry import BACKENDS, backend_of
 from .workload_api import not_served_message
 
 __all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "native_handover",
            "template_joined", "not_served_message",
-           "scheduler_phrase", "scheduler_of", "requested_backend", "refuse_below", "check_plan", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION"]
+           "scheduler_phrase", "scheduler_of", "requested_backend", "refuse_below", "check_plan", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION",
+           "BACKENDS", "GangBackend", "backend_of"]
 
 GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
 _SPARK_GROUP = "sparkoperator.k8s.io"
@@ -72,12 +75,11 @@ def requested_backend(ann: GangAnnotations, config: Config) -> str:
 
 
 def scheduler_of(backend: str) -> str:
-    """Who keeps an undersized gang Pending, for messages: scheduler-plugins' Coscheduling plugin (its PreFilter
-    rejects a pod until minMember pods of its PodGroup exist), or kube-scheduler's native GangScheduling plugin (its
-    PreEnqueue waits for ``minCount`` pods)."""
-    if backend == WORKLOAD_API:
-        return "kube-scheduler's GangScheduling plugin"
-    return "the Coscheduling plugin"
+    """Who keeps an undersized gang Pending, for messages: the ``scheduler`` of the backend called ``backend``
+    (``interface.GangBackend``): scheduler-plugins' Coscheduling plugin (its PreFilter rejects a pod until minMember
+    pods of its PodGroup exist), or kube-scheduler's native GangScheduling plugin (its PreEnqueue waits for
+    ``minCount`` pods)."""
+    return BACKENDS.get(backend, coscheduling.BACKEND).scheduler
 
 
 def scheduler_phrase(plan: GangPlan) -> str:
@@ -208,17 +210,7 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
         plan.mutate = False
         plan.create_pod_group = False
         plan.notes.append(reason)  # who owns the gang objects, explained: nothing for the user to change
-    if backend == WORKLOAD_API:
-        if not config.workload_api_version:
-            raise GangError(f'{plan.ref} asks for gang backend "workload-api", but {not_served_message(config)}', 400)
-        if reason is None:
-            problem = workload_api.name_problem(plan.group_name, config.workload_api_version)
-            if problem:
-                raise GangError(f"{problem}; set annotation {config.pod_group_key} to such a name", 400)
-            plan.warnings.extend(workload_api.unsupported_warnings(get_path(obj, ("metadata", "annotations")), plan,
-                                                                   config))
-            if workload_api.shape(config.workload_api_version).priority:
-                plan.native_priority = workload_api.gang_priority(obj, plan, config)
+    backend_of(backend).prepare(plan, obj, config, reason is not None)
     plan.backend = backend
     return plan
 
@@ -308,8 +300,6 @@ def coscheduling_joiner(joiner: Any) -> Any:
 
 
 def template_joined(obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
-    """True when the target's pods will wait on the plan's group: they carry the pod-group label (coscheduling) or
-    ``spec.schedulingGroup.podGroupName`` (workload-api) naming it."""
-    if plan.backend == WORKLOAD_API:
-        return workload_api.template_group(obj, target) == plan.group_name
-    return coscheduling.template_joined(obj, target, plan, config)
+    """True when the target's pods will wait on the plan's group (``GangBackend.joined`` of the plan's backend: the
+    pod-group label for coscheduling, ``spec.schedulingGroup.podGroupName`` for workload-api)."""
+    return backend_of(plan.backend).joined(obj, target, plan, config)

@@ -15,9 +15,20 @@ from typing import Any
 
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 
-__all__ = ["Ownership", "owner_annotation", "object_owner", "not_admits_message"]
+__all__ = ["ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message"]
 
 _OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectType:
+    """A kind of object a backend writes: what the chart's RBAC grants, what the controller watches and the fake API
+    serves. ``version`` is the served version (the workload-api backend's depends on the cluster)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
 
 
 def owner_annotation(config: Config) -> str:

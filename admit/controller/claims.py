@@ -29,8 +29,9 @@ from typing import Any, Iterable
 from ..families import kinds
 from ..families.marks import stale_marks, stale_message
 from ..backends import check_plan
+from ..backends.runtime import APIS
 from ..gang.children import is_child
-from ..config import COSCHEDULING, WORKLOAD_API, Config
+from ..config import COSCHEDULING, Config
 from ..gang.plan import GangError, get_path, parse_gang_annotations
 from ..gang.claim import Claim
 from ..gang.ownerrefs import owner_reference
@@ -299,16 +300,27 @@ def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
                       record["metadata"].get("namespace"), record["metadata"].get("name"))
         identity = f"{resource.group}/{resource.kind}/{record['metadata'].get('name') or ''}"
         record["claim"] = Claim(ref, identity, None, error=f"internal error in admit ({type(e).__name__})")
-    if WORKLOAD_API in config.allowed_backends:
-        # A workload-api gang's claim, computed once here too: the record does not keep what its resolver reads
-        # (admit/controller/workload_api.py reads ``native_claim`` from the record).
-        try:
-            record["native_claim"] = claim_of(obj, resource, config, ref, backend=WORKLOAD_API)
-        except Exception:  # noqa: BLE001 - as above
-            log.exception("cannot compute the workload-api claim of %s %s/%s", resource.kind,
-                          record["metadata"].get("namespace"), record["metadata"].get("name"))
-            record["native_claim"] = None
+    claims = _backend_claims(obj, resource, config, ref, record)
+    if claims:  # none with coscheduling alone: no field at all, the record stays as small as it was
+        record["backend_claims"] = claims
     return record
+
+
+def _backend_claims(obj: JSON, resource: Resource, config: Config, ref: JSON, record: JSON) -> dict[str, Any]:
+    """``{backend: claim}`` for each enabled backend kept by a gang-object controller (``runtime.BackendAPI.decide``:
+    the workload-api backend's): computed once here too, since the record does not keep what a resolver reads
+    (admit/controller/workload_api.py reads ``backend_claims`` from the record)."""
+    claims: dict[str, Any] = {}
+    for name in sorted(config.allowed_backends):
+        if name not in APIS or APIS[name].decide is None:
+            continue
+        try:
+            claims[name] = claim_of(obj, resource, config, ref, backend=name)
+        except Exception:  # noqa: BLE001 - as above
+            log.exception("cannot compute the %s claim of %s %s/%s", name, resource.kind,
+                          record["metadata"].get("namespace"), record["metadata"].get("name"))
+            claims[name] = None
+    return claims
 
 
 def _pack(obj: JSON) -> bytes:

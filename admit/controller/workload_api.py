@@ -1,11 +1,12 @@
-"""The ``workload-api`` side of the controller inside ``admit serve``: adopt, keep in step, clean up the gang's
-scheduling.k8s.io Workload and PodGroup (decisions in ``backends/workload_api/reconcile.py``; docs/behaviour.md, "The
-garbage-collector race").
+"""The gang-object controller inside ``admit serve``, one per backend whose API half has a ``decide``
+(``backends.runtime.BackendAPI``; the ``workload-api`` backend's, and any registered one): adopt, keep in step, clean
+up the objects of each gang (the workload-api backend's scheduling.k8s.io Workload and PodGroup; decisions in
+``backends/gangobjects.py``; docs/behaviour.md, "The garbage-collector race").
 
 It rides on the PodGroup controller (``admit/controller/podgroups.py``): the same gang-workload watch caches (it adds a
 handler to each, after taking what they already hold), the same Lease (it writes only while that replica leads, and
 checks before every write), the same Event recorder and REST client. Its own caches watch the Workloads and
-PodGroups of the served version, managed by admit and not (a Workload the Job controller made, a hand-written one a
+PodGroups of the served version (``GangBackend.object_types``), managed by admit and not (a Workload the Job controller made, a hand-written one a
 workload names). A small de-duplicating work queue keyed ``(namespace, name)`` runs one reconcile at a time, with
 per-key exponential backoff on API errors; ``resync_period`` re-delivers everything.
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..observability import metrics
 from .claims import Claim, claim_of
-from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP, Config
+from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, Config
 from ..kube.client import KubeError
 from ..eventloop import Pacer
 from .leader import NotLeader
@@ -31,10 +32,14 @@ from .multiindex import MultiIndex
 from ..gang.plan import get_path
 from ..kube.watchcache import Resource, WatchCache, object_key
 from .workqueue import WorkQueue
-from ..backends.workload_api.reconcile import KINDS, NativeAction, decide_native, object_owner
-from ..backends.diagnose import below_min_count
+from ..backends.common import object_owner
+from ..backends.gangobjects import Action
+from ..backends.interface import GangBackend
+from ..backends.registry import backend_of
+from ..backends.runtime import APIS, GangDecide, api_of
 
-__all__ = ["NativeClaim", "native_claim_of", "NativeGangController", "GangCacheView", "start_native_controller"]
+__all__ = ["NativeClaim", "native_claim_of", "NativeGangController", "GangCacheView", "NativeControllers",
+           "start_native_controller"]
 
 log = logging.getLogger("admit.controller.native")
 JSON = dict[str, Any]
@@ -48,20 +53,27 @@ NativeClaim = Claim
 ``backends.workload_api.reconcile`` reads."""
 
 
-def native_claim_of(obj: JSON, resource: Resource, config: Config) -> NativeClaim | None:
-    """The claim of a stored workload whose gang uses the ``workload-api`` backend: :func:`admit.controller.claims.claim_of`
-    with ``backend="workload-api"`` (``None`` for any other object; an invalid annotation gives a claim with
-    ``error`` only when the object still names the workload-api backend, or that is the default)."""
-    return claim_of(obj, resource, config, backend=WORKLOAD_API)
+def native_claim_of(obj: JSON, resource: Resource, config: Config, backend: str = WORKLOAD_API) -> NativeClaim | None:
+    """The claim of a stored workload whose gang uses ``backend``: :func:`admit.controller.claims.claim_of` with
+    that backend (``None`` for any other object; an invalid annotation gives a claim with ``error`` only when the
+    object still names that backend, or that is the default)."""
+    return claim_of(obj, resource, config, backend=backend)
 
 
 class GangCacheView:
     """``cache``'s attributes (``get``, ``missing`` of ``controller.PodGroupView``) and ``get_native(kind,
-    namespace, name)`` of the workload-api controller (read by ``backends.ensure``)."""
+    namespace, name)`` of the gang-object controllers (read by ``backends.workload_api.ensure``; the first
+    controller serving ``kind`` answers)."""
 
-    def __init__(self, cache: Any, native: "NativeGangController") -> None:
+    def __init__(self, cache: Any, *natives: "NativeGangController") -> None:
         self._cache = cache
-        self.get_native = native.get_native
+        self._natives = natives
+
+    def get_native(self, kind: str, namespace: str, name: str) -> JSON | None:
+        for native in self._natives:
+            if kind in native.resources:
+                return native.get_native(kind, namespace, name)
+        return None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cache, name)
@@ -69,18 +81,26 @@ class GangCacheView:
 
 class NativeGangController:
     """See the module docstring. ``main`` is the running-to-be ``controller.Controller`` (its ``api``,
-    ``settings``, ``workloads`` caches, ``recorder`` and ``is_leader`` are used)."""
+    ``settings``, ``workloads`` caches, ``recorder`` and ``is_leader`` are used); ``backend`` the gang backend whose
+    objects it keeps (``interface.GangBackend``) and ``decide`` its pure decision (``runtime.BackendAPI.decide``;
+    default: the workload-api backend's)."""
 
-    def __init__(self, main: Any, config: Config | None = None) -> None:
+    def __init__(self, main: Any, config: Config | None = None, backend: GangBackend | None = None,
+                 decide: GangDecide | None = None) -> None:
         self.main = main
         self.config: Config = config or main.config
         self.api = main.api
+        self.backend = backend if backend is not None else backend_of(WORKLOAD_API)
+        decide = decide if decide is not None else api_of(self.backend.name).decide
+        assert decide is not None, f"backend {self.backend.name} has no controller decision"
+        self.decide: GangDecide = decide
+        #: ``below_min_count(pod_group, pods) -> (scheduled, pending, minCount) | None`` of the backend's API half
+        #: (``runtime.BackendAPI``), or ``None``: no count of the gangs that broke after they were scheduled.
+        self._below_min_count = api_of(self.backend.name).below_min_count if self.backend.name in APIS else None
         s = main.settings
-        version = self.config.workload_api_version
-        self.resources = {
-            "Workload": Resource(WORKLOAD_API_GROUP, version, "workloads", "Workload"),
-            "PodGroup": Resource(WORKLOAD_API_GROUP, version, "podgroups", "PodGroup"),
-        }
+        self.resources = {t.kind: Resource(t.group, t.version, t.plural, t.kind)
+                          for t in self.backend.object_types(self.config)}
+        self.kinds = tuple(self.resources)
         common: dict[str, Any] = dict(resync_period=s.resync_period, backoff=s.watch_backoff, slow_retry=s.slow_retry)
         self.managed: dict[str, WatchCache] = {}
         self.others: dict[str, WatchCache] = {}
@@ -115,9 +135,9 @@ class NativeGangController:
     async def start(self) -> "NativeGangController":
         for cache in (*self.managed.values(), *self.others.values()):
             await cache.start()
-        self._task = asyncio.create_task(self._run(), name="workload-api gang controller")
-        log.info("workload-api gang controller started (%s/%s workloads and podgroups)", WORKLOAD_API_GROUP,
-                 self.config.workload_api_version)
+        self._task = asyncio.create_task(self._run(), name=f"{self.backend.name} gang controller")
+        log.info("%s gang controller started (%s)", self.backend.name,
+                 ", ".join(f"{r.api_version} {r.plural}" for r in self.resources.values()))
         return self
 
     async def stop(self) -> None:
@@ -150,7 +170,9 @@ class NativeGangController:
             touched |= self._unindex(wkey, before)
         if event != "DELETED":
             # The PodGroup controller's caches keep records (claims.workload_record) with the claim computed once.
-            claim = obj["native_claim"] if "native_claim" in obj else native_claim_of(obj, resource, self.config)
+            claims = obj.get("backend_claims")
+            claim = claims.get(self.backend.name) if isinstance(claims, dict) else native_claim_of(
+                obj, resource, self.config, self.backend.name)
             if claim is not None:
                 self._claims[wkey] = claim
                 if claim.key is not None:
@@ -174,7 +196,7 @@ class NativeGangController:
             self._queue.add(object_key(obj))
 
     def _objects(self, key: Key) -> dict[str, JSON | None]:
-        return {kind: self.get_native(kind, *key) for kind in KINDS}
+        return {kind: self.get_native(kind, *key) for kind in self.kinds}
 
     def _claims_for(self, key: Key, objects: dict[str, JSON | None]) -> list[NativeClaim]:
         wkeys = set(self._by_group.get(key))
@@ -200,7 +222,7 @@ class NativeGangController:
                 for key in (*self._by_group, *(k for c in self.managed.values() for k in c.keys())):
                     self._queue.add(key)
                     await pacer.tick()
-                log.info("workload-api gang controller leading: %d gang keys queued", len(self._queue))
+                log.info("%s gang controller leading: %d gang keys queued", self.backend.name, len(self._queue))
             elif not leading and self._leading:
                 self._leading = False
                 self._queue.clear()
@@ -209,7 +231,8 @@ class NativeGangController:
                 self._below.clear()
                 self._quorum_at = 0.0
                 metrics.native_gangs_below_min_count(0)
-            if self._leading and time.monotonic() - self._quorum_at >= self.quorum_period:
+            if self._leading and self._below_min_count is not None and \
+                    time.monotonic() - self._quorum_at >= self.quorum_period:
                 self._quorum_at = time.monotonic()
                 try:
                     await self.check_quorum()
@@ -231,7 +254,7 @@ class NativeGangController:
             except KubeError as e:
                 self._retry(key, f"{key[0]}/{key[1]}: {e.message}")
             except Exception as e:  # noqa: BLE001 - one bad object must not stop the controller
-                log.exception("reconcile of workload-api gang %s/%s failed", *key)
+                log.exception("reconcile of %s gang %s/%s failed", self.backend.name, *key)
                 self._retry(key, f"{key[0]}/{key[1]}: internal error ({type(e).__name__})")
             finally:
                 self._queue.done(key)
@@ -241,7 +264,7 @@ class NativeGangController:
         self._failures[key] = n
         base, maximum = self.main.settings.retry_backoff
         delay = min(maximum, base * 2 ** (n - 1)) * (0.75 + random.random() / 4)
-        self._report(key, f"workload-api gang {why}; retrying in {delay:.1f}s")
+        self._report(key, f"{self.backend.name} gang {why}; retrying in {delay:.1f}s")
         self._queue.add_after(key, delay)
 
     def _report(self, key: Key, message: str) -> bool:
@@ -264,7 +287,7 @@ class NativeGangController:
         objects = self._objects(key)
         claims = self._claims_for(key, objects)
         now = time.monotonic()
-        actions = decide_native(key, objects, claims, self.config, now=now,
+        actions = self.decide(key, objects, claims, self.config, now=now,
                                 unclaimed_since=self._unclaimed_since.get(key),
                                 grace=self.main.settings.orphan_grace_period)
         if any(a.unclaimed for a in actions):
@@ -286,7 +309,7 @@ class NativeGangController:
             self.actions.append((action.kind, action.object_kind, key))
             await self._do(key, action)
 
-    async def _do(self, key: Key, action: NativeAction) -> None:
+    async def _do(self, key: Key, action: Action) -> None:
         ns, name = key
         what = f"{action.object_kind} {ns}/{name}"
         resource = self.resources.get(action.object_kind)
@@ -303,7 +326,7 @@ class NativeGangController:
         if resource is None or action.kind == "none":
             return
         if action.kind == "delete":
-            if action.object_kind == "PodGroup" and await self._pods_using(key):
+            if action.object_kind == self.kinds[-1] and await self._pods_using(key):
                 self._queue.add_after(key, self.main.settings.orphan_grace_period)
                 return
             await self._delete(resource, key, action.uid)
@@ -382,7 +405,8 @@ class NativeGangController:
                     members.setdefault(name, []).append(pod)
             for pg in groups:
                 key = object_key(pg)
-                found = below_min_count(pg, members.get(key[1], []))
+                assert self._below_min_count is not None
+                found = self._below_min_count(pg, members.get(key[1], []))
                 if found is None:
                     continue
                 below.add(key)
@@ -413,20 +437,39 @@ class NativeGangController:
                 return items
 
     async def _pods_using(self, key: Key) -> int:
-        """Live pods in the namespace whose ``spec.schedulingGroup.podGroupName`` names the gang (one list; pods
-        have no field selector for it)."""
+        """Live pods in the namespace that wait on the gang (``GangBackend.pod_in_group``: for workload-api, whose
+        ``spec.schedulingGroup.podGroupName`` names it; one list, pods have no field selector for it)."""
         doc = await self.api.request("GET", Resource("", "v1", "pods", "Pod").path(key[0]), query=[("limit", "500")])
         return sum(1 for pod in doc.get("items") or []
-                   if get_path(pod, ("spec", "schedulingGroup", "podGroupName")) == key[1]
+                   if self.backend.pod_in_group(pod, key[1], self.config)
                    and not get_path(pod, ("metadata", "deletionTimestamp"))
                    and get_path(pod, ("status", "phase")) not in ("Succeeded", "Failed"))
 
 
-async def start_native_controller(main: Any, config: Config | None = None) -> NativeGangController | None:
-    """Start the workload-api gang controller beside ``main`` (a started ``controller.Controller``) when the
-    ``workload-api`` backend is enabled and served; ``None`` otherwise. ``config``: other settings than ``main``'s
-    (a Workload API version found by ``discovery.Rediscovery`` after an upgrade)."""
+class NativeControllers:
+    """The started gang-object controllers, one per enabled and served backend that has one."""
+
+    def __init__(self, controllers: list[NativeGangController]) -> None:
+        self.controllers = controllers
+
+    async def stop(self) -> None:
+        for controller in reversed(self.controllers):
+            await controller.stop()
+
+    def view(self, cache: Any) -> GangCacheView:
+        """The admission cache for every backend: ``cache`` plus each controller's ``get_native``."""
+        return GangCacheView(cache, *self.controllers)
+
+
+async def start_native_controller(main: Any, config: Config | None = None) -> NativeControllers | None:
+    """Start a gang-object controller beside ``main`` (a started ``controller.Controller``) for each enabled backend
+    that is served (``GangBackend.served``) and whose API half has a ``decide`` (the ``workload-api`` backend
+    when the API server serves it); ``None`` when there is none. ``config``: other settings than ``main``'s (a
+    Workload API version found by ``discovery.Rediscovery`` after an upgrade)."""
     config = config or main.config
-    if WORKLOAD_API not in config.allowed_backends or not config.workload_api_version:
-        return None
-    return await NativeGangController(main, config).start()
+    started: list[NativeGangController] = []
+    for name in sorted(config.allowed_backends):
+        backend, api = backend_of(name), api_of(name)
+        if api.decide is not None and backend.served(config):
+            started.append(await NativeGangController(main, config, backend, api.decide).start())
+    return NativeControllers(started) if started else None

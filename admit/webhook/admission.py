@@ -45,14 +45,13 @@ import logging
 from typing import Any, Protocol
 
 from ..observability import metrics
-from ..backends.workload_api.ensure import ensure_workload_api
+from ..backends.runtime import api_of
 from ..config import WORKLOAD_API, Config
 from ..echo import clip
 from ..kube.client import KubeError, namespace_terminating, resource_not_served
 from ..backends.coscheduling import crd_missing_message
 from .mutate import mutate, plan_patch
 from ..gang.plan import get_path
-from ..backends.coscheduling.ensure import ensure_coscheduling
 from ..backends.common import owner_annotation
 from .admissionreview import AdmissionRequest, Decision
 from ..families.spark import DriverLookup, driver_group, executor_plan
@@ -314,12 +313,9 @@ class Admission:
         plan = verdict.ensure
         assert plan is not None
         decision = verdict.decision
-        if plan.backend == WORKLOAD_API:  # a Workload and its PodGroup (scheduling.k8s.io): admit/backends/workload_api/ensure.py
-            await ensure_workload_api(self.store, plan, self.config, decision, verdict.explicit_name,  # type: ignore
-                                      verdict.dry_run, self.cache)
-            return
-        await ensure_coscheduling(self.store, plan, self.config, decision, verdict.explicit_name,  # type: ignore
-                                  verdict.dry_run, self.cache, generation)
+        # the backend's API half (admit/backends/<backend>/ensure.py), found by the plan's backend name
+        await api_of(plan.backend).ensure(self.store, plan, self.config, decision, verdict.explicit_name,
+                                          verdict.dry_run, self.cache, generation)
 
     async def _check_scale(self, check: ScaleCheck, dry_run: bool) -> Decision:
         """A ``*/scale`` UPDATE: the controller's cache of gang workloads says whether the parent is a gang (a

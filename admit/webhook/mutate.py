@@ -28,9 +28,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..backends import coscheduling, native_handover, workload_api
+from ..backends import backend_of, coscheduling, native_handover
 from ..gang.children import is_child
-from ..config import WORKLOAD_API, Config
+from ..config import Config
 from ..gang.foreign import other_generation_label, translate_group_labels
 from ..families.kinds import POD_JOINERS, RESOLVERS
 from ..families.marks import stale_marks, stale_message
@@ -56,9 +56,7 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
     if not plan.mutate:  # its own controller gangs it: at most hand it over, or take admit's earlier marks off
         ops, warnings = native_handover(obj, plan, config)
         return ops, plan.warnings + warnings
-    if plan.backend == WORKLOAD_API:  # spec.schedulingGroup instead of label and schedulerName
-        return workload_api.plan_patch(obj, plan, config, label_workload)
-    return coscheduling.plan_patch(obj, plan, config, label_workload, old)
+    return backend_of(plan.backend).join_ops(obj, plan, config, label_workload, old)
 
 
 def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:
@@ -181,7 +179,7 @@ def _resolve(resolver: Resolver, req: AdmissionRequest, obj: dict[str, Any], ann
         plan.notes.append(  # a name chosen for the user, not a mistake: a note
             f"{plan.kind} created with generateName {e.generate_name!r}: its name is not known yet, so its PodGroup "
             f"is named {name!r} (its pods carry "
-            f"{'spec.schedulingGroup.podGroupName' if plan.backend == WORKLOAD_API else config.pod_group_label}={name});"
+            f"{backend_of(plan.backend).join_key(config)}={name});"
             " set annotation "
             f"{config.pod_group_key} to choose the name"
         )
@@ -208,10 +206,7 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
         return Decision()
     if not old_plan.mutate:  # an operator ganged it (Kubeflow, spark-operator batchScheduler): admit added nothing
         return Decision()
-    if old_plan.backend == WORKLOAD_API:
-        ops, warnings = workload_api.ungang_ops(obj, old_plan, config)
-        return Decision(patch=ops, warnings=warnings)
-    ops, warnings = coscheduling.ungang_ops(obj, old_plan, config)
+    ops, warnings = backend_of(old_plan.backend).leave_ops(obj, old_plan, config)
     return Decision(patch=ops, warnings=warnings)
 
 

@@ -34,9 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backends import check_plan, scheduler_phrase, template_joined
+from ..backends import backend_of, check_plan, scheduler_phrase, template_joined
 from ..gang.children import is_child
-from ..config import WORKLOAD_API, Config
+from ..config import Config
 from ..families.kinds import POD_JOINERS, RESOLVERS, SCALABLE
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
@@ -279,7 +279,7 @@ def _unlabelled_generated(req: AdmissionRequest, plan: GangPlan, ann: GangAnnota
     missing = [t.where for t in plan.targets if not template_joined(req.object, t, plan, config)]
     if not missing:
         return None
-    field = "spec.schedulingGroup" if plan.backend == WORKLOAD_API else f"{config.pod_group_label} label"
+    field = backend_of(plan.backend).join_field(config)
     return (
         f"{plan.ref} was created with generateName {gen!r} and its {', '.join(sorted(set(missing)))} carries no "
         f"{field} (admit's mutating webhook did not set it), so its pods would never join "

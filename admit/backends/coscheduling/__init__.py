@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import LEGACY_POD_GROUP_API_GROUP, POD_GROUP_API_GROUP, Config
+from ...config import COSCHEDULING, LEGACY_POD_GROUP_API_GROUP, POD_GROUP_API_GROUP, Config
 from ...config import KUBE_DEFAULT_SCHEDULER
 from ...gang.patch import pointer, set_keys_ops, set_op
 from ...gang.plan import GangPlan, PodTarget, get_path
-from ..common import Ownership
+from ..common import ObjectType, Ownership
 from .podgroup import desired_pod_group, ownership, spec_differs, spec_json_patch
 
 __all__ = ["desired_objects", "spec_differs", "update_ops", "ownership", "template_joined", "switch_back_ops",
-           "Ownership", "scheduler_ops", "plan_patch", "ungang_ops", "crd_missing_message", "other_pod_group_group"]
+           "Ownership", "scheduler_ops", "plan_patch", "ungang_ops", "crd_missing_message", "other_pod_group_group",
+           "Coscheduling", "BACKEND"]
 
 
 def desired_objects(plan: GangPlan, config: Config) -> list[dict[str, Any]]:
@@ -185,3 +186,62 @@ def crd_missing_message(config: Config, other_served: bool = False) -> str:
             f"podGroupCRD.install=true (a single-scheduler install), or kubectl apply -f the CRD of your "
             f"scheduler-plugins release (manifests/crds/scheduling.x-k8s.io_podgroups.yaml); or, if your "
             f"scheduler-plugins serves {other}, start admit with {setting}")
+
+
+class Coscheduling:
+    """The ``coscheduling`` backend as ``interface.GangBackend``: one PodGroup per gang, pods join by label and the
+    Coscheduling profile's ``schedulerName``."""
+
+    name = COSCHEDULING
+    scheduler = "the Coscheduling plugin"  # its PreFilter rejects a pod until minMember pods of its PodGroup exist
+    size_name = "minMember"
+
+    def join_field(self, config: Config) -> str:
+        return f"{config.pod_group_label} label"
+
+    def join_key(self, config: Config) -> str:
+        return config.pod_group_label
+
+    def served(self, config: Config) -> bool:
+        return True  # not checked at start: a missing CRD shows as the API's 404 at the first create
+
+    def object_types(self, config: Config) -> tuple[ObjectType, ...]:
+        group, _, version = config.pod_group_api_version.rpartition("/")
+        return (ObjectType(group, version, "PodGroup", "podgroups"),)
+
+    def prepare(self, plan: GangPlan, obj: dict[str, Any], config: Config, deferred: bool) -> None:
+        return None
+
+    def join_ops(self, obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool,
+                 old: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+        return plan_patch(obj, plan, config, label_workload, old)
+
+    def leave_ops(self, obj: dict[str, Any], old_plan: GangPlan,
+                  config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+        return ungang_ops(obj, old_plan, config)
+
+    def joined(self, obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
+        return template_joined(obj, target, plan, config)
+
+    def pod_in_group(self, pod: dict[str, Any], name: str, config: Config) -> bool:
+        return get_path(pod, ("metadata", "labels", config.pod_group_label)) == name
+
+    def desired_objects(self, plan: GangPlan, config: Config) -> list[dict[str, Any]]:
+        return desired_objects(plan, config)
+
+    def size_of(self, obj: dict[str, Any]) -> Any:
+        return get_path(obj, ("spec", "minMember"))
+
+    def update_ops(self, existing: dict[str, Any], desired: dict[str, Any],
+                   version: str = "") -> list[dict[str, Any]] | None:
+        return update_ops(existing, desired, version)
+
+    def ownership(self, existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
+        return ownership(existing, plan, config, explicit_name)
+
+    def cannot_follow(self, kind: str, existing: dict[str, Any], desired: dict[str, Any], plan: GangPlan,
+                      config: Config) -> tuple[str, str] | None:
+        return None  # every field of a scheduler-plugins PodGroup spec may change
+
+
+BACKEND = Coscheduling()

@@ -54,15 +54,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ...config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API_GROUP,
+from ...config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP,
                       WORKLOAD_API_VERSIONS, Config)
 from ...gang.ownerrefs import controller_identity
 from ...gang.patch import pointer, set_keys_ops
 from ...gang.plan import GangError, GangPlan, PodTarget, get_path
-from ..common import Ownership, owner_annotation
+from ..common import ObjectType, Ownership, owner_annotation
 
 __all__ = [
     "not_served_message",
+    "WorkloadAPI",
+    "BACKEND",
     "Shape",
     "SHAPES",
     "shape",
@@ -536,3 +538,81 @@ def unsupported_warnings(annotations: Any, plan: GangPlan, config: Config) -> li
         out.append(f"{where}: scheduling.k8s.io PodGroups have no scheduleTimeoutSeconds, so {config.timeout_key} is "
                    "ignored (kube-scheduler's GangScheduling plugin applies its own wait)")
     return out
+
+
+class WorkloadAPI:
+    """The ``workload-api`` backend as ``interface.GangBackend``: a Workload and its PodGroup (scheduling.k8s.io),
+    pods join by ``spec.schedulingGroup.podGroupName`` and keep the default scheduler."""
+
+    name = WORKLOAD_API
+    scheduler = "kube-scheduler's GangScheduling plugin"  # its PreEnqueue waits for minCount pods
+    size_name = "minCount"
+
+    def join_field(self, config: Config) -> str:
+        return "spec.schedulingGroup"
+
+    def join_key(self, config: Config) -> str:
+        return "spec.schedulingGroup.podGroupName"
+
+    def served(self, config: Config) -> bool:
+        return bool(config.workload_api_version)  # found at start by workload_api/discovery.py
+
+    def object_types(self, config: Config) -> tuple[ObjectType, ...]:
+        version = config.workload_api_version or "v1alpha2"
+        return tuple(ObjectType(WORKLOAD_API_GROUP, version, kind, plural) for kind, plural in KIND_PLURALS.items())
+
+    def prepare(self, plan: GangPlan, obj: dict[str, Any], config: Config, deferred: bool) -> None:
+        """Refuse a gang the served API cannot hold (not served; a group name that cannot name a Workload); warn
+        about annotations without a native field; read the pods' priority into the plan (1.37+)."""
+        if not config.workload_api_version:
+            raise GangError(f'{plan.ref} asks for gang backend "workload-api", but {not_served_message(config)}', 400)
+        if deferred:
+            return
+        problem = name_problem(plan.group_name, config.workload_api_version)
+        if problem:
+            raise GangError(f"{problem}; set annotation {config.pod_group_key} to such a name", 400)
+        plan.warnings.extend(unsupported_warnings(get_path(obj, ("metadata", "annotations")), plan, config))
+        if shape(config.workload_api_version).priority:
+            plan.native_priority = gang_priority(obj, plan, config)
+
+    def join_ops(self, obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool,
+                 old: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+        return plan_patch(obj, plan, config, label_workload)
+
+    def leave_ops(self, obj: dict[str, Any], old_plan: GangPlan,
+                  config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+        return ungang_ops(obj, old_plan, config)
+
+    def joined(self, obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
+        return template_group(obj, target) == plan.group_name
+
+    def pod_in_group(self, pod: dict[str, Any], name: str, config: Config) -> bool:
+        return get_path(pod, ("spec", "schedulingGroup", "podGroupName")) == name
+
+    def desired_objects(self, plan: GangPlan, config: Config) -> list[dict[str, Any]]:
+        return desired_objects(plan, config)
+
+    def size_of(self, obj: dict[str, Any]) -> Any:
+        return min_count_of(obj)
+
+    def update_ops(self, existing: dict[str, Any], desired: dict[str, Any],
+                   version: str) -> list[dict[str, Any]] | None:
+        return update_ops(existing, desired, version)
+
+    def ownership(self, existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
+        return ownership(existing, plan, config, explicit_name)
+
+    def cannot_follow(self, kind: str, existing: dict[str, Any], desired: dict[str, Any], plan: GangPlan,
+                      config: Config) -> tuple[str, str] | None:
+        """A priority field the pods changed (immutable on both objects), or a PodGroup ``minCount`` that cannot
+        follow (v1alpha2)."""
+        mismatch = priority_mismatch(existing, desired)
+        if mismatch:
+            return "priority", priority_message(kind, plan, mismatch)
+        if kind == "PodGroup":
+            version = config.workload_api_version or "v1alpha2"
+            return "immutable", immutable_message(kind, plan, min_count_of(existing), version)[0]
+        return None
+
+
+BACKEND = WorkloadAPI()

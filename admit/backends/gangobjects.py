@@ -1,0 +1,179 @@
+"""The controller's pure decision for the objects of one gang, for any backend: (objects, claims, clock) -> actions.
+
+The life of a gang's objects (docs/behaviour.md, "The garbage-collector race"), keyed ``(namespace, name)`` (every object of a
+gang carries the gang's name), through the backend's ``interface.GangBackend`` alone (``desired_objects``,
+``ownership``, ``update_ops``, ``cannot_follow``, ``object_types``):
+
+- **adopt**: once the workload is stored, give each object a controller ownerReference to it (its ``uid``,
+  ``blockOwnerDeletion: true``), so the garbage collector deletes them with the workload;
+- **keep in step**: a changed size is the backend's JSON patch; where an object cannot follow (``update_ops`` is
+  ``None``: the workload-api's immutable v1alpha2 ``minCount``, a changed priority) the objects stay and the
+  workload gets a Warning event (``cannot_follow``); a missing object is created again, directly with its
+  ownerReference (the workload is stored: no race);
+- **clean up**: managed objects that no stored workload claims for the grace period are deleted (the loop first
+  checks that no live pod still waits on the group: ``GangBackend.pod_in_group``);
+- objects admit did not make are used (named explicitly), left to the workload's own controller, or reported as a
+  conflict, by the backend's ``ownership``; managed-looking objects without a valid owner annotation are left alone.
+
+Claims are ``controller.Claim``-shaped (``plan``, ``workload``, ``identity``, ``uid``, ``ref``, ``deleting``,
+``explicit``, ``meta``, ``key``): the stored gang workloads whose plan uses the backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import Config
+from ..gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
+from .common import not_admits_message, object_owner
+from .interface import GangBackend
+
+__all__ = ["Action", "decide_objects", "owner_reference", "object_owner"]
+
+JSON = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Action:
+    """One thing to do for one object of a gang.
+
+    Attributes:
+        kind: ``"none"``, ``"create"`` (``body``), ``"patch"`` (``ops``; ``adopt`` and/or ``changes``),
+            ``"delete"`` (``uid``), ``"wait"`` (``delay`` seconds), ``"conflict"`` / ``"invalid"`` / ``"foreign"`` /
+            ``"immutable"`` (the size) / ``"priority"`` (``priorityClassName``/``preemptionPolicy``) (report
+            ``message``; write nothing).
+        object_kind: the object's kind (``"Workload"``, ``"PodGroup"``; ``""`` for a decision about the whole gang).
+        claim: the claim acted for (``None`` for orphans).
+        unclaimed: no stored workload claims the gang (grace-period bookkeeping).
+    """
+
+    kind: str
+    object_kind: str = ""
+    claim: Any = None
+    body: JSON | None = None
+    ops: list[JSON] = field(default_factory=list)
+    uid: str | None = None
+    adopt: bool = False
+    changes: list[str] = field(default_factory=list)
+    delay: float = 0.0
+    message: str = ""
+    unclaimed: bool = False
+
+
+def _with_owner(desired: JSON, claim: Any) -> JSON:
+    if not claim.plan.shared:
+        desired["metadata"]["ownerReferences"] = [owner_reference(claim.workload)]
+    return desired
+
+
+def decide_objects(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON | None], claims: list[Any],
+                   config: Config, *, now: float, unclaimed_since: float | None, grace: float) -> list[Action]:
+    """What to do for the gang ``key`` (pure; see the module docstring).
+
+    Args:
+        backend: the gang backend whose objects these are.
+        key: ``(namespace, name)`` of the gang's objects.
+        objects: ``{kind: obj | None}`` for every kind of ``backend.object_types(config)``, as last seen.
+        claims: stored gang workloads of this backend whose plan names ``key``, plus those whose identity is the
+            objects' owner annotation (a workload whose annotations became invalid still protects its gang).
+        now / unclaimed_since: seconds on one monotonic clock (``unclaimed_since``: first seen unclaimed).
+        grace: orphan grace period, seconds.
+
+    Returns: one action per object that needs one, in creation order (empty list: nothing to do).
+    """
+    present = {k: o for k, o in objects.items() if o is not None}
+    owners = {object_owner(o, config) for o in present.values() if is_managed(o)} - {None}
+    owner = next(iter(sorted(owners)), None)
+    valid = [c for c in claims if c.plan is not None and c.key == key]
+    if valid:
+        valid.sort(key=lambda c: (c.identity != owner, str(c.meta.get("creationTimestamp") or ""), c.identity))
+        return _claimed(backend, key, objects, valid[0], config)
+    return _unclaimed(backend, key, present, claims, owner, config, now=now, unclaimed_since=unclaimed_since,
+                      grace=grace)
+
+
+def _claimed(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON | None], chosen: Any,
+             config: Config) -> list[Action]:
+    """A gang a stored workload (``chosen``) claims: create what is missing, adopt and bring in step the rest."""
+    plan = chosen.plan
+    if chosen.deleting:
+        return [Action("none", claim=chosen, message=f"{chosen.ref} is being deleted")]
+    types = backend.object_types(config)
+    actions: list[Action] = []
+    for kind, desired in zip((t.kind for t in types), backend.desired_objects(plan, config)):
+        obj = objects.get(kind)
+        what = f"{kind} {key[0]}/{key[1]}"
+        if obj is None:
+            actions.append(Action("create", kind, chosen, body=_with_owner(desired, chosen),
+                                  changes=[f"{backend.size_name} {plan.min_member}"]))
+            continue
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        if is_managed(obj) and object_owner(obj, config) is None:
+            actions.append(Action("foreign", kind, chosen, message=not_admits_message(what, config)))
+            continue
+        own = backend.ownership(obj, plan, config, chosen.explicit)
+        if own.action == "conflict":
+            return [Action("conflict", kind, chosen, message=f"{chosen.ref}: {own.message}")]
+        if own.action == "manage":  # "use" / "operator": left as it is
+            actions.extend(_in_step(backend, kind, obj, desired, chosen, types[0].version, config))
+    return actions
+
+
+def _in_step(backend: GangBackend, kind: str, obj: JSON, desired: JSON, chosen: Any, version: str,
+             config: Config) -> list[Action]:
+    """The actions that bring one managed object in step with ``desired``: a report when it cannot follow, a patch
+    that adopts it and/or changes its size."""
+    plan = chosen.plan
+    actions: list[Action] = []
+    ops = backend.update_ops(obj, desired, version)
+    have = backend.size_of(obj)
+    if ops is None:  # it cannot follow; say so (still adopt below)
+        report = backend.cannot_follow(kind, obj, desired, plan, config)
+        if report is not None:
+            actions.append(Action(report[0], kind, chosen, message=report[1]))
+        ops = []
+        changes: list[str] = []
+    else:
+        changes = [f"{backend.size_name} {have} -> {plan.min_member}"] if ops else []
+    adopt = not plan.shared and not controlled_by(obj, chosen.uid)
+    if adopt:
+        ops = adopt_ops(obj, chosen.workload) + ops
+    if ops:
+        meta = obj.get("metadata") or {}
+        if meta.get("resourceVersion"):
+            ops.append({"op": "replace", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]})
+        actions.append(Action("patch", kind, chosen, ops=ops, adopt=adopt, changes=changes))
+    return actions
+
+
+def _unclaimed(backend: GangBackend, key: tuple[str, str], present: dict[str, JSON], claims: list[Any],
+               owner: str | None, config: Config, *, now: float, unclaimed_since: float | None,
+               grace: float) -> list[Action]:
+    """A gang no stored workload claims: leave foreign objects and those of an invalid claim alone, wait out the
+    grace period, then delete the managed objects (in reverse creation order)."""
+    ns, name = key
+    managed = {k: o for k, o in present.items() if is_managed(o)}
+    if not managed:
+        return []
+    foreign = [k for k, o in managed.items() if object_owner(o, config) is None]
+    if foreign:
+        return [Action("foreign", k, message=not_admits_message(f"{k} {ns}/{name}", config)) for k in foreign]
+    kinds = [t.kind for t in backend.object_types(config)]
+    invalid = [c for c in claims if c.plan is None and c.identity == owner]
+    if invalid:
+        c = invalid[0]
+        return [Action("invalid", claim=c, message=f"{c.ref}: {c.error}; the {' and '.join(kinds)} {ns}/{name} "
+                                                     "are left as they are until this is fixed")]
+    live = {k: o for k, o in managed.items() if not (o.get("metadata") or {}).get("deletionTimestamp")}
+    if not live:
+        return [Action("none", unclaimed=True)]
+    since = now if unclaimed_since is None else unclaimed_since
+    left = grace - (now - since)
+    if left > 0:
+        return [Action("wait", delay=left, unclaimed=True)]
+    message = f"{ns}/{name} (owner {owner}) is claimed by no stored workload for {grace:g}s"
+    return [Action("delete", k, uid=(o.get("metadata") or {}).get("uid"), unclaimed=True, message=message)
+            for k, o in sorted(live.items(), key=lambda kv: kinds.index(kv[0]), reverse=True)]

@@ -1,0 +1,102 @@
+"""The interface every gang backend implements. Pure.
+
+A gang backend turns one :class:`admit.gang.plan.GangPlan` into the objects a scheduler waits on (a
+scheduler-plugins PodGroup; a native Workload and PodGroup) and into the pod fields that make the pods wait on them
+(a label and ``schedulerName``; ``spec.schedulingGroup``). The framework (``webhook/``, ``controller/``,
+``backends/__init__.py``) calls a backend only through :class:`GangBackend` (the pure half, here) and
+:class:`admit.backends.runtime.BackendAPI` (the half that talks to the API server, in the backend's folder), found
+by the plan's ``backend`` name in ``registry.BACKENDS`` and ``runtime.APIS``: it never branches on a backend's name.
+
+The built-in backends: ``coscheduling`` (``admit/backends/coscheduling/``) and ``workload-api``
+(``admit/backends/workload_api/``). A backend defined elsewhere (tests/backends/volcano.py is one) joins with
+``registry.register`` and ``runtime.register``; docs/architecture.md, "Add a gang backend", lists the steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..config import Config
+from ..gang.plan import GangPlan, PodTarget
+from .common import ObjectType, Ownership
+
+__all__ = ["ObjectType", "GangBackend"]
+
+JSON = dict[str, Any]
+Ops = list[JSON]
+
+
+class GangBackend(Protocol):
+    """The pure half of a gang backend (objects in, decisions out; no API call).
+
+    Attributes:
+        name: the value of ``--gang-backend`` / annotation ``<prefix>/backend`` that selects it.
+        scheduler: who keeps an undersized gang Pending, for messages ("the Coscheduling plugin").
+        size_name: the field of its objects that holds the gang size, for messages (``"minMember"``).
+    """
+
+    name: str
+    scheduler: str
+    size_name: str
+
+    def join_field(self, config: Config) -> str:
+        """How a pod joins its gang, for messages: ``"scheduling.x-k8s.io/pod-group label"``,
+        ``"spec.schedulingGroup"``."""
+        ...
+
+    def served(self, config: Config) -> bool:
+        """True when the API server serves its objects (found at start: ``Config.workload_api_version``)."""
+        ...
+
+    def object_types(self, config: Config) -> tuple[ObjectType, ...]:
+        """The kinds of object it writes, in creation order."""
+        ...
+
+    def prepare(self, plan: GangPlan, obj: JSON, config: Config, deferred: bool) -> None:
+        """Checks and settings at planning time (after the backend is chosen; ``deferred``: someone else owns the
+        gang's objects and admit only checks its size). Raises ``GangError`` to refuse."""
+        ...
+
+    def join_ops(self, obj: JSON, plan: GangPlan, config: Config, label_workload: bool,
+                 old: JSON | None = None) -> tuple[Ops, list[str]]:
+        """``(JSONPatch ops, warnings)`` that make ``obj``'s pods wait on the plan's objects (``plan.mutate`` is on;
+        ``old``: the stored object of an UPDATE, whose marks an immutable template may keep)."""
+        ...
+
+    def leave_ops(self, obj: JSON, old_plan: GangPlan, config: Config) -> tuple[Ops, list[str]]:
+        """``(ops, warnings)`` that undo :meth:`join_ops` when an UPDATE removes the gang annotations."""
+        ...
+
+    def joined(self, obj: JSON, target: PodTarget, plan: GangPlan, config: Config) -> bool:
+        """True when the target's pods already wait on the plan's group."""
+        ...
+
+    def pod_in_group(self, pod: JSON, name: str, config: Config) -> bool:
+        """True when a stored pod waits on group ``name`` (the controller keeps a group such pods still use)."""
+        ...
+
+    def join_key(self, config: Config) -> str:
+        """The key the pods carry with the group's name, for messages (``"spec.schedulingGroup.podGroupName"``)."""
+        ...
+
+    def size_of(self, obj: JSON) -> Any:
+        """The gang size stored on one of its objects (``None`` when absent)."""
+        ...
+
+    def desired_objects(self, plan: GangPlan, config: Config) -> list[JSON]:
+        """The objects the gang needs, in :meth:`object_types` order, without ownerReferences."""
+        ...
+
+    def update_ops(self, existing: JSON, desired: JSON, version: str) -> Ops | None:
+        """JSONPatch bringing ``existing`` in step with ``desired`` (``[]``: in step; ``None``: it cannot follow)."""
+        ...
+
+    def ownership(self, existing: JSON, plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
+        """How admit may treat an existing object of the gang (``common.Ownership``)."""
+        ...
+
+    def cannot_follow(self, kind: str, existing: JSON, desired: JSON, plan: GangPlan,
+                      config: Config) -> tuple[str, str] | None:
+        """When :meth:`update_ops` is ``None``: ``(action kind, message)`` the controller reports (``"immutable"``,
+        ``"priority"``), or ``None`` to stay silent."""
+        ...
