@@ -1,0 +1,96 @@
+"""A gang backend that admit does not ship (tests/backends/volcano.py), registered through the backend interface
+alone, gangs a Deployment through ``/mutate``, ``/validate`` and the controller on the fake API: the proof that a
+new backend needs no change to any admit module (docs/architecture.md, "Add a gang backend")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from admit.config import Config
+from admit.controller.cacheview import ControllerView
+from admit.controller.podgroups import Controller, ControllerSettings
+from admit.controller.workload_api import start_native_controller
+from admit.kube.client import KubeAPI
+from admit.testing.fake_kube import FakeKubeAPI
+from admit.webhook.admission import Admission
+from admit.webhook.app import create_app
+from tests.backends import volcano
+from tests.helpers import FAST_CONTROLLER, admission_review, apply_answer, eventually
+
+CONFIG = Config(gang_backend=volcano.NAME)
+API_VERSION = f"{volcano.GROUP}/{volcano.VERSION}"
+
+
+def deployment(replicas: int = 3, min_member: str = "3") -> dict[str, Any]:
+    """A Deployment as a user applies it, asking for a gang of ``min_member``."""
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "team", "annotations": {"gang.admit.dev/min-member": min_member}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+    }
+
+
+@pytest.fixture
+async def cluster(aiohttp_client):
+    """The fake API serving Volcano's PodGroup, admit's controllers (started by ``start_native_controller`` as
+    ``admit serve`` starts them) and the webhook over HTTP, with the Volcano backend registered."""
+    volcano.install()
+    try:
+        async with FakeKubeAPI(gc_orphans_after=0.025) as fake:
+            fake.register(volcano.GROUP, volcano.VERSION, "PodGroup", volcano.PLURAL)
+            settings = ControllerSettings(identity="a", lease_namespace="admit", **FAST_CONTROLLER)
+            main = Controller(fake.api_client(), CONFIG, settings, own_client=True)
+            await main.start()
+            natives = await start_native_controller(main)
+            assert natives is not None and [c.backend.name for c in natives.controllers] == [volcano.NAME]
+            await eventually(lambda: main.working and natives.controllers[0]._leading)
+            async with fake.api_client() as api_client:
+                admission = Admission(CONFIG, KubeAPI(api_client, CONFIG), natives.view(ControllerView(main)))
+                client = await aiohttp_client(create_app(admission))
+                yield fake, client
+            await natives.stop()
+            await main.stop()
+    finally:
+        volcano.uninstall()
+
+
+async def test_a_backend_defined_only_in_the_tests_gangs_a_deployment_from_admission_to_adoption(cluster):
+    fake, client = cluster
+    user = deployment()
+    answer = await (await client.post("/mutate", json=admission_review(user))).json()
+    assert answer["response"]["allowed"]
+    mutated = apply_answer(user, answer)
+    template = mutated["spec"]["template"]
+    assert template["metadata"]["annotations"] == {volcano.GROUP_NAME_ANNOTATION: "web"}
+    assert template["spec"]["schedulerName"] == volcano.SCHEDULER
+    assert mutated["metadata"]["labels"] == {"gang.admit.dev/managed": "true"}
+
+    answer = await (await client.post("/validate", json=admission_review(mutated))).json()
+    assert answer["response"]["allowed"], answer["response"]
+    pg = fake.get(API_VERSION, volcano.PLURAL, "team", "web")
+    assert pg is not None and pg["spec"] == {"minMember": 3}
+    assert pg["metadata"]["annotations"]["gang.admit.dev/owner"] == "apps/Deployment/web"
+    assert "ownerReferences" not in pg["metadata"]  # made at admission: the workload is not stored yet
+
+    stored = fake.put(mutated)  # kube-apiserver stores it; the gang-object controller adopts the PodGroup
+
+    def owners() -> list[Any]:
+        obj = fake.get(API_VERSION, volcano.PLURAL, "team", "web") or {}
+        return [r.get("uid") for r in (obj.get("metadata") or {}).get("ownerReferences") or []]
+
+    await eventually(lambda: owners() == [stored["metadata"]["uid"]])
+
+
+async def test_a_gang_of_the_third_backend_below_min_member_is_refused_naming_its_scheduler(cluster):
+    fake, client = cluster
+    small = deployment(replicas=2)
+    mutated = apply_answer(small, await (await client.post("/mutate", json=admission_review(small))).json())
+    answer = await (await client.post("/validate", json=admission_review(mutated))).json()
+    assert not answer["response"]["allowed"]
+    message = answer["response"]["status"]["message"]
+    assert "runs 2 pods" in message and "Volcano's gang plugin would keep every pod Pending forever" in message
+    assert fake.get(API_VERSION, volcano.PLURAL, "team", "web") is None
