@@ -71,7 +71,7 @@ _SPARK_GROUP = "sparkoperator.k8s.io"
 def requested_backend(ann: GangAnnotations, config: Config) -> str:
     """The backend a workload asks for: annotation ``<prefix>/backend``, else ``--gang-backend``. What a resolver
     knows before :func:`apply_backend` checks it (and moves Spark to ``coscheduling``)."""
-    return ann.backend or config.gang_backend
+    return ann.backend if ann.backend is not None else config.gang_backend  # common.asked_backend, parsed
 
 
 def scheduler_of(backend: str) -> str:

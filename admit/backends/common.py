@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 
-__all__ = ["ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message"]
+__all__ = ["asked_backend", "ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message"]
 
 _OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
 
@@ -29,6 +29,14 @@ class ObjectType:
     version: str
     kind: str
     plural: str
+
+
+def asked_backend(annotations: Any, config: Config) -> str:
+    """The gang backend a workload asks for: its annotation ``<prefix>/backend`` (``annotations``: its
+    ``metadata.annotations``, any shape), else ``--gang-backend``. The one place this rule is written; the value is
+    not checked (``gang.plan.parse_gang_annotations`` refuses an unknown one)."""
+    value = annotations.get(config.backend_key) if isinstance(annotations, dict) else None
+    return config.gang_backend if value is None else value
 
 
 def owner_annotation(config: Config) -> str:

@@ -80,7 +80,7 @@ from .workload_api import SHAPES
 from ..config import KUBE_DEFAULT_SCHEDULER, Config
 from ..gang.ownerrefs import controller_ref, has_controller
 from ..gang.plan import get_path
-from .common import owner_annotation
+from .common import asked_backend, owner_annotation
 from ..gang.quantity import QuantityError, format_quantity, parse_quantity
 
 __all__ = ["GangStatus", "diagnose", "diagnose_native", "not_a_gang", "below_min_count", "format_table", "to_json", "classify_message",
@@ -335,8 +335,7 @@ def diagnose(
             continue  # a child (a Deployment's ReplicaSet, a CronJob's Job) joins its parent's gang
         if config.min_member_key in annotations and _native_template_group(wl) is not None:
             continue  # a native gang: diagnose_native
-        if config.min_member_key in annotations and (annotations.get(config.backend_key) or config.gang_backend) \
-                == "workload-api":
+        if config.min_member_key in annotations and asked_backend(annotations, config) == "workload-api":
             continue  # a native gang admit did not mutate yet, or one the API server cannot serve: diagnose_native
         if config.min_member_key in annotations:
             group = _template_labels(wl).get(label) or annotations.get(config.pod_group_key) or name
@@ -702,7 +701,7 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
         if config.min_member_key not in annotations or has_controller(wl):
             continue
         group = _native_template_group(wl)
-        backend = annotations.get(config.backend_key) or config.gang_backend
+        backend = asked_backend(annotations, config)
         if group is None and backend != "workload-api":
             continue
         ns = meta.get("namespace", "")

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from ..config import COSCHEDULING, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube.client import KubeError, load_api_client
+from ..backends.common import asked_backend
 from ..backends.diagnose import diagnose, diagnose_native, format_table, to_json
 from ..kube.watchcache import KubeRaw, Resource
 
@@ -123,7 +124,7 @@ async def collect_native(api: KubeRaw, config: Config, namespace: str | None, po
     API server serves no Workload API."""
     served = await _served_workload_api(api, notes)
     native_asked = config.gang_backend == WORKLOAD_API or any(
-        ((w.get("metadata") or {}).get("annotations") or {}).get(config.backend_key) == WORKLOAD_API for w in workloads)
+        asked_backend((w.get("metadata") or {}).get("annotations"), config) == WORKLOAD_API for w in workloads)
     if served is None or (not served and not native_asked):
         return None
     pod_groups = await _list(api, Resource(WORKLOAD_API_GROUP, served, "podgroups", "PodGroup"), namespace,

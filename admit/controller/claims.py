@@ -35,6 +35,7 @@ from ..config import COSCHEDULING, Config
 from ..gang.plan import GangError, get_path, parse_gang_annotations
 from ..gang.claim import Claim
 from ..gang.ownerrefs import owner_reference
+from ..backends.common import asked_backend
 from ..backends.common import object_owner as pod_group_owner
 from ..backends.coscheduling.podgroup import pod_group_generation
 from ..jsonio import loads
@@ -183,10 +184,7 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
         plan = resolver(obj, ann, config, namespace, "UPDATE")
     except GangError as e:
         if backend != COSCHEDULING:
-            annotations = get_path(obj, ("metadata", "annotations"))
-            asked = annotations.get(config.backend_key, config.gang_backend) if isinstance(annotations, dict) \
-                else config.gang_backend
-            if asked != backend:
+            if asked_backend(get_path(obj, ("metadata", "annotations")), config) != backend:
                 return None
         return Claim(ref, identity, None, error=e.message)
     if not plan.create_pod_group or plan.backend != backend:  # another backend's gang: admit/backends
