@@ -13,8 +13,9 @@ with the contracts in pyproject.toml):
                     queue
 ``tls/``            certificates, reloaded files, the self-managed CA
 ``families/``       one module per workload family; ``families/kinds.py`` is the kind registry (``RESOLVERS``)
-``backends/``       ``coscheduling/`` and ``workload_api/``: their objects, pure reconcile, admission-time ensure;
-                    ``check_plan`` (the below-minMember refusal) and ``diagnose`` (``admit status``'s reasons)
+``backends/``       one folder per gang backend (``coscheduling/``, ``workload_api/``) behind ``interface.py``
+                    ``GangBackend``, found by name (``registry.py``; API halves ``runtime.py``); ``check_plan`` (the
+                    below-minMember refusal) and ``diagnose`` (``admit status``'s reasons)
 ``gang/``           the pure model: annotations -> ``GangPlan``; quantities, pod resources, patches,
                     ownerReferences
 ``kube/``           the only code that talks to kube-apiserver: the client and the list+watch cache
@@ -23,8 +24,9 @@ ground floor        ``config``, ``echo``, ``jsonio``, ``eventloop``: imported by
 ==================  ===================================================================================================
 
 ``gang/``, ``families/``, the backends' pure modules, ``webhook.mutate`` and ``webhook.validate`` never import
-aiohttp, kubernetes_asyncio or ``kube/``: they are objects in, decisions out. User-facing behaviour: README.md and
-docs/.
+aiohttp, kubernetes_asyncio or ``kube/``: they are objects in, decisions out. The layers, a Pod CREATE and a
+Deployment CREATE followed through the code, and how to add a workload kind or a gang backend: docs/architecture.md.
+User-facing behaviour: README.md and docs/.
 """
 
 __version__ = "0.1.0"
