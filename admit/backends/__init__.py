@@ -53,7 +53,8 @@ from typing import Any
 
 from ..config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from ..gang.patch import pointer
-from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
+from ..gang.plan import (BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Resolver, below_min_member,
+                         get_path)
 from . import coscheduling, workload_api
 from .interface import GangBackend
 from .registry import BACKENDS, backend_of
@@ -61,7 +62,7 @@ from .workload_api import not_served_message
 
 __all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "native_handover",
            "template_joined", "not_served_message",
-           "scheduler_phrase", "scheduler_of", "requested_backend", "refuse_below", "check_plan", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION",
+           "scheduler_phrase", "scheduler_of", "requested_backend", "refuse_below", "render_below", "check_plan", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION",
            "BACKENDS", "GangBackend", "backend_of"]
 
 GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
@@ -90,30 +91,23 @@ def scheduler_phrase(plan: GangPlan) -> str:
 def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str, *,
                  ref: str | None = None, source: str | None = None, lower: str | None = None,
                  backend: str | None = None) -> None:
-    """The one refusal of a gang whose pods (``plan.total_pods``) are fewer than its minMember: no scheduler can ever
-    place it, so every pod would stay Pending forever. Every family and :func:`check_plan` refuse through it, so the
-    message names the scheduler of the gang's backend the same way for every kind.
-
-    ``counted`` says what the pods are (``"spec.replicas=2"``, ``"1 head + 2 workers"``); ``fix`` which field to
-    raise; ``ref`` how the message names the object (default ``plan.ref``; an operator's object names the user's object
-    that made it); ``source`` where minMember came from (default: the annotation when set, else ``"minMember"``);
-    ``lower`` what to lower instead (default the min-member annotation); ``backend`` whose scheduler to name (default
-    :func:`requested_backend`, what a resolver knows before :func:`apply_backend`; ``plan.backend`` after it).
+    """:func:`admit.gang.plan.below_min_member` with its message rendered at once (:func:`render_below`); the same
+    arguments.
 
     Raises:
         GangError (403): ``0 < total_pods < min_member``.
     """
-    total = plan.total_pods
-    if total is None or not 0 < total < plan.min_member:
-        return
-    if source is None:
-        source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
-    scheduler = scheduler_of(backend or requested_backend(ann, config))
-    raise GangError(
-        f"{ref or plan.ref} runs {total} pod{'s' if total != 1 else ''} ({counted}) but its gang needs minMember "
-        f"{plan.min_member} ({source}): {scheduler} would keep every pod Pending forever. {fix}, or lower "
-        f"{lower or config.min_member_key}"
-    )
+    try:
+        below_min_member(plan, ann, config, counted, fix, ref=ref, source=source, lower=lower, backend=backend)
+    except BelowMinMember as e:
+        raise render_below(e, ann, config) from None
+
+
+def render_below(e: BelowMinMember, ann: GangAnnotations, config: Config) -> GangError:
+    """The refusal of a gang below its minMember (``gang.plan.BelowMinMember``), its message naming the scheduler
+    of ``e.backend``, else of the backend the workload asks for (:func:`requested_backend`): the one place that
+    message is rendered."""
+    return GangError(e.message_for(scheduler_of(e.backend or requested_backend(ann, config))), e.code)
 
 
 def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
@@ -266,14 +260,20 @@ def with_backend(resolver: Resolver) -> Resolver:
 
     @wraps(resolver)
     def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
-        plan = resolver(obj, ann, config, namespace, operation)
+        try:
+            plan = resolver(obj, ann, config, namespace, operation)
+        except BelowMinMember as e:  # a family's refusal as data: named with the backend's scheduler here
+            raise render_below(e, ann, config) from None
         if requested_backend(ann, config) == WORKLOAD_API and ann.pod_group is None and \
                 get_path(obj, ("metadata", "labels", config.managed_label)) == "true":
             # admit named this gang in the mutating phase (generateName: the object had no name yet) and wrote the
             # name into spec.schedulingGroup, as the coscheduling backend writes it into the pod-group label
             named = next((g for t in plan.targets if (g := workload_api.template_group(obj, t)) is not None), None)
             if isinstance(named, str) and named != plan.group_name:
-                plan = resolver(obj, replace(ann, pod_group=named), config, namespace, operation)
+                try:
+                    plan = resolver(obj, replace(ann, pod_group=named), config, namespace, operation)
+                except BelowMinMember as e:
+                    raise render_below(e, ann, config) from None
         return apply_backend(plan, obj, ann, config)
 
     return resolve

@@ -54,9 +54,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends import refuse_below
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangError, GangPlan, choose_group_name, get_path, int_field
+from ..gang.plan import GangAnnotations, GangError, GangPlan, below_min_member, choose_group_name, get_path, int_field
 from .shared import (
     WorkloadKind,
     controller_owner,
@@ -254,7 +253,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
         lower = f"{config.min_member_key} on TrainJob {namespace}/{trainjob}"
     else:
         raise_fix = "Raise the replicatedJobs' replicas or their Jobs' parallelism"
-    refuse_below(plan, ann, config, " + ".join(f"{rj['name']} {rj['replicas']} x {rj['pods_per_job']}" for rj in first),
+    below_min_member(plan, ann, config, " + ".join(f"{rj['name']} {rj['replicas']} x {rj['pods_per_job']}" for rj in first),
                  raise_fix, ref=ref, lower=lower)
     _warn_on_recreate(obj, plan, config, ref, sum(rj["replicas"] for rj in members))
     for rj in rjobs:

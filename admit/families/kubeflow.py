@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..backends import refuse_below
 from ..config import COSCHEDULING, Config
 from ..echo import clip
-from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from ..gang.plan import (GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, choose_group_name,
+                         get_path, int_field)
 from ..gang.quantity import QuantityError, format_resources, parse_quantity
 from ..gang.resources import ResourceError, gang_min_resources
 from .shared import WorkloadKind
@@ -249,7 +249,7 @@ def resolve_kubeflow(
             "launcherCreationPolicy: AtStartup"
         )
     # the operator's own PodGroup (--kubeflow-gang-by-operator) is scheduler-plugins': Coscheduling keeps its pods
-    refuse_below(plan, ann, config, f"{total_field}={total}", "Raise the replicas", ref=ref, source=source,
+    below_min_member(plan, ann, config, f"{total_field}={total}", "Raise the replicas", ref=ref, source=source,
                  lower="spec.runPolicy.schedulingPolicy.minAvailable" if config.kubeflow_gang_by_operator else None,
                  backend=COSCHEDULING if config.kubeflow_gang_by_operator else None)
     if late:

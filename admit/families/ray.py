@@ -53,9 +53,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from ..backends import refuse_below
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangError, GangPlan, Resolver, check_group_name, choose_group_name, get_path, \
+from ..gang.plan import GangAnnotations, GangError, GangPlan, Resolver, below_min_member, check_group_name, \
+    choose_group_name, get_path, \
     int_field
 from .shared import (
     WorkloadKind,
@@ -231,7 +231,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         plan.notes.append(batch_scheduler_note(ref, config))
     plan.operator_notice = batch_scheduler_note(ref, config)  # the Event on the RayCluster (a PodGroup claim)
     workers = total - 1
-    refuse_below(plan, ann, config, f"1 head + {workers} worker{'s' if workers != 1 else ''}",
+    below_min_member(plan, ann, config, f"1 head + {workers} worker{'s' if workers != 1 else ''}",
                  f"Raise the replicas (and minReplicas) of {workers_field} so that head and workers "
                  f"reach {plan.min_member}", ref=ref, lower=lower)
     plan.min_resources = min_resources_of([(p["pod_spec"], p["desired"]) for p in pods], plan.min_member, ann, ref)

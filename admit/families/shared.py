@@ -27,10 +27,10 @@ The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and 
   joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group (``validate._pod_made_group``):
   the pod that always comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
 - **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): ``auto`` takes the pods the workload runs at
-  once; an explicit minMember above them is refused by ``backends.refuse_below`` (the Coscheduling plugin keeps every
-  pod Pending while fewer than minMember pods carry the label: scheduler-plugins ``pkg/coscheduling/core/core.go``
-  ``PreFilter``); ``minResources`` are the requests of the first minMember pods in the family's order
-  (``admit.gang.resources.pod_requests``, the scheduler's rule).
+  once; an explicit minMember above them is refused by ``gang.plan.below_min_member`` (the Coscheduling plugin keeps
+  every pod Pending while fewer than minMember pods carry the label: scheduler-plugins
+  ``pkg/coscheduling/core/core.go`` ``PreFilter``); ``minResources`` are the requests of the first minMember pods in
+  the family's order (``admit.gang.resources.pod_requests``, the scheduler's rule).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from ..config import GANG_BACKENDS, Config
 from ..echo import clip
 
 __all__ = [
+    "BelowMinMember", "below_min_member",
     "GangError",
     "NoNameYet",
     "generated_group_name",
@@ -66,6 +67,36 @@ class GangError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class BelowMinMember(GangError):
+    """A gang whose pods are fewer than its minMember, as data: no scheduler can ever place it, so every pod would
+    stay Pending forever. A resolver raises it with :func:`below_min_member`; ``backends.with_backend`` renders the
+    message once, with the scheduler of the gang's backend (:meth:`message_for`), so the families import no backend.
+    Code 403.
+
+    Attributes:
+        ref: how the message names the object (``"Deployment team/web"``).
+        total / min_member: the gang's pods and its minMember.
+        counted: what the pods are (``"spec.replicas=2"``, ``"1 head + 2 workers"``).
+        source: where minMember came from (``"gang.admit.dev/min-member=3"``, ``"minMember"``).
+        fix: which field to raise (``"Raise the replicas"``).
+        lower: what to lower instead (the min-member annotation, possibly on another object).
+        backend: whose scheduler to name, or ``None`` for the one the workload asks for.
+    """
+
+    def __init__(self, ref: str, total: int, counted: str, min_member: int, source: str, fix: str, lower: str,
+                 backend: str | None) -> None:
+        self.ref, self.total, self.counted, self.min_member = ref, total, counted, min_member
+        self.source, self.fix, self.lower, self.backend = source, fix, lower, backend
+        super().__init__(self.message_for("the gang scheduler"), 403)
+
+    def message_for(self, scheduler: str) -> str:
+        """The refusal naming ``scheduler`` (``"the Coscheduling plugin"``)."""
+        total = self.total
+        return (f"{self.ref} runs {total} pod{'s' if total != 1 else ''} ({self.counted}) but its gang needs minMember "
+                f"{self.min_member} ({self.source}): {scheduler} would keep every pod Pending forever. {self.fix}, or "
+                f"lower {self.lower}")
 
 
 class NoNameYet(GangError):
@@ -513,3 +544,28 @@ def choose_group_name(
             400,
         )
     return name
+
+
+def below_min_member(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str, *,
+                     ref: str | None = None, source: str | None = None, lower: str | None = None,
+                     backend: str | None = None) -> None:
+    """Refuse a gang whose pods (``plan.total_pods``) are fewer than its minMember, as structured data: every
+    family and ``backends.check_plan`` refuse through it, and the message names the scheduler of the gang's backend
+    the same way for every kind (rendered by ``backends.with_backend`` / ``backends.refuse_below``).
+
+    ``counted`` says what the pods are (``"spec.replicas=2"``, ``"1 head + 2 workers"``); ``fix`` which field to
+    raise; ``ref`` how the message names the object (default ``plan.ref``; an operator's object names the user's object
+    that made it); ``source`` where minMember came from (default: the annotation when set, else ``"minMember"``);
+    ``lower`` what to lower instead (default the min-member annotation); ``backend`` whose scheduler to name (default:
+    the backend the workload asks for).
+
+    Raises:
+        BelowMinMember (403): ``0 < total_pods < min_member``.
+    """
+    total = plan.total_pods
+    if total is None or not 0 < total < plan.min_member:
+        return
+    if source is None:
+        source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+    raise BelowMinMember(ref or plan.ref, total, counted, plan.min_member, source, fix, lower or config.min_member_key,
+                         backend)
