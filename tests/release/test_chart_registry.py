@@ -1,0 +1,97 @@
+"""The chart, its RBAC, the fake API's resources and the fake's admission rules agree with the kind registry
+(``admit/families/kinds.py``) and with each gang backend's objects (``GangBackend.object_types``): a kind or a
+backend added in one place and forgotten in another fails here, naming the line that is missing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from admit.backends.registry import BACKENDS
+from admit.config import Config
+from admit.families.kinds import SCALABLE, WATCHED_RESOURCES
+from admit.testing.fake_kube import FakeKubeAPI
+from admit.testing.fake_kube.admission import AdmissionChain
+from tests.release.test_chart import rbac_rules, render, rule_set, webhooks
+
+pytest.importorskip("helm_python")
+
+CU = ("CREATE", "UPDATE")
+ALL_BACKENDS = {"config": {"extraGangBackends": ["workload-api"]}}
+RULES = "charts/admit/templates/_helpers.tpl (admit.workloadRules)"
+RBAC = "charts/admit/templates/rbac.yaml"
+
+
+def registry_resources() -> set[tuple[str, str, str]]:
+    """``(group, version, plural)`` of every kind the registry watches."""
+    return {(group, version, plural) for (group, _), versions in WATCHED_RESOURCES.items()
+            for version, plural in versions}
+
+
+def backend_objects(config: Config) -> dict[str, set[tuple[str, str]]]:
+    """``backend -> {(group, plural)}`` of the objects each enabled backend writes."""
+    return {name: {(t.group, t.plural) for t in BACKENDS[name].object_types(config)}
+            for name in sorted(config.allowed_backends)}
+
+
+def missing(want: set[Any], have: set[Any]) -> list[str]:
+    return sorted(map(str, want - have))
+
+
+def test_the_workload_webhooks_match_every_registered_kind_and_nothing_else():
+    objects = render()
+    for kind, hook in webhooks(objects):
+        rules = rule_set(hook)
+        if all(r == "pods" or r.endswith("/scale") for _, _, r, _ in rules):
+            continue  # the Pod webhook and the scale webhook: the tests below and test_chart.py
+        want = {(g, v, r, op) for g, v, r in registry_resources() for op in CU}
+        assert not missing(want, rules), f"{RULES} lacks, for {kind} {hook['name']}: {missing(want, rules)}"
+        extra = {(g, v, r) for g, v, r, _ in rules if not r.endswith("/scale")} - registry_resources() - {
+            ("", "v1", "pods")}
+        assert not extra, f"{RULES} matches {sorted(extra)}, which no WorkloadKind in admit/families registers"
+
+
+def test_the_validating_webhook_checks_the_scale_of_every_scalable_kind():
+    objects = render()
+    rules = set().union(*(rule_set(h) for k, h in webhooks(objects) if k == "ValidatingWebhookConfiguration"))
+    want = {(group, version, f"{plural}/scale", "UPDATE") for (group, plural), (_, version, _) in SCALABLE.items()}
+    assert not missing(want, rules), f"{RULES} lacks the scale rules {missing(want, rules)}"
+
+
+@pytest.mark.parametrize("values, config", [({}, Config()),
+                                            (ALL_BACKENDS, Config(extra_gang_backends=frozenset({"workload-api"})))],
+                         ids=["default", "both-backends"])
+def test_rbac_grants_the_controller_every_registered_kind_and_every_enabled_backends_objects(values, config):
+    grants = rbac_rules(render(values), "ClusterRole")
+    want = {(group, plural, verb, ()) for group, _, plural in registry_resources() for verb in ("list", "watch")}
+    assert not missing(want, grants), f"{RBAC} lacks the reads {missing(want, grants)}"
+    for name, objects in backend_objects(config).items():
+        verbs = ("get", "list", "watch", "create", "patch", "delete")
+        want = {(group, plural, verb, ()) for group, plural in objects for verb in verbs}
+        assert not missing(want, grants), f"{RBAC} lacks, for backend {name}: {missing(want, grants)}"
+
+
+async def test_the_fake_api_serves_every_registered_kind_and_every_backends_objects():
+    config = Config(extra_gang_backends=frozenset({"workload-api"}), workload_api_version="v1beta1")
+    async with FakeKubeAPI(workload_api=config.workload_api_version) as fake:
+        served = {(rt.group, rt.version, rt.plural) for rt in fake.resources}
+    assert not missing(registry_resources(), served), (
+        f"admit/testing/fake_kube/resources.py BUILTIN_RESOURCES lacks {missing(registry_resources(), served)}")
+    for name in sorted(config.allowed_backends):
+        want = {(t.group, t.version, t.plural) for t in BACKENDS[name].object_types(config)}
+        assert not missing(want, served), f"the fake API does not serve backend {name}'s {missing(want, served)}"
+
+
+async def test_the_fakes_admission_rules_send_every_registered_kind_to_admit():
+    chain = AdmissionChain.from_configurations(render(), "http://127.0.0.1:1")
+    try:
+        async with FakeKubeAPI() as fake:
+            served = {(rt.group, rt.version, rt.plural): rt for rt in fake.resources}
+        for key in sorted(registry_resources()):
+            for op in CU:
+                assert chain.handles(served[key], None, op), (
+                    f"the fake's admission chain (admit/testing/fake_kube/admission.py, from the rendered chart) does "
+                    f"not send {op} of {key} to admit")
+    finally:
+        await chain.close()
