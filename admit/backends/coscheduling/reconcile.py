@@ -96,58 +96,81 @@ def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, 
     """
     ns, name = key
     pg_ref = f"PodGroup {ns}/{name}"
-    managed = pg is not None and is_managed(pg)
     owner = pod_group_owner(pg, config) if pg is not None else None
     valid = [c for c in claims if c.plan is not None and c.key == key]
-    invalid = [c for c in claims if c.plan is None and c.identity == owner]
     if valid:
         valid.sort(key=lambda c: (c.identity != owner, str(c.meta.get("creationTimestamp") or ""), c.identity))
         chosen = valid[0]
-        plan = chosen.plan
-        assert plan is not None
         others = [(c, f"{c.ref} names {pg_ref}, which {chosen.ref} already uses; set annotation "
                       f"{config.pod_group_key} on {c.ref} to another name") for c in valid[1:]]
-        if chosen.deleting:
-            return Action("none", chosen, message=f"{chosen.ref} is being deleted", others=others)
-        desired = desired_pod_group(plan, config, chosen.generation)
-        if pg is None:
-            if not plan.shared:
-                desired["metadata"]["ownerReferences"] = [owner_reference(chosen.workload)]
-            return Action("create", chosen, body=desired, changes=describe_spec(desired["spec"]), others=others)
-        if (pg.get("metadata") or {}).get("deletionTimestamp"):
-            return Action("none", chosen, message=f"{pg_ref} is being deleted", others=others)
-        if managed and owner is None:
-            return Action("foreign", chosen, message=not_admits_message(pg_ref, config), others=others)
         sharing = [c.plan.total_pods or 0 for c in valid[1:] if c.plan is not None]  # other workloads naming it
-        own = ownership(pg, plan, config, chosen.explicit, sum(sharing) if sharing else None)
-        if own.action == "conflict":
-            return Action("conflict", chosen, message=f"{chosen.ref}: {own.message}", others=others)
-        if own.action != "manage":
-            return Action("none", chosen, message=own.action, others=others)  # "use" / "operator": leave it as it is
-        ops: list[JSON] = []
-        adopt = False
-        if not plan.shared and not controlled_by(pg, chosen.uid):
-            ops.extend(adopt_ops(pg, chosen.workload))
-            adopt = True
-        changes: list[str] = []
-        if spec_differs(pg, desired["spec"]):
-            stamp = pod_group_generation(pg, config)
-            if stamp is not None and chosen.generation is not None and stamp > chosen.generation:
-                waited = 0.0 if ahead_since is None else now - ahead_since
-                if waited < grace:
-                    return Action("wait", chosen, delay=grace - waited, ahead=True, others=others,
-                                  message=f"{pg_ref} was written from generation {stamp} of {chosen.ref}; the "
-                                          f"cached one is generation {chosen.generation}: waiting for it")
-            changes = spec_changes(pg, desired["spec"])
-            ops.extend(spec_json_patch(pg, desired["spec"]))
-            ops.extend(generation_patch(pg, chosen.generation, config))
-        if not ops:
-            return Action("none", chosen, others=others)
-        rv = (pg.get("metadata") or {}).get("resourceVersion")
-        if rv:
-            ops.append({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
-        return Action("patch", chosen, ops=ops, adopt=adopt, changes=changes, others=others)
-    if pg is None or not managed:
+        return _claimed(pg_ref, pg, owner, chosen, others, sum(sharing) if sharing else None, config, now=now,
+                        grace=grace, ahead_since=ahead_since)
+    invalid = [c for c in claims if c.plan is None and c.identity == owner]
+    return _unclaimed(pg_ref, pg, owner, invalid, config, now=now, unclaimed_since=unclaimed_since, grace=grace)
+
+
+def _claimed(pg_ref: str, pg: JSON | None, owner: str | None, chosen: Claim, others: list[tuple[Claim, str]],
+             sharing: int | None, config: Config, *, now: float, grace: float, ahead_since: float | None) -> Action:
+    """The PodGroup of a gang a stored workload (``chosen``) claims: create it, leave it, or bring it in step
+    (``sharing``: the pods of the other workloads naming it, for ``ownership``; ``None``: none)."""
+    plan = chosen.plan
+    assert plan is not None
+    if chosen.deleting:
+        return Action("none", chosen, message=f"{chosen.ref} is being deleted", others=others)
+    desired = desired_pod_group(plan, config, chosen.generation)
+    if pg is None:
+        if not plan.shared:
+            desired["metadata"]["ownerReferences"] = [owner_reference(chosen.workload)]
+        return Action("create", chosen, body=desired, changes=describe_spec(desired["spec"]), others=others)
+    if (pg.get("metadata") or {}).get("deletionTimestamp"):
+        return Action("none", chosen, message=f"{pg_ref} is being deleted", others=others)
+    if is_managed(pg) and owner is None:
+        return Action("foreign", chosen, message=not_admits_message(pg_ref, config), others=others)
+    own = ownership(pg, plan, config, chosen.explicit, sharing)
+    if own.action == "conflict":
+        return Action("conflict", chosen, message=f"{chosen.ref}: {own.message}", others=others)
+    if own.action != "manage":
+        return Action("none", chosen, message=own.action, others=others)  # "use" / "operator": leave it as it is
+    return _in_step(pg_ref, pg, desired, chosen, others, config, now=now, grace=grace, ahead_since=ahead_since)
+
+
+def _in_step(pg_ref: str, pg: JSON, desired: JSON, chosen: Claim, others: list[tuple[Claim, str]], config: Config,
+             *, now: float, grace: float, ahead_since: float | None) -> Action:
+    """A managed PodGroup: adopt it and patch its spec where it differs, unless it was written from a newer
+    workload generation than the cached one (wait up to ``grace`` for the cache)."""
+    plan = chosen.plan
+    assert plan is not None
+    ops: list[JSON] = []
+    adopt = False
+    if not plan.shared and not controlled_by(pg, chosen.uid):
+        ops.extend(adopt_ops(pg, chosen.workload))
+        adopt = True
+    changes: list[str] = []
+    if spec_differs(pg, desired["spec"]):
+        stamp = pod_group_generation(pg, config)
+        if stamp is not None and chosen.generation is not None and stamp > chosen.generation:
+            waited = 0.0 if ahead_since is None else now - ahead_since
+            if waited < grace:
+                return Action("wait", chosen, delay=grace - waited, ahead=True, others=others,
+                              message=f"{pg_ref} was written from generation {stamp} of {chosen.ref}; the "
+                                      f"cached one is generation {chosen.generation}: waiting for it")
+        changes = spec_changes(pg, desired["spec"])
+        ops.extend(spec_json_patch(pg, desired["spec"]))
+        ops.extend(generation_patch(pg, chosen.generation, config))
+    if not ops:
+        return Action("none", chosen, others=others)
+    rv = (pg.get("metadata") or {}).get("resourceVersion")
+    if rv:
+        ops.append({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
+    return Action("patch", chosen, ops=ops, adopt=adopt, changes=changes, others=others)
+
+
+def _unclaimed(pg_ref: str, pg: JSON | None, owner: str | None, invalid: list[Claim], config: Config, *,
+               now: float, unclaimed_since: float | None, grace: float) -> Action:
+    """A PodGroup no stored workload claims: leave one admit did not make, or one an invalid claim protects; wait out
+    the grace period, then delete it."""
+    if pg is None or not is_managed(pg):
         return Action("none")
     if owner is None:
         return Action("foreign", message=not_admits_message(pg_ref, config))

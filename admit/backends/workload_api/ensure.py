@@ -70,70 +70,93 @@ async def ensure_workload_api(store: ObjectStore | None, plan: GangPlan, config:
         return
     left = Budget(config.api_timeout_seconds).left
     for i, desired in enumerate(desired_all):
-        kind = desired["kind"]
-        plural = workload_api.KIND_PLURALS[kind]
-        ns, name = plan.namespace, plan.group_name
-        get_native = getattr(cache, "get_native", None)
-        cached = get_native(kind, ns, name) if get_native is not None else None
-        if cached is not None and workload_api.ownership(cached, plan, config, explicit_name).action == "manage" \
-                and not workload_api.spec_differs(cached, desired):
-            decision.pod_groups[start + i] = cached
+        at = start + i
+        existing = await _create_or_read(store, plan, config, decision, explicit_name, dry_run, cache, desired, at,
+                                         version, left)
+        if existing is None:
             continue
-        try:
-            created = await store.create_object(WORKLOAD_API_GROUP, version, plural, desired, dry_run, left())
-            log.info("%s %s %s/%s for %s", "dry run: would create" if dry_run else "created", kind, ns, name, plan.ref)
-            decision.pod_groups[start + i] = created or desired
-            if not dry_run:
-                metrics.native_gang(kind, "created")
-            continue
-        except AlreadyExists:
-            pass
-        existing = await store.get_object(WORKLOAD_API_GROUP, version, plural, ns, name, left())
-        if existing is None:  # deleted between our create and read: create once more
-            decision.pod_groups[start + i] = await store.create_object(
-                WORKLOAD_API_GROUP, version, plural, desired, dry_run, left()) or desired
-            if not dry_run:
-                metrics.native_gang(kind, "created")
-            continue
-        if (existing.get("metadata") or {}).get("deletionTimestamp"):
-            raise KubeError(409, "Conflict", f"{kind} {ns}/{name} is being deleted (pods that name it are still going "
-                                             "away); retry when it is gone")
-        own = workload_api.ownership(existing, plan, config, explicit_name)
-        decision.warnings.extend(w for w in own.warnings if w not in decision.warnings)
-        if own.action == "conflict":
-            decision.allowed = False
-            decision.code = 409
-            decision.message = own.message
-            metrics.native_gang(kind, "refused")
+        if not await _in_step(store, plan, config, decision, explicit_name, dry_run, desired, existing, at, version,
+                              left):
             return
-        if own.action != "manage":
-            decision.pod_groups[start + i] = existing
-            continue
-        mismatch = workload_api.priority_mismatch(existing, desired)
-        if mismatch:  # immutable, and the pods would never be scheduled with it: refuse with the fix
-            decision.pod_groups[start + i] = existing
-            decision.allowed = False
-            decision.code = 403
-            decision.message = workload_api.priority_message(kind, plan, mismatch)
-            metrics.native_gang(kind, "refused")
-            return
-        ops = workload_api.update_ops(existing, desired, version)
-        if ops == []:
-            decision.pod_groups[start + i] = existing
-        elif ops is not None:
-            patched = await store.patch_object(WORKLOAD_API_GROUP, version, plural, ns, name, ops, dry_run, left())
-            log.info("patched %s %s/%s for %s: %s", kind, ns, name, plan.ref, ops)
-            decision.pod_groups[start + i] = patched or desired
-            if not dry_run:
-                metrics.native_gang(kind, "patched")
-        else:  # immutable here (v1alpha2): keep it; refuse a gang its stored minCount can never schedule
-            decision.pod_groups[start + i] = existing
-            message, refuse = workload_api.immutable_message(kind, plan, workload_api.min_count_of(existing), version)
-            if refuse:
-                decision.allowed = False
-                decision.code = 403
-                decision.message = message
-                metrics.native_gang(kind, "refused")
-                return
-            if not any("minCount is immutable" in w for w in decision.warnings):
-                decision.warnings.append(message)
+
+
+async def _create_or_read(store: ObjectStore, plan: GangPlan, config: Config, decision: Any, explicit_name: bool,
+                          dry_run: bool, cache: Any, desired: dict[str, Any], at: int, version: str,
+                          left: Any) -> dict[str, Any] | None:
+    """Create one object (``decision.pod_groups[at]`` becomes what is stored); the stored one when it already
+    exists (409), ``None`` when nothing more is to be done for it (created, or cached, managed and in step).
+
+    Raises:
+        kube.KubeError: an API call failed, or the stored object is being deleted (409).
+    """
+    kind = desired["kind"]
+    plural = workload_api.KIND_PLURALS[kind]
+    ns, name = plan.namespace, plan.group_name
+    get_native = getattr(cache, "get_native", None)
+    cached = get_native(kind, ns, name) if get_native is not None else None
+    if cached is not None and workload_api.ownership(cached, plan, config, explicit_name).action == "manage" \
+            and not workload_api.spec_differs(cached, desired):
+        decision.pod_groups[at] = cached
+        return None
+    try:
+        created = await store.create_object(WORKLOAD_API_GROUP, version, plural, desired, dry_run, left())
+        log.info("%s %s %s/%s for %s", "dry run: would create" if dry_run else "created", kind, ns, name, plan.ref)
+        decision.pod_groups[at] = created or desired
+        if not dry_run:
+            metrics.native_gang(kind, "created")
+        return None
+    except AlreadyExists:
+        pass
+    existing = await store.get_object(WORKLOAD_API_GROUP, version, plural, ns, name, left())
+    if existing is None:  # deleted between our create and read: create once more
+        decision.pod_groups[at] = await store.create_object(
+            WORKLOAD_API_GROUP, version, plural, desired, dry_run, left()) or desired
+        if not dry_run:
+            metrics.native_gang(kind, "created")
+        return None
+    if (existing.get("metadata") or {}).get("deletionTimestamp"):
+        raise KubeError(409, "Conflict", f"{kind} {ns}/{name} is being deleted (pods that name it are still going "
+                                         "away); retry when it is gone")
+    return existing
+
+
+def _refuse(decision: Any, kind: str, code: int, message: str) -> bool:
+    decision.allowed = False
+    decision.code = code
+    decision.message = message
+    metrics.native_gang(kind, "refused")
+    return False
+
+
+async def _in_step(store: ObjectStore, plan: GangPlan, config: Config, decision: Any, explicit_name: bool,
+                   dry_run: bool, desired: dict[str, Any], existing: dict[str, Any], at: int, version: str,
+                   left: Any) -> bool:
+    """Decide on an object that exists (ownership), and bring ours in step with ``desired``; False when the
+    admission is refused (``decision`` says why)."""
+    kind = desired["kind"]
+    plural = workload_api.KIND_PLURALS[kind]
+    ns, name = plan.namespace, plan.group_name
+    own = workload_api.ownership(existing, plan, config, explicit_name)
+    decision.warnings.extend(w for w in own.warnings if w not in decision.warnings)
+    if own.action == "conflict":
+        return _refuse(decision, kind, 409, own.message)
+    decision.pod_groups[at] = existing
+    if own.action != "manage":
+        return True
+    mismatch = workload_api.priority_mismatch(existing, desired)
+    if mismatch:  # immutable, and the pods would never be scheduled with it: refuse with the fix
+        return _refuse(decision, kind, 403, workload_api.priority_message(kind, plan, mismatch))
+    ops = workload_api.update_ops(existing, desired, version)
+    if ops:
+        patched = await store.patch_object(WORKLOAD_API_GROUP, version, plural, ns, name, ops, dry_run, left())
+        log.info("patched %s %s/%s for %s: %s", kind, ns, name, plan.ref, ops)
+        decision.pod_groups[at] = patched or desired
+        if not dry_run:
+            metrics.native_gang(kind, "patched")
+    elif ops is None:  # immutable here (v1alpha2): keep it; refuse a gang its stored minCount can never schedule
+        message, refuse = workload_api.immutable_message(kind, plan, workload_api.min_count_of(existing), version)
+        if refuse:
+            return _refuse(decision, kind, 403, message)
+        if not any("minCount is immutable" in w for w in decision.warnings):
+            decision.warnings.append(message)
+    return True
