@@ -307,8 +307,35 @@ def diagnose(
     """
     now = now or _dt.datetime.now(_dt.timezone.utc)
     label = config.pod_group_label
-    prefix = config.annotation_prefix.rstrip("/") + "/"
     pgs = {(_meta(pg).get("namespace", ""), _meta(pg).get("name", "")): pg for pg in pod_groups}
+    members, typo_pods = _pods_by_group(pods, label)
+    gang_workloads, extra_rows = _gang_workloads(workloads, config)
+    rows: dict[tuple[str, str], GangStatus] = {}
+    keys = set(pgs) | set(members) | {k for k in gang_workloads if k not in {(r.namespace, r.group)
+                                                                             for r in extra_rows}}
+    for key in sorted(keys):
+        rows[key] = _row(key, pgs.get(key), members.get(key, []), gang_workloads.get(key), events, nodes, pgs,
+                         typo_pods, config, now)
+    # label-key typos whose value names no gang above still get a line
+    for (ns, value), found in sorted(typo_pods.items()):
+        if (ns, value) in rows:
+            continue
+        typo_key = found[0][0]
+        pending = [p for _, p in found if not _scheduled(p)]
+        extra_rows.append(GangStatus(
+            ns, value, _owner(found[0][1]), None, len(found), len(found) - len(pending), len(pending), "-",
+            _waited(pending, now), "LabelTypo",
+            f"{len(found)} pod(s) carry {typo_key}={value}, not {label}: they are in no gang (a typo in the label "
+            "key?)"))
+    out = list(rows.values()) + extra_rows
+    out.sort(key=lambda r: (r.namespace, r.group, r.workload))
+    return out
+
+
+def _pods_by_group(pods: list[JSON], label: str) -> tuple[dict[tuple[str, str], list[JSON]],
+                                                          dict[tuple[str, str], list[tuple[str, JSON]]]]:
+    """``(members, typo_pods)``: live pods by ``(namespace, group)`` of their group label, and those whose label
+    key is a near miss of it (``(namespace, value) -> [(key, pod)]``)."""
     members: dict[tuple[str, str], list[JSON]] = {}
     typo_pods: dict[tuple[str, str], list[tuple[str, JSON]]] = {}
     for pod in pods:
@@ -324,7 +351,14 @@ def diagnose(
             if isinstance(val, str) and val and key != label and _distance(key, label) <= 3:
                 typo_pods.setdefault((ns, val), []).append((key, pod))
                 break
-    rows: dict[tuple[str, str], GangStatus] = {}
+    return members, typo_pods
+
+
+def _gang_workloads(workloads: list[JSON], config: Config) -> tuple[dict[tuple[str, str], JSON], list[GangStatus]]:
+    """``(gang_workloads, rows)``: the Coscheduling gang workloads by ``(namespace, group)``, and the lines of those
+    admit did not mutate and of misspelt annotations."""
+    label = config.pod_group_label
+    prefix = config.annotation_prefix.rstrip("/") + "/"
     gang_workloads: dict[tuple[str, str], JSON] = {}
     extra_rows: list[GangStatus] = []
     for wl in workloads:
@@ -357,25 +391,7 @@ def diagnose(
                 ns, name, _workload_ref(wl), None, 0, 0, 0, "-", None, "AnnotationTypo",
                 f"annotation {key} is not one admit reads: did you mean {prefix}{meant}? {_workload_ref(wl)} is not "
                 "a gang"))
-    keys = set(pgs) | set(members) | {k for k in gang_workloads if k not in {(r.namespace, r.group)
-                                                                             for r in extra_rows}}
-    for key in sorted(keys):
-        rows[key] = _row(key, pgs.get(key), members.get(key, []), gang_workloads.get(key), events, nodes, pgs,
-                         typo_pods, config, now)
-    # label-key typos whose value names no gang above still get a line
-    for (ns, value), found in sorted(typo_pods.items()):
-        if (ns, value) in rows:
-            continue
-        typo_key = found[0][0]
-        pending = [p for _, p in found if not _scheduled(p)]
-        extra_rows.append(GangStatus(
-            ns, value, _owner(found[0][1]), None, len(found), len(found) - len(pending), len(pending), "-",
-            _waited(pending, now), "LabelTypo",
-            f"{len(found)} pod(s) carry {typo_key}={value}, not {label}: they are in no gang (a typo in the label "
-            "key?)"))
-    out = list(rows.values()) + extra_rows
-    out.sort(key=lambda r: (r.namespace, r.group, r.workload))
-    return out
+    return gang_workloads, extra_rows
 
 
 #: ``schedulerName`` -> KubeRay's ``--batch-scheduler`` value whose plugin sets it on every pod of every RayCluster
