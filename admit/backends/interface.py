@@ -48,6 +48,11 @@ class GangBackend(Protocol):
         """True when the API server serves its objects (found at start: ``Config.workload_api_version``)."""
         ...
 
+    def not_served_problem(self, config: Config) -> str | None:
+        """When the API server answers 404 for its objects: the refusal for good (its CRD is not installed, with
+        the fix), or ``None`` when the served version may have changed (admission runs discovery again)."""
+        ...
+
     def object_types(self, config: Config) -> tuple[ObjectType, ...]:
         """The kinds of object it writes, in creation order."""
         ...

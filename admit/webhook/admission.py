@@ -46,10 +46,10 @@ from typing import Any, Protocol
 
 from ..observability import metrics
 from ..backends.runtime import api_of
-from ..config import WORKLOAD_API, Config
+from ..config import Config
 from ..echo import clip
 from ..kube.client import KubeError, namespace_terminating, resource_not_served
-from ..backends.coscheduling import crd_missing_message
+from ..backends.registry import backend_of
 from .mutate import mutate, plan_patch
 from ..gang.plan import get_path
 from ..backends.common import owner_annotation
@@ -227,16 +227,17 @@ class Admission:
                 verdict.decision.warnings.append(
                     f"namespace {plan.namespace} is being deleted: admit created no PodGroup for {plan.ref}")
                 return verdict.decision
-            if verdict is not None and verdict.ensure is not None and verdict.ensure.backend == WORKLOAD_API \
-                    and resource_not_served(e) and self.rediscovery is not None and not _rediscovered:
-                before = self.config.workload_api_version
-                self.config = await self.rediscovery.after_not_served(before)
-                if self.config.workload_api_version != before:
-                    return await self.validate(req, _rediscovered=True)
-            if verdict is not None and verdict.ensure is not None and verdict.ensure.backend != WORKLOAD_API \
-                    and resource_not_served(e):
-                return self._api_failure(self.pod_group_api_problem or crd_missing_message(self.config),
-                                         verdict.decision, transient=False)
+            if verdict is not None and verdict.ensure is not None and resource_not_served(e):
+                # the backend says whether that is for good (its CRD is missing) or its served version may change
+                problem = backend_of(verdict.ensure.backend).not_served_problem(self.config)
+                if problem is None and self.rediscovery is not None and not _rediscovered:
+                    before = self.config.workload_api_version
+                    self.config = await self.rediscovery.after_not_served(before)
+                    if self.config.workload_api_version != before:
+                        return await self.validate(req, _rediscovered=True)
+                if problem is not None:
+                    return self._api_failure(self.pod_group_api_problem or problem, verdict.decision,
+                                             transient=False)
             return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
         except Exception as e:  # noqa: BLE001 - never a 500
             _log_bug("validate", req, e)

@@ -46,6 +46,9 @@ class Volcano:
     def served(self, config: Config) -> bool:
         return True
 
+    def not_served_problem(self, config: Config) -> str | None:
+        return f"the API server does not serve {GROUP}/{VERSION} {PLURAL}: install Volcano's CRDs"
+
     def join_field(self, config: Config) -> str:
         return f"{GROUP_NAME_ANNOTATION} annotation"
 

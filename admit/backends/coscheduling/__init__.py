@@ -205,6 +205,9 @@ class Coscheduling:
     def served(self, config: Config) -> bool:
         return True  # not checked at start: a missing CRD shows as the API's 404 at the first create
 
+    def not_served_problem(self, config: Config) -> str | None:
+        return crd_missing_message(config)
+
     def object_types(self, config: Config) -> tuple[ObjectType, ...]:
         group, _, version = config.pod_group_api_version.rpartition("/")
         return (ObjectType(group, version, "PodGroup", "podgroups"),)

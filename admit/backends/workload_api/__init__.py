@@ -557,6 +557,9 @@ class WorkloadAPI:
     def served(self, config: Config) -> bool:
         return bool(config.workload_api_version)  # found at start by workload_api/discovery.py
 
+    def not_served_problem(self, config: Config) -> str | None:
+        return None  # an upgrade may have moved the served version: admission runs discovery again
+
     def object_types(self, config: Config) -> tuple[ObjectType, ...]:
         version = config.workload_api_version or "v1alpha2"
         return tuple(ObjectType(WORKLOAD_API_GROUP, version, kind, plural) for kind, plural in KIND_PLURALS.items())
