@@ -61,7 +61,8 @@ class Volcano:
     def prepare(self, plan: GangPlan, obj: JSON, config: Config, deferred: bool) -> None:
         return None
 
-    def join_ops(self, obj: JSON, plan: GangPlan, config: Config, label_workload: bool) -> tuple[list[JSON], list[str]]:
+    def join_ops(self, obj: JSON, plan: GangPlan, config: Config, label_workload: bool,
+                 old: JSON | None = None) -> tuple[list[JSON], list[str]]:
         ops: list[JSON] = []
         for target in plan.targets:
             if target.immutable:
