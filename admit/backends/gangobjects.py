@@ -83,7 +83,7 @@ def decide_objects(backend: GangBackend, key: tuple[str, str], objects: dict[str
     Returns: one action per object that needs one, in creation order (empty list: nothing to do).
     """
     present = {k: o for k, o in objects.items() if o is not None}
-    owners = {object_owner(o, config) for o in present.values() if is_managed(o)} - {None}
+    owners = {w for o in present.values() if is_managed(o) and (w := object_owner(o, config)) is not None}
     owner = next(iter(sorted(owners)), None)
     valid = [c for c in claims if c.plan is not None and c.key == key]
     if valid:

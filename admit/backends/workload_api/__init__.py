@@ -555,7 +555,7 @@ class WorkloadAPI:
         return "spec.schedulingGroup.podGroupName"
 
     def served(self, config: Config) -> bool:
-        return bool(config.workload_api_version)  # found at start by workload_api/discovery.py
+        return bool(config.workload_api_version)  # found at start by admit/backends/workload_api/discovery.py
 
     def not_served_problem(self, config: Config) -> str | None:
         return None  # an upgrade may have moved the served version: admission runs discovery again
