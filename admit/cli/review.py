@@ -181,7 +181,7 @@ class Skipped:
                          "patches)")
         if self.documents:
             n = len(self.documents)
-            parts.append(f"{n} document{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} not Kubernetes objects "
+            parts.append(f"{n} document{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} not {'' if n != 1 else 'a '}Kubernetes object{'s' if n != 1 else ''} "
                          "(values, Chart.yaml, kustomization, lists)")
         if not parts:
             return ""
@@ -313,6 +313,7 @@ def load_documents(
             document at all.
     """
     docs: list[tuple[str, dict[str, Any]]] = []
+    lists = 0  # List documents read, empty ones included
     paths = list(paths)
     for f in _files(paths, recursive, errors, skipped):
         name = "<stdin>" if f is None else str(f)
@@ -340,6 +341,7 @@ def load_documents(
             if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"),
                                                                                                   list):
                 items = doc["items"]
+                lists += 1  # an empty List (``kubectl get ... -o yaml`` of an empty namespace) is input, not an error
             else:
                 items = [doc]
             for item in items:
@@ -355,7 +357,7 @@ def load_documents(
                     errors.append(message)
                 else:
                     docs.append((name, item))
-    if not docs and not errors and not (skipped and (skipped.files or skipped.documents)):
+    if not docs and not errors and not lists and not (skipped and (skipped.files or skipped.documents)):
         raise InputError(f"{', '.join(paths)}: no Kubernetes objects found (.yaml, .yml or .json documents)")
     return docs
 

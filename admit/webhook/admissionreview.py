@@ -131,7 +131,9 @@ def parse_review(body: bytes) -> AdmissionRequest:
     if not isinstance(req, dict):
         raise BadReview("AdmissionReview has no request object")
     uid = req.get("uid")
-    if not isinstance(uid, str) or not uid:
+    if uid is not None and not isinstance(uid, str):
+        raise BadReview(f"request.uid is a {type(uid).__name__}, expected a string (kube-apiserver sends a UID)")
+    if not uid:
         raise BadReview("request.uid is missing or empty")
     obj = req.get("object")
     old = req.get("oldObject")

@@ -126,7 +126,7 @@ def test_a_yaml_list_given_by_name_is_skipped_not_a_failure(tmp_path, capsys):
     patch.write_text(JSON6902)
     assert main(["review", str(patch), str(EXAMPLES / "pause-gang-deployment.yaml")]) == 0
     out = capsys.readouterr().out
-    assert "1 object: 1 allowed" in out and "skipped 1 document that is not Kubernetes objects" in out
+    assert "1 object: 1 allowed" in out and "skipped 1 document that is not a Kubernetes object" in out
 
 
 def test_a_kind_list_and_a_multi_document_stream_on_stdin_are_each_reviewed_as_kubectl_get_prints_them(capsys):
@@ -242,3 +242,19 @@ def test_the_readme_sample_output_is_exactly_what_admit_review_prints(capsys, mo
         code = main(args)
         printed = capsys.readouterr().out
         assert printed == shown, f"README.md's sample of `{command}` (exit {code}) is not what it prints"
+
+
+def test_an_empty_list_as_kubectl_get_prints_it_for_an_empty_namespace_reviews_as_zero_objects_with_exit_0(capsys):
+    empty = "apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: \"\"\n"
+    assert load_documents(["-"], stdin=io.StringIO(empty)) == []
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "--strict", "-"], input=empty,
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "0 objects: 0 allowed, 0 denied" in proc.stdout
+
+
+def test_one_skipped_document_is_counted_in_the_singular():
+    skipped = Skipped(documents=["values.yaml: document 1: no apiVersion and kind"])
+    assert skipped.summary().startswith("skipped 1 document that is not a Kubernetes object (")
+    skipped.documents.append("Chart.yaml: document 1: no apiVersion and kind")
+    assert skipped.summary().startswith("skipped 2 documents that are not Kubernetes objects (")

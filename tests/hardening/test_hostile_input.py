@@ -255,3 +255,14 @@ async def test_a_review_without_api_version_or_kind_says_what_is_missing(webhook
     resp = await webhook.post("/mutate", json=review)
     text = await resp.text()
     assert resp.status == 400 and "kind is missing" in text and "None" not in text
+
+
+async def test_a_uid_of_the_wrong_type_is_a_400_naming_its_type_not_missing(webhook):
+    review = admission_review(example("pause-gang-deployment.yaml"))
+    review["request"]["uid"] = 123
+    resp = await webhook.post("/validate", json=review)
+    text = await resp.text()
+    assert resp.status == 400 and "request.uid is a int, expected a string" in text and "missing" not in text
+    review["request"]["uid"] = ""
+    resp = await webhook.post("/validate", json=review)
+    assert resp.status == 400 and "request.uid is missing or empty" in await resp.text()
