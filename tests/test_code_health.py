@@ -15,19 +15,6 @@ MAX_FUNCTION_LINES = 80
 """A function (its decorators, signature, docstring and body) longer than this is split: a decision reads as a few
 named steps. The fake API (``admit/testing``) is test machinery and exempt."""
 
-# Functions still over the limit, by (path, name), each with why it may be for now. Empty is the goal.
-_BACKENDS = "the gang backends are being reshaped behind one backend interface, which splits this function"
-NOT_YET_SPLIT: dict[tuple[str, str], str] = {
-    ("admit/backends/coscheduling/podgroup.py", "ownership"): _BACKENDS,
-    ("admit/backends/coscheduling/reconcile.py", "decide"): _BACKENDS,
-    ("admit/backends/diagnose.py", "diagnose"): _BACKENDS,
-    ("admit/backends/diagnose.py", "diagnose_native"): _BACKENDS,
-    ("admit/backends/diagnose.py", "_row"): _BACKENDS,
-    ("admit/backends/workload_api/ensure.py", "ensure_workload_api"): _BACKENDS,
-    ("admit/backends/workload_api/reconcile.py", "decide_native"): _BACKENDS,
-    ("admit/families/ray.py", "resolve_ray"): "grew to 81 lines on main while this check landed: the next to split",
-}
-
 
 def long_functions(root: Path = ROOT) -> list[tuple[str, str, int, int]]:
     """``(path, qualified name, first line, length in lines)`` of every function under ``admit/`` outside
@@ -55,8 +42,7 @@ def long_functions(root: Path = ROOT) -> list[tuple[str, str, int, int]]:
 
 
 def test_no_function_under_admit_outside_the_fake_api_is_over_80_lines():
-    too_long = [f"{path}:{line} {name} is {length} lines" for path, name, line, length in long_functions()
-                if (path, name) not in NOT_YET_SPLIT]
+    too_long = [f"{path}:{line} {name} is {length} lines" for path, name, line, length in long_functions()]
     assert not too_long, f"split these into named steps (at most {MAX_FUNCTION_LINES} lines each):\n" + \
         "\n".join(too_long)
 

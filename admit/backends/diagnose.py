@@ -74,7 +74,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .workload_api import SHAPES
 from ..config import KUBE_DEFAULT_SCHEDULER, Config
@@ -453,26 +453,47 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
     if pg is not None:
         owner = (_meta(pg).get("annotations") or {}).get(owner_annotation(config))
         refs = [r for r in _meta(pg).get("ownerReferences") or [] if isinstance(r, dict)]
-        workload = (owner.split("/", 1)[1] if isinstance(owner, str) and "/" in owner else
-                    f"{refs[0].get('kind')}/{refs[0].get('name')}" if refs else
-                    _workload_ref(workload) if workload else _owner(pods[0]) if pods else "-")
+        shown = (owner.split("/", 1)[1] if isinstance(owner, str) and "/" in owner else
+                 f"{refs[0].get('kind')}/{refs[0].get('name')}" if refs else
+                 _workload_ref(workload) if workload else _owner(pods[0]) if pods else "-")
     else:
-        workload_ref = _workload_ref(workload) if workload else (_owner(pods[0]) if pods else "-")
-        workload = workload_ref
+        shown = _workload_ref(workload) if workload else (_owner(pods[0]) if pods else "-")
     phase = str(get_path(pg, ("status", "phase")) or "-") if pg is not None else "Missing"
     waited = _waited(pending, now)
 
     def status(reason: str, message: str, retry: str = "") -> GangStatus:
-        return GangStatus(ns, group, str(workload), min_member, len(pods), scheduled, len(pending), phase, waited,
+        return GangStatus(ns, group, str(shown), min_member, len(pods), scheduled, len(pending), phase, waited,
                           reason, _one_line(message), retry)
 
     if pg is None:
-        near = _near(group, [n for (n_ns, n) in pgs if n_ns == ns])
-        if near:
-            return status("PodGroupMissing", f"no PodGroup {group}; PodGroup {near} exists: a typo in the "
-                                             f"{config.pod_group_label} label value?")
-        return status("PodGroupMissing", f"no PodGroup {ns}/{group}: Coscheduling rejects its pods ('PodGroup not "
-                                         "found'); create it, or let admit do it (annotate the workload)")
+        return _pod_group_missing(status, ns, group, pgs, config)
+    return (_setup_cause(status, key, pg, pods, events, nodes, typo_pods, min_member, config)
+            or _progress(status, key, pods, pending, events, min_member, config, now))
+
+
+_Status = Callable[..., GangStatus]
+"""``status(reason, message, retry="")``: the :class:`GangStatus` of the row being built, with that cause."""
+
+
+def _pod_group_missing(status: _Status, ns: str, group: str, pgs: dict[tuple[str, str], JSON],
+                       config: Config) -> GangStatus:
+    """The row of a Coscheduling gang whose pods name PodGroup ``ns/group``, which does not exist (a near name that
+    does is named as a likely label typo)."""
+    near = _near(group, [n for (n_ns, n) in pgs if n_ns == ns])
+    if near:
+        return status("PodGroupMissing", f"no PodGroup {group}; PodGroup {near} exists: a typo in the "
+                                         f"{config.pod_group_label} label value?")
+    return status("PodGroupMissing", f"no PodGroup {ns}/{group}: Coscheduling rejects its pods ('PodGroup not "
+                                     "found'); create it, or let admit do it (annotate the workload)")
+
+
+def _setup_cause(status: _Status, key: tuple[str, str], pg: JSON, pods: list[JSON], events: list[JSON],
+                 nodes: list[JSON] | None, typo_pods: dict[tuple[str, str], list], min_member: int | None,
+                 config: Config) -> GangStatus | None:
+    """The row of a Coscheduling gang that is set up so that it cannot be scheduled (the spark-operator's second
+    PodGroup, pods for another scheduler, minResources above the cluster, a pod-group label typo), else None."""
+    ns, group = key
+    pending = [p for p in pods if not _scheduled(p)]
     ref = controller_ref(pg) or {}
     app = str(ref.get("name", ""))
     if not pods and ref.get("kind") == "SparkApplication" and group == f"{app}-pg":
@@ -504,6 +525,14 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
         typo_key = typo_pods[key][0][0]
         return status("LabelTypo", f"{len(typo_pods[key])} pod(s) carry {typo_key}={group}, not "
                                    f"{config.pod_group_label}: they do not count for this gang")
+    return None
+
+
+def _progress(status: _Status, key: tuple[str, str], pods: list[JSON], pending: list[JSON], events: list[JSON],
+              min_member: int | None, config: Config, now: _dt.datetime) -> GangStatus:
+    """The row of a Coscheduling gang that is set up right: what the scheduler last said about its pending pods, or
+    how many pods it still waits for, or that it is scheduled."""
+    ns, group = key
     when, said, told = _last_word(pending, events, len(pods))
     echoes_only = bool(pending and said and not told and _echo(said))
     if echoes_only and (min_member is None or len(pods) >= min_member):
@@ -697,8 +726,6 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
         config: annotation keys and the default backend.
         now: aware datetime the waits are measured to (default: now, UTC).
     """
-    from .workload_api import not_served_message
-
     now = now or _dt.datetime.now(_dt.timezone.utc)
     pgs = {(_meta(pg).get("namespace", ""), _meta(pg).get("name", "")): pg for pg in pod_groups}
     members: dict[tuple[str, str], list[JSON]] = {}
@@ -709,6 +736,37 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
             everyone.setdefault((_meta(pod).get("namespace", ""), group), []).append(pod)
             if _live(pod):
                 members.setdefault((_meta(pod).get("namespace", ""), group), []).append(pod)
+    owners, rows = _native_owners(workloads, served, config)
+    by_owner: dict[str, list[JSON]] = {}
+    for pod in pods:
+        ref = controller_ref(pod)
+        if ref is not None and ref.get("kind") == "Job" and _live(pod):
+            by_owner.setdefault(str(ref.get("uid")), []).append(pod)
+    left_out = {"basic": 0, "coscheduling": 0}
+    for key in sorted(set(pgs) | set(members) | set(owners)):
+        pg = pgs.get(key)
+        job = controller_ref(pg) if pg is not None else None
+        siblings = by_owner.get(str(job.get("uid")), []) if job is not None and job.get("kind") == "Job" else []
+        why = not_a_gang(pg, members.get(key, []), config, siblings) if pg is not None else None
+        if why is not None and key not in owners:
+            left_out[why] += 1
+            continue
+        rows.append(_native_row(key, pg, members.get(key, []), owners.get(key), events, now,
+                                everyone.get(key, [])))
+    if notes is not None and any(left_out.values()):
+        notes.append(_left_out_note(left_out, config))
+    rows.sort(key=lambda r: (r.namespace, r.group, r.workload))
+    return rows
+
+
+def _native_owners(workloads: list[JSON], served: str | None,
+                   config: Config) -> tuple[dict[tuple[str, str], JSON], list[GangStatus]]:
+    """``(owners, rows)`` of :func:`diagnose_native`'s ``workloads``: the gang workload (no controller, with the
+    min-member annotation) whose pod template names each native group ``(namespace, group)``, and a
+    ``WorkloadAPINotServed`` row for each one that asks for the workload-api backend where the API server serves no
+    scheduling.k8s.io (``served == ""``)."""
+    from .workload_api import not_served_message
+
     owners: dict[tuple[str, str], JSON] = {}
     rows: list[GangStatus] = []
     for wl in workloads:
@@ -731,34 +789,21 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
             continue
         if group is not None:
             owners[(ns, group)] = wl
-    by_owner: dict[str, list[JSON]] = {}
-    for pod in pods:
-        ref = controller_ref(pod)
-        if ref is not None and ref.get("kind") == "Job" and _live(pod):
-            by_owner.setdefault(str(ref.get("uid")), []).append(pod)
-    left_out = {"basic": 0, "coscheduling": 0}
-    for key in sorted(set(pgs) | set(members) | set(owners)):
-        pg = pgs.get(key)
-        job = controller_ref(pg) if pg is not None else None
-        siblings = by_owner.get(str(job.get("uid")), []) if job is not None and job.get("kind") == "Job" else []
-        why = not_a_gang(pg, members.get(key, []), config, siblings) if pg is not None else None
-        if why is not None and key not in owners:
-            left_out[why] += 1
-            continue
-        rows.append(_native_row(key, pg, members.get(key, []), owners.get(key), events, now,
-                                everyone.get(key, [])))
-    if notes is not None and any(left_out.values()):
-        said = []
-        if left_out["basic"]:
-            said.append(f"{left_out['basic']} Basic PodGroup(s) (scheduling.k8s.io, schedulingPolicy basic: no gang; "
-                        "with WorkloadWithJob the Job controller makes one per Job)")
-        if left_out["coscheduling"]:
-            said.append(f"{left_out['coscheduling']} PodGroup(s) whose pods all go to the Coscheduling gang of their "
-                        f"{config.pod_group_label} label (the Job controller's own gang of such a Job; shown as "
-                        "that Coscheduling gang)")
-        notes.append("left out: " + "; ".join(said))
-    rows.sort(key=lambda r: (r.namespace, r.group, r.workload))
-    return rows
+    return owners, rows
+
+
+def _left_out_note(left_out: dict[str, int], config: Config) -> str:
+    """The ``notes`` line of :func:`diagnose_native` saying how many PodGroups were no gang and why (``left_out``:
+    counts by the answer of :func:`not_a_gang`)."""
+    said = []
+    if left_out["basic"]:
+        said.append(f"{left_out['basic']} Basic PodGroup(s) (scheduling.k8s.io, schedulingPolicy basic: no gang; "
+                    "with WorkloadWithJob the Job controller makes one per Job)")
+    if left_out["coscheduling"]:
+        said.append(f"{left_out['coscheduling']} PodGroup(s) whose pods all go to the Coscheduling gang of their "
+                    f"{config.pod_group_label} label (the Job controller's own gang of such a Job; shown as "
+                    "that Coscheduling gang)")
+    return "left out: " + "; ".join(said)
 
 
 def _native_row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON | None,

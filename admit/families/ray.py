@@ -54,7 +54,7 @@ import hashlib
 from typing import Any
 
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangError, GangPlan, Resolver, below_min_member, check_group_name, \
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, below_min_member, check_group_name, \
     choose_group_name, get_path, \
     int_field
 from .shared import (
@@ -155,6 +155,48 @@ def ray_pods(cluster: dict[str, Any], prefix: tuple[str, ...], ref: str) -> tupl
     return out, cluster.get("enableInTreeAutoscaling") is True
 
 
+def _place_group(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, config: Config, kind: str, ref: str,
+                 targets: list[PodTarget], parent: tuple[str, str] | None) -> None:
+    """Set ``plan``'s PodGroup name and pod templates (``targets``): a RayJob's or RayService's own templates stay as
+    written (each RayCluster KubeRay makes for it is a gang of its own, module docstring); a RayCluster KubeRay made
+    for one (``parent``: its ``(kind, name)``) is named after the cluster; any other RayCluster as the annotations
+    say (``choose_group_name``)."""
+    name = plan.name
+    if kind != "RayCluster":
+        plan.create_pod_group = False  # its clusters gang, one PodGroup each; its own templates stay as written
+        plan.group_name = name  # no PodGroup of this name is made: only messages read it
+        plan.notes.append(
+            f"{ref}: each RayCluster KubeRay makes for it ({name}-<5 characters>; KubeRay v1.3 and older: "
+            f"{name}-raycluster-<5 characters>; a new one on every {'retry' if kind == 'RayJob' else 'upgrade'}) "
+            "is a gang of its own: a PodGroup named after that RayCluster and owned by it, so an old cluster's pods "
+            "never count toward a new one's quorum")
+        if ann.pod_group is not None:
+            plan.warnings.append(f"{ref}: annotation {config.pod_group_key} is not used: KubeRay copies it onto "
+                                 "every RayCluster it makes, and each of them needs a PodGroup of its own")
+    elif parent is not None and name:
+        plan.targets = targets
+        plan.group_name = cluster_group_name(name)
+    else:
+        plan.targets = targets
+        plan.group_name = choose_group_name(obj, ann, plan.targets, config, kind, name)
+
+
+def _ray_min_member(ann: GangAnnotations, pods: list[dict[str, Any]], autoscaling: bool, total: int, ref: str,
+                    warnings: list[str]) -> int:
+    """The gang's minMember: the annotation, else every desired pod (``total``); with in-tree autoscaling, else the
+    autoscaler's minimum (1 head + Σ minReplicas × numOfHosts), and a warning appended to ``warnings`` when the
+    annotation asks for more than that minimum."""
+    if autoscaling:
+        floor = sum(p["minimum"] for p in pods)
+        minimum = gang_min_member(ann, floor)
+        if ann.min_member is not None and ann.min_member > floor:
+            warnings.append(
+                f"{ref}: minMember {ann.min_member} is above the autoscaler's minimum of {floor} pods (1 head + "
+                "Σ minReplicas × numOfHosts): after a scale-down new pods wait until the cluster has that many again")
+        return minimum
+    return gang_min_member(ann, total)
+
+
 def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str,
                 kind: str = "RayCluster") -> GangPlan:
     """Plan for a RayCluster, RayJob or RayService (``kind``; rules in the module docstring).
@@ -197,36 +239,12 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         workers_field = (f"{'.'.join((*CLUSTER_SPEC[parent[0]], 'workerGroupSpecs[*]'))} of "
                          f"{object_ref(parent[0], namespace, parent[1])}")
     pods, autoscaling = ray_pods(cluster, prefix, ref)
-    targets = [template_target(p["path"], p["where"]) for p in pods]
-    if kind != "RayCluster":
-        plan.create_pod_group = False  # its clusters gang, one PodGroup each; its own templates stay as written
-        plan.group_name = name  # no PodGroup of this name is made: only messages read it
-        plan.notes.append(
-            f"{ref}: each RayCluster KubeRay makes for it ({name}-<5 characters>; KubeRay v1.3 and older: "
-            f"{name}-raycluster-<5 characters>; a new one on every {'retry' if kind == 'RayJob' else 'upgrade'}) "
-            "is a gang of its own: a PodGroup named after that RayCluster and owned by it, so an old cluster's pods "
-            "never count toward a new one's quorum")
-        if ann.pod_group is not None:
-            plan.warnings.append(f"{ref}: annotation {config.pod_group_key} is not used: KubeRay copies it onto "
-                                 "every RayCluster it makes, and each of them needs a PodGroup of its own")
-    elif parent is not None and name:
-        plan.targets = targets
-        plan.group_name = cluster_group_name(name)
-    else:
-        plan.targets = targets
-        plan.group_name = choose_group_name(obj, ann, plan.targets, config, kind, name)
+    _place_group(plan, obj, ann, config, kind, ref, [template_target(p["path"], p["where"]) for p in pods],
+                 parent)
     total = sum(p["desired"] for p in pods)
     plan.total_pods = total
     plan.total_field = "1 head + Σ workerGroupSpecs[*] desired replicas × numOfHosts"
-    if autoscaling:
-        floor = sum(p["minimum"] for p in pods)
-        plan.min_member = gang_min_member(ann, floor)
-        if ann.min_member is not None and ann.min_member > floor:
-            plan.warnings.append(
-                f"{ref}: minMember {ann.min_member} is above the autoscaler's minimum of {floor} pods (1 head + "
-                "Σ minReplicas × numOfHosts): after a scale-down new pods wait until the cluster has that many again")
-    else:
-        plan.min_member = gang_min_member(ann, total)
+    plan.min_member = _ray_min_member(ann, pods, autoscaling, total, ref, plan.warnings)
     if parent is None:  # KubeRay's copy of the warning would reach KubeRay's client, not the user
         plan.notes.append(batch_scheduler_note(ref, config))
     plan.operator_notice = batch_scheduler_note(ref, config)  # the Event on the RayCluster (a PodGroup claim)

@@ -192,54 +192,66 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
             f"set annotation {config.pod_group_key} to another name",
         )
     if ref_owner is not None and ref_owner == plan.owner:
-        # Made by the workload's own operator (its controller ownerReference names the workload, and admit did not
-        # create it): never written by admit, whatever the replicas say. The operator reconciles its own spec, so a
-        # second writer would undo and redo it on every sync (the training-operator and the spark-operator set
-        # minMember from their own fields). When its minMember no longer matches the pods, admit says so.
-        warning = f"{pg} is managed by the {plan.kind}'s own operator; admit leaves it unchanged"
-        have = (existing.get("spec") or {}).get("minMember")
-        total = plan.total_pods
-        if isinstance(have, int) and not isinstance(have, bool) and total is not None and 0 < total != have:
-            warning += (f": its minMember is {have} and {plan.ref} runs {total} pod{'s' if total != 1 else ''}"
-                        f"{' (' + plan.total_field + '=' + str(total) + ')' if plan.total_field else ''}"
-                        + (", so every pod stays Pending until they match" if total < have else "")
-                        + "; change it where that operator sets it, or delete the PodGroup so that admit makes its own")
-        return Ownership("operator", warnings=[warning])
+        return _operator_owned(existing, plan, pg)
     if explicit_name:
-        warnings = []
-        spec = existing.get("spec") or {}
-        have = spec.get("minMember")
-        total = plan.total_pods
-        if isinstance(have, int) and not isinstance(have, bool) and total is not None and total > 0 \
-                and have > total + (others or 0):
-            counted = f"{total} pod{'s' if total != 1 else ''}" + (f" ({plan.total_field}={total})"
-                                                                     if plan.total_field else "")
-            if others is not None:
-                warnings.append(
-                    f"{pg} was not created by admit and needs minMember {have}; {plan.ref} runs {counted} and the "
-                    f"other workloads that name it {others}: until they run {have} together, every pod of the group "
-                    "stays Pending")
-                return Ownership("use", warnings=warnings)
-            return Ownership(
-                "conflict", code=403, message=(
-                    f"{pg} was not created by admit and needs minMember {have}, but {plan.ref} runs {counted}: the "
-                    f"Coscheduling plugin would keep every pod Pending forever. Run at least {have} pods"
-                    f"{' (' + plan.total_field + ')' if plan.total_field else ''}, or lower the PodGroup's "
-                    f"spec.minMember to {total} (kubectl patch podgroup {plan.group_name} -n {plan.namespace} --type "
-                    f"merge -p '{{\"spec\":{{\"minMember\":{total}}}}}'), or remove {config.pod_group_key} to let "
-                    "admit make a PodGroup of its own (workloads that share one PodGroup: create them all with 0 "
-                    "replicas, then scale them up)"))
-        if spec.get("minMember") != plan.min_member:
-            warnings.append(
-                f"{pg} was not created by admit and is used as it is: its minMember is {spec.get('minMember')}, "
-                f"not {plan.min_member}"
-            )
-        return Ownership("use", warnings=warnings)
+        return _use_named(existing, plan, config, pg, others)
     return Ownership(
         "conflict",
         f"{pg} already exists and was not created by admit; set annotation {config.pod_group_key} to another "
         f"name, or to {plan.group_name!r} to join that PodGroup as it is",
     )
+
+
+def _operator_owned(existing: dict[str, Any], plan: GangPlan, pg: str) -> Ownership:
+    """``ownership`` of a PodGroup made by the workload's own operator (its controller ownerReference names the
+    workload, and admit did not create it): never written by admit, whatever the replicas say. The operator reconciles
+    its own spec, so a second writer would undo and redo it on every sync (the training-operator and the
+    spark-operator set minMember from their own fields). When its minMember no longer matches the pods, admit says
+    so. ``pg`` is ``"PodGroup <namespace>/<name>"``."""
+    warning = f"{pg} is managed by the {plan.kind}'s own operator; admit leaves it unchanged"
+    have = (existing.get("spec") or {}).get("minMember")
+    total = plan.total_pods
+    if isinstance(have, int) and not isinstance(have, bool) and total is not None and 0 < total != have:
+        warning += (f": its minMember is {have} and {plan.ref} runs {total} pod{'s' if total != 1 else ''}"
+                    f"{' (' + plan.total_field + '=' + str(total) + ')' if plan.total_field else ''}"
+                    + (", so every pod stays Pending until they match" if total < have else "")
+                    + "; change it where that operator sets it, or delete the PodGroup so that admit makes its own")
+    return Ownership("operator", warnings=[warning])
+
+
+def _use_named(existing: dict[str, Any], plan: GangPlan, config: Config, pg: str, others: int | None) -> Ownership:
+    """``ownership`` of a PodGroup admit did not create that the user named with ``gang.admit.dev/pod-group``: used as
+    it is, refused (403) when its minMember is above the pods that can ever join it and no other workload names it,
+    a warning when others do (see ``ownership``). ``pg`` is ``"PodGroup <namespace>/<name>"``."""
+    warnings = []
+    spec = existing.get("spec") or {}
+    have = spec.get("minMember")
+    total = plan.total_pods
+    if isinstance(have, int) and not isinstance(have, bool) and total is not None and total > 0 \
+            and have > total + (others or 0):
+        counted = f"{total} pod{'s' if total != 1 else ''}" + (f" ({plan.total_field}={total})"
+                                                                 if plan.total_field else "")
+        if others is not None:
+            warnings.append(
+                f"{pg} was not created by admit and needs minMember {have}; {plan.ref} runs {counted} and the "
+                f"other workloads that name it {others}: until they run {have} together, every pod of the group "
+                "stays Pending")
+            return Ownership("use", warnings=warnings)
+        return Ownership(
+            "conflict", code=403, message=(
+                f"{pg} was not created by admit and needs minMember {have}, but {plan.ref} runs {counted}: the "
+                f"Coscheduling plugin would keep every pod Pending forever. Run at least {have} pods"
+                f"{' (' + plan.total_field + ')' if plan.total_field else ''}, or lower the PodGroup's "
+                f"spec.minMember to {total} (kubectl patch podgroup {plan.group_name} -n {plan.namespace} --type "
+                f"merge -p '{{\"spec\":{{\"minMember\":{total}}}}}'), or remove {config.pod_group_key} to let "
+                "admit make a PodGroup of its own (workloads that share one PodGroup: create them all with 0 "
+                "replicas, then scale them up)"))
+    if spec.get("minMember") != plan.min_member:
+        warnings.append(
+            f"{pg} was not created by admit and is used as it is: its minMember is {spec.get('minMember')}, "
+            f"not {plan.min_member}"
+        )
+    return Ownership("use", warnings=warnings)
 
 
 def pod_group_generation(pg: dict[str, Any], config: Config) -> int | None:
