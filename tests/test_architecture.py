@@ -49,8 +49,7 @@ def test_each_workload_kind_is_declared_once_by_its_family_and_the_registry_watc
     the resolver registry, the controller's watches, the ``*/scale`` checks and the child rule all come from it."""
     from admit.controller.claims import KNOWN_RESOURCES
     from admit.families import FAMILY_KINDS
-    from admit.families.kinds import RESOLVERS, SCALABLE
-    from admit.gang.children import PARENTS
+    from admit.families.kinds import PARENTS, RESOLVERS, SCALABLE
 
     keys = [k.key for k in FAMILY_KINDS]
     assert len(keys) == len(set(keys))
@@ -63,5 +62,81 @@ def test_each_workload_kind_is_declared_once_by_its_family_and_the_registry_watc
     assert SCALABLE[("apps", "deployments")] == ("apps", "v1", "Deployment")
     for k in FAMILY_KINDS:
         for child in k.children:
-            assert k.key in PARENTS[child]
-    assert PARENTS[("apps", "ReplicaSet")] == {("apps", "Deployment")}
+            assert k.key in PARENTS.plain[child]
+    assert PARENTS.plain[("apps", "ReplicaSet")] == {("apps", "Deployment")}
+
+
+#: The per-kind facts a ``WorkloadKind`` must give (keyword-only, no default: ``None`` / ``False`` says "none").
+PER_KIND_FACTS = ("pod_joiner", "pod_watch_selector", "rollout", "controller_gang", "allowed_backends", "in_status")
+
+
+def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_leaves_one_out_is_refused():
+    """A new kind cannot forget a per-kind fact (issue 29): each is a required keyword of the record, every
+    registered kind gives one of the right shape, and each module that used to keep the fact apart reads it from
+    the registry."""
+    import dataclasses
+
+    import pytest
+
+    from admit.cli.review import _plural
+    from admit.cli.status import WORKLOAD_RESOURCES
+    from admit.config import GANG_BACKENDS
+    from admit.controller.claims import watched_kinds
+    from admit.config import Config
+    from admit.families import FAMILY_KINDS, WorkloadKind
+    from admit.families.apps import resolve_job
+    from admit.families.kinds import KINDS, POD_JOINERS
+    from admit.families.shared import AllowedBackends, Rollout
+
+    fields = {f.name: f for f in dataclasses.fields(WorkloadKind)}
+    for name in PER_KIND_FACTS:
+        assert fields[name].kw_only and fields[name].default is dataclasses.MISSING, name
+    leave_out = {name: None for name in PER_KIND_FACTS[1:]}
+    with pytest.raises(TypeError, match="pod_joiner"):
+        WorkloadKind("batch", "Job", (("v1", "jobs"),), resolve_job, **leave_out)  # type: ignore[call-arg]
+
+    for k in FAMILY_KINDS:
+        assert k.pod_joiner is None or callable(k.pod_joiner), k.key
+        assert k.pod_watch_selector is None or ("=" in k.pod_watch_selector and not k.versions), k.key
+        assert k.rollout is None or isinstance(k.rollout, Rollout), k.key
+        assert k.controller_gang is None or k.controller_gang.startswith("the "), k.key
+        assert k.allowed_backends is None or (isinstance(k.allowed_backends, AllowedBackends)
+                                              and set(k.allowed_backends.backends) <= set(GANG_BACKENDS)), k.key
+        assert isinstance(k.in_status, bool), k.key
+        assert _plural(k.kind) == (k.versions[0][1] if k.versions else "pods"), k.key
+
+    def having(fact: str) -> list[str]:
+        return [k.kind for k in FAMILY_KINDS if getattr(k, fact)]
+
+    # what each kind declares today (the facts that lived in POD_JOINERS, claims.py, rollout.py, _CONTROLLER_GANGS,
+    # _is_spark, status.py and review.py before)
+    assert having("pod_joiner") == ["Pod", "LeaderWorkerSet"] and len(POD_JOINERS) == 2
+    assert having("pod_watch_selector") == ["Pod"] and KINDS[("", "Pod")].pod_watch_selector == "spark-role=driver"
+    assert having("rollout") == ["Deployment", "StatefulSet"]
+    assert having("controller_gang") == ["Deployment", "StatefulSet", "Job", "JobSet", "LeaderWorkerSet"]
+    assert having("allowed_backends") == ["Pod", "SparkApplication"]
+    assert having("in_status") == ["Deployment", "ReplicaSet", "StatefulSet", "Job"]
+    assert [r.kind for r in WORKLOAD_RESOURCES] == having("in_status")
+    pod_watches = [w.selector for w in watched_kinds(Config())[0] if w.resource.kind == "Pod"]
+    assert pod_watches == [f"{Config().managed_label}=true,spark-role=driver"]
+
+
+def test_is_child_answers_for_a_deployments_replicaset_in_a_fresh_interpreter_whatever_was_imported_first():
+    """The child registry is a value (``admit.families.kinds.PARENTS``) that ``is_child`` is given, not state that
+    importing the families fills in ``admit.gang.children`` (issue 29: ``is_child`` answered False for a
+    Deployment's ReplicaSet until ``admit.families.kinds`` had been imported)."""
+    script = textwrap.dedent("""
+        from admit.gang import children
+        assert not any(isinstance(v, dict) for k, v in vars(children).items() if k.isupper()), "module-level registry"
+        before = dict(vars(children))
+        from admit.families.kinds import PARENTS
+        assert dict(vars(children)) == before, "importing the families changed admit.gang.children"
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-5d8f", "namespace": "team",
+              "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u-1",
+                                   "controller": True, "blockOwnerDeletion": True}]}}
+        print(children.is_child(rs, "apps", "ReplicaSet", PARENTS),
+              children.is_child(rs, "apps", "ReplicaSet", children.Parents()))
+    """)
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "False"]

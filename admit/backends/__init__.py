@@ -42,14 +42,15 @@ neither ``schedulingGroup`` nor a Workload/PodGroup of its own.
 
 Spark (SparkApplication, spark-submit drivers and their executors) stays on ``coscheduling``: the spark-operator
 does not copy ``schedulingGroup`` into the pods it makes, and executors join their driver by label; admit says so in
-a warning.
+a note. Which kinds' controllers make a native gang and which kinds keep to some backends are facts of each kind's
+record (``WorkloadKind.controller_gang``, ``allowed_backends``), passed in by ``admit.families.kinds``.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from ..gang.patch import pointer
@@ -60,13 +61,15 @@ from .interface import GangBackend
 from .registry import BACKENDS, backend_of
 from .workload_api import not_served_message
 
+if TYPE_CHECKING:  # the kind's record is the families' type; a backend only reads the facts passed to it
+    from ..families.shared import AllowedBackends
+
 __all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "native_handover",
            "template_joined", "not_served_message",
            "scheduler_phrase", "scheduler_of", "requested_backend", "refuse_below", "render_below", "check_plan", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION",
            "BACKENDS", "GangBackend", "backend_of"]
 
 GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
-_SPARK_GROUP = "sparkoperator.k8s.io"
 
 
 def requested_backend(ann: GangAnnotations, config: Config) -> str:
@@ -139,26 +142,11 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
         )
 
 
-def _is_spark(plan: GangPlan, obj: dict[str, Any]) -> bool:
-    return plan.api_group == _SPARK_GROUP or (
-        plan.kind == "Pod" and get_path(obj, ("metadata", "labels", "spark-role")) is not None)
-
-
-_CONTROLLER_GANGS = {("batch", "Job"): "the Job controller (WorkloadWithJob) makes its Workload and PodGroup",
-                     ("apps", "Deployment"): "the Deployment controller makes a Workload and one PodGroup per ReplicaSet",
-                     ("apps", "StatefulSet"): "the StatefulSet controller makes its Workload and PodGroup",
-                     # kubernetes-sigs/jobset keps/969-WAS-integration (JobSetSpec.scheduling, gate
-                     # JobSetWorkloadAwareSchedulingAPI) and kubernetes-sigs/lws keps/666-gang-scheduling-in-lws
-                     # (LeaderWorkerSetSpec.scheduling, gate WorkloadAwareScheduling): alpha with Kubernetes 1.37's
-                     # building blocks; the field name is the KEPs', the Go types in api/ are unconfirmed here
-                     ("jobset.x-k8s.io", "JobSet"): "the JobSet controller makes its Workload and PodGroups",
-                     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): "the LeaderWorkerSet controller makes its "
-                                                                      "Workload and one PodGroup per group"}
-
-
-def deferring_reason(obj: dict[str, Any], plan: GangPlan) -> str | None:
-    """Why the workload's own controller, not admit, owns its native gang objects (module docstring), or ``None``."""
-    controller = _CONTROLLER_GANGS.get((plan.api_group, plan.kind))
+def deferring_reason(obj: dict[str, Any], plan: GangPlan, controller_gang: str | None = None) -> str | None:
+    """Why the workload's own controller, not admit, owns its native gang objects (module docstring), or ``None``.
+    ``controller_gang`` is the kind's ``WorkloadKind.controller_gang``: who makes its native gang from
+    ``spec.scheduling`` (``None``: its controller makes none)."""
+    controller = controller_gang
     if controller is not None and get_path(obj, ("spec", "scheduling")) is not None:
         return f"{plan.ref} sets spec.scheduling: {controller}; admit only checks its size"
     if plan.api_group == "batch" and plan.kind == "Job":
@@ -173,8 +161,12 @@ def deferring_reason(obj: dict[str, Any], plan: GangPlan) -> str | None:
     return None
 
 
-def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, config: Config) -> GangPlan:
+def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, config: Config, *,
+                  controller_gang: str | None = None, allowed: AllowedBackends | None = None) -> GangPlan:
     """Set ``plan.backend`` and apply the deferring rules (module docstring); returns ``plan``.
+
+    ``controller_gang`` and ``allowed`` are the kind's ``WorkloadKind.controller_gang`` and ``allowed_backends``: a
+    gang asking for a backend its kind cannot use moves to the kind's first one (Spark: ``coscheduling``), with a note.
 
     Raises:
         GangError (code 400): the backend asked for is not enabled in admit, the API server does not serve the
@@ -187,15 +179,14 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
             f'{plan.ref} asks for gang backend "{backend}" ({config.backend_key}), but admit runs with '
             f'--gang-backend {config.gang_backend} only; enable it with --extra-gang-backend {backend} (chart: '
             f"config.extraGangBackends) or remove the annotation", 400)
-    if backend == WORKLOAD_API and _is_spark(plan, obj):
-        if COSCHEDULING not in config.allowed_backends:
-            raise GangError(f"{plan.ref}: Spark gangs need the coscheduling backend (executors join their driver by "
-                            "label, and the spark-operator does not copy spec.schedulingGroup into its pods); enable it "
-                            "with --extra-gang-backend coscheduling (chart: config.extraGangBackends)", 400)
-        plan.notes.append(f"{plan.ref}: Spark pods stay on the coscheduling backend (executors join their driver by "
-                             "label, and the spark-operator does not copy spec.schedulingGroup into the pods it makes)")
-        backend = COSCHEDULING
-    reason = deferring_reason(obj, plan)
+    if allowed is not None and backend not in allowed.backends and allowed.applies(obj):
+        to = allowed.backends[0]
+        if to not in config.allowed_backends:
+            raise GangError(f"{plan.ref}: {allowed.who} gangs need the {to} backend ({allowed.why}); enable it with "
+                            f"--extra-gang-backend {to} (chart: config.extraGangBackends)", 400)
+        plan.notes.append(f"{plan.ref}: {allowed.who} pods stay on the {to} backend ({allowed.why})")
+        backend = to
+    reason = deferring_reason(obj, plan, controller_gang)
     if reason is None and _hands_over(obj, plan, backend, config):
         reason = (f"{plan.ref} goes to the Job controller's native gang: admit sets "
                   f"spec.scheduling.schedulingPolicy.gang.minCount={plan.min_member} (--controller-gang Job) and makes "
@@ -216,12 +207,14 @@ def _hands_over(obj: dict[str, Any], plan: GangPlan, backend: str, config: Confi
             and get_path(obj, ("metadata", "labels", config.managed_label)) != "true")
 
 
-def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config,
+                    controller_gang: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """JSONPatch operations and warnings for a workload whose gang its own controller makes (``plan.mutate`` off
     by :func:`apply_backend`; module docstring, "One gang mechanism per workload"): ``spec.scheduling`` for a Job
     admit hands over, and the removal of admit's earlier marks from a workload that became a controller's native
-    gang. ``([], [])`` when neither applies (the operator-made gangs of ``deferring_reason``)."""
-    reason = deferring_reason(obj, plan)
+    gang. ``([], [])`` when neither applies (the operator-made gangs of ``deferring_reason``). ``controller_gang``:
+    the kind's ``WorkloadKind.controller_gang``."""
+    reason = deferring_reason(obj, plan, controller_gang)
     if reason is None:
         if not _hands_over(obj, plan, plan.backend, config):
             return [], []
@@ -255,8 +248,10 @@ def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config) -> tupl
                  f"such as Kueue's): admit dropped its own gang{what}, so one gang mechanism remains"]
 
 
-def with_backend(resolver: Resolver) -> Resolver:
-    """``resolver`` followed by :func:`apply_backend` (same signature, same errors plus apply_backend's)."""
+def with_backend(resolver: Resolver, *, controller_gang: str | None = None,
+                 allowed: AllowedBackends | None = None) -> Resolver:
+    """``resolver`` followed by :func:`apply_backend` (same signature, same errors plus apply_backend's), with the
+    kind's ``controller_gang`` and ``allowed_backends`` (``admit.families.kinds`` passes them from the record)."""
 
     @wraps(resolver)
     def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
@@ -274,7 +269,7 @@ def with_backend(resolver: Resolver) -> Resolver:
                     plan = resolver(obj, replace(ann, pod_group=named), config, namespace, operation)
                 except BelowMinMember as e:
                     raise render_below(e, ann, config) from None
-        return apply_backend(plan, obj, ann, config)
+        return apply_backend(plan, obj, ann, config, controller_gang=controller_gang, allowed=allowed)
 
     return resolve
 

@@ -28,7 +28,7 @@ import yaml
 
 from ..webhook.admission import Admission
 from ..config import Config
-from ..families.kinds import RESOLVERS, SCALABLE
+from ..families.kinds import KINDS, RESOLVERS, SCALABLE
 from ..kube.client import AlreadyExists
 from ..gang.plan import GangError, generated_group_name, get_path, parse_gang_annotations
 from ..webhook.admissionreview import AdmissionRequest, BadReview, dumps, parse_review
@@ -67,7 +67,15 @@ def _namespace_of(doc: dict[str, Any]) -> str:
     return str(meta.get("namespace") or "default")
 
 
+_PLURALS = {k.kind: k.plural for k in KINDS.values()}
+
+
 def _plural(kind: str) -> str:
+    """The resource name of ``kind``: a registered kind's own plural (``WorkloadKind.plural``), else the English
+    rule."""
+    registered = _PLURALS.get(kind)
+    if registered is not None:
+        return registered
     lower = kind.lower()
     return lower + ("es" if lower.endswith("s") else "s")
 

@@ -13,6 +13,7 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
+from ..families import FAMILY_KINDS
 from ..config import COSCHEDULING, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube.client import KubeError, load_api_client
 from ..backends.common import asked_backend
@@ -21,12 +22,9 @@ from ..kube.watchcache import KubeRaw, Resource
 
 __all__ = ["collect", "collect_native", "run_status"]
 
-WORKLOAD_RESOURCES = (
-    Resource("apps", "v1", "deployments", "Deployment"),
-    Resource("apps", "v1", "statefulsets", "StatefulSet"),
-    Resource("apps", "v1", "replicasets", "ReplicaSet"),
-    Resource("batch", "v1", "jobs", "Job"),
-)
+WORKLOAD_RESOURCES = tuple(Resource(k.api_group, k.versions[0][0], k.plural, k.kind) for k in FAMILY_KINDS
+                           if k.in_status)
+"""The workloads ``admit status`` lists to name a gang's workload: the kinds whose record says ``in_status``."""
 PODS = Resource("", "v1", "pods", "Pod")
 EVENTS = Resource("", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)

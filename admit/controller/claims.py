@@ -71,9 +71,10 @@ GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 #: ``admit.families.kinds.RESOLVERS``: each kind's own record (``WorkloadKind.versions``, ``admit/families``).
 KNOWN_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = kinds.WATCHED_RESOURCES
 
-#: Extra label requirement for the Pods the controller watches: Spark driver pods (spark-submit / spark-operator
-#: label ``spark-role``), which own their executors' group.
-SPARK_DRIVER_SELECTOR = "spark-role=driver"
+#: Extra label requirement for the Pods the controller watches (the bare Pod kind's
+#: ``WorkloadKind.pod_watch_selector``): Spark driver pods (spark-submit / spark-operator label ``spark-role``), which
+#: own their executors' group.
+SPARK_DRIVER_SELECTOR = kinds.KINDS[("", "Pod")].pod_watch_selector or ""
 
 PODS = Resource("", "v1", "pods", "Pod")
 
@@ -117,8 +118,10 @@ def watched_kinds(config: Config, resolvers: Iterable[tuple[str, str]] | None = 
             continue
         for version, plural in coords:
             out.append(WatchedKind(Resource(group, version, plural, kind), selector))
-    if ("", "Pod") in keys:
-        out.append(WatchedKind(PODS, f"{selector},{SPARK_DRIVER_SELECTOR}"))
+    for key in keys:  # kinds watched as their Pods, with the kind's own label requirement (bare Pods: Spark drivers)
+        watch = kinds.KINDS[key].pod_watch_selector if key in kinds.KINDS else None
+        if watch is not None:
+            out.append(WatchedKind(PODS, f"{selector},{watch}"))
     return out, notes
 
 
@@ -170,7 +173,7 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
     annotations give a claim with ``error`` for coscheduling always, for another backend only when the object names
     it (or it is the default)."""
     resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
-    if resolver is None or is_child(obj, resource.group, resource.kind):
+    if resolver is None or is_child(obj, resource.group, resource.kind, kinds.PARENTS):
         return None
     obj = obj if obj.get("kind") else dict(obj, apiVersion=resource.api_version, kind=resource.kind)
     meta = obj.get("metadata") or {}
@@ -206,7 +209,7 @@ def held_claim(obj: JSON, resource: Resource, config: Config, ref: JSON | None =
     managed label, a template labelled for a group), a claim with no plan that keeps the PodGroup its owner
     annotation names (``reconcile.decide`` reports it and writes nothing, as for an invalid annotation); else
     ``None``. Coscheduling only: a ``workload-api`` template's ``schedulingGroup`` is not such a mark."""
-    if is_child(obj, resource.group, resource.kind):
+    if is_child(obj, resource.group, resource.kind, kinds.PARENTS):
         return None
     marks = stale_marks(obj, resource.group, resource.kind, config)
     if not marks:

@@ -19,6 +19,7 @@ Rules and their sources:
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any
 
@@ -29,7 +30,7 @@ from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, PodTarget, Wave, check_group_name, choose_group_name, get_path, int_field,
 )
 from ..gang.resources import ResourceError, gang_min_resources
-from .shared import WorkloadKind
+from .shared import Rollout, WorkloadKind
 
 __all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "job_can_still_run", "index_count", "resolve_pod",
            "template_min_resources"]
@@ -391,12 +392,81 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     )
 
 
+def resolve_int_or_percent(value: Any, total: int, round_up: bool, default: int) -> int:
+    """An ``IntOrString`` (``2`` or ``"25%"``) as a count of ``total`` (apimachinery
+    ``intstr.GetScaledValueFromIntOrPercent``); ``default`` when absent or malformed."""
+    if isinstance(value, bool) or value is None:
+        return default
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, str) and value.endswith("%"):
+        try:
+            pct = float(value[:-1])
+        except ValueError:
+            return default
+        scaled = pct * total / 100
+        return max(int(math.ceil(scaled) if round_up else math.floor(scaled)), 0)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return default
+
+
+def deployment_at_once(obj: dict[str, Any], replicas: int) -> tuple[int, str] | None:
+    """``Rollout.at_once`` of a Deployment: ``maxSurge`` + ``maxUnavailable`` (defaults 25% each, surge rounded up,
+    unavailable down; both 0 counts as 1 unavailable, ``pkg/controller/deployment/util`` ``ResolveFenceposts``);
+    ``None`` for ``strategy.type: Recreate``."""
+    strategy = get_path(obj, ("spec", "strategy")) or {}
+    if (strategy.get("type") if isinstance(strategy, dict) else None) == "Recreate":
+        return None
+    rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) else None
+    rolling = rolling if isinstance(rolling, dict) else {}
+    surge = resolve_int_or_percent(rolling.get("maxSurge", "25%"), replicas, True, 1)
+    unavailable = resolve_int_or_percent(rolling.get("maxUnavailable", "25%"), replicas, False, 0)
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return surge + unavailable, f"maxSurge {surge} + maxUnavailable {unavailable}"
+
+
+def statefulset_at_once(obj: dict[str, Any], replicas: int) -> tuple[int, str] | None:
+    """``Rollout.at_once`` of a StatefulSet: ``rollingUpdate.maxUnavailable`` (default 1, at least 1, a percentage
+    rounds down; ``getStatefulSetMaxUnavailable``); ``None`` for ``OnDelete`` and ``Recreate``."""
+    strategy = get_path(obj, ("spec", "updateStrategy")) or {}
+    if (strategy.get("type") if isinstance(strategy, dict) else None) in ("OnDelete", "Recreate"):
+        return None
+    rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) else None
+    rolling = rolling if isinstance(rolling, dict) else {}
+    unavailable = max(1, resolve_int_or_percent(rolling.get("maxUnavailable", 1), replicas, False, 1))
+    return unavailable, f"maxUnavailable {unavailable}"
+
+
+def _deployment_fixes(min_member: int, replicas: int) -> str:
+    return (f"set spec.strategy.type: Recreate (the old pods go first, then all new ones start together), or "
+            f"spec.strategy.rollingUpdate.maxSurge to at least {min_member} (e.g. 100%), or scale it to 0 "
+            f"before this change and back to {replicas} after")
+
+
+def _statefulset_fixes(min_member: int, replicas: int) -> str:
+    return ("set spec.updateStrategy.type: Recreate (Kubernetes 1.37 and later, feature gate "
+            "StatefulSetRecreateStrategy: the old pods go first, then all new ones start together), or scale it "
+            f"to 0 before this change and back to {replicas} after, or set spec.updateStrategy.type: OnDelete "
+            "and delete the old pods together")
+
+
 DEPLOYMENT = WorkloadKind("apps", "Deployment", (("v1", "deployments"),), partial(resolve_replicated, kind="Deployment"),
-                          children=(("apps", "ReplicaSet"),), scalable=True)
+                          children=(("apps", "ReplicaSet"),), scalable=True,
+                          pod_joiner=None, pod_watch_selector=None, allowed_backends=None, in_status=True,
+                          rollout=Rollout(deployment_at_once, _deployment_fixes),
+                          controller_gang="the Deployment controller makes a Workload and one PodGroup per ReplicaSet")
 """A Deployment; its ReplicaSets are its children (``pkg/controller/deployment``: ``NewControllerRef``)."""
 REPLICASET = WorkloadKind("apps", "ReplicaSet", (("v1", "replicasets"),), partial(resolve_replicated, kind="ReplicaSet"),
-                          scalable=True)
-STATEFULSET = WorkloadKind("apps", "StatefulSet", (("v1", "statefulsets"),), resolve_statefulset, scalable=True)
-JOB = WorkloadKind("batch", "Job", (("v1", "jobs"),), resolve_job)
+                          scalable=True, pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None,
+                          allowed_backends=None, in_status=True)
+STATEFULSET = WorkloadKind("apps", "StatefulSet", (("v1", "statefulsets"),), resolve_statefulset, scalable=True,
+                           pod_joiner=None, pod_watch_selector=None, allowed_backends=None, in_status=True,
+                           rollout=Rollout(statefulset_at_once, _statefulset_fixes),
+                           controller_gang="the StatefulSet controller makes its Workload and PodGroup")
+JOB = WorkloadKind("batch", "Job", (("v1", "jobs"),), resolve_job,
+                   pod_joiner=None, pod_watch_selector=None, rollout=None, allowed_backends=None, in_status=True,
+                   controller_gang="the Job controller (WorkloadWithJob) makes its Workload and PodGroup")
 
 KINDS = (DEPLOYMENT, REPLICASET, STATEFULSET, JOB)

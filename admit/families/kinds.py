@@ -7,27 +7,29 @@ Keys are ``(API group, kind)`` as in ``AdmissionReview.request.kind`` (``("apps"
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 from ..backends import coscheduling_joiner, with_backend
-from ..config import Config
-from ..gang.children import register_parent
+from ..gang.children import Parents
 from ..gang.plan import Resolver
 from . import FAMILY_KINDS
-from .lws import join_lws_pod
-from .spark import join_spark_executor
+from .shared import PodJoiner, WorkloadKind
 
-__all__ = ["RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES"]
+__all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES"]
+
+KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
+"""``(API group, kind) -> WorkloadKind``: every per-kind fact, for the modules that read one (``webhook.rollout``,
+``controller.claims``, ``cli.status``, ``cli.review``)."""
 
 # Every resolver also picks the gang backend (coscheduling or workload-api) and defers to an owner of native gang
 # objects (admit/backends/__init__.py), so each caller sees the same plan.backend.
-RESOLVERS: dict[tuple[str, str], Resolver] = {k.key: with_backend(k.resolve) for k in FAMILY_KINDS}
+RESOLVERS: dict[tuple[str, str], Resolver] = {
+    k.key: with_backend(k.resolve, controller_gang=k.controller_gang, allowed=k.allowed_backends) for k in FAMILY_KINDS}
 
-for _k in FAMILY_KINDS:  # the child rule (children.py): a Deployment's ReplicaSets, a JobSet's Jobs, a RayJob's Job
-    for _child in _k.children:
-        register_parent(_child, _k.key)
-    for _group, _kind, _label in _k.pod_owned_children:  # LWS's worker StatefulSets, owned by a leader Pod
-        register_parent((_group, _kind), ("", "Pod"), label=_label)
+PARENTS: Parents = Parents.of(
+    [(child, k.key, None) for k in FAMILY_KINDS for child in k.children]
+    + [((group, kind), ("", "Pod"), label) for k in FAMILY_KINDS for group, kind, label in k.pod_owned_children])
+"""The child rule's registry (``admit.gang.children``): a Deployment's ReplicaSets, a JobSet's Jobs, a RayJob's Job
+(``WorkloadKind.children``), LWS's worker StatefulSets owned by a leader Pod (``pod_owned_children``). Callers pass
+it to ``children.is_child``."""
 
 WATCHED_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     k.key: k.versions for k in FAMILY_KINDS if k.versions}
@@ -40,11 +42,6 @@ SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
     (k.api_group, k.versions[0][1]): (k.api_group, k.versions[0][0], k.kind) for k in FAMILY_KINDS if k.scalable}
 """``(API group, plural)`` of a ``*/scale`` request -> the parent's ``(API group, version, kind)``."""
 
-PodJoiner = Callable[[dict[str, Any], Config, str, Any], Any]
-"""``joiner(pod, config, namespace, known_groups) -> GangPlan | lookup | None`` for a Pod CREATE that carries neither
-the pod-group label nor gang annotations (e.g. a Spark executor joining its driver's group). It must not call the
-Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline; see
-``admission.GroupCache``) is the cache. A lookup (``spark.DriverLookup``) asks ``admission.Admission`` to read what
-the cache does not know."""
-
-POD_JOINERS: list[PodJoiner] = [coscheduling_joiner(j) for j in (join_spark_executor, join_lws_pod)]
+POD_JOINERS: list[PodJoiner] = [coscheduling_joiner(k.pod_joiner) for k in FAMILY_KINDS if k.pod_joiner is not None]
+"""Every kind's ``WorkloadKind.pod_joiner`` (Spark executors, LeaderWorkerSet group pods), in registration order, kept
+on the coscheduling backend they are written for (``backends.coscheduling_joiner``)."""

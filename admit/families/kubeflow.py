@@ -316,5 +316,6 @@ def _versions(kind: str) -> tuple[tuple[str, str], ...]:
     return (("v1", plural), ("v2beta1", plural)) if kind == "MPIJob" else (("v1", plural),)
 
 
-KINDS = tuple(WorkloadKind("kubeflow.org", kind, _versions(kind), partial(resolve_kubeflow, kind=kind))
+KINDS = tuple(WorkloadKind("kubeflow.org", kind, _versions(kind), partial(resolve_kubeflow, kind=kind),
+                           pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None, allowed_backends=None, in_status=False)
               for kind in KUBEFLOW_KINDS)

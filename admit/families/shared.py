@@ -7,9 +7,9 @@ controller creates (its children). ``admit.families.kinds`` registers them; noth
 
 The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and KAI Scheduler's podgrouper hub):
 
-- **Children** (``admit.gang.children``, the one registry of parent kinds): each kind lists the kinds its controller
-  creates (``WorkloadKind.children``) and ``admit.families.kinds`` registers them there. A JobSet's Jobs, a RayJob's
-  submitter Job (controller ownerReference to the parent) are then part of the parent's gang and never a gang of
+- **Children** (``admit.gang.children``, the rule of parent kinds): each kind lists the kinds its controller creates
+  (``WorkloadKind.children``), and ``admit.families.kinds.PARENTS`` is the registry built from them. A JobSet's Jobs,
+  a RayJob's submitter Job (controller ownerReference to the parent) are then part of the parent's gang and never a gang of
   their own: their templates come from the parent, already labelled, and when their controller also copies the
   parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
 - **A child that gangs on its own** is simply not registered as a child: its kind's resolver reads the controller
@@ -21,8 +21,8 @@ The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and 
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
   fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
   training-operator (``admit.families.kubeflow``) and the spark-operator (``admit.families.spark``).
-- **Pods that join a group** (``admit.families.kinds.POD_JOINERS``, e.g. ``lws.join_lws_pod``): where one template makes
-  the pods of several groups, the pods find their group at creation from labels their controller puts on them,
+- **Pods that join a group** (``WorkloadKind.pod_joiner``, collected in ``admit.families.kinds.POD_JOINERS``, e.g.
+  ``lws.join_lws_pod``): where one template makes the pods of several groups, the pods find their group at creation from labels their controller puts on them,
   without an API call (``joiner(pod, config, namespace, known_groups) -> GangPlan | None``, :data:`POD_TARGET`). A
   joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group (``validate._pod_made_group``):
   the pod that always comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
@@ -36,7 +36,7 @@ The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..gang.ownerrefs import controller_ref
 from ..config import Config
@@ -45,6 +45,9 @@ from ..gang.resources import ResourceError, gang_min_resources
 
 __all__ = [
     "WorkloadKind",
+    "AllowedBackends",
+    "Rollout",
+    "PodJoiner",
     "controller_owner",
     "defer_to_operator",
     "template_target",
@@ -58,6 +61,48 @@ POD_TARGET = PodTarget(("metadata", "labels"), ("spec", "schedulerName"), where=
 """The target of a pod joiner's plan: the Pod's own labels and ``schedulerName``."""
 
 
+PodJoiner = Callable[[dict[str, Any], Config, str, Any], Any]
+"""``joiner(pod, config, namespace, known_groups) -> GangPlan | lookup | None`` for a Pod CREATE that carries neither
+the pod-group label nor gang annotations (e.g. a Spark executor joining its driver's group). It must not call the
+Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline; see
+``admission.GroupCache``) is the cache. A lookup (``spark.DriverLookup``) asks ``admission.Admission`` to read what
+the cache does not know."""
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedBackends:
+    """The gang backends a kind's objects can use, when not every one can (``WorkloadKind.allowed_backends``).
+
+    Attributes:
+        backends: backend names (``admit.config.GANG_BACKENDS``), the first is the one a gang asking for another
+            moves to (``backends.apply_backend``, with a note; refused when admit runs without it).
+        applies: ``applies(obj) -> bool``: which objects of the kind the rule covers (all Spark objects; of bare
+            Pods only those labelled ``spark-role``).
+        who / why: for the note and the refusal: ``"Spark"`` (``"Spark pods stay on ..."``, ``"Spark gangs need
+            ..."``) and the reason in a parenthesis.
+    """
+
+    backends: tuple[str, ...]
+    applies: Callable[[dict[str, Any]], bool]
+    who: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """How a kind's controller rolls an UPDATE of its pod template out (``WorkloadKind.rollout``,
+    ``admit.webhook.rollout.rollout_problem``).
+
+    Attributes:
+        at_once: ``at_once(obj, replicas) -> (new pods made before any is available, how that number comes about)``,
+            or ``None`` when the update strategy is not a rolling one.
+        fixes: ``fixes(min_member, replicas) -> str``: what the user can do instead, as a sentence tail.
+    """
+
+    at_once: Callable[[dict[str, Any], int], tuple[int, str] | None]
+    fixes: Callable[[int, int], str]
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadKind:
     """One gang workload kind of a family.
@@ -68,7 +113,7 @@ class WorkloadKind:
             (a version whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``).
         resolve: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` (``admit.gang.plan.Resolver``).
         children: ``(API group, kind)`` of the objects this kind's controller creates that would otherwise be
-            resolved as gangs of their own (registered with ``admit.gang.children.register_parent``).
+            resolved as gangs of their own (in ``admit.families.kinds.PARENTS``, ``admit.gang.children.Parents``).
         scalable: its ``*/scale`` subresource (of its first version) is validated as a change of replicas
             (``kubectl scale``, the HorizontalPodAutoscaler; ``admit.families.kinds.SCALABLE``).
         pod_owned_children: ``(API group, kind, label)`` of the objects this kind's controller creates with a
@@ -78,6 +123,22 @@ class WorkloadKind:
 
     ``versions`` is empty for a kind the controller does not watch as a workload (bare Pods: it watches Spark driver
     pods apart, ``admit.controller.claims.PODS``).
+
+    Every other per-kind fact is a keyword a record must give (``None`` / ``False`` to say "none"), so a new kind
+    cannot forget one (tests/test_architecture.py checks each):
+
+        pod_joiner: a :data:`PodJoiner` for the kind's pods that find their group from labels at creation
+            (``admit.families.kinds.POD_JOINERS``), or ``None``.
+        pod_watch_selector: for a kind without ``versions`` whose objects are Pods the controller still watches,
+            the extra label requirement of that watch (bare Pods: ``spark-role=driver``, the drivers that own their
+            executors' group; ``admit.controller.claims``), or ``None``.
+        rollout: the kind's rolling update (:class:`Rollout`) for ``admit.webhook.rollout``, or ``None`` when an
+            UPDATE of the template cannot strand running pods outside the gang.
+        controller_gang: who makes the kind's native gang objects when the object sets ``spec.scheduling`` (words for
+            the note, ``backends.deferring_reason``), or ``None`` when its controller makes none.
+        allowed_backends: :class:`AllowedBackends`, or ``None`` when every gang backend serves the kind.
+        in_status: ``admit status`` lists the kind's objects (with the versions' first ``(version, plural)``) to
+            name a gang's workload.
     """
 
     api_group: str
@@ -87,11 +148,25 @@ class WorkloadKind:
     children: tuple[tuple[str, str], ...] = field(default=())
     scalable: bool = False
     pod_owned_children: tuple[tuple[str, str, str], ...] = field(default=())
+    pod_joiner: PodJoiner | None = field(kw_only=True)
+    pod_watch_selector: str | None = field(kw_only=True)
+    rollout: Rollout | None = field(kw_only=True)
+    controller_gang: str | None = field(kw_only=True)
+    allowed_backends: AllowedBackends | None = field(kw_only=True)
+    in_status: bool = field(kw_only=True)
 
     @property
     def key(self) -> tuple[str, str]:
         """``(API group, kind)``: the key of ``admit.families.kinds.RESOLVERS``."""
         return (self.api_group, self.kind)
+
+    @property
+    def plural(self) -> str:
+        """The resource name: the first version's plural, else the English rule (``Pod`` -> ``pods``)."""
+        if self.versions:
+            return self.versions[0][1]
+        lower = self.kind.lower()
+        return lower + ("es" if lower.endswith("s") else "s")
 
 
 def object_ref(kind: str, namespace: str, name: str) -> str:

@@ -74,14 +74,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ..config import Config
+from ..config import COSCHEDULING, Config
 from ..echo import clip
 from ..gang.ownerrefs import controller_ref
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
 from ..gang.quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
 from ..gang.resources import ResourceError, pod_requests
 from .apps import POD, resolve_pod
-from .shared import WorkloadKind
+from .shared import AllowedBackends, WorkloadKind
 
 __all__ = [
     "KINDS",
@@ -571,9 +571,20 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
     return DriverLookup(namespace, name, driver, driver_uid or "")
 
 
-SPARK_APPLICATION = WorkloadKind("sparkoperator.k8s.io", "SparkApplication", (("v1beta2", "sparkapplications"),),
-                                 resolve_spark_application)
-BARE_POD = WorkloadKind("", "Pod", (), resolve_pod_or_spark_driver)
+_SPARK_WHY = ("executors join their driver by label, and the spark-operator does not copy spec.schedulingGroup into "
+              "the pods it makes")
+SPARK_APPLICATION = WorkloadKind(
+    "sparkoperator.k8s.io", "SparkApplication", (("v1beta2", "sparkapplications"),), resolve_spark_application,
+    pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None, in_status=False,
+    allowed_backends=AllowedBackends((COSCHEDULING,), lambda obj: True, "Spark", _SPARK_WHY))
+BARE_POD = WorkloadKind(
+    "", "Pod", (), resolve_pod_or_spark_driver,
+    pod_joiner=join_spark_executor, rollout=None, controller_gang=None, in_status=False,
+    # the drivers own their executors' group (spark-submit / spark-operator label spark-role)
+    pod_watch_selector=f"{SPARK_ROLE}=driver",
+    allowed_backends=AllowedBackends(
+        (COSCHEDULING,), lambda obj: get_path(obj, ("metadata", "labels", SPARK_ROLE)) is not None, "Spark",
+        _SPARK_WHY))
 """Bare Pods: spark-submit drivers by label, other bare pods as ``apps.resolve_pod``."""
 
 KINDS = (BARE_POD, SPARK_APPLICATION)

@@ -262,6 +262,7 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
     return [], None  # the JobSet's own warnings come with its admission
 
 
-TRAINJOB = WorkloadKind(GROUP, "TrainJob", (("v1alpha1", "trainjobs"),), resolve_trainjob)
+TRAINJOB = WorkloadKind(GROUP, "TrainJob", (("v1alpha1", "trainjobs"),), resolve_trainjob,
+                        pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None, allowed_backends=None, in_status=False)
 
 KINDS = (TRAINJOB,)

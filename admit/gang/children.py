@@ -32,43 +32,58 @@ The decision uses the controller ownerReference alone. ``pod-template-hash`` cor
 from a Deployment, but a ReplicaSet the Deployment controller adopted (``ClaimReplicaSets`` patches the
 ownerReference onto a matching orphan) may lack it, and such a ReplicaSet is as much the Deployment's as a new one.
 
-Families declare their pairs on their kinds' records (``WorkloadKind.children``), which ``admit.families.kinds``
-registers here with :func:`register_parent` at import time: a Deployment's ReplicaSets, Jobs made by a JobSet or CronJob, a RayJob's submitter Job, once admit manages those parents. An object a controller
+Families declare their pairs on their kinds' records (``WorkloadKind.children``, ``pod_owned_children``), and
+``admit.families.kinds.PARENTS`` is the :class:`Parents` value built from them; :func:`parent_of` and
+:func:`is_child` take that value as an argument (this module keeps no registry of its own, so nothing depends on
+what was imported first): a Deployment's ReplicaSets, Jobs made by a JobSet or CronJob, a RayJob's submitter Job, once admit manages those parents. An object a controller
 makes that must gang on its own (a RayCluster KubeRay makes for a RayService upgrade or a RayJob retry) is not
 registered: its resolver reads the ownerReference itself (``admit.families.shared``, "A child that gangs on its own").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 from .ownerrefs import controller_ref
 
-__all__ = ["ParentRef", "PARENTS", "register_parent", "controller_ref", "parent_of", "is_child"]
+__all__ = ["ParentRef", "Parents", "controller_ref", "parent_of", "is_child"]
 
 GroupKind = tuple[str, str]  # (API group, kind), "" for core: ("apps", "ReplicaSet")
 
-PARENTS: dict[GroupKind, set[GroupKind]] = {}
-"""Child kind -> the parent kinds whose controller makes it (both as ``(API group, kind)``); the one registry."""
+@dataclass(frozen=True, slots=True)
+class Parents:
+    """The registry of parent kinds: which controllers' objects are children (module docstring).
 
-LABELLED_PARENTS: dict[GroupKind, dict[GroupKind, str]] = {}
-"""Child kind -> {owner kind: the label the child must carry}: for an operator that makes an object owned by one of
-its *pods* (LeaderWorkerSet's worker StatefulSets are controlled by their group's leader Pod), the owner kind alone
-would be too broad, so the operator's own label marks the child."""
-
-
-def register_parent(child: GroupKind, parent: GroupKind, *, label: str | None = None) -> None:
-    """Declare that objects of kind ``child`` whose controller ownerReference names a ``parent`` are children.
-
-    Args:
-        child / parent: ``(API group, kind)``, e.g. ``("apps", "ReplicaSet")`` / ``("apps", "Deployment")``.
-        label: only a child carrying this label key (in ``metadata.labels``) is one (:data:`LABELLED_PARENTS`).
+    Attributes:
+        plain: child kind -> the parent kinds whose controller makes it (both as ``(API group, kind)``).
+        labelled: child kind -> {owner kind: the label the child must carry}: for an operator that makes an object
+            owned by one of its *pods* (LeaderWorkerSet's worker StatefulSets are controlled by their group's leader
+            Pod), the owner kind alone would be too broad, so the operator's own label marks the child.
     """
-    if label is None:
-        PARENTS.setdefault(child, set()).add(parent)
-    else:
-        LABELLED_PARENTS.setdefault(child, {})[parent] = label
+
+    plain: dict[GroupKind, set[GroupKind]] = field(default_factory=dict)
+    labelled: dict[GroupKind, dict[GroupKind, str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[GroupKind, GroupKind, str | None]]) -> "Parents":
+        """The registry of ``(child, parent, label or None)`` triples (see :meth:`register`)."""
+        parents = cls()
+        for child, parent, label in pairs:
+            parents.register(child, parent, label=label)
+        return parents
+
+    def register(self, child: GroupKind, parent: GroupKind, *, label: str | None = None) -> None:
+        """Declare that objects of kind ``child`` whose controller ownerReference names a ``parent`` are children.
+
+        Args:
+            child / parent: ``(API group, kind)``, e.g. ``("apps", "ReplicaSet")`` / ``("apps", "Deployment")``.
+            label: only a child carrying this label key (in ``metadata.labels``) is one (:attr:`labelled`).
+        """
+        if label is None:
+            self.plain.setdefault(child, set()).add(parent)
+        else:
+            self.labelled.setdefault(child, {})[parent] = label
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +108,12 @@ class ParentRef:
         return f"{self.group}/{self.kind}/{self.name}"
 
 
-def parent_of(obj: Any, group: str, kind: str) -> ParentRef | None:
-    """The registered parent that controls ``obj`` (of API group ``group``, kind ``kind``), or None when ``obj`` is
-    not a child: no controller ownerReference, or one naming a kind not registered as a parent of this kind."""
-    parents = PARENTS.get((group, kind))
-    labelled = LABELLED_PARENTS.get((group, kind))
+def parent_of(obj: Any, group: str, kind: str, registry: Parents) -> ParentRef | None:
+    """The parent in ``registry`` (``admit.families.kinds.PARENTS``) that controls ``obj`` (of API group ``group``,
+    kind ``kind``), or None when ``obj`` is not a child: no controller ownerReference, or one naming a kind not
+    registered as a parent of this kind."""
+    parents = registry.plain.get((group, kind))
+    labelled = registry.labelled.get((group, kind))
     if not parents and not labelled:
         return None
     ref = controller_ref(obj)
@@ -116,6 +132,6 @@ def parent_of(obj: Any, group: str, kind: str) -> ParentRef | None:
     return ParentRef(ref_group, version, str(ref_kind), str(ref.get("name") or ""), str(ref.get("uid") or ""))
 
 
-def is_child(obj: Any, group: str, kind: str) -> bool:
-    """True when ``obj`` is a child (see :func:`parent_of`)."""
-    return parent_of(obj, group, kind) is not None
+def is_child(obj: Any, group: str, kind: str, registry: Parents) -> bool:
+    """True when ``obj`` is a child of a parent in ``registry`` (see :func:`parent_of`)."""
+    return parent_of(obj, group, kind, registry) is not None

@@ -32,7 +32,7 @@ from ..backends import backend_of, coscheduling, native_handover
 from ..gang.children import is_child
 from ..config import Config
 from ..gang.foreign import other_generation_label, translate_group_labels
-from ..families.kinds import POD_JOINERS, RESOLVERS
+from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
@@ -54,7 +54,8 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
     marks there (``coscheduling.plan_patch``: a GitOps re-apply's marks are put back).
     """
     if not plan.mutate:  # its own controller gangs it: at most hand it over, or take admit's earlier marks off
-        ops, warnings = native_handover(obj, plan, config)
+        kind = KINDS.get((plan.api_group, plan.kind))
+        ops, warnings = native_handover(obj, plan, config, kind.controller_gang if kind is not None else None)
         return ops, plan.warnings + warnings
     return backend_of(plan.backend).join_ops(obj, plan, config, label_workload, old)
 
@@ -124,7 +125,7 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
             return Decision()
         return _mutate_pod(req, obj, config, known_groups)
     resolver = RESOLVERS.get((req.group, req.kind))
-    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind):
+    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind, PARENTS):
         return Decision()
     namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
     try:

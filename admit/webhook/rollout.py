@@ -36,58 +36,15 @@ workload starts all its pods at once.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..backends import scheduler_phrase, template_joined
 from ..config import Config
+from ..families.apps import resolve_int_or_percent
+from ..families.kinds import KINDS
 from ..gang.plan import GangPlan, get_path
 
 __all__ = ["rollout_problem", "resolve_int_or_percent"]
-
-
-def resolve_int_or_percent(value: Any, total: int, round_up: bool, default: int) -> int:
-    """An ``IntOrString`` (``2`` or ``"25%"``) as a count of ``total`` (apimachinery
-    ``intstr.GetScaledValueFromIntOrPercent``); ``default`` when absent or malformed."""
-    if isinstance(value, bool) or value is None:
-        return default
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, str) and value.endswith("%"):
-        try:
-            pct = float(value[:-1])
-        except ValueError:
-            return default
-        scaled = pct * total / 100
-        return max(int(math.ceil(scaled) if round_up else math.floor(scaled)), 0)
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return default
-
-
-def _at_once(obj: dict[str, Any], kind: str, replicas: int) -> tuple[int, str] | None:
-    """New pods a rolling update creates before any is available, and how that number comes about; None when the
-    update strategy is not a rolling one."""
-    if kind == "Deployment":
-        strategy = get_path(obj, ("spec", "strategy")) or {}
-        if (strategy.get("type") if isinstance(strategy, dict) else None) == "Recreate":
-            return None
-        rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) else None
-        rolling = rolling if isinstance(rolling, dict) else {}
-        surge = resolve_int_or_percent(rolling.get("maxSurge", "25%"), replicas, True, 1)
-        unavailable = resolve_int_or_percent(rolling.get("maxUnavailable", "25%"), replicas, False, 0)
-        if surge == 0 and unavailable == 0:
-            unavailable = 1
-        return surge + unavailable, f"maxSurge {surge} + maxUnavailable {unavailable}"
-    if kind == "StatefulSet":
-        strategy = get_path(obj, ("spec", "updateStrategy")) or {}
-        if (strategy.get("type") if isinstance(strategy, dict) else None) in ("OnDelete", "Recreate"):
-            return None
-        rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) else None
-        rolling = rolling if isinstance(rolling, dict) else {}
-        unavailable = max(1, resolve_int_or_percent(rolling.get("maxUnavailable", 1), replicas, False, 1))
-        return unavailable, f"maxUnavailable {unavailable}"
-    return None
 
 
 def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangPlan, config: Config) -> str | None:
@@ -97,7 +54,9 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
         obj / old: the workload after mutation and as stored before the UPDATE.
         plan: the gang plan of ``obj``.
     """
-    if old is None or plan.kind not in ("Deployment", "StatefulSet") or plan.min_member <= 1:
+    kind = KINDS.get((plan.api_group, plan.kind))
+    rollout = kind.rollout if kind is not None else None
+    if old is None or rollout is None or plan.min_member <= 1:
         return None
     if any(template_joined(old, t, plan, config) for t in plan.targets):
         return None  # already this gang (label, or spec.schedulingGroup for workload-api): old pods count as siblings
@@ -106,21 +65,13 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     if not isinstance(old_replicas, int) or isinstance(old_replicas, bool) or old_replicas <= 0:
         return None
     replicas = plan.total_pods or 0
-    found = _at_once(obj, plan.kind, replicas)
+    found = rollout.at_once(obj, replicas)
     if found is None:
         return None
     at_once, how = found
     if at_once >= plan.min_member:
         return None
-    if plan.kind == "Deployment":
-        fixes = (f"set spec.strategy.type: Recreate (the old pods go first, then all new ones start together), or "
-                 f"spec.strategy.rollingUpdate.maxSurge to at least {plan.min_member} (e.g. 100%), or scale it to 0 "
-                 f"before this change and back to {replicas} after")
-    else:
-        fixes = ("set spec.updateStrategy.type: Recreate (Kubernetes 1.37 and later, feature gate "
-                 "StatefulSetRecreateStrategy: the old pods go first, then all new ones start together), or scale it "
-                 f"to 0 before this change and back to {replicas} after, or set spec.updateStrategy.type: OnDelete "
-                 "and delete the old pods together")
+    fixes = rollout.fixes(plan.min_member, replicas)
     return (
         f"{plan.ref} runs {old_replicas} pod{'s' if old_replicas != 1 else ''} outside gang {plan.group_name}; this "
         f"update moves them into it (minMember {plan.min_member}) by a rolling update, which makes at most {at_once} "

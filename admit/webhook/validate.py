@@ -37,7 +37,7 @@ from typing import Any
 from ..backends import backend_of, check_plan, scheduler_phrase, template_joined
 from ..gang.children import is_child
 from ..config import Config
-from ..families.kinds import POD_JOINERS, RESOLVERS, SCALABLE
+from ..families.kinds import PARENTS, POD_JOINERS, RESOLVERS, SCALABLE
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
@@ -169,7 +169,7 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
     replica count, so its PodGroup needs nothing.
     """
     resolver = RESOLVERS.get((check.group, check.kind))
-    if is_child(parent, check.group, check.kind):
+    if is_child(parent, check.group, check.kind, PARENTS):
         return Verdict(Decision())  # its parent's gang was checked on the parent; its controller sets its replicas
     try:
         ann = parse_gang_annotations(get_path(parent, ("metadata", "annotations")), config)
@@ -328,7 +328,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     if is_pod and req.operation != "CREATE":
         return Verdict(Decision())
     resolver = RESOLVERS.get((req.group, req.kind))
-    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind):
+    if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind, PARENTS):
         return Verdict(Decision())
     annotations = get_path(obj, ("metadata", "annotations"))
     typos = unknown_annotation_warnings(annotations, config)

@@ -16,7 +16,8 @@ import jsonpatch
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from admit.gang.children import PARENTS, parent_of, register_parent
+from admit.families.kinds import PARENTS
+from admit.gang.children import parent_of
 from admit.config import Config
 from admit.controller.podgroups import claim_of
 from admit.webhook.mutate import mutate
@@ -110,26 +111,26 @@ def test_a_standalone_replicaset_with_the_annotation_is_still_a_gang_of_its_own(
 def test_only_a_controller_reference_to_a_registered_parent_kind_makes_a_child(ref):
     rs = child_replicaset(gang_deployment())
     rs["metadata"]["ownerReferences"] = [ref]
-    assert parent_of(rs, "apps", "ReplicaSet") is None
+    assert parent_of(rs, "apps", "ReplicaSet", PARENTS) is None
     assert not validate(review(rs, "CREATE"), CONFIG).ensure is None  # a gang of its own again
 
 
 def test_the_parent_reference_names_the_deployment_and_other_kinds_have_no_parents_registered():
     rs = child_replicaset(gang_deployment())
-    parent = parent_of(rs, "apps", "ReplicaSet")
+    parent = parent_of(rs, "apps", "ReplicaSet", PARENTS)
     assert parent is not None and parent.identity == "apps/Deployment/pause" and parent.version == "v1"
-    assert parent_of(rs, "apps", "StatefulSet") is None  # StatefulSets have no registered parent
-    assert PARENTS[("apps", "ReplicaSet")] == {("apps", "Deployment")}
+    assert parent_of(rs, "apps", "StatefulSet", PARENTS) is None  # StatefulSets have no registered parent
+    assert PARENTS.plain[("apps", "ReplicaSet")] == {("apps", "Deployment")}
 
 
 def test_a_family_registers_its_own_parents_in_the_one_registry(monkeypatch):
-    monkeypatch.setitem(PARENTS, ("batch", "Job"), set())
+    monkeypatch.setitem(PARENTS.plain, ("batch", "Job"), set())
     job = example("training-job.yaml")
     job["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                                            "name": "trainer", "uid": "u", "controller": True}]
     assert validate(review(job), CONFIG).ensure is not None
-    register_parent(("batch", "Job"), ("jobset.x-k8s.io", "JobSet"))
-    assert parent_of(job, "batch", "Job").identity == "jobset.x-k8s.io/JobSet/trainer"
+    PARENTS.register(("batch", "Job"), ("jobset.x-k8s.io", "JobSet"))
+    assert parent_of(job, "batch", "Job", PARENTS).identity == "jobset.x-k8s.io/JobSet/trainer"
     assert validate(review(job), CONFIG).ensure is None and mutate(review(job), CONFIG).patch == []
 
 
