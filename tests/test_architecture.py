@@ -71,7 +71,7 @@ PER_KIND_FACTS = ("pod_joiner", "pod_watch_selector", "rollout", "controller_gan
 
 
 def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_leaves_one_out_is_refused():
-    """A new kind cannot forget a per-kind fact (issue 29): each is a required keyword of the record, every
+    """A new kind cannot forget a per-kind fact: each is a required keyword of the record, every
     registered kind gives one of the right shape, and each module that used to keep the fact apart reads it from
     the registry."""
     import dataclasses
@@ -123,7 +123,7 @@ def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_lea
 
 def test_is_child_answers_for_a_deployments_replicaset_in_a_fresh_interpreter_whatever_was_imported_first():
     """The child registry is a value (``admit.families.kinds.PARENTS``) that ``is_child`` is given, not state that
-    importing the families fills in ``admit.gang.children`` (issue 29: ``is_child`` answered False for a
+    importing the families fills in ``admit.gang.children`` (it used to be: ``is_child`` answered False for a
     Deployment's ReplicaSet until ``admit.families.kinds`` had been imported)."""
     script = textwrap.dedent("""
         from admit.gang import children

@@ -10,7 +10,8 @@ more come until some run. The rollout never finishes and no gang pod ever runs.
 A rollout of a Deployment that is already a gang of the same group is not affected: its old pods carry the same
 label, count as siblings, and are already bound (Permit counts them), so each new pod is admitted at once.
 
-How many new pods a rollout makes before any of them is available (the rule refused here when below minMember):
+How many new pods a rollout makes before any of them is available (the rule refused here when below minMember; each
+kind's own rule is its record's ``WorkloadKind.rollout``, written in ``admit/families/apps.py``):
 
 - Deployment, ``strategy.type: RollingUpdate`` (the default): ``maxSurge`` + ``maxUnavailable``, both resolved
   against ``spec.replicas`` as ``deployment/util.ResolveFenceposts`` does (a percentage of maxSurge rounds up, of
