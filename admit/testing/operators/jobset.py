@@ -43,6 +43,7 @@ import hashlib
 import json
 from typing import Any
 
+from .kit import put_event
 from ..fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
 
 __all__ = ["JobSetOperator", "install", "JOBSET_NAME", "REPLICATED_JOB", "JOB_INDEX", "RESTART_ATTEMPT", "EXCLUSIVE",
@@ -163,12 +164,7 @@ class JobSetOperator(Controller):
                 except ApiError as e:
                     message = f"job {job['metadata']['name']} creation failed with error: {e.message}"
                     self.errors.append((ns, name, message))
-                    api.put({"apiVersion": "v1", "kind": "Event",
-                             "metadata": {"generateName": f"{name}.", "namespace": ns},
-                             "involvedObject": {"apiVersion": f"{GROUP}/v1alpha2", "kind": "JobSet", "name": name,
-                                                "namespace": ns, "uid": js["metadata"]["uid"]},
-                             "reason": "JobCreationFailed", "message": message, "type": "Warning",
-                             "source": {"component": "jobset-controller-manager"}})
+                    put_event(api, js, "Warning", "JobCreationFailed", message, "jobset-controller-manager")
                     return
 
 

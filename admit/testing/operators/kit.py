@@ -147,12 +147,17 @@ class OperatorEmulation(Controller):
             return None
 
     def event(self, regarding: JSON, type_: str, reason: str, message: str) -> None:
-        """A core/v1 Event about ``regarding`` from this operator."""
-        meta = regarding["metadata"]
-        self.api.put({"apiVersion": "v1", "kind": "Event",
-                      "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace")},
-                      "involvedObject": {"apiVersion": regarding["apiVersion"], "kind": regarding["kind"],
-                                         "name": meta["name"], "namespace": meta.get("namespace"),
-                                         "uid": meta.get("uid")},
-                      "reason": reason, "message": message, "type": type_,
-                      "source": {"component": self.component}})
+        """A core/v1 Event about ``regarding`` from this operator (:func:`put_event`)."""
+        put_event(self.api, regarding, type_, reason, message, self.component)
+
+
+def put_event(api: "FakeKubeAPI", regarding: JSON, type_: str, reason: str, message: str, component: str) -> None:
+    """Store a core/v1 Event about ``regarding`` (a stored object: its apiVersion, kind, name, namespace and uid
+    become ``involvedObject``) from ``component``, as an operator's EventRecorder writes it (client-go
+    tools/record ``recorder.generateEvent``: ``generateName`` ``<name>.``, ``source.component``)."""
+    meta = regarding["metadata"]
+    api.put({"apiVersion": "v1", "kind": "Event",
+             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace")},
+             "involvedObject": {"apiVersion": regarding["apiVersion"], "kind": regarding["kind"],
+                                "name": meta["name"], "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+             "reason": reason, "message": message, "type": type_, "source": {"component": component}})

@@ -52,6 +52,7 @@ import json
 import re
 from typing import Any
 
+from .kit import put_event
 from ..fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, denied, patched, pod_template_hash
 
 __all__ = ["LeaderWorkerSetOperator", "install", "NAME", "GROUP_INDEX", "WORKER_INDEX", "REVISION", "GROUP_KEY",
@@ -245,12 +246,7 @@ class LeaderWorkerSetOperator(Controller):
     def _record(self, lws: JSON, message: str) -> None:
         meta = lws["metadata"]
         self.errors.append((meta["namespace"], meta["name"], message))
-        self.api.put({"apiVersion": "v1", "kind": "Event",
-                      "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-                      "involvedObject": {"apiVersion": f"{GROUP}/v1", "kind": "LeaderWorkerSet", "name": meta["name"],
-                                         "namespace": meta["namespace"], "uid": meta["uid"]},
-                      "reason": "FailedCreate", "message": message, "type": "Warning",
-                      "source": {"component": "lws-controller-manager"}})
+        put_event(self.api, lws, "Warning", "FailedCreate", message, "lws-controller-manager")
 
 
 def _exclusive_affinities(pod: JSON, key: str, topology: str) -> None:

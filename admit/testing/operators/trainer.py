@@ -45,6 +45,7 @@ from typing import Any
 from ...families.trainer import RUNTIME_PLURALS, runtime_ref, trainer_jobset
 from ...gang.quantity import add_resources, format_resources, scale_resources
 from ...gang.resources import pod_requests
+from .kit import put_event
 from ..fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
 
 __all__ = ["TrainerOperator", "install", "is_domain_prefixed_path", "USER"]
@@ -143,12 +144,7 @@ class TrainerOperator(Controller):
     def _failed(self, trainjob: JSON, message: str) -> None:
         meta = trainjob["metadata"]
         self.errors.append((meta["namespace"], meta["name"], message))
-        self.api.put({"apiVersion": "v1", "kind": "Event",
-                      "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-                      "involvedObject": {"apiVersion": f"{GROUP}/v1alpha1", "kind": "TrainJob", "name": meta["name"],
-                                         "namespace": meta["namespace"], "uid": meta["uid"]},
-                      "reason": "TrainJobResourcesCreationFailed", "message": message[:950], "type": "Warning",
-                      "source": {"component": "trainjob-controller"}})
+        put_event(self.api, trainjob, "Warning", "TrainJobResourcesCreationFailed", message[:950], "trainjob-controller")
 
 
 def _now() -> str:
