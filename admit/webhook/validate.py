@@ -273,10 +273,11 @@ def _unlabelled_generated(req: AdmissionRequest, plan: GangPlan, ann: GangAnnota
 
     kube-apiserver fills in the name between the two phases, so a group named here after that name is one no pod
     would point at (the mutating phase never saw the name)."""
-    gen = get_path(req.object, ("metadata", "generateName"))
-    if req.operation != "CREATE" or not gen or ann.pod_group is not None or not plan.mutate:
+    obj = req.object
+    gen = get_path(obj, ("metadata", "generateName"))
+    if obj is None or req.operation != "CREATE" or not gen or ann.pod_group is not None or not plan.mutate:
         return None
-    missing = [t.where for t in plan.targets if not template_joined(req.object, t, plan, config)]
+    missing = [t.where for t in plan.targets if not template_joined(obj, t, plan, config)]
     if not missing:
         return None
     field = backend_of(plan.backend).join_field(config)

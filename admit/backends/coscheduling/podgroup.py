@@ -95,7 +95,7 @@ def spec_differs(existing: dict[str, Any], desired_spec: dict[str, Any]) -> bool
 
     Quantities compare by value (``"1"`` equals ``"1000m"``); a field admit does not set must be absent.
     """
-    spec = existing.get("spec") if isinstance(existing.get("spec"), dict) else {}
+    spec = spec_v if isinstance(spec_v := existing.get("spec"), dict) else {}
     if spec.get("minMember") != desired_spec.get("minMember"):
         return True
     if spec.get("scheduleTimeoutSeconds") != desired_spec.get("scheduleTimeoutSeconds"):
@@ -132,7 +132,7 @@ def merge_shared_spec(existing: dict[str, Any], plan: GangPlan) -> tuple[dict[st
     Returns ``(spec, warnings)``; ``existing`` is the stored PodGroup.
     """
     desired = plan.pod_group_spec()
-    spec = existing.get("spec") if isinstance(existing.get("spec"), dict) else {}
+    spec = spec_v if isinstance(spec_v := existing.get("spec"), dict) else {}
     have = spec.get("minMember")
     want = desired["minMember"]
     pg = f"PodGroup {plan.namespace}/{plan.group_name}"

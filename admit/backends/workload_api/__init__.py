@@ -303,7 +303,7 @@ def _priority_of(obj: dict[str, Any]) -> dict[str, Any]:
             if isinstance(templates, list) else None
         source = chosen or {}
     else:
-        source = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        source = spec_v if isinstance(spec_v := obj.get("spec"), dict) else {}
     return {k: source.get(k) for k in _PRIORITY_KEYS}
 
 
@@ -347,7 +347,7 @@ def min_count_of(obj: dict[str, Any]) -> Any:
 
 
 def _template_ref(obj: dict[str, Any]) -> tuple[Any, Any]:
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = spec_v if isinstance(spec_v := obj.get("spec"), dict) else {}
     if "workloadRef" in spec:
         return get_path(spec, ("workloadRef", "workloadName")), get_path(spec, ("workloadRef", "templateName"))
     ref = get_path(spec, ("podGroupTemplateRef", "workload"))
