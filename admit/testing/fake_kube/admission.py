@@ -153,11 +153,11 @@ def _cel(expression: str) -> Any:
 def evaluate_match_conditions(conditions: Iterable[JSON], request: JSON) -> bool:
     """Every matchCondition of a webhook on ``request``; raises ``ValueError`` naming the condition when one cannot
     be evaluated (the caller applies the failurePolicy)."""
-    import celpy
+    from celpy.adapter import json_to_cel  # where cel-python defines it (``celpy`` re-exports it without __all__)
 
-    activation = {"object": celpy.json_to_cel(request.get("object")),
-                  "oldObject": celpy.json_to_cel(request.get("oldObject")),
-                  "request": celpy.json_to_cel({k: v for k, v in request.items() if k not in ("object", "oldObject")})}
+    activation = {"object": json_to_cel(request.get("object")),
+                  "oldObject": json_to_cel(request.get("oldObject")),
+                  "request": json_to_cel({k: v for k, v in request.items() if k not in ("object", "oldObject")})}
     for cond in conditions:
         try:
             result = _cel(cond["expression"]).evaluate(activation)

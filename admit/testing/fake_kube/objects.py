@@ -38,7 +38,9 @@ def _query_bool(value: str | None) -> bool:
 
 
 def _split_top_level(s: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s:
         if ch == "(":
             depth += 1
@@ -61,6 +63,21 @@ _RE_CMP = re.compile(rf"^({_SEL_KEY})\s*(==|=|!=|>|<)\s*([-A-Za-z0-9_.]*)$")
 Selector = Callable[[dict], bool]
 
 
+def _in_set(key: str, values: set[str], negate: bool) -> Selector:
+    """``key in (values)`` (``notin`` when ``negate``: also true for labels without the key)."""
+    return lambda labels: (labels.get(key) in values) != negate
+
+
+def _equals(key: str, value: str, negate: bool) -> Selector:
+    """``key=value`` (``key!=value`` when ``negate``: also true for labels without the key)."""
+    return lambda labels: (labels.get(key) == value) != negate
+
+
+def _exists(key: str, negate: bool) -> Selector:
+    """``key`` (``!key`` when ``negate``)."""
+    return lambda labels: (key in labels) != negate
+
+
 def parse_label_selector(text: str | None) -> Selector | None:
     """Parse a label selector string (``a=b,c!=d,e,!f,g in (x,y),h notin (z),n>3``) into a predicate on a labels dict.
 
@@ -74,18 +91,13 @@ def parse_label_selector(text: str | None) -> Selector | None:
         m = _RE_SET.match(part)
         if m:
             key, op, vals = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",") if v.strip()}
-            if op == "in":
-                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) in vs)
-            else:
-                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) not in vs)
+            reqs.append(_in_set(key, vals, negate=op == "notin"))
             continue
         m = _RE_CMP.match(part)
         if m:
             key, op, val = m.groups()
-            if op in ("=", "=="):
-                reqs.append(lambda labels, k=key, v=val: labels.get(k) == v)
-            elif op == "!=":
-                reqs.append(lambda labels, k=key, v=val: labels.get(k) != v)
+            if op in ("=", "==", "!="):
+                reqs.append(_equals(key, val, negate=op == "!="))
             else:
                 try:
                     num = int(val)
@@ -104,10 +116,7 @@ def parse_label_selector(text: str | None) -> Selector | None:
         m = _RE_EXISTS.match(part)
         if m:
             neg, key = m.groups()
-            if neg:
-                reqs.append(lambda labels, k=key: k not in labels)
-            else:
-                reqs.append(lambda labels, k=key: k in labels)
+            reqs.append(_exists(key, negate=bool(neg)))
             continue
         raise _bad_request(f"unable to parse requirement: found '{part}', expected: key, operator and values")
     return lambda labels: all(r(labels) for r in reqs)

@@ -172,7 +172,7 @@ def _priority_errors(fields: JSON, where: str, version: str) -> list[str]:
     """``priorityClassName`` (``k8s-long-name``), ``priority`` (at most HighestUserDefinablePriority) and
     ``preemptionPolicy`` (``Never``/``PreemptLowerPriority``) of a v1alpha3/v1beta1/v1 template or PodGroup spec
     (the fake serves them as with the ``PodGroupPreemptionPolicy`` gate on)."""
-    errors = []
+    errors: list[str] = []
     if version == "v1alpha2":
         return errors
     cls = fields.get("priorityClassName")

@@ -157,8 +157,7 @@ class FakeKubeAPI:
         site = web.TCPSite(runner, "127.0.0.1", port)
         await site.start()
         self._runner = runner
-        server = site._server  # noqa: SLF001 - the only way to learn the bound port of port=0
-        self._port = server.sockets[0].getsockname()[1] if server is not None else port
+        self._port = runner.addresses[0][1]  # the bound (host, port): the port port=0 got
         return self
 
     async def stop(self) -> None:
@@ -647,7 +646,7 @@ class FakeKubeAPI:
             # the namespace strategy's PrepareForCreate (pkg/registry/core/namespace/strategy.go): phase Active and
             # the "kubernetes" finalizer, which the namespace controller removes once the namespace is empty
             obj["status"] = {"phase": "Active"}
-            spec = obj["spec"] = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+            spec = obj["spec"] = spec_v if isinstance(spec_v := obj.get("spec"), dict) else {}
             if "kubernetes" not in (spec.get("finalizers") or []):
                 spec["finalizers"] = [*(spec.get("finalizers") or []), "kubernetes"]
         meta = obj["metadata"]

@@ -19,10 +19,12 @@ from ..fake_kube import ApiError, Controller
 if TYPE_CHECKING:
     from ..fake_kube import FakeKubeAPI, ResourceType
 
-__all__ = ["OperatorEmulation", "service_account", "random_suffix", "controller_ref", "owned_by"]
+__all__ = ["OperatorEmulation", "Sync", "service_account", "random_suffix", "controller_ref", "owned_by"]
 
 JSON = dict[str, Any]
 Key = tuple[str, str, str]
+Sync = Callable[[str, str], Awaitable[None]]
+"""A reconcile of one object: ``await sync(namespace, name)`` (what :meth:`OperatorEmulation.watch` runs)."""
 
 _RAND = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphanums (rand.String)
 
@@ -57,7 +59,7 @@ def _busy(controller: Controller) -> bool:
 
 
 class _KindLoop(Controller):
-    def __init__(self, api: "FakeKubeAPI", what: str, sync: Callable[[str, str], Awaitable[None]]) -> None:
+    def __init__(self, api: "FakeKubeAPI", what: str, sync: Sync) -> None:
         super().__init__(api)
         self.what = what
         self._sync_fn = sync
@@ -95,7 +97,7 @@ class OperatorEmulation(Controller):
         """A sync of one of its kinds is running or queued."""
         return any(_busy(loop) for loop in self._loops.values())
 
-    def watch(self, api_version: str, plural: str, sync: Callable[[str, str], Awaitable[None]]) -> None:
+    def watch(self, api_version: str, plural: str, sync: Sync) -> None:
         """Reconcile ``sync(namespace, name)`` on every write of ``api_version`` ``plural`` (one sync at a time per
         object; a write during a sync makes it run once more)."""
         rt = self.api.resource_type(api_version, plural)

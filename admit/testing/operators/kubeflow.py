@@ -50,7 +50,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .kit import OperatorEmulation, controller_ref, owned_by, service_account
+from .kit import OperatorEmulation, Sync, controller_ref, owned_by, service_account
 
 if TYPE_CHECKING:
     from ..fake_kube import AdmissionChain, FakeKubeAPI
@@ -181,7 +181,7 @@ class TrainingOperator(OperatorEmulation):
         for plural in REPLICA_SPECS:
             self.watch("kubeflow.org/v1", plural, self._sync_kind(plural))
 
-    def _sync_kind(self, plural: str):  # noqa: ANN202
+    def _sync_kind(self, plural: str) -> Sync:
         async def sync(ns: str, name: str) -> None:
             job = self.live("kubeflow.org/v1", plural, ns, name)
             if job is None or ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"):

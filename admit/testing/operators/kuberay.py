@@ -70,7 +70,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .kit import OperatorEmulation, controller_ref, random_suffix, service_account
+from .kit import OperatorEmulation, Sync, controller_ref, random_suffix, service_account
 
 if TYPE_CHECKING:
     from ..fake_kube import AdmissionChain, FakeKubeAPI
@@ -224,7 +224,7 @@ class KubeRay(OperatorEmulation):
         """The RayClusters controlled by stored ``parent``."""
         return self.owned(API, "rayclusters", parent["metadata"].get("namespace") or "", parent["metadata"]["uid"])
 
-    def _sync_parent(self, plural: str):  # noqa: ANN202
+    def _sync_parent(self, plural: str) -> Sync:
         async def sync(ns: str, name: str) -> None:
             parent = self.live(API, plural, ns, name)
             if parent is None or self.clusters_of(parent):
