@@ -175,6 +175,20 @@ async def test_a_refusal_reads_as_kube_apiserver_writes_it_and_an_unreachable_we
     assert e.value.status == 500 and 'failed calling webhook "down.example.com"' in json.loads(e.value.body)["message"]
 
 
+def test_an_emulated_webhook_that_allows_with_an_empty_generator_of_warnings_answers_without_a_warnings_field():
+    # kube-apiserver's AdmissionReview request for a Pod CREATE, as an emulated operator webhook receives it
+    request = {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+               "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "default",
+               "operation": "CREATE", "object": pod(), "oldObject": None, "dryRun": False}
+    # a webhook that keeps only some of its warnings passes a generator; an empty one must read as no warnings, the
+    # way ``warnings: ()`` does, not as ``"warnings": []`` (the generator is truthy before it is consumed)
+    assert allowed(request, warnings=(w for w in ["unused"] if w.startswith("x"))) == \
+        {"uid": request["uid"], "allowed": True}
+    assert allowed(request, warnings=(w for w in ["kept", "unused"] if w == "kept")) == \
+        {"uid": request["uid"], "allowed": True, "warnings": ["kept"]}
+    assert patched(request, request["object"], warnings=iter(())) == {"uid": request["uid"], "allowed": True}
+
+
 async def test_match_conditions_are_evaluated_with_cel_and_an_error_follows_the_failure_policy():
     rec = Recorder()
     chain = AdmissionChain()

@@ -69,8 +69,9 @@ USER_INFO = {"username": "kubernetes-admin", "groups": ["system:masters", "syste
 def allowed(request: JSON, *, warnings: Iterable[str] = ()) -> JSON:
     """An AdmissionReview ``response`` that allows ``request`` unchanged."""
     response: JSON = {"uid": request["uid"], "allowed": True}
+    warnings = list(warnings)  # a generator is truthy even when it yields nothing
     if warnings:
-        response["warnings"] = list(warnings)
+        response["warnings"] = warnings
     return response
 
 
