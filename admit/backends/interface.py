@@ -80,6 +80,14 @@ class GangBackend(Protocol):
         """True when a stored pod waits on group ``name`` (the controller keeps a group such pods still use)."""
         ...
 
+    def named_pod_ops(self, pod: JSON, target: PodTarget, config: Config) -> tuple[Ops, list[str]] | None:
+        """For a Pod at CREATE that already names its group with this backend's key (a user's or an operator's own
+        gang, no gang annotations needed; ``target`` is the Pod's own labels and ``schedulerName``): ``(JSONPatch
+        ops, warnings)`` for what the pod still needs to wait on that group, or ``None`` when the pod names no group
+        of this backend (``webhook.mutate`` then reads its annotations and the pod joiners). Asked of every
+        registered backend, whichever admit runs with, first one answering wins."""
+        ...
+
     def join_key(self, config: Config) -> str:
         """The key the pods carry with the group's name, for messages (``"spec.schedulingGroup.podGroupName"``)."""
         ...

@@ -24,10 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
+from ..gang.patch import pointer
 from ..gang.plan import GangAnnotations, GangError, PodTarget, get_path
 from .kinds import RESOLVERS
 
-__all__ = ["StaleMark", "stale_marks", "stale_message"]
+__all__ = ["StaleMark", "stale_marks", "stale_message", "drop_stale_marks"]
 
 StaleMark = tuple[PodTarget, str]
 """A pod template admit labelled and the PodGroup name its label still carries."""
@@ -75,3 +76,34 @@ def stale_message(kind: str, namespace: str, name: str, marks: list[StaleMark], 
         f"{', '.join(f'{namespace}/{g}' for g in groups)}: admit keeps that PodGroup while a stored template names it. "
         f"Put {config.min_member_key} back to keep the gang, or {end}"
     )
+
+
+def drop_stale_marks(obj: Any, group: str, kind: str, namespace: str, name: str,
+                     config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+    """``(JSONPatch ops, warnings)`` for an UPDATE of a workload with :func:`stale_marks` (``mutate._ungang``: its
+    annotation is gone and so was the stored object's): the group label comes off its mutable templates and the
+    ``<prefix>/managed`` label off the workload, saying so; an immutable template (a Job's) keeps the label, and the
+    warning (:func:`stale_message`) names it and what to do. ``([], [])`` without stale marks."""
+    marks = stale_marks(obj, group, kind, config)
+    if not marks:
+        return [], []
+    ops: list[dict[str, Any]] = []
+    kept = []
+    for target, value in marks:
+        if target.immutable:
+            kept.append((target, value))
+            continue
+        ops.append({"op": "remove", "path": pointer(target.labels + (config.pod_group_label,))})
+    removed = sorted({f"{config.pod_group_label}={v}" for t, v in marks if not t.immutable})
+    warnings = []
+    if removed:
+        ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
+        warnings.append(
+            f"{kind} {namespace}/{name} has no {config.min_member_key} annotation but still carried admit's "
+            f"marks (label {', '.join(removed)} on its pod template, left when the annotation was removed by an "
+            f"update admit did not see): admit removed them, so its new pods join no PodGroup. Put "
+            f"{config.min_member_key} back to gang it again"
+        )
+    if kept:
+        warnings.append(stale_message(kind, namespace, name, kept, config))
+    return ops, warnings

@@ -1,16 +1,20 @@
 """The mutating decision (``/mutate``): pure, AdmissionRequest in, Decision out, no Kubernetes API call.
 
-Behaviour (docs/behaviour.md, "On each request"):
+Behaviour (docs/behaviour.md, "On each request"). What a pod carries to join its gang is the plan's backend's
+(``admit/backends/interface.py`` ``GangBackend``, found in ``registry.BACKENDS`` by ``plan.backend``): this module
+names no backend's label or field.
 
-- Workload CREATE/UPDATE with ``gang.admit.dev/min-member``: every pod template gets the label
-  ``scheduling.x-k8s.io/pod-group: <group>`` and ``spec.schedulerName: <scheduler>``; the workload itself gets the
-  label ``gang.admit.dev/managed: "true"`` (the PodGroup controller's label selector). An explicit non-default
-  schedulerName is kept, with a warning. A second pass gives an empty patch (``reinvocationPolicy: IfNeeded``).
-- Pod CREATE: a pod that carries the group label gets the schedulerName; a bare pod with the annotations gets label
-  and schedulerName; a pod a registered joiner claims (Spark executor) joins its group. Pods are never touched on
-  UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
-- Workload UPDATE that removes the annotation: the group label admit put on the templates and the managed label are
-  removed (a labelled pod whose PodGroup is gone would wait forever).
+- Workload CREATE/UPDATE with ``gang.admit.dev/min-member``: every pod template gets the backend's marks
+  (``join_ops``: coscheduling's pod-group label and ``schedulerName``, workload-api's ``spec.schedulingGroup``); the
+  workload itself gets the label ``gang.admit.dev/managed: "true"`` (the controller's label selector). An explicit
+  non-default schedulerName is kept, with a warning. A second pass gives an empty patch (``reinvocationPolicy:
+  IfNeeded``).
+- Pod CREATE: a pod that already names its group with a backend's key gets what that backend still adds
+  (``named_pod_ops``: coscheduling's ``schedulerName`` for a pod carrying its label); a bare pod with the
+  annotations gets its backend's marks; a pod a registered joiner claims (Spark executor) joins its group. Pods are
+  never touched on UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
+- Workload UPDATE that removes the annotation: the backend takes its marks off the templates (``leave_ops``) and the
+  managed label goes (a pod waiting on a group that is gone would wait forever).
 - A child (a ReplicaSet its Deployment made: ``children.py``) passes unchanged: its template is the parent's, which
   admit already patched.
 - Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
@@ -19,8 +23,8 @@ Behaviour (docs/behaviour.md, "On each request"):
   ``metadata.finalizers``, passes unchanged (``lifecycle.py``): removing a finalizer must never be held up.
 - A workload created with ``generateName`` only has no name yet in this phase (kube-apiserver generates it after the
   mutating webhooks, before the validating ones). Its group is named here, once: ``generated_group_name``
-  (``generateName`` plus five characters derived from ``request.uid``), written as the pod-group label, which the
-  validating phase and the controller then read back from the templates. ``gang.admit.dev/pod-group`` overrides it.
+  (``generateName`` plus five characters derived from ``request.uid``), written where the backend's pods carry it
+  (``join_key``), which the validating phase and the controller then read back from the templates. ``gang.admit.dev/pod-group`` overrides it.
 """
 
 from __future__ import annotations
@@ -28,15 +32,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..backends import backend_of, coscheduling, native_handover
+from ..backends import BACKENDS, backend_of, native_handover
 from ..gang.children import is_child
 from ..config import Config
 from ..gang.foreign import other_generation_label, translate_group_labels
 from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS
-from ..families.marks import stale_marks, stale_message
+from ..families.marks import drop_stale_marks
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
-from ..gang.patch import pointer
 from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
 )
@@ -51,7 +54,8 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
 
     Returns ``(operations, warnings)``. ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
     give a warning instead of operations, unless ``old`` (the stored object of an UPDATE) already carries admit's
-    marks there (``coscheduling.plan_patch``: a GitOps re-apply's marks are put back).
+    marks there (the backend's ``join_ops`` may put a GitOps re-apply's marks back). A plan its kind's own controller
+    gangs (``plan.mutate`` off) gets ``backends.native_handover`` instead, with the kind's record.
     """
     if not plan.mutate:  # its own controller gangs it: at most hand it over, or take admit's earlier marks off
         kind = KINDS.get((plan.api_group, plan.kind))
@@ -78,10 +82,10 @@ def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, know
 
 def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any,
                            namespace: str) -> Decision:
-    labels = get_path(pod, ("metadata", "labels"))
-    if isinstance(labels, dict) and config.pod_group_label in labels:
-        op, warning = coscheduling.scheduler_ops(pod, POD.scheduler, "pod", config)
-        return Decision(patch=[op] if op else [], warnings=[warning] if warning else [])
+    for backend in BACKENDS.values():  # a pod that names its group with a backend's key: that backend's answer
+        named = backend.named_pod_ops(pod, POD, config)
+        if named is not None:
+            return Decision(patch=named[0], warnings=named[1])
     annotations = get_path(pod, ("metadata", "annotations"))
     if isinstance(annotations, dict) and config.min_member_key in annotations:
         if has_controller(pod):
@@ -188,15 +192,9 @@ def _resolve(resolver: Resolver, req: AdmissionRequest, obj: dict[str, Any], ann
 
 
 def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], config: Config, namespace: str) -> Decision:
-    """Undo admit's labels when an UPDATE removes ``<prefix>/min-member``.
-
-    A pod that keeps the pod-group label after its PodGroup is gone never runs: Coscheduling's Permit denies a pod
-    whose labelled PodGroup is not found (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``Permit`` returns
-    ``PodGroupNotFound``). So the label is
-    removed from the templates where it still names the group admit gave them, and the managed label from the
-    workload; a label the user set to another value is left alone, as is ``schedulerName`` (the Coscheduling
-    profile schedules pods without a group like any other).
-    """
+    """Undo admit's marks when an UPDATE removes ``<prefix>/min-member``: the old plan's backend's ``leave_ops``
+    (a pod that keeps naming a group admit no longer keeps would wait forever; the backends say why for theirs).
+    A workload whose stored object had no annotation either goes to :func:`_drop_stale_marks`."""
     resolver = RESOLVERS[(req.group, req.kind)]
     try:
         old_ann = parse_gang_annotations(get_path(old, ("metadata", "annotations")), config)
@@ -213,30 +211,7 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
 
 def _drop_stale_marks(req: AdmissionRequest, obj: dict[str, Any], config: Config, namespace: str) -> Decision:
     """An UPDATE of a workload whose annotation was removed while admit's webhook did not see it (the stored object
-    had none either) but that still carries admit's marks (``admit.families.marks``): take the group label off its
-    mutable templates and the ``<prefix>/managed`` label off the workload, saying so; an immutable template (a
-    Job's) keeps the label, and the warning names it and what to do."""
-    marks = stale_marks(obj, req.group, req.kind, config)
-    if not marks:
-        return Decision()
+    had none either) but that still carries admit's marks: ``families.marks.drop_stale_marks`` takes them off."""
     name = str(get_path(obj, ("metadata", "name")) or req.name)
-    ops: list[dict[str, Any]] = []
-    kept = []
-    for target, value in marks:
-        if target.immutable:
-            kept.append((target, value))
-            continue
-        ops.append({"op": "remove", "path": pointer(target.labels + (config.pod_group_label,))})
-    removed = sorted({f"{config.pod_group_label}={v}" for t, v in marks if not t.immutable})
-    warnings = []
-    if removed:
-        ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
-        warnings.append(
-            f"{req.kind} {namespace}/{name} has no {config.min_member_key} annotation but still carried admit's "
-            f"marks (label {', '.join(removed)} on its pod template, left when the annotation was removed by an "
-            f"update admit did not see): admit removed them, so its new pods join no PodGroup. Put "
-            f"{config.min_member_key} back to gang it again"
-        )
-    if kept:
-        warnings.append(stale_message(req.kind, namespace, name, kept, config))
+    ops, warnings = drop_stale_marks(obj, req.group, req.kind, namespace, name, config)
     return Decision(patch=ops, warnings=warnings)

@@ -87,6 +87,15 @@ class Volcano:
     def pod_in_group(self, pod: JSON, name: str, config: Config) -> bool:
         return get_path(pod, ("metadata", "annotations", GROUP_NAME_ANNOTATION)) == name
 
+    def named_pod_ops(self, pod: JSON, target: PodTarget, config: Config) -> tuple[list[JSON], list[str]] | None:
+        """A pod annotated with its Volcano group gets ``schedulerName: volcano`` unless it names a scheduler."""
+        annotations = get_path(pod, _annotations_path(target))
+        if not isinstance(annotations, dict) or GROUP_NAME_ANNOTATION not in annotations:
+            return None
+        if get_path(pod, target.scheduler) not in (None, "", "default-scheduler"):
+            return [], []
+        return [op] if (op := set_op(pod, target.scheduler, SCHEDULER)) else [], []
+
     def desired_objects(self, plan: GangPlan, config: Config) -> list[JSON]:
         return [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "PodGroup",
                  "metadata": {"name": plan.group_name, "namespace": plan.namespace,

@@ -229,6 +229,16 @@ class Coscheduling:
     def pod_in_group(self, pod: dict[str, Any], name: str, config: Config) -> bool:
         return get_path(pod, ("metadata", "labels", config.pod_group_label)) == name
 
+    def named_pod_ops(self, pod: dict[str, Any], target: PodTarget,
+                      config: Config) -> tuple[list[dict[str, Any]], list[str]] | None:
+        """A pod carrying the pod-group label (any value: the PodGroup is the user's) gets the Coscheduling
+        profile's ``schedulerName`` (:func:`scheduler_ops`: a pod naming another scheduler keeps it, warned)."""
+        labels = get_path(pod, target.labels)
+        if not isinstance(labels, dict) or config.pod_group_label not in labels:
+            return None
+        op, warning = scheduler_ops(pod, target.scheduler, target.where, config)
+        return [op] if op else [], [warning] if warning else []
+
     def desired_objects(self, plan: GangPlan, config: Config) -> list[dict[str, Any]]:
         return desired_objects(plan, config)
 

@@ -592,6 +592,13 @@ class WorkloadAPI:
     def pod_in_group(self, pod: dict[str, Any], name: str, config: Config) -> bool:
         return get_path(pod, ("spec", "schedulingGroup", "podGroupName")) == name
 
+    def named_pod_ops(self, pod: dict[str, Any], target: PodTarget,
+                      config: Config) -> tuple[list[dict[str, Any]], list[str]] | None:
+        """``None``: a pod's ``spec.schedulingGroup`` needs nothing more (the default scheduler runs the native gang);
+        a bare pod that also carries the gang annotations is planned from them (``deferring_reason`` defers to a
+        group someone else named)."""
+        return None
+
     def desired_objects(self, plan: GangPlan, config: Config) -> list[dict[str, Any]]:
         return desired_objects(plan, config)
 
