@@ -33,7 +33,9 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "admit"
 COSCHEDULING = "coscheduling"
 WORKLOAD_API = "workload-api"
-GANG_BACKENDS = (COSCHEDULING, WORKLOAD_API)
+#: The gang backends admit ships (``admit/backends/registry.py`` ``BACKENDS`` holds them and any registered one): what
+#: a :class:`Config` built without the registry knows (``Config.known_backends``).
+BUILTIN_BACKENDS = (COSCHEDULING, WORKLOAD_API)
 WORKLOAD_API_GROUP = "scheduling.k8s.io"
 WORKLOAD_API_VERSIONS = ("v1", "v1beta1", "v1alpha3", "v1alpha2")  # preferred first: the rows of workload_api.SHAPES
 
@@ -66,6 +68,11 @@ class Config:
             (scheduler-plugins PodGroup, today's behaviour) or ``"workload-api"`` (Kubernetes' native Workload API).
         extra_gang_backends: backends a workload may also pick with ``<prefix>/backend`` (the chart grants RBAC for
             ``gang_backend`` and these only).
+        known_backends: the backend names annotation ``<prefix>/backend`` may give (another is refused as invalid,
+            naming these): the registry's (``admit.cli.config_from_args`` fills it from ``registry.BACKENDS``, so an
+            out-of-tree backend added with ``registry.register`` counts), else the built-ins; always including
+            ``gang_backend`` and ``extra_gang_backends`` (a backend this process may use is one it knows). A name
+            known but not enabled is refused by ``backends.apply_backend``, with how to enable it.
         workload_api_version: the ``scheduling.k8s.io`` version admit speaks for Workload/PodGroup (``"v1alpha2"``,
             ``"v1beta1"``), found at start by ``backends.discovery``; ``""`` when the API server does not serve it.
         controller_gangs: kinds (``"Job"``) whose new ``workload-api`` gangs admit hands to their own controller
@@ -90,6 +97,7 @@ class Config:
     extra_gang_backends: frozenset[str] = frozenset()
     workload_api_version: str = ""
     controller_gangs: frozenset[str] = frozenset()
+    known_backends: tuple[str, ...] = BUILTIN_BACKENDS
 
     # Derived annotation keys (computed in __post_init__ so the hot path never formats strings).
     min_member_key: str = dataclasses.field(init=False, default="")
@@ -111,6 +119,8 @@ class Config:
         object.__setattr__(self, "spark_executor_resources_key", f"{p}/spark-executor-resources")
         object.__setattr__(self, "managed_label", f"{p}/managed")
         object.__setattr__(self, "backend_key", f"{p}/backend")
+        known = tuple(self.known_backends)
+        object.__setattr__(self, "known_backends", known + tuple(sorted(self.allowed_backends.difference(known))))
 
     @property
     def pod_group_api_version(self) -> str:

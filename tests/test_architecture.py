@@ -67,7 +67,8 @@ def test_each_workload_kind_is_declared_once_by_its_family_and_the_registry_watc
 
 
 #: The per-kind facts a ``WorkloadKind`` must give (keyword-only, no default: ``None`` / ``False`` says "none").
-PER_KIND_FACTS = ("pod_joiner", "pod_watch_selector", "rollout", "controller_gang", "allowed_backends", "in_status")
+PER_KIND_FACTS = ("pod_joiner", "pod_watch_selector", "rollout", "controller_gang", "gang_from_parent", "handover",
+                  "allowed_backends", "in_status")
 
 
 def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_leaves_one_out_is_refused():
@@ -80,7 +81,8 @@ def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_lea
 
     from admit.cli.review import _plural
     from admit.cli.status import WORKLOAD_RESOURCES
-    from admit.config import GANG_BACKENDS
+    from admit.backends.registry import BACKENDS
+    from admit.cli import build_parser
     from admit.controller.claims import watched_kinds
     from admit.config import Config
     from admit.families import FAMILY_KINDS, WorkloadKind
@@ -100,8 +102,10 @@ def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_lea
         assert k.pod_watch_selector is None or ("=" in k.pod_watch_selector and not k.versions), k.key
         assert k.rollout is None or isinstance(k.rollout, Rollout), k.key
         assert k.controller_gang is None or k.controller_gang.startswith("the "), k.key
+        assert k.gang_from_parent is None or (k.controller_gang is not None and "/" in k.gang_from_parent), k.key
+        assert k.handover is None or (k.controller_gang is not None and isinstance(k.handover(3), dict)), k.key
         assert k.allowed_backends is None or (isinstance(k.allowed_backends, AllowedBackends)
-                                              and set(k.allowed_backends.backends) <= set(GANG_BACKENDS)), k.key
+                                              and set(k.allowed_backends.backends) <= set(BACKENDS)), k.key
         assert isinstance(k.in_status, bool), k.key
         assert _plural(k.kind) == (k.versions[0][1] if k.versions else "pods"), k.key
 
@@ -114,6 +118,10 @@ def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_lea
     assert having("pod_watch_selector") == ["Pod"] and KINDS[("", "Pod")].pod_watch_selector == "spark-role=driver"
     assert having("rollout") == ["Deployment", "StatefulSet"]
     assert having("controller_gang") == ["Deployment", "StatefulSet", "Job", "JobSet", "LeaderWorkerSet"]
+    assert having("gang_from_parent") == ["Job"] and having("handover") == ["Job"]
+    assert build_parser().parse_args(["serve", "--controller-gang", "Job"]).controller_gang == ["Job"]
+    with pytest.raises(SystemExit):  # --controller-gang offers the kinds with a handover only
+        build_parser().parse_args(["serve", "--controller-gang", "Deployment"])
     assert having("allowed_backends") == ["Pod", "SparkApplication"]
     assert having("in_status") == ["Deployment", "ReplicaSet", "StatefulSet", "Job"]
     assert [r.kind for r in WORKLOAD_RESOURCES] == having("in_status")
@@ -140,3 +148,40 @@ def test_is_child_answers_for_a_deployments_replicaset_in_a_fresh_interpreter_wh
     run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["True", "False"]
+
+
+def _code_words(path: str) -> set[str]:
+    """The names, attributes and string constants of a module's code, docstrings left out (they may say what a
+    backend or a kind does)."""
+    import ast
+
+    tree = ast.parse((ROOT / path).read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    words: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            words.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.add(node.attr)
+        elif isinstance(node, ast.alias):
+            words.add(node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.add(node.value)
+    return words
+
+
+def test_the_mutating_decision_names_no_backend_and_the_backend_framework_names_no_kind():
+    """``webhook/mutate.py`` asks the plan's backend (``GangBackend``) for every pod mark, and every per-kind fact
+    ``backends/__init__.py`` reads comes from the kind's record (``WorkloadKind``): neither spells the other's
+    knowledge."""
+    mutate = _code_words("admit/webhook/mutate.py")
+    backend_words = {"coscheduling", "workload_api", "COSCHEDULING", "WORKLOAD_API", "pod_group_label",
+                     "scheduler_name", "scheduler_ops", "template_group", "schedulingGroup", "podGroupName"}
+    assert not mutate & backend_words
+    assert not [w for w in mutate if "scheduling.x-k8s.io" in w or "scheduling.k8s.io" in w]
+    framework = _code_words("admit/backends/__init__.py")
+    kind_words = {"Job", "batch", "Deployment", "StatefulSet", "apps", "JobSet", "LeaderWorkerSet"}
+    assert not framework & kind_words
+    assert not [w for w in framework if "group-template-name" in w or "minCount" in w]

@@ -35,15 +35,16 @@ IfNeeded``), the marks admit put on it in an earlier pass are taken off its muta
 pod-group label and admit's ``schedulerName`` (else the pods would go to a scheduler waiting for a PodGroup nobody
 makes), admit's own ``spec.schedulingGroup`` (the Job controller refuses it beside ``spec.scheduling``), and the
 ``<prefix>/managed`` label; a warning says which way the workload went. With ``--controller-gang Job``
-(``Config.controller_gangs``), admit itself hands a new workload-api Job gang to the Job controller: it sets
-``spec.scheduling.schedulingPolicy.gang.minCount`` (the ``JobSchedulingConfiguration`` of batch/v1, shape from the
-kubernetes.io page "Workload building blocks" and the generated clients; the first alpha called it ``policy``) and
-neither ``schedulingGroup`` nor a Workload/PodGroup of its own.
+(``Config.controller_gangs``), admit itself hands a new workload-api Job gang to the Job controller: it sets the
+``spec.scheduling`` the kind's record gives (``WorkloadKind.handover``; a Job's is ``families.apps.job_scheduling``,
+``schedulingPolicy.gang.minCount``) and neither ``schedulingGroup`` nor a Workload/PodGroup of its own.
 
 Spark (SparkApplication, spark-submit drivers and their executors) stays on ``coscheduling``: the spark-operator
 does not copy ``schedulingGroup`` into the pods it makes, and executors join their driver by label; admit says so in
-a note. Which kinds' controllers make a native gang and which kinds keep to some backends are facts of each kind's
-record (``WorkloadKind.controller_gang``, ``allowed_backends``), passed in by ``admit.families.kinds``.
+a note. Which kinds' controllers make a native gang, which take a parent's (the Job annotation above), which admit
+hands over and which kinds keep to some backends are facts of each kind's record (``WorkloadKind.controller_gang``,
+``gang_from_parent``, ``handover``, ``allowed_backends``), passed in by ``admit.families.kinds``: this module names
+no kind.
 """
 
 from __future__ import annotations
@@ -62,14 +63,12 @@ from .registry import BACKENDS, backend_of
 from .workload_api import not_served_message
 
 if TYPE_CHECKING:  # the kind's record is the families' type; a backend only reads the facts passed to it
-    from ..families.shared import AllowedBackends
+    from ..families.shared import WorkloadKind
 
 __all__ = ["with_backend", "coscheduling_joiner", "apply_backend", "deferring_reason", "native_handover",
            "template_joined", "not_served_message",
-           "scheduler_phrase", "scheduler_of", "requested_backend", "refuse_below", "render_below", "check_plan", "coscheduling", "workload_api", "GROUP_TEMPLATE_ANNOTATION",
+           "scheduler_phrase", "scheduler_of", "requested_backend", "refuse_below", "render_below", "check_plan", "coscheduling", "workload_api",
            "BACKENDS", "GangBackend", "backend_of"]
-
-GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"  # KEP-5547, delegated PodGroup of a Job
 
 
 def requested_backend(ann: GangAnnotations, config: Config) -> str:
@@ -142,17 +141,17 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
         )
 
 
-def deferring_reason(obj: dict[str, Any], plan: GangPlan, controller_gang: str | None = None) -> str | None:
+def deferring_reason(obj: dict[str, Any], plan: GangPlan, kind: WorkloadKind | None = None) -> str | None:
     """Why the workload's own controller, not admit, owns its native gang objects (module docstring), or ``None``.
-    ``controller_gang`` is the kind's ``WorkloadKind.controller_gang``: who makes its native gang from
-    ``spec.scheduling`` (``None``: its controller makes none)."""
-    controller = controller_gang
+    ``kind`` is the workload's record (``None``: a kind without one): its ``controller_gang`` (who makes its native
+    gang from ``spec.scheduling``) and ``gang_from_parent`` (the annotation that says a parent's Workload makes its
+    PodGroup)."""
+    controller = kind.controller_gang if kind is not None else None
     if controller is not None and get_path(obj, ("spec", "scheduling")) is not None:
         return f"{plan.ref} sets spec.scheduling: {controller}; admit only checks its size"
-    if plan.api_group == "batch" and plan.kind == "Job":
-        if get_path(obj, ("metadata", "annotations", GROUP_TEMPLATE_ANNOTATION)) is not None:
-            return (f"{plan.ref} carries {GROUP_TEMPLATE_ANNOTATION}: its PodGroup comes from a parent's Workload; "
-                    "admit only checks its size")
+    parent = _parent_annotation(obj, kind)
+    if parent is not None:
+        return f"{plan.ref} carries {parent}: its PodGroup comes from a parent's Workload; admit only checks its size"
     for target in plan.targets:
         named = workload_api.template_group(obj, target)
         if named is not None and named != plan.group_name:
@@ -161,12 +160,13 @@ def deferring_reason(obj: dict[str, Any], plan: GangPlan, controller_gang: str |
     return None
 
 
-def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, config: Config, *,
-                  controller_gang: str | None = None, allowed: AllowedBackends | None = None) -> GangPlan:
+def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, config: Config,
+                  kind: WorkloadKind | None = None) -> GangPlan:
     """Set ``plan.backend`` and apply the deferring rules (module docstring); returns ``plan``.
 
-    ``controller_gang`` and ``allowed`` are the kind's ``WorkloadKind.controller_gang`` and ``allowed_backends``: a
-    gang asking for a backend its kind cannot use moves to the kind's first one (Spark: ``coscheduling``), with a note.
+    ``kind`` is the workload's record: its ``allowed_backends`` (a gang asking for a backend its kind cannot use
+    moves to the kind's first one, Spark: ``coscheduling``, with a note), and the facts of its native gang
+    (``controller_gang``, ``gang_from_parent``, ``handover``: :func:`deferring_reason`, :func:`native_handover`).
 
     Raises:
         GangError (code 400): the backend asked for is not enabled in admit, the API server does not serve the
@@ -174,6 +174,7 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
             kube-scheduler would never schedule as one native gang (``workload_api.gang_priority``).
     """
     backend = requested_backend(ann, config)
+    allowed = kind.allowed_backends if kind is not None else None
     if backend not in config.allowed_backends:
         raise GangError(
             f'{plan.ref} asks for gang backend "{backend}" ({config.backend_key}), but admit runs with '
@@ -186,11 +187,11 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
                             f"--extra-gang-backend {to} (chart: config.extraGangBackends)", 400)
         plan.notes.append(f"{plan.ref}: {allowed.who} pods stay on the {to} backend ({allowed.why})")
         backend = to
-    reason = deferring_reason(obj, plan, controller_gang)
-    if reason is None and _hands_over(obj, plan, backend, config):
-        reason = (f"{plan.ref} goes to the Job controller's native gang: admit sets "
-                  f"spec.scheduling.schedulingPolicy.gang.minCount={plan.min_member} (--controller-gang Job) and makes "
-                  "no Workload or PodGroup of its own")
+    reason = deferring_reason(obj, plan, kind)
+    if reason is None and kind is not None and (handover := _handover(obj, plan, backend, config, kind)) is not None:
+        reason = (f"{plan.ref} goes to the {kind.kind} controller's native gang: admit sets "
+                  f"{_dotted(('spec', 'scheduling'), handover)} (--controller-gang {kind.kind}) and makes no Workload "
+                  "or PodGroup of its own")
     if reason is not None:
         plan.mutate = False
         plan.create_pod_group = False
@@ -200,28 +201,46 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
     return plan
 
 
-def _hands_over(obj: dict[str, Any], plan: GangPlan, backend: str, config: Config) -> bool:
-    """A new (mutable-template) workload-api Job gang that admit hands to the Job controller (``--controller-gang``)."""
-    return (backend == WORKLOAD_API and plan.kind in config.controller_gangs and plan.api_group == "batch"
-            and plan.kind == "Job" and bool(plan.targets) and not any(t.immutable for t in plan.targets)
-            and get_path(obj, ("metadata", "labels", config.managed_label)) != "true")
+def _parent_annotation(obj: dict[str, Any], kind: WorkloadKind | None) -> str | None:
+    """The kind's ``gang_from_parent`` annotation when ``obj`` carries it, else ``None``."""
+    key = kind.gang_from_parent if kind is not None else None
+    return key if key is not None and get_path(obj, ("metadata", "annotations", key)) is not None else None
+
+
+def _handover(obj: dict[str, Any], plan: GangPlan, backend: str, config: Config,
+              kind: WorkloadKind | None) -> dict[str, Any] | None:
+    """The ``spec.scheduling`` with which admit hands a new (mutable-template, not yet managed) workload-api gang to
+    its kind's own controller (the record's ``handover``, for a kind ``--controller-gang`` names), else ``None``."""
+    if (backend != WORKLOAD_API or kind is None or kind.handover is None or kind.kind not in config.controller_gangs
+            or not plan.targets or any(t.immutable for t in plan.targets)
+            or get_path(obj, ("metadata", "labels", config.managed_label)) == "true"):
+        return None
+    return kind.handover(plan.min_member)
+
+
+def _dotted(path: tuple[str, ...], value: Any) -> str:
+    """``spec.scheduling.schedulingPolicy.gang.minCount=3`` for ``value`` ``{"schedulingPolicy": {"gang": {"minCount":
+    3}}}`` at ``path``: the field a one-key-per-level map sets, for messages."""
+    while isinstance(value, dict) and len(value) == 1:
+        (key, value), = value.items()
+        path += (key,)
+    return f"{'.'.join(path)}={value}"
 
 
 def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config,
-                    controller_gang: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+                    kind: WorkloadKind | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """JSONPatch operations and warnings for a workload whose gang its own controller makes (``plan.mutate`` off
     by :func:`apply_backend`; module docstring, "One gang mechanism per workload"): ``spec.scheduling`` for a Job
     admit hands over, and the removal of admit's earlier marks from a workload that became a controller's native
-    gang. ``([], [])`` when neither applies (the operator-made gangs of ``deferring_reason``). ``controller_gang``:
-    the kind's ``WorkloadKind.controller_gang``."""
-    reason = deferring_reason(obj, plan, controller_gang)
+    gang. ``([], [])`` when neither applies (the operator-made gangs of ``deferring_reason``). ``kind``: the
+    workload's record (its ``controller_gang``, ``gang_from_parent`` and ``handover``)."""
+    reason = deferring_reason(obj, plan, kind)
     if reason is None:
-        if not _hands_over(obj, plan, plan.backend, config):
+        handover = _handover(obj, plan, plan.backend, config, kind)
+        if handover is None:
             return [], []
-        policy = {"schedulingPolicy": {"gang": {"minCount": plan.min_member}}}
-        return [{"op": "add", "path": "/spec/scheduling", "value": policy}], []
-    native = get_path(obj, ("spec", "scheduling")) is not None or get_path(
-        obj, ("metadata", "annotations", GROUP_TEMPLATE_ANNOTATION)) is not None
+        return [{"op": "add", "path": "/spec/scheduling", "value": handover}], []
+    native = get_path(obj, ("spec", "scheduling")) is not None or _parent_annotation(obj, kind) is not None
     if not native or get_path(obj, ("metadata", "labels", config.managed_label)) != "true" or any(
             t.immutable for t in plan.targets):  # an immutable template keeps admit's marks: admit keeps its gang too
         return [], []
@@ -248,10 +267,9 @@ def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config,
                  f"such as Kueue's): admit dropped its own gang{what}, so one gang mechanism remains"]
 
 
-def with_backend(resolver: Resolver, *, controller_gang: str | None = None,
-                 allowed: AllowedBackends | None = None) -> Resolver:
+def with_backend(resolver: Resolver, kind: WorkloadKind | None = None) -> Resolver:
     """``resolver`` followed by :func:`apply_backend` (same signature, same errors plus apply_backend's), with the
-    kind's ``controller_gang`` and ``allowed_backends`` (``admit.families.kinds`` passes them from the record)."""
+    kind's record (``admit.families.kinds`` passes it: the per-kind facts the backend choice reads)."""
 
     @wraps(resolver)
     def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
@@ -269,7 +287,7 @@ def with_backend(resolver: Resolver, *, controller_gang: str | None = None,
                     plan = resolver(obj, replace(ann, pod_group=named), config, namespace, operation)
                 except BelowMinMember as e:
                     raise render_below(e, ann, config) from None
-        return apply_backend(plan, obj, ann, config, controller_gang=controller_gang, allowed=allowed)
+        return apply_backend(plan, obj, ann, config, kind)
 
     return resolve
 

@@ -22,7 +22,6 @@ from .. import __version__
 from ..config import (
     COSCHEDULING,
     DEFAULT_ANNOTATION_PREFIX,
-    GANG_BACKENDS,
     WORKLOAD_API_VERSIONS,
     DEFAULT_SCHEDULER_NAME,
     LEGACY_POD_GROUP_API_GROUP,
@@ -48,6 +47,22 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _backend_names() -> tuple[str, ...]:
+    """The gang backends ``--gang-backend`` and ``--extra-gang-backend`` accept: ``registry.BACKENDS``, the built-ins
+    and any added with ``registry.register`` before the parser is built."""
+    from ..backends.registry import BACKENDS
+
+    return tuple(BACKENDS)
+
+
+def _handover_kinds() -> tuple[str, ...]:
+    """The kinds ``--controller-gang`` accepts: those whose record says how to hand a gang to their controller
+    (``WorkloadKind.handover``: ``Job``)."""
+    from ..families import FAMILY_KINDS
+
+    return tuple(k.kind for k in FAMILY_KINDS if k.handover is not None)
+
+
 def _add_decision_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME,
                    help="scheduler profile that runs Coscheduling (default: %(default)s; "
@@ -64,12 +79,12 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
                         "sparkoperator.k8s.io when their webhook rules and RBAC are off (repeatable)")
     p.add_argument("--kubeflow-gang-by-operator", action="store_true",
                    help="the Kubeflow training-operator gangs its own jobs: only validate Kubeflow jobs")
-    p.add_argument("--gang-backend", choices=GANG_BACKENDS, default=COSCHEDULING,
+    p.add_argument("--gang-backend", choices=_backend_names(), default=COSCHEDULING,
                    help="what the gang annotations become: coscheduling (scheduler-plugins PodGroup, pod label and "
                         "schedulerName) or workload-api (Kubernetes' native Workload and PodGroup, scheduling.k8s.io, "
                         "pod spec.schedulingGroup); a workload may pick the other with <prefix>/backend if enabled "
                         "(default: %(default)s)")
-    p.add_argument("--controller-gang", action="append", choices=("Job",), default=[], metavar="KIND",
+    p.add_argument("--controller-gang", action="append", choices=_handover_kinds(), default=[], metavar="KIND",
                    help="with the workload-api backend, hand a new gang of this kind to its own controller through "
                         "its spec.scheduling instead of admit's Workload and PodGroup: Job on clusters running "
                         "WorkloadWithJob (Kubernetes 1.37 alpha, 1.38) (repeatable)")
@@ -125,7 +140,7 @@ def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                        help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy' or a local "
                             "fake (overrides --kubeconfig)")
     _add_decision_flags(serve)
-    serve.add_argument("--extra-gang-backend", action="append", choices=GANG_BACKENDS, default=[],
+    serve.add_argument("--extra-gang-backend", action="append", choices=_backend_names(), default=[],
                        metavar="BACKEND",
                        help="a backend workloads may also pick with <prefix>/backend (repeatable; grant its RBAC)")
     serve.add_argument("--failure-mode", choices=("deny", "allow"), default="deny",
@@ -272,7 +287,9 @@ def _add_certs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    """The :class:`Config` the parsed flags describe."""
+    """The :class:`Config` the parsed flags describe; the backend names a workload's ``<prefix>/backend`` may give
+    are ``registry.BACKENDS``'s (``Config.known_backends``)."""
+    known = _backend_names()
     legacy = args.pod_group_api == LEGACY_POD_GROUP_API_GROUP
     return Config(
         pod_group_group=args.pod_group_api,
@@ -285,7 +302,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         api_timeout_seconds=getattr(args, "api_timeout", 3.0),
         gang_backend=args.gang_backend,
         # admit review has no RBAC to respect: a workload may pick either backend there
-        extra_gang_backends=frozenset(getattr(args, "extra_gang_backend", GANG_BACKENDS)),
+        extra_gang_backends=frozenset(getattr(args, "extra_gang_backend", known)),
+        known_backends=known,
         workload_api_version=getattr(args, "workload_api_version", ""),
         controller_gangs=frozenset(getattr(args, "controller_gang", ())),
         read_timeout_seconds=getattr(args, "read_timeout", 5.0),

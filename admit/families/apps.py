@@ -33,7 +33,7 @@ from ..gang.resources import ResourceError, gang_min_resources
 from .shared import Rollout, WorkloadKind
 
 __all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "job_can_still_run", "index_count", "resolve_pod",
-           "template_min_resources"]
+           "template_min_resources", "GROUP_TEMPLATE_ANNOTATION", "job_scheduling"]
 
 TEMPLATE = PodTarget(("spec", "template", "metadata", "labels"), ("spec", "template", "spec", "schedulerName"))
 TEMPLATE_IMMUTABLE = PodTarget(
@@ -455,18 +455,32 @@ def _statefulset_fixes(min_member: int, replicas: int) -> str:
 DEPLOYMENT = WorkloadKind("apps", "Deployment", (("v1", "deployments"),), partial(resolve_replicated, kind="Deployment"),
                           children=(("apps", "ReplicaSet"),), scalable=True,
                           pod_joiner=None, pod_watch_selector=None, allowed_backends=None, in_status=True,
-                          rollout=Rollout(deployment_at_once, _deployment_fixes),
+                          rollout=Rollout(deployment_at_once, _deployment_fixes), gang_from_parent=None, handover=None,
                           controller_gang="the Deployment controller makes a Workload and one PodGroup per ReplicaSet")
 """A Deployment; its ReplicaSets are its children (``pkg/controller/deployment``: ``NewControllerRef``)."""
 REPLICASET = WorkloadKind("apps", "ReplicaSet", (("v1", "replicasets"),), partial(resolve_replicated, kind="ReplicaSet"),
                           scalable=True, pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None,
-                          allowed_backends=None, in_status=True)
+                          gang_from_parent=None, handover=None, allowed_backends=None, in_status=True)
 STATEFULSET = WorkloadKind("apps", "StatefulSet", (("v1", "statefulsets"),), resolve_statefulset, scalable=True,
                            pod_joiner=None, pod_watch_selector=None, allowed_backends=None, in_status=True,
-                           rollout=Rollout(statefulset_at_once, _statefulset_fixes),
+                           rollout=Rollout(statefulset_at_once, _statefulset_fixes), gang_from_parent=None,
+                           handover=None,
                            controller_gang="the StatefulSet controller makes its Workload and PodGroup")
+#: A Job whose PodGroup a parent's Workload makes (KEP-5547, "Job Controller Changes": the parent's controller, a
+#: JobSet's, names the Workload's pod group template; the Job controller makes no Workload of its own).
+GROUP_TEMPLATE_ANNOTATION = "scheduling.k8s.io/group-template-name"
+
+
+def job_scheduling(min_count: int) -> dict[str, Any]:
+    """The ``spec.scheduling`` that hands a gang of ``min_count`` pods to the Job controller (``--controller-gang
+    Job``): the ``JobSchedulingConfiguration`` of batch/v1 (KEP-5547, ``WorkloadWithJob``; shape from the
+    kubernetes.io page "Workload building blocks" and the generated clients; the first alpha called it ``policy``)."""
+    return {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+
+
 JOB = WorkloadKind("batch", "Job", (("v1", "jobs"),), resolve_job,
                    pod_joiner=None, pod_watch_selector=None, rollout=None, allowed_backends=None, in_status=True,
-                   controller_gang="the Job controller (WorkloadWithJob) makes its Workload and PodGroup")
+                   controller_gang="the Job controller (WorkloadWithJob) makes its Workload and PodGroup",
+                   gang_from_parent=GROUP_TEMPLATE_ANNOTATION, handover=job_scheduling)
 
 KINDS = (DEPLOYMENT, REPLICASET, STATEFULSET, JOB)

@@ -270,7 +270,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
 # kubernetes-sigs/jobset keps/969-WAS-integration (JobSetSpec.scheduling, gate JobSetWorkloadAwareSchedulingAPI):
 # alpha with Kubernetes 1.37's building blocks; the field name is the KEP's, the Go types in api/ are unconfirmed here.
 JOBSET = WorkloadKind(GROUP, "JobSet", (("v1alpha2", "jobsets"),), resolve_jobset, children=(("batch", "Job"),),
-                    pod_joiner=None, pod_watch_selector=None, rollout=None, allowed_backends=None, in_status=False,
+                    pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, allowed_backends=None, in_status=False,
                     controller_gang="the JobSet controller makes its Workload and PodGroups")
 
 KINDS = (JOBSET,)

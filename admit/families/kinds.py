@@ -22,7 +22,7 @@ KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
 # Every resolver also picks the gang backend (coscheduling or workload-api) and defers to an owner of native gang
 # objects (admit/backends/__init__.py), so each caller sees the same plan.backend.
 RESOLVERS: dict[tuple[str, str], Resolver] = {
-    k.key: with_backend(k.resolve, controller_gang=k.controller_gang, allowed=k.allowed_backends) for k in FAMILY_KINDS}
+    k.key: with_backend(k.resolve, k) for k in FAMILY_KINDS}
 
 PARENTS: Parents = Parents.of(
     [(child, k.key, None) for k in FAMILY_KINDS for child in k.children]

@@ -255,7 +255,7 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
 LWS = WorkloadKind(GROUP, "LeaderWorkerSet", (("v1", "leaderworkersets"),), resolve_leaderworkerset,
                    children=(("apps", "StatefulSet"),),
                    pod_owned_children=(("apps", "StatefulSet", LWS_NAME_LABEL),),
-                   pod_joiner=join_lws_pod, pod_watch_selector=None, rollout=None, allowed_backends=None,
+                   pod_joiner=join_lws_pod, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, allowed_backends=None,
                    in_status=False,
                    # kubernetes-sigs/lws keps/666-gang-scheduling-in-lws (LeaderWorkerSetSpec.scheduling, gate
                    # WorkloadAwareScheduling): alpha with Kubernetes 1.37's building blocks; the field name is the

@@ -265,11 +265,11 @@ def _resolver(kind: str) -> Resolver:
 
 
 RAYCLUSTER = WorkloadKind(GROUP, "RayCluster", (("v1", "rayclusters"),), _resolver("RayCluster"),
-                          pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None, allowed_backends=None, in_status=False)
+                          pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
 # A RayJob's submitter Job is its child; its RayClusters are not: each is a gang of its own (module docstring).
 RAYJOB = WorkloadKind(GROUP, "RayJob", (("v1", "rayjobs"),), _resolver("RayJob"), children=(("batch", "Job"),),
-                      pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None, allowed_backends=None, in_status=False)
+                      pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
 RAYSERVICE = WorkloadKind(GROUP, "RayService", (("v1", "rayservices"),), _resolver("RayService"),
-                          pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None, allowed_backends=None, in_status=False)
+                          pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
 
 KINDS = (RAYCLUSTER, RAYJOB, RAYSERVICE)

@@ -74,8 +74,8 @@ class AllowedBackends:
     """The gang backends a kind's objects can use, when not every one can (``WorkloadKind.allowed_backends``).
 
     Attributes:
-        backends: backend names (``admit.config.GANG_BACKENDS``), the first is the one a gang asking for another
-            moves to (``backends.apply_backend``, with a note; refused when admit runs without it).
+        backends: backend names (``admit/backends/registry.py`` ``BACKENDS``), the first is the one a gang asking
+            for another moves to (``backends.apply_backend``, with a note; refused when admit runs without it).
         applies: ``applies(obj) -> bool``: which objects of the kind the rule covers (all Spark objects; of bare
             Pods only those labelled ``spark-role``).
         who / why: for the note and the refusal: ``"Spark"`` (``"Spark pods stay on ..."``, ``"Spark gangs need
@@ -136,6 +136,13 @@ class WorkloadKind:
             UPDATE of the template cannot strand running pods outside the gang.
         controller_gang: who makes the kind's native gang objects when the object sets ``spec.scheduling`` (words for
             the note, ``backends.deferring_reason``), or ``None`` when its controller makes none.
+        gang_from_parent: the annotation that says a parent's Workload makes the object's PodGroup (a Job's
+            ``scheduling.k8s.io/group-template-name``, KEP-5547): admit then only checks its size
+            (``backends.deferring_reason``), or ``None``.
+        handover: ``handover(min_count) -> spec.scheduling``: how admit hands a new ``workload-api`` gang of the kind
+            to its own controller when ``--controller-gang <kind>`` asks it to (``Config.controller_gangs``,
+            ``backends.native_handover``; a Job's ``JobSchedulingConfiguration``), or ``None`` when its controller
+            takes none (and ``--controller-gang`` does not offer the kind).
         allowed_backends: :class:`AllowedBackends`, or ``None`` when every gang backend serves the kind.
         in_status: ``admit status`` lists the kind's objects (with the versions' first ``(version, plural)``) to
             name a gang's workload.
@@ -152,6 +159,8 @@ class WorkloadKind:
     pod_watch_selector: str | None = field(kw_only=True)
     rollout: Rollout | None = field(kw_only=True)
     controller_gang: str | None = field(kw_only=True)
+    gang_from_parent: str | None = field(kw_only=True)
+    handover: Callable[[int], dict[str, Any]] | None = field(kw_only=True)
     allowed_backends: AllowedBackends | None = field(kw_only=True)
     in_status: bool = field(kw_only=True)
 

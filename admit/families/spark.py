@@ -575,11 +575,11 @@ _SPARK_WHY = ("executors join their driver by label, and the spark-operator does
               "the pods it makes")
 SPARK_APPLICATION = WorkloadKind(
     "sparkoperator.k8s.io", "SparkApplication", (("v1beta2", "sparkapplications"),), resolve_spark_application,
-    pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None, in_status=False,
+    pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, in_status=False,
     allowed_backends=AllowedBackends((COSCHEDULING,), lambda obj: True, "Spark", _SPARK_WHY))
 BARE_POD = WorkloadKind(
     "", "Pod", (), resolve_pod_or_spark_driver,
-    pod_joiner=join_spark_executor, rollout=None, controller_gang=None, in_status=False,
+    pod_joiner=join_spark_executor, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, in_status=False,
     # the drivers own their executors' group (spark-submit / spark-operator label spark-role)
     pod_watch_selector=f"{SPARK_ROLE}=driver",
     allowed_backends=AllowedBackends(

@@ -263,6 +263,6 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
 
 
 TRAINJOB = WorkloadKind(GROUP, "TrainJob", (("v1alpha1", "trainjobs"),), resolve_trainjob,
-                        pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None, allowed_backends=None, in_status=False)
+                        pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
 
 KINDS = (TRAINJOB,)

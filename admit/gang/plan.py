@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..config import GANG_BACKENDS, Config
+from ..config import Config
 from ..echo import clip
 
 __all__ = [
@@ -139,7 +139,7 @@ class GangAnnotations:
         schedule_timeout_seconds: PodGroup ``spec.scheduleTimeoutSeconds`` (seconds, 1..900), or ``None``.
         min_resources: ``True`` for ``auto`` (the default: compute ``spec.minResources``), ``False`` for ``none``.
         pod_group: explicit PodGroup name, or ``None`` for the default.
-        backend: ``<prefix>/backend`` (``"coscheduling"`` or ``"workload-api"``), or ``None`` for the configured one.
+        backend: ``<prefix>/backend`` (one of ``Config.known_backends``), or ``None`` for the configured one.
     """
 
     min_member: int | None
@@ -227,12 +227,11 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     raw_b = annotations.get(config.backend_key)
     if raw_b is not None:
         backend = str(raw_b).strip().lower()
-        if backend not in GANG_BACKENDS:
-            raise GangError(
-                f'annotation {config.backend_key}={clip(raw_b)} is invalid: use "coscheduling" (scheduler-plugins '
-                'PodGroup) or "workload-api" (Kubernetes\' native Workload and PodGroup, scheduling.k8s.io)',
-                400,
-            )
+        if backend not in config.known_backends:
+            names = [f'"{name}"' for name in config.known_backends]
+            one_of = " or ".join(filter(None, (", ".join(names[:-1]), names[-1])))
+            raise GangError(f"annotation {config.backend_key}={clip(raw_b)} is invalid: use {one_of} (the gang "
+                            "backends admit knows)", 400)
     return GangAnnotations(min_member, timeout, min_resources, pod_group, backend)
 
 

@@ -58,8 +58,7 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
     gangs (``plan.mutate`` off) gets ``backends.native_handover`` instead, with the kind's record.
     """
     if not plan.mutate:  # its own controller gangs it: at most hand it over, or take admit's earlier marks off
-        kind = KINDS.get((plan.api_group, plan.kind))
-        ops, warnings = native_handover(obj, plan, config, kind.controller_gang if kind is not None else None)
+        ops, warnings = native_handover(obj, plan, config, KINDS.get((plan.api_group, plan.kind)))
         return ops, plan.warnings + warnings
     return backend_of(plan.backend).join_ops(obj, plan, config, label_workload, old)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from admit.cli import build_parser, config_from_args
 from admit.config import Config
 from admit.controller.cacheview import ControllerView
 from admit.controller.podgroups import Controller, ControllerSettings
@@ -94,3 +95,95 @@ async def test_a_gang_of_the_third_backend_below_min_member_is_refused_naming_it
     message = answer["response"]["status"]["message"]
     assert "runs 2 pods" in message and "Volcano's gang plugin would keep every pod Pending forever" in message
     assert fake.get(API_VERSION, volcano.PLURAL, "team", "web") is None
+
+
+@pytest.fixture
+async def picked(aiohttp_client):
+    """The webhook over HTTP on the fake API with the Volcano backend registered and admit configured as ``admit
+    serve --extra-gang-backend volcano`` parses it (default backend coscheduling), so one workload picks Volcano by
+    its annotation; yields ``(fake, client, config)``."""
+    volcano.install()
+    try:
+        config = config_from_args(build_parser().parse_args(["serve", "--extra-gang-backend", volcano.NAME]))
+        async with FakeKubeAPI() as fake:
+            fake.register(volcano.GROUP, volcano.VERSION, "PodGroup", volcano.PLURAL)
+            async with fake.api_client() as api_client:
+                client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client, config))))
+                yield fake, client, config
+    finally:
+        volcano.uninstall()
+
+
+def picking(name: str, backend: str | None) -> dict[str, Any]:
+    """A Deployment called ``name`` that asks for gang backend ``backend`` with ``gang.admit.dev/backend`` (``None``:
+    no annotation, the default backend)."""
+    obj = deployment()
+    obj["metadata"]["name"] = name
+    obj["spec"]["selector"]["matchLabels"]["app"] = obj["spec"]["template"]["metadata"]["labels"]["app"] = name
+    if backend is not None:
+        obj["metadata"]["annotations"]["gang.admit.dev/backend"] = backend
+    return obj
+
+
+async def test_the_backend_annotation_picks_a_registered_third_backend_for_one_workload_beside_the_default(picked):
+    fake, client, config = picked
+    assert config.gang_backend == "coscheduling" and config.known_backends[-1] == volcano.NAME
+    for name, backend in (("vol", volcano.NAME), ("cos", None)):
+        user = picking(name, backend)
+        answer = await (await client.post("/mutate", json=admission_review(user))).json()
+        mutated = apply_answer(user, answer)
+        verdict = await (await client.post("/validate", json=admission_review(mutated))).json()
+        assert verdict["response"]["allowed"], verdict["response"]
+        template = mutated["spec"]["template"]
+        if backend:
+            assert template["metadata"]["annotations"] == {volcano.GROUP_NAME_ANNOTATION: "vol"}
+            assert template["spec"]["schedulerName"] == volcano.SCHEDULER
+            assert fake.get(API_VERSION, volcano.PLURAL, "team", "vol")["spec"] == {"minMember": 3}
+            assert fake.get("scheduling.x-k8s.io/v1alpha1", "podgroups", "team", "vol") is None
+        else:  # the other workload keeps the default backend: label, schedulerName and a scheduler-plugins PodGroup
+            assert template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "cos"
+            assert template["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+            assert fake.get("scheduling.x-k8s.io/v1alpha1", "podgroups", "team", "cos")["spec"]["minMember"] == 3
+            assert fake.get(API_VERSION, volcano.PLURAL, "team", "cos") is None
+
+
+async def test_a_backend_annotation_naming_no_registered_backend_is_refused_listing_the_registered_ones(picked):
+    fake, client, _ = picked
+    user = picking("typo", "volcan0")
+    answer = await (await client.post("/mutate", json=admission_review(user))).json()
+    assert answer["response"]["allowed"] and "patch" not in answer["response"]  # /validate says why
+    answer = await (await client.post("/validate", json=admission_review(user))).json()
+    assert not answer["response"]["allowed"]
+    assert answer["response"]["status"]["message"] == (
+        'annotation gang.admit.dev/backend="volcan0" is invalid: use "coscheduling", "workload-api" or "volcano" (the '
+        "gang backends admit knows)")
+
+
+async def test_a_pod_that_names_its_volcano_group_itself_gets_the_volcano_scheduler_from_the_backend(picked):
+    """``/mutate`` asks every registered backend whether a new Pod already names its group (``named_pod_ops``):
+    Volcano's answers for its own annotation, as coscheduling's does for its label."""
+    _, client, _ = picked
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "worker-0", "namespace": "team", "annotations": {volcano.GROUP_NAME_ANNOTATION: "pg"}},
+           "spec": {"containers": [{"name": "w", "image": "busybox"}]}}
+    answer = await (await client.post("/mutate", json=admission_review(pod))).json()
+    assert apply_answer(pod, answer)["spec"]["schedulerName"] == volcano.SCHEDULER
+    labelled = {**pod, "metadata": {"name": "worker-1", "namespace": "team",
+                                    "labels": {"scheduling.x-k8s.io/pod-group": "pg"}}}
+    answer = await (await client.post("/mutate", json=admission_review(labelled))).json()
+    assert apply_answer(labelled, answer)["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+
+
+def test_a_registered_backend_is_a_choice_of_gang_backend_and_extra_gang_backend_and_only_while_registered():
+    volcano.install()
+    try:
+        args = build_parser().parse_args(["serve", "--gang-backend", volcano.NAME])
+        assert config_from_args(args).gang_backend == volcano.NAME
+        review = config_from_args(build_parser().parse_args(["review", "x.yaml"]))
+        assert volcano.NAME in review.extra_gang_backends  # admit review: every known backend, no RBAC to respect
+    finally:
+        volcano.uninstall()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--gang-backend", volcano.NAME])
+    assert config_from_args(build_parser().parse_args(["review", "x.yaml"])).known_backends == (
+        "coscheduling", "workload-api")
