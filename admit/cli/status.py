@@ -1,9 +1,14 @@
-"""``admit status``: read PodGroups, pods, scheduling events, gang workloads and nodes, print one line per gang.
+"""``admit status``: read pods, scheduling events, gang workloads and nodes, and each gang backend's objects; print
+one line per gang.
 
-The diagnosis is :func:`admit.backends.diagnose.diagnose` (pure); this module only lists objects through the Kubernetes REST
-API (kubeconfig or in-cluster configuration, like kubectl; ``--api-server`` for a plain URL such as
-``kubectl proxy``) and prints. Lists that RBAC forbids or that the cluster does not serve (no Nodes permission, no
-PodGroup CRD) are left out of the diagnosis with a note on standard error, never a crash.
+The objects every diagnosis reads are listed here once (``backends.status.Listed``); then the ``admit status`` part
+of every registered backend that has one (``runtime.BackendAPI.status``, ``admit/backends/status.py``) lists its own
+objects and diagnoses its gangs (pure: ``admit/backends/coscheduling/diagnose.py``,
+``admit/backends/workload_api/diagnose.py``, or a backend registered from elsewhere), and their rows make one table.
+This module names no backend. It lists through the Kubernetes REST API (kubeconfig or in-cluster configuration, like
+kubectl; ``--api-server`` for a plain URL such as ``kubectl proxy``) and prints. Lists that RBAC forbids or that the
+cluster does not serve (no Nodes permission, no PodGroup CRD) are left out of the diagnosis with a note on standard
+error, never a crash.
 """
 
 from __future__ import annotations
@@ -13,14 +18,15 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
+from ..backends import runtime
+from ..backends.diagnose import GangStatus, format_table, to_json
+from ..backends.status import Listed, list_or_note
+from ..config import Config
 from ..families import FAMILY_KINDS
-from ..config import COSCHEDULING, WORKLOAD_API, WORKLOAD_API_GROUP, Config
 from ..kube.client import KubeError, load_api_client
-from ..backends.common import asked_backend
-from ..backends.diagnose import diagnose, diagnose_native, format_table, to_json
 from ..kube.watchcache import KubeRaw, Resource
 
-__all__ = ["collect", "collect_native", "run_status"]
+__all__ = ["list_shared", "collect", "run_status"]
 
 WORKLOAD_RESOURCES = tuple(Resource(k.api_group, k.versions[0][0], k.plural, k.kind) for k in FAMILY_KINDS
                            if k.in_status)
@@ -30,105 +36,37 @@ EVENTS = Resource("", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 
 
-async def _list(api: KubeRaw, resource: Resource, namespace: str | None, notes: list[str],
-                query: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]] | None:
-    try:
-        answer = await api.request("GET", resource.path(namespace), query=query)
-    except KubeError as e:
-        if e.status in (403, 404):
-            notes.append(f"{resource.label} not listed ({e.status} {e.reason}); left out of the diagnosis")
-            return None
-        raise
-    items = answer.get("items") or []
-    for item in items:  # list items carry no apiVersion/kind
-        item.setdefault("kind", resource.kind)
-    return items
-
-
-async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[dict[str, Any], list[str]]:
-    """The keyword arguments of :func:`admit.backends.diagnose.diagnose` for ``namespace`` (None: all), and notes about lists
-    left out. Raises ``KubeError`` when the API cannot be reached."""
-    notes: list[str] = []
-    pg_resource = Resource(config.pod_group_group, config.pod_group_version, config.pod_group_plural, "PodGroup")
-    lists = await asyncio.gather(
-        _list(api, pg_resource, namespace, notes),
-        _list(api, PODS, namespace, notes),
-        _list(api, EVENTS, namespace, notes, (("fieldSelector", "reason=FailedScheduling"),)),
-        _list(api, NODES, None, notes),
-        *(_list(api, r, namespace, notes) for r in WORKLOAD_RESOURCES),
+async def list_shared(api: KubeRaw, namespace: str | None, notes: list[str]) -> Listed:
+    """The pods, ``FailedScheduling`` events and gang workloads of ``namespace`` (None: all) and every node: what
+    every backend's diagnosis reads, listed once. A list refused with 403 or 404 is empty (nodes: ``None``), with a
+    line in ``notes``. Raises ``KubeError`` when the API cannot be reached."""
+    pods, events, nodes, *workloads = await asyncio.gather(
+        list_or_note(api, PODS, namespace, notes),
+        list_or_note(api, EVENTS, namespace, notes, (("fieldSelector", "reason=FailedScheduling"),)),
+        list_or_note(api, NODES, None, notes),
+        *(list_or_note(api, r, namespace, notes) for r in WORKLOAD_RESOURCES),
     )
-    pod_groups, pods, events, nodes, *workloads = lists
-    if pod_groups is None and COSCHEDULING in config.allowed_backends:
-        problem = await _pod_group_crd_problem(api, config, pg_resource)
-        if problem:
-            notes.append(problem)
-    return {
-        "pod_groups": pod_groups or [], "pods": pods or [], "events": events or [], "nodes": nodes,
-        "workloads": [w for items in workloads for w in items or []], "config": config,
-    }, notes
+    return Listed(pods or [], events or [], [w for items in workloads for w in items or []], nodes)
 
 
-async def _pod_group_crd_problem(api: KubeRaw, config: Config, resource: Resource) -> str | None:
-    """When the PodGroup list was refused: ``coscheduling.crd_missing_message`` if the API server does not serve
-    the resource (404 on discovery of its group/version, or no ``podgroups`` there; the other API group asked too),
-    else None."""
-    from ..backends.coscheduling import crd_missing_message, other_pod_group_group
-
-    async def serves(group: str) -> bool | None:
-        try:
-            doc = await api.request("GET", f"/apis/{group}/{config.pod_group_version}")
-        except KubeError as e:
-            return False if e.status == 404 else None
-        return any(isinstance(r, dict) and r.get("name") == resource.plural for r in doc.get("resources") or [])
-
-    if await serves(config.pod_group_group) is not False:
-        return None
-    return "PodGroup CRD: " + crd_missing_message(config, bool(await serves(other_pod_group_group(config))))
-
-
-async def _served_workload_api(api: KubeRaw, notes: list[str]) -> str | None:
-    """The scheduling.k8s.io version admit would speak (``backends.discovery.choose_version``), ``""`` when none is
-    served, ``None`` when discovery itself is forbidden."""
-    from ..backends.workload_api.discovery import choose_version
-
-    try:
-        group = await api.request("GET", f"/apis/{WORKLOAD_API_GROUP}")
-    except KubeError as e:
-        if e.status == 404:
-            return ""
-        if e.status == 403:
-            notes.append(f"discovery of {WORKLOAD_API_GROUP} forbidden ({e.reason}); native gangs left out")
-            return None
-        raise
-    served: dict[str, set[str]] = {}
-    for v in group.get("versions") or []:
-        version = v.get("version") if isinstance(v, dict) else None
-        if version:
-            try:
-                doc = await api.request("GET", f"/apis/{WORKLOAD_API_GROUP}/{version}")
-            except KubeError:
-                continue
-            served[version] = {r["name"] for r in doc.get("resources") or []
-                               if isinstance(r, dict) and isinstance(r.get("name"), str)}
-    return choose_version(served)
-
-
-async def collect_native(api: KubeRaw, config: Config, namespace: str | None, pods: list[dict[str, Any]],
-                         events: list[dict[str, Any]], workloads: list[dict[str, Any]],
-                         notes: list[str]) -> dict[str, Any] | None:
-    """The keyword arguments of :func:`admit.backends.diagnose.diagnose_native` (the pods, events and workloads
-    :func:`collect` read, plus the served version's scheduling.k8s.io PodGroups), or None when there is nothing
-    native to look at: no pod names a ``schedulingGroup``, no workload asks for the workload-api backend and the
-    API server serves no Workload API."""
-    served = await _served_workload_api(api, notes)
-    native_asked = config.gang_backend == WORKLOAD_API or any(
-        asked_backend((w.get("metadata") or {}).get("annotations"), config) == WORKLOAD_API for w in workloads)
-    if served is None or (not served and not native_asked):
-        return None
-    pod_groups = await _list(api, Resource(WORKLOAD_API_GROUP, served, "podgroups", "PodGroup"), namespace,
-                             notes) if served else []
-    return {"pod_groups": pod_groups or [], "pods": pods, "events": events, "workloads": workloads,
-            "served": served, "config": config, "notes": notes}
+async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[list[GangStatus], list[str]]:
+    """``(rows, notes)`` for ``namespace`` (None: all): :func:`list_shared`, then the status part of each backend in
+    ``runtime.APIS`` that has one, in registration order (its ``collect``, then its pure ``diagnose``; a ``collect``
+    answering ``None`` has nothing to show), the rows of all sorted by namespace, group and workload. ``notes``:
+    the lists left out and what the diagnoses left out, one line each. Raises ``KubeError`` when the API cannot be
+    reached."""
+    notes: list[str] = []
+    listed = await list_shared(api, namespace, notes)
+    rows: list[GangStatus] = []
+    for backend_api in runtime.APIS.values():
+        part = backend_api.status
+        if part is None:
+            continue
+        kwargs = await part.collect(api, config, namespace, listed, notes)
+        if kwargs is not None:
+            rows += part.diagnose(**kwargs)
+    rows.sort(key=lambda r: (r.namespace, r.group, r.workload))
+    return rows, notes
 
 
 async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys.stdout,
@@ -147,17 +85,12 @@ async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys
     try:
         while True:
             try:
-                kwargs, notes = await collect(api, config, namespace)
+                rows, notes = await collect(api, config, namespace)
             except KubeError as e:
                 print(f"admit status: {e.message}", file=err)
                 if not args.watch:
                     return 1
             else:
-                rows = diagnose(**kwargs)
-                native = await collect_native(api, config, namespace, kwargs["pods"], kwargs["events"],
-                                              kwargs["workloads"], notes)
-                if native is not None:
-                    rows = sorted(rows + diagnose_native(**native), key=lambda r: (r.namespace, r.group, r.workload))
                 text = to_json(rows) if args.output == "json" else format_table(rows, namespace is None)
                 # a change is a change of the gangs, not of their waiting time
                 signature = [(r.namespace, r.group, r.workload, r.min_member, r.pods, r.scheduled, r.pending, r.phase,

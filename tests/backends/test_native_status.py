@@ -13,7 +13,9 @@ import pytest
 from kubernetes_asyncio import client as k8s
 
 from admit.config import Config
-from admit.backends.diagnose import diagnose, diagnose_native, format_table
+from admit.backends.coscheduling.diagnose import diagnose
+from admit.backends.diagnose import format_table
+from admit.backends.workload_api.diagnose import diagnose_native
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import ROOT, eventually, example
 from tests.backends.test_status import NOW, deployment, ts

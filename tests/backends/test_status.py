@@ -12,7 +12,8 @@ import uuid
 import pytest
 
 from admit.config import Config
-from admit.backends.diagnose import classify_message, diagnose, format_table, to_json
+from admit.backends.coscheduling.diagnose import diagnose
+from admit.backends.diagnose import classify_message, format_table, to_json
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import ROOT
 

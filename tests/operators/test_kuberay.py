@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from admit.backends.diagnose import diagnose
+from admit.backends.coscheduling.diagnose import diagnose
 from admit.config import Config
 from admit.testing.operators import kuberay
 from admit.testing.operators.kuberay import SCHEDULER_NAMES, KubeRay

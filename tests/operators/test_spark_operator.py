@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from admit.backends.diagnose import diagnose
+from admit.backends.coscheduling.diagnose import diagnose
 from admit.config import Config
 from admit.testing.operators import spark
 from admit.testing.operators.spark import SparkOperator

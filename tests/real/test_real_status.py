@@ -17,7 +17,6 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from admit.config import Config
-from admit.backends.diagnose import diagnose
 from admit.cli.status import collect
 from tests.support.plane import TIERS, ControlPlane, find_binaries
 from admit.kube.watchcache import KubeRaw
@@ -50,8 +49,7 @@ async def rows_until(kube, ns: str, group: str, want: str, timeout: float = 30.0
     deadline = time.monotonic() + timeout
     rows = []
     while time.monotonic() < deadline:
-        kwargs, _ = await collect(api, Config(), ns)
-        rows = diagnose(**kwargs)
+        rows, _ = await collect(api, Config(), ns)
         found = [r for r in rows if r.group == group]
         if found and found[0].reason == want:
             return found[0]

@@ -1,0 +1,376 @@
+"""The ``coscheduling`` backend's ``admit status`` diagnosis: one row per scheduler-plugins gang that answers "why
+are my pods Pending?" (pure: objects in, rows out).
+
+:func:`diagnose` takes the objects as the Kubernetes API lists them (plain dicts, listed by
+``admit/backends/coscheduling/status.py``) and returns one ``diagnose.GangStatus`` per gang; what every backend's
+diagnosis shares (the row, the scheduler's words, the rendering) is ``admit/backends/diagnose.py``.
+
+A *gang* is any of: a PodGroup; a value of the pod-group label on a pod; a workload with admit's
+``<prefix>/min-member`` annotation that asks for this backend (``<prefix>/backend``, else ``--gang-backend``) and
+whose pods do not name a ``spec.schedulingGroup``; a workload whose annotations look like a misspelt admit
+annotation. What each
+reason means and where it comes from:
+
+- ``PodGroupMissing``: pods carry the group label but no PodGroup of that name exists. Coscheduling's Permit
+  rejects such pods ("PodGroup not found", scheduler-plugins ``pkg/coscheduling/core/core.go``), so they stay
+  Pending for ever. With a PodGroup of a near name (edit distance <= 2) it says which (a typo in the label value).
+- ``NotMutated``: a workload has admit's annotations but its pod template has no group label: admit's webhook did not
+  see it (not installed, namespace excluded, or ``failurePolicy: Ignore`` during an outage).
+- ``AnnotationTypo`` / ``LabelTypo``: an annotation key under admit's prefix that admit does not read, or a pod label
+  key that is near the group label (``scheduling.x-k8s.io/podgroup``): the object is not a gang.
+- ``WrongScheduler``: pods of the group name a scheduler other than the one that runs Coscheduling
+  (``Config.scheduler_name``): Coscheduling never sees them. When nothing ever tried to schedule them (no
+  ``PodScheduled`` condition, no event), no scheduler of that name is running. Pods of a RayCluster sent to
+  ``volcano``, ``yunikorn``, ``kai-scheduler`` or ``scheduler-plugins-scheduler`` were sent there by KubeRay's
+  operator-wide ``--batch-scheduler`` (since v1.3.0), and the message names that flag.
+- ``MinResourcesTooLarge``: the PodGroup's ``minResources`` (plus ``pods: minMember``, as Coscheduling's PreFilter
+  adds) exceed the allocatable of all nodes together; Coscheduling's ``CheckClusterResource`` refuses it for ever.
+- ``NotEnoughPods``: fewer pods exist than ``minMember`` (Coscheduling's PreFilter: "cannot find enough sibling
+  pods"; e.g. replicas below minMember, or pods refused by a quota).
+- ``Insufficient``, ``Timeout``, ``Unschedulable``: the scheduler's last word on the pending pods, from their
+  ``PodScheduled`` condition (reason ``Unschedulable``) and their ``FailedScheduling`` events, whichever is newer:
+  capacity ("Insufficient cpu", "resource gap"), the Permit wait that timed out ("rejected due to timeout"), or
+  anything else the scheduler said.
+- ``GroupBackedOff``: every message about the pending pods is an echo of their group's rejection or backoff
+  ("optimistic rejection in PostFilter", "rejection in Unreserve", "podGroup x failed recently") and none states a
+  cause. Coscheduling retries such pods only when a pod for its scheduler is added or the PodGroup is updated (its
+  ``EventsToRegister``), kube-scheduler after they have been unschedulable for 5 minutes
+  (``DefaultPodMaxInUnschedulablePodsDuration``): with ``podGroupBackoffSeconds`` above 0, a gang retried during the
+  backoff on a quiet cluster waits that long (made on the real plane). ``retry`` is the ``kubectl annotate`` of the
+  PodGroup that retries them at once.
+- ``SecondGang``: the spark-operator gangs the SparkApplication too (``--enable-batch-scheduler`` with
+  ``--default-batch-scheduler``, which admit cannot see): its PodGroup ``<app>-pg`` (controlled by the app, no pod
+  joins it), or the Volcano (``scheduling.k8s.io/group-name``) or YuniKorn (``yunikorn.apache.org/task-group-name``)
+  marks on pods that are in admit's gang. Only said when nothing else is wrong with the gang.
+- ``Waiting``: pods are pending and the scheduler has not said why yet; ``Scheduled``: every pod has a node.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from fractions import Fraction
+from typing import Any, Callable
+
+from ...config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, Config
+from ...gang.ownerrefs import controller_ref, has_controller
+from ...gang.plan import get_path
+from ...gang.quantity import QuantityError, format_quantity, parse_quantity
+from ..common import asked_backend, owner_annotation
+from ..diagnose import (JSON, KNOWN_ANNOTATIONS, GangStatus, classify_message, distance, duration, is_echo, is_live,
+                        is_scheduled, last_word, meta_of, near, one_line, owner_of, template_scheduling_group, to_int,
+                        waited_seconds, workload_ref)
+
+__all__ = ["diagnose"]
+
+_ECHO_CLAUSE = re.compile(r"podGroup \S+ failed recently|optimistic rejection in PostFilter|rejection in Unreserve",
+                          re.IGNORECASE)
+
+
+def _cluster_allocatable(nodes: list[JSON]) -> dict[str, Fraction]:
+    total: dict[str, Fraction] = {}
+    for node in nodes:
+        if get_path(node, ("spec", "unschedulable")):
+            continue
+        for name, value in (get_path(node, ("status", "allocatable")) or {}).items():
+            try:
+                total[name] = total.get(name, Fraction(0)) + parse_quantity(value)
+            except QuantityError:
+                continue
+    return total
+
+
+def _min_resources_gap(pg: JSON, nodes: list[JSON] | None) -> str:
+    """'cpu 64 > 8' style text when minResources (+ pods: minMember) exceed the whole cluster, else ''."""
+    if not nodes:
+        return ""
+    wanted = dict(get_path(pg, ("spec", "minResources")) or {})
+    if not wanted:
+        return ""
+    wanted.setdefault("pods", get_path(pg, ("spec", "minMember")) or 0)
+    have = _cluster_allocatable(nodes)
+    gaps = []
+    for name, value in sorted(wanted.items()):
+        try:
+            need = parse_quantity(value)
+        except QuantityError:
+            continue
+        if need > have.get(name, Fraction(0)):
+            gaps.append(f"{name} {format_quantity(name, need)} > {format_quantity(name, have.get(name, Fraction(0)))}")
+    return ", ".join(gaps)
+
+
+def _template_labels(obj: JSON) -> dict[str, Any]:
+    """Labels of the pods a workload makes (``spec.template.metadata.labels``; a Pod's own labels)."""
+    path = ("metadata", "labels") if obj.get("kind") == "Pod" else ("spec", "template", "metadata", "labels")
+    labels = get_path(obj, path)
+    return labels if isinstance(labels, dict) else {}
+
+
+def diagnose(
+    *,
+    pod_groups: list[JSON],
+    pods: list[JSON],
+    events: list[JSON] = (),  # type: ignore[assignment]
+    workloads: list[JSON] = (),  # type: ignore[assignment]
+    nodes: list[JSON] | None = None,
+    config: Config = Config(),
+    now: _dt.datetime | None = None,
+) -> list[GangStatus]:
+    """One :class:`GangStatus` per gang, sorted by namespace and group (see the module docstring for the reasons).
+
+    Args:
+        pod_groups: PodGroup objects (``scheduling.x-k8s.io/v1alpha1``, or the legacy group per ``config``).
+        pods: Pod objects of the same namespaces (all of them: label typos and wrong schedulers are found there).
+        events: core/v1 Events (or events.k8s.io/v1: ``regarding``/``note``); only ``FailedScheduling`` about pods
+            is read.
+        workloads: Deployments, StatefulSets, ReplicaSets, Jobs (and other kinds with a pod template), to find gang
+            workloads without pods or PodGroup and misspelt annotations.
+        nodes: Node objects for the ``minResources`` check (None: not checked, e.g. RBAC forbids listing nodes).
+        config: annotation prefix, group label and the Coscheduling scheduler name.
+        now: the time waits are measured to (aware datetime; default: now in UTC).
+    """
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    label = config.pod_group_label
+    pgs = {(meta_of(pg).get("namespace", ""), meta_of(pg).get("name", "")): pg for pg in pod_groups}
+    members, typo_pods = _pods_by_group(pods, label)
+    gang_workloads, extra_rows = _gang_workloads(workloads, config)
+    rows: dict[tuple[str, str], GangStatus] = {}
+    keys = set(pgs) | set(members) | {k for k in gang_workloads if k not in {(r.namespace, r.group)
+                                                                             for r in extra_rows}}
+    for key in sorted(keys):
+        rows[key] = _row(key, pgs.get(key), members.get(key, []), gang_workloads.get(key), events, nodes, pgs,
+                         typo_pods, config, now)
+    # label-key typos whose value names no gang above still get a line
+    for (ns, value), found in sorted(typo_pods.items()):
+        if (ns, value) in rows:
+            continue
+        typo_key = found[0][0]
+        pending = [p for _, p in found if not is_scheduled(p)]
+        extra_rows.append(GangStatus(
+            ns, value, owner_of(found[0][1]), None, len(found), len(found) - len(pending), len(pending), "-",
+            waited_seconds(pending, now), "LabelTypo",
+            f"{len(found)} pod(s) carry {typo_key}={value}, not {label}: they are in no gang (a typo in the label "
+            "key?)"))
+    out = list(rows.values()) + extra_rows
+    out.sort(key=lambda r: (r.namespace, r.group, r.workload))
+    return out
+
+
+def _pods_by_group(pods: list[JSON], label: str) -> tuple[dict[tuple[str, str], list[JSON]],
+                                                          dict[tuple[str, str], list[tuple[str, JSON]]]]:
+    """``(members, typo_pods)``: live pods by ``(namespace, group)`` of their group label, and those whose label
+    key is a near miss of it (``(namespace, value) -> [(key, pod)]``)."""
+    members: dict[tuple[str, str], list[JSON]] = {}
+    typo_pods: dict[tuple[str, str], list[tuple[str, JSON]]] = {}
+    for pod in pods:
+        if not is_live(pod):
+            continue
+        ns = meta_of(pod).get("namespace", "")
+        labels = meta_of(pod).get("labels") or {}
+        value = labels.get(label)
+        if isinstance(value, str) and value:
+            members.setdefault((ns, value), []).append(pod)
+            continue
+        for key, val in labels.items():
+            if isinstance(val, str) and val and key != label and distance(key, label) <= 3:
+                typo_pods.setdefault((ns, val), []).append((key, pod))
+                break
+    return members, typo_pods
+
+
+def _gang_workloads(workloads: list[JSON], config: Config) -> tuple[dict[tuple[str, str], JSON], list[GangStatus]]:
+    """``(gang_workloads, rows)``: the Coscheduling gang workloads by ``(namespace, group)``, and the lines of those
+    admit did not mutate and of misspelt annotations."""
+    label = config.pod_group_label
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    gang_workloads: dict[tuple[str, str], JSON] = {}
+    extra_rows: list[GangStatus] = []
+    for wl in workloads:
+        meta = meta_of(wl)
+        ns, name = meta.get("namespace", ""), meta.get("name", "")
+        annotations = meta.get("annotations") or {}
+        if has_controller(wl):
+            continue  # a child (a Deployment's ReplicaSet, a CronJob's Job) joins its parent's gang
+        if config.min_member_key in annotations and template_scheduling_group(wl) is not None:
+            continue  # its pods join kube-scheduler's own gang (spec.schedulingGroup): not a Coscheduling one
+        if config.min_member_key in annotations and asked_backend(annotations, config) != COSCHEDULING:
+            continue  # another backend's gang (made or not yet): that backend's status part reports it
+        if config.min_member_key in annotations:
+            group = _template_labels(wl).get(label) or annotations.get(config.pod_group_key) or name
+            gang_workloads[(ns, str(group))] = wl
+            if not _template_labels(wl).get(label):
+                extra_rows.append(GangStatus(
+                    ns, str(group), workload_ref(wl), to_int(annotations.get(config.min_member_key)), 0, 0, 0,
+                    "-", None, "NotMutated",
+                    f"{workload_ref(wl)} has {config.min_member_key} but its pod template has no {label} label: "
+                    "admit's webhook did not mutate it (not installed, namespace excluded, or unreachable with "
+                    "failurePolicy Ignore); re-apply it once admit is up"))
+            continue
+        unknown = [k for k in annotations if k.startswith(prefix) and k[len(prefix):] not in KNOWN_ANNOTATIONS]
+        meant_names = [(k, near(k[len(prefix):], KNOWN_ANNOTATIONS, 3)) for k in unknown]
+        meant_names = [(k, n) for k, n in meant_names if n]
+        if meant_names:
+            key, meant = meant_names[0]
+            extra_rows.append(GangStatus(
+                ns, name, workload_ref(wl), None, 0, 0, 0, "-", None, "AnnotationTypo",
+                f"annotation {key} is not one admit reads: did you mean {prefix}{meant}? {workload_ref(wl)} is not "
+                "a gang"))
+    return gang_workloads, extra_rows
+
+
+#: ``schedulerName`` -> KubeRay's ``--batch-scheduler`` value whose plugin sets it on every pod of every RayCluster
+#: (ray-project/kuberay ``batchscheduler/*``: ``AddMetadataToChildResource``, ``AddSchedulerNameToObject``).
+_KUBERAY_FLAG = {"volcano": "volcano", "yunikorn": "yunikorn", "kai-scheduler": "kai-scheduler",
+                 "scheduler-plugins-scheduler": "scheduler-plugins"}
+
+
+def _operator_scheduler(pods: list[JSON], config: Config) -> str:
+    """The operator setting that sent ``pods`` (of one gang, with a wrong scheduler) elsewhere, as a sentence, or
+    ``""``: KubeRay's operator-wide ``--batch-scheduler`` (since v1.3.0) for pods controlled by a
+    RayCluster."""
+    for pod in pods:
+        ref = controller_ref(pod) or {}
+        name = str(get_path(pod, ("spec", "schedulerName")) or "")
+        if str(ref.get("apiVersion", "")).startswith("ray.io/") and ref.get("kind") == "RayCluster" \
+                and name in _KUBERAY_FLAG:
+            fix = ("unset it or set it to scheduler-plugins" if config.scheduler_name == "scheduler-plugins-scheduler"
+                   else "unset it")
+            return (f"KubeRay's --batch-scheduler={_KUBERAY_FLAG[name]} sets it on every pod of RayCluster "
+                    f"{meta_of(pod).get('namespace', '')}/{ref.get('name', '')}: {fix} (a setting of the KubeRay "
+                    "operator, its Helm value batchScheduler.name)")
+    return ""
+
+
+def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON | None, events: list[JSON],
+         nodes: list[JSON] | None, pgs: dict[tuple[str, str], JSON], typo_pods: dict[tuple[str, str], list],
+         config: Config, now: _dt.datetime) -> GangStatus:
+    ns, group = key
+    pending = [p for p in pods if not is_scheduled(p)]
+    scheduled = len(pods) - len(pending)
+    min_member = to_int(get_path(pg, ("spec", "minMember"))) if pg else None
+    if pg is not None:
+        owner = (meta_of(pg).get("annotations") or {}).get(owner_annotation(config))
+        refs = [r for r in meta_of(pg).get("ownerReferences") or [] if isinstance(r, dict)]
+        shown = (owner.split("/", 1)[1] if isinstance(owner, str) and "/" in owner else
+                 f"{refs[0].get('kind')}/{refs[0].get('name')}" if refs else
+                 workload_ref(workload) if workload else owner_of(pods[0]) if pods else "-")
+    else:
+        shown = workload_ref(workload) if workload else (owner_of(pods[0]) if pods else "-")
+    phase = str(get_path(pg, ("status", "phase")) or "-") if pg is not None else "Missing"
+    waited = waited_seconds(pending, now)
+
+    def status(reason: str, message: str, retry: str = "") -> GangStatus:
+        return GangStatus(ns, group, str(shown), min_member, len(pods), scheduled, len(pending), phase, waited,
+                          reason, one_line(message), retry)
+
+    if pg is None:
+        return _pod_group_missing(status, ns, group, pgs, config)
+    return (_setup_cause(status, key, pg, pods, events, nodes, typo_pods, min_member, config)
+            or _progress(status, key, pods, pending, events, min_member, config, now))
+
+
+_Status = Callable[..., GangStatus]
+"""``status(reason, message, retry="")``: the :class:`GangStatus` of the row being built, with that cause."""
+
+
+def _pod_group_missing(status: _Status, ns: str, group: str, pgs: dict[tuple[str, str], JSON],
+                       config: Config) -> GangStatus:
+    """The row of a Coscheduling gang whose pods name PodGroup ``ns/group``, which does not exist (a near name that
+    does is named as a likely label typo)."""
+    close = near(group, [n for (n_ns, n) in pgs if n_ns == ns])
+    if close:
+        return status("PodGroupMissing", f"no PodGroup {group}; PodGroup {close} exists: a typo in the "
+                                         f"{config.pod_group_label} label value?")
+    return status("PodGroupMissing", f"no PodGroup {ns}/{group}: Coscheduling rejects its pods ('PodGroup not "
+                                     "found'); create it, or let admit do it (annotate the workload)")
+
+
+def _setup_cause(status: _Status, key: tuple[str, str], pg: JSON, pods: list[JSON], events: list[JSON],
+                 nodes: list[JSON] | None, typo_pods: dict[tuple[str, str], list], min_member: int | None,
+                 config: Config) -> GangStatus | None:
+    """The row of a Coscheduling gang that is set up so that it cannot be scheduled (the spark-operator's second
+    PodGroup, pods for another scheduler, minResources above the cluster, a pod-group label typo), else None."""
+    ns, group = key
+    pending = [p for p in pods if not is_scheduled(p)]
+    ref = controller_ref(pg) or {}
+    app = str(ref.get("name", ""))
+    if not pods and ref.get("kind") == "SparkApplication" and group == f"{app}-pg":
+        return status("SecondGang", f"PodGroup {group} was made by the spark-operator for SparkApplication {ns}/{app} "
+                                    "(--enable-batch-scheduler with --default-batch-scheduler, or spec.batchScheduler, "
+                                    "naming a kube-scheduler); no pod joins it: the app's pods are in admit's PodGroup "
+                                    f"{app}. Run the operator without --default-batch-scheduler, or remove "
+                                    f"{config.min_member_key} from the app")
+    wrong = sorted({str(get_path(p, ("spec", "schedulerName")) or KUBE_DEFAULT_SCHEDULER) for p in pods}
+                   - {config.scheduler_name})
+    if wrong:
+        off = [p for p in pods if (get_path(p, ("spec", "schedulerName")) or KUBE_DEFAULT_SCHEDULER) in wrong]
+        seen, _, _ = last_word([p for p in off if not is_scheduled(p)], events)
+        untouched = [p for p in off if not is_scheduled(p)] and seen is None
+        extra = (f"; nothing has tried to schedule them: no scheduler named {wrong[0]} is running" if untouched
+                 else ": Coscheduling never sees them (they are scheduled one by one)")
+        operator = _operator_scheduler(off, config)
+        if operator:  # the cause first: the message is cut to one line
+            return status("WrongScheduler", f"{len(off)} pod(s) use schedulerName {', '.join(wrong)}, not "
+                                            f"{config.scheduler_name}, so Coscheduling never sees them. {operator}")
+        return status("WrongScheduler", f"{len(off)} pod(s) use schedulerName {', '.join(wrong)}, not "
+                                        f"{config.scheduler_name}{extra}")
+    gap = _min_resources_gap(pg, nodes)
+    if gap and pending:
+        return status("MinResourcesTooLarge", f"minResources exceed the allocatable of all nodes together ({gap}): "
+                                              "Coscheduling refuses the gang until the cluster grows; lower them "
+                                              "(or set min-resources: none)")
+    if typo_pods.get(key) and len(pods) < (min_member or 0):
+        typo_key = typo_pods[key][0][0]
+        return status("LabelTypo", f"{len(typo_pods[key])} pod(s) carry {typo_key}={group}, not "
+                                   f"{config.pod_group_label}: they do not count for this gang")
+    return None
+
+
+def _progress(status: _Status, key: tuple[str, str], pods: list[JSON], pending: list[JSON], events: list[JSON],
+              min_member: int | None, config: Config, now: _dt.datetime) -> GangStatus:
+    """The row of a Coscheduling gang that is set up right: what the scheduler last said about its pending pods, or
+    how many pods it still waits for, or that it is scheduled."""
+    ns, group = key
+    when, said, told = last_word(pending, events, len(pods))
+    echoes_only = bool(pending and said and not told and is_echo(said))
+    if echoes_only and (min_member is None or len(pods) >= min_member):
+        clause = _ECHO_CLAUSE.search(said)
+        age = f", {duration((now - when).total_seconds())} ago" if when and when.year > 1 else ""
+        return status("GroupBackedOff", f"every pending pod was last refused only because its group was "
+                                        f"(\"{clause.group(0) if clause else said}\"{age}), for no cause of its "
+                                        "own; Coscheduling tries them again when the PodGroup changes, "
+                                        "kube-scheduler after 5 minutes at the latest",
+                      f"kubectl annotate {config.pod_group_plural}.{config.pod_group_group} {group} -n {ns} "
+                      "retried-at=\"$(date +%s)\" --overwrite")
+    if pending and said and not echoes_only:
+        return status(classify_message(said), said)
+    if min_member is not None and len(pods) < min_member:
+        return status("NotEnoughPods", f"{len(pods)} pod(s) exist, minMember is {min_member}: the gang waits for "
+                                       f"{min_member - len(pods)} more")
+    second = _spark_second_gang(pods)
+    if second:
+        return status("SecondGang", f"the spark-operator gangs SparkApplication {ns}/{second[0]} too ({second[1]}): it "
+                                    "runs with --enable-batch-scheduler and --default-batch-scheduler. The pods are in "
+                                    f"admit's PodGroup {group} and the operator's gang goes unused; run it without "
+                                    f"--default-batch-scheduler, or remove {config.min_member_key} from the app")
+    if pending:
+        return status("Waiting", f"{len(pending)} pod(s) pending; the scheduler has not reported why yet")
+    return status("Scheduled", "")
+
+
+def _spark_second_gang(pods: list[JSON]) -> tuple[str, str] | None:
+    """``(app, what)`` when pods of a SparkApplication carry the marks of the spark-operator's own Volcano or
+    YuniKorn gang (kubeflow/spark-operator ``internal/scheduler/volcano/scheduler.go``
+    ``syncPodGroupInClusterMode``: ``scheduling.k8s.io/group-name``; ``internal/scheduler/yunikorn/scheduler.go``
+    ``addTaskGroupAnnotations``: ``yunikorn.apache.org/task-group-name``), else None."""
+    for pod in pods:
+        app = (meta_of(pod).get("labels") or {}).get("sparkoperator.k8s.io/app-name")
+        annotations = meta_of(pod).get("annotations") or {}
+        if not app:
+            continue
+        if annotations.get("scheduling.k8s.io/group-name"):
+            return str(app), f"Volcano PodGroup {annotations['scheduling.k8s.io/group-name']}"
+        if annotations.get("yunikorn.apache.org/task-group-name"):
+            return str(app), "YuniKorn task groups"
+    return None
