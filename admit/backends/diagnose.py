@@ -37,8 +37,9 @@ KNOWN_ANNOTATIONS = ("min-member", "schedule-timeout-seconds", "min-resources", 
 @dataclass
 class GangStatus:
     """One gang. ``waiting_seconds``: since the oldest pending pod was created (None: nothing pending).
-    ``reason``: a word from the docstring of the diagnosis that made it; ``message``: one line a user can act on; ``retry``: a shell command
-    that makes the scheduler try the gang again now (``GroupBackedOff``), ``""`` where there is none."""
+    ``reason``: a word from the docstring of the diagnosis that made it; ``message``: one line a user can act on;
+    ``retry``: a shell command that makes the scheduler try the gang again now (``GroupBackedOff``), ``""`` where
+    there is none."""
 
     namespace: str
     group: str
@@ -115,7 +116,8 @@ def is_scheduled(pod: JSON) -> bool:
 
 def is_live(pod: JSON) -> bool:
     """True for a pod that still counts: not ``Succeeded`` or ``Failed`` and not being deleted."""
-    return get_path(pod, ("status", "phase")) not in ("Succeeded", "Failed") and not meta_of(pod).get("deletionTimestamp")
+    return (get_path(pod, ("status", "phase")) not in ("Succeeded", "Failed")
+            and not meta_of(pod).get("deletionTimestamp"))
 
 
 # Coscheduling's echoes: the pod was turned away because its group was (another pod failed), not why.

@@ -1,14 +1,19 @@
 """A gang backend that admit does not ship (tests/backends/volcano.py), registered through the backend interface
-alone, gangs a Deployment through ``/mutate``, ``/validate`` and the controller on the fake API: the proof that a
-new backend needs no change to any admit module (docs/architecture.md, "Add a gang backend")."""
+alone, gangs a Deployment through ``/mutate``, ``/validate`` and the controller on the fake API, and ``admit status``
+explains its gang: the proof that a new backend needs no change to any admit module (docs/architecture.md, "Add a
+gang backend")."""
 
 from __future__ import annotations
 
+import argparse
+import io
+import json
 from typing import Any
 
 import pytest
 
 from admit.cli import build_parser, config_from_args
+from admit.cli.status import run_status
 from admit.config import Config
 from admit.controller.cacheview import ControllerView
 from admit.controller.podgroups import Controller, ControllerSettings
@@ -187,3 +192,68 @@ def test_a_registered_backend_is_a_choice_of_gang_backend_and_extra_gang_backend
         build_parser().parse_args(["serve", "--gang-backend", volcano.NAME])
     assert config_from_args(build_parser().parse_args(["review", "x.yaml"])).known_backends == (
         "coscheduling", "workload-api")
+
+
+def controller_ref(owner: dict[str, Any]) -> dict[str, Any]:
+    """The controller ownerReference a Kubernetes controller gives what it makes for ``owner`` (a stored object)."""
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def replica_set(deployment_obj: dict[str, Any]) -> dict[str, Any]:
+    """The ReplicaSet the Deployment controller makes for a stored Deployment (its template, and annotations)."""
+    template = deployment_obj["spec"]["template"]
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web-7d9f8b6c5d", "namespace": "team",
+                         "labels": {**template["metadata"]["labels"], "pod-template-hash": "7d9f8b6c5d"},
+                         "annotations": dict(deployment_obj["metadata"]["annotations"]),
+                         "ownerReferences": [controller_ref(deployment_obj)]},
+            "spec": {"replicas": deployment_obj["spec"]["replicas"], "selector": deployment_obj["spec"]["selector"],
+                     "template": template}}
+
+
+def replica_pod(i: int, rs: dict[str, Any], node: str | None = None) -> dict[str, Any]:
+    """Pod ``i`` as the ReplicaSet controller makes it from a stored ReplicaSet's template (Pending until Volcano
+    binds it)."""
+    template = rs["spec"]["template"]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"web-7d9f8b6c5d-{i}", "namespace": "team",
+                         "labels": {**template["metadata"]["labels"], "pod-template-hash": "7d9f8b6c5d"},
+                         "annotations": dict(template["metadata"]["annotations"]),
+                         "ownerReferences": [controller_ref(rs)]},
+            "spec": {**template["spec"], **({"nodeName": node} if node else {})},
+            "status": {"phase": "Running" if node else "Pending"}}
+
+
+async def admit_status(fake: FakeKubeAPI, output: str) -> tuple[str, str]:
+    """``admit status -n team [-o json]`` against the fake API, in this process (where the Volcano backend is
+    registered): ``(standard output, standard error)``."""
+    args = argparse.Namespace(api_server=fake.url, kubeconfig=None, namespace="team", all_namespaces=False,
+                              output=output, watch=False, interval=2.0, request_timeout=5.0)
+    out, err = io.StringIO(), io.StringIO()
+    assert await run_status(args, CONFIG, out, err) == 0, err.getvalue()
+    return out.getvalue(), err.getvalue()
+
+
+async def test_admit_status_shows_the_third_backends_gang_with_its_reason_and_no_coscheduling_row_for_it(cluster):
+    fake, client = cluster
+    user = deployment()
+    mutated = apply_answer(user, await (await client.post("/mutate", json=admission_review(user))).json())
+    assert (await (await client.post("/validate", json=admission_review(mutated))).json())["response"]["allowed"]
+    rs = fake.put(replica_set(fake.put(mutated)))
+    for i in range(2):  # a quota let two of the three pods in
+        fake.put(replica_pod(i, rs))
+
+    text, _ = await admit_status(fake, "text")
+    lines = text.splitlines()
+    # one row: the Volcano gang; the Coscheduling diagnosis does not call the Deployment an unmutated gang of its own
+    assert len(lines) == 2 and lines[0].split()[:2] == ["GROUP", "WORKLOAD"], text
+    assert lines[1].split()[:6] == ["podgroup.scheduling.volcano.sh/web", "Deployment/web", "3", "2", "0", "2"], text
+    assert "NotEnoughPods: 2 pod(s) exist, minMember is 3: Volcano's gang plugin waits for 1 more" in lines[1]
+
+    for i in range(3):  # the third let in, and Volcano binds all three together
+        fake.put(replica_pod(i, rs, node=f"n{i + 1}"))
+    rows = json.loads((await admit_status(fake, "json"))[0])
+    assert [(r["group"], r["workload"], r["minMember"], r["pods"], r["reason"]) for r in rows] == [
+        ("podgroup.scheduling.volcano.sh/web", "Deployment/web", 3, {"total": 3, "scheduled": 3, "pending": 0},
+         "Scheduled")]

@@ -4,7 +4,9 @@ It proves that "a new backend is one folder" holds: nothing under ``admit/`` kno
 ``scheduling.volcano.sh/v1beta1`` ``PodGroup`` with ``spec.minMember`` (volcano-sh/volcano
 ``vendor/volcano.sh/apis/pkg/apis/scheduling/v1beta1/types.go``, ``PodGroupSpec.MinMember``); a pod joins it by the
 annotation ``scheduling.k8s.io/group-name`` (``KubeGroupNameAnnotationKey`` of ``.../v1beta1/labels.go``) and
-``schedulerName: volcano``. Only what the interface asks for is written: no queue, no minResources.
+``schedulerName: volcano``. Only what the interface asks for is written: no queue, no minResources. Its ``admit
+status`` part (:data:`STATUS`: :func:`collect` lists the PodGroups, :func:`diagnose` gives one row per gang) uses
+only what ``admit/backends/status.py`` and ``admit/backends/diagnose.py`` offer every backend.
 
 Register both halves with :func:`install` (and :func:`uninstall` after), then run admit with
 ``Config(gang_backend="volcano")``.
@@ -12,20 +14,26 @@ Register both halves with :func:`install` (and :func:`uninstall` after), then ru
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import partial
 from typing import Any
 
 from admit.backends import registry, runtime
 from admit.backends.common import ObjectType, Ownership, owner_annotation
+from admit.backends.diagnose import (GangStatus, classify_message, is_live, is_scheduled, last_word, meta_of, one_line,
+                                     owner_of, to_int, waited_seconds)
 from admit.backends.gangobjects import decide_objects
+from admit.backends.status import BackendStatus, Listed, list_or_note
 from admit.config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from admit.gang.ownerrefs import controller_identity
 from admit.gang.patch import pointer, set_keys_ops, set_op
 from admit.gang.plan import GangPlan, PodTarget, get_path
-from admit.kube.client import AlreadyExists, Budget
+from admit.kube.client import AlreadyExists, Budget, Resource
 
 NAME = "volcano"
 GROUP, VERSION, PLURAL = "scheduling.volcano.sh", "v1beta1", "podgroups"
+GROUP_PREFIX = f"podgroup.{GROUP}/"
+"""What the GROUP column of ``admit status`` shows before a Volcano PodGroup's name (apart from the others')."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 SCHEDULER = "volcano"
 
@@ -151,10 +159,68 @@ async def ensure(store: Any, plan: GangPlan, config: Config, decision: Any, expl
                                                            ops, dry_run, left())
 
 
+def diagnose(*, pod_groups: list[JSON], pods: list[JSON], events: list[JSON] | None = None, config: Config = Config(),
+             now: dt.datetime | None = None) -> list[GangStatus]:
+    """``admit status``'s rows for Volcano gangs (pure), one per PodGroup or per value of the group-name annotation
+    on live pods, sorted: ``PodGroupMissing`` (pods name a PodGroup that does not exist), ``NotEnoughPods`` (fewer
+    pods than ``minMember``: Volcano's gang plugin keeps them Pending), the scheduler's last word on the pending pods
+    (``classify_message``), ``Waiting``, ``Scheduled``."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    pgs = {(meta_of(pg).get("namespace", ""), meta_of(pg).get("name", "")): pg for pg in pod_groups}
+    members: dict[tuple[str, str], list[JSON]] = {}
+    for pod in pods:
+        group = (meta_of(pod).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+        if is_live(pod) and isinstance(group, str) and group:
+            members.setdefault((meta_of(pod).get("namespace", ""), group), []).append(pod)
+    return [_row(key, pgs.get(key), members.get(key, []), events or [], config, now)
+            for key in sorted(set(pgs) | set(members))]
+
+
+def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], events: list[JSON], config: Config,
+         now: dt.datetime) -> GangStatus:
+    ns, name = key
+    pending = [p for p in pods if not is_scheduled(p)]
+    min_member = to_int(get_path(pg, ("spec", "minMember"))) if pg else None
+    owner = (meta_of(pg).get("annotations") or {}).get(owner_annotation(config)) if pg else None
+    shown = owner.split("/", 1)[1] if isinstance(owner, str) and "/" in owner else owner_of(pods[0]) if pods else "-"
+    phase = str(get_path(pg, ("status", "phase")) or "-") if pg else "Missing"
+
+    def status(reason: str, message: str) -> GangStatus:
+        return GangStatus(ns, GROUP_PREFIX + name, shown, min_member, len(pods), len(pods) - len(pending),
+                          len(pending), phase, waited_seconds(pending, now), reason, one_line(message))
+
+    if pg is None:
+        return status("PodGroupMissing", f"{len(pods)} pod(s) name PodGroup {ns}/{name} ({GROUP_NAME_ANNOTATION}), "
+                                         "which does not exist")
+    if min_member is not None and len(pods) < min_member:
+        return status("NotEnoughPods", f"{len(pods)} pod(s) exist, minMember is {min_member}: Volcano's gang plugin "
+                                       f"waits for {min_member - len(pods)} more")
+    _, said, _ = last_word(pending, events, len(pods))
+    if pending and said:
+        return status(classify_message(said), said)
+    if pending:
+        return status("Waiting", f"{len(pending)} pod(s) pending; the scheduler has not reported why yet")
+    return status("Scheduled", "")
+
+
+async def collect(api: Any, config: Config, namespace: str | None, listed: Listed,
+                  notes: list[str]) -> dict[str, Any] | None:
+    """``admit.backends.status.Collect``: Volcano's PodGroups and the pods and events every backend reads; None
+    (nothing of Volcano's to show) when they cannot be listed."""
+    pod_groups = await list_or_note(api, Resource(GROUP, VERSION, PLURAL, "PodGroup"), namespace, notes)
+    if pod_groups is None:
+        return None
+    return {"pod_groups": pod_groups, "pods": listed.pods, "events": listed.events, "config": config}
+
+
+STATUS = BackendStatus(collect, diagnose)
+
+
 def install() -> None:
-    """Register both halves (the pure one, and the API one with the generic gang-object controller's decision)."""
+    """Register both halves (the pure one, and the API one with the generic gang-object controller's decision and
+    the ``admit status`` part)."""
     registry.register(BACKEND)
-    runtime.register(NAME, runtime.BackendAPI(ensure, partial(decide_objects, BACKEND)))
+    runtime.register(NAME, runtime.BackendAPI(ensure, partial(decide_objects, BACKEND), status=STATUS))
 
 
 def uninstall() -> None:
