@@ -15,7 +15,8 @@ with the contracts in pyproject.toml):
 ``families/``       one module per workload family; ``families/kinds.py`` is the kind registry (``RESOLVERS``)
 ``backends/``       one folder per gang backend (``coscheduling/``, ``workload_api/``) behind ``interface.py``
                     ``GangBackend``, found by name (``registry.py``; API halves ``runtime.py``); ``check_plan`` (the
-                    below-minMember refusal) and ``diagnose`` (``admit status``'s reasons)
+                    below-minMember refusal); ``admit status``'s reasons (each backend's ``diagnose``, run by its
+                    status part; what they share in ``diagnose.py``)
 ``gang/``           the pure model: annotations -> ``GangPlan``; quantities, pod resources, patches,
                     ownerReferences
 ``kube/``           the only code that talks to kube-apiserver: the client and the list+watch cache

@@ -6,6 +6,9 @@ scheduler-plugins PodGroup; a native Workload and PodGroup) and into the pod fie
 ``backends/__init__.py``) calls a backend only through :class:`GangBackend` (the pure half, here) and
 :class:`admit.backends.runtime.BackendAPI` (the half that talks to the API server, in the backend's folder), found
 by the plan's ``backend`` name in ``registry.BACKENDS`` and ``runtime.APIS``: it never branches on a backend's name.
+``admit status`` explains a backend's gangs through the optional status part of its API half
+(``runtime.BackendAPI.status``, an ``admit/backends/status.py`` ``BackendStatus``: listing through the API, and a
+pure diagnosis).
 
 The built-in backends: ``coscheduling`` (``admit/backends/coscheduling/``) and ``workload-api``
 (``admit/backends/workload_api/``). A backend defined elsewhere (tests/backends/volcano.py is one) joins with

@@ -3,7 +3,8 @@
 - ``admit serve``: the HTTPS webhook server (flags in docs/cli.md and ``admit serve --help``).
 - ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied
   (``--strict``: or warned), 2 on unreadable input (the file and the reason on stderr).
-- ``admit status``: one line per gang with the reason its pods wait (``admit/backends/diagnose.py``), once or ``--watch``.
+- ``admit status``: one line per gang with the reason its pods wait (each backend's status part,
+  ``admit/backends/status.py``), once or ``--watch``.
 - ``admit certs``: a development CA and serving pair in ``certs/`` (private keys mode 0600, git-ignored).
 """
 

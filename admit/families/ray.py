@@ -45,7 +45,7 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
   defer on it (that left the cluster with no gang at all) and says so. admit cannot read the operator's flag, so
   every Ray object it gangs gets one warning saying what the flag does to the gang (:func:`batch_scheduler_note`);
   ``admit status`` names the flag when the pods of a RayCluster arrive with a batch scheduler's name
-  (``backends.diagnose``).
+  (``backends.coscheduling.diagnose``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ SparkApplication rules and their sources:
   admit's label: ``spec.driver.labels`` are passed to spark-submit after the app's labels (``submission.go``
   ``driverConfOption``), and the later ``--conf`` wins (Spark's side **unconfirmed**). admit cannot read the flag:
   every app it gangs gets a warning saying so (:func:`default_batch_scheduler_note`), and ``admit status`` shows
-  the operator's unused object (``backends.diagnose``, reason ``SecondGang``).
+  the operator's unused object (``backends.coscheduling.diagnose``, reason ``SecondGang``).
 - Executors at start: ``spec.executor.instances``, else ``sparkConf["spark.executor.instances"]``, else 1 (the
   spark-operator's defaulting, ``api/v1beta2/defaults.go`` ``setExecutorSpecDefaults``; spark-submit alone would
   use Spark's default of 2). With dynamic allocation (``spec.dynamicAllocation.enabled`` or

@@ -273,7 +273,7 @@ def native_gang(kind: str, operation: str) -> None:
 
 def native_gangs_below_min_count(count: int) -> None:
     """The leader's last count of managed native gangs that broke after they were scheduled
-    (``backends.diagnose.below_min_count``); 0 when this replica stops leading."""
+    (``backends.workload_api.diagnose.below_min_count``); 0 when this replica stops leading."""
     NATIVE_BELOW_MIN_COUNT.set(count)
 
 
