@@ -275,6 +275,15 @@ def test_a_gang_workload_admit_never_mutated_is_reported():
     assert row.reason == "NotMutated" and row.min_member == 3 and "webhook did not mutate it" in row.message
 
 
+def test_a_gang_workload_asking_for_another_backend_is_no_coscheduling_gang_mutated_or_not():
+    # the other backend's status part shows it (tests/backends/test_third_backend.py); here it would be a false
+    # NotMutated: its template never gets the Coscheduling label
+    asks = {"gang.admit.dev/min-member": "3", "gang.admit.dev/backend": "volcano"}
+    assert diagnose(pod_groups=[], pods=[], workloads=[deployment("web", asks)], now=NOW) == []
+    assert diagnose(pod_groups=[], pods=[], workloads=[deployment("web", {"gang.admit.dev/min-member": "3"})],
+                    config=Config(gang_backend="volcano"), now=NOW) == []
+
+
 def test_a_mutated_gang_workload_without_pod_group_yet_is_missing_and_its_replica_set_is_not_a_gang():
     dep = deployment("web", {"gang.admit.dev/min-member": "3"}, {LABEL: "web"})
     rs = copy.deepcopy(dep)
