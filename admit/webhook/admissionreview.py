@@ -99,16 +99,106 @@ class Decision:
         return cls(allowed=False, message=message, code=code, warnings=list(warnings or ()))
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+"""``request.operation`` values (``k8s.io/api/admission/v1`` ``Operation``)."""
+
+_JSON_TYPES = {str: "string", int: "number", float: "number", bool: "boolean", list: "array", dict: "object"}
 
 
-def parse_review(body: bytes) -> AdmissionRequest:
-    """Parse and check an AdmissionReview request body.
+def _json_type(value: Any) -> str:
+    """``"a string"``, ``"an array"``, ...: the JSON type of a decoded value, for a message."""
+    name = _JSON_TYPES.get(type(value), type(value).__name__)
+    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
+
+
+def _group_version(req: dict[str, Any], field_name: str, last: str) -> tuple[str, str, str]:
+    """``(group, version, <last>)`` of ``request.<field_name>``, a ``metav1.GroupVersionKind`` (``last`` "kind") or
+    ``GroupVersionResource`` (``last`` "resource"). kube-apiserver always sends all three strings, the group ``""``
+    for the core API; a missing group is read as ``""``.
 
     Raises:
-        BadReview: not JSON, not an object, wrong ``apiVersion``/``kind``, no ``request``, a missing or empty
-            ``request.uid``, or ``object``/``oldObject`` that are not JSON objects. The message says which.
+        BadReview: the field is missing or not an object, a part is not a string, or version or ``last`` is empty.
+    """
+    value = req.get(field_name)
+    shape = f"{{group, version, {last}}}"
+    if value is None:
+        raise BadReview(f"request.{field_name} is missing (expected an object {shape}, as kube-apiserver sends)")
+    if not isinstance(value, dict):
+        raise BadReview(f"request.{field_name} is {_json_type(value)} ({clip(value, 60)}), expected an object "
+                        f"{shape}")
+    parts = []
+    for part in ("group", "version", last):
+        text = value.get(part, "") if part == "group" else value.get(part)
+        if text is not None and not isinstance(text, str):
+            raise BadReview(f"request.{field_name}.{part} is {_json_type(text)}, expected a string")
+        if not text and part != "group":
+            raise BadReview(f"request.{field_name}.{part} is missing or empty")
+        parts.append(text or "")
+    return parts[0], parts[1], parts[2]
+
+
+def _optional_str(req: dict[str, Any], field_name: str) -> str:
+    """``request.<field_name>`` (``subResource``, ``name``, ``namespace``): a string, ``""`` when absent or null
+    (Go's decoder leaves a string unset for null).
+
+    Raises:
+        BadReview: present and not a string.
+    """
+    value = req.get(field_name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadReview(f"request.{field_name} is {_json_type(value)}, expected a string")
+    return value
+
+
+def _operation(req: dict[str, Any]) -> str:
+    """``request.operation``, one of :data:`OPERATIONS`.
+
+    Raises:
+        BadReview: missing, or not one of them (kube-apiserver sends no other).
+    """
+    operation = req.get("operation")
+    if operation is None:
+        raise BadReview("request.operation is missing (expected CREATE, UPDATE, DELETE or CONNECT)")
+    if operation not in OPERATIONS:
+        raise BadReview(f"request.operation is {clip(operation, 60)}, expected CREATE, UPDATE, DELETE or CONNECT")
+    return str(operation)
+
+
+def _objects(req: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """``(request.object, request.oldObject)``, ``None`` where absent.
+
+    Raises:
+        BadReview: either is present and not a JSON object.
+    """
+    obj = req.get("object")
+    old = req.get("oldObject")
+    if obj is not None and not isinstance(obj, dict):
+        raise BadReview(f"request.object is not a JSON object (it is {_json_type(obj)})")
+    if old is not None and not isinstance(old, dict):
+        raise BadReview(f"request.oldObject is not a JSON object (it is {_json_type(old)})")
+    return obj, old
+
+
+def _require_objects(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
+    """kube-apiserver sends ``object`` on CREATE and UPDATE and ``oldObject`` on UPDATE: without them admit has
+    nothing to judge.
+
+    Raises:
+        BadReview: one the operation carries is missing.
+    """
+    if obj is None and operation in ("CREATE", "UPDATE"):
+        raise BadReview(f"request.object is missing: kube-apiserver sends the object on {operation}")
+    if old is None and operation == "UPDATE":
+        raise BadReview("request.oldObject is missing: kube-apiserver sends the stored object on UPDATE")
+
+
+def _document(body: bytes) -> tuple[str, dict[str, Any]]:
+    """``(apiVersion, request)`` of an AdmissionReview body.
+
+    Raises:
+        BadReview: not JSON, not an object, wrong ``apiVersion``/``kind``, no ``request`` object.
     """
     try:
         doc = loads(body)
@@ -130,34 +220,51 @@ def parse_review(body: bytes) -> AdmissionRequest:
     req = doc.get("request")
     if not isinstance(req, dict):
         raise BadReview("AdmissionReview has no request object")
+    return api_version, req
+
+
+def parse_review(body: bytes) -> AdmissionRequest:
+    """Parse and check an AdmissionReview request body against the shape kube-apiserver sends
+    (``k8s.io/api/admission/v1`` ``AdmissionRequest``: ``uid``, ``kind``, ``resource`` and ``operation`` always;
+    ``object`` on CREATE and UPDATE, ``oldObject`` on UPDATE).
+
+    Raises:
+        BadReview: not JSON, not an object, wrong ``apiVersion``/``kind``, no ``request``, a missing or empty
+            ``request.uid`` or one that is not a string, a ``request.kind``/``request.resource`` that is not
+            ``{group, version, kind|resource}`` strings, a ``request.operation`` missing or not CREATE, UPDATE,
+            DELETE or CONNECT, ``subResource``/``name``/``namespace`` that are not strings, a ``dryRun`` that is
+            not a boolean, ``object``/``oldObject`` that are not JSON objects, or one the operation carries
+            missing. The message names the field; the server answers it with HTTP 400.
+    """
+    api_version, req = _document(body)
     uid = req.get("uid")
     if uid is not None and not isinstance(uid, str):
         raise BadReview(f"request.uid is a {type(uid).__name__}, expected a string (kube-apiserver sends a UID)")
     if not uid:
         raise BadReview("request.uid is missing or empty")
-    obj = req.get("object")
-    old = req.get("oldObject")
-    if obj is not None and not isinstance(obj, dict):
-        raise BadReview("request.object is not a JSON object")
-    if old is not None and not isinstance(old, dict):
-        raise BadReview("request.oldObject is not a JSON object")
-    kind = kind_v if isinstance(kind_v := req.get("kind"), dict) else {}
-    resource = resource_v if isinstance(resource_v := req.get("resource"), dict) else {}
+    obj, old = _objects(req)
+    group, version, kind = _group_version(req, "kind", "kind")
+    resource_group, _, resource = _group_version(req, "resource", "resource")
+    operation = _operation(req)
+    dry_run = req.get("dryRun")
+    if dry_run is not None and not isinstance(dry_run, bool):
+        raise BadReview(f"request.dryRun is {_json_type(dry_run)}, expected true or false")
+    _require_objects(operation, obj, old)
     return AdmissionRequest(
         uid=uid,
         api_version=api_version,
-        group=_str(kind.get("group")),
-        version=_str(kind.get("version")),
-        kind=_str(kind.get("kind")),
-        resource_group=_str(resource.get("group")),
-        resource=_str(resource.get("resource")),
-        sub_resource=_str(req.get("subResource")),
-        operation=_str(req.get("operation")),
-        namespace=_str(req.get("namespace")),
-        name=_str(req.get("name")),
+        group=group,
+        version=version,
+        kind=kind,
+        resource_group=resource_group,
+        resource=resource,
+        sub_resource=_optional_str(req, "subResource"),
+        operation=operation,
+        namespace=_optional_str(req, "namespace"),
+        name=_optional_str(req, "name"),
         object=obj,
         old_object=old,
-        dry_run=req.get("dryRun") is True,
+        dry_run=dry_run is True,
     )
 
 

@@ -4,9 +4,11 @@ HTTP rules (Kubernetes docs "Dynamic Admission Control", webhook request and res
 
 - kube-apiserver POSTs ``Content-Type: application/json`` AdmissionReview bodies and expects HTTP 200 with an
   AdmissionReview whose ``response.uid`` echoes ``request.uid``;
-- a body admit cannot read as an AdmissionReview (bad JSON, wrong kind/apiVersion, no ``request.uid``, another
-  content type, larger than ``Config.max_body_bytes``) gets HTTP 400 with a one-line reason and is logged: it is
-  not from a kube-apiserver, and there is no uid to echo;
+- a body admit cannot read as an AdmissionReview (bad JSON, wrong kind/apiVersion, no ``request.uid``, a
+  ``request`` of a shape kube-apiserver never sends: see ``admissionreview.parse_review``; another content type,
+  larger than ``Config.max_body_bytes``) gets HTTP 400 with a one-line reason and is logged: it is not from a
+  kube-apiserver, so the reason is plain text, not an AdmissionReview echoing a uid (the same for ``/mutate`` and
+  ``/validate``, the ``*/scale`` checks included);
 - a body that does not arrive within ``Config.read_timeout_seconds`` gets HTTP 400 and the connection is closed;
 - nothing in a request can make the server answer 500 or stop serving.
 """

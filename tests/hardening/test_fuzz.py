@@ -3,7 +3,8 @@
 kind, SparkApplication, a ``deployments/scale`` request), puts random JSON, hostile strings (quantities with huge
 exponents, thousands of digits, non-ASCII digits) or nothing at random places in it, and sends it as kube-apiserver
 would, CREATE or UPDATE, to ``/mutate`` and ``/validate``. Every answer must be HTTP 200 with ``request.uid`` echoed,
-no 5xx and no "bug" answer, within a time bound.
+no 5xx and no "bug" answer, within a time bound. The request's own fields get the same treatment, one at a time:
+a value kube-apiserver never sends there (``REQUEST_SHAPE``) must get HTTP 400 naming the field, any other an answer.
 
 Bounded for CI: ``FUZZ_EXAMPLES`` examples (default 150; about 10 s), each request within ``ANSWER_BOUND_S``.
 ``test_the_fuzzing_also_passes_on_a_plain_install`` runs this module again without orjson and uvloop
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from admit.config import Config  # noqa: E402
@@ -190,6 +191,107 @@ def test_generated_admission_reviews_of_every_kind_get_a_timely_answer_with_thei
         await _post(client, "/validate", review)
 
     runner.run(both())
+
+
+# What kube-apiserver always sends in ``request`` (k8s.io/api admission/v1 ``AdmissionRequest``), field by field: a
+# predicate on the value (``_ABSENT`` when the field is left out). The request-shape property below checks the
+# webhook's answer against this table, not against admit's parser.
+_ABSENT = object()
+_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+def _optional(kind: type) -> Any:
+    """An optional field: absent, null (Go's decoder leaves it unset) or of JSON type ``kind``."""
+    return lambda v, op: v is _ABSENT or v is None or type(v) is kind
+
+
+REQUEST_SHAPE = {
+    ("uid",): lambda v, op: isinstance(v, str) and v != "",
+    ("kind",): lambda v, op: isinstance(v, dict) and isinstance(v.get("version"), str) and v["version"] != ""
+    and isinstance(v.get("kind"), str) and v["kind"] != "" and isinstance(v.get("group", ""), str),
+    ("kind", "group"): lambda v, op: v is _ABSENT or isinstance(v, str),
+    ("kind", "version"): lambda v, op: isinstance(v, str) and v != "",
+    ("kind", "kind"): lambda v, op: isinstance(v, str) and v != "",
+    ("resource",): lambda v, op: isinstance(v, dict) and isinstance(v.get("version"), str) and v["version"] != ""
+    and isinstance(v.get("resource"), str) and v["resource"] != "" and isinstance(v.get("group", ""), str),
+    ("resource", "group"): lambda v, op: v is _ABSENT or isinstance(v, str),
+    ("resource", "version"): lambda v, op: isinstance(v, str) and v != "",
+    ("resource", "resource"): lambda v, op: isinstance(v, str) and v != "",
+    ("operation",): lambda v, op: v in _OPERATIONS,
+    ("object",): lambda v, op: isinstance(v, dict) or (op not in ("CREATE", "UPDATE") and v in (None, _ABSENT)),
+    ("oldObject",): lambda v, op: isinstance(v, dict) or (op != "UPDATE" and v in (None, _ABSENT)),
+    ("subResource",): _optional(str),
+    ("name",): _optional(str),
+    ("namespace",): _optional(str),
+    ("dryRun",): _optional(bool),
+}
+REQUEST_VALUES = JSON_VALUES | st.sampled_from([*_OPERATIONS, "PATCH", "create", "", "v1", "apps", "Scale"]) | (
+    st.fixed_dictionaries({"group": st.sampled_from(["", "apps"]), "version": st.sampled_from(["v1", ""]),
+                           "kind": st.sampled_from(["Deployment", "Pod", ""])}))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(data=st.data())
+def test_a_request_field_of_any_shape_gets_http_400_naming_it_exactly_when_kube_apiserver_would_never_send_it(
+        server, data):
+    """One field of ``request`` (a Deployment CREATE or UPDATE, a Pod CREATE, a ``deployments/scale`` UPDATE)
+    replaced by any JSON value or left out: a value :data:`REQUEST_SHAPE` refuses gets HTTP 400 whose reason names
+    the field, any other an AdmissionReview with the (new) uid, from both webhooks; never a 5xx."""
+    runner, client = server
+    dep = example("pause-gang-deployment.yaml")
+    review = copy.deepcopy(data.draw(st.sampled_from([
+        admission_review(dep), admission_review(dep, "UPDATE", old=dep), admission_review(controller_pod(dep)),
+        SCALE])))
+    review["request"]["uid"] = data.draw(st.uuids()).hex
+    path = data.draw(st.sampled_from(sorted(REQUEST_SHAPE)))
+    value = data.draw(st.just(_ABSENT) | REQUEST_VALUES)
+    node = review["request"]
+    if len(path) == 2 and not isinstance(node.get(path[0]), dict):
+        return
+    parent = node[path[0]] if len(path) == 2 else node
+    if value is _ABSENT:
+        parent.pop(path[-1], None)
+    else:
+        parent[path[-1]] = value
+    request = review["request"]
+    operation = request.get("operation")
+    valid = all(check(_at(request, field), operation) for field, check in REQUEST_SHAPE.items()
+                if len(field) == 1 or isinstance(request.get(field[0]), dict))
+    event(f"{'.'.join(path)}: {'valid' if valid else 'malformed'}")
+
+    async def both() -> None:
+        for endpoint in ("/mutate", "/validate"):
+            resp = await client.post(endpoint, data=json.dumps(review), headers={"Content-Type": "application/json"})
+            text = await resp.text()
+            if valid:
+                assert resp.status == 200, (endpoint, path, value, text[:300])
+                answer = json.loads(text)["response"]
+                assert answer["uid"] == request["uid"], answer
+                assert "a bug" not in answer.get("status", {}).get("message", ""), answer
+            else:
+                assert resp.status == 400, (endpoint, path, value, resp.status, text[:300])
+                assert _first_bad(request) in text, (path, value, text)
+
+    runner.run(both())
+
+
+def _at(request: dict[str, Any], field: tuple) -> Any:
+    node: Any = request
+    for key in field:
+        if not isinstance(node, dict) or key not in node:
+            return _ABSENT
+        node = node[key]
+    return node
+
+
+def _first_bad(request: dict[str, Any]) -> str:
+    """``request.<field>`` of the first field :data:`REQUEST_SHAPE` refuses: the one changed, or the object an
+    operation changed to UPDATE now needs (``request.oldObject``)."""
+    operation = request.get("operation")
+    for field, check in REQUEST_SHAPE.items():
+        if (len(field) == 1 or isinstance(request.get(field[0]), dict)) and not check(_at(request, field), operation):
+            return "request." + ".".join(field)
+    return "request."
 
 
 class _Groups:

@@ -14,7 +14,7 @@ from admit.config import Config
 from admit.families.kinds import RESOLVERS
 from admit.gang.quantity import QuantityError, parse_quantity
 from admit.webhook.app import create_app
-from tests.helpers import admission_review, controller_pod, example
+from tests.helpers import admission_review, controller_pod, example, scale_review
 from tests.webhook.test_hot_path import run_python
 from tests.families.test_kubeflow import tfjob
 from tests.families.test_spark import spark_app
@@ -266,3 +266,99 @@ async def test_a_uid_of_the_wrong_type_is_a_400_naming_its_type_not_missing(webh
     review["request"]["uid"] = ""
     resp = await webhook.post("/validate", json=review)
     assert resp.status == 400 and "request.uid is missing or empty" in await resp.text()
+
+
+# ---------------------------------------------------------------------------------------------- request shape
+# k8s.io/api admission/v1 AdmissionRequest: uid, kind {group, version, kind}, resource {group, version, resource} and
+# operation are always sent; object on CREATE and UPDATE, oldObject on UPDATE. A body that breaks that shape was not
+# sent by kube-apiserver: HTTP 400 naming the field (a text/plain reason, as for every other malformed body), never a
+# 200 "allowed" for a request admit could not read.
+
+def _pod_create():
+    return admission_review(controller_pod(example("pause-gang-deployment.yaml")))
+
+
+def _deployment_update():
+    dep = example("pause-gang-deployment.yaml")
+    return admission_review(dep, "UPDATE", old=dep)
+
+
+def _scale():
+    return scale_review("pause", "default", new=2, old=3)
+
+
+def _set_field(review, path, value):
+    node = review["request"]
+    for key in path[:-1]:
+        node = node[key]
+    if value is _DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return review
+
+
+_DELETE = object()
+
+SHAPE_ERRORS = [
+    # (where, review, field path, value, what the 400 says)
+    ("kind a string", _pod_create, ("kind",), "Pod", "request.kind is a string"),
+    ("kind missing", _deployment_update, ("kind",), _DELETE, "request.kind is missing"),
+    ("kind.kind a number", _pod_create, ("kind", "kind"), 7, "request.kind.kind is a number, expected a string"),
+    ("kind.version empty", _pod_create, ("kind", "version"), "", "request.kind.version is missing or empty"),
+    ("kind.group a list", _deployment_update, ("kind", "group"), ["apps"], "request.kind.group is an array"),
+    ("resource a list", _scale, ("resource",), ["deployments"], "request.resource is an array"),
+    ("resource.resource missing", _scale, ("resource", "resource"), _DELETE,
+     "request.resource.resource is missing or empty"),
+    ("operation missing", _pod_create, ("operation",), _DELETE, "request.operation is missing"),
+    ("operation PATCH", _deployment_update, ("operation",), "PATCH", 'request.operation is "PATCH", expected CREATE'),
+    ("operation lower case", _pod_create, ("operation",), "create", 'request.operation is "create"'),
+    ("operation a number", _scale, ("operation",), 1, "request.operation is 1"),
+    ("uid a list", _scale, ("uid",), ["u"], "request.uid is a list, expected a string"),
+    ("object a string on CREATE", _pod_create, ("object",), "{}", "request.object is not a JSON object"),
+    ("object missing on CREATE", _pod_create, ("object",), _DELETE, "request.object is missing"),
+    ("object null on UPDATE", _deployment_update, ("object",), None, "request.object is missing"),
+    ("oldObject missing on a scale UPDATE", _scale, ("oldObject",), _DELETE, "request.oldObject is missing"),
+    ("oldObject an array", _deployment_update, ("oldObject",), [], "request.oldObject is not a JSON object"),
+    ("namespace a number", _pod_create, ("namespace",), 0, "request.namespace is a number, expected a string"),
+    ("name an object", _deployment_update, ("name",), {"n": 1}, "request.name is an object, expected a string"),
+    ("subResource true", _scale, ("subResource",), True, "request.subResource is a boolean, expected a string"),
+    ("dryRun a string", _scale, ("dryRun",), "true", "request.dryRun is a string, expected true or false"),
+]
+
+
+@pytest.mark.parametrize("make,path,value,reason", [case[1:] for case in SHAPE_ERRORS],
+                         ids=[case[0] for case in SHAPE_ERRORS])
+async def test_a_request_of_the_wrong_shape_gets_http_400_naming_the_field_on_both_webhooks(
+        webhook, make, path, value, reason):
+    for endpoint in ("/mutate", "/validate"):
+        review = _set_field(make(), path, value)
+        resp = await webhook.post(endpoint, json=review)
+        text = await resp.text()
+        assert resp.status == 400, (endpoint, resp.status, text)
+        assert resp.content_type == "text/plain" and text.startswith("bad request: ") and reason in text, text
+
+
+async def test_the_shapes_kube_apiserver_sends_without_optional_fields_are_still_answered_with_their_uid(webhook):
+    # a CREATE without the optional name, namespace and dryRun, in the core group ""; a DELETE (object null,
+    # oldObject set); a scale whose namespace is null: all as kube-apiserver may send them
+    pod = controller_pod(example("pause-gang-deployment.yaml"))
+    create = admission_review(pod, name="")
+    for optional in ("name", "namespace", "dryRun", "subResource"):
+        create["request"].pop(optional, None)
+    delete = admission_review(None, "DELETE", old=example("pause-gang-deployment.yaml"))
+    null_strings = _scale()
+    null_strings["request"]["namespace"] = None  # Go's decoder leaves a string unset for null
+    null_strings["request"]["object"]["metadata"]["namespace"] = "default"
+    for review in (create, delete, null_strings):
+        for endpoint in ("/mutate", "/validate"):
+            assert (await answer(webhook, endpoint, review))["allowed"] is True
+
+
+def test_admit_review_reports_a_review_file_of_the_wrong_shape_naming_the_field(tmp_path, capsys):
+    from admit.cli import main
+
+    review = _set_field(_pod_create(), ("kind",), "Pod")
+    (tmp_path / "review.json").write_text(json.dumps(review))
+    assert main(["review", str(tmp_path / "review.json")]) == 2
+    assert "request.kind is a string" in capsys.readouterr().err
