@@ -2,7 +2,8 @@
 
 - ``admit serve``: the HTTPS webhook server (flags in docs/cli.md and ``admit serve --help``).
 - ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied
-  (``--strict``: or warned), 2 on unreadable input (the file and the reason on stderr).
+  (``--strict``: or warned, or no object found to review), 2 on unreadable input (the file and the reason on
+  stderr); ``-n`` is the namespace of manifests without one.
 - ``admit status``: one line per gang with the reason its pods wait (each backend's status part,
   ``admit/backends/status.py``), once or ``--watch``.
 - ``admit certs``: a development CA and serving pair in ``certs/`` (private keys mode 0600, git-ignored).
@@ -15,6 +16,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -62,6 +64,19 @@ def _handover_kinds() -> tuple[str, ...]:
     from ..families import FAMILY_KINDS
 
     return tuple(k.kind for k in FAMILY_KINDS if k.handover is not None)
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _namespace_name(text: str) -> str:
+    """A namespace name: an RFC 1123 label (lower-case alphanumerics and ``-``, at most 63 characters), as
+    kube-apiserver's ``ValidateNamespaceName`` requires."""
+    if not _DNS_LABEL.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a namespace name (lower-case letters, digits and '-', at most 63 characters, starting and "
+            "ending with a letter or digit)")
+    return text
 
 
 def _add_decision_flags(p: argparse.ArgumentParser) -> None:
@@ -204,8 +219,12 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                     "minMember; the reason of a refusal, or the warning, whole). -v adds every warning, the notes "
                     "(what admit explains without asking for a change: they never reach kubectl's Warning: line), "
                     "the JSONPatch, the PodGroups and the object after mutation; -o yaml/json gives everything. Exit "
-                    "0 when all are allowed, 1 when any is denied (with --strict: or has a warning; notes never "
-                    "count), 2 when a file cannot be read (reported on stderr; the other files are still reviewed). "
+                    "0 when all are allowed, 1 when any is denied (with --strict: or has a warning, notes never "
+                    "count; or no object was found), 2 when a file cannot be read (reported on stderr; the other "
+                    "files are still reviewed), a path does not exist or holds no YAML or JSON. A run that finds "
+                    "no Kubernetes object to review (only values files, Helm templates or empty Lists) says so on "
+                    "stderr, and --strict fails it: a CI step that checks nothing never passes. A manifest without "
+                    "metadata.namespace is reviewed in the -n namespace (default: default), as kubectl apply -n. "
                     "YAML that is not a Kubernetes object (values.yaml, Chart.yaml, kustomization.yaml, a JSON6902 "
                     "patch) is skipped and counted; so are a Helm chart's templates and the patches a "
                     "kustomization.yaml names: review rendered output piped in, kubectl kustomize DIR | admit review "
@@ -216,6 +235,10 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     review.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
                         help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
+    review.add_argument("-n", "--namespace", type=_namespace_name, default="default",
+                        help="namespace of the manifests without metadata.namespace, as kubectl apply -n (default: "
+                             "%(default)s); a manifest's own namespace and an AdmissionReview's request.namespace "
+                             "are kept")
     review.add_argument("-R", "--recursive", action="store_true",
                         help="read directories recursively (never hidden folders such as .git or .venv, nor "
                              "virtualenvs and node_modules)")
@@ -226,7 +249,8 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
     review.add_argument("--strict", action="store_true",
                         help="exit 1 when any object gets a warning too (a misspelt annotation key, a gang "
-                             "annotation admit ignores), as linters' --strict: for CI. Notes never fail it")
+                             "annotation admit ignores), or when no object was found to review, as linters' --strict: "
+                             "for CI. Notes never fail it")
     review.add_argument("--accept-warning", action="append", default=[], metavar="REGEX",
                         help="a warning you have read and accept: --strict no longer fails on the warnings this "
                              "regular expression finds in '<Kind> <namespace>/<name>: <warning>' (repeatable; e.g. "
@@ -312,17 +336,15 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 
 def _cmd_review(args: argparse.Namespace) -> int:
-    import re
-
     from .review import (InputError, Skipped, accept_warnings, format_lines, format_text, load_documents,
-                         review_documents)
+                         nothing_reviewed, review_documents)
 
     config = config_from_args(args)
     errors: list[str] = []
     skipped = Skipped()
     try:
         docs = load_documents(args.paths, args.recursive, errors=errors, skipped=skipped)
-        results = asyncio.run(review_documents(docs, config, errors=errors)) if docs else []
+        results = asyncio.run(review_documents(docs, config, errors=errors, namespace=args.namespace)) if docs else []
         accept_warnings(results, args.accept_warning)
     except InputError as e:
         print(f"admit review: cannot read {e}", file=sys.stderr)
@@ -346,6 +368,10 @@ def _cmd_review(args: argparse.Namespace) -> int:
         print(format_lines(results, errors, skipped))
     if errors:
         return 2
+    if not results:  # an empty List, or a folder of values files and templates only: nothing was checked
+        print(f"admit review{' --strict: exit 1' if args.strict else ''}: {nothing_reviewed(args.paths, skipped)}",
+              file=sys.stderr)
+        return 1 if args.strict else 0
     warned = sum(1 for r in results if r["warnings"])
     if args.strict and warned:
         print(f"admit review --strict: exit 1: {warned} object{'s' if warned != 1 else ''} with warnings "

@@ -3,7 +3,8 @@
 Input: files or directories (``*.yaml``, ``*.yml``, ``*.json``; directories are read one level deep unless
 ``recursive``, like ``kubectl apply -f``). A YAML file may hold several documents; a ``List`` is expanded. A document
 whose ``kind`` is ``AdmissionReview`` is answered as the server would answer it; any other object is reviewed as a
-CREATE of that object (namespace: ``metadata.namespace``, else ``default``).
+CREATE of that object (namespace: ``metadata.namespace``, else the ``-n/--namespace`` of the run, ``default`` unless
+given, as ``kubectl apply``; a review's own ``request.namespace`` is kept).
 
 Each object goes through the same code as the server: ``/mutate``, the patch applied with ``jsonpatch``, then
 ``/validate`` on the mutated object. Between the two, an object created with ``generateName`` only gets its name the
@@ -34,7 +35,7 @@ from ..gang.plan import GangError, generated_group_name, get_path, parse_gang_an
 from ..webhook.admissionreview import AdmissionRequest, BadReview, dumps, parse_review
 
 __all__ = ["InputError", "OfflineKube", "Skipped", "load_documents", "manifest_request", "review_documents",
-           "accept_warnings", "format_text", "format_lines", "not_an_object"]
+           "accept_warnings", "format_text", "format_lines", "not_an_object", "nothing_reviewed", "DEFAULT_NAMESPACE"]
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -57,14 +58,19 @@ CLUSTER_SCOPED = frozenset({
 })
 
 
-def _namespace_of(doc: dict[str, Any]) -> str:
-    """``metadata.namespace``; ``""`` for a cluster-scoped kind; else ``"default"``, as ``kubectl apply`` without
-    ``-n``."""
+DEFAULT_NAMESPACE = "default"
+"""The namespace of a manifest without ``metadata.namespace`` when ``admit review`` is given no ``-n``, as ``kubectl
+apply`` uses without ``-n`` and no namespace in the kubeconfig context."""
+
+
+def _namespace_of(doc: dict[str, Any], namespace: str = DEFAULT_NAMESPACE) -> str:
+    """``metadata.namespace``; ``""`` for a cluster-scoped kind; else ``namespace`` (``admit review -n``, default
+    ``"default"``), as ``kubectl apply -n``."""
     kind = str(doc.get("kind", ""))
     if kind in CLUSTER_SCOPED or kind.startswith("Cluster"):  # a Cluster* kind (ClusterTrainingRuntime, ClusterRole)
         return ""
     meta = meta_v if isinstance(meta_v := doc.get("metadata"), dict) else {}
-    return str(meta.get("namespace") or "default")
+    return str(meta.get("namespace") or namespace)
 
 
 _PLURALS = {k.kind: k.plural for k in KINDS.values()}
@@ -83,12 +89,14 @@ def _plural(kind: str) -> str:
 class OfflineKube:
     """In-memory stand-in for the Kubernetes API used by ``admit review`` (implements ``PodGroupStore``).
 
-    ``objects`` are the reviewed input objects, keyed by ``(group, plural, namespace, name)``; PodGroups that
-    admission creates are kept in ``pod_groups`` keyed by ``(namespace, name)``. Never raises for timeouts.
+    ``objects`` are the reviewed input objects, keyed by ``(group, plural, namespace, name)`` (``namespace`` for an
+    object without one, the run's ``-n``); PodGroups that admission creates are kept in ``pod_groups`` keyed by
+    ``(namespace, name)``. Never raises for timeouts.
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, namespace: str = DEFAULT_NAMESPACE) -> None:
         self.config = config
+        self.namespace = namespace
         self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self.pod_groups: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -96,7 +104,7 @@ class OfflineKube:
         """Make ``obj`` (a manifest with apiVersion/kind/metadata) readable through :meth:`get_object`."""
         group = str(obj.get("apiVersion", "")).rpartition("/")[0]
         meta = obj.get("metadata") or {}
-        key = (group, _plural(str(obj.get("kind", ""))), _namespace_of(obj), str(meta.get("name")))
+        key = (group, _plural(str(obj.get("kind", ""))), _namespace_of(obj, self.namespace), str(meta.get("name")))
         self.objects[key] = obj
 
     async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:
@@ -370,6 +378,17 @@ def load_documents(
     return docs
 
 
+def nothing_reviewed(paths: Iterable[str], skipped: Skipped | None = None) -> str:
+    """The note of a run that found no Kubernetes object to review in ``paths`` (``admit review`` prints it on
+    stderr; ``--strict`` fails on it): what was skipped instead, and where to look."""
+    where = ", ".join("standard input" if p == "-" else p for p in paths)
+    text = f"no Kubernetes objects to review in {where}"
+    left_out = skipped.summary() if skipped is not None else ""
+    if left_out:
+        return f"{text}: {left_out}"
+    return f"{text} (only empty Lists, as kubectl get -o yaml prints for a namespace without any)"
+
+
 def _fill_generated_name(req: AdmissionRequest, obj: dict[str, Any] | None) -> AdmissionRequest:
     """``req`` with ``metadata.name`` filled in from ``generateName`` on a CREATE that has none, as kube-apiserver
     does between the mutating and the validating webhooks (``rest.BeforeCreate``); the suffix is derived from
@@ -386,10 +405,11 @@ def _fill_generated_name(req: AdmissionRequest, obj: dict[str, Any] | None) -> A
     return dataclasses.replace(req, object=obj, name=name)
 
 
-def manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRequest:
+def manifest_request(doc: dict[str, Any], uid: str | None = None,
+                     namespace: str = DEFAULT_NAMESPACE) -> AdmissionRequest:
     """The CREATE AdmissionRequest kube-apiserver would send for manifest ``doc`` (not a dry run; ``uid`` random
-    unless given; namespace "default" when the manifest has none, as ``kubectl apply`` without ``-n``, and none for
-    a cluster-scoped kind)."""
+    unless given; namespace ``namespace`` when the manifest has none, as ``kubectl apply -n`` (``"default"`` as
+    without ``-n``), ``metadata.namespace`` when it has one, and none for a cluster-scoped kind)."""
     api_version = str(doc.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
     kind = str(doc.get("kind", ""))
@@ -404,7 +424,7 @@ def manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRe
         resource=_plural(kind),
         sub_resource="",
         operation="CREATE",
-        namespace=_namespace_of(doc),
+        namespace=_namespace_of(doc, namespace),
         name=str(meta.get("name") or ""),
         object=doc,
         old_object=None,
@@ -412,12 +432,30 @@ def manifest_request(doc: dict[str, Any], uid: str | None = None) -> AdmissionRe
     )
 
 
+def _offline_store(docs: list[tuple[str, dict[str, Any]]], config: Config, namespace: str) -> OfflineKube:
+    """The :class:`OfflineKube` holding the input objects (not the AdmissionReviews), and the input PodGroups as
+    PodGroups (``namespace`` for those without one)."""
+    store = OfflineKube(config, namespace)
+    for _, doc in docs:
+        if doc.get("kind") != "AdmissionReview":
+            store.add_object(doc)
+        if doc.get("kind") == "PodGroup" and doc.get("apiVersion") == config.pod_group_api_version:
+            # a PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a workload
+            # that names it joins it as it is, and is refused when it could never fill it, as in the webhook
+            meta = meta_v if isinstance(meta_v := doc.get("metadata"), dict) else {}
+            store.pod_groups[(str(meta.get("namespace") or namespace), str(meta.get("name") or ""))] = doc
+    return store
+
+
 async def review_documents(
-    docs: list[tuple[str, dict[str, Any]]], config: Config, errors: list[str] | None = None
+    docs: list[tuple[str, dict[str, Any]]], config: Config, errors: list[str] | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
 ) -> list[dict[str, Any]]:
     """Run every document through ``/mutate`` then ``/validate``; one result dict per document.
 
     ``errors``: when given, a malformed AdmissionReview is reported there and the other documents are reviewed.
+    ``namespace``: where a manifest without ``metadata.namespace`` is created (``admit review -n``); a manifest's own
+    namespace, and an AdmissionReview's ``request.namespace``, are kept.
 
     Result keys: ``source``, ``kind``, ``apiVersion``, ``name``, ``namespace``, ``operation``, ``allowed``,
     ``message``, ``warnings`` (list: what to change), ``notes`` (list: what admit only explains, never sent as
@@ -429,15 +467,7 @@ async def review_documents(
     Raises:
         InputError: an AdmissionReview document is malformed (the reason the server would give with HTTP 400).
     """
-    store = OfflineKube(config)
-    for _, doc in docs:
-        if doc.get("kind") != "AdmissionReview":
-            store.add_object(doc)
-        if doc.get("kind") == "PodGroup" and doc.get("apiVersion") == config.pod_group_api_version:
-            # a PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a workload
-            # that names it joins it as it is, and is refused when it could never fill it, as in the webhook
-            meta = meta_v if isinstance(meta_v := doc.get("metadata"), dict) else {}
-            store.pod_groups[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = doc
+    store = _offline_store(docs, config, namespace)
     admission = Admission(config.replace(api_timeout_seconds=30.0), store, cache=store)
     results = []
     for i, (source, doc) in enumerate(docs):
@@ -450,7 +480,7 @@ async def review_documents(
                 errors.append(f"{source}: {e}")
                 continue
         else:
-            req = manifest_request(doc, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:{source}#{i}")))
+            req = manifest_request(doc, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:{source}#{i}")), namespace)
         mutation = admission.mutate(req)
         if mutation.lookup is not None:
             mutation = await admission.finish_mutation(req, mutation)

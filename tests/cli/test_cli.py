@@ -342,3 +342,108 @@ def test_admit_status_output_flag_says_what_json_holds():
                           cwd=ROOT, timeout=60)
     text = " ".join(proc.stdout.split())
     assert "json: an array, one object per gang" in text and "waitingSeconds" in text
+
+
+def test_strict_review_of_a_folder_with_no_kubernetes_object_exits_1_saying_nothing_was_reviewed(tmp_path, capsys):
+    # a CI step pointed at the wrong folder (values files, a chart's templates): before, --strict passed with exit 0
+    (tmp_path / "values.yaml").write_text("replicaCount: 3\nimage:\n  tag: v1\n")
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: trainer\nversion: 0.1.0\n")
+    (chart / "templates" / "deployment.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n")
+    assert main(["review", "--strict", "-R", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert f"admit review --strict: exit 1: no Kubernetes objects to review in {tmp_path}: skipped 1 file" in (
+        captured.err)
+    assert "0 objects: 0 allowed, 0 denied" in captured.out
+    assert main(["review", "--strict", "-o", "json", str(tmp_path / "values.yaml")]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == [] and "no Kubernetes objects to review" in captured.err
+
+
+def test_review_without_strict_of_no_kubernetes_object_exits_0_with_a_note_on_stderr(tmp_path, capsys):
+    (tmp_path / "values.yaml").write_text("replicaCount: 3\n")
+    assert main(["review", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"admit review: no Kubernetes objects to review in {tmp_path}: skipped 1 document that is not a "
+                   "Kubernetes object (values, Chart.yaml, kustomization, lists)\n")
+
+
+def test_review_of_an_empty_folder_or_a_mistyped_path_exits_2_with_or_without_strict(tmp_path, capsys):
+    for strict in ([], ["--strict"]):
+        assert main(["review", *strict, str(tmp_path)]) == 2
+        assert "no Kubernetes objects found" in capsys.readouterr().err
+        assert main(["review", *strict, str(tmp_path / "exmaples")]) == 2
+        assert "exmaples: no such file or directory" in capsys.readouterr().err
+
+
+def test_the_readme_quick_start_review_of_the_examples_exits_0_with_no_note(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    assert main(["review", "examples/"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+NAMESPACELESS = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations:
+    gang.admit.dev/min-member: "3"
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: registry.k8s.io/pause:3.9
+          resources: {requests: {cpu: 100m}}
+"""
+
+
+def _scale_in(namespace: str, name: str, replicas: int, old: int) -> dict:
+    from tests.helpers import scale_review
+
+    return scale_review(name, namespace, new=replicas, old=old)
+
+
+def test_review_n_puts_a_manifest_without_a_namespace_and_its_pod_group_in_that_namespace(tmp_path, capsys):
+    (tmp_path / "web.yaml").write_text(NAMESPACELESS)
+    (tmp_path / "scale.json").write_text(json.dumps(_scale_in("team-a", "web", 2, 3)))
+    assert main(["review", "-n", "team-a", "-o", "json", str(tmp_path / "web.yaml"), str(tmp_path / "scale.json")]) == 1
+    dep, scale = json.loads(capsys.readouterr().out)
+    assert dep["namespace"] == "team-a" and dep["allowed"]
+    assert [pg["metadata"]["namespace"] for pg in dep["podGroups"]] == ["team-a"]
+    # the Scale of team-a/web finds the Deployment there, and is refused below its minMember
+    assert scale["namespace"] == "team-a" and not scale["allowed"] and "minMember 3" in scale["message"]
+    assert main(["review", "--namespace", "team-a", str(tmp_path / "web.yaml")]) == 0
+    assert "Deployment team-a/web" in capsys.readouterr().out
+
+
+def test_review_without_n_reviews_a_manifest_without_a_namespace_in_default_as_kubectl_apply(tmp_path, capsys):
+    (tmp_path / "web.yaml").write_text(NAMESPACELESS)
+    code, (r,) = run_json(capsys, tmp_path / "web.yaml")
+    assert code == 0 and r["namespace"] == "default" and r["podGroups"][0]["metadata"]["namespace"] == "default"
+
+
+def test_review_n_keeps_a_manifests_own_namespace_and_an_admission_reviews_request_namespace(tmp_path, capsys):
+    code = main(["review", "-n", "team-a", "-o", "json", str(EXAMPLES / "pause-gang-deployment.yaml"),
+                 str(EXAMPLES / "admission-review-pod-from-replicaset.json")])
+    dep, pod = json.loads(capsys.readouterr().out)
+    assert code == 0 and dep["namespace"] == "default" and pod["namespace"] == "default"
+    assert dep["podGroups"][0]["metadata"]["namespace"] == "default"
+
+
+def test_review_n_refuses_a_name_that_cannot_be_a_namespace(capsys):
+    for bad in ("Team_A", "team-", "a" * 64, "team.a", ""):
+        try:
+            main(["review", "-n", bad, str(EXAMPLES / "pause-gang-deployment.yaml")])
+        except SystemExit as e:
+            assert e.code == 2
+        else:
+            raise AssertionError(f"-n {bad!r} was accepted")
+        assert "is not a namespace name" in capsys.readouterr().err

@@ -245,12 +245,19 @@ def test_the_readme_sample_output_is_exactly_what_admit_review_prints(capsys, mo
 
 
 def test_an_empty_list_as_kubectl_get_prints_it_for_an_empty_namespace_reviews_as_zero_objects_with_exit_0(capsys):
+    # exit 0 with a note; --strict fails it (exit 1), as any run that reviews nothing: `kubectl get -n <typo>` prints
+    # the same empty List
     empty = "apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: \"\"\n"
     assert load_documents(["-"], stdin=io.StringIO(empty)) == []
-    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "--strict", "-"], input=empty,
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "-"], input=empty,
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "0 objects: 0 allowed, 0 denied" in proc.stdout
+    assert "admit review: no Kubernetes objects to review in standard input (only empty Lists" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "--strict", "-"], input=empty,
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 1 and "0 objects: 0 allowed, 0 denied" in proc.stdout
+    assert "admit review --strict: exit 1: no Kubernetes objects to review in standard input" in proc.stderr
 
 
 def test_one_skipped_document_is_counted_in_the_singular():
