@@ -129,7 +129,7 @@ def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     serve.add_argument("--dev", action="store_true",
                        help="try admit without a cluster: development certificates next to --tls-cert-file (reused "
-                            "when there), the in-repo fake Kubernetes API holding the walk-through's Deployments, its "
+                            "when there), the in-repo fake Kubernetes API holding the examples' Deployments, its "
                             "address and the webhook's in <cert dir>/dev.env (ADMIT_FAKE_API, ADMIT_URL), 127.0.0.1, "
                             "no --shutdown-delay (README, 'Try it without a cluster')")
     serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s; 127.0.0.1 with --dev)")

@@ -6,8 +6,9 @@ the benchmark use) on a free loopback port, and runs ``admit serve`` against it 
 ``https://127.0.0.1:8443``. The fake keeps everything in memory and forgets it on exit; it answers the REST calls
 admit makes (PodGroups, workloads, Leases, Events).
 
-For the walk-through (README, "Try it without a cluster") it stores the example Deployments ``pause`` and ``web``
-as kube-apiserver stores them after admission (:func:`store_walkthrough_workloads`), writes
+For the walk-through (README, "Try it without a cluster") it stores the example Deployments ``pause`` and ``web``,
+and ``batch-workers`` that an example Scale review names, as kube-apiserver stores them after admission
+(:func:`store_walkthrough_workloads`), writes
 ``export ADMIT_FAKE_API=<url>`` and ``export ADMIT_URL=https://127.0.0.1:<port>`` to ``<cert dir>/dev.env``, and
 stops at once on Ctrl-C (no ``--shutdown-delay``: no Endpoints route here)::
 
@@ -45,6 +46,11 @@ DEV_BOOKMARK_SECONDS = 60.0
 #: Files of the walk-through (README, "Try it without a cluster") whose workloads dev mode stores: an AdmissionReview
 #: (its ``request.object``) or a manifest.
 WALKTHROUGH = ("admission-review-deployment-validate.json", "web-gang-deployment.yaml")
+#: Further example manifests dev mode stores: the workloads the example AdmissionReviews under ``examples/denied/``
+#: scale, so that ``admit serve --dev`` refuses each of them as a cluster holding the workload does
+#: (``admission-review-scale-from-zero.json`` scales ``batch-workers`` of ``paused-gang-deployment.yaml``; without it
+#: stored, the scale was allowed with "not found: scale not checked").
+SCALED_EXAMPLES = ("paused-gang-deployment.yaml",)
 
 log = logging.getLogger("admit.dev")
 
@@ -111,7 +117,8 @@ def walkthrough_folder(search: tuple[Path, ...] = EXAMPLES_SEARCH) -> Path | Non
 
 
 def store_walkthrough_workloads(fake: Any, config: Config, examples: Path) -> list[str]:
-    """Store in ``fake`` the workloads of the walk-through (:data:`WALKTHROUGH`) as kube-apiserver stores an object
+    """Store in ``fake`` the workloads of the walk-through (:data:`WALKTHROUGH`) and of :data:`SCALED_EXAMPLES` (what
+    the example Scale reviews scale) as kube-apiserver stores an object
     once its webhooks allowed it: the ``request.object`` of an AdmissionReview (already mutated), or a manifest
     after admit's own ``/mutate`` patch (:func:`admit.webhook.mutate.mutate`, so it carries the label the controller
     watches). Without them the controller would find the PodGroup that ``/validate`` creates claimed by no stored
@@ -124,7 +131,7 @@ def store_walkthrough_workloads(fake: Any, config: Config, examples: Path) -> li
     from .review import load_documents, manifest_request
 
     stored = []
-    for name in WALKTHROUGH:
+    for name in (*WALKTHROUGH, *SCALED_EXAMPLES):
         path = examples / name
         if not path.is_file():
             continue

@@ -293,27 +293,29 @@ async def test_serve_dev_runs_against_the_in_repo_fake_api_without_a_cluster(tmp
 
 
 async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pauses(tmp_path):
-    # README "Try it without a cluster": source certs/dev.env; the fake holds the example Deployments pause and web
-    # (stored as kube-apiserver stores them after admission), so their PodGroups are claimed and stay; /validate
-    # allows pause's CREATE; the scale of web to 2 is refused; the Pod review's patch decodes to the schedulerName.
+    # README "Try it without a cluster": source certs/dev.env; the fake holds the example Deployments pause, web and
+    # batch-workers (stored as kube-apiserver stores them after admission), so their PodGroups are claimed and stay;
+    # /validate allows pause's CREATE; the scale of web to 2 is refused; the Pod review's patch decodes to the
+    # schedulerName.
     proc, port, fake_url, ctx = await start_dev(tmp_path)
     try:
         assert (tmp_path / "certs" / "dev.env").read_text() == (f"export ADMIT_FAKE_API={fake_url}\n"
                                                                 f"export ADMIT_URL=https://127.0.0.1:{port}\n")
         headers = {"Content-Type": "application/json"}
         async with aiohttp.ClientSession() as session:
-            for name in ("pause", "web"):
+            for name in ("pause", "web", "batch-workers"):
                 async with session.get(f"{fake_url}/apis/apps/v1/namespaces/default/deployments/{name}") as r:
                     stored = await r.json()
                     assert r.status == 200 and stored["metadata"]["labels"]["gang.admit.dev/managed"] == "true"
             groups: dict[str, Any] = {}
-            while set(groups) != {"pause", "web"}:  # the controller creates them as it starts leading
+            while set(groups) != {"pause", "web", "batch-workers"}:  # the controller makes them as it starts leading
                 async with session.get(f"{fake_url}/apis/scheduling.x-k8s.io/v1alpha1/podgroups") as r:
                     groups = {g["metadata"]["name"]: g for g in (await r.json())["items"]}
                 await asyncio.sleep(0.05)
             assert groups["pause"]["spec"] == {"minMember": 3, "minResources": {"cpu": "300m", "memory": "192Mi"},
                                                "scheduleTimeoutSeconds": 10}
             assert groups["web"]["spec"]["minMember"] == 6
+            assert groups["batch-workers"]["spec"]["minMember"] == 3  # at 0 replicas, the PodGroup keeps its minMember
             body = (EXAMPLES / "admission-review-deployment-validate.json").read_bytes()
             async with session.post(f"https://127.0.0.1:{port}/validate", data=body, headers=headers, ssl=ctx) as r:
                 answer = (await r.json())["response"]
@@ -329,6 +331,45 @@ async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pa
     finally:
         log = await stop(proc)
     assert proc.returncode == 0, log
+
+
+async def test_serve_dev_refuses_every_example_under_examples_denied_as_a_cluster_holding_its_workloads_does(tmp_path):
+    # each document as kube-apiserver sends it: a manifest as its CREATE, /mutate then /validate of the mutated
+    # object; an AdmissionReview file as written. Before, the scale of batch-workers from zero was allowed: the dev
+    # fake did not hold the Deployment the example scales.
+    import yaml
+
+    files = sorted(p for p in (EXAMPLES / "denied").iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+    assert any(p.name == "admission-review-scale-from-zero.json" for p in files)
+    proc, port, _, ctx = await start_dev(tmp_path)
+    answers: dict[str, list[Any]] = {}
+    try:
+        async with aiohttp.ClientSession() as session:
+            async def post(endpoint: str, review: dict[str, Any]) -> dict[str, Any]:
+                async with session.post(f"https://127.0.0.1:{port}{endpoint}", json=review, ssl=ctx) as r:
+                    assert r.status == 200, await r.text()
+                    response = (await r.json())["response"]
+                assert response["uid"] == review["request"]["uid"]
+                return response
+
+            for path in files:
+                docs = [json.loads(path.read_text())] if path.suffix == ".json" else [
+                    d for d in yaml.safe_load_all(path.read_text()) if d]
+                for doc in docs:
+                    review = doc if doc.get("kind") == "AdmissionReview" else admission_review(doc)
+                    mutated = await post("/mutate", review)
+                    assert mutated["allowed"] is True  # the mutating webhook never refuses
+                    checked = json.loads(json.dumps(review))
+                    checked["request"]["object"] = apply_answer(review["request"]["object"], {"response": mutated})
+                    answers.setdefault(path.name, []).append(await post("/validate", checked))
+    finally:
+        log = await stop(proc)
+    assert proc.returncode == 0, log
+    allowed = {name: [a for a in got if a["allowed"]] for name, got in answers.items()}
+    assert not any(allowed.values()), {name: got for name, got in allowed.items() if got}
+    (scale,) = answers["admission-review-scale-from-zero.json"]
+    assert "Deployment default/batch-workers to 2 replicas" in scale["status"]["message"]
+    assert "minMember 3" in scale["status"]["message"]
 
 
 async def test_a_second_dev_server_on_a_taken_port_names_a_free_port_and_leaves_the_first_ones_dev_env(tmp_path):
@@ -383,8 +424,8 @@ async def test_the_walkthrough_deployments_are_stored_from_the_examples_folder_f
     from admit.cli.dev import store_walkthrough_workloads
 
     async with FakeKubeAPI() as fake:
-        assert store_walkthrough_workloads(fake, Config(), ROOT / "examples") == ["Deployment default/pause",
-                                                                                   "Deployment default/web"]
+        assert store_walkthrough_workloads(fake, Config(), ROOT / "examples") == [
+            "Deployment default/pause", "Deployment default/web", "Deployment default/batch-workers"]
 
 
 @pytest.mark.parametrize("served_group", [None, "scheduling.sigs.k8s.io"], ids=["no-crd", "old-group-only"])
