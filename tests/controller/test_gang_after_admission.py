@@ -16,7 +16,7 @@ import pytest
 
 from admit.kube.client import KubeError
 from admit.testing.fake_kube import FakeKubeAPI
-from tests.helpers import eventually, example
+from tests.helpers import eventually, example, requests_caused
 from tests.webhook_stack import PG_API, cluster_with_controller
 
 pytestmark = pytest.mark.fake_api(job_controller=True, deployment_controller=True)
@@ -476,7 +476,7 @@ async def test_min_resources_counts_the_pod_overhead_of_the_runtime_class_kube_a
         # 3 pods of 100m / 64Mi (examples/pause-gang-deployment.yaml) plus 250m / 160Mi of overhead each.
         expected = {"cpu": "1050m", "memory": "672Mi"}
         assert fake.get(PG_API, "podgroups", "team", "sandboxed")["spec"]["minResources"] == expected
-        assert fake.requests_for("runtimeclasses") == []  # from the controller's cache, no call on the path
+        assert requests_caused(fake, "runtimeclasses") == []  # from the controller's cache: no get on the path (its informer may relist)
         # The controller keeps it (it adds the same overhead), also across a scale.
         await eventually(lambda: (fake.get(PG_API, "podgroups", "team", "sandboxed") or {}).get("metadata", {}).get(
             "ownerReferences"))
