@@ -21,44 +21,17 @@ Claims are ``controller.Claim``-shaped (``plan``, ``workload``, ``identity``, ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config
 from ..gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
+from .action import Action
 from .common import not_admits_message, object_owner
 from .interface import GangBackend
 
-__all__ = ["Action", "decide_objects", "owner_reference", "object_owner"]
+__all__ = ["decide_objects", "owner_reference", "object_owner"]
 
 JSON = dict[str, Any]
-
-
-@dataclass(slots=True)
-class Action:
-    """One thing to do for one object of a gang.
-
-    Attributes:
-        kind: ``"none"``, ``"create"`` (``body``), ``"patch"`` (``ops``; ``adopt`` and/or ``changes``),
-            ``"delete"`` (``uid``), ``"wait"`` (``delay`` seconds), ``"conflict"`` / ``"invalid"`` / ``"foreign"`` /
-            ``"immutable"`` (the size) / ``"priority"`` (``priorityClassName``/``preemptionPolicy``) (report
-            ``message``; write nothing).
-        object_kind: the object's kind (``"Workload"``, ``"PodGroup"``; ``""`` for a decision about the whole gang).
-        claim: the claim acted for (``None`` for orphans).
-        unclaimed: no stored workload claims the gang (grace-period bookkeeping).
-    """
-
-    kind: str
-    object_kind: str = ""
-    claim: Any = None
-    body: JSON | None = None
-    ops: list[JSON] = field(default_factory=list)
-    uid: str | None = None
-    adopt: bool = False
-    changes: list[str] = field(default_factory=list)
-    delay: float = 0.0
-    message: str = ""
-    unclaimed: bool = False
 
 
 def _with_owner(desired: JSON, claim: Any) -> JSON:
@@ -105,18 +78,19 @@ def _claimed(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON
         obj = objects.get(kind)
         what = f"{kind} {key[0]}/{key[1]}"
         if obj is None:
-            actions.append(Action("create", kind, chosen, body=_with_owner(desired, chosen),
+            actions.append(Action("create", object_kind=kind, claim=chosen, body=_with_owner(desired, chosen),
                                   changes=[f"{backend.size_name} {plan.min_member}"]))
             continue
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             continue
         if is_managed(obj) and object_owner(obj, config) is None:
-            actions.append(Action("foreign", kind, chosen, message=not_admits_message(what, config)))
+            actions.append(Action("foreign", object_kind=kind, claim=chosen,
+                                  message=not_admits_message(what, config)))
             continue
         own = backend.ownership(obj, plan, config, chosen.explicit)
         if own.action == "conflict":
-            return [Action("conflict", kind, chosen, message=f"{chosen.ref}: {own.message}")]
+            return [Action("conflict", object_kind=kind, claim=chosen, message=f"{chosen.ref}: {own.message}")]
         if own.action == "manage":  # "use" / "operator": left as it is
             actions.extend(_in_step(backend, kind, obj, desired, chosen, types[0].version, config))
     return actions
@@ -133,7 +107,7 @@ def _in_step(backend: GangBackend, kind: str, obj: JSON, desired: JSON, chosen: 
     if ops is None:  # it cannot follow; say so (still adopt below)
         report = backend.cannot_follow(kind, obj, desired, plan, config)
         if report is not None:
-            actions.append(Action(report[0], kind, chosen, message=report[1]))
+            actions.append(Action(report[0], object_kind=kind, claim=chosen, message=report[1]))
         ops = []
         changes: list[str] = []
     else:
@@ -145,7 +119,7 @@ def _in_step(backend: GangBackend, kind: str, obj: JSON, desired: JSON, chosen: 
         meta = obj.get("metadata") or {}
         if meta.get("resourceVersion"):
             ops.append({"op": "replace", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]})
-        actions.append(Action("patch", kind, chosen, ops=ops, adopt=adopt, changes=changes))
+        actions.append(Action("patch", object_kind=kind, claim=chosen, ops=ops, adopt=adopt, changes=changes))
     return actions
 
 
@@ -160,7 +134,8 @@ def _unclaimed(backend: GangBackend, key: tuple[str, str], present: dict[str, JS
         return []
     foreign = [k for k, o in managed.items() if object_owner(o, config) is None]
     if foreign:
-        return [Action("foreign", k, message=not_admits_message(f"{k} {ns}/{name}", config)) for k in foreign]
+        return [Action("foreign", object_kind=k, message=not_admits_message(f"{k} {ns}/{name}", config))
+                for k in foreign]
     kinds = [t.kind for t in backend.object_types(config)]
     invalid = [c for c in claims if c.plan is None and c.identity == owner]
     if invalid:
@@ -175,5 +150,6 @@ def _unclaimed(backend: GangBackend, key: tuple[str, str], present: dict[str, JS
     if left > 0:
         return [Action("wait", delay=left, unclaimed=True)]
     message = f"{ns}/{name} (owner {owner}) is claimed by no stored workload for {grace:g}s"
-    return [Action("delete", k, uid=(o.get("metadata") or {}).get("uid"), unclaimed=True, message=message)
+    return [Action("delete", object_kind=k, uid=(o.get("metadata") or {}).get("uid"), unclaimed=True,
+                   message=message)
             for k, o in sorted(live.items(), key=lambda kv: kinds.index(kv[0]), reverse=True)]

@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from ..config import COSCHEDULING, WORKLOAD_API, Config
 from ..gang.plan import GangPlan
+from .action import Action
 from .coscheduling.ensure import ensure_coscheduling
 from .coscheduling.status import STATUS as COSCHEDULING_STATUS
 from .status import BackendStatus
@@ -35,8 +36,8 @@ class Ensure(Protocol):
                  dry_run: bool, cache: Any = None, generation: int | None = None) -> Awaitable[None]: ...
 
 
-GangDecide = Callable[..., list[Any]]
-"""``decide(key, objects, claims, config, *, now, unclaimed_since, grace) -> [Action]``: the pure controller
+GangDecide = Callable[..., list[Action]]
+"""``decide(key, objects, claims, config, *, now, unclaimed_since, grace) -> [action.Action]``: the pure controller
 decision for one gang key over the backend's objects (``backends.gangobjects.decide_objects`` for any backend)."""
 
 

@@ -267,7 +267,7 @@ def resolvable_copy(obj: JSON, config: Config) -> JSON:
         reduced: JSON = {k: _shared(v) for k, v in spec.items() if not isinstance(v, (dict, list))}
         template = spec.get("template")
         if isinstance(template, dict):
-            tmeta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+            tmeta = found if isinstance(found := template.get("metadata"), dict) else {}
             reduced["template"] = {"metadata": {"labels": _shared_map(tmeta.get("labels") or {})},
                                    "spec": _pod_spec_for_resolver(template.get("spec"))}
         out["spec"] = reduced

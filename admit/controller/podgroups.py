@@ -30,17 +30,21 @@ Pieces (one module each):
 - **PodGroup caches**: managed PodGroups (``app.kubernetes.io/managed-by=admit``) - the cache the admission path
   reads - and, apart, the others (``managed-by!=admit``) so that a hand-written PodGroup a workload names is known
   without an API call, never re-created over, never warned about.
-- **the pure decision** (``backends/coscheduling/reconcile.py``, :func:`decide`): (PodGroup, claims, clock) -> one :class:`Action`:
-  create, patch (adopt and/or spec), delete, wait, or report a conflict / an invalid annotation. Tested without HTTP.
-- **the work queue** (``workqueue.py``).
-- **the guarded writes of one key** (``writes.py``, :class:`KeyWrites`): decide, read live, create / patch / delete,
+- **the pure decision** (``backends/coscheduling/reconcile.py``, :func:`decide`): (PodGroup, claims, clock) -> one
+  ``backends.action.Action`` (the record the gang-object controller's decision returns too): create, patch (adopt
+  and/or spec), delete, wait, or report a conflict / an invalid annotation. Tested without HTTP.
+- **the key loop** (``keyloop.py``, ``KeyLoop``, shared with the gang-object controller of ``workload_api.py``): the
+  work queue (``workqueue.py``), the reconcile of one key with its error handling and retry, each problem reported
+  once per change (per key and topic).
+- **the guarded writes of one key** (``writes.py``, ``KeyWrites``): decide, read live, create / patch / delete,
   back off from a write something keeps undoing.
-- **the loop** (:class:`Controller`, here): caches run on every replica (the webhooks need the PodGroup cache
+- **the controller** (:class:`Controller`, here): caches run on every replica (the webhooks need the PodGroup cache
   everywhere, and a new leader starts warm, as controller-runtime does); only the Lease holder (``leader.py``) runs
-  the workers that write, and each write first checks that the lease is still held (a write refused for that is
-  looked at again after a retry period while this replica still leads). A work queue keyed by
-  ``(namespace, PodGroup name)`` never runs one key twice at once; failures retry with per-key exponential backoff
-  (0.5 s doubling to 60 s); ``resync_period`` (default 300 s) re-delivers every cached object.
+  the ``settings.workers`` workers of its key loop, and each write first checks that the lease is still held (a
+  write refused for that is looked at again after a retry period while this replica still leads). The work queue,
+  keyed by ``(namespace, PodGroup name)``, never runs one key twice at once; failures retry with per-key exponential
+  backoff (0.5 s doubling to 60 s, jittered); ``resync_period`` (default 300 s) re-delivers every cached object. The
+  gang-object controller runs beside it through the few attributes ``workload_api.GangHost`` names.
 
 Writes use optimistic concurrency: patches carry the ``resourceVersion`` the decision was made on (409 Conflict ->
 decide again on fresher data), deletes carry ``preconditions`` on ``uid`` and ``resourceVersion``. Writes that
@@ -61,9 +65,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
-import random
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -86,14 +90,14 @@ from .claims import (
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ..observability import metrics
 from .events import EventRecorder
-from ..kube.client import KubeError, resolve_proxy_once
-from .leader import LeaderElector, NotLeader, default_identity
+from ..kube.client import resolve_proxy_once
+from .keyloop import KeyLoop
+from .leader import LeaderElector, default_identity
 from ..eventloop import Pacer
 from .multiindex import MultiIndex
-from ..backends.coscheduling.reconcile import Action, decide, describe_spec, spec_changes
+from ..backends.coscheduling.reconcile import decide, describe_spec, spec_changes
 from ..gang.resources import device_class_record, dra_extended_resources, runtime_class_record, runtime_overheads
 from ..kube.watchcache import KubeRaw, Resource, WatchCache, object_key
-from .workqueue import WorkQueue
 from .writes import KeyWrites
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
@@ -108,7 +112,6 @@ __all__ = [
     "watched_kinds",
     "Claim",
     "claim_of",
-    "Action",
     "decide",
     "owner_reference",
     "pod_group_owner",
@@ -202,6 +205,7 @@ class Controller(KeyWrites):
 
     Attributes:
         cache: the :class:`PodGroupView` the admission path uses.
+        loop: the ``keyloop.KeyLoop`` of the PodGroup keys (its work queue, failure counts and reports).
         pod_groups: managed PodGroups; ``other_pod_groups``: the rest; ``workloads``: one cache per watched kind.
         api: the REST client (``api.writes`` counts writes: a follower makes none).
         elector / recorder: leader election and Events.
@@ -233,8 +237,8 @@ class Controller(KeyWrites):
         for wk in table:
             self.workloads[wk.resource] = WatchCache(
                 self.api, wk.resource, label_selector=wk.selector,
-                handlers=[lambda t, o, old, r=wk.resource: self._on_workload(r, t, o, old)],
-                transform=lambda obj, r=wk.resource: workload_record(obj, r, config), **common,
+                handlers=[functools.partial(self._on_workload, wk.resource)],
+                transform=functools.partial(workload_record, resource=wk.resource, config=config), **common,
             )
         #: DeviceClasses (``resource.k8s.io/v1``, cluster-scoped), for the extended resources DRA serves
         #: (KEP-5004): admission and reconcile leave them out of minResources (``resources.countable_min_resources``).
@@ -260,7 +264,7 @@ class Controller(KeyWrites):
         )
         self.recorder = EventRecorder(self.api, s.identity, allowed=self.elector.is_leader)
         self.cache = PodGroupView(self)
-        self._queue = WorkQueue()
+        self.loop = KeyLoop(self._reconcile, s, leading=lambda: self._leading, subject=_subject, log=log)
         self._lead_task: asyncio.Task | None = None
         self._leading = False
         #: True while this replica leads and its workers run (after the caches synced).
@@ -273,8 +277,6 @@ class Controller(KeyWrites):
         self._pg_by_owner: MultiIndex[tuple[str, str], GroupKey] = MultiIndex()
         # Leader-only bookkeeping.
         self._unclaimed_since: dict[GroupKey, float] = {}
-        self._failures: dict[GroupKey, int] = {}
-        self._reported: dict[GroupKey, dict[str, str]] = {}
         self._no_block_owner_deletion: set[str] = set()
         self._kept_for_pods: dict[GroupKey, int] = {}
         self._ahead_since: dict[GroupKey, float] = {}
@@ -371,9 +373,9 @@ class Controller(KeyWrites):
         arrived). A resync of an unchanged record only queues its keys: nothing is recomputed or re-indexed."""
         ns, name = object_key(obj)
         wkey = (resource.api_version, resource.kind, ns, name)
-        claim = obj.get("claim") if event != "DELETED" else None
+        claim: Claim | None = obj.get("claim") if event != "DELETED" else None
         before = self._claims.get(wkey)
-        if claim is not None and claim is before:
+        if claim is before and claim is not None:
             touched = self._touched(claim)
         else:
             touched = set()
@@ -385,7 +387,7 @@ class Controller(KeyWrites):
                 touched |= self._index(wkey, claim)
         if self._leading:
             for key in touched:
-                self._queue.add(key)
+                self.loop.queue.add(key)
 
     def _touched(self, claim: Claim) -> set[GroupKey]:
         touched = set(self._pg_by_owner.get((claim.namespace, claim.identity)))
@@ -417,7 +419,7 @@ class Controller(KeyWrites):
         key = object_key(obj)
         if event == "SYNC":
             if self._leading:
-                self._queue.add(key)
+                self.loop.queue.add(key)
             return
         prior = self._pg_owner.pop(key, None)
         if prior is not None:
@@ -428,17 +430,7 @@ class Controller(KeyWrites):
             self._pg_owner[key] = owner
             self._pg_by_owner.add((key[0], owner), key)
         if self._leading:
-            self._queue.add(key)
-
-    def _claims_for(self, key: GroupKey, pg: JSON | None) -> list[Claim]:
-        wkeys = set(self._by_group.get(key))
-        owner = pod_group_owner(pg, self.config) if pg is not None else None
-        if owner is not None:
-            wkeys |= self._by_identity.get((key[0], owner))
-        return [self._claims[w] for w in sorted(wkeys) if w in self._claims]
-
-    def _pod_group(self, key: GroupKey) -> JSON | None:
-        return self.pod_groups.get(*key) or self.other_pod_groups.get(*key)
+            self.loop.queue.add(key)
 
     def missing_group(self, namespace: str, name: str) -> str | None:
         """See :meth:`PodGroupView.missing`. A dict lookup or three; never an API call, never blocks."""
@@ -448,7 +440,7 @@ class Controller(KeyWrites):
         if self._pod_group(key) is not None or key not in self._by_group:
             return None
         if self._leading:
-            self._queue.add(key)
+            self.loop.queue.add(key)
         return f"PodGroup {namespace}/{name} not found yet; admit is re-creating it"
 
     # ------------------------------------------------------------------ leadership
@@ -468,10 +460,9 @@ class Controller(KeyWrites):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._queue.clear()
+        self.loop.reset()
         self._unclaimed_since.clear()
         self._ahead_since.clear()
-        self._failures.clear()
         self._repeats.clear()
 
     async def _lead(self) -> None:
@@ -493,11 +484,11 @@ class Controller(KeyWrites):
         # building and sorting 40,000 keys in one go held admissions for 50 to 90 ms at 20,000 gang workloads.
         pacer = Pacer()
         for key in (*self.pod_groups.keys(), *self._by_group):
-            self._queue.add(key)
+            self.loop.queue.add(key)
             await pacer.tick()
-        log.info("leading: %d PodGroup keys queued (%d managed PodGroups, %d gang workloads)", len(self._queue),
+        log.info("leading: %d PodGroup keys queued (%d managed PodGroups, %d gang workloads)", len(self.loop.queue),
                  len(self.pod_groups), len(self._claims))
-        workers = [asyncio.create_task(self._worker(), name=f"podgroup worker {i}") for i in range(s.workers)]
+        workers = [asyncio.create_task(self.loop.worker(), name=f"podgroup worker {i}") for i in range(s.workers)]
         self.working = True
         try:
             await asyncio.gather(*workers)
@@ -508,60 +499,10 @@ class Controller(KeyWrites):
                 with contextlib.suppress(asyncio.CancelledError):
                     await w
 
-    async def _worker(self) -> None:
-        while True:
-            key = await self._queue.get()
-            try:
-                await self._reconcile(key)
-                if self._failures.pop(key, None) is not None:
-                    self._resolved(key, "retry")
-            except NotLeader:
-                # The Lease looked lost at the moment of the write; a late renewal can keep this replica leading
-                # (then nothing else will look at this key again): look again after a retry period. A replica that
-                # did lose the Lease clears its queue when it stops leading.
-                if self._leading:
-                    self._queue.add_after(key, self.settings.retry_period)
-            except KubeError as e:
-                self._retry(key, e.message if e.message.startswith("cannot ") else
-                            f"PodGroup {key[0]}/{key[1]}: {e.message}")
-            except Exception as e:  # noqa: BLE001 - one bad object must not stop the controller
-                log.exception("reconcile of PodGroup %s/%s failed", *key)
-                self._retry(key, f"PodGroup {key[0]}/{key[1]}: internal error ({type(e).__name__})")
-            finally:
-                self._queue.done(key)
 
-    def _retry(self, key: GroupKey, why: str) -> None:
-        n = self._failures.get(key, 0) + 1
-        self._failures[key] = n
-        base, maximum = self.settings.retry_backoff
-        delay = min(maximum, base * 2 ** (n - 1)) * (0.75 + random.random() / 4)
-        self._report(key, "retry", f"{why}; retrying with backoff ({base:g}s doubling to {maximum:g}s)")
-        if self._leading:
-            self._queue.add_after(key, delay)
-
-    # ------------------------------------------------------------------ reporting
-
-    def _report(self, key: GroupKey, topic: str, message: str, level: int = logging.WARNING) -> bool:
-        """Log ``message`` unless it is what was last logged for (key, topic); True when logged."""
-        topics = self._reported.setdefault(key, {})
-        if topics.get(topic) == message:
-            return False
-        topics[topic] = message
-        log.log(level, "%s", message)
-        return True
-
-    def _resolved(self, key: GroupKey, topic: str) -> None:
-        topics = self._reported.get(key)
-        if topics is not None:
-            topics.pop(topic, None)
-            if not topics:
-                del self._reported[key]
-
-    def _event(self, regarding: JSON, type_: str, reason: str, action: str, note: str,
-               related: JSON | None = None) -> None:
-        if regarding.get("metadata", {}).get("uid"):
-            self.recorder.record(regarding, type_, reason, action, note, related)
-
+def _subject(key: GroupKey) -> str:
+    """How messages name a key: ``"PodGroup team-a/web"``."""
+    return f"PodGroup {key[0]}/{key[1]}"
 
 
 _MALLOC_TRIM: Any = None

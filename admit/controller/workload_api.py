@@ -3,12 +3,14 @@
 up the objects of each gang (the workload-api backend's scheduling.k8s.io Workload and PodGroup; decisions in
 ``backends/gangobjects.py``; docs/behaviour.md, "The garbage-collector race").
 
-It rides on the PodGroup controller (``admit/controller/podgroups.py``): the same gang-workload watch caches (it adds a
-handler to each, after taking what they already hold), the same Lease (it writes only while that replica leads, and
-checks before every write), the same Event recorder and REST client. Its own caches watch the Workloads and
-PodGroups of the served version (``GangBackend.object_types``), managed by admit and not (a Workload the Job controller made, a hand-written one a
-workload names). A small de-duplicating work queue keyed ``(namespace, name)`` runs one reconcile at a time, with
-per-key exponential backoff on API errors; ``resync_period`` re-delivers everything.
+It runs beside the PodGroup controller (``admit/controller/podgroups.py`` ``Controller``), through the narrow
+:class:`GangHost` interface that controller gives: the same gang-workload watch caches (it adds a handler to each,
+after taking what they already hold), the same Lease (it writes only while that replica leads, and checks before
+every write), the same Event recorder, REST client and settings. Its own caches watch the Workloads and PodGroups of
+the served version (``GangBackend.object_types``), managed by admit and not (a Workload the Job controller made, a
+hand-written one a workload names). The key loop is the PodGroup controller's (``keyloop.KeyLoop``: a
+de-duplicating work queue keyed ``(namespace, name)``, per-key exponential backoff on API errors, each problem
+reported once per change), run here one reconcile at a time; ``resync_period`` re-delivers everything.
 
 A write that the API refuses with 409 (changed since the decision) is decided again on the next event.
 """
@@ -17,29 +19,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..observability import metrics
 from .claims import Claim, claim_of
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, Config
 from ..kube.client import KubeError
 from ..eventloop import Pacer
+from .events import EventRecorder
+from .keyloop import KeyLoop
 from .leader import NotLeader
 from .multiindex import MultiIndex
 from ..gang.plan import get_path
-from ..kube.watchcache import Resource, WatchCache, object_key
-from .workqueue import WorkQueue
+from ..kube.watchcache import KubeRaw, Resource, WatchCache, object_key
+from ..backends.action import Action
 from ..backends.common import object_owner
-from ..backends.gangobjects import Action
 from ..backends.interface import GangBackend
 from ..backends.registry import backend_of
 from ..backends.runtime import APIS, GangDecide, api_of
 
-__all__ = ["NativeClaim", "native_claim_of", "NativeGangController", "GangCacheView", "NativeControllers",
-           "start_native_controller"]
+if TYPE_CHECKING:
+    from .podgroups import ControllerSettings
+
+__all__ = ["NativeClaim", "native_claim_of", "GangHost", "NativeGangController", "GangCacheView",
+           "NativeControllers", "start_native_controller"]
 
 log = logging.getLogger("admit.controller.native")
 JSON = dict[str, Any]
@@ -58,6 +64,26 @@ def native_claim_of(obj: JSON, resource: Resource, config: Config, backend: str 
     that backend (``None`` for any other object; an invalid annotation gives a claim with ``error`` only when the
     object still names that backend, or that is the default)."""
     return claim_of(obj, resource, config, backend=backend)
+
+
+class GangHost(Protocol):
+    """What a gang-object controller uses of the controller it runs beside (``podgroups.Controller`` is one), all of
+    it set up before the gang-object controller is made and only read:
+
+    ``config`` (the settings gangs are read with, unless the gang-object controller is given others), ``api`` (the
+    REST client of its writes and caches), ``settings`` (``resync_period``, ``watch_backoff``, ``slow_retry``,
+    ``retry_period``, ``retry_backoff``, ``orphan_grace_period``, seconds), ``recorder`` (the Events on the gang
+    workloads), ``workloads`` (one cache per watched gang workload kind, of ``claims.workload_record`` records) and
+    ``is_leader()`` (this replica holds the Lease now; checked before every write).
+    """
+
+    config: Config
+    api: KubeRaw
+    settings: ControllerSettings
+    recorder: EventRecorder
+    workloads: dict[Resource, WatchCache]
+
+    def is_leader(self) -> bool: ...
 
 
 class GangCacheView:
@@ -80,16 +106,16 @@ class GangCacheView:
 
 
 class NativeGangController:
-    """See the module docstring. ``main`` is the running-to-be ``controller.Controller`` (its ``api``,
-    ``settings``, ``workloads`` caches, ``recorder`` and ``is_leader`` are used); ``backend`` the gang backend whose
-    objects it keeps (``interface.GangBackend``) and ``decide`` its pure decision (``runtime.BackendAPI.decide``;
-    default: the workload-api backend's)."""
+    """See the module docstring. ``host`` is the :class:`GangHost` it runs beside (the PodGroup controller,
+    ``podgroups.Controller``, before or after it starts); ``config`` other settings than the host's; ``backend`` the
+    gang backend whose objects it keeps (``interface.GangBackend``) and ``decide`` its pure decision
+    (``runtime.BackendAPI.decide``; default: the workload-api backend's)."""
 
-    def __init__(self, main: Any, config: Config | None = None, backend: GangBackend | None = None,
+    def __init__(self, host: GangHost, config: Config | None = None, backend: GangBackend | None = None,
                  decide: GangDecide | None = None) -> None:
-        self.main = main
-        self.config: Config = config or main.config
-        self.api = main.api
+        self.host = host
+        self.config: Config = config or host.config
+        self.api = host.api
         self.backend = backend if backend is not None else backend_of(WORKLOAD_API)
         decide = decide if decide is not None else api_of(self.backend.name).decide
         assert decide is not None, f"backend {self.backend.name} has no controller decision"
@@ -97,7 +123,7 @@ class NativeGangController:
         #: ``below_min_count(pod_group, pods) -> (scheduled, pending, minCount) | None`` of the backend's API half
         #: (``runtime.BackendAPI``), or ``None``: no count of the gangs that broke after they were scheduled.
         self._below_min_count = api_of(self.backend.name).below_min_count if self.backend.name in APIS else None
-        s = main.settings
+        s = host.settings
         self.resources = {t.kind: Resource(t.group, t.version, t.plural, t.kind)
                           for t in self.backend.object_types(self.config)}
         self.kinds = tuple(self.resources)
@@ -112,12 +138,11 @@ class NativeGangController:
         self._claims: dict[WKey, NativeClaim] = {}
         self._by_group: MultiIndex[Key, WKey] = MultiIndex()
         self._by_identity: MultiIndex[tuple[str, str], WKey] = MultiIndex()
-        self._queue = WorkQueue()
-        self._task: asyncio.Task | None = None
+        self.loop = KeyLoop(self._reconcile, s, leading=lambda: self._leading,
+                            subject=functools.partial(_subject, self.backend.name), log=log)
+        self._task: asyncio.Task[None] | None = None
         self._leading = False
         self._unclaimed_since: dict[Key, float] = {}
-        self._failures: dict[Key, int] = {}
-        self._reported: dict[Key, str] = {}
         #: Seconds between two counts of the gangs that broke after they were scheduled (:meth:`check_quorum`).
         self.quorum_period: float = s.resync_period
         self._quorum_at = 0.0
@@ -125,10 +150,10 @@ class NativeGangController:
         self._noticed: dict[Key, str] = {}  # the operator notice last recorded per gang (once per change)
         #: Actions taken, ``(action kind, object kind, key)``, newest last (tests, debugging).
         self.actions: list[tuple[str, str, Key]] = []
-        for resource, cache in main.workloads.items():  # what the caches hold already, then every change
+        for resource, cache in host.workloads.items():  # what the caches hold already, then every change
             for obj in cache.items():
                 self._on_workload(resource, "ADDED", obj, None)
-            cache.add_handler(lambda t, o, old, r=resource: self._on_workload(r, t, o, old))
+            cache.add_handler(functools.partial(self._on_workload, resource))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -146,7 +171,7 @@ class NativeGangController:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._queue.clear()
+        self.loop.queue.clear()
         for cache in (*self.managed.values(), *self.others.values()):
             await cache.stop()
 
@@ -181,7 +206,7 @@ class NativeGangController:
                 self._by_identity.add((ns, claim.identity), wkey)
         if self._leading:
             for key in touched:
-                self._queue.add(key)
+                self.loop.queue.add(key)
 
     def _unindex(self, wkey: WKey, claim: NativeClaim) -> set[Key]:
         touched: set[Key] = set()
@@ -193,7 +218,7 @@ class NativeGangController:
 
     def _on_object(self, event: str, obj: JSON, old: JSON | None) -> None:
         if self._leading:
-            self._queue.add(object_key(obj))
+            self.loop.queue.add(object_key(obj))
 
     def _objects(self, key: Key) -> dict[str, JSON | None]:
         return {kind: self.get_native(kind, *key) for kind in self.kinds}
@@ -212,25 +237,11 @@ class NativeGangController:
         return all(c.synced for c in (*self.managed.values(), *self.others.values()))
 
     async def _run(self) -> None:
-        period = max(0.05, min(1.0, self.main.settings.retry_period))
+        """Follow the Lease (:meth:`_follow_lease`), count the broken gangs every :attr:`quorum_period` while
+        leading, and reconcile the queued keys one at a time (``KeyLoop.process``)."""
+        period = max(0.05, min(1.0, self.host.settings.retry_period))
         while True:
-            leading = self.main.is_leader() and self._synced()
-            if leading and not self._leading:
-                self._leading = True
-                # In list order, giving the loop back every few milliseconds (the queue drops repeats).
-                pacer = Pacer()
-                for key in (*self._by_group, *(k for c in self.managed.values() for k in c.keys())):
-                    self._queue.add(key)
-                    await pacer.tick()
-                log.info("%s gang controller leading: %d gang keys queued", self.backend.name, len(self._queue))
-            elif not leading and self._leading:
-                self._leading = False
-                self._queue.clear()
-                self._unclaimed_since.clear()
-                self._failures.clear()
-                self._below.clear()
-                self._quorum_at = 0.0
-                metrics.native_gangs_below_min_count(0)
+            await self._follow_lease()
             if self._leading and self._below_min_count is not None and \
                     time.monotonic() - self._quorum_at >= self.quorum_period:
                 self._quorum_at = time.monotonic()
@@ -243,44 +254,44 @@ class NativeGangController:
                 continue
             try:
                 async with asyncio.timeout(period):
-                    key = await self._queue.get()
+                    key = await self.loop.queue.get()
             except TimeoutError:
                 continue
-            try:
-                await self._reconcile(key)
-                self._failures.pop(key, None)
-            except NotLeader:
-                pass
-            except KubeError as e:
-                self._retry(key, f"{key[0]}/{key[1]}: {e.message}")
-            except Exception as e:  # noqa: BLE001 - one bad object must not stop the controller
-                log.exception("reconcile of %s gang %s/%s failed", self.backend.name, *key)
-                self._retry(key, f"{key[0]}/{key[1]}: internal error ({type(e).__name__})")
-            finally:
-                self._queue.done(key)
+            await self.loop.process(key)
 
-    def _retry(self, key: Key, why: str) -> None:
-        n = self._failures.get(key, 0) + 1
-        self._failures[key] = n
-        base, maximum = self.main.settings.retry_backoff
-        delay = min(maximum, base * 2 ** (n - 1)) * (0.75 + random.random() / 4)
-        self._report(key, f"{self.backend.name} gang {why}; retrying in {delay:.1f}s")
-        self._queue.add_after(key, delay)
+    async def _follow_lease(self) -> None:
+        """Start leading once the host holds the Lease and this controller's caches synced (queue every gang key,
+        giving the event loop back every few milliseconds); stop when the Lease is gone (forget the queue and the
+        leader-only bookkeeping)."""
+        leading = self.host.is_leader() and self._synced()
+        if leading and not self._leading:
+            self._leading = True
+            # In list order (the queue drops repeats).
+            pacer = Pacer()
+            for key in (*self._by_group, *(k for c in self.managed.values() for k in c.keys())):
+                self.loop.queue.add(key)
+                await pacer.tick()
+            log.info("%s gang controller leading: %d gang keys queued", self.backend.name, len(self.loop.queue))
+        elif not leading and self._leading:
+            self._leading = False
+            self.loop.reset()
+            self._unclaimed_since.clear()
+            self._below.clear()
+            self._quorum_at = 0.0
+            metrics.native_gangs_below_min_count(0)
 
     def _report(self, key: Key, message: str) -> bool:
-        if self._reported.get(key) == message:
-            return False
-        self._reported[key] = message
-        log.warning("%s", message)
-        return True
+        """Log ``message`` unless it is what was last reported for the gang (one topic per gang, cleared by each
+        reconcile that finds nothing to wait for or report; True when logged)."""
+        return self.loop.report(key, "gang", message)
 
     def _event(self, claim: NativeClaim | None, type_: str, reason: str, action: str, note: str,
                related: JSON | None = None) -> None:
         if claim is not None and claim.uid:
-            self.main.recorder.record(claim.workload, type_, reason, action, note, related)
+            self.host.recorder.record(claim.workload, type_, reason, action, note, related)
 
     def _check_leader(self) -> None:
-        if not self.main.is_leader():
+        if not self.host.is_leader():
             raise NotLeader()
 
     async def _reconcile(self, key: Key) -> None:
@@ -289,7 +300,7 @@ class NativeGangController:
         now = time.monotonic()
         actions = self.decide(key, objects, claims, self.config, now=now,
                                 unclaimed_since=self._unclaimed_since.get(key),
-                                grace=self.main.settings.orphan_grace_period)
+                                grace=self.host.settings.orphan_grace_period)
         if any(a.unclaimed for a in actions):
             self._unclaimed_since.setdefault(key, now)
         else:
@@ -304,7 +315,7 @@ class NativeGangController:
                 self._event(c, "Normal", "OperatorSetting", "Reconcile", c.notice)
         if not any(a.kind in ("delete", "wait", "immutable", "priority") for a in actions) and not any(
                 c.problem for c in claims):
-            self._reported.pop(key, None)
+            self.loop.forget(key)
         for action in actions:
             self.actions.append((action.kind, action.object_kind, key))
             await self._do(key, action)
@@ -314,7 +325,7 @@ class NativeGangController:
         what = f"{action.object_kind} {ns}/{name}"
         resource = self.resources.get(action.object_kind)
         if action.kind == "wait":
-            self._queue.add_after(key, action.delay)
+            self.loop.queue.add_after(key, action.delay)
             return
         if action.kind in ("conflict", "invalid", "foreign", "immutable", "priority"):
             if self._report(key, action.message):
@@ -327,25 +338,27 @@ class NativeGangController:
             return
         if action.kind == "delete":
             if action.object_kind == self.kinds[-1] and await self._pods_using(key):
-                self._queue.add_after(key, self.main.settings.orphan_grace_period)
+                self.loop.queue.add_after(key, self.host.settings.orphan_grace_period)
                 return
             await self._delete(resource, key, action.uid)
             log.info("deleted %s: %s", what, action.message)
             metrics.native_gang(action.object_kind, "orphan_deleted")
             return
+        claim = action.claim
+        assert claim is not None, f"{action.kind} {what} without a claim"  # decide_objects writes only for one
         if action.kind == "create":
             self._check_leader()
             try:
                 created = await self.api.request("POST", resource.path(ns), body=action.body)
             except KubeError as e:
                 if e.status == 409:  # our cache is behind: its event brings the key back
-                    self._queue.add_after(key, 0.05)
+                    self.loop.queue.add_after(key, 0.05)
                     return
                 raise
-            log.info("created %s for %s (%s)", what, action.claim.ref, ", ".join(action.changes))
+            log.info("created %s for %s (%s)", what, claim.ref, ", ".join(action.changes))
             metrics.native_gang(action.object_kind, "created")
-            self._event(action.claim, "Normal", f"{action.object_kind}Created", "Create",
-                        f"created {what} ({', '.join(action.changes)}); owned by this {action.claim.kind}",
+            self._event(claim, "Normal", f"{action.object_kind}Created", "Create",
+                        f"created {what} ({', '.join(action.changes)}); owned by this {claim.kind}",
                         related=created)
             return
         self._check_leader()  # patch: adopt and/or minCount (v1beta1)
@@ -354,17 +367,17 @@ class NativeGangController:
                                              content_type="application/json-patch+json")
         except KubeError as e:
             if e.status in (404, 409, 422):  # gone or changed since the decision: decide again
-                self._queue.add_after(key, 0.05)
+                self.loop.queue.add_after(key, 0.05)
                 return
             raise
         if action.adopt:
-            log.info("adopted %s: owner %s uid %s", what, action.claim.ref, action.claim.uid)
+            log.info("adopted %s: owner %s uid %s", what, claim.ref, claim.uid)
             metrics.native_gang(action.object_kind, "adopted")
-            self._event(action.claim, "Normal", f"{action.object_kind}Adopted", "Adopt",
-                        f"{what} is now owned by this {action.claim.kind}: the garbage collector deletes it with the "
-                        f"{action.claim.kind}", related=patched)
+            self._event(claim, "Normal", f"{action.object_kind}Adopted", "Adopt",
+                        f"{what} is now owned by this {claim.kind}: the garbage collector deletes it with the "
+                        f"{claim.kind}", related=patched)
         if action.changes:
-            log.info("updated %s for %s: %s", what, action.claim.ref, "; ".join(action.changes))
+            log.info("updated %s for %s: %s", what, claim.ref, "; ".join(action.changes))
             metrics.native_gang(action.object_kind, "patched")
 
     async def _delete(self, resource: Resource, key: Key, uid: str | None) -> None:
@@ -446,6 +459,11 @@ class NativeGangController:
                    and get_path(pod, ("status", "phase")) not in ("Succeeded", "Failed"))
 
 
+def _subject(backend: str, key: Key) -> str:
+    """How messages name a gang's key: ``"workload-api gang team-a/web"``."""
+    return f"{backend} gang {key[0]}/{key[1]}"
+
+
 class NativeControllers:
     """The started gang-object controllers, one per enabled and served backend that has one."""
 
@@ -461,15 +479,15 @@ class NativeControllers:
         return GangCacheView(cache, *self.controllers)
 
 
-async def start_native_controller(main: Any, config: Config | None = None) -> NativeControllers | None:
-    """Start a gang-object controller beside ``main`` (a started ``controller.Controller``) for each enabled backend
+async def start_native_controller(host: GangHost, config: Config | None = None) -> NativeControllers | None:
+    """Start a gang-object controller beside ``host`` (a started ``podgroups.Controller``) for each enabled backend
     that is served (``GangBackend.served``) and whose API half has a ``decide`` (the ``workload-api`` backend
-    when the API server serves it); ``None`` when there is none. ``config``: other settings than ``main``'s (a
+    when the API server serves it); ``None`` when there is none. ``config``: other settings than ``host``'s (a
     Workload API version found by ``discovery.Rediscovery`` after an upgrade)."""
-    config = config or main.config
+    config = config or host.config
     started: list[NativeGangController] = []
     for name in sorted(config.allowed_backends):
         backend, api = backend_of(name), api_of(name)
         if api.decide is not None and backend.served(config):
-            started.append(await NativeGangController(main, config, backend, api.decide).start())
+            started.append(await NativeGangController(host, config, backend, api.decide).start())
     return NativeControllers(started) if started else None

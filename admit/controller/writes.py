@@ -3,7 +3,8 @@ on the Lease holder's workers: decide (``backends.coscheduling.reconcile.decide`
 read the workload live before a write that sets an owner, changes a spec or deletes, then create / patch / delete
 with optimistic concurrency (``resourceVersion``, delete ``preconditions``), and slow down a write that something
 keeps undoing. The rules are in ``podgroups``' module docstring; the state it reads (caches, indexes, the raw client,
-settings) is set up by ``podgroups.Controller``.
+settings, declared on :class:`KeyWrites`) is set up by ``podgroups.Controller``, whose key loop (``keyloop.KeyLoop``)
+runs :meth:`KeyWrites._reconcile` for each key, retries what it raises and keeps the once-per-change reports.
 """
 
 from __future__ import annotations
@@ -11,17 +12,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import random
 import time
-from typing import Any
+from collections import deque
+from typing import TYPE_CHECKING, Any
 
-from ..backends.coscheduling.reconcile import Action, decide
+from ..backends.action import Action
+from ..backends.coscheduling.reconcile import decide
+from ..config import Config
 from ..gang.resources import ResourceError, countable_min_resources, with_runtime_overhead
 from ..kube.client import KubeError, namespace_terminating
-from ..kube.watchcache import Resource
+from ..kube.watchcache import KubeRaw, Resource, WatchCache
 from ..observability import metrics
 from .claims import PODS, Claim, claim_of, pod_group_owner
-from .leader import NotLeader
+from .events import EventRecorder
+from .keyloop import KeyLoop
+from .leader import LeaderElector, NotLeader
+from .multiindex import MultiIndex
+
+if TYPE_CHECKING:
+    from .podgroups import ControllerSettings
 
 
 log = logging.getLogger("admit.controller")
@@ -54,9 +63,61 @@ def _countable(claim: Claim, served: dict[str, str], overheads: dict[str, dict[s
     return dataclasses.replace(claim, plan=dataclasses.replace(plan, min_resources=kept))
 
 
+WKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a gang workload
+
+
 class KeyWrites:
-    """The one-key half of :class:`admit.controller.podgroups.Controller` (a mixin: it uses the controller's caches,
-    indexes, ``raw`` client, ``config`` and ``settings``)."""
+    """The one-key half of :class:`admit.controller.podgroups.Controller` (a mixin): what it reads and keeps is
+    declared below and set up by the controller's ``__init__``; the key's reports and retries go through
+    :attr:`loop` (``keyloop.KeyLoop``)."""
+
+    # What the controller sets up (podgroups.Controller.__init__).
+    config: Config
+    settings: ControllerSettings
+    api: KubeRaw
+    pod_group_resource: Resource
+    pod_groups: WatchCache
+    other_pod_groups: WatchCache
+    workloads: dict[Resource, WatchCache]
+    elector: LeaderElector
+    recorder: EventRecorder
+    loop: KeyLoop
+    dra_extended_resources: dict[str, str]
+    runtime_overheads: dict[str, dict[str, str]]
+    # The claim indexes (kept on every replica from the caches' events).
+    _claims: dict[WKey, Claim]
+    _by_group: MultiIndex[GroupKey, WKey]
+    _by_identity: MultiIndex[tuple[str, str], WKey]
+    # Leader-only bookkeeping (podgroups.Controller.__init__ says what each is).
+    _unclaimed_since: dict[GroupKey, float]
+    _ahead_since: dict[GroupKey, float]
+    _kept_for_pods: dict[GroupKey, int]
+    _repeats: dict[GroupKey, tuple[str, int, float, float]]
+    _no_block_owner_deletion: set[str]
+    stale_skips: int
+    reconciles: int
+    actions: deque[tuple[str, GroupKey]]
+
+    # ------------------------------------------------------------------ what one key's decision reads
+
+    def _claims_for(self, key: GroupKey, pg: JSON | None) -> list[Claim]:
+        """The claims on ``key``: the stored workloads whose plan names it, and those whose identity is the
+        PodGroup's owner annotation (a workload whose annotations became invalid still protects its group)."""
+        wkeys = set(self._by_group.get(key))
+        owner = pod_group_owner(pg, self.config) if pg is not None else None
+        if owner is not None:
+            wkeys |= self._by_identity.get((key[0], owner))
+        return [self._claims[w] for w in sorted(wkeys) if w in self._claims]
+
+    def _pod_group(self, key: GroupKey) -> JSON | None:
+        """The cached PodGroup ``key``, managed or not (``None``: neither cache has it)."""
+        return self.pod_groups.get(*key) or self.other_pod_groups.get(*key)
+
+    def _event(self, regarding: JSON, type_: str, reason: str, action: str, note: str,
+               related: JSON | None = None) -> None:
+        """Record an Event on ``regarding`` (a workload reference or a PodGroup) unless it has no uid."""
+        if regarding.get("metadata", {}).get("uid"):
+            self.recorder.record(regarding, type_, reason, action, note, related)
 
     # ------------------------------------------------------------------ one key
 
@@ -97,37 +158,37 @@ class KeyWrites:
             return
         self.actions.append((action.kind, key))
         if pg is None and not claims:
-            self._reported.pop(key, None)
+            self.loop.forget(key)
             self._kept_for_pods.pop(key, None)
         current: set[str] = set()
         for other, message in action.others:
             current.add(f"other:{other.identity}")
-            if self._report(key, f"other:{other.identity}", message):
+            if self.loop.report(key, f"other:{other.identity}", message):
                 self._event(other.workload, "Warning", "PodGroupNameTaken", "Reconcile", message)
         for c in claims:
             if c.problem:
                 current.add(f"problem:{c.identity}")
-                if self._report(key, f"problem:{c.identity}", f"{c.ref}: {c.problem}"):
+                if self.loop.report(key, f"problem:{c.identity}", f"{c.ref}: {c.problem}"):
                     self._event(c.workload, "Warning", "GangBelowMinMember", "Reconcile", c.problem)
             if c.notice:
                 current.add(f"notice:{c.identity}")
-                if self._report(key, f"notice:{c.identity}", f"{c.ref}: {c.notice}", level=logging.INFO):
+                if self.loop.report(key, f"notice:{c.identity}", f"{c.ref}: {c.notice}", level=logging.INFO):
                     self._event(c.workload, "Normal", "OperatorSetting", "Reconcile", c.notice)
-        for topic in [t for t in self._reported.get(key, {}) if t.startswith(("other:", "problem:", "notice:"))]:
+        for topic in [t for t in self.loop.topics(key) if t.startswith(("other:", "problem:", "notice:"))]:
             if topic not in current:
-                self._resolved(key, topic)  # fixed: report it again if it comes back
+                self.loop.resolved(key, topic)  # fixed: report it again if it comes back
         if action.kind not in ("conflict", "invalid", "foreign"):
             for topic in ("conflict", "invalid", "foreign"):
-                self._resolved(key, topic)
+                self.loop.resolved(key, topic)
         handler = {
             "create": self._create, "patch": self._patch, "delete": self._delete,
         }.get(action.kind)
         if handler is not None:
             await handler(key, action, depth)
         elif action.kind == "wait":
-            self._queue.add_after(key, action.delay)
+            self.loop.queue.add_after(key, action.delay)
         elif action.kind in ("conflict", "invalid", "foreign"):
-            if self._report(key, action.kind, action.message) and action.claim is not None:
+            if self.loop.report(key, action.kind, action.message) and action.claim is not None:
                 reason = {"conflict": "PodGroupConflict", "invalid": "InvalidGangAnnotation",
                           "foreign": "PodGroupNotManaged"}[action.kind]
                 if action.claim.held:
@@ -164,9 +225,10 @@ class KeyWrites:
                 return fresh
             why = "no longer claims it"
         self.stale_skips += 1
-        self._report(key, "stale", f"PodGroup {key[0]}/{key[1]}: not writing for {claim.ref}, which {why} on the "
-                                   "server (the watch is behind); looking again when it catches up", logging.INFO)
-        self._queue.add_after(key, self._backoff(key))
+        self.loop.report(key, "stale", f"PodGroup {key[0]}/{key[1]}: not writing for {claim.ref}, which {why} on "
+                                        "the server (the watch is behind); looking again when it catches up",
+                         logging.INFO)
+        self.loop.queue.add_after(key, self.loop.backoff(key))
         return None
 
     def _resource_of(self, claim: Claim) -> Resource | None:
@@ -175,12 +237,6 @@ class KeyWrites:
             if resource.api_version == api_version and resource.kind == kind:
                 return resource
         return None
-
-    def _backoff(self, key: GroupKey) -> float:
-        n = self._failures.get(key, 0) + 1
-        self._failures[key] = n
-        base, maximum = self.settings.retry_backoff
-        return min(maximum, base * 2 ** (n - 1)) * (0.75 + random.random() / 4)
 
     @staticmethod
     def _signature(action: Action) -> str:
@@ -199,7 +255,7 @@ class KeyWrites:
         now = time.monotonic()
         if prior[0] != self._signature(action) or now - prior[2] > self.settings.repeat_window or now >= prior[3]:
             return False
-        self._queue.add_after(key, prior[3] - now)
+        self.loop.queue.add_after(key, prior[3] - now)
         return True
 
     def _wrote(self, key: GroupKey, action: Action) -> None:
@@ -215,15 +271,15 @@ class KeyWrites:
         delay = min(maximum, base * 2 ** (count - 2))
         self._repeats[key] = (signature, count, now, now + delay)
         if count >= 3:
-            self._report(key, "repeat", f"PodGroup {key[0]}/{key[1]}: the same {action.kind} was needed {count} times; "
-                                    f"something undoes it, so it is repeated with back-off (next after "
-                                    f"{delay:.1f}s)")
+            self.loop.report(key, "repeat", f"PodGroup {key[0]}/{key[1]}: the same {action.kind} was needed {count} "
+                                             f"times; something undoes it, so it is repeated with back-off (next "
+                                             f"after {delay:.1f}s)")
 
     async def _refetch(self, key: GroupKey, depth: int) -> None:
         """Our cache is behind the server (409 on create or patch): decide again on the stored object."""
         fetched = await self._get(key)
         if fetched is None or depth > 0:
-            self._queue.add_after(key, 0.05)
+            self.loop.queue.add_after(key, 0.05)
             return
         await self._reconcile(key, fetched, depth + 1)
 
@@ -238,14 +294,14 @@ class KeyWrites:
             if e.status == 409:
                 return await self._refetch(key, depth)
             if namespace_terminating(e):  # the namespace and the workload in it are going: nothing to re-create
-                self._report(key, "terminating", f"PodGroup {key[0]}/{key[1]} not re-created for {claim.ref}: its "
-                                                 "namespace is being deleted", logging.INFO)
+                self.loop.report(key, "terminating", f"PodGroup {key[0]}/{key[1]} not re-created for {claim.ref}: "
+                                                      "its namespace is being deleted", logging.INFO)
                 return None
             if self._blocked_owner_deletion(e, claim):
                 return await self._create(key, action, depth)
             raise self._fail(claim, key, e, f"cannot create PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
-        self._resolved(key, "fail")
-        self._resolved(key, "terminating")
+        self.loop.resolved(key, "fail")
+        self.loop.resolved(key, "terminating")
         self._wrote(key, action)
         log.info("created PodGroup %s/%s for %s (%s), owned by uid %s", key[0], key[1], claim.ref,
                  ", ".join(action.changes), claim.uid)
@@ -268,12 +324,12 @@ class KeyWrites:
             if e.status == 409:  # changed since we decided (resourceVersion precondition)
                 return await self._refetch(key, depth)
             if e.status == 404:  # deleted meanwhile: its DELETED event brings it back here
-                self._queue.add_after(key, 0.05)
+                self.loop.queue.add_after(key, 0.05)
                 return
             if self._blocked_owner_deletion(e, claim):
                 return await self._patch(key, action, depth)
             raise self._fail(claim, key, e, f"cannot update PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
-        self._resolved(key, "fail")
+        self.loop.resolved(key, "fail")
         self._wrote(key, action)
         if action.adopt:
             log.info("adopted PodGroup %s/%s: owner %s uid %s", key[0], key[1], claim.ref, claim.uid)
@@ -297,18 +353,18 @@ class KeyWrites:
         owner_kinds = [r for r in self.workloads if (r.group, r.kind) == (group, owner_kind)]
         unknown = [r.label for r in owner_kinds if not (self.workloads[r].current or self.workloads[r].absent)]
         if unknown:
-            self._report(key, "delete", f"PodGroup {key[0]}/{key[1]} looks unclaimed, but {', '.join(unknown)} "
-                                        f"cannot be listed; not deleting it", logging.INFO)
-            self._queue.add_after(key, self.settings.orphan_grace_period)
+            self.loop.report(key, "delete", f"PodGroup {key[0]}/{key[1]} looks unclaimed, but {', '.join(unknown)} "
+                                             f"cannot be listed; not deleting it", logging.INFO)
+            self.loop.queue.add_after(key, self.settings.orphan_grace_period)
             return
         holder = await self._live_owner(key, owner, owner_kinds)
         if holder is not None:
             self.stale_skips += 1
-            self._report(key, "delete", f"PodGroup {key[0]}/{key[1]} looks unclaimed in the cache, but {holder} "
-                                        "claims it on the server (its watch is behind); not deleting it",
-                         logging.INFO)
+            self.loop.report(key, "delete", f"PodGroup {key[0]}/{key[1]} looks unclaimed in the cache, but {holder} "
+                                             "claims it on the server (its watch is behind); not deleting it",
+                             logging.INFO)
             self._unclaimed_since.pop(key, None)
-            self._queue.add_after(key, self.settings.orphan_grace_period)
+            self.loop.queue.add_after(key, self.settings.orphan_grace_period)
             return
         users = await self._pods_using(key)
         if users:
@@ -316,7 +372,7 @@ class KeyWrites:
                 self._kept_for_pods[key] = users
                 log.info("PodGroup %s/%s has no stored workload but live pods still carry its label; keeping it",
                          key[0], key[1])
-            self._queue.add_after(key, self.settings.orphan_grace_period)
+            self.loop.queue.add_after(key, self.settings.orphan_grace_period)
             return
         self._kept_for_pods.pop(key, None)
         meta = pg.get("metadata") or {}
@@ -329,7 +385,7 @@ class KeyWrites:
             if e.status == 404:
                 return
             if e.status == 409:
-                self._queue.add_after(key, 0.05)
+                self.loop.queue.add_after(key, 0.05)
                 return
             raise
         self._unclaimed_since.pop(key, None)
@@ -409,8 +465,6 @@ class KeyWrites:
     def _fail(self, claim: Claim, key: GroupKey, error: KubeError, message: str) -> KubeError:
         """A Warning Event on the workload, once per distinct failure; returns the error to raise (the retry logs
         its message)."""
-        topics = self._reported.setdefault(key, {})
-        if topics.get("fail") != message:
-            topics["fail"] = message
+        if self.loop.record(key, "fail", message):
             self._event(claim.workload, "Warning", "PodGroupSyncFailed", "Reconcile", message)
         return KubeError(error.status, error.reason, message)

@@ -412,7 +412,7 @@ async def test_a_dra_gpu_deployment_gets_a_pod_group_without_the_gpus_and_the_co
     await eventually(lambda: fake.get(PG_API, "podgroups", "serving", "vllm")["metadata"].get("ownerReferences"))
     assert fake.get(PG_API, "podgroups", "serving", "vllm")["metadata"]["ownerReferences"] == [owner_reference(stored)]
     reconciles = controller.reconciles
-    controller._queue.add(("serving", "vllm"))  # one more pass over the key: it must find nothing to change
+    controller.loop.queue.add(("serving", "vllm"))  # one more pass over the key: it must find nothing to change
     await eventually(lambda: controller.reconciles > reconciles)
     assert fake.get(PG_API, "podgroups", "serving", "vllm")["spec"]["minResources"] == {"cpu": "16", "memory": "64Gi"}
 

@@ -1,4 +1,5 @@
-"""The pure reconcile decision of the PodGroup controller: (PodGroup, claims, clock) -> one :class:`Action`.
+"""The pure reconcile decision of the PodGroup controller: (PodGroup, claims, clock) -> one
+:class:`admit.backends.action.Action`.
 
 Create, patch (adopt and/or keep the spec in step), delete, wait, or report a conflict / an invalid annotation /
 a PodGroup that looks managed but is not admit's. Tested without HTTP (``tests/controller/test_controller.py``); the loop that
@@ -14,17 +15,17 @@ it put the spec back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from ...gang.claim import Claim
+from ..action import Action
 from ...config import Config
 from ...gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
 from ..common import not_admits_message
 from ..common import object_owner as pod_group_owner
 from .podgroup import desired_pod_group, generation_patch, ownership, pod_group_generation, spec_differs, spec_json_patch
 
-__all__ = ["Action", "decide", "spec_changes", "describe_spec", "is_managed"]
+__all__ = ["decide", "spec_changes", "describe_spec", "is_managed"]
 
 JSON = dict[str, Any]
 GroupKey = tuple[str, str]  # (namespace, PodGroup name)
@@ -32,7 +33,8 @@ GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 
 def spec_changes(pg: JSON, desired_spec: JSON) -> list[str]:
     """Human list of the managed spec fields that differ: ``["minMember 3 -> 5"]``."""
-    spec = pg.get("spec") if isinstance(pg.get("spec"), dict) else {}
+    found = pg.get("spec")
+    spec: JSON = found if isinstance(found, dict) else {}
     out = []
     for key in ("minMember", "minResources", "scheduleTimeoutSeconds"):
         have, want = spec.get(key), desired_spec.get(key)
@@ -48,36 +50,6 @@ def spec_changes(pg: JSON, desired_spec: JSON) -> list[str]:
 def describe_spec(spec: JSON) -> list[str]:
     """Human list of a PodGroup spec's fields: ``["minMember 3", "minResources {'cpu': '3'}"]``."""
     return [f"{k} {spec[k]}" for k in ("minMember", "minResources", "scheduleTimeoutSeconds") if k in spec]
-
-
-@dataclass(slots=True)
-class Action:
-    """What :func:`decide` says to do with one PodGroup key.
-
-    Attributes:
-        kind: ``"none"``, ``"create"`` (``body``; ``changes`` describes its spec), ``"patch"`` (``ops``; ``adopt``
-            and/or ``changes``),
-            ``"delete"``, ``"wait"`` (unclaimed, within the grace period: look again in ``delay`` seconds),
-            ``"conflict"`` or ``"invalid"`` (report ``message``; write nothing), ``"foreign"`` (a PodGroup that looks
-            managed but has no valid owner annotation: report, never touch).
-        claim: the claim acted for (``None`` for orphans).
-        unclaimed: no stored workload claims the PodGroup (grace-period bookkeeping).
-        ahead: the PodGroup's spec was written (by the webhook) from a newer workload generation than the cached
-            one; ``wait`` for the workload's event (grace-period bookkeeping, like ``unclaimed``).
-        others: other claims on the same name, each with the message that says why it is ignored.
-    """
-
-    kind: str
-    claim: Claim | None = None
-    body: JSON | None = None
-    ops: list[JSON] = field(default_factory=list)
-    adopt: bool = False
-    changes: list[str] = field(default_factory=list)
-    delay: float = 0.0
-    message: str = ""
-    unclaimed: bool = False
-    ahead: bool = False
-    others: list[tuple[Claim, str]] = field(default_factory=list)
 
 
 def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, *, now: float,
@@ -117,21 +89,21 @@ def _claimed(pg_ref: str, pg: JSON | None, owner: str | None, chosen: Claim, oth
     plan = chosen.plan
     assert plan is not None
     if chosen.deleting:
-        return Action("none", chosen, message=f"{chosen.ref} is being deleted", others=others)
+        return Action("none", claim=chosen, message=f"{chosen.ref} is being deleted", others=others)
     desired = desired_pod_group(plan, config, chosen.generation)
     if pg is None:
         if not plan.shared:
             desired["metadata"]["ownerReferences"] = [owner_reference(chosen.workload)]
-        return Action("create", chosen, body=desired, changes=describe_spec(desired["spec"]), others=others)
+        return Action("create", claim=chosen, body=desired, changes=describe_spec(desired["spec"]), others=others)
     if (pg.get("metadata") or {}).get("deletionTimestamp"):
-        return Action("none", chosen, message=f"{pg_ref} is being deleted", others=others)
+        return Action("none", claim=chosen, message=f"{pg_ref} is being deleted", others=others)
     if is_managed(pg) and owner is None:
-        return Action("foreign", chosen, message=not_admits_message(pg_ref, config), others=others)
+        return Action("foreign", claim=chosen, message=not_admits_message(pg_ref, config), others=others)
     own = ownership(pg, plan, config, chosen.explicit, sharing)
     if own.action == "conflict":
-        return Action("conflict", chosen, message=f"{chosen.ref}: {own.message}", others=others)
+        return Action("conflict", claim=chosen, message=f"{chosen.ref}: {own.message}", others=others)
     if own.action != "manage":
-        return Action("none", chosen, message=own.action, others=others)  # "use" / "operator": leave it as it is
+        return Action("none", claim=chosen, message=own.action, others=others)  # "use" / "operator": leave it
     return _in_step(pg_ref, pg, desired, chosen, others, config, now=now, grace=grace, ahead_since=ahead_since)
 
 
@@ -152,18 +124,18 @@ def _in_step(pg_ref: str, pg: JSON, desired: JSON, chosen: Claim, others: list[t
         if stamp is not None and chosen.generation is not None and stamp > chosen.generation:
             waited = 0.0 if ahead_since is None else now - ahead_since
             if waited < grace:
-                return Action("wait", chosen, delay=grace - waited, ahead=True, others=others,
+                return Action("wait", claim=chosen, delay=grace - waited, ahead=True, others=others,
                               message=f"{pg_ref} was written from generation {stamp} of {chosen.ref}; the "
                                       f"cached one is generation {chosen.generation}: waiting for it")
         changes = spec_changes(pg, desired["spec"])
         ops.extend(spec_json_patch(pg, desired["spec"]))
         ops.extend(generation_patch(pg, chosen.generation, config))
     if not ops:
-        return Action("none", chosen, others=others)
+        return Action("none", claim=chosen, others=others)
     rv = (pg.get("metadata") or {}).get("resourceVersion")
     if rv:
         ops.append({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
-    return Action("patch", chosen, ops=ops, adopt=adopt, changes=changes, others=others)
+    return Action("patch", claim=chosen, ops=ops, adopt=adopt, changes=changes, others=others)
 
 
 def _unclaimed(pg_ref: str, pg: JSON | None, owner: str | None, invalid: list[Claim], config: Config, *,
@@ -177,8 +149,8 @@ def _unclaimed(pg_ref: str, pg: JSON | None, owner: str | None, invalid: list[Cl
     if invalid:
         c = invalid[0]
         if c.held:  # admit's marks outlived the annotation (admit.families.marks): the message says it all
-            return Action("invalid", c, message=str(c.error))
-        return Action("invalid", c, message=f"{c.ref}: {c.error}; {pg_ref} is left as it is until this is fixed")
+            return Action("invalid", claim=c, message=str(c.error))
+        return Action("invalid", claim=c, message=f"{c.ref}: {c.error}; {pg_ref} is left as it is until this is fixed")
     if (pg.get("metadata") or {}).get("deletionTimestamp"):
         return Action("none", unclaimed=True)
     since = now if unclaimed_since is None else unclaimed_since

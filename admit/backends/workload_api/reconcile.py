@@ -27,7 +27,8 @@ from typing import Any
 from ...config import Config
 from ...gang.ownerrefs import owner_reference
 from ..common import object_owner
-from ..gangobjects import Action, decide_objects
+from ..action import Action
+from ..gangobjects import decide_objects
 from . import BACKEND, KIND_PLURALS
 
 __all__ = ["KINDS", "NativeAction", "decide_native", "owner_reference", "object_owner"]
@@ -36,7 +37,7 @@ JSON = dict[str, Any]
 KINDS = tuple(KIND_PLURALS)  # creation order: the PodGroup references the Workload
 
 NativeAction = Action
-"""One thing to do for one object of a gang (``gangobjects.Action``)."""
+"""One thing to do for one object of a gang (``backends.action.Action``)."""
 
 
 def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims: list[Any], config: Config, *,
