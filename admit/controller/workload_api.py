@@ -281,8 +281,9 @@ class NativeGangController:
             metrics.native_gangs_below_min_count(0)
 
     def _report(self, key: Key, message: str) -> bool:
-        """Log ``message`` unless it is what was last reported for the gang (one topic per gang, cleared by each
-        reconcile that finds nothing to wait for or report; True when logged)."""
+        """Log ``message`` unless it is what was last reported for the gang (topic ``"gang"``, resolved by each
+        reconcile that finds nothing to wait for or report; the key loop's ``"retry"`` is apart, resolved when the
+        key reconciles); True when logged."""
         return self.loop.report(key, "gang", message)
 
     def _event(self, claim: NativeClaim | None, type_: str, reason: str, action: str, note: str,
@@ -315,7 +316,7 @@ class NativeGangController:
                 self._event(c, "Normal", "OperatorSetting", "Reconcile", c.notice)
         if not any(a.kind in ("delete", "wait", "immutable", "priority") for a in actions) and not any(
                 c.problem for c in claims):
-            self.loop.forget(key)
+            self.loop.resolved(key, "gang")
         for action in actions:
             self.actions.append((action.kind, action.object_kind, key))
             await self._do(key, action)

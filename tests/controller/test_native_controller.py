@@ -6,6 +6,7 @@ decisions, then the loop against the fake Kubernetes API with its garbage-collec
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import jsonpatch
@@ -328,3 +329,16 @@ async def test_a_scheduled_gang_that_lost_a_pod_is_counted_below_min_count_with_
     fake.delete_object("v1", "pods", "team", "web-7d9f8-3")
     assert await native.check_quorum() == set()
     assert REGISTRY.get_sample_value("admit_native_gangs_below_min_count") == 0
+
+
+async def test_a_gang_object_create_the_api_refuses_is_retried_with_backoff_and_warned_about_once(env, caplog):
+    fake, kube, config, main, native = env
+    fake.fail("create", "workloads", 500, times=3, message="etcdserver: request timed out")
+    with caplog.at_level(logging.WARNING, logger="admit.controller.native"):
+        await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))
+        await eventually(lambda: all(objects_of(fake, config)))
+    retries = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert len(retries) == 1, retries  # the same failure three times: one warning (the key loop's report)
+    assert retries[0].startswith("workload-api gang team/web: ") and "etcdserver: request timed out" in retries[0]
+    assert retries[0].endswith("; retrying with backoff (0.05s doubling to 0.5s)")
+    assert native.loop.failures == {}  # the create that went through forgot the failures
