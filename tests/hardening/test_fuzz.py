@@ -208,13 +208,13 @@ def _optional(kind: type) -> Any:
 REQUEST_SHAPE = {
     ("uid",): lambda v, op: isinstance(v, str) and v != "",
     ("kind",): lambda v, op: isinstance(v, dict) and isinstance(v.get("version"), str) and v["version"] != ""
-    and isinstance(v.get("kind"), str) and v["kind"] != "" and isinstance(v.get("group", ""), str),
-    ("kind", "group"): lambda v, op: v is _ABSENT or isinstance(v, str),
+    and isinstance(v.get("kind"), str) and v["kind"] != "" and (v.get("group") is None or isinstance(v.get("group"), str)),
+    ("kind", "group"): _optional(str),  # null: Go's decoder leaves it "" (the core group), as parse_review reads it
     ("kind", "version"): lambda v, op: isinstance(v, str) and v != "",
     ("kind", "kind"): lambda v, op: isinstance(v, str) and v != "",
     ("resource",): lambda v, op: isinstance(v, dict) and isinstance(v.get("version"), str) and v["version"] != ""
-    and isinstance(v.get("resource"), str) and v["resource"] != "" and isinstance(v.get("group", ""), str),
-    ("resource", "group"): lambda v, op: v is _ABSENT or isinstance(v, str),
+    and isinstance(v.get("resource"), str) and v["resource"] != "" and (v.get("group") is None or isinstance(v.get("group"), str)),
+    ("resource", "group"): _optional(str),
     ("resource", "version"): lambda v, op: isinstance(v, str) and v != "",
     ("resource", "resource"): lambda v, op: isinstance(v, str) and v != "",
     ("operation",): lambda v, op: v in _OPERATIONS,
