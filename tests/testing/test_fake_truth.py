@@ -219,6 +219,37 @@ async def test_a_job_gets_parallelism_pods_but_never_more_than_its_completions_a
     assert not [p for p in fake.objects("pods", "ml") if p["metadata"]["name"].startswith("paused-")]
 
 
+def _finish(fake: FakeKubeAPI, pod: dict[str, Any], phase: str) -> None:
+    """What the kubelet reports when a pod's containers exit: ``status.phase`` Succeeded or Failed."""
+    pod = copy.deepcopy(pod)
+    pod["status"] = {**(pod.get("status") or {}), "phase": phase}
+    fake.put(pod)
+
+
+async def test_a_failed_job_pod_is_replaced_until_the_failures_pass_backoff_limit_and_the_job_is_then_failed(cluster):
+    fake, user = cluster
+    job = example("training-job.yaml")  # Indexed, completions = parallelism = 4
+    job["spec"]["backoffLimit"] = 1
+    await k8s.BatchV1Api(user).create_namespaced_job("ml", job)
+    await eventually(lambda: len(fake.objects("pods", "ml")) == 4)
+    await fake.jobs.idle()
+    index_1 = next(p for p in fake.objects("pods", "ml") if p["metadata"]["annotations"][JOB_INDEX] == "1")
+    _finish(fake, index_1, "Failed")  # failed 1 <= backoffLimit 1: index 1 gets a new pod of its own
+    await eventually(lambda: len(fake.objects("pods", "ml")) == 5)
+    await fake.jobs.idle()
+    replacement = next(p for p in fake.objects("pods", "ml") if p["metadata"]["annotations"][JOB_INDEX] == "1"
+                       and p["metadata"]["name"] != index_1["metadata"]["name"])
+    status = fake.get("batch/v1", "jobs", "ml", "allreduce")["status"]
+    assert (status["active"], status["failed"]) == (4, 1) and "conditions" not in status
+    _finish(fake, replacement, "Failed")  # failed 2 > backoffLimit 1: the Job has failed, no pod replaces it
+    await eventually(lambda: (fake.get("batch/v1", "jobs", "ml", "allreduce")["status"]).get("failed") == 2)
+    await fake.jobs.idle()
+    status = fake.get("batch/v1", "jobs", "ml", "allreduce")["status"]
+    assert [(c["type"], c["reason"], c["status"]) for c in status["conditions"]] == [
+        ("FailureTarget", "BackoffLimitExceeded", "True"), ("Failed", "BackoffLimitExceeded", "True")]
+    assert len(fake.objects("pods", "ml")) == 5
+
+
 # ------------------------------------------------------------------------------ namespaces being deleted
 
 

@@ -49,7 +49,8 @@ spec.backoffLimit``, up to ``wantActive`` (``completions - succeeded`` capped at
 ``SuccessCriteriaMet``) when the completions have succeeded and ``Failed`` reason ``BackoffLimitExceeded`` (with
 ``FailureTarget``) when ``failed`` passes ``backoffLimit``, as ``pkg/controller/job/job_controller.go`` writes them.
 Not emulated: the pod back-off delay (a replacement is created at once), the removal of the tracking finalizer,
-``successPolicy``, ``podFailurePolicy``, ``backoffLimitPerIndex``, ``activeDeadlineSeconds``, elastic Indexed Jobs.
+the deletion of a failed Job's active pods, ``successPolicy``, ``podFailurePolicy``, ``backoffLimitPerIndex``,
+``activeDeadlineSeconds``, elastic Indexed Jobs.
 
 Not emulated: the ReplicaSet controller (no Pods are made, so readiness never holds a rollout back),
 ``minReadySeconds``, ``progressDeadlineSeconds``, revision history limits, pausing, rollbacks, hash collisions.
