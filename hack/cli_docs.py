@@ -19,8 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from admit.cli import build_parser  # noqa: E402
 
 INTRO = """\
-# CLI reference
-
 Generated from admit's argument parsers (`admit/cli/__init__.py`) by `python hack/cli_docs.py > docs/cli.md`; a test fails
 when this page and the code differ. `admit <command> --help` prints the same. The chart passes its values to
 `admit serve` as these flags (`charts/admit/templates/deployment.yaml`); what admit writes onto objects is in
@@ -48,9 +46,10 @@ def _help(action: argparse.Action) -> str:
 
 
 def render() -> str:
-    """docs/cli.md: the top-level usage, then per subcommand its description and a table of its arguments."""
+    """docs/cli.md: what admit is (the top-level parser's description, as ``admit --help`` prints it), how the page
+    is made, the subcommands, then per subcommand its description and a table of its arguments."""
     parser = build_parser()
-    out = [INTRO]
+    out = [f"# CLI reference\n\n{parser.description}.\n", INTRO]
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     out.append("| command | what |\n|---|---|")
     for choice in sub._choices_actions:

@@ -96,6 +96,70 @@ def unknown_loggers(root: Path = ROOT) -> list[str]:
     return sorted(set(unknown))
 
 
+# A scheduling.k8s.io version: v1, v1beta1, v1alpha3 (not v1.2 or v1alpha1x).
+WORKLOAD_API_VERSION = re.compile(r"(?<![\w.])v1(?:alpha\d+|beta\d+)?(?!\w|\.\w)")
+#: Where a document says in which order ``admit serve`` picks the served Workload API version: (file, words of that
+#: sentence). Each must name every version discovery knows, in the order it chooses them.
+VERSION_ORDER_SENTENCES = (
+    ("README.md", "takes the first served of"),
+    ("docs/behaviour.md", "reads the served `scheduling.k8s.io` version at start"),
+    ("docs/cli.md", "| `--workload-api-version`"),
+    ("docs/compatibility.md", "Discovery prefers"),
+    ("docs/fake-api.md", "| Native gang API"),
+    ("admit/backends/workload_api/discovery.py", "admit speaks the versions whose shapes it knows"),
+)
+
+
+def discovery_order() -> list[str]:
+    """The Workload API versions in the order ``admit serve`` chooses them: ``discovery.choose_version`` asked again
+    and again on an API server serving every version it has not chosen yet (v1alpha1 too, which it never speaks)."""
+    from admit.backends.workload_api.discovery import choose_version
+    from admit.config import WORKLOAD_API_VERSIONS
+
+    left, order = {*WORKLOAD_API_VERSIONS, "v1alpha1"}, []
+    while chosen := choose_version({v: {"workloads", "podgroups"} for v in left}):
+        order.append(chosen)
+        left.discard(chosen)
+    return order
+
+
+def _versions_named(text: str) -> list[str]:
+    named: list[str] = []
+    for version in WORKLOAD_API_VERSION.findall(text):
+        if version not in named:
+            named.append(version)
+    return named
+
+
+def version_order_problems(order: list[str], root: Path = ROOT) -> list[str]:
+    """``"<file>: <versions>"`` for every sentence of README.md and docs/ that names three or more of ``order`` (a
+    list of the versions) in another order, for every sentence of :data:`VERSION_ORDER_SENTENCES` that does not name
+    exactly ``order`` (or is missing), and for the table of docs/workload-api.md ("Versions admit speaks") when its
+    rows are not ``order``."""
+    problems = []
+    for doc in sorted([*root.glob("docs/*.md"), root / "README.md"]):
+        if not doc.exists():
+            continue
+        rel = doc.relative_to(root).as_posix()
+        for paragraph in re.split(r"\n\s*\n|\n(?=\|)|\n(?=- )", doc.read_text()):
+            for sentence in re.split(r"(?<=[.;])\s+", " ".join(paragraph.split())):
+                named = [v for v in _versions_named(sentence) if v in order]
+                if len(named) >= 3 and named != sorted(named, key=order.index):
+                    problems.append(f"{rel}: {', '.join(named)} in \"{sentence[:100]}\"")
+    for path, words in VERSION_ORDER_SENTENCES:
+        text = (root / path).read_text() if (root / path).exists() else ""
+        sentences = [s for p in re.split(r"\n\s*\n|\n(?=\|)", text)
+                     for s in re.split(r"(?<=[.;])\s+", " ".join(p.split())) if words in s]
+        named = [v for v in _versions_named(sentences[0]) if v in order] if sentences else []
+        if named != order:
+            problems.append(f"{path}: {', '.join(named) or 'no sentence'} where it says \"{words}\"")
+    table = root / "docs" / "workload-api.md"
+    rows = re.findall(r"^\| `(v1\w*)` \|", table.read_text(), re.M) if table.exists() else []
+    if rows != order:
+        problems.append(f"docs/workload-api.md: the table of versions lists {', '.join(rows) or 'none'}")
+    return problems
+
+
 def test_every_repository_path_the_docs_and_admits_docstrings_name_exists():
     missing = missing_paths()
     assert not missing, "these name a path that is not in the repository:\n" + "\n".join(missing)
@@ -125,3 +189,30 @@ def test_a_moved_module_and_a_renamed_logger_are_reported_with_the_file_that_nam
         "docs/behaviour.md:1: operations.md",
     ]
     assert unknown_loggers(tmp_path) == ["docs/behaviour.md: admit.controller.podgroups"]
+
+
+def test_every_doc_that_lists_the_workload_api_versions_lists_them_in_the_order_admit_serve_chooses_them():
+    order = discovery_order()
+    assert order == ["v1", "v1beta1", "v1alpha3", "v1alpha2"]
+    problems = version_order_problems(order)
+    assert not problems, f"these list the Workload API versions in another order than {order}:\n" + "\n".join(problems)
+
+
+def test_a_version_list_out_of_discovery_order_or_missing_one_is_reported_with_its_file(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("PodGroup (`admit serve` takes the first served of v1beta1 and v1alpha2).\n")
+    (tmp_path / "docs" / "behaviour.md").write_text(
+        "It reads the served `scheduling.k8s.io` version at start (v1, then v1beta1, then v1alpha3, then v1alpha2).\n\n"
+        "Priority fields (v1alpha3, v1beta1, v1) are written. 1.37 stops serving v1alpha2; admit speaks v1beta1 now.\n")
+    (tmp_path / "docs" / "workload-api.md").write_text("| `v1alpha2` | 1.36 |\n| `v1beta1` | 1.37 |\n")
+    problems = version_order_problems(["v1", "v1beta1", "v1alpha3", "v1alpha2"], tmp_path)
+    assert problems == [
+        'docs/behaviour.md: v1alpha3, v1beta1, v1 in "Priority fields (v1alpha3, v1beta1, v1) are written."',
+        'README.md: v1beta1, v1alpha2 where it says "takes the first served of"',
+        'docs/cli.md: no sentence where it says "| `--workload-api-version`"',
+        'docs/compatibility.md: no sentence where it says "Discovery prefers"',
+        'docs/fake-api.md: no sentence where it says "| Native gang API"',
+        'admit/backends/workload_api/discovery.py: no sentence where it says "admit speaks the versions whose shapes '
+        'it knows"',
+        "docs/workload-api.md: the table of versions lists v1alpha2, v1beta1",
+    ]

@@ -108,7 +108,10 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``admit`` argument parser with its four subcommands."""
-    parser = argparse.ArgumentParser(prog="admit", description="Gang-scheduling admission webhook for Coscheduling")
+    parser = argparse.ArgumentParser(
+        prog="admit", description="Gang scheduling for Kubernetes workloads: an admission webhook and controller that "
+                                  "give them scheduler-plugins Coscheduling PodGroups or Kubernetes Workload API gangs "
+                                  "(scheduling.k8s.io Workload and PodGroup)")
     parser.add_argument("--version", action="version", version=f"admit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -256,9 +259,9 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                              "regular expression finds in '<Kind> <namespace>/<name>: <warning>' (repeatable; e.g. "
                              "'Deployment ml/trainer: .*minResources')")
     review.add_argument("--workload-api-version", choices=WORKLOAD_API_VERSIONS, default="v1alpha2",
-                        help="scheduling.k8s.io version of the workload-api backend's objects: v1alpha2 "
-                             "(Kubernetes 1.36), v1alpha3 or v1beta1 (1.37), v1 (1.38) (default: %(default)s; admit "
-                             "serve finds it)")
+                        help="scheduling.k8s.io version of the workload-api backend's objects: v1 (Kubernetes "
+                             "1.38), v1beta1 or v1alpha3 (1.37), v1alpha2 (1.36) (default: %(default)s; admit serve "
+                             "takes the first one served, in this order)")
     _add_decision_flags(review)
 
 
