@@ -664,6 +664,23 @@ async def test_discovery_and_version_endpoints(api, kube):
     assert ns.namespaced is False
 
 
+async def test_discovery_gives_the_short_names_kubectl_resolves_deploy_sts_po_and_pg_from(api):
+    # `kubectl --server $ADMIT_FAKE_API get deploy` said `the server doesn't have a resource type "deploy"`: kubectl
+    # maps a short name to its resource only through discovery's shortNames, as kube-apiserver serves them.
+    async with aiohttp.ClientSession() as http:
+        docs = {}
+        for path in ("/api/v1", "/apis/apps/v1", "/apis/scheduling.x-k8s.io/v1alpha1", "/apis/batch/v1"):
+            async with http.get(api.url + path) as r:
+                assert r.status == 200
+                docs[path] = {res["name"]: res for res in (await r.json())["resources"]}
+    assert docs["/apis/apps/v1"]["deployments"]["shortNames"] == ["deploy"]
+    assert docs["/apis/apps/v1"]["statefulsets"]["shortNames"] == ["sts"]
+    assert docs["/api/v1"]["pods"]["shortNames"] == ["po"]
+    assert docs["/apis/scheduling.x-k8s.io/v1alpha1"]["podgroups"]["shortNames"] == ["pg", "pgs"]
+    assert "shortNames" not in docs["/apis/batch/v1"]["jobs"]  # Jobs have none (omitempty, as kube-apiserver)
+    assert "shortNames" not in docs["/apis/apps/v1"]["deployments/scale"]
+
+
 async def test_registered_resources_are_served(api, kube):
     api.register("example.com", "v1", "Widget", "widgets")
     crd = client.CustomObjectsApi(kube)

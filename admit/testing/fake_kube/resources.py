@@ -122,6 +122,19 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
 )
 
+#: ``shortNames`` of the discovery documents, keyed by ``(group, plural)``: kube-apiserver's from each registry's
+#: ``ShortNames()`` (``pkg/registry/core/pod/storage/storage.go`` ``po``, ``apps/deployment/storage`` ``deploy``, ...),
+#: a CRD's from its ``spec.names.shortNames`` (PodGroup: ``charts/admit/templates/podgroup-crd.yaml``, as
+#: scheduler-plugins' CRD; LeaderWorkerSet and SparkApplication: their CRDs). ``kubectl get deploy`` resolves them
+#: from discovery; a resource without an entry has none (Jobs, Secrets, Leases).
+SHORT_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "pods"): ("po",), ("", "services"): ("svc",), ("", "configmaps"): ("cm",), ("", "events"): ("ev",),
+    ("", "namespaces"): ("ns",), ("apps", "deployments"): ("deploy",), ("apps", "statefulsets"): ("sts",),
+    ("apps", "replicasets"): ("rs",), ("apps", "daemonsets"): ("ds",), ("autoscaling", "horizontalpodautoscalers"):
+    ("hpa",), ("events.k8s.io", "events"): ("ev",), ("scheduling.x-k8s.io", "podgroups"): ("pg", "pgs"),
+    ("leaderworkerset.x-k8s.io", "leaderworkersets"): ("lws",), ("sparkoperator.k8s.io", "sparkapplications"):
+    ("sparkapp",),
+}
 
 
 def workload_api_resources(version: str) -> tuple[ResourceType, ...]:

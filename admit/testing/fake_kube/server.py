@@ -34,7 +34,7 @@ from .objects import (
 )
 from .requestlog import RequestRecord, _ABORT, _CLOSE, _Event, _Fault, _Watcher, _method_matches, _plural_matches
 from .resources import (
-    BUILTIN_GROUPS, BUILTIN_RESOURCES, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_update_errors,
+    BUILTIN_GROUPS, BUILTIN_RESOURCES, SHORT_NAMES, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_update_errors,
     workload_api_resources,
 )
 
@@ -1217,6 +1217,9 @@ class FakeKubeAPI:
             verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
             resources.append({"name": rt.plural, "singularName": rt.kind.lower(), "namespaced": rt.namespaced,
                               "kind": rt.kind, "verbs": verbs})
+            short = SHORT_NAMES.get((rt.group, rt.plural))
+            if short:  # omitted when empty, as kube-apiserver's APIResource (omitempty)
+                resources[-1]["shortNames"] = list(short)
             if rt.status:
                 resources.append({"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
                                   "kind": rt.kind, "verbs": ["get", "patch", "update"]})
