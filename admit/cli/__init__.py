@@ -433,13 +433,30 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         run((serve_dev if args.dev else serve)(args, config_from_args(args)))
     except KeyboardInterrupt:
         pass
-    except (CertificateError, ConfigException, BackendUnavailable) as e:
+    except CertificateError as e:
+        logging.getLogger("admit").error("cannot start: %s%s", e, _missing_certificates_hint(args))
+        return 1
+    except (ConfigException, BackendUnavailable) as e:
         logging.getLogger("admit").error("cannot start: %s", e)
         return 1
     except OSError as e:  # port in use, unreadable file
         logging.getLogger("admit").error("cannot start: %s", e)
         return 1
     return 0
+
+
+def _missing_certificates_hint(args: argparse.Namespace) -> str:
+    """What to run when ``admit serve`` (``--cert-mode files``, not ``--dev``) finds no serving pair at
+    ``--tls-cert-file`` / ``--tls-key-file``: ``admit certs`` writes a development pair there, ``admit serve --dev``
+    needs neither a pair nor a cluster. ``""`` when both files exist (then the pair itself is wrong)."""
+    if args.dev or args.cert_mode != "files":
+        return ""
+    if os.path.exists(args.tls_cert_file) and os.path.exists(args.tls_key_file):
+        return ""
+    folder = os.path.dirname(args.tls_cert_file) or "."
+    certs = "admit certs" if os.path.normpath(folder) == "certs" else f"admit certs --dir {folder}"
+    return (f"; to try admit locally, `{certs}` writes a development pair there, or `admit serve --dev` runs it "
+            "against an in-memory fake Kubernetes API")
 
 
 def main(argv: Sequence[str] | None = None) -> Any:

@@ -4,7 +4,10 @@ It writes (or reuses) development certificates next to ``--tls-cert-file`` (``ce
 ``admit certs`` does), starts the in-repo fake kube-apiserver (:mod:`admit.testing.fake_kube`, the one the tests and
 the benchmark use) on a free loopback port, and runs ``admit serve`` against it with the PodGroup controller, on
 ``https://127.0.0.1:8443``. The fake keeps everything in memory and forgets it on exit; it answers the REST calls
-admit makes (PodGroups, workloads, Leases, Events).
+admit makes (PodGroups, workloads, Leases, Events). Writes to it go through its admission chain with admit's
+webhooks as the chart registers them (read from ``deploy/admit.yaml``, :func:`dev_admission_chain`), called at this
+server's own ``/mutate`` and ``/validate``: ``kubectl --server $ADMIT_FAKE_API`` gets a created gang workload mutated
+and a ``kubectl scale`` below minMember refused, as from a cluster with admit installed.
 
 For the walk-through (README, "Try it without a cluster") it stores the example Deployments ``pause`` and ``web``,
 and ``batch-workers`` that an example Scale review names, as kube-apiserver stores them after admission
@@ -17,7 +20,7 @@ stops at once on Ctrl-C (no ``--shutdown-delay``: no Endpoints route here)::
     curl -s $ADMIT_FAKE_API/apis/scheduling.x-k8s.io/v1alpha1/podgroups
 
 A port already taken (another ``admit serve --dev``) stops it before anything is written, with the ``--port`` to
-use instead: the other server's ``dev.env`` stays as it was.
+use instead: the other server's ``dev.env`` and serving certificate (which it hot-reloads) stay as they were.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from typing import Any
 
 from ..config import Config
 
-__all__ = ["serve_dev", "store_walkthrough_workloads", "walkthrough_folder", "FAKE_API_ENV"]
+__all__ = ["serve_dev", "store_walkthrough_workloads", "walkthrough_folder", "webhook_configurations",
+           "dev_admission_chain", "FAKE_API_ENV"]
 
 #: The variables ``<cert dir>/dev.env`` exports for the walk-through's ``curl`` commands: the fake API's URL, and
 #: the webhook's own (its --port).
@@ -52,6 +56,12 @@ WALKTHROUGH = ("admission-review-deployment-validate.json", "web-gang-deployment
 #: stored, the scale was allowed with "not found: scale not checked").
 SCALED_EXAMPLES = ("paused-gang-deployment.yaml",)
 
+#: Where admit's webhook configurations are read from, in order (as :data:`EXAMPLES_SEARCH`): the plain manifest,
+#: the chart rendered with its default values.
+MANIFEST_SEARCH = (Path("deploy") / "admit.yaml", Path(__file__).resolve().parents[2] / "deploy" / "admit.yaml")
+#: A webhook's ``timeoutSeconds`` when it sets none (admissionregistration/v1 defaulting).
+DEFAULT_WEBHOOK_TIMEOUT = 10
+
 log = logging.getLogger("admit.dev")
 
 
@@ -69,15 +79,18 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
     from ..testing.fake_kube import FakeKubeAPI
 
     cert = Path(args.tls_cert_file)
+    if args.host == "0.0.0.0":
+        args.host = "127.0.0.1"
+    # Before the certificates and dev.env are written: a second --dev must neither repoint the first one's dev.env
+    # nor replace the serving pair the first one hot-reloads.
+    _check_port_free(args.host, args.port)
     paths = write_development_certificates(cert.parent, ip_addresses=["127.0.0.1"])
     args.tls_cert_file, args.tls_key_file = str(paths["tls.crt"]), str(paths["tls.key"])
     args.cert_mode = "files"
-    if args.host == "0.0.0.0":
-        args.host = "127.0.0.1"
     # Nothing routes to this process through Endpoints: Ctrl-C stops it at once instead of after --shutdown-delay.
     args.shutdown_delay = 0.0
-    _check_port_free(args.host, args.port)  # before dev.env is written: a second --dev must not repoint the first's
-    async with FakeKubeAPI(bookmark_interval=DEV_BOOKMARK_SECONDS) as fake:
+    chain, chain_note = dev_admission_chain(f"https://{args.host}:{args.port}", paths["ca.crt"])
+    async with FakeKubeAPI(bookmark_interval=DEV_BOOKMARK_SECONDS, admission=chain) as fake:
         args.api_server = fake.url
         examples = walkthrough_folder()
         stored = store_walkthrough_workloads(fake, config, examples) if examples else []
@@ -86,9 +99,9 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
                         "repository root to have the fake hold the walk-through's Deployments", ", ".join(WALKTHROUGH))
         env_file = cert.parent / "dev.env"
         env_file.write_text(f"export {FAKE_API_ENV}={fake.url}\nexport {WEBHOOK_URL_ENV}=https://{args.host}:{args.port}\n")
-        log.info("dev mode: fake Kubernetes API at %s (in memory), holding %s; for the walk-through run: "
-                 "source %s   (sets %s); CA for curl --cacert: %s", fake.url, ", ".join(stored) or "nothing",
-                 env_file, FAKE_API_ENV, paths["ca.crt"])
+        log.info("dev mode: fake Kubernetes API at %s (in memory), holding %s; %s; for the walk-through run: "
+                 "source %s   (sets %s and %s); CA for curl --cacert: %s", fake.url, ", ".join(stored) or "nothing",
+                 chain_note, env_file, FAKE_API_ENV, WEBHOOK_URL_ENV, paths["ca.crt"])
         await serve(args, config)
 
 
@@ -109,6 +122,65 @@ def _check_port_free(host: str, port: int) -> None:
         free = spare.getsockname()[1]
     raise OSError(problem.errno, f"{host}:{port} is taken ({problem.strerror}; another `admit serve --dev`?): pass "
                                  f"--port {free}, or stop the other server; its dev.env is left as it was")
+
+
+def webhook_configurations(search: tuple[Path, ...] = MANIFEST_SEARCH) -> tuple[list[dict[str, Any]], Path | None]:
+    """admit's ``MutatingWebhookConfiguration`` and ``ValidatingWebhookConfiguration`` as the chart renders them with
+    its default values: read from the first file of ``search`` (:data:`MANIFEST_SEARCH`, the plain manifest
+    ``deploy/admit.yaml`` that ``hack/release.py manifest`` writes and ``tests/release/test_release.py`` keeps equal
+    to ``helm template``). Returns ``(configurations, file)``, or ``([], None)`` when no file is found."""
+    import yaml
+
+    path = next((p for p in search if p.is_file()), None)
+    if path is None:
+        return [], None
+    kinds = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict) and d.get("kind") in kinds], path
+
+
+def dev_admission_chain(url: str, ca_file: Path, configurations: list[dict[str, Any]] | None = None,
+                        *, cel: bool | None = None, search: tuple[Path, ...] = MANIFEST_SEARCH) -> tuple[Any, str]:
+    """The fake API's admission chain for dev mode: admit's webhooks as the chart registers them (rules,
+    namespaceSelector, matchConditions, failurePolicy, reinvocationPolicy; :func:`webhook_configurations` of
+    ``search`` when ``configurations`` is None), each called at ``url`` (``https://127.0.0.1:<port>``, this process's
+    own ``/mutate`` and ``/validate``) trusting the CA in ``ca_file``, within the longest ``timeoutSeconds`` of the
+    webhooks (seconds; the chart's 5; 10, kube-apiserver's default, when none is set). So a ``kubectl`` write to the
+    fake is admitted as in a cluster with admit installed, and a ``kubectl scale`` below minMember is refused with
+    admit's message. ``url`` needs to answer only once the fake gets writes: until then nothing calls it.
+
+    The matchConditions are CEL, evaluated with cel-python (the test extra): ``cel`` False (None: False when
+    ``celpy`` cannot be imported) drops them, and admit itself answers the objects they would skip (allowed,
+    unchanged).
+
+    Returns ``(chain, note)``: an :class:`~admit.testing.fake_kube.AdmissionChain` and a phrase for the startup log;
+    ``(None, note)`` when no configuration is found (writes are then stored as given, without admission)."""
+    import importlib.util
+    import ssl
+
+    from ..testing.fake_kube import AdmissionChain
+
+    source = "the given configurations"
+    if configurations is None:
+        configurations, path = webhook_configurations(search)
+        if path is None:
+            return None, ("writes to it skip admit's webhooks (no deploy/admit.yaml here: run `admit serve --dev` "
+                          "from the repository root)")
+        source = str(path)
+    configurations = [dict(c) for c in configurations]
+    if cel is None:
+        cel = importlib.util.find_spec("celpy") is not None
+    if not cel:
+        for conf in configurations:
+            conf["webhooks"] = [{k: v for k, v in hook.items() if k != "matchConditions"}
+                                for hook in conf.get("webhooks") or []]
+    hooks = [hook for conf in configurations for hook in conf.get("webhooks") or []]
+    timeout = float(max((hook.get("timeoutSeconds") or DEFAULT_WEBHOOK_TIMEOUT for hook in hooks),
+                        default=DEFAULT_WEBHOOK_TIMEOUT))
+    context = ssl.create_default_context(cafile=str(ca_file))
+    chain = AdmissionChain.from_configurations(configurations, url, context, timeout=timeout)
+    note = (f"its writes go through admit's {len(hooks)} webhooks of {source} at {url}"
+            + ("" if cel else " (without their CEL matchConditions: cel-python is not installed)"))
+    return chain, note
 
 
 def walkthrough_folder(search: tuple[Path, ...] = EXAMPLES_SEARCH) -> Path | None:

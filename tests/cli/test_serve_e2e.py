@@ -25,13 +25,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def start_serve(*args: str) -> tuple[asyncio.subprocess.Process, int]:
-    """Start ``admit serve`` (``--shutdown-delay 0`` unless given: the tests stop it at once)."""
+#: ``python -c`` program that runs ``admit`` as ``-m admit.cli`` does, with the modules named in ``sys.argv[1]``
+#: (comma-separated) not importable: an install without the test extra.
+WITHOUT_MODULES = ("import sys; sys.modules.update(dict.fromkeys(sys.argv.pop(1).split(','))); "
+                   "from admit.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+async def start_serve(*args: str, without: tuple[str, ...] = ()) -> tuple[asyncio.subprocess.Process, int]:
+    """Start ``admit serve`` (``--shutdown-delay 0`` unless given: the tests stop it at once); ``without``: modules it
+    cannot import (:data:`WITHOUT_MODULES`)."""
     port = free_port()
     if "--shutdown-delay" not in args:
         args = (*args, "--shutdown-delay", "0")
+    program = ("-c", WITHOUT_MODULES, ",".join(without)) if without else ("-m", "admit.cli")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "admit.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args,
+        sys.executable, *program, "serve", "--host", "127.0.0.1", "--port", str(port), *args,
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
@@ -57,17 +65,21 @@ async def wait_ready(url: str, ssl_ctx: ssl.SSLContext, proc: asyncio.subprocess
             await asyncio.sleep(0.1)
 
 
-async def start_dev(tmp_path: Path, *extra: str) -> tuple[asyncio.subprocess.Process, int, str, ssl.SSLContext]:
+async def start_dev(tmp_path: Path, *extra: str, without: tuple[str, ...] = (), lines: list[str] | None = None
+                    ) -> tuple[asyncio.subprocess.Process, int, str, ssl.SSLContext]:
     """``admit serve --dev`` with its certificates in ``tmp_path/certs``, once it is ready: (process, port, the URL of
-    the fake Kubernetes API it started, a client TLS context trusting its CA). The caller stops it."""
+    the fake Kubernetes API it started, a client TLS context trusting its CA). The caller stops it. ``lines``
+    receives the log lines read up to the fake's startup line (they are not in :func:`stop`'s output)."""
     certs = tmp_path / "certs"
     proc, port = await start_serve("--dev", "--tls-cert-file", str(certs / "tls.crt"),
-                                   "--tls-key-file", str(certs / "tls.key"), *extra)
+                                   "--tls-key-file", str(certs / "tls.key"), *extra, without=without)
     try:
         line = ""
         while "fake Kubernetes API at" not in line:
             line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
             assert line, "admit serve --dev exited before starting the fake API"
+            if lines is not None:
+                lines.append(line)
         fake_url = line.split("fake Kubernetes API at ")[1].split()[0]
         ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
         await wait_ready(f"https://127.0.0.1:{port}", ctx, proc)
@@ -328,6 +340,26 @@ async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pa
             async with session.post(f"https://127.0.0.1:{port}/mutate", data=body, headers=headers, ssl=ctx) as r:
                 patch = json.loads(base64.b64decode((await r.json())["response"]["patch"]))
             assert patch == [{"op": "replace", "path": "/spec/schedulerName", "value": "scheduler-plugins-scheduler"}]
+            # `kubectl --server $ADMIT_FAKE_API scale deploy web --replicas=2`: kubectl's merge PATCH of the scale
+            # subresource (kubectl/pkg/scale ScaleSimple), refused by the chart's scale webhook with admit's message
+            web = f"{fake_url}/apis/apps/v1/namespaces/default/deployments/web"
+            async with session.patch(f"{web}/scale", data=json.dumps({"spec": {"replicas": 2}}),
+                                     headers={"Content-Type": "application/merge-patch+json"}) as r:
+                status = await r.json()
+            assert r.status == 403 and status["reason"] == "Forbidden", status
+            assert status["message"].startswith('admission webhook "scale.validate.admit.dev" denied the request: '
+                                                "scaling Deployment default/web to 2 replicas goes below its gang "
+                                                "minMember 6"), status
+            async with session.get(web) as r:
+                assert (await r.json())["spec"]["replicas"] == 8  # not scaled
+            # `kubectl --server $ADMIT_FAKE_API create --validate=false -f examples/denied/deployment-below-min-member.yaml`
+            denied = example("denied/deployment-below-min-member.yaml")
+            async with session.post(f"{fake_url}/apis/apps/v1/namespaces/default/deployments", json=denied) as r:
+                status = await r.json()
+            assert r.status == 403, status
+            assert status["message"].startswith('admission webhook "workloads.validate.admit.dev" denied the request: '
+                                                "Deployment default/pause-too-small runs 2 pods (spec.replicas=2) but "
+                                                "its gang needs minMember 3"), status
     finally:
         log = await stop(proc)
     assert proc.returncode == 0, log
@@ -372,12 +404,16 @@ async def test_serve_dev_refuses_every_example_under_examples_denied_as_a_cluste
     assert "minMember 3" in scale["status"]["message"]
 
 
-async def test_a_second_dev_server_on_a_taken_port_names_a_free_port_and_leaves_the_first_ones_dev_env(tmp_path):
+async def test_a_second_dev_server_on_a_taken_port_names_a_free_port_and_leaves_the_first_ones_dev_env_and_pair(
+        tmp_path):
+    # Before, the second one wrote a new serving pair before it found the port taken, and the first one hot-reloaded
+    # it: nothing may be written until the port is known to be free.
     proc, port, fake_url, _ = await start_dev(tmp_path)
     env_file = tmp_path / "certs" / "dev.env"
     try:
         before = env_file.read_text()
         certs = tmp_path / "certs"
+        pair = {name: (certs / name).read_bytes() for name in ("tls.crt", "tls.key", "ca.crt", "ca.key")}
         second = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "admit.cli", "serve", "--dev", "--host", "127.0.0.1", "--port", str(port),
             "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
@@ -390,8 +426,134 @@ async def test_a_second_dev_server_on_a_taken_port_names_a_free_port_and_leaves_
         suggested = int(out.split("pass --port ")[1].split(",")[0])
         assert suggested != port
         assert env_file.read_text() == before and fake_url in before  # the running server's walk-through still works
+        assert {name: (certs / name).read_bytes() for name in pair} == pair
     finally:
         await stop(proc)
+
+
+@pytest.mark.parametrize("without", [(), ("celpy",)], ids=["with-cel", "without-cel-python"])
+async def test_kubectl_writes_to_the_dev_fake_api_go_through_admits_webhooks_as_in_a_cluster_with_admit_installed(
+        tmp_path, without):
+    # Before, a Deployment POSTed to $ADMIT_FAKE_API was stored unmutated and never checked. Now the fake's admission
+    # chain holds the chart's webhooks, called at the dev server: a gang Deployment is mutated and gets its PodGroup
+    # at once, one below minMember is refused, a plain one is stored as sent. Without cel-python (a plain
+    # `pip install .`) the chart's matchConditions are left out and admit answers what they would have skipped.
+    startup: list[str] = []
+    proc, port, fake_url, _ = await start_dev(tmp_path, without=without, lines=startup)
+    deployments = f"{fake_url}/apis/apps/v1/namespaces/default/deployments"
+    try:
+        gang = example("deployment-replicaset.yaml")  # Deployment api, min-member 4, 4 replicas
+        plain = example("deployment-replicaset.yaml")
+        plain["metadata"] = {"name": "plain", "namespace": "default", "labels": {"app": "plain"}}
+        plain["spec"]["selector"] = {"matchLabels": {"app": "plain"}}
+        plain["spec"]["template"]["metadata"] = {"labels": {"app": "plain"}}
+        small = example("deployment-replicaset.yaml")
+        small["metadata"]["name"], small["spec"]["replicas"] = "api-small", 2
+        async with aiohttp.ClientSession() as session:
+            async with session.post(deployments, json=gang) as r:
+                stored = await r.json()
+                assert r.status == 201, stored
+            assert stored["metadata"]["labels"]["gang.admit.dev/managed"] == "true"
+            assert stored["spec"]["template"]["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+            async with session.get(f"{fake_url}/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/api"
+                                   ) as r:
+                assert r.status == 200 and (await r.json())["spec"]["minMember"] == 4  # made by /validate
+            async with session.post(deployments, json=plain) as r:
+                stored = await r.json()
+                assert r.status == 201, stored
+            assert stored["metadata"]["labels"] == {"app": "plain"}
+            assert stored["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"  # the decoding default
+            async with session.post(deployments, json=small) as r:
+                status = await r.json()
+            assert r.status == 403 and "runs 2 pods (spec.replicas=2) but its gang needs minMember 4" in \
+                status["message"], status
+            async with session.get(f"{deployments}/api-small") as r:
+                assert r.status == 404
+    finally:
+        log = await stop(proc)
+    assert proc.returncode == 0, log
+    assert f"its writes go through admit's 5 webhooks of deploy/admit.yaml at https://127.0.0.1:{port}" in startup[-1]
+    assert ("without their CEL matchConditions" in startup[-1]) == bool(without)
+    assert "(sets ADMIT_FAKE_API and ADMIT_URL)" in startup[-1]
+
+
+async def test_a_webhook_slower_than_the_charts_timeout_fails_the_dev_fakes_write_under_fail_and_not_under_ignore(
+        tmp_path):
+    # The dev chain waits for admit as long as the webhooks' timeoutSeconds (the chart's 5 s): a slower answer is
+    # "failed calling webhook" (500) under failurePolicy Fail and skipped under Ignore, as kube-apiserver does.
+    from aiohttp import web
+
+    from admit.cli.dev import dev_admission_chain
+
+    paths = write_development_certificates(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(paths["tls.crt"], paths["tls.key"])
+
+    async def slow(request: web.Request) -> web.Response:
+        review = await request.json()
+        await asyncio.sleep(3)
+        return web.json_response({**review, "response": {"uid": review["request"]["uid"], "allowed": True}})
+
+    app = web.Application()
+    app.router.add_post("/validate", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=server_ctx).start()
+    hook = {"name": "workloads.validate.admit.dev", "clientConfig": {"service": {"path": "/validate"}},
+            "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"],
+                       "operations": ["CREATE"], "scope": "Namespaced"}],
+            "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 1}
+    try:
+        for policy, expected in (("Fail", 500), ("Ignore", 201)):
+            configuration = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                             "metadata": {"name": "admit"}, "webhooks": [{**hook, "failurePolicy": policy}]}
+            chain, _ = dev_admission_chain(f"https://127.0.0.1:{port}", paths["ca.crt"], [configuration])
+            async with FakeKubeAPI(admission=chain) as fake, aiohttp.ClientSession() as session:
+                started = asyncio.get_running_loop().time()
+                async with session.post(f"{fake.url}/apis/apps/v1/namespaces/default/deployments",
+                                        json=example("pause-gang-deployment.yaml")) as r:
+                    answer = await r.json()
+                assert r.status == expected, answer
+                assert asyncio.get_running_loop().time() - started < 2.5  # the 1 s timeout, not the 3 s answer
+                if policy == "Fail":
+                    assert 'failed calling webhook "workloads.validate.admit.dev"' in answer["message"]
+    finally:
+        await runner.cleanup()
+
+
+def test_dev_mode_reads_the_charts_webhooks_from_the_plain_manifest_and_runs_without_them_when_it_is_absent(
+        tmp_path, monkeypatch):
+    from admit.cli.dev import dev_admission_chain, webhook_configurations
+
+    monkeypatch.chdir(ROOT)
+    configurations, path = webhook_configurations()
+    assert path == Path("deploy/admit.yaml")
+    policies = {hook["name"]: hook["failurePolicy"] for conf in configurations for hook in conf["webhooks"]}
+    assert policies == {"workloads.mutate.admit.dev": "Fail", "pods.mutate.admit.dev": "Ignore",
+                        "workloads.validate.admit.dev": "Fail", "scale.validate.admit.dev": "Ignore",
+                        "pods.validate.admit.dev": "Ignore"}
+    assert webhook_configurations((tmp_path / "deploy" / "admit.yaml",)) == ([], None)
+    ca = write_development_certificates(tmp_path / "certs")["ca.crt"]
+    chain, note = dev_admission_chain("https://127.0.0.1:8443", ca, search=(tmp_path / "deploy" / "admit.yaml",))
+    assert chain is None and "skip admit's webhooks" in note
+    chain, note = dev_admission_chain("https://127.0.0.1:8443", ca, cel=False)
+    assert [h.name for h in chain.mutating] == ["workloads.mutate.admit.dev", "pods.mutate.admit.dev"]
+    assert not any(h.spec.get("matchConditions") for h in (*chain.mutating, *chain.validating))
+    assert any(hook.get("matchConditions") for conf in configurations for hook in conf["webhooks"])  # not changed
+
+
+async def test_plain_serve_without_certificates_names_admit_certs_and_dev_mode(tmp_path):
+    # Before: "no usable TLS pair in certs/tls.crt / certs/tls.key: cannot read ..." and nothing about what writes one.
+    async with FakeKubeAPI() as fake:
+        proc, _ = await start_serve("--cert-mode", "files", "--tls-cert-file", str(tmp_path / "tls.crt"),
+                                    "--tls-key-file", str(tmp_path / "tls.key"), "--api-server", fake.url,
+                                    "--no-controller")
+        await asyncio.wait_for(proc.wait(), 30)
+        out = (await proc.stdout.read()).decode()
+    assert proc.returncode == 1 and "Traceback" not in out, out
+    assert "no usable TLS pair" in out and f"`admit certs --dir {tmp_path}` writes a development pair there" in out
+    assert "`admit serve --dev`" in out
 
 
 async def test_ctrl_c_stops_dev_mode_without_the_shutdown_delay(tmp_path):
