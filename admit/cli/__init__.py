@@ -133,7 +133,8 @@ def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     serve.add_argument("--dev", action="store_true",
                        help="try admit without a cluster: development certificates next to --tls-cert-file (reused "
                             "when there), the in-repo fake Kubernetes API holding the examples' Deployments, its "
-                            "address and the webhook's in <cert dir>/dev.env (ADMIT_FAKE_API, ADMIT_URL), 127.0.0.1, "
+                            "writes through this server's webhooks as the chart registers them (deploy/admit.yaml), "
+                            "its address and the webhook's in <cert dir>/dev.env (ADMIT_FAKE_API, ADMIT_URL), 127.0.0.1, "
                             "no --shutdown-delay (README, 'Try it without a cluster')")
     serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s; 127.0.0.1 with --dev)")
     serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")

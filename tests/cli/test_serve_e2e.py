@@ -308,7 +308,8 @@ async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pa
     # README "Try it without a cluster": source certs/dev.env; the fake holds the example Deployments pause, web and
     # batch-workers (stored as kube-apiserver stores them after admission), so their PodGroups are claimed and stay;
     # /validate allows pause's CREATE; the scale of web to 2 is refused; the Pod review's patch decodes to the
-    # schedulerName.
+    # schedulerName; kubectl's scale of web to 2 and create of the denied Deployment through the fake are refused with
+    # admit's messages (kubectl is not installed here: its requests, sent as it sends them).
     proc, port, fake_url, ctx = await start_dev(tmp_path)
     try:
         assert (tmp_path / "certs" / "dev.env").read_text() == (f"export ADMIT_FAKE_API={fake_url}\n"
