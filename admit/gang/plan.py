@@ -43,6 +43,7 @@ __all__ = [
     "Wave",
     "GangPlan",
     "parse_gang_annotations",
+    "ignored_without_min_member",
     "check_group_name",
     "choose_group_name",
     "int_field",
@@ -271,6 +272,39 @@ def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
             warnings.append(f"annotation {key[:320]} is ignored: admit reads {prefix}{name.lower()} (annotation keys "
                             "are case-sensitive; the prefix is set by --annotation-prefix)")
     return warnings
+
+
+BOOKKEEPING_ANNOTATIONS = ("owner", "group-spec", "workload-generation")
+"""Annotation names (after ``<prefix>/``) admit itself writes, never a user's: ``owner`` on the objects it makes
+(``backends.common.owner_annotation``), ``group-spec`` on LeaderWorkerSet pod templates (``families.lws``),
+``workload-generation`` on PodGroups (``backends.coscheduling.podgroup``)."""
+
+GANG_SETTINGS = tuple(
+    name for name in KNOWN_ANNOTATIONS if name != "min-member" and name not in BOOKKEEPING_ANNOTATIONS)
+"""The annotations that only tune a gang (``schedule-timeout-seconds``, ``pod-group``, ``backend`` ...): without
+``<prefix>/min-member`` there is no gang and admit reads none of them."""
+
+
+def ignored_without_min_member(annotations: Any, config: Config) -> list[str]:
+    """The one warning for a workload that carries gang settings (:data:`GANG_SETTINGS`, e.g.
+    ``gang.admit.dev/schedule-timeout-seconds``) but no ``<prefix>/min-member``: admit makes no gang of it, so the
+    settings do nothing. ``annotations``: the workload's ``metadata.annotations``, any shape.
+
+    Returns ``["gang.admit.dev/schedule-timeout-seconds is ignored without gang.admit.dev/min-member"]`` (every key
+    found named, in the object's order), or ``[]``: no setting, ``min-member`` present, or only admit's own
+    bookkeeping keys (:data:`BOOKKEEPING_ANNOTATIONS`). Unknown keys under the prefix are
+    :func:`unknown_annotation_warnings`'s. One pass over the keys, and none when ``min-member`` is there.
+    """
+    if not isinstance(annotations, dict) or config.min_member_key in annotations:
+        return []
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    found = [key for key in annotations
+             if isinstance(key, str) and key.startswith(prefix) and key[len(prefix):] in GANG_SETTINGS]
+    if not found:
+        return []
+    verb = "is" if len(found) == 1 else "are"
+    return [f"{', '.join(found)} {verb} ignored without {config.min_member_key}: admit makes no gang of this object "
+            f"(add {config.min_member_key}, or remove {'it' if len(found) == 1 else 'them'})"]
 
 
 def template_annotation_warnings(obj: Any, config: Config) -> list[str]:

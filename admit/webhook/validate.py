@@ -18,6 +18,10 @@ rules the code is built on"):
 
 Zero replicas is allowed: a paused workload has no pods to wait.
 
+Allowed with a warning (kubectl prints it): a workload without ``gang.admit.dev/min-member`` that carries admit keys
+it then ignores: a misspelt key (``gang.admit.dev/minmember``), gang settings alone
+(``gang.admit.dev/schedule-timeout-seconds``, ``plan.ignored_without_min_member``), the annotation on a pod template.
+
 Allowed untouched, with no API write (``lifecycle.py``): an UPDATE of an object that is being deleted
 (``deletionTimestamp`` set) and an UPDATE that changes only ``status`` or ``metadata.finalizers``.
 
@@ -46,6 +50,7 @@ from ..gang.plan import (
     GangError,
     GangPlan,
     get_path,
+    ignored_without_min_member,
     parse_gang_annotations,
     template_annotation_warnings,
     unknown_annotation_warnings,
@@ -336,7 +341,8 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     try:
         ann = parse_gang_annotations(annotations, config)
         if ann is None:
-            return Verdict(Decision(warnings=typos + template_annotation_warnings(obj, config)))
+            return Verdict(Decision(warnings=typos + ignored_without_min_member(annotations, config)
+                                    + template_annotation_warnings(obj, config)))
         namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
         plan = resolver(obj, ann, config, namespace, req.operation)
         check_plan(plan, config, ann)

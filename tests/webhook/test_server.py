@@ -289,3 +289,16 @@ async def test_a_body_whose_content_encoding_does_not_decode_gets_http_400_not_5
         # the connection is closed after that answer; the next request is served normally
         body = await post(webhook, path, admission_review(example("pause-gang-deployment.yaml")))
         assert body["response"]["allowed"] is True
+
+
+async def test_a_schedule_timeout_without_min_member_is_answered_with_a_warning_kubectl_prints(webhook, fake):
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"] = {"gang.admit.dev/schedule-timeout-seconds": "60"}
+    mutated = await post(webhook, "/mutate", admission_review(dep))
+    assert mutated["response"] == {"uid": mutated["response"]["uid"], "allowed": True}
+    body = await post(webhook, "/validate", admission_review(dep))
+    assert body["response"]["allowed"] is True
+    assert body["response"]["warnings"] == [
+        "gang.admit.dev/schedule-timeout-seconds is ignored without gang.admit.dev/min-member: admit makes no gang of "
+        "this object (add gang.admit.dev/min-member, or remove it)"]
+    assert fake.requests_for("podgroups") == []

@@ -319,3 +319,38 @@ def test_a_bare_pod_asking_for_a_gang_of_3_without_a_group_name_is_told_how_to_f
                for w in v.decision.warnings)
     pod["metadata"]["annotations"]["gang.admit.dev/pod-group"] = "trio"
     assert not any("names no group" in w for w in verdict(pod).decision.warnings)
+
+
+def test_gang_settings_without_min_member_are_allowed_with_one_warning_naming_every_key_found():
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"] = {"gang.admit.dev/schedule-timeout-seconds": "60",
+                                      "deployment.kubernetes.io/revision": "1", "gang.admit.dev/pod-group": "trainers"}
+    v = verdict(dep)
+    assert v.decision.allowed and v.ensure is None
+    assert v.decision.warnings == [
+        "gang.admit.dev/schedule-timeout-seconds, gang.admit.dev/pod-group are ignored without "
+        "gang.admit.dev/min-member: admit makes no gang of this object (add gang.admit.dev/min-member, or remove them)"]
+    dep["metadata"]["annotations"] = {"gang.admit.dev/schedule-timeout-seconds": "60"}
+    (warning,) = verdict(dep).decision.warnings
+    assert warning.startswith("gang.admit.dev/schedule-timeout-seconds is ignored without gang.admit.dev/min-member")
+
+
+def test_admits_own_bookkeeping_keys_and_managed_label_without_min_member_give_no_warning():
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"] = {"gang.admit.dev/owner": "apps/Deployment/pause",
+                                      "gang.admit.dev/group-spec": "{}"}
+    dep["metadata"]["labels"] = {"app": "pause", "gang.admit.dev/managed": "true"}
+    v = verdict(dep)
+    assert v.decision.allowed and v.decision.warnings == []
+    dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "3"  # a gang: its settings are read, no warning
+    dep["metadata"]["annotations"]["gang.admit.dev/schedule-timeout-seconds"] = "60"
+    assert not any("ignored without" in w for w in verdict(dep).decision.warnings)
+
+
+def test_a_gang_setting_under_another_annotation_prefix_is_read_under_that_prefix():
+    config = Config(annotation_prefix="gang.example.com")
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"] = {"gang.admit.dev/schedule-timeout-seconds": "60",
+                                      "gang.example.com/backend": "coscheduling"}
+    (warning,) = validate(parse_review(dumps(admission_review(dep))), config).decision.warnings
+    assert warning.startswith("gang.example.com/backend is ignored without gang.example.com/min-member")
