@@ -224,10 +224,12 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                     "(what admit explains without asking for a change: they never reach kubectl's Warning: line), "
                     "the JSONPatch, the PodGroups and the object after mutation; -o yaml/json gives everything. Exit "
                     "0 when all are allowed, 1 when any is denied (with --strict: or has a warning, notes never "
-                    "count; or no object was found), 2 when a file cannot be read (reported on stderr; the other "
-                    "files are still reviewed), a path does not exist or holds no YAML or JSON. A run that finds "
-                    "no Kubernetes object to review (only values files, Helm templates or empty Lists) says so on "
-                    "stderr, and --strict fails it: a CI step that checks nothing never passes. A manifest without "
+                    "count; or no object was found), 2 when a path does not exist or a file cannot be read (not "
+                    "YAML or JSON, a mapping key given twice, no permission: reported on stderr; the other files "
+                    "are still reviewed). Paths that exist but hold no Kubernetes object to review (an empty "
+                    "folder, file or standard input, only values files, Helm templates or empty Lists) are no "
+                    "error: a note on stderr says so and the exit is 0, with --strict 1: a CI step that checks "
+                    "nothing never passes. A manifest without "
                     "metadata.namespace is reviewed in the -n namespace (default: default), as kubectl apply -n. "
                     "YAML that is not a Kubernetes object (values.yaml, Chart.yaml, kustomization.yaml, a JSON6902 "
                     "patch) is skipped and counted; so are a Helm chart's templates and the patches a "
@@ -250,10 +252,13 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                         help="text: one line per object (default); json/yaml: every detail of every object")
     review.add_argument("-v", "--verbose", action="store_true",
                         help="text output: warnings, JSONPatch, PodGroups and the object after mutation per object")
-    review.add_argument("--no-objects", action="store_true", help="with -v: leave out the mutated objects")
+    review.add_argument("--no-objects", action="store_true",
+                        help="with -v (only): leave out the mutated objects (the one-line view never shows them; -o "
+                             "json/yaml always carry them)")
     review.add_argument("--strict", action="store_true",
                         help="exit 1 when any object gets a warning too (a misspelt annotation key, a gang "
-                             "annotation admit ignores), or when no object was found to review, as linters' --strict: "
+                             "annotation admit ignores: on a kind it does not handle, or without min-member), or when "
+                             "no object was found to review, as linters' --strict: "
                              "for CI. Notes never fail it")
     review.add_argument("--accept-warning", action="append", default=[], metavar="REGEX",
                         help="a warning you have read and accept: --strict no longer fails on the warnings this "
@@ -378,8 +383,10 @@ def _cmd_review(args: argparse.Namespace) -> int:
         return 1 if args.strict else 0
     warned = sum(1 for r in results if r["warnings"])
     if args.strict and warned:
-        print(f"admit review --strict: exit 1: {warned} object{'s' if warned != 1 else ''} with warnings "
-              "(-v shows them)", file=sys.stderr)
+        # the one-line view shows every warning of an allowed object; a denied one's row gives the refusal instead
+        hidden = args.output == "text" and not args.verbose and any(r["warnings"] and not r["allowed"] for r in results)
+        print(f"admit review --strict: exit 1: {warned} object{'s' if warned != 1 else ''} with warnings"
+              + (" (-v shows those of the denied ones)" if hidden else ""), file=sys.stderr)
         return 1
     return 0 if all(r["allowed"] for r in results) else 1
 
@@ -460,9 +467,20 @@ def _missing_certificates_hint(args: argparse.Namespace) -> str:
             "against an in-memory fake Kubernetes API")
 
 
+def _check_review_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, as argparse refuses any wrong argument (usage and exit 2), ``admit review --no-objects`` without ``-v``
+    or with ``-o json/yaml``: there it would do nothing."""
+    if args.command == "review" and args.no_objects and not (args.verbose and args.output == "text"):
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices["review"].error("argument --no-objects: only with -v (-v shows the mutated objects, --no-objects "
+                                    "leaves them out; the one-line view never shows them, -o json/yaml always do)")
+
+
 def main(argv: Sequence[str] | None = None) -> Any:
     """Entry point of the ``admit`` console script; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_review_args(parser, args)
     handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve, "status": _cmd_status}[args.command]
     try:
         return handler(args)

@@ -31,11 +31,12 @@ from ..webhook.admission import Admission
 from ..config import Config
 from ..families.kinds import KINDS, RESOLVERS, SCALABLE
 from ..kube.client import AlreadyExists
-from ..gang.plan import GangError, generated_group_name, get_path, parse_gang_annotations
+from ..gang.plan import BOOKKEEPING_ANNOTATIONS, GangError, generated_group_name, get_path, parse_gang_annotations
 from ..webhook.admissionreview import AdmissionRequest, BadReview, dumps, parse_review
 
 __all__ = ["InputError", "OfflineKube", "Skipped", "load_documents", "manifest_request", "review_documents",
-           "accept_warnings", "format_text", "format_lines", "not_an_object", "nothing_reviewed", "DEFAULT_NAMESPACE"]
+           "accept_warnings", "format_text", "format_lines", "not_an_object", "nothing_reviewed", "handled_kinds",
+           "DEFAULT_NAMESPACE"]
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -183,10 +184,13 @@ REVIEW_RENDERED = ("pipe in what they render to: kubectl kustomize DIR | admit r
 
 @dataclasses.dataclass
 class Skipped:
-    """What the loader left out, for the one summary line: ``files`` and ``documents`` as ``"<file>: <why>"``."""
+    """What the loader left out, for the one summary line: ``files`` and ``documents`` as ``"<file>: <why>"``;
+    ``empty``: the paths that gave nothing at all (``"<folder> holds no .yaml, .yml or .json file"``, ``"<file> is
+    empty"``), for the note of a run with nothing to review (:func:`nothing_reviewed`), not counted in the summary."""
 
     files: list[str] = dataclasses.field(default_factory=list)
     documents: list[str] = dataclasses.field(default_factory=list)
+    empty: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         """``"skipped 2 files (a Helm chart's templates, ...) and 3 documents that are not Kubernetes objects"``, or
@@ -266,7 +270,17 @@ def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = Non
             continue
         p = Path(arg)
         if p.is_dir():
-            listing = _walk(p) if recursive else sorted(f for f in p.iterdir() if f.is_file())
+            try:
+                listing = list(_walk(p)) if recursive else sorted(f for f in p.iterdir() if f.is_file())
+            except OSError as e:  # a folder without read permission: cannot be read, as a file
+                if errors is None:
+                    raise InputError(f"{p}: {e.strerror or e}") from None
+                errors.append(f"{p}: {e.strerror or e}")
+                continue
+            if skipped is not None and not any(f.suffix in SUFFIXES for f in listing):
+                below = not recursive and any(d.is_dir() for d in p.iterdir())
+                skipped.empty.append(f"{p} holds no .yaml, .yml or .json file"
+                                     + (" (-R reads its sub-folders)" if below else ""))
             patches: dict[Path, set[Path]] = {}
             for f in listing:
                 if f.suffix not in SUFFIXES:
@@ -289,6 +303,40 @@ def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = Non
         else:
             raise InputError(f"{p}: no such file or directory")
     return out
+
+
+class StrictLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types: SafeLoader is Any
+    """``yaml.SafeLoader`` that refuses a mapping key given twice, as kubectl does (sigs.k8s.io/yaml's strict
+    decoding: ``mapping key "replicas" already defined at line 8``). PyYAML keeps the last value silently, so two
+    manifests concatenated without ``---`` would read as one object, the first one lost. A key a merge (``<<:``)
+    brings in may be overridden, as YAML allows. Only the check is added: the same parser and constructors.
+
+    Raises (from ``yaml.load_all``): ``yaml.constructor.ConstructorError`` naming the key and both lines (1-based:
+    ``line 8: mapping key "replicas" already defined at line 6``).
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)  # kept: the mapping's own construction reuses it
+                line = key_node.start_mark.line + 1
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the constructor below refuses it
+                    continue
+                if first is None:
+                    seen[key] = line
+                else:  # the key was there already (on the same line too, in flow or JSON style)
+                    # a document's own apiVersion again: two manifests concatenated (cat a.yaml b.yaml)
+                    joined = node.start_mark.column == 0 and key in ("apiVersion", "kind")
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"line {line}: mapping key {json.dumps(key, default=str)} already defined at line "
+                        f"{first} ({'two objects without --- between them? ' if joined else ''}kubectl refuses a "
+                        "key given twice)")
+        return super().construct_mapping(node, deep=deep)
 
 
 def _yaml_error(e: yaml.YAMLError) -> str:
@@ -323,20 +371,21 @@ def load_documents(
     ``skipped``: when given, documents that are not Kubernetes objects (:func:`not_an_object`) and, inside a
     directory, Helm templates and kustomize patches are counted there and left out instead of failing the run.
 
+    A path that exists but holds no object (an empty folder or file, an empty ``List``) gives ``[]``, not an
+    error: ``admit review`` says so and exits 0 (1 with ``--strict``); ``skipped.empty`` says which.
+
     Raises:
-        InputError: a path is missing, a file is unreadable, not YAML/JSON (with PyYAML's line and column), a
-            document is not an object (only when neither ``errors`` nor ``skipped`` is given), or there is no
-            document at all.
+        InputError: a path is missing, a file is unreadable, not YAML/JSON (with PyYAML's line and column), holds a
+            mapping key twice (:class:`StrictLoader`), or a document is not an object (only when neither ``errors``
+            nor ``skipped`` is given).
     """
     docs: list[tuple[str, dict[str, Any]]] = []
-    lists = 0  # List documents read, empty ones included
-    paths = list(paths)
     for f in _files(paths, recursive, errors, skipped):
         name = "<stdin>" if f is None else str(f)
         try:
             try:
                 text = (stdin or sys.stdin).read() if f is None else f.read_text(encoding="utf-8")
-                loaded = list(yaml.safe_load_all(text))
+                loaded = list(yaml.load_all(text, Loader=StrictLoader))
             except yaml.YAMLError as e:
                 if skipped is not None and f is not None and "{{" in text:
                     skipped.files.append(f"{name}: a template ({{{{ ... }}}}), not YAML until rendered")
@@ -351,13 +400,15 @@ def load_documents(
                 raise
             errors.append(str(e))
             continue
+        if skipped is not None and all(doc is None for doc in loaded):
+            skipped.empty.append(f"{'standard input' if f is None else name} is empty"
+                                 + (" (no YAML document)" if text.strip() else ""))
         for i, doc in enumerate(loaded):
             if doc is None:
                 continue
             if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"),
                                                                                                   list):
-                items = doc["items"]
-                lists += 1  # an empty List (``kubectl get ... -o yaml`` of an empty namespace) is input, not an error
+                items = doc["items"]  # an empty List (``kubectl get ... -o yaml`` of an empty namespace) gives none
             else:
                 items = [doc]
             for item in items:
@@ -373,17 +424,19 @@ def load_documents(
                     errors.append(message)
                 else:
                     docs.append((name, item))
-    if not docs and not errors and not lists and not (skipped and (skipped.files or skipped.documents)):
-        raise InputError(f"{', '.join(paths)}: no Kubernetes objects found (.yaml, .yml or .json documents)")
     return docs
 
 
 def nothing_reviewed(paths: Iterable[str], skipped: Skipped | None = None) -> str:
     """The note of a run that found no Kubernetes object to review in ``paths`` (``admit review`` prints it on
-    stderr; ``--strict`` fails on it): what was skipped instead, and where to look."""
-    where = ", ".join("standard input" if p == "-" else p for p in paths)
+    stderr; ``--strict`` fails on it): what was skipped instead, which path was empty (``skipped.empty``, "it"
+    when that is the one path given), and where to look."""
+    names = ["standard input" if p == "-" else p for p in paths]
+    where = ", ".join(names)
     text = f"no Kubernetes objects to review in {where}"
-    left_out = skipped.summary() if skipped is not None else ""
+    empty = [f"it{e[len(where):]}" if len(names) == 1 and e.startswith(f"{where} ") else e
+             for e in (skipped.empty if skipped is not None else [])]
+    left_out = "; ".join(filter(None, [skipped.summary() if skipped is not None else "", *empty]))
     if left_out:
         return f"{text}: {left_out}"
     return f"{text} (only empty Lists, as kubectl get -o yaml prints for a namespace without any)"
@@ -499,7 +552,7 @@ async def review_documents(
             store.add_object(obj)
         decision = await admission.validate(req)
         meta = (obj or {}).get("metadata") or {}
-        if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS:
+        if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS and _user_keys(doc, config):
             decision.warnings.extend(_unhandled_kind_warnings(doc, req.kind, config))
         results.append(
             {
@@ -566,6 +619,26 @@ def accept_warnings(results: list[dict[str, Any]], patterns: list[str]) -> None:
         r["warnings"] = keep
 
 
+def _user_keys(doc: dict[str, Any], config: Config) -> bool:
+    """``doc``'s ``metadata.annotations`` hold a key under admit's prefix that a user writes: not one of admit's own
+    bookkeeping keys (``plan.BOOKKEEPING_ANNOTATIONS``: the ``owner`` and ``workload-generation`` on a PodGroup admit
+    made, as ``kubectl get podgroups -o yaml`` prints it). Labels (``gang.admit.dev/managed``) are not looked at."""
+    annotations = get_path(doc, ("metadata", "annotations"))
+    if not isinstance(annotations, dict):
+        return False
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    return any(isinstance(k, str) and k.startswith(prefix) and k[len(prefix):] not in BOOKKEEPING_ANNOTATIONS
+               for k in annotations)
+
+
+def handled_kinds(config: Config) -> str:
+    """The kinds admit gangs, from the kind registry (``families.kinds.KINDS``, in registration order, so a kind is
+    named the day it is registered), without those of ``config.ignored_api_groups`` (``--ignore-api-group``):
+    ``"Deployment, ReplicaSet, StatefulSet, Job, Pod, ..."``."""
+    names = [kind for (group, kind) in KINDS if group not in config.ignored_api_groups]
+    return ", ".join(dict.fromkeys(names))
+
+
 def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> list[str]:
     """Why a gang annotation on a kind admit does not handle does nothing (the webhook is never called for it)."""
     annotations = (doc.get("metadata") or {}).get("annotations")
@@ -577,7 +650,7 @@ def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> 
     if not kind:
         return ["this document has no kind: it is not a Kubernetes object admit can review"]
     return [f"admit does not handle {kind}: the {config.annotation_prefix} annotations have no effect on it "
-            "(handled: Deployment, StatefulSet, ReplicaSet, Job, Pod, Kubeflow jobs, SparkApplication)"]
+            f"(handled: {handled_kinds(config)})"]
 
 
 def _yaml(obj: Any, indent: str = "    ") -> str:
@@ -682,7 +755,8 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None,
     refusal its reason, for a warning the first warning), then a summary. A message is never cut: the first one
     ends its row whole, any further warning gets a line of its own under the row, indented to the message column
     (a terminal wraps a long line; a CI log keeps it whole). ``-v`` gives :func:`format_text` (notes
-    too), ``-o yaml``/``-o json`` everything."""
+    too), ``-o yaml``/``-o json`` everything. With no result, the summary alone (no header row, no pointer to
+    details)."""
     rows = []
     below: list[list[str]] = []
     for r in results:
@@ -713,11 +787,12 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None,
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
     indent = sum(widths) + 2 * 4
     out = []
-    for row, more in zip([header, *rows], [[], *below]):
+    for row, more in zip([header, *rows], [[], *below]) if rows else ():  # no object: no table, the summary alone
         line = "  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + (f"  {row[4]}" if row[4] else "")
         out.append(line.rstrip())
         out.extend(" " * indent + text for text in more)
-    out.append("")
-    out.append(_summary(results, errors, skipped) + ". Details (warnings, notes, patches, PodGroups): admit review -v "
-               "or -o yaml")
+    if out:
+        out.append("")
+    details = ". Details (warnings, notes, patches, PodGroups): admit review -v or -o yaml" if results else ""
+    out.append(_summary(results, errors, skipped) + details)
     return "\n".join(out)

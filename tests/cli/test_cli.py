@@ -109,9 +109,12 @@ def test_review_reads_standard_input_for_a_dash(monkeypatch, capsys):
     assert code == 0 and r["source"] == "<stdin>" and r["podGroups"][0]["metadata"]["name"] == "pause"
 
 
-def test_review_of_a_folder_without_manifests_exits_2(tmp_path, capsys):
-    assert main(["review", str(tmp_path)]) == 2
-    assert "no Kubernetes objects found" in capsys.readouterr().err
+def test_review_of_an_empty_folder_exits_0_with_a_note_that_it_holds_no_manifest_file(tmp_path, capsys):
+    assert main(["review", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (f"admit review: no Kubernetes objects to review in {tmp_path}: it holds no .yaml, .yml "
+                            "or .json file\n")
+    assert captured.out == "0 objects: 0 allowed, 0 denied\n"  # no table header over no rows
 
 
 def test_review_explains_that_a_cronjob_gang_goes_in_its_job_template(tmp_path, capsys):
@@ -370,12 +373,47 @@ def test_review_without_strict_of_no_kubernetes_object_exits_0_with_a_note_on_st
                    "Kubernetes object (values, Chart.yaml, kustomization, lists)\n")
 
 
-def test_review_of_an_empty_folder_or_a_mistyped_path_exits_2_with_or_without_strict(tmp_path, capsys):
+def test_an_empty_folder_file_or_standard_input_is_nothing_to_review_exit_0_and_1_with_strict(tmp_path, monkeypatch,
+                                                                                                  capsys):
+    import io
+
+    empty = tmp_path / "empty"
+    (empty / "overlays").mkdir(parents=True)
+    (tmp_path / "blank.yaml").write_text("# rendered nothing\n")
+    cases = [([str(empty)], f"{empty}: it holds no .yaml, .yml or .json file (-R reads its sub-folders)"),
+             (["-R", str(empty)], f"{empty}: it holds no .yaml, .yml or .json file"),
+             ([str(tmp_path / "blank.yaml")], f"{tmp_path / 'blank.yaml'}: it is empty (no YAML document)"),
+             (["-"], "standard input: it is empty")]
+    for strict, code, said in (([], 0, "admit review"), (["--strict"], 1, "admit review --strict: exit 1")):
+        for args, why in cases:
+            monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+            assert main(["review", *strict, *args]) == code, args
+            captured = capsys.readouterr()
+            assert captured.err == f"{said}: no Kubernetes objects to review in {why}\n"
+            assert captured.out == "0 objects: 0 allowed, 0 denied\n"
+
+
+def test_a_mistyped_path_or_a_folder_that_cannot_be_listed_exits_2_with_or_without_strict(tmp_path, monkeypatch,
+                                                                                          capsys):
+    from pathlib import Path
+
     for strict in ([], ["--strict"]):
-        assert main(["review", *strict, str(tmp_path)]) == 2
-        assert "no Kubernetes objects found" in capsys.readouterr().err
         assert main(["review", *strict, str(tmp_path / "exmaples")]) == 2
         assert "exmaples: no such file or directory" in capsys.readouterr().err
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_iterdir = Path.iterdir
+
+    def iterdir(self):  # what a folder without read permission answers a user who is not root
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    assert main(["review", str(locked), str(EXAMPLES / "pause-gang-deployment.yaml")]) == 2
+    captured = capsys.readouterr()
+    assert f"admit review: cannot read {locked}: Permission denied" in captured.err
+    assert "Deployment default/pause" in captured.out
 
 
 def test_the_readme_quick_start_review_of_the_examples_exits_0_with_no_note(monkeypatch, capsys):
@@ -447,3 +485,130 @@ def test_review_n_refuses_a_name_that_cannot_be_a_namespace(capsys):
         else:
             raise AssertionError(f"-n {bad!r} was accepted")
         assert "is not a namespace name" in capsys.readouterr().err
+
+
+TIMEOUT_ONLY = MISSPELT.replace('gang.admit.dev/minmember: "3"', 'gang.admit.dev/schedule-timeout-seconds: "60"')
+
+
+def test_a_schedule_timeout_without_min_member_is_a_warning_on_the_line_in_v_and_fails_strict(tmp_path, capsys):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(TIMEOUT_ONLY)
+    ignored = "gang.admit.dev/schedule-timeout-seconds is ignored without gang.admit.dev/min-member"
+    assert main(["review", str(path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("ALLOWED"))
+    assert "Deployment ml/trainer" in line and f"warning: {ignored}" in line and "not a gang" not in line
+    assert main(["review", "-v", "--no-objects", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"  warning: {ignored}" in out and "no gang annotation" not in out
+    assert main(["review", "--strict", str(path)]) == 1
+    assert capsys.readouterr().err == "admit review --strict: exit 1: 1 object with warnings\n"
+
+
+def test_a_pod_group_admit_made_reviewed_as_kubectl_get_prints_it_gets_no_warning_for_admits_own_annotations(
+        tmp_path, capsys):
+    path = tmp_path / "podgroups.yaml"
+    path.write_text("""apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: trainer
+  namespace: ml
+  labels: {app.kubernetes.io/managed-by: admit}
+  annotations:
+    gang.admit.dev/owner: apps/Deployment/trainer
+    gang.admit.dev/workload-generation: "2"
+spec:
+  minMember: 3
+  scheduleTimeoutSeconds: 60
+""")
+    assert main(["review", "--strict", "-o", "json", str(path)]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    assert r["kind"] == "PodGroup" and r["warnings"] == []
+
+
+def test_the_unhandled_kind_warning_names_every_registered_kind_but_those_of_an_ignored_api_group(tmp_path, capsys):
+    from admit.families.kinds import KINDS
+
+    path = tmp_path / "node-agent.yaml"
+    path.write_text(TIMEOUT_ONLY.replace("kind: Deployment", "kind: DaemonSet").replace("  replicas: 3\n", ""))
+    code, (r,) = run_json(capsys, path)
+    (warning,) = r["warnings"]
+    listed = warning.partition("(handled: ")[2].rstrip(")").split(", ")
+    assert code == 0 and warning.startswith("admit does not handle DaemonSet")
+    assert listed == list(dict.fromkeys(kind for _, kind in KINDS))
+    assert {"JobSet", "LeaderWorkerSet", "RayJob", "RayCluster", "TrainJob", "TFJob"} <= set(listed)
+    code, (r,) = run_json(capsys, "--ignore-api-group", "kubeflow.org", path)
+    assert "TFJob" not in r["warnings"][0] and "TrainJob" in r["warnings"][0]
+
+
+def test_two_manifests_piped_without_a_separator_exit_2_naming_the_key_and_both_lines(monkeypatch, capsys):
+    import io
+
+    pause = (EXAMPLES / "pause-gang-deployment.yaml").read_text()
+    web = (EXAMPLES / "web-gang-deployment.yaml").read_text()
+    assert not pause.startswith("---") and "\n---" not in pause
+    second = pause.count("\n") + 1 + next(i for i, x in enumerate(web.splitlines()) if x.startswith("apiVersion:"))
+    first = 1 + next(i for i, x in enumerate(pause.splitlines()) if x.startswith("apiVersion:"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(pause + web))  # cat pause.yaml web.yaml | admit review -
+    assert main(["review", "-"]) == 2
+    captured = capsys.readouterr()
+    assert (f'admit review: cannot read <stdin>: not valid YAML or JSON: line {second}: mapping key "apiVersion" '
+            f"already defined at line {first} (two objects without --- between them?") in captured.err
+    assert "0 objects" in captured.out and "1 unreadable" in captured.out
+    monkeypatch.setattr(sys, "stdin", io.StringIO(pause + "---\n" + web))
+    assert main(["review", "-"]) == 0
+
+
+def test_a_key_given_twice_in_a_manifest_exits_2_naming_the_key_the_file_and_the_line_and_the_rest_is_reviewed(
+        tmp_path, capsys):
+    bad = tmp_path / "a-trainer.yaml"
+    bad.write_text(MISSPELT.replace("  replicas: 3\n", "  replicas: 3\n  paused: false\n  replicas: 2\n"))
+    (tmp_path / "b-pause.yaml").write_text((EXAMPLES / "pause-gang-deployment.yaml").read_text())
+    (tmp_path / "c-review.json").write_text('{"apiVersion": "v1", "kind": "ConfigMap", "kind": "Secret"}')
+    assert main(["review", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert (f'cannot read {bad}: not valid YAML or JSON: line 12: mapping key "replicas" already defined at line 10 '
+            "(kubectl refuses a key given twice)") in captured.err
+    assert 'c-review.json: not valid YAML or JSON: line 1: mapping key "kind" already defined at line 1' in captured.err
+    assert "Deployment default/pause" in captured.out and "2 unreadable" in captured.out
+
+
+def test_a_key_a_yaml_merge_brings_in_may_be_overridden_as_yaml_allows():
+    import yaml
+
+    from admit.cli.review import StrictLoader
+
+    text = "defaults: &d {cpu: 1, memory: 1Gi}\nworker:\n  <<: *d\n  cpu: 2\n"
+    assert yaml.load(text, Loader=StrictLoader) == yaml.safe_load(text) == {
+        "defaults": {"cpu": 1, "memory": "1Gi"}, "worker": {"cpu": 2, "memory": "1Gi"}}
+
+
+def test_strict_says_v_shows_the_warnings_only_when_the_one_line_view_hides_some(tmp_path, capsys):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(MISSPELT)  # allowed, its warning whole on its row: nothing hidden
+    assert main(["review", "--strict", str(path)]) == 1
+    assert capsys.readouterr().err == "admit review --strict: exit 1: 1 object with warnings\n"
+    path.write_text(MISSPELT.replace('gang.admit.dev/minmember: "3"', 'gang.admit.dev/min-member: "4"\n'
+                                     '    gang.admit.dev/min-resource: none'))
+    assert main(["review", "--strict", str(path)]) == 1  # denied: its row gives the refusal, not the warning
+    captured = capsys.readouterr()
+    assert "min-resource" not in captured.out
+    assert captured.err == ("admit review --strict: exit 1: 1 object with warnings (-v shows those of the denied "
+                            "ones)\n")
+    assert main(["review", "--strict", "-v", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert "gang.admit.dev/min-resource is not one of admit's" in captured.out
+    assert captured.err == "admit review --strict: exit 1: 1 object with warnings\n"
+
+
+def test_no_objects_without_v_is_refused_by_the_parser_as_doing_nothing(capsys):
+    import pytest
+
+    pause = str(EXAMPLES / "pause-gang-deployment.yaml")
+    for args in ([], ["-o", "json"], ["-o", "yaml", "-v"]):
+        with pytest.raises(SystemExit) as e:
+            main(["review", "--no-objects", *args, pause])
+        assert e.value.code == 2
+        assert "admit review: error: argument --no-objects: only with -v" in capsys.readouterr().err
+    assert main(["review", "-v", "--no-objects", pause]) == 0
+    out = capsys.readouterr().out
+    assert "kind: PodGroup" in out and "object after mutation:" not in out
