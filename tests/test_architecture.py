@@ -124,7 +124,8 @@ def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_lea
     with pytest.raises(SystemExit):  # --controller-gang offers the kinds with a handover only
         build_parser().parse_args(["serve", "--controller-gang", "Deployment"])
     assert having("allowed_backends") == ["Pod", "SparkApplication"]
-    assert having("in_status") == ["Deployment", "ReplicaSet", "StatefulSet", "Job"]
+    assert having("in_status") == ["Deployment", "ReplicaSet", "StatefulSet", "Job", "TFJob", "PyTorchJob", "XGBoostJob",
+                                   "PaddleJob", "JAXJob", "MPIJob"]
     assert [r.kind for r in WORKLOAD_RESOURCES] == having("in_status")
     pod_watches = [w.selector for w in watched_kinds(Config())[0] if w.resource.kind == "Pod"]
     assert pod_watches == [f"{Config().managed_label}=true,spark-role=driver"]

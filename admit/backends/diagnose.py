@@ -5,7 +5,8 @@ lists its objects through the API and hands them, with the pods, events, workloa
 once for all backends, to its pure diagnosis: ``admit/backends/coscheduling/diagnose.py`` (scheduler-plugins
 PodGroups) and ``admit/backends/workload_api/diagnose.py`` (native scheduling.k8s.io PodGroups), each returning one
 :class:`GangStatus` per gang. Here: that row, its rendering (:func:`format_table`, :func:`to_json`), the reading of
-the scheduler's words about pods (:func:`last_word`, :func:`classify_message`), the near-name helpers that find a
+the scheduler's words about pods (:func:`last_word`, :func:`classify_message`), what a gang workload asks for
+(:class:`WorkloadSize`, :func:`size_cause`: ``BelowMinMember``, ``ScaledToZero``), the near-name helpers that find a
 typo (:func:`distance`, :func:`near`) and the small readers of pods and workloads the diagnoses share. The reasons
 each diagnosis gives are listed in its module's docstring; ``admit/cli/status.py`` runs them and prints.
 """
@@ -21,7 +22,7 @@ from typing import Any, Iterable
 from ..gang.ownerrefs import controller_ref
 from ..gang.plan import get_path
 
-__all__ = ["GangStatus", "JSON", "KNOWN_ANNOTATIONS", "ECHOES", "COLUMNS", "parse_time", "distance", "near",
+__all__ = ["GangStatus", "JSON", "WorkloadSize", "size_key", "size_cause", "KNOWN_ANNOTATIONS", "ECHOES", "COLUMNS", "parse_time", "distance", "near",
            "classify_message", "meta_of", "is_scheduled", "is_live", "is_echo", "last_word", "one_line",
            "workload_ref", "to_int", "owner_of", "waited_seconds", "scheduling_group", "template_scheduling_group",
            "duration", "format_table", "to_json"]
@@ -53,6 +54,53 @@ class GangStatus:
     reason: str
     message: str
     retry: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSize:
+    """How many pods a gang workload asks for, as its kind's resolver counts them (``GangPlan.total_pods``, or the
+    numbers of the ``gang.plan.BelowMinMember`` it refused with); ``admit/cli/status.py`` ``workload_sizes`` makes
+    them, the diagnoses read them by :func:`size_key`.
+
+    Attributes:
+        ref: how the resolver names the workload (``"Deployment team/web"``).
+        pods: the pods it asks for (``spec.replicas``, a Job's ``parallelism``, a Kubeflow job's replicas summed).
+        counted: what those pods are (``"spec.replicas=2"``, ``"Worker.replicas=1 + Master.replicas=1"``).
+        min_member: the gang's minMember; source: where it came from (``"gang.admit.dev/min-member=6"``).
+        fix: which field to raise (``"Set spec.replicas to at least 6"``); lower: what to lower instead.
+    """
+
+    ref: str
+    pods: int
+    counted: str
+    min_member: int
+    source: str
+    fix: str
+    lower: str
+
+
+def size_key(obj: JSON) -> tuple[str, str, str]:
+    """``(namespace, kind, name)`` of a listed workload: the key of its :class:`WorkloadSize`."""
+    meta = meta_of(obj)
+    return str(meta.get("namespace", "")), str(obj.get("kind", "")), str(meta.get("name", ""))
+
+
+def size_cause(size: WorkloadSize | None) -> tuple[str, str] | None:
+    """``(reason, message)`` when the workload itself keeps its gang from forming, else None:
+
+    - ``ScaledToZero``: it asks for no pods (a Deployment at ``replicas: 0``): nothing to schedule, not a failure;
+    - ``BelowMinMember``: it asks for fewer pods than minMember (replicas scaled below it, a quota-sized Job's
+      ``parallelism``): the scheduler keeps every pod Pending for ever, as admission and the controller's Warning
+      ``GangBelowMinMember`` Event say; the message names the field to raise and the annotation to lower.
+    """
+    if size is None or size.pods >= size.min_member:
+        return None
+    if size.pods <= 0:
+        return "ScaledToZero", (f"{size.ref} asks for no pods ({size.counted}): scaled to zero, nothing to schedule "
+                                f"(not a failure); its gang forms once it runs at least {size.min_member} pods "
+                                f"({size.source})")
+    return "BelowMinMember", (f"{size.ref} asks for {size.pods} pod(s) ({size.counted}), minMember {size.min_member} "
+                              f"({size.source}): the gang can never form. {size.fix}, or lower {size.lower}")
 
 
 def parse_time(value: Any) -> _dt.datetime | None:

@@ -15,13 +15,13 @@ not serve (404) is left out of the diagnosis with a note (:func:`list_or_note`),
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 from ..config import Config
 from ..kube.client import KubeError
 from ..kube.watchcache import KubeRaw, Resource
-from .diagnose import JSON, GangStatus
+from .diagnose import JSON, GangStatus, WorkloadSize
 
 __all__ = ["Listed", "Collect", "BackendStatus", "list_or_note"]
 
@@ -36,12 +36,16 @@ class Listed:
         events: core/v1 Events with reason ``FailedScheduling``.
         workloads: the objects of the workload kinds whose record says ``in_status`` (Deployments, Jobs, ...).
         nodes: every Node, or ``None`` when they could not be listed (RBAC): checks on capacity are skipped then.
+        sizes: ``diagnose.size_key(workload) -> diagnose.WorkloadSize``: how many pods each gang workload of
+            ``workloads`` asks for, as its kind's resolver counts them (``admit/cli/status.py`` ``workload_sizes``);
+            a diagnosis passes it on to say ``BelowMinMember`` / ``ScaledToZero`` (``diagnose.size_cause``).
     """
 
     pods: list[JSON]
     events: list[JSON]
     workloads: list[JSON]
     nodes: list[JSON] | None
+    sizes: Mapping[tuple[str, str, str], WorkloadSize] = field(default_factory=dict)
 
 
 class Collect(Protocol):
@@ -69,14 +73,17 @@ class BackendStatus:
 
 
 async def list_or_note(api: KubeRaw, resource: Resource, namespace: str | None, notes: list[str],
-                       query: tuple[tuple[str, str], ...] = ()) -> list[JSON] | None:
+                       query: tuple[tuple[str, str], ...] = (), missing_ok: bool = False) -> list[JSON] | None:
     """The items of ``GET`` on ``resource`` in ``namespace`` (``None``: all namespaces; ``query``: e.g. a
     ``fieldSelector``), each given ``resource.kind`` (list items carry no ``kind``). ``None``, with a line in
-    ``notes``, when the API server answers 403 (RBAC) or 404 (not served). Raises ``kube.KubeError`` for any other
-    failure."""
+    ``notes``, when the API server answers 403 (RBAC) or 404 (not served; with ``missing_ok``, e.g. a workload
+    kind whose CRD is not installed, so there is none of it to diagnose, no line). Raises ``kube.KubeError`` for
+    any other failure."""
     try:
         answer = await api.request("GET", resource.path(namespace), query=query)
     except KubeError as e:
+        if e.status == 404 and missing_ok:
+            return None
         if e.status in (403, 404):
             notes.append(f"{resource.label} not listed ({e.status} {e.reason}); left out of the diagnosis")
             return None

@@ -16,17 +16,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any, TextIO
+from typing import Any, Iterable, TextIO
 
-from ..backends import runtime
-from ..backends.diagnose import GangStatus, format_table, to_json
+from ..backends import check_plan, runtime
+from ..backends.diagnose import JSON, GangStatus, WorkloadSize, format_table, size_key, to_json
 from ..backends.status import Listed, list_or_note
 from ..config import Config
-from ..families import FAMILY_KINDS
+from ..families import FAMILY_KINDS, kinds
+from ..gang.children import is_child
+from ..gang.plan import BelowMinMember, GangError, Resolver, parse_gang_annotations
 from ..kube.client import KubeError, load_api_client
 from ..kube.watchcache import KubeRaw, Resource
 
-__all__ = ["list_shared", "collect", "run_status"]
+__all__ = ["list_shared", "workload_sizes", "collect", "run_status"]
 
 WORKLOAD_RESOURCES = tuple(Resource(k.api_group, k.versions[0][0], k.plural, k.kind) for k in FAMILY_KINDS
                            if k.in_status)
@@ -36,17 +38,72 @@ EVENTS = Resource("", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 
 
-async def list_shared(api: KubeRaw, namespace: str | None, notes: list[str]) -> Listed:
+async def list_shared(api: KubeRaw, namespace: str | None, notes: list[str], config: Config | None = None) -> Listed:
     """The pods, ``FailedScheduling`` events and gang workloads of ``namespace`` (None: all) and every node: what
-    every backend's diagnosis reads, listed once. A list refused with 403 or 404 is empty (nodes: ``None``), with a
-    line in ``notes``. Raises ``KubeError`` when the API cannot be reached."""
+    every backend's diagnosis reads, listed once, with what each gang workload asks for (:func:`workload_sizes`,
+    with ``config``'s annotations; none without a ``config``). A list refused with 403 or 404 is empty (nodes:
+    ``None``), with a line in ``notes``. Raises ``KubeError`` when the API cannot be reached."""
     pods, events, nodes, *workloads = await asyncio.gather(
         list_or_note(api, PODS, namespace, notes),
         list_or_note(api, EVENTS, namespace, notes, (("fieldSelector", "reason=FailedScheduling"),)),
         list_or_note(api, NODES, None, notes),
-        *(list_or_note(api, r, namespace, notes) for r in WORKLOAD_RESOURCES),
+        *(list_or_note(api, r, namespace, notes, missing_ok=_is_crd(r)) for r in WORKLOAD_RESOURCES),
     )
-    return Listed(pods or [], events or [], [w for items in workloads for w in items or []], nodes)
+    by_resource = list(zip(WORKLOAD_RESOURCES, [items or [] for items in workloads]))
+    sizes = workload_sizes(by_resource, config) if config is not None else {}
+    return Listed(pods or [], events or [], [w for _, items in by_resource for w in items], nodes, sizes)
+
+
+def _is_crd(resource: Resource) -> bool:
+    """Whether ``resource`` is a custom resource (an API group with a dot outside Kubernetes' own ``*.k8s.io``:
+    ``kubeflow.org``): a cluster without its CRD answers 404, which only means there is none of it."""
+    return "." in resource.group and not resource.group.endswith(".k8s.io")
+
+
+def workload_sizes(listed: Iterable[tuple[Resource, list[JSON]]],
+                   config: Config) -> dict[tuple[str, str, str], WorkloadSize]:
+    """``diagnose.size_key(workload) -> WorkloadSize`` for each listed gang workload (``(resource, its items)``):
+    the pods it asks for as admission counts them, with its kind's resolver (``families.kinds.KINDS``, the
+    record's ``resolve``; operation ``UPDATE``: it is stored) and ``backends.check_plan``, as the controller's
+    claims do (``controller/claims.py`` ``claim_of``, whose refusal is the Warning ``GangBelowMinMember`` Event). The
+    family's resolver, before the backend is applied: the count does not depend on the backend, and a backend's own
+    refusal (one ``admit status`` was not told is served) would hide it. A refusal with ``gang.plan.BelowMinMember``
+    gives its numbers, a plan its ``total_pods``. Left out: workloads without the min-member annotation, children
+    of a gang workload (a Deployment's ReplicaSet), plans that count no pods and other refusals (the diagnoses say
+    those). Pure."""
+    sizes: dict[tuple[str, str, str], WorkloadSize] = {}
+    for resource, items in listed:
+        kind = kinds.KINDS.get((resource.group, resource.kind))
+        if kind is None:
+            continue
+        for obj in items:
+            size = _size_of(obj, resource, kind.resolve, config)
+            if size is not None:
+                sizes[size_key(obj)] = size
+    return sizes
+
+
+def _size_of(obj: JSON, resource: Resource, resolver: Resolver, config: Config) -> WorkloadSize | None:
+    """:func:`workload_sizes` of one stored workload, or None."""
+    if is_child(obj, resource.group, resource.kind, kinds.PARENTS):
+        return None
+    obj = obj if obj.get("apiVersion") else dict(obj, apiVersion=resource.api_version, kind=resource.kind)
+    meta = obj.get("metadata") or {}
+    try:
+        ann = parse_gang_annotations(meta.get("annotations"), config)
+        if ann is None:
+            return None
+        plan = resolver(obj, ann, config, str(meta.get("namespace") or ""), "UPDATE")
+        check_plan(plan, config, ann)
+    except BelowMinMember as e:
+        return WorkloadSize(e.ref, e.total, e.counted, e.min_member, e.source, e.fix, e.lower)
+    except GangError:
+        return None
+    if plan.total_pods is None:
+        return None
+    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+    return WorkloadSize(plan.ref, plan.total_pods, f"{plan.total_field}={plan.total_pods}", plan.min_member, source,
+                        f"Set {plan.total_field} to at least {plan.min_member}", config.min_member_key)
 
 
 async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[list[GangStatus], list[str]]:
@@ -56,7 +113,7 @@ async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[
     the lists left out and what the diagnoses left out, one line each. Raises ``KubeError`` when the API cannot be
     reached."""
     notes: list[str] = []
-    listed = await list_shared(api, namespace, notes)
+    listed = await list_shared(api, namespace, notes, config)
     rows: list[GangStatus] = []
     for backend_api in runtime.APIS.values():
         part = backend_api.status

@@ -317,5 +317,5 @@ def _versions(kind: str) -> tuple[tuple[str, str], ...]:
 
 
 KINDS = tuple(WorkloadKind("kubeflow.org", kind, _versions(kind), partial(resolve_kubeflow, kind=kind),
-                           pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
+                           pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=True)
               for kind in KUBEFLOW_KINDS)

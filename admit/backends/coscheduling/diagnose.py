@@ -14,6 +14,10 @@ reason means and where it comes from:
 - ``PodGroupMissing``: pods carry the group label but no PodGroup of that name exists. Coscheduling's Permit
   rejects such pods ("PodGroup not found", scheduler-plugins ``pkg/coscheduling/core/core.go``), so they stay
   Pending for ever. With a PodGroup of a near name (edit distance <= 2) it says which (a typo in the label value).
+- ``BelowMinMember``: the gang's workload asks for fewer pods than minMember (``kubectl scale`` below it, a Job's
+  ``parallelism``), as its kind's resolver counts them (``sizes``, ``diagnose.size_cause``): the gang can never form
+  however long it waits. ``ScaledToZero``: it asks for no pods (a Deployment kept at ``replicas: 0``), not a
+  failure. Said before any other cause: no other fix schedules such a gang.
 - ``NotMutated``: a workload has admit's annotations but its pod template has no group label: admit's webhook did not
   see it (not installed, namespace excluded, or ``failurePolicy: Ignore`` during an outage).
 - ``AnnotationTypo`` / ``LabelTypo``: an annotation key under admit's prefix that admit does not read, or a pod label
@@ -50,16 +54,16 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ...config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, Config
 from ...gang.ownerrefs import controller_ref, has_controller
 from ...gang.plan import get_path
 from ...gang.quantity import QuantityError, format_quantity, parse_quantity
 from ..common import asked_backend, owner_annotation
-from ..diagnose import (JSON, KNOWN_ANNOTATIONS, GangStatus, classify_message, distance, duration, is_echo, is_live,
-                        is_scheduled, last_word, meta_of, near, one_line, owner_of, template_scheduling_group, to_int,
-                        waited_seconds, workload_ref)
+from ..diagnose import (JSON, KNOWN_ANNOTATIONS, GangStatus, WorkloadSize, classify_message, distance, duration,
+                        is_echo, is_live, is_scheduled, last_word, meta_of, near, one_line, owner_of, size_cause,
+                        size_key, template_scheduling_group, to_int, waited_seconds, workload_ref)
 
 __all__ = ["diagnose"]
 
@@ -100,6 +104,13 @@ def _min_resources_gap(pg: JSON, nodes: list[JSON] | None) -> str:
     return ", ".join(gaps)
 
 
+def _has_template(obj: JSON) -> bool:
+    """Whether ``obj`` makes its pods from ``spec.template`` (a Deployment, a Job; a Pod is its own) and so
+    :func:`_template_labels` can tell that admit did not mutate it; a Kubeflow job's templates are elsewhere
+    (``spec.<x>ReplicaSpecs``)."""
+    return obj.get("kind") == "Pod" or isinstance(get_path(obj, ("spec", "template")), dict)
+
+
 def _template_labels(obj: JSON) -> dict[str, Any]:
     """Labels of the pods a workload makes (``spec.template.metadata.labels``; a Pod's own labels)."""
     path = ("metadata", "labels") if obj.get("kind") == "Pod" else ("spec", "template", "metadata", "labels")
@@ -116,6 +127,7 @@ def diagnose(
     nodes: list[JSON] | None = None,
     config: Config = Config(),
     now: _dt.datetime | None = None,
+    sizes: Mapping[tuple[str, str, str], WorkloadSize] | None = None,
 ) -> list[GangStatus]:
     """One :class:`GangStatus` per gang, sorted by namespace and group (see the module docstring for the reasons).
 
@@ -129,8 +141,11 @@ def diagnose(
         nodes: Node objects for the ``minResources`` check (None: not checked, e.g. RBAC forbids listing nodes).
         config: annotation prefix, group label and the Coscheduling scheduler name.
         now: the time waits are measured to (aware datetime; default: now in UTC).
+        sizes: ``size_key(workload) -> WorkloadSize``, the pods each of ``workloads`` asks for as its kind's resolver
+            counts them (``status.Listed.sizes``; default none: no ``BelowMinMember`` / ``ScaledToZero``).
     """
     now = now or _dt.datetime.now(_dt.timezone.utc)
+    sizes = sizes or {}
     label = config.pod_group_label
     pgs = {(meta_of(pg).get("namespace", ""), meta_of(pg).get("name", "")): pg for pg in pod_groups}
     members, typo_pods = _pods_by_group(pods, label)
@@ -139,8 +154,9 @@ def diagnose(
     keys = set(pgs) | set(members) | {k for k in gang_workloads if k not in {(r.namespace, r.group)
                                                                              for r in extra_rows}}
     for key in sorted(keys):
-        rows[key] = _row(key, pgs.get(key), members.get(key, []), gang_workloads.get(key), events, nodes, pgs,
-                         typo_pods, config, now)
+        workload = gang_workloads.get(key)
+        rows[key] = _row(key, pgs.get(key), members.get(key, []), workload, events, nodes, pgs,
+                         typo_pods, config, now, sizes.get(size_key(workload)) if workload is not None else None)
     # label-key typos whose value names no gang above still get a line
     for (ns, value), found in sorted(typo_pods.items()):
         if (ns, value) in rows:
@@ -199,7 +215,7 @@ def _gang_workloads(workloads: list[JSON], config: Config) -> tuple[dict[tuple[s
         if config.min_member_key in annotations:
             group = _template_labels(wl).get(label) or annotations.get(config.pod_group_key) or name
             gang_workloads[(ns, str(group))] = wl
-            if not _template_labels(wl).get(label):
+            if not _template_labels(wl).get(label) and _has_template(wl):
                 extra_rows.append(GangStatus(
                     ns, str(group), workload_ref(wl), to_int(annotations.get(config.min_member_key)), 0, 0, 0,
                     "-", None, "NotMutated",
@@ -244,7 +260,7 @@ def _operator_scheduler(pods: list[JSON], config: Config) -> str:
 
 def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON | None, events: list[JSON],
          nodes: list[JSON] | None, pgs: dict[tuple[str, str], JSON], typo_pods: dict[tuple[str, str], list],
-         config: Config, now: _dt.datetime) -> GangStatus:
+         config: Config, now: _dt.datetime, size: WorkloadSize | None = None) -> GangStatus:
     ns, group = key
     pending = [p for p in pods if not is_scheduled(p)]
     scheduled = len(pods) - len(pending)
@@ -264,6 +280,9 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON
         return GangStatus(ns, group, str(shown), min_member, len(pods), scheduled, len(pending), phase, waited,
                           reason, one_line(message), retry)
 
+    sized = size_cause(size)
+    if sized is not None:
+        return status(*sized)
     if pg is None:
         return _pod_group_missing(status, ns, group, pgs, config)
     return (_setup_cause(status, key, pg, pods, events, nodes, typo_pods, min_member, config)

@@ -31,7 +31,7 @@ async def collect(api: KubeRaw, config: Config, namespace: str | None, listed: L
         if problem:
             notes.append(problem)
     return {"pod_groups": pod_groups or [], "pods": listed.pods, "events": listed.events, "nodes": listed.nodes,
-            "workloads": listed.workloads, "config": config}
+            "workloads": listed.workloads, "config": config, "sizes": listed.sizes}
 
 
 async def _pod_group_crd_problem(api: KubeRaw, config: Config, resource: Resource) -> str | None:

@@ -15,6 +15,8 @@ apart from the Coscheduling PodGroups.
   pods all carry the Coscheduling label (:func:`not_a_gang`); a note says how many were left out.
 - ``WorkloadAPINotServed``: a workload asks for the workload-api backend but the API server serves no version admit
   speaks (the feature gates and runtime-config are named).
+- ``BelowMinMember`` / ``ScaledToZero``: the gang's workload asks for fewer pods than minMember, or for none, as
+  its kind's resolver counts them (``sizes``, ``diagnose.size_cause``); said before any other cause.
 - ``PodGroupMissing``: pods name a PodGroup that does not exist: they wait at PreEnqueue for ever, silently.
 - ``PriorityMismatch`` / ``SchedulerMismatch`` / ``PreemptionMismatch``: kube-scheduler's ``validatePodGroup``
   (1.37) refuses a PodGroup whose pods' priority differs from its own ("all pods in a single pod group should have
@@ -34,14 +36,15 @@ apart from the Coscheduling PodGroups.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import Any, Mapping
 
 from ...config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from ...gang.ownerrefs import controller_ref, has_controller
 from ...gang.plan import get_path
 from ..common import asked_backend
-from ..diagnose import (JSON, GangStatus, classify_message, is_live, is_scheduled, last_word, meta_of, one_line,
-                        owner_of, scheduling_group, template_scheduling_group, to_int, waited_seconds, workload_ref)
+from ..diagnose import (JSON, GangStatus, WorkloadSize, classify_message, is_live, is_scheduled, last_word, meta_of,
+                        one_line, owner_of, scheduling_group, size_cause, size_key, template_scheduling_group, to_int,
+                        waited_seconds, workload_ref)
 from . import SHAPES, not_served_message
 
 __all__ = ["NATIVE_GROUP_PREFIX", "diagnose_native", "not_a_gang", "below_min_count"]
@@ -118,7 +121,8 @@ def not_a_gang(pg: JSON, pods: list[JSON], config: Config, siblings: list[JSON] 
 def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JSON] = (),  # type: ignore[assignment]
                     workloads: list[JSON] = (), served: str | None = "",  # type: ignore[assignment]
                     config: Config = Config(), now: _dt.datetime | None = None,
-                    notes: list[str] | None = None) -> list[GangStatus]:
+                    notes: list[str] | None = None,
+                    sizes: Mapping[tuple[str, str, str], WorkloadSize] | None = None) -> list[GangStatus]:
     """One :class:`GangStatus` per native gang (module docstring, "Native gangs"), sorted by namespace and group.
     PodGroups that are no gang (:func:`not_a_gang`) and the pods naming them get no row; ``notes`` (when given)
     gets one line saying how many were left out and why.
@@ -133,6 +137,9 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
         served: the scheduling.k8s.io version the API server serves (``""``: none; ``None``: not checked).
         config: annotation keys and the default backend.
         now: aware datetime the waits are measured to (default: now, UTC).
+        notes: where the line about the PodGroups left out goes (None: not said).
+        sizes: ``size_key(workload) -> WorkloadSize``, the pods each of ``workloads`` asks for as its kind's resolver
+            counts them (``status.Listed.sizes``; default none: no ``BelowMinMember`` / ``ScaledToZero``).
     """
     now = now or _dt.datetime.now(_dt.timezone.utc)
     pgs = {(meta_of(pg).get("namespace", ""), meta_of(pg).get("name", "")): pg for pg in pod_groups}
@@ -159,8 +166,9 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
         if why is not None and key not in owners:
             left_out[why] += 1
             continue
-        rows.append(_native_row(key, pg, members.get(key, []), owners.get(key), events, now,
-                                everyone.get(key, [])))
+        owner = owners.get(key)
+        rows.append(_native_row(key, pg, members.get(key, []), owner, events, now, everyone.get(key, []),
+                                (sizes or {}).get(size_key(owner)) if owner is not None else None))
     if notes is not None and any(left_out.values()):
         notes.append(_left_out_note(left_out, config))
     rows.sort(key=lambda r: (r.namespace, r.group, r.workload))
@@ -213,7 +221,8 @@ def _left_out_note(left_out: dict[str, int], config: Config) -> str:
 
 
 def _native_row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workload: JSON | None,
-                events: list[JSON], now: _dt.datetime, every_pod: list[JSON] = ()) -> GangStatus:  # type: ignore[assignment]
+                events: list[JSON], now: _dt.datetime, every_pod: list[JSON] = (),  # type: ignore[assignment]
+                size: WorkloadSize | None = None) -> GangStatus:
     ns, name = key
     pending = [p for p in pods if not is_scheduled(p)]
     min_count = to_int(get_path(pg, ("spec", "schedulingPolicy", "gang", "minCount"))) if pg else None
@@ -230,6 +239,9 @@ def _native_row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workloa
                           len(pending), phase, waited_seconds(pending, now), reason, one_line(message))
 
     silent = "kube-scheduler holds them at PreEnqueue with no event and no PodScheduled condition"
+    sized = size_cause(size)
+    if sized is not None:
+        return status(*sized)
     if pg is None:
         if not pods:
             return status("PodGroupMissing", f"{ref} names PodGroup {ns}/{name} (scheduling.k8s.io), which does not "

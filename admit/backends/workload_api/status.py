@@ -61,7 +61,8 @@ async def collect(api: KubeRaw, config: Config, namespace: str | None, listed: L
     pod_groups = await list_or_note(api, Resource(WORKLOAD_API_GROUP, served, "podgroups", "PodGroup"), namespace,
                                     notes) if served else []
     return {"pod_groups": pod_groups or [], "pods": listed.pods, "events": listed.events,
-            "workloads": listed.workloads, "served": served, "config": config, "notes": notes}
+            "workloads": listed.workloads, "served": served, "config": config, "notes": notes,
+            "sizes": listed.sizes}
 
 
 STATUS = BackendStatus(collect, diagnose_native)
