@@ -105,12 +105,11 @@ def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: 
         raise render_below(e, ann, config) from None
 
 
-def render_below(e: BelowMinMember, ann: GangAnnotations, config: Config) -> BelowMinMember:
+def render_below(e: BelowMinMember, ann: GangAnnotations, config: Config) -> GangError:
     """The refusal of a gang below its minMember (``gang.plan.BelowMinMember``), its message naming the scheduler
     of ``e.backend``, else of the backend the workload asks for (:func:`requested_backend`): the one place that
-    message is rendered. Still a ``BelowMinMember`` (a ``GangError``, code 403) with its numbers, which
-    ``admit status`` reads (``admit/cli/status.py`` ``workload_sizes``)."""
-    return e.rendered(scheduler_of(e.backend or requested_backend(ann, config)))
+    message is rendered."""
+    return GangError(e.message_for(scheduler_of(e.backend or requested_backend(ann, config))), e.code)
 
 
 def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:

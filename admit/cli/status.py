@@ -1,7 +1,9 @@
 """``admit status``: read pods, scheduling events, gang workloads and nodes, and each gang backend's objects; print
 one line per gang.
 
-The objects every diagnosis reads are listed here once (``backends.status.Listed``); then the ``admit status`` part
+The objects every diagnosis reads are listed here once (``backends.status.Listed``), with the pods each gang
+workload asks for as admission counts them (:func:`workload_sizes`: ``BelowMinMember`` / ``ScaledToZero`` in the
+diagnoses); then the ``admit status`` part
 of every registered backend that has one (``runtime.BackendAPI.status``, ``admit/backends/status.py``) lists its own
 objects and diagnoses its gangs (pure: ``admit/backends/coscheduling/diagnose.py``,
 ``admit/backends/workload_api/diagnose.py``, or a backend registered from elsewhere), and their rows make one table.
@@ -18,13 +20,13 @@ import asyncio
 import sys
 from typing import Any, Iterable, TextIO
 
-from ..backends import check_plan, runtime
+from ..backends import runtime
 from ..backends.diagnose import JSON, GangStatus, WorkloadSize, format_table, size_key, to_json
 from ..backends.status import Listed, list_or_note
 from ..config import Config
 from ..families import FAMILY_KINDS, kinds
 from ..gang.children import is_child
-from ..gang.plan import BelowMinMember, GangError, Resolver, parse_gang_annotations
+from ..gang.plan import BelowMinMember, GangError, Resolver, below_min_member, parse_gang_annotations
 from ..kube.client import KubeError, load_api_client
 from ..kube.watchcache import KubeRaw, Resource
 
@@ -64,8 +66,9 @@ def workload_sizes(listed: Iterable[tuple[Resource, list[JSON]]],
                    config: Config) -> dict[tuple[str, str, str], WorkloadSize]:
     """``diagnose.size_key(workload) -> WorkloadSize`` for each listed gang workload (``(resource, its items)``):
     the pods it asks for as admission counts them, with its kind's resolver (``families.kinds.KINDS``, the
-    record's ``resolve``; operation ``UPDATE``: it is stored) and ``backends.check_plan``, as the controller's
-    claims do (``controller/claims.py`` ``claim_of``, whose refusal is the Warning ``GangBelowMinMember`` Event). The
+    record's ``resolve``; operation ``UPDATE``: it is stored) and the refusal ``backends.check_plan`` makes of its
+    plan (``gang.plan.below_min_member`` with the plan's ``total_field``), as the controller's claims do
+    (``controller/claims.py`` ``claim_of``, whose refusal is the Warning ``GangBelowMinMember`` Event). The
     family's resolver, before the backend is applied: the count does not depend on the backend, and a backend's own
     refusal (one ``admit status`` was not told is served) would hide it. A refusal with ``gang.plan.BelowMinMember``
     gives its numbers, a plan its ``total_pods``. Left out: workloads without the min-member annotation, children
@@ -94,16 +97,16 @@ def _size_of(obj: JSON, resource: Resource, resolver: Resolver, config: Config) 
         if ann is None:
             return None
         plan = resolver(obj, ann, config, str(meta.get("namespace") or ""), "UPDATE")
-        check_plan(plan, config, ann)
+        if plan.total_pods is None:
+            return None
+        counted, fix = f"{plan.total_field}={plan.total_pods}", f"Set {plan.total_field} to at least {plan.min_member}"
+        below_min_member(plan, ann, config, counted, fix)  # check_plan's refusal, before it names a scheduler
     except BelowMinMember as e:
         return WorkloadSize(e.ref, e.total, e.counted, e.min_member, e.source, e.fix, e.lower)
     except GangError:
         return None
-    if plan.total_pods is None:
-        return None
     source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
-    return WorkloadSize(plan.ref, plan.total_pods, f"{plan.total_field}={plan.total_pods}", plan.min_member, source,
-                        f"Set {plan.total_field} to at least {plan.min_member}", config.min_member_key)
+    return WorkloadSize(plan.ref, plan.total_pods, counted, plan.min_member, source, fix, config.min_member_key)
 
 
 async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[list[GangStatus], list[str]]:

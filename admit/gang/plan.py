@@ -92,15 +92,6 @@ class BelowMinMember(GangError):
         self.source, self.fix, self.lower, self.backend = source, fix, lower, backend
         super().__init__(self.message_for("the gang scheduler"), 403)
 
-    def rendered(self, scheduler: str) -> BelowMinMember:
-        """The same refusal with its message naming ``scheduler`` (:meth:`message_for`): still a
-        :class:`BelowMinMember`, so what reads the numbers (``admit status``) finds them after it was rendered."""
-        out = BelowMinMember(self.ref, self.total, self.counted, self.min_member, self.source, self.fix, self.lower,
-                             self.backend)
-        out.message = self.message_for(scheduler)
-        out.args = (out.message,)
-        return out
-
     def message_for(self, scheduler: str) -> str:
         """The refusal naming ``scheduler`` (``"the Coscheduling plugin"``)."""
         total = self.total

@@ -130,6 +130,27 @@ async def test_the_scheduler_message_for_a_short_gang_is_classified(plane, ns, k
     assert row.pods == 2 and row.min_member == 3
 
 
+async def test_a_gang_deployment_at_zero_then_scaled_below_min_member_past_the_webhook_says_why_it_never_forms(
+        plane, ns, kube):
+    # admitted at replicas 0 (examples/paused-gang-deployment.yaml): nothing to schedule, and no "waits for 3 more"
+    plane.cp.rest("POST", APPS.format(ns=ns), body=gang_deployment("web", replicas=0, min_member=3))
+    row = await rows_until(kube, ns, "web", "ScaledToZero")
+    assert (row.pods, row.pending, row.workload) == (0, 0, "Deployment/web")
+    assert f"Deployment {ns}/web asks for no pods (spec.replicas=0)" in row.message
+    # admit refuses a scale to 2; with the namespace opted out of its webhooks (chart: namespaceSelector, optOut) the
+    # scale goes through, as it does while admit is unreachable with failurePolicy Ignore
+    plane.cp.rest("PATCH", f"/api/v1/namespaces/{ns}", body={"metadata": {"labels": {"gang.admit.dev/webhook":
+                                                                                        "disabled"}}},
+                  content_type="application/merge-patch+json")
+    wait_for(lambda: plane.cp.rest("PATCH", f"{APPS.format(ns=ns)}/web", body={"spec": {"replicas": 2}},
+                                   content_type="application/merge-patch+json", ok=(400, 403)),
+             what="the scale to 2, once kube-apiserver no longer calls admit for the namespace")
+    row = await rows_until(kube, ns, "web", "BelowMinMember")
+    assert row.message == (f"Deployment {ns}/web asks for 2 pod(s) (spec.replicas=2), minMember 3 "
+                           "(gang.admit.dev/min-member=3): the gang can never form. Set spec.replicas to at least 3, "
+                           "or lower gang.admit.dev/min-member")
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # A scheduler-plugins scheduler with podGroupBackoffSeconds: a gang stranded by the backoff, and its retry
 # ----------------------------------------------------------------------------------------------------------------------
