@@ -55,7 +55,8 @@ def test_each_workload_kind_is_declared_once_by_its_family_and_the_registry_watc
     keys = [k.key for k in FAMILY_KINDS]
     assert len(keys) == len(set(keys))
     assert list(RESOLVERS) == keys
-    assert KNOWN_RESOURCES == {k.key: k.versions for k in FAMILY_KINDS if k.versions}
+    assert KNOWN_RESOURCES == {k.key: k.versions for k in FAMILY_KINDS if k.versions and k.unwatched is None}
+    assert ("batch", "CronJob") in RESOLVERS and ("batch", "CronJob") not in KNOWN_RESOURCES  # its Jobs own groups
     assert ("", "Pod") in RESOLVERS and ("", "Pod") not in KNOWN_RESOURCES  # bare Pods: only Spark drivers, apart
     assert KNOWN_RESOURCES[("kubeflow.org", "MPIJob")] == (("v1", "mpijobs"), ("v2beta1", "mpijobs"))
     assert {parent for parent in SCALABLE.values()} == {(k.api_group, k.versions[0][0], k.kind) for k in FAMILY_KINDS

@@ -644,9 +644,6 @@ def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> 
     annotations = (doc.get("metadata") or {}).get("annotations")
     if not isinstance(annotations, dict) or not any(str(k).startswith(config.annotation_prefix) for k in annotations):
         return []
-    if kind == "CronJob":
-        return [f"admit does not handle CronJob itself: put the {config.annotation_prefix} annotations under "
-                "spec.jobTemplate.metadata.annotations, so every Job the CronJob creates is a gang"]
     if not kind:
         return ["this document has no kind: it is not a Kubernetes object admit can review"]
     return [f"admit does not handle {kind}: the {config.annotation_prefix} annotations have no effect on it "

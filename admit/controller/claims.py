@@ -110,7 +110,9 @@ def watched_kinds(config: Config, resolvers: Iterable[tuple[str, str]] | None = 
     out: list[WatchedKind] = []
     notes: list[str] = []
     for group, kind in keys:
-        if (group, kind) == ("", "Pod") or group in config.ignored_api_groups:
+        record = kinds.KINDS.get((group, kind))
+        if (group, kind) == ("", "Pod") or group in config.ignored_api_groups or (
+                record is not None and record.unwatched is not None):  # its record says why (a CronJob)
             continue
         coords = KNOWN_RESOURCES.get((group, kind))
         if coords is None:

@@ -1,4 +1,5 @@
-"""Gang plans for the built-in workload kinds: Deployment, ReplicaSet, StatefulSet (apps/v1), Job (batch/v1), Pod.
+"""Gang plans for the built-in workload kinds: Deployment, ReplicaSet, StatefulSet (apps/v1), Job and CronJob
+(batch/v1), Pod.
 
 Each resolver is pure: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` and raises
 :class:`admit.gang.plan.GangError` for a workload that must be refused.
@@ -20,6 +21,8 @@ Rules and their sources:
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -27,13 +30,15 @@ from ..config import Config
 from ..gang.foreign import (KUEUE_GROUP_NAME, KUEUE_MIN_PARALLELISM, KUEUE_TOTAL_COUNT, MULTIKUEUE_MANAGED_BY,
                             MULTIKUEUE_ORIGIN, kueue_group)
 from ..gang.plan import (
-    GangAnnotations, GangError, GangPlan, PodTarget, Wave, check_group_name, choose_group_name, get_path, int_field,
+    BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Wave, below_min_member, check_group_name,
+    choose_group_name, get_path, int_field,
 )
 from ..gang.resources import ResourceError, gang_min_resources
-from .shared import Rollout, WorkloadKind
+from .shared import Rollout, WorkloadKind, object_ref
 
 __all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "job_can_still_run", "index_count", "resolve_pod",
-           "template_min_resources", "GROUP_TEMPLATE_ANNOTATION", "job_scheduling"]
+           "template_min_resources", "GROUP_TEMPLATE_ANNOTATION", "job_scheduling", "resolve_cronjob", "job_from_cronjob",
+           "JOB_TEMPLATE", "CRONJOB_SCHEDULED_ANNOTATION"]
 
 TEMPLATE = PodTarget(("spec", "template", "metadata", "labels"), ("spec", "template", "spec", "schedulerName"))
 TEMPLATE_IMMUTABLE = PodTarget(
@@ -483,4 +488,119 @@ JOB = WorkloadKind("batch", "Job", (("v1", "jobs"),), resolve_job,
                    controller_gang="the Job controller (WorkloadWithJob) makes its Workload and PodGroup",
                    gang_from_parent=GROUP_TEMPLATE_ANNOTATION, handover=job_scheduling)
 
-KINDS = (DEPLOYMENT, REPLICASET, STATEFULSET, JOB)
+#: Where a CronJob keeps the Job it makes (``batch/v1`` ``CronJobSpec.jobTemplate``, a ``JobTemplateSpec``).
+JOB_TEMPLATE = ("spec", "jobTemplate")
+#: The annotation the CronJob controller writes on each Job: its scheduled time (RFC 3339; feature gate
+#: ``CronJobsScheduledAnnotation``, kubernetes ``pkg/controller/cronjob/utils.go`` ``getJobFromTemplate2``).
+CRONJOB_SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+#: A scheduled time, in minutes since the epoch (2025-02-20 09:20 UTC), to name the Job a CronJob's review stands for.
+EXAMPLE_SCHEDULED_MINUTE = 29_000_000
+
+
+def job_from_cronjob(cronjob: dict[str, Any], namespace: str, minute: int = EXAMPLE_SCHEDULED_MINUTE
+                     ) -> dict[str, Any]:
+    """The batch/v1 Job the CronJob controller creates from ``cronjob`` for the time ``minute`` (minutes since the
+    epoch), as kubernetes ``pkg/controller/cronjob/utils.go`` ``getJobFromTemplate2`` builds it (pure; ``cronjob``
+    is not changed): labels and annotations copied from ``spec.jobTemplate.metadata``, plus
+    :data:`CRONJOB_SCHEDULED_ANNOTATION`; name ``getJobName``, ``<cronjob>-<minute>``; one controller
+    ownerReference to the CronJob (``metav1.NewControllerRef``: ``controller`` and ``blockOwnerDeletion`` true);
+    ``spec`` a deep copy of ``spec.jobTemplate.spec``. The Job then goes through admission as any Job."""
+    import copy
+    from datetime import datetime, timezone
+
+    def mapping(value: Any) -> dict[str, Any]:
+        return value if isinstance(value, dict) else {}
+
+    meta = mapping(cronjob.get("metadata"))
+    template = mapping(get_path(cronjob, JOB_TEMPLATE))
+    tmeta = mapping(template.get("metadata"))
+    name = str(meta.get("name") or meta.get("generateName") or "")
+    labels = mapping(tmeta.get("labels"))
+    annotations = dict(mapping(tmeta.get("annotations")))
+    annotations[CRONJOB_SCHEDULED_ANNOTATION] = datetime.fromtimestamp(minute * 60, timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    job_meta: dict[str, Any] = {
+        "name": f"{name}-{minute}", "namespace": namespace, "labels": dict(labels), "annotations": annotations,
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": name,
+                             "uid": str(meta.get("uid") or ""), "controller": True, "blockOwnerDeletion": True}]}
+    spec = template.get("spec")
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta,
+            "spec": copy.deepcopy(spec) if isinstance(spec, dict) else {}}
+
+
+_TOP_PATH = re.compile(r"(?<![\w./-])(spec|metadata)\.")
+
+
+def _in_job_template(text: str, job_ref: str, cronjob_ref: str) -> str:
+    """A Job plan's message said of the CronJob that makes the Job: the Job named as "each Job of <CronJob>" and its
+    ``spec.*`` / ``metadata.*`` paths moved under ``spec.jobTemplate``."""
+    return _TOP_PATH.sub(r"spec.jobTemplate.\1.", text.replace(job_ref, f"each Job of {cronjob_ref}"))
+
+
+def resolve_cronjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
+                    ) -> GangPlan:
+    """Plan for a batch/v1 CronJob: the plan of the Job it creates (:func:`job_from_cronjob`, resolved by
+    :func:`resolve_job` as a CREATE; ``ann`` are the annotations of ``spec.jobTemplate.metadata``, the record's
+    ``annotations``), said of the CronJob, with nothing to mutate and no PodGroup.
+
+    Each Job is a gang of its own, mutated and given its PodGroup at its own admission (a Job whose controller is a
+    CronJob is no child: ``admit.gang.children``); its group is named after the Job (``<cronjob>-<scheduled
+    minute>``), so the CronJob is never labelled: one group label on its template would put every Job in one
+    PodGroup. What the Job's admission would refuse is refused here, every field named under ``spec.jobTemplate``:
+    the same refusal on every schedule, only in the CronJob's events, is what this spares.
+
+    Raises:
+        GangError: as :func:`resolve_job` for the Job, worded for the CronJob; ``BelowMinMember`` (data, rendered by
+            ``backends.with_backend``) when each Job would run fewer pods than minMember.
+    """
+    name = _name(obj)
+    job = job_from_cronjob(obj, namespace)
+    job_ref = object_ref("Job", namespace, job["metadata"]["name"])
+    ref = object_ref("CronJob", namespace, name)
+    try:
+        plan = resolve_job(job, ann, config, namespace, "CREATE")
+    except BelowMinMember:
+        raise
+    except GangError as e:
+        raise GangError(f"{ref}: each Job it creates would be refused: {_in_job_template(e.message, job_ref, ref)}",
+                        e.code) from None
+    reword = partial(_in_job_template, job_ref=job_ref, cronjob_ref=ref)
+    wave = plan.last_wave
+    cron = replace(
+        plan, kind="CronJob", name=name, total_field=f"spec.jobTemplate.{plan.total_field}", min_resources=None,
+        targets=[], mutate=False, create_pod_group=False, runtime_class=None,
+        warnings=[reword(w) for w in plan.warnings], notes=[reword(n) for n in plan.notes],
+        refusal_note=reword(plan.refusal_note),
+        last_wave=None if wave is None else Wave(wave.size, f"each Job it creates would be refused: {reword(wave.why)}",
+                                                 reword(wave.fix)))
+    below_min_member(cron, ann, config, f"{cron.total_field}={cron.total_pods}",
+                     f"Set {cron.total_field} to at least {cron.min_member}", ref=f"{ref}: each Job it creates")
+    shared = plan.group_name != job["metadata"]["name"]
+    if shared:
+        cron.warnings.append(
+            f"{ref}: every Job it creates names the same PodGroup {plan.group_name} ({config.pod_group_key} or the "
+            f"{config.pod_group_label} label under spec.jobTemplate), but each Job needs its own: admit refuses a Job "
+            "whose PodGroup belongs to an earlier Job of the CronJob while that one is kept "
+            "(spec.successfulJobsHistoryLimit, default 3) or still runs. Remove it, and each Job's PodGroup is named "
+            f"after the Job ({name}-<scheduled time in minutes>)")
+    own = get_path(obj, ("metadata", "annotations"))
+    if isinstance(own, dict) and any(isinstance(k, str) and k.startswith(config.annotation_prefix) for k in own):
+        cron.notes.append(f"{ref}: the {config.annotation_prefix.rstrip('/')}/ annotations on its own metadata are not copied onto "
+                          "its Jobs; admit reads those under spec.jobTemplate.metadata.annotations")
+    group = plan.group_name if shared else f"{name}-<scheduled time in minutes>"
+    if get_path(job, ("spec", "scheduling")) is None:  # else the Job controller makes each Job's gang
+        cron.notes.append(
+            f"{ref}: each Job it creates is a gang of its own (PodGroup {group}, minMember {cron.min_member}), labelled and given its PodGroup by admit when the CronJob controller "
+            "creates it; the CronJob itself is not changed")
+    return cron
+
+
+CRONJOB = WorkloadKind("batch", "CronJob", (("v1", "cronjobs"),), resolve_cronjob,
+                       pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None,
+                       gang_from_parent=None, handover=None, allowed_backends=None, in_status=False,
+                       annotations=JOB_TEMPLATE + ("metadata", "annotations"),
+                       unwatched="no gang object belongs to a CronJob: each Job it creates claims its own PodGroup, "
+                                 "and the controller watches Jobs")
+"""A CronJob, judged by the Job it creates (:func:`resolve_cronjob`); its Jobs are no children (each a gang)."""
+
+KINDS = (DEPLOYMENT, REPLICASET, STATEFULSET, JOB, CRONJOB)

@@ -13,7 +13,7 @@ from ..gang.plan import Resolver
 from . import FAMILY_KINDS
 from .shared import PodJoiner, WorkloadKind
 
-__all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES"]
+__all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES", "WEBHOOK_RESOURCES"]
 
 KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
 """``(API group, kind) -> WorkloadKind``: every per-kind fact, for the modules that read one (``webhook.rollout``,
@@ -32,11 +32,17 @@ PARENTS: Parents = Parents.of(
 it to ``children.is_child``."""
 
 WATCHED_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
-    k.key: k.versions for k in FAMILY_KINDS if k.versions}
+    k.key: k.versions for k in FAMILY_KINDS if k.versions and k.unwatched is None}
 """``(API group, kind) -> ((version, plural), ...)`` of every watched kind, for the PodGroup controller's watches (a
 kind whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``). LeaderWorkerSets and
 TrainJobs claim no PodGroup themselves (their groups belong to leader pods and JobSets); watching them costs one
-idle watch each and keeps every registered kind watched."""
+idle watch each and keeps every registered kind watched. A kind whose record says why it is ``unwatched`` (CronJob:
+each of its Jobs claims its own PodGroup) is left out."""
+
+WEBHOOK_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
+    k.key: k.versions for k in FAMILY_KINDS if k.versions}
+"""``(API group, kind) -> ((version, plural), ...)`` of every kind the workload webhooks are called for (the chart's
+``admit.workloadRules``, the fake API's resources): the watched kinds and the ``unwatched`` ones (CronJob)."""
 
 SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
     (k.api_group, k.versions[0][1]): (k.api_group, k.versions[0][0], k.kind) for k in FAMILY_KINDS if k.scalable}

@@ -146,6 +146,16 @@ class WorkloadKind:
         allowed_backends: :class:`AllowedBackends`, or ``None`` when every gang backend serves the kind.
         in_status: ``admit status`` lists the kind's objects (with the versions' first ``(version, plural)``) to
             name a gang's workload.
+
+    Two facts with a default, for a kind whose objects are templates of another kind's (a CronJob's Jobs):
+
+        annotations: the key path where admit reads the kind's gang annotations (default its own
+            ``metadata.annotations``; a CronJob's ``spec.jobTemplate.metadata.annotations``, which the CronJob
+            controller copies onto each Job it creates). Annotations under admit's prefix on the object's own
+            ``metadata.annotations`` of such a kind are warned about (``gang.plan.misplaced_annotation_warnings``).
+        unwatched: why the PodGroup controller does not watch the kind (no gang object ever belongs to one of its
+            objects), or ``None`` (watched, with ``versions``). Its ``versions`` still name its resource for the
+            webhook rules, ``admit review`` and the fake API (``admit.families.kinds.WEBHOOK_RESOURCES``).
     """
 
     api_group: str
@@ -163,6 +173,8 @@ class WorkloadKind:
     handover: Callable[[int], dict[str, Any]] | None = field(kw_only=True)
     allowed_backends: AllowedBackends | None = field(kw_only=True)
     in_status: bool = field(kw_only=True)
+    annotations: tuple[str, ...] = field(default=("metadata", "annotations"), kw_only=True)
+    unwatched: str | None = field(default=None, kw_only=True)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -44,6 +44,7 @@ __all__ = [
     "GangPlan",
     "parse_gang_annotations",
     "ignored_without_min_member",
+    "misplaced_annotation_warnings",
     "check_group_name",
     "choose_group_name",
     "int_field",
@@ -329,6 +330,28 @@ def template_annotation_warnings(obj: Any, config: Config) -> list[str]:
                 "metadata.annotations"
             )
     return warnings
+
+
+def misplaced_annotation_warnings(obj: Any, path: tuple[str, ...], config: Config) -> list[str]:
+    """Warnings for annotations under admit's prefix on ``obj``'s own ``metadata.annotations`` when admit reads the
+    kind's gang annotations at ``path`` instead (``WorkloadKind.annotations``: a CronJob's
+    ``spec.jobTemplate.metadata.annotations``) and ``path`` carries no ``<prefix>/min-member``: they are not copied
+    onto the objects the kind's controller makes and have no effect. Empty otherwise (``path`` is the default, or
+    already carries the annotation)."""
+    if path == ("metadata", "annotations") or not isinstance(obj, dict):
+        return []
+    own = get_path(obj, ("metadata", "annotations"))
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    if not isinstance(own, dict) or not any(isinstance(k, str) and k.startswith(prefix) for k in own):
+        return []
+    there = get_path(obj, path)
+    if isinstance(there, dict) and there.get(config.min_member_key) is not None:
+        return []
+    where = ".".join(path)
+    kind = str(obj.get("kind") or "workload")
+    return [f"the {prefix} annotations on the {kind}'s own metadata.annotations have no effect: admit reads a "
+            f"{kind}'s gang annotations from {where[:200]}, which its controller copies onto each object it creates; "
+            "move them there"]
 
 
 def check_group_name(name: str) -> str | None:

@@ -132,7 +132,9 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
         return Decision()
     namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
     try:
-        ann = parse_gang_annotations(get_path(obj, ("metadata", "annotations")), config)
+        where = KINDS[(req.group, req.kind)].annotations if (req.group, req.kind) in KINDS else ("metadata",
+                                                                                                 "annotations")
+        ann = parse_gang_annotations(get_path(obj, where), config)  # a CronJob's: its jobTemplate's
         if ann is None:
             if req.operation == "UPDATE" and req.old_object is not None:
                 return _ungang(req, obj, req.old_object, config, namespace)

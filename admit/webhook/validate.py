@@ -41,7 +41,7 @@ from typing import Any
 from ..backends import backend_of, check_plan, scheduler_phrase, template_joined
 from ..gang.children import is_child
 from ..config import Config
-from ..families.kinds import PARENTS, POD_JOINERS, RESOLVERS, SCALABLE
+from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS, SCALABLE
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
@@ -51,6 +51,7 @@ from ..gang.plan import (
     GangPlan,
     get_path,
     ignored_without_min_member,
+    misplaced_annotation_warnings,
     parse_gang_annotations,
     template_annotation_warnings,
     unknown_annotation_warnings,
@@ -336,13 +337,15 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     resolver = RESOLVERS.get((req.group, req.kind))
     if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind, PARENTS):
         return Verdict(Decision())
-    annotations = get_path(obj, ("metadata", "annotations"))
+    where = KINDS[(req.group, req.kind)].annotations if (req.group, req.kind) in KINDS else ("metadata", "annotations")
+    annotations = get_path(obj, where)  # a CronJob's are its jobTemplate's (WorkloadKind.annotations)
     typos = unknown_annotation_warnings(annotations, config)
     try:
         ann = parse_gang_annotations(annotations, config)
         if ann is None:
             return Verdict(Decision(warnings=typos + ignored_without_min_member(annotations, config)
-                                    + template_annotation_warnings(obj, config)))
+                                    + template_annotation_warnings(obj, config)
+                                    + misplaced_annotation_warnings(obj, where, config)))
         namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
         plan = resolver(obj, ann, config, namespace, req.operation)
         check_plan(plan, config, ann)

@@ -38,7 +38,7 @@ def test_review_exits_1_when_any_object_is_denied(capsys):
     assert code == 1
     denied = {r["name"] for r in results if not r["allowed"]}
     assert denied == {"pause-too-small", "zk", "web", "batch-workers", "eval-shards", "startup-driver-ready", "leader-ready",
-                      "too-small"}
+                      "too-small", "nightly-shards"}
 
 
 def test_a_scale_review_finds_its_deployment_among_the_inputs(capsys):

@@ -185,6 +185,7 @@ CORE_WORKLOADS = {
     ("apps", "v1", "statefulsets"),
     ("apps", "v1", "replicasets"),
     ("batch", "v1", "jobs"),
+    ("batch", "v1", "cronjobs"),  # judged by the Job it makes, never mutated, never watched (families/apps.py)
 }
 KUBEFLOW = {
     ("kubeflow.org", "v1", r)

@@ -10,7 +10,7 @@ import pytest
 
 from admit.backends.registry import BACKENDS
 from admit.config import Config
-from admit.families.kinds import SCALABLE, WATCHED_RESOURCES
+from admit.families.kinds import SCALABLE, WATCHED_RESOURCES, WEBHOOK_RESOURCES
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.testing.fake_kube.admission import AdmissionChain
 from tests.release.test_chart import rbac_rules, render, rule_set, webhooks
@@ -23,10 +23,11 @@ RULES = "charts/admit/templates/_helpers.tpl (admit.workloadRules)"
 RBAC = "charts/admit/templates/rbac.yaml"
 
 
-def registry_resources() -> set[tuple[str, str, str]]:
-    """``(group, version, plural)`` of every kind the registry watches."""
-    return {(group, version, plural) for (group, _), versions in WATCHED_RESOURCES.items()
-            for version, plural in versions}
+def registry_resources(registry: dict[tuple[str, str], tuple[tuple[str, str], ...]] = WEBHOOK_RESOURCES
+                       ) -> set[tuple[str, str, str]]:
+    """``(group, version, plural)`` of every kind of ``registry``: the kinds the webhooks are called for (default),
+    or ``WATCHED_RESOURCES``, the ones the controller watches (a CronJob is only the former)."""
+    return {(group, version, plural) for (group, _), versions in registry.items() for version, plural in versions}
 
 
 def backend_objects(config: Config) -> dict[str, set[tuple[str, str]]]:
@@ -64,7 +65,8 @@ def test_the_validating_webhook_checks_the_scale_of_every_scalable_kind():
                          ids=["default", "both-backends"])
 def test_rbac_grants_the_controller_every_registered_kind_and_every_enabled_backends_objects(values, config):
     grants = rbac_rules(render(values), "ClusterRole")
-    want = {(group, plural, verb, ()) for group, _, plural in registry_resources() for verb in ("list", "watch")}
+    want = {(group, plural, verb, ()) for group, _, plural in registry_resources(WATCHED_RESOURCES)
+            for verb in ("list", "watch")}
     assert not missing(want, grants), f"{RBAC} lacks the reads {missing(want, grants)}"
     for name, objects in backend_objects(config).items():
         verbs = ("get", "list", "watch", "create", "patch", "delete")

@@ -94,6 +94,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("apps", "v1", "ReplicaSet", "replicasets", scale=True),
     _rt("apps", "v1", "DaemonSet", "daemonsets"),
     _rt("batch", "v1", "Job", "jobs"),
+    _rt("batch", "v1", "CronJob", "cronjobs"),
     _rt("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers"),
     _rt("coordination.k8s.io", "v1", "Lease", "leases", status=False),
     _rt("events.k8s.io", "v1", "Event", "events", status=False),

@@ -137,6 +137,16 @@ CEL: the object (or, on UPDATE, its previous version) carries an annotation or l
 (has({{ $o }}.metadata.annotations) && {{ $o }}.metadata.annotations.exists(k, k.startsWith('{{ $p }}'))) || (has({{ $o }}.metadata.labels) && {{ $o }}.metadata.labels.exists(k, k.startsWith('{{ $p }}')))
 {{- end -}}
 
+{{/*
+CEL: a CronJob's spec.jobTemplate.metadata.annotations (the CronJob controller copies them onto each Job) carry an
+annotation with admit's prefix; every step is tested with has(), since any other kind has no spec.jobTemplate.
+*/}}
+{{- define "admit.celJobTemplateHasPrefix" -}}
+{{- $p := printf "%s/" .prefix -}}
+{{- $t := printf "%s.spec.jobTemplate" .obj -}}
+(has({{ .obj }}.spec) && has({{ $t }}) && has({{ $t }}.metadata) && has({{ $t }}.metadata.annotations) && {{ $t }}.metadata.annotations.exists(k, k.startsWith('{{ $p }}')))
+{{- end -}}
+
 {{/* matchConditions of the workload webhooks. */}}
 {{- define "admit.workloadMatchConditions" -}}
 {{- if .Values.webhook.matchConditions.enabled -}}
@@ -145,7 +155,9 @@ matchConditions:
   - name: uses-admit
     expression: >-
       {{ include "admit.celHasPrefix" (dict "obj" "object" "prefix" $p) }} ||
-      (request.operation == 'UPDATE' && ({{ include "admit.celHasPrefix" (dict "obj" "oldObject" "prefix" $p) }}))
+      {{ include "admit.celJobTemplateHasPrefix" (dict "obj" "object" "prefix" $p) }} ||
+      (request.operation == 'UPDATE' && ({{ include "admit.celHasPrefix" (dict "obj" "oldObject" "prefix" $p) }} ||
+      {{ include "admit.celJobTemplateHasPrefix" (dict "obj" "oldObject" "prefix" $p) }}))
   # An object that is being deleted (a finalizer being removed) is never sent: admit allows it untouched anyway,
   # and a webhook that fails closed would otherwise hold the deletion, and its namespace, while admit is down.
   - name: not-being-deleted
@@ -178,7 +190,7 @@ matchConditions:
   scope: Namespaced
 - apiGroups: ["batch"]
   apiVersions: ["v1"]
-  resources: ["jobs"]
+  resources: ["jobs", "cronjobs"]
   operations: ["CREATE", "UPDATE"]
   scope: Namespaced
 {{- if .Values.workloads.kubeflow }}
