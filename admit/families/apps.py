@@ -37,8 +37,8 @@ from ..gang.resources import ResourceError, gang_min_resources
 from .shared import Rollout, WorkloadKind, object_ref
 
 __all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "job_can_still_run", "index_count", "resolve_pod",
-           "template_min_resources", "GROUP_TEMPLATE_ANNOTATION", "job_scheduling", "resolve_cronjob", "job_from_cronjob",
-           "JOB_TEMPLATE", "CRONJOB_SCHEDULED_ANNOTATION"]
+           "template_min_resources", "GROUP_TEMPLATE_ANNOTATION", "job_scheduling", "resolve_cronjob",
+           "job_from_cronjob", "JOB_TEMPLATE", "CRONJOB_SCHEDULED_ANNOTATION"]
 
 TEMPLATE = PodTarget(("spec", "template", "metadata", "labels"), ("spec", "template", "spec", "schedulerName"))
 TEMPLATE_IMMUTABLE = PodTarget(
@@ -584,14 +584,16 @@ def resolve_cronjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, n
             "(spec.successfulJobsHistoryLimit, default 3) or still runs. Remove it, and each Job's PodGroup is named "
             f"after the Job ({name}-<scheduled time in minutes>)")
     own = get_path(obj, ("metadata", "annotations"))
-    if isinstance(own, dict) and any(isinstance(k, str) and k.startswith(config.annotation_prefix) for k in own):
-        cron.notes.append(f"{ref}: the {config.annotation_prefix.rstrip('/')}/ annotations on its own metadata are not copied onto "
-                          "its Jobs; admit reads those under spec.jobTemplate.metadata.annotations")
+    prefix = config.annotation_prefix.rstrip("/") + "/"
+    if isinstance(own, dict) and any(isinstance(k, str) and k.startswith(prefix) for k in own):
+        cron.notes.append(f"{ref}: the {prefix} annotations on its own metadata are not copied onto its Jobs; admit "
+                          "reads those under spec.jobTemplate.metadata.annotations")
     group = plan.group_name if shared else f"{name}-<scheduled time in minutes>"
     if get_path(job, ("spec", "scheduling")) is None:  # else the Job controller makes each Job's gang
         cron.notes.append(
-            f"{ref}: each Job it creates is a gang of its own (PodGroup {group}, minMember {cron.min_member}), labelled and given its PodGroup by admit when the CronJob controller "
-            "creates it; the CronJob itself is not changed")
+            f"{ref}: each Job it creates is a gang of its own (PodGroup {group}, minMember {cron.min_member}), "
+            "labelled and given its PodGroup by admit when the CronJob controller creates it; the CronJob itself is "
+            "not changed")
     return cron
 
 

@@ -35,7 +35,8 @@ ownerReference onto a matching orphan) may lack it, and such a ReplicaSet is as 
 Families declare their pairs on their kinds' records (``WorkloadKind.children``, ``pod_owned_children``), and
 ``admit.families.kinds.PARENTS`` is the :class:`Parents` value built from them; :func:`parent_of` and
 :func:`is_child` take that value as an argument (this module keeps no registry of its own, so nothing depends on
-what was imported first): a Deployment's ReplicaSets, Jobs made by a JobSet or CronJob, a RayJob's submitter Job, once admit manages those parents. An object a controller
+what was imported first): a Deployment's ReplicaSets, a JobSet's Jobs, a RayJob's submitter Job. A CronJob's Jobs
+are not registered: each is a gang of its own (``admit.families.apps.resolve_cronjob``). An object a controller
 makes that must gang on its own (a RayCluster KubeRay makes for a RayService upgrade or a RayJob retry) is not
 registered: its resolver reads the ownerReference itself (``admit.families.shared``, "A child that gangs on its own").
 """

@@ -1,4 +1,4 @@
-"""CronJobs (batch/v1): judged by the Job each schedule creates, never mutated (``admit.families.apps.resolve_cronjob``).
+"""CronJobs (batch/v1): judged by the Job each schedule creates, never mutated (``families.apps.resolve_cronjob``).
 
 The CronJob controller makes each Job as ``pkg/controller/cronjob/utils.go`` ``getJobFromTemplate2`` does: the
 labels and annotations of ``spec.jobTemplate.metadata``, the name ``<cronjob>-<scheduled time in minutes>``, a
@@ -101,7 +101,8 @@ def test_the_job_a_cronjob_creates_is_built_as_get_job_from_template2_builds_it_
     job = job_from_cronjob(obj, "ml", minute=29_412_345)
     assert job["metadata"]["name"] == "nightly-eval-29412345"
     assert job["metadata"]["annotations"]["gang.admit.dev/min-member"] == "4"
-    assert job["metadata"]["annotations"][CRONJOB_SCHEDULED_ANNOTATION] == "2025-12-03T05:45:00Z"  # 29412345 * 60 s after the epoch
+    # 29412345 minutes after the epoch, in RFC 3339 as the CronJob controller writes it
+    assert job["metadata"]["annotations"][CRONJOB_SCHEDULED_ANNOTATION] == "2025-12-03T05:45:00Z"
     assert job["metadata"]["ownerReferences"] == [{
         "apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly-eval",
         "uid": "6f0c2c2e-5d1e-4f57-9a57-1d4c0c8f0b11", "controller": True, "blockOwnerDeletion": True}]
