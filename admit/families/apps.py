@@ -493,7 +493,7 @@ JOB_TEMPLATE = ("spec", "jobTemplate")
 #: The annotation the CronJob controller writes on each Job: its scheduled time (RFC 3339; feature gate
 #: ``CronJobsScheduledAnnotation``, kubernetes ``pkg/controller/cronjob/utils.go`` ``getJobFromTemplate2``).
 CRONJOB_SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
-#: A scheduled time, in minutes since the epoch (2025-02-20 09:20 UTC), to name the Job a CronJob's review stands for.
+#: A scheduled time in minutes since the epoch (2025-02-19 21:20 UTC): the name of the Job a CronJob is judged by.
 EXAMPLE_SCHEDULED_MINUTE = 29_000_000
 
 

@@ -32,6 +32,7 @@ from admit.controller.podgroups import (
     owner_reference,
     watched_kinds,
 )
+from admit.families import kinds
 from admit.families.kinds import RESOLVERS
 from admit.kube.client import KubeAPI
 from admit.backends.coscheduling.podgroup import desired_pod_group
@@ -111,12 +112,14 @@ def test_the_watched_kinds_come_from_the_resolver_registry_with_the_managed_labe
     table, notes = watched_kinds(CONFIG)
     labels = {wk.resource.label: wk.selector for wk in table}
     for key in RESOLVERS:
-        if key == ("", "Pod"):
+        if key == ("", "Pod") or key not in KNOWN_RESOURCES:  # a CronJob: its record says why it is unwatched
+            assert key == ("", "Pod") or kinds.KINDS[key].unwatched, key
             continue
         for version, plural in KNOWN_RESOURCES[key]:
             group = key[0]
             assert labels[f"{plural}.{group}/{version}"] == "gang.admit.dev/managed=true"
     assert "mpijobs.kubeflow.org/v1" in labels and "mpijobs.kubeflow.org/v2beta1" in labels
+    assert "cronjobs.batch/v1" not in labels
     assert labels["pods/v1"] == "gang.admit.dev/managed=true,spark-role=driver"
     assert notes == []
     _, notes = watched_kinds(CONFIG, [("apps", "Deployment"), ("example.com", "Widget")])

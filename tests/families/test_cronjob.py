@@ -192,3 +192,16 @@ async def test_through_the_charts_rules_a_bad_cronjob_is_refused_and_the_good_on
         pg = stack.fake.get(PG_API, "podgroups", "ml", job["metadata"]["name"])
         assert pg["spec"]["minMember"] == 4
         assert copy.deepcopy(stack.fake.get("batch/v1", "cronjobs", "ml", "nightly-eval"))["spec"] == good["spec"]
+
+
+def test_admit_review_strict_passes_a_cronjob_annotated_on_both_its_metadata_and_its_job_template(tmp_path, capsys):
+    import yaml
+
+    (tmp_path / "both.yaml").write_text(yaml.safe_dump(cronjob(on_cronjob={"gang.admit.dev/min-member": "4"})))
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump(cronjob(on_template={},
+                                                              on_cronjob={"gang.admit.dev/min-member": "4"})))
+    assert main(["review", "--strict", str(tmp_path / "both.yaml")]) == 0
+    capsys.readouterr()
+    assert main(["review", "--strict", "-v", str(tmp_path / "own.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert out.count("spec.jobTemplate.metadata.annotations") == 1 and "have no effect" in out
