@@ -207,7 +207,7 @@ def _gang_workloads(workloads: list[JSON], config: Config) -> tuple[dict[tuple[s
         ns, name = meta.get("namespace", ""), meta.get("name", "")
         annotations = meta.get("annotations") or {}
         if has_controller(wl):
-            continue  # a child (a Deployment's ReplicaSet, a CronJob's Job) joins its parent's gang
+            continue  # a child (a Deployment's ReplicaSet, a JobSet's Job) joins its parent's gang (a CronJob's Job is its own gang)
         if config.min_member_key in annotations and template_scheduling_group(wl) is not None:
             continue  # its pods join kube-scheduler's own gang (spec.schedulingGroup): not a Coscheduling one
         if config.min_member_key in annotations and asked_backend(annotations, config) != COSCHEDULING:
