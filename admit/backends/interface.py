@@ -36,11 +36,14 @@ class GangBackend(Protocol):
         name: the value of ``--gang-backend`` / annotation ``<prefix>/backend`` that selects it.
         scheduler: who keeps an undersized gang Pending, for messages ("the Coscheduling plugin").
         size_name: the field of its objects that holds the gang size, for messages (``"minMember"``).
+        description: what the gang annotations become with it, one line for ``--gang-backend``'s help
+            (``"scheduler-plugins PodGroup, pod label and schedulerName"``; ``admit/cli/__init__.py``).
     """
 
     name: str
     scheduler: str
     size_name: str
+    description: str
 
     def join_field(self, config: Config) -> str:
         """How a pod joins its gang, for messages: ``"scheduling.x-k8s.io/pod-group label"``,

@@ -58,6 +58,22 @@ def _backend_names() -> tuple[str, ...]:
     return tuple(BACKENDS)
 
 
+def _backend_help() -> str:
+    """``name (description), ...`` of every backend in ``registry.BACKENDS`` (``GangBackend.description``), for
+    ``--gang-backend``'s help: ``coscheduling (scheduler-plugins PodGroup, ...) or workload-api (...)``."""
+    from ..backends.registry import BACKENDS
+
+    named = [f"{b.name} ({b.description})" for b in BACKENDS.values()]
+    return " or ".join(named) if len(named) < 3 else ", ".join(named[:-1]) + " or " + named[-1]
+
+
+def _add_extra_backend_flag(p: argparse.ArgumentParser, what: str) -> None:
+    """``--extra-gang-backend``, repeatable, one of :func:`_backend_names`; ``what``: the help's tail."""
+    p.add_argument("--extra-gang-backend", action="append", choices=_backend_names(), default=[], metavar="BACKEND",
+                   help=f"a backend workloads may also pick with <prefix>/backend ({', '.join(_backend_names())}; "
+                        f"repeatable; {what})")
+
+
 def _handover_kinds() -> tuple[str, ...]:
     """The kinds ``--controller-gang`` accepts: those whose record says how to hand a gang to their controller
     (``WorkloadKind.handover``: ``Job``)."""
@@ -96,10 +112,8 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeflow-gang-by-operator", action="store_true",
                    help="the Kubeflow training-operator gangs its own jobs: only validate Kubeflow jobs")
     p.add_argument("--gang-backend", choices=_backend_names(), default=COSCHEDULING,
-                   help="what the gang annotations become: coscheduling (scheduler-plugins PodGroup, pod label and "
-                        "schedulerName) or workload-api (Kubernetes' native Workload and PodGroup, scheduling.k8s.io, "
-                        "pod spec.schedulingGroup); a workload may pick the other with <prefix>/backend if enabled "
-                        "(default: %(default)s)")
+                   help=f"what the gang annotations become: {_backend_help()}; a workload may pick another with "
+                        "<prefix>/backend if enabled (default: %(default)s)")
     p.add_argument("--controller-gang", action="append", choices=_handover_kinds(), default=[], metavar="KIND",
                    help="with the workload-api backend, hand a new gang of this kind to its own controller through "
                         "its spec.scheduling instead of admit's Workload and PodGroup: Job on clusters running "
@@ -160,9 +174,7 @@ def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                        help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy' or a local "
                             "fake (overrides --kubeconfig)")
     _add_decision_flags(serve)
-    serve.add_argument("--extra-gang-backend", action="append", choices=_backend_names(), default=[],
-                       metavar="BACKEND",
-                       help="a backend workloads may also pick with <prefix>/backend (repeatable; grant its RBAC)")
+    _add_extra_backend_flag(serve, "grant its RBAC")
     serve.add_argument("--failure-mode", choices=("deny", "allow"), default="deny",
                        help="answer when the Kubernetes API cannot be reached: deny with the reason, or allow with a "
                             "warning (default: %(default)s)")
@@ -298,6 +310,8 @@ def _add_status_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     status.add_argument("--request-timeout", type=_positive_float, default=10.0,
                         help="seconds per API request (default: %(default)s)")
     _add_decision_flags(status)
+    _add_extra_backend_flag(status, "as admit serve runs with it: admit status looks at the enabled backends' "
+                                    "objects and at those a listed workload asks for")
 
 
 def _add_certs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

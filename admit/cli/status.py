@@ -4,8 +4,9 @@ one line per gang.
 The objects every diagnosis reads are listed here once (``backends.status.Listed``), with the pods each gang
 workload asks for as admission counts them (:func:`workload_sizes`: ``BelowMinMember`` / ``ScaledToZero`` in the
 diagnoses); then the ``admit status`` part
-of every registered backend that has one (``runtime.BackendAPI.status``, ``admit/backends/status.py``) lists its own
-objects and diagnoses its gangs (pure: ``admit/backends/coscheduling/diagnose.py``,
+of every registered backend that has one (``runtime.BackendAPI.status``, ``admit/backends/status.py``) and that is
+enabled or asked for (:func:`wanted_backends`) lists its own objects and diagnoses its gangs (pure:
+``admit/backends/coscheduling/diagnose.py``,
 ``admit/backends/workload_api/diagnose.py``, or a backend registered from elsewhere), and their rows make one table.
 This module names no backend. It lists through the Kubernetes REST API (kubeconfig or in-cluster configuration, like
 kubectl; ``--api-server`` for a plain URL such as ``kubectl proxy``) and prints. Lists that RBAC forbids or that the
@@ -22,6 +23,7 @@ from typing import Any, Iterable, TextIO
 
 from ..backends import runtime
 from ..backends.diagnose import JSON, GangStatus, WorkloadSize, format_table, size_key, to_json
+from ..backends.common import asked_backend
 from ..backends.status import Listed, list_or_note
 from ..config import Config
 from ..families import FAMILY_KINDS, kinds
@@ -30,7 +32,7 @@ from ..gang.plan import BelowMinMember, GangError, Resolver, below_min_member, p
 from ..kube.client import KubeError, load_api_client
 from ..kube.watchcache import KubeRaw, Resource
 
-__all__ = ["list_shared", "workload_sizes", "collect", "run_status"]
+__all__ = ["list_shared", "workload_sizes", "wanted_backends", "collect", "run_status"]
 
 WORKLOAD_RESOURCES = tuple(Resource(k.api_group, k.versions[0][0], k.plural, k.kind) for k in FAMILY_KINDS
                            if k.in_status)
@@ -109,18 +111,30 @@ def _size_of(obj: JSON, resource: Resource, resolver: Resolver, config: Config) 
     return WorkloadSize(plan.ref, plan.total_pods, counted, plan.min_member, source, fix, config.min_member_key)
 
 
+def wanted_backends(config: Config, listed: Listed) -> frozenset[str]:
+    """The backends whose ``admit status`` part runs: the enabled ones (``config.allowed_backends``:
+    ``--gang-backend`` and ``--extra-gang-backend``, as admit serve runs with them) and those a listed workload or
+    pod asks for with its ``<prefix>/backend`` annotation (``backends.common.asked_backend``, the rule admission
+    follows). A backend that is registered but neither enabled nor asked for is not looked at, so a cluster without
+    its objects gets no note about them (its CRD's ``... not listed (404 NotFound)``) on every run."""
+    asked = {asked_backend((obj.get("metadata") or {}).get("annotations"), config)
+             for obj in (*listed.workloads, *listed.pods) if isinstance(obj, dict)}
+    return config.allowed_backends | asked
+
+
 async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[list[GangStatus], list[str]]:
     """``(rows, notes)`` for ``namespace`` (None: all): :func:`list_shared`, then the status part of each backend in
-    ``runtime.APIS`` that has one, in registration order (its ``collect``, then its pure ``diagnose``; a ``collect``
-    answering ``None`` has nothing to show), the rows of all sorted by namespace, group and workload. ``notes``:
-    the lists left out and what the diagnoses left out, one line each. Raises ``KubeError`` when the API cannot be
-    reached."""
+    ``runtime.APIS`` that has one and is in :func:`wanted_backends`, in registration order (its ``collect``, then its
+    pure ``diagnose``; a ``collect`` answering ``None`` has nothing to show), the rows of all sorted by namespace,
+    group and workload. ``notes``: the lists left out and what the diagnoses left out, one line each. Raises
+    ``KubeError`` when the API cannot be reached."""
     notes: list[str] = []
     listed = await list_shared(api, namespace, notes, config)
+    wanted = wanted_backends(config, listed)
     rows: list[GangStatus] = []
-    for backend_api in runtime.APIS.values():
+    for name, backend_api in runtime.APIS.items():
         part = backend_api.status
-        if part is None:
+        if part is None or name not in wanted:
             continue
         kwargs = await part.collect(api, config, namespace, listed, notes)
         if kwargs is not None:

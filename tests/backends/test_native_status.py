@@ -191,9 +191,9 @@ def plain_job(name="report"):
                 {"name": "report", "image": "busybox:1.36", "command": ["true"]}]}}}}
 
 
-async def status_json(fake):
+async def status_json(fake, *flags):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "admit.cli", "status", "--api-server", fake.url, "-A", "-o", "json", cwd=ROOT,
+        sys.executable, "-m", "admit.cli", "status", "--api-server", fake.url, "-A", "-o", "json", *flags, cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
@@ -209,7 +209,9 @@ async def test_the_job_controllers_own_pod_groups_of_every_job_are_no_native_gan
     # WorkloadWithJob (KEP-5547; pkg/controller/job/job_scheduling_manager.go): the Job controller makes a Workload
     # and PodGroup for every Job (1.37: Basic unless spec.scheduling says gang; 1.36: a gang for an Indexed Job with
     # completions == parallelism), Jobs ganged by admit's Coscheduling backend included. admit status listed each as a
-    # native gang with no filter: a duplicate row for the Coscheduling gang and a "gang" for every plain Job.
+    # native gang with no filter: a duplicate row for the Coscheduling gang and a "gang" for every plain Job. The
+    # native part runs where admit may use the workload-api backend (here beside Coscheduling, as the chart's
+    # extraGangBackends sets it).
     async with fake_cluster(aiohttp_server, Config(), job_controller=True, workload_with_job=True,
                             workload_api=version) as (fake, user):
         batch = k8s.BatchV1Api(user)
@@ -218,9 +220,13 @@ async def test_the_job_controllers_own_pod_groups_of_every_job_are_no_native_gan
         await eventually(lambda: len(fake.objects("pods", "ml")) == 5)
         made = fake.objects("podgroups", "ml", api_version=f"scheduling.k8s.io/{version}")
         assert len(made) == (2 if version == "v1beta1" else 1)  # the emulation did make them
-        rows, err = await status_json(fake)
+        rows, err = await status_json(fake, "--extra-gang-backend", "workload-api")
+        only_coscheduling, quiet = await status_json(fake)
     assert [r["group"] for r in rows] == ["allreduce"], rows  # the Coscheduling gang, once
     assert left_out in err
+    # an admit running Coscheduling alone, where no workload asks for workload-api, does not look at native objects
+    assert [r["group"] for r in only_coscheduling] == ["allreduce"] and "left out: " not in quiet, quiet
+    assert "scheduling.k8s.io" not in quiet, quiet
 
 
 # ------------------------------------------------------------------------------ a gang that broke after it was scheduled

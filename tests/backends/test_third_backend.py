@@ -26,6 +26,8 @@ from tests.backends import volcano
 from tests.helpers import FAST_CONTROLLER, admission_review, apply_answer, eventually
 
 CONFIG = Config(gang_backend=volcano.NAME)
+STATUS_CONFIG = Config(gang_backend=volcano.NAME, extra_gang_backends=frozenset({"coscheduling"}))
+"""``admit status`` with Coscheduling enabled beside Volcano, so that its diagnosis sees the Volcano gang too."""
 API_VERSION = f"{volcano.GROUP}/{volcano.VERSION}"
 
 
@@ -225,13 +227,13 @@ def replica_pod(i: int, rs: dict[str, Any], node: str | None = None) -> dict[str
             "status": {"phase": "Running" if node else "Pending"}}
 
 
-async def admit_status(fake: FakeKubeAPI, output: str) -> tuple[str, str]:
+async def admit_status(fake: FakeKubeAPI, output: str, config: Config = STATUS_CONFIG) -> tuple[str, str]:
     """``admit status -n team [-o json]`` against the fake API, in this process (where the Volcano backend is
     registered): ``(standard output, standard error)``."""
     args = argparse.Namespace(api_server=fake.url, kubeconfig=None, namespace="team", all_namespaces=False,
                               output=output, watch=False, interval=2.0, request_timeout=5.0)
     out, err = io.StringIO(), io.StringIO()
-    assert await run_status(args, CONFIG, out, err) == 0, err.getvalue()
+    assert await run_status(args, config, out, err) == 0, err.getvalue()
     return out.getvalue(), err.getvalue()
 
 
@@ -257,3 +259,22 @@ async def test_admit_status_shows_the_third_backends_gang_with_its_reason_and_no
     assert [(r["group"], r["workload"], r["minMember"], r["pods"], r["reason"]) for r in rows] == [
         ("podgroup.scheduling.volcano.sh/web", "Deployment/web", 3, {"total": 3, "scheduled": 3, "pending": 0},
          "Scheduled")]
+
+
+async def test_admit_status_leaves_a_registered_backend_that_is_neither_enabled_nor_asked_for_alone():
+    # the Volcano backend registered, on a cluster without its CRD, with admit running Coscheduling: no
+    # "scheduling.volcano.sh/v1beta1 podgroups not listed (404 NotFound)" note on every run, until a workload asks
+    volcano.install()
+    try:
+        async with FakeKubeAPI() as fake:
+            fake.put(deployment())
+            _, err = await admit_status(fake, "json", Config())
+            assert volcano.GROUP not in err, err
+            asking = deployment()
+            asking["metadata"]["name"] = "asks"
+            asking["metadata"]["annotations"]["gang.admit.dev/backend"] = volcano.NAME
+            fake.put(asking)
+            _, err = await admit_status(fake, "json", Config())
+    finally:
+        volcano.uninstall()
+    assert f"{volcano.PLURAL}.{volcano.GROUP}/{volcano.VERSION} not listed (404 NotFound)" in err, err

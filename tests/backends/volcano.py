@@ -50,6 +50,7 @@ class Volcano:
     name = NAME
     scheduler = "Volcano's gang plugin"
     size_name = "minMember"
+    description = "Volcano PodGroup, pod annotation scheduling.k8s.io/group-name and schedulerName volcano"
 
     def served(self, config: Config) -> bool:
         return True

@@ -71,8 +71,11 @@ def indexed_job(name: str, parallelism: int) -> dict[str, Any]:
 
 
 def status_rows(cp: ControlPlane, ns: str) -> tuple[list[dict[str, Any]], str]:
+    """``admit status`` as for an admit that may also use the workload-api backend (``--extra-gang-backend``): its
+    native part runs only for an enabled or asked-for backend (``admit/cli/status.py`` ``wanted_backends``)."""
     done = subprocess.run([sys.executable, "-m", "admit.cli", "status", "--kubeconfig", str(cp.kubeconfig), "-n", ns,
-                           "-o", "json"], capture_output=True, text=True, timeout=60)
+                           "-o", "json", "--extra-gang-backend", "workload-api"], capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), done.stderr
 

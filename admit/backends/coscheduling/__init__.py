@@ -195,6 +195,7 @@ class Coscheduling:
     name = COSCHEDULING
     scheduler = "the Coscheduling plugin"  # its PreFilter rejects a pod until minMember pods of its PodGroup exist
     size_name = "minMember"
+    description = "scheduler-plugins PodGroup, pod label and schedulerName"
 
     def join_field(self, config: Config) -> str:
         return f"{config.pod_group_label} label"

@@ -547,6 +547,7 @@ class WorkloadAPI:
     name = WORKLOAD_API
     scheduler = "kube-scheduler's GangScheduling plugin"  # its PreEnqueue waits for minCount pods
     size_name = "minCount"
+    description = "Kubernetes' native Workload and PodGroup, scheduling.k8s.io, pod spec.schedulingGroup"
 
     def join_field(self, config: Config) -> str:
         return "spec.schedulingGroup"

@@ -1,19 +1,18 @@
 """The ``workload-api`` backend's ``admit status`` part: find the scheduling.k8s.io version the API server serves
 and list its PodGroups (the API half; the diagnosis is ``admit/backends/workload_api/diagnose.py``, pure).
 
-Registered as ``runtime.APIS["workload-api"].status`` (:data:`STATUS`); ``admit/cli/status.py`` runs it. It looks
-whatever ``--gang-backend`` is: a cluster may run native gangs (Jobs with ``spec.scheduling``, pods naming a
-``spec.schedulingGroup``) that ``admit status`` should explain even where admit itself only runs Coscheduling.
+Registered as ``runtime.APIS["workload-api"].status`` (:data:`STATUS`); ``admit/cli/status.py`` runs it when the
+backend is enabled (``--gang-backend`` or ``--extra-gang-backend``) or a listed workload or pod asks for it with
+``<prefix>/backend`` (``cli.status.wanted_backends``, the rule for every backend).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...config import WORKLOAD_API, WORKLOAD_API_GROUP, Config
+from ...config import WORKLOAD_API_GROUP, Config
 from ...kube.client import KubeError
 from ...kube.watchcache import KubeRaw, Resource
-from ..common import asked_backend
 from ..status import BackendStatus, Listed, list_or_note
 from .diagnose import diagnose_native
 from .discovery import choose_version
@@ -50,13 +49,11 @@ async def served_version(api: KubeRaw, notes: list[str]) -> str | None:
 async def collect(api: KubeRaw, config: Config, namespace: str | None, listed: Listed,
                   notes: list[str]) -> dict[str, Any] | None:
     """``status.Collect``: the keyword arguments of ``diagnose.diagnose_native`` (``listed``'s pods, events and
-    workloads, plus the served version's scheduling.k8s.io PodGroups), or None when there is nothing native to look
-    at: discovery is forbidden, or the API server serves no Workload API and neither ``--gang-backend`` nor any
-    workload asks for the workload-api backend. Raises ``kube.KubeError`` when the API cannot be reached."""
+    workloads, plus the served version's scheduling.k8s.io PodGroups; none where the API server serves no Workload
+    API, so that the diagnosis reports the workloads asking for it), or None when discovery is forbidden. Raises
+    ``kube.KubeError`` when the API cannot be reached."""
     served = await served_version(api, notes)
-    native_asked = config.gang_backend == WORKLOAD_API or any(
-        asked_backend((w.get("metadata") or {}).get("annotations"), config) == WORKLOAD_API for w in listed.workloads)
-    if served is None or (not served and not native_asked):
+    if served is None:
         return None
     pod_groups = await list_or_note(api, Resource(WORKLOAD_API_GROUP, served, "podgroups", "PodGroup"), namespace,
                                     notes) if served else []
