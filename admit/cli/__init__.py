@@ -70,8 +70,7 @@ def _backend_help() -> str:
 def _add_extra_backend_flag(p: argparse.ArgumentParser, what: str) -> None:
     """``--extra-gang-backend``, repeatable, one of :func:`_backend_names`; ``what``: the help's tail."""
     p.add_argument("--extra-gang-backend", action="append", choices=_backend_names(), default=[], metavar="BACKEND",
-                   help=f"a backend workloads may also pick with <prefix>/backend ({', '.join(_backend_names())}; "
-                        f"repeatable; {what})")
+                   help=f"a backend workloads may also pick with <prefix>/backend (repeatable; {what})")
 
 
 def _handover_kinds() -> tuple[str, ...]:
@@ -310,8 +309,8 @@ def _add_status_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     status.add_argument("--request-timeout", type=_positive_float, default=10.0,
                         help="seconds per API request (default: %(default)s)")
     _add_decision_flags(status)
-    _add_extra_backend_flag(status, "as admit serve runs with it: admit status looks at the enabled backends' "
-                                    "objects and at those a listed workload asks for")
+    _add_extra_backend_flag(status, "as admit serve runs with it: admit status looks at the objects of the "
+                                    "enabled backends and of those a listed workload or pod asks for")
 
 
 def _add_certs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

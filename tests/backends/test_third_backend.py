@@ -278,3 +278,23 @@ async def test_admit_status_leaves_a_registered_backend_that_is_neither_enabled_
     finally:
         volcano.uninstall()
     assert f"{volcano.PLURAL}.{volcano.GROUP}/{volcano.VERSION} not listed (404 NotFound)" in err, err
+
+
+def test_the_gang_backend_flags_offer_and_describe_every_registered_backend(capsys):
+    volcano.install()
+    try:
+        parser = build_parser()
+        with pytest.raises(SystemExit):
+            parser.parse_args(["serve", "--help"])
+        extra = config_from_args(parser.parse_args(["serve", "--extra-gang-backend", volcano.NAME]))
+        status = config_from_args(parser.parse_args(["status", "--gang-backend", volcano.NAME]))
+    finally:
+        volcano.uninstall()
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--gang-backend {coscheduling,workload-api,volcano}" in text
+    assert ("what the gang annotations become: coscheduling (scheduler-plugins PodGroup, pod label and "
+            "schedulerName), workload-api (Kubernetes' native Workload and PodGroup, scheduling.k8s.io, pod "
+            f"spec.schedulingGroup) or volcano ({volcano.Volcano.description});") in text
+    assert extra.allowed_backends == {"coscheduling", volcano.NAME}
+    # admit status, like admit serve, enables --gang-backend and each --extra-gang-backend only
+    assert status.allowed_backends == {volcano.NAME}
