@@ -107,7 +107,7 @@ async def test_a_gang_of_the_third_backend_below_min_member_is_refused_naming_it
 @pytest.fixture
 async def picked(aiohttp_client):
     """The webhook over HTTP on the fake API with the Volcano backend registered and admit configured as ``admit
-    serve --extra-gang-backend volcano`` parses it (default backend coscheduling), so one workload picks Volcano by
+    serve --extra-gang-backend volcano-test`` parses it (default backend coscheduling), so one workload picks Volcano by
     its annotation; yields ``(fake, client, config)``."""
     volcano.install()
     try:
@@ -162,7 +162,7 @@ async def test_a_backend_annotation_naming_no_registered_backend_is_refused_list
     answer = await (await client.post("/validate", json=admission_review(user))).json()
     assert not answer["response"]["allowed"]
     assert answer["response"]["status"]["message"] == (
-        'annotation gang.admit.dev/backend="volcan0" is invalid: use "coscheduling", "workload-api" or "volcano" (the '
+        'annotation gang.admit.dev/backend="volcan0" is invalid: use "coscheduling", "workload-api" or "volcano-test" (the '
         "gang backends admit knows)")
 
 
@@ -291,10 +291,10 @@ def test_the_gang_backend_flags_offer_and_describe_every_registered_backend(caps
     finally:
         volcano.uninstall()
     text = " ".join(capsys.readouterr().out.split())
-    assert "--gang-backend {coscheduling,workload-api,volcano}" in text
+    assert "--gang-backend {coscheduling,workload-api,volcano-test}" in text
     assert ("what the gang annotations become: coscheduling (scheduler-plugins PodGroup, pod label and "
             "schedulerName), workload-api (Kubernetes' native Workload and PodGroup, scheduling.k8s.io, pod "
-            f"spec.schedulingGroup) or volcano ({volcano.Volcano.description});") in text
+            f"spec.schedulingGroup) or volcano-test ({volcano.Volcano.description});") in text
     assert extra.allowed_backends == {"coscheduling", volcano.NAME}
     # admit status, like admit serve, enables --gang-backend and each --extra-gang-backend only
     assert status.allowed_backends == {volcano.NAME}

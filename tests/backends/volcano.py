@@ -9,7 +9,7 @@ status`` part (:data:`STATUS`: :func:`collect` lists the PodGroups, :func:`diagn
 only what ``admit/backends/status.py`` and ``admit/backends/diagnose.py`` offer every backend.
 
 Register both halves with :func:`install` (and :func:`uninstall` after), then run admit with
-``Config(gang_backend="volcano")``.
+``Config(gang_backend=volcano.NAME)`` (``"volcano-test"``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from admit.gang.patch import pointer, set_keys_ops, set_op
 from admit.gang.plan import GangPlan, PodTarget, get_path
 from admit.kube.client import AlreadyExists, Budget, Resource
 
-NAME = "volcano"
+NAME = "volcano-test"
+"""The backend's name: one admit will not ship, so that nothing here is taken for an in-tree Volcano backend."""
 GROUP, VERSION, PLURAL = "scheduling.volcano.sh", "v1beta1", "podgroups"
 GROUP_PREFIX = f"podgroup.{GROUP}/"
 """What the GROUP column of ``admit status`` shows before a Volcano PodGroup's name (apart from the others')."""
@@ -77,8 +78,9 @@ class Volcano:
             if target.immutable:
                 continue
             ops += set_keys_ops(obj, _annotations_path(target), {GROUP_NAME_ANNOTATION: plan.group_name})
-            if get_path(obj, target.scheduler) != SCHEDULER:
-                ops.append(set_op(obj, target.scheduler, SCHEDULER))
+            op = set_op(obj, target.scheduler, SCHEDULER)  # None: it already says volcano
+            if op is not None:
+                ops.append(op)
         if label_workload and (plan.kind != "Pod" or not plan.shared):
             ops += set_keys_ops(obj, ("metadata", "labels"), {config.managed_label: "true"})
         return ops, list(plan.warnings)
