@@ -29,6 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
+from admit.families.kinds import SCALABLE, WATCHED_RESOURCES, WEBHOOK_RESOURCES
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "admit"
 CI_VALUES = CHART / "ci"
@@ -180,32 +182,50 @@ def rbac_rules(objects: list[dict], kind: str) -> set[tuple[str, str, str, tuple
 # ---------------------------------------------------------------------------------------------------------------
 
 CU = ("CREATE", "UPDATE")
-CORE_WORKLOADS = {
-    ("apps", "v1", "deployments"),
-    ("apps", "v1", "statefulsets"),
-    ("apps", "v1", "replicasets"),
-    ("batch", "v1", "jobs"),
-    ("batch", "v1", "cronjobs"),  # judged by the Job it makes, never mutated, never watched (families/apps.py)
-}
-KUBEFLOW = {
-    ("kubeflow.org", "v1", r)
-    for r in ("tfjobs", "pytorchjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs")
-} | {("kubeflow.org", "v2beta1", "mpijobs")}
-SPARK = {("sparkoperator.k8s.io", "v1beta2", "sparkapplications")}
-FAMILIES = {  # admit/families: JobSet, LeaderWorkerSet, Ray, Kubeflow Trainer v2
-    ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
-    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
-    ("ray.io", "v1", "rayclusters"),
-    ("ray.io", "v1", "rayjobs"),
-    ("ray.io", "v1", "rayservices"),
-    ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
-}
-FAMILY_GROUPS = {g for g, _, _ in FAMILIES}
-ALL_WORKLOADS = CORE_WORKLOADS | KUBEFLOW | SPARK | FAMILIES
-SCALE = {("apps", "v1", f"{r}/scale", "UPDATE") for r in ("deployments", "statefulsets", "replicasets")}
+#: ``(group, version, plural)`` of every registered kind (``admit/families``, ``kinds.WEBHOOK_RESOURCES``: each
+#: record's ``versions``, a CronJob's too: judged by the Job it makes, never mutated, never watched), so that a new
+#: kind is checked here without a line of its own.
+ALL_WORKLOADS = {(group, version, plural) for (group, _), versions in WEBHOOK_RESOURCES.items()
+                 for version, plural in versions}
+#: the kinds whose webhook rules and RBAC are always on; every other group has a switch under ``workloads:``
+CORE_GROUPS = {"", "apps", "batch"}
+OPTIONAL_WORKLOADS = {(g, v, r) for g, v, r in ALL_WORKLOADS if g not in CORE_GROUPS}
+#: the switches of admit/families' JobSet, LeaderWorkerSet, Ray and Kubeflow Trainer v2 (values.yaml ``workloads:``)
+FAMILY_GROUPS = {"jobset.x-k8s.io", "leaderworkerset.x-k8s.io", "ray.io", "trainer.kubeflow.org"}
+SCALE = {(group, version, f"{plural}/scale", "UPDATE") for (group, plural), (_, version, _) in SCALABLE.items()}
 POD_CREATE = {("", "v1", "pods", "CREATE")}
 #: HorizontalPodAutoscalers, validated only: an HPA whose minReplicas is below a gang's minMember is refused.
 HPA = {("autoscaling", "v2", "horizontalpodautoscalers", op) for op in ("CREATE", "UPDATE")}
+
+
+def watched_resources() -> set[tuple[str, str]]:
+    """``(group, plural)`` of every kind the controller watches (``kinds.WATCHED_RESOURCES``, every version)."""
+    return {(group, plural) for (group, _), versions in WATCHED_RESOURCES.items() for _, plural in versions}
+
+
+@functools.lru_cache(maxsize=None)
+def adopting_resources() -> frozenset[tuple[str, str]]:
+    """``(group, plural)`` of every kind whose objects the controller adopts gang objects to, with an ownerReference
+    that sets ``blockOwnerDeletion`` (``admit.gang.ownerrefs.controller_ref``): the kinds of which some seed manifest
+    (``tests/manifest_seeds.py``: the examples, tests/manifests/, the operator-made objects) makes a claim
+    (``admit.controller.claims.claim_of``, the controller's own rule) for some registered backend. Bare Pods are
+    resolved as ``claims.PODS``."""
+    from admit.backends.registry import BACKENDS
+    from admit.config import Config
+    from admit.controller.claims import PODS, claim_of
+    from admit.kube.client import Resource
+    from tests.manifest_seeds import seeds_by_kind
+
+    resources = {key: Resource(key[0], versions[0][0], versions[0][1], key[1])
+                 for key, versions in WATCHED_RESOURCES.items()} | {("", "Pod"): PODS}
+    out = set()
+    for key, seeds in seeds_by_kind().items():
+        resource = resources.get(key)
+        for name in BACKENDS if resource else ():
+            config = Config(gang_backend=name, workload_api_version="v1beta1")
+            if any((c := claim_of(seed, resource, config, backend=name)) and not c.error for _, seed in seeds):
+                out.add((resource.group, resource.plural))
+    return frozenset(out)
 
 
 def with_ops(resources: set[tuple[str, str, str]], ops=CU) -> set[tuple[str, str, str, str]]:
@@ -550,9 +570,9 @@ def test_kubeflow_spark_jobset_lws_ray_and_trainer_rules_and_permissions_can_be_
     objects = scenario("minimal")
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         matched = set().union(*(rule_set(h) for h in only(objects, kind)["webhooks"]))
-        assert {(g, v, r) for g, v, r, _ in matched} & (KUBEFLOW | SPARK | FAMILIES) == set()
+        assert {(g, v, r) for g, v, r, _ in matched} & OPTIONAL_WORKLOADS == set()
     groups = {g for g, *_ in rbac_rules(objects, "ClusterRole")}
-    assert groups.isdisjoint({"kubeflow.org", "sparkoperator.k8s.io"} | FAMILY_GROUPS)
+    assert groups.isdisjoint({g for g, _, _ in OPTIONAL_WORKLOADS})
 
 
 def test_webhooks_call_mutate_and_validate_on_the_service_port_443_which_reaches_container_port_8443():
@@ -957,23 +977,13 @@ def test_cluster_role_grants_exactly_what_admit_and_its_controller_use():
     rules = rbac_rules(scenario("default"), "ClusterRole")
     read = ("get", "list", "watch")
     expected = {("scheduling.x-k8s.io", "podgroups", v, ()) for v in read + ("create", "patch", "update", "delete")}
-    for group, resources in {
-        "": ["pods"],
-        "apps": ["deployments", "statefulsets", "replicasets"],
-        "batch": ["jobs"],
-        "kubeflow.org": ["tfjobs", "pytorchjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs"],
-        "sparkoperator.k8s.io": ["sparkapplications"],
-        "jobset.x-k8s.io": ["jobsets"],
-        "leaderworkerset.x-k8s.io": ["leaderworkersets"],
-        "ray.io": ["rayclusters", "rayjobs", "rayservices"],
-        "trainer.kubeflow.org": ["trainjobs"],
-    }.items():
-        expected |= {(group, r, v, ()) for r in resources for v in read}
-        # blockOwnerDeletion under OwnerReferencesPermissionEnforcement: update on the owner's finalizers only, for
-        # the kinds the controller adopts PodGroups to (an LWS's groups are not adopted, a TrainJob's JobSet is, a
-        # RayJob's or RayService's RayClusters are)
-        expected |= {(group, f"{r}/finalizers", "update", ()) for r in resources
-                     if r not in ("leaderworkersets", "trainjobs", "rayjobs", "rayservices")}
+    # every kind the controller watches (bare Pods: their own watch, admit.controller.claims.PODS)
+    expected |= {(group, r, v, ()) for group, r in watched_resources() | {("", "pods")} for v in read}
+    # blockOwnerDeletion under OwnerReferencesPermissionEnforcement: update on the owner's finalizers only, for the
+    # kinds the controller adopts gang objects to (an LWS's groups are not adopted, a TrainJob's JobSet is, a
+    # RayJob's or RayService's RayClusters are: adopting_resources() finds them)
+    expected |= {(group, f"{r}/finalizers", "update", ()) for group, r in adopting_resources()}
+    assert {r for g, r in adopting_resources() if g == "ray.io"} == {"rayclusters"}  # what the derivation finds
     expected |= {("resource.k8s.io", "deviceclasses", v, ()) for v in read}  # DRA: minResources leaves them out
     # a TrainJob CREATE reads its runtime (admit.families.trainer.judge_runtime)
     expected |= {("trainer.kubeflow.org", r, "get", ()) for r in ("clustertrainingruntimes", "trainingruntimes")}

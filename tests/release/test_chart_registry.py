@@ -1,9 +1,11 @@
-"""The chart, its RBAC, the fake API's resources and the fake's admission rules agree with the kind registry
-(``admit/families/kinds.py``) and with each gang backend's objects (``GangBackend.object_types``): a kind or a
-backend added in one place and forgotten in another fails here, naming the line that is missing."""
+"""The chart, its RBAC, its values schema, the fake API's resources and the fake's admission rules agree with the
+kind registry (``admit/families/kinds.py``) and with every registered gang backend (``admit/backends/registry.py``
+``BACKENDS``: its name, its objects ``GangBackend.object_types``): a kind or a backend added in one place and
+forgotten in another fails here, naming the line that is missing."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,14 +15,22 @@ from admit.config import Config
 from admit.families.kinds import SCALABLE, WATCHED_RESOURCES, WEBHOOK_RESOURCES
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.testing.fake_kube.admission import AdmissionChain
-from tests.release.test_chart import rbac_rules, render, rule_set, webhooks
+from tests.release.test_chart import CHART, adopting_resources, rbac_rules, render, rule_set, webhooks
 
 pytest.importorskip("helm_python")
 
 CU = ("CREATE", "UPDATE")
-ALL_BACKENDS = {"config": {"extraGangBackends": ["workload-api"]}}
 RULES = "charts/admit/templates/_helpers.tpl (admit.workloadRules)"
 RBAC = "charts/admit/templates/rbac.yaml"
+SCHEMA = "charts/admit/values.schema.json"
+
+
+def every_backend() -> tuple[dict[str, Any], Config]:
+    """The chart's values and the Config that enable every registered backend: the default ``gangBackend`` and all
+    others as ``extraGangBackends`` (read when the test runs, so a backend registered by then is in)."""
+    others = [name for name in BACKENDS if name != Config().gang_backend]
+    return ({"config": {"extraGangBackends": others}},
+            Config(extra_gang_backends=frozenset(others), workload_api_version="v1beta1"))
 
 
 def registry_resources(registry: dict[tuple[str, str], tuple[tuple[str, str], ...]] = WEBHOOK_RESOURCES
@@ -60,10 +70,17 @@ def test_the_validating_webhook_checks_the_scale_of_every_scalable_kind():
     assert not missing(want, rules), f"{RULES} lacks the scale rules {missing(want, rules)}"
 
 
-@pytest.mark.parametrize("values, config", [({}, Config()),
-                                            (ALL_BACKENDS, Config(extra_gang_backends=frozenset({"workload-api"})))],
-                         ids=["default", "both-backends"])
-def test_rbac_grants_the_controller_every_registered_kind_and_every_enabled_backends_objects(values, config):
+def test_the_values_schema_offers_every_registered_backend_and_no_other():
+    config = json.loads((CHART / "values.schema.json").read_text())["properties"]["config"]["properties"]
+    for key, enum in (("gangBackend", config["gangBackend"]["enum"]),
+                      ("extraGangBackends", config["extraGangBackends"]["items"]["enum"])):
+        assert sorted(enum) == sorted(BACKENDS), (
+            f"{SCHEMA} config.{key} offers {sorted(enum)}; admit/backends/registry.py BACKENDS has {sorted(BACKENDS)}")
+
+
+@pytest.mark.parametrize("every", [False, True], ids=["default", "every-backend"])
+def test_rbac_grants_the_controller_every_registered_kind_and_every_enabled_backends_objects(every):
+    values, config = every_backend() if every else ({}, Config())
     grants = rbac_rules(render(values), "ClusterRole")
     want = {(group, plural, verb, ()) for group, _, plural in registry_resources(WATCHED_RESOURCES)
             for verb in ("list", "watch")}
@@ -74,8 +91,17 @@ def test_rbac_grants_the_controller_every_registered_kind_and_every_enabled_back
         assert not missing(want, grants), f"{RBAC} lacks, for backend {name}: {missing(want, grants)}"
 
 
+def test_rbac_lets_the_controller_set_block_owner_deletion_on_every_kind_it_adopts_gang_objects_to():
+    # OwnerReferencesPermissionEnforcement (OpenShift, hardened clusters) refuses an ownerReference with
+    # blockOwnerDeletion: true without update on the owner's finalizers; the controller sets it on every gang object it
+    # adopts to a workload (admit/gang/ownerrefs.py controller_ref), whichever backend wrote the object
+    grants = rbac_rules(render(every_backend()[0]), "ClusterRole")
+    want = {(group, f"{plural}/finalizers", "update", ()) for group, plural in adopting_resources()}
+    assert not missing(want, grants), f"{RBAC} lacks the finalizers updates {missing(want, grants)}"
+
+
 async def test_the_fake_api_serves_every_registered_kind_and_every_backends_objects():
-    config = Config(extra_gang_backends=frozenset({"workload-api"}), workload_api_version="v1beta1")
+    _, config = every_backend()
     async with FakeKubeAPI(workload_api=config.workload_api_version) as fake:
         served = {(rt.group, rt.version, rt.plural) for rt in fake.resources}
     assert not missing(registry_resources(), served), (
