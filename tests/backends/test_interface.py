@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from admit.backends import registry, runtime
-from admit.config import Config
+from admit.config import BUILTIN_BACKENDS, Config
 from admit.families import ray
 from admit.families.kinds import RESOLVERS
 from admit.gang.plan import BelowMinMember, GangError, parse_gang_annotations
@@ -50,8 +50,24 @@ def test_the_kind_registry_renders_below_min_member_once_with_the_backends_sched
 
 
 def test_every_built_in_backend_has_both_halves_under_its_name():
-    assert set(registry.BACKENDS) == set(runtime.APIS) == {"coscheduling", "workload-api"}
+    # admit/config.py BUILTIN_BACKENDS: what a Config built without the registry knows; every folder's BACKEND joins it
+    assert set(registry.BACKENDS) == set(runtime.APIS) == set(BUILTIN_BACKENDS)
     assert all(backend.name == name for name, backend in registry.BACKENDS.items())
     assert [t.kind for t in registry.backend_of("workload-api").object_types(NATIVE)] == ["Workload", "PodGroup"]
     assert [(t.group, t.version, t.plural) for t in registry.backend_of("coscheduling").object_types(Config())] == [
         ("scheduling.x-k8s.io", "v1alpha1", "podgroups")]
+
+
+def test_the_cross_backend_suites_run_every_registered_backend():
+    # they set each backend up with its own Config (the workload-api backend once per served version), so they list
+    # their configurations by hand: a backend added to admit/backends/registry.py fails here until it joins each
+    from tests.backends import test_backends, test_backends_http
+    from tests.families import test_invariants
+
+    suites = {
+        "tests/backends/test_backends.py BACKENDS": test_backends.BACKENDS.args[1],
+        "tests/backends/test_backends_http.py BACKENDS": [config for config, _ in test_backends_http.BACKENDS.values()],
+        "tests/families/test_invariants.py CONFIGS": list(test_invariants.CONFIGS.values()),
+    }
+    for suite, configs in suites.items():
+        assert {c.gang_backend for c in configs} == set(registry.BACKENDS), f"{suite} lacks a registered backend"
