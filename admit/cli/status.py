@@ -6,8 +6,8 @@ workload asks for as admission counts them (:func:`workload_sizes`: ``BelowMinMe
 diagnoses); then the ``admit status`` part
 of every registered backend that has one (``runtime.BackendAPI.status``, ``admit/backends/status.py``) and that is
 enabled or asked for (:func:`wanted_backends`) lists its own objects and diagnoses its gangs (pure:
-``admit/backends/coscheduling/diagnose.py``,
-``admit/backends/workload_api/diagnose.py``, or a backend registered from elsewhere), and their rows make one table.
+``admit/backends/coscheduling/diagnose.py``, ``admit/backends/workload_api/diagnose.py``, or a backend registered
+from elsewhere), and their rows make one table.
 This module names no backend. It lists through the Kubernetes REST API (kubeconfig or in-cluster configuration, like
 kubectl; ``--api-server`` for a plain URL such as ``kubectl proxy``) and prints. Lists that RBAC forbids or that the
 cluster does not serve (no Nodes permission, no PodGroup CRD) are left out of the diagnosis with a note on standard
