@@ -240,7 +240,9 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                     "are still reviewed). Paths that exist but hold no Kubernetes object to review (an empty "
                     "folder, file or standard input, only values files, Helm templates or empty Lists) are no "
                     "error: a note on stderr says so and the exit is 0, with --strict 1: a CI step that checks "
-                    "nothing never passes. A manifest without "
+                    "nothing never passes. A folder is read without its sub-folders unless -R is given, as "
+                    "kubectl apply -f DIR: a note on stderr names those not read (never a failure, not with "
+                    "--strict either). A manifest without "
                     "metadata.namespace is reviewed in the -n namespace (default: default), as kubectl apply -n. "
                     "YAML that is not a Kubernetes object (values.yaml, Chart.yaml, kustomization.yaml, a JSON6902 "
                     "patch) is skipped and counted; so are a Helm chart's templates and the patches a "
@@ -258,7 +260,8 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                              "are kept")
     review.add_argument("-R", "--recursive", action="store_true",
                         help="read directories recursively (never hidden folders such as .git or .venv, nor "
-                             "virtualenvs and node_modules)")
+                             "virtualenvs and node_modules); without it, a note on stderr names the sub-folders "
+                             "not read")
     review.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
                         help="text: one line per object (default); json/yaml: every detail of every object")
     review.add_argument("-v", "--verbose", action="store_true",
@@ -305,7 +308,8 @@ def _add_status_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     status.add_argument("--kubeconfig", default=None,
                         help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config; in a pod, its service account)")
     status.add_argument("--api-server", default=None,
-                        help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy'")
+                        help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy' or a local "
+                             "fake, as admit serve --dev's $ADMIT_FAKE_API (overrides --kubeconfig)")
     status.add_argument("--request-timeout", type=_positive_float, default=10.0,
                         help="seconds per API request (default: %(default)s)")
     _add_decision_flags(status)
@@ -376,6 +380,8 @@ def _cmd_review(args: argparse.Namespace) -> int:
         return 2
     for error in errors:  # reported, and the rest reviewed: one broken file does not hide the others' verdicts
         print(f"admit review: cannot read {error}", file=sys.stderr)
+    for note in skipped.folders:  # as kubectl apply -f DIR without -R: not read, and said so; never a failure
+        print(f"admit review: {note}", file=sys.stderr)
     if args.output in ("json", "yaml") and skipped.summary():  # the table says it in its summary
         print(f"admit review: {skipped.summary()}", file=sys.stderr)
     if args.output == "json":

@@ -191,6 +191,10 @@ class Skipped:
     files: list[str] = dataclasses.field(default_factory=list)
     documents: list[str] = dataclasses.field(default_factory=list)
     empty: list[str] = dataclasses.field(default_factory=list)
+    #: ``"<folder>: 2 sub-folders not read (a/, b/; -R reads them)"``: a folder read without ``-R`` that holds
+    #: sub-folders ``-R`` would read (:func:`unread_folders`), as ``kubectl apply -f DIR`` without ``-R`` leaves them;
+    #: a note on stderr, never a failure (not under ``--strict`` either), not counted in the summary.
+    folders: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         """``"skipped 2 files (a Helm chart's templates, ...) and 3 documents that are not Kubernetes objects"``, or
@@ -220,6 +224,28 @@ def _walk(top: Path) -> Iterable[Path]:
                    and not (Path(root) / d / "pyvenv.cfg").exists()]
         found.extend(Path(root) / f for f in files)
     return sorted(found)
+
+
+#: How many sub-folder names the note of :func:`unread_folders` lists before "...".
+UNREAD_FOLDERS_NAMED = 3
+
+
+def unread_folders(arg: str, folder: Path) -> str:
+    """The note on a folder read without ``-R``: ``"examples/: 1 sub-folder not read (denied/; -R reads them)"``,
+    naming up to :data:`UNREAD_FOLDERS_NAMED` of the sub-folders :func:`_walk` would descend into (not hidden
+    folders, virtualenvs or :data:`SKIPPED_FOLDERS`), sorted; ``""`` when there are none. ``arg`` is the path as
+    given. ``kubectl apply -f DIR`` without ``-R`` reads no sub-folder either; this says so instead of nothing.
+
+    Raises:
+        OSError: ``folder`` cannot be listed."""
+    below = sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")
+                   and d.name not in SKIPPED_FOLDERS and not (d / "pyvenv.cfg").exists())
+    if not below:
+        return ""
+    named = ", ".join(f"{d}/" for d in below[:UNREAD_FOLDERS_NAMED]) + (", ..." if len(below) > UNREAD_FOLDERS_NAMED
+                                                                          else "")
+    n = len(below)
+    return f"{arg}: {n} sub-folder{'s' if n != 1 else ''} not read ({named}; -R reads them)"
 
 
 def _kustomize_patches(folder: Path) -> set[Path]:
@@ -281,6 +307,10 @@ def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = Non
                 below = not recursive and any(d.is_dir() for d in p.iterdir())
                 skipped.empty.append(f"{p} holds no .yaml, .yml or .json file"
                                      + (" (-R reads its sub-folders)" if below else ""))
+            elif skipped is not None and not recursive:  # an empty folder's note says it already
+                note = unread_folders(arg, p)
+                if note:
+                    skipped.folders.append(note)
             patches: dict[Path, set[Path]] = {}
             for f in listing:
                 if f.suffix not in SUFFIXES:

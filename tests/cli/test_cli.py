@@ -1,6 +1,7 @@
 """``admit review`` and ``admit certs`` as a user runs them."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -416,10 +417,30 @@ def test_a_mistyped_path_or_a_folder_that_cannot_be_listed_exits_2_with_or_witho
     assert "Deployment default/pause" in captured.out
 
 
-def test_the_readme_quick_start_review_of_the_examples_exits_0_with_no_note(monkeypatch, capsys):
+def test_the_readme_quick_start_review_of_the_examples_exits_0_with_only_the_note_of_the_sub_folder_not_read(
+        monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     assert main(["review", "examples/"]) == 0
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == "admit review: examples/: 1 sub-folder not read (denied/; -R reads them)\n"
+
+
+def test_a_folder_reviewed_without_r_names_its_sub_folders_not_read_and_strict_does_not_fail_on_it(tmp_path, capsys):
+    shutil.copy(EXAMPLES / "pause-gang-deployment.yaml", tmp_path / "good.yaml")
+    for sub in ("sub", "b-more", "c-more", "d-more"):
+        (tmp_path / sub).mkdir()
+    shutil.copy(EXAMPLES / "denied" / "deployment-below-min-member.yaml", tmp_path / "sub")
+    for hidden in (".git", "node_modules"):  # never read by -R either: not named
+        (tmp_path / hidden).mkdir()
+    assert main(["review", "--strict", str(tmp_path)]) == 0  # as kubectl apply -f DIR: the sub-folders are not read
+    captured = capsys.readouterr()
+    assert "1 object: 1 allowed, 0 denied" in captured.out
+    assert captured.err == (f"admit review: {tmp_path}: 4 sub-folders not read (b-more/, c-more/, d-more/, ...; "
+                            "-R reads them)\n")
+    assert main(["review", "--strict", "-R", str(tmp_path)]) == 1  # -R reads sub/ and its refused Deployment
+    captured = capsys.readouterr()
+    assert "DENIED" in captured.out and "not read" not in captured.err
+    assert main(["review", "-o", "json", str(tmp_path)]) == 0
+    assert "sub-folders not read" in capsys.readouterr().err  # said in every output format
 
 
 NAMESPACELESS = """apiVersion: apps/v1
