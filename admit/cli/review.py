@@ -542,7 +542,7 @@ async def review_documents(
 
     Result keys: ``source``, ``kind``, ``apiVersion``, ``name``, ``namespace``, ``operation``, ``allowed``,
     ``message``, ``warnings`` (list: what to change), ``notes`` (list: what admit only explains, never sent as
-    admission warnings), ``acceptedWarnings`` (list, filled by :func:`accept_warnings`), ``patch`` (decoded
+    admission warnings; a refused object keeps only the refusal's, none of its mutation's), ``acceptedWarnings`` (list, filled by :func:`accept_warnings`), ``patch`` (decoded
     JSONPatch list), ``object`` (after mutation, or ``None``), ``podGroups`` (PodGroup objects the webhook would
     create or patch, as stored), ``scaleOf`` (for a Scale: ``{"workload", "group", "minMember"}`` of the gang it
     scales, when that workload is among the inputs and is a gang; else ``None``).
@@ -596,7 +596,10 @@ async def review_documents(
                 # an allowed answer's message is its notes joined (webhook.validate): shown once, as notes
                 "message": "" if decision.allowed and decision.message == "; ".join(decision.notes) else decision.message,
                 "warnings": mutation.warnings + [w for w in decision.warnings if w not in mutation.warnings],
-                "notes": mutation.notes + [n for n in decision.notes if n not in mutation.notes],
+                # a refused object is not mutated (its patch is not shown either): the mutation's notes say what
+                # admit does with an admitted one (its PodGroup, its labels), not true of a refusal
+                "notes": (mutation.notes if decision.allowed else [])
+                + [n for n in decision.notes if n not in mutation.notes],
                 "acceptedWarnings": [],
                 "patch": mutation.patch,
                 "object": obj,
@@ -738,7 +741,7 @@ def _summary(results: list[dict[str, Any]], errors: list[str] | None, skipped: S
         extra.append(f"{accepted} with accepted warnings")
     noted = sum(1 for r in results if r.get("notes"))
     if noted:
-        extra.append(f"{noted} with notes")
+        extra.append(f"{noted} object{'s' if noted != 1 else ''} with notes")  # objects, not notes: -v says each
     if extra:
         summary += f" ({', '.join(extra)})"
     if errors:

@@ -273,6 +273,11 @@ def _kueue_facts(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, conf
             "where its pods run; admit on the manager (if it runs there) leaves the manager's copy unchanged")
 
 
+#: A Job's ``spec.backoffLimit`` when none is written: kube-apiserver's default (kubernetes
+#: ``pkg/apis/batch/v1/defaults.go`` ``SetDefaults_Job``); a note quoting it says it is the default.
+JOB_BACKOFF_LIMIT_DEFAULT = 6
+
+
 def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a batch/v1 Job: pods at once = min(``spec.parallelism`` (default 1), ``spec.completions``); the
     last wave and per-index retries from :func:`job_last_wave` (``auto`` minMember is sized so that every wave
@@ -305,11 +310,12 @@ def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         plan.warnings.append(f"{plan.ref}: {why}, so its PodGroup's minMember is {plan.min_member}, not {before} "
                              "(a replacement of a failed pod can start only with the pods that remain)")
     _kueue_facts(obj, plan, ann, config)
-    backoff = get_path(obj, ("spec", "backoffLimit"))
-    backoff = 6 if backoff is None else backoff  # kube-apiserver's default (SetDefaults_Job)
+    written = get_path(obj, ("spec", "backoffLimit"))
+    backoff = JOB_BACKOFF_LIMIT_DEFAULT if written is None else written
     if isinstance(backoff, int) and not isinstance(backoff, bool) and backoff > 0 and plan.min_member > 1:
+        quoted = f"spec.backoffLimit (default {backoff})" if written is None else f"spec.backoffLimit={backoff}"
         plan.notes.append(
-            f"{plan.ref}: spec.backoffLimit={backoff} replaces a failed pod with a new pod of its own; when its "
+            f"{plan.ref}: {quoted} replaces a failed pod with a new pod of its own; when its "
             "siblings have succeeded by then it is alone in its group, and it starts only because admit's controller "
             "lowers the PodGroup's minMember to the pods that can still run together (from status.succeeded and "
             "spec.completions; docs/behaviour.md, \"What happens to a gang after admission\"). Without admit's "

@@ -205,3 +205,40 @@ def test_admit_review_strict_passes_a_cronjob_annotated_on_both_its_metadata_and
     assert main(["review", "--strict", "-v", str(tmp_path / "own.yaml")]) == 1
     out = capsys.readouterr().out
     assert out.count("spec.jobTemplate.metadata.annotations") == 1 and "have no effect" in out
+
+
+def test_admit_review_gives_a_refused_cronjob_no_note_of_the_gang_its_jobs_would_be(tmp_path, capsys):
+    import yaml
+
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(cronjob(4, 5)))  # the last wave of 1 pod: refused
+    assert main(["review", "-v", str(tmp_path / "bad.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "each Job it creates would be refused" in out
+    assert "note:" not in out and "a gang of its own" not in out and "with notes" not in out
+
+
+def test_a_job_templates_backoff_limit_left_to_its_default_is_quoted_as_the_default_and_a_written_one_as_written():
+    unwritten = cronjob(4, 8)
+    del unwritten["spec"]["jobTemplate"]["spec"]["backoffLimit"]  # as kubectl create cronjob writes it: none
+    notes = validate(request(unwritten), Config()).decision.notes
+    assert any("spec.jobTemplate.spec.backoffLimit (default 6) replaces a failed pod" in n for n in notes), notes
+    assert not any("backoffLimit=" in n for n in notes)
+    written = cronjob(4, 8)
+    written["spec"]["jobTemplate"]["spec"]["backoffLimit"] = 3
+    notes = validate(request(written), Config()).decision.notes
+    assert any("spec.jobTemplate.spec.backoffLimit=3 replaces a failed pod" in n for n in notes), notes
+    job = job_from_cronjob(unwritten, "ml")
+    job["metadata"]["annotations"] = {"gang.admit.dev/min-member": "4"}
+    notes = validate(request(job), Config()).decision.notes
+    assert any(n.startswith(f"Job ml/{job['metadata']['name']}: spec.backoffLimit (default 6) replaces") for n in notes)
+
+
+def test_the_review_summary_counts_the_objects_with_notes_not_the_notes(tmp_path, capsys):
+    import yaml
+
+    unwritten = cronjob(4, 8)
+    del unwritten["spec"]["jobTemplate"]["spec"]["backoffLimit"]  # two notes: the backoffLimit one and its gang
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(unwritten))
+    assert main(["review", "-v", str(tmp_path / "good.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  note: ") == 2 and "(1 object with notes)" in out
