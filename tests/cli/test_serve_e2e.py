@@ -307,9 +307,10 @@ async def test_serve_dev_runs_against_the_in_repo_fake_api_without_a_cluster(tmp
 async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pauses(tmp_path):
     # README "Try it without a cluster": source certs/dev.env; the fake holds the example Deployments pause, web and
     # batch-workers (stored as kube-apiserver stores them after admission), so their PodGroups are claimed and stay;
-    # /validate allows pause's CREATE; the scale of web to 2 is refused; the Pod review's patch decodes to the
-    # schedulerName; kubectl's scale of web to 2 and create of the denied Deployment through the fake are refused with
-    # admit's messages (kubectl is not installed here: its requests, sent as it sends them).
+    # admit status lists the three gangs waiting (no pods in the fake); /validate allows pause's CREATE; the scale of
+    # web to 2 is refused; the Pod review's patch decodes to the schedulerName; kubectl's scale of web to 2 and create
+    # of the denied Deployment through the fake are refused with admit's messages (kubectl is not installed here: its
+    # requests, sent as it sends them).
     proc, port, fake_url, ctx = await start_dev(tmp_path)
     try:
         assert (tmp_path / "certs" / "dev.env").read_text() == (f"export ADMIT_FAKE_API={fake_url}\n"
@@ -329,6 +330,15 @@ async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pa
                                                "scheduleTimeoutSeconds": 10}
             assert groups["web"]["spec"]["minMember"] == 6
             assert groups["batch-workers"]["spec"]["minMember"] == 3  # at 0 replicas, the PodGroup keeps its minMember
+            assert list(groups) == ["batch-workers", "pause", "web"]  # the order the README's curl prints them in
+            # `admit status --api-server $ADMIT_FAKE_API -A`: no pods in the fake, so pause and web wait for theirs
+            status_run = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "admit.cli", "status", "--api-server", fake_url, "-A", cwd=ROOT,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            table, _ = await asyncio.wait_for(status_run.communicate(), 60)
+            rows = {line.split()[1]: line for line in table.decode().splitlines()[1:]}
+            assert status_run.returncode == 0 and list(rows) == ["batch-workers", "pause", "web"], table
+            assert "ScaledToZero" in rows["batch-workers"] and all("NotEnoughPods" in rows[g] for g in ("pause", "web")), table
             body = (EXAMPLES / "admission-review-deployment-validate.json").read_bytes()
             async with session.post(f"https://127.0.0.1:{port}/validate", data=body, headers=headers, ssl=ctx) as r:
                 answer = (await r.json())["response"]
