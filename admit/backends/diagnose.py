@@ -23,7 +23,7 @@ from ..gang.ownerrefs import controller_ref
 from ..gang.plan import get_path
 
 __all__ = ["GangStatus", "JSON", "WorkloadSize", "size_key", "size_cause", "KNOWN_ANNOTATIONS", "ECHOES", "COLUMNS", "parse_time", "distance", "near",
-           "classify_message", "meta_of", "is_scheduled", "is_live", "is_echo", "last_word", "one_line",
+           "classify_message", "pending_verdict", "meta_of", "is_scheduled", "is_live", "is_echo", "last_word", "one_line",
            "workload_ref", "to_int", "owner_of", "waited_seconds", "scheduling_group", "template_scheduling_group",
            "duration", "format_table", "to_json"]
 
@@ -229,6 +229,22 @@ def last_word(pods: list[JSON], events: list[JSON],
     useful = [w for w in words if _telling(w[1], pod_count)]
     when, said = (useful or words)[-1]
     return when, said, bool(useful)
+
+
+def pending_verdict(pending: list[JSON], events: list[JSON], pod_count: int) -> tuple[str, str]:
+    """The last step of a diagnosis, once nothing else explains the gang: ``(reason, message)``.
+
+    ``pending``: the gang's live pods without a node; ``events``: FailedScheduling Events; ``pod_count``: every pod
+    of the gang (:func:`last_word`'s staleness rule). The scheduler's telling word about the pending pods gives its
+    :func:`classify_message` reason and the word itself; pending pods without a word are ``Waiting``; none pending is
+    ``Scheduled`` with no message.
+    """
+    _, said, _ = last_word(pending, events, pod_count)
+    if pending and said:
+        return classify_message(said), said
+    if pending:
+        return "Waiting", f"{len(pending)} pod(s) pending; the scheduler has not reported why yet"
+    return "Scheduled", ""
 
 
 def one_line(text: str, limit: int = 240) -> str:

@@ -20,8 +20,8 @@ from typing import Any
 
 from admit.backends import registry, runtime
 from admit.backends.common import ObjectType, Ownership, owner_annotation
-from admit.backends.diagnose import (GangStatus, classify_message, is_live, is_scheduled, last_word, meta_of, one_line,
-                                     owner_of, to_int, waited_seconds)
+from admit.backends.diagnose import (GangStatus, is_live, is_scheduled, meta_of, one_line, owner_of, pending_verdict, to_int,
+                                     waited_seconds)
 from admit.backends.gangobjects import decide_objects
 from admit.backends.status import BackendStatus, Listed, list_or_note
 from admit.config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
@@ -198,12 +198,7 @@ def _row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], events: list[J
     if min_member is not None and len(pods) < min_member:
         return status("NotEnoughPods", f"{len(pods)} pod(s) exist, minMember is {min_member}: Volcano's gang plugin "
                                        f"waits for {min_member - len(pods)} more")
-    _, said, _ = last_word(pending, events, len(pods))
-    if pending and said:
-        return status(classify_message(said), said)
-    if pending:
-        return status("Waiting", f"{len(pending)} pod(s) pending; the scheduler has not reported why yet")
-    return status("Scheduled", "")
+    return status(*pending_verdict(pending, events, len(pods)))
 
 
 async def collect(api: Any, config: Config, namespace: str | None, listed: Listed,

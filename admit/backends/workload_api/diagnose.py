@@ -42,8 +42,8 @@ from ...config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from ...gang.ownerrefs import controller_ref, has_controller
 from ...gang.plan import get_path
 from ..common import asked_backend
-from ..diagnose import (JSON, GangStatus, WorkloadSize, classify_message, is_live, is_scheduled, last_word, meta_of,
-                        one_line, owner_of, scheduling_group, size_cause, size_key, template_scheduling_group, to_int,
+from ..diagnose import (JSON, GangStatus, WorkloadSize, is_live, is_scheduled, last_word, meta_of, one_line, owner_of,
+                        pending_verdict, scheduling_group, size_cause, size_key, template_scheduling_group, to_int,
                         waited_seconds, workload_ref)
 from . import SHAPES, not_served_message
 
@@ -285,16 +285,13 @@ def _native_row(key: tuple[str, str], pg: JSON | None, pods: list[JSON], workloa
         scheduled, waiting, _ = broken
         _, said, _ = last_word(pending, events, len(pods))
         why = f" ({said})" if said else ""
+        # below_min_count answers only for a PodGroup whose scheduled condition is True, so cond is that condition
+        condition = cond.get("type") if cond is not None else "the scheduled condition"
         return status("BelowMinCount", f"scheduled once, now {scheduled} pod(s) on nodes, minCount {min_count}"
                                        + (f", {waiting} replacement(s) pending{why}" if waiting else "")
-                                       + f"; {cond.get('type')} stays True (kubernetes#136334). Free capacity, or "  # type: ignore[union-attr]
+                                       + f"; {condition} stays True (kubernetes#136334). Free capacity, or "
                                          "restart the whole gang (delete its pods) so it is scheduled together")
     if min_count is not None and len(pods) < min_count and (pending or not pods):
         return status("NotEnoughPods", f"{len(pods)} pod(s) name the PodGroup, minCount is {min_count}: {silent} "
                                        f"until {min_count - len(pods)} more exist")
-    _, said, _ = last_word(pending, events, len(pods))
-    if pending and said:
-        return status(classify_message(said), said)
-    if pending:
-        return status("Waiting", f"{len(pending)} pod(s) pending; the scheduler has not reported why yet")
-    return status("Scheduled", "")
+    return status(*pending_verdict(pending, events, len(pods)))
