@@ -20,9 +20,11 @@ Rules and their sources:
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import replace
+from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
@@ -511,9 +513,6 @@ def job_from_cronjob(cronjob: dict[str, Any], namespace: str, minute: int = EXAM
     :data:`CRONJOB_SCHEDULED_ANNOTATION`; name ``getJobName``, ``<cronjob>-<minute>``; one controller
     ownerReference to the CronJob (``metav1.NewControllerRef``: ``controller`` and ``blockOwnerDeletion`` true);
     ``spec`` a deep copy of ``spec.jobTemplate.spec``. The Job then goes through admission as any Job."""
-    import copy
-    from datetime import datetime, timezone
-
     def mapping(value: Any) -> dict[str, Any]:
         return value if isinstance(value, dict) else {}
 
