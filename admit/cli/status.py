@@ -28,7 +28,7 @@ from ..backends.status import Listed, list_or_note
 from ..config import Config
 from ..families import FAMILY_KINDS, kinds
 from ..gang.children import is_child
-from ..gang.plan import BelowMinMember, GangError, Resolver, below_min_member, parse_gang_annotations
+from ..gang.plan import BelowMinMember, GangError, Resolver, below_min_member, get_path, parse_gang_annotations
 from ..kube.client import KubeError, load_api_client
 from ..kube.watchcache import KubeRaw, Resource
 
@@ -95,7 +95,7 @@ def _size_of(obj: JSON, resource: Resource, resolver: Resolver, config: Config) 
     obj = obj if obj.get("apiVersion") else dict(obj, apiVersion=resource.api_version, kind=resource.kind)
     meta = obj.get("metadata") or {}
     try:
-        ann = parse_gang_annotations(meta.get("annotations"), config)
+        ann = parse_gang_annotations(get_path(obj, kinds.annotations_path(resource.group, resource.kind)), config)
         if ann is None:
             return None
         plan = resolver(obj, ann, config, str(meta.get("namespace") or ""), "UPDATE")

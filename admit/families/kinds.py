@@ -13,11 +13,24 @@ from ..gang.plan import Resolver
 from . import FAMILY_KINDS
 from .shared import PodJoiner, WorkloadKind
 
-__all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES", "WEBHOOK_RESOURCES"]
+__all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES", "WEBHOOK_RESOURCES",
+           "annotations_path"]
 
 KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
 """``(API group, kind) -> WorkloadKind``: every per-kind fact, for the modules that read one (``webhook.rollout``,
 ``controller.claims``, ``cli.status``, ``cli.review``)."""
+
+OWN_ANNOTATIONS: tuple[str, ...] = ("metadata", "annotations")
+_ANNOTATION_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
+    k.key: k.annotations for k in FAMILY_KINDS if k.annotations != OWN_ANNOTATIONS}
+
+
+def annotations_path(group: str, kind: str) -> tuple[str, ...]:
+    """Where admit reads the gang annotations of an object of ``(group, kind)`` (``WorkloadKind.annotations``): its
+    own ``metadata.annotations``, or a CronJob's ``spec.jobTemplate.metadata.annotations``. One dict lookup, for
+    ``webhook.mutate``, ``webhook.validate`` and ``cli.status``."""
+    return _ANNOTATION_PATHS.get((group, kind), OWN_ANNOTATIONS)
+
 
 # Every resolver also picks the gang backend (coscheduling or workload-api) and defers to an owner of native gang
 # objects (admit/backends/__init__.py), so each caller sees the same plan.backend.

@@ -36,7 +36,7 @@ from ..backends import BACKENDS, backend_of, native_handover
 from ..gang.children import is_child
 from ..config import Config
 from ..gang.foreign import other_generation_label, translate_group_labels
-from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS
+from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS, annotations_path
 from ..families.marks import drop_stale_marks
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
@@ -132,9 +132,7 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
         return Decision()
     namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
     try:
-        where = KINDS[(req.group, req.kind)].annotations if (req.group, req.kind) in KINDS else ("metadata",
-                                                                                                 "annotations")
-        ann = parse_gang_annotations(get_path(obj, where), config)  # a CronJob's: its jobTemplate's
+        ann = parse_gang_annotations(get_path(obj, annotations_path(req.group, req.kind)), config)
         if ann is None:
             if req.operation == "UPDATE" and req.old_object is not None:
                 return _ungang(req, obj, req.old_object, config, namespace)
@@ -198,7 +196,7 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
     A workload whose stored object had no annotation either goes to :func:`_drop_stale_marks`."""
     resolver = RESOLVERS[(req.group, req.kind)]
     try:
-        old_ann = parse_gang_annotations(get_path(old, ("metadata", "annotations")), config)
+        old_ann = parse_gang_annotations(get_path(old, annotations_path(req.group, req.kind)), config)
         if old_ann is None:
             return _drop_stale_marks(req, obj, config, namespace)
         old_plan = resolver(old, old_ann, config, namespace, "UPDATE")

@@ -41,7 +41,7 @@ from typing import Any
 from ..backends import backend_of, check_plan, scheduler_phrase, template_joined
 from ..gang.children import is_child
 from ..config import Config
-from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS, SCALABLE
+from ..families.kinds import PARENTS, POD_JOINERS, RESOLVERS, SCALABLE, annotations_path
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
@@ -337,7 +337,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     resolver = RESOLVERS.get((req.group, req.kind))
     if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind, PARENTS):
         return Verdict(Decision())
-    where = KINDS[(req.group, req.kind)].annotations if (req.group, req.kind) in KINDS else ("metadata", "annotations")
+    where = annotations_path(req.group, req.kind)
     annotations = get_path(obj, where)  # a CronJob's are its jobTemplate's (WorkloadKind.annotations)
     typos = unknown_annotation_warnings(annotations, config)
     try:
