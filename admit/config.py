@@ -108,6 +108,8 @@ class Config:
     spark_executor_resources_key: str = dataclasses.field(init=False, default="")
     managed_label: str = dataclasses.field(init=False, default="")
     backend_key: str = dataclasses.field(init=False, default="")
+    key_prefix: str = dataclasses.field(init=False, default="")
+    """``"<prefix>/"``: what every key of admit's annotations starts with (``"gang.admit.dev/"``)."""
 
     def __post_init__(self) -> None:
         p = self.annotation_prefix.rstrip("/")
@@ -119,6 +121,7 @@ class Config:
         object.__setattr__(self, "spark_executor_resources_key", f"{p}/spark-executor-resources")
         object.__setattr__(self, "managed_label", f"{p}/managed")
         object.__setattr__(self, "backend_key", f"{p}/backend")
+        object.__setattr__(self, "key_prefix", f"{p}/")
         known = tuple(self.known_backends)
         object.__setattr__(self, "known_backends", known + tuple(sorted(self.allowed_backends.difference(known))))
 

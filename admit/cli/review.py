@@ -659,7 +659,7 @@ def _user_keys(doc: dict[str, Any], config: Config) -> bool:
     annotations = get_path(doc, ("metadata", "annotations"))
     if not isinstance(annotations, dict):
         return False
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    prefix = config.key_prefix
     return any(isinstance(k, str) and k.startswith(prefix) and k[len(prefix):] not in BOOKKEEPING_ANNOTATIONS
                for k in annotations)
 

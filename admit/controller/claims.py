@@ -254,7 +254,7 @@ def resolvable_copy(obj: JSON, config: Config) -> JSON:
     and the requests of its containers. The admission path checks a ``*/scale`` request against it without reading
     the workload (``cacheview.ControllerView.workload``), at about a tenth of the whole object's memory."""
     meta = obj.get("metadata") or {}
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    prefix = config.key_prefix
     small: JSON = {k: (_shared(meta[k]) if k in _SHARED_FIELDS else meta[k])
                    for k in (*_REF_FIELDS, "generateName", "ownerReferences") if meta.get(k) is not None}
     if isinstance(meta.get("labels"), dict):
@@ -344,7 +344,7 @@ def pod_group_record(obj: JSON, config: Config) -> JSON:
     """The record a PodGroup cache keeps: what admission (``podgroup.ownership``, ``spec_differs``) and the
     controller read, without status, managedFields and other controllers' annotations."""
     meta = obj.get("metadata") or {}
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    prefix = config.key_prefix
     small: JSON = {k: meta[k] for k in ("name", "uid", "resourceVersion", "deletionTimestamp") if meta.get(k) is not None}
     if meta.get("namespace") is not None:
         small["namespace"] = _shared(meta["namespace"])

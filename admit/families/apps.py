@@ -589,7 +589,7 @@ def resolve_cronjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, n
             "(spec.successfulJobsHistoryLimit, default 3) or still runs. Remove it, and each Job's PodGroup is named "
             f"after the Job ({name}-<scheduled time in minutes>)")
     own = get_path(obj, ("metadata", "annotations"))
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    prefix = config.key_prefix
     if isinstance(own, dict) and any(isinstance(k, str) and k.startswith(prefix) for k in own):
         cron.notes.append(f"{ref}: the {prefix} annotations on its own metadata are not copied onto its Jobs; admit "
                           "reads those under spec.jobTemplate.metadata.annotations")

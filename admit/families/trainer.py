@@ -72,7 +72,7 @@ def patch_manager(config: Config) -> str:
 
 
 def _gang_annotations(obj: dict[str, Any], config: Config) -> dict[str, str]:
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    prefix = config.key_prefix
     annotations = get_path(obj, ("metadata", "annotations"))
     if not isinstance(annotations, dict):
         return {}

@@ -298,7 +298,7 @@ def ignored_without_min_member(annotations: Any, config: Config) -> list[str]:
     """
     if not isinstance(annotations, dict) or config.min_member_key in annotations:
         return []
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    prefix = config.key_prefix
     found = [key for key in annotations
              if isinstance(key, str) and key.startswith(prefix) and key[len(prefix):] in GANG_SETTINGS]
     if not found:
@@ -341,7 +341,7 @@ def misplaced_annotation_warnings(obj: Any, path: tuple[str, ...], config: Confi
     if path == ("metadata", "annotations") or not isinstance(obj, dict):
         return []
     own = get_path(obj, ("metadata", "annotations"))
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    prefix = config.key_prefix
     if not isinstance(own, dict) or not any(isinstance(k, str) and k.startswith(prefix) for k in own):
         return []
     there = get_path(obj, path)

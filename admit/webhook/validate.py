@@ -303,7 +303,7 @@ def _pod_made_group(req: AdmissionRequest, pod: dict[str, Any], config: Config) 
     prefix are asked about (the family writes its data there, ``families/lws.py``), so other controller pods cost one
     pass over their annotation keys."""
     annotations = get_path(pod, ("metadata", "annotations"))
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    prefix = config.key_prefix
     if not isinstance(annotations, dict) or not any(isinstance(k, str) and k.startswith(prefix) for k in annotations):
         return Verdict(Decision())  # such a pod carries its family's annotation (e.g. an LWS group spec): cheap exit
     namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")

@@ -199,7 +199,7 @@ def _gang_workloads(workloads: list[JSON], config: Config) -> tuple[dict[tuple[s
     """``(gang_workloads, rows)``: the Coscheduling gang workloads by ``(namespace, group)``, and the lines of those
     admit did not mutate and of misspelt annotations."""
     label = config.pod_group_label
-    prefix = config.annotation_prefix.rstrip("/") + "/"
+    prefix = config.key_prefix
     gang_workloads: dict[tuple[str, str], JSON] = {}
     extra_rows: list[GangStatus] = []
     for wl in workloads:
