@@ -31,14 +31,10 @@ from ..action import Action
 from ..gangobjects import decide_objects
 from . import BACKEND, KIND_PLURALS
 
-__all__ = ["KINDS", "NativeAction", "decide_native", "owner_reference", "object_owner"]
+__all__ = ["KINDS", "decide_native", "owner_reference", "object_owner"]
 
 JSON = dict[str, Any]
 KINDS = tuple(KIND_PLURALS)  # creation order: the PodGroup references the Workload
-
-NativeAction = Action
-"""One thing to do for one object of a gang (``backends.action.Action``)."""
-
 
 def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims: list[Any], config: Config, *,
                   now: float, unclaimed_since: float | None, grace: float) -> list[Action]:
