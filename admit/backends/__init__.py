@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
 from ..gang.patch import pointer
 from ..gang.plan import (BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Resolver, below_min_member,
-                         get_path)
+                         counted_and_fix, get_path, min_member_source)
 from . import coscheduling, workload_api
 from .interface import GangBackend
 from .registry import BACKENDS, backend_of
@@ -123,14 +123,13 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
     """
     total = plan.total_pods
     try:
-        refuse_below(plan, ann, config, f"{plan.total_field}={total}",
-                     f"Set {plan.total_field} to at least {plan.min_member}", backend=plan.backend)
+        refuse_below(plan, ann, config, *counted_and_fix(plan), backend=plan.backend)
     except GangError as e:
         if plan.refusal_note:
             e.message = f"{e.message}. {plan.refusal_note}"
             e.args = (e.message,)
         raise
-    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+    source = min_member_source(plan, ann, config)
     wave = plan.last_wave
     if wave is not None and total and 0 < wave.size < plan.min_member:
         raise GangError(

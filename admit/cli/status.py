@@ -28,7 +28,8 @@ from ..backends.status import Listed, list_or_note
 from ..config import Config
 from ..families import FAMILY_KINDS, kinds
 from ..gang.children import is_child
-from ..gang.plan import BelowMinMember, GangError, Resolver, below_min_member, get_path, parse_gang_annotations
+from ..gang.plan import (BelowMinMember, GangError, Resolver, below_min_member, counted_and_fix, get_path,
+                         min_member_source, parse_gang_annotations)
 from ..kube.client import KubeError, load_api_client
 from ..kube.watchcache import KubeRaw, Resource
 
@@ -101,14 +102,14 @@ def _size_of(obj: JSON, resource: Resource, resolver: Resolver, config: Config) 
         plan = resolver(obj, ann, config, str(meta.get("namespace") or ""), "UPDATE")
         if plan.total_pods is None:
             return None
-        counted, fix = f"{plan.total_field}={plan.total_pods}", f"Set {plan.total_field} to at least {plan.min_member}"
+        counted, fix = counted_and_fix(plan)
         below_min_member(plan, ann, config, counted, fix)  # check_plan's refusal, before it names a scheduler
     except BelowMinMember as e:
         return WorkloadSize(e.ref, e.total, e.counted, e.min_member, e.source, e.fix, e.lower)
     except GangError:
         return None
-    source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
-    return WorkloadSize(plan.ref, plan.total_pods, counted, plan.min_member, source, fix, config.min_member_key)
+    return WorkloadSize(plan.ref, plan.total_pods, counted, plan.min_member, min_member_source(plan, ann, config), fix,
+                        config.min_member_key)
 
 
 def wanted_backends(config: Config, listed: Listed) -> frozenset[str]:

@@ -45,6 +45,8 @@ __all__ = [
     "parse_gang_annotations",
     "ignored_without_min_member",
     "misplaced_annotation_warnings",
+    "min_member_source",
+    "counted_and_fix",
     "check_group_name",
     "choose_group_name",
     "int_field",
@@ -602,6 +604,18 @@ def choose_group_name(
     return name
 
 
+def min_member_source(plan: GangPlan, ann: GangAnnotations, config: Config) -> str:
+    """Where a plan's minMember came from, for a message: ``"gang.admit.dev/min-member=3"`` when the annotation
+    sets it, else ``"minMember"`` (``auto``: the resolver's count)."""
+    return f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+
+
+def counted_and_fix(plan: GangPlan) -> tuple[str, str]:
+    """The ``counted`` and ``fix`` of :func:`below_min_member` for a plan counted by one field
+    (``plan.total_field``): ``("spec.replicas=2", "Set spec.replicas to at least 3")``."""
+    return f"{plan.total_field}={plan.total_pods}", f"Set {plan.total_field} to at least {plan.min_member}"
+
+
 def below_min_member(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str, *,
                      ref: str | None = None, source: str | None = None, lower: str | None = None,
                      backend: str | None = None) -> None:
@@ -622,6 +636,6 @@ def below_min_member(plan: GangPlan, ann: GangAnnotations, config: Config, count
     if total is None or not 0 < total < plan.min_member:
         return
     if source is None:
-        source = f"{config.min_member_key}={plan.min_member}" if ann.min_member is not None else "minMember"
+        source = min_member_source(plan, ann, config)
     raise BelowMinMember(ref or plan.ref, total, counted, plan.min_member, source, fix, lower or config.min_member_key,
                          backend)
