@@ -133,9 +133,9 @@ def operator_made() -> list[tuple[str, dict[str, Any]]]:
     RayServices and its head and worker Pods, spark-submit's driver and the driver's executor Pods, the
     training-operator's replica Pods, the mpi-operator's worker Pods and launcher Job. Each source names the
     emulation function and the user object it came from."""
-    from admit.testing.operators import kubeflow as kf
-    from admit.testing.operators import kuberay as kr
-    from admit.testing.operators import spark as so
+    from tests.emulations import kubeflow as kf
+    from tests.emulations import kuberay as kr
+    from tests.emulations import spark as so
 
     config = Config()
     out: list[tuple[str, dict[str, Any]]] = []

@@ -1,4 +1,4 @@
-"""The fake cluster with an operator emulation running (``admit/testing/operators``: ``kuberay``, ``spark``,
+"""The fake cluster with an operator emulation running (``tests/emulations``: ``kuberay``, ``spark``,
 ``kubeflow``), admit's webhooks in its admission chain as the chart registers them, the operator's own webhooks
 beside them, and the checks a user would make of the gangs that result: the conformance tests of each operator
 (tests/operators/test_kuberay.py, test_spark_operator.py, test_kubeflow_operators.py) use it."""

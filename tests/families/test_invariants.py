@@ -271,9 +271,9 @@ def test_mutate_and_validate_answer_200_with_the_uid_and_a_dry_run_writes_nothin
 
 
 def _operator_scenarios() -> dict[str, Any]:
-    from admit.testing.operators import jobset as jobset_operator
-    from admit.testing.operators import lws as lws_operator
-    from admit.testing.operators import trainer as trainer_operator
+    from tests.emulations import jobset as jobset_operator
+    from tests.emulations import lws as lws_operator
+    from tests.emulations import trainer as trainer_operator
     from tests.operators.test_jobset import MULTISLICE, jobset
     from tests.operators.test_lws import leaderworkerset
     from tests.operators.test_trainer import TORCH, trainjob
@@ -293,7 +293,7 @@ def _operator_scenarios() -> dict[str, Any]:
 @pytest.mark.parametrize("scenario", ["lws-v0.10", "lws-v0.9", "jobset-multislice", "trainer-torch"])
 async def test_every_object_an_operator_makes_keeps_its_fields_gets_only_admits_and_mutates_idempotently(
         aiohttp_server, scenario):
-    """The registry's invariants on the objects the operator emulations make (admit/testing/operators) as
+    """The registry's invariants on the objects the operator emulations make (tests/emulations) as
     kube-apiserver sends them to admit: the LWS StatefulSets and pods, the JobSet's pods, Trainer's JobSet and its
     pods. Each request admit's webhooks got is checked as the generated ones above: nothing the operator or
     another webhook wrote is lost, only admit's fields are written, a second /mutate is empty; and every

@@ -1,6 +1,6 @@
 """Fixtures for the operator tests: the fake kube-apiserver calling admit's webhooks as the chart registers them, the
 Kubernetes controllers (Deployment, Job, StatefulSet) emulated, and an operator emulation installed on top
-(``admit/testing/operators``). Everything a test checks was made by the emulations through admission."""
+(``tests/emulations``). Everything a test checks was made by the emulations through admission."""
 
 from __future__ import annotations
 

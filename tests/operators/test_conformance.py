@@ -1,5 +1,5 @@
 """Conformance per operator, end to end on the fake: the user's annotated object goes in; the operator's emulation
-(admit/testing/operators) makes its objects through the admission chain (admit's webhooks as the chart registers
+(tests/emulations) makes its objects through the admission chain (admit's webhooks as the chart registers
 them, the operator's own in process); the Kubernetes controllers make the pods through admission. Checked, as a
 user would: the operator's webhooks accepted everything admit wrote, every pod joins the gang admit made, the gang
 can form (minMember no more than the pods that exist), one gang object per gang, and nothing the user wrote lost."""
@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from admit.config import Config
-from admit.testing.operators import jobset as jobset_operator
-from admit.testing.operators import lws as lws_operator
-from admit.testing.operators import trainer as trainer_operator
+from tests.emulations import jobset as jobset_operator
+from tests.emulations import lws as lws_operator
+from tests.emulations import trainer as trainer_operator
 from tests.manifest_seeds import lost_fields
 from tests.operators.conftest import operator_cluster
 from tests.operators.test_jobset import MULTISLICE, jobset
 from tests.operators.test_lws import leaderworkerset
 from tests.operators.test_trainer import DEEPSPEED, INITIALIZERS, TORCH, trainjob
-from admit.testing.operators.trainer import runtime_manifest
+from tests.emulations.trainer import runtime_manifest
 
 CONFIG = Config()
 PG_LABEL = CONFIG.pod_group_label

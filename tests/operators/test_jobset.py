@@ -1,4 +1,4 @@
-"""JobSet end to end on the fake (admit/testing/operators/jobset.py): the user's JobSet goes in, JobSet's defaulting
+"""JobSet end to end on the fake (tests/emulations/jobset.py): the user's JobSet goes in, JobSet's defaulting
 webhook and admit's run, the JobSet emulation makes its Jobs, the Job controller makes the pods through JobSet's pod
 webhooks and admit's."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiException
 
-from admit.testing.operators import jobset as jobset_operator
+from tests.emulations import jobset as jobset_operator
 from tests.operators.conftest import operator_cluster
 
 PG_LABEL = "scheduling.x-k8s.io/pod-group"

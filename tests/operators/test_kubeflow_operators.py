@@ -1,5 +1,5 @@
 """The Kubeflow training-operator v1 and the mpi-operator end to end on the fake API: the user's annotated job goes
-in, the operator emulation (``admit/testing/operators/kubeflow.py``) makes its PodGroup (with gang scheduling on),
+in, the operator emulation (``tests/emulations/kubeflow.py``) makes its PodGroup (with gang scheduling on),
 Pods and launcher Job through admission, and the gang is checked as a user would. Both operator flags
 (``--gang-scheduler-name``, ``--gang-scheduling``) are run with admit's matching ``--kubeflow-gang-by-operator``."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from admit.config import Config
-from admit.testing.operators.kubeflow import (MPIOperator, TrainingOperator, install_mpi_operator,
+from tests.emulations.kubeflow import (MPIOperator, TrainingOperator, install_mpi_operator,
                                               install_training_operator)
 from tests.helpers import eventually
 from tests.operator_stack import PG, gang_problems, lost, operator_cluster, pod_groups_of, pods_of

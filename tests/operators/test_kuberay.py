@@ -1,5 +1,5 @@
 """KubeRay end to end on the fake API: the user's annotated RayJob / RayService / RayCluster goes in, the KubeRay
-emulation (``admit/testing/operators/kuberay.py``) makes its RayClusters and Pods through admission, and the gangs are
+emulation (``tests/emulations/kuberay.py``) makes its RayClusters and Pods through admission, and the gangs are
 checked as a user would (tests/operator_stack.py). Also where admit and KubeRay disagreed: the
 operator-wide ``--batch-scheduler`` and the cluster names since v1.4.0."""
 
@@ -13,8 +13,8 @@ import pytest
 
 from admit.backends.coscheduling.diagnose import diagnose
 from admit.config import Config
-from admit.testing.operators import kuberay
-from admit.testing.operators.kuberay import SCHEDULER_NAMES, KubeRay
+from tests.emulations import kuberay
+from tests.emulations.kuberay import SCHEDULER_NAMES, KubeRay
 from tests.helpers import eventually
 from tests.operator_stack import events_about, gang_problems, lost, operator_cluster, pod_groups_of, pods_of, said
 

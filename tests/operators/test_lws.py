@@ -1,4 +1,4 @@
-"""LeaderWorkerSet end to end on the fake (admit/testing/operators/lws.py): the user's LWS goes in, the LWS
+"""LeaderWorkerSet end to end on the fake (tests/emulations/lws.py): the user's LWS goes in, the LWS
 emulation makes its StatefulSets through admission as LWS v0.10 (and v0.9) does, the StatefulSet controller makes
 the pods, LWS's pod webhook adds the group index, and admit's pod webhook is reinvoked after it."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from admit.testing.operators import lws as lws_operator
+from tests.emulations import lws as lws_operator
 from tests.operators.conftest import operator_cluster
 
 NAME_LABEL, GROUP_INDEX = lws_operator.NAME, lws_operator.GROUP_INDEX

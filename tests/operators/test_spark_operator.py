@@ -1,5 +1,5 @@
 """The spark-operator end to end on the fake API: the user's annotated SparkApplication goes in, the spark-operator
-emulation (``admit/testing/operators/spark.py``: its batch-scheduler step, spark-submit's driver Pod, its own
+emulation (``tests/emulations/spark.py``: its batch-scheduler step, spark-submit's driver Pod, its own
 pod webhook, the driver's executors) makes the Pods through admission, and the gang is checked as a user would.
 Also ``--enable-batch-scheduler --default-batch-scheduler`` makes a second gang object."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from admit.backends.coscheduling.diagnose import diagnose
 from admit.config import Config
-from admit.testing.operators import spark
-from admit.testing.operators.spark import SparkOperator
+from tests.emulations import spark
+from tests.emulations.spark import SparkOperator
 from tests.helpers import eventually
 from tests.operator_stack import PG, events_about, gang_problems, lost, operator_cluster, pod_groups_of, said
 

@@ -1,4 +1,4 @@
-"""Kubeflow Trainer end to end on the fake (admit/testing/operators/trainer.py): the user's TrainJob goes through
+"""Kubeflow Trainer end to end on the fake (tests/emulations/trainer.py): the user's TrainJob goes through
 admit's webhooks and Trainer's (its defaulter and its validator, which checks what admit wrote), the Trainer
 emulation builds the JobSet from the runtime, the JobSet emulation makes the Jobs and the Job controller the pods."""
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiException
 
-from admit.testing.operators import jobset as jobset_operator
-from admit.testing.operators import trainer as trainer_operator
-from admit.testing.operators.trainer import runtime_manifest
+from tests.emulations import jobset as jobset_operator
+from tests.emulations import trainer as trainer_operator
+from tests.emulations.trainer import runtime_manifest
 from tests.operators.conftest import operator_cluster
 
 PG_LABEL = "scheduling.x-k8s.io/pod-group"

@@ -1,5 +1,5 @@
 """Kubeflow Trainer, LeaderWorkerSet and JobSet on a real control plane, with the objects each operator makes shaped
-by the same code as the fake API's emulations (``admit/testing/operators``, ``admit.families.trainer.trainer_jobset``)
+by the same code as the fake API's emulations (``tests/emulations``, ``admit.families.trainer.trainer_jobset``)
 and stored through kube-apiserver, which calls admit's webhooks as the chart registers them. The operators
 themselves do not run here (their CRDs are in ``tests/real/crds``, cut to ``x-kubernetes-preserve-unknown-fields``),
 nor their webhooks: where an operator's webhook would add a label (LWS's group index), the test adds it to the
@@ -15,9 +15,9 @@ import json
 import pytest
 
 from admit.families.trainer import trainer_jobset
-from admit.testing.operators import jobset as jobset_operator
-from admit.testing.operators import lws as lws_operator
-from admit.testing.operators.trainer import runtime_manifest
+from tests.emulations import jobset as jobset_operator
+from tests.emulations import lws as lws_operator
+from tests.emulations.trainer import runtime_manifest
 from tests.support.plane import PlaneError
 from tests.real.support import bound, container, pods, wait_for
 

@@ -53,7 +53,7 @@ What follows the real kube-apiserver (and where it deliberately does not):
   admit's are read from the chart (``AdmissionChain.from_configurations``), an operator's run in process. The
   Deployment controller's ReplicaSets (``deployment_controller=True``), the Job controller's Pods
   (``job_controller=True``) and any controller added with ``add_controller`` (the operator emulations of
-  ``admit/testing/operators``): ``controllers.py``. Without them, writes are stored as given (defaulted) and no
+  ``tests/emulations``): ``controllers.py``. Without them, writes are stored as given (defaulted) and no
   controller runs.
 * Not emulated (docs/fake-api.md has the whole list): namespaces are not required to exist; authentication,
   server-side apply (415), managedFields, propagationPolicy=Foreground, list snapshots.

@@ -32,7 +32,7 @@ What kube-apiserver does, and where this follows it (kubernetes ``staging/src/k8
 
 A webhook is called over HTTP (admit's own server: :meth:`AdmissionChain.from_configurations` reads the webhooks from
 the chart's rendered ``MutatingWebhookConfiguration`` and ``ValidatingWebhookConfiguration``) or in process (an
-operator's webhook emulated in ``admit/testing/operators``: any ``async (request) -> response`` callable, with
+operator's webhook emulated in ``tests/emulations``: any ``async (request) -> response`` callable, with
 :func:`allowed`, :func:`denied` and :func:`patched` to build the response).
 
 Not emulated: ``matchPolicy`` (the fake serves one version of a resource, so Exact and Equivalent agree),

@@ -2,7 +2,7 @@
 ReplicaSets, the Job controller's Pods and the StatefulSet controller's Pods (the admission chain is ``admission.py``).
 
 Each is off unless a test asks for it (``FakeKubeAPI(deployment_controller=True, job_controller=True,
-statefulset_controller=True)``); an operator emulation (``admit/testing/operators``) registers itself the same way,
+statefulset_controller=True)``); an operator emulation (``tests/emulations``) registers itself the same way,
 with :meth:`FakeKubeAPI.add_controller`.
 
 :class:`DeploymentController` does what kubernetes ``pkg/controller/deployment`` does to ReplicaSets, in the fake's

@@ -14,10 +14,10 @@ import asyncio
 import random
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ..fake_kube import ApiError, Controller
+from admit.testing.fake_kube import ApiError, Controller
 
 if TYPE_CHECKING:
-    from ..fake_kube import FakeKubeAPI, ResourceType
+    from admit.testing.fake_kube import FakeKubeAPI, ResourceType
 
 __all__ = ["OperatorEmulation", "Sync", "service_account", "random_suffix", "controller_ref", "owned_by"]
 

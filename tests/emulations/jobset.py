@@ -44,7 +44,7 @@ import json
 from typing import Any
 
 from .kit import put_event
-from ..fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
+from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
 
 __all__ = ["JobSetOperator", "install", "JOBSET_NAME", "REPLICATED_JOB", "JOB_INDEX", "RESTART_ATTEMPT", "EXCLUSIVE",
            "NODE_SELECTOR", "JOB_KEY", "USER"]

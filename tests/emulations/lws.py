@@ -53,7 +53,7 @@ import re
 from typing import Any
 
 from .kit import put_event
-from ..fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, denied, patched, pod_template_hash
+from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, denied, patched, pod_template_hash
 
 __all__ = ["LeaderWorkerSetOperator", "install", "NAME", "GROUP_INDEX", "WORKER_INDEX", "REVISION", "GROUP_KEY",
            "SIZE", "EXCLUSIVE", "REPLICAS", "LEADER_NAME", "POD_WEBHOOK", "POD_WEBHOOK_CONFIGURATION", "USER"]

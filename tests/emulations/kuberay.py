@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING, Any
 from .kit import OperatorEmulation, Sync, controller_ref, random_suffix, service_account
 
 if TYPE_CHECKING:
-    from ..fake_kube import AdmissionChain, FakeKubeAPI
+    from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI
 
 __all__ = ["KubeRay", "install", "BATCH_SCHEDULERS", "cluster_name", "cluster_for_parent", "ray_pod", "desired_workers",
            "SCHEDULER_NAMES"]

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 from .kit import OperatorEmulation, controller_ref, service_account
 
 if TYPE_CHECKING:
-    from ..fake_kube import AdmissionChain, FakeKubeAPI
+    from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI
 
 __all__ = ["SparkOperator", "install", "POD_WEBHOOK_SPEC", "driver_pod", "executor_pods", "spark_pod_defaulter", "batch_schedule",
            "initial_executors"]
@@ -315,7 +315,7 @@ POD_WEBHOOK_SPEC: JSON = {
 def install(api: "FakeKubeAPI", chain: "AdmissionChain | None" = None, **flags: Any) -> SparkOperator:
     """Run the spark-operator on ``api`` (``flags`` as :class:`SparkOperator`) and register its pod webhook in
     ``chain`` (None: applied before each Pod's create instead)."""
-    from ..fake_kube import patched
+    from admit.testing.fake_kube import patched
 
     op = SparkOperator(api, in_chain=chain is not None, **flags)
     if chain is not None:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from .kit import OperatorEmulation, Sync, controller_ref, owned_by, service_account
 
 if TYPE_CHECKING:
-    from ..fake_kube import AdmissionChain, FakeKubeAPI
+    from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI
 
 __all__ = ["TrainingOperator", "MPIOperator", "install_training_operator", "install_mpi_operator", "training_operator_pod", "mpi_worker_pod", "mpi_launcher_job",
            "REPLICA_SPECS"]

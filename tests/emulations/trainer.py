@@ -42,11 +42,11 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from ...families.trainer import RUNTIME_PLURALS, runtime_ref, trainer_jobset
-from ...gang.quantity import add_resources, format_resources, scale_resources
-from ...gang.resources import pod_requests
+from admit.families.trainer import RUNTIME_PLURALS, runtime_ref, trainer_jobset
+from admit.gang.quantity import add_resources, format_resources, scale_resources
+from admit.gang.resources import pod_requests
 from .kit import put_event
-from ..fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
+from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
 
 __all__ = ["TrainerOperator", "install", "is_domain_prefixed_path", "USER"]
 
@@ -204,7 +204,7 @@ class _Validator:
 def install(api: FakeKubeAPI, chain: AdmissionChain | None = None) -> TrainerOperator:
     """Run the Trainer emulation on ``api``: the runtime and Volcano resources served, the TrainJob controller, and
     Trainer's webhooks in ``chain`` (default ``api.admission``). The JobSet emulation and the Job controller make
-    the Jobs and pods (``admit.testing.operators.jobset``)."""
+    the Jobs and pods (``tests.emulations.jobset``)."""
     api.register(GROUP, "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", namespaced=False,
                  status=False)
     api.register(GROUP, "v1alpha1", "TrainingRuntime", "trainingruntimes", status=False)
