@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # A path from the repository's root: `admit/webhook/mutate.py`, `docs/behaviour.md`, `charts/admit/values.yaml`.
 ROOTED = re.compile(r"(?<![\w./@:<-])((?:admit|docs|charts|tests|bench|hack|examples|deploy|\.ci|\.github)/"
                     r"[A-Za-z0-9_.*/-]*)")
-# Inside admit/: a module named from the package's root or from its own folder (``backends/workload_api/ensure.py``,
+# Inside admit/: a module named from the package's root or from its own folder (``backends/workload_api/status.py``,
 # ``podgroups.py``).
 PACKAGE_RELATIVE = re.compile(r"(?<![\w./@:-])((?:[a-z_]+/)+[a-z_]+\.py)\b")
 BARE_MODULE = re.compile(r"``([a-z_]+\.py)``")

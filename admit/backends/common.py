@@ -15,7 +15,8 @@ from typing import Any
 
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 
-__all__ = ["asked_backend", "ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message"]
+__all__ = ["asked_backend", "ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message",
+           "generation_annotation", "generation_patch", "stamped_generation"]
 
 _OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
 
@@ -37,6 +38,42 @@ def asked_backend(annotations: Any, config: Config) -> str:
     not checked (``gang.plan.parse_gang_annotations`` refuses an unknown one)."""
     value = annotations.get(config.backend_key) if isinstance(annotations, dict) else None
     return config.gang_backend if value is None else value
+
+
+def generation_annotation(config: Config) -> str:
+    """The annotation recording which workload ``metadata.generation`` a managed object's spec was written from
+    (``gang.admit.dev/workload-generation``), stamped by the admission engine (``backends/ensure.py``) on every
+    backend's objects.
+
+    Why: on a spec-changing UPDATE the validating webhook patches the gang's objects from the incoming object before
+    that object is stored, while the controller still sees the previous one; without a stamp it patched them back to
+    the old spec, then forward again (three writes, and an Event that reads as if admit undid the user's change).
+    kube-apiserver bumps ``metadata.generation`` on every spec change before validating admission runs (the
+    registry strategy's ``PrepareForUpdate``), so the webhook knows the generation its spec comes from, and the
+    controller never writes a spec from an older generation than the stamp."""
+    return f"{config.key_prefix}workload-generation"
+
+
+def generation_patch(existing: dict[str, Any], generation: int | None, config: Config) -> list[dict[str, Any]]:
+    """JSONPatch ops that set the :func:`generation_annotation` of ``existing`` to ``generation`` (none when it is
+    ``None`` or already set)."""
+    if generation is None:
+        return []
+    annotations = (existing.get("metadata") or {}).get("annotations")
+    key = generation_annotation(config)
+    if isinstance(annotations, dict) and annotations.get(key) == str(generation):
+        return []
+    if not isinstance(annotations, dict):
+        return [{"op": "add", "path": "/metadata/annotations", "value": {key: str(generation)}}]
+    return [{"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"),
+             "value": str(generation)}]
+
+
+def stamped_generation(obj: dict[str, Any], config: Config) -> int | None:
+    """The workload ``metadata.generation`` a managed object's spec was last written from
+    (:func:`generation_annotation`), or ``None``."""
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(generation_annotation(config))
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 def owner_annotation(config: Config) -> str:

@@ -23,7 +23,7 @@ from ..config import Config
 from ..gang.plan import GangPlan, PodTarget
 from .common import ObjectType, Ownership
 
-__all__ = ["ObjectType", "GangBackend"]
+__all__ = ["ObjectType", "GangBackend", "AdmissionHooks"]
 
 JSON = dict[str, Any]
 Ops = list[JSON]
@@ -110,12 +110,34 @@ class GangBackend(Protocol):
         """JSONPatch bringing ``existing`` in step with ``desired`` (``[]``: in step; ``None``: it cannot follow)."""
         ...
 
-    def ownership(self, existing: JSON, plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
-        """How admit may treat an existing object of the gang (``common.Ownership``)."""
+    def ownership(self, existing: JSON, plan: GangPlan, config: Config, explicit_name: bool,
+                  others: int | None = None) -> Ownership:
+        """How admit may treat an existing object of the gang (``common.Ownership``). ``others``: the pods of the
+        other stored workloads that name the same group (the controller's claims; ``None``: none, or nobody can
+        tell), so that a shortfall one of them may fill is a warning, not a refusal."""
         ...
 
     def cannot_follow(self, kind: str, existing: JSON, desired: JSON, plan: GangPlan,
                       config: Config) -> tuple[str, str] | None:
         """When :meth:`update_ops` is ``None``: ``(action kind, message)`` the controller reports (``"immutable"``,
         ``"priority"``), or ``None`` to stay silent."""
+        ...
+
+
+class AdmissionHooks(Protocol):
+    """Optional methods of a :class:`GangBackend` for what its admission differs in; the engine
+    (``admit/backends/ensure.py``) looks each up on the backend and does without it when it is absent.
+    """
+
+    def merge_shared(self, existing: JSON, desired: JSON, plan: GangPlan) -> tuple[JSON, list[str]]:
+        """For a group bare pods share (``plan.shared``): ``(desired, warnings)`` that one more member brings to
+        the stored object ``existing`` (Coscheduling: no member lowers what another member set)."""
+        ...
+
+    def cannot_admit(self, kind: str, existing: JSON, desired: JSON, ops: Ops | None, plan: GangPlan,
+                     config: Config) -> tuple[int | None, str] | None:
+        """For an object admit manages, once :meth:`GangBackend.update_ops` gave ``ops``: ``(403, message)`` to
+        refuse the admission (its pods would never be scheduled with the stored object), ``(None, warning)`` to
+        admit with one warning for the gang, ``None`` for nothing to say (the Workload API's immutable alpha
+        ``minCount`` and priority fields)."""
         ...

@@ -1,39 +1,28 @@
 """The half of each gang backend that talks to the API server, and the registry ``name -> BackendAPI``.
 
-:class:`BackendAPI` is what admission calls for a plan whose objects must exist when it is admitted (``ensure``),
-what the controller runs for the backend's gangs (``decide``: ``None`` when another loop keeps them, as the
-PodGroup controller of ``admit/controller/podgroups.py`` keeps Coscheduling's), and what ``admit status`` runs to
-explain them (``status``, ``admit/backends/status.py``). The pure half is
-``interface.GangBackend``; both are found by the plan's ``backend`` name. Not pure: the ensure modules import the
-API client (``kube.client``), so the pure decisions never import this module (pyproject.toml contracts).
+:class:`BackendAPI` is what the controller runs for the backend's gangs (``decide``: ``None`` when another loop
+keeps them, as the PodGroup controller of ``admit/controller/podgroups.py`` keeps Coscheduling's), what ``admit
+status`` runs to explain them (``status``, ``admit/backends/status.py``) and the metric its writes count in
+(``count``). Admission makes every backend's objects with one engine, ``admit/backends/ensure.py``. The pure half is
+``interface.GangBackend``; both are found by the plan's ``backend`` name. Not pure: the status parts import the API
+client (``kube.client``), so the pure decisions never import this module (pyproject.toml contracts).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Callable
 
-from ..config import COSCHEDULING, WORKLOAD_API, Config
-from ..gang.plan import GangPlan
+from ..config import COSCHEDULING, WORKLOAD_API
+from ..observability import metrics
 from .action import Action
-from .coscheduling.ensure import ensure_coscheduling
 from .coscheduling.status import STATUS as COSCHEDULING_STATUS
 from .status import BackendStatus
 from .workload_api.diagnose import below_min_count
-from .workload_api.ensure import ensure_workload_api
 from .workload_api.reconcile import decide_native
 from .workload_api.status import STATUS as WORKLOAD_API_STATUS
 
-__all__ = ["Ensure", "GangDecide", "BackendAPI", "APIS", "api_of", "register", "unregister"]
-
-
-class Ensure(Protocol):
-    """``await ensure(store, plan, config, decision, explicit_name, dry_run, cache, generation)``: make the plan's
-    objects exist with the right spec at admission, recording them in ``decision.pod_groups`` (a conflict turns
-    ``decision`` into a 409 denial). Raises ``kube.KubeError``; ``Admission.validate`` applies the failure mode."""
-
-    def __call__(self, store: Any, plan: GangPlan, config: Config, decision: Any, explicit_name: bool,
-                 dry_run: bool, cache: Any = None, generation: int | None = None) -> Awaitable[None]: ...
+__all__ = ["GangDecide", "BackendAPI", "APIS", "api_of", "register", "unregister"]
 
 
 GangDecide = Callable[..., list[Action]]
@@ -46,7 +35,6 @@ class BackendAPI:
     """The API half of one backend.
 
     Attributes:
-        ensure: :class:`Ensure`.
         decide: the controller's decision for the generic gang-object loop (``controller/workload_api.py``), or
             ``None`` when another controller keeps this backend's objects.
         below_min_count: ``(PodGroup, its pods) -> (scheduled, pending, minCount) | None`` for a gang that broke
@@ -54,22 +42,23 @@ class BackendAPI:
             period), or ``None``. The loop groups pods by ``spec.schedulingGroup.podGroupName`` for it.
         status: its ``admit status`` part (``status.BackendStatus``: list its objects, diagnose its gangs), or
             ``None`` when ``admit status`` does not show its gangs.
+        count: ``(kind, operation)`` for each write admission makes (``"created"``, ``"patched"``) and each
+            admission refused because of a stored object (``"refused"``): the backend's metric, or ``None``.
     """
 
-    ensure: Ensure
     decide: GangDecide | None = None
     below_min_count: Callable[[Any, list[Any]], Any] | None = None
     status: BackendStatus | None = None
+    count: Callable[[str, str], None] | None = None
 
 
-async def _ensure_workload_api(store: Any, plan: GangPlan, config: Config, decision: Any, explicit_name: bool,
-                               dry_run: bool, cache: Any = None, generation: int | None = None) -> None:
-    await ensure_workload_api(store, plan, config, decision, explicit_name, dry_run, cache)
+def _count_pod_group(kind: str, operation: str) -> None:
+    metrics.pod_group(operation)
 
 
 APIS: dict[str, BackendAPI] = {
-    COSCHEDULING: BackendAPI(ensure_coscheduling, status=COSCHEDULING_STATUS),
-    WORKLOAD_API: BackendAPI(_ensure_workload_api, decide_native, below_min_count, WORKLOAD_API_STATUS),
+    COSCHEDULING: BackendAPI(status=COSCHEDULING_STATUS, count=_count_pod_group),
+    WORKLOAD_API: BackendAPI(decide_native, below_min_count, WORKLOAD_API_STATUS, metrics.native_gang),
 }
 """``name -> BackendAPI``: the built-ins and any :func:`register` added (keys are ``interface.BACKENDS``')."""
 

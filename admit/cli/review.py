@@ -88,18 +88,16 @@ def _plural(kind: str) -> str:
 
 
 class OfflineKube:
-    """In-memory stand-in for the Kubernetes API used by ``admit review`` (implements ``PodGroupStore``).
+    """In-memory stand-in for the Kubernetes API used by ``admit review`` (implements ``admission.Store``).
 
-    ``objects`` are the reviewed input objects, keyed by ``(group, plural, namespace, name)`` (``namespace`` for an
-    object without one, the run's ``-n``); PodGroups that admission creates are kept in ``pod_groups`` keyed by
-    ``(namespace, name)``. Never raises for timeouts.
+    ``objects`` are the reviewed input objects and the gang objects admission creates, keyed by ``(group, plural,
+    namespace, name)`` (``namespace`` for an object without one, the run's ``-n``). Never raises for timeouts.
     """
 
     def __init__(self, config: Config, namespace: str = DEFAULT_NAMESPACE) -> None:
         self.config = config
         self.namespace = namespace
         self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-        self.pod_groups: dict[tuple[str, str], dict[str, Any]] = {}
 
     def add_object(self, obj: dict[str, Any]) -> None:
         """Make ``obj`` (a manifest with apiVersion/kind/metadata) readable through :meth:`get_object`."""
@@ -108,29 +106,16 @@ class OfflineKube:
         key = (group, _plural(str(obj.get("kind", ""))), _namespace_of(obj, self.namespace), str(meta.get("name")))
         self.objects[key] = obj
 
-    async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:
-        key = (body["metadata"]["namespace"], body["metadata"]["name"])
-        if key in self.pod_groups:
-            raise AlreadyExists(409, "AlreadyExists", f"PodGroup {key[0]}/{key[1]} already exists")
-        if not dry_run:
-            self.pod_groups[key] = json.loads(json.dumps(body))
-        return body
-
-    async def get_pod_group(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
-        return self.pod_groups.get((namespace, name))
-
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """``GroupCache`` view of the PodGroups made so far in this run (so a Spark driver reviewed earlier makes its
-        executors join, as the watch-backed cache does in ``admit serve``)."""
-        return self.pod_groups.get((namespace, name))
+        """``GroupCache`` view of the PodGroups of ``--pod-group-api`` reviewed or made so far in this run (so a
+        Spark driver reviewed earlier makes its executors join, as the watch-backed cache does in ``admit
+        serve``)."""
+        c = self.config
+        return self.objects.get((c.pod_group_group, c.pod_group_plural, namespace, name))
 
-    async def patch_pod_group(
-        self, namespace: str, name: str, ops: list[dict[str, Any]], dry_run: bool, timeout: float
-    ) -> dict[str, Any]:
-        patched = jsonpatch.apply_patch(self.pod_groups[(namespace, name)], ops)
-        if not dry_run:
-            self.pod_groups[(namespace, name)] = patched
-        return patched
+    def gang_object(self, group: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """``GroupCache.gang_object``: a gang object reviewed or made so far in this run."""
+        return self.objects.get((group, _plural(kind), namespace, name))
 
     async def get_object(
         self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
@@ -140,7 +125,7 @@ class OfflineKube:
     async def create_object(
         self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool, timeout: float
     ) -> dict[str, Any]:
-        """Keep a Workload API object (``workload-api`` backend) so that later reviews see it (409 if it exists)."""
+        """Keep a gang object admission creates so that later reviews see it (409 if it exists)."""
         key = (group, plural, body["metadata"]["namespace"], body["metadata"]["name"])
         if key in self.objects:
             raise AlreadyExists(409, "AlreadyExists", f"{body.get('kind')} {key[2]}/{key[3]} already exists")
@@ -516,17 +501,13 @@ def manifest_request(doc: dict[str, Any], uid: str | None = None,
 
 
 def _offline_store(docs: list[tuple[str, dict[str, Any]]], config: Config, namespace: str) -> OfflineKube:
-    """The :class:`OfflineKube` holding the input objects (not the AdmissionReviews), and the input PodGroups as
-    PodGroups (``namespace`` for those without one)."""
+    """The :class:`OfflineKube` holding the input objects (not the AdmissionReviews; ``namespace`` for those
+    without one). A PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a
+    workload that names it joins it as it is, and is refused when it could never fill it, as in the webhook."""
     store = OfflineKube(config, namespace)
     for _, doc in docs:
         if doc.get("kind") != "AdmissionReview":
             store.add_object(doc)
-        if doc.get("kind") == "PodGroup" and doc.get("apiVersion") == config.pod_group_api_version:
-            # a PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a workload
-            # that names it joins it as it is, and is refused when it could never fill it, as in the webhook
-            meta = meta_v if isinstance(meta_v := doc.get("metadata"), dict) else {}
-            store.pod_groups[(str(meta.get("namespace") or namespace), str(meta.get("name") or ""))] = doc
     return store
 
 

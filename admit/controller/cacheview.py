@@ -23,6 +23,7 @@ class ControllerView:
 
     Methods (``admission.GroupCache``):
         get(namespace, name): a PodGroup admit manages, or ``None``.
+        gang_object(group, kind, namespace, name): the same for the PodGroup's API group and kind, else ``None``.
         missing(namespace, name): the controller's warning for a pod whose claimed group is being re-created.
         extended_resources(): ``{extended resource name: DeviceClass name}`` served through DRA.
         pod_group(namespace, name): ``(synced, PodGroup | None)`` over managed and other PodGroups.
@@ -39,9 +40,13 @@ class ControllerView:
         self._other = controller.other_pod_groups
         self._workloads: dict[Resource, Any] = controller.workloads
         self.get = controller.pod_groups.get
+        self._group = controller.config.pod_group_group
         self.missing = controller.cache.missing
         self.extended_resources = controller.cache.extended_resources
         self.runtime_overheads = controller.cache.runtime_overheads
+
+    def gang_object(self, group: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.get(namespace, name) if kind == "PodGroup" and group == self._group else None
 
     def group_pods(self, namespace: str, name: str, exclude: str) -> int | None:
         """The pods (``plan.total_pods``) of the stored gang workloads whose plan names PodGroup ``namespace/name``,

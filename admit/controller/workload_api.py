@@ -87,19 +87,21 @@ class GangHost(Protocol):
 
 
 class GangCacheView:
-    """``cache``'s attributes (``get``, ``missing`` of ``controller.PodGroupView``) and ``get_native(kind,
-    namespace, name)`` of the gang-object controllers (read by ``backends.workload_api.ensure``; the first
-    controller serving ``kind`` answers)."""
+    """``cache``'s attributes (``get``, ``missing`` of ``controller.PodGroupView``) and ``gang_object(group, kind,
+    namespace, name)`` over the gang-object controllers' caches, keyed by API group and kind (read by
+    ``backends.ensure``: two backends whose objects share a kind, a Volcano and a native PodGroup, never hide each
+    other), else ``cache``'s own."""
 
     def __init__(self, cache: Any, *natives: "NativeGangController") -> None:
         self._cache = cache
-        self._natives = natives
+        self._natives = {(r.group, kind): native for native in natives for kind, r in native.resources.items()}
+        self._fallback = getattr(cache, "gang_object", None)
 
-    def get_native(self, kind: str, namespace: str, name: str) -> JSON | None:
-        for native in self._natives:
-            if kind in native.resources:
-                return native.get_native(kind, namespace, name)
-        return None
+    def gang_object(self, group: str, kind: str, namespace: str, name: str) -> JSON | None:
+        native = self._natives.get((group, kind))
+        if native is not None:
+            return native.get_native(kind, namespace, name)
+        return self._fallback(group, kind, namespace, name) if self._fallback is not None else None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cache, name)

@@ -1,4 +1,4 @@
-"""The Kubernetes API calls admission makes, through kubernetes-asyncio: PodGroups and scale parents.
+"""The Kubernetes API calls admission makes, through kubernetes-asyncio: any gang object, and scale parents.
 
 Thin by design: every call takes a deadline (seconds, float), maps errors to :class:`KubeError`, and returns plain
 dicts in the API's JSON shape. Requests (as kube-apiserver's REST API defines them):
@@ -177,51 +177,6 @@ class KubeAPI:
 
     # kubernetes_asyncio's annotations are narrower than what its generated methods take (the `type: ignore`s below):
     # ``dry_run=None`` sends no dryRun, ``_content_type`` picks the patch type, a delete's ``body`` may be a dict.
-
-    async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]:
-        """POST a PodGroup; returns the stored (or dry-run) object. Raises AlreadyExists on 409."""
-        c = self.config
-        ns = body["metadata"]["namespace"]
-        return await self._call(
-            f"create PodGroup {ns}/{body['metadata']['name']}",
-            lambda: self.custom.create_namespaced_custom_object(
-                c.pod_group_group, c.pod_group_version, ns, c.pod_group_plural, body,
-                dry_run="All" if dry_run else None, _request_timeout=timeout,  # type: ignore[arg-type]
-            ),
-            timeout,
-        )
-
-    async def get_pod_group(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
-        """GET a PodGroup; ``None`` on 404."""
-        c = self.config
-        try:
-            return await self._call(
-                f"read PodGroup {namespace}/{name}",
-                lambda: self.custom.get_namespaced_custom_object(
-                    c.pod_group_group, c.pod_group_version, namespace, c.pod_group_plural, name,
-                    _request_timeout=timeout,
-                ),
-                timeout,
-            )
-        except KubeError as e:
-            if e.status == 404:
-                return None
-            raise
-
-    async def patch_pod_group(
-        self, namespace: str, name: str, ops: list[dict[str, Any]], dry_run: bool, timeout: float
-    ) -> dict[str, Any]:
-        """PATCH a PodGroup with a JSON patch (``application/json-patch+json``)."""
-        c = self.config
-        return await self._call(
-            f"patch PodGroup {namespace}/{name}",
-            lambda: self.custom.patch_namespaced_custom_object(  # type: ignore[call-arg]
-                c.pod_group_group, c.pod_group_version, namespace, c.pod_group_plural, name, ops,
-                dry_run="All" if dry_run else None, _content_type="application/json-patch+json",  # type: ignore[arg-type]
-                _request_timeout=timeout,
-            ),
-            timeout,
-        )
 
     async def create_object(
         self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool, timeout: float

@@ -45,7 +45,7 @@ import logging
 from typing import Any, Protocol
 
 from ..observability import metrics
-from ..backends.runtime import api_of
+from ..backends.ensure import ObjectStore, ensure
 from ..config import Config
 from ..echo import clip
 from ..kube.client import KubeError, namespace_terminating, resource_not_served
@@ -58,31 +58,16 @@ from ..families.spark import DriverLookup, driver_group, executor_plan
 from ..families.trainer import judge_runtime, runtime_ref
 from .validate import RuntimeCheck, ScaleCheck, Verdict, add_overhead, drop_uncountable, scale_verdict, validate
 
-__all__ = ["Admission", "PodGroupStore", "GroupCache", "missing_group_warning"]
+__all__ = ["Admission", "Store", "GroupCache", "missing_group_warning"]
 
 log = logging.getLogger("admit.admission")
 
 
-class PodGroupStore(Protocol):
-    """What admission needs from the Kubernetes API (``kube.KubeAPI``; ``offline.OfflineKube`` for ``admit review``).
-
-    Each method takes ``timeout`` (seconds) and raises ``kube.KubeError`` on failure.
-    """
-
-    async def create_pod_group(self, body: dict[str, Any], dry_run: bool, timeout: float) -> dict[str, Any]: ...
-
-    async def get_pod_group(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None: ...
-
-    async def patch_pod_group(
-        self, namespace: str, name: str, ops: list[dict[str, Any]], dry_run: bool, timeout: float
-    ) -> dict[str, Any]: ...
-
-    async def get_object(
-        self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
-    ) -> dict[str, Any] | None: ...
-    # (namespace ``""``: a cluster-scoped object, such as a Kubeflow Trainer ClusterTrainingRuntime)
-
-    # Optional: ``async get_pod(namespace, name, timeout) -> dict | None`` (a Spark executor's driver pod).
+class Store(ObjectStore, Protocol):
+    """What admission needs from the Kubernetes API (``kube.KubeAPI``; ``review.OfflineKube`` for ``admit review``):
+    the generic object calls (``backends.ensure.ObjectStore``); optional: ``async get_pod(namespace, name, timeout)
+    -> dict | None`` (a Spark executor's driver pod). Each takes ``timeout`` (seconds) and raises
+    ``kube.KubeError`` on failure."""
 
 
 class GroupCache(Protocol):
@@ -93,6 +78,10 @@ class GroupCache(Protocol):
     - ``missing(namespace, name) -> str | None``: called for a Pod CREATE whose group is not cached; returns the
       warning to add when admit is re-creating that group (a stored workload claims it), else None;
     - ``pod_group(namespace, name) -> (synced, PodGroup | None)``: any PodGroup, managed by admit or not;
+    - ``gang_object(group, kind, namespace, name) -> object | None``: a cached object of a gang backend, keyed by
+      API group and kind (``backends.ensure`` skips every call for one that is ours and in step);
+    - ``group_pods(namespace, name, exclude) -> int | None``: the pods of the other stored workloads that name a
+      group;
     - ``workload(group, version, plural, kind, namespace, name) -> (synced, object | None)``: a stored gang
       workload (one admit labelled ``gang.admit.dev/managed``), and whether that kind's cache has listed.
     """
@@ -121,7 +110,7 @@ class Admission:
             spec needs no API call.
     """
 
-    def __init__(self, config: Config, store: PodGroupStore | None = None, cache: GroupCache | None = None) -> None:
+    def __init__(self, config: Config, store: Store | None = None, cache: GroupCache | None = None) -> None:
         self.config = config
         self.store = store
         self.cache = cache
@@ -275,7 +264,9 @@ class Admission:
             return
         if self.store is not None:
             try:
-                if await self.store.get_pod_group(namespace, name, self.config.api_timeout_seconds) is not None:
+                c = self.config
+                if await self.store.get_object(c.pod_group_group, c.pod_group_version, c.pod_group_plural, namespace,
+                                               name, c.api_timeout_seconds) is not None:
                     return
             except KubeError as e:
                 log.info("could not confirm that PodGroup %s/%s is missing: %s", namespace, name, e.message)
@@ -314,9 +305,9 @@ class Admission:
         plan = verdict.ensure
         assert plan is not None
         decision = verdict.decision
-        # the backend's API half (admit/backends/<backend>/ensure.py), found by the plan's backend name
-        await api_of(plan.backend).ensure(self.store, plan, self.config, decision, verdict.explicit_name,
-                                          verdict.dry_run, self.cache, generation)
+        # one engine for every backend (admit/backends/ensure.py), over the plan's backend's GangBackend
+        await ensure(self.store, plan, self.config, decision, verdict.explicit_name, verdict.dry_run, self.cache,
+                     generation)
 
     async def _check_scale(self, check: ScaleCheck, dry_run: bool) -> Decision:
         """A ``*/scale`` UPDATE: the controller's cache of gang workloads says whether the parent is a gang (a

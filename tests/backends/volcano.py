@@ -28,7 +28,7 @@ from admit.config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from admit.gang.ownerrefs import controller_identity
 from admit.gang.patch import pointer, set_keys_ops, set_op
 from admit.gang.plan import GangPlan, PodTarget, get_path
-from admit.kube.client import AlreadyExists, Budget, Resource
+from admit.kube.client import Resource
 
 NAME = "volcano-test"
 """The backend's name: one admit will not ship, so that nothing here is taken for an in-tree Volcano backend."""
@@ -121,7 +121,8 @@ class Volcano:
         want = desired["spec"]["minMember"]
         return [] if self.size_of(existing) == want else [{"op": "add", "path": "/spec/minMember", "value": want}]
 
-    def ownership(self, existing: JSON, plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
+    def ownership(self, existing: JSON, plan: GangPlan, config: Config, explicit_name: bool,
+                  others: int | None = None) -> Ownership:
         meta = existing.get("metadata") or {}
         if (meta.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
             if (meta.get("annotations") or {}).get(owner_annotation(config)) == plan.owner:
@@ -138,28 +139,6 @@ class Volcano:
 
 
 BACKEND = Volcano()
-
-
-async def ensure(store: Any, plan: GangPlan, config: Config, decision: Any, explicit_name: bool, dry_run: bool,
-                 cache: Any = None, generation: int | None = None) -> None:
-    """``runtime.Ensure``: create the PodGroup at admission (409: read it, refuse another's, bring ours in step)."""
-    (desired,) = BACKEND.desired_objects(plan, config)
-    decision.pod_groups.append(desired)
-    if store is None:
-        return
-    left = Budget(config.api_timeout_seconds).left
-    try:
-        decision.pod_groups[-1] = await store.create_object(GROUP, VERSION, PLURAL, desired, dry_run, left())
-        return
-    except AlreadyExists:
-        pass
-    existing = await store.get_object(GROUP, VERSION, PLURAL, plan.namespace, plan.group_name, left())
-    own = BACKEND.ownership(existing, plan, config, explicit_name)
-    if own.action == "conflict":
-        decision.allowed, decision.code, decision.message = False, 409, own.message
-    elif own.action == "manage" and (ops := BACKEND.update_ops(existing, desired, VERSION)):
-        decision.pod_groups[-1] = await store.patch_object(GROUP, VERSION, PLURAL, plan.namespace, plan.group_name,
-                                                           ops, dry_run, left())
 
 
 def diagnose(*, pod_groups: list[JSON], pods: list[JSON], events: list[JSON] | None = None, config: Config = Config(),
@@ -216,9 +195,9 @@ STATUS = BackendStatus(collect, diagnose)
 
 def install() -> None:
     """Register both halves (the pure one, and the API one with the generic gang-object controller's decision and
-    the ``admit status`` part)."""
+    the ``admit status`` part; admission makes its PodGroup with the one engine every backend gets)."""
     registry.register(BACKEND)
-    runtime.register(NAME, runtime.BackendAPI(ensure, partial(decide_objects, BACKEND), status=STATUS))
+    runtime.register(NAME, runtime.BackendAPI(partial(decide_objects, BACKEND), status=STATUS))
 
 
 def uninstall() -> None:

@@ -430,19 +430,20 @@ async def test_a_pod_group_the_training_operator_made_for_the_same_job_is_left_a
         },
         "spec": {"minMember": 6},
     }
-    store.pod_groups[("ml", "train")] = copy.deepcopy(operator_pg)
+    store.add_object(copy.deepcopy(operator_pg))
     d = await Admission(CONFIG, store).validate(request(tfjob()))
     assert d.allowed
     assert any("managed by the TFJob's own operator" in w for w in d.warnings)
-    assert store.pod_groups[("ml", "train")] == operator_pg
+    assert store.objects[("scheduling.x-k8s.io", "podgroups", "ml", "train")] == operator_pg
 
 
 async def test_a_pod_group_of_the_same_name_controlled_by_another_object_is_a_denial_that_names_the_fix():
     store = OfflineKube(CONFIG)
-    store.pod_groups[("ml", "train")] = {
+    store.add_object({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
         "metadata": {"name": "train", "namespace": "ml", "ownerReferences": [
             {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "train", "uid": "u", "controller": True}]},
         "spec": {"minMember": 2},
-    }
+    })
     d = await Admission(CONFIG, store).validate(request(tfjob()))
     assert not d.allowed and d.code == 409 and "gang.admit.dev/pod-group" in d.message

@@ -19,7 +19,8 @@ async def test_without_proxy_variables_requests_skip_the_per_request_environment
         assert api_client.rest_client.pool_manager.trust_env is False
         assert api_client.rest_client.proxy is None
         # still talks to the API server
-        assert await KubeAPI(api_client, Config()).get_pod_group("default", "missing", 2.0) is None
+        assert await KubeAPI(api_client, Config()).get_object("scheduling.x-k8s.io", "v1alpha1", "podgroups", "default",
+                                                              "missing", 2.0) is None
         await api_client.close()
 
 

@@ -21,25 +21,14 @@ from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ...gang.ownerrefs import controller_ref
 from ...gang.plan import GangPlan
 from ...gang.quantity import QuantityError, parse_quantity
-from ..common import Ownership, owner_annotation
+from ..common import Ownership, generation_annotation, generation_patch, owner_annotation
+from ..common import stamped_generation as pod_group_generation
 
 __all__ = [
     "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "ownership",
     "generation_annotation", "generation_patch", "pod_group_generation",
 ]
-
-def generation_annotation(config: Config) -> str:
-    """The annotation recording which workload ``metadata.generation`` a managed PodGroup's spec was written from
-    (``gang.admit.dev/workload-generation``).
-
-    Why: on a spec-changing UPDATE the validating webhook patches the PodGroup from the incoming object before that
-    object is stored, while the controller still sees the previous one; without a stamp it patched the PodGroup back
-    to the old spec, then forward again (three writes, and an Event that reads as if admit undid the user's change).
-    kube-apiserver bumps ``metadata.generation`` on every spec change before validating admission runs (the
-    registry strategy's ``PrepareForUpdate``), so the webhook knows the generation its spec comes from, and the
-    controller never writes a spec from an older generation than the stamp (``reconcile.decide``).
-    """
-    return f"{config.annotation_prefix.rstrip('/')}/workload-generation"
+# (the generation stamp is every backend's, ``backends/common.py``; re-exported for the PodGroup controller)
 
 
 def desired_pod_group(plan: GangPlan, config: Config, generation: int | None = None) -> dict[str, Any]:
@@ -61,22 +50,6 @@ def desired_pod_group(plan: GangPlan, config: Config, generation: int | None = N
         },
         "spec": plan.pod_group_spec(),
     }
-
-
-def generation_patch(existing: dict[str, Any], generation: int | None, config: Config) -> list[dict[str, Any]]:
-    """JSONPatch ops that set the :func:`generation_annotation` of ``existing`` to ``generation`` (none when it is
-    ``None`` or already set)."""
-    if generation is None:
-        return []
-    meta = existing.get("metadata") or {}
-    annotations = meta.get("annotations")
-    key = generation_annotation(config)
-    if isinstance(annotations, dict) and annotations.get(key) == str(generation):
-        return []
-    if not isinstance(annotations, dict):
-        return [{"op": "add", "path": "/metadata/annotations", "value": {key: str(generation)}}]
-    return [{"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"),
-             "value": str(generation)}]
 
 
 def _same_resources(a: Any, b: Any) -> bool:
@@ -252,12 +225,3 @@ def _use_named(existing: dict[str, Any], plan: GangPlan, config: Config, pg: str
             f"not {plan.min_member}"
         )
     return Ownership("use", warnings=warnings)
-
-
-def pod_group_generation(pg: dict[str, Any], config: Config) -> int | None:
-    """The workload ``metadata.generation`` the PodGroup's spec was last written from (annotation
-    ``gang.admit.dev/workload-generation``, see ``podgroup.generation_annotation``), or ``None``."""
-    value = ((pg.get("metadata") or {}).get("annotations") or {}).get(generation_annotation(config))
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None

@@ -610,8 +610,24 @@ class WorkloadAPI:
                    version: str) -> list[dict[str, Any]] | None:
         return update_ops(existing, desired, version)
 
-    def ownership(self, existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
+    def ownership(self, existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool,
+                  others: int | None = None) -> Ownership:
         return ownership(existing, plan, config, explicit_name)
+
+    def cannot_admit(self, kind: str, existing: dict[str, Any], desired: dict[str, Any],
+                     ops: list[dict[str, Any]] | None, plan: GangPlan, config: Config) -> tuple[int | None, str] | None:
+        """``interface.AdmissionHooks.cannot_admit``: a stored ``priorityClassName``/``preemptionPolicy`` other than
+        the pods' (immutable) is refused with the fix (:func:`priority_message`: kube-scheduler would never
+        schedule the new pods); a ``minCount`` that cannot follow (v1alpha2) keeps the stored objects with a
+        warning, or refuses a workload that would run fewer pods than it (:func:`immutable_message`)."""
+        mismatch = priority_mismatch(existing, desired)
+        if mismatch:
+            return 403, priority_message(kind, plan, mismatch)
+        if ops is not None:
+            return None
+        version = config.workload_api_version or "v1alpha2"
+        message, refuse = immutable_message(kind, plan, min_count_of(existing), version)
+        return (403 if refuse else None), message
 
     def cannot_follow(self, kind: str, existing: dict[str, Any], desired: dict[str, Any], plan: GangPlan,
                       config: Config) -> tuple[str, str] | None:
