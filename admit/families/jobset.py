@@ -44,6 +44,14 @@ AnyOrder``).
   ``minResources`` covering every pod (the leaders pass only where the whole JobSet fits, as for LWS's
   ``LeaderReady``); the followers join the PodGroup once created. A minMember above the leaders is refused with the
   fix.
+- On UPDATE the pod templates are immutable (``PodTarget.immutable``): JobSet's validating webhook refuses any change
+  of ``spec.replicatedJobs`` (kubernetes-sigs/jobset v0.12.0 ``pkg/webhooks/jobset_webhook.go`` ``ValidateUpdate``:
+  ``apivalidation.ValidateImmutableField``; while the JobSet is suspended before or after the update only the pod
+  templates' labels, annotations, nodeSelector, tolerations and schedulingGates may change, for Kueue, never
+  ``schedulerName`` or ``schedulingGroup``). So a JobSet annotated after creation is allowed with a warning and no
+  PodGroup (delete and recreate it to gang it), as a Job is, instead of admit's write being refused by JobSet's
+  webhook; a re-apply that drops admit's marks gets them back as stored (the backends' restore of an immutable
+  template).
 - A JobSet made by Kubeflow Trainer (controller ownerReference to a ``trainer.kubeflow.org`` TrainJob) whose pod
   templates already carry the pod-group label without admit's managed label was labelled by Trainer's
   ``podGroupPolicy.coscheduling`` plugin, which also makes the PodGroup: admit defers (``admit.families.trainer``).
@@ -52,10 +60,12 @@ AnyOrder``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangError, GangPlan, below_min_member, choose_group_name, get_path, int_field
+from ..gang.plan import (GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, choose_group_name, get_path,
+                         int_field)
 from .shared import (
     WorkloadKind,
     controller_owner,
@@ -185,6 +195,17 @@ def gang_members(rjobs: list[dict[str, Any]], in_order: bool) -> tuple[list[dict
     return [rj for rj in rjobs if rj["name"] in step_names], members, first
 
 
+def _member_targets(members: list[dict[str, Any]], operation: str) -> list[PodTarget]:
+    """The pod templates of the gang ``members`` (:func:`replicated_jobs` entries); immutable on UPDATE (JobSet's
+    update webhook keeps ``spec.replicatedJobs`` immutable: module docstring)."""
+    targets = [template_target(("spec", "replicatedJobs", str(rj["index"]), "template", "spec", "template"),
+                               f"replicatedJob {rj['name']}") for rj in members]
+    if operation != "UPDATE":
+        return targets
+    return [replace(t, immutable=True, where=f"{t.where} pod template (JobSet's update webhook keeps "
+                                             "spec.replicatedJobs immutable)") for t in targets]
+
+
 def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a JobSet (rules in the module docstring).
 
@@ -202,11 +223,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     rjobs = replicated_jobs(obj, ref)
     in_order = get_path(obj, ("spec", "startupPolicy", "startupPolicyOrder")) == "InOrder"
     steps, members, first = gang_members(rjobs, in_order)
-    targets = [
-        template_target(("spec", "replicatedJobs", str(rj["index"]), "template", "spec", "template"),
-                        f"replicatedJob {rj['name']}")
-        for rj in members
-    ]
+    targets = _member_targets(members, operation)
     order_text = ("startupPolicyOrder: InOrder" if in_order else "dependsOn") if len(first) < len(members) else ""
     total_all = sum(rj["replicas"] * rj["pods_per_job"] for rj in members)
     total_first = sum(rj["replicas"] * rj["pods_per_job"] for rj in first)

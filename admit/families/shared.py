@@ -47,6 +47,9 @@ __all__ = [
     "WorkloadKind",
     "AllowedBackends",
     "Rollout",
+    "RunningUpdate",
+    "RunningVerdict",
+    "RunningRule",
     "PodJoiner",
     "controller_owner",
     "defer_to_operator",
@@ -104,6 +107,61 @@ class Rollout:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningUpdate:
+    """An UPDATE of a stored gang workload, as a kind's ``WorkloadKind.running_update`` rule sees it
+    (``admit.webhook.rollout.running_problem``, called by both admission phases).
+
+    Attributes:
+        obj: the object as sent (mutating phase) or as admitted (validating phase).
+        old: the stored object.
+        obj_marked / old_marked: each with admit's marks for the plan put in (its backend's ``join_ops`` applied), or
+            ``None`` when they cannot be computed. ``obj_marked == old_marked`` says that the user's own write
+            changed nothing but admit's marks; ``old_marked != old`` that admit's marks change the stored object.
+    """
+
+    obj: dict[str, Any]
+    old: dict[str, Any]
+    obj_marked: dict[str, Any] | None
+    old_marked: dict[str, Any] | None
+
+    def admit_alone_changes(self, path: tuple[str, ...]) -> bool:
+        """True when admit's marks change ``path`` of the stored object (``old_marked`` differs from ``old`` there)
+        while the user's write changes nothing else there: the operator would react to admit's write alone."""
+        if self.obj_marked is None or self.old_marked is None:
+            return False
+        return (_at(self.old_marked, path) != _at(self.old, path)
+                and _at(self.obj_marked, path) == _at(self.old_marked, path))
+
+
+def _at(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = obj
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+@dataclass(frozen=True, slots=True)
+class RunningVerdict:
+    """What admit does with an UPDATE whose write the kind's operator would refuse or act on
+    (``WorkloadKind.running_update``).
+
+    Attributes:
+        message: what the operator would do with admit's write, and the fix (names the object and the operator's
+            rule, with the upstream source).
+        refuse: ``True``: admit refuses the user's UPDATE with ``message`` and writes nothing (the mutating phase
+            leaves the object alone, the validating phase refuses, code 403); ``False``: admit writes its marks and
+            warns with ``message``.
+    """
+
+    message: str
+    refuse: bool
+
+
+RunningRule = Callable[[RunningUpdate, GangPlan, Config], "RunningVerdict | None"]
+"""``rule(update, plan, config) -> RunningVerdict | None`` (``WorkloadKind.running_update``); pure."""
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadKind:
     """One gang workload kind of a family.
 
@@ -156,6 +214,14 @@ class WorkloadKind:
         unwatched: why the PodGroup controller does not watch the kind (no gang object ever belongs to one of its
             objects), or ``None`` (watched, with ``versions``). Its ``versions`` still name its resource for the
             webhook rules, ``admit review`` and the fake API (``admit.families.kinds.WEBHOOK_RESOURCES``).
+
+    One fact with a default, for a kind whose operator refuses or acts on a later change of what admit writes:
+
+        running_update: a :data:`RunningRule`: on an UPDATE of a stored object, whether the kind's operator would
+            refuse admit's write (Kubeflow Trainer's ``runtimePatches`` immutability) or act on it (the
+            spark-operator re-runs an application whose spec changed, LWS rolls every group on a template change),
+            and what admit does instead (refuse with the fix, or warn); ``None`` (the default): admit's write is
+            taken as any other.
     """
 
     api_group: str
@@ -175,6 +241,7 @@ class WorkloadKind:
     in_status: bool = field(kw_only=True)
     annotations: tuple[str, ...] = field(default=("metadata", "annotations"), kw_only=True)
     unwatched: str | None = field(default=None, kw_only=True)
+    running_update: RunningRule | None = field(default=None, kw_only=True)
 
     @property
     def key(self) -> tuple[str, str]:

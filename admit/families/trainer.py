@@ -32,8 +32,11 @@ So admit gangs the JobSet, not the TrainJob:
   suspended before or after the update"), and Trainer does not rebuild the JobSet of a running TrainJob anyway
   (``Build``: "Do not update the JobSet if it already exists and is not suspended"). A change of the gang
   annotations on a TrainJob that is not suspended is therefore refused with the fix (suspend it in the same update,
-  or delete and recreate it); admit only sees the new object, so a TrainJob resumed by the same update that changes
-  the annotations is refused too, although Trainer would accept it.
+  or delete and recreate it; :func:`running_trainjob`, which reads the stored TrainJob too, so a TrainJob resumed by
+  the same update is let through as Trainer lets it). Gang annotations added to a TrainJob created without them are
+  refused with the fix "recreate it" (:func:`running_trainjob`): admit writes nothing, so neither Trainer's webhook
+  nor JobSet's refuses a field the user never wrote, and the JobSet Trainer built could not take admit's marks
+  anyway. A re-apply that drops admit's entry gets it back as stored, which Trainer takes.
 - At CREATE, the validating phase reads the TrainJob's runtime (``ClusterTrainingRuntime``/``TrainingRuntime``) and
   judges the JobSet Trainer will build from it (:func:`trainer_jobset`, :func:`judge_runtime`), so that what would
   be refused at the JobSet (in Trainer's log and a ``TrainJobResourcesCreationFailed`` Event, cut to 950
@@ -53,10 +56,10 @@ from typing import Any
 
 from ..config import Config
 from ..gang.plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations
-from .shared import WorkloadKind, object_ref
+from .shared import RunningUpdate, RunningVerdict, WorkloadKind, object_ref
 
 __all__ = ["TRAINJOB", "KINDS", "resolve_trainjob", "patch_manager", "trainer_jobset", "judge_runtime",
-           "runtime_ref", "RUNTIME_PLURALS", "ANCESTOR_LABEL", "VOLCANO_GROUP_ANNOTATION"]
+           "runtime_ref", "RUNTIME_PLURALS", "ANCESTOR_LABEL", "VOLCANO_GROUP_ANNOTATION", "running_trainjob"]
 
 GROUP = "trainer.kubeflow.org"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -80,8 +83,7 @@ def _gang_annotations(obj: dict[str, Any], config: Config) -> dict[str, str]:
             and k != f"{prefix}owner"}
 
 
-def _runtime_patch_ops(obj: dict[str, Any], annotations: dict[str, str], manager: str, ref: str,
-                       config: Config) -> list[dict[str, Any]]:
+def _runtime_patch_ops(obj: dict[str, Any], annotations: dict[str, str], manager: str) -> list[dict[str, Any]]:
     entry = {"manager": manager,
              "trainingRuntimeSpec": {"template": {"metadata": {"annotations": annotations}}}}
     patches = get_path(obj, ("spec", "runtimePatches"))
@@ -94,14 +96,7 @@ def _runtime_patch_ops(obj: dict[str, Any], annotations: dict[str, str], manager
             have = get_path(p, ("trainingRuntimeSpec", "template", "metadata", "annotations"))
             if have == annotations:
                 return []
-            if get_path(obj, ("spec", "suspend")) is not True:
-                raise GangError(
-                    f"{ref} is not suspended, and Kubeflow Trainer refuses any change of spec.runtimePatches then "
-                    "(\"RuntimePatches can only be modified when the TrainJob is suspended before or after the "
-                    "update\"); admit carries the gang annotations to the JobSet through its entry there, so they "
-                    f"cannot change now (from {have} to {annotations}). Set spec.suspend: true in this same update "
-                    "(or before it) and resume after, or delete and recreate the TrainJob with the new "
-                    f"{config.annotation_prefix.rstrip('/')}/* annotations")
+            # a change while the TrainJob runs: running_trainjob (it reads the stored TrainJob) refuses it
             return [{"op": "replace", "path": f"/spec/runtimePatches/{i}/trainingRuntimeSpec",
                      "value": entry["trainingRuntimeSpec"]}]
     return [{"op": "add", "path": "/spec/runtimePatches/-", "value": entry}]
@@ -118,7 +113,7 @@ def resolve_trainjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
     plan = GangPlan(kind="TrainJob", api_group=GROUP, name=name, namespace=namespace,
                     group_name=ann.pod_group or name, min_member=ann.min_member or 1, total_pods=None,
                     total_field="", create_pod_group=False)
-    plan.extra_ops = _runtime_patch_ops(obj, _gang_annotations(obj, config), patch_manager(config), ref, config)
+    plan.extra_ops = _runtime_patch_ops(obj, _gang_annotations(obj, config), patch_manager(config))
     plan.notes.append(
         f"{ref}: its JobSet {name} is the gang: PodGroup {plan.group_name} is made when Trainer creates the JobSet "
         f"(admit passes the annotations on through spec.runtimePatches). If {runtime_kind} {runtime} has "
@@ -262,7 +257,61 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
     return [], None  # the JobSet's own warnings come with its admission
 
 
+def _entry_annotations(obj: dict[str, Any], manager: str) -> dict[str, str] | None:
+    """The annotations admit's ``runtimePatches`` entry (``manager``) carries on ``obj``, or None without one."""
+    for patch in get_path(obj, ("spec", "runtimePatches")) or ():
+        if isinstance(patch, dict) and patch.get("manager") == manager:
+            found = get_path(patch, ("trainingRuntimeSpec", "template", "metadata", "annotations"))
+            return dict(found) if isinstance(found, dict) else {}
+    return None
+
+
+def running_trainjob(update: RunningUpdate, plan: GangPlan, config: Config) -> RunningVerdict | None:
+    """``WorkloadKind.running_update`` of a TrainJob: refuse an UPDATE whose gang annotations need a
+    ``runtimePatches`` entry other than the stored one when Trainer would not let it in, or when it could not gang
+    the JobSet Trainer built already.
+
+    - The stored TrainJob has no admit entry (annotated after creation): Trainer built its JobSet at creation without
+      admit's marks, and the JobSet's pod templates cannot take them now: JobSet's update webhook keeps
+      ``spec.replicatedJobs`` immutable (kubernetes-sigs/jobset ``pkg/webhooks/jobset_webhook.go``
+      ``ValidateUpdate``; while suspended only the pod templates' labels, annotations, nodeSelector, tolerations
+      and schedulingGates may change, not ``schedulerName``), and while the TrainJob runs Trainer refuses the entry
+      itself (``checkRuntimePatchesImmutability``). Refused with the fix: recreate the TrainJob.
+    - The entry changes while the TrainJob is not suspended before nor after the update: Trainer refuses it
+      (kubeflow/trainer v2.3.0 ``pkg/runtime/framework/plugins/jobset/jobset.go`` ``checkRuntimePatchesImmutability``:
+      "RuntimePatches can only be modified when the TrainJob is suspended before or after the update"). Refused
+      with the fix: suspend it in the same update.
+
+    An UPDATE that leaves the entry as stored (a re-apply that dropped it: admit puts it back) is never refused.
+    """
+    want = _gang_annotations(update.obj, config)
+    have = _entry_annotations(update.old, patch_manager(config))
+    if have == want:
+        return None
+    name = str(get_path(update.obj, ("metadata", "name")) or "")
+    ref = object_ref("TrainJob", plan.namespace, name)
+    prefix = config.annotation_prefix.rstrip("/")
+    if have is None:
+        return RunningVerdict(
+            f"{ref} was created without admit's gang annotations, so Kubeflow Trainer built its JobSet {name} "
+            f"without admit's {config.pod_group_label} label, and it cannot get it now: JobSet's update webhook "
+            "keeps spec.replicatedJobs immutable (schedulerName even while suspended), and Trainer refuses any "
+            "change of spec.runtimePatches, through which admit passes the annotations on, while the TrainJob is "
+            "not suspended. The annotations would gang nothing: delete the TrainJob and create it again with the "
+            f"{prefix}/* annotations", True)
+    suspended = get_path(update.old, ("spec", "suspend")) is True or get_path(update.obj, ("spec", "suspend")) is True
+    if suspended:
+        return None
+    return RunningVerdict(
+        f"{ref} is not suspended, and Kubeflow Trainer refuses any change of spec.runtimePatches then "
+        "(\"RuntimePatches can only be modified when the TrainJob is suspended before or after the update\"); admit "
+        f"carries the gang annotations to the JobSet through its entry there, so they cannot change now (from {have} "
+        f"to {want}). Set spec.suspend: true in this same update (or before it) and resume after, or delete and "
+        f"recreate the TrainJob with the new {prefix}/* annotations", True)
+
+
 TRAINJOB = WorkloadKind(GROUP, "TrainJob", (("v1alpha1", "trainjobs"),), resolve_trainjob,
-                        pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
+                        pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
+                        running_update=running_trainjob)
 
 KINDS = (TRAINJOB,)

@@ -15,6 +15,10 @@ names no backend's label or field.
   never touched on UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
 - Workload UPDATE that removes the annotation: the backend takes its marks off the templates (``leave_ops``) and the
   managed label goes (a pod waiting on a group that is gone would wait forever).
+- Workload UPDATE of a stored object whose operator would refuse admit's write, or re-run or roll the workload for
+  it (the kind's ``WorkloadKind.running_update``, ``rollout.running_problem``): nothing is written when the rule
+  refuses (the validating webhook refuses with the fix, so no other webhook refuses a write the user never made);
+  with a warning otherwise.
 - A child (a ReplicaSet its Deployment made: ``children.py``) passes unchanged: its template is the parent's, which
   admit already patched.
 - Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
@@ -44,6 +48,7 @@ from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
 )
 from .admissionreview import AdmissionRequest, Decision
+from .rollout import running_problem
 from ..families.apps import POD
 
 __all__ = ["mutate", "plan_patch"]
@@ -147,7 +152,12 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
                 plan = _resolve(resolver, req, obj, ann, config, namespace)
     except GangError:
         return Decision()  # the validating webhook refuses it with the reason
+    running = running_problem(obj, req.old_object, plan, config) if req.operation == "UPDATE" else None
+    if running is not None and running.refuse:
+        return Decision()  # the kind's operator would refuse or act on admit's write: the validating webhook refuses
     ops, warnings = plan_patch(obj, plan, config, old=req.old_object if req.operation == "UPDATE" else None)
+    if running is not None:
+        warnings.append(running.message)
     return Decision(patch=t_ops + ops, warnings=t_warnings + warnings, notes=plan.notes)
 
 

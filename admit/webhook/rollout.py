@@ -37,15 +37,19 @@ workload starts all its pods at once.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from ..backends import scheduler_phrase, template_joined
+import jsonpatch
+
+from ..backends import backend_of, scheduler_phrase, template_joined
 from ..config import Config
 from ..families.apps import resolve_int_or_percent
 from ..families.kinds import KINDS
+from ..families.shared import RunningUpdate, RunningVerdict
 from ..gang.plan import GangPlan, get_path
 
-__all__ = ["rollout_problem", "resolve_int_or_percent"]
+__all__ = ["rollout_problem", "resolve_int_or_percent", "running_problem"]
 
 
 def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangPlan, config: Config) -> str | None:
@@ -80,3 +84,33 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
         f"{scheduler_phrase(plan)} keeps them Pending until {plan.min_member} exist: the rollout would never finish. "
         f"Instead, {fixes}"
     )
+
+
+def _marked(obj: dict[str, Any], plan: GangPlan, config: Config) -> dict[str, Any] | None:
+    """``obj`` with the plan's marks put in as its backend writes them (``join_ops``), or ``None`` when they do not
+    apply to it (a family's extra operations computed against another version of the object)."""
+    ops, _ = backend_of(plan.backend).join_ops(obj, plan, config, True, None)
+    try:
+        result = jsonpatch.apply_patch(copy.deepcopy(obj), ops)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        return None
+    return result if isinstance(result, dict) else None
+
+
+def running_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangPlan,
+                    config: Config) -> RunningVerdict | None:
+    """What the kind's operator would do with admit's write on this UPDATE of a stored object, when it refuses or
+    acts on it (the kind's ``WorkloadKind.running_update``: Trainer's ``runtimePatches`` immutability, the
+    spark-operator's re-run, LWS's rolling update), or None. The same answer in both phases: the mutating phase
+    writes nothing when it is a refusal (so that no other webhook refuses a write the user never made) and the
+    validating phase refuses with the message; a warning is given by both (kube-apiserver sends a warning once).
+
+    Args:
+        obj / old: the workload as sent or admitted, and as stored before the UPDATE.
+        plan: the gang plan of ``obj``.
+    """
+    kind = KINDS.get((plan.api_group, plan.kind))
+    rule = kind.running_update if kind is not None else None
+    if old is None or rule is None or not plan.mutate:
+        return None
+    return rule(RunningUpdate(obj, old, _marked(obj, plan, config), _marked(old, plan, config)), plan, config)

@@ -14,7 +14,10 @@ rules the code is built on"):
 - ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) to a target from 1 to minMember - 1, down or up
   from zero: the same rule as the workload's own ``spec.replicas`` (code 403);
 - the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...);
-- an UPDATE that moves running pods into a gang by a rolling update too slow to ever form it (``rollout.py``).
+- an UPDATE that moves running pods into a gang by a rolling update too slow to ever form it (``rollout.py``);
+- an UPDATE whose admit write the kind's operator would refuse or re-run the workload for (``rollout.running_problem``,
+  the kind's ``WorkloadKind.running_update``: a running TrainJob's ``runtimePatches``, a submitted
+  SparkApplication's spec), with the fix; a rule that only warns (an LWS rolls its groups) adds a warning.
 
 Zero replicas is allowed: a paused workload has no pods to wait.
 
@@ -60,7 +63,7 @@ from ..gang.resources import (
     ResourceError, countable_min_resources, left_out_warning, resource_claims_warning, with_runtime_overhead,
 )
 from .admissionreview import AdmissionRequest, Decision
-from .rollout import rollout_problem
+from .rollout import rollout_problem, running_problem
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 
@@ -352,6 +355,11 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     except GangError as e:
         return Verdict(Decision.deny(e.message, e.code, typos))
     if req.operation == "UPDATE":
+        running = running_problem(obj, req.old_object, plan, config)
+        if running is not None and running.refuse:
+            return Verdict(Decision.deny(running.message, 403, typos + plan.warnings))
+        if running is not None:
+            plan.warnings.append(running.message)
         problem = rollout_problem(obj, req.old_object, plan, config)
         if problem:
             return Verdict(Decision.deny(problem, 403, typos + plan.warnings))

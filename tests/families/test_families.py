@@ -261,13 +261,15 @@ def test_a_trainjob_passes_its_gang_annotations_on_in_one_runtime_patch_and_a_se
         "annotations": {"gang.admit.dev/min-member": "auto", "gang.admit.dev/schedule-timeout-seconds": "120"}}}}}]
     mutated = apply_answer(obj, {"response": {"patch": _b64(decision.patch), "patchType": "JSONPatch"}})
     assert mutate(request(mutated), CONFIG).patch == []
+    stored = copy.deepcopy(mutated)
     mutated["metadata"]["annotations"]["gang.admit.dev/min-member"] = "3"
     # Trainer lets runtimePatches change only while the TrainJob is suspended (checkRuntimePatchesImmutability)
     mutated["spec"]["suspend"] = True
-    (replace,) = mutate(request(mutated, "UPDATE", old=obj), CONFIG).patch
+    (replace,) = mutate(request(mutated, "UPDATE", old=stored), CONFIG).patch
     assert replace["op"] == "replace" and replace["path"] == "/spec/runtimePatches/0/trainingRuntimeSpec"
     del mutated["spec"]["suspend"]
-    refused = validate(request(mutated, "UPDATE", old=obj), CONFIG).decision
+    assert mutate(request(mutated, "UPDATE", old=stored), CONFIG).patch == []  # nothing Trainer would refuse
+    refused = validate(request(mutated, "UPDATE", old=stored), CONFIG).decision
     assert not refused.allowed and "Set spec.suspend: true in this same update" in refused.message
 
 

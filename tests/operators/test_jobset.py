@@ -93,3 +93,39 @@ async def test_a_jobset_that_restarts_with_recreate_is_warned_that_old_pods_coun
     async with operator_cluster(aiohttp_server, jobset_operator.install) as cluster:
         await cluster.create(jobset(failurePolicy={"maxRestarts": 3, "restartStrategy": "BlockingRecreate"}))
         assert not any("BlockingRecreate" in w for _, _, w in cluster.fake.admission.warnings)
+
+
+async def test_annotating_a_running_jobset_leaves_its_immutable_templates_alone_and_says_to_recreate_it(
+        aiohttp_server):
+    # admit wrote the pod-group label and schedulerName into spec.replicatedJobs of the running JobSet, and JobSet's
+    # update webhook refused the user's `kubectl annotate` ("spec.replicatedJobs: ... field is immutable").
+    async with operator_cluster(aiohttp_server, jobset_operator.install) as cluster:
+        plain = jobset(replicas=1, parallelism=2)
+        del plain["metadata"]["annotations"]["gang.admit.dev/min-member"]
+        await cluster.create(plain)
+        assert len(cluster.pods()) == 2
+        stored = cluster.fake.get("jobset.x-k8s.io/v1alpha2", "jobsets", "default", "multislice")
+        stored["metadata"]["annotations"] = {"gang.admit.dev/min-member": "auto"}
+        replaced = await cluster.replace(stored)  # allowed: neither admit nor JobSet's webhook refuses it
+        assert replaced["spec"]["replicatedJobs"] == stored["spec"]["replicatedJobs"]
+        assert cluster.pod_groups() == {} and {group_of(p) for p in cluster.pods()} == {None}
+        warnings = " ".join(w for _, _, w in cluster.fake.admission.warnings)
+        assert "JobSet's update webhook keeps spec.replicatedJobs immutable" in warnings
+        assert "Delete and recreate the JobSet with the annotation" in warnings
+
+
+async def test_a_re_apply_of_a_ganged_jobset_that_drops_admits_marks_gets_them_back_and_jobset_takes_it(
+        aiohttp_server):
+    # GitOps re-applies the manifest without admit's label and schedulerName: admit puts them back as stored, so
+    # JobSet's immutability check sees no change.
+    async with operator_cluster(aiohttp_server, jobset_operator.install) as cluster:
+        await cluster.create(jobset(replicas=1, parallelism=2))
+        stored = cluster.fake.get("jobset.x-k8s.io/v1alpha2", "jobsets", "default", "multislice")
+        manifest = jobset(replicas=1, parallelism=2)
+        manifest["spec"] = {**stored["spec"], "replicatedJobs": manifest["spec"]["replicatedJobs"]}
+        manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"] = "Indexed"
+        manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+        manifest["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
+        replaced = await cluster.replace(manifest)
+        assert replaced["spec"]["replicatedJobs"] == stored["spec"]["replicatedJobs"]
+        assert set(cluster.pod_groups()) == {"multislice"}

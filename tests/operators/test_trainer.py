@@ -105,6 +105,52 @@ async def test_changing_the_gang_of_a_running_trainjob_is_refused_by_admit_with_
         == {"gang.admit.dev/min-member": "2"}
 
 
+async def test_annotating_a_running_trainjob_is_refused_by_admit_with_the_fix_and_never_by_trainer(cluster):
+    # admit wrote the runtimePatches entry into the running TrainJob, so Trainer's validator refused the user's
+    # `kubectl annotate` with "RuntimePatches can only be modified when the TrainJob is suspended", a field the user
+    # never wrote; and even suspended, the JobSet Trainer built at creation cannot take admit's label any more.
+    cluster.fake.put(TORCH)
+    plain = trainjob("torch-distributed")
+    del plain["metadata"]["annotations"]["gang.admit.dev/min-member"]
+    await cluster.create(plain)
+    assert len(cluster.pods()) == 4 and cluster.pod_groups() == {}
+    stored = cluster.fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", "default", "llm")
+    stored["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+    with pytest.raises(ApiException) as refused:
+        await cluster.replace(stored)
+    text = message(refused)
+    assert 'admission webhook "workloads.validate.admit.dev" denied the request' in text
+    assert "delete the TrainJob and create it again" in text and "RuntimePatches" not in text
+    after = cluster.fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", "default", "llm")
+    assert "runtimePatches" not in after["spec"] and cluster.operator.errors == []
+
+
+async def test_a_suspended_trainjob_resumed_with_new_gang_annotations_in_one_update_is_taken_as_trainer_takes_it(
+        cluster):
+    # Trainer's rule is "suspended before or after the update": Kueue resumes and patches in one request.
+    cluster.fake.put(TORCH)
+    await cluster.create(trainjob("torch-distributed", suspend=True))
+    stored = cluster.fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", "default", "llm")
+    stored["metadata"]["annotations"]["gang.admit.dev/min-member"] = "2"
+    stored["spec"]["suspend"] = False
+    replaced = await cluster.replace(stored)
+    assert replaced["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["metadata"]["annotations"] \
+        == {"gang.admit.dev/min-member": "2"}
+
+
+async def test_a_re_apply_of_a_ganged_trainjob_that_drops_admits_entry_gets_it_back_and_trainer_takes_it(cluster):
+    # GitOps re-applies the user's manifest (kubectl replace): no runtimePatches in it. admit puts its entry back as
+    # stored, Trainer's defaulter keeps its time, and Trainer's immutability check sees no change.
+    cluster.fake.put(TORCH)
+    await cluster.create(trainjob("torch-distributed"))
+    stored = cluster.fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", "default", "llm")
+    before = stored["spec"]["runtimePatches"]
+    manifest = trainjob("torch-distributed")
+    manifest["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
+    replaced = await cluster.replace(manifest)
+    assert replaced["spec"]["runtimePatches"] == before
+
+
 async def test_a_trainjob_whose_launcher_waits_for_the_nodes_is_refused_at_the_trainjob_with_a_fix_trainer_takes(
         cluster):
     # deepspeed-distributed: the launcher starts after the nodes are Ready, so a gang of all 3 pods deadlocks. The
