@@ -235,7 +235,7 @@ class _PodWebhooks:
     def _leader(self, pod: JSON) -> JSON | None:
         labels = pod["metadata"].get("labels") or {}
         ns = pod["metadata"].get("namespace") or ""
-        for other in self.api.objects("pods", ns):
+        for other in self.api.list_objects("v1", "pods", ns):  # the webhook's client.List of Pods
             olabels = other["metadata"].get("labels") or {}
             if (other["metadata"].get("deletionTimestamp") or (other.get("status") or {}).get("phase") in
                     ("Failed", "Succeeded")):

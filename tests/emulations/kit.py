@@ -128,9 +128,10 @@ class OperatorEmulation(Controller):
         return None if obj is None or obj["metadata"].get("deletionTimestamp") else obj
 
     def owned(self, api_version: str, plural: str, ns: str, uid: str) -> list[JSON]:
-        """Live objects of ``plural`` in ``ns`` controlled by ``uid``, oldest first."""
-        found = [o for o in self.api.objects(plural, ns) if o.get("apiVersion") == api_version and owned_by(o, uid)
-                 and not o["metadata"].get("deletionTimestamp")]
+        """Live objects of ``plural`` in ``ns`` controlled by ``uid``, oldest first, as listed (an informer's view: a
+        built-in kind's carry no ``apiVersion``/``kind``)."""
+        found = [o for o in self.api.list_objects(api_version, plural, ns)
+                 if owned_by(o, uid) and not o["metadata"].get("deletionTimestamp")]
         return sorted(found, key=lambda o: int(o["metadata"].get("resourceVersion") or 0))
 
     async def create(self, owner: JSON, api_version: str, plural: str, body: JSON, reason: str, *,

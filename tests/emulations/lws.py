@@ -114,9 +114,13 @@ def _with_metadata(template: JSON, labels: JSON, annotations: JSON) -> JSON:
     return template
 
 
-def _owner(obj: JSON) -> JSON:
+def _owner(obj: JSON, api_version: str, kind: str) -> JSON:
+    """``setControllerReferenceWithStatefulSet`` (``pkg/controllers/pod_controller.go``): the owner's group, version
+    and kind come from the scheme (``apiutil.GVKForObject(owner, scheme)``), never from the object, whose TypeMeta a
+    typed client leaves empty and kube-apiserver leaves out of a list's items (a listed leader Pod has no
+    ``apiVersion``/``kind``); its name and uid from its metadata."""
     meta = obj["metadata"]
-    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"],
+    return {"apiVersion": api_version, "kind": kind, "name": meta["name"], "uid": meta["uid"],
             "controller": True, "blockOwnerDeletion": True}
 
 
@@ -135,7 +139,8 @@ def leader_statefulset(lws: JSON, version: str = "0.10") -> JSON:
     return {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": name, "namespace": meta["namespace"], "labels": own_labels,
-                     "annotations": own_annotations, "ownerReferences": [_owner(lws)]},
+                     "annotations": own_annotations,
+                     "ownerReferences": [_owner(lws, f"{GROUP}/v1", "LeaderWorkerSet")]},
         "spec": {"serviceName": name, "replicas": spec.get("replicas", 1), "podManagementPolicy": "Parallel",
                  "selector": {"matchLabels": {NAME: name, WORKER_INDEX: "0"}}, "template": template,
                  "updateStrategy": {"type": (spec.get("rolloutStrategy") or {}).get("type") or "RollingUpdate",
@@ -144,7 +149,8 @@ def leader_statefulset(lws: JSON, version: str = "0.10") -> JSON:
 
 
 def worker_statefulset(lws: JSON, leader: JSON, version: str = "0.10") -> JSON:
-    """The worker StatefulSet the pod controller creates for a stored leader Pod of ``lws``."""
+    """The worker StatefulSet the pod controller creates for a leader Pod of ``lws`` (as read or listed: a listed
+    Pod carries no ``apiVersion``/``kind``, and none is needed)."""
     meta, spec = lws["metadata"], lws.get("spec") or {}
     lwt = spec.get("leaderWorkerTemplate") or {}
     labels = leader["metadata"].get("labels") or {}
@@ -156,7 +162,7 @@ def worker_statefulset(lws: JSON, leader: JSON, version: str = "0.10") -> JSON:
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": leader["metadata"]["name"], "namespace": meta["namespace"],
                      "labels": _merge(meta.get("labels"), label_map) if version != "0.9" else dict(label_map),
-                     "ownerReferences": [_owner(leader)]},
+                     "ownerReferences": [_owner(leader, "v1", "Pod")]},
         "spec": {"serviceName": meta["name"], "replicas": int(lwt.get("size", 1)) - 1,
                  "podManagementPolicy": "Parallel", "ordinals": {"start": 1}, "template": template,
                  "selector": {"matchLabels": {GROUP_INDEX: label_map[GROUP_INDEX], NAME: meta["name"],
@@ -219,11 +225,10 @@ class LeaderWorkerSetOperator(Controller):
             self._record(lws, f"Failed to {what} leader statefulset {name}: {e.message}")
             return
         size = int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size", 1))
-        for pod in api.objects("pods", ns):
-            labels = pod["metadata"].get("labels") or {}
-            if labels.get(NAME) != name or labels.get(WORKER_INDEX) != "0" or pod["metadata"].get("deletionTimestamp"):
-                continue
-            await self._leader_pod(lws, pod, size)
+        # the pod controller's informer: the Pods as listed (no apiVersion/kind on the items)
+        for pod in api.list_objects("v1", "pods", ns, label_selector=f"{NAME}={name},{WORKER_INDEX}=0"):
+            if not pod["metadata"].get("deletionTimestamp"):
+                await self._leader_pod(lws, pod, size)
 
     async def _leader_pod(self, lws: JSON, pod: JSON, size: int) -> None:
         """``PodReconciler.Reconcile`` for one leader Pod."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.emulations import lws as lws_operator
@@ -78,6 +79,25 @@ async def test_an_lws_with_auto_in_lws_v0_10_creation_order_gets_every_worker_an
         assert sorted(len(v) for v in by_group.values()) == [4, 4]
         assert {name: pg["spec"]["minMember"] for name, pg in cluster.pod_groups().items()} == \
             {name: 4 for name in by_group}
+
+
+async def test_the_worker_statefulset_of_a_leader_pod_as_kube_apiserver_lists_it_is_owned_by_that_pod(aiohttp_server):
+    # The real tier's failure: kube-apiserver lists Pods without apiVersion/kind, and the emulation read the
+    # owner's kind from the object (KeyError: 'apiVersion'); LWS takes it from its scheme (GVKForObject).
+    async with operator_cluster(aiohttp_server, lws_operator.install) as cluster:
+        await cluster.create(leaderworkerset("4", replicas=1))
+        stored = cluster.fake.get("leaderworkerset.x-k8s.io/v1", "leaderworkersets", "default", "vllm")
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{cluster.fake.url}/api/v1/namespaces/default/pods",
+                                params={"labelSelector": f"{NAME_LABEL}=vllm,{lws_operator.WORKER_INDEX}=0"}) as r:
+                (leader,) = (await r.json())["items"]
+        assert "apiVersion" not in leader and "kind" not in leader
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": "vllm-0", "uid": leader["metadata"]["uid"],
+                 "controller": True, "blockOwnerDeletion": True}
+        assert lws_operator.worker_statefulset(stored, leader)["metadata"]["ownerReferences"] == [owner]
+        made = cluster.fake.get("apps/v1", "statefulsets", "default", "vllm-0")  # by the emulation, from its list
+        assert made["metadata"]["ownerReferences"] == [owner] and cluster.operator.errors == []
+        assert lws_operator.leader_statefulset(stored)["metadata"]["ownerReferences"][0]["kind"] == "LeaderWorkerSet"
 
 
 async def bind(cluster, name: str, node: str) -> None:

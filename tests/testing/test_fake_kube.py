@@ -343,7 +343,8 @@ async def test_list_filters_by_label_selector_and_field_selector(kube):
             res = await core.list_pod_for_all_namespaces(label_selector=selector, field_selector=field_selector)
         else:
             res = await core.list_namespaced_pod(namespace, label_selector=selector, field_selector=field_selector)
-        assert res.metadata.resource_version and all(p.kind == "Pod" for p in res.items)
+        assert res.metadata.resource_version and res.kind == "PodList"
+        assert all(p.kind is None and p.api_version is None for p in res.items)  # as kube-apiserver's PodList
         return sorted(p.metadata.name for p in res.items)
 
     assert await names() == ["p1", "p2"]
@@ -366,6 +367,42 @@ async def test_list_of_custom_objects_is_a_kind_list_with_typed_items(kube):
     res = await crd.list_cluster_custom_object(*PG, "podgroups", label_selector="m=1")
     assert res["kind"] == "PodGroupList" and res["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
     assert [(i["kind"], i["metadata"]["name"]) for i in res["items"]] == [("PodGroup", "g1")]
+
+
+async def test_a_listed_built_in_object_carries_no_api_version_or_kind_in_any_list_path_as_kube_apiserver_lists_it(api):
+    """kube-apiserver encodes a typed list's items without TypeMeta (kubernetes/kubernetes#3030): only the list says
+    ``PodList``/``v1``. A GET, a write's answer and a watch event's object carry both."""
+    api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "a", "labels": {"app": "x"}},
+             "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p2", "namespace": "a", "labels": {"app": "y"}},
+             "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    async with aiohttp.ClientSession() as http:
+        async def get(path, **query):
+            async with http.get(api.url + path, params=query) as r:
+                assert r.status == 200
+                return await r.json()
+
+        for path, query in (("/api/v1/namespaces/a/pods", {}), ("/api/v1/pods", {}),
+                            ("/api/v1/namespaces/a/pods", {"labelSelector": "app=x"}),
+                            ("/api/v1/pods", {"fieldSelector": "metadata.name=p2"}),
+                            ("/api/v1/namespaces/a/pods", {"limit": "1"})):
+            doc = await get(path, **query)
+            assert (doc["kind"], doc["apiVersion"]) == ("PodList", "v1") and doc["items"]
+            assert [sorted(set(i) & {"apiVersion", "kind"}) for i in doc["items"]] == [[]] * len(doc["items"])
+        doc = await get("/api/v1/namespaces/a/pods", limit="1", **{"continue": doc["metadata"]["continue"]})
+        assert [i["metadata"]["name"] for i in doc["items"]] == ["p2"] and "kind" not in doc["items"][0]
+        single = await get("/api/v1/namespaces/a/pods/p1")
+        assert (single["kind"], single["apiVersion"]) == ("Pod", "v1")
+        async with http.get(api.url + "/api/v1/namespaces/a/pods", params={"watch": "true", "timeoutSeconds": "1"}) as r:
+            events = [json.loads(line) for line in (await r.text()).splitlines()]
+        assert [(e["type"], e["object"]["kind"], e["object"]["apiVersion"]) for e in events] == [("ADDED", "Pod", "v1")] * 2
+        async with http.delete(api.url + "/api/v1/namespaces/a/pods", params={"labelSelector": "app=y"}) as r:
+            deleted = await r.json()
+        assert deleted["kind"] == "PodList" and [i["metadata"]["name"] for i in deleted["items"]] == ["p2"]
+        assert not set(deleted["items"][0]) & {"apiVersion", "kind"}
+    listed = api.list_objects("v1", "pods", "a")
+    assert [i["metadata"]["name"] for i in listed] == ["p1"] and "apiVersion" not in listed[0]
+    assert api.objects("pods", "a")[0]["kind"] == "Pod"  # the stored object, whole, for a test's checks
 
 
 # ---------------------------------------------------------------------------------------------------- watch

@@ -27,6 +27,9 @@ What follows the real kube-apiserver (and where it deliberately does not):
   ``events.k8s.io/v1``) are separate collections: there is no conversion between versions.
 * ``resourceVersion`` is one global increasing integer (as a string), bumped by every write, like etcd's revision.
   A write that changes nothing is a no-op: no new resourceVersion and no watch event (as the real server).
+* A list's items are shaped as kube-apiserver's: a built-in kind's (``PodList``) carry no ``apiVersion`` or
+  ``kind``, only the list does (kubernetes/kubernetes#3030); a custom resource's keep them, as stored. A GET, a
+  write's answer and a watch event's object carry both (``server.list_item``).
 * ``metadata.generation`` starts at 1 and is bumped when anything outside ``metadata`` (and outside ``status`` for
   resources with a status subresource) changes, and when ``deletionTimestamp`` is set.
 * Resources with a ``/status`` subresource ignore ``status`` on create and on writes to the main resource, and the
