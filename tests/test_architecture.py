@@ -188,3 +188,65 @@ def test_the_mutating_decision_names_no_backend_and_the_backend_framework_names_
     kind_words = {"Job", "batch", "Deployment", "StatefulSet", "apps", "JobSet", "LeaderWorkerSet"}
     assert not framework & kind_words
     assert not [w for w in framework if "group-template-name" in w or "minCount" in w]
+
+
+def emulation_imports_outside_the_kit(source: str, package: str = "tests.emulations") -> list[tuple[int, str]]:
+    """``(line, module)`` of each import in ``source`` (a module of ``package``) of admit or the tests that is not
+    the test kit: an operator emulation may import ``admit.testing`` (the fake API, which an import contract keeps
+    off admit's decision code) and its own package, nothing else of admit or of ``tests`` (a helper there may import
+    admit's decisions). Imports in functions and under ``if TYPE_CHECKING:`` count too; relative ones are resolved
+    against ``package``; ``from admit import families`` names ``admit.families``."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            modules = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            top = module.split(".")[0]
+            allowed = "admit.testing" if top == "admit" else package if top == "tests" else None
+            if allowed is not None and not (module == allowed or module.startswith(allowed + ".")):
+                found.append((node.lineno, module))
+    return found
+
+
+def test_no_operator_emulation_imports_admits_decision_code_so_each_can_disagree_with_admit():
+    """``tests/emulations`` is written from the operators' own code: an emulation that built its objects with admit's
+    ``families``, ``gang``, ``backends`` or ``webhook`` (Trainer's JobSet once came from admit's
+    ``families.trainer.trainer_jobset``) would agree with admit by construction, and its conformance tests could not
+    fail on a misreading of the operator."""
+    offending = {path.name: found for path in sorted((ROOT / "tests" / "emulations").glob("*.py"))
+                 if (found := emulation_imports_outside_the_kit(path.read_text()))}
+    assert offending == {}
+
+
+def test_the_emulation_import_check_finds_decision_code_however_it_is_imported():
+    source = textwrap.dedent("""
+        from __future__ import annotations
+        import copy
+        from typing import TYPE_CHECKING
+        import admit.gang.quantity as quantity
+        from admit import webhook
+        from admit.families.trainer import trainer_jobset
+        from admit.testing.fake_kube import FakeKubeAPI
+        from .kit import put_event
+        from . import quantity as own
+        if TYPE_CHECKING:
+            from admit.backends.interface import GangBackend
+
+        def later():
+            from tests.helpers import eventually
+            from ..operators import conftest
+    """)
+    assert emulation_imports_outside_the_kit(source) == [
+        (5, "admit.gang.quantity"), (6, "admit.webhook"), (7, "admit.families.trainer.trainer_jobset"),
+        (12, "admit.backends.interface.GangBackend"), (15, "tests.helpers.eventually"),
+        (16, "tests.operators.conftest")]

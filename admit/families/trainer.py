@@ -135,7 +135,7 @@ def _int(value: Any, default: int) -> int:
 
 def trainer_jobset(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:
     """The JobSet Kubeflow Trainer builds for ``trainjob`` from ``runtime`` (a ClusterTrainingRuntime or
-    TrainingRuntime), as its plugins do (kubeflow/trainer, master ``8c0f505``, v2.2-v2.3):
+    TrainingRuntime), as its plugins do (kubeflow/trainer v2.2 to v2.3.0):
 
     - name and namespace the TrainJob's; labels and annotations the runtime template's ``metadata`` plus every
       ``runtimePatches[*].trainingRuntimeSpec.template.metadata`` in order (``pkg/runtime/core/trainingruntime.go``
@@ -143,11 +143,12 @@ def trainer_jobset(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[st
       (``plugins/jobset/jobset.go`` ``Build``); ``spec.suspend`` the TrainJob's;
     - the runtime's ``spec.template.spec`` as the JobSet spec (patches to the spec itself are not applied here:
       admit writes only metadata); each replicatedJob's pod count: its ``parallelism`` (default 1), or
-      ``mlPolicy.numNodes`` for the ``trainjob-ancestor-step: trainer`` one (``newRuntimeInfo``), then
-      ``spec.trainer.numNodes`` of the TrainJob for that one (torch, plainml, jax, xgboost ``EnforceMLPolicy``) or,
-      with ``mlPolicy.mpi``, for the ``node`` one (minus the launcher with ``runLauncherAsNode``: ``mpi.go``),
-      written to ``parallelism`` and ``completions`` (``syncParallelCount``); ``replicas: 1`` for the initializer
-      and trainer steps (``builder.go`` ``Initializer``, ``Trainer``);
+      ``mlPolicy.numNodes`` for the ``trainjob-ancestor-step: trainer`` one when the runtime has an ``mlPolicy``
+      (``newRuntimeInfo``), at least 1 (``runtime.WithPodSet``), then ``spec.trainer.numNodes`` of the TrainJob for
+      that one (``EnforceMLPolicy`` of torch, jax, xgboost, and of ``plainml``, which also sizes a runtime without
+      ``mlPolicy``) or, with ``mlPolicy.mpi``, for the ``node`` one (minus the launcher with ``runLauncherAsNode``:
+      ``mpi.go``), written to ``parallelism`` and ``completions`` (``SyncParallelCount``); ``replicas: 1`` for the
+      initializer and trainer steps (``builder.go`` ``Initializer``, ``Trainer``);
     - ``podGroupPolicy.coscheduling``: the label ``scheduling.x-k8s.io/pod-group: <TrainJob>`` on every pod
       template (``coscheduling.go`` ``EnforcePodGroupPolicy``, ``builder.go`` ``PodLabels``);
       ``podGroupPolicy.volcano``: the annotation ``scheduling.k8s.io/group-name: <TrainJob>`` (``volcano.go``).
@@ -179,13 +180,13 @@ def trainer_jobset(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[st
         count = _int(job_spec.get("parallelism"), 1)
         if ancestor == "trainer" and ml is not None:
             count = _int(ml.get("numNodes"), 1)
-        if isinstance(num_nodes, int) and ml is not None:
+        if isinstance(num_nodes, int) and not isinstance(num_nodes, bool):
             if mpi is not None:
                 if rj.get("name") == "node":
                     count = max(num_nodes - 1, 1) if mpi.get("runLauncherAsNode") else num_nodes
-            elif ancestor == "trainer":
+            elif ancestor == "trainer":  # plainml (a runtime without mlPolicy too), torch, jax, xgboost
                 count = num_nodes
-        job_spec["parallelism"] = job_spec["completions"] = count
+        job_spec["parallelism"] = job_spec["completions"] = max(count, 1)
         if ancestor in ("trainer", "dataset-initializer", "model-initializer"):
             rj["replicas"] = 1
         pod_meta = job_spec.setdefault("template", {}).setdefault("metadata", {})

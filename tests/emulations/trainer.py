@@ -1,20 +1,21 @@
-"""Kubeflow Trainer v2, emulated from kubeflow/trainer (read at master ``8c0f505``, 2026-08-21; tags up to v2.3.0;
-``runtimePatches`` since v2.2.0).
+"""Kubeflow Trainer v2, emulated from kubeflow/trainer (tag ``v2.3.0``; the webhooks read at master ``8c0f505``,
+2026-08-21; ``runtimePatches`` since v2.2.0).
 
 What the TrainJob controller makes from a TrainJob (``pkg/controller/trainjob_controller.go`` ``Reconcile`` ->
 ``pkg/runtime/core/trainingruntime.go`` ``NewObjects`` -> the framework's ``RunComponentBuilderPlugins``), every
 write through the fake's admission chain as the ``kubeflow-trainer-controller-manager`` service account:
 
-- **the JobSet** ``<trainjob>``: :func:`admit.families.trainer.trainer_jobset` (one implementation, used by admit
-  to judge a TrainJob at CREATE and by this emulation to build it; its docstring names the plugins it follows).
-  Created once; not rebuilt while the TrainJob and the JobSet are not suspended (``jobset.go`` ``Build``). A
-  refusal is a Warning Event ``TrainJobResourcesCreationFailed`` on the TrainJob, the message cut to 950 characters
-  (``Reconcile``), and an entry of :attr:`TrainerOperator.errors`;
-- with ``podGroupPolicy.coscheduling``, **a scheduler-plugins PodGroup** ``<trainjob>``: minMember = the pods of
-  every pod set, minResources their requests, ``scheduleTimeoutSeconds`` the policy's, a controller ownerReference
-  to the TrainJob (``plugins/coscheduling/coscheduling.go`` ``Build``); with ``podGroupPolicy.volcano``, **a
-  Volcano PodGroup** ``<trainjob>`` (``scheduling.volcano.sh/v1beta1``, ``plugins/volcano/volcano.go`` ``Build``).
-  PodGroups are not admitted (no webhook matches them), so they are stored directly.
+- **the JobSet** ``<trainjob>``: built as Trainer v2.3.0's runtime framework builds it
+  (:func:`tests.emulations.trainer_runtime.trainjob_jobset`, written from Trainer's ``newRuntimeInfo``, its
+  ``mlPolicy`` plugins and ``plugins/jobset``; its docstring names each). Created once; not rebuilt while the
+  TrainJob and the JobSet are not suspended (``jobset.go`` ``Build``). A refusal is a Warning Event
+  ``TrainJobResourcesCreationFailed`` on the TrainJob, the message cut to 950 characters (``Reconcile``), and an
+  entry of :attr:`TrainerOperator.errors`;
+- with ``podGroupPolicy.coscheduling``, **a scheduler-plugins PodGroup** ``<trainjob>``, with
+  ``podGroupPolicy.volcano`` **a Volcano PodGroup** (``scheduling.volcano.sh/v1beta1``): minMember the pod sets'
+  counts, minResources their requests, a controller ownerReference to the TrainJob (``coscheduling.go`` /
+  ``volcano.go`` ``Build``: :func:`tests.emulations.trainer_runtime.pod_group`). PodGroups are not admitted (no
+  webhook matches them), so they are stored directly.
 
 Trainer's **webhooks** (``pkg/webhooks/trainjob_webhook.go``; configurations ``mutating-webhook-configuration`` /
 ``validating-webhook-configuration`` of ``manifests/base/webhook``, ``failurePolicy: Fail``):
@@ -29,9 +30,8 @@ Trainer's **webhooks** (``pkg/webhooks/trainjob_webhook.go``; configurations ``m
   ``spec.runtimeRef``, ``spec.trainer`` and ``spec.initializer`` ("field is immutable") are checked here too.
 
 The answer is controller-runtime's for a plain error (``admission.Denied``: code 403, the aggregated message).
-Not emulated: the JobSet's active-replicatedJob check of the immutability rule (the fake's JobSets have no status),
-TrainJob status, suspension and resumption, ``runtimePatches`` of the spec (strategic merge), the initializer and
-trainer environment and volumes, runtime webhooks, MPI's SSH Secret and ConfigMap, the Flux plugin.
+Not emulated: what ``trainer_runtime`` leaves out (its docstring), the JobSet's active-replicatedJob check of the immutability rule (the fake's JobSets have no status),
+TrainJob status, suspension and resumption, runtime webhooks.
 """
 
 from __future__ import annotations
@@ -42,16 +42,13 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from admit.families.trainer import RUNTIME_PLURALS, runtime_ref, trainer_jobset
-from admit.gang.quantity import add_resources, format_resources, scale_resources
-from admit.gang.resources import pod_requests
 from .kit import put_event
+from .trainer_runtime import GROUP, RUNTIME_PLURALS, build_jobset, pod_group, runtime_info, runtime_ref, trainjob_jobset
 from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
 
-__all__ = ["TrainerOperator", "install", "is_domain_prefixed_path", "USER"]
+__all__ = ["TrainerOperator", "install", "is_domain_prefixed_path", "USER", "trainjob_jobset", "runtime_manifest"]
 
 JSON = dict[str, Any]
-GROUP = "trainer.kubeflow.org"
 USER = {"username": "system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager",
         "groups": ["system:serviceaccounts", "system:serviceaccounts:kubeflow-system", "system:authenticated"]}
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -73,10 +70,6 @@ def is_domain_prefixed_path(value: str) -> str | None:
     return None
 
 
-def _pod_count(rj: JSON) -> int:
-    return int(rj.get("replicas", 1)) * int(((rj.get("template") or {}).get("spec") or {}).get("parallelism", 1))
-
-
 class TrainerOperator(Controller):
     """The TrainJob controller (module docstring), syncing per TrainJob.
 
@@ -88,10 +81,9 @@ class TrainerOperator(Controller):
     watches = ((GROUP, "v1alpha1", "trainjobs"),)
 
     def runtime(self, trainjob: JSON) -> JSON | None:
-        kind, plural, namespace, name = runtime_ref(trainjob, trainjob["metadata"]["namespace"])
-        if not plural:
-            return None
-        return self.api.get(f"{GROUP}/v1alpha1", plural, namespace or None, name)
+        """The TrainJob's runtime as stored, or None."""
+        _, plural, namespace, name = runtime_ref(trainjob)
+        return self.api.get(f"{GROUP}/v1alpha1", plural, namespace, name) if plural else None
 
     async def _sync(self, ns: str, name: str) -> None:
         api = self.api
@@ -100,46 +92,20 @@ class TrainerOperator(Controller):
             return
         runtime = self.runtime(trainjob)
         if runtime is None:
-            self._failed(trainjob, f"unsupported runtime: {runtime_ref(trainjob, ns)[0]} "
-                                   f"{runtime_ref(trainjob, ns)[3]} not found")
+            kind, _, _, runtime_name = runtime_ref(trainjob)
+            self._failed(trainjob, f"unsupported runtime: {kind} {runtime_name} not found")
             return
-        jobset = trainer_jobset(trainjob, runtime)
-        existing = api.get("jobset.x-k8s.io/v1alpha2", "jobsets", ns, name)
-        if existing is None:
+        info = runtime_info(trainjob, runtime)
+        if api.get("jobset.x-k8s.io/v1alpha2", "jobsets", ns, name) is None:
             try:
-                await api.admitted_create(api.resource_type("jobset.x-k8s.io/v1alpha2", "jobsets"), ns, jobset,
-                                          dry_run=False, user=USER)
+                await api.admitted_create(api.resource_type("jobset.x-k8s.io/v1alpha2", "jobsets"), ns,
+                                          build_jobset(info, trainjob), dry_run=False, user=USER)
             except ApiError as e:
                 self._failed(trainjob, e.message)
                 return
-        policy = (runtime.get("spec") or {}).get("podGroupPolicy") or {}
-        if isinstance(policy.get("coscheduling"), dict) or isinstance(policy.get("volcano"), dict):
-            self._pod_group(trainjob, jobset, policy)
-
-    def _pod_group(self, trainjob: JSON, jobset: JSON, policy: JSON) -> None:
-        """``coscheduling.go`` / ``volcano.go`` ``Build``: minMember and minResources over every pod set."""
-        volcano = isinstance(policy.get("volcano"), dict)
-        api_version = "scheduling.volcano.sh/v1beta1" if volcano else "scheduling.x-k8s.io/v1alpha1"
-        meta = trainjob["metadata"]
-        if self.api.get(api_version, "podgroups", meta["namespace"], meta["name"]) is not None:
-            return
-        members, total = 0, {}  # type: tuple[int, dict[str, Any]]
-        for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
-            count = _pod_count(rj)
-            members += count
-            pod_spec = ((((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
-            total = add_resources(total, scale_resources(pod_requests(pod_spec), count))
-        spec: JSON = {"minMember": members}
-        if total:
-            spec["minResources"] = format_resources(total)
-        if not volcano:
-            spec["scheduleTimeoutSeconds"] = (policy.get("coscheduling") or {}).get("scheduleTimeoutSeconds", 60)
-        self.api.put({"apiVersion": api_version, "kind": "PodGroup",
-                      "metadata": {"name": meta["name"], "namespace": meta["namespace"],
-                                   "ownerReferences": [{"apiVersion": f"{GROUP}/v1alpha1", "kind": "TrainJob",
-                                                        "name": meta["name"], "uid": meta["uid"], "controller": True,
-                                                        "blockOwnerDeletion": True}]},
-                      "spec": spec})
+        pg = pod_group(info, trainjob)
+        if pg is not None and api.get(pg["apiVersion"], "podgroups", ns, name) is None:
+            api.put(pg)
 
     def _failed(self, trainjob: JSON, message: str) -> None:
         meta = trainjob["metadata"]
@@ -178,7 +144,7 @@ class _Validator:
         new, old = request["object"], request.get("oldObject")
         spec = new.get("spec") or {}
         errors: list[str] = []
-        kind, plural, namespace, name = runtime_ref(new, request.get("namespace") or "")
+        kind = runtime_ref(new)[0]
         if kind not in RUNTIME_PLURALS:
             return denied(request, f"unsupported runtime: {kind}.{GROUP}")
         if isinstance(old, dict):
@@ -221,11 +187,17 @@ def install(api: FakeKubeAPI, chain: AdmissionChain | None = None) -> TrainerOpe
     return api.add_controller(TrainerOperator(api))
 
 
-def runtime_manifest(name: str, replicated_jobs: list[JSON], *, ml_policy: JSON | None = None,
+TORCH_POLICY: JSON = {"numNodes": 1, "torch": {}}
+"""``manifests/base/runtimes/torch_distributed.yaml``'s ``mlPolicy``."""
+
+
+def runtime_manifest(name: str, replicated_jobs: list[JSON], *, ml_policy: JSON | None = TORCH_POLICY,
                      pod_group_policy: JSON | None = None) -> JSON:
-    """A ClusterTrainingRuntime shaped like ``manifests/base/runtimes`` (for tests)."""
-    spec: JSON = {"mlPolicy": ml_policy or {"numNodes": 1, "torch": {}},
-                  "template": {"spec": {"replicatedJobs": copy.deepcopy(replicated_jobs)}}}
+    """A ClusterTrainingRuntime shaped like ``manifests/base/runtimes`` (for tests); ``ml_policy=None``: a runtime
+    without ``mlPolicy`` (Trainer's ``plainml`` plugin then sizes the trainer Job)."""
+    spec: JSON = {"template": {"spec": {"replicatedJobs": copy.deepcopy(replicated_jobs)}}}
+    if ml_policy is not None:
+        spec["mlPolicy"] = copy.deepcopy(ml_policy)
     if pod_group_policy is not None:
         spec["podGroupPolicy"] = pod_group_policy
     return json.loads(json.dumps({"apiVersion": f"{GROUP}/v1alpha1", "kind": "ClusterTrainingRuntime",

@@ -215,3 +215,57 @@ async def test_trainers_volcano_policy_is_left_to_trainer_with_no_second_gang(cl
     assert all(p["spec"].get("schedulerName") in (None, "default-scheduler") for p in pods)
     assert cluster.pod_groups() == {}  # no scheduler-plugins PodGroup: Volcano's is Trainer's
     assert cluster.fake.get("scheduling.volcano.sh/v1beta1", "podgroups", "default", "llm")["spec"]["minMember"] == 4
+
+
+async def test_a_trainjob_on_a_runtime_without_ml_policy_gets_its_num_nodes_as_trainers_plainml_plugin_sets_them(
+        cluster):
+    # Trainer's plainml plugin sizes the trainer Job from spec.trainer.numNodes when the runtime has no mlPolicy;
+    # admit read one pod there and refused min-member 3 on a TrainJob Trainer runs with 3 nodes.
+    cluster.fake.put(runtime_manifest("plain", [node_job(labels=ANCESTOR)], ml_policy=None))
+    await cluster.create(trainjob("plain", num_nodes=3, min_member="3"))
+    assert cluster.operator.errors == []
+    jobset = cluster.fake.get("jobset.x-k8s.io/v1alpha2", "jobsets", "default", "llm")
+    (node,) = jobset["spec"]["replicatedJobs"]
+    assert (node["replicas"], node["template"]["spec"]["parallelism"], node["template"]["spec"]["completions"]) == \
+        (1, 3, 3)
+    pods = cluster.pods()
+    assert len(pods) == 3 and {p["metadata"]["labels"][PG_LABEL] for p in pods} == {"llm"}
+    assert cluster.pod_groups()["llm"]["spec"]["minMember"] == 3
+
+
+INITIALIZED = [initializer("dataset-initializer"), initializer("model-initializer"), node_job(labels=ANCESTOR)]
+RUNTIME_SHAPES = {
+    "no mlPolicy": ([node_job(labels=ANCESTOR)], None),
+    "no mlPolicy, parallelism 2 on a helper Job": (
+        [node_job(labels=ANCESTOR), {**node_job("helper"), "template": {"spec": {
+            "parallelism": 2, "template": {"spec": {"containers": [{"name": "helper", "image": "busybox"}]}}}}}],
+        None),
+    "plainml (numNodes only)": ([node_job(labels=ANCESTOR)], {"numNodes": 2}),
+    "torch": ([node_job(labels=ANCESTOR)], {"numNodes": 1, "torch": {}}),
+    "jax": ([node_job(labels=ANCESTOR)], {"numNodes": 1, "jax": {}}),
+    "xgboost": ([node_job(labels=ANCESTOR)], {"numNodes": 1, "xgboost": {}}),
+    "mpi, launcher as node": (DEEPSPEED["spec"]["template"]["spec"]["replicatedJobs"],
+                              DEEPSPEED["spec"]["mlPolicy"]),
+    "mpi": (DEEPSPEED["spec"]["template"]["spec"]["replicatedJobs"],
+            {"numNodes": 1, "mpi": {"numProcPerNode": 1, "runLauncherAsNode": False}}),
+    "initializers": (INITIALIZED, {"numNodes": 1, "torch": {}}),
+    "initializers, no mlPolicy": (INITIALIZED, None),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(RUNTIME_SHAPES))
+@pytest.mark.parametrize("num_nodes", [1, 3])
+def test_admit_counts_the_pods_of_each_job_of_the_jobset_trainer_builds_for_every_runtime_shape(shape, num_nodes):
+    from admit.families.trainer import trainer_jobset
+
+    rjobs, ml_policy = RUNTIME_SHAPES[shape]
+    runtime = runtime_manifest("r", rjobs, ml_policy=ml_policy)
+    job = trainjob("r", num_nodes=num_nodes)
+    job["metadata"]["uid"] = "3b1d0f4e"
+
+    def counts(jobset):
+        return {rj["name"]: (rj.get("replicas", 1), rj["template"]["spec"]["parallelism"],
+                             rj["template"]["spec"]["completions"]) for rj in jobset["spec"]["replicatedJobs"]}
+
+    built = trainer_operator.trainjob_jobset(job, runtime)  # the emulation, from Trainer's code
+    assert counts(trainer_jobset(job, runtime)) == counts(built)

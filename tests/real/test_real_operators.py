@@ -1,6 +1,7 @@
 """Kubeflow Trainer, LeaderWorkerSet and JobSet on a real control plane, with the objects each operator makes shaped
-by the same code as the fake API's emulations (``tests/emulations``, ``admit.families.trainer.trainer_jobset``)
-and stored through kube-apiserver, which calls admit's webhooks as the chart registers them. The operators
+by the same code as the fake API's emulations (``tests/emulations``, written from each operator's source: Trainer's
+JobSet by ``tests/emulations/trainer_runtime.py``, never by admit's own reading of Trainer) and stored through
+kube-apiserver, which calls admit's webhooks as the chart registers them. The operators
 themselves do not run here (their CRDs are in ``tests/real/crds``, cut to ``x-kubernetes-preserve-unknown-fields``),
 nor their webhooks: where an operator's webhook would add a label (LWS's group index), the test adds it to the
 template. The real StatefulSet and Job controllers make the pods, and scheduler-plugins binds them. What is checked
@@ -14,10 +15,9 @@ import json
 
 import pytest
 
-from admit.families.trainer import trainer_jobset
 from tests.emulations import jobset as jobset_operator
 from tests.emulations import lws as lws_operator
-from tests.emulations.trainer import runtime_manifest
+from tests.emulations.trainer import runtime_manifest, trainjob_jobset
 from tests.support.plane import PlaneError
 from tests.real.support import bound, container, pods, wait_for
 
@@ -75,10 +75,33 @@ def test_a_trainjob_is_refused_with_a_fix_trainer_accepts_and_the_fix_gets_one_g
         (entry,) = stored["spec"]["runtimePatches"]
         assert entry["manager"] == "gang.admit.dev/admit"  # Trainer's webhook requires a domain-prefixed path
         # the JobSet Trainer builds from it (the emulation's code), stored through kube-apiserver
-        jobset = trainer_jobset(stored, runtime)
+        jobset = trainjob_jobset(stored, runtime)
         cp.rest("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", body=jobset)
         pg = wait_for(lambda: pod_groups(cp, ns).get("ds"), what="PodGroup ds")
         assert pg["spec"]["minMember"] == 2
+    finally:
+        cp.rest("DELETE", f"{runtimes}/{runtime['metadata']['name']}")
+
+
+@pytest.mark.needs("controllers")
+def test_a_trainjob_on_a_runtime_without_ml_policy_is_sized_by_its_num_nodes_and_gets_one_gang_of_them(plane, ns):
+    # Trainer's plainml plugin sizes the trainer Job from spec.trainer.numNodes when the runtime has no mlPolicy;
+    # admit used to count one pod there and refuse min-member 3.
+    cp = plane.cp
+    runtime = runtime_manifest("plain", [{"name": "node", "template": {
+        "metadata": {"labels": ANCESTOR}, "spec": {"template": {"spec": small({})}}}}], ml_policy=None)
+    runtime["metadata"]["name"] = f"plain-{ns}"  # cluster-scoped: one per test namespace
+    runtimes = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
+    cp.rest("POST", runtimes, body=runtime)
+    try:
+        stored = cp.rest("POST", f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs",
+                         body=trainjob(ns, runtime, "3"))
+        jobset = trainjob_jobset(stored, runtime)
+        (node,) = jobset["spec"]["replicatedJobs"]
+        assert node["template"]["spec"]["parallelism"] == 3
+        cp.rest("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", body=jobset)
+        pg = wait_for(lambda: pod_groups(cp, ns).get("ds"), what="PodGroup ds")
+        assert pg["spec"]["minMember"] == 3
     finally:
         cp.rest("DELETE", f"{runtimes}/{runtime['metadata']['name']}")
 
