@@ -374,6 +374,19 @@ def not_an_object(doc: Any) -> str | None:
     return None
 
 
+def _typed_item(listed: dict[str, Any], item: Any) -> Any:
+    """``item`` of the list ``listed``, with the ``apiVersion`` and ``kind`` a typed list implies when it has none:
+    kube-apiserver encodes a built-in kind's list items without them (``kind: DeploymentList``, ``apiVersion:
+    apps/v1`` on the list only: kubernetes/kubernetes#3030), so the answer of ``kubectl get --raw`` or a client's
+    list names its items' kind only through the list's. ``kubectl get -o yaml``'s ``kind: List`` items carry their
+    own; an item that has either field, or that is not a mapping, is returned as is."""
+    kind, api_version = listed.get("kind"), listed.get("apiVersion")
+    if (not isinstance(item, dict) or "kind" in item or "apiVersion" in item or not isinstance(kind, str)
+            or kind == "List" or not isinstance(api_version, str)):
+        return item
+    return {"apiVersion": api_version, "kind": kind.removesuffix("List"), **item}
+
+
 def load_documents(
     paths: Iterable[str], recursive: bool = False, stdin: TextIO | None = None, errors: list[str] | None = None,
     skipped: Skipped | None = None,
@@ -423,7 +436,7 @@ def load_documents(
                 continue
             if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"),
                                                                                                   list):
-                items = doc["items"]  # an empty List (``kubectl get ... -o yaml`` of an empty namespace) gives none
+                items = [_typed_item(doc, item) for item in doc["items"]]  # an empty List gives none
             else:
                 items = [doc]
             for item in items:

@@ -143,6 +143,20 @@ def test_a_kind_list_and_a_multi_document_stream_on_stdin_are_each_reviewed_as_k
         ("Deployment", "default", "web"), ("Deployment", "default", "pause"), ("PriorityClass", "", "training-high")]
 
 
+def test_a_typed_list_as_kube_apiserver_answers_it_is_reviewed_item_by_item_with_the_lists_kind(capsys):
+    # kubectl get --raw /apis/apps/v1/namespaces/default/deployments: the items carry no apiVersion/kind (only the
+    # DeploymentList does), and were skipped as "no apiVersion and kind"
+    web = yaml.safe_load((EXAMPLES / "web-gang-deployment.yaml").read_text())
+    item = {k: v for k, v in web.items() if k not in ("apiVersion", "kind")}
+    raw = json.dumps({"kind": "DeploymentList", "apiVersion": "apps/v1", "metadata": {"resourceVersion": "7"},
+                      "items": [item]})
+    ((_, doc),) = load_documents(["-"], stdin=io.StringIO(raw))
+    assert (doc["apiVersion"], doc["kind"], doc["metadata"]["name"]) == ("apps/v1", "Deployment", "web")
+    proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "-o", "json", "-"], input=raw,
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [(r["kind"], r["name"]) for r in json.loads(proc.stdout)] == [("Deployment", "web")]
+
 def test_cluster_scoped_objects_are_shown_without_a_namespace(capsys):
     assert main(["review", str(ROOT / "deploy" / "admit.yaml")]) == 0
     rows = {line.split()[1]: line.split()[2] for line in capsys.readouterr().out.splitlines()
