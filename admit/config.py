@@ -77,7 +77,7 @@ class Config:
             ``"v1beta1"``), found at start by ``backends.discovery``; ``""`` when the API server does not serve it.
         controller_gangs: kinds (``"Job"``) whose new ``workload-api`` gangs admit hands to their own controller
             through ``spec.scheduling`` instead of making the Workload and PodGroup itself
-            (``backends.native_handover``).
+            (``backends.workload_api.native.native_handover``).
     """
 
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX

@@ -15,8 +15,14 @@ from typing import Any
 
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 
-__all__ = ["asked_backend", "ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message",
+__all__ = ["BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message",
            "generation_annotation", "generation_patch", "stamped_generation"]
+
+class BackendUnavailable(Exception):
+    """The default gang backend (``--gang-backend``) cannot run on this API server (its start-time discovery,
+    ``runtime.BackendAPI.start``, found it not served); ``str(e)`` is the one-line reason ``admit serve`` exits
+    with."""
+
 
 _OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
 

@@ -17,7 +17,7 @@ each of the backend's objects in ``object_types`` order (a Workload before the P
 - one budget (``Config.api_timeout_seconds``) for all calls of the request; a ``kube.KubeError`` goes back to
   ``Admission.validate``, which applies the failure mode.
 
-What differs between backends are optional hooks of the backend (``interface.AdmissionHooks``): the shared bare-pod
+What differs between backends are optional hooks of the backend (``interface.BackendHooks``): the shared bare-pod
 merge (``merge_shared``: Coscheduling's, no member lowers what another set) and the refusal or warning for an object
 ours that cannot follow (``cannot_admit``: the Workload API's immutable alpha fields and priority); and of its API
 half, the metric a write counts in (``runtime.BackendAPI.count``).

@@ -23,7 +23,7 @@ from ..config import Config
 from ..gang.plan import GangPlan, PodTarget
 from .common import ObjectType, Ownership
 
-__all__ = ["ObjectType", "GangBackend", "AdmissionHooks"]
+__all__ = ["ObjectType", "GangBackend", "BackendHooks"]
 
 JSON = dict[str, Any]
 Ops = list[JSON]
@@ -124,10 +124,30 @@ class GangBackend(Protocol):
         ...
 
 
-class AdmissionHooks(Protocol):
-    """Optional methods of a :class:`GangBackend` for what its admission differs in; the engine
-    (``admit/backends/ensure.py``) looks each up on the backend and does without it when it is absent.
+class BackendHooks(Protocol):
+    """Optional methods of a :class:`GangBackend`, for what only some backends do; the framework looks each up on
+    the backend (``registry.hooks``, ``registry.hook_of``; the admission engine, ``admit/backends/ensure.py``) and does
+    without it when it is absent.
     """
+
+    def deferring_reason(self, obj: JSON, plan: GangPlan, backend: str, config: Config,
+                         kind: Any = None) -> str | None:
+        """Asked of every registered backend for every gang whatever its ``backend``: why someone else makes the
+        workload's gang objects (its own controller's native gang, a parent's, a group its templates name), so admit
+        only checks its size; ``None`` when this backend knows of none. ``kind``: the workload's ``WorkloadKind``
+        record (``None``: none)."""
+        ...
+
+    def native_handover(self, obj: JSON, plan: GangPlan, config: Config, kind: Any = None) -> tuple[Ops, list[str]]:
+        """Asked of every registered backend for a plan admit does not mutate: ``(ops, warnings)`` that hand the
+        workload to its controller's native gang, or take admit's earlier marks off it (``([], [])``: nothing)."""
+        ...
+
+    def written_group(self, obj: JSON, plan: GangPlan, config: Config) -> str | None:
+        """Asked of the backend a workload asks for when it names no group: the group name admit wrote into it in
+        the mutating phase when that differs from ``plan.group_name`` (a ``generateName`` object had no name yet);
+        the framework resolves the workload again under that name. ``None`` otherwise."""
+        ...
 
     def merge_shared(self, existing: JSON, desired: JSON, plan: GangPlan) -> tuple[JSON, list[str]]:
         """For a group bare pods share (``plan.shared``): ``(desired, warnings)`` that one more member brings to

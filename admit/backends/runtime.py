@@ -11,14 +11,16 @@ client (``kube.client``), so the pure decisions never import this module (pyproj
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from ..config import COSCHEDULING, WORKLOAD_API
 from ..observability import metrics
 from .action import Action
+from .coscheduling.discovery import start as coscheduling_start
 from .coscheduling.status import STATUS as COSCHEDULING_STATUS
 from .status import BackendStatus
 from .workload_api.diagnose import below_min_count
+from .workload_api.discovery import start as workload_api_start
 from .workload_api.reconcile import decide_native
 from .workload_api.status import STATUS as WORKLOAD_API_STATUS
 
@@ -42,6 +44,12 @@ class BackendAPI:
             period), or ``None``. The loop groups pods by ``spec.schedulingGroup.podGroupName`` for it.
         status: its ``admit status`` part (``status.BackendStatus``: list its objects, diagnose its gangs), or
             ``None`` when ``admit status`` does not show its gangs.
+        start: ``async (api_client, config) -> (config, problem, rediscovery)``, run once at ``admit serve`` start
+            for an enabled backend (``cli.serve.start_backends``): its discovery (the settings it found, such as the
+            Workload API version; why it cannot create its objects on this cluster, or ``None``; an object whose
+            ``async again(config) -> config`` finds the served version again after a 404 and whose ``listeners`` it
+            awaits on a switch, or ``None``); raises ``common.BackendUnavailable`` when it is the default backend and
+            cannot run. ``None``: nothing to discover.
         count: ``(kind, operation)`` for each write admission makes (``"created"``, ``"patched"``) and each
             admission refused because of a stored object (``"refused"``): the backend's metric, or ``None``.
     """
@@ -50,6 +58,7 @@ class BackendAPI:
     below_min_count: Callable[[Any, list[Any]], Any] | None = None
     status: BackendStatus | None = None
     count: Callable[[str, str], None] | None = None
+    start: Callable[[Any, Any], Awaitable[tuple[Any, str | None, Any]]] | None = None
 
 
 def _count_pod_group(kind: str, operation: str) -> None:
@@ -57,8 +66,9 @@ def _count_pod_group(kind: str, operation: str) -> None:
 
 
 APIS: dict[str, BackendAPI] = {
-    COSCHEDULING: BackendAPI(status=COSCHEDULING_STATUS, count=_count_pod_group),
-    WORKLOAD_API: BackendAPI(decide_native, below_min_count, WORKLOAD_API_STATUS, metrics.native_gang),
+    COSCHEDULING: BackendAPI(status=COSCHEDULING_STATUS, count=_count_pod_group, start=coscheduling_start),
+    WORKLOAD_API: BackendAPI(decide_native, below_min_count, WORKLOAD_API_STATUS, metrics.native_gang,
+                             workload_api_start),
 }
 """``name -> BackendAPI``: the built-ins and any :func:`register` added (keys are ``interface.BACKENDS``')."""
 

@@ -447,7 +447,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kubernetes_asyncio.config import ConfigException
 
-    from ..backends.workload_api.discovery import BackendUnavailable
+    from ..backends.common import BackendUnavailable
     from ..tls.certs import CertificateError
     from .dev import serve_dev
     from ..eventloop import run

@@ -45,9 +45,8 @@ from kubernetes_asyncio import client
 
 from ..observability import metrics
 from ..webhook.admission import Admission, GroupCache
-from ..backends.coscheduling import crd_missing_message, other_pod_group_group
-from ..backends.workload_api.discovery import Rediscovery, configure_backends
-from ..config import COSCHEDULING, WORKLOAD_API, Config
+from ..backends.runtime import APIS
+from ..config import Config
 from ..webhook.connections import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
@@ -55,10 +54,10 @@ from ..webhook.connections import (
     ConnectionGuard,
     GuardedSite,
 )
-from ..kube.client import KubeAPI, KubeError, api_errors, load_api_client, resolve_proxy_once
+from ..kube.client import KubeAPI, load_api_client, resolve_proxy_once
 from ..webhook.app import create_app
 
-__all__ = ["serve", "api_client_for", "shut_down", "pod_group_api_problem", "DEFAULT_DRAIN_SECONDS"]
+__all__ = ["serve", "api_client_for", "start_backends", "shut_down", "DEFAULT_DRAIN_SECONDS"]
 
 DEFAULT_DRAIN_SECONDS = 10.0
 """Seconds requests in flight get to finish after SIGTERM (the chart's terminationGracePeriodSeconds is 30)."""
@@ -78,37 +77,28 @@ async def api_client_for(args: argparse.Namespace) -> client.ApiClient:
     return api_client
 
 
-async def pod_group_api_problem(api_client: client.ApiClient, config: Config, timeout: float = 10.0) -> str | None:
-    """Why the ``coscheduling`` backend cannot create PodGroups on this cluster, found once at start, or None.
+async def start_backends(api_client: client.ApiClient, config: Config) -> tuple[Config, dict[str, str], dict[str, Any]]:
+    """Run the start-time discovery of every enabled backend that has one (``runtime.BackendAPI.start``), in name
+    order: ``(config as they leave it, {backend: why it cannot create its objects here}, {backend: its
+    rediscovery})``. A problem is logged once here; admission's refusals of that backend's gangs then say it.
 
-    API discovery (``GET /apis/<group>/<version>``, as kubectl does): when ``--pod-group-api``'s group does not
-    serve ``podgroups`` (404, or a list without it: the CRD is not installed), the other group is asked too, and the
-    answer is ``coscheduling.crd_missing_message`` (naming the CRD and the fixes, leading with the API-group setting
-    when only the other group is served). None also when the backend is off or discovery itself failed (logged at
-    INFO: admission then finds out on its first PodGroup create).
+    Raises:
+        backends.common.BackendUnavailable: the default backend is not served.
     """
-    if COSCHEDULING not in config.allowed_backends:
-        return None
-    custom = client.CustomObjectsApi(api_client)
-
-    async def serves(group: str) -> bool:
-        try:
-            with api_errors(f"discover {group}/{config.pod_group_version}", timeout):
-                doc: Any = await custom.get_api_resources(group, config.pod_group_version, _request_timeout=timeout)
-        except KubeError as e:
-            if e.status == 404:
-                return False
-            raise
-        return any(r.name == config.pod_group_plural for r in doc.resources or [])
-
-    try:
-        if await serves(config.pod_group_group):
-            return None
-        other = await serves(other_pod_group_group(config))
-    except KubeError as e:
-        log.info("could not check that the API server serves PodGroups: %s", e.message)
-        return None
-    return crd_missing_message(config, other)
+    problems: dict[str, str] = {}
+    rediscoveries: dict[str, Any] = {}
+    for name in sorted(config.allowed_backends):
+        api = APIS.get(name)
+        if api is None or api.start is None:
+            continue
+        config, problem, rediscovery = await api.start(api_client, config)
+        if problem:
+            problems[name] = problem
+            log.warning("%s backend: %s. Until then every gang it handles is refused (or, with --failure-mode "
+                        "allow, admitted without its objects)", name, problem)
+        if rediscovery is not None:
+            rediscoveries[name] = rediscovery
+    return config, problems, rediscoveries
 
 
 def _tls_provider(args: argparse.Namespace, api_client: client.ApiClient) -> Any:
@@ -138,11 +128,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
     async with contextlib.AsyncExitStack() as stack:
         api_client = await api_client_for(args)
         stack.push_async_callback(api_client.close)
-        config = await configure_backends(api_client, config)  # the Workload API version, when that backend is on
-        crd_problem = await pod_group_api_problem(api_client, config)
-        if crd_problem:
-            log.warning("coscheduling backend: %s. Until then every gang it handles is refused (or, with --failure-mode "
-                        "allow, admitted without a PodGroup)", crd_problem)
+        config, problems, rediscoveries = await start_backends(api_client, config)
         provider = _tls_provider(args, api_client)
         await provider.start()
         stack.push_async_callback(provider.stop)
@@ -166,8 +152,8 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
                 cache = native.view(cache)
             checks.append(controller.readiness)
         admission = Admission(config, KubeAPI(api_client, config), cache)
-        admission.pod_group_api_problem = crd_problem
-        _rediscover_on_404(admission, api_client, config, controller, natives, base_view)
+        admission.problems = problems
+        _rediscover_on_404(admission, rediscoveries, controller, natives, base_view)
         app = create_app(admission, checks)
         # the factory is aiohttp's server, which exists once the runner is set up (below)
         guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore[arg-type, return-value]
@@ -210,27 +196,25 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         log.info("shutting down")
 
 
-def _rediscover_on_404(admission: Admission, api_client: Any, config: Config, controller: Any, natives: list[Any],
+def _rediscover_on_404(admission: Admission, rediscoveries: dict[str, Any], controller: Any, natives: list[Any],
                        base_view: Any) -> None:
-    """With the workload-api backend on: a write answered 404 for the Workload API version in use finds the served
-    version again (``Rediscovery``), and a running ``controller`` restarts its workload-api side (``natives[0]``,
-    viewed through ``base_view``) on it."""
-    if not (WORKLOAD_API in config.allowed_backends and config.workload_api_version):
-        return
-    rediscovery = Rediscovery(api_client, config)
-    admission.rediscovery = rediscovery
+    """A backend whose served version may move (the workload-api backend's ``Rediscovery``): a write answered 404 for
+    the version in use finds the served version again, and a running ``controller`` restarts its gang-object
+    controllers (``natives[0]``, viewed through ``base_view``) on it."""
+    admission.rediscoveries = rediscoveries
     if controller is None:
         return
     from ..controller.workload_api import start_native_controller
 
     async def follow(new_config: Config) -> None:
-        """Restart the workload-api controller on the newly served version (its caches watch one)."""
+        """Restart the gang-object controllers on the newly served version (their caches watch one)."""
         if natives[0] is not None:
             await natives[0].stop()
         natives[0] = await start_native_controller(controller, new_config)
         admission.cache = natives[0].view(base_view) if natives[0] is not None else base_view
 
-    rediscovery.listeners.append(follow)
+    for rediscovery in rediscoveries.values():
+        rediscovery.listeners.append(follow)
 
 
 async def shut_down(runner: web.AppRunner, site: GuardedSite, controller: Any, drain_seconds: float,

@@ -7,7 +7,7 @@ Keys are ``(API group, kind)`` as in ``AdmissionReview.request.kind`` (``("apps"
 
 from __future__ import annotations
 
-from ..backends import coscheduling_joiner, with_backend
+from ..backends import with_backend, with_joiner_backend
 from ..gang.children import Parents
 from ..gang.plan import Resolver
 from . import FAMILY_KINDS
@@ -61,6 +61,6 @@ SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
     (k.api_group, k.versions[0][1]): (k.api_group, k.versions[0][0], k.kind) for k in FAMILY_KINDS if k.scalable}
 """``(API group, plural)`` of a ``*/scale`` request -> the parent's ``(API group, version, kind)``."""
 
-POD_JOINERS: list[PodJoiner] = [coscheduling_joiner(k.pod_joiner) for k in FAMILY_KINDS if k.pod_joiner is not None]
+POD_JOINERS: list[PodJoiner] = [with_joiner_backend(k.pod_joiner) for k in FAMILY_KINDS if k.pod_joiner is not None]
 """Every kind's ``WorkloadKind.pod_joiner`` (Spark executors, LeaderWorkerSet group pods), in registration order, kept
-on the coscheduling backend they are written for (``backends.coscheduling_joiner``)."""
+on the backend they are written for (``backends.with_joiner_backend``)."""

@@ -193,14 +193,14 @@ class WorkloadKind:
         rollout: the kind's rolling update (:class:`Rollout`) for ``admit.webhook.rollout``, or ``None`` when an
             UPDATE of the template cannot strand running pods outside the gang.
         controller_gang: who makes the kind's native gang objects when the object sets ``spec.scheduling`` (words for
-            the note, ``backends.deferring_reason``), or ``None`` when its controller makes none.
+            the note, ``backends.workload_api.native.deferring_reason``), or ``None`` when its controller makes none.
         gang_from_parent: the annotation that says a parent's Workload makes the object's PodGroup (a Job's
             ``scheduling.k8s.io/group-template-name``, KEP-5547): admit then only checks its size
-            (``backends.deferring_reason``), or ``None``.
+            (``backends.workload_api.native.deferring_reason``), or ``None``.
         handover: ``handover(min_count) -> spec.scheduling``: how admit hands a new ``workload-api`` gang of the kind
             to its own controller when ``--controller-gang <kind>`` asks it to (``Config.controller_gangs``,
-            ``backends.native_handover``; a Job's ``JobSchedulingConfiguration``), or ``None`` when its controller
-            takes none (and ``--controller-gang`` does not offer the kind).
+            ``backends.workload_api.native.native_handover``; a Job's ``JobSchedulingConfiguration``), or ``None``
+            when its controller takes none (and ``--controller-gang`` does not offer the kind).
         allowed_backends: :class:`AllowedBackends`, or ``None`` when every gang backend serves the kind.
         in_status: ``admit status`` lists the kind's objects (with the versions' first ``(version, plural)``) to
             name a gang's workload.

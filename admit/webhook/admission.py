@@ -14,10 +14,11 @@ Rules (docs/behaviour.md, "On each request" and "The rules the code is built on"
 - All API calls of one request share one budget (``Config.api_timeout_seconds``); when the API fails, the
   failure mode decides: ``deny`` refuses with the reason (code 503), ``allow`` admits with a warning. A request never
   hangs past the budget.
-- A PodGroup create answered 404 "the server could not find the requested resource" (``kube.resource_not_served``:
-  the PodGroup CRD is not installed, or only the other API group is served) is no passing API failure: the failure
-  mode still decides, but the message names the CRD and the fixes (``coscheduling.crd_missing_message``, or what
-  ``admit serve`` found at start, :attr:`Admission.pod_group_api_problem`) and says no "retry": retrying never helps.
+- A create answered 404 "the server could not find the requested resource" (``kube.resource_not_served``: the
+  backend's CRD is not installed, or only another API group is served) is no passing API failure when the backend says
+  so (``GangBackend.not_served_problem``): the failure mode still decides, but the message names the CRD and the fixes
+  (or what ``admit serve`` found at start, :attr:`Admission.problems`) and says no "retry": retrying never helps. A
+  backend whose served version may have moved finds it again (:attr:`Admission.rediscoveries`).
 - A create refused because the namespace is being deleted (403 "... because it is being terminated",
   ``kube.namespace_terminating``) is not an API failure: nothing admit could create there would outlive the
   namespace, so the request is allowed with a warning, whatever the failure mode (a refusal would hold the object,
@@ -117,13 +118,13 @@ class Admission:
         self._missing = getattr(cache, "missing", None)
         self._pod_group = getattr(cache, "pod_group", None)
         self._workload = getattr(cache, "workload", None)
-        #: What ``admit serve`` found at start when the API server did not serve the PodGroup resource
-        #: (``cli.serve.pod_group_api_problem``), or None; the refusal of a gang then says it.
-        self.pod_group_api_problem: str | None = None
-        #: ``backends.workload_api.discovery.Rediscovery`` (``admit serve``), or None: a Workload API write answered
-        #: 404 for the version in use makes it discover again, and the request is decided once more on the version
-        #: it finds.
-        self.rediscovery: Any = None
+        #: ``{backend: why it cannot create its objects here}``, found at ``admit serve`` start
+        #: (``runtime.BackendAPI.start``: the PodGroup CRD not installed); the refusal of such a gang then says it.
+        self.problems: dict[str, str] = {}
+        #: ``{backend: rediscovery}`` (``runtime.BackendAPI.start``): a write of that backend answered 404 for the
+        #: version in use makes it discover again (``await rediscovery.again(config) -> config``), and the request is
+        #: decided once more on the settings it gives.
+        self.rediscoveries: dict[str, Any] = {}
         # Spark driver pods read from the API: (namespace, name, uid) -> the driver's group or None (bounded, oldest
         # first out). One read per Spark application and replica, however many executors it creates.
         self._drivers: dict[tuple[str, str, str], str | None] = {}
@@ -192,7 +193,7 @@ class Admission:
         """The ``/validate`` decision, with PodGroup creation/patching and scale checks done.
 
         A workload-api write answered 404 "the server could not find the requested resource" (the version in use is
-        no longer served, after an upgrade) runs :attr:`rediscovery` and decides the request once more with the
+        no longer served, after an upgrade) runs the backend's :attr:`rediscoveries` and decides the request once more with the
         settings it gives (a new version; or none, and the workload is refused with the gates to turn on)."""
         verdict: Verdict | None = None
         try:
@@ -218,14 +219,16 @@ class Admission:
                 return verdict.decision
             if verdict is not None and verdict.ensure is not None and resource_not_served(e):
                 # the backend says whether that is for good (its CRD is missing) or its served version may change
-                problem = backend_of(verdict.ensure.backend).not_served_problem(self.config)
-                if problem is None and self.rediscovery is not None and not _rediscovered:
-                    before = self.config.workload_api_version
-                    self.config = await self.rediscovery.after_not_served(before)
-                    if self.config.workload_api_version != before:
+                backend = verdict.ensure.backend
+                problem = backend_of(backend).not_served_problem(self.config)
+                rediscovery = self.rediscoveries.get(backend)
+                if problem is None and rediscovery is not None and not _rediscovered:
+                    before = self.config
+                    self.config = await rediscovery.again(before)
+                    if self.config != before:
                         return await self.validate(req, _rediscovered=True)
                 if problem is not None:
-                    return self._api_failure(self.pod_group_api_problem or problem, verdict.decision,
+                    return self._api_failure(self.problems.get(backend) or problem, verdict.decision,
                                              transient=False)
             return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
         except Exception as e:  # noqa: BLE001 - never a 500

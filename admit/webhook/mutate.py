@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..backends import BACKENDS, backend_of, native_handover
+from ..backends import BACKENDS, backend_of, handover_ops
 from ..gang.children import is_child
 from ..config import Config
 from ..gang.foreign import other_generation_label, translate_group_labels
@@ -60,10 +60,10 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
     Returns ``(operations, warnings)``. ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
     give a warning instead of operations, unless ``old`` (the stored object of an UPDATE) already carries admit's
     marks there (the backend's ``join_ops`` may put a GitOps re-apply's marks back). A plan its kind's own controller
-    gangs (``plan.mutate`` off) gets ``backends.native_handover`` instead, with the kind's record.
+    gangs (``plan.mutate`` off) gets ``backends.handover_ops`` instead, with the kind's record.
     """
     if not plan.mutate:  # its own controller gangs it: at most hand it over, or take admit's earlier marks off
-        ops, warnings = native_handover(obj, plan, config, KINDS.get((plan.api_group, plan.kind)))
+        ops, warnings = handover_ops(obj, plan, config, KINDS.get((plan.api_group, plan.kind)))
         return ops, plan.warnings + warnings
     return backend_of(plan.backend).join_ops(obj, plan, config, label_workload, old)
 

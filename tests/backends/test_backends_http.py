@@ -239,7 +239,7 @@ async def upgraded_webhook(aiohttp_client, fake, config):
     api_client = fake.api_client()
     config = await configure_backends(api_client, config)
     admission = Admission(config, KubeAPI(api_client, config))
-    admission.rediscovery = Rediscovery(api_client, config, min_interval=0.0)
+    admission.rediscoveries["workload-api"] = Rediscovery(api_client, config, min_interval=0.0)
     return await aiohttp_client(create_app(admission)), admission, api_client
 
 

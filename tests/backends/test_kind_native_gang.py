@@ -1,5 +1,5 @@
 """The Job record's native-gang facts (``admit/families/apps.py`` ``JOB``: ``gang_from_parent`` and ``handover``)
-decide, through ``backends.apply_backend`` and ``backends.native_handover``, which Jobs admit leaves to a parent's
+decide, through ``backends.apply_backend`` and ``backends.handover_ops``, which Jobs admit leaves to a parent's
 Workload (KEP-5547 ``scheduling.k8s.io/group-template-name``) and which it hands to the Job controller
 (``--controller-gang Job``); the backends name no kind."""
 

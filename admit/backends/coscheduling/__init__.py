@@ -256,7 +256,7 @@ class Coscheduling:
 
     def merge_shared(self, existing: dict[str, Any], desired: dict[str, Any],
                      plan: GangPlan) -> tuple[dict[str, Any], list[str]]:
-        """``interface.AdmissionHooks.merge_shared``: ``podgroup.merge_shared_spec``."""
+        """``interface.BackendHooks.merge_shared``: ``podgroup.merge_shared_spec``."""
         spec, warnings = merge_shared_spec(existing, plan)
         return {**desired, "spec": spec}, warnings
 

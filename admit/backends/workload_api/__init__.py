@@ -60,6 +60,7 @@ from ...gang.ownerrefs import controller_identity
 from ...gang.patch import pointer, set_keys_ops
 from ...gang.plan import GangError, GangPlan, PodTarget, get_path
 from ..common import ObjectType, Ownership, owner_annotation
+from .native import deferring_reason, native_handover, template_group, written_group
 
 __all__ = [
     "not_served_message",
@@ -449,13 +450,6 @@ def pod_spec_path(target: PodTarget) -> tuple[str, ...]:
     return target.scheduler[:-1]
 
 
-def template_group(obj: dict[str, Any], target: PodTarget) -> Any:
-    """``spec.schedulingGroup.podGroupName`` of a target's pod spec, or ``None`` (on every admission: kept cheap)."""
-    spec = get_path(obj, target.scheduler[:-1])
-    group = spec.get("schedulingGroup") if isinstance(spec, dict) else None
-    return group.get("podGroupName") if isinstance(group, dict) else None
-
-
 def _managed(obj: dict[str, Any], config: Config) -> bool:
     return get_path(obj, ("metadata", "labels", config.managed_label)) == "true"
 
@@ -613,6 +607,17 @@ class WorkloadAPI:
     def ownership(self, existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool,
                   others: int | None = None) -> Ownership:
         return ownership(existing, plan, config, explicit_name)
+
+    def deferring_reason(self, obj: dict[str, Any], plan: GangPlan, backend: str, config: Config,
+                         kind: Any = None) -> str | None:
+        return deferring_reason(obj, plan, backend, config, kind)
+
+    def native_handover(self, obj: dict[str, Any], plan: GangPlan, config: Config,
+                        kind: Any = None) -> tuple[list[dict[str, Any]], list[str]]:
+        return native_handover(obj, plan, config, kind)
+
+    def written_group(self, obj: dict[str, Any], plan: GangPlan, config: Config) -> str | None:
+        return written_group(obj, plan, config)
 
     def cannot_admit(self, kind: str, existing: dict[str, Any], desired: dict[str, Any],
                      ops: list[dict[str, Any]] | None, plan: GangPlan, config: Config) -> tuple[int | None, str] | None:

@@ -37,17 +37,14 @@ from kubernetes_asyncio import client
 
 from ...config import WORKLOAD_API, WORKLOAD_API_GROUP, WORKLOAD_API_VERSIONS, Config
 from ...kube.client import KubeError, api_errors
+from ..common import BackendUnavailable
 from . import not_served_message
 
 __all__ = ["BackendUnavailable", "choose_version", "unknown_versions", "discover_workload_api", "configure_backends",
-           "Rediscovery"]
+           "Rediscovery", "start"]
 
 log = logging.getLogger("admit.backends")
 NEEDED = frozenset({"workloads", "podgroups"})
-
-
-class BackendUnavailable(Exception):
-    """``--gang-backend workload-api`` on an API server that does not serve it; ``str(e)`` is the one-line reason."""
 
 
 def choose_version(served: dict[str, set[str]]) -> str:
@@ -153,6 +150,10 @@ class Rediscovery:
         self._last = float("-inf")
         self.listeners: list[Callable[[Config], Awaitable[None]]] = []
 
+    async def again(self, config: Config) -> Config:
+        """``runtime.BackendAPI.start``'s rediscovery: :meth:`after_not_served` for the version ``config`` uses."""
+        return await self.after_not_served(config.workload_api_version)
+
     async def after_not_served(self, version: str) -> Config:
         """The settings to use after a write in ``version`` answered 404 "could not find the requested resource":
         :attr:`config`, switched to the version discovery now finds (``workload_api_version`` ``""`` when none is
@@ -185,3 +186,15 @@ class Rediscovery:
                 except Exception:  # noqa: BLE001 - one listener must not keep the switch from the others
                     log.exception("workload-api backend: a listener of the switch to %s failed", found or "none")
             return self.config
+
+
+async def start(api_client: client.ApiClient, config: Config) -> tuple[Config, str | None, Rediscovery | None]:
+    """``runtime.BackendAPI.start`` of the ``workload-api`` backend: ``config`` with the served version
+    (:func:`configure_backends`), no problem to report, and a :class:`Rediscovery` for a later 404 when a version is
+    served.
+
+    Raises:
+        BackendUnavailable: it is the default backend and the server does not serve it.
+    """
+    config = await configure_backends(api_client, config)
+    return config, None, Rediscovery(api_client, config) if config.workload_api_version else None

@@ -1,0 +1,163 @@
+"""The Workload API's rules for the workloads whose native gang someone else makes. Pure.
+
+Deferring (asked of the workload-api backend for every gang, whichever backend it uses; docs/behaviour.md, "The rules
+the code is built on": do not fight an operator that already gangs its own jobs), the plan is then validated only
+(``mutate`` and ``create_pod_group`` off, with a note), by :func:`deferring_reason`:
+
+- a pod template that already carries ``spec.schedulingGroup`` naming another group: the Job controller
+  (``WorkloadWithJob``: "``spec.template.spec.schedulingGroup`` is set (bring-your-own PodGroup): the user manages
+  the objects"), JobSet, LeaderWorkerSet, KubeRay or the user made that group (KEP-5547, "Job Controller Changes");
+- a Job with ``spec.scheduling`` (1.37, KEP-5547: the Job controller compiles it into a Workload and PodGroup, and
+  refuses ``spec.scheduling`` together with a template ``schedulingGroup``) or with the annotation
+  ``scheduling.k8s.io/group-template-name`` (its PodGroup comes from a parent's Workload);
+- a Deployment or StatefulSet with ``spec.scheduling`` (KEP-6276/KEP-6277, alpha targeted for 1.38; UNVERIFIED: not
+  in the stored kubernetes sources yet): its controller makes one PodGroup per ReplicaSet / per StatefulSet;
+- a JobSet or LeaderWorkerSet with ``spec.scheduling`` (alpha with Kubernetes 1.37's building blocks: JobSet
+  ``keps/969-WAS-integration``, gate ``JobSetWorkloadAwareSchedulingAPI``, "when set (even to {}), the controller
+  compiles a Workload"; LWS ``keps/666-gang-scheduling-in-lws``, gate ``WorkloadAwareScheduling``): its operator
+  makes the Workload and PodGroups (one per LWS group). The field name is the KEPs'; their Go types are unconfirmed.
+
+One gang mechanism per workload (:func:`native_handover`, asked by ``mutate.plan_patch`` through
+``backends.handover_ops``): when a workload is deferred because it became a native gang of its controller
+(``spec.scheduling``, possibly set by another mutating webhook after admit's ran, such as Kueue's for Jobs:
+kube-apiserver then re-invokes admit's, ``reinvocationPolicy: IfNeeded``), the marks admit put on it in an earlier
+pass are taken off its mutable templates: the Coscheduling pod-group label and admit's ``schedulerName`` (else the
+pods would go to a scheduler waiting for a PodGroup nobody makes), admit's own ``spec.schedulingGroup`` (the Job
+controller refuses it beside ``spec.scheduling``), and the ``<prefix>/managed`` label; a warning says which way the
+workload went. With ``--controller-gang Job`` (``Config.controller_gangs``), admit itself hands a new workload-api
+Job gang to the Job controller: it sets the ``spec.scheduling`` the kind's record gives (``WorkloadKind.handover``;
+a Job's is ``families.apps.job_scheduling``, ``schedulingPolicy.gang.minCount``) and neither ``schedulingGroup``
+nor a Workload/PodGroup of its own.
+
+Which kinds' controllers make a native gang, which take a parent's (the Job annotation above) and which admit hands
+over are facts of each kind's record (``WorkloadKind.controller_gang``, ``gang_from_parent``, ``handover``), passed
+in by the framework (``admit/backends/__init__.py``): this module names no kind.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...config import KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, Config
+from ...gang.patch import pointer
+from ...gang.plan import GangPlan, PodTarget, get_path
+
+if TYPE_CHECKING:  # the kind's record is the families' type; a backend only reads the facts passed to it
+    from ...families.shared import WorkloadKind
+
+__all__ = ["deferring_reason", "native_handover", "written_group", "template_group"]
+
+
+def deferring_reason(obj: dict[str, Any], plan: GangPlan, backend: str, config: Config,
+                     kind: WorkloadKind | None = None) -> str | None:
+    """``GangBackend`` hook ``deferring_reason``: why the workload's own controller, not admit, owns its native gang
+    objects (module docstring), or why admit hands a new ``backend`` gang over to it (``--controller-gang``), else
+    ``None``. ``kind`` is the workload's record (``None``: a kind without one): its ``controller_gang`` (who makes its
+    native gang from ``spec.scheduling``), ``gang_from_parent`` (the annotation that says a parent's Workload makes its
+    PodGroup) and ``handover``."""
+    reason = _native_reason(obj, plan, kind)
+    if reason is None and kind is not None and (handover := _handover(obj, plan, backend, config, kind)) is not None:
+        reason = (f"{plan.ref} goes to the {kind.kind} controller's native gang: admit sets "
+                  f"{_dotted(('spec', 'scheduling'), handover)} (--controller-gang {kind.kind}) and makes no Workload "
+                  "or PodGroup of its own")
+    return reason
+
+
+def _native_reason(obj: dict[str, Any], plan: GangPlan, kind: WorkloadKind | None) -> str | None:
+    """Why the workload's own controller (or whoever named its group) makes its native gang, or ``None``."""
+    controller = kind.controller_gang if kind is not None else None
+    if controller is not None and get_path(obj, ("spec", "scheduling")) is not None:
+        return f"{plan.ref} sets spec.scheduling: {controller}; admit only checks its size"
+    parent = _parent_annotation(obj, kind)
+    if parent is not None:
+        return f"{plan.ref} carries {parent}: its PodGroup comes from a parent's Workload; admit only checks its size"
+    for target in plan.targets:
+        named = template_group(obj, target)
+        if named is not None and named != plan.group_name:
+            return (f"{plan.ref} {target.where} already sets spec.schedulingGroup.podGroupName={named!r}: whoever "
+                    "made that PodGroup (the Job controller, an operator, you) owns it; admit only checks its size")
+    return None
+
+
+def _parent_annotation(obj: dict[str, Any], kind: WorkloadKind | None) -> str | None:
+    """The kind's ``gang_from_parent`` annotation when ``obj`` carries it, else ``None``."""
+    key = kind.gang_from_parent if kind is not None else None
+    return key if key is not None and get_path(obj, ("metadata", "annotations", key)) is not None else None
+
+
+def _handover(obj: dict[str, Any], plan: GangPlan, backend: str, config: Config,
+              kind: WorkloadKind | None) -> dict[str, Any] | None:
+    """The ``spec.scheduling`` with which admit hands a new (mutable-template, not yet managed) workload-api gang to
+    its kind's own controller (the record's ``handover``, for a kind ``--controller-gang`` names), else ``None``."""
+    if (backend != WORKLOAD_API or kind is None or kind.handover is None or kind.kind not in config.controller_gangs
+            or not plan.targets or any(t.immutable for t in plan.targets)
+            or get_path(obj, ("metadata", "labels", config.managed_label)) == "true"):
+        return None
+    return kind.handover(plan.min_member)
+
+
+def _dotted(path: tuple[str, ...], value: Any) -> str:
+    """``spec.scheduling.schedulingPolicy.gang.minCount=3`` for ``value`` ``{"schedulingPolicy": {"gang": {"minCount":
+    3}}}`` at ``path``: the field a one-key-per-level map sets, for messages."""
+    while isinstance(value, dict) and len(value) == 1:
+        (key, value), = value.items()
+        path += (key,)
+    return f"{'.'.join(path)}={value}"
+
+
+def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config,
+                    kind: WorkloadKind | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """JSONPatch operations and warnings for a workload whose gang its own controller makes (``plan.mutate`` off
+    by ``backends.apply_backend``; module docstring, "One gang mechanism per workload"): ``spec.scheduling`` for a Job
+    admit hands over, and the removal of admit's earlier marks from a workload that became a controller's native
+    gang. ``([], [])`` when neither applies (the operator-made gangs of :func:`deferring_reason`). ``kind``: the
+    workload's record (its ``controller_gang``, ``gang_from_parent`` and ``handover``)."""
+    reason = _native_reason(obj, plan, kind)
+    if reason is None:
+        handover = _handover(obj, plan, plan.backend, config, kind)
+        if handover is None:
+            return [], []
+        return [{"op": "add", "path": "/spec/scheduling", "value": handover}], []
+    native = get_path(obj, ("spec", "scheduling")) is not None or _parent_annotation(obj, kind) is not None
+    if not native or get_path(obj, ("metadata", "labels", config.managed_label)) != "true" or any(
+            t.immutable for t in plan.targets):  # an immutable template keeps admit's marks: admit keeps its gang too
+        return [], []
+    ops: list[dict[str, Any]] = []
+    removed: set[str] = set()
+    for target in plan.targets:
+        if get_path(obj, target.labels + (config.pod_group_label,)) == plan.group_name:
+            ops.append({"op": "remove", "path": pointer(target.labels + (config.pod_group_label,))})
+            removed.add(f"the {config.pod_group_label} label")
+        if get_path(obj, target.scheduler) == config.scheduler_name != KUBE_DEFAULT_SCHEDULER:
+            ops.append({"op": "replace", "path": pointer(target.scheduler), "value": KUBE_DEFAULT_SCHEDULER})
+            removed.add(f"schedulerName {config.scheduler_name}")
+        if template_group(obj, target) == plan.group_name:
+            ops.append({"op": "remove", "path": pointer(target.scheduler[:-1] + ("schedulingGroup",))})
+            removed.add("spec.schedulingGroup")
+        if target.annotations is not None:  # admit's own template annotations (an LWS's group-spec)
+            for key in sorted(plan.template_annotations):
+                if get_path(obj, target.annotations + (key,)) is not None:
+                    ops.append({"op": "remove", "path": pointer(target.annotations + (key,))})
+                    removed.add(f"the {key} annotation")
+    ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
+    what = f" and took {', '.join(sorted(removed))} off its pod templates" if removed else ""
+    return ops, [f"{plan.ref} became its controller's native gang (spec.scheduling, set by you or another webhook "
+                 f"such as Kueue's): admit dropped its own gang{what}, so one gang mechanism remains"]
+
+
+def written_group(obj: dict[str, Any], plan: GangPlan, config: Config) -> str | None:
+    """``GangBackend`` hook ``written_group``: the group name admit wrote into ``spec.schedulingGroup`` in the
+    mutating phase of a workload it gangs (``<prefix>/managed``) when that differs from ``plan.group_name``: a
+    ``generateName`` object had no name yet, as the coscheduling backend writes it into the pod-group label; the
+    framework resolves such a workload again under that name. ``None`` otherwise."""
+    if get_path(obj, ("metadata", "labels", config.managed_label)) != "true":
+        return None
+    named = next((g for t in plan.targets if (g := template_group(obj, t)) is not None), None)
+    return named if isinstance(named, str) and named != plan.group_name else None
+
+
+def template_group(obj: dict[str, Any], target: PodTarget) -> Any:
+    """``spec.schedulingGroup.podGroupName`` of a target's pod spec, or ``None`` (on every admission: kept cheap)."""
+    spec = get_path(obj, target.scheduler[:-1])
+    group = spec.get("schedulingGroup") if isinstance(spec, dict) else None
+    return group.get("podGroupName") if isinstance(group, dict) else None
