@@ -22,6 +22,11 @@ __all__ = ["Key", "RetrySettings", "KeyLoop"]
 Key = tuple[str, str]
 """``(namespace, name)``: a PodGroup's, or the name every object of a native gang shares."""
 
+THROTTLED_QUIET_FAILURES = 2
+"""Throttled failures in a row of one key (:meth:`KeyLoop.quiet`) that are retried without a report: the third is
+reported. With the controller's backoff (0.5 s doubling) and each call's own retries within its timeout
+(``kube.client.call_with_retries``), that is throttling that outlasted the retries of three reconciles."""
+
 
 class RetrySettings(Protocol):
     """The tunables the loop reads (``podgroups.ControllerSettings`` has them), each time it needs one."""
@@ -49,7 +54,9 @@ class KeyLoop:
       ``settings.retry_period`` while ``leading()`` still says so (a late renewal can keep this replica leading,
       and then nothing else would look at the key again); a replica that did lose the Lease clears its queue;
     - ``kube.KubeError``: :meth:`retry` with the error's message (used as is when it already names its subject,
-      ``"cannot create PodGroup ..."``; else after ``subject(key)``);
+      ``"cannot create PodGroup ..."``; else after ``subject(key)``), not before its ``Retry-After``; a throttled
+      error (429, or a 5xx with ``Retry-After``: ``KubeError.throttled``) is reported only once it persists
+      (:meth:`quiet`);
     - any other exception: logged with its traceback as a bug, then :meth:`retry` (one bad object must not stop the
       controller).
 
@@ -92,7 +99,8 @@ class KeyLoop:
             if self._leading():
                 self.queue.add_after(key, self._settings.retry_period)
         except KubeError as e:
-            self.retry(key, e.message if e.message.startswith("cannot ") else f"{self._subject(key)}: {e.message}")
+            self.retry(key, e.message if e.message.startswith("cannot ") else f"{self._subject(key)}: {e.message}",
+                       quiet=self.quiet(key, e), at_least=e.retry_after or 0.0)
         except Exception as e:  # noqa: BLE001 - one bad object must not stop the controller
             self._log.exception("reconcile of %s failed", self._subject(key))
             self.retry(key, f"{self._subject(key)}: internal error ({type(e).__name__})")
@@ -108,12 +116,25 @@ class KeyLoop:
         base, maximum = self._settings.retry_backoff
         return float(min(maximum, base * 2 ** (n - 1)) * (0.75 + random.random() / 4))
 
-    def retry(self, key: Key, why: str) -> None:
-        """Report ``why`` (topic ``"retry"``, once per change) and queue ``key`` again after :meth:`backoff`, while
-        leading."""
-        delay = self.backoff(key)
+    def quiet(self, key: Key, error: KubeError) -> bool:
+        """True while a failure of ``key`` is still transient: ``error`` is throttled (``KubeError.throttled``: 429
+        from API Priority and Fairness, or a 5xx with ``Retry-After``; the client already retried it within its
+        timeout) and ``key`` has failed fewer than :data:`THROTTLED_QUIET_FAILURES` times in a row before it. Such a
+        failure is logged at INFO and gets no Warning Event; the next one is reported (a warning, and the write's
+        Event) as any other failure."""
+        return error.throttled and self.failures.get(key, 0) < THROTTLED_QUIET_FAILURES
+
+    def retry(self, key: Key, why: str, *, quiet: bool = False, at_least: float = 0.0) -> None:
+        """Report ``why`` (topic ``"retry"``, once per change; with ``quiet``, an INFO line that is not recorded, so
+        the failure is reported when it persists) and queue ``key`` again after :meth:`backoff`, or ``at_least``
+        seconds (the server's ``Retry-After``) when longer, while leading."""
+        delay = max(self.backoff(key), at_least)
         base, maximum = self._settings.retry_backoff
-        self.report(key, "retry", f"{why}; retrying with backoff ({base:g}s doubling to {maximum:g}s)")
+        message = f"{why}; retrying with backoff ({base:g}s doubling to {maximum:g}s)"
+        if quiet:
+            self._log.info("%s (throttled by the API server: reported if it persists)", message)
+        else:
+            self.report(key, "retry", message)
         if self._leading():
             self.queue.add_after(key, delay)
 

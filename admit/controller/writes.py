@@ -463,8 +463,8 @@ class KeyWrites:
         return False
 
     def _fail(self, claim: Claim, key: GroupKey, error: KubeError, message: str) -> KubeError:
-        """A Warning Event on the workload, once per distinct failure; returns the error to raise (the retry logs
-        its message)."""
-        if self.loop.record(key, "fail", message):
+        """A Warning Event on the workload, once per distinct failure that is no longer transient
+        (``KeyLoop.quiet``); returns the error to raise (the retry logs its message)."""
+        if not self.loop.quiet(key, error) and self.loop.record(key, "fail", message):
             self._event(claim.workload, "Warning", "PodGroupSyncFailed", "Reconcile", message)
-        return KubeError(error.status, error.reason, message)
+        return KubeError(error.status, error.reason, message, error.retry_after)

@@ -8,6 +8,9 @@ dicts in the API's JSON shape. Requests (as kube-apiserver's REST API defines th
 - read: ``GET .../podgroups/{name}`` (404 NotFound -> ``None``);
 - patch: ``PATCH .../podgroups/{name}`` with ``Content-Type: application/json-patch+json`` (RFC 6902);
 - a scale parent: ``GET /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}``.
+
+A throttled answer (429 from API Priority and Fairness, or a 5xx with ``Retry-After``) is retried after the wait the
+server asks for, as client-go does, but only while the retry fits the call's deadline (:func:`call_with_retries`).
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -27,7 +31,12 @@ from kubernetes_asyncio.client.rest import ApiException
 from ..config import Config
 
 __all__ = ["Resource", "KubeError", "AlreadyExists", "resource_not_served", "Budget", "KubeAPI", "load_api_client",
-           "default_kubeconfig", "api_errors", "resolve_proxy_once"]
+           "default_kubeconfig", "api_errors", "resolve_proxy_once", "retry_after_seconds", "call_with_retries",
+           "MAX_RETRIES"]
+
+log = logging.getLogger("admit.kube")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +77,23 @@ class KubeError(Exception):
         status: HTTP status (0 for timeouts and connection errors).
         reason: Kubernetes ``Status.reason`` or a short cause (``"Timeout"``, ``"ConnectionError"``).
         message: text for logs and admission answers.
+        retry_after: seconds the server asked the client to wait before trying again (its ``Retry-After`` header,
+            on a 429 or a 5xx: :func:`retry_after_seconds`), else ``None``.
     """
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def throttled(self) -> bool:
+        """True for an answer the server said to retry later: 429 TooManyRequests (API Priority and Fairness, the
+        max-in-flight filter) or a 5xx, with ``Retry-After`` (client-go's ``checkWait``: the condition heals itself;
+        :data:`MAX_RETRIES` retries of it are made within the caller's deadline, :func:`call_with_retries`)."""
+        return self.retry_after is not None and (self.status == 429 or self.status >= 500)
 
 
 class AlreadyExists(KubeError):
@@ -120,6 +139,69 @@ def namespace_terminating(error: KubeError) -> bool:
     return error.status == 403 and "because it is being terminated" in error.message
 
 
+MAX_RETRIES = 10
+"""Retries of a throttled answer (:attr:`KubeError.throttled`) per call at most: client-go's default (``rest/request.go``
+``NewRequest``: ``maxRetries: 10``)."""
+
+RETRY_FLOOR = 0.2
+"""Seconds a retry must still have, after its ``Retry-After`` wait, before the caller's deadline: a retry that could
+not finish in time is not made, and the throttled answer is returned at once (so admission answers through its
+failure mode within its budget instead of at kube-apiserver's timeout)."""
+
+
+def retry_after_seconds(status: int, headers: Any) -> float | None:
+    """The wait a 429 or 5xx answer asks for: its ``Retry-After`` header as whole seconds (``"1"`` -> 1.0), ``None``
+    for any other status, no header, or a value that is not a non-negative integer (an HTTP date is not honoured).
+
+    client-go's rule (``k8s.io/client-go`` ``rest/with_retry.go`` ``checkWait``: "any 500 error code and 429 can
+    trigger a wait"; ``rest/request.go`` ``retryAfterSeconds``: ``strconv.Atoi`` of the header). kube-apiserver sends
+    ``Retry-After`` with its 429s (API Priority and Fairness, ``--max-requests-inflight``) and with the 5xx of a
+    Status whose ``details.retryAfterSeconds`` is set.
+    """
+    if status != 429 and status < 500:
+        return None
+    try:
+        value = (headers or {}).get("Retry-After")
+    except AttributeError:
+        return None
+    if value is None:
+        return None
+    try:
+        seconds = int(str(value).strip())
+    except ValueError:
+        return None
+    return float(seconds) if seconds >= 0 else None
+
+
+async def call_with_retries(attempt: Callable[[float], Awaitable[T]], timeout: float) -> T:
+    """``await attempt(seconds_left)`` until it does not raise a throttled :class:`KubeError`
+    (:attr:`KubeError.throttled`: 429, or a 5xx with ``Retry-After``), waiting the ``Retry-After`` seconds it gives
+    before each retry, at most :data:`MAX_RETRIES` retries, and all of it within ``timeout`` seconds from now (the
+    call's one deadline, as client-go's request context covers every retry of a request).
+
+    A retry is made only when its wait leaves at least :data:`RETRY_FLOOR` seconds before the deadline; otherwise
+    the throttled error is raised at once, so the caller answers in time (admission: through its failure mode).
+    client-go sleeps the wait whatever the deadline and ends with the context's error; admit answers early instead.
+
+    Raises:
+        KubeError: what the last attempt raised (a throttled one when no retry fits).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    retries = 0
+    while True:
+        try:
+            return await attempt(deadline - loop.time())
+        except KubeError as e:
+            left = deadline - loop.time()
+            if not e.throttled or retries >= MAX_RETRIES or (e.retry_after or 0.0) + RETRY_FLOOR > left:
+                raise
+            retries += 1
+            log.debug("%s; retrying in %gs (retry %d of at most %d, %.2fs left)", e.message, e.retry_after, retries,
+                      MAX_RETRIES, left)
+            await asyncio.sleep(e.retry_after or 0.0)
+
+
 def _from_api_exception(e: ApiException, what: str) -> KubeError:
     reason = e.reason or ""
     message = ""
@@ -130,14 +212,16 @@ def _from_api_exception(e: ApiException, what: str) -> KubeError:
     except (ValueError, TypeError, AttributeError):
         pass
     cls = AlreadyExists if e.status == 409 and reason == "AlreadyExists" else KubeError
-    return cls(e.status or 0, reason, f"{what}: {e.status} {reason}{': ' + message if message else ''}")
+    return cls(e.status or 0, reason, f"{what}: {e.status} {reason}{': ' + message if message else ''}",
+               retry_after_seconds(e.status or 0, getattr(e, "headers", None)))
 
 
 @contextlib.contextmanager
 def api_errors(what: str, timeout: float | None = None) -> Iterator[None]:
     """Map what a kubernetes-asyncio call can raise to :class:`KubeError` (one place for every API caller).
 
-    ``ApiException`` -> its status and Kubernetes ``Status.reason`` (:class:`AlreadyExists` for 409 AlreadyExists);
+    ``ApiException`` -> its status, Kubernetes ``Status.reason`` (:class:`AlreadyExists` for 409 AlreadyExists) and
+    ``Retry-After`` (:func:`retry_after_seconds`);
     ``TimeoutError`` -> status 0, reason ``Timeout``; aiohttp/OS errors -> status 0, reason ``ConnectionError``.
     ``what`` (``"create PodGroup ns/x"``) starts each message; ``timeout`` (seconds) is named in timeout messages.
     """
@@ -170,10 +254,15 @@ class KubeAPI:
         self.calls = 0
 
     async def _call(self, what: str, coro_factory: Any, timeout: float) -> Any:
-        self.calls += 1
-        with api_errors(what, timeout):
-            async with asyncio.timeout(timeout):
-                return await coro_factory()
+        """One call within ``timeout`` seconds, a throttled answer retried within them (:func:`call_with_retries`)."""
+
+        async def attempt(left: float) -> Any:
+            self.calls += 1
+            with api_errors(what, timeout):
+                async with asyncio.timeout(left):
+                    return await coro_factory()
+
+        return await call_with_retries(attempt, timeout)
 
     # kubernetes_asyncio's annotations are narrower than what its generated methods take (the `type: ignore`s below):
     # ``dry_run=None`` sends no dryRun, ``_content_type`` picks the patch type, a delete's ``body`` may be a dict.

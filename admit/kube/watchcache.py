@@ -60,7 +60,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..observability import metrics
-from .client import KubeError, Resource, api_errors
+from .client import KubeError, Resource, api_errors, call_with_retries
 from ..jsonio import loads
 from ..eventloop import Pacer
 
@@ -105,25 +105,33 @@ class KubeRaw:
         ``json.loads``: a list page of 100 stored Deployments is about 0.5 MB, parsed in one go on the loop that
         serves admissions (measured: 11 ms with the stdlib, 7 ms with orjson). A non-2xx answer raises what the
         client would have raised (``ApiException``, mapped by :func:`admit.kube.client.api_errors`); a 2xx body that is not
-        JSON raises ``KubeError`` reason ``BadResponse``.
+        JSON raises ``KubeError`` reason ``BadResponse``. A throttled answer (429, or a 5xx with ``Retry-After``) is
+        retried within ``timeout`` as client-go does (:func:`admit.kube.client.call_with_retries`).
         """
         timeout = self.timeout if timeout is None else timeout
         what = f"{method} {path}"
-        with api_errors(what, timeout):
-            async with asyncio.timeout(timeout):
-                resp = await self.api_client.call_api(
-                    path, method, query_params=list(query),
-                    header_params={"Accept": "application/json", "Content-Type": content_type},
-                    body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
-                )
-                try:
-                    raw = await resp.read()
-                finally:
-                    resp.release()
-            if not 200 <= resp.status < 300:
-                error = ApiException(status=resp.status, reason=resp.reason)
-                error.body = raw.decode("utf-8", "replace")
-                raise error
+        query = list(query)
+
+        async def attempt(left: float) -> tuple[Any, bytes]:
+            with api_errors(what, timeout):
+                async with asyncio.timeout(left):
+                    resp = await self.api_client.call_api(
+                        path, method, query_params=query,
+                        header_params={"Accept": "application/json", "Content-Type": content_type},
+                        body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=left,
+                    )
+                    try:
+                        raw = await resp.read()
+                    finally:
+                        resp.release()
+                if not 200 <= resp.status < 300:
+                    error = ApiException(status=resp.status, reason=resp.reason)
+                    error.body = raw.decode("utf-8", "replace")
+                    error.headers = resp.headers
+                    raise error
+            return resp, raw
+
+        resp, raw = await call_with_retries(attempt, timeout)
         try:
             data = loads(raw) if raw else None
         except ValueError:

@@ -611,6 +611,38 @@ async def test_a_write_the_api_refuses_is_reported_as_a_warning_event_and_retrie
     assert len(failures) == 1 and failures[0][0] == "Warning"
 
 
+async def test_a_write_throttled_twice_by_the_api_server_heals_without_a_warning_or_an_event(
+        fake, kube, controllers, caplog):
+    # 429 with a Retry-After (1 s) longer than the call's timeout (0.5 s): the client cannot retry it within the call,
+    # the key loop waits the Retry-After instead, and says nothing above INFO while it is transient
+    controller = await controllers(api_timeout=0.5)
+    fake.fail("patch", "podgroups", 429, times=2, retry_after=1)
+    fake.put(managed_pg())
+    with caplog.at_level(logging.INFO, "admit.controller"):
+        await create_workload(kube, deployment())
+        await eventually(lambda: (pg_of(fake) or {}).get("metadata", {}).get("ownerReferences"), timeout=10)
+    assert [r.status for r in fake.requests_for("podgroups", "PATCH")] == [429, 429, 200]
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert sum("throttled by the API server" in r.getMessage() for r in caplog.records) == 2
+    await controller.recorder.flush()
+    assert [e for e in events(fake) if e[0] == "Warning"] == []
+
+
+async def test_a_write_still_throttled_at_its_third_try_is_reported_once_with_a_warning_event(
+        fake, kube, controllers, caplog):
+    controller = await controllers(api_timeout=0.5)
+    fake.fail("patch", "podgroups", 429, times=None, retry_after=1)
+    fake.put(managed_pg())
+    with caplog.at_level(logging.WARNING, "admit.controller"):
+        await create_workload(kube, deployment())
+        await eventually(lambda: len(fake.requests_for("podgroups", "PATCH")) >= 3, timeout=10)
+        await asyncio.sleep(0.2)
+    warnings = [r.getMessage() for r in caplog.records if "cannot update PodGroup team/web" in r.getMessage()]
+    assert len(warnings) == 1 and "429 TooManyRequests" in warnings[0]
+    await controller.recorder.flush()
+    assert [e[1] for e in events(fake) if e[0] == "Warning"] == ["PodGroupSyncFailed"]
+
+
 async def test_a_group_deleted_with_its_terminating_namespace_is_not_recreated_warned_or_retried(
         fake, kube, controllers, caplog):
     """Seen on the real control plane: deleting a namespace removes the PodGroup before the Deployment; the

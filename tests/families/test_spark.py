@@ -599,7 +599,7 @@ async def test_over_http_an_executor_whose_driver_cannot_be_found_gets_a_warning
             out, warnings = await admit_pod(client, executor)
             assert LABEL not in out["metadata"]["labels"]
             assert any(f"its driver pod {DRIVER} was not found" in w and "not gang-scheduled" in w for w in warnings)
-            fake.fail("get", "pods", 429, times=1)
+            fake.fail("get", "pods", 429, times=1, retry_after=30)  # longer than the budget: not retried
             out, warnings = await admit_pod(client, copy.deepcopy(executor))
             assert LABEL not in out["metadata"]["labels"]
             assert any(f"could not read its driver pod {DRIVER}" in w for w in warnings)

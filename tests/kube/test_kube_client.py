@@ -1,4 +1,5 @@
-"""The Kubernetes client admission uses: proxy resolved once, not per request; one time budget per request."""
+"""The Kubernetes client admission uses: proxy resolved once, not per request; one time budget per request; a throttled
+answer (429, a 5xx with Retry-After) retried as client-go retries it, within that budget."""
 
 import time
 
@@ -6,7 +7,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from admit.config import Config
-from admit.kube.client import Budget, KubeAPI, KubeError, resolve_proxy_once
+from admit.kube.client import Budget, KubeAPI, KubeError, resolve_proxy_once, retry_after_seconds
+from admit.kube.watchcache import KubeRaw
 from admit.testing.fake_kube import FakeKubeAPI
 
 
@@ -57,3 +59,49 @@ def test_the_api_budget_gives_each_call_what_is_left_and_refuses_one_once_it_is_
         budget.left()
     assert (used_up.value.status, used_up.value.reason) == (0, "Timeout")
     assert used_up.value.message == "API budget of 2.5s used up"
+
+
+@pytest.mark.parametrize("status, headers, wait", [
+    (429, {"Retry-After": "1"}, 1.0),  # API Priority and Fairness, the max-in-flight filter
+    (503, {"Retry-After": "3"}, 3.0),  # a Status with details.retryAfterSeconds
+    (500, {"Retry-After": "0"}, 0.0),
+    (429, {}, None),  # client-go's checkWait: no header, no wait (no retry)
+    (503, {}, None),
+    (409, {"Retry-After": "1"}, None),  # only 429 and 5xx
+    (429, {"Retry-After": "Fri, 31 Dec 1999 23:59:59 GMT"}, None),  # strconv.Atoi fails on a date
+    (429, {"Retry-After": "-1"}, None),
+])
+def test_retry_after_is_read_as_client_go_reads_it(status, headers, wait):
+    assert retry_after_seconds(status, headers) == wait
+    assert KubeError(status, "", "x", wait).throttled is (wait is not None)
+
+
+async def test_the_controllers_client_retries_a_throttled_request_within_its_timeout_and_not_past_it(fake):
+    async with fake.api_client() as api_client:
+        raw = KubeRaw(api_client, timeout=2.0)
+        fake.fail("list", "pods", 503, times=1, retry_after=1)
+        assert (await raw.request("GET", "/api/v1/pods"))["items"] == []
+        assert [r.status for r in fake.requests_for("pods")] == [503, 200]
+        fake.clear_requests()
+        fake.fail("list", "pods", 429, times=1, retry_after=2)  # 2 s cannot fit 2 s
+        with pytest.raises(KubeError) as throttled:
+            await raw.request("GET", "/api/v1/pods")
+        assert (throttled.value.status, throttled.value.retry_after, throttled.value.throttled) == (429, 2.0, True)
+        assert [r.status for r in fake.requests_for("pods")] == [429]
+        fake.clear_requests()
+        fake.fail("list", "pods", 500, times=1)  # no Retry-After: an error, not throttling
+        with pytest.raises(KubeError):
+            await raw.request("GET", "/api/v1/pods")
+        assert [r.status for r in fake.requests_for("pods")] == [500]
+
+
+async def test_a_throttled_call_is_retried_at_most_max_retries_times(fake, monkeypatch):
+    import admit.kube.client as kube_client
+
+    monkeypatch.setattr(kube_client, "MAX_RETRIES", 3)
+    async with fake.api_client() as api_client:
+        fake.fail("get", "podgroups", 429, times=None, retry_after=0)
+        with pytest.raises(KubeError) as throttled:
+            await KubeAPI(api_client, Config()).get_pod_group("default", "g", 5.0)
+        assert throttled.value.status == 429
+        assert len(fake.requests_for("podgroups")) == 4  # the call and three retries

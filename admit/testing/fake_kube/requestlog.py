@@ -79,6 +79,7 @@ class _Fault:
     reason: str = "InternalError"
     message: str | None = None
     seconds: float = 0.0
+    retry_after: int | None = None
 
     def matches(self, rec: RequestRecord) -> bool:
         return (_method_matches(self.method, rec) and _plural_matches(self.plural, rec)

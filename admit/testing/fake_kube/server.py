@@ -356,16 +356,23 @@ class FakeKubeAPI:
     # ---------------------------------------------------------------- faults
 
     def fail(self, method: str, plural: str, status: int = 500, times: int | None = 1, reason: str | None = None,
-             name: str | None = None, message: str | None = None) -> None:
+             name: str | None = None, message: str | None = None, retry_after: int | None = None) -> None:
         """Answer the next ``times`` (None: all) matching requests with a ``Status`` of HTTP ``status``.
 
         ``method``: an HTTP method ("GET" covers get, list and watch), a Kubernetes verb ("list", "watch",
         "create", "update", "patch", "delete", ...) or "*". ``plural``: "podgroups" (any subresource),
         "deployments/scale" (only that subresource) or "*". ``reason`` defaults from ``status`` (500 InternalError,
-        409 Conflict, 429 TooManyRequests with ``Retry-After: 1``...). ``name`` restricts to one object.
+        409 Conflict, 429 TooManyRequests...). ``name`` restricts to one object. ``retry_after`` (seconds) goes into
+        the ``Retry-After`` header and the Status' ``details.retryAfterSeconds``, as kube-apiserver's
+        ``responsewriters`` write a Status that carries it; a 429 has ``Retry-After: 1`` unless told otherwise (the
+        value API Priority and Fairness and the max-in-flight filter send, ``filters/maxinflight.go``
+        ``tooManyRequests``).
         """
+        if retry_after is None and status == 429:
+            retry_after = 1
         self._faults.append(_Fault("fail", method, plural, times, name, status,
-                                   reason or _REASON_BY_CODE.get(status, "InternalError"), message))
+                                   reason or _REASON_BY_CODE.get(status, "InternalError"), message,
+                                   retry_after=retry_after))
 
     def delay(self, method: str, plural: str, seconds: float, times: int | None = None) -> None:
         """Sleep ``seconds`` before answering the next ``times`` (None: all) matching requests (matching as in
@@ -1003,9 +1010,9 @@ class FakeKubeAPI:
                 if f.remaining is not None:
                     f.remaining -= 1
                 headers, details = {}, _details(rt, rec.name)
-                if f.status == 429:
-                    headers["Retry-After"] = "1"
-                    details["retryAfterSeconds"] = 1
+                if f.retry_after is not None:
+                    headers["Retry-After"] = str(f.retry_after)
+                    details["retryAfterSeconds"] = f.retry_after
                 raise ApiError(f.status, f.reason, f.message or f"injected failure: {f.status} {f.reason}",
                                details, headers)
         self._faults = [f for f in self._faults if f.remaining != 0]
