@@ -1,4 +1,4 @@
-"""API Priority and Fairness throttling admit's writes (issue 38, point 3): a 429 with ``Retry-After`` is retried
+"""API Priority and Fairness throttling admit's writes: a 429 with ``Retry-After`` is retried
 within the admission budget, as client-go retries it (``rest/with_retry.go`` ``checkWait``), and one that does not
 fit the budget still answers through the failure mode in time. The fake kube-apiserver answers the injected 429
 with ``Retry-After`` and ``details.retryAfterSeconds``, as kube-apiserver's filters do."""
