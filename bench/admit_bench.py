@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Benchmark of admit's admission hot path against the fastest aiohttp HTTPS handler on the same machine.
+"""Benchmark of admit's admission hot path against the fastest aiohttp HTTPS handler and a Go webhook on the same
+machine.
 
-Run from the root of a checkout after ``pip install .`` (or ``pip install '.[fast]'``)::
+Run from the root of a checkout after ``pip install .`` (or ``pip install '.[fast,bench]'``: ``bench`` brings a Go
+toolchain for the Go peer)::
 
     python -m bench.admit_bench            # full run, under 3 minutes
     python -m bench.admit_bench --quick    # under 30 seconds
@@ -14,15 +16,21 @@ What it does:
 2. starts ``admit serve`` (HTTPS, keep-alive, ``--api-server`` = the fake, ``--no-controller``) and, as the
    *baseline*, a bare aiohttp HTTPS handler (``python -m bench.baseline``, in another process) that parses the
    AdmissionReview and answers "allowed" with the request's uid: the floor for a Python HTTPS server here. Both use
-   admit's TLS settings, JSON backend and event loop;
-3. drives both from this process (the servers are separate processes, so their RSS is their own) with the
+   admit's TLS settings, JSON backend and event loop. When a Go toolchain is present (``bench/peers.py``), also the
+   Go peer (``bench/gowebhook``: ``net/http`` + ``crypto/tls`` + ``encoding/json``, the same decision as admit for
+   pods, no API calls); without one, one line says it is skipped;
+3. drives them from this process (the servers are separate processes, so their RSS and CPU are their own) with the
    AdmissionReviews of ``bench/reviews.py``, per mix: closed loop (``--connections`` keep-alive connections, as
-   fast as answers come; baseline and admit alternate in ``--rounds`` rounds and the best round of each counts,
-   which damps noise from other work on the machine), then open loop at each of ``--rates`` requests/s (requests
+   fast as answers come; the servers alternate in ``--rounds`` rounds; throughput and latency are each server's
+   best round, CPU per request its process's CPU (``/proc/<pid>/stat``) over all its rounds per request answered,
+   which load from other work on the machine changes less than throughput), then open loop at each of ``--rates`` requests/s (requests
    sent on a fixed schedule whatever the answers do; latency counted from the scheduled time, so a stall shows);
 4. tops admit up with mixed traffic until it has served the last of ``--rss-marks`` requests, reading its VmRSS
    (``/proc/<pid>/status``) when each mark is reached, and VmHWM (peak RSS) at the end;
-5. prints the tables and the benchmark's targets with PASS/FAIL; ``--json FILE`` writes every figure.
+5. measures the import floor: the RSS of a fresh interpreter that only imports admit's dependencies
+   (``bench/peers.py`` ``FLOOR_MODULES``), and admit's gap to it;
+6. prints the tables, admit's ratios to each peer and the benchmark's targets with PASS/FAIL; ``--json FILE``
+   writes every figure.
 
 Why this load generator (``bench/driver.py``): the driver is a minimal HTTP/1.1 keep-alive client on ``asyncio.Protocol`` + ``ssl``
 that writes pre-built requests and reads ``Content-Length`` bodies. On this 2-core machine the client and the
@@ -52,6 +60,7 @@ from bench.gang_scale import run_gang
 from bench.idle_connections import idle_probe, render_idle
 from bench.processes import MB, FakeAPI, Server, event_loop_name, free_port, proc_cpu_seconds, proc_memory, run, \
     scrape_metrics, write_certs
+from bench.peers import build_go_peer, import_floor
 from bench.reviews import MIXES, NAMESPACE, fill, scale_parent
 
 # --------------------------------------------------------------------------------------------------------------
@@ -89,45 +98,78 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
-async def measure(st: Settings, admit: Server, base: Server, fake: FakeAPI, ctx: ssl.SSLContext) -> dict[str, Any]:
+async def closed_rounds(st: Settings, drivers: dict[str, Driver], mix: Any, fake: FakeAPI) -> dict[str, Any]:
+    """``st.rounds`` closed-loop rounds of ``mix`` on every server, alternating (round ``i`` starts with server
+    ``i``, so no server always follows the same one). Throughput and latency are the best round's; CPU per request
+    is the server process's CPU over all its rounds (``/proc/<pid>/stat``) divided by the requests it answered in
+    them, which other work on the machine changes less than throughput."""
+    names = list(drivers)
+    best: dict[str, Sample] = {}
+    cpu = {name: 0.0 for name in names}
+    answered = {name: 0 for name in names}
+    seconds = {name: 0.0 for name in names}
+    admissions = 0
+    for i in range(st.rounds):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            d = drivers[name]
+            c0, d0, f0 = proc_cpu_seconds(d.server.pid), time.process_time(), proc_cpu_seconds(fake.proc.pid)
+            s = await d.closed_loop([mix], st.connections, st.seconds, st.max_requests)
+            cpu[name] += proc_cpu_seconds(d.server.pid) - c0
+            answered[name] += s.requests
+            seconds[name] += s.seconds
+            s.driver_cpu = (time.process_time() - d0) / s.seconds if s.seconds else 0.0
+            s.fake_cpu = (proc_cpu_seconds(fake.proc.pid) - f0) / s.seconds if s.seconds else 0.0
+            if name == "admit":
+                admissions += s.admissions
+            if name not in best or s.rps > best[name].rps:
+                best[name] = s
+    closed = {name: best[name].summary() | {
+        "server_cpu": round(cpu[name] / seconds[name], 3) if seconds[name] else 0.0,
+        "cpu_us_per_request": round(cpu[name] * 1e6 / answered[name], 1) if answered[name] else None,
+        "driver_cpu": round(best[name].driver_cpu, 2), "fake_api_cpu": round(best[name].fake_cpu, 2)}
+        for name in names}
+    return {"closed": closed, "admissions": admissions}
+
+
+def ratios(closed: dict[str, Any]) -> dict[str, float | None]:
+    """admit's figures over each peer's: throughput (``admit/<peer>``) and CPU per request (``cpu admit/<peer>``)."""
+    admit = closed["admit"]
+    out: dict[str, float | None] = {}
+    for peer, c in closed.items():
+        if peer == "admit":
+            continue
+        out[f"admit/{peer}"] = round(admit["rps"] / c["rps"], 3) if c["rps"] else None
+        out[f"cpu admit/{peer}"] = round(admit["cpu_us_per_request"] / c["cpu_us_per_request"], 3) \
+            if admit["cpu_us_per_request"] and c["cpu_us_per_request"] else None
+    return out
+
+
+async def measure(st: Settings, servers: dict[str, Server], fake: FakeAPI, ctx: ssl.SSLContext) -> dict[str, Any]:
     pool = max(st.connections, 32)
-    drivers = {"baseline": Driver(base, ctx, pool, []), "admit": Driver(admit, ctx, pool, st.marks)}
+    admit = servers["admit"]
+    drivers = {name: Driver(srv, ctx, pool, st.marks if name == "admit" else []) for name, srv in servers.items()}
     for d in drivers.values():
         await d.connect()
     mixes = [MIXES[m] for m in st.mixes]
     result: dict[str, Any] = {"mixes": {}, "memory": {}}
-    result["memory"]["admit_idle_mb"] = proc_memory(admit.pid)["rss"]
-    result["memory"]["baseline_idle_mb"] = proc_memory(base.pid)["rss"]
+    result["memory"]["idle_mb"] = {name: proc_memory(srv.pid)["rss"] for name, srv in servers.items()}
+    result["memory"]["admit_idle_mb"] = result["memory"]["idle_mb"]["admit"]
     # warm-up: every code path once, connections open
     for d in drivers.values():
         await d.closed_loop(mixes, st.connections, st.warmup, max(4 * len(mixes), min(st.max_requests, 10**9)))
     for mix in mixes:
-        out: dict[str, Any] = {"title": mix.title, "body_bytes": mix.body_sizes(), "closed": {}, "open": {}}
+        out: dict[str, Any] = {"title": mix.title, "body_bytes": mix.body_sizes(), "open": {}}
         api_before = fake.total()
         counts_before = fake.counts()
-        admissions = 0
-        best: dict[str, Sample] = {}
-        cpu: dict[str, float] = {}
-        for _ in range(st.rounds):
-            for name in ("baseline", "admit"):
-                d = drivers[name]
-                c0, d0, f0 = proc_cpu_seconds(d.server.pid), time.process_time(), proc_cpu_seconds(fake.proc.pid)
-                s = await d.closed_loop([mix], st.connections, st.seconds, st.max_requests)
-                s.driver_cpu = (time.process_time() - d0) / s.seconds if s.seconds else 0.0
-                s.fake_cpu = (proc_cpu_seconds(fake.proc.pid) - f0) / s.seconds if s.seconds else 0.0
-                if name == "admit":
-                    admissions += s.admissions
-                if name not in best or s.rps > best[name].rps:
-                    best[name] = s
-                    cpu[name] = (proc_cpu_seconds(d.server.pid) - c0) / s.seconds if s.seconds else 0.0
-        for name, s in best.items():
-            out["closed"][name] = s.summary() | {"server_cpu": round(cpu[name], 3), "driver_cpu": round(s.driver_cpu, 2),
-                                                "fake_api_cpu": round(s.fake_cpu, 2)}
-        out["ratio"] = round(best["admit"].rps / best["baseline"].rps, 3) if best["baseline"].rps else None
+        rounds = await closed_rounds(st, drivers, mix, fake)
+        out["closed"] = rounds["closed"]
+        admissions = rounds["admissions"]
+        out["ratios"] = ratios(out["closed"])
+        out["ratio"] = out["ratios"]["admit/baseline"]
         for rate in st.rates:
             out["open"][str(int(rate))] = {}
-            for name in ("baseline", "admit"):
-                s = await drivers[name].open_loop(mix, rate, st.open_seconds, st.max_requests)
+            for name, d in drivers.items():
+                s = await d.open_loop(mix, rate, st.open_seconds, st.max_requests)
                 if name == "admit":
                     admissions += s.admissions
                 out["open"][str(int(rate))][name] = s.summary()
@@ -138,23 +180,27 @@ async def measure(st: Settings, admit: Server, base: Server, fake: FakeAPI, ctx:
                                if v != counts_before.get(k, 0)}
         out["admissions"] = admissions
         out["api_calls_per_admission"] = round(api_calls / admissions, 4) if admissions else None
-        out["memory_mb"] = {"admit": proc_memory(admit.pid), "baseline": proc_memory(base.pid)}
+        out["memory_mb"] = {name: proc_memory(srv.pid) for name, srv in servers.items()}
         result["mixes"][mix.name] = out
-    # top up to the last RSS mark with mixed traffic: pods mostly, as in a cluster
-    soak_mix = [MIXES["known-group"], MIXES["no-group"]] * 4 + [MIXES["deployment"], MIXES["scale"]]
-    soak_start = time.monotonic()
-    while drivers["admit"].marks:
-        left = drivers["admit"].marks[-1] - admit.requests
-        await drivers["admit"].closed_loop(soak_mix, st.connections, 3600.0, max(left, 1))
-    result["memory"]["soak_seconds"] = round(time.monotonic() - soak_start, 1)
-    result["memory"]["admit_rss_at_mb"] = {str(k): v for k, v in sorted(drivers["admit"].mark_rss.items())}
-    result["memory"]["admit_peak_mb"] = proc_memory(admit.pid)["hwm"]
-    result["memory"]["baseline_peak_mb"] = proc_memory(base.pid)["hwm"]
+    await soak(st, drivers["admit"], admit, result["memory"])
+    result["memory"]["peak_mb"] = {name: proc_memory(srv.pid)["hwm"] for name, srv in servers.items()}
+    result["memory"]["admit_peak_mb"] = result["memory"]["peak_mb"]["admit"]
+    result["memory"]["requests"] = {name: srv.requests for name, srv in servers.items()}
     result["memory"]["admit_requests"] = admit.requests
-    result["memory"]["baseline_requests"] = base.requests
     for d in drivers.values():
         d.close()
     return result
+
+
+async def soak(st: Settings, driver: Driver, admit: Server, memory: dict[str, Any]) -> None:
+    """Top admit up to the last RSS mark with mixed traffic (pods mostly, as in a cluster); the RSS at each mark."""
+    soak_mix = [MIXES["known-group"], MIXES["no-group"]] * 4 + [MIXES["deployment"], MIXES["scale"]]
+    soak_start = time.monotonic()
+    while driver.marks:
+        left = driver.marks[-1] - admit.requests
+        await driver.closed_loop(soak_mix, st.connections, 3600.0, max(left, 1))
+    memory["soak_seconds"] = round(time.monotonic() - soak_start, 1)
+    memory["admit_rss_at_mb"] = {str(k): v for k, v in sorted(driver.mark_rss.items())}
 
 
 def metrics_cost(calls: int = 200_000) -> dict[str, Any] | None:
@@ -179,6 +225,13 @@ def metrics_cost(calls: int = 200_000) -> dict[str, Any] | None:
     return {"us_per_request": round(best / calls * 1e6, 3), "calls": calls}
 
 
+GO_CPU_TARGET = 0.8
+"""admit's CPU per known-group request at most this times the Go peer's, in the same run."""
+
+FLOOR_GAP_MB = 10.0
+"""admit's RSS at idle and after the run at most this many MiB above the import floor."""
+
+
 def check_targets(result: dict[str, Any], marks: list[int]) -> list[tuple[str, bool]]:
     """The benchmark's targets, each ``(description with the figure, met)``."""
     checks = []
@@ -188,6 +241,10 @@ def check_targets(result: dict[str, Any], marks: list[int]) -> list[tuple[str, b
             continue
         ratio = m["ratio"] or 0.0
         checks.append((f"{name}: throughput {ratio:.2f} x baseline (>= 0.70)", ratio >= 0.7))
+        cpu_go = m["ratios"].get("cpu admit/go")
+        if name == "known-group" and cpu_go is not None:
+            checks.append((f"{name}: CPU per request {cpu_go:.2f} x the Go webhook's (<= {GO_CPU_TARGET})",
+                           cpu_go <= GO_CPU_TARGET))
         per = m["api_calls_per_admission"]
         checks.append((f"{name}: {per} Kubernetes API calls per pod (0)", per == 0))
         o = m["open"].get("500", {}).get("admit")
@@ -197,6 +254,11 @@ def check_targets(result: dict[str, Any], marks: list[int]) -> list[tuple[str, b
     peak = mem["admit_peak_mb"]
     checks.append((f"admit peak RSS {peak:.1f} MiB (<= 120 MB)", peak * MB <= 120e6))
     at = mem["admit_rss_at_mb"]
+    floor = mem.get("floor_mb")
+    if floor:
+        for when, rss in [("idle", mem["admit_idle_mb"])] + [(f"after {int(k):,} requests", v) for k, v in at.items()]:
+            checks.append((f"admit RSS {when} {rss:.1f} MiB, {rss - floor:+.1f} MiB over the import floor of "
+                           f"{floor:.1f} MiB (<= {FLOOR_GAP_MB:g})", rss - floor <= FLOOR_GAP_MB))
     if len(marks) >= 2 and str(marks[0]) in at and str(marks[-1]) in at:
         a, b = at[str(marks[0])], at[str(marks[-1])]
         growth = (b - a) / a * 100
@@ -209,72 +271,113 @@ def _ms(x: float) -> str:
     return f"{x:.2f}"
 
 
+PEER_NAMES = {"baseline": "aiohttp baseline", "go": "Go webhook", "admit": "admit"}
+
+
+def render_closed(result: dict[str, Any]) -> list[str]:
+    """The closed-loop table, one row per mix and server, and admit's ratios to each peer per mix."""
+    lines = [
+        "Closed loop (max throughput; one admission = the requests kube-apiserver sends for one object; CPU per "
+        "request over all rounds of a server, the rest from its best round)",
+        "",
+        "| mix | server | requests/s | admissions/s | p50 ms | p99 ms | p99.9 ms | CPU us/request | "
+        "server CPU (cores) | driver CPU | API calls per admission | RSS / peak MiB | errors |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, m in result["mixes"].items():
+        steps = len(MIXES[name].steps)
+        for server, c in m["closed"].items():
+            api = f"{m['api_calls_per_admission']:g}" if server == "admit" else ""
+            mem = m["memory_mb"][server]
+            us = c.get("cpu_us_per_request")
+            lines.append(
+                f"| {name} | {server} | {c['rps']:.0f} | {c['rps'] / steps:.0f} | {_ms(c['p50_ms'])} | "
+                f"{_ms(c['p99_ms'])} | {_ms(c['p999_ms'])} | {us if us is not None else float('nan'):.0f} | "
+                f"{c['server_cpu']:.2f} | {c['driver_cpu']:.2f} | {api} | {mem['rss']:.1f} / {mem['hwm']:.1f} | "
+                f"{c['errors']} |"
+            )
+    lines += ["", "admit against each peer (CPU per request: lower is better for admit below 1.00; throughput: "
+              "higher is better above 1.00)", "",
+              "| mix | peer | admit CPU per request / peer's | admit throughput / peer's |", "|---|---|---:|---:|"]
+    for name, m in result["mixes"].items():
+        for peer in m["closed"]:
+            if peer == "admit":
+                continue
+            cpu, rps = m["ratios"][f"cpu admit/{peer}"], m["ratios"][f"admit/{peer}"]
+            lines.append(f"| {name} | {PEER_NAMES.get(peer, peer)} | {cpu if cpu is not None else float('nan'):.2f} | "
+                         f"{rps if rps is not None else float('nan'):.2f} |")
+    return lines
+
+
+def render_memory(result: dict[str, Any]) -> list[str]:
+    """RSS of admit (idle, at each mark, peak) and of the peers, and the import floor with admit's gap to it."""
+    mem = result["memory"]
+    at = ", ".join(f"after {int(k):,} requests {v:.1f} MiB" for k, v in mem["admit_rss_at_mb"].items())
+    lines = ["", "Memory (/proc/<pid>/status)", "",
+             f"- admit RSS idle {mem['admit_idle_mb']:.1f} MiB; {at}; peak (VmHWM) {mem['admit_peak_mb']:.1f} MiB "
+             f"after {mem['admit_requests']:,} requests"]
+    for name, idle in mem["idle_mb"].items():
+        if name != "admit":
+            lines.append(f"- {PEER_NAMES.get(name, name)} RSS idle {idle:.1f} MiB; peak {mem['peak_mb'][name]:.1f} MiB")
+    floor = mem.get("floor_mb")
+    if floor:
+        last = list(mem["admit_rss_at_mb"].values())[-1] if mem["admit_rss_at_mb"] else mem["admit_idle_mb"]
+        lines.append(f"- import floor {floor:.1f} MiB: a fresh interpreter that imports {', '.join(mem['floor_modules'])}"
+                     f"; admit is {mem['admit_idle_mb'] - floor:+.1f} MiB over it idle, {last - floor:+.1f} MiB "
+                     "after the run")
+    return lines
+
+
 def render(result: dict[str, Any], st: Settings, meta: dict[str, Any]) -> str:
     """The report as Markdown tables (what docs/performance.md shows)."""
     lines = [
         f"admit {meta['admit_version']} | Python {meta['python']} | JSON {meta['json']} | loop {meta['loop']} | "
         f"{meta['cpus']} CPUs | load average before {meta['loadavg_before']}, after {meta['loadavg_after']}",
-        f"closed loop: {st.connections} keep-alive connections, best of {st.rounds} x {st.seconds:g} s per server; "
-        f"open loop: {', '.join(str(int(r)) for r in st.rates)} requests/s for {st.open_seconds:g} s",
+        f"closed loop: {st.connections} keep-alive connections, {st.rounds} alternating rounds x {st.seconds:g} s per "
+        f"server; open loop: {', '.join(str(int(r)) for r in st.rates)} requests/s for {st.open_seconds:g} s",
+        f"peers: aiohttp baseline (bench/baseline.py); Go webhook: {meta['go']}",
         "",
-        "Closed loop (max throughput; one admission = the requests kube-apiserver sends for one object)",
-        "",
-        "| mix | server | requests/s | admissions/s | p50 ms | p99 ms | p99.9 ms | admit/baseline | "
-        "server CPU (cores) | CPU us/request | driver CPU | API calls per admission | RSS / peak MiB | errors |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *render_closed(result),
     ]
-    for name, m in result["mixes"].items():
-        for server in ("baseline", "admit"):
-            c = m["closed"][server]
-            steps = len(MIXES[name].steps)
-            ratio = f"{m['ratio']:.2f}" if server == "admit" and m["ratio"] is not None else ""
-            api = f"{m['api_calls_per_admission']:g}" if server == "admit" else ""
-            mem = m["memory_mb"][server]
-            us = c["server_cpu"] * 1e6 / c["rps"] if c["rps"] else float("nan")
-            lines.append(
-                f"| {name} | {server} | {c['rps']:.0f} | {c['rps'] / steps:.0f} | {_ms(c['p50_ms'])} | "
-                f"{_ms(c['p99_ms'])} | {_ms(c['p999_ms'])} | {ratio} | {c['server_cpu']:.2f} | {us:.0f} | "
-                f"{c['driver_cpu']:.2f} | {api} | {mem['rss']:.1f} / {mem['hwm']:.1f} | {c['errors']} |"
-            )
     lines += ["", "Open loop (fixed request rate, sent whatever the answers do; latency includes waiting for a free "
               "connection)", "",
               "| mix | requests/s | server | p50 ms | p99 ms | p99.9 ms | requests | errors |",
               "|---|---:|---|---:|---:|---:|---:|---:|"]
     for name, m in result["mixes"].items():
         for rate, per in m["open"].items():
-            for server in ("baseline", "admit"):
-                o = per[server]
+            for server, o in per.items():
                 lines.append(f"| {name} | {rate} | {server} | {_ms(o['p50_ms'])} | {_ms(o['p99_ms'])} | "
                              f"{_ms(o['p999_ms'])} | {o['requests']} | {o['errors']} |")
-    mem = result["memory"]
-    at = ", ".join(f"after {int(k):,} requests {v:.1f} MiB" for k, v in mem["admit_rss_at_mb"].items())
-    lines += ["", "Memory (admit serve process, /proc/<pid>/status)", "",
-              f"- admit RSS idle {mem['admit_idle_mb']:.1f} MiB; {at}; peak (VmHWM) {mem['admit_peak_mb']:.1f} MiB "
-              f"after {mem['admit_requests']:,} requests",
-              f"- baseline RSS idle {mem['baseline_idle_mb']:.1f} MiB; peak {mem['baseline_peak_mb']:.1f} MiB",
-              "", "Kubernetes API calls per mix (admit, all phases of the mix)", ""]
+    lines += render_memory(result)
+    lines += ["", "Kubernetes API calls per mix (admit, all phases of the mix)", ""]
     for name, m in result["mixes"].items():
         by = ", ".join(f"{k} {v}" for k, v in sorted(m["api_calls_by"].items())) or "none"
         fake_cpu = m["closed"]["admit"].get("fake_api_cpu", 0.0)
         lines.append(f"- {name}: {m['api_calls']} calls for {m['admissions']} admissions ({by}); the fake API used "
                      f"{fake_cpu:.2f} cores of the same machine during admit's closed loop")
-    cost = (result.get("metrics") or {}).get("cost")
-    if cost:
-        known = result["mixes"].get("known-group", {}).get("closed", {}).get("admit")
-        per_request = known["server_cpu"] * 1e6 / known["rps"] if known and known["rps"] else None
-        share = f", {cost['us_per_request'] / per_request:.1%} of admit's CPU per known-group request" \
-            if per_request else ""
-        scraped = result["metrics"].get("scraped_requests_total") or {}
-        lines += ["", "Metrics (admit/observability/metrics.py)", "",
-                  f"- per request: {cost['us_per_request']:.2f} us in-process (WebhookRecorder started + answered, "
-                  f"best of 5 x {cost['calls']:,} calls){share}",
-                  "- /metrics after the run: controller_runtime_webhook_requests_total "
-                  + (", ".join(f"{k} = {v:,.0f}" for k, v in sorted(scraped.items())) or "not scraped")
-                  + f" (the driver sent {result['metrics']['requests_sent']:,} requests)"]
+    lines += render_metrics(result)
     lines += ["", "Targets", ""]
     for text, ok in result["targets"]:
         lines.append(f"- {'PASS' if ok else 'FAIL'} {text}")
     return "\n".join(lines)
+
+
+def render_metrics(result: dict[str, Any]) -> list[str]:
+    """What admit's per-request metrics cost in-process, and what its /metrics counted."""
+    cost = (result.get("metrics") or {}).get("cost")
+    if not cost:
+        return []
+    known = result["mixes"].get("known-group", {}).get("closed", {}).get("admit")
+    per_request = known.get("cpu_us_per_request") if known else None
+    share = f", {cost['us_per_request'] / per_request:.1%} of admit's CPU per known-group request" \
+        if per_request else ""
+    scraped = result["metrics"].get("scraped_requests_total") or {}
+    return ["", "Metrics (admit/observability/metrics.py)", "",
+            f"- per request: {cost['us_per_request']:.2f} us in-process (WebhookRecorder started + answered, "
+            f"best of 5 x {cost['calls']:,} calls){share}",
+            "- /metrics after the run: controller_runtime_webhook_requests_total "
+            + (", ".join(f"{k} = {v:,.0f}" for k, v in sorted(scraped.items())) or "not scraped")
+            + f" (the driver sent {result['metrics']['requests_sent']:,} requests)"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -293,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated request counts at which admit's RSS is read (default 50000,100000)")
     p.add_argument("--max-requests", type=int, default=10**12,
                    help="cap on requests per phase (tests use a tiny one)")
+    p.add_argument("--no-go", action="store_true",
+                   help="leave the Go webhook peer out even when a Go toolchain is present (no build)")
     p.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (certs, server logs)")
@@ -336,23 +441,34 @@ def main(argv: list[str] | None = None) -> int:
         "--api-server", fake.url, "--no-controller", "--log-level", "warning", "--shutdown-delay", "0",
         *(["--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1"] if metrics_port else []),
     ], admit_port, tmp / "admit.log")
-    base_srv = Server("baseline", [
+    servers = {"baseline": Server("baseline", [
         sys.executable, "-m", "bench.baseline", "--port", str(base_port),
         "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
-    ], base_port, tmp / "baseline.log")
+    ], base_port, tmp / "baseline.log")}
+    go_binary, go_note = build_go_peer(tmp) if not args.no_go else (None, "skipped (--no-go)")
+    if go_binary is not None:
+        go_port = free_port()
+        servers["go"] = Server("Go webhook", [str(go_binary), "-addr", f"127.0.0.1:{go_port}", "-cert",
+                                              str(certs / "tls.crt"), "-key", str(certs / "tls.key")],
+                               go_port, tmp / "go.log")
+    else:
+        print(f"Go webhook: {go_note}", file=sys.stderr)
+    servers["admit"] = admit_srv
     try:
-        admit_srv.wait_ready(ctx)
-        base_srv.wait_ready(ctx)
+        for srv in servers.values():
+            srv.wait_ready(ctx)
         parent = scale_parent()
         parent["metadata"]["namespace"] = NAMESPACE
         fake.store(parent)
-        result = run(measure(st, admit_srv, base_srv, fake, ctx))
+        result = run(measure(st, servers, fake, ctx))
         result["metrics"] = {"scraped_requests_total": scrape_metrics(metrics_port) if metrics_port else None,
                              "requests_sent": admit_srv.requests, "cost": metrics_cost()}
     finally:
-        admit_rc = admit_srv.stop()
-        base_srv.stop()
+        exit_codes = {name: srv.stop() for name, srv in servers.items()}
         fake.stop()
+    admit_rc = exit_codes["admit"]
+    floor = import_floor()
+    result["memory"]["floor_mb"], result["memory"]["floor_modules"] = floor["rss_mb"], floor["modules"]
     admit_log = (tmp / "admit.log").read_text(errors="replace")
     result["targets"] = check_targets(result, st.marks)
     meta = {
@@ -360,13 +476,13 @@ def main(argv: list[str] | None = None) -> int:
         "loop": event_loop_name(), "cpus": os.cpu_count(), "loadavg_before": loadavg_before,
         "loadavg_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "seconds": round(time.monotonic() - started, 1), "admit_exit_code": admit_rc,
+        "go": go_note if go_binary is None else f"bench/gowebhook built with {go_note}",
     }
     result["meta"] = meta
     print(render(result, st, meta))
     print(f"\n(run took {meta['seconds']} s; admit serve exited with {admit_rc})")
-    errors = sum(m["closed"][s]["errors"] for m in result["mixes"].values() for s in ("admit", "baseline"))
-    errors += sum(o[s]["errors"] for m in result["mixes"].values() for o in m["open"].values()
-                  for s in ("admit", "baseline"))
+    errors = sum(c["errors"] for m in result["mixes"].values() for c in m["closed"].values())
+    errors += sum(o["errors"] for m in result["mixes"].values() for per in m["open"].values() for o in per.values())
     if errors:
         print(f"\n{errors} requests failed; admit's log:\n{admit_log[-3000:]}", file=sys.stderr)
     if args.json:

@@ -150,6 +150,8 @@ class Driver:
 
     async def _send(self, conn: Connection, mix: Mix, path: str, parts: Any, n: int, sample: Sample) -> bytes | None:
         data = http_request(path, self.server.port, fill(parts, n))
+        if conn.closed:  # closed by the server while it idled (Go closes a connection whose first request is late)
+            await self._reconnect(conn)
         try:
             answer = await conn.request(data)
         except (ConnectionError, BadAnswer) as e:

@@ -21,7 +21,7 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), str(ROOT)]), "ADMIT_EVENT_LOOP": "asyncio"}
     proc = subprocess.run(
         [sys.executable, *BENCH, "--quick", "--max-requests", "24", "--rates", "200", "--rss-marks", "150,300",
-         "--json", str(out)],
+         "--no-go", "--json", str(out)],  # the suite never builds the Go peer
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -30,6 +30,7 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
 
     assert result["meta"]["json"] == "json" and result["meta"]["loop"] == "asyncio"
     assert result["meta"]["admit_exit_code"] == 0
+    assert "Go webhook: skipped (--no-go)" in proc.stderr and result["meta"]["go"] == "skipped (--no-go)"
     assert list(result["mixes"]) == ["known-group", "no-group", "deployment", "scale"]
     for name, mix in result["mixes"].items():
         for server in ("baseline", "admit"):
@@ -38,7 +39,8 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
             assert 0 < closed["p50_ms"] <= closed["p99_ms"] <= closed["p999_ms"]
             opened = mix["open"]["200"][server]
             assert opened["requests"] >= 1 and opened["errors"] == 0
-        assert mix["ratio"] > 0
+        assert mix["ratio"] > 0 and mix["ratios"]["cpu admit/baseline"] > 0
+        assert set(mix["closed"]) == {"baseline", "admit"}  # no Go peer row without a Go build
         assert f"| {name} | admit |" in report and f"| {name} | baseline |" in report
     per = {name: mix["api_calls_per_admission"] for name, mix in result["mixes"].items()}
     assert per == {"known-group": 0, "no-group": 0, "deployment": 1, "scale": 1}
@@ -50,6 +52,8 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
     assert memory["admit_requests"] >= 300
     assert 0 < memory["admit_idle_mb"] <= memory["admit_peak_mb"]
     assert "after 150 requests" in report and "after 300 requests" in report
+    assert 10 < memory["floor_mb"] < memory["admit_idle_mb"] and "aiohttp.web" in memory["floor_modules"]
+    assert re.search(r"import floor [\d.]+ MiB: .*admit is \+[\d.]+ MiB over it idle", report), report
     assert "Targets" in report and ("PASS" in report or "FAIL" in report)
 
     scraped = result["metrics"]["scraped_requests_total"]  # admit serve ran with --metrics-port, as the chart does

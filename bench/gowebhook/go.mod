@@ -1,0 +1,3 @@
+module admit.dev/bench/gowebhook
+
+go 1.22
