@@ -42,7 +42,9 @@ def service_account(namespace: str, name: str) -> JSON:
 
 def controller_ref(owner: JSON, *, block: bool = True) -> JSON:
     """``metav1.NewControllerRef(owner, gvk)`` / ``ctrl.SetControllerReference``: ``controller: true`` and
-    ``blockOwnerDeletion: true``."""
+    ``blockOwnerDeletion: true``. The group, version and kind are ``owner``'s own fields, so ``owner`` must be an
+    object as a GET or a write answers it (or a custom resource as listed): a built-in kind's list items carry no
+    ``apiVersion``/``kind`` (the operators take them from their scheme; LWS's ``_owner`` does so)."""
     meta = owner["metadata"]
     return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"],
             "controller": True, "blockOwnerDeletion": block}
