@@ -31,7 +31,35 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
     its own admission (a refusal there lands with the user), and a refusal of a cluster KubeRay made names the
     RayJob/RayService and its fields.
   A RayJob with ``clusterSelector`` and no ``rayClusterSpec`` runs on an existing cluster: nothing to gang.
-- ``minResources``: the head first, then the worker groups in order, up to minMember pods.
+- ``minResources``: the head first, then the worker groups in order, up to minMember pods, each pod as KubeRay
+  builds it (:func:`kuberay_pod_spec`): the head with the autoscaler sidecar when ``enableInTreeAutoscaling``
+  (``common/pod.go`` ``BuildAutoscalerContainer``: requests 500m CPU / 512Mi, or ``autoscalerOptions.resources``,
+  ``mergeAutoscalerOverrides``), each worker with the ``wait-gcs-ready`` init container (``DefaultWorkerPodTemplate``:
+  200m / 256Mi, unless the operator runs with ``ENABLE_INIT_CONTAINER_INJECTION=false``, which admit cannot see).
+  Not counted: the history-server collector sidecar (feature gate ``RayClusterHistoryServer``, alpha, off by default
+  in v1.7.0).
+- **Later writes** (KubeRay v1.7.0 and the Ray autoscaler; docs/compatibility.md lists each with its test):
+
+  - the autoscaler's JSON patch of ``rayclusters/<name>`` (ray-project/ray
+    ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py`` ``_submit_raycluster_patch``) moves a worker
+    group's ``replicas`` within ``[minReplicas, maxReplicas]`` and sets ``scaleStrategy.workersToDelete``: it may
+    take the cluster down to 1 head + Σ minReplicas × numOfHosts (its *floor*). One rule, at every write: an autoscaling cluster whose
+    minMember is above the floor is refused (:func:`_autoscaler_floor`), so the user's own write names the fix and
+    the autoscaler's PATCH, which never changes the floor, is judged as the write before it;
+  - a RayService's incremental upgrade (feature gate ``RayServiceIncrementalUpgrade``, Beta, on in v1.7.0;
+    ``upgradeStrategy.type: NewClusterWithIncrementalUpgrade``, which needs the autoscaler) creates the pending
+    cluster with every worker ``replicas`` nil (``constructRayClusterForRayService``); the CRD defaults it to 0
+    (``raycluster_types.go``: ``+kubebuilder:default:=0``) and KubeRay runs ``minReplicas``
+    (``GetWorkerGroupDesiredReplicas``): the floor again;
+  - a finished RayJob's ``DeleteWorkers`` deletion policy (feature gate ``RayJobDeletionPolicy``, Beta, on since
+    v1.6.0; ``rayjob_controller.go`` ``suspendWorkerGroups``) sets ``suspend: true`` on every worker group: those
+    pods go, and the gang becomes what is left (:func:`_suspended_cap`): the head;
+  - a running RayCluster annotated (an UPDATE whose stored object was no gang): KubeRay changes no running pod for a
+    template change (only ``upgradeStrategy.type: Recreate`` deletes them all, ``shouldRecreatePodsForUpgrade``),
+    so its pods would stay outside the gang and every pod made later would wait for a quorum that never comes:
+    refused with the fix (:func:`running_update`). A running RayJob or RayService annotated: KubeRay copies the
+    annotations only onto a cluster it makes, so the current one never sees them: allowed with a warning saying
+    when it takes effect.
 - KubeRay gangs a cluster itself when it carries the label ``ray.io/gang-scheduling-enabled`` (with the operator
   started with ``--batch-scheduler=scheduler-plugins``: PodGroup named after the RayCluster, minMember desired
   replicas + 1, one per RayCluster). A RayJob's or RayService's labels reach the RayCluster KubeRay makes. admit
@@ -54,10 +82,10 @@ import hashlib
 from typing import Any
 
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, below_min_member, check_group_name, \
-    choose_group_name, get_path, \
-    int_field
+from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Resolver, below_min_member, \
+    check_group_name, choose_group_name, get_path, int_field, min_member_source, parse_gang_annotations
 from .shared import (
+    Rollout,
     WorkloadKind,
     controller_owner,
     defer_to_operator,
@@ -68,7 +96,8 @@ from .shared import (
 )
 
 __all__ = ["RAYCLUSTER", "RAYJOB", "RAYSERVICE", "KINDS", "resolve_ray", "ray_pods", "kuberay_parent",
-           "cluster_group_name", "GANG_LABEL", "SCHEDULER_LABEL", "KUBERAY_BATCH_SCHEDULERS", "batch_scheduler_note"]
+           "cluster_group_name", "GANG_LABEL", "SCHEDULER_LABEL", "KUBERAY_BATCH_SCHEDULERS", "batch_scheduler_note",
+           "kuberay_pod_spec", "running_update", "AUTOSCALER_RESOURCES", "WAIT_GCS_READY_RESOURCES"]
 
 GROUP = "ray.io"
 GANG_LABEL = "ray.io/gang-scheduling-enabled"
@@ -120,8 +149,9 @@ def batch_scheduler_note(ref: str, config: Config) -> str:
 
 
 def ray_pods(cluster: dict[str, Any], prefix: tuple[str, ...], ref: str) -> tuple[list[dict[str, Any]], bool]:
-    """``([{"where", "path", "pod_spec", "desired", "minimum"}, ...], autoscaling)``: the head (always 1 pod) then
-    each worker group, with its desired pods and its autoscaler minimum (both × numOfHosts).
+    """``([{"where", "path", "pod_spec", "desired", "minimum", "suspended"}, ...], autoscaling)``: the head (always 1
+    pod) then each worker group, with its desired pods and its autoscaler minimum (both × numOfHosts, both 0 for a
+    group KubeRay suspended).
 
     Raises:
         GangError (400): no ``headGroupSpec.template.spec``, a worker group without a template, a bad count, or
@@ -132,7 +162,7 @@ def ray_pods(cluster: dict[str, Any], prefix: tuple[str, ...], ref: str) -> tupl
         raise GangError(f"{ref} has no {'.'.join(prefix)}.headGroupSpec.template.spec: a Ray cluster needs a head pod "
                         "template", 400)
     out = [{"where": "head group", "path": prefix + ("headGroupSpec", "template"), "pod_spec": head, "desired": 1,
-            "minimum": 1}]
+            "minimum": 1, "suspended": False}]
     groups = cluster.get("workerGroupSpecs") or []
     if not isinstance(groups, list):
         raise GangError(f"{ref}: {'.'.join(prefix)}.workerGroupSpecs must be a list of worker groups", 400)
@@ -148,10 +178,12 @@ def ray_pods(cluster: dict[str, Any], prefix: tuple[str, ...], ref: str) -> tupl
         if min_r > max_r:
             raise GangError(f"{ref}: {where} has minReplicas={min_r} above maxReplicas={max_r}; KubeRay refuses it", 400)
         desired = min(max(replicas if replicas is not None else min_r, min_r), max_r)
-        if g.get("suspend") is True:
+        suspended = g.get("suspend") is True
+        if suspended:
             desired = min_r = 0
         out.append({"where": f"worker group {g.get('groupName') or i}", "path": prefix + ("workerGroupSpecs", str(i), "template"),
-                    "pod_spec": g["template"]["spec"], "desired": desired * hosts, "minimum": min_r * hosts})
+                    "pod_spec": g["template"]["spec"], "desired": desired * hosts, "minimum": min_r * hosts,
+                    "suspended": suspended})
     return out, cluster.get("enableInTreeAutoscaling") is True
 
 
@@ -181,19 +213,84 @@ def _place_group(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, conf
         plan.group_name = choose_group_name(obj, ann, plan.targets, config, kind, name)
 
 
-def _ray_min_member(ann: GangAnnotations, pods: list[dict[str, Any]], autoscaling: bool, total: int, ref: str,
-                    warnings: list[str]) -> int:
-    """The gang's minMember: the annotation, else every desired pod (``total``); with in-tree autoscaling, else the
-    autoscaler's minimum (1 head + Σ minReplicas × numOfHosts), and a warning appended to ``warnings`` when the
-    annotation asks for more than that minimum."""
+#: The autoscaler sidecar's resources (``common/pod.go`` ``BuildAutoscalerContainer``, KubeRay v1.7.0), replaced
+#: whole by ``autoscalerOptions.resources`` (``mergeAutoscalerOverrides``).
+AUTOSCALER_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}
+#: The ``wait-gcs-ready`` init container KubeRay adds to every worker pod (``DefaultWorkerPodTemplate``, v1.7.0).
+WAIT_GCS_READY_RESOURCES = {"requests": {"cpu": "200m", "memory": "256Mi"},
+                            "limits": {"cpu": "200m", "memory": "256Mi"}}
+
+
+def kuberay_pod_spec(pod_spec: dict[str, Any], cluster: dict[str, Any], head: bool) -> dict[str, Any]:
+    """The ``spec`` of a head (``head``) or worker pod as KubeRay v1.7.0 builds it from template spec ``pod_spec`` of
+    RayClusterSpec ``cluster``, as far as its requests go (a new dict; ``pod_spec`` is not changed): the head gets
+    the ``autoscaler`` container when ``enableInTreeAutoscaling`` is true (``DefaultHeadPodTemplate``), with
+    :data:`AUTOSCALER_RESOURCES` or ``autoscalerOptions.resources``; a worker gets the ``wait-gcs-ready`` init
+    container, appended after the template's own (``DefaultWorkerPodTemplate``, :data:`WAIT_GCS_READY_RESOURCES`).
+    Only ``name`` and ``resources`` of the added containers are given: the pod's requests are all admit reads."""
+    spec = dict(pod_spec)
+    if head:
+        if cluster.get("enableInTreeAutoscaling") is not True:
+            return spec
+        resources = get_path(cluster, ("autoscalerOptions", "resources"))
+        containers = pod_spec.get("containers")
+        spec["containers"] = [*(containers if isinstance(containers, list) else []),
+                              {"name": "autoscaler",
+                               "resources": resources if isinstance(resources, dict) else AUTOSCALER_RESOURCES}]
+        return spec
+    init = pod_spec.get("initContainers")
+    spec["initContainers"] = [*(init if isinstance(init, list) else []),
+                              {"name": "wait-gcs-ready", "resources": WAIT_GCS_READY_RESOURCES}]
+    return spec
+
+
+def _autoscaler_floor(plan: GangPlan, ann: GangAnnotations, config: Config, floor: int, ref: str, workers_field: str,
+                      lower: str | None) -> None:
+    """The autoscaler's rule, the same at every write of an autoscaling cluster (CREATE, a user's UPDATE, the
+    autoscaler's own PATCH): ``plan.min_member`` must not exceed ``floor`` (1 head + Σ minReplicas × numOfHosts),
+    the fewest pods the Ray autoscaler scales the cluster down to (ray-project/ray
+    ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py`` ``_scale_request_to_patch_payload``: a
+    group's ``replicas`` moves within ``[minReplicas, maxReplicas]``).
+    The autoscaler never changes ``minReplicas``, ``numOfHosts`` or the annotations, so its PATCH gets the answer
+    the write before it got.
+
+    Raises:
+        BelowMinMember (403): minMember above the floor; the fix names ``minReplicas`` of ``workers_field`` and
+            ``lower`` (the annotation to lower: the parent's for a cluster KubeRay made).
+    """
+    if plan.min_member <= floor:
+        return
+    workers = floor - 1
+    raise BelowMinMember(
+        ref, floor, f"1 head + {workers} worker{'s' if workers != 1 else ''} at minReplicas, the fewest the Ray "
+        "autoscaler keeps",
+        plan.min_member, min_member_source(plan, ann, config),
+        f"Raise minReplicas of {workers_field} so that head and workers reach {plan.min_member} (the autoscaler "
+        "keeps them; admit would otherwise refuse its scale-downs)", lower or config.min_member_key, None)
+
+
+def _suspended_cap(plan: GangPlan, pods: list[dict[str, Any]], total: int, ref: str) -> None:
+    """A cluster with suspended worker groups: the gang is what is left (``total``: the head and the groups still
+    running), and a minMember above it is brought down to it, with a note. Only KubeRay suspends a worker group:
+    ``suspend`` is "not a user-facing API and is only used by RayJob DeletionStrategy" (``raycluster_types.go``
+    ``WorkerGroupSpec.Suspend``): ``rayjob_controller.go`` ``suspendWorkerGroups`` sets it on every group of a
+    finished RayJob's cluster (``DeleteWorkers``, feature gate ``RayJobDeletionPolicy``) and KubeRay deletes those
+    pods (``raycluster_controller.go`` ``reconcilePods``); a refusal would only make KubeRay retry for ever."""
+    suspended = [p["where"] for p in pods if p.get("suspended")]
+    if not suspended or plan.min_member <= total:
+        return
+    plan.notes.append(
+        f"{ref}: {', '.join(suspended)} {'is' if len(suspended) == 1 else 'are'} suspended (KubeRay's RayJob deletion "
+        f"policy DeleteWorkers): their pods are deleted, so the gang is the {total} pod{'s' if total != 1 else ''} "
+        f"left and its minMember {plan.min_member} becomes {total}")
+    plan.min_member = total
+
+
+def _ray_min_member(ann: GangAnnotations, pods: list[dict[str, Any]], autoscaling: bool, total: int) -> int:
+    """The gang's minMember before the rules: the annotation, else every desired pod (``total``); with in-tree
+    autoscaling, else the autoscaler's floor (1 head + Σ minReplicas × numOfHosts)."""
     if autoscaling:
-        floor = sum(p["minimum"] for p in pods)
-        minimum = gang_min_member(ann, floor)
-        if ann.min_member is not None and ann.min_member > floor:
-            warnings.append(
-                f"{ref}: minMember {ann.min_member} is above the autoscaler's minimum of {floor} pods (1 head + "
-                "Σ minReplicas × numOfHosts): after a scale-down new pods wait until the cluster has that many again")
-        return minimum
+        return gang_min_member(ann, sum(p["minimum"] for p in pods))
     return gang_min_member(ann, total)
 
 
@@ -244,7 +341,10 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     total = sum(p["desired"] for p in pods)
     plan.total_pods = total
     plan.total_field = "1 head + Σ workerGroupSpecs[*] desired replicas × numOfHosts"
-    plan.min_member = _ray_min_member(ann, pods, autoscaling, total, ref, plan.warnings)
+    plan.min_member = _ray_min_member(ann, pods, autoscaling, total)
+    if autoscaling:
+        _autoscaler_floor(plan, ann, config, sum(p["minimum"] for p in pods), ref, workers_field, lower)
+    _suspended_cap(plan, pods, total, ref)
     if parent is None:  # KubeRay's copy of the warning would reach KubeRay's client, not the user
         plan.notes.append(batch_scheduler_note(ref, config))
     plan.operator_notice = batch_scheduler_note(ref, config)  # the Event on the RayCluster (a PodGroup claim)
@@ -252,8 +352,61 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     below_min_member(plan, ann, config, f"1 head + {workers} worker{'s' if workers != 1 else ''}",
                  f"Raise the replicas (and minReplicas) of {workers_field} so that head and workers "
                  f"reach {plan.min_member}", ref=ref, lower=lower)
-    plan.min_resources = min_resources_of([(p["pod_spec"], p["desired"]) for p in pods], plan.min_member, ann, ref)
+    plan.min_resources = min_resources_of([(kuberay_pod_spec(p["pod_spec"], cluster, i == 0), p["desired"])
+                                           for i, p in enumerate(pods)], plan.min_member, ann, ref)
     return plan
+
+
+def _was_gang(old: dict[str, Any], config: Config) -> bool:
+    """The stored object already carried the gang annotation (its pods are in the gang, or will be)."""
+    try:
+        return parse_gang_annotations(get_path(old, ("metadata", "annotations")), config) is not None
+    except GangError:
+        return True  # a malformed value was refused at that write; this one is judged on its own
+
+
+def running_update(obj: dict[str, Any], old: dict[str, Any], plan: GangPlan, config: Config) -> str | None:
+    """The judgment of an UPDATE that makes a running Ray object a gang (``Rollout.judge`` of the three kinds;
+    ``obj``: after mutation, ``old``: as stored). ``None`` (allowed; warnings appended to ``plan.warnings``) or the
+    refusal, with its fixes.
+
+    - **RayCluster**: KubeRay made its pods when it was created (``raycluster_controller.go`` ``reconcilePods``) and
+      changes none of them for a template change (``GenerateHashWithoutReplicasAndWorkersToDelete`` is compared only
+      under ``upgradeStrategy.type: Recreate``, ``shouldRecreatePodsForUpgrade``). admit's label on the templates
+      would reach only the pods made later (a scale-up, a replacement), which wait for minMember labelled pods
+      beside the running ones outside the gang: refused, with the fixes. Allowed when the stored cluster is
+      suspended (no pods), when this UPDATE suspends it (``spec.suspend``: KubeRay deletes every pod and makes
+      them again, in the gang, on resume), under ``upgradeStrategy.type: Recreate`` (KubeRay deletes every pod and
+      makes them again at once: a warning says so), and for a cluster KubeRay made (its UPDATE is KubeRay's own
+      ``modifyRayCluster``: never refused).
+    - **RayJob / RayService**: KubeRay copies their annotations onto a RayCluster only when it makes one
+      (``constructRayClusterForRayJob`` / ``constructRayClusterForRayService``) and compares only the cluster spec
+      (``isClusterSpecHashEqual``), so the running cluster never sees the annotation: allowed with a warning saying
+      when it takes effect (not while the stored object is suspended: its cluster is made on resume).
+    """
+    if not plan.mutate or _was_gang(old, config) or get_path(old, ("spec", "suspend")) is True:
+        return None  # KubeRay gangs it, or it runs on another cluster; already a gang; no pods yet
+    if plan.kind != "RayCluster":
+        when = ("when it retries (a new RayCluster per attempt) or is created again" if plan.kind == "RayJob" else
+                "at its next upgrade (a change of spec.rayClusterConfig makes a new RayCluster: upgradeStrategy "
+                "NewCluster or NewClusterWithIncrementalUpgrade) or when it is created again")
+        plan.warnings.append(
+            f"{plan.ref} is running: KubeRay copies its annotations onto a RayCluster only when it makes one and "
+            f"compares only the cluster spec, so its current RayCluster is not ganged by this change. It takes "
+            f"effect {when}")
+        return None
+    if kuberay_parent(obj) is not None or get_path(obj, ("spec", "suspend")) is True:
+        return None
+    if get_path(obj, ("spec", "upgradeStrategy", "type")) == "Recreate":
+        plan.warnings.append(f"{plan.ref} has upgradeStrategy Recreate: KubeRay deletes all its running pods for "
+                             "this change and makes them again, in the gang")
+        return None
+    return (f"{plan.ref} is running, and KubeRay leaves its running pods as they are when its templates change "
+            f"(upgradeStrategy is not Recreate): they would stay outside gang {plan.group_name}, and every pod "
+            f"KubeRay makes later (a scale-up, a replacement) would wait for {plan.min_member} pods of the gang that "
+            "never come. Instead, delete the RayCluster and create it again with the annotation; or suspend it in "
+            "this same update (spec.suspend: true) and resume it after; or set spec.upgradeStrategy.type: Recreate "
+            "in this same update (KubeRay then makes every pod again, in the gang)")
 
 
 def _resolver(kind: str) -> Resolver:
@@ -264,12 +417,15 @@ def _resolver(kind: str) -> Resolver:
     return resolve
 
 
+#: KubeRay rolls no pod over for a template change: an UPDATE that gangs a running Ray object is judged whole.
+RUNNING = Rollout(judge=running_update)
+
 RAYCLUSTER = WorkloadKind(GROUP, "RayCluster", (("v1", "rayclusters"),), _resolver("RayCluster"),
-                          pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
+                          pod_joiner=None, pod_watch_selector=None, rollout=RUNNING, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
 # A RayJob's submitter Job is its child; its RayClusters are not: each is a gang of its own (module docstring).
 RAYJOB = WorkloadKind(GROUP, "RayJob", (("v1", "rayjobs"),), _resolver("RayJob"), children=(("batch", "Job"),),
-                      pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
+                      pod_joiner=None, pod_watch_selector=None, rollout=RUNNING, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
 RAYSERVICE = WorkloadKind(GROUP, "RayService", (("v1", "rayservices"),), _resolver("RayService"),
-                          pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
+                          pod_joiner=None, pod_watch_selector=None, rollout=RUNNING, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
 
 KINDS = (RAYCLUSTER, RAYJOB, RAYSERVICE)

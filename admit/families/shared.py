@@ -100,10 +100,14 @@ class Rollout:
         at_once: ``at_once(obj, replicas) -> (new pods made before any is available, how that number comes about)``,
             or ``None`` when the update strategy is not a rolling one.
         fixes: ``fixes(min_member, replicas) -> str``: what the user can do instead, as a sentence tail.
+        judge: for a kind whose controller does not roll its pods over (KubeRay): ``judge(obj, old, plan, config)
+            -> refusal or None``, the whole judgment of an UPDATE of a stored gang-or-not object, which may append
+            warnings to ``plan.warnings``; ``at_once`` and ``fixes`` are then not asked.
     """
 
-    at_once: Callable[[dict[str, Any], int], tuple[int, str] | None]
-    fixes: Callable[[int, int], str]
+    at_once: Callable[[dict[str, Any], int], tuple[int, str] | None] | None = None
+    fixes: Callable[[int, int], str] | None = None
+    judge: Callable[[dict[str, Any], dict[str, Any], Any, Any], str | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

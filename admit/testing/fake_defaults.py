@@ -23,6 +23,13 @@ admit must decide on what it is sent (a StatefulSet the user wrote without ``pod
   ``imagePullPolicy`` Always for a ``:latest`` or untagged image, else IfNotPresent, and each port's ``protocol``
   TCP; a Pod's ``enableServiceLinks`` true.
 
+One custom resource is defaulted as its CRD's structural schema says (kube-apiserver applies a CRD's ``default``
+values when it decodes a request, before admission): KubeRay's worker groups (ray-project/kuberay v1.7.0
+``apis/ray/v1/raycluster_types.go`` ``WorkerGroupSpec``: ``replicas`` 0, ``minReplicas`` 0, ``maxReplicas``
+2147483647, ``numOfHosts`` 1, ``+kubebuilder:default``) in a RayCluster's ``spec``, a RayJob's
+``spec.rayClusterSpec`` and a RayService's ``spec.rayClusterConfig``: a RayService's incremental upgrade creates its
+new cluster with ``replicas`` nil (``constructRayClusterForRayService``), which admit then sees as 0.
+
 Not applied (see docs/fake-api.md): a Pod's requests copied from its limits, volume and probe defaults, the Job
 strategy's generated ``selector`` and ``controller-uid`` labels, CronJob, HPA and Service defaults.
 """
@@ -90,12 +97,28 @@ def _strategy(spec: JSON, key: str, **rolling: Any) -> None:
                 values.setdefault(k, v)
 
 
+def _default_ray_cluster_spec(cluster: Any) -> None:
+    """The CRD defaults of each ``workerGroupSpecs`` item of a RayClusterSpec (module docstring)."""
+    groups = cluster.get("workerGroupSpecs") if isinstance(cluster, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        if isinstance(group, dict):
+            group.setdefault("replicas", 0)
+            group.setdefault("minReplicas", 0)
+            group.setdefault("maxReplicas", MAX_INT32)
+            group.setdefault("numOfHosts", 1)
+
+
 def apply_defaults(group: str, plural: str, obj: JSON) -> None:
     """Default ``obj`` (a decoded object of ``group``/``plural``, changed in place) as kube-apiserver does before
     admission (module docstring). Kinds not listed there are left as they are; malformed parts are skipped (the
     store's validation answers for them)."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
+        return
+    if group == "ray.io":
+        _default_ray_cluster_spec(spec if plural == "rayclusters" else
+                                  spec.get({"rayjobs": "rayClusterSpec", "rayservices": "rayClusterConfig"}.get(
+                                      plural, "")))
         return
     if group == "" and plural == "pods":
         _default_pod_spec(spec)

@@ -61,7 +61,11 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     """
     kind = KINDS.get((plan.api_group, plan.kind))
     rollout = kind.rollout if kind is not None else None
-    if old is None or rollout is None or plan.min_member <= 1:
+    if old is None or rollout is None:
+        return None
+    if rollout.judge is not None:
+        return rollout.judge(obj, old, plan, config)
+    if rollout.at_once is None or rollout.fixes is None or plan.min_member <= 1:
         return None
     if any(template_joined(old, t, plan, config) for t in plan.targets):
         return None  # already this gang (label, or spec.schedulingGroup for workload-api): old pods count as siblings

@@ -16,10 +16,11 @@ NATIVE = Config(gang_backend="workload-api", workload_api_version="v1beta1")
 
 
 def small_ray_cluster() -> dict:
-    """KubeRay's autoscaler sample (examples/raycluster-autoscaler.yaml: 1 head + 3 workers) asking for a gang of
-    5."""
+    """KubeRay's autoscaler sample (examples/raycluster-autoscaler.yaml: 1 head + 3 workers) with the autoscaler off,
+    asking for a gang of 5."""
     obj = example("raycluster-autoscaler.yaml")
     obj["metadata"]["annotations"]["gang.admit.dev/min-member"] = "5"
+    obj["spec"]["enableInTreeAutoscaling"] = False
     return obj
 
 

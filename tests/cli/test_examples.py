@@ -65,8 +65,9 @@ EXPECTED_GROUPS = {
                     "scheduleTimeoutSeconds": 300},
     },
     "raycluster-autoscaler.yaml": {
-        # autoscaler floor: 1 head (1 cpu, 2Gi) + minReplicas 1 worker (1 cpu, 1Gi)
-        "raycluster-autoscaler": {"minMember": 2, "minResources": {"cpu": "2", "memory": "3Gi"}},
+        # autoscaler floor: 1 head (1 cpu, 2Gi, and KubeRay's autoscaler sidecar 500m, 512Mi) + minReplicas 1 worker
+        # (1 cpu, 1Gi; its wait-gcs-ready init container, 200m / 256Mi, is below that)
+        "raycluster-autoscaler": {"minMember": 2, "minResources": {"cpu": "2500m", "memory": "3584Mi"}},
     },
     "rayjob-sample.yaml": {
         # the RayCluster KubeRay made: 1 head (1 cpu, 2Gi) + 2 workers x (1 cpu, 1Gi)

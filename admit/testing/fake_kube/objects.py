@@ -217,6 +217,34 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json")
 
 
+def _replace_as_set(target: JSON, patch: list[Any]) -> list[Any]:
+    """kube-apiserver's JSON patch (``gopkg.in/evanphx/json-patch.v4``, ``Patch.replace``): ``replace`` of a key
+    missing from an object that exists sets it (``partialDoc.get`` answers a missing key with no error), where RFC
+    6902 and the ``jsonpatch`` package refuse. The Ray autoscaler relies on it: it replaces
+    ``/spec/workerGroupSpecs/<i>/scaleStrategy`` of clusters written without one (ray-project/ray
+    ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py`` ``worker_delete_patch``). Such operations
+    become ``add`` (same effect there); the operations are applied in order, so each is judged against the
+    document the ones before it made."""
+    doc: Any = copy.deepcopy(target)
+    out: list[Any] = []
+    for op in patch:
+        if isinstance(op, dict) and op.get("op") == "replace" and isinstance(op.get("path"), str):
+            parent_path, _, key = op["path"].rpartition("/")
+            try:
+                parent = jsonpatch.JsonPointer(parent_path).resolve(doc) if op["path"] else None
+            except (jsonpatch.JsonPointerException, TypeError):
+                parent = None
+            key = key.replace("~1", "/").replace("~0", "~")
+            if isinstance(parent, dict) and key not in parent:
+                op = {**op, "op": "add"}
+        out.append(op)
+        try:
+            doc = jsonpatch.JsonPatch([op]).apply(doc)
+        except Exception:  # noqa: BLE001 - the whole patch is applied (and refused) by the caller
+            return out + list(patch[len(out):])
+    return out
+
+
 def apply_patch(rt: ResourceType | None, target: JSON, content_type: str | None, patch: Any) -> JSON:
     """Apply a PATCH body to ``target`` (not modified) according to its Content-Type, as the real server does:
     json-patch (body must be a list: 400 otherwise, 422 when an operation fails), merge-patch, strategic merge
@@ -226,7 +254,7 @@ def apply_patch(rt: ResourceType | None, target: JSON, content_type: str | None,
         if not isinstance(patch, list):
             raise _bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
         try:
-            ops = jsonpatch.JsonPatch(patch)
+            ops = jsonpatch.JsonPatch(_replace_as_set(target, patch))
         except (jsonpatch.InvalidJsonPatch, TypeError, AttributeError, KeyError) as e:
             raise _bad_request(f"invalid JSON patch: {e}") from None
         try:
