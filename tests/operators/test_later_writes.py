@@ -1,0 +1,178 @@
+"""The invariant of the operators' later writes, property-tested over the registry of tests/emulations/later.py:
+
+    once admit has allowed a workload, every write its operator, autoscaler or controller sends in normal
+    operation is allowed, and every pod then made joins a gang that can form (its PodGroup exists and asks for no
+    more pods than the workload has).
+
+hypothesis writes a workload of a kind the emulation acts on (:data:`STRATEGIES`, one strategy per registered
+emulation), a user creates it through the fake's admission chain (admit's webhooks as the chart registers them,
+admit's own HTTP app on loopback); when admit refuses that CREATE there is nothing later to check (the refusal
+named the fix at the user's own write). Otherwise every registered later write that applies to it is sent, in the
+registry's order, and after each one nothing of the emulation's was refused and every gang can form. An
+emulation registers its writes in its module's ``LATER`` (tests/emulations/later.py ``MODULES``); it needs one
+strategy here too (``test_every_registered_emulation_has_a_strategy``).
+
+Budget: ``ADMIT_HYPOTHESIS_PROFILE`` ``ci`` (default) runs :data:`EXAMPLES` workloads per emulation, ``long`` ten
+times as many (docs/invariants.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import os
+from typing import Any, AsyncIterator
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from admit.config import Config
+from tests.emulations.kuberay import desired_workers
+from tests.emulations.later import Emulated, registry
+from tests.operator_stack import gang_problems, operator_cluster
+
+CONFIG = Config()
+NS = "ml"
+EXAMPLES = {"ci": 12, "long": 120}[os.environ.get("ADMIT_HYPOTHESIS_PROFILE", "ci")]
+REGISTRY = registry()
+
+
+def _pod_template(role: str, cpu: str) -> dict[str, Any]:
+    return {"metadata": {"labels": {"team": "vision"}},
+            "spec": {"containers": [{"name": f"ray-{role}", "image": "rayproject/ray:2.46.0",
+                                     "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}
+
+
+@st.composite
+def ray_objects(draw: Any) -> dict[str, Any]:
+    """A RayCluster, RayJob or RayService as KubeRay's samples write them: one or two worker groups with their
+    bounds (replicas sometimes left out, sometimes outside the bounds), multi-host groups, the autoscaler on or off,
+    ``gang.admit.dev/min-member`` ``auto`` or a number; a RayCluster sometimes with ``upgradeStrategy: Recreate``,
+    a RayJob with a deletion rule KubeRay accepts for it (no ``DeleteWorkers`` with the autoscaler,
+    ``utils/validation.go``), a RayService with an upgrade strategy (the incremental one only with the autoscaler,
+    ``ValidateClusterUpgradeOptions``)."""
+    kind = draw(st.sampled_from(["RayCluster", "RayJob", "RayService"]))
+    autoscaling = draw(st.booleans())
+    groups = []
+    for i in range(draw(st.integers(1, 2))):
+        low = draw(st.integers(0, 2))
+        high = draw(st.integers(max(low, 1), low + 3))
+        group: dict[str, Any] = {"groupName": f"group-{i}", "minReplicas": low, "maxReplicas": high,
+                                 "numOfHosts": draw(st.sampled_from([1, 1, 2])), "rayStartParams": {},
+                                 "template": _pod_template("worker", draw(st.sampled_from(["100m", "1", "2"])))}
+        replicas = draw(st.one_of(st.none(), st.integers(0, high + 1)))
+        if replicas is not None:
+            group["replicas"] = replicas
+        groups.append(group)
+    cluster: dict[str, Any] = {"rayVersion": "2.46.0", "enableInTreeAutoscaling": autoscaling,
+                               "headGroupSpec": {"rayStartParams": {}, "template": _pod_template("head", "1")},
+                               "workerGroupSpecs": groups}
+    # as users write it: auto, every pod KubeRay starts with, the fewest the autoscaler keeps, or any number
+    everyone = 1 + sum(desired_workers(g) for g in groups)
+    fewest = 1 + sum((g["minReplicas"]) * g["numOfHosts"] for g in groups)
+    min_member = draw(st.one_of(st.just("auto"), st.sampled_from([str(everyone), str(fewest)]),
+                                st.integers(1, 8).map(str)))
+    obj: dict[str, Any] = {"apiVersion": "ray.io/v1", "kind": kind,
+                           "metadata": {"name": kind.lower(), "namespace": NS,
+                                        "annotations": {"gang.admit.dev/min-member": min_member}}}
+    if kind == "RayCluster":
+        obj["spec"] = cluster
+        if draw(st.booleans()):
+            cluster["upgradeStrategy"] = {"type": "Recreate"}
+    elif kind == "RayJob":
+        policies = ["DeleteCluster", "DeleteSelf"] + ([] if autoscaling else ["DeleteWorkers"])
+        obj["spec"] = {"entrypoint": "python train.py", "rayClusterSpec": cluster, "deletionStrategy": {
+            "deletionRules": [{"policy": draw(st.sampled_from(policies)),
+                               "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}}]}}
+    else:
+        upgrades = [None, "NewCluster"] + (["NewClusterWithIncrementalUpgrade"] if autoscaling else [])
+        obj["spec"] = {"serveConfigV2": "applications: []", "rayClusterConfig": cluster}
+        upgrade = draw(st.sampled_from(upgrades))
+        if upgrade is not None:
+            obj["spec"]["upgradeStrategy"] = {"type": upgrade}
+    return obj
+
+
+#: Emulation name -> the strategy of the user objects it acts on.
+STRATEGIES = {"kuberay": ray_objects()}
+
+
+@contextlib.asynccontextmanager
+async def emulated_cluster(emulated: Emulated) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """tests/operator_stack.py ``operator_cluster`` outside pytest's fixtures (hypothesis runs each example on an
+    event loop of its own): admit's app served by aiohttp's ``TestServer``; the fake's garbage collector on, so a
+    deleted object's pods go with it."""
+    from aiohttp.test_utils import TestServer
+
+    servers: list[TestServer] = []
+
+    async def serve(app: Any) -> TestServer:
+        server = TestServer(app)
+        await server.start_server()
+        servers.append(server)
+        return server
+
+    try:
+        async with operator_cluster(serve, CONFIG, emulated.install, gc_orphans_after=0.01) as cluster:
+            yield cluster
+    finally:
+        for server in servers:
+            await server.close()
+
+
+def problems(fake: Any, op: Any, emulated: Emulated, obj: dict[str, Any], after: str) -> list[str]:
+    """What breaks the invariant now: a refused write of the emulation, a gang that cannot form."""
+    found = [f"after {after}: refused: {message}" for _, _, message in emulated.refused(op)]
+    for what, pods in emulated.gangs(op, obj):
+        found += [f"after {after}: {what}: {p}" for p in gang_problems(fake, NS, pods, CONFIG)]
+    return found
+
+
+async def later_writes_hold(emulated: Emulated, obj: dict[str, Any]) -> list[str]:
+    """Create ``obj`` as a user, then send every registered later write that applies; returns the problems (empty:
+    the invariant holds). A CREATE admit refuses is no problem: nothing later happens to it."""
+    from kubernetes_asyncio import client as k8s
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    async with emulated_cluster(emulated) as (fake, op, user):
+        group, _, version = obj["apiVersion"].rpartition("/")
+        try:
+            await k8s.CustomObjectsApi(user).create_namespaced_custom_object(
+                group, version, NS, obj["kind"].lower() + "s", copy.deepcopy(obj))
+        except ApiException as e:
+            assert e.status in (400, 403), e.body
+            event(f"{obj['kind']}: refused at the user's CREATE")
+            return []
+        await fake.settle()
+        await op.idle()
+        found = problems(fake, op, emulated, obj, "the CREATE")
+        for write in emulated.writes:
+            if write.applies(obj):
+                event(f"{obj['kind']}: {write.name}")
+                await write.send(op, obj)
+                await fake.settle()
+                await op.idle()
+                found += problems(fake, op, emulated, obj, write.name)
+        return found
+
+
+def test_every_registered_emulation_has_a_strategy():
+    assert sorted(REGISTRY) == sorted(STRATEGIES)
+    for emulated in REGISTRY.values():
+        assert emulated.writes and all(w.source and w.enabled_by for w in emulated.writes), emulated.name
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_later_write_of_an_allowed_workload_is_allowed_and_its_pods_join_a_gang_that_can_form(name):
+    emulated = REGISTRY[name]
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(obj=STRATEGIES[name])
+    def holds(obj: dict[str, Any]) -> None:
+        with asyncio.Runner() as runner:
+            assert runner.run(later_writes_hold(emulated, obj)) == []
+
+    holds()
