@@ -57,12 +57,39 @@ Read at ray-project/kuberay ``feeaf72`` (2026-08-19, after v1.7.0), with the tag
   Every plugin sets ``spec.schedulerName`` of every Pod (``batchscheduler/utils/utils.go``
   ``AddSchedulerNameToObject``), whatever the template or admit wrote.
 
-Installed with :func:`install`. A refused create is a Warning Event on the RayCluster (``FailedToCreateHeadPod``, ``FailedToCreateWorkerPod``) or
-on the RayJob/RayService (``FailedToCreateRayCluster``), as KubeRay's recorder, and an entry of
-:attr:`KubeRay.errors`. Not emulated: Services, the autoscaler, scale-down (``workersToDelete``), pod deletion and
-restarts, upgrades (``upgradeStrategy``), RayJob submission and retries, RayService's zero-downtime upgrade (a
-second cluster is made only when a test calls :meth:`KubeRay.new_pending_cluster`), ``--enable-batch-scheduler``
-(the pre-1.3 spelling of ``volcano``), the Workload API scheduler at HEAD (feature gate ``KubernetesWAS``).
+Installed with :func:`install`. A refused create is a Warning Event on the RayCluster (``FailedToCreateHeadPod``,
+``FailedToCreateWorkerPod``) or on the RayJob/RayService (``FailedToCreateRayCluster``), as KubeRay's recorder, and an
+entry of :attr:`KubeRay.errors`.
+
+**Later writes** (v1.7.0, each through the admission chain; :data:`LATER_WRITES` registers them for the invariant of
+tests/operators/test_later_writes.py, tests/emulations/later.py):
+
+- ``reconcilePods`` beyond the first pass: a suspended cluster's and a suspended group's pods deleted, a group's
+  ``scaleStrategy.workersToDelete`` deleted, surplus pods deleted at random only without the autoscaler, missing
+  pods made again (a pod lost with its node, :meth:`KubeRay.lose_node`; the controller watches the pods it owns),
+  and every pod deleted and made again when ``upgradeStrategy.type: Recreate`` and the spec's hash changed
+  (``shouldRecreatePodsForUpgrade``; the head carries ``ray.io/upgrade-strategy-recreate-hash``, ``createHeadPod``).
+  KubeRay's pods carry what it adds: the head's ``autoscaler`` sidecar (``BuildAutoscalerContainer``) and each
+  worker's ``wait-gcs-ready`` init container (``DefaultWorkerPodTemplate``).
+- RayService (``reconcileRayCluster``, ``shouldPrepareNewCluster``, ``isZeroDowntimeUpgradeEnabled``): the first
+  cluster is made and at once recorded as active (the fake has no ready head); a change of
+  ``spec.rayClusterConfig`` (its hash, ``rayClusterSpecForHashing``) makes a pending cluster unless
+  ``upgradeStrategy.type: None``, with every worker ``replicas`` nil under ``NewClusterWithIncrementalUpgrade``
+  (gate ``RayServiceIncrementalUpgrade``); :meth:`KubeRay.promote` makes it active and deletes the old one.
+- RayJob (:meth:`KubeRay.finish`): once the job ends, the deletion policy (gate ``RayJobDeletionPolicy``):
+  ``DeleteWorkers`` (an UPDATE with ``suspend: true`` on every worker group, ``suspendWorkerGroups``),
+  ``DeleteCluster``, ``DeleteSelf``; ``shutdownAfterJobFinishes`` without a strategy deletes the cluster.
+- The Ray autoscaler (:class:`RayAutoscaler`, ray-project/ray ``KubeRayNodeProvider``): JSON patches of
+  ``rayclusters/<name>`` as the head's ServiceAccount, ``replicas`` within the group's bounds and
+  ``workersToDelete``, then the list cleared (``safe_to_scale``).
+
+Not emulated: Services, Ingresses and the submitter Job (made once the head is ready, which never happens in the
+fake), the serve applications and the traffic shift of an incremental upgrade (Gateway, HTTPRoute,
+``target_capacity``), a RayService's in-place update of its active cluster when worker groups are only appended or
+the KubeRay version changes (``modifyRayCluster``), RayJob retries (``backoffLimit``: a new cluster per attempt;
+:meth:`KubeRay.new_pending_cluster` makes one when a test asks), multi-host replica indexes
+(``RayMultiHostIndexing``), ``--enable-batch-scheduler`` (the pre-1.3 spelling of ``volcano``), the Workload API
+scheduler (feature gate ``KubernetesWAS``, alpha in v1.7.0).
 """
 
 from __future__ import annotations
