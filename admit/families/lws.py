@@ -42,6 +42,11 @@ per group, created when the group's leader pod is created, owned by that pod; ``
   is Ready, so a gang of ``size`` deadlocks: minMember is 1 (the leader alone first), with ``minResources`` still
   covering the whole group (so the leader is not let in while the cluster cannot hold its workers), as LWS does for
   Volcano. An explicit minMember above 1 under ``LeaderReady``, or above ``size``, is refused.
+- Group names are checked at CREATE and UPDATE for the last group a rolling update makes: ``spec.replicas`` plus
+  ``maxSurge`` (:func:`burst_replicas`); a surge group's PodGroup name past 63 characters would leave its pods
+  silently out of any gang.
+- Annotating an LWS that runs groups (or changing its gang settings) changes its templates: LWS rolls every group
+  over, which admit allows with a warning (:func:`running_leaderworkerset`).
 - The annotation and the group names follow the templates: a change of size, of a template's requests or of the
   timeout changes the template, and LWS rolls the groups over (each new leader pod updates its PodGroup).
   ``gang.admit.dev/pod-group`` and a pod-group label on a template are refused: one name cannot serve every group.
@@ -56,11 +61,12 @@ from ..config import Config
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, check_group_name, get_path, int_field
 from ..gang.resources import ResourceError, pod_requests
 from ..gang.quantity import add_resources, format_resources, parse_quantity, QuantityError, scale_resources
-from .shared import POD_TARGET, WorkloadKind, object_ref, template_target
+from .apps import resolve_int_or_percent
+from .shared import POD_TARGET, RunningUpdate, RunningVerdict, WorkloadKind, object_ref, template_target
 
 __all__ = ["LWS", "KINDS", "resolve_leaderworkerset", "join_lws_pod", "group_spec_key", "group_name",
            "LWS_NAME_LABEL", "LWS_GROUP_INDEX_LABEL", "LWS_WORKER_INDEX_LABEL", "LWS_REVISION_LABEL",
-           "EXCLUSIVE_TOPOLOGY"]
+           "EXCLUSIVE_TOPOLOGY", "burst_replicas", "running_leaderworkerset"]
 
 GROUP = "leaderworkerset.x-k8s.io"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -183,7 +189,7 @@ def _check_group_names(obj: dict[str, Any], ann: GangAnnotations, config: Config
                        targets: list[PodTarget]) -> None:
     """Each group of the LWS ``name`` gets its own PodGroup, ``<lws>-<group index>-<revision>``: refuse what would
     name them otherwise (``gang.admit.dev/pod-group``, a pod-group label on a template) and a name that would not fit
-    for the last of the ``replicas`` groups.
+    for the last group a rolling update makes (:func:`burst_replicas`: ``replicas`` plus the surge).
 
     Raises:
         GangError: 400 naming the annotation, the template or the name too long.
@@ -197,11 +203,51 @@ def _check_group_names(obj: dict[str, Any], ann: GangAnnotations, config: Config
             raise GangError(
                 f"{ref}: the {t.where} carries the label {config.pod_group_label}, which would put every group in one "
                 f"PodGroup; remove it: admit labels each pod with its own group ({name}-<group index>)", 400)
-    last = group_name(name, str(max(replicas - 1, 0)), "x" * REVISION_HASH_MAX)
+    groups, surge = burst_replicas(obj, replicas)
+    last = group_name(name, str(max(groups - 1, 0)), "x" * REVISION_HASH_MAX)
     problem = check_group_name(last)
     if problem:
-        raise GangError(f"{ref}: the PodGroup of its last group would be named like {last!r} (<lws>-<group index>-"
-                        f"<template revision>): {problem}; use a shorter LeaderWorkerSet name", 400)
+        during = (f" (spec.replicas {replicas} + maxSurge {surge}: a rolling update makes groups up to index "
+                  f"{groups - 1})") if surge else ""
+        raise GangError(f"{ref}: the PodGroup of its last group{during} would be named like {last!r} (<lws>-<group "
+                        f"index>-<template revision>): {problem}; use a shorter LeaderWorkerSet name", 400)
+
+
+def burst_replicas(obj: dict[str, Any], replicas: int) -> tuple[int, int]:
+    """``(groups, surge)``: the most groups an LWS of ``replicas`` groups runs at once, during a rolling update with
+    ``spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge`` (kubernetes-sigs/lws v0.10.0
+    ``pkg/controllers/leaderworkerset_controller.go`` ``rollingUpdateParameters``: ``maxSurge`` scaled against
+    ``replicas`` rounding up, capped at ``replicas``, ``burstReplicas := lwsReplicas + maxSurge``; the leader
+    StatefulSet then makes groups ``<lws>-<replicas>`` ... ``<lws>-<burst - 1>``), and that surge (0: none; the
+    CRD's default)."""
+    surge_value = get_path(obj, ("spec", "rolloutStrategy", "rollingUpdateConfiguration", "maxSurge"))
+    surge = min(resolve_int_or_percent(surge_value, replicas, True, 0), replicas)
+    return replicas + surge, surge
+
+
+def running_leaderworkerset(update: RunningUpdate, plan: GangPlan, config: Config) -> RunningVerdict | None:
+    """``WorkloadKind.running_update`` of an LWS: warn when admit's write alone changes the
+    ``leaderWorkerTemplate`` of an LWS that runs groups. LWS takes any template change as a new revision
+    (kubernetes-sigs/lws v0.10.0 ``pkg/utils/revision/revision_utils.go`` ``getPatch``: the revision is the
+    ``leaderWorkerTemplate`` and ``networkConfig``) and rolls every group over to it (``rollingUpdateParameters``),
+    so annotating a serving LWS, or changing its gang settings, recreates every group. Allowed: each new group is
+    ganged as its leader comes, and the roll is LWS's own paced update; the warning says it happens."""
+    replicas = get_path(update.old, ("spec", "replicas"))
+    replicas = 1 if replicas is None else replicas
+    if not isinstance(replicas, int) or replicas <= 0 or not update.admit_alone_changes(_TEMPLATE):
+        return None
+    rolling = get_path(update.obj, ("spec", "rolloutStrategy", "rollingUpdateConfiguration")) or {}
+    rolling = rolling if isinstance(rolling, dict) else {}
+    partition = rolling.get("partition") or 0
+    kept = (f"; groups below partition {partition} stay on the old revision, without a gang, until the partition "
+            "is lowered") if isinstance(partition, int) and partition > 0 else ""
+    return RunningVerdict(
+        f"{plan.ref}: admit writes the gang's {group_spec_key(config)} annotation (and schedulerName) into "
+        "spec.leaderWorkerTemplate, and LWS takes any change of that template as a new revision: it rolls all "
+        f"{replicas} running group{'s' if replicas != 1 else ''} over, deleting and recreating each (rolling update "
+        f"with maxUnavailable {rolling.get('maxUnavailable', 1)}, maxSurge {rolling.get('maxSurge', 0)}); each new "
+        f"group is ganged as it comes{kept}. Annotate a serving LWS when such a rollout is acceptable, or together "
+        "with a template change you roll out anyway", False)
 
 
 def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> GangPlan | None:
@@ -256,7 +302,7 @@ LWS = WorkloadKind(GROUP, "LeaderWorkerSet", (("v1", "leaderworkersets"),), reso
                    children=(("apps", "StatefulSet"),),
                    pod_owned_children=(("apps", "StatefulSet", LWS_NAME_LABEL),),
                    pod_joiner=join_lws_pod, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, allowed_backends=None,
-                   in_status=False,
+                   in_status=False, running_update=running_leaderworkerset,
                    # kubernetes-sigs/lws keps/666-gang-scheduling-in-lws (LeaderWorkerSetSpec.scheduling, gate
                    # WorkloadAwareScheduling): alpha with Kubernetes 1.37's building blocks; the field name is the
                    # KEP's, the Go types in api/ are unconfirmed here

@@ -45,6 +45,10 @@ SparkApplication rules and their sources:
   GPUs: ``gpu.name`` x ``gpu.quantity``. Sidecars (``spec.<role>.sidecars``) and init containers count as in any
   pod (``resources.pod_requests``).
 - ``spec.driver`` and ``spec.executor`` are required (the SparkApplication CRD); without them admit refuses.
+- The spark-operator re-runs a submitted application on any change of its spec (``event_filter.go``
+  ``EventFilter.Update``), so annotating one that was submitted is refused with the fix (admit's marks would be the
+  only spec change: :func:`running_spark_application`); a re-apply that drops admit's marks gets them back as
+  stored (no spec change, no re-run).
 
 spark-submit without the operator (Spark "Running on Kubernetes"; Spark ``KubernetesConf``,
 ``ExecutorPodsAllocator``, ``KubernetesUtils.addOwnerReference``):
@@ -81,7 +85,7 @@ from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_
 from ..gang.quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
 from ..gang.resources import ResourceError, pod_requests
 from .apps import POD, resolve_pod
-from .shared import AllowedBackends, WorkloadKind
+from .shared import AllowedBackends, RunningUpdate, RunningVerdict, WorkloadKind
 
 __all__ = [
     "KINDS",
@@ -97,6 +101,7 @@ __all__ = [
     "driver_group",
     "parse_resource_list",
     "default_batch_scheduler_note",
+    "running_spark_application",
 ]
 
 SPARK_ROLE = "spark-role"
@@ -573,10 +578,37 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
 
 _SPARK_WHY = ("executors join their driver by label, and the spark-operator does not copy spec.schedulingGroup into "
               "the pods it makes")
+def running_spark_application(update: RunningUpdate, plan: GangPlan, config: Config) -> RunningVerdict | None:
+    """``WorkloadKind.running_update`` of a SparkApplication: refuse an UPDATE of a submitted application whose only
+    spec change would be admit's marks (a ``kubectl annotate`` of a running or finished app).
+
+    The spark-operator re-runs an application on any change of its spec (kubeflow/spark-operator v2.5.2
+    ``internal/controller/sparkapplication/event_filter.go`` ``EventFilter.Update``: every spec change but
+    ``suspend`` and ``timeToLiveSeconds`` sets the state to ``INVALIDATING``; ``controller.go``
+    ``reconcileInvalidatingSparkApplication`` deletes the driver and executors and sets ``PENDING_RERUN``, whose
+    reconcile submits it again). The ``PartialRestart`` gate (alpha, off by default) spares only executor fields
+    (``isWebhookPatchedFieldsOnlyChange``), never the driver labels admit writes. An application not yet submitted
+    (state ``""``, ``ApplicationStateNew``) and an UPDATE that changes the spec anyway (it re-runs, ganged) are let
+    through.
+    """
+    state = get_path(update.old, ("status", "applicationState", "state"))
+    if not state or not update.admit_alone_changes(("spec",)):
+        return None
+    return RunningVerdict(
+        f"{plan.ref} was submitted already (state {state}), and the spark-operator treats any change of its spec as "
+        "a new application: it deletes the driver and the executors and runs the application again from the start "
+        "(spark-operator event_filter.go EventFilter.Update: INVALIDATING, then PENDING_RERUN). admit gangs a "
+        f"SparkApplication through its spec (the {config.pod_group_label} label and schedulerName in spec.driver and "
+        "spec.executor), so these annotations alone would re-run it. admit writes nothing and refuses: add the "
+        f"{config.annotation_prefix.rstrip('/')}/* annotations in an update that changes the spec anyway (that "
+        "re-run is then ganged), or delete and re-create the SparkApplication with them", True)
+
+
 SPARK_APPLICATION = WorkloadKind(
     "sparkoperator.k8s.io", "SparkApplication", (("v1beta2", "sparkapplications"),), resolve_spark_application,
     pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, in_status=False,
-    allowed_backends=AllowedBackends((COSCHEDULING,), lambda obj: True, "Spark", _SPARK_WHY))
+    allowed_backends=AllowedBackends((COSCHEDULING,), lambda obj: True, "Spark", _SPARK_WHY),
+    running_update=running_spark_application)
 BARE_POD = WorkloadKind(
     "", "Pod", (), resolve_pod_or_spark_driver,
     pod_joiner=join_spark_executor, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, in_status=False,

@@ -5,7 +5,8 @@ What the LWS controller makes from a LeaderWorkerSet, in its order, every write 
 as the ``lws-controller-manager`` service account:
 
 1. **The leader StatefulSet** ``<lws>`` (``pkg/controllers/leaderworkerset_controller.go`` ``Reconcile`` ->
-   ``SSAWithStatefulset`` -> ``constructLeaderStatefulSetApplyConfiguration``): replicas = ``spec.replicas``,
+   ``SSAWithStatefulset`` -> ``constructLeaderStatefulSetApplyConfiguration``): replicas = ``spec.replicas``
+   (more during a rolling update with ``maxSurge``: :func:`rolling_update_parameters`),
    ``serviceName: <lws>``, ``podManagementPolicy: Parallel``, selector ``{name: <lws>, worker-index: "0"}``, the
    template = ``leaderTemplate`` (else ``workerTemplate``) plus the labels ``leaderworkerset.sigs.k8s.io/name``,
    ``worker-index: "0"``, ``template-revision-hash`` and the annotations ``leaderworkerset.sigs.k8s.io/size`` and
@@ -39,8 +40,9 @@ admit's pod webhook (configuration ``admit``) sorts before it and is reinvoked (
 
 Options that change what admit sees: ``version`` (``"0.10"``: metadata copied onto the StatefulSets; ``"0.9"``:
 not). Not emulated: ControllerRevisions (the revision key is a hash of ``leaderWorkerTemplate``, stable but not
-LWS's value), the headless Service, rolling updates and partitions, ``RecreateGroupOnPodRestart``, subgroups'
-labels, the TPU and ``LWS_*`` environment variables, the worker node selector under exclusive placement, LWS's
+LWS's value), the headless Service, readiness (so a rolling update never progresses past its first step:
+:func:`rolling_update_parameters` makes the surge groups, and the partition stays), ``RecreateGroupOnPodRestart``,
+subgroups' labels, the TPU and ``LWS_*`` environment variables, the worker node selector under exclusive placement, LWS's
 validating webhooks, and Volcano gang support (``--gang-scheduling-management``).
 """
 
@@ -173,6 +175,43 @@ def worker_statefulset(lws: JSON, leader: JSON, version: str = "0.10") -> JSON:
     return body
 
 
+def _scaled(value: Any, total: int, round_up: bool, default: int) -> int:
+    """apimachinery ``intstr.GetScaledValueFromIntOrPercent`` (``default`` when absent)."""
+    if value is None:
+        return default
+    if isinstance(value, str) and value.endswith("%"):
+        scaled = int(value[:-1]) * total / 100
+        return int(-(-scaled // 1)) if round_up else int(scaled // 1)
+    return int(value)
+
+
+def rolling_update_parameters(lws: JSON, sts: JSON) -> tuple[int, int]:
+    """``(partition, replicas)`` of the leader StatefulSet ``sts`` of a stored ``lws`` (``rollingUpdateParameters``,
+    ``pkg/controllers/leaderworkerset_controller.go``, v0.10.0), for the cases the fake reaches (no pod is ever
+    Ready here): a template change (the StatefulSet's ``template-revision-hash`` is not the LWS's: Case 2, "a new
+    rolling update") bursts to ``calculateRollingUpdateReplicas(replicas, maxSurge, maxUnavailable, unready =
+    replicas)`` with partition ``min(replicas, stsReplicas)``; while that update runs (partition above 0) the
+    StatefulSet keeps its size; else (Case 3) ``replicas`` and partition 0. ``maxSurge`` is scaled rounding up and
+    capped at ``replicas``, ``maxUnavailable`` rounding down (defaults 0 and 1). The LWS ``partition`` is a floor.
+    The surge groups ``<lws>-<replicas>`` ... are created by the StatefulSet controller from the new template."""
+    spec = lws.get("spec") or {}
+    replicas = int(spec.get("replicas", 1))
+    rolling = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+    surge = min(_scaled(rolling.get("maxSurge"), replicas, True, 0), replicas)
+    unavailable = _scaled(rolling.get("maxUnavailable"), replicas, False, 1)
+    floor = int(rolling.get("partition") or 0)
+    sts_replicas = int((sts.get("spec") or {}).get("replicas", replicas))
+    if ((sts["metadata"].get("labels") or {}).get(REVISION) != revision_key(lws)) and sts_replicas >= replicas:
+        unready = replicas  # every group is on the old revision
+        want = replicas + max(unready - unavailable, 0) if unready <= surge else replicas + surge
+        return max(min(replicas, sts_replicas), floor), want
+    partition = int((((sts.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {})
+                    .get("partition") or 0)
+    if partition > 0:
+        return max(partition, floor), sts_replicas
+    return floor, replicas
+
+
 def _ready(pod: JSON) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
@@ -218,6 +257,8 @@ class LeaderWorkerSetOperator(Controller):
                 new["metadata"]["labels"] = desired["metadata"]["labels"]
                 new["metadata"]["annotations"] = desired["metadata"]["annotations"]
                 new["spec"].update({k: desired["spec"][k] for k in ("replicas", "template", "serviceName")})
+                partition, new["spec"]["replicas"] = rolling_update_parameters(lws, leader)
+                new["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = partition
                 if new != leader:
                     await api.admitted_update(stss, ns, name, new, dry_run=False, user=USER)
         except ApiError as e:

@@ -59,6 +59,8 @@ reinvocation): kube-apiserver calls it after admit's (configurations in name ord
 (``sparkapplication_defaulter.go``, ``sparkapplication_validator.go``: name, Spark version, node selectors, ingress
 options, sparkConf) check nothing admit writes and are not emulated. Not emulated: status transitions, retries, the web UI,
 Prometheus, dynamic allocation after start, client mode, ``ScheduledSparkApplication``, the validating webhooks.
+Status: only ``SUBMITTED`` after submission, and the re-run of a submitted application whose spec changes
+(:meth:`SparkOperator.observe`).
 """
 
 from __future__ import annotations
@@ -243,6 +245,8 @@ class SparkOperator(OperatorEmulation):
 
     Attributes:
         submitted: in-memory apps as the batch scheduler left them, by ``(namespace, name)``.
+        reruns: ``(namespace, name)`` of every application re-run because its spec changed after submission
+            (:meth:`observe`), oldest first.
     """
 
     component = "spark-operator-controller"
@@ -258,8 +262,41 @@ class SparkOperator(OperatorEmulation):
         self.default_batch_scheduler = default_batch_scheduler
         self.kube_scheduler_names = tuple(kube_scheduler_names)
         self.submitted: dict[tuple[str, str], JSON] = {}
+        self.reruns: list[tuple[str, str]] = []
+        self._invalidated: set[tuple[str, str]] = set()
         self.in_chain = in_chain
         self.watch(API, "sparkapplications", self._sync)
+
+    def observe(self, rt: Any, ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        """``EventFilter.Update`` (``internal/controller/sparkapplication/event_filter.go``, v2.5.2): a submitted
+        application whose spec changed, ``suspend`` and ``timeToLiveSeconds`` aside, is invalidated (state
+        ``INVALIDATING``) and re-run: :meth:`_sync` deletes its driver and executors
+        (``reconcileInvalidatingSparkApplication``, ``deleteSparkResources``) and submits it again
+        (``reconcilePendingRerunSparkApplication``). The ``PartialRestart`` gate (alpha, off) is not emulated."""
+        if (rt.key == ("sparkoperator.k8s.io", "v1beta2", "sparkapplications") and obj is not None and old is not None
+                and (ns, name) in self.submitted and _spec_changed(old, obj)):
+            self._invalidated.add((ns, name))
+        super().observe(rt, ns, name, obj, old)
+
+    def _invalidate(self, ns: str, name: str, app: JSON) -> None:
+        """Delete the run's driver and executors and forget the submission (the re-run's first half)."""
+        self._invalidated.discard((ns, name))
+        self.submitted.pop((ns, name), None)
+        self.reruns.append((ns, name))
+        self.event(app, "Normal", "SparkApplicationSpecUpdateProcessed",
+                   f"SparkApplication {name} was updated, re-running it")
+        for pod in self.api.objects("pods", ns):
+            if (pod["metadata"].get("labels") or {}).get(APP_NAME) == name:
+                self.api.delete_object("v1", "pods", ns, pod["metadata"]["name"])
+
+    def _mark_submitted(self, ns: str, name: str, submission_id: str, driver: JSON) -> None:
+        """``submitSparkApplication`` then ``updateSparkApplicationStatus``: state ``SUBMITTED`` (a status write)."""
+        stored = self.api.get(API, "sparkapplications", ns, name)
+        if stored is None:
+            return
+        stored["status"] = {"applicationState": {"state": "SUBMITTED"}, "submissionID": submission_id,
+                            "driverInfo": {"podName": driver["metadata"]["name"]}}
+        self.api.put(stored)
 
     def pod_webhook(self, pod: JSON, namespace: str | None = None) -> JSON:
         """The operator's pod webhook on ``pod``: :func:`spark_pod_defaulter` with the stored app."""
@@ -280,6 +317,8 @@ class SparkOperator(OperatorEmulation):
 
     async def _sync(self, ns: str, name: str) -> None:
         app = self.live(API, "sparkapplications", ns, name)
+        if app is not None and (ns, name) in self._invalidated:
+            self._invalidate(ns, name, app)
         if app is None or (ns, name) in self.submitted:
             return
         submission_id = str(uuid.uuid4())
@@ -292,11 +331,19 @@ class SparkOperator(OperatorEmulation):
                                    "SparkApplicationSubmissionFailed")
         if driver is None:
             return
+        self._mark_submitted(ns, name, submission_id, driver)
         driver_sa = service_account(ns, str(((app.get("spec") or {}).get("driver") or {}).get("serviceAccount")
                                             or "default"))
         for pod in executor_pods(app, driver, submission_id):
             await self.create(driver, "v1", "pods", self._before_create(pod), "ExecutorPodCreationFailed",
                               user=driver_sa)
+
+
+def _spec_changed(old: JSON, new: JSON) -> bool:
+    """``EventFilter.Update``'s test: the specs differ once ``suspend`` and ``timeToLiveSeconds`` are set aside."""
+    def cut(spec: Any) -> JSON:
+        return {k: v for k, v in (spec or {}).items() if k not in ("suspend", "timeToLiveSeconds")}
+    return cut(old.get("spec")) != cut(new.get("spec"))
 
 
 #: The operator chart's pod webhook (``mutatingwebhookconfiguration.yaml``, values ``webhook.failurePolicy: Fail``;

@@ -161,3 +161,70 @@ async def test_a_new_lws_revision_gets_new_gangs_so_old_pods_never_count_toward_
         assert group_of(leader) not in old_group
         assert group_of(leader) in cluster.pod_groups() and old_group <= set(cluster.pod_groups())
         assert created["metadata"]["name"] == "vllm"
+
+
+async def test_annotating_a_serving_lws_warns_that_lws_rolls_every_group_over(aiohttp_server):
+    # admit's group-spec annotation and schedulerName change spec.leaderWorkerTemplate, which LWS takes as a new
+    # revision: every serving group was deleted and recreated, and nothing said so.
+    async with operator_cluster(aiohttp_server, lws_operator.install) as cluster:
+        plain = leaderworkerset(replicas=2, size=2)
+        del plain["metadata"]["annotations"]["gang.admit.dev/min-member"]
+        await cluster.create(plain)
+        before = cluster.fake.get("apps/v1", "statefulsets", "default", "vllm")["spec"]["template"]["metadata"]
+        stored = cluster.fake.get("leaderworkerset.x-k8s.io/v1", "leaderworkersets", "default", "vllm")
+        stored["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+        await cluster.replace(stored)
+        warnings = " ".join(w for _, _, w in cluster.fake.admission.warnings)
+        assert "LWS takes any change of that template as a new revision: it rolls all 2 running groups over" in warnings
+        after = cluster.fake.get("apps/v1", "statefulsets", "default", "vllm")["spec"]["template"]["metadata"]
+        assert after["labels"][lws_operator.REVISION] != before["labels"][lws_operator.REVISION]  # the roll is real
+        # a later update that leaves the templates alone says nothing more
+        count = len(cluster.fake.admission.warnings)
+        stored = cluster.fake.get("leaderworkerset.x-k8s.io/v1", "leaderworkersets", "default", "vllm")
+        stored["metadata"]["labels"]["tier"] = "gold"
+        await cluster.replace(stored)
+        assert not any("new revision" in w for _, _, w in cluster.fake.admission.warnings[count:])
+
+
+def surging(name: str, max_surge: int) -> dict[str, Any]:
+    """Ten single-pod groups (index 9 is the last one without a surge, 10 the first surge group)."""
+    lws = leaderworkerset("auto", replicas=10, size=1,
+                          rolloutStrategy={"type": "RollingUpdate",
+                                           "rollingUpdateConfiguration": {"maxSurge": max_surge, "maxUnavailable": 1}})
+    lws["metadata"]["name"] = name
+    return lws
+
+
+async def test_a_rolling_update_with_max_surge_gangs_the_surge_groups_whose_names_fit(aiohttp_server):
+    # LWS's rolling update makes groups at index replicas and above (rollingUpdateParameters: burstReplicas); their
+    # PodGroups <lws>-<index>-<revision> get a longer index.
+    async with operator_cluster(aiohttp_server, lws_operator.install) as cluster:
+        name = "v" * 49  # <49>-10-<10-character revision> is 63 characters
+        await cluster.create(surging(name, 1))
+        lws = cluster.fake.get("leaderworkerset.x-k8s.io/v1", "leaderworkersets", "default", name)
+        lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v2"
+        await cluster.replace(lws)
+        surge = cluster.fake.get("v1", "pods", "default", f"{name}-10")
+        revision = surge["metadata"]["labels"][lws_operator.REVISION]
+        assert len(revision) == 10 and group_of(surge) == f"{name}-10-{revision}"
+        assert group_of(surge) in cluster.pod_groups()
+
+
+async def test_an_lws_whose_surge_group_names_pass_63_characters_is_refused_at_the_users_write(aiohttp_server):
+    # The CREATE check counted spec.replicas only: the surge group <50>-10-<revision> (64 characters) was made by
+    # the rolling update, and its pods were silently left out of any gang.
+    from kubernetes_asyncio.client import ApiException
+
+    async with operator_cluster(aiohttp_server, lws_operator.install) as cluster:
+        name = "v" * 50
+        await cluster.create(surging(name, 0))  # without a surge the last group is <50>-9-<revision>: it fits
+        lws = cluster.fake.get("leaderworkerset.x-k8s.io/v1", "leaderworkersets", "default", name)
+        lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["maxSurge"] = 1
+        lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v2"
+        with pytest.raises(ApiException) as refused:
+            await cluster.replace(lws)
+        text = json.loads(refused.value.body)["message"]
+        assert "spec.replicas 10 + maxSurge 1" in text and "use a shorter LeaderWorkerSet name" in text
+        assert cluster.fake.get("v1", "pods", "default", f"{name}-10") is None
+        with pytest.raises(ApiException):
+            await cluster.create(surging("w" * 50, 1))

@@ -81,6 +81,58 @@ async def test_the_spark_operator_puts_the_driver_and_every_executor_in_the_one_
                                     for r in exec_reviews)
 
 
+async def replace(user: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    from kubernetes_asyncio import client as k8s
+
+    return await k8s.CustomObjectsApi(user).replace_namespaced_custom_object(
+        "sparkoperator.k8s.io", "v1beta2", NS, "sparkapplications", obj["metadata"]["name"], copy.deepcopy(obj))
+
+
+async def test_annotating_a_submitted_spark_application_is_refused_with_the_fix_instead_of_re_running_it(
+        aiohttp_server):
+    # admit wrote the pod-group label and schedulerName into spec.driver/spec.executor of the running app, and the
+    # spark-operator took the spec change as a new application: it killed the driver and ran the job again, unsaid.
+    from kubernetes_asyncio.client import ApiException
+
+    async with operator_cluster(aiohttp_server, CONFIG, spark.install) as (fake, op, user):
+        plain = spark_app()
+        del plain["metadata"]["annotations"]
+        await create(user, plain)
+        pods = await settle(fake, op, 4)
+        stored = fake.get("sparkoperator.k8s.io/v1beta2", "sparkapplications", NS, "nightly")
+        assert stored["status"]["applicationState"]["state"] == "SUBMITTED"
+        stored["metadata"]["annotations"] = {"gang.admit.dev/min-member": "1"}
+        with pytest.raises(ApiException) as refused:
+            await replace(user, stored)
+        text = refused.value.body
+        assert "workloads.validate.admit.dev" in text and "runs the application again" in text
+        assert "delete and re-create the SparkApplication" in text
+        await op.idle()
+        assert op.reruns == [] and app_pods(fake, "nightly") == pods and pod_groups_of(fake, NS) == []
+
+
+async def test_a_spec_change_of_a_ganged_spark_application_re_runs_it_in_its_gang_and_a_re_apply_changes_nothing(
+        aiohttp_server):
+    # The user's own spec change re-runs the app (the operator's rule); the new run is ganged as the first. A
+    # re-apply of the manifest (without admit's marks) gets them back as stored: no spec change, no re-run.
+    async with operator_cluster(aiohttp_server, CONFIG, spark.install) as (fake, op, user):
+        await create(user, spark_app())
+        await settle(fake, op, 4)
+        stored = fake.get("sparkoperator.k8s.io/v1beta2", "sparkapplications", NS, "nightly")
+        manifest = spark_app()
+        manifest["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
+        await replace(user, manifest)
+        await op.idle()
+        assert op.reruns == []
+        stored = fake.get("sparkoperator.k8s.io/v1beta2", "sparkapplications", NS, "nightly")
+        stored["spec"]["image"] = "spark:3.5.1"
+        await replace(user, stored)
+        await eventually(lambda: op.reruns == [(NS, "nightly")] and len(app_pods(fake, "nightly")) == 4)
+        await op.idle()
+        pods = app_pods(fake, "nightly")
+        assert gang_problems(fake, NS, pods, CONFIG) == [] and pod_groups_of(fake, NS) == ["nightly"]
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # --enable-batch-scheduler --default-batch-scheduler gangs every app too
 # ----------------------------------------------------------------------------------------------------------------------
