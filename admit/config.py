@@ -36,6 +36,15 @@ WORKLOAD_API = "workload-api"
 #: The gang backends admit ships (``admit/backends/registry.py`` ``BACKENDS`` holds them and any registered one): what
 #: a :class:`Config` built without the registry knows (``Config.known_backends``).
 BUILTIN_BACKENDS = (COSCHEDULING, WORKLOAD_API)
+#: ``group -> {name: "module:attribute"}``: the entry points pyproject.toml declares for the built-in backends (the
+#: pure half, ``admit.gang_backends``; the API half, ``admit.gang_backend_apis``), which ``backends.common.installed``
+#: loads only when admit's package metadata lists none (a checkout whose metadata predates them; ``pip install -e .``).
+BUILTIN_ENTRY_POINTS = {
+    "admit.gang_backends": {COSCHEDULING: "admit.backends.coscheduling:BACKEND",
+                            WORKLOAD_API: "admit.backends.workload_api:BACKEND"},
+    "admit.gang_backend_apis": {COSCHEDULING: "admit.backends.coscheduling.api:API",
+                                WORKLOAD_API: "admit.backends.workload_api.api:API"},
+}
 WORKLOAD_API_GROUP = "scheduling.k8s.io"
 WORKLOAD_API_VERSIONS = ("v1", "v1beta1", "v1alpha3", "v1alpha2")  # preferred first: the rows of workload_api.SHAPES
 

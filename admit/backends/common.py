@@ -9,14 +9,39 @@ this module and never each other (the independence contract in pyproject.toml).
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
+from ..config import BUILTIN_ENTRY_POINTS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 
-__all__ = ["BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message",
+__all__ = ["installed", "BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message",
            "generation_annotation", "generation_patch", "stamped_generation"]
+
+log = logging.getLogger("admit.backends")
+
+
+def installed(group: str) -> dict[str, Any]:
+    """``name -> object`` of the installed entry points of ``group`` (``importlib.metadata``; ``admit.gang_backends``:
+    the pure halves, ``admit.gang_backend_apis``: the API halves), sorted by name: admit's built-ins, declared in
+    pyproject.toml, and those of any other installed package. When the group lists none at all (admit run from a
+    checkout whose package metadata predates the entry points), the built-ins' (``config.BUILTIN_ENTRY_POINTS``)
+    stand in. An entry point that cannot be loaded is logged and left out: its name is then unknown to
+    ``--gang-backend`` and the annotation, and admit starts without it."""
+    found = {ep.name: ep for ep in entry_points(group=group)}
+    if not found:
+        found = {name: EntryPoint(name, value, group) for name, value in BUILTIN_ENTRY_POINTS.get(group, {}).items()}
+    loaded: dict[str, Any] = {}
+    for name in sorted(found):
+        try:
+            loaded[name] = found[name].load()
+        except Exception as e:  # noqa: BLE001 - a broken package must not stop admit
+            log.warning("gang backend %s (%s, entry point of %s) not loaded: %s: %s", name, found[name].value, group,
+                        type(e).__name__, e)
+    return loaded
+
 
 class BackendUnavailable(Exception):
     """The default gang backend (``--gang-backend``) cannot run on this API server (its start-time discovery,

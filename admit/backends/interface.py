@@ -17,13 +17,18 @@ The built-in backends: ``coscheduling`` (``admit/backends/coscheduling/``) and `
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from ..config import Config
 from ..gang.plan import GangPlan, PodTarget
+from .action import Action
 from .common import ObjectType, Ownership
 
-__all__ = ["ObjectType", "GangBackend", "BackendHooks"]
+if TYPE_CHECKING:  # the status part lists through the API client; this module only names its type
+    from .status import BackendStatus
+
+__all__ = ["ObjectType", "GangBackend", "BackendHooks", "BackendAPI", "GangDecide"]
 
 JSON = dict[str, Any]
 Ops = list[JSON]
@@ -161,3 +166,37 @@ class BackendHooks(Protocol):
         admit with one warning for the gang, ``None`` for nothing to say (the Workload API's immutable alpha
         ``minCount`` and priority fields)."""
         ...
+
+
+GangDecide = Callable[..., list[Action]]
+"""``decide(key, objects, claims, config, *, now, unclaimed_since, grace) -> [action.Action]``: the pure controller
+decision for one gang key over the backend's objects (``backends.gangobjects.decide_objects`` for any backend)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendAPI:
+    """The API half of one backend.
+
+    Attributes:
+        decide: the controller's decision for the generic gang-object loop (``controller/workload_api.py``), or
+            ``None`` when another controller keeps this backend's objects.
+        below_min_count: ``(PodGroup, its pods) -> (scheduled, pending, minCount) | None`` for a gang that broke
+            after it was scheduled (``workload_api.diagnose.below_min_count``; the loop counts them every resync
+            period), or ``None``. The loop groups pods by ``spec.schedulingGroup.podGroupName`` for it.
+        status: its ``admit status`` part (``status.BackendStatus``: list its objects, diagnose its gangs), or
+            ``None`` when ``admit status`` does not show its gangs.
+        start: ``async (api_client, config) -> (config, problem, rediscovery)``, run once at ``admit serve`` start
+            for an enabled backend (``cli.serve.start_backends``): its discovery (the settings it found, such as the
+            Workload API version; why it cannot create its objects on this cluster, or ``None``; an object whose
+            ``async again(config) -> config`` finds the served version again after a 404 and whose ``listeners`` it
+            awaits on a switch, or ``None``); raises ``common.BackendUnavailable`` when it is the default backend and
+            cannot run. ``None``: nothing to discover.
+        count: ``(kind, operation)`` for each write admission makes (``"created"``, ``"patched"``) and each
+            admission refused because of a stored object (``"refused"``): the backend's metric, or ``None``.
+    """
+
+    decide: GangDecide | None = None
+    below_min_count: Callable[[Any, list[Any]], Any] | None = None
+    status: "BackendStatus | None" = None
+    count: Callable[[str, str], None] | None = None
+    start: Callable[[Any, Any], Awaitable[tuple[Any, str | None, Any]]] | None = None

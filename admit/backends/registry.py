@@ -1,21 +1,27 @@
 """The registry of gang backends: ``name -> interface.GangBackend``. Pure.
 
-A value built from the built-in backends' folders (each exports ``BACKEND``); a backend defined elsewhere joins
-with :func:`register` (tests/backends/volcano.py does). The API halves have their own registry beside it
-(``runtime.APIS``), so that the pure decisions can look a backend up without importing the API client.
+Every backend, the built-ins too, is an entry point of group ``admit.gang_backends`` (pyproject.toml:
+``coscheduling = "admit.backends.coscheduling:BACKEND"``), loaded once at import (``common.installed``): a package
+that ships a backend declares its own, and ``--gang-backend``, ``--extra-gang-backend``, the ``<prefix>/backend``
+annotation and the chart then take its name. A backend defined in a test joins with :func:`register`. The API halves
+have their own registry beside it (``runtime.APIS``, group ``admit.gang_backend_apis``), so that the pure decisions
+can look a backend up without importing the API client.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import coscheduling, workload_api
+from .common import installed
 from .interface import GangBackend
 
-__all__ = ["BACKENDS", "backend_of", "hooks", "hook_of", "register", "unregister"]
+__all__ = ["GROUP", "BACKENDS", "backend_of", "hooks", "hook_of", "register", "unregister", "reload"]
 
-BACKENDS: dict[str, GangBackend] = {b.name: b for b in (coscheduling.BACKEND, workload_api.BACKEND)}
-"""``name -> backend``: the built-ins (each folder's ``BACKEND``) and any :func:`register` added."""
+GROUP = "admit.gang_backends"
+
+BACKENDS: dict[str, GangBackend] = installed(GROUP)
+"""``name -> backend``: the installed ones (the built-ins, each folder's ``BACKEND``) and any :func:`register`
+added."""
 
 
 def backend_of(name: str) -> GangBackend:
@@ -54,4 +60,12 @@ def register(backend: GangBackend) -> None:
 def unregister(name: str) -> None:
     """Remove a backend :func:`register` added (tests)."""
     BACKENDS.pop(name, None)
+    _HOOKS.clear()
+
+
+def reload() -> None:
+    """Read the installed entry points again (a package installed since, a test's simulated one); what
+    :func:`register` added goes."""
+    BACKENDS.clear()
+    BACKENDS.update(installed(GROUP))
     _HOOKS.clear()

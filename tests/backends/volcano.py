@@ -8,8 +8,9 @@ annotation ``scheduling.k8s.io/group-name`` (``KubeGroupNameAnnotationKey`` of `
 status`` part (:data:`STATUS`: :func:`collect` lists the PodGroups, :func:`diagnose` gives one row per gang) uses
 only what ``admit/backends/status.py`` and ``admit/backends/diagnose.py`` offer every backend.
 
-Register both halves with :func:`install` (and :func:`uninstall` after), then run admit with
-``Config(gang_backend=volcano.NAME)`` (``"volcano-test"``).
+Register both halves with :func:`install` (and :func:`uninstall` after), or as an installed package would, by entry
+points (tests/backends/test_entry_points.py), then run admit with ``Config(gang_backend=volcano.NAME)``
+(``"volcano-test"``).
 """
 
 from __future__ import annotations
@@ -192,12 +193,18 @@ async def collect(api: Any, config: Config, namespace: str | None, listed: Liste
 
 STATUS = BackendStatus(collect, diagnose)
 
+API = runtime.BackendAPI(partial(decide_objects, BACKEND), status=STATUS)
+"""The API half: the generic gang-object controller's decision and the ``admit status`` part (admission makes its
+PodGroup with the one engine every backend gets). An installed package would name it by an entry point of group
+``admit.gang_backend_apis``, and :data:`BACKEND` by one of ``admit.gang_backends`` (tests/backends/test_entry_points.py
+does so)."""
+
 
 def install() -> None:
     """Register both halves (the pure one, and the API one with the generic gang-object controller's decision and
     the ``admit status`` part; admission makes its PodGroup with the one engine every backend gets)."""
     registry.register(BACKEND)
-    runtime.register(NAME, runtime.BackendAPI(partial(decide_objects, BACKEND), status=STATUS))
+    runtime.register(NAME, API)
 
 
 def uninstall() -> None:

@@ -6,16 +6,18 @@ forgotten in another fails here, naming the line that is missing."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
 from admit.backends.registry import BACKENDS
-from admit.config import Config
+from admit.config import BUILTIN_BACKENDS, Config
 from admit.families.kinds import SCALABLE, WATCHED_RESOURCES, WEBHOOK_RESOURCES
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.testing.fake_kube.admission import AdmissionChain
-from tests.release.test_chart import CHART, adopting_resources, rbac_rules, render, rule_set, webhooks
+from tests.backends import volcano
+from tests.release.test_chart import CHART, adopting_resources, container, rbac_rules, render, rule_set, webhooks
 
 pytest.importorskip("helm_python")
 
@@ -27,10 +29,14 @@ SCHEMA = "charts/admit/values.schema.json"
 
 def every_backend() -> tuple[dict[str, Any], Config]:
     """The chart's values and the Config that enable every registered backend: the default ``gangBackend`` and all
-    others as ``extraGangBackends`` (read when the test runs, so a backend registered by then is in)."""
+    others as ``extraGangBackends`` (read when the test runs, so a backend registered by then is in), the objects of
+    one the chart does not know (installed in the image) granted through ``rbac.extraRules`` as its docs say."""
     others = [name for name in BACKENDS if name != Config().gang_backend]
-    return ({"config": {"extraGangBackends": others}},
-            Config(extra_gang_backends=frozenset(others), workload_api_version="v1beta1"))
+    config = Config(extra_gang_backends=frozenset(others), workload_api_version="v1beta1")
+    verbs = ["get", "list", "watch", "create", "patch", "update", "delete"]
+    extra = [{"apiGroups": [t.group], "resources": [t.plural], "verbs": verbs}
+             for name in others if name not in BUILTIN_BACKENDS for t in BACKENDS[name].object_types(config)]
+    return {"config": {"extraGangBackends": others}, "rbac": {"create": True, "extraRules": extra}}, config
 
 
 def registry_resources(registry: dict[tuple[str, str], tuple[tuple[str, str], ...]] = WEBHOOK_RESOURCES
@@ -70,12 +76,29 @@ def test_the_validating_webhook_checks_the_scale_of_every_scalable_kind():
     assert not missing(want, rules), f"{RULES} lacks the scale rules {missing(want, rules)}"
 
 
-def test_the_values_schema_offers_every_registered_backend_and_no_other():
+def test_the_values_schema_accepts_every_registered_backend_by_name_and_names_the_built_ins():
     config = json.loads((CHART / "values.schema.json").read_text())["properties"]["config"]["properties"]
-    for key, enum in (("gangBackend", config["gangBackend"]["enum"]),
-                      ("extraGangBackends", config["extraGangBackends"]["items"]["enum"])):
-        assert sorted(enum) == sorted(BACKENDS), (
-            f"{SCHEMA} config.{key} offers {sorted(enum)}; admit/backends/registry.py BACKENDS has {sorted(BACKENDS)}")
+    pattern = config["gangBackend"]["pattern"]
+    assert config["extraGangBackends"]["items"]["pattern"] == pattern  # an installed backend's name: no closed list
+    for name in BACKENDS:
+        assert re.fullmatch(pattern, name), f"{SCHEMA} config.gangBackend refuses registered backend {name!r}"
+    for name in BUILTIN_BACKENDS:
+        assert name in config["gangBackend"]["description"], f"{SCHEMA} config.gangBackend does not name {name}"
+    with pytest.raises(Exception, match="gangBackend"):
+        render({"config": {"gangBackend": "Volcano Test"}})
+
+
+def test_a_backend_installed_in_the_image_is_passed_to_admit_and_its_objects_granted_through_extra_rules():
+    volcano.install()
+    try:
+        values, config = every_backend()
+        objects = render(values)
+    finally:
+        volcano.uninstall()
+    assert f"--extra-gang-backend={volcano.NAME}" in container(objects)["args"]
+    grants = rbac_rules(objects, "ClusterRole")
+    want = {(volcano.GROUP, volcano.PLURAL, verb, ()) for verb in ("get", "list", "watch", "create", "patch", "delete")}
+    assert not missing(want, grants), f"{RBAC} lacks rbac.extraRules' grants {missing(want, grants)}"
 
 
 @pytest.mark.parametrize("every", [False, True], ids=["default", "every-backend"])

@@ -1,0 +1,23 @@
+"""The API half of the ``coscheduling`` backend (``runtime.BackendAPI``), registered by its entry point in
+pyproject.toml (group ``admit.gang_backend_apis``) as any installed backend registers its own.
+
+Admission makes its PodGroup with the one engine (``admit/backends/ensure.py``); the PodGroup controller
+(``admit/controller/podgroups.py``) keeps them, so there is no ``decide`` here.
+"""
+
+from __future__ import annotations
+
+from ...observability import metrics
+from ..interface import BackendAPI
+from .discovery import start
+from .status import STATUS
+
+__all__ = ["API"]
+
+
+def _count(kind: str, operation: str) -> None:
+    """``admit_podgroup_operations_total{operation}``."""
+    metrics.pod_group(operation)
+
+
+API = BackendAPI(status=STATUS, count=_count, start=start)

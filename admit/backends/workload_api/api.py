@@ -1,0 +1,18 @@
+"""The API half of the ``workload-api`` backend (``runtime.BackendAPI``), registered by its entry point in
+pyproject.toml (group ``admit.gang_backend_apis``) as any installed backend registers its own: the generic
+gang-object controller's decision, the count of gangs that broke after they were scheduled, ``admit status``'s part,
+the metric its writes count in and the start-time discovery of the served version.
+"""
+
+from __future__ import annotations
+
+from ...observability import metrics
+from ..interface import BackendAPI
+from .diagnose import below_min_count
+from .discovery import start
+from .reconcile import decide_native
+from .status import STATUS
+
+__all__ = ["API"]
+
+API = BackendAPI(decide_native, below_min_count, STATUS, metrics.native_gang, start)
