@@ -1,7 +1,7 @@
 """Workload families: one module per family of gang workload kinds, over the shared rules in ``shared.py``.
 
 ``apps`` (Deployment, ReplicaSet, StatefulSet, Job), ``spark`` (SparkApplication, and bare Pods: spark-submit drivers
-and other bare pods), ``kubeflow`` (Kubeflow v1 training jobs), ``jobset`` (JobSet), ``lws`` (LeaderWorkerSet),
+and other bare pods), ``spark_connect`` (SparkConnect), ``kubeflow`` (Kubeflow v1 training jobs), ``jobset`` (JobSet), ``lws`` (LeaderWorkerSet),
 ``ray`` (RayCluster, RayJob, RayService), ``trainer`` (Kubeflow Trainer v2 TrainJob). Each declares its kinds in one
 place, as :class:`admit.families.shared.WorkloadKind` records (``KINDS``: resolver, watched versions, children,
 ``*/scale``); ``admit.families.kinds`` registers them. Adding a kind is adding a record (and a module for a new
@@ -10,11 +10,11 @@ family, listed here).
 
 from __future__ import annotations
 
-from . import apps, jobset, kubeflow, lws, ray, spark, trainer
+from . import apps, jobset, kubeflow, lws, ray, spark, spark_connect, trainer
 from .shared import WorkloadKind
 
 __all__ = ["FAMILY_KINDS", "WorkloadKind"]
 
-FAMILY_KINDS: tuple[WorkloadKind, ...] = (*apps.KINDS, *spark.KINDS, *kubeflow.KINDS, *jobset.KINDS, *lws.KINDS,
+FAMILY_KINDS: tuple[WorkloadKind, ...] = (*apps.KINDS, *spark.KINDS, *spark_connect.KINDS, *kubeflow.KINDS, *jobset.KINDS, *lws.KINDS,
                                           *ray.KINDS, *trainer.KINDS)
 """Every kind of the family modules, in registration order."""

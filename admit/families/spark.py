@@ -102,6 +102,7 @@ __all__ = [
     "parse_resource_list",
     "default_batch_scheduler_note",
     "running_spark_application",
+    "one_member",
 ]
 
 SPARK_ROLE = "spark-role"
@@ -319,7 +320,7 @@ def initial_executors(app: dict[str, Any], ref: str = "SparkApplication") -> tup
     )
 
 
-def _one_member(ann: GangAnnotations, config: Config, ref: str) -> int:
+def one_member(ann: GangAnnotations, config: Config, ref: str) -> int:
     if ann.min_member is not None and ann.min_member != 1:
         raise GangError(
             f"{ref}: {config.min_member_key}={ann.min_member} would deadlock: the Spark driver creates the executors "
@@ -361,7 +362,7 @@ def resolve_spark_application(
                 "instances)",
                 400,
             )
-    plan.min_member = _one_member(ann, config, ref)
+    plan.min_member = one_member(ann, config, ref)
     plan.group_name = choose_group_name(obj, ann, plan.targets, config, "SparkApplication", name)
     executors, source = initial_executors(obj, ref)
     plan.total_pods = 1 + executors
@@ -434,7 +435,7 @@ def resolve_spark_driver(
     name = str(meta.get("name") or "")
     ref = f"Spark driver Pod {namespace}/{name or meta.get('generateName', '')}"
     selector = str(meta["labels"][SPARK_APP_SELECTOR])
-    min_member = _one_member(ann, config, ref)
+    min_member = one_member(ann, config, ref)
     group_name = choose_group_name(pod, ann, [POD], config, "Pod", selector)
     annotations = ann_v if isinstance(ann_v := meta.get("annotations"), dict) else {}
     raw_n = annotations.get(config.spark_executors_key)

@@ -115,6 +115,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("kubeflow.org", "v1", "JAXJob", "jaxjobs"),
     _rt("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
     _rt("sparkoperator.k8s.io", "v1beta2", "SparkApplication", "sparkapplications"),
+    _rt("sparkoperator.k8s.io", "v1alpha1", "SparkConnect", "sparkconnects"),
     _rt("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
     _rt("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", scale=True),
     _rt("ray.io", "v1", "RayCluster", "rayclusters"),
@@ -134,7 +135,7 @@ SHORT_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
     ("apps", "replicasets"): ("rs",), ("apps", "daemonsets"): ("ds",), ("autoscaling", "horizontalpodautoscalers"):
     ("hpa",), ("events.k8s.io", "events"): ("ev",), ("scheduling.x-k8s.io", "podgroups"): ("pg", "pgs"),
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): ("lws",), ("sparkoperator.k8s.io", "sparkapplications"):
-    ("sparkapp",),
+    ("sparkapp",), ("sparkoperator.k8s.io", "sparkconnects"): ("sparkconn",),
 }
 
 

@@ -211,6 +211,11 @@ matchConditions:
   resources: ["sparkapplications"]
   operations: ["CREATE", "UPDATE"]
   scope: Namespaced
+- apiGroups: ["sparkoperator.k8s.io"]
+  apiVersions: ["v1alpha1"]
+  resources: ["sparkconnects"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
 {{- end }}
 {{- if .Values.workloads.jobset }}
 - apiGroups: ["jobset.x-k8s.io"]
