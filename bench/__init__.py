@@ -8,7 +8,9 @@ The scripts, each a thin command over the shared modules:
   ``gang_scale``);
 - ``apiserver_bench``: the cost per pod through a real kube-apiserver;
 - ``restart_bench``: rolling restarts under continuous webhook calls;
-- ``repeat_suite``: the test suite N times with one core kept busy, failures per test.
+- ``repeat_suite``: the test suite N times with one core kept busy, failures per test;
+- ``handler_profile``: the CPU each layer of admit's request costs, in-process (aiohttp, body read, JSON, checks,
+  decision, metrics, answer; admit serve's handler before and now).
 
 The shared modules: ``processes`` (the servers under test, the fake API, certificates, ``/proc`` and ``/metrics``),
 ``driver`` (the keep-alive load generator), ``baseline`` (the floor server, ``python -m bench.baseline``), ``peers``

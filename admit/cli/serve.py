@@ -55,7 +55,7 @@ from ..webhook.connections import (
     GuardedSite,
 )
 from ..kube.client import KubeAPI, load_api_client, resolve_proxy_once
-from ..webhook.app import create_app
+from ..webhook.app import create_server
 
 __all__ = ["serve", "api_client_for", "start_backends", "shut_down", "DEFAULT_DRAIN_SECONDS"]
 
@@ -154,17 +154,15 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         admission = Admission(config, KubeAPI(api_client, config), cache)
         admission.problems = problems
         _rediscover_on_404(admission, rediscoveries, controller, natives, base_view)
-        app = create_app(admission, checks)
-        # the factory is aiohttp's server, which exists once the runner is set up (below)
+        # the guard's factory is aiohttp's low-level server, made next around the guard
         guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore[arg-type, return-value]
                                 config.read_timeout_seconds)
-        app.middlewares.append(guard.middleware)
+        server = create_server(admission, checks, guard,
+                               keepalive_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT))
         drain = getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS)
-        runner = web.AppRunner(app, access_log=None, keepalive_timeout=getattr(args, "idle_timeout",
-                                                                                DEFAULT_IDLE_TIMEOUT),
-                               shutdown_timeout=1.0)
+        runner = web.ServerRunner(server, shutdown_timeout=1.0)
         await runner.setup()
-        guard.factory = runner.server  # type: ignore[assignment]
+        guard.factory = server
         site = GuardedSite(runner, guard, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024,
                            handshake_timeout=config.read_timeout_seconds)
         if getattr(args, "metrics_port", 0):  # closed after the listener's drain: scrapes see the whole shutdown
@@ -217,7 +215,7 @@ def _rediscover_on_404(admission: Admission, rediscoveries: dict[str, Any], cont
         rediscovery.listeners.append(follow)
 
 
-async def shut_down(runner: web.AppRunner, site: GuardedSite, controller: Any, drain_seconds: float,
+async def shut_down(runner: web.BaseRunner, site: GuardedSite, controller: Any, drain_seconds: float,
                     quiet: float = DEFAULT_QUIET_SECONDS) -> None:
     """The SIGTERM sequence of the listener (module docstring); every step is bounded.
 

@@ -22,8 +22,8 @@ from typing import Any
 from ..echo import clip, clip_message
 from ..jsonio import JSON_BACKEND, dumps, loads  # re-exported: the review body is parsed and answered with them
 
-__all__ = ["BadReview", "AdmissionRequest", "Decision", "parse_review", "review_response", "loads", "dumps",
-           "JSON_BACKEND"]
+__all__ = ["BadReview", "AdmissionRequest", "Decision", "parse_review", "review_response", "encode_response", "loads",
+           "dumps", "JSON_BACKEND"]
 
 SUPPORTED_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MAX_WARNING_CHARS = 512
@@ -289,3 +289,19 @@ def review_response(api_version: str, uid: str, decision: Decision) -> dict[str,
     if decision.warnings:
         response["warnings"] = [w[:MAX_WARNING_CHARS] for w in decision.warnings]
     return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
+
+
+_ALLOWED_HEAD = {v: b'{"apiVersion":"%s","kind":"AdmissionReview","response":{"uid":' % v.encode()
+                 for v in SUPPORTED_VERSIONS}
+_ALLOWED_TAIL = b',"allowed":true}}'
+
+
+def encode_response(api_version: str, uid: str, decision: Decision) -> bytes:
+    """:func:`review_response` as JSON bytes (what the server sends). The most common answer, allowed with nothing
+    to add (no patch, message or warning: most pods), is joined from pre-encoded parts around the JSON-encoded
+    ``uid``: the same bytes as ``dumps(review_response(...))``, about a microsecond sooner."""
+    if decision.allowed and not (decision.patch or decision.message or decision.warnings):
+        head = _ALLOWED_HEAD.get(api_version)
+        if head is not None:
+            return head + dumps(uid) + _ALLOWED_TAIL
+    return dumps(review_response(api_version, uid, decision))

@@ -1,4 +1,6 @@
-"""The aiohttp application: ``POST /mutate``, ``POST /validate``, ``GET /healthz``, ``GET /readyz``.
+"""The webhook's HTTP endpoints: ``POST /mutate``, ``POST /validate``, ``GET /healthz``, ``GET /readyz``, served by
+aiohttp's low-level server (:func:`create_server`, what ``admit serve`` runs) or as an aiohttp ``Application``
+(:func:`create_app`); both answer the same bytes for the same request.
 
 HTTP rules (Kubernetes docs "Dynamic Admission Control", webhook request and response):
 
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from functools import partial
+from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -27,9 +30,10 @@ from .admission import Admission
 from ..echo import clip, clip_message
 from ..families.kinds import RESOLVERS
 from ..observability.metrics import WebhookRecorder
-from .admissionreview import AdmissionRequest, BadReview, Decision, dumps, parse_review, review_response
+from .admissionreview import AdmissionRequest, BadReview, Decision, encode_response, parse_review
+from .connections import ConnectionGuard
 
-__all__ = ["create_app", "ReadinessCheck", "ADMISSION_KEY"]
+__all__ = ["create_app", "create_server", "Webhook", "ReadinessCheck", "ADMISSION_KEY"]
 
 log = logging.getLogger("admit.server")
 
@@ -53,7 +57,7 @@ def _bad_request(error: BadReview) -> web.Response:
     return resp
 
 
-async def _read_body(request: web.Request, max_bytes: int) -> bytes:
+async def _read_body(request: web.BaseRequest, max_bytes: int) -> bytes:
     # read() returns what has arrived so far, which is only part of a body that comes in several TLS records or
     # TCP segments: read until the end of the body.
     body = await request.content.read(max_bytes + 1)
@@ -70,7 +74,7 @@ async def _read_body(request: web.Request, max_bytes: int) -> bytes:
     return body
 
 
-async def _read_review(request: web.Request, max_bytes: int, read_timeout: float) -> AdmissionRequest:
+async def _read_review(request: web.BaseRequest, max_bytes: int, read_timeout: float) -> AdmissionRequest:
     # kube-apiserver sends exactly "application/json": compare the raw header first, since parsing it
     # (request.content_type) costs about 4 us, several percent of a whole admission.
     if request.headers.get("Content-Type") != "application/json":
@@ -102,60 +106,113 @@ async def _read_review(request: web.Request, max_bytes: int, read_timeout: float
     return parse_review(body)
 
 
-def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = None) -> web.Application:
-    """Build the web application around an :class:`admit.webhook.admission.Admission`.
+class Webhook:
+    """The four endpoints (``POST /mutate``, ``POST /validate``, ``GET /healthz``, ``GET /readyz``) around one
+    :class:`admit.webhook.admission.Admission`: what :func:`create_server` (aiohttp's low-level server, which
+    ``admit serve`` runs) and :func:`create_app` (an aiohttp ``Application``, for tests and embedding) both serve.
 
-    ``readiness`` checks gate ``/readyz`` (certificate loaded, caBundle in place, ...); ``/healthz`` is 200 while
-    the event loop answers.
+    Per request the low-level server costs no router, no application handler and no middleware chain (measured:
+    about 20 us of the 100-125 us ``admit serve`` spent per known-group request on the development machine,
+    docs/performance.md); an answer that only allows is written from pre-encoded parts
+    (``admissionreview.encode_response``).
     """
-    max_bytes = admission.config.max_body_bytes
-    read_timeout = admission.config.read_timeout_seconds
-    checks = list(readiness or ())
 
-    def respond(api_version: str, uid: str, decision: Decision) -> web.Response:
-        return web.Response(body=dumps(review_response(api_version, uid, decision)), content_type="application/json")
+    def __init__(self, admission: Admission, readiness: list[ReadinessCheck] | None = None) -> None:
+        self.admission = admission
+        self.max_bytes = admission.config.max_body_bytes
+        self.read_timeout = admission.config.read_timeout_seconds
+        self.checks = list(readiness or ())
+        kinds = {kind for _, kind in RESOLVERS}
+        self.mutate_metrics = WebhookRecorder("/mutate", kinds)
+        self.validate_metrics = WebhookRecorder("/validate", kinds)
+        # path -> (methods, handler): aiohttp's router answers HEAD where it answers GET, and so does dispatch
+        self.routes: dict[str, tuple[tuple[str, ...], Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]]] = {
+            "/mutate": (("POST",), self.mutate), "/validate": (("POST",), self.validate),
+            "/healthz": (("GET", "HEAD"), self.healthz), "/readyz": (("GET", "HEAD"), self.readyz),
+        }
 
-    kinds = {kind for _, kind in RESOLVERS}
-    mutate_metrics, validate_metrics = WebhookRecorder("/mutate", kinds), WebhookRecorder("/validate", kinds)
-
-    async def mutate_handler(request: web.Request) -> web.Response:
-        started = mutate_metrics.started()
+    async def mutate(self, request: web.BaseRequest) -> web.Response:
+        """``POST /mutate``: the AdmissionReview answer, or HTTP 400 with the reason."""
+        metrics = self.mutate_metrics
+        started = metrics.started()
         try:
-            req = await _read_review(request, max_bytes, read_timeout)
+            req = await _read_review(request, self.max_bytes, self.read_timeout)
         except BadReview as e:
-            mutate_metrics.bad_request(started)
+            metrics.bad_request(started)
             return _bad_request(e)
-        decision = admission.mutate(req)
+        decision = self.admission.mutate(req)
         if decision.lookup is not None:  # rare: a Spark executor whose driver the cache does not know
-            decision = await admission.finish_mutation(req, decision)
-        mutate_metrics.answered(req, decision, started)
-        return respond(req.api_version, req.uid, decision)
+            decision = await self.admission.finish_mutation(req, decision)
+        metrics.answered(req, decision, started)
+        return _answer(req, decision)
 
-    async def validate_handler(request: web.Request) -> web.Response:
-        started = validate_metrics.started()
+    async def validate(self, request: web.BaseRequest) -> web.Response:
+        """``POST /validate``: the AdmissionReview answer, or HTTP 400 with the reason."""
+        metrics = self.validate_metrics
+        started = metrics.started()
         try:
-            req = await _read_review(request, max_bytes, read_timeout)
+            req = await _read_review(request, self.max_bytes, self.read_timeout)
         except BadReview as e:
-            validate_metrics.bad_request(started)
+            metrics.bad_request(started)
             return _bad_request(e)
-        decision = await admission.validate(req)
-        validate_metrics.answered(req, decision, started)  # logs denials (logger admit.requests)
-        return respond(req.api_version, req.uid, decision)
+        decision = await self.admission.validate(req)
+        metrics.answered(req, decision, started)  # logs denials (logger admit.requests)
+        return _answer(req, decision)
 
-    async def healthz(_: web.Request) -> web.Response:
+    async def healthz(self, _: web.BaseRequest) -> web.Response:
+        """``GET /healthz``: 200 while the event loop answers."""
         return web.Response(text="ok\n")
 
-    async def readyz(_: web.Request) -> web.Response:
-        for check in checks:
+    async def readyz(self, _: web.BaseRequest) -> web.Response:
+        """``GET /readyz``: 200 when every readiness check is ready, else 503 with the first reason."""
+        for check in self.checks:
             ok, reason = check()
             if not ok:
                 return web.Response(status=503, text=f"not ready: {reason}\n")
         return web.Response(text="ok\n")
 
-    app = web.Application(client_max_size=max_bytes + 1)
-    app.router.add_post("/mutate", mutate_handler)
-    app.router.add_post("/validate", validate_handler)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
+    async def dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The low-level server's one handler: the endpoint of ``request``'s path, 404 for another path and 405
+        (with ``Allow``) for another method, as aiohttp's router answers them."""
+        path = request.raw_path.partition("?")[0]
+        route = self.routes.get(path)
+        if route is None and "%" in path:  # the router matches the decoded path
+            route = self.routes.get(path := request.path)
+        if route is None:
+            return web.Response(status=404, text="404: Not Found")
+        methods, handler = route
+        if request.method not in methods:
+            return web.Response(status=405, text="405: Method Not Allowed", headers={"Allow": ",".join(methods)})
+        return await handler(request)
+
+
+def _answer(req: AdmissionRequest, decision: Decision) -> web.Response:
+    return web.Response(body=encode_response(req.api_version, req.uid, decision), content_type="application/json")
+
+
+def create_server(admission: Admission, readiness: list[ReadinessCheck] | None = None,
+                  guard: ConnectionGuard | None = None, **kwargs: Any) -> web.Server:
+    """aiohttp's low-level server (``aiohttp.web.Server``) answering the :class:`Webhook`'s endpoints: what ``admit
+    serve`` runs (``web.ServerRunner``). ``guard``: the :class:`admit.webhook.connections.ConnectionGuard` that
+    bounds the listener's connections sees each request (``ConnectionGuard.handle``); ``kwargs`` go to aiohttp's
+    request handler (``keepalive_timeout``, ...); no access log."""
+    dispatch = Webhook(admission, readiness).dispatch
+    handler = dispatch if guard is None else partial(guard.handle, handler=dispatch)
+    return web.Server(handler, access_log=None, **kwargs)
+
+
+def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = None) -> web.Application:
+    """The :class:`Webhook`'s endpoints as an aiohttp ``Application`` (the same handlers as :func:`create_server`,
+    behind aiohttp's router; what the tests mount with aiohttp's test client).
+
+    ``readiness`` checks gate ``/readyz`` (certificate loaded, caBundle in place, ...); ``/healthz`` is 200 while
+    the event loop answers.
+    """
+    webhook = Webhook(admission, readiness)
+    app = web.Application(client_max_size=webhook.max_bytes + 1)
+    app.router.add_post("/mutate", webhook.mutate)
+    app.router.add_post("/validate", webhook.validate)
+    app.router.add_get("/healthz", webhook.healthz)
+    app.router.add_get("/readyz", webhook.readyz)
     app[ADMISSION_KEY] = admission
     return app

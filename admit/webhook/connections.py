@@ -247,11 +247,12 @@ class ConnectionGuard:
         if self.live.get(conn.transport) is conn:
             del self.live[conn.transport]
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                         ) -> web.StreamResponse:
-        """Marks the connection busy while a handler runs (the read deadline then belongs to the body read); once
-        :attr:`closing`, answers with ``Connection: close`` (errors raised as ``web.HTTPException`` too)."""
+    async def handle(self, request: web.BaseRequest,
+                     handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        """Runs ``handler`` for ``request`` and marks the connection busy meanwhile (the read deadline then belongs
+        to the body read); once :attr:`closing`, answers with ``Connection: close`` (errors raised as
+        ``web.HTTPException`` too). The low-level server calls it for every request
+        (``functools.partial(guard.handle, handler=...)``, ``webhook.app.create_server``)."""
         conn = self.live.get(request.transport)
         if conn is not None:
             conn.in_request, conn.reading_since = True, None
@@ -270,6 +271,12 @@ class ConnectionGuard:
         if conn is not None and resp.keep_alive is False:  # force_close()d: the client may still be sending
             conn.close_after_answer()
         return resp
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                         ) -> web.StreamResponse:
+        """:meth:`handle` as an aiohttp middleware, for an ``Application`` served through the guard."""
+        return await self.handle(request, handler)  # type: ignore[arg-type]
 
     def begin_closing(self) -> None:
         """Shutdown has begun: from now on every response carries ``Connection: close`` (module docstring)."""

@@ -61,6 +61,19 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
     assert result["metrics"]["cost"]["us_per_request"] > 0 and "Metrics (admit/observability/metrics.py)" in report
 
 
+def test_the_handler_profile_prints_each_layer_of_a_known_group_request_and_admit_before_and_now():
+    proc = subprocess.run([sys.executable, "-m", "bench.handler_profile", "--requests", "40", "--repeat", "1"],
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = re.findall(r"^\| (.+?) \| ([\d.]+) \| ([+-][\d.]+)? \|$", proc.stdout, re.M)
+    assert [name for name, _, _ in rows] == [
+        "aiohttp low-level server, constant answer", "+ body read under admit's limits", "+ JSON parse",
+        "+ AdmissionReview checks", "+ decision", "+ metrics", "+ answer encoding",
+        "admit before: Application, router, guard middleware", "admit now: low-level server, dispatch, guard"]
+    assert all(float(us) > 0 for _, us, _ in rows) and all(layer for name, _, layer in rows if name[0] == "+")
+
+
 def test_the_idle_connection_probe_prints_rss_and_shows_the_bounds_at_work(tmp_path):
     out = tmp_path / "idle.json"
     proc = subprocess.run(

@@ -16,7 +16,7 @@ from admit.webhook.admission import Admission
 from admit.tls.certs import write_development_certificates
 from admit.config import Config
 from admit.webhook.connections import ConnectionGuard, GuardedSite
-from admit.webhook.app import create_app
+from admit.webhook.app import create_server
 from admit.testing.fake_kube import FakeKubeAPI
 from tests.helpers import admission_review, eventually, example
 from tests.cli.test_serve_e2e import free_port, lease_holder, start_serve, wait_ready
@@ -30,13 +30,14 @@ def request_bytes(body: bytes = REVIEW) -> bytes:
 
 
 async def listener(read_timeout=0.3, max_connections=100, idle_timeout=30.0):
-    """The app behind the guard on 127.0.0.1 (plain HTTP: the guard is the same with TLS); returns (runner, site)."""
-    app = create_app(Admission(Config(read_timeout_seconds=read_timeout)))
+    """The webhook's low-level server behind the guard on 127.0.0.1, wired as ``admit serve`` wires it (plain HTTP:
+    the guard is the same with TLS); returns (runner, site)."""
     guard = ConnectionGuard(lambda: None, max_connections, read_timeout)
-    app.middlewares.append(guard.middleware)
-    runner = web.AppRunner(app, access_log=None, keepalive_timeout=idle_timeout, shutdown_timeout=1.0)
+    server = create_server(Admission(Config(read_timeout_seconds=read_timeout)), None, guard,
+                           keepalive_timeout=idle_timeout)
+    runner = web.ServerRunner(server, shutdown_timeout=1.0)
     await runner.setup()
-    guard.factory = runner.server
+    guard.factory = server
     site = GuardedSite(runner, guard, "127.0.0.1", 0)
     await site.start()
     guard.start()
