@@ -449,13 +449,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from ..backends.common import BackendUnavailable
     from ..tls.certs import CertificateError
-    from .dev import serve_dev
     from ..eventloop import run
     from .serve import serve
 
     from ..observability.logs import configure_logging
 
     configure_logging(args.log_level, args.log_format)
+    if args.dev:  # the fake API's kit, imported only for --dev (admit serve's RSS: docs/performance.md)
+        from .dev import serve_dev
     try:
         run((serve_dev if args.dev else serve)(args, config_from_args(args)))
     except KeyboardInterrupt:
