@@ -118,10 +118,7 @@ def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_lea
     # _is_spark, status.py and review.py before)
     assert having("pod_joiner") == ["Pod", "LeaderWorkerSet"] and len(POD_JOINERS) == 2
     assert having("pod_watch_selector") == ["Pod"] and KINDS[("", "Pod")].pod_watch_selector == "spark-role=driver"
-    assert having("rollout") == ["Deployment", "StatefulSet", "RayCluster", "RayJob", "RayService"]
-    # KubeRay rolls no pod over for a template change: its kinds judge such an UPDATE whole (families/ray.py)
-    assert [k.kind for k in FAMILY_KINDS if k.rollout is not None and k.rollout.judge is not None] == [
-        "RayCluster", "RayJob", "RayService"]
+    assert having("rollout") == ["Deployment", "StatefulSet"]
     assert having("controller_gang") == ["Deployment", "StatefulSet", "Job", "JobSet", "LeaderWorkerSet"]
     assert having("gang_from_parent") == ["Job"] and having("handover") == ["Job"]
     assert build_parser().parse_args(["serve", "--controller-gang", "Job"]).controller_gang == ["Job"]

@@ -43,9 +43,11 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
   - the autoscaler's JSON patch of ``rayclusters/<name>`` (ray-project/ray
     ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py`` ``_submit_raycluster_patch``) moves a worker
     group's ``replicas`` within ``[minReplicas, maxReplicas]`` and sets ``scaleStrategy.workersToDelete``: it may
-    take the cluster down to 1 head + Σ minReplicas × numOfHosts (its *floor*). One rule, at every write: an autoscaling cluster whose
-    minMember is above the floor is refused (:func:`_autoscaler_floor`), so the user's own write names the fix and
-    the autoscaler's PATCH, which never changes the floor, is judged as the write before it;
+    take the cluster down to 1 head + Σ minReplicas × numOfHosts (its *floor*). One rule, at every write: an
+    autoscaling cluster whose minMember is above the floor is refused (:func:`_autoscaler_floor`: at a CREATE in
+    the resolver, at an UPDATE in :func:`running_ray`, which sees the stored object), so the user's own write names
+    the fix and the autoscaler's PATCH, which never changes the floor, is judged as the write before it (a cluster
+    an earlier admit let in above its floor: its gang sized to the floor, with a warning);
   - a RayService's incremental upgrade (feature gate ``RayServiceIncrementalUpgrade``, Beta, on in v1.7.0;
     ``upgradeStrategy.type: NewClusterWithIncrementalUpgrade``, which needs the autoscaler) creates the pending
     cluster with every worker ``replicas`` nil (``constructRayClusterForRayService``); the CRD defaults it to 0
@@ -57,7 +59,7 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
   - a running RayCluster annotated (an UPDATE whose stored object was no gang): KubeRay changes no running pod for a
     template change (only ``upgradeStrategy.type: Recreate`` deletes them all, ``shouldRecreatePodsForUpgrade``),
     so its pods would stay outside the gang and every pod made later would wait for a quorum that never comes:
-    refused with the fix (:func:`running_update`). A running RayJob or RayService annotated: KubeRay copies the
+    refused with the fix (:func:`running_ray`). A running RayJob or RayService annotated: KubeRay copies the
     annotations only onto a cluster it makes, so the current one never sees them: allowed with a warning saying
     when it takes effect.
 - KubeRay gangs a cluster itself when it carries the label ``ray.io/gang-scheduling-enabled`` (with the operator
@@ -83,9 +85,10 @@ from typing import Any
 
 from ..config import Config
 from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Resolver, below_min_member, \
-    check_group_name, choose_group_name, get_path, int_field, min_member_source, parse_gang_annotations
+    check_group_name, choose_group_name, get_path, int_field, parse_gang_annotations
 from .shared import (
-    Rollout,
+    RunningUpdate,
+    RunningVerdict,
     WorkloadKind,
     controller_owner,
     defer_to_operator,
@@ -97,7 +100,7 @@ from .shared import (
 
 __all__ = ["RAYCLUSTER", "RAYJOB", "RAYSERVICE", "KINDS", "resolve_ray", "ray_pods", "kuberay_parent",
            "cluster_group_name", "GANG_LABEL", "SCHEDULER_LABEL", "KUBERAY_BATCH_SCHEDULERS", "batch_scheduler_note",
-           "kuberay_pod_spec", "running_update", "AUTOSCALER_RESOURCES", "WAIT_GCS_READY_RESOURCES"]
+           "kuberay_pod_spec", "running_ray", "AUTOSCALER_RESOURCES", "WAIT_GCS_READY_RESOURCES"]
 
 GROUP = "ray.io"
 GANG_LABEL = "ray.io/gang-scheduling-enabled"
@@ -244,11 +247,11 @@ def kuberay_pod_spec(pod_spec: dict[str, Any], cluster: dict[str, Any], head: bo
     return spec
 
 
-def _autoscaler_floor(plan: GangPlan, ann: GangAnnotations, config: Config, floor: int, ref: str, workers_field: str,
+def _autoscaler_floor(asked: int, ann: GangAnnotations, config: Config, floor: int, ref: str, workers_field: str,
                       lower: str | None) -> None:
     """The autoscaler's rule, the same at every write of an autoscaling cluster (CREATE, a user's UPDATE, the
-    autoscaler's own PATCH): ``plan.min_member`` must not exceed ``floor`` (1 head + Σ minReplicas × numOfHosts),
-    the fewest pods the Ray autoscaler scales the cluster down to (ray-project/ray
+    autoscaler's own PATCH): the minMember ``asked`` must not exceed ``floor`` (1 head + Σ minReplicas ×
+    numOfHosts), the fewest pods the Ray autoscaler scales the cluster down to (ray-project/ray
     ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py`` ``_scale_request_to_patch_payload``: a
     group's ``replicas`` moves within ``[minReplicas, maxReplicas]``).
     The autoscaler never changes ``minReplicas``, ``numOfHosts`` or the annotations, so its PATCH gets the answer
@@ -258,15 +261,30 @@ def _autoscaler_floor(plan: GangPlan, ann: GangAnnotations, config: Config, floo
         BelowMinMember (403): minMember above the floor; the fix names ``minReplicas`` of ``workers_field`` and
             ``lower`` (the annotation to lower: the parent's for a cluster KubeRay made).
     """
-    if plan.min_member <= floor:
+    if asked <= floor:
         return
     workers = floor - 1
     raise BelowMinMember(
         ref, floor, f"1 head + {workers} worker{'s' if workers != 1 else ''} at minReplicas, the fewest the Ray "
-        "autoscaler keeps",
-        plan.min_member, min_member_source(plan, ann, config),
-        f"Raise minReplicas of {workers_field} so that head and workers reach {plan.min_member} (the autoscaler "
-        "keeps them; admit would otherwise refuse its scale-downs)", lower or config.min_member_key, None)
+        "autoscaler keeps", asked, f"{config.min_member_key}={asked}" if ann.min_member is not None else "minMember",
+        f"Raise minReplicas of {workers_field} so that head and workers reach {asked} (the autoscaler keeps them; "
+        "admit would otherwise refuse its scale-downs)", lower or config.min_member_key, None)
+
+
+def _floor_of(plan: GangPlan, ann: GangAnnotations, config: Config, floor: int, operation: str,
+              names: tuple[str, str, str | None]) -> None:
+    """The autoscaler's floor in the resolver: at a CREATE :func:`_autoscaler_floor` refuses a minMember above it;
+    at an UPDATE the stored object decides (:func:`running_ray`, which refuses such an UPDATE unless it leaves a
+    RayCluster's floor and min-member as they were), and a gang above the floor is sized to it, with a note: a
+    cluster an earlier admit let in above its floor then gets a gang that can form after the autoscaler's
+    scale-down, and the autoscaler's PATCH passes ``backends.check_plan``."""
+    ref, workers_field, lower = names
+    if operation != "UPDATE":
+        _autoscaler_floor(plan.min_member, ann, config, floor, ref, workers_field, lower)
+    elif plan.min_member > floor:
+        plan.notes.append(f"{ref}: minMember {plan.min_member} is above the {floor} pods the Ray autoscaler keeps: "
+                          f"its gang is sized to {floor}")
+        plan.min_member = floor
 
 
 def _suspended_cap(plan: GangPlan, pods: list[dict[str, Any]], total: int, ref: str) -> None:
@@ -294,6 +312,62 @@ def _ray_min_member(ann: GangAnnotations, pods: list[dict[str, Any]], autoscalin
     return gang_min_member(ann, total)
 
 
+def _names(ref: str, kind: str, parent: tuple[str, str] | None, namespace: str,
+           config: Config) -> tuple[str, str, str | None]:
+    """``(ref, workers_field, lower)`` for messages about ``ref``: the object, its worker groups' field and the
+    annotation to lower (``None``: its own). A cluster KubeRay made names the user's object and its fields (KubeRay
+    copies its annotations)."""
+    workers_field = ".".join((*CLUSTER_SPEC[kind], "workerGroupSpecs[*]"))
+    if parent is None:
+        return ref, workers_field, None
+    made_for = object_ref(parent[0], namespace, parent[1])
+    return (f"{ref} (made by KubeRay for {made_for})", f"{'.'.join((*CLUSTER_SPEC[parent[0]], 'workerGroupSpecs[*]'))} "
+            f"of {made_for}", f"{config.min_member_key} on {made_for}")
+
+
+def _floor_inputs(obj: dict[str, Any], config: Config) -> tuple[Any, ...]:
+    """What a RayCluster's autoscaler floor and minMember are made of: ``enableInTreeAutoscaling``, each group's
+    ``minReplicas``, ``numOfHosts`` and ``suspend`` (their CRD defaults when absent), the min-member annotation.
+    The Ray autoscaler changes none of them (only ``replicas`` and ``scaleStrategy``)."""
+    groups = get_path(obj, ("spec", "workerGroupSpecs"))
+    annotations = get_path(obj, ("metadata", "annotations"))
+    return (get_path(obj, ("spec", "enableInTreeAutoscaling")),
+            [(g.get("minReplicas") or 0, g.get("numOfHosts") or 1, g.get("suspend") is True)
+             if isinstance(g, dict) else g for g in (groups if isinstance(groups, list) else [])],
+            annotations.get(config.min_member_key) if isinstance(annotations, dict) else None)
+
+
+def _floor_on_update(obj: dict[str, Any], old: dict[str, Any], plan: GangPlan,
+                     config: Config) -> RunningVerdict | None:
+    """:func:`_autoscaler_floor` for an UPDATE (the resolver judges a CREATE): the same rule, except that an UPDATE
+    of a RayCluster that leaves its floor and min-member as they were (the Ray autoscaler's PATCH, KubeRay's own
+    update, a template change) is not refused for a minMember above the floor that the stored cluster already had
+    (admitted by an earlier admit): refusing it would only hold the autoscaler's scale-downs back; its gang is
+    sized to the floor (:func:`_floor_of`) and the verdict is a warning that names the fix. A RayJob's or
+    RayService's UPDATE is judged whole: KubeRay makes its next cluster from it.
+
+    Raises:
+        BelowMinMember (403): minMember above the floor (:func:`_autoscaler_floor`).
+    """
+    cluster = get_path(obj, CLUSTER_SPEC[plan.kind])
+    if not plan.mutate or not isinstance(cluster, dict) or cluster.get("enableInTreeAutoscaling") is not True:
+        return None
+    ann = parse_gang_annotations(get_path(obj, ("metadata", "annotations")), config)
+    parent = kuberay_parent(obj) if plan.kind == "RayCluster" else None
+    ref, workers_field, lower = _names(plan.ref, plan.kind, parent, plan.namespace, config)
+    floor = sum(p["minimum"] for p in ray_pods(cluster, CLUSTER_SPEC[plan.kind], ref)[0])
+    if ann is None or ann.min_member is None or ann.min_member <= floor:
+        return None
+    if plan.kind == "RayCluster" and _floor_inputs(obj, config) == _floor_inputs(old, config):
+        return RunningVerdict(
+            f"{ref}: {config.min_member_key}={ann.min_member} is above the {floor} pods the Ray autoscaler scales it "
+            f"down to (1 head + Σ minReplicas × numOfHosts), as before this update: admit sizes its gang to {floor}, "
+            f"which can form after a scale-down. Raise minReplicas of {workers_field} or lower "
+            f"{lower or config.min_member_key}", False)
+    _autoscaler_floor(ann.min_member, ann, config, floor, ref, workers_field, lower)
+    return None
+
+
 def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str,
                 kind: str = "RayCluster") -> GangPlan:
     """Plan for a RayCluster, RayJob or RayService (``kind``; rules in the module docstring).
@@ -301,6 +375,8 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     Raises:
         GangError (400): a malformed cluster spec (see :func:`ray_pods`); minMember above the pods is refused later
             by ``backends.check_plan`` (403).
+        BelowMinMember (403): a minMember above the pods, or at a CREATE above the autoscaler's floor
+            (:func:`_autoscaler_floor`; an UPDATE's is judged by :func:`running_ray`).
     """
     name = str(get_path(obj, ("metadata", "name")) or "")
     ref = object_ref(kind, namespace, name)
@@ -328,13 +404,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         raise GangError(f"{ref} has no {'.'.join(prefix)}: it needs a Ray cluster spec (headGroupSpec, workerGroupSpecs)",
                         400)
     parent = kuberay_parent(obj) if kind == "RayCluster" else None
-    workers_field = ".".join((*prefix, "workerGroupSpecs[*]"))
-    lower = None  # the annotation of the object refused
-    if parent is not None:  # messages name the user's object and its fields (KubeRay copies its annotations)
-        lower = f"{config.min_member_key} on {object_ref(parent[0], namespace, parent[1])}"
-        ref = f"{ref} (made by KubeRay for {object_ref(parent[0], namespace, parent[1])})"
-        workers_field = (f"{'.'.join((*CLUSTER_SPEC[parent[0]], 'workerGroupSpecs[*]'))} of "
-                         f"{object_ref(parent[0], namespace, parent[1])}")
+    ref, workers_field, lower = _names(ref, kind, parent, namespace, config)
     pods, autoscaling = ray_pods(cluster, prefix, ref)
     _place_group(plan, obj, ann, config, kind, ref, [template_target(p["path"], p["where"]) for p in pods],
                  parent)
@@ -343,7 +413,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     plan.total_field = "1 head + Σ workerGroupSpecs[*] desired replicas × numOfHosts"
     plan.min_member = _ray_min_member(ann, pods, autoscaling, total)
     if autoscaling:
-        _autoscaler_floor(plan, ann, config, sum(p["minimum"] for p in pods), ref, workers_field, lower)
+        _floor_of(plan, ann, config, sum(p["minimum"] for p in pods), operation, (ref, workers_field, lower))
     _suspended_cap(plan, pods, total, ref)
     if parent is None:  # KubeRay's copy of the warning would reach KubeRay's client, not the user
         plan.notes.append(batch_scheduler_note(ref, config))
@@ -365,10 +435,10 @@ def _was_gang(old: dict[str, Any], config: Config) -> bool:
         return True  # a malformed value was refused at that write; this one is judged on its own
 
 
-def running_update(obj: dict[str, Any], old: dict[str, Any], plan: GangPlan, config: Config) -> str | None:
-    """The judgment of an UPDATE that makes a running Ray object a gang (``Rollout.judge`` of the three kinds;
-    ``obj``: after mutation, ``old``: as stored). ``None`` (allowed; warnings appended to ``plan.warnings``) or the
-    refusal, with its fixes.
+def running_ray(update: RunningUpdate, plan: GangPlan, config: Config) -> RunningVerdict | None:
+    """``WorkloadKind.running_update`` of a RayCluster, RayJob or RayService: what KubeRay does with an UPDATE of a
+    stored object (``update.obj`` / ``update.old``), and what admit does instead. First the autoscaler's floor
+    (:func:`_floor_on_update`); then, for an UPDATE that makes a running object a gang:
 
     - **RayCluster**: KubeRay made its pods when it was created (``raycluster_controller.go`` ``reconcilePods``) and
       changes none of them for a template change (``GenerateHashWithoutReplicasAndWorkersToDelete`` is compared only
@@ -383,30 +453,37 @@ def running_update(obj: dict[str, Any], old: dict[str, Any], plan: GangPlan, con
       (``constructRayClusterForRayJob`` / ``constructRayClusterForRayService``) and compares only the cluster spec
       (``isClusterSpecHashEqual``), so the running cluster never sees the annotation: allowed with a warning saying
       when it takes effect (not while the stored object is suspended: its cluster is made on resume).
+
+    Raises:
+        BelowMinMember (403): an autoscaling cluster's minMember above its floor (``admit.webhook.rollout``
+            renders it with the plan's scheduler).
     """
+    obj, old = update.obj, update.old
+    floor = _floor_on_update(obj, old, plan, config)
+    if floor is not None:
+        return floor
     if not plan.mutate or _was_gang(old, config) or get_path(old, ("spec", "suspend")) is True:
         return None  # KubeRay gangs it, or it runs on another cluster; already a gang; no pods yet
     if plan.kind != "RayCluster":
         when = ("when it retries (a new RayCluster per attempt) or is created again" if plan.kind == "RayJob" else
                 "at its next upgrade (a change of spec.rayClusterConfig makes a new RayCluster: upgradeStrategy "
                 "NewCluster or NewClusterWithIncrementalUpgrade) or when it is created again")
-        plan.warnings.append(
+        return RunningVerdict(
             f"{plan.ref} is running: KubeRay copies its annotations onto a RayCluster only when it makes one and "
             f"compares only the cluster spec, so its current RayCluster is not ganged by this change. It takes "
-            f"effect {when}")
-        return None
+            f"effect {when}", False)
     if kuberay_parent(obj) is not None or get_path(obj, ("spec", "suspend")) is True:
         return None
     if get_path(obj, ("spec", "upgradeStrategy", "type")) == "Recreate":
-        plan.warnings.append(f"{plan.ref} has upgradeStrategy Recreate: KubeRay deletes all its running pods for "
-                             "this change and makes them again, in the gang")
-        return None
-    return (f"{plan.ref} is running, and KubeRay leaves its running pods as they are when its templates change "
-            f"(upgradeStrategy is not Recreate): they would stay outside gang {plan.group_name}, and every pod "
-            f"KubeRay makes later (a scale-up, a replacement) would wait for {plan.min_member} pods of the gang that "
-            "never come. Instead, delete the RayCluster and create it again with the annotation; or suspend it in "
-            "this same update (spec.suspend: true) and resume it after; or set spec.upgradeStrategy.type: Recreate "
-            "in this same update (KubeRay then makes every pod again, in the gang)")
+        return RunningVerdict(f"{plan.ref} has upgradeStrategy Recreate: KubeRay deletes all its running pods for "
+                              "this change and makes them again, in the gang", False)
+    return RunningVerdict(
+        f"{plan.ref} is running, and KubeRay leaves its running pods as they are when its templates change "
+        f"(upgradeStrategy is not Recreate): they would stay outside gang {plan.group_name}, and every pod "
+        f"KubeRay makes later (a scale-up, a replacement) would wait for {plan.min_member} pods of the gang that "
+        "never come. Instead, delete the RayCluster and create it again with the annotation; or suspend it in "
+        "this same update (spec.suspend: true) and resume it after; or set spec.upgradeStrategy.type: Recreate "
+        "in this same update (KubeRay then makes every pod again, in the gang)", True)
 
 
 def _resolver(kind: str) -> Resolver:
@@ -417,15 +494,15 @@ def _resolver(kind: str) -> Resolver:
     return resolve
 
 
-#: KubeRay rolls no pod over for a template change: an UPDATE that gangs a running Ray object is judged whole.
-RUNNING = Rollout(judge=running_update)
-
 RAYCLUSTER = WorkloadKind(GROUP, "RayCluster", (("v1", "rayclusters"),), _resolver("RayCluster"),
-                          pod_joiner=None, pod_watch_selector=None, rollout=RUNNING, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
+                          pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
+                          running_update=running_ray)
 # A RayJob's submitter Job is its child; its RayClusters are not: each is a gang of its own (module docstring).
 RAYJOB = WorkloadKind(GROUP, "RayJob", (("v1", "rayjobs"),), _resolver("RayJob"), children=(("batch", "Job"),),
-                      pod_joiner=None, pod_watch_selector=None, rollout=RUNNING, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
+                      pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
+                      running_update=running_ray)
 RAYSERVICE = WorkloadKind(GROUP, "RayService", (("v1", "rayservices"),), _resolver("RayService"),
-                          pod_joiner=None, pod_watch_selector=None, rollout=RUNNING, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False)
+                          pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
+                          running_update=running_ray)
 
 KINDS = (RAYCLUSTER, RAYJOB, RAYSERVICE)

@@ -100,14 +100,10 @@ class Rollout:
         at_once: ``at_once(obj, replicas) -> (new pods made before any is available, how that number comes about)``,
             or ``None`` when the update strategy is not a rolling one.
         fixes: ``fixes(min_member, replicas) -> str``: what the user can do instead, as a sentence tail.
-        judge: for a kind whose controller does not roll its pods over (KubeRay): ``judge(obj, old, plan, config)
-            -> refusal or None``, the whole judgment of an UPDATE of a stored gang-or-not object, which may append
-            warnings to ``plan.warnings``; ``at_once`` and ``fixes`` are then not asked.
     """
 
-    at_once: Callable[[dict[str, Any], int], tuple[int, str] | None] | None = None
-    fixes: Callable[[int, int], str] | None = None
-    judge: Callable[[dict[str, Any], dict[str, Any], Any, Any], str | None] | None = None
+    at_once: Callable[[dict[str, Any], int], tuple[int, str] | None]
+    fixes: Callable[[int, int], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,8 +220,9 @@ class WorkloadKind:
         running_update: a :data:`RunningRule`: on an UPDATE of a stored object, whether the kind's operator would
             refuse admit's write (Kubeflow Trainer's ``runtimePatches`` immutability) or act on it (the
             spark-operator re-runs an application whose spec changed, LWS rolls every group on a template change),
-            and what admit does instead (refuse with the fix, or warn); ``None`` (the default): admit's write is
-            taken as any other.
+            and what admit does instead (refuse with the fix, or warn; a rule may raise ``gang.plan.BelowMinMember``,
+            a refusal rendered with the plan's scheduler: KubeRay's autoscaler floor); ``None`` (the default):
+            admit's write is taken as any other.
     """
 
     api_group: str

@@ -47,7 +47,7 @@ from ..config import Config
 from ..families.apps import resolve_int_or_percent
 from ..families.kinds import KINDS
 from ..families.shared import RunningUpdate, RunningVerdict
-from ..gang.plan import GangPlan, get_path
+from ..gang.plan import BelowMinMember, GangPlan, get_path
 
 __all__ = ["rollout_problem", "resolve_int_or_percent", "running_problem"]
 
@@ -61,11 +61,7 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     """
     kind = KINDS.get((plan.api_group, plan.kind))
     rollout = kind.rollout if kind is not None else None
-    if old is None or rollout is None:
-        return None
-    if rollout.judge is not None:
-        return rollout.judge(obj, old, plan, config)
-    if rollout.at_once is None or rollout.fixes is None or plan.min_member <= 1:
+    if old is None or rollout is None or plan.min_member <= 1:
         return None
     if any(template_joined(old, t, plan, config) for t in plan.targets):
         return None  # already this gang (label, or spec.schedulingGroup for workload-api): old pods count as siblings
@@ -117,4 +113,7 @@ def running_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     rule = kind.running_update if kind is not None else None
     if old is None or rule is None or not plan.mutate:
         return None
-    return rule(RunningUpdate(obj, old, _marked(obj, plan, config), _marked(old, plan, config)), plan, config)
+    try:
+        return rule(RunningUpdate(obj, old, _marked(obj, plan, config), _marked(old, plan, config)), plan, config)
+    except BelowMinMember as e:  # a family's refusal as data, named with the backend's scheduler here
+        return RunningVerdict(e.message_for(scheduler_phrase(plan)), True)

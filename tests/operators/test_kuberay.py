@@ -508,3 +508,30 @@ async def test_annotating_a_running_rayjob_or_rayservice_warns_when_it_takes_eff
         (warning,) = [w for w in said(fake, user_object["kind"]) if "is running" in w]
         assert "KubeRay copies its annotations onto a RayCluster only when it makes one" in warning and when in warning
         assert fake.objects("rayclusters", NS) == [cluster] and refused(op) == []  # no restart, nothing refused
+
+
+async def test_a_cluster_an_earlier_admit_let_in_above_the_floor_still_gets_its_autoscalers_scale_downs(
+        aiohttp_server):
+    # stored as an earlier admit let it in (a warning, no refusal): the autoscaler's PATCH leaves the floor as it was,
+    # so it is judged as that write was, with the fix as a warning; a user's write that changes the floor is refused
+    from kubernetes_asyncio import client as k8s
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    async with operator_cluster(aiohttp_server, CONFIG, kuberay.install) as (fake, op, user):
+        fake.put(autoscaling_raycluster("4"))
+        await op.idle()
+        autoscaler = kuberay.RayAutoscaler(op, NS, "rc")
+        assert await autoscaler.scale("gpu", 1), refused(op)
+        assert await autoscaler.clean_up(), refused(op)
+        assert refused(op) == []
+        assert any("min-member=4 is above the 2 pods the Ray autoscaler scales it down to" in w and
+                   "as before this update: admit sizes its gang to 2" in w for w in said(fake, "RayCluster"))
+        # the gang is sized to what the autoscaler keeps: the pods left can form it
+        pods = pods_of(fake, NS, fake.get("ray.io/v1", "rayclusters", NS, "rc")["metadata"]["uid"])
+        assert len(pods) == 2 and fake.get(*PG, NS, "rc")["spec"]["minMember"] == 2
+        stored = fake.get("ray.io/v1", "rayclusters", NS, "rc")
+        stored["spec"]["workerGroupSpecs"][0]["minReplicas"] = 0
+        with pytest.raises(ApiException) as raised:
+            await k8s.CustomObjectsApi(user).replace_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "rc",
+                                                                              stored)
+        assert raised.value.status == 403 and "the fewest the Ray autoscaler keeps" in raised.value.body
