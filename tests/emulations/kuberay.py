@@ -108,8 +108,8 @@ from .later import Emulated, LaterWrite
 if TYPE_CHECKING:
     from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI, ResourceType
 
-__all__ = ["KubeRay", "install", "BATCH_SCHEDULERS", "cluster_name", "cluster_for_parent", "ray_pod", "desired_workers",
-           "SCHEDULER_NAMES"]
+__all__ = ["KubeRay", "RayAutoscaler", "install", "BATCH_SCHEDULERS", "cluster_name", "cluster_for_parent", "ray_pod",
+           "desired_workers", "SCHEDULER_NAMES", "replicas_patch", "workers_to_delete_patch", "LATER", "LATER_WRITES"]
 
 JSON = dict[str, Any]
 API = "ray.io/v1"
@@ -607,6 +607,19 @@ class KubeRay(OperatorEmulation):
                           "spec": {"minMember": 1}})
 
 
+def replicas_patch(index: int, target: int) -> JSON:
+    """ray-project/ray ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py`` ``worker_replica_patch``: the
+    JSON patch operation that sets worker group ``index``'s ``replicas``."""
+    return {"op": "replace", "path": f"/spec/workerGroupSpecs/{index}/replicas", "value": target}
+
+
+def workers_to_delete_patch(index: int, workers: list[str]) -> JSON:
+    """``worker_delete_patch`` (the same file): the operation that sets worker group ``index``'s
+    ``scaleStrategy`` to ``{"workersToDelete": workers}`` (the whole ``scaleStrategy``, present or not)."""
+    return {"op": "replace", "path": f"/spec/workerGroupSpecs/{index}/scaleStrategy",
+            "value": {"workersToDelete": workers}}
+
+
 class RayAutoscaler:
     """The Ray autoscaler of one RayCluster (ray-project/ray ``python/ray/autoscaler/_private/kuberay/
     node_provider.py`` ``KubeRayNodeProvider``, Ray 2.x), which KubeRay runs as the head pod's ``autoscaler``
@@ -668,13 +681,12 @@ class RayAutoscaler:
         workers = self._workers(group)
         payload = []
         if target != spec.get("replicas", 1):
-            payload.append({"op": "replace", "path": f"/spec/workerGroupSpecs/{index}/replicas", "value": target})
+            payload.append(replicas_patch(index, target))
         hosts = spec.get("numOfHosts") or 1
         surplus = len(workers) - target * hosts
         if surplus > 0:
             doomed = [p["metadata"]["name"] for p in workers[-surplus:]]
-            payload.append({"op": "replace", "path": f"/spec/workerGroupSpecs/{index}/scaleStrategy",
-                            "value": {"workersToDelete": doomed}})
+            payload.append(workers_to_delete_patch(index, doomed))
         return await self._submit(cluster, payload) if payload else True
 
     async def clean_up(self) -> bool:
@@ -689,8 +701,7 @@ class RayAutoscaler:
             if live & set(doomed):
                 return False
             if doomed:
-                payload.append({"op": "replace", "path": f"/spec/workerGroupSpecs/{index}/scaleStrategy",
-                                "value": {"workersToDelete": []}})
+                payload.append(workers_to_delete_patch(index, []))
         return await self._submit(cluster, payload) if payload else True
 
 
