@@ -23,7 +23,6 @@ from typing import Any, Sequence
 
 from .. import __version__
 from ..config import (
-    COSCHEDULING,
     DEFAULT_ANNOTATION_PREFIX,
     WORKLOAD_API_VERSIONS,
     DEFAULT_SCHEDULER_NAME,
@@ -110,7 +109,7 @@ def _add_decision_flags(p: argparse.ArgumentParser) -> None:
                         "sparkoperator.k8s.io when their webhook rules and RBAC are off (repeatable)")
     p.add_argument("--kubeflow-gang-by-operator", action="store_true",
                    help="the Kubeflow training-operator gangs its own jobs: only validate Kubeflow jobs")
-    p.add_argument("--gang-backend", choices=_backend_names(), default=COSCHEDULING,
+    p.add_argument("--gang-backend", choices=_backend_names(), default=Config().gang_backend,
                    help=f"what the gang annotations become: {_backend_help()}; a workload may pick another with "
                         "<prefix>/backend if enabled (default: %(default)s)")
     p.add_argument("--controller-gang", action="append", choices=_handover_kinds(), default=[], metavar="KIND",

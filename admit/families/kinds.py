@@ -7,13 +7,15 @@ Keys are ``(API group, kind)`` as in ``AdmissionReview.request.kind`` (``("apps"
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from ..backends import with_backend, with_joiner_backend
 from ..gang.children import Parents
 from ..gang.plan import Resolver
 from . import FAMILY_KINDS
-from .shared import PodJoiner, WorkloadKind
+from .shared import PodJoiner, Read, WorkloadKind
 
-__all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES", "WEBHOOK_RESOURCES",
+__all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "READS", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES", "WEBHOOK_RESOURCES",
            "annotations_path"]
 
 KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
@@ -60,6 +62,11 @@ WEBHOOK_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
 SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
     (k.api_group, k.versions[0][1]): (k.api_group, k.versions[0][0], k.kind) for k in FAMILY_KINDS if k.scalable}
 """``(API group, plural)`` of a ``*/scale`` request -> the parent's ``(API group, version, kind)``."""
+
+READS: dict[tuple[str, str], Callable[[dict[str, Any], str], Read | None]] = {
+    k.key: k.admission_read for k in FAMILY_KINDS if k.admission_read is not None}
+"""``(API group, kind) -> WorkloadKind.admission_read``: the kinds whose validating admission of a CREATE reads another
+object first (a TrainJob's runtime), for ``webhook.validate``."""
 
 POD_JOINERS: list[PodJoiner] = [with_joiner_backend(k.pod_joiner) for k in FAMILY_KINDS if k.pod_joiner is not None]
 """Every kind's ``WorkloadKind.pod_joiner`` (Spark executors, LeaderWorkerSet group pods), in registration order, kept

@@ -36,7 +36,7 @@ The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..gang.ownerrefs import controller_ref
 from ..config import Config
@@ -46,6 +46,7 @@ from ..gang.resources import ResourceError, gang_min_resources
 __all__ = [
     "WorkloadKind",
     "AllowedBackends",
+    "Read",
     "Rollout",
     "RunningUpdate",
     "RunningVerdict",
@@ -70,6 +71,28 @@ the pod-group label nor gang annotations (e.g. a Spark executor joining its driv
 Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline; see
 ``admission.GroupCache``) is the cache. A lookup (``spark.DriverLookup``) asks ``admission.Admission`` to read what
 the cache does not know."""
+
+
+class Read(Protocol):
+    """An object a kind's validating admission must read through the API before it can answer, and what the answer
+    becomes once it is read (``WorkloadKind.admission_read``: a TrainJob's runtime). ``admission.Admission`` does the
+    read, one GET within ``api_timeout_seconds``, and a failed read follows the failure mode; the kind module stays
+    pure.
+
+    Attributes:
+        group / version / plural / namespace / name: the object (namespace ``""``: cluster-scoped).
+    """
+
+    group: str
+    version: str
+    plural: str
+    namespace: str
+    name: str
+
+    def judge(self, obj: dict[str, Any] | None, config: Config) -> tuple[list[str], GangError | None]:
+        """``(warnings, refusal)`` once read (``obj`` ``None``: not found); a refusal is named on the admitted
+        object."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +238,12 @@ class WorkloadKind:
             objects), or ``None`` (watched, with ``versions``). Its ``versions`` still name its resource for the
             webhook rules, ``admit review`` and the fake API (``admit.families.kinds.WEBHOOK_RESOURCES``).
 
+    One fact with a default, for a kind whose admission reads another object first:
+
+        admission_read: ``(object, namespace) -> Read | None`` for a CREATE of the kind: the object its validating
+            admission reads and judges (:class:`Read`: a TrainJob's runtime, whose JobSet Trainer builds), or
+            ``None`` (the default): the kind reads nothing.
+
     One fact with a default, for a kind whose operator refuses or acts on a later change of what admit writes:
 
         running_update: a :data:`RunningRule`: on an UPDATE of a stored object, whether the kind's operator would
@@ -243,6 +272,7 @@ class WorkloadKind:
     annotations: tuple[str, ...] = field(default=("metadata", "annotations"), kw_only=True)
     unwatched: str | None = field(default=None, kw_only=True)
     running_update: RunningRule | None = field(default=None, kw_only=True)
+    admission_read: Callable[[dict[str, Any], str], Read | None] | None = field(default=None, kw_only=True)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -52,6 +52,7 @@ So admit gangs the JobSet, not the TrainJob:
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
@@ -311,8 +312,31 @@ def running_trainjob(update: RunningUpdate, plan: GangPlan, config: Config) -> R
         f"recreate the TrainJob with the new {prefix}/* annotations", True)
 
 
+@dataclass(slots=True)
+class RuntimeRead:
+    """``shared.Read`` of a TrainJob CREATE: its ClusterTrainingRuntime or TrainingRuntime (:func:`runtime_ref`),
+    judged by :func:`judge_runtime`; a failed read follows the failure mode."""
+
+    trainjob: dict[str, Any]
+    trainjob_namespace: str
+    plural: str
+    namespace: str
+    name: str
+    group: str = GROUP
+    version: str = "v1alpha1"
+
+    def judge(self, obj: dict[str, Any] | None, config: Config) -> tuple[list[str], GangError | None]:
+        return judge_runtime(self.trainjob, obj, config, self.trainjob_namespace)
+
+
+def runtime_read(trainjob: dict[str, Any], namespace: str) -> RuntimeRead | None:
+    """``WorkloadKind.admission_read`` of a TrainJob: its runtime to read, or ``None`` when it names none."""
+    _, plural, runtime_namespace, name = runtime_ref(trainjob, namespace)
+    return RuntimeRead(trainjob, namespace, plural, runtime_namespace, name) if plural and name else None
+
+
 TRAINJOB = WorkloadKind(GROUP, "TrainJob", (("v1alpha1", "trainjobs"),), resolve_trainjob,
                         pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
-                        running_update=running_trainjob)
+                        running_update=running_trainjob, admission_read=runtime_read)
 
 KINDS = (TRAINJOB,)

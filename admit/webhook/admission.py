@@ -56,8 +56,8 @@ from ..gang.plan import get_path
 from ..backends.common import owner_annotation
 from .admissionreview import AdmissionRequest, Decision
 from ..families.spark import DriverLookup, driver_group, executor_plan
-from ..families.trainer import judge_runtime, runtime_ref
-from .validate import RuntimeCheck, ScaleCheck, Verdict, add_overhead, drop_uncountable, scale_verdict, validate
+from ..families.shared import Read
+from .validate import ScaleCheck, Verdict, add_overhead, drop_uncountable, scale_verdict, validate
 
 __all__ = ["Admission", "Store", "GroupCache", "missing_group_warning"]
 
@@ -203,8 +203,8 @@ class Admission:
                 await self._ensure(verdict, _generation(req.object))
             elif verdict.scale is not None:
                 return await self._check_scale(verdict.scale, verdict.dry_run)
-            elif verdict.runtime is not None:
-                return await self._check_runtime(verdict.runtime, verdict.decision)
+            elif verdict.read is not None:
+                return await self._check_read(verdict.read, verdict.decision)
             elif self._missing is not None and req.kind == "Pod" and not req.dry_run:
                 missing = self._uncached_group(req, verdict.decision)  # a dict lookup; the rest only on a miss
                 if missing is not None:
@@ -342,16 +342,16 @@ class Admission:
             return Decision(warnings=[f"{what} not found: scale not checked against its gang minMember"])
         return await self._scale_gang(parent, check, dry_run)
 
-    async def _check_runtime(self, check: RuntimeCheck, decision: Decision) -> Decision:
-        """A TrainJob CREATE: read its ClusterTrainingRuntime or TrainingRuntime (one GET) and judge the JobSet
-        Kubeflow Trainer will build from it (``trainer.judge_runtime``); a JobSet admit would refuse is refused
-        here, at the user's object. A failed read follows the failure mode (raises KubeError)."""
-        kind, plural, namespace, name = runtime_ref(check.trainjob, check.namespace)
-        if self.store is None or not plural or not name:
+    async def _check_read(self, read: Read, decision: Decision) -> Decision:
+        """A kind's admission-time read (``WorkloadKind.admission_read``: a TrainJob CREATE reads its
+        ClusterTrainingRuntime or TrainingRuntime, one GET) and its judgement (the JobSet Kubeflow Trainer will build
+        from it, ``trainer.judge_runtime``): a refusal is the user's object's. A failed read follows the failure mode
+        (raises KubeError)."""
+        if self.store is None:
             return decision
-        runtime = await self.store.get_object(
-            "trainer.kubeflow.org", "v1alpha1", plural, namespace, name, self.config.api_timeout_seconds)
-        warnings, refusal = judge_runtime(check.trainjob, runtime, self.config, check.namespace)
+        obj = await self.store.get_object(read.group, read.version, read.plural, read.namespace, read.name,
+                                          self.config.api_timeout_seconds)
+        warnings, refusal = read.judge(obj, self.config)
         if refusal is not None:
             return Decision.deny(refusal.message, refusal.code, decision.warnings + warnings)
         decision.warnings.extend(warnings)

@@ -44,7 +44,8 @@ from typing import Any
 from ..backends import backend_of, check_plan, scheduler_phrase, template_joined
 from ..gang.children import is_child
 from ..config import Config
-from ..families.kinds import PARENTS, POD_JOINERS, RESOLVERS, SCALABLE, annotations_path
+from ..families.kinds import PARENTS, POD_JOINERS, READS, RESOLVERS, SCALABLE, annotations_path
+from ..families.shared import Read
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
@@ -65,9 +66,8 @@ from ..gang.resources import (
 from .admissionreview import AdmissionRequest, Decision
 from .rollout import rollout_problem, running_problem
 
-TRAINER_GROUP = "trainer.kubeflow.org"
 
-__all__ = ["Verdict", "ScaleCheck", "RuntimeCheck", "validate", "check_plan", "scale_verdict", "scale_decision",
+__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision",
            "add_overhead"]
 
 
@@ -96,20 +96,6 @@ class ScaleCheck:
 
 
 @dataclass(slots=True)
-class RuntimeCheck:
-    """A Kubeflow Trainer TrainJob CREATE: read its runtime and judge the JobSet Trainer will build from it
-    (``admit.families.trainer.judge_runtime``).
-
-    Attributes:
-        trainjob: the TrainJob as admitted (after the mutating phase).
-        namespace: its namespace.
-    """
-
-    trainjob: dict[str, Any]
-    namespace: str
-
-
-@dataclass(slots=True)
 class Verdict:
     """Result of :func:`validate`: a decision, plus the API work it depends on.
 
@@ -117,7 +103,8 @@ class Verdict:
         decision: the answer if no work is needed (or if the work succeeds).
         ensure: the PodGroup of this plan must exist with its spec (create or patch), unless ``None``.
         scale: the parent of a scale request must be read and checked, unless ``None``.
-        runtime: a TrainJob's runtime must be read and the JobSet Trainer builds from it judged, unless ``None``.
+        read: an object the kind's admission reads and judges first (``WorkloadKind.admission_read``: a TrainJob's
+            runtime, whose JobSet Trainer builds), unless ``None``.
         explicit_name: the group was named by annotation (see ``podgroup.ownership``).
         dry_run: the request is a dry run: compute everything, write nothing.
     """
@@ -125,7 +112,7 @@ class Verdict:
     decision: Decision
     ensure: GangPlan | None = None
     scale: ScaleCheck | None = None
-    runtime: RuntimeCheck | None = None
+    read: Read | None = None
     explicit_name: bool = False
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -364,8 +351,10 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
         if problem:
             return Verdict(Decision.deny(problem, 403, typos + plan.warnings))
     decision = Decision(warnings=typos + plan.warnings, message="; ".join(plan.notes), notes=plan.notes)
-    if (req.group, req.kind, req.operation) == (TRAINER_GROUP, "TrainJob", "CREATE"):
-        return Verdict(decision, runtime=RuntimeCheck(obj, namespace), dry_run=req.dry_run)
+    read_of = READS.get((req.group, req.kind)) if req.operation == "CREATE" else None
+    read = read_of(obj, namespace) if read_of is not None else None
+    if read is not None:
+        return Verdict(decision, read=read, dry_run=req.dry_run)
     if not plan.create_pod_group:
         return Verdict(decision)
     decision.warnings.extend(countable_warnings(plan, obj))
