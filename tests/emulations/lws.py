@@ -38,6 +38,9 @@ LWS's **pod webhook** (``pkg/webhooks/pod_webhook.go`` ``PodWebhook.Default``, r
 its ordinal. A Pod of an LWS without the ``size`` annotation is refused ("size annotation is unexpectedly missing").
 admit's pod webhook (configuration ``admit``) sorts before it and is reinvoked (``IfNeeded``) after it.
 
+**Later writes** (:data:`LATER`, for the invariant of tests/operators/test_later_writes.py): a template change and the
+rolling update that follows, with the surge groups of ``maxSurge`` (:func:`rolling_update_with_surge`).
+
 Options that change what admit sees: ``version`` (``"0.10"``: metadata copied onto the StatefulSets; ``"0.9"``:
 not). Not emulated: ControllerRevisions (the revision key is a hash of ``leaderWorkerTemplate``, stable but not
 LWS's value), the headless Service, readiness (so a rolling update never progresses past its first step:
@@ -55,9 +58,10 @@ import re
 from typing import Any
 
 from .kit import put_event
+from .later import Emulated, LaterWrite
 from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, denied, patched, pod_template_hash
 
-__all__ = ["LeaderWorkerSetOperator", "install", "NAME", "GROUP_INDEX", "WORKER_INDEX", "REVISION", "GROUP_KEY",
+__all__ = ["LeaderWorkerSetOperator", "install", "LATER", "rolling_update_parameters", "NAME", "GROUP_INDEX", "WORKER_INDEX", "REVISION", "GROUP_KEY",
            "SIZE", "EXCLUSIVE", "REPLICAS", "LEADER_NAME", "POD_WEBHOOK", "POD_WEBHOOK_CONFIGURATION", "USER"]
 
 JSON = dict[str, Any]
@@ -348,3 +352,67 @@ def install(api: FakeKubeAPI, chain: AdmissionChain | None = None, *, version: s
     if chain is not None:
         chain.add("Mutating", POD_WEBHOOK_CONFIGURATION, json.loads(json.dumps(POD_WEBHOOK_SPEC)), pod_webhook)
     return api.add_controller(LeaderWorkerSetOperator(api, version=version))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/later.py): what the LWS controller sends after the CREATE
+# ----------------------------------------------------------------------------------------------------------------------
+
+USER_WRITER = {"username": "alice", "groups": ["system:authenticated"]}
+
+
+def _install_with_statefulsets(api: FakeKubeAPI, chain: AdmissionChain | None = None) -> LeaderWorkerSetOperator:
+    """:func:`install`, with the fake's StatefulSet controller (which makes the group pods) when it is not running."""
+    from admit.testing.fake_kube.controllers import StatefulSetController
+
+    if getattr(api, "statefulsets", None) is None:
+        api.statefulsets = api.add_controller(StatefulSetController(api))
+    return install(api, chain)
+
+
+async def rolling_update_with_surge(op: LeaderWorkerSetOperator, obj: JSON) -> None:
+    """A user's template change (a new image), then the LWS controller's rolling update: the leader StatefulSet
+    updated to the new revision and burst to ``replicas + maxSurge`` groups (:func:`rolling_update_parameters`), the
+    surge groups made by the StatefulSet controller from the new template, each one's worker StatefulSet made by
+    the pod controller."""
+    api, ns, name = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"]
+    stored = api.get(f"{GROUP}/v1", "leaderworkersets", ns, name)
+    if stored is None:
+        return
+    container = stored["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    container["image"] = f"{container.get('image', 'vllm/vllm-openai')}-next"
+    try:
+        await api.admitted_update(api.resource_type(f"{GROUP}/v1", "leaderworkersets"), ns, name, stored,
+                                  dry_run=False, user=USER_WRITER)
+    except ApiError:  # the user's own write refused: the fix was named there, nothing later happens
+        return
+
+
+def gangs_of(op: LeaderWorkerSetOperator, obj: JSON) -> list[tuple[str, list[JSON]]]:
+    """``(group, its pods)`` per group index and revision of ``obj``'s live pods: each is one gang."""
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    groups: dict[tuple[str, str], list[JSON]] = {}
+    for pod in op.api.objects("pods", ns):
+        labels = pod["metadata"].get("labels") or {}
+        if labels.get(NAME) == name and not pod["metadata"].get("deletionTimestamp"):
+            groups.setdefault((labels.get(GROUP_INDEX, "?"), labels.get(REVISION, "")), []).append(pod)
+    return [(f"group {index} revision {rev}", pods) for (index, rev), pods in sorted(groups.items())]
+
+
+def refused_writes(op: LeaderWorkerSetOperator) -> list[tuple[str, str, str]]:
+    """The LWS controllers' refused writes, and the fake StatefulSet controller's (the group pods)."""
+    statefulsets = getattr(op.api, "statefulsets", None)
+    return [*op.errors, *(statefulsets.errors if statefulsets is not None else [])]
+
+
+LATER_WRITES = (
+    LaterWrite("rolling update with maxSurge after a template change",
+               "kubernetes-sigs/lws pkg/controllers/leaderworkerset_controller.go rollingUpdateParameters, "
+               "calculateRollingUpdateReplicas (burstReplicas = replicas + maxSurge), SSAWithStatefulset (v0.10.0)",
+               "spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge (default 0); any change of "
+               "spec.leaderWorkerTemplate is a new revision (pkg/utils/revision getPatch)",
+               lambda obj: True, rolling_update_with_surge),
+)
+
+LATER = Emulated("lws", _install_with_statefulsets, ((f"{GROUP}/v1", "LeaderWorkerSet"),), LATER_WRITES, gangs_of,
+                 refused_writes)

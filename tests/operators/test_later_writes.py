@@ -95,8 +95,34 @@ def ray_objects(draw: Any) -> dict[str, Any]:
     return obj
 
 
+@st.composite
+def lws_objects(draw: Any) -> dict[str, Any]:
+    """A LeaderWorkerSet as LWS's samples write it (kubernetes-sigs/lws ``config/samples``: groups of a leader and
+    workers), with a rolling update strategy (``maxSurge`` a number, a percentage or unset), a startup policy,
+    ``gang.admit.dev/min-member`` ``auto`` or a number within the group, and a name whose groups' PodGroup names
+    ``<lws>-<index>-<revision>`` sit near the 63-character limit, where the surge groups' longer index matters."""
+    replicas = draw(st.sampled_from([1, 2, 9, 10]))
+    size = draw(st.integers(1, 3))
+    surge = draw(st.sampled_from([None, 0, 1, 2, "50%"]))
+    last = str(replicas - 1)
+    length = 63 - len(last) - 12 + draw(st.integers(-2, 1))  # <name>-<last>-<10-character revision>
+    rolling: dict[str, Any] = {"maxUnavailable": 1}
+    if surge is not None:
+        rolling["maxSurge"] = surge
+    spec: dict[str, Any] = {
+        "replicas": replicas, "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": rolling},
+        "leaderWorkerTemplate": {"size": size, "workerTemplate": {"spec": {"containers": [
+            {"name": "vllm", "image": "vllm/vllm-openai", "resources": {"requests": {"cpu": "1"}}}]}}}}
+    if draw(st.booleans()):
+        spec["startupPolicy"] = "LeaderReady"
+    min_member = draw(st.sampled_from(["auto", "1", str(size)]))
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "v" * length, "namespace": NS, "annotations": {"gang.admit.dev/min-member": min_member}},
+            "spec": spec}
+
+
 #: Emulation name -> the strategy of the user objects it acts on.
-STRATEGIES = {"kuberay": ray_objects()}
+STRATEGIES = {"kuberay": ray_objects(), "lws": lws_objects()}
 
 
 @contextlib.asynccontextmanager
