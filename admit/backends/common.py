@@ -17,8 +17,9 @@ from typing import Any
 
 from ..config import BUILTIN_ENTRY_POINTS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 
-__all__ = ["installed", "BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation", "object_owner", "not_admits_message",
-           "generation_annotation", "generation_patch", "stamped_generation"]
+__all__ = ["installed", "BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation",
+           "object_owner", "not_admits_message", "generation_annotation", "replaces_annotation", "stamp_annotations",
+           "generation_patch", "stamped_generation", "stamped_replaces"]
 
 log = logging.getLogger("admit.backends")
 
@@ -85,19 +86,53 @@ def generation_annotation(config: Config) -> str:
     return f"{config.key_prefix}workload-generation"
 
 
-def generation_patch(existing: dict[str, Any], generation: int | None, config: Config) -> list[dict[str, Any]]:
-    """JSONPatch ops that set the :func:`generation_annotation` of ``existing`` to ``generation`` (none when it is
-    ``None`` or already set)."""
-    if generation is None:
-        return []
+def replaces_annotation(config: Config) -> str:
+    """The annotation recording, on an object the validating webhook wrote for an UPDATE, the ``resourceVersion`` of
+    the stored workload that update replaces (``gang.admit.dev/workload-replaces``).
+
+    Why: the generation stamp alone misses an annotation-only change. kube-apiserver bumps ``metadata.generation``
+    on an annotation change for a Deployment only (``pkg/registry/apps/deployment/strategy.go`` compares ``Spec``
+    and ``Annotations``); a StatefulSet's, ReplicaSet's, DaemonSet's or Job's strategy compares ``Spec`` alone, a
+    custom resource's everything but ``metadata`` (``customresource/strategy.go`` ``copyNonMetadata``). So after
+    ``kubectl annotate statefulset web gang.admit.dev/min-member=5`` the webhook's object and the cached workload
+    carry the same generation, and the controller wrote the old minMember back until the update was stored
+    (measured on a 1.36 plane: 103-119 times in a 15-minute soak). The object validating admission sees carries the
+    ``resourceVersion`` of the stored version it replaces (kube-apiserver checks it against the stored one before it
+    runs validating admission, and applies a patch to the stored object), so while the workload a controller reads
+    still has that ``resourceVersion``, the object is ahead of it. The controller removes the annotation when it
+    writes the spec itself (from a stored version)."""
+    return f"{config.key_prefix}workload-replaces"
+
+
+def stamp_annotations(config: Config, generation: int | None, replaces: str | None = None) -> dict[str, str]:
+    """The stamp of an object written from a workload: ``{generation_annotation: "5", replaces_annotation: "812"}``
+    (each only when given)."""
+    out = {generation_annotation(config): str(generation)} if generation is not None else {}
+    if replaces:
+        out[replaces_annotation(config)] = replaces
+    return out
+
+
+def generation_patch(existing: dict[str, Any], generation: int | None, config: Config,
+                     replaces: str | None = None) -> list[dict[str, Any]]:
+    """JSONPatch ops that stamp ``existing`` as written from workload generation ``generation``
+    (:func:`generation_annotation`; none when ``None`` or already set) and, for an admitted update, as ahead of the
+    stored workload whose ``resourceVersion`` is ``replaces`` (:func:`replaces_annotation`; with ``None`` an
+    earlier one is removed: the spec now comes from a stored version)."""
     annotations = (existing.get("metadata") or {}).get("annotations")
-    key = generation_annotation(config)
-    if isinstance(annotations, dict) and annotations.get(key) == str(generation):
-        return []
+    want = stamp_annotations(config, generation, replaces)
     if not isinstance(annotations, dict):
-        return [{"op": "add", "path": "/metadata/annotations", "value": {key: str(generation)}}]
-    return [{"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"),
-             "value": str(generation)}]
+        return [{"op": "add", "path": "/metadata/annotations", "value": want}] if want else []
+    ops: list[dict[str, Any]] = []
+    if replaces_annotation(config) in annotations and not replaces:
+        ops.append({"op": "remove", "path": _annotation_path(replaces_annotation(config))})
+    ops.extend({"op": "add", "path": _annotation_path(k), "value": v} for k, v in want.items()
+               if annotations.get(k) != v)
+    return ops
+
+
+def _annotation_path(key: str) -> str:
+    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
 
 
 def stamped_generation(obj: dict[str, Any], config: Config) -> int | None:
@@ -105,6 +140,13 @@ def stamped_generation(obj: dict[str, Any], config: Config) -> int | None:
     (:func:`generation_annotation`), or ``None``."""
     value = ((obj.get("metadata") or {}).get("annotations") or {}).get(generation_annotation(config))
     return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def stamped_replaces(obj: dict[str, Any], config: Config) -> str | None:
+    """The ``resourceVersion`` of the stored workload the update an object's spec was admitted for replaces
+    (:func:`replaces_annotation`), or ``None`` (written for a create, or by the controller)."""
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(replaces_annotation(config))
+    return value if isinstance(value, str) and value else None
 
 
 def owner_annotation(config: Config) -> str:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Protocol
 from ..config import Config
 from ..gang.plan import GangPlan
 from ..kube.client import AlreadyExists, Budget, KubeError
-from .common import generation_annotation, generation_patch
+from .common import generation_patch, stamp_annotations
 from .interface import GangBackend
 from .registry import backend_of
 from .runtime import APIS
@@ -70,10 +70,11 @@ class _Gang:
     at the first object the cache cannot answer for)."""
 
     def __init__(self, backend: GangBackend, merge: Any, store: Any, plan: GangPlan, config: Config, decision: Any,
-                 explicit_name: bool, dry_run: bool, cache: Any, generation: int | None) -> None:
+                 explicit_name: bool, dry_run: bool, cache: Any, generation: int | None,
+                 replaces: str | None) -> None:
         self.backend, self.merge, self.store, self.plan, self.config = backend, merge, store, plan, config
         self.decision, self.explicit_name, self.dry_run, self.cache = decision, explicit_name, dry_run, cache
-        self.generation = generation
+        self.generation, self.replaces = generation, replaces
         api = APIS.get(backend.name)
         self.count: Callable[[str, str], None] = api.count if api is not None and api.count else _uncounted
         self.cannot_admit = getattr(backend, "cannot_admit", None)
@@ -92,7 +93,7 @@ class _Gang:
 
 
 async def ensure(store: ObjectStore | None, plan: GangPlan, config: Config, decision: Any, explicit_name: bool,
-                 dry_run: bool, cache: Any = None, generation: int | None = None) -> None:
+                 dry_run: bool, cache: Any = None, generation: int | None = None, replaces: str | None = None) -> None:
     """Make ``plan``'s objects (its backend's ``desired_objects``) exist with the right spec; record each in
     ``decision.pod_groups`` (what is stored, else what would be).
 
@@ -102,16 +103,20 @@ async def ensure(store: ObjectStore | None, plan: GangPlan, config: Config, deci
     and ``.group_pods(namespace, name, exclude) -> int | None``, the other workloads' pods that name the group)
     lets a cached object that is ours and in step skip every call; ``generation``: the incoming object's
     ``metadata.generation`` (in the validating phase kube-apiserver has already bumped it for a spec change),
-    stamped on what is written so the controller never writes back a spec from an older generation.
+    stamped on what is written so the controller never writes back a spec from an older generation; ``replaces``:
+    on an UPDATE, the incoming object's ``metadata.resourceVersion`` (that of the stored version it replaces),
+    stamped so the controller never writes back that version's spec either (``common.replaces_annotation``: an
+    annotation change keeps the generation of every kind but a Deployment).
 
     Raises:
         kube.KubeError: an API call failed, the budget ran out, or a stored object is being deleted (409).
     """
     backend = backend_of(plan.backend)
     desired_all = backend.desired_objects(plan, config)
-    if generation is not None:
+    stamp = stamp_annotations(config, generation, replaces)
+    if stamp:
         for desired in desired_all:
-            desired["metadata"].setdefault("annotations", {})[generation_annotation(config)] = str(generation)
+            desired["metadata"].setdefault("annotations", {}).update(stamp)
     start = len(decision.pod_groups)
     decision.pod_groups.extend(desired_all)
     merge = getattr(backend, "merge_shared", None) if plan.shared else None
@@ -126,7 +131,8 @@ async def ensure(store: ObjectStore | None, plan: GangPlan, config: Config, deci
             continue
         if store is None:
             continue
-        gang = gang or _Gang(backend, merge, store, plan, config, decision, explicit_name, dry_run, cache, generation)
+        gang = gang or _Gang(backend, merge, store, plan, config, decision, explicit_name, dry_run, cache, generation,
+                             replaces)
         existing = await _create_or_read(gang, desired, at)
         if existing is not None and not await _keep_in_step(gang, desired, existing, at):
             return
@@ -212,7 +218,7 @@ async def _keep_in_step(gang: _Gang, desired: JSON, existing: JSON, at: int) -> 
             gang.warn([message])
             gang.warned_cannot_follow = True
     if ops:
-        ops = ops + generation_patch(existing, gang.generation, config)
+        ops = ops + generation_patch(existing, gang.generation, config, gang.replaces)
         patched = await gang.store.patch_object(group, version, plural, plan.namespace, plan.group_name, ops,
                                                 gang.dry_run, gang.left())
         log.info("patched %s %s/%s for %s: %s", kind, plan.namespace, plan.group_name, plan.ref, ops)

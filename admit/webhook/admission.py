@@ -200,7 +200,8 @@ class Admission:
             verdict = validate(req, self.config)
             if verdict.ensure is not None:
                 self._counted(verdict)
-                await self._ensure(verdict, _generation(req.object))
+                await self._ensure(verdict, _generation(req.object),
+                                   _resource_version(req.object) if req.operation == "UPDATE" else None)
             elif verdict.scale is not None:
                 return await self._check_scale(verdict.scale, verdict.dry_run)
             elif verdict.read is not None:
@@ -301,16 +302,18 @@ class Admission:
             decision.warnings,
         )
 
-    async def _ensure(self, verdict: Verdict, generation: int | None = None) -> None:
+    async def _ensure(self, verdict: Verdict, generation: int | None = None, replaces: str | None = None) -> None:
         """Create or patch the plan's PodGroup. ``generation``: the incoming object's ``metadata.generation`` (in the
         validating phase kube-apiserver has already bumped it for a spec change), stamped on what is written so the
-        controller never writes back a spec from an older generation (``podgroup.generation_annotation``)."""
+        controller never writes back a spec from an older generation (``common.generation_annotation``);
+        ``replaces``: on an UPDATE, the ``resourceVersion`` of the stored version it replaces, stamped so that the
+        controller never writes back that version's spec (``common.replaces_annotation``)."""
         plan = verdict.ensure
         assert plan is not None
         decision = verdict.decision
         # one engine for every backend (admit/backends/ensure.py), over the plan's backend's GangBackend
         await ensure(self.store, plan, self.config, decision, verdict.explicit_name, verdict.dry_run, self.cache,
-                     generation)
+                     generation, replaces)
 
     async def _check_scale(self, check: ScaleCheck, dry_run: bool) -> Decision:
         """A ``*/scale`` UPDATE: the controller's cache of gang workloads says whether the parent is a gang (a
@@ -384,7 +387,7 @@ class Admission:
             self._counted(verdict)
             # The new size comes from the scale, which kube-apiserver stores as the next generation of the parent.
             gen = _generation(parent)
-            await self._ensure(verdict, gen + 1 if gen is not None else None)
+            await self._ensure(verdict, gen + 1 if gen is not None else None, _resource_version(parent))
         return verdict.decision
 
 
@@ -405,3 +408,10 @@ def _generation(obj: Any) -> int | None:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     gen = meta.get("generation") if isinstance(meta, dict) else None
     return gen if isinstance(gen, int) and not isinstance(gen, bool) and gen > 0 else None
+
+
+def _resource_version(obj: Any) -> str | None:
+    """``metadata.resourceVersion`` of an admitted object (on an UPDATE: the stored version it replaces), or ``None``."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return rv if isinstance(rv, str) and rv else None

@@ -23,10 +23,11 @@ from ...gang.plan import GangPlan
 from ...gang.quantity import QuantityError, parse_quantity
 from ..common import Ownership, generation_annotation, generation_patch, owner_annotation
 from ..common import stamped_generation as pod_group_generation
+from ..common import stamped_replaces as pod_group_replaces
 
 __all__ = [
     "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "ownership",
-    "generation_annotation", "generation_patch", "pod_group_generation",
+    "generation_annotation", "generation_patch", "pod_group_generation", "pod_group_replaces",
 ]
 # (the generation stamp is every backend's, ``backends/common.py``; re-exported for the PodGroup controller)
 

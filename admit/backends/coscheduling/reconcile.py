@@ -7,10 +7,12 @@ runs it, and the live reads that guard its destructive and owner-setting writes,
 
 Two writers, one rule: the validating webhook writes a PodGroup's spec from the incoming
 workload before that workload is stored, and stamps it with the workload generation it came from
-(``podgroup.generation_annotation``). :func:`decide` never writes a spec computed from an older generation than the
-stamp: it waits for the workload's own event (``Action.ahead``); only when the cached workload stays older than the
-stamp for the grace period (the update the webhook saw was refused by a later admission step and never stored) does
-it put the spec back.
+(``podgroup.generation_annotation``) and, for an UPDATE, with the ``resourceVersion`` of the stored workload that
+update replaces (``podgroup.replaces_annotation``: an annotation-only change bumps the generation of a Deployment
+only). :func:`decide` never writes a spec computed from an older generation than the stamp, nor from the stored
+version the webhook's update replaces: it waits for the workload's own event (``Action.ahead``); only when the
+cached workload stays so for the grace period (the update the webhook saw was refused by a later admission step
+and never stored) does it put the spec back.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from ...config import Config
 from ...gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
 from ..common import not_admits_message
 from ..common import object_owner as pod_group_owner
-from .podgroup import desired_pod_group, generation_patch, ownership, pod_group_generation, spec_differs, spec_json_patch
+from .podgroup import (
+    desired_pod_group, generation_patch, ownership, pod_group_generation, pod_group_replaces, spec_differs,
+    spec_json_patch,
+)
 
 __all__ = ["decide", "spec_changes", "describe_spec", "is_managed"]
 
@@ -120,13 +125,12 @@ def _in_step(pg_ref: str, pg: JSON, desired: JSON, chosen: Claim, others: list[t
         adopt = True
     changes: list[str] = []
     if spec_differs(pg, desired["spec"]):
-        stamp = pod_group_generation(pg, config)
-        if stamp is not None and chosen.generation is not None and stamp > chosen.generation:
+        ahead = _ahead_of(pg, chosen, config)
+        if ahead is not None:
             waited = 0.0 if ahead_since is None else now - ahead_since
             if waited < grace:
                 return Action("wait", claim=chosen, delay=grace - waited, ahead=True, others=others,
-                              message=f"{pg_ref} was written from generation {stamp} of {chosen.ref}; the "
-                                      f"cached one is generation {chosen.generation}: waiting for it")
+                              message=f"{pg_ref} was written {ahead}: waiting for it")
         changes = spec_changes(pg, desired["spec"])
         ops.extend(spec_json_patch(pg, desired["spec"]))
         ops.extend(generation_patch(pg, chosen.generation, config))
@@ -136,6 +140,20 @@ def _in_step(pg_ref: str, pg: JSON, desired: JSON, chosen: Claim, others: list[t
     if rv:
         ops.append({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
     return Action("patch", claim=chosen, ops=ops, adopt=adopt, changes=changes, others=others)
+
+
+def _ahead_of(pg: JSON, chosen: Claim, config: Config) -> str | None:
+    """How the PodGroup's spec is ahead of the workload ``chosen`` was read as (``"from generation 5 of Deployment
+    team/web; the cached one is generation 4"``), or ``None`` when it is not: its generation stamp is newer, or the
+    webhook wrote it for an update of the stored version ``chosen`` still is (same ``resourceVersion``)."""
+    stamp = pod_group_generation(pg, config)
+    if stamp is not None and chosen.generation is not None and stamp > chosen.generation:
+        return f"from generation {stamp} of {chosen.ref}; the cached one is generation {chosen.generation}"
+    replaces = pod_group_replaces(pg, config)
+    if replaces is not None and replaces == chosen.meta.get("resourceVersion"):
+        return (f"for an update of {chosen.ref} that is not stored yet (the one read is resourceVersion "
+                f"{replaces}, the version that update replaces)")
+    return None
 
 
 def _unclaimed(pg_ref: str, pg: JSON | None, owner: str | None, invalid: list[Claim], config: Config, *,

@@ -31,7 +31,10 @@ What follows the real kube-apiserver (and where it deliberately does not):
   ``kind``, only the list does (kubernetes/kubernetes#3030); a custom resource's keep them, as stored. A GET, a
   write's answer and a watch event's object carry both (``server.list_item``).
 * ``metadata.generation`` starts at 1 and is bumped when anything outside ``metadata`` (and outside ``status`` for
-  resources with a status subresource) changes, and when ``deletionTimestamp`` is set.
+  resources with a status subresource) changes, and when ``deletionTimestamp`` is set; for a Deployment an
+  annotation change bumps it too, as kube-apiserver's Deployment strategy does (no other kind's: a StatefulSet's,
+  a Job's or a custom resource's annotation change keeps its generation; ``server.py`` ``_spec_part`` cites the
+  strategies).
 * Resources with a ``/status`` subresource ignore ``status`` on create and on writes to the main resource, and the
   ``/status`` endpoint only changes ``status`` (Kubernetes' status strategies). A created Pod gets
   ``status.phase: Pending``.

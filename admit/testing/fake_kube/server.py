@@ -485,8 +485,23 @@ class FakeKubeAPI:
         return self._data.setdefault(rt.key, {})
 
     def _spec_part(self, rt: ResourceType, obj: JSON) -> JSON:
+        """What a change of bumps ``metadata.generation``, per kind as kube-apiserver's registry strategies'
+        ``PrepareForUpdate`` compare (so the controller's generation stamp meets the generations a cluster gives):
+
+        - built-in workloads (``pkg/registry/apps/{statefulset,replicaset,daemonset}/strategy.go``,
+          ``pkg/registry/batch/job/strategy.go``): ``spec`` only, an annotation change keeps the generation;
+        - a Deployment (``pkg/registry/apps/deployment/strategy.go``): ``spec`` or ``metadata.annotations``
+          ("annotation updates bump the generation because annotations are copied from deployments to their
+          replica sets");
+        - a custom resource (``apiextensions-apiserver/pkg/registry/customresource/strategy.go``,
+          ``copyNonMetadata``): everything but ``metadata`` (``status`` is reset from the stored object first when
+          the CRD has the status subresource).
+        """
         skip = {"metadata", "status"} if rt.status else {"metadata"}
-        return {k: v for k, v in obj.items() if k not in skip}
+        part = {k: v for k, v in obj.items() if k not in skip}
+        if (rt.group, rt.kind) == ("apps", "Deployment"):
+            part["metadata.annotations"] = (obj.get("metadata") or {}).get("annotations") or {}
+        return part
 
     def _generate_name(self, rt: ResourceType, ns: str | None, prefix: str) -> str:
         bucket = self._bucket(rt)
