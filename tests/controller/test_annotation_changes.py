@@ -1,6 +1,6 @@
 """An annotation-only change of a gang workload, of every kind the controller watches: the validating webhook writes
 the PodGroup from the update before kube-apiserver stores it, and the controller, still reading the stored
-version, never writes the old spec back (issue 36: on a 1.36 plane it did, 103-119 times in a 15-minute soak, for
+version, never writes the old spec back (on a 1.36 plane it did, 103-119 times in a 15-minute soak, for
 StatefulSets and Jobs, whose annotation change keeps ``metadata.generation``; and once for 2.9 s after a leader
 change).
 

@@ -1,5 +1,5 @@
 """An annotation-only change of a running gang on a real control plane: the validating webhook patches the PodGroup
-before kube-apiserver stores the update, and the controller never writes the old spec back (issue 36: for a
+before kube-apiserver stores the update, and the controller never writes the old spec back (for a
 StatefulSet or a Job, whose annotation change keeps ``metadata.generation``, it did, 103-119 times in a 15-minute
 soak; the PodGroup took the old minMember for 14-200 ms, two extra writes each).
 
