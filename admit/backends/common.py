@@ -19,7 +19,7 @@ from ..config import BUILTIN_ENTRY_POINTS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, C
 
 __all__ = ["installed", "BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation",
            "object_owner", "not_admits_message", "generation_annotation", "replaces_annotation", "stamp_annotations",
-           "generation_patch", "stamped_generation", "stamped_replaces"]
+           "generation_patch", "stamped_generation", "stamped_replaces", "ahead_of"]
 
 log = logging.getLogger("admit.backends")
 
@@ -147,6 +147,23 @@ def stamped_replaces(obj: dict[str, Any], config: Config) -> str | None:
     (:func:`replaces_annotation`), or ``None`` (written for a create, or by the controller)."""
     value = ((obj.get("metadata") or {}).get("annotations") or {}).get(replaces_annotation(config))
     return value if isinstance(value, str) and value else None
+
+
+def ahead_of(obj: dict[str, Any], claim: Any, config: Config) -> str | None:
+    """How a managed object's spec is ahead of the workload ``claim`` was read from (``"from generation 5 of
+    Deployment team/web; the cached one is generation 4"``), or ``None`` when it is not: its generation stamp is
+    newer than the workload's (:func:`generation_annotation`), or the webhook wrote it for an update of the stored
+    version the claim still is, same ``resourceVersion`` (:func:`replaces_annotation`). The controller waits for the
+    workload then, and puts the spec back only when it stays so for the grace period (the update was refused after
+    the webhook saw it). ``claim``: ``gang.claim.Claim``-shaped (``generation``, ``meta``, ``ref``)."""
+    stamp = stamped_generation(obj, config)
+    if stamp is not None and claim.generation is not None and stamp > claim.generation:
+        return f"from generation {stamp} of {claim.ref}; the cached one is generation {claim.generation}"
+    replaces = stamped_replaces(obj, config)
+    if replaces is not None and replaces == claim.meta.get("resourceVersion"):
+        return (f"for an update of {claim.ref} that is not stored yet (the one read is resourceVersion {replaces}, "
+                "the version that update replaces)")
+    return None
 
 
 def owner_annotation(config: Config) -> str:

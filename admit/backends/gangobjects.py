@@ -26,7 +26,7 @@ from typing import Any
 from ..config import Config
 from ..gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
 from .action import Action
-from .common import not_admits_message, object_owner
+from .common import ahead_of, generation_patch, not_admits_message, object_owner, stamp_annotations
 from .interface import GangBackend
 
 __all__ = ["decide_objects", "owner_reference", "object_owner"]
@@ -34,14 +34,16 @@ __all__ = ["decide_objects", "owner_reference", "object_owner"]
 JSON = dict[str, Any]
 
 
-def _with_owner(desired: JSON, claim: Any) -> JSON:
+def _with_owner(desired: JSON, claim: Any, config: Config) -> JSON:
     if not claim.plan.shared:
         desired["metadata"]["ownerReferences"] = [owner_reference(claim.workload)]
+    desired["metadata"].setdefault("annotations", {}).update(stamp_annotations(config, claim.generation))
     return desired
 
 
 def decide_objects(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON | None], claims: list[Any],
-                   config: Config, *, now: float, unclaimed_since: float | None, grace: float) -> list[Action]:
+                   config: Config, *, now: float, unclaimed_since: float | None, grace: float,
+                   ahead_since: float | None = None) -> list[Action]:
     """What to do for the gang ``key`` (pure; see the module docstring).
 
     Args:
@@ -51,7 +53,8 @@ def decide_objects(backend: GangBackend, key: tuple[str, str], objects: dict[str
         claims: stored gang workloads of this backend whose plan names ``key``, plus those whose identity is the
             objects' owner annotation (a workload whose annotations became invalid still protects its gang).
         now / unclaimed_since: seconds on one monotonic clock (``unclaimed_since``: first seen unclaimed).
-        grace: orphan grace period, seconds.
+        grace: orphan grace period, seconds; also how long an object written (by the webhook) ahead of the cached
+            workload (``common.ahead_of``) is left as it is (``ahead_since``: when that was first seen).
 
     Returns: one action per object that needs one, in creation order (empty list: nothing to do).
     """
@@ -61,13 +64,13 @@ def decide_objects(backend: GangBackend, key: tuple[str, str], objects: dict[str
     valid = [c for c in claims if c.plan is not None and c.key == key]
     if valid:
         valid.sort(key=lambda c: (c.identity != owner, str(c.meta.get("creationTimestamp") or ""), c.identity))
-        return _claimed(backend, key, objects, valid[0], config)
+        return _claimed(backend, key, objects, valid[0], config, now=now, grace=grace, ahead_since=ahead_since)
     return _unclaimed(backend, key, present, claims, owner, config, now=now, unclaimed_since=unclaimed_since,
                       grace=grace)
 
 
 def _claimed(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON | None], chosen: Any,
-             config: Config) -> list[Action]:
+             config: Config, *, now: float, grace: float, ahead_since: float | None) -> list[Action]:
     """A gang a stored workload (``chosen``) claims: create what is missing, adopt and bring in step the rest."""
     plan = chosen.plan
     if chosen.deleting:
@@ -78,7 +81,7 @@ def _claimed(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON
         obj = objects.get(kind)
         what = f"{kind} {key[0]}/{key[1]}"
         if obj is None:
-            actions.append(Action("create", object_kind=kind, claim=chosen, body=_with_owner(desired, chosen),
+            actions.append(Action("create", object_kind=kind, claim=chosen, body=_with_owner(desired, chosen, config),
                                   changes=[f"{backend.size_name} {plan.min_member}"]))
             continue
         meta = obj.get("metadata") or {}
@@ -92,14 +95,16 @@ def _claimed(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON
         if own.action == "conflict":
             return [Action("conflict", object_kind=kind, claim=chosen, message=f"{chosen.ref}: {own.message}")]
         if own.action == "manage":  # "use" / "operator": left as it is
-            actions.extend(_in_step(backend, kind, obj, desired, chosen, types[0].version, config))
+            actions.extend(_in_step(backend, kind, obj, desired, chosen, types[0].version, config,
+                                    now - ahead_since if ahead_since is not None else 0.0, grace))
     return actions
 
 
 def _in_step(backend: GangBackend, kind: str, obj: JSON, desired: JSON, chosen: Any, version: str,
-             config: Config) -> list[Action]:
+             config: Config, waited: float, grace: float) -> list[Action]:
     """The actions that bring one managed object in step with ``desired``: a report when it cannot follow, a patch
-    that adopts it and/or changes its size."""
+    that adopts it and/or changes its size (stamped with the workload's generation), or a wait while the object was
+    written ahead of the workload read (``waited`` seconds so far, up to ``grace``)."""
     plan = chosen.plan
     actions: list[Action] = []
     ops = backend.update_ops(obj, desired, version)
@@ -111,7 +116,15 @@ def _in_step(backend: GangBackend, kind: str, obj: JSON, desired: JSON, chosen: 
         ops = []
         changes: list[str] = []
     else:
+        ahead = ahead_of(obj, chosen, config) if ops else None
+        if ahead is not None and waited < grace:
+            meta = obj.get("metadata") or {}
+            return [Action("wait", object_kind=kind, claim=chosen, delay=grace - waited, ahead=True,
+                           message=f"{kind} {meta.get('namespace')}/{meta.get('name')} was written {ahead}: "
+                                   "waiting for it")]
         changes = [f"{backend.size_name} {have} -> {plan.min_member}"] if ops else []
+        if ops:
+            ops = ops + generation_patch(obj, chosen.generation, config)
     adopt = not plan.shared and not controlled_by(obj, chosen.uid)
     if adopt:
         ops = adopt_ops(obj, chosen.workload) + ops

@@ -37,7 +37,8 @@ Pieces (one module each):
   work queue (``workqueue.py``), the reconcile of one key with its error handling and retry, each problem reported
   once per change (per key and topic).
 - **the guarded writes of one key** (``writes.py``, ``KeyWrites``): decide, read live, create / patch / delete,
-  back off from a write something keeps undoing.
+  back off from a write something keeps undoing (the guards, ``guards.py`` ``WriteGuards``, are the gang-object
+  controller's too).
 - **the controller** (:class:`Controller`, here): caches run on every replica (the webhooks need the PodGroup cache
   everywhere, and a new leader starts warm, as controller-runtime does); only the Lease holder (``leader.py``) runs
   the ``settings.workers`` workers of its key loop, and each write first checks that the lease is still held (a
@@ -70,7 +71,6 @@ import gc
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -87,17 +87,19 @@ from .claims import (
     watched_kinds,
     workload_record,
 )
-from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
+from ..config import COSCHEDULING, MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ..observability import metrics
 from .events import EventRecorder
 from ..kube.client import resolve_proxy_once
 from .keyloop import KeyLoop
-from .leader import LeaderElector, default_identity
+from .leader import LeaderElector
+from .settings import ControllerSettings
 from ..eventloop import Pacer
 from .multiindex import MultiIndex
 from ..backends.coscheduling.reconcile import decide, describe_spec, spec_changes
 from ..gang.resources import device_class_record, dra_extended_resources, runtime_class_record, runtime_overheads
 from ..kube.watchcache import KubeRaw, Resource, WatchCache, object_key
+from .guards import WriteGuards
 from .writes import KeyWrites
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
@@ -131,47 +133,6 @@ GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 # ======================================================================================================================
 # The loop
 # ======================================================================================================================
-
-
-@dataclass
-class ControllerSettings:
-    """Tunables (seconds). Defaults: the ``admit serve`` flags and client-go's leader-election values.
-
-    ``watch_idle_timeout``: a watch silent (no event, no bookmark) this long is opened again. ``page_size``: list page
-    (50, not client-go's 500: a page is parsed in one go on the loop that serves admissions; 100 stored Deployments
-    are about 0.54 MB of JSON, 11 ms to parse with the stdlib and 7 ms with orjson on the development machine).
-    ``repeat_window``: see ``Controller._repeating``. ``freeze_heap``: see ``Controller._listed``.
-    """
-
-    orphan_grace_period: float = 60.0
-    resync_period: float = 300.0
-    lease_namespace: str = "default"
-    lease_name: str = "admit-controller"
-    identity: str = field(default_factory=default_identity)
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    workers: int = 4
-    slow_retry: float = 60.0
-    watch_backoff: tuple[float, float] = (0.8, 30.0)
-    retry_backoff: tuple[float, float] = (0.5, 60.0)
-    api_timeout: float = 10.0
-    sync_timeout: float = 30.0
-    watch_idle_timeout: float = 130.0
-    page_size: int = 50
-    repeat_window: float = 60.0
-    freeze_heap: bool = True
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "ControllerSettings":
-        """From ``admit serve`` flags (``--orphan-grace-period``, ``--resync-period``, ``--lease-name``,
-        ``--lease-namespace`` (default ``--namespace``))."""
-        return cls(
-            orphan_grace_period=float(getattr(args, "orphan_grace_period", 60.0)),
-            resync_period=float(getattr(args, "resync_period", 300.0)),
-            lease_name=getattr(args, "lease_name", None) or "admit-controller",
-            lease_namespace=getattr(args, "lease_namespace", None) or getattr(args, "namespace", None) or "default",
-        )
 
 
 class PodGroupView:
@@ -277,14 +238,10 @@ class Controller(KeyWrites):
         self._pg_by_owner: MultiIndex[tuple[str, str], GroupKey] = MultiIndex()
         # Leader-only bookkeeping.
         self._unclaimed_since: dict[GroupKey, float] = {}
-        self._no_block_owner_deletion: set[str] = set()
         self._kept_for_pods: dict[GroupKey, int] = {}
         self._ahead_since: dict[GroupKey, float] = {}
-        #: Per key: (signature of the last write, how often it repeated, when the first of the run was) - a write that
-        #: keeps being undone (by the garbage collector, another writer) is slowed down instead of repeated.
-        self._repeats: dict[GroupKey, tuple[str, int, float, float]] = {}
-        #: Writes refused because a live read showed the cache behind (tests, debugging).
-        self.stale_skips = 0
+        #: The live read before adopt or patch, the back-off from undone writes, the blockOwnerDeletion fallback.
+        self.guards = WriteGuards(config, s, self.api, self.loop, self.workloads, COSCHEDULING, _subject, "PodGroups")
         #: Reconciles run, and the last few actions ``(kind, key)`` (tests, debugging).
         self.reconciles = 0
         self.actions: deque[tuple[str, GroupKey]] = deque(maxlen=200)
@@ -463,7 +420,7 @@ class Controller(KeyWrites):
         self.loop.reset()
         self._unclaimed_since.clear()
         self._ahead_since.clear()
-        self._repeats.clear()
+        self.guards.reset()
 
     async def _lead(self) -> None:
         s = self.settings

@@ -12,7 +12,12 @@ hand-written one a workload names). The key loop is the PodGroup controller's (`
 de-duplicating work queue keyed ``(namespace, name)``, per-key exponential backoff on API errors, each problem
 reported once per change), run here one reconcile at a time; ``resync_period`` re-delivers everything.
 
-A write that the API refuses with 409 (changed since the decision) is decided again on the next event.
+Its writes go behind the guards the PodGroup controller's go behind (``guards.WriteGuards``): an adopt, create or
+patch is made only once the workload read live agrees (decided again on it when the cache is behind, none at all
+when it is gone or re-created under another uid); the same write needed again and again (another writer undoing
+it) backs off; adoption goes on without ``blockOwnerDeletion`` where the API refuses it. A decision waits while an
+object was written by the webhook ahead of the workload read (``backends.common.ahead_of``). A write that the API
+refuses with 409 (changed since the decision) is decided again on the next event.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import contextlib
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ..observability import metrics
 from .claims import Claim, claim_of
@@ -30,9 +35,11 @@ from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, Config
 from ..kube.client import KubeError
 from ..eventloop import Pacer
 from .events import EventRecorder
+from .guards import WriteGuards
 from .keyloop import KeyLoop
 from .leader import NotLeader
 from .multiindex import MultiIndex
+from .settings import ControllerSettings
 from ..gang.plan import get_path
 from ..kube.watchcache import KubeRaw, Resource, WatchCache, object_key
 from ..backends.action import Action
@@ -41,8 +48,6 @@ from ..backends.interface import GangBackend
 from ..backends.registry import backend_of
 from ..backends.runtime import APIS, GangDecide, api_of
 
-if TYPE_CHECKING:
-    from .podgroups import ControllerSettings
 
 __all__ = ["NativeClaim", "native_claim_of", "GangHost", "NativeGangController", "GangCacheView",
            "NativeControllers", "start_native_controller"]
@@ -145,6 +150,12 @@ class NativeGangController:
         self._task: asyncio.Task[None] | None = None
         self._leading = False
         self._unclaimed_since: dict[Key, float] = {}
+        self._ahead_since: dict[Key, float] = {}
+        #: The live read before adopt or patch, the back-off from undone writes, the blockOwnerDeletion fallback:
+        #: the same guards as the PodGroup controller's (``guards.WriteGuards``).
+        self.guards = WriteGuards(self.config, s, self.api, self.loop, host.workloads, self.backend.name,
+                                  functools.partial(_subject, self.backend.name),
+                                  " and ".join(f"{kind}s" for kind in self.kinds))
         #: Seconds between two counts of the gangs that broke after they were scheduled (:meth:`check_quorum`).
         self.quorum_period: float = s.resync_period
         self._quorum_at = 0.0
@@ -278,6 +289,8 @@ class NativeGangController:
             self._leading = False
             self.loop.reset()
             self._unclaimed_since.clear()
+            self._ahead_since.clear()
+            self.guards.reset()
             self._below.clear()
             self._quorum_at = 0.0
             metrics.native_gangs_below_min_count(0)
@@ -297,17 +310,34 @@ class NativeGangController:
         if not self.host.is_leader():
             raise NotLeader()
 
-    async def _reconcile(self, key: Key) -> None:
+    async def _reconcile(self, key: Key, live: NativeClaim | None = None) -> None:
+        """Decide for ``key`` and carry the actions out; a write that adopts, creates or patches is made only once
+        the workload read live agrees (``guards.WriteGuards.live_claim``; decided again on ``live`` when the cache
+        is behind)."""
         objects = self._objects(key)
         claims = self._claims_for(key, objects)
+        if live is not None:
+            claims = [live if (c.namespace, c.identity) == (live.namespace, live.identity) else c for c in claims]
         now = time.monotonic()
         actions = self.decide(key, objects, claims, self.config, now=now,
-                                unclaimed_since=self._unclaimed_since.get(key),
-                                grace=self.host.settings.orphan_grace_period)
+                              unclaimed_since=self._unclaimed_since.get(key),
+                              grace=self.host.settings.orphan_grace_period, ahead_since=self._ahead_since.get(key))
         if any(a.unclaimed for a in actions):
             self._unclaimed_since.setdefault(key, now)
         else:
             self._unclaimed_since.pop(key, None)
+        ahead = next((a for a in actions if a.ahead), None)
+        if ahead is None:
+            self._ahead_since.pop(key, None)
+        elif self._ahead_since.setdefault(key, now) == now:
+            log.info("%s", ahead.message)
+        writer = next((a.claim for a in actions if a.kind in ("create", "patch") and a.claim is not None), None)
+        if writer is not None and live is None:
+            checked = await self.guards.live_claim(key, writer)
+            if checked is None:
+                return
+            if checked is not writer:
+                return await self._reconcile(key, live=checked)
         if not any(c.notice for c in claims):
             self._noticed.pop(key, None)
         for c in claims:
@@ -337,27 +367,32 @@ class NativeGangController:
                           "priority": "GangPriorityImmutable"}[action.kind]
                 self._event(action.claim, "Warning", reason, "Reconcile", action.message)
             return
-        if resource is None or action.kind == "none":
+        if resource is None or action.kind == "none" or self.guards.repeating(key, action):
             return
         if action.kind == "delete":
             if action.object_kind == self.kinds[-1] and await self._pods_using(key):
                 self.loop.queue.add_after(key, self.host.settings.orphan_grace_period)
                 return
             await self._delete(resource, key, action.uid)
+            self.guards.wrote(key, action)
             log.info("deleted %s: %s", what, action.message)
             metrics.native_gang(action.object_kind, "orphan_deleted")
             return
         claim = action.claim
         assert claim is not None, f"{action.kind} {what} without a claim"  # decide_objects writes only for one
+        self.guards.strip_block_owner_deletion(action)
         if action.kind == "create":
             self._check_leader()
             try:
                 created = await self.api.request("POST", resource.path(ns), body=action.body)
             except KubeError as e:
+                if self.guards.blocked_owner_deletion(e, claim):
+                    return await self._do(key, action)
                 if e.status == 409:  # our cache is behind: its event brings the key back
                     self.loop.queue.add_after(key, 0.05)
                     return
                 raise
+            self.guards.wrote(key, action)
             log.info("created %s for %s (%s)", what, claim.ref, ", ".join(action.changes))
             metrics.native_gang(action.object_kind, "created")
             self._event(claim, "Normal", f"{action.object_kind}Created", "Create",
@@ -369,10 +404,13 @@ class NativeGangController:
             patched = await self.api.request("PATCH", resource.path(ns, name), body=action.ops,
                                              content_type="application/json-patch+json")
         except KubeError as e:
+            if self.guards.blocked_owner_deletion(e, claim):
+                return await self._do(key, action)
             if e.status in (404, 409, 422):  # gone or changed since the decision: decide again
                 self.loop.queue.add_after(key, 0.05)
                 return
             raise
+        self.guards.wrote(key, action)
         if action.adopt:
             log.info("adopted %s: owner %s uid %s", what, claim.ref, claim.uid)
             metrics.native_gang(action.object_kind, "adopted")

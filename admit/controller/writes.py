@@ -2,7 +2,7 @@
 on the Lease holder's workers: decide (``backends.coscheduling.reconcile.decide``) on the cached PodGroup and claims,
 read the workload live before a write that sets an owner, changes a spec or deletes, then create / patch / delete
 with optimistic concurrency (``resourceVersion``, delete ``preconditions``), and slow down a write that something
-keeps undoing. The rules are in ``podgroups``' module docstring; the state it reads (caches, indexes, the raw client,
+keeps undoing (the guards every gang controller shares, ``guards.WriteGuards``). The rules are in ``podgroups``' module docstring; the state it reads (caches, indexes, the raw client,
 settings, declared on :class:`KeyWrites`) is set up by ``podgroups.Controller``, whose key loop (``keyloop.KeyLoop``)
 runs :meth:`KeyWrites._reconcile` for each key, retries what it raises and keeps the once-per-change reports.
 """
@@ -10,11 +10,10 @@ runs :meth:`KeyWrites._reconcile` for each key, retries what it raises and keeps
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..backends.action import Action
 from ..backends.coscheduling.reconcile import decide
@@ -25,12 +24,12 @@ from ..kube.watchcache import KubeRaw, Resource, WatchCache
 from ..observability import metrics
 from .claims import PODS, Claim, claim_of, pod_group_owner
 from .events import EventRecorder
+from .guards import WriteGuards
 from .keyloop import KeyLoop
 from .leader import LeaderElector, NotLeader
 from .multiindex import MultiIndex
+from .settings import ControllerSettings
 
-if TYPE_CHECKING:
-    from .podgroups import ControllerSettings
 
 
 log = logging.getLogger("admit.controller")
@@ -92,9 +91,7 @@ class KeyWrites:
     _unclaimed_since: dict[GroupKey, float]
     _ahead_since: dict[GroupKey, float]
     _kept_for_pods: dict[GroupKey, int]
-    _repeats: dict[GroupKey, tuple[str, int, float, float]]
-    _no_block_owner_deletion: set[str]
-    stale_skips: int
+    guards: WriteGuards
     reconciles: int
     actions: deque[tuple[str, GroupKey]]
 
@@ -149,12 +146,12 @@ class KeyWrites:
             # Owner-setting and spec writes are decided from the cache; the workload's watch may lag (a deletion
             # not seen yet, an update in flight). Read it live first, as kube-controller-manager's
             # ControllerRefManager does before adopting (RecheckDeletionTimestamp, uid match).
-            checked = await self._live_claim(key, action.claim)
+            checked = await self.guards.live_claim(key, action.claim)
             if checked is None:
                 return
             if checked is not action.claim:
                 return await self._reconcile(key, fetched, depth, live=checked)
-        if action.kind in ("create", "patch", "delete") and self._repeating(key, action):
+        if action.kind in ("create", "patch", "delete") and self.guards.repeating(key, action):
             return
         self.actions.append((action.kind, key))
         if pg is None and not claims:
@@ -195,86 +192,6 @@ class KeyWrites:
                     reason = "GangAnnotationRemoved"
                 self._event(action.claim.workload, "Warning", reason, "Reconcile", action.message)
 
-    async def _live_claim(self, key: GroupKey, claim: Claim) -> Claim | None:
-        """The claim as the stored workload makes it now: ``claim`` itself when the cache is current, a fresher
-        claim when the cache is behind, or ``None`` when no write must be made for it (the workload is gone, was
-        re-created under another uid, is being deleted, or no longer claims ``key``); then the key is looked at again
-        when its watch catches up (and after a back-off, in case it never does)."""
-        resource = self._resource_of(claim)
-        if resource is None or claim.plan is None or claim.plan.shared:
-            return claim
-        try:
-            obj = await self.api.request("GET", resource.path(claim.namespace, claim.name))
-        except KubeError as e:
-            if e.status != 404:
-                raise
-            obj = None
-        why = None
-        if obj is None:
-            why = "is gone"
-        elif str((obj.get("metadata") or {}).get("uid") or "") != claim.uid:
-            why = "was re-created under another uid"
-        elif (obj.get("metadata") or {}).get("deletionTimestamp"):
-            why = "is being deleted"
-        if why is None:
-            assert obj is not None
-            if (obj.get("metadata") or {}).get("resourceVersion") == claim.meta.get("resourceVersion"):
-                return claim
-            fresh = claim_of(obj, resource, self.config)
-            if fresh is not None and fresh.key == key:
-                return fresh
-            why = "no longer claims it"
-        self.stale_skips += 1
-        self.loop.report(key, "stale", f"PodGroup {key[0]}/{key[1]}: not writing for {claim.ref}, which {why} on "
-                                        "the server (the watch is behind); looking again when it catches up",
-                         logging.INFO)
-        self.loop.queue.add_after(key, self.loop.backoff(key))
-        return None
-
-    def _resource_of(self, claim: Claim) -> Resource | None:
-        api_version, kind = claim.workload.get("apiVersion"), claim.kind
-        for resource in self.workloads:
-            if resource.api_version == api_version and resource.kind == kind:
-                return resource
-        return None
-
-    @staticmethod
-    def _signature(action: Action) -> str:
-        return json.dumps([action.kind, action.body, action.ops, action.claim.uid if action.claim else None],
-                          sort_keys=True, default=str)
-
-    def _repeating(self, key: GroupKey, action: Action) -> bool:
-        """True (and the key queued again for later) when this write would repeat too soon the same write that
-        already succeeded for ``key`` twice, less than ``repeat_window`` seconds apart: something keeps undoing it
-        (the garbage collector deleting a PodGroup whose owner is gone, another writer). From the third time on,
-        the same write waits ``retry_backoff`` doubling (0.5 s to 60 s) after the previous one instead of following
-        events as fast as they come (measured: 351 creates, 351 GC deletes and 351 Events in 10 s)."""
-        prior = self._repeats.get(key)
-        if prior is None or prior[1] < 2:
-            return False
-        now = time.monotonic()
-        if prior[0] != self._signature(action) or now - prior[2] > self.settings.repeat_window or now >= prior[3]:
-            return False
-        self.loop.queue.add_after(key, prior[3] - now)
-        return True
-
-    def _wrote(self, key: GroupKey, action: Action) -> None:
-        """Count a successful write for :meth:`_repeating`."""
-        signature = self._signature(action)
-        now = time.monotonic()
-        prior = self._repeats.get(key)
-        if prior is None or prior[0] != signature or now - prior[2] > self.settings.repeat_window:
-            self._repeats[key] = (signature, 1, now, now)
-            return
-        count = prior[1] + 1
-        base, maximum = self.settings.retry_backoff
-        delay = min(maximum, base * 2 ** (count - 2))
-        self._repeats[key] = (signature, count, now, now + delay)
-        if count >= 3:
-            self.loop.report(key, "repeat", f"PodGroup {key[0]}/{key[1]}: the same {action.kind} was needed {count} "
-                                             f"times; something undoes it, so it is repeated with back-off (next "
-                                             f"after {delay:.1f}s)")
-
     async def _refetch(self, key: GroupKey, depth: int) -> None:
         """Our cache is behind the server (409 on create or patch): decide again on the stored object."""
         fetched = await self._get(key)
@@ -286,7 +203,7 @@ class KeyWrites:
     async def _create(self, key: GroupKey, action: Action, depth: int) -> None:
         claim = action.claim
         assert claim is not None and action.body is not None
-        self._strip_block_owner_deletion(action.body["metadata"].get("ownerReferences") or [], claim)
+        self.guards.strip_block_owner_deletion(action)
         self._check_leader()
         try:
             created = await self.api.request("POST", self.pod_group_resource.path(key[0]), body=action.body)
@@ -297,12 +214,12 @@ class KeyWrites:
                 self.loop.report(key, "terminating", f"PodGroup {key[0]}/{key[1]} not re-created for {claim.ref}: "
                                                       "its namespace is being deleted", logging.INFO)
                 return None
-            if self._blocked_owner_deletion(e, claim):
+            if self.guards.blocked_owner_deletion(e, claim):
                 return await self._create(key, action, depth)
             raise self._fail(claim, key, e, f"cannot create PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
         self.loop.resolved(key, "fail")
         self.loop.resolved(key, "terminating")
-        self._wrote(key, action)
+        self.guards.wrote(key, action)
         log.info("created PodGroup %s/%s for %s (%s), owned by uid %s", key[0], key[1], claim.ref,
                  ", ".join(action.changes), claim.uid)
         metrics.pod_group("recreated")
@@ -313,9 +230,7 @@ class KeyWrites:
     async def _patch(self, key: GroupKey, action: Action, depth: int) -> None:
         claim = action.claim
         assert claim is not None
-        for op in action.ops:
-            if op.get("path") == "/metadata/ownerReferences":
-                self._strip_block_owner_deletion(op.get("value") or [], claim)
+        self.guards.strip_block_owner_deletion(action)
         self._check_leader()
         try:
             patched = await self.api.request("PATCH", self.pod_group_resource.path(*key), body=action.ops,
@@ -326,11 +241,11 @@ class KeyWrites:
             if e.status == 404:  # deleted meanwhile: its DELETED event brings it back here
                 self.loop.queue.add_after(key, 0.05)
                 return
-            if self._blocked_owner_deletion(e, claim):
+            if self.guards.blocked_owner_deletion(e, claim):
                 return await self._patch(key, action, depth)
             raise self._fail(claim, key, e, f"cannot update PodGroup {key[0]}/{key[1]} for {claim.ref}: {e.message}")
         self.loop.resolved(key, "fail")
-        self._wrote(key, action)
+        self.guards.wrote(key, action)
         if action.adopt:
             log.info("adopted PodGroup %s/%s: owner %s uid %s", key[0], key[1], claim.ref, claim.uid)
             metrics.pod_group("adopted")
@@ -359,7 +274,7 @@ class KeyWrites:
             return
         holder = await self._live_owner(key, owner, owner_kinds)
         if holder is not None:
-            self.stale_skips += 1
+            self.guards.stale_skips += 1
             self.loop.report(key, "delete", f"PodGroup {key[0]}/{key[1]} looks unclaimed in the cache, but {holder} "
                                              "claims it on the server (its watch is behind); not deleting it",
                              logging.INFO)
@@ -389,7 +304,7 @@ class KeyWrites:
                 return
             raise
         self._unclaimed_since.pop(key, None)
-        self._wrote(key, action)
+        self.guards.wrote(key, action)
         log.info("deleted PodGroup %s/%s: %s", key[0], key[1], action.message)
         metrics.pod_group("orphan_deleted")
         self._event(pg, "Normal", "PodGroupDeleted", "Delete",
@@ -445,22 +360,6 @@ class KeyWrites:
             cont = (doc.get("metadata") or {}).get("continue") or None
             if not cont:
                 return 0
-
-    def _strip_block_owner_deletion(self, refs: list[JSON], claim: Claim) -> None:
-        if claim.kind in self._no_block_owner_deletion:
-            for ref in refs:
-                ref.pop("blockOwnerDeletion", None)
-
-    def _blocked_owner_deletion(self, e: KubeError, claim: Claim) -> bool:
-        """OwnerReferencesPermissionEnforcement (e.g. OpenShift) refuses ``blockOwnerDeletion`` without ``update`` on
-        ``<workloads>/finalizers``: adopt without it (the garbage collector still deletes the PodGroup) and say so."""
-        if e.status in (403, 422) and "blockOwnerDeletion" in e.message and claim.kind not in \
-                self._no_block_owner_deletion:
-            self._no_block_owner_deletion.add(claim.kind)
-            log.warning("%s: %s; adopting %s PodGroups without blockOwnerDeletion (grant 'update' on the %s "
-                        "finalizers subresource to keep it)", claim.ref, e.message, claim.kind, claim.kind)
-            return True
-        return False
 
     def _fail(self, claim: Claim, key: GroupKey, error: KubeError, message: str) -> KubeError:
         """A Warning Event on the workload, once per distinct failure that is no longer transient

@@ -63,7 +63,7 @@ async def test_a_group_whose_workload_a_silent_watch_missed_is_not_deleted_as_an
     fake.put(managed_pg("web", min_member=3))  # created at admission, without an owner (the GC race)
     await create_workload(kube, deployment())  # stored; the silent watch never says so
     # Counted once the live read of the owner has answered (after the grace period): wait for it.
-    await eventually(lambda: controller.stale_skips >= 1, timeout=GRACE + 2)
+    await eventually(lambda: controller.guards.stale_skips >= 1, timeout=GRACE + 2)
     await asyncio.sleep(0.1)
     assert pg_of(fake) is not None and fake.requests_for("podgroups", "delete") == []
     fake.release_watches("deployments")  # the watch catches up: the group is adopted
@@ -88,7 +88,7 @@ async def test_no_group_is_created_for_a_workload_deleted_while_its_watch_lags(f
     await asyncio.sleep(1.0)
     assert fake.requests_for("podgroups", "create") == []
     assert [g["name"] for g in fake.gc_deleted] == ["web"]
-    assert controller.stale_skips >= 1
+    assert controller.guards.stale_skips >= 1
     fake.release_watches("deployments")
     await asyncio.sleep(0.3)
     assert pg_of(fake) is None and fake.requests_for("podgroups", "create") == []
@@ -105,7 +105,7 @@ async def test_a_group_is_not_adopted_by_a_workload_recreated_under_another_uid_
     fake.delete_object("apps/v1", "deployments", "team", "web")
     second = await create_workload(kube, deployment())  # same name, new uid; the cache still has the first
     await eventually(lambda: pg_of(fake) is None)  # garbage-collected with the first
-    await eventually(lambda: controller.stale_skips >= 1, timeout=2)  # counted once the live read has answered
+    await eventually(lambda: controller.guards.stale_skips >= 1, timeout=2)  # counted once the live read has answered
     await asyncio.sleep(0.3)
     assert pg_of(fake) is None  # nothing created with the first uid
     fake.release_watches("deployments")
@@ -132,7 +132,7 @@ async def test_a_write_something_keeps_undoing_is_repeated_with_back_off(fake, k
     # Without back-off: one create per deletion, about every 10-30 ms (60+ in 2 s). With it: the first two at
     # once, then after 0.2, 0.4, 0.8, 0.8 ... seconds.
     assert 3 <= creates <= 7, creates
-    assert controller._repeats[("team", "web")][1] >= 3
+    assert controller.guards.repeats[("team", "web")][1] >= 3
 
 
 # ======================================================================================================================

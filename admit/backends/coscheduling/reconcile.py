@@ -25,10 +25,8 @@ from ...config import Config
 from ...gang.ownerrefs import adopt_ops, controlled_by, is_managed, owner_reference
 from ..common import not_admits_message
 from ..common import object_owner as pod_group_owner
-from .podgroup import (
-    desired_pod_group, generation_patch, ownership, pod_group_generation, pod_group_replaces, spec_differs,
-    spec_json_patch,
-)
+from ..common import ahead_of
+from .podgroup import desired_pod_group, generation_patch, ownership, spec_differs, spec_json_patch
 
 __all__ = ["decide", "spec_changes", "describe_spec", "is_managed"]
 
@@ -125,7 +123,7 @@ def _in_step(pg_ref: str, pg: JSON, desired: JSON, chosen: Claim, others: list[t
         adopt = True
     changes: list[str] = []
     if spec_differs(pg, desired["spec"]):
-        ahead = _ahead_of(pg, chosen, config)
+        ahead = ahead_of(pg, chosen, config)
         if ahead is not None:
             waited = 0.0 if ahead_since is None else now - ahead_since
             if waited < grace:
@@ -140,20 +138,6 @@ def _in_step(pg_ref: str, pg: JSON, desired: JSON, chosen: Claim, others: list[t
     if rv:
         ops.append({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
     return Action("patch", claim=chosen, ops=ops, adopt=adopt, changes=changes, others=others)
-
-
-def _ahead_of(pg: JSON, chosen: Claim, config: Config) -> str | None:
-    """How the PodGroup's spec is ahead of the workload ``chosen`` was read as (``"from generation 5 of Deployment
-    team/web; the cached one is generation 4"``), or ``None`` when it is not: its generation stamp is newer, or the
-    webhook wrote it for an update of the stored version ``chosen`` still is (same ``resourceVersion``)."""
-    stamp = pod_group_generation(pg, config)
-    if stamp is not None and chosen.generation is not None and stamp > chosen.generation:
-        return f"from generation {stamp} of {chosen.ref}; the cached one is generation {chosen.generation}"
-    replaces = pod_group_replaces(pg, config)
-    if replaces is not None and replaces == chosen.meta.get("resourceVersion"):
-        return (f"for an update of {chosen.ref} that is not stored yet (the one read is resourceVersion "
-                f"{replaces}, the version that update replaces)")
-    return None
 
 
 def _unclaimed(pg_ref: str, pg: JSON | None, owner: str | None, invalid: list[Claim], config: Config, *,

@@ -37,7 +37,8 @@ JSON = dict[str, Any]
 KINDS = tuple(KIND_PLURALS)  # creation order: the PodGroup references the Workload
 
 def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims: list[Any], config: Config, *,
-                  now: float, unclaimed_since: float | None, grace: float) -> list[Action]:
+                  now: float, unclaimed_since: float | None, grace: float,
+                  ahead_since: float | None = None) -> list[Action]:
     """What to do for the gang ``key``: ``gangobjects.decide_objects`` with this backend.
 
     Args:
@@ -46,9 +47,10 @@ def decide_native(key: tuple[str, str], objects: dict[str, JSON | None], claims:
         claims: stored workload-api gang workloads whose plan names ``key``, plus those whose identity is the
             objects' owner annotation (a workload whose annotations became invalid still protects its gang).
         now / unclaimed_since: seconds on one monotonic clock (``unclaimed_since``: first seen unclaimed).
-        grace: orphan grace period, seconds.
+        grace: orphan grace period, seconds (and how long objects written ahead of the workload wait,
+            ``ahead_since``: when that was first seen).
 
     Returns: one action per object that needs one, in creation order (empty list: nothing to do).
     """
     return decide_objects(BACKEND, key, objects, claims, config, now=now, unclaimed_since=unclaimed_since,
-                          grace=grace)
+                          grace=grace, ahead_since=ahead_since)
