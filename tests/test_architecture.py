@@ -34,9 +34,8 @@ def test_the_gang_model_and_the_pure_decisions_import_where_aiohttp_and_kubernet
         sys.meta_path.insert(0, Block())
         for module in ("admit.gang.plan", "admit.gang.claim", "admit.gang.ownerrefs", "admit.families.kinds",
                        "admit.webhook.mutate", "admit.webhook.validate", "admit.backends.diagnose",
-                       "admit.backends.coscheduling.podgroup", "admit.backends.coscheduling.reconcile",
-                       "admit.backends.coscheduling.diagnose", "admit.backends.workload_api.reconcile",
-                       "admit.backends.workload_api.diagnose"):
+                       "admit.backends.coscheduling.podgroup", "admit.backends.gangobjects",
+                       "admit.backends.coscheduling.diagnose", "admit.backends.workload_api.diagnose"):
             importlib.import_module(module)
         print("imported", len([m for m in sys.modules if m.startswith("admit")]), "admit modules")
     """)

@@ -1,8 +1,7 @@
 """The controllers' one decision record: :class:`Action`, what to do for one object of a gang. Pure.
 
-Both pure decisions return it: ``backends/coscheduling/reconcile.py`` ``decide`` (one Action for a scheduler-plugins
-PodGroup key) and ``backends/gangobjects.py`` ``decide_objects`` (a list, one per object of any other backend's
-gang: the workload-api backend's Workload and PodGroup). The loops that carry them out are
+The one pure decision returns it: ``backends/gangobjects.py`` ``decide_objects`` (a list, one per object of a
+backend's gang: Coscheduling's PodGroup, the workload-api backend's Workload and PodGroup). The loops that carry them out are
 ``controller/writes.py`` ``KeyWrites`` and ``controller/workload_api.py`` ``NativeGangController``.
 """
 

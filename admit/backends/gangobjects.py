@@ -64,14 +64,26 @@ def decide_objects(backend: GangBackend, key: tuple[str, str], objects: dict[str
     valid = [c for c in claims if c.plan is not None and c.key == key]
     if valid:
         valid.sort(key=lambda c: (c.identity != owner, str(c.meta.get("creationTimestamp") or ""), c.identity))
-        return _claimed(backend, key, objects, valid[0], config, now=now, grace=grace, ahead_since=ahead_since)
+        chosen, rest = valid[0], valid[1:]
+        what = f"{' and '.join(t.kind for t in backend.object_types(config))} {key[0]}/{key[1]}"
+        others = [(c, f"{c.ref} names {what}, which {chosen.ref} already uses; set annotation "
+                      f"{config.pod_group_key} on {c.ref} to another name") for c in rest]
+        sharing = sum(c.plan.total_pods or 0 for c in rest) if rest else None  # what else may fill the group
+        actions = _claimed(backend, key, objects, chosen, config, sharing, now=now, grace=grace,
+                           ahead_since=ahead_since)
+        if others:
+            actions = actions or [Action("none", claim=chosen)]
+            actions[0].others = others
+        return actions
     return _unclaimed(backend, key, present, claims, owner, config, now=now, unclaimed_since=unclaimed_since,
                       grace=grace)
 
 
 def _claimed(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON | None], chosen: Any,
-             config: Config, *, now: float, grace: float, ahead_since: float | None) -> list[Action]:
-    """A gang a stored workload (``chosen``) claims: create what is missing, adopt and bring in step the rest."""
+             config: Config, sharing: int | None, *, now: float, grace: float,
+             ahead_since: float | None) -> list[Action]:
+    """A gang a stored workload (``chosen``) claims: create what is missing, adopt and bring in step the rest
+    (``sharing``: the pods of the other workloads naming it, for ``ownership``; ``None``: none)."""
     plan = chosen.plan
     if chosen.deleting:
         return [Action("none", claim=chosen, message=f"{chosen.ref} is being deleted")]
@@ -81,8 +93,10 @@ def _claimed(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON
         obj = objects.get(kind)
         what = f"{kind} {key[0]}/{key[1]}"
         if obj is None:
+            describe = getattr(backend, "describe", None)  # interface.BackendHooks
             actions.append(Action("create", object_kind=kind, claim=chosen, body=_with_owner(desired, chosen, config),
-                                  changes=[f"{backend.size_name} {plan.min_member}"]))
+                                  changes=describe(desired) if describe is not None
+                                  else [f"{backend.size_name} {plan.min_member}"]))
             continue
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
@@ -91,7 +105,7 @@ def _claimed(backend: GangBackend, key: tuple[str, str], objects: dict[str, JSON
             actions.append(Action("foreign", object_kind=kind, claim=chosen,
                                   message=not_admits_message(what, config)))
             continue
-        own = backend.ownership(obj, plan, config, chosen.explicit)
+        own = backend.ownership(obj, plan, config, chosen.explicit, sharing)
         if own.action == "conflict":
             return [Action("conflict", object_kind=kind, claim=chosen, message=f"{chosen.ref}: {own.message}")]
         if own.action == "manage":  # "use" / "operator": left as it is
@@ -122,7 +136,9 @@ def _in_step(backend: GangBackend, kind: str, obj: JSON, desired: JSON, chosen: 
             return [Action("wait", object_kind=kind, claim=chosen, delay=grace - waited, ahead=True,
                            message=f"{kind} {meta.get('namespace')}/{meta.get('name')} was written {ahead}: "
                                    "waiting for it")]
-        changes = [f"{backend.size_name} {have} -> {plan.min_member}"] if ops else []
+        describe = getattr(backend, "describe_changes", None)  # interface.BackendHooks
+        changes = (describe(obj, desired) if describe is not None
+                   else [f"{backend.size_name} {have} -> {plan.min_member}"]) if ops else []
         if ops:
             ops = ops + generation_patch(obj, chosen.generation, config)
     adopt = not plan.shared and not controlled_by(obj, chosen.uid)
@@ -153,8 +169,11 @@ def _unclaimed(backend: GangBackend, key: tuple[str, str], present: dict[str, JS
     invalid = [c for c in claims if c.plan is None and c.identity == owner]
     if invalid:
         c = invalid[0]
-        return [Action("invalid", claim=c, message=f"{c.ref}: {c.error}; the {' and '.join(kinds)} {ns}/{name} "
-                                                     "are left as they are until this is fixed")]
+        kept = (f"{kinds[0]} {ns}/{name} is left as it is" if len(kinds) == 1
+                else f"the {' and '.join(kinds)} {ns}/{name} are left as they are")
+        # a claim whose marks outlived the annotation (admit.families.marks): its message says it all
+        return [Action("invalid", claim=c, message=str(c.error) if c.held else f"{c.ref}: {c.error}; {kept} until "
+                                                                                "this is fixed")]
     live = {k: o for k, o in managed.items() if not (o.get("metadata") or {}).get("deletionTimestamp")}
     if not live:
         return [Action("none", unclaimed=True)]
@@ -162,7 +181,8 @@ def _unclaimed(backend: GangBackend, key: tuple[str, str], present: dict[str, JS
     left = grace - (now - since)
     if left > 0:
         return [Action("wait", delay=left, unclaimed=True)]
-    message = f"{ns}/{name} (owner {owner}) is claimed by no stored workload for {grace:g}s"
+    what = f"{kinds[0]} {ns}/{name}" if len(kinds) == 1 else f"{ns}/{name}"
+    message = f"{what} (owner {owner}) is claimed by no stored workload for {grace:g}s"
     return [Action("delete", object_kind=k, uid=(o.get("metadata") or {}).get("uid"), unclaimed=True,
                    message=message)
             for k, o in sorted(live.items(), key=lambda kv: kinds.index(kv[0]), reverse=True)]

@@ -167,6 +167,16 @@ class BackendHooks(Protocol):
         ``minCount`` and priority fields)."""
         ...
 
+    def describe(self, desired: JSON) -> list[str]:
+        """For the controller's logs and Events: what an object it creates holds (``["minMember 3", "minResources
+        {'cpu': '3'}"]``); without it, ``["<size_name> <minMember>"]``."""
+        ...
+
+    def describe_changes(self, existing: JSON, desired: JSON) -> list[str]:
+        """For the controller's logs and Events: what its patch of ``existing`` changes (``["minMember 3 -> 5"]``);
+        without it, ``["<size_name> <old> -> <new>"]``."""
+        ...
+
 
 GangDecide = Callable[..., list[Action]]
 """``decide(key, objects, claims, config, *, now, unclaimed_since, grace) -> [action.Action]``: the pure controller

@@ -37,7 +37,7 @@ from ..gang.claim import Claim
 from ..gang.ownerrefs import owner_reference
 from ..backends.common import asked_backend
 from ..backends.common import object_owner as pod_group_owner
-from ..backends.coscheduling.podgroup import pod_group_generation
+from ..backends.common import stamped_generation as pod_group_generation
 from ..jsonio import loads
 from ..kube.client import Resource
 

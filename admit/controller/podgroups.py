@@ -30,9 +30,10 @@ Pieces (one module each):
 - **PodGroup caches**: managed PodGroups (``app.kubernetes.io/managed-by=admit``) - the cache the admission path
   reads - and, apart, the others (``managed-by!=admit``) so that a hand-written PodGroup a workload names is known
   without an API call, never re-created over, never warned about.
-- **the pure decision** (``backends/coscheduling/reconcile.py``, :func:`decide`): (PodGroup, claims, clock) -> one
-  ``backends.action.Action`` (the record the gang-object controller's decision returns too): create, patch (adopt
-  and/or spec), delete, wait, or report a conflict / an invalid annotation. Tested without HTTP.
+- **the pure decision** (``writes.decide``: ``backends/gangobjects.py`` ``decide_objects``, the gang-object
+  controller's decision too, for the PodGroup): (PodGroup, claims, clock) -> one ``backends.action.Action``:
+  create, patch (adopt and/or spec), delete, wait, or report a conflict / an invalid annotation. Tested without
+  HTTP.
 - **the key loop** (``keyloop.py``, ``KeyLoop``, shared with the gang-object controller of ``workload_api.py``): the
   work queue (``workqueue.py``), the reconcile of one key with its error handling and retry, each problem reported
   once per change (per key and topic).
@@ -96,11 +97,10 @@ from .leader import LeaderElector
 from .settings import ControllerSettings
 from ..eventloop import Pacer
 from .multiindex import MultiIndex
-from ..backends.coscheduling.reconcile import decide, describe_spec, spec_changes
 from ..gang.resources import device_class_record, dra_extended_resources, runtime_class_record, runtime_overheads
 from ..kube.watchcache import KubeRaw, Resource, WatchCache, object_key
 from .guards import WriteGuards
-from .writes import KeyWrites
+from .writes import KeyWrites, decide
 
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
 RUNTIME_CLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False)
@@ -117,8 +117,6 @@ __all__ = [
     "decide",
     "owner_reference",
     "pod_group_owner",
-    "spec_changes",
-    "describe_spec",
     "ControllerSettings",
     "Controller",
     "PodGroupView",

@@ -61,7 +61,7 @@ WKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a gan
 NativeClaim = Claim
 """What one stored ``workload-api`` gang workload asks for: the same shape as the PodGroup controller's
 :class:`admit.gang.claim.Claim` (workload reference, identity, plan or ``error``, ``problem``, ``explicit``), which
-``backends.workload_api.reconcile`` reads."""
+``backends.gangobjects.decide_objects`` reads."""
 
 
 def native_claim_of(obj: JSON, resource: Resource, config: Config, backend: str = WORKLOAD_API) -> NativeClaim | None:

@@ -1,5 +1,5 @@
 """The guarded writes of one PodGroup key, the part of the PodGroup controller (``podgroups.Controller``) that runs
-on the Lease holder's workers: decide (``backends.coscheduling.reconcile.decide``) on the cached PodGroup and claims,
+on the Lease holder's workers: decide (:func:`decide`, the one decision of every backend) on the cached PodGroup and claims,
 read the workload live before a write that sets an owner, changes a spec or deletes, then create / patch / delete
 with optimistic concurrency (``resourceVersion``, delete ``preconditions``), and slow down a write that something
 keeps undoing (the guards every gang controller shares, ``guards.WriteGuards``). The rules are in ``podgroups``' module docstring; the state it reads (caches, indexes, the raw client,
@@ -16,7 +16,9 @@ from collections import deque
 from typing import Any
 
 from ..backends.action import Action
-from ..backends.coscheduling.reconcile import decide
+from ..backends.gangobjects import decide_objects
+from ..backends.registry import backend_of
+from ..config import COSCHEDULING
 from ..config import Config
 from ..gang.resources import ResourceError, countable_min_resources, with_runtime_overhead
 from ..kube.client import KubeError, namespace_terminating
@@ -60,6 +62,17 @@ def _countable(claim: Claim, served: dict[str, str], overheads: dict[str, dict[s
     if not left_out:
         return claim
     return dataclasses.replace(claim, plan=dataclasses.replace(plan, min_resources=kept))
+
+
+def decide(key: GroupKey, pg: JSON | None, claims: list[Claim], config: Config, *, now: float,
+           unclaimed_since: float | None, grace: float, ahead_since: float | None = None) -> Action:
+    """The one thing to do for Coscheduling's PodGroup ``key`` (pure): the decision of every backend
+    (``backends.gangobjects.decide_objects``, with the Coscheduling backend's hooks) for its one object, or
+    ``Action("none")``. ``pg``: the PodGroup as last seen (managed or not), or ``None``; the rest as
+    ``decide_objects`` takes them."""
+    actions = decide_objects(backend_of(COSCHEDULING), key, {"PodGroup": pg}, claims, config, now=now,
+                             unclaimed_since=unclaimed_since, grace=grace, ahead_since=ahead_since)
+    return actions[0] if actions else Action("none")
 
 
 WKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a gang workload

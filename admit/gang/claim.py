@@ -1,6 +1,6 @@
 """The :class:`Claim` record: what one stored gang workload asks for (its PodGroup, or its Workload and PodGroup on
 the workload-api backend). Pure: the controller's caches compute it once per stored object (``claims.claim_of``),
-the reconcile decisions (``reconcile.decide``, ``backends/workload_api/reconcile.decide_native``) read it.
+the controller's one decision (``backends/gangobjects.py`` ``decide_objects``) reads it.
 """
 
 from __future__ import annotations

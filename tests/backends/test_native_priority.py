@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 from admit.webhook.admission import Admission
 from admit.backends import workload_api
 from admit.controller.workload_api import native_claim_of
-from admit.backends.workload_api.reconcile import decide_native, owner_reference
+from admit.backends.gangobjects import owner_reference
 from admit.backends.workload_api.discovery import BackendUnavailable, choose_version, configure_backends, unknown_versions
 from admit.config import WORKLOAD_API_VERSIONS, Config
 from admit.kube.client import KubeAPI, KubeError
@@ -24,7 +24,7 @@ from admit.testing.fake_kube import FakeKubeAPI, _workload_api_errors, workload_
 from admit.webhook.validate import validate
 from tests.helpers import admission_review, apply_answer, example
 from tests.backends.test_backends import mutated, req
-from tests.controller.test_native_controller import DEPLOYMENTS, gang
+from tests.controller.test_native_controller import DEPLOYMENTS, decide_native, gang
 
 ALPHA2 = Config(gang_backend="workload-api", workload_api_version="v1alpha2")  # 1.36
 ALPHA3 = Config(gang_backend="workload-api", workload_api_version="v1alpha3")  # 1.37, alpha

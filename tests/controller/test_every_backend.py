@@ -189,3 +189,46 @@ async def test_a_second_backend_whose_object_kind_is_also_pod_group_does_not_hid
             await main.stop()
     finally:
         volcano.uninstall()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_the_gang_goes_from_admission_to_adoption_to_garbage_collection(backend):
+    async with stack(backend) as s:
+        mutated = s.mutated()
+        assert (await s.admission.validate(request(mutated, "CREATE"))).allowed
+        assert all(o is not None and "ownerReferences" not in o["metadata"] for o in s.objects())  # the GC race
+        stored = await s.kube.request("POST", DEPLOYMENTS.path("team"), body=mutated)
+        adopted_in = await eventually(lambda: s.owned_by(stored["metadata"]["uid"]))
+        assert adopted_in < 1.0
+        await asyncio.sleep(0.1)  # four times the emulated garbage collector's delay: adopted, so they stay
+        assert s.fake.gc_deleted == []
+        s.fake.delete_object("apps/v1", "deployments", "team", "web")
+        await eventually(lambda: s.objects() == [None] * len(s.types))
+        assert sorted(g["kind"] for g in s.fake.gc_deleted) == sorted(t.kind for t in s.types)
+        await asyncio.sleep(FAST_CONTROLLER["orphan_grace_period"] + 0.2)
+        assert s.objects() == [None] * len(s.types)  # not brought back
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_an_object_deleted_by_hand_is_recreated_adopted_while_its_workload_lives(backend):
+    async with stack(backend) as s:
+        stored = await s.kube.request("POST", DEPLOYMENTS.path("team"), body=s.mutated())
+        await eventually(lambda: s.owned_by(stored["metadata"]["uid"]))
+        last = s.types[-1]
+        first_uid = s.objects()[-1]["metadata"]["uid"]
+        s.fake.delete_object(f"{last.group}/{last.version}", last.plural, "team", "web")
+        await eventually(lambda: s.objects()[-1] is not None and s.objects()[-1]["metadata"]["uid"] != first_uid)
+        assert s.owned_by(stored["metadata"]["uid"])  # created with its owner: the workload is stored, no race
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_objects_no_stored_workload_claims_are_deleted_after_the_grace_period_and_not_before(backend):
+    async with stack(backend) as s:
+        # Admitted, then refused by a later admission step: the workload is never stored.
+        assert (await s.admission.validate(request(s.mutated(), "CREATE"))).allowed
+        path = [(f"{t.group}/{t.version}", t.plural) for t in s.types]
+        assert all(s.fake.get(api, plural, "team", "web") is not None for api, plural in path)
+        await asyncio.sleep(FAST_CONTROLLER["orphan_grace_period"] * 0.8)
+        assert all(s.fake.get(api, plural, "team", "web") is not None for api, plural in path)
+        await eventually(lambda: all(s.fake.get(api, plural, "team", "web") is None for api, plural in path),
+                         timeout=FAST_CONTROLLER["orphan_grace_period"] * 4)

@@ -528,7 +528,7 @@ async def test_a_pod_group_the_workloads_own_operator_made_is_never_written_and_
 
 
 def test_the_controller_reports_a_stored_workload_that_can_never_fill_its_hand_written_pod_group():
-    from admit.backends.coscheduling.reconcile import decide
+    from admit.controller.podgroups import decide
     from admit.config import Config
     from admit.controller.claims import claim_of
     from admit.kube.watchcache import Resource

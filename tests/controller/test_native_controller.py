@@ -1,4 +1,4 @@
-"""The workload-api side of the controller (admit/controller/workload_api.py, admit/backends/workload_api/reconcile.py): the pure
+"""The workload-api side of the controller (admit/controller/workload_api.py, admit/backends/gangobjects.py): the pure
 decisions, then the loop against the fake Kubernetes API with its garbage-collector emulation
 (``gc_orphans_after=0.025``, as measured on a real cluster), for v1alpha2 (immutable minCount: re-created) and v1beta1
 (patched). Timings scaled down as in tests/controller/test_controller.py."""
@@ -14,7 +14,7 @@ import pytest
 
 from admit.webhook.admission import Admission
 from admit.controller.workload_api import NativeGangController, native_claim_of
-from admit.backends.workload_api.reconcile import decide_native, owner_reference
+from admit.backends.gangobjects import decide_objects, owner_reference
 from admit.config import Config
 from admit.controller.podgroups import Controller, ControllerSettings, claim_of
 from admit.kube.client import KubeAPI
@@ -22,6 +22,12 @@ from admit.webhook.admissionreview import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.kube.watchcache import KubeRaw, Resource
 from tests.helpers import FAST_CONTROLLER, eventually, requests_caused
+
+def decide_native(*args: Any, **kw: Any) -> Any:
+    """The one decision (``backends.gangobjects.decide_objects``) with the workload-api backend."""
+    from admit.backends.workload_api import BACKEND
+
+    return decide_objects(BACKEND, *args, **kw)
 
 ALPHA = Config(gang_backend="workload-api", workload_api_version="v1alpha2")
 BETA = Config(gang_backend="workload-api", workload_api_version="v1beta1")
@@ -190,29 +196,6 @@ def request(obj: dict[str, Any]) -> AdmissionRequest:
                             old_object=None, dry_run=False)
 
 
-async def test_the_gang_goes_from_admission_to_adoption_to_garbage_collection(env):
-    fake, kube, config, main, native = env
-    admission = Admission(config, KubeAPI(kube.api_client, config), main.cache)
-    user = deployment(uid=None)
-    del user["metadata"]["labels"]
-    del user["spec"]["template"]["spec"]["schedulingGroup"]
-    mutated = jsonpatch.apply_patch(user, admission.mutate(request(user)).patch)
-    assert (await admission.validate(request(mutated))).allowed
-    assert all(o is not None and "ownerReferences" not in o["metadata"] for o in objects_of(fake, config))
-    workload = await kube.request("POST", DEPLOYMENTS.path("team"), body=mutated)
-    adopted_in = await eventually(lambda: all((o or {}).get("metadata", {}).get("ownerReferences")
-                                              for o in objects_of(fake, config)))
-    assert adopted_in < 1.0
-    assert all(o["metadata"]["ownerReferences"] == [owner_reference(workload)] for o in objects_of(fake, config))
-    await asyncio.sleep(0.1)
-    assert fake.gc_deleted == []  # adopted: the garbage collector keeps them
-    fake.delete_object("apps/v1", "deployments", "team", "web")
-    await eventually(lambda: objects_of(fake, config) == [None, None])
-    assert sorted(g["kind"] for g in fake.gc_deleted) == ["PodGroup", "Workload"]
-    await asyncio.sleep(GRACE + 0.2)
-    assert objects_of(fake, config) == [None, None]  # not brought back
-
-
 async def test_admitting_a_gang_whose_objects_are_cached_and_in_step_costs_no_api_call(env):
     fake, kube, config, main, native = env
     admission = Admission(config, KubeAPI(kube.api_client, config), native.view(main.cache))
@@ -248,24 +231,6 @@ async def test_the_gang_follows_a_scale_that_admission_did_not_see_where_the_api
     assert [o["metadata"]["uid"] for o in objects_of(fake, config)] == before
     owner = fake.get("apps/v1", "deployments", "team", "web")
     assert all(o["metadata"]["ownerReferences"] == [owner_reference(owner)] for o in objects_of(fake, config))
-
-
-async def test_an_orphaned_gang_is_deleted_after_the_grace_period_and_not_before(env):
-    fake, kube, config, main, native = env
-    for kind in ("Workload", "PodGroup"):
-        fake.put(gang(config, kind, owner="apps/Deployment/gone"))
-    await asyncio.sleep(GRACE / 2)
-    assert objects_of(fake, config) != [None, None]
-    await eventually(lambda: objects_of(fake, config) == [None, None], timeout=GRACE * 4)
-
-
-async def test_a_gang_object_deleted_by_hand_is_recreated_while_its_workload_lives(env):
-    fake, kube, config, main, native = env
-    await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))
-    await eventually(lambda: all(objects_of(fake, config)))
-    fake.delete_object(f"scheduling.k8s.io/{config.workload_api_version}", "podgroups", "team", "web")
-    await eventually(lambda: objects_of(fake, config)[1] is not None)
-    assert objects_of(fake, config)[1]["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
 
 
 async def test_a_follower_writes_nothing(env):

@@ -3,8 +3,9 @@
 The objects, spec comparison and ownership rules live in ``admit/backends/coscheduling/podgroup.py``; the pod
 template patch (label ``scheduling.x-k8s.io/pod-group`` + ``schedulerName``: :func:`plan_patch`) and its undoing
 (:func:`ungang_ops`) here, with the admission engine's shared bare-pod merge (``Coscheduling.merge_shared``: the
-engine, ``admit/backends/ensure.py``, makes every backend's objects); the controller's pure decision in
-``admit/backends/coscheduling/reconcile.py``. Source of the shapes: kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1/types.go``.
+engine, ``admit/backends/ensure.py``, makes every backend's objects) and the controller's descriptions of its
+writes (``describe``, ``describe_changes``: the controller's one decision, ``admit/backends/gangobjects.py``, keeps
+every backend's objects). Source of the shapes: kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1/types.go``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from ...config import KUBE_DEFAULT_SCHEDULER
 from ...gang.patch import pointer, set_keys_ops, set_op
 from ...gang.plan import GangPlan, PodTarget, get_path
 from ..common import ObjectType, Ownership
-from .podgroup import desired_pod_group, merge_shared_spec, ownership, spec_differs, spec_json_patch
+from .podgroup import (
+    describe_spec, desired_pod_group, merge_shared_spec, ownership, spec_changes, spec_differs, spec_json_patch,
+)
 
 __all__ = ["desired_objects", "spec_differs", "update_ops", "ownership", "template_joined", "switch_back_ops",
            "Ownership", "scheduler_ops", "plan_patch", "ungang_ops", "crd_missing_message", "other_pod_group_group",
@@ -253,6 +256,14 @@ class Coscheduling:
     def ownership(self, existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool,
                   others: int | None = None) -> Ownership:
         return ownership(existing, plan, config, explicit_name, others)
+
+    def describe(self, desired: dict[str, Any]) -> list[str]:
+        """``interface.BackendHooks.describe``: ``podgroup.describe_spec``."""
+        return describe_spec(desired.get("spec") or {})
+
+    def describe_changes(self, existing: dict[str, Any], desired: dict[str, Any]) -> list[str]:
+        """``interface.BackendHooks.describe_changes``: ``podgroup.spec_changes``."""
+        return spec_changes(existing, desired.get("spec") or {})
 
     def merge_shared(self, existing: dict[str, Any], desired: dict[str, Any],
                      plan: GangPlan) -> tuple[dict[str, Any], list[str]]:

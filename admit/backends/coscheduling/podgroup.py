@@ -27,7 +27,8 @@ from ..common import stamped_replaces as pod_group_replaces
 
 __all__ = [
     "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "ownership",
-    "generation_annotation", "generation_patch", "pod_group_generation", "pod_group_replaces",
+    "generation_annotation", "generation_patch", "pod_group_generation", "pod_group_replaces", "spec_changes",
+    "describe_spec",
 ]
 # (the generation stamp is every backend's, ``backends/common.py``; re-exported for the PodGroup controller)
 
@@ -226,3 +227,24 @@ def _use_named(existing: dict[str, Any], plan: GangPlan, config: Config, pg: str
             f"not {plan.min_member}"
         )
     return Ownership("use", warnings=warnings)
+
+
+def spec_changes(pg: dict[str, Any], desired_spec: dict[str, Any]) -> list[str]:
+    """Human list of the managed spec fields that differ: ``["minMember 3 -> 5"]``."""
+    found = pg.get("spec")
+    spec: dict[str, Any] = found if isinstance(found, dict) else {}
+    out = []
+    for key in ("minMember", "minResources", "scheduleTimeoutSeconds"):
+        have, want = spec.get(key), desired_spec.get(key)
+        if key == "minResources":
+            if spec_differs({"spec": {"minMember": 0, "minResources": have}},
+                            {"minMember": 0, "minResources": want}):
+                out.append(f"minResources {have or {}} -> {want or {}}")
+        elif have != want:
+            out.append(f"{key} {have} -> {want}")
+    return out
+
+
+def describe_spec(spec: dict[str, Any]) -> list[str]:
+    """Human list of a PodGroup spec's fields: ``["minMember 3", "minResources {'cpu': '3'}"]``."""
+    return [f"{k} {spec[k]}" for k in ("minMember", "minResources", "scheduleTimeoutSeconds") if k in spec]

@@ -1,18 +1,21 @@
 """The API half of the ``workload-api`` backend (``runtime.BackendAPI``), registered by its entry point in
 pyproject.toml (group ``admit.gang_backend_apis``) as any installed backend registers its own: the generic
-gang-object controller's decision, the count of gangs that broke after they were scheduled, ``admit status``'s part,
+gang-object controller's decision (the one of every backend, ``gangobjects.decide_objects``), the count of gangs that broke after they were scheduled, ``admit status``'s part,
 the metric its writes count in and the start-time discovery of the served version.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from ...observability import metrics
 from ..interface import BackendAPI
 from .diagnose import below_min_count
 from .discovery import start
-from .reconcile import decide_native
+from ..gangobjects import decide_objects
+from . import BACKEND
 from .status import STATUS
 
 __all__ = ["API"]
 
-API = BackendAPI(decide_native, below_min_count, STATUS, metrics.native_gang, start)
+API = BackendAPI(partial(decide_objects, BACKEND), below_min_count, STATUS, metrics.native_gang, start)
