@@ -1,4 +1,5 @@
-"""The event loop ``admit serve`` runs on: uvloop when installed (extra ``fast``), else the stdlib asyncio loop.
+"""The event loop ``admit serve`` runs on: uvloop when installed (extra ``fast``), else the stdlib asyncio loop; and
+the sockets its listeners bind on every address of both families (:func:`listen_sockets`).
 
 uvloop does the TLS record layer and socket I/O in C instead of asyncio's pure-Python ``sslproto``, which is most of
 the per-request cost of a small HTTPS answer (see ``docs/performance.md``). Set ``ADMIT_EVENT_LOOP=asyncio`` to
@@ -8,11 +9,14 @@ run on the stdlib loop even where uvloop is installed; the stdlib path is always
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import socket
 import time
 from typing import Any, Coroutine, TypeVar
 
-__all__ = ["loop_name", "run", "ENV_VAR", "Pacer"]
+__all__ = ["loop_name", "run", "ENV_VAR", "Pacer", "EVERY_ADDRESS", "WILDCARDS", "listen_sockets", "ServerGroup",
+           "listen_url"]
 
 ENV_VAR = "ADMIT_EVENT_LOOP"
 """Environment variable: ``asyncio`` forces the stdlib loop, ``uvloop`` (or unset) uses uvloop when importable."""
@@ -86,3 +90,107 @@ class Pacer:
             await asyncio.sleep(0)
             self.yields += 1
             self._since = time.perf_counter()
+
+
+EVERY_ADDRESS = ""
+"""``admit serve --host`` / ``--metrics-host`` value, the default: every address of both families, IPv4 and IPv6
+(:func:`listen_sockets`). ``0.0.0.0`` pins IPv4, ``::`` IPv6 (asyncio sets ``IPV6_V6ONLY`` on it), an address
+that address."""
+
+WILDCARDS = ("0.0.0.0", "::")
+"""What :data:`EVERY_ADDRESS` binds: the IPv4 and the IPv6 wildcard, one socket each (tests bind the loopback pair
+``127.0.0.1`` and ``::1`` instead)."""
+
+
+def listen_sockets(port: int, backlog: int = 128) -> list[socket.socket]:
+    """Listening TCP sockets on every address of both families, all on ``port`` (``0``: the port the kernel gives
+    the first): one per :data:`WILDCARDS` entry the kernel has, the IPv6 one with ``IPV6_V6ONLY`` set on the socket,
+    so the two never clash and ``net.ipv6.bindv6only`` does not matter (a bare ``::`` takes IPv4 too where it is 0,
+    and not where it is 1). A family the kernel lacks (``EAFNOSUPPORT``: IPv6 disabled at boot; ``EADDRNOTAVAIL``)
+    is left out, so an IPv4-only or IPv6-only node still serves its own family. Non-blocking, ``SO_REUSEADDR`` set,
+    for ``loop.create_server(sock=...)``.
+
+    Raises:
+        OSError: the port cannot be bound (taken, or privileged), or no family could be bound.
+    """
+    sockets: list[socket.socket] = []
+    skipped: list[str] = []
+    try:
+        for address in WILDCARDS:
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            try:
+                sock = socket.socket(family, socket.SOCK_STREAM)
+            except OSError as e:
+                if e.errno != errno.EAFNOSUPPORT:
+                    raise
+                skipped.append(f"{address}: {e.strerror}")
+                continue
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((address, port))
+                sock.listen(backlog)
+                sock.setblocking(False)
+            except OSError as e:
+                sock.close()
+                if e.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                    raise
+                skipped.append(f"{address}: {e.strerror}")
+                continue
+            port = sock.getsockname()[1]  # the next family takes the same port
+            sockets.append(sock)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    if not sockets:
+        raise OSError(errno.EADDRNOTAVAIL, f"no address family to listen on ({'; '.join(skipped)})")
+    return sockets
+
+
+class ServerGroup(asyncio.AbstractServer):
+    """Several ``asyncio`` servers (one per socket of :func:`listen_sockets`) as the one server an aiohttp site
+    holds and closes."""
+
+    def __init__(self, servers: list[asyncio.AbstractServer]) -> None:
+        self.servers = servers
+
+    @property
+    def sockets(self) -> tuple[Any, ...]:
+        """Every listening socket of the group."""
+        return tuple(s for server in self.servers for s in getattr(server, "sockets", ()) or ())
+
+    def close(self) -> None:
+        """Stop listening on every socket (connections stay, as ``asyncio.Server.close`` leaves them)."""
+        for server in self.servers:
+            server.close()
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the servers run on."""
+        return self.servers[0].get_loop()
+
+    def is_serving(self) -> bool:
+        """True while any server listens."""
+        return any(server.is_serving() for server in self.servers)
+
+    async def wait_closed(self) -> None:
+        """Wait until every server is closed."""
+        for server in self.servers:
+            await server.wait_closed()
+
+    async def start_serving(self) -> None:
+        """Every server accepts connections (they do from ``create_server`` on)."""
+        for server in self.servers:
+            await server.start_serving()
+
+    async def serve_forever(self) -> None:
+        """Serve on every server until cancelled."""
+        await asyncio.gather(*(server.serve_forever() for server in self.servers))
+
+
+def listen_url(scheme: str, host: str, port: int) -> str:
+    """``https://[::]:8443`` for a log line saying where a listener serves: ``[::]`` for :data:`EVERY_ADDRESS`
+    (IPv4 and IPv6), brackets around any other IPv6 address."""
+    shown = "[::]" if host == EVERY_ADDRESS else (f"[{host}]" if ":" in host else host)
+    return f"{scheme}://{shown}:{port}"

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..eventloop import EVERY_ADDRESS
 from .. import __version__
 from ..config import (
     DEFAULT_ANNOTATION_PREFIX,
@@ -148,7 +149,10 @@ def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                             "writes through this server's webhooks as the chart registers them (deploy/admit.yaml), "
                             "its address and the webhook's in <cert dir>/dev.env (ADMIT_FAKE_API, ADMIT_URL), 127.0.0.1, "
                             "no --shutdown-delay (README, 'Try it without a cluster')")
-    serve.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s; 127.0.0.1 with --dev)")
+    serve.add_argument("--host", default=EVERY_ADDRESS,
+                       help="bind address: '' (the default) every address of both families, IPv4 and IPv6 (one "
+                            "socket each, for IPv4-only, IPv6-only and dual-stack clusters); 0.0.0.0 pins IPv4, :: "
+                            "IPv6, or one address (127.0.0.1 with --dev)")
     serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
     serve.add_argument("--cert-mode", choices=("files", "self"), default="files",
                        help="files: serve --tls-cert-file/--tls-key-file, reloaded on change (cert-manager); "
@@ -194,7 +198,7 @@ def _add_serve_process_flags(serve: argparse.ArgumentParser) -> None:
                        help="plain-HTTP port of GET /metrics (Prometheus), never the webhook's TLS port; 0: no metrics "
                             "endpoint (default: %(default)s; the Helm chart uses 8080)")
     serve.add_argument("--metrics-host", default=None,
-                       help="bind address of the metrics port (default: --host)")
+                       help="bind address of the metrics port, as --host (default: --host's)")
     serve.add_argument("--controller", dest="controller", action="store_true", default=True,
                        help="run the leader-elected PodGroup controller (default)")
     serve.add_argument("--no-controller", dest="controller", action="store_false",

@@ -79,7 +79,7 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
     from ..testing.fake_kube import FakeKubeAPI
 
     cert = Path(args.tls_cert_file)
-    if args.host == "0.0.0.0":
+    if args.host in ("", "0.0.0.0"):  # every address: the dev server stays on loopback
         args.host = "127.0.0.1"
     # Before the certificates and dev.env are written: a second --dev must neither repoint the first one's dev.env
     # nor replace the serving pair the first one hot-reloads.

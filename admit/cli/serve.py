@@ -44,6 +44,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from ..observability import metrics
+from ..eventloop import listen_url
 from ..webhook.admission import Admission, GroupCache
 from ..backends.runtime import APIS
 from ..config import Config
@@ -155,6 +156,8 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         admission.problems = problems
         _rediscover_on_404(admission, rediscoveries, controller, natives, base_view)
         # the guard's factory is aiohttp's low-level server, made next around the guard
+        metrics_host, metrics_port = args.host if getattr(args, "metrics_host", None) is None else args.metrics_host, \
+            getattr(args, "metrics_port", 0)
         guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore[arg-type, return-value]
                                 config.read_timeout_seconds)
         server = create_server(admission, checks, guard,
@@ -166,7 +169,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         site = GuardedSite(runner, guard, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024,
                            handshake_timeout=config.read_timeout_seconds)
         if getattr(args, "metrics_port", 0):  # closed after the listener's drain: scrapes see the whole shutdown
-            metrics_runner = await metrics.start_metrics_server(args.metrics_port, args.metrics_host or args.host)
+            metrics_runner = await metrics.start_metrics_server(args.metrics_port, metrics_host)
             stack.push_async_callback(metrics_runner.cleanup)
         # first to run on exit: stop leading, stop taking requests, drain, close
         stack.push_async_callback(shut_down, runner, site, controller, drain)
@@ -178,10 +181,9 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         gc.collect()
         gc.freeze()
         log.info(
-            "admit serving https://%s:%d (gang backend %s, scheduler %s, failure mode %s, cert mode %s); metrics %s",
-            args.host, args.port, config.gang_backend, config.scheduler_name, config.failure_mode, args.cert_mode,
-            f"http://{args.metrics_host or args.host}:{args.metrics_port}/metrics" if getattr(args, "metrics_port", 0)
-            else "off",
+            "admit serving %s (gang backend %s, scheduler %s, failure mode %s, cert mode %s); metrics %s",
+            listen_url("https", args.host, args.port), config.gang_backend, config.scheduler_name, config.failure_mode,
+            args.cert_mode, listen_url("http", metrics_host, args.metrics_port) + "/metrics" if metrics_port else "off",
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

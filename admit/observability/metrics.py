@@ -60,6 +60,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from ..echo import clip_message
+from ..eventloop import EVERY_ADDRESS, listen_sockets
 
 if TYPE_CHECKING:
     from ..webhook.admissionreview import AdmissionRequest, Decision
@@ -380,7 +381,7 @@ def instrument_api_client(api_client: Any) -> bool:
     return True
 
 
-async def start_metrics_server(port: int, host: str = "0.0.0.0") -> web.AppRunner:
+async def start_metrics_server(port: int, host: str = EVERY_ADDRESS) -> web.AppRunner:
     """Serve ``GET /metrics`` (Prometheus text format, or OpenMetrics when asked; plain HTTP) on ``host:port``; returns the runner
     (``await runner.cleanup()`` stops it). A scrape renders the registry on the event loop (well under a millisecond
     for admit's few hundred series).
@@ -401,7 +402,11 @@ async def start_metrics_server(port: int, host: str = "0.0.0.0") -> web.AppRunne
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        if host == EVERY_ADDRESS:  # IPv4 and IPv6, one socket each on one port (eventloop.listen_sockets)
+            for sock in listen_sockets(port):
+                await web.SockSite(runner, sock).start()
+        else:
+            await web.TCPSite(runner, host, port).start()
     except BaseException:
         await runner.cleanup()
         raise

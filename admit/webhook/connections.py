@@ -58,6 +58,8 @@ from typing import Any, Awaitable, Callable, cast
 
 from aiohttp import web
 
+from ..eventloop import EVERY_ADDRESS, ServerGroup, listen_sockets
+
 try:  # FIONREAD: bytes received and not yet read (Linux, macOS); elsewhere only what the loop has read counts
     from fcntl import ioctl
     from termios import FIONREAD
@@ -338,7 +340,8 @@ class ConnectionGuard:
 
 class GuardedSite(web.TCPSite):
     """``web.TCPSite`` whose connections go through ``guard`` and whose TLS handshakes must finish within
-    ``handshake_timeout`` seconds (asyncio's default is 60 s, and a connection holds its TLS buffers meanwhile)."""
+    ``handshake_timeout`` seconds (asyncio's default is 60 s, and a connection holds its TLS buffers meanwhile).
+    ``host`` ``""`` (``eventloop.EVERY_ADDRESS``) listens on every address of both families."""
 
     def __init__(self, runner: web.BaseRunner, guard: ConnectionGuard, host: str, port: int, *,
                  ssl_context: Any = None, backlog: int = 128, handshake_timeout: float = DEFAULT_READ_TIMEOUT) -> None:
@@ -350,10 +353,18 @@ class GuardedSite(web.TCPSite):
         await web.BaseSite.start(self)  # registers the site with the runner
         loop = asyncio.get_running_loop()
         extra: dict[str, Any] = {"ssl_handshake_timeout": self.handshake_timeout} if self._ssl_context is not None else {}
-        self._server = server = await loop.create_server(
-            self.guard, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog, **extra
-        )
-        self._bound_port = server.sockets[0].getsockname()[1] if server.sockets else self._port
+        server: asyncio.AbstractServer
+        if self._host == EVERY_ADDRESS:  # IPv4 and IPv6, one socket each on one port (eventloop.listen_sockets)
+            self._server = server = ServerGroup([
+                await loop.create_server(self.guard, sock=sock, ssl=self._ssl_context, backlog=self._backlog, **extra)
+                for sock in listen_sockets(self._port, self._backlog)
+            ])
+        else:
+            self._server = server = await loop.create_server(
+                self.guard, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog, **extra
+            )
+        sockets = getattr(server, "sockets", ())
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
 
     def in_flight(self) -> int:
         """Requests being read or handled right now."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,10 @@ FAKE = """#!/usr/bin/env bash
 python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$@" >> "{log}"
 if [ "$1" = buildx ] && [ "{buildx}" != yes ]; then
   echo "docker: 'buildx' is not a docker command." >&2; exit 1
+fi
+if [ "$1" = image ] && [ "$2" = inspect ]; then
+  if [ -n "${{FAKE_IDS:-}}" ]; then head -1 "$FAKE_IDS"; sed -i 1d "$FAKE_IDS"; else echo sha256:0123abcd; fi
+  exit 0
 fi
 for ((i = 1; i <= $#; i++)); do
   if [ "${{!i}}" = --output ] && [ "$1" = save ]; then j=$((i + 1)); echo archive > "${{!j}}"; fi
@@ -47,8 +52,10 @@ def engines(tmp_path: Path, *names: str, buildx: bool = False) -> tuple[dict[str
     python = bin_dir / "python3"
     if not python.exists():
         python.symlink_to(sys.executable)
-    env = {k: v for k, v in os.environ.items() if k not in ("IMAGE", "ENGINE", "PLATFORMS", "PUSH", "TARBALL")}
+    env = {k: v for k, v in os.environ.items() if k not in ("IMAGE", "ENGINE", "PLATFORMS", "PUSH", "TARBALL",
+                                                             "REPRODUCIBLE")}
     env["PATH"] = f"{bin_dir}:/usr/bin:/bin"
+    env["SOURCE_DATE_EPOCH"] = "1700000000"
     return env, log
 
 
@@ -67,7 +74,7 @@ def test_plain_docker_without_buildx_builds_this_platform_with_docker_build_and_
     assert proc.stdout.strip() == f"ghcr.io/admit-dev/admit:{VERSION}"
     assert calls(log) == [
         ["buildx", "version"],
-        ["build", "--label", f"org.opencontainers.image.version={VERSION}", "--tag",
+        ["build", "--build-arg", "SOURCE_DATE_EPOCH=1700000000", "--label", f"org.opencontainers.image.version={VERSION}", "--tag",
          f"ghcr.io/admit-dev/admit:{VERSION}", "."],
     ]
 
@@ -75,7 +82,7 @@ def test_plain_docker_without_buildx_builds_this_platform_with_docker_build_and_
 def test_one_named_platform_goes_to_plain_docker_build_too(tmp_path):
     env, log = engines(tmp_path, "docker")
     assert run(env, PLATFORMS="linux/arm64", IMAGE="admit").returncode == 0
-    assert calls(log)[-1] == ["build", "--platform", "linux/arm64", "--label",
+    assert calls(log)[-1] == ["build", "--platform", "linux/arm64", "--build-arg", "SOURCE_DATE_EPOCH=1700000000", "--label",
                               f"org.opencontainers.image.version={VERSION}", "--tag", f"admit:{VERSION}", "."]
 
 
@@ -83,12 +90,14 @@ def test_docker_with_buildx_loads_a_local_build_and_pushes_both_platforms_for_a_
     env, log = engines(tmp_path, "docker", buildx=True)
     assert run(env, IMAGE="registry.example.com:5000/team/admit").returncode == 0
     ref = f"registry.example.com:5000/team/admit:{VERSION}"
-    assert calls(log)[-1] == ["buildx", "build", "--label", f"org.opencontainers.image.version={VERSION}", "--tag",
-                              ref, "--load", "."]
+    assert calls(log)[-1] == ["buildx", "build", "--build-arg", "SOURCE_DATE_EPOCH=1700000000", "--label",
+                              f"org.opencontainers.image.version={VERSION}", "--tag", ref, "--output",
+                              "type=docker,rewrite-timestamp=true", "."]
     assert run(env, PUSH="true", IMAGE="ghcr.io/admit-dev/admit").returncode == 0
-    assert calls(log)[-1] == ["buildx", "build", "--platform", "linux/amd64,linux/arm64", "--label",
+    assert calls(log)[-1] == ["buildx", "build", "--platform", "linux/amd64,linux/arm64", "--build-arg", "SOURCE_DATE_EPOCH=1700000000", "--label",
                               f"org.opencontainers.image.version={VERSION}", "--tag",
-                              f"ghcr.io/admit-dev/admit:{VERSION}", "--push", "."]
+                              f"ghcr.io/admit-dev/admit:{VERSION}", "--output",
+                              "type=image,push=true,rewrite-timestamp=true", "."]
 
 
 def test_several_platforms_without_buildx_fail_with_one_line_naming_buildx_and_build_nothing(tmp_path):
@@ -104,12 +113,13 @@ def test_podman_alone_builds_locally_and_a_release_as_a_manifest_list_pushed_wit
     proc = run(env, IMAGE="quay.io/team/admit")
     assert proc.returncode == 0, proc.stderr
     ref = f"quay.io/team/admit:{VERSION}"
-    assert calls(log) == [["build", "--label", f"org.opencontainers.image.version={VERSION}", "--tag", ref, "."]]
+    assert calls(log) == [["build", "--build-arg", "SOURCE_DATE_EPOCH=1700000000", "--label", f"org.opencontainers.image.version={VERSION}", "--tag",
+                           ref, "."]]
     log.unlink()
     assert run(env, IMAGE="quay.io/team/admit", PUSH="true").returncode == 0
     assert calls(log) == [
-        ["build", "--platform", "linux/amd64,linux/arm64", "--label", f"org.opencontainers.image.version={VERSION}",
-         "--manifest", ref, "."],
+        ["build", "--platform", "linux/amd64,linux/arm64", "--build-arg", "SOURCE_DATE_EPOCH=1700000000", "--label",
+         f"org.opencontainers.image.version={VERSION}", "--manifest", ref, "."],
         ["manifest", "push", "--all", ref, f"docker://{ref}"],
     ]
 
@@ -135,6 +145,9 @@ def test_a_tarball_is_the_saved_local_image(tmp_path):
     ({"IMAGE": "ghcr.io/admit-dev/admit:latest"}, "carries a tag or digest"),
     ({"IMAGE": "admit@sha256:0123"}, "carries a tag or digest"),
     ({"TARBALL": "x.tar", "PUSH": "true"}, "TARBALL saves a local one-platform build"),
+    ({"SOURCE_DATE_EPOCH": "yesterday"}, "SOURCE_DATE_EPOCH must be whole seconds"),
+    ({"REPRODUCIBLE": "yes"}, "REPRODUCIBLE must be check"),
+    ({"REPRODUCIBLE": "check", "PUSH": "true"}, "REPRODUCIBLE=check builds this machine's platform twice"),
 ])
 def test_every_mistake_is_one_line_and_exit_2(tmp_path, settings, words):
     env, log = engines(tmp_path, *(() if not settings else ("docker",)))
@@ -165,3 +178,63 @@ def test_the_kind_walk_through_goes_from_a_checkout_to_a_running_gang_and_is_lin
     assert -1 not in at and at == sorted(at), dict(zip(steps, at))
     assert "(#kind-walk-through)" in install
     assert "docs/install.md#kind-walk-through" in (ROOT / "README.md").read_text()
+
+
+def test_the_build_context_holds_the_license_and_the_lock_the_dockerfile_copies():
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert {"!LICENSE", "!requirements.lock"} <= set(ignored)  # pyproject.toml's license-files needs LICENSE
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "COPY pyproject.toml README.md LICENSE ./" in dockerfile and "COPY requirements.lock ./" in dockerfile
+
+
+def test_the_base_image_is_pinned_by_digest_and_says_how_to_refresh_it():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    (arg,) = [line for line in dockerfile.splitlines() if line.startswith("ARG PYTHON_IMAGE=")]
+    assert re.fullmatch(r"ARG PYTHON_IMAGE=python:3\.11-slim@sha256:[0-9a-f]{64}", arg)
+    assert "docker buildx imagetools inspect python:3.11-slim" in dockerfile
+
+
+def test_dependencies_are_installed_from_a_lock_with_a_hash_for_every_pin():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "pip install --no-cache-dir --require-hashes --no-deps -r requirements.lock" in dockerfile
+    assert "--no-build-isolation --no-index ." in dockerfile  # admit itself: nothing fetched beyond the lock
+    lock = (ROOT / "requirements.lock").read_text()
+    pins = re.findall(r"^([A-Za-z0-9._-]+)==([^ \\]+)", lock, re.M)
+    blocks = re.split(r"\n(?=[A-Za-z0-9._-]+==)", lock.split("\n", 6)[-1])
+    assert len(pins) == len(blocks) >= 10
+    assert all("--hash=sha256:" in block for block in blocks)
+    pinned = {name.lower() for name, _ in pins}
+    # every runtime dependency and the fast extra, and what builds admit without build isolation
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["fast"], "setuptools", "wheel"]
+    for requirement in wanted:
+        name = re.split(r"[<>=;\[ ]", requirement, maxsplit=1)[0].lower()
+        assert name.replace("_", "-") in pinned, f"{name} is not in requirements.lock"
+
+
+def test_a_reproducibility_check_builds_twice_without_cache_at_one_epoch_and_compares_the_images(tmp_path):
+    env, log = engines(tmp_path, "docker", buildx=True)
+    proc = run(env, REPRODUCIBLE="check", IMAGE="admit")
+    assert proc.returncode == 0, proc.stderr
+    builds = [c for c in calls(log) if c[:2] == ["buildx", "build"]]
+    assert len(builds) == 2
+    for n, build in enumerate(builds, 1):
+        assert "--no-cache" in build and "SOURCE_DATE_EPOCH=1700000000" in build
+        assert build[build.index("--output") + 1] == f"type=docker,name=admit:{VERSION}-repro{n},rewrite-timestamp=true"
+    assert "reproducible: sha256:" in proc.stdout
+    # two builds that differ fail, naming both images
+    (tmp_path / "differ").mkdir()
+    env, log = engines(tmp_path / "differ", "podman")
+    (tmp_path / "differ" / "ids").write_text("sha256:aaa\nsha256:bbb\n")
+    proc = run(env, REPRODUCIBLE="check", IMAGE="admit", FAKE_IDS=str(tmp_path / "differ" / "ids"))
+    assert proc.returncode == 1 and "sha256:aaa" in proc.stderr and "sha256:bbb" in proc.stderr
+    builds = [c for c in calls(log) if c[0] == "build"]
+    assert all("--source-date-epoch" in b and "--rewrite-timestamp" in b and "--no-cache" in b for b in builds)
+
+
+def test_the_classic_docker_builder_cannot_check_reproducibility_and_says_so(tmp_path):
+    env, log = engines(tmp_path, "docker")
+    proc = run(env, REPRODUCIBLE="check")
+    assert proc.returncode == 2 and "needs docker buildx" in proc.stderr

@@ -1435,7 +1435,7 @@ def test_authenticated_metrics_are_https_through_kube_rbac_proxy_with_token_and_
     assert args_of(objects)["--metrics-host"] == "127.0.0.1"  # admit's own port stays behind the proxy
     pod = only(objects, "Deployment")["spec"]["template"]["spec"]
     (proxy,) = [c for c in pod["containers"] if c["name"] == "kube-rbac-proxy"]
-    assert proxy["args"] == ["--secure-listen-address=0.0.0.0:8444", "--upstream=http://127.0.0.1:9090/",
+    assert proxy["args"] == ["--secure-listen-address=:8444", "--upstream=http://127.0.0.1:9090/",
                              "--allow-paths=/metrics"]
     assert proxy["ports"] == [{"name": "metrics", "containerPort": 8444, "protocol": "TCP"}]
     service_ports = {p["name"]: p for p in only(objects, "Service")["spec"]["ports"]}
@@ -1451,7 +1451,8 @@ def test_authenticated_metrics_are_https_through_kube_rbac_proxy_with_token_and_
 
 def test_plain_metrics_are_served_on_their_own_plain_port_named_in_the_service():
     objects = render({"metrics": {"access": "plain"}})
-    assert args_of(objects)["--metrics-port"] == "8080" and args_of(objects)["--metrics-host"] == "0.0.0.0"
+    # plain: on --host's address, every address of both families by default
+    assert args_of(objects)["--metrics-port"] == "8080" and "--metrics-host" not in args_of(objects)
     ports = {p["name"]: p for p in container(objects)["ports"]}
     assert ports["metrics"]["containerPort"] == 8080 and ports["https"]["containerPort"] == 8443
     service_ports = {p["name"]: p for p in only(objects, "Service")["spec"]["ports"]}
@@ -1534,3 +1535,84 @@ def test_every_rbac_rule_of_the_chart_has_its_reason_on_the_line_above():
         above = next(x.strip() for x in reversed(lines[:n]) if not x.strip().startswith("{{"))
         assert above.startswith("#") and len(above) > 12, f"rbac.yaml line {n + 1} has no reason above it: {line}"
     assert rules >= 25
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Networks: the webhook's port, hostNetwork, the listen address (docs/install.md, "Networks")
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _ports(objects: list[dict]) -> dict[str, int]:
+    return {p["name"]: p["containerPort"] for c in only(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+            for p in c.get("ports", [])}
+
+
+def test_by_default_every_listener_serves_both_address_families_in_the_pods_own_network():
+    objects = render({"metrics": {"access": "authenticated"}})
+    pod = only(objects, "Deployment")["spec"]["template"]["spec"]
+    assert "hostNetwork" not in pod and "dnsPolicy" not in pod
+    args = args_of(objects)
+    assert "--host" not in args  # admit serve's default: every address, IPv4 and IPv6
+    assert args["--port"] == "8443" and args["--metrics-port"] == "8080" and args["--metrics-host"] == "127.0.0.1"
+    (proxy,) = [c for c in pod["containers"] if c["name"] == "kube-rbac-proxy"]
+    assert proxy["args"][0] == "--secure-listen-address=:8444"  # Go: one socket for both families
+    assert _ports(objects) == {"https": 8443, "metrics": 8444}
+
+
+def test_the_webhook_port_value_reaches_the_args_the_container_port_the_probes_and_the_services_target():
+    objects = render({"network": {"webhookPort": 10250}, "metrics": {"access": "plain", "port": 9090}})
+    app = container(objects)
+    assert args_of(objects)["--port"] == "10250" and args_of(objects)["--metrics-port"] == "9090"
+    assert _ports(objects) == {"https": 10250, "metrics": 9090}
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert app[probe]["httpGet"]["port"] == "https" and app[probe]["httpGet"]["scheme"] == "HTTPS"
+    service = {p["name"]: p for p in only(objects, "Service")["spec"]["ports"]}
+    assert service["https"] == {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+    assert service["metrics"]["port"] == 9090
+    for _, hook in webhooks(objects):
+        assert hook["clientConfig"]["service"]["port"] == 443
+
+
+def test_host_network_sets_its_dns_policy_and_ports_clear_of_the_nodes_own():
+    objects = render({"network": {"hostNetwork": True}, "metrics": {"access": "authenticated"}})
+    pod = only(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    args = args_of(objects)
+    assert (args["--port"], args["--metrics-port"], args["--metrics-host"]) == ("10270", "10271", "127.0.0.1")
+    (proxy,) = [c for c in pod["containers"] if c["name"] == "kube-rbac-proxy"]
+    assert proxy["args"][:2] == ["--secure-listen-address=:10272", "--upstream=http://127.0.0.1:10271/"]
+    assert _ports(objects) == {"https": 10270, "metrics": 10272}
+    kubelet_and_friends = set(range(10248, 10260)) | {10260}  # 10260: cert-manager's webhook under hostNetwork
+    assert not set(_ports(objects).values()) & kubelet_and_friends
+    # chosen ports are kept; a node component's port is refused before anything is applied
+    assert args_of(render({"network": {"hostNetwork": True, "webhookPort": 9443}}))["--port"] == "9443"
+    with pytest.raises(helm.HelmRenderError, match="10250 is the node's"):
+        render({"network": {"hostNetwork": True, "webhookPort": 10250}})
+
+
+@pytest.mark.parametrize("address, admit_host, proxy_listen", [
+    ("0.0.0.0", "0.0.0.0", "0.0.0.0:8444"),
+    ("::", "::", "[::]:8444"),
+    ("fd00::10", "fd00::10", "[fd00::10]:8444"),
+])
+def test_a_listen_address_pins_the_webhook_plain_metrics_and_the_proxy(address, admit_host, proxy_listen):
+    objects = render({"network": {"listenAddress": address}, "metrics": {"access": "authenticated"}})
+    assert args_of(objects)["--host"] == admit_host
+    assert args_of(objects)["--metrics-host"] == "127.0.0.1"  # behind the proxy: loopback whatever the address
+    pod = only(objects, "Deployment")["spec"]["template"]["spec"]
+    (proxy,) = [c for c in pod["containers"] if c["name"] == "kube-rbac-proxy"]
+    assert proxy["args"][0] == f"--secure-listen-address={proxy_listen}"
+    plain = args_of(render({"network": {"listenAddress": address}, "metrics": {"access": "plain"}}))
+    assert plain["--host"] == admit_host and "--metrics-host" not in plain  # plain metrics: --host's address
+
+
+@pytest.mark.parametrize("values, words", [
+    ({"network": {"webhookPort": 0}}, "webhookPort"),
+    ({"network": {"webhookPort": "8443"}}, "webhookPort"),
+    ({"network": {"listenAddress": "example.com"}}, "listenAddress"),
+    ({"network": {"hostNetwork": "yes"}}, "hostNetwork"),
+    ({"network": {"webhookPort": 8080}}, "network.webhookPort"),  # on the metrics port
+])
+def test_a_wrong_network_value_fails_the_install(values, words):
+    with pytest.raises((helm.HelmValuesError, helm.HelmRenderError), match=words):
+        render(values)

@@ -67,6 +67,25 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-serving" (include "admit.fullname" .) -}}
 {{- end -}}
 
+{{/*
+The ports admit listens on (network.webhookPort, metrics.port, metrics.authProxy.port): the value, or the default
+for the pod's network: 8443, 8080, 8444 in the pod's own network namespace; 10270, 10271, 10272 with
+network.hostNetwork, where they share the node's ports (clear of the kubelet's 10248/10250/10255, kube-proxy's
+10249/10256, kube-controller-manager's 10257, kube-scheduler's 10259, and 10260, cert-manager's documented webhook
+port under hostNetwork).
+*/}}
+{{- define "admit.webhookPort" -}}
+{{- int (default (ternary 10270 8443 .Values.network.hostNetwork) .Values.network.webhookPort) -}}
+{{- end -}}
+
+{{- define "admit.metricsPort" -}}
+{{- int (default (ternary 10271 8080 .Values.network.hostNetwork) .Values.metrics.port) -}}
+{{- end -}}
+
+{{- define "admit.authProxyPort" -}}
+{{- int (default (ternary 10272 8444 .Values.network.hostNetwork) .Values.metrics.authProxy.port) -}}
+{{- end -}}
+
 {{- define "admit.image" -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
@@ -92,8 +111,21 @@ so a bad combination fails `helm install` with a message instead of rendering a 
 {{- if and .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled (eq .Values.metrics.access "loopback") -}}
 {{- fail "metrics.serviceMonitor needs metrics.access authenticated (or plain): with loopback nothing outside the pod can scrape /metrics" -}}
 {{- end -}}
-{{- if and (eq .Values.metrics.access "authenticated") (eq (int .Values.metrics.authProxy.port) (int .Values.metrics.port)) -}}
+{{- $webhookPort := int (include "admit.webhookPort" .) -}}
+{{- $metricsPort := int (include "admit.metricsPort" .) -}}
+{{- $proxyPort := int (include "admit.authProxyPort" .) -}}
+{{- if and (eq .Values.metrics.access "authenticated") (eq $proxyPort $metricsPort) -}}
 {{- fail "metrics.authProxy.port must differ from metrics.port: both listen in the same pod" -}}
+{{- end -}}
+{{- if and .Values.metrics.enabled (or (eq $metricsPort $webhookPort) (and (eq .Values.metrics.access "authenticated") (eq $proxyPort $webhookPort))) -}}
+{{- fail (printf "network.webhookPort (%d) must differ from metrics.port and metrics.authProxy.port: they listen in the same pod" $webhookPort) -}}
+{{- end -}}
+{{- if .Values.network.hostNetwork -}}
+{{- range $port := list $webhookPort $metricsPort $proxyPort -}}
+{{- if and (ge $port 10248) (le $port 10259) -}}
+{{- fail (printf "port %d is the node's with network.hostNetwork (10248-10259: the kubelet, kube-proxy, kube-controller-manager, kube-scheduler): pick another for network.webhookPort, metrics.port and metrics.authProxy.port, or leave them unset (10270-10272)" $port) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "serviceAccount.name is required when serviceAccount.create is false" -}}
