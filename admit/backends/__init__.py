@@ -214,9 +214,9 @@ def with_joiner_backend(joiner: Any) -> Any:
         if isinstance(plan, GangPlan) and plan.backend not in config.allowed_backends and plan.mutate:
             plan.mutate = False
             plan.create_pod_group = False
-            plan.warnings.append(f"{plan.ref} would join group {plan.group_name} through {scheduler_of(plan.backend)}, "
-                                 "which admit does not run with here; it is not gang-scheduled (enable "
-                                 f"--extra-gang-backend {plan.backend})")
+            plan.warnings.append(f"enable --extra-gang-backend {plan.backend} to gang this {plan.kind}: it would join "
+                                 f"group {str(plan.group_name)[:63]} through {scheduler_of(plan.backend)}, which admit "
+                                 "does not run with here")
         return plan
 
     return join

@@ -577,7 +577,9 @@ async def review_documents(
         decision = await admission.validate(req)
         meta = (obj or {}).get("metadata") or {}
         if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS and _user_keys(doc, config):
-            decision.warnings.extend(_unhandled_kind_warnings(doc, req.kind, config))
+            unhandled, why = _unhandled_kind_warnings(doc, req.kind, config)
+            decision.warnings.extend(unhandled)
+            decision.notes.extend(why)
         results.append(
             {
                 "source": source,
@@ -659,22 +661,29 @@ def _user_keys(doc: dict[str, Any], config: Config) -> bool:
 
 
 def handled_kinds(config: Config) -> str:
-    """The kinds admit gangs, from the kind registry (``families.kinds.KINDS``, in registration order, so a kind is
-    named the day it is registered), without those of ``config.ignored_api_groups`` (``--ignore-api-group``):
-    ``"Deployment, ReplicaSet, StatefulSet, Job, Pod, ..."``."""
-    names = [kind for (group, kind) in KINDS if group not in config.ignored_api_groups]
-    return ", ".join(dict.fromkeys(names))
+    """The kinds admit gangs, by API group, from the kind registry (``families.kinds.KINDS``, in registration order,
+    so a kind is named the day it is registered), without those of ``config.ignored_api_groups``
+    (``--ignore-api-group``): ``"apps: Deployment, ReplicaSet, StatefulSet; batch: Job, CronJob; core: Pod; ..."``.
+    The group is named: a ``batch.volcano.sh`` Job is not the ``batch`` Job admit handles."""
+    by_group: dict[str, list[str]] = {}
+    for group, kind in KINDS:
+        if group not in config.ignored_api_groups:
+            by_group.setdefault(group or "core", []).append(kind)
+    return "; ".join(f"{group}: {', '.join(dict.fromkeys(kinds))}" for group, kinds in by_group.items())
 
 
-def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> list[str]:
-    """Why a gang annotation on a kind admit does not handle does nothing (the webhook is never called for it)."""
+def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> tuple[list[str], list[str]]:
+    """``(warnings, notes)``: why a gang annotation on a kind admit does not handle does nothing (the webhook is
+    never called for it), naming the kind with its apiVersion (a ``batch.volcano.sh/v1alpha1`` Job is not the
+    ``batch/v1`` Job admit handles); the note lists the kinds admit handles, by group."""
     annotations = (doc.get("metadata") or {}).get("annotations")
     if not isinstance(annotations, dict) or not any(str(k).startswith(config.annotation_prefix) for k in annotations):
-        return []
+        return [], []
     if not kind:
-        return ["this document has no kind: it is not a Kubernetes object admit can review"]
-    return [f"admit does not handle {kind}: the {config.annotation_prefix} annotations have no effect on it "
-            f"(handled: {handled_kinds(config)})"]
+        return ["add kind and apiVersion: this document is not a Kubernetes object admit can review"], []
+    api_version = str(doc.get("apiVersion") or "")[:80]
+    return ([f"remove the {config.key_prefix}* annotations: admit does not handle {str(kind)[:63]} of {api_version}, "
+             "so they have no effect on it"], [f"admit handles {handled_kinds(config)}"])
 
 
 def _yaml(obj: Any, indent: str = "    ") -> str:

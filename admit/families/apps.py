@@ -104,11 +104,15 @@ def _replicated_plan(
     if ann.min_member is None and auto_size < total:
         assert last_wave is not None
         # a smaller gang that still gangs is admit's choice, explained (a note); a gang of 1 gangs nothing (a warning)
-        (plan.warnings if min_member == 1 else plan.notes).append(
-            f"{plan.ref}: {last_wave.why}, so its auto minMember is {min_member}, not {total}, for every wave to start"
-            + (" (a gang of 1: its pods are scheduled one by one)" if min_member == 1 else "")
-            + f"; {last_wave.fix} to gang {total} pods"
-        )
+        if min_member == 1:  # the fix first: kube-apiserver may cut a warning to 256 characters
+            plan.warnings.append(f"{last_wave.fix} to gang {total} pods: a last wave of 1 pod makes the auto minMember 1, "
+                                 "no gang (docs/workloads.md#the-last-wave-of-a-job)")
+            plan.notes.append(f"{plan.ref}: {last_wave.why}, so its auto minMember is 1, not {total}, for every wave "
+                              "to start (a gang of 1: its pods are scheduled one by one)")
+        else:
+            plan.notes.append(
+                f"{plan.ref}: {last_wave.why}, so its auto minMember is {min_member}, not {total}, for every wave to "
+                f"start; {last_wave.fix} to gang {total} pods")
     if total == 0:
         plan.notes.append(
             f"{plan.ref} has {total_field}=0: no pods run; its PodGroup keeps minMember {min_member}"
@@ -251,11 +255,12 @@ def _kueue_facts(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, conf
     low = int(raw) if isinstance(raw, str) and raw.strip().isdigit() and len(raw.strip()) < 10 else None
     if low is not None and ann.min_member is not None and low < plan.min_member:
         plan.warnings.append(
-            f"{plan.ref}: Kueue may admit it with as few as {low} pods ({KUEUE_MIN_PARALLELISM}={low}, partial "
-            f"admission) and then sets spec.parallelism={low}, below its gang minMember {plan.min_member} "
-            f"({config.min_member_key}={plan.min_member}): admit refuses that update and the Job stays suspended. "
-            f"Set {KUEUE_MIN_PARALLELISM} to at least {plan.min_member}, or {config.min_member_key} to auto (the gang "
-            "then follows the admitted parallelism)")
+            f"set {KUEUE_MIN_PARALLELISM} to at least {plan.min_member}, or {config.min_member_key} to auto: Kueue's "
+            f"partial admission may set spec.parallelism={low}, below minMember, and the Job stays suspended")
+        plan.notes.append(
+            f"{plan.ref}: Kueue may admit it with as few as {low} pods ({KUEUE_MIN_PARALLELISM}={low}) and then sets "
+            f"spec.parallelism={low}, below its gang minMember {plan.min_member}: admit refuses that update; with "
+            f"{config.min_member_key}=auto the gang follows the admitted parallelism")
     if raw is not None and ann.min_member is not None:
         plan.refusal_note = (f"This Job has {KUEUE_MIN_PARALLELISM}={str(raw)[:16]}: if Kueue's partial admission set "
                              f"spec.parallelism, set {KUEUE_MIN_PARALLELISM} to at least {plan.min_member}, or "
@@ -265,9 +270,11 @@ def _kueue_facts(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, conf
         plan.create_pod_group = False
         plan.min_resources = None
         plan.warnings.append(
-            f"{plan.ref} is dispatched by MultiKueue (spec.managedBy={MULTIKUEUE_MANAGED_BY}): its pods run on a "
-            "worker cluster, where Kueue creates a copy with these annotations. admit leaves this copy unchanged and "
-            "creates no PodGroup here; run admit on the worker clusters to gang the copy there")
+            "run admit on the MultiKueue worker clusters to gang this Job: its pods run there "
+            f"(spec.managedBy={MULTIKUEUE_MANAGED_BY}); admit leaves this copy unchanged")
+        plan.notes.append(
+            f"{plan.ref} is dispatched by MultiKueue: its pods run on a worker cluster, where Kueue creates a copy "
+            "with these annotations; admit creates no PodGroup here")
     origin = get_path(obj, ("metadata", "labels", MULTIKUEUE_ORIGIN))
     if isinstance(origin, str) and plan.mutate:
         plan.notes.append(
@@ -372,20 +379,14 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     else:
         min_member = 1
         warnings.append(
-            f"Pod {namespace}/{ref_name}: {config.min_member_key}=auto on a bare pod that gives no group size, so "
-            f"it asks PodGroup {group_name} for minMember 1: unless another member gives the size, the gang has one "
-            f"member and each pod is scheduled alone. Set {config.min_member_key} to the number of pods that must "
-            f"start together (or {KUEUE_TOTAL_COUNT}, as Kueue's plain-pod groups do)"
-        )
+            f"set {config.min_member_key} to the pods that must start together (or {KUEUE_TOTAL_COUNT}): auto on a "
+            f"bare pod gives PodGroup {group_name[:63]} minMember 1, no gang")
     named = kueue is not None or ann.pod_group is not None or isinstance(
         get_path(obj, POD.labels + (config.pod_group_label,)), str)
     if min_member > 1 and not named:
         warnings.append(
-            f"Pod {namespace}/{ref_name} asks for a gang of {min_member} but names no group, so its PodGroup is named "
-            f"after the pod ({group_name}) and it waits until {min_member - 1} more pod(s) join that group. To gang "
-            f"bare pods, give each of the {min_member} the same {config.pod_group_key} (and {config.min_member_key}: "
-            f'"{min_member}"), or use a Deployment, Job or StatefulSet with {config.min_member_key}'
-        )
+            f"give each of the {min_member} pods the same {config.pod_group_key}, or use a Deployment or Job: this pod "
+            f"names no group, so it waits for {min_member - 1} more pod(s) in PodGroup {str(group_name)[:63]}")
     return GangPlan(
         kind="Pod",
         api_group="",
@@ -583,10 +584,12 @@ def resolve_cronjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, n
     shared = plan.group_name != job["metadata"]["name"]
     if shared:
         cron.warnings.append(
-            f"{ref}: every Job it creates names the same PodGroup {plan.group_name} ({config.pod_group_key} or the "
-            f"{config.pod_group_label} label under spec.jobTemplate), but each Job needs its own: admit refuses a Job "
-            "whose PodGroup belongs to an earlier Job of the CronJob while that one is kept "
-            "(spec.successfulJobsHistoryLimit, default 3) or still runs. Remove it, and each Job's PodGroup is named "
+            f"remove {config.pod_group_key} (or the {config.pod_group_label} label) under spec.jobTemplate: every Job "
+            "would name the same PodGroup, and admit refuses a Job whose PodGroup an earlier Job still holds")
+        cron.notes.append(
+            f"{ref}: every Job it creates names PodGroup {plan.group_name}, but each Job needs its own: admit refuses "
+            "a Job whose PodGroup belongs to an earlier Job of the CronJob while that one is kept "
+            "(spec.successfulJobsHistoryLimit, default 3) or still runs. Without it, each Job's PodGroup is named "
             f"after the Job ({name}-<scheduled time in minutes>)")
     own = get_path(obj, ("metadata", "annotations"))
     prefix = config.key_prefix

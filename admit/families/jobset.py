@@ -371,9 +371,10 @@ def _warn_on_recreate(obj: dict[str, Any], plan: GangPlan, config: Config, ref: 
         # deleted"; BlockingRecreate "ensures that all Jobs (and their Pods) from the previous iteration are deleted
         # before creating new Jobs" (constructJobsFromTemplate waits while ownedJobs.previous is not empty).
         plan.warnings.append(
+            "set spec.failurePolicy.restartStrategy: BlockingRecreate when creating the JobSet: with Recreate, old "
+            f"pods still terminating count toward the restarted gang's quorum of {plan.min_member}")
+        plan.notes.append(
             f"{ref} restarts with failurePolicy.restartStrategy Recreate: JobSet re-creates each of its {jobs} Jobs "
             "as soon as that Job's own old pods are gone, while the other Jobs' old pods are still terminating and "
             f"still carry {config.pod_group_label}={plan.group_name}; Coscheduling counts those, so the new "
-            f"attempt's first pods can pass PodGroup {plan.group_name}'s quorum of {plan.min_member} before the rest "
-            "exist. Set spec.failurePolicy.restartStrategy: BlockingRecreate (every old pod is deleted before any "
-            "new Job is created); failurePolicy is immutable, so set it when creating the JobSet")
+            f"attempt's first pods can pass the quorum before the rest exist (failurePolicy is immutable)")

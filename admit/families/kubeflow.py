@@ -154,10 +154,11 @@ def _min_resources(
     unknown = sorted(c for c in classes if c and c not in BUILTIN_PRIORITY_CLASSES)
     if min_member < total and len(classes) > 1 and unknown:
         plan.warnings.append(
+            "set spec.runPolicy.schedulingPolicy.minResources to be exact: admit cannot read PriorityClass "
+            f"{str(', '.join(unknown))[:60]} at admission, so it guessed which {min_member} of {total} pods count")
+        plan.notes.append(
             f"{ref}: minResources counts the first {min_member} of {total} pods taking replica types in the order "
-            f"{', '.join(r.rtype for r in ordered)}; admit cannot read the values of PriorityClass "
-            f"{', '.join(unknown)} at admission. Set spec.runPolicy.schedulingPolicy.minResources to be exact"
-        )
+            f"{', '.join(r.rtype for r in ordered)}")
     left = min_member
     pods: list[tuple[dict[str, Any], int]] = []
     for r in ordered:
@@ -290,16 +291,14 @@ def _gang_min_member(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, 
         )
         if ann.min_member is not None and ann.min_member != min_member:
             plan.warnings.append(
-                f"{ref}: annotation {config.min_member_key}={ann.min_member} is not used by the operator, whose gang "
-                f"needs {min_member} ({source}); set spec.runPolicy.schedulingPolicy.minAvailable instead"
-            )
+                f"set spec.runPolicy.schedulingPolicy.minAvailable instead of {config.min_member_key}: the operator's "
+                f"gang ignores the annotation and needs {min_member} ({str(source)[:80]})")
     elif ann.min_member is not None:
         min_member, source = ann.min_member, f"annotation {config.min_member_key}={ann.min_member}"
         if min_available is not None and min_available != ann.min_member:
             plan.warnings.append(
-                f"{ref}: annotation {config.min_member_key}={ann.min_member} overrides "
-                f"spec.runPolicy.schedulingPolicy.minAvailable={min_available} for PodGroup {group_name}"
-            )
+                f"remove spec.runPolicy.schedulingPolicy.minAvailable={min_available} or make it equal: annotation "
+                f"{config.min_member_key}={ann.min_member} overrides it for PodGroup {str(group_name)[:63]}")
     elif min_available is not None:
         min_member, source = min_available, f"spec.runPolicy.schedulingPolicy.minAvailable={min_available}"
     elif elastic is not None:

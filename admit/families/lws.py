@@ -267,7 +267,6 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
     lws, index = labels.get(LWS_NAME_LABEL), labels.get(LWS_GROUP_INDEX_LABEL)
     if raw is None or not lws or index is None or GROUP in config.ignored_api_groups:
         return None
-    pod_name = str(get_path(pod, ("metadata", "name")) or get_path(pod, ("metadata", "generateName")) or "")
     revision = labels.get(LWS_REVISION_LABEL)
     plan = GangPlan(
         kind="LeaderWorkerSet", api_group=GROUP, name=str(lws), namespace=namespace,
@@ -288,8 +287,8 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
         plan.mutate = False
         plan.create_pod_group = False
         plan.warnings.append(
-            f"pod {namespace}/{pod_name}: annotation {group_spec_key(config)}={raw!r} is not the group spec admit "
-            f"writes on LeaderWorkerSet {lws}'s templates; the pod is not gang-scheduled")
+            f"this pod is not gang-scheduled: annotation {group_spec_key(config)}={str(raw)[:40]!r} is not the group "
+            f"spec admit writes on LeaderWorkerSet {str(lws)[:63]}'s templates")
     return plan
 
 

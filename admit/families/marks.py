@@ -64,18 +64,11 @@ def stale_marks(obj: Any, group: str, kind: str, config: Config) -> list[StaleMa
 def stale_message(kind: str, namespace: str, name: str, marks: list[StaleMark], config: Config) -> str:
     """What the user reads (Event, warning): which label names which PodGroup, why, and the two fixes (for an
     immutable template, a Job's: recreate it without the label)."""
-    end = (f"recreate the {kind} without the {config.pod_group_label} label to end it (its pod template is "
-           "immutable)") if all(t.immutable for t, _ in marks) else (
-        f"remove the {config.pod_group_label} label from the pod template and the {config.managed_label} label from "
-        f"the {kind} to end it (any update of the {kind} through admit's webhook does that)")
-    where = ", ".join(sorted({f"{t.where} carries {config.pod_group_label}={v}" for t, v in marks}))
+    end = (f"recreate it without the {config.pod_group_label} label" if all(t.immutable for t, _ in marks)
+           else "update it once (admit then removes its marks)")
     groups = sorted({v for _, v in marks})
-    return (
-        f"{kind} {namespace}/{name} has no {config.min_member_key} annotation, but its {where} (admit's marks, left "
-        f"when the annotation was removed by an update admit's webhook did not see), so its pods wait for PodGroup "
-        f"{', '.join(f'{namespace}/{g}' for g in groups)}: admit keeps that PodGroup while a stored template names it. "
-        f"Put {config.min_member_key} back to keep the gang, or {end}"
-    )
+    return (f"put {config.min_member_key} back on this {kind}, or {end}: its pods wait for PodGroup "
+            f"{', '.join(groups)[:63]}, named by the label admit left on its pod template")
 
 
 def drop_stale_marks(obj: Any, group: str, kind: str, namespace: str, name: str,
@@ -99,11 +92,8 @@ def drop_stale_marks(obj: Any, group: str, kind: str, namespace: str, name: str,
     if removed:
         ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
         warnings.append(
-            f"{kind} {namespace}/{name} has no {config.min_member_key} annotation but still carried admit's "
-            f"marks (label {', '.join(removed)} on its pod template, left when the annotation was removed by an "
-            f"update admit did not see): admit removed them, so its new pods join no PodGroup. Put "
-            f"{config.min_member_key} back to gang it again"
-        )
+            f"put {config.min_member_key} back to gang it again: admit removed the {config.pod_group_label} label "
+            "left on its pod template, so its new pods join no PodGroup")
     if kept:
         warnings.append(stale_message(kind, namespace, name, kept, config))
     return ops, warnings

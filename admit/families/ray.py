@@ -206,8 +206,8 @@ def _place_group(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, conf
             "is a gang of its own: a PodGroup named after that RayCluster and owned by it, so an old cluster's pods "
             "never count toward a new one's quorum")
         if ann.pod_group is not None:
-            plan.warnings.append(f"{ref}: annotation {config.pod_group_key} is not used: KubeRay copies it onto "
-                                 "every RayCluster it makes, and each of them needs a PodGroup of its own")
+            plan.warnings.append(f"remove annotation {config.pod_group_key}: KubeRay copies it onto every RayCluster "
+                                 "it makes, and each of them needs a PodGroup of its own")
     elif parent is not None and name:
         plan.targets = targets
         plan.group_name = cluster_group_name(name)
@@ -390,8 +390,8 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
                                  config)
     if labels.get(SCHEDULER_LABEL):
         plan.warnings.append(
-            f"{ref}: label {SCHEDULER_LABEL}={labels[SCHEDULER_LABEL]} is not read by KubeRay since v1.3.0 (the batch "
-            "scheduler is the operator's --batch-scheduler flag); admit gangs it as any RayCluster")
+            f"remove label {SCHEDULER_LABEL}={str(labels[SCHEDULER_LABEL])[:40]}: KubeRay ignores it since v1.3.0 (its "
+            "--batch-scheduler flag decides); admit gangs this as any RayCluster")
     prefix = CLUSTER_SPEC[kind]
     cluster = get_path(obj, prefix)
     if not isinstance(cluster, dict):

@@ -310,9 +310,9 @@ def defer_to_operator(plan: GangPlan, why: str, config: Config) -> GangPlan:
     plan.create_pod_group = False
     plan.min_resources = None
     plan.warnings.append(
-        f"{plan.ref}: {why}; admit only checks it and leaves the pod templates and the PodGroup to that operator "
-        f"(remove {config.min_member_key} to silence this)"
-    )
+        f"remove {config.min_member_key} to silence this: its operator gangs this {plan.kind} (see admit review), so "
+        "admit only checks it and leaves its pods and PodGroup to that operator")
+    plan.notes.append(f"{plan.ref}: {why}")
     return plan
 
 

@@ -351,9 +351,8 @@ def resolve_spark_application(
         plan.mutate = False
         plan.create_pod_group = False
         plan.warnings.append(
-            f"{ref} sets spec.batchScheduler={scheduler!r}: the spark-operator gangs it itself and owns its PodGroup; "
-            f"admit changes nothing and creates no PodGroup (remove {config.min_member_key} or spec.batchScheduler)"
-        )
+            f"remove {config.min_member_key} or spec.batchScheduler: with spec.batchScheduler={str(scheduler)[:40]!r} "
+            "the spark-operator gangs this app itself, so admit changes nothing and creates no PodGroup")
         return plan
     for role in ("driver", "executor"):
         if not isinstance(get_path(obj, ("spec", role)), dict):
@@ -469,9 +468,8 @@ def resolve_spark_driver(
     elif executors is not None or per_executor is not None:
         missing = config.spark_executor_resources_key if per_executor is None else config.spark_executors_key
         plan.warnings.append(
-            f"{ref}: annotation {missing} is missing, so PodGroup {group_name} minResources covers the driver only; "
-            f"set both {config.spark_executors_key} and {config.spark_executor_resources_key}"
-        )
+            f"set both {config.spark_executors_key} and {config.spark_executor_resources_key}: without {missing}, "
+            f"PodGroup {str(group_name)[:63]}'s minResources covers the driver only")
     plan.min_resources = format_resources(total) or None
     return plan
 
@@ -570,9 +568,8 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
             if not _belongs_to(pg, driver, config):
                 plan.mutate = False
                 plan.warnings.append(
-                    f"Spark executor {namespace}/{name} does not join PodGroup {namespace}/{selector}: it does not "
-                    f"belong to its driver pod {driver}"
-                )
+                    f"this Spark executor joins no PodGroup: PodGroup {str(selector)[:63]} does not belong to its "
+                    f"driver pod {str(driver)[:63]}")
             return plan
     return DriverLookup(namespace, name, driver, driver_uid or "")
 

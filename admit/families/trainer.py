@@ -220,18 +220,19 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
     ref = object_ref("TrainJob", namespace, name)
     kind, _, _, runtime_name = runtime_ref(trainjob, namespace)
     if runtime is None:
-        return [f"{ref}: {kind} {runtime_name} was not found, so admit could not check the JobSet Trainer builds "
-                "from it"], None
+        return [f"create {kind} {str(runtime_name)[:63]} (or correct spec.runtimeRef): admit could not find it to "
+                "check the JobSet Trainer builds from it"], None
     jobset = trainer_jobset(trainjob, runtime)
     policy = get_path(runtime, ("spec", "podGroupPolicy")) or {}
     if isinstance(policy, dict) and isinstance(policy.get("volcano"), dict):
-        return [f"{ref}: {kind} {runtime_name} has podGroupPolicy.volcano: Kubeflow Trainer gangs the TrainJob with a "
-                f"Volcano PodGroup {name} itself, so admit leaves its JobSet alone (no PodGroup of its own, no "
-                "schedulerName)"], None
+        return [f"remove the {config.key_prefix}* annotations to silence this: {kind} {str(runtime_name)[:63]} has "
+                "podGroupPolicy.volcano, so Trainer gangs this TrainJob with a Volcano PodGroup and admit leaves it "
+                "alone"], None
     try:
         rjobs = replicated_jobs(jobset, ref)
     except GangError as e:
-        return [f"{ref}: admit could not read the JobSet Trainer builds from {kind} {runtime_name}: {e.message}"], None
+        return [f"correct {kind} {str(runtime_name)[:63]}: admit could not read the JobSet Trainer builds from it: "
+                f"{str(e.message)[:120]}"], None
     if isinstance(policy, dict) and isinstance(policy.get("coscheduling"), dict):
         steps, _, _ = gang_members(rjobs, False)
         if steps:

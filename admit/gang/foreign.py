@@ -108,22 +108,18 @@ def translate_group_labels(obj: dict[str, Any], targets: list[PodTarget], config
             continue
         value = labels[other_label]
         own = labels.get(config.pod_group_label)
-        where = f"{what} {target.where}" if target.where != "pod" else what
         if own is None:
             if target.immutable or not isinstance(value, str):
                 continue
             ops.extend(set_keys_ops(out, target.labels, {config.pod_group_label: value}))
             out = _with_label(out, target.labels, config.pod_group_label, value)
             warnings.append(
-                f"{where} carries label {other_label}={value}, the label of {generation}; admit runs against "
-                f"{config.pod_group_group}, so it added {config.pod_group_label}={value}. PodGroup {value} must exist "
-                f"as {config.pod_group_api_version} (a {other_group} PodGroup is not read by this scheduler)"
-            )
+                f"create PodGroup {value[:63]} as {config.pod_group_api_version} (not {other_group}): admit added label "
+                f"{config.pod_group_label} beside {other_label}")
         elif own != value:
             warnings.append(
-                f"{where} carries {config.pod_group_label}={own} and {other_label}={value}: the scheduler reads only "
-                f"{config.pod_group_label}, so the pod joins PodGroup {own}; remove {other_label} or make them equal"
-            )
+                f"remove {other_label} or make it equal {config.pod_group_label}: the pods join PodGroup "
+                f"{str(own)[:63]}, the one {config.pod_group_label} names")
     return ops, warnings, out
 
 

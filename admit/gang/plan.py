@@ -265,14 +265,15 @@ def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
         if key.startswith(prefix):
             if key[len(prefix):] not in KNOWN_ANNOTATIONS:
                 close = difflib.get_close_matches(key[len(prefix):][:64], KNOWN_ANNOTATIONS, n=1, cutoff=0.6)
-                hint = f"; did you mean {prefix}{close[0]}?" if close else ""
-                warnings.append(f"annotation {key[:320]} is not one of admit's and is ignored{hint}")
+                fix = f"rename annotation {key[:100]} to {prefix}{close[0]}" if close else \
+                    f"remove or correct annotation {key[:100]}"
+                warnings.append(f"{fix}: it is not one of admit's and is ignored")
             continue
         other, sep, name = key.rpartition("/")
         if sep and name.lower() in KNOWN_ANNOTATIONS and other != base and (
             other.lower() == base.lower() or difflib.SequenceMatcher(None, other.lower()[:64], base).ratio() >= 0.75
         ):
-            warnings.append(f"annotation {key[:320]} is ignored: admit reads {prefix}{name.lower()} (annotation keys "
+            warnings.append(f"rename annotation {key[:100]} to {prefix}{name.lower()}: admit ignores it (annotation keys "
                             "are case-sensitive; the prefix is set by --annotation-prefix)")
     return warnings
 
@@ -293,7 +294,7 @@ def ignored_without_min_member(annotations: Any, config: Config) -> list[str]:
     ``gang.admit.dev/schedule-timeout-seconds``) but no ``<prefix>/min-member``: admit makes no gang of it, so the
     settings do nothing. ``annotations``: the workload's ``metadata.annotations``, any shape.
 
-    Returns ``["gang.admit.dev/schedule-timeout-seconds is ignored without gang.admit.dev/min-member"]`` (every key
+    Returns ``["add gang.admit.dev/min-member, or remove gang.admit.dev/schedule-timeout-seconds: ..."]`` (every key
     found named, in the object's order), or ``[]``: no setting, ``min-member`` present, or only admit's own
     bookkeeping keys (:data:`BOOKKEEPING_ANNOTATIONS`). Unknown keys under the prefix are
     :func:`unknown_annotation_warnings`'s. One pass over the keys, and none when ``min-member`` is there.
@@ -305,9 +306,8 @@ def ignored_without_min_member(annotations: Any, config: Config) -> list[str]:
              if isinstance(key, str) and key.startswith(prefix) and key[len(prefix):] in GANG_SETTINGS]
     if not found:
         return []
-    verb = "is" if len(found) == 1 else "are"
-    return [f"{', '.join(found)} {verb} ignored without {config.min_member_key}: admit makes no gang of this object "
-            f"(add {config.min_member_key}, or remove {'it' if len(found) == 1 else 'them'})"]
+    return [f"add {config.min_member_key}, or remove {', '.join(found)}: without {config.min_member_key} admit makes no "
+            f"gang of this object, so {'it is' if len(found) == 1 else 'they are'} ignored"]
 
 
 def template_annotation_warnings(obj: Any, config: Config) -> list[str]:
@@ -327,10 +327,8 @@ def template_annotation_warnings(obj: Any, config: Config) -> list[str]:
         annotations = get_path(template, ("metadata", "annotations"))
         if isinstance(annotations, dict) and config.min_member_key in annotations:
             warnings.append(
-                f"annotation {config.min_member_key} on the pod template ({where[:300]}.metadata.annotations) has no "
-                f"effect: put the {config.annotation_prefix} annotations on the {obj.get('kind', 'workload')}'s own "
-                "metadata.annotations"
-            )
+                f"move the {config.key_prefix} annotations to the {str(obj.get('kind', 'workload'))[:40]}'s own "
+                f"metadata.annotations: on the pod template ({where[:80]}) they have no effect")
     return warnings
 
 
@@ -351,9 +349,8 @@ def misplaced_annotation_warnings(obj: Any, path: tuple[str, ...], config: Confi
         return []
     where = ".".join(path)
     kind = str(obj.get("kind") or "workload")
-    return [f"the {prefix} annotations on the {kind}'s own metadata.annotations have no effect: admit reads a "
-            f"{kind}'s gang annotations from {where[:200]}, which its controller copies onto each object it creates; "
-            "move them there"]
+    return [f"move the {prefix} annotations to {where[:80]}: on the {kind}'s own metadata.annotations they have no "
+            "effect (its controller copies only those onto each object it creates)"]
 
 
 def check_group_name(name: str) -> str | None:

@@ -222,9 +222,8 @@ def countable_min_resources(min_resources: dict[str, str] | None, served: Any) -
 def left_out_warning(ref: str, left_out: dict[str, str]) -> str:
     """The warning for resources :func:`countable_min_resources` left out of ``minResources``."""
     names = ", ".join(f"{name} (DeviceClass {cls})" for name, cls in sorted(left_out.items()))
-    return (f"{ref}: minResources leaves out {names}: served through DRA (DeviceClass extendedResourceName), not "
-            "node allocatable, so Coscheduling's capacity pre-check cannot count it and would refuse the gang on "
-            "every cycle; the scheduler still checks each pod's devices")
+    return (f"nothing to change: minResources leaves out {names[:100]}, served through DRA, not node allocatable "
+            "(Coscheduling could not count it); the scheduler still checks each pod's devices")
 
 
 def resource_claims_warning(ref: str, pod_specs: Any) -> str | None:
@@ -233,9 +232,8 @@ def resource_claims_warning(ref: str, pod_specs: Any) -> str | None:
     node's allocatable could hold); ``None`` when none does."""
     for spec in pod_specs:
         if isinstance(spec, dict) and spec.get("resourceClaims"):
-            return (f"{ref}: devices requested through spec.resourceClaims (DRA) are not in minResources: "
-                    "Coscheduling's capacity pre-check counts node allocatable only; the scheduler still allocates "
-                    "each pod's claims")
+            return ("nothing to change: devices requested through spec.resourceClaims (DRA) are not in minResources "
+                    "(Coscheduling counts node allocatable only); the scheduler still allocates each pod's claims")
     return None
 
 

@@ -153,13 +153,12 @@ class Admission:
             group = await self._driver_group(look)
         except KubeError as e:
             return Decision(warnings=[
-                f"Spark executor {look.namespace}/{look.executor}: admit could not read its driver pod {look.driver} "
-                f"({e.message}), so it does not know the driver's PodGroup; the executor is not gang-scheduled"
+                f"this Spark executor joins no PodGroup: admit could not read its driver pod {str(look.driver)[:63]} "
+                f"({str(e.message)[:80]})"
             ])
         except LookupError as e:
             return Decision(warnings=[
-                f"Spark executor {look.namespace}/{look.executor}: its driver pod {look.driver} {e.args[0]}, so admit "
-                "does not know the driver's PodGroup; the executor is not gang-scheduled"
+                f"this Spark executor joins no PodGroup: its driver pod {str(look.driver)[:63]} {e.args[0]}"
             ])
         except Exception as e:  # noqa: BLE001 - never fail pod creation on our own bug
             _log_bug("reading a Spark driver", req, e)
@@ -282,7 +281,8 @@ class Admission:
         would meet the same bug)."""
         reason = f"{type(error).__name__} in admit's own code: a bug, logged on the server with this request's uid"
         if self.config.failure_mode == "allow":
-            decision.warnings.append(f"admit could not check this object ({reason}); allowed by failure mode 'allow'")
+            decision.warnings.append(f"report this to admit's maintainers: {reason}; allowed unchecked by failure mode "
+                                     "'allow'")
             return decision
         return Decision.deny(f"admit could not check this object ({reason}); refused by failure mode 'deny'. "
                              "Please report it with the object", 500, decision.warnings)
@@ -293,7 +293,7 @@ class Admission:
         log.warning("failure mode %s: %s", self.config.failure_mode, reason)
         metrics.failure_mode_applied(self.config.failure_mode)
         if self.config.failure_mode == "allow":
-            decision.warnings.append(f"admit could not finish its checks ({reason}); allowed by failure mode 'allow'")
+            decision.warnings.append(f"allowed unchecked by failure mode 'allow': {str(reason)[:200]}")
             return decision
         return Decision.deny(
             f"admit could not finish its checks ({reason}); refused by failure mode 'deny' so that pods never wait on a "
@@ -339,8 +339,8 @@ class Admission:
             if self._known_gang(check):
                 raise
             log.info("scale of %s allowed unchecked: %s", what, e.message)
-            return Decision(warnings=[f"admit could not read {what} ({e.message}); allowed: it is not known to be a "
-                                      "gang workload, and only a gang can be broken by a scale"])
+            return Decision(warnings=[f"nothing to change: scale allowed unchecked, admit could not read {str(what)[:80]} "
+                                      f"({str(e.message)[:80]}) and does not know it as a gang"])
         if parent is None:
             return Decision(warnings=[f"{what} not found: scale not checked against its gang minMember"])
         return await self._scale_gang(parent, check, dry_run)
@@ -395,11 +395,9 @@ def missing_group_warning(namespace: str, name: str, config: Config) -> str:
     """The warning for a Pod labelled for PodGroup ``namespace/name`` when no such PodGroup exists and no workload
     admit manages claims it (the Coscheduling plugin's Permit keeps such a pod waiting: ``PodGroupNotFound``)."""
     return (
-        f"PodGroup {namespace}/{name} does not exist and no workload admit manages claims it: the pod carries label "
-        f"{config.pod_group_label}={name}, so the Coscheduling plugin keeps it waiting until that PodGroup exists. "
-        f"Create PodGroup {name} in namespace {namespace} (apiVersion {config.pod_group_api_version}, spec.minMember "
-        f"= the pods that must start together), or annotate the pod's workload with {config.min_member_key}, or "
-        "correct the label"
+        f"create PodGroup {str(name)[:63]} ({config.pod_group_api_version}), annotate the pod's workload with "
+        f"{config.min_member_key}, or correct label {config.pod_group_label}: that PodGroup does not exist, so the "
+        "pod waits"
     )
 
 

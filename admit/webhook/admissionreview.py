@@ -22,11 +22,18 @@ from typing import Any
 from ..echo import clip, clip_message
 from ..jsonio import JSON_BACKEND, dumps, loads  # re-exported: the review body is parsed and answered with them
 
-__all__ = ["BadReview", "AdmissionRequest", "Decision", "parse_review", "review_response", "encode_response", "loads",
-           "dumps", "JSON_BACKEND"]
+__all__ = ["BadReview", "AdmissionRequest", "Decision", "parse_review", "review_response", "encode_response",
+           "fit_warnings", "loads", "dumps", "JSON_BACKEND"]
 
 SUPPORTED_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
-MAX_WARNING_CHARS = 512
+# kube-apiserver keeps a request's warnings (every webhook's and its own) whole only while their sum stays within
+# 4,096 runes; past that it cuts each to 256 runes and drops those that no longer fit (k8s.io/apiserver
+# pkg/endpoints/filters/warning.go: truncateAtTotalRunes, truncateItemRunes). admit's two answers to one request
+# (/mutate, /validate) each keep to half of the sum, so together they are never what pushes it over.
+WARNING_ITEM_RUNES = 256
+WARNING_TOTAL_RUNES = 4096
+ANSWER_WARNING_RUNES = WARNING_TOTAL_RUNES // 2
+_CONTROL = dict.fromkeys([*range(0x20), 0x7F], " ")
 
 
 class BadReview(ValueError):
@@ -287,7 +294,7 @@ def review_response(api_version: str, uid: str, decision: Decision) -> dict[str,
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(dumps(decision.patch)).decode("ascii")
     if decision.warnings:
-        response["warnings"] = [w[:MAX_WARNING_CHARS] for w in decision.warnings]
+        response["warnings"] = fit_warnings(decision.warnings)
     return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
 
 
@@ -305,3 +312,24 @@ def encode_response(api_version: str, uid: str, decision: Decision) -> bytes:
         if head is not None:
             return head + dumps(uid) + _ALLOWED_TAIL
     return dumps(review_response(api_version, uid, decision))
+
+
+def fit_warnings(warnings: list[str]) -> list[str]:
+    """``warnings`` as one answer sends them: each at most :data:`WARNING_ITEM_RUNES` runes (Python counts code
+    points, as Go's ``utf8.RuneCountInString``), control characters made spaces (kube-apiserver drops a warning
+    that holds one: ``net.NewWarningHeader`` refuses it), duplicates left out (kube-apiserver sends a text once), and
+    all together at most :data:`ANSWER_WARNING_RUNES` runes: past that, the last one kept says how many more there
+    are. Every warning admit writes leads with its fix, so a cut keeps the fix (``tests/webhook/test_warnings_fit.py``
+    holds a corpus of inputs, one per warning)."""
+    out: list[str] = []
+    total = 0
+    texts = list(dict.fromkeys(w.translate(_CONTROL)[:WARNING_ITEM_RUNES] for w in warnings if w))
+    for i, text in enumerate(texts):
+        left = len(texts) - i
+        more = f"{left} more warning(s) not shown: run admit review -v on this object to read them all"
+        if total + len(text) + (len(more) if left > 1 else 0) > ANSWER_WARNING_RUNES:
+            out.append(more)
+            break
+        out.append(text)
+        total += len(text)
+    return out

@@ -95,8 +95,8 @@ def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: C
         if has_controller(pod):
             return Decision(
                 warnings=[
-                    f"pod carries {config.min_member_key} but belongs to a controller: annotate the controller "
-                    "(Deployment, Job, ...) instead of its pod template"
+                    f"annotate the controller (Deployment, Job, ...) instead of its pod template: this pod carries "
+                    f"{config.min_member_key} but belongs to a controller"
                 ]
             )
         try:

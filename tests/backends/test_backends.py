@@ -391,7 +391,7 @@ def test_a_leaderworkerset_or_jobset_given_spec_scheduling_after_admit_mutated_i
     once, _ = mutated(example(name), COS)
     once["spec"]["scheduling"] = {}
     again, decision = mutated(once, COS)
-    assert "became its controller's native gang" in " ".join(decision.warnings)
+    assert "its controller's native gang, so admit dropped its own gang" in " ".join(decision.warnings)
     text = str(again["spec"])
     assert "gang.admit.dev/group-spec" not in text and LABEL not in text
     assert "scheduler-plugins-scheduler" not in text

@@ -64,7 +64,8 @@ def test_a_managed_job_recreated_with_the_parent_annotation_loses_admits_marks_s
     assert LABEL not in out["spec"]["template"]["metadata"]["labels"]
     assert out["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"
     assert "gang.admit.dev/managed" not in out["metadata"]["labels"]
-    assert any("became its controller's native gang" in w for w in decision.warnings)
+    assert any(w.startswith("nothing to change: spec.scheduling") and "its controller's native gang" in w
+               for w in decision.warnings)
 
 
 def test_the_handover_note_names_the_spec_scheduling_field_the_job_record_sets():

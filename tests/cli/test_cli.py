@@ -260,7 +260,7 @@ def test_a_misspelt_admit_key_shows_its_warning_on_the_one_line_table(tmp_path, 
     assert main(["review", str(path)]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("ALLOWED"))
-    assert "gang.admit.dev/minmember" in line and "did you mean gang.admit.dev/min-member" in line
+    assert "warning: rename annotation gang.admit.dev/minmember to gang.admit.dev/min-member" in line
     assert "1 allowed, 0 denied (1 with warnings)" in out
 
 
@@ -271,7 +271,7 @@ def test_strict_review_exits_1_on_a_warning_and_0_on_a_clean_gang(tmp_path, caps
     assert main(["review", "--strict", str(EXAMPLES / "pause-gang-deployment.yaml")]) == 0
     proc = subprocess.run([sys.executable, "-m", "admit.cli", "review", "--strict", str(path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert proc.returncode == 1 and "did you mean" in proc.stdout
+    assert proc.returncode == 1 and "rename annotation gang.admit.dev/minmember" in proc.stdout
     assert "admit review --strict: exit 1: 1 object with warnings" in proc.stderr  # why the exit, said once
 
 
@@ -514,7 +514,7 @@ TIMEOUT_ONLY = MISSPELT.replace('gang.admit.dev/minmember: "3"', 'gang.admit.dev
 def test_a_schedule_timeout_without_min_member_is_a_warning_on_the_line_in_v_and_fails_strict(tmp_path, capsys):
     path = tmp_path / "trainer.yaml"
     path.write_text(TIMEOUT_ONLY)
-    ignored = "gang.admit.dev/schedule-timeout-seconds is ignored without gang.admit.dev/min-member"
+    ignored = "add gang.admit.dev/min-member, or remove gang.admit.dev/schedule-timeout-seconds"
     assert main(["review", str(path)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("ALLOWED"))
     assert "Deployment ml/trainer" in line and f"warning: {ignored}" in line and "not a gang" not in line
@@ -553,12 +553,15 @@ def test_the_unhandled_kind_warning_names_every_registered_kind_but_those_of_an_
     path.write_text(TIMEOUT_ONLY.replace("kind: Deployment", "kind: DaemonSet").replace("  replicas: 3\n", ""))
     code, (r,) = run_json(capsys, path)
     (warning,) = r["warnings"]
-    listed = warning.partition("(handled: ")[2].rstrip(")").split(", ")
-    assert code == 0 and warning.startswith("admit does not handle DaemonSet")
-    assert listed == list(dict.fromkeys(kind for _, kind in KINDS))
-    assert {"JobSet", "LeaderWorkerSet", "RayJob", "RayCluster", "TrainJob", "TFJob"} <= set(listed)
+    assert code == 0 and warning == ("remove the gang.admit.dev/* annotations: admit does not handle DaemonSet of "
+                                     "apps/v1, so they have no effect on it")
+    (note,) = [n for n in r["notes"] if n.startswith("admit handles ")]
+    listed = {f"{group}/{kind}" for part in note.removeprefix("admit handles ").split("; ")
+              for group, _, kinds in [part.partition(": ")] for kind in kinds.split(", ")}
+    assert listed == {f"{group or 'core'}/{kind}" for group, kind in KINDS}
+    assert {"jobset.x-k8s.io/JobSet", "batch/Job", "core/Pod", "kubeflow.org/TFJob"} <= listed
     code, (r,) = run_json(capsys, "--ignore-api-group", "kubeflow.org", path)
-    assert "TFJob" not in r["warnings"][0] and "TrainJob" in r["warnings"][0]
+    assert "TFJob" not in r["notes"][-1] and "TrainJob" in r["notes"][-1]
 
 
 def test_two_manifests_piped_without_a_separator_exit_2_naming_the_key_and_both_lines(monkeypatch, capsys):
@@ -617,7 +620,7 @@ def test_strict_says_v_shows_the_warnings_only_when_the_one_line_view_hides_some
                             "ones)\n")
     assert main(["review", "--strict", "-v", str(path)]) == 1
     captured = capsys.readouterr()
-    assert "gang.admit.dev/min-resource is not one of admit's" in captured.out
+    assert "rename annotation gang.admit.dev/min-resource to gang.admit.dev/min-resources" in captured.out
     assert captured.err == "admit review --strict: exit 1: 1 object with warnings\n"
 
 

@@ -228,13 +228,13 @@ def test_a_misspelt_key_still_fails_strict_and_accept_warning_accepts_only_the_w
     other.write_text(MISSPELT.replace("name: trainer\n  namespace: ml", "name: other\n  namespace: ml", 1))
     assert main(["review", "--strict", str(path)]) == 1
     capsys.readouterr()
-    accept = r"Deployment ml/trainer: annotation gang\.admit\.dev/minmember"
+    accept = r"Deployment ml/trainer: rename annotation gang\.admit\.dev/minmember"
     assert main(["review", "--strict", "--accept-warning", accept, str(path)]) == 0
     assert "1 with accepted warnings" in capsys.readouterr().out
     assert main(["review", "--strict", "--accept-warning", accept, str(path), str(other)]) == 1  # other's stays
     capsys.readouterr()
     assert main(["review", "-v", "--accept-warning", accept, str(path)]) == 0
-    assert "warning (accepted by --accept-warning): annotation gang.admit.dev/minmember" in capsys.readouterr().out
+    assert "warning (accepted by --accept-warning): rename annotation gang.admit.dev/minmember" in capsys.readouterr().out
 
 
 def test_an_accept_warning_that_is_not_a_regular_expression_exits_2_with_one_line(capsys):

@@ -214,16 +214,15 @@ async def test_a_pod_group_is_kept_while_a_stored_template_still_names_it_after_
         assert stored["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "trainer"
         await eventually(lambda: any(e[1] == "GangAnnotationRemoved" for e in events(fake)))
         [note] = [e[3] for e in events(fake) if e[1] == "GangAnnotationRemoved"]
-        assert note.startswith("Deployment team/trainer has no gang.admit.dev/min-member annotation, but its pod "
-                               "template carries scheduling.x-k8s.io/pod-group=trainer")
-        assert "Put gang.admit.dev/min-member back to keep the gang" in note
+        assert note.startswith("put gang.admit.dev/min-member back on this Deployment, or update it once (admit then "
+                               "removes its marks): its pods wait for PodGroup trainer")
         await asyncio.sleep(4 * stack.controller.settings.orphan_grace_period)
         assert fake.get(PG_API, "podgroups", "team", "trainer") is not None  # not deleted as an orphan
         # admit sees the namespace again. A scale up is allowed, with the label named.
         namespace_label(fake, "enabled")
         await stack.kube.request("PATCH", f"{DEPLOYMENTS}/trainer/scale", body={"spec": {"replicas": 3}},
                                  content_type=MERGE)
-        assert any(kind == "Scale" and "carries scheduling.x-k8s.io/pod-group=trainer" in w
+        assert any(kind == "Scale" and "its pods wait for PodGroup trainer, named by the label admit left" in w
                    for kind, _, w in fake.admission.warnings)
         # The next UPDATE takes admit's marks off, saying so; the PodGroup then goes as an orphan.
         fake.admission.warnings.clear()
@@ -231,8 +230,10 @@ async def test_a_pod_group_is_kept_while_a_stored_template_still_names_it_after_
         updated = await stack.kube.request("PATCH", f"{DEPLOYMENTS}/trainer", body=relabel, content_type=MERGE)
         assert "scheduling.x-k8s.io/pod-group" not in updated["spec"]["template"]["metadata"]["labels"]
         assert "gang.admit.dev/managed" not in updated["metadata"]["labels"]
-        [warning] = [w for _, _, w in fake.admission.warnings if "admit removed them" in w]
-        assert "label scheduling.x-k8s.io/pod-group=trainer on its pod template" in warning
+        [warning] = [w for _, _, w in fake.admission.warnings if "admit removed the" in w]
+        assert warning == ("put gang.admit.dev/min-member back to gang it again: admit removed the "
+                           "scheduling.x-k8s.io/pod-group label left on its pod template, so its new pods join no "
+                           "PodGroup")
         await eventually(lambda: fake.get(PG_API, "podgroups", "team", "trainer") is None)
 
 
@@ -252,9 +253,10 @@ def test_a_job_whose_annotation_went_unseen_keeps_its_immutable_template_and_is_
     decision = mutate(parse_review(json.dumps(admission_review(changed, "UPDATE", old=job)).encode()), Config())
     assert decision.patch == []
     [warning] = decision.warnings
-    assert "pod template carries scheduling.x-k8s.io/pod-group=allreduce" in warning
-    assert warning.endswith("recreate the Job without the scheduling.x-k8s.io/pod-group label to end it (its pod "
-                            "template is immutable)")
+    assert "its pods wait for PodGroup allreduce" in warning
+    assert warning.startswith("put gang.admit.dev/min-member back on this Job, or recreate it without the "
+                              "scheduling.x-k8s.io/pod-group label")
+    assert warning.endswith("named by the label admit left on its pod template")
 
 
 # ======================================================================================================================
@@ -346,9 +348,8 @@ async def test_kueue_partial_admission_below_min_member_gets_a_word_and_its_refu
         await stack.kube.request("POST", JOBS, body=kueue_job("partial", **{
             "kueue.x-k8s.io/job-min-parallelism": "2"}))
         [word] = {w for _, _, w in fake.admission.warnings if "partial admission" in w}  # both phases say it
-        assert word.startswith("Job ml/partial: Kueue may admit it with as few as 2 pods "
-                               "(kueue.x-k8s.io/job-min-parallelism=2, partial admission)")
-        assert "Set kueue.x-k8s.io/job-min-parallelism to at least 4" in word
+        assert word.startswith("set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member "
+                               "to auto: Kueue's partial admission may set spec.parallelism=2")
         # Kueue admits 2 of the 4 pods: it writes the count into spec.parallelism and resumes the Job.
         with pytest.raises(KubeError) as refused:
             await stack.kube.request("PATCH", f"{JOBS}/partial", content_type=MERGE,
@@ -370,7 +371,7 @@ async def test_multikueue_the_managers_copy_is_left_unchanged_and_the_workers_co
         assert template["spec"]["schedulerName"] == "default-scheduler"
         assert fake.get(PG_API, "podgroups", "ml", "dispatched") is None
         [word] = {w for _, _, w in fake.admission.warnings if "MultiKueue" in w}
-        assert "run admit on the worker clusters to gang the copy there" in word
+        assert word.startswith("run admit on the MultiKueue worker clusters to gang this Job")
         # The worker's copy, as job_multikueue_adapter.go SyncJob makes it: no managedBy, the origin label.
         worker = kueue_job("mirrored")
         worker["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] = "manager-eu"
@@ -432,7 +433,8 @@ async def test_workloads_that_share_a_hand_written_pod_group_are_counted_togethe
         fake.admission.warnings.clear()
         await stack.kube.request("PATCH", f"{DEPLOYMENTS}/leader/scale", body={"spec": {"replicas": 2}},
                                  content_type=MERGE)
-        assert any("the other workloads that name it 0" in w for _, _, w in fake.admission.warnings)
+        assert any(w.startswith("run 4 pods together in the workloads that name PodGroup team/pg1") and
+                   "this one runs 2, the others 0" in w for _, _, w in fake.admission.warnings)
         await eventually(lambda: any(c.plan is not None and c.plan.total_pods == 2
                                      for c in stack.controller._claims.values()))  # noqa: SLF001
         fake.admission.warnings.clear()
@@ -517,11 +519,10 @@ async def test_a_pod_group_the_workloads_own_operator_made_is_never_written_and_
         fake.admission.warnings.clear()
         await stack.kube.request("PATCH", f"{DEPLOYMENTS}/web/scale", body={"spec": {"replicas": 2}},
                                  content_type=MERGE)
-        [warning] = {w for _, _, w in fake.admission.warnings if "own operator" in w}
+        [warning] = {w for _, _, w in fake.admission.warnings if "operator sets it" in w}
         assert warning == (
-            "PodGroup team/web is managed by the Deployment's own operator; admit leaves it unchanged: its minMember "
-            "is 3 and Deployment team/web runs 2 pods (spec.replicas=2), so every pod stays Pending until they "
-            "match; change it where that operator sets it, or delete the PodGroup so that admit makes its own")
+            "change its minMember 3 where the Deployment's operator sets it, or delete PodGroup team/web so that admit "
+            "makes its own: this Deployment runs 2 pods, so every pod stays Pending until they match")
         await asyncio.sleep(4 * stack.controller.settings.orphan_grace_period)
         assert fake.get(PG_API, "podgroups", "team", "web")["spec"] == {"minMember": 3}
         assert not [e for e in events(fake) if e[1] in ("PodGroupUpdated", "PodGroupAdopted")]

@@ -245,7 +245,8 @@ async def test_a_pod_group_annotation_or_label_a_kuberay_cluster_inherited_does_
     job["metadata"]["annotations"]["gang.admit.dev/pod-group"] = "shared-name"
     job, answer, verdict = await cluster.admit(job)
     assert verdict["allowed"]
-    assert any("gang.admit.dev/pod-group is not used" in w for w in answer["response"].get("warnings") or [])
+    assert any(w.startswith("remove annotation gang.admit.dev/pod-group: KubeRay copies it onto every RayCluster")
+               for w in answer["response"].get("warnings") or [])
     # a template labelled by an older admit with the RayJob's group: each retry cluster still gets its own
     job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"] = {"labels": {LABEL: "rayjob-sample"}}
     for name in ("rayjob-sample-raycluster-x7k2p", "rayjob-sample-raycluster-b5n8c"):  # first try, then a retry

@@ -132,7 +132,9 @@ def test_a_job_template_that_names_one_pod_group_for_every_job_is_warned_about()
     shared = cronjob(on_template={"gang.admit.dev/min-member": "4", "gang.admit.dev/pod-group": "nightly"})
     decision = validate(request(shared), Config()).decision
     assert decision.allowed
-    assert any("every Job it creates names the same PodGroup nightly" in w for w in decision.warnings)
+    assert any(w.startswith("remove gang.admit.dev/pod-group (or the scheduling.x-k8s.io/pod-group label) under "
+                            "spec.jobTemplate: every Job would name the same PodGroup") for w in decision.warnings)
+    assert any("every Job it creates names PodGroup nightly" in n for n in decision.notes)
 
 
 def test_the_controller_does_not_watch_cronjobs_and_the_webhooks_are_called_for_them():

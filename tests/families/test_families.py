@@ -235,7 +235,9 @@ def test_a_jobset_that_trainer_labelled_for_coscheduling_is_left_to_trainer():
     assert mutate(request(obj), CONFIG).patch == []
     verdict = validate(request(obj), CONFIG)
     assert verdict.decision.allowed and verdict.ensure is None
-    assert any("Kubeflow Trainer" in w and "coscheduling" in w for w in verdict.decision.warnings)
+    assert any(w.startswith("remove gang.admit.dev/min-member to silence this: its operator gangs this JobSet")
+               for w in verdict.decision.warnings)
+    assert any("Kubeflow Trainer" in n and "coscheduling" in n for n in verdict.decision.notes)
 
 
 async def test_the_jobset_trainer_makes_from_an_annotated_trainjob_is_ganged_under_the_trainjobs_name(cluster):
@@ -405,7 +407,8 @@ def test_a_raycluster_that_kuberay_gangs_itself_is_left_to_kuberay():
     assert mutate(request(obj), CONFIG).patch == []
     verdict = validate(request(obj), CONFIG)
     assert verdict.decision.allowed and verdict.ensure is None
-    assert any("KubeRay" in w for w in verdict.decision.warnings)
+    assert any("its operator gangs this RayCluster" in w for w in verdict.decision.warnings)
+    assert any("KubeRay" in n for n in verdict.decision.notes)
 
 
 def test_a_raycluster_naming_a_scheduler_by_the_label_kuberay_stopped_reading_in_1_3_is_ganged_with_a_warning():
@@ -415,7 +418,7 @@ def test_a_raycluster_naming_a_scheduler_by_the_label_kuberay_stopped_reading_in
     assert mutate(request(obj), CONFIG).patch != []
     verdict = validate(request(obj), CONFIG)
     assert verdict.decision.allowed and verdict.ensure is not None
-    assert any("ray.io/scheduler-name=volcano is not read by KubeRay since v1.3.0" in w
+    assert any(w.startswith("remove label ray.io/scheduler-name=volcano: KubeRay ignores it since v1.3.0")
                for w in verdict.decision.warnings)
 
 

@@ -65,10 +65,8 @@ async def test_auto_sizes_the_gang_of_parallelism_4_completions_5_so_the_fifth_p
         mutation, validation = await admit(stack, job)
         assert validation["allowed"] is True
         assert stack.pod_group("ml", "tail")["spec"]["minMember"] == 1
-        warning = ("Job ml/tail: completionMode Indexed with spec.completions=5 and spec.parallelism=4 ends with a "
-                   "last wave of 1 pod (index 4) once the first 4 have finished, so its auto minMember is 1, not 4, "
-                   "for every wave to start (a gang of 1: its pods are scheduled one by one); set spec.completions "
-                   "to a multiple of 4 (e.g. 4 or 8) to gang 4 pods")
+        warning = ("set spec.completions to a multiple of 4 (e.g. 4 or 8) to gang 4 pods: a last wave of 1 pod makes "
+                   "the auto minMember 1, no gang (docs/workloads.md#the-last-wave-of-a-job)")
         assert warning in mutation["warnings"] and warning in validation["warnings"]
         # The controller, which resolves the stored Job the same way, keeps the group at 1.
         stored = await stack.kube.request("POST", "/apis/batch/v1/namespaces/ml/jobs",

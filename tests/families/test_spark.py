@@ -330,7 +330,8 @@ def test_one_executor_annotation_without_the_other_sizes_the_driver_only_with_a_
     del driver["metadata"]["annotations"]["gang.admit.dev/spark-executor-resources"]
     v = verdict(driver)
     assert v.decision.allowed and v.ensure.min_resources == {"cpu": "1", "memory": "1408Mi"}
-    assert any("gang.admit.dev/spark-executor-resources is missing" in w for w in v.decision.warnings)
+    assert any(w.startswith("set both gang.admit.dev/spark-executors and gang.admit.dev/spark-executor-resources: "
+                            "without gang.admit.dev/spark-executor-resources") for w in v.decision.warnings)
 
 
 def test_the_executor_resource_list_reads_kubernetes_quantities():
@@ -598,7 +599,8 @@ async def test_over_http_an_executor_whose_driver_cannot_be_found_gets_a_warning
             _, executor = driver_and_executor()
             out, warnings = await admit_pod(client, executor)
             assert LABEL not in out["metadata"]["labels"]
-            assert any(f"its driver pod {DRIVER} was not found" in w and "not gang-scheduled" in w for w in warnings)
+            assert any(w == f"this Spark executor joins no PodGroup: its driver pod {DRIVER} was not found"
+                       for w in warnings)
             fake.fail("get", "pods", 429, times=1, retry_after=30)  # longer than the budget: not retried
             out, warnings = await admit_pod(client, copy.deepcopy(executor))
             assert LABEL not in out["metadata"]["labels"]

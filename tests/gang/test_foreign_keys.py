@@ -111,8 +111,9 @@ async def test_a_pod_with_only_the_legacy_label_gets_the_current_one_and_the_sch
     assert labels[NEW] == "ring-legacy" and labels[OLD] == "ring-legacy"  # the old one stays: selectors may use it
     assert out["spec"]["schedulerName"] == SCHED
     [warning] = mutated["response"]["warnings"]
-    assert f"label {OLD}=ring-legacy, the label of scheduler-plugins releases before v0.25.7" in warning
-    assert f"added {NEW}=ring-legacy" in warning and validated["allowed"] is True
+    assert warning == (f"create PodGroup ring-legacy as scheduling.x-k8s.io/v1alpha1 (not scheduling.sigs.k8s.io): "
+                       f"admit added label {NEW} beside {OLD}")
+    assert validated["allowed"] is True
 
 
 async def test_a_pod_whose_two_labels_disagree_gets_a_warning_naming_both(webhook):
@@ -120,7 +121,7 @@ async def test_a_pod_whose_two_labels_disagree_gets_a_warning_naming_both(webhoo
     pod = legacy_pod(**{OLD: "ring-legacy", NEW: "ring"})
     out, mutated, _ = await admit(client, pod)
     assert out["metadata"]["labels"][NEW] == "ring"
-    assert any(f"{NEW}=ring and {OLD}=ring-legacy" in w and "joins PodGroup ring" in w
+    assert any(w.startswith(f"remove {OLD} or make it equal {NEW}: the pods join PodGroup ring,")
                for w in mutated["response"]["warnings"])
 
 
@@ -169,7 +170,8 @@ async def test_with_the_legacy_api_the_current_label_is_translated_the_other_way
     client = await webhook(config_from_args(args))
     out, mutated, _ = await admit(client, legacy_pod(**{NEW: "ring"}))
     assert out["metadata"]["labels"][OLD] == "ring"
-    assert any("the label of scheduler-plugins v0.25.7 and later" in w for w in mutated["response"]["warnings"])
+    assert any(w.startswith("create PodGroup ring as scheduling.sigs.k8s.io/v1alpha1 (not scheduling.x-k8s.io)")
+               for w in mutated["response"]["warnings"])
 
 
 # ---------------------------------------------------------------------------------------------- Kueue plain-pod groups
@@ -201,7 +203,7 @@ async def test_auto_on_a_bare_pod_without_any_group_size_warns_that_the_gang_has
     pod = kueue_pod(count=None)
     _, mutated, validated = await admit(client, pod)
     assert validated["allowed"] is True
-    assert any("gives no group size" in w and "the gang has one member" in w
+    assert any(w.startswith("set gang.admit.dev/min-member to the pods that must start together") and "no gang" in w
                for w in mutated["response"]["warnings"])
     assert fake.get(PG_API, "podgroups", "team", "sample-group")["spec"]["minMember"] == 1
 
@@ -221,14 +223,14 @@ async def test_no_member_of_a_pod_group_lowers_what_another_member_set(webhook, 
     assert first["allowed"] is True and min_member() == 2
     _, _, second = await admit(client, member("auto"))  # no size of its own: keeps 2, and no conflict
     assert second["allowed"] is True and min_member() == 2
-    assert [w for w in second["warnings"] if "gives no group size" not in w] == []
+    assert [w for w in second["warnings"] if "auto on a bare pod" not in w] == []
     _, _, third = await admit(client, member("3"))  # the largest wins, with a warning
     assert min_member() == 3
     assert any("minMember raised from 2 to 3" in w for w in third["warnings"])
     _, _, fourth = await admit(client, member("2"))
     assert fourth["allowed"] is True and min_member() == 3
-    assert any("keeps minMember 3, set by another member of the group" in w and "says 2" in w
-               for w in fourth["warnings"])
+    assert any(w.startswith("give every member of PodGroup team/sample-group the same size: it keeps minMember 3, set "
+                            "by another member; this Pod says 2") for w in fourth["warnings"])
 
 
 async def test_an_explicit_min_member_above_kueues_total_count_is_refused(webhook):

@@ -203,5 +203,5 @@ async def test_kubectl_apply_warns_only_for_what_to_change_never_for_admits_note
     resp = await apps.create_namespaced_deployment(ns, misspelt, _preload_content=False)
     warnings = resp.headers.getall("Warning", [])
     resp.release()
-    assert any("gang.admit.dev/minmember" in w and "did you mean gang.admit.dev/min-member" in w for w in warnings), (
+    assert any("rename annotation gang.admit.dev/minmember to gang.admit.dev/min-member" in w for w in warnings), (
         warnings, plane.admit.output()[-3000:])

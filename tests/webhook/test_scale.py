@@ -130,7 +130,8 @@ async def test_while_the_cache_has_not_listed_a_failed_read_refuses_only_a_known
     assert "failure mode 'deny'" in gang["status"]["message"]
     other = await post(client, scale_review("api", "team", new=1, old=4))
     assert other["allowed"] is True
-    assert any("not known to be a gang workload" in w for w in other["warnings"])
+    assert any(w.startswith("nothing to change: scale allowed unchecked, admit could not read Deployment team/api")
+               and "does not know it as a gang" in w for w in other["warnings"])
 
 
 async def test_while_the_cache_has_not_listed_a_live_read_still_judges_the_gang(webhook, fake):

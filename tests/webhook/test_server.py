@@ -299,6 +299,6 @@ async def test_a_schedule_timeout_without_min_member_is_answered_with_a_warning_
     body = await post(webhook, "/validate", admission_review(dep))
     assert body["response"]["allowed"] is True
     assert body["response"]["warnings"] == [
-        "gang.admit.dev/schedule-timeout-seconds is ignored without gang.admit.dev/min-member: admit makes no gang of "
-        "this object (add gang.admit.dev/min-member, or remove it)"]
+        "add gang.admit.dev/min-member, or remove gang.admit.dev/schedule-timeout-seconds: without "
+        "gang.admit.dev/min-member admit makes no gang of this object, so it is ignored"]
     assert fake.requests_for("podgroups") == []

@@ -70,8 +70,8 @@ def scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config
     if current in _UNSET_SCHEDULERS:
         return set_op(obj, path, config.scheduler_name), None
     return None, (
-        f"{where} keeps schedulerName {current!r}: gang scheduling only happens if that scheduler runs the "
-        f"Coscheduling plugin (admit's scheduler is {config.scheduler_name!r})"
+        f"remove schedulerName {str(current)[:63]!r} from the {where}, unless that scheduler runs the Coscheduling "
+        f"plugin: admit keeps it, so its pods gang only there (admit's scheduler is {config.scheduler_name!r})"
     )
 
 
@@ -117,10 +117,8 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
             continue
         if t_ops and target.immutable:
             warnings.append(
-                f"{plan.ref}: the {target.where} is immutable, so admit cannot add the {config.pod_group_label} label "
-                f"and schedulerName; its pods will not be gang-scheduled. Delete and recreate the {plan.kind} with the "
-                "annotation to gang-schedule it"
-            )
+                f"delete and recreate the {plan.kind} to gang-schedule it: its {target.where} is immutable, so admit "
+                f"cannot add the {config.pod_group_label} label and schedulerName")
             continue
         ops.extend(t_ops)
     ops.extend(plan.extra_ops)
@@ -151,10 +149,8 @@ def ungang_ops(obj: dict[str, Any], old_plan: GangPlan, config: Config) -> tuple
             continue
         if target.immutable:
             warnings.append(
-                f"{old_plan.ref}: the {target.where} is immutable and keeps the {config.pod_group_label} label; new "
-                "pods will wait for a PodGroup that admit no longer keeps. Recreate the "
-                f"{old_plan.kind} without the label"
-            )
+                f"recreate the {old_plan.kind} without the {config.pod_group_label} label: its {target.where} is "
+                "immutable and keeps it, so new pods wait for a PodGroup admit no longer keeps")
             continue
         ops.append({"op": "remove", "path": pointer(key)})
     if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:

@@ -121,9 +121,8 @@ def merge_shared_spec(existing: dict[str, Any], plan: GangPlan) -> tuple[dict[st
             out.pop("minResources", None)
         if plan.size_known:
             warnings.append(
-                f"{pg} keeps minMember {have}, set by another member of the group; {plan.ref} says {want}. The pods "
-                "of one group must agree on its size"
-            )
+                f"give every member of {str(pg)[:100]} the same size: it keeps minMember {have}, set by another "
+                f"member; this {plan.kind} says {want}")
     elif isinstance(have, int) and have < want and plan.size_known and have != 1:
         warnings.append(
             f"{pg} minMember raised from {have} to {want} by {plan.ref}: the pods of one group disagree on its size"
@@ -183,14 +182,13 @@ def _operator_owned(existing: dict[str, Any], plan: GangPlan, pg: str) -> Owners
     its own spec, so a second writer would undo and redo it on every sync (the training-operator and the
     spark-operator set minMember from their own fields). When its minMember no longer matches the pods, admit says
     so. ``pg`` is ``"PodGroup <namespace>/<name>"``."""
-    warning = f"{pg} is managed by the {plan.kind}'s own operator; admit leaves it unchanged"
+    warning = f"{pg[:140]} is managed by the {plan.kind}'s own operator; admit leaves it unchanged"
     have = (existing.get("spec") or {}).get("minMember")
     total = plan.total_pods
     if isinstance(have, int) and not isinstance(have, bool) and total is not None and 0 < total != have:
-        warning += (f": its minMember is {have} and {plan.ref} runs {total} pod{'s' if total != 1 else ''}"
-                    f"{' (' + plan.total_field + '=' + str(total) + ')' if plan.total_field else ''}"
-                    + (", so every pod stays Pending until they match" if total < have else "")
-                    + "; change it where that operator sets it, or delete the PodGroup so that admit makes its own")
+        warning = (f"change its minMember {have} where the {plan.kind}'s operator sets it, or delete {pg[:140]} so "
+                   f"that admit makes its own: this {plan.kind} runs {total} pod{'s' if total != 1 else ''}"
+                   + (", so every pod stays Pending until they match" if total < have else ""))
     return Ownership("operator", warnings=[warning])
 
 
@@ -208,9 +206,8 @@ def _use_named(existing: dict[str, Any], plan: GangPlan, config: Config, pg: str
                                                                  if plan.total_field else "")
         if others is not None:
             warnings.append(
-                f"{pg} was not created by admit and needs minMember {have}; {plan.ref} runs {counted} and the "
-                f"other workloads that name it {others}: until they run {have} together, every pod of the group "
-                "stays Pending")
+                f"run {have} pods together in the workloads that name {str(pg)[:100]}: it needs minMember {have} (not set "
+                f"by admit), this one runs {total}, the others {others}; until then all stay Pending")
             return Ownership("use", warnings=warnings)
         return Ownership(
             "conflict", code=403, message=(

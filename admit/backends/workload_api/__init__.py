@@ -404,7 +404,7 @@ def immutable_message(kind: str, plan: GangPlan, have: Any, version: str) -> tup
         return (f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but {what} keeps "
                 f"minCount {have}: {why}, so kube-scheduler's GangScheduling plugin would keep new pods Pending. Keep "
                 f"{plan.total_field} at least {have}, or {fix} to change the gang size"), True
-    return (f"{what} keeps minCount {have}, not {plan.min_member}: {why}; to change the gang size, {fix}"), False
+    return (f"to change the gang size, {fix}: {what} keeps minCount {have}, not {plan.min_member} ({why})"), False
 
 
 def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool) -> Ownership:
@@ -483,13 +483,12 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
         if managed and scheduler == config.scheduler_name and scheduler != KUBE_DEFAULT_SCHEDULER:
             t_ops.append({"op": "replace", "path": pointer(target.scheduler), "value": KUBE_DEFAULT_SCHEDULER})
         elif scheduler not in (None, "", KUBE_DEFAULT_SCHEDULER):
-            warnings.append(f"{plan.kind} {target.where} keeps schedulerName {scheduler!r}: the native gang only "
-                            "happens if that scheduler profile runs the GangScheduling plugin")
+            warnings.append(f"remove schedulerName {str(scheduler)[:63]!r} from the {plan.kind} {target.where}, unless "
+                            "that scheduler profile runs the GangScheduling plugin: the native gang happens only there")
         if t_ops and target.immutable:
             warnings.append(
-                f"{plan.ref}: the {target.where} is immutable, so admit cannot set spec.schedulingGroup; its pods will "
-                f"not be gang-scheduled. Delete and recreate the {plan.kind} with the annotation to gang-schedule it"
-            )
+                f"delete and recreate the {plan.kind} to gang-schedule it: its {target.where} is immutable, so admit "
+                "cannot set spec.schedulingGroup")
             continue
         ops.extend(t_ops)
     if label_workload and (plan.kind != "Pod" or not plan.shared):
@@ -507,8 +506,8 @@ def ungang_ops(obj: dict[str, Any], old_plan: GangPlan, config: Config) -> tuple
         if template_group(obj, target) != old_plan.group_name:
             continue
         if target.immutable:
-            warnings.append(f"{old_plan.ref}: the {target.where} is immutable and keeps spec.schedulingGroup; new pods "
-                            f"will wait for a PodGroup that admit no longer keeps. Recreate the {old_plan.kind}")
+            warnings.append(f"recreate the {old_plan.kind}: its {target.where} is immutable and keeps "
+                            "spec.schedulingGroup, so new pods wait for a PodGroup admit no longer keeps")
             continue
         ops.append({"op": "remove", "path": pointer(pod_spec_path(target) + ("schedulingGroup",))})
     if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:
@@ -523,14 +522,12 @@ def unsupported_warnings(annotations: Any, plan: GangPlan, config: Config) -> li
     if not isinstance(annotations, dict):
         return []
     out = []
-    where = f"{plan.ref} uses the workload-api backend"
     if str(annotations.get(config.min_resources_key, "")).strip().lower() == "auto":
-        out.append(f"{where}: scheduling.k8s.io PodGroups have no minResources, so "
-                   f"{config.min_resources_key}=auto is ignored (kube-scheduler checks that every pod of the gang "
-                   "fits)")
+        out.append(f"remove {config.min_resources_key}: the workload-api backend's PodGroups have no minResources "
+                   "(kube-scheduler checks that every pod of the gang fits)")
     if config.timeout_key in annotations:
-        out.append(f"{where}: scheduling.k8s.io PodGroups have no scheduleTimeoutSeconds, so {config.timeout_key} is "
-                   "ignored (kube-scheduler's GangScheduling plugin applies its own wait)")
+        out.append(f"remove {config.timeout_key}: the workload-api backend's PodGroups have no "
+                   "scheduleTimeoutSeconds (kube-scheduler's GangScheduling plugin applies its own wait)")
     return out
 
 

@@ -141,8 +141,8 @@ def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config,
                     removed.add(f"the {key} annotation")
     ops.append({"op": "remove", "path": pointer(("metadata", "labels", config.managed_label))})
     what = f" and took {', '.join(sorted(removed))} off its pod templates" if removed else ""
-    return ops, [f"{plan.ref} became its controller's native gang (spec.scheduling, set by you or another webhook "
-                 f"such as Kueue's): admit dropped its own gang{what}, so one gang mechanism remains"]
+    return ops, [f"nothing to change: spec.scheduling (yours or another webhook's, such as Kueue's) makes this {plan.kind} "
+                 f"its controller's native gang, so admit dropped its own gang{what}"]
 
 
 def written_group(obj: dict[str, Any], plan: GangPlan, config: Config) -> str | None:
