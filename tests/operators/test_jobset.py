@@ -111,7 +111,7 @@ async def test_annotating_a_running_jobset_leaves_its_immutable_templates_alone_
         assert cluster.pod_groups() == {} and {group_of(p) for p in cluster.pods()} == {None}
         warnings = " ".join(w for _, _, w in cluster.fake.admission.warnings)
         assert "JobSet's update webhook keeps spec.replicatedJobs immutable" in warnings
-        assert "Delete and recreate the JobSet with the annotation" in warnings
+        assert "delete and recreate the JobSet to gang-schedule it: its replicatedJob" in warnings
 
 
 async def test_a_re_apply_of_a_ganged_jobset_that_drops_admits_marks_gets_them_back_and_jobset_takes_it(

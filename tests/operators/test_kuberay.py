@@ -127,7 +127,7 @@ async def test_a_raycluster_labelled_ray_io_scheduler_name_is_ganged_because_kub
         assert len(pods) == 5
         assert gang_problems(fake, NS, pods, CONFIG) == []
         warnings = [w for kind, _, w in fake.admission.warnings if kind == "RayCluster"]  # a warning: remove it
-        assert any("ray.io/scheduler-name" in w and "not read" in w and "--batch-scheduler" in w for w in warnings), \
+        assert any("ray.io/scheduler-name" in w and "KubeRay ignores it" in w and "--batch-scheduler" in w for w in warnings), \
             warnings
 
 
