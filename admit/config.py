@@ -47,6 +47,9 @@ BUILTIN_ENTRY_POINTS = {
 }
 WORKLOAD_API_GROUP = "scheduling.k8s.io"
 WORKLOAD_API_VERSIONS = ("v1", "v1beta1", "v1alpha3", "v1alpha2")  # preferred first: the rows of workload_api.SHAPES
+# Kubernetes 1.35's first alpha (KEP-4671): a Workload embedding its pod groups, pods naming it in spec.workloadRef,
+# no PodGroup object; 1.36 replaced both (v1alpha2, pod spec.schedulingGroup). Known, never spoken.
+WORKLOAD_API_FIRST_ALPHA = "v1alpha1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,9 @@ class Config:
             known but not enabled is refused by ``backends.apply_backend``, with how to enable it.
         workload_api_version: the ``scheduling.k8s.io`` version admit speaks for Workload/PodGroup (``"v1alpha2"``,
             ``"v1beta1"``), found at start by ``backends.discovery``; ``""`` when the API server does not serve it.
+        workload_api_served: the ``scheduling.k8s.io`` versions serving Workloads or PodGroups that discovery found
+            at start, spoken or not (``("v1alpha1",)`` on Kubernetes 1.35): what a refusal names when
+            ``workload_api_version`` is ``""``.
         controller_gangs: kinds (``"Job"``) whose new ``workload-api`` gangs admit hands to their own controller
             through ``spec.scheduling`` instead of making the Workload and PodGroup itself
             (``backends.workload_api.native.native_handover``).
@@ -105,6 +111,7 @@ class Config:
     gang_backend: str = COSCHEDULING
     extra_gang_backends: frozenset[str] = frozenset()
     workload_api_version: str = ""
+    workload_api_served: tuple[str, ...] = ()
     controller_gangs: frozenset[str] = frozenset()
     known_backends: tuple[str, ...] = BUILTIN_BACKENDS
 

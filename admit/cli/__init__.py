@@ -286,6 +286,11 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                              "1.38), v1beta1 or v1alpha3 (1.37), v1alpha2 (1.36) (default: %(default)s; admit serve "
                              "takes the first one served, in this order)")
     _add_decision_flags(review)
+    _add_extra_backend_flag(review, "as admit serve: none by default, so a workload asking for another backend is "
+                                    "refused, as a server with the default backends refuses it")
+    review.add_argument("--values", metavar="FILE", default=None,
+                        help="the chart's values file: its config.* and workloads.* keys become the flags above, as "
+                             "the chart gives them to admit serve (flags given here add to them or override them)")
 
 
 def _add_status_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -355,7 +360,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         failure_mode=getattr(args, "failure_mode", "deny"),
         api_timeout_seconds=getattr(args, "api_timeout", 3.0),
         gang_backend=args.gang_backend,
-        # admit review has no RBAC to respect: a workload may pick either backend there
+        # admit status lists every backend's objects; admit review enables what admit serve enables
         extra_gang_backends=frozenset(getattr(args, "extra_gang_backend", known)),
         known_backends=known,
         workload_api_version=getattr(args, "workload_api_version", ""),
@@ -499,10 +504,28 @@ def _check_review_args(parser: argparse.ArgumentParser, args: argparse.Namespace
                                     "leaves them out; the one-line view never shows them, -o json/yaml always do)")
 
 
+def _with_values(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace) -> argparse.Namespace:
+    """``admit review --values FILE``: the arguments parsed again with the serve flags the chart gives for FILE
+    (``values.serve_flags``) before the command line's own, so that those add to or override them. Exits 2 (as
+    argparse does) when FILE cannot be read or holds a value of the wrong type."""
+    from .values import ValuesError, load_values, serve_flags
+
+    try:
+        flags = serve_flags(load_values(args.values), args.values)
+    except ValuesError as e:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices["review"].error(str(e))
+    at = argv.index("review") + 1
+    return parser.parse_args([*argv[:at], *flags, *argv[at:]])
+
+
 def main(argv: Sequence[str] | None = None) -> Any:
     """Entry point of the ``admit`` console script; returns the process exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(arguments)
+    if args.command == "review" and args.values:
+        args = _with_values(parser, arguments, args)
     _check_review_args(parser, args)
     handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve, "status": _cmd_status}[args.command]
     try:

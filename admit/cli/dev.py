@@ -90,7 +90,9 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
     # Nothing routes to this process through Endpoints: Ctrl-C stops it at once instead of after --shutdown-delay.
     args.shutdown_delay = 0.0
     chain, chain_note = dev_admission_chain(f"https://{args.host}:{args.port}", paths["ca.crt"])
-    async with FakeKubeAPI(bookmark_interval=DEV_BOOKMARK_SECONDS, admission=chain) as fake:
+    # As a cluster: writes into a namespace that does not exist are refused (NamespaceLifecycle), and warnings come
+    # back as Warning headers (kubectl prints them)
+    async with FakeKubeAPI(bookmark_interval=DEV_BOOKMARK_SECONDS, admission=chain, namespace_lifecycle=True) as fake:
         args.api_server = fake.url
         examples = walkthrough_folder()
         stored = store_walkthrough_workloads(fake, config, examples) if examples else []
@@ -215,6 +217,9 @@ def store_walkthrough_workloads(fake: Any, config: Config, examples: Path) -> li
                 patch = mutate(manifest_request(doc), config).patch  # pure: no API call, nothing logged
                 objects.append(jsonpatch.apply_patch(doc, patch) if patch else doc)
         for obj in objects:
+            namespace = obj["metadata"].get("namespace", "default")
+            if fake.get("v1", "namespaces", None, namespace) is None:  # its namespace first, as kubectl apply needs
+                fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
             fake.put(obj)
             meta = obj["metadata"]
             stored.append(f"{obj['kind']} {meta.get('namespace', 'default')}/{meta['name']}")

@@ -35,7 +35,7 @@ from ..gang.plan import BOOKKEEPING_ANNOTATIONS, GangError, generated_group_name
 from ..webhook.admissionreview import AdmissionRequest, BadReview, dumps, parse_review
 
 __all__ = ["InputError", "OfflineKube", "Skipped", "load_documents", "manifest_request", "review_documents",
-           "accept_warnings", "format_text", "format_lines", "not_an_object", "nothing_reviewed", "handled_kinds",
+           "accept_warnings", "missing_type", "format_text", "format_lines", "not_an_object", "nothing_reviewed", "handled_kinds",
            "DEFAULT_NAMESPACE"]
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -387,6 +387,30 @@ def _typed_item(listed: dict[str, Any], item: Any) -> Any:
     return {"apiVersion": api_version, "kind": kind.removesuffix("List"), **item}
 
 
+def missing_type(doc: Any) -> str | None:
+    """The fix for a document that is a Kubernetes object but for its ``apiVersion`` (or ``kind``): a mapping with
+    ``metadata.name`` (or ``generateName``) and one of the two; kube-apiserver and ``kubectl apply`` refuse it
+    ("apiVersion not set"), so ``admit review`` reports it as an error instead of skipping it as a values file.
+    The ``apiVersion`` of a kind admit handles is named (``apps/v1`` for a Deployment). ``None`` otherwise."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
+        return None
+    meta = doc["metadata"]
+    if not (meta.get("name") or meta.get("generateName")):
+        return None
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    has_version, has_kind = isinstance(api_version, str) and bool(api_version), isinstance(kind, str) and bool(kind)
+    if has_kind and not has_version:
+        known = [f"{group + '/' if group else ''}{k.versions[0][0]}" for (group, name), k in KINDS.items()
+                 if name == kind]
+        hint = f" ({' or '.join(known)} for a {kind})" if known else ""
+        return f"add apiVersion{hint}: {str(kind)[:63]} {str(meta.get('name') or '')[:63]} has none, and " \
+               "kube-apiserver refuses an object without one"
+    if has_version and not has_kind:
+        return f"add kind: {str(meta.get('name') or '')[:63]} ({str(api_version)[:63]}) has none, and kube-apiserver " \
+               "refuses an object without one"
+    return None
+
+
 def load_documents(
     paths: Iterable[str], recursive: bool = False, stdin: TextIO | None = None, errors: list[str] | None = None,
     skipped: Skipped | None = None,
@@ -441,8 +465,13 @@ def load_documents(
                 items = [doc]
             for item in items:
                 why = not_an_object(item)
+                fix = missing_type(item) if why is not None else None
                 if why is None:
                     docs.append((name, item))
+                elif fix is not None:
+                    if errors is None:
+                        raise InputError(f"{name}: document {i + 1}: {fix}")
+                    errors.append(f"{name}: document {i + 1}: {fix}")
                 elif skipped is not None:
                     skipped.documents.append(f"{name}: document {i + 1}: {why}")
                 elif not isinstance(item, dict):

@@ -89,9 +89,10 @@ class Read(Protocol):
     namespace: str
     name: str
 
-    def judge(self, obj: dict[str, Any] | None, config: Config) -> tuple[list[str], GangError | None]:
+    def judge(self, obj: dict[str, Any] | None, config: Config,
+              notes: list[str] | None = None) -> tuple[list[str], GangError | None]:
         """``(warnings, refusal)`` once read (``obj`` ``None``: not found); a refusal is named on the admitted
-        object."""
+        object. ``notes``, when given, gets what the read settles for the user (``admit review`` shows it)."""
         ...
 
 

@@ -116,9 +116,9 @@ def resolve_trainjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
                     total_field="", create_pod_group=False)
     plan.extra_ops = _runtime_patch_ops(obj, _gang_annotations(obj, config), patch_manager(config))
     plan.notes.append(
-        f"{ref}: its JobSet {name} is the gang: PodGroup {plan.group_name} is made when Trainer creates the JobSet "
-        f"(admit passes the annotations on through spec.runtimePatches). If {runtime_kind} {runtime} has "
-        "podGroupPolicy.coscheduling, Trainer makes the PodGroup itself and admit leaves it alone")
+        f"{ref}: unless {runtime_kind} {runtime} has a podGroupPolicy (then Kubeflow Trainer gangs it itself and admit "
+        f"leaves it alone), its JobSet {name} is the gang: PodGroup {plan.group_name} is made when Trainer creates "
+        "the JobSet (admit passes the annotations on through spec.runtimePatches)")
     return plan
 
 
@@ -209,11 +209,13 @@ def trainer_jobset(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[st
 
 
 def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, config: Config,
-                  namespace: str) -> tuple[list[str], GangError | None]:
+                  namespace: str, notes: list[str] | None = None) -> tuple[list[str], GangError | None]:
     """``(warnings, refusal)`` for a TrainJob CREATE once its runtime is read (module docstring): the JobSet Trainer
     will build (:func:`trainer_jobset`) goes through the JobSet family's resolver, and a refusal there becomes the
     TrainJob's, named on the TrainJob. ``runtime`` None: not found (a warning: Trainer itself refuses an unknown
-    runtime). Pure."""
+    runtime). ``notes``, when given, gets what the runtime settles: who gangs the TrainJob, and when admit gangs its
+    JobSet, the gang's PodGroup, minMember and minResources (as the JobSet's own admission will give them; ``admit
+    review`` shows it). Pure."""
     from .jobset import gang_members, replicated_jobs, resolve_jobset  # the JobSet family judges the JobSet
 
     name = str(get_path(trainjob, ("metadata", "name")) or "")
@@ -225,6 +227,9 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
     jobset = trainer_jobset(trainjob, runtime)
     policy = get_path(runtime, ("spec", "podGroupPolicy")) or {}
     if isinstance(policy, dict) and isinstance(policy.get("volcano"), dict):
+        _note(notes, f"{ref}: {kind} {runtime_name} has podGroupPolicy.volcano: Kubeflow Trainer gangs it with "
+                     f"Volcano PodGroup {name} itself, and admit leaves its JobSet alone (no PodGroup of its own, no "
+                     "schedulerName)")
         return [f"remove the {config.key_prefix}* annotations to silence this: {kind} {str(runtime_name)[:63]} has "
                 "podGroupPolicy.volcano, so Trainer gangs this TrainJob with a Volcano PodGroup and admit leaves it "
                 "alone"], None
@@ -247,17 +252,29 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
                 f"Use a runtime without podGroupPolicy (admit then gangs the JobSet's trainer pods and leaves the "
                 f"steps out), or one without the steps, or remove the {config.annotation_prefix.rstrip('/')}/* "
                 "annotations and Trainer's gang deadlocks all the same", 403)
+        _note(notes, f"{ref}: {kind} {runtime_name} has podGroupPolicy.coscheduling: Kubeflow Trainer makes PodGroup "
+                     f"{name} itself (minMember {sum(rj['replicas'] * rj['pods_per_job'] for rj in rjobs)}), and "
+                     "admit leaves it alone")
         return [], None
     annotations = get_path(jobset, ("metadata", "annotations"))
     try:
         ann = parse_gang_annotations(annotations, config)
         if ann is None:
             return [], None
-        resolve_jobset(jobset, ann, config, namespace, "CREATE")
+        plan = resolve_jobset(jobset, ann, config, namespace, "CREATE")
     except GangError as e:
         return [], GangError(f"{ref}: the JobSet Trainer builds from {kind} {runtime_name} would be refused, so the "
                              f"TrainJob would never run: {e.message}", e.code)
+    resources = ", ".join(f"{k}={v}" for k, v in (plan.min_resources or {}).items())
+    _note(notes, f"{ref}: from {kind} {runtime_name}, Trainer builds JobSet {name}, a gang of PodGroup "
+                 f"{plan.group_name} with minMember {plan.min_member} ({plan.total_field or 'its pods'})"
+                 + (f" and minResources {resources}" if resources else ""))
     return [], None  # the JobSet's own warnings come with its admission
+
+
+def _note(notes: list[str] | None, text: str) -> None:
+    if notes is not None:
+        notes.append(text)
 
 
 def _entry_annotations(obj: dict[str, Any], manager: str) -> dict[str, str] | None:
@@ -326,8 +343,9 @@ class RuntimeRead:
     group: str = GROUP
     version: str = "v1alpha1"
 
-    def judge(self, obj: dict[str, Any] | None, config: Config) -> tuple[list[str], GangError | None]:
-        return judge_runtime(self.trainjob, obj, config, self.trainjob_namespace)
+    def judge(self, obj: dict[str, Any] | None, config: Config,
+              notes: list[str] | None = None) -> tuple[list[str], GangError | None]:
+        return judge_runtime(self.trainjob, obj, config, self.trainjob_namespace, notes)
 
 
 def runtime_read(trainjob: dict[str, Any], namespace: str) -> RuntimeRead | None:

@@ -45,6 +45,7 @@ __all__ = [
     "parse_gang_annotations",
     "ignored_without_min_member",
     "misplaced_annotation_warnings",
+    "label_key_warnings",
     "min_member_source",
     "counted_and_fix",
     "check_group_name",
@@ -351,6 +352,22 @@ def misplaced_annotation_warnings(obj: Any, path: tuple[str, ...], config: Confi
     kind = str(obj.get("kind") or "workload")
     return [f"move the {prefix} annotations to {where[:80]}: on the {kind}'s own metadata.annotations they have no "
             "effect (its controller copies only those onto each object it creates)"]
+
+
+def label_key_warnings(obj: Any, config: Config) -> list[str]:
+    """One warning per setting of admit written as a label of ``obj`` (``metadata.labels``) instead of an annotation:
+    a key under admit's prefix whose name is one of :data:`KNOWN_ANNOTATIONS` except admit's own bookkeeping
+    (``gang.admit.dev/min-member: "3"`` as a label). admit reads these from annotations only, so the object gets no
+    gang; admit's own ``<prefix>/managed`` label is not one of them. Empty in the common case (one pass over the
+    labels)."""
+    labels = get_path(obj, ("metadata", "labels"))
+    if not isinstance(labels, dict):
+        return []
+    prefix = config.key_prefix
+    return [f"move {key} from metadata.labels to metadata.annotations: admit reads its settings from annotations "
+            "only, so this label does nothing"
+            for key in labels if isinstance(key, str) and key.startswith(prefix)
+            and key[len(prefix):] in KNOWN_ANNOTATIONS and key[len(prefix):] not in BOOKKEEPING_ANNOTATIONS]
 
 
 def check_group_name(name: str) -> str | None:

@@ -354,10 +354,14 @@ class Admission:
             return decision
         obj = await self.store.get_object(read.group, read.version, read.plural, read.namespace, read.name,
                                           self.config.api_timeout_seconds)
-        warnings, refusal = read.judge(obj, self.config)
+        notes: list[str] = []
+        warnings, refusal = read.judge(obj, self.config, notes)
         if refusal is not None:
             return Decision.deny(refusal.message, refusal.code, decision.warnings + warnings)
         decision.warnings.extend(warnings)
+        if notes and decision.message == "; ".join(decision.notes):  # an allowed answer's message is its notes
+            decision.message = "; ".join(decision.notes + notes)
+        decision.notes.extend(notes)
         return decision
 
     def _known_gang(self, check: ScaleCheck) -> bool:

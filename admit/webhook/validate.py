@@ -56,6 +56,7 @@ from ..gang.plan import (
     get_path,
     ignored_without_min_member,
     misplaced_annotation_warnings,
+    label_key_warnings,
     parse_gang_annotations,
     template_annotation_warnings,
     unknown_annotation_warnings,
@@ -329,7 +330,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
         return Verdict(Decision())
     where = annotations_path(req.group, req.kind)
     annotations = get_path(obj, where)  # a CronJob's are its jobTemplate's (WorkloadKind.annotations)
-    typos = unknown_annotation_warnings(annotations, config)
+    typos = unknown_annotation_warnings(annotations, config) + label_key_warnings(obj, config)
     try:
         ann = parse_gang_annotations(annotations, config)
         if ann is None:

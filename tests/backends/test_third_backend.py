@@ -187,7 +187,9 @@ def test_a_registered_backend_is_a_choice_of_gang_backend_and_extra_gang_backend
         args = build_parser().parse_args(["serve", "--gang-backend", volcano.NAME])
         assert config_from_args(args).gang_backend == volcano.NAME
         review = config_from_args(build_parser().parse_args(["review", "x.yaml"]))
-        assert volcano.NAME in review.extra_gang_backends  # admit review: every known backend, no RBAC to respect
+        assert review.extra_gang_backends == frozenset()  # admit review enables what admit serve enables
+        review = config_from_args(build_parser().parse_args(["review", "--extra-gang-backend", volcano.NAME, "x.yaml"]))
+        assert volcano.NAME in review.extra_gang_backends
     finally:
         volcano.uninstall()
     with pytest.raises(SystemExit):

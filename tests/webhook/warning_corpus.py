@@ -313,6 +313,33 @@ metadata:
                      controller: true}]
 spec: {containers: [{name: w, image: busybox}]}
 """, "annotate the controller (Deployment, Job, ...) instead of its pod template"),
+    Case("setting-written-as-label", "gang/plan.py", _deployment("    team: ml").replace(
+        "  annotations:", "  labels: {gang.admit.dev/min-member: '3'}\n  annotations:"),
+         "move gang.admit.dev/min-member from metadata.labels to metadata.annotations"),
+    Case("template-names-a-native-gang", "backends/__init__.py", GANGED_JOB.replace(
+        "      restartPolicy: Never", "      restartPolicy: Never\n      workloadRef: {name: NAME, podGroup: workers}"),
+         "remove gang.admit.dev/min-member or the pod template's spec.workloadRef"),
+    Case("trainjob-volcano-runtime", "families/trainer.py", """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: NAME, namespace: NAME, annotations: {gang.admit.dev/min-member: "2"}}
+spec: {runtimeRef: {name: NAME}}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: NAME}
+spec:
+  podGroupPolicy: {volcano: {}}
+  template:
+    spec:
+      replicatedJobs:
+      - name: node
+        template:
+          spec:
+            template:
+              spec:
+                containers: [{name: node, image: pytorch/pytorch}]
+""", "remove the gang.admit.dev/* annotations to silence this"),
     Case("unhandled-volcano-job", "cli/review.py", """
 apiVersion: batch.volcano.sh/v1alpha1
 kind: Job

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP,
-                      WORKLOAD_API_VERSIONS, Config)
+                      WORKLOAD_API_FIRST_ALPHA, WORKLOAD_API_VERSIONS, Config)
 from ...gang.ownerrefs import controller_identity
 from ...gang.patch import pointer, set_keys_ops
 from ...gang.plan import GangError, GangPlan, PodTarget, get_path
@@ -63,7 +63,7 @@ from ..common import ObjectType, Ownership, owner_annotation
 from .native import deferring_reason, native_handover, template_group, written_group
 
 __all__ = [
-    "not_served_message",
+    "not_served_message", "first_alpha_message",
     "WorkloadAPI",
     "BACKEND",
     "Shape",
@@ -98,7 +98,12 @@ MAX_GROUP_PRIORITY = 1_000_000_000  # HighestUserDefinablePriority: "+k8s:maximu
 
 
 def not_served_message(config: Config) -> str:
-    """One line saying what the cluster lacks for the ``workload-api`` backend (feature gates and runtime-config)."""
+    """One line saying what the cluster lacks for the ``workload-api`` backend: on a cluster that serves only the
+    first alpha (``config.workload_api_served``: ``scheduling.k8s.io/v1alpha1``, Kubernetes 1.35) the fix is
+    Kubernetes 1.36 or the Coscheduling backend (:func:`first_alpha_message`), else the feature gates and
+    runtime-config."""
+    if config.workload_api_served and set(config.workload_api_served) <= {WORKLOAD_API_FIRST_ALPHA}:
+        return first_alpha_message()
     return (
         "the API server does not serve Kubernetes' native gang scheduling (scheduling.k8s.io Workload and PodGroup): "
         "on Kubernetes 1.36 start kube-apiserver, kube-controller-manager and kube-scheduler with "
@@ -106,6 +111,16 @@ def not_served_message(config: Config) -> str:
         "--runtime-config=scheduling.k8s.io/v1alpha2=true; on 1.37 with --feature-gates=GenericWorkload=true and "
         "--runtime-config=scheduling.k8s.io/v1beta1=true"
     )
+
+
+def first_alpha_message() -> str:
+    """The fix when the API server serves only ``scheduling.k8s.io/v1alpha1`` (Kubernetes 1.35, KEP-4671's first
+    alpha: a ``Workload`` whose ``spec.podGroups`` embed the gangs, pods naming it in ``spec.workloadRef``, no
+    ``PodGroup`` object). 1.36 replaced that API (``v1alpha2``: ``PodGroup`` objects, pod ``spec.schedulingGroup``)
+    and admit writes only the later shapes: no admit release helps, the cluster's version or the backend does."""
+    return ("run Kubernetes 1.36 or later, or use the coscheduling backend (--gang-backend coscheduling, chart "
+            "config.gangBackend): this API server serves only scheduling.k8s.io/v1alpha1 (Kubernetes 1.35), whose "
+            "Workload with embedded pod groups admit does not write")
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ for its resources, as kubectl does): a version counts when it serves both ``work
 speaks the versions whose shapes it knows (the rows of ``workload_api.SHAPES``, each with its ``types.go``) and
 prefers ``v1`` (planned GA, 1.38), then ``v1beta1`` (1.37), then the alphas ``v1alpha3`` (1.37) and ``v1alpha2``
 (1.36); ``v1alpha1`` (1.35: Workload with embedded pod groups and pod ``spec.workloadRef``) has no runtime PodGroup
-and is not spoken. ``scheduling.k8s.io/v1`` also serves ``priorityclasses``: only a version with both gang
+and is not spoken: a cluster that serves only it is told to run Kubernetes 1.36 or the Coscheduling backend
+(``first_alpha_message``), never to upgrade admit, and the per-workload refusal says the same (the versions found
+are kept in ``Config.workload_api_served``). ``scheduling.k8s.io/v1`` also serves ``priorityclasses``: only a version with both gang
 resources counts. Seen on a 1.36.2 kube-apiserver with ``--feature-gates=GenericWorkload=true,GangScheduling=true
 --runtime-config=scheduling.k8s.io/v1alpha2=true``: versions ``v1`` and ``v1alpha2``; v1alpha2 resources
 ``podgroups``, ``podgroups/status``, ``workloads``.
@@ -35,13 +37,13 @@ from typing import Any, Awaitable, Callable
 
 from kubernetes_asyncio import client
 
-from ...config import WORKLOAD_API, WORKLOAD_API_GROUP, WORKLOAD_API_VERSIONS, Config
+from ...config import WORKLOAD_API, WORKLOAD_API_FIRST_ALPHA, WORKLOAD_API_GROUP, WORKLOAD_API_VERSIONS, Config
 from ...kube.client import KubeError, api_errors
 from ..common import BackendUnavailable
 from . import not_served_message
 
-__all__ = ["BackendUnavailable", "choose_version", "unknown_versions", "discover_workload_api", "configure_backends",
-           "Rediscovery", "start"]
+__all__ = ["BackendUnavailable", "choose_version", "unknown_versions", "gang_versions", "discover_workload_api",
+           "configure_backends", "Rediscovery", "start"]
 
 log = logging.getLogger("admit.backends")
 NEEDED = frozenset({"workloads", "podgroups"})
@@ -58,8 +60,15 @@ def choose_version(served: dict[str, set[str]]) -> str:
 
 
 def unknown_versions(served: dict[str, set[str]]) -> list[str]:
-    """Served versions that carry ``workloads`` or ``podgroups`` but whose shapes admit does not know (sorted)."""
-    return sorted(v for v, names in served.items() if v not in WORKLOAD_API_VERSIONS and names & NEEDED)
+    """Served versions that carry ``workloads`` or ``podgroups`` but whose shapes admit does not know (sorted); not
+    the first alpha (``v1alpha1``), which admit knows and does not speak."""
+    return sorted(v for v in gang_versions(served) if v not in WORKLOAD_API_VERSIONS and v != WORKLOAD_API_FIRST_ALPHA)
+
+
+def gang_versions(served: dict[str, set[str]]) -> tuple[str, ...]:
+    """The versions of ``served`` that carry ``workloads`` or ``podgroups`` (sorted): ``("v1alpha1",)`` on a
+    Kubernetes 1.35 API server with the ``GenericWorkload`` gate, ``("v1alpha2",)`` on 1.36."""
+    return tuple(sorted(v for v, names in served.items() if names & NEEDED))
 
 
 async def discover_workload_api(api_client: client.ApiClient, timeout: float = 10.0) -> tuple[str, dict[str, set[str]]]:
@@ -100,6 +109,7 @@ async def configure_backends(api_client: client.ApiClient, config: Config, timeo
             raise BackendUnavailable(f"--gang-backend workload-api: {e.message}") from None
         log.warning("workload-api backend off: %s", e.message)
         return config
+    config = config.replace(workload_api_served=gang_versions(served))
     unknown = unknown_versions(served)
     if unknown:
         what = (f"{WORKLOAD_API_GROUP} serves Workload/PodGroup version(s) {', '.join(unknown)}, whose shapes this "
@@ -179,7 +189,7 @@ class Rediscovery:
                 log.warning("workload-api backend off: the API server no longer serves %s/%s and serves no version "
                             "admit speaks (versions served: %s): %s", WORKLOAD_API_GROUP, version, shown,
                             not_served_message(self.config))
-            self.config = self.config.replace(workload_api_version=found)
+            self.config = self.config.replace(workload_api_version=found, workload_api_served=gang_versions(served))
             for listener in self.listeners:
                 try:
                     await listener(self.config)

@@ -45,7 +45,7 @@ from ...gang.plan import GangPlan, PodTarget, get_path
 if TYPE_CHECKING:  # the kind's record is the families' type; a backend only reads the facts passed to it
     from ...families.shared import WorkloadKind
 
-__all__ = ["deferring_reason", "native_handover", "written_group", "template_group"]
+__all__ = ["deferring_reason", "native_handover", "native_template", "written_group", "template_group"]
 
 
 def deferring_reason(obj: dict[str, Any], plan: GangPlan, backend: str, config: Config,
@@ -54,8 +54,15 @@ def deferring_reason(obj: dict[str, Any], plan: GangPlan, backend: str, config: 
     objects (module docstring), or why admit hands a new ``backend`` gang over to it (``--controller-gang``), else
     ``None``. ``kind`` is the workload's record (``None``: a kind without one): its ``controller_gang`` (who makes its
     native gang from ``spec.scheduling``), ``gang_from_parent`` (the annotation that says a parent's Workload makes its
-    PodGroup) and ``handover``."""
-    reason = _native_reason(obj, plan, kind)
+    PodGroup) and ``handover``. A pod template that already names a native gang (:func:`native_template`) also gets
+    the plan a warning that says so."""
+    managed = get_path(obj, ("metadata", "labels", config.managed_label)) == "true"
+    reason = _native_reason(obj, plan, kind, backend, managed)
+    native = native_template(obj, plan, backend, managed) if reason is not None else None
+    if native is not None:
+        plan.warnings.append(
+            f"remove {config.min_member_key} or the pod template's {native[1]}: it names a native gang, so admit "
+            "makes no gang of its own besides (no label, scheduler or PodGroup) and only checks the size")
     if reason is None and kind is not None and (handover := _handover(obj, plan, backend, config, kind)) is not None:
         reason = (f"{plan.ref} goes to the {kind.kind} controller's native gang: admit sets "
                   f"{_dotted(('spec', 'scheduling'), handover)} (--controller-gang {kind.kind}) and makes no Workload "
@@ -63,7 +70,29 @@ def deferring_reason(obj: dict[str, Any], plan: GangPlan, backend: str, config: 
     return reason
 
 
-def _native_reason(obj: dict[str, Any], plan: GangPlan, kind: WorkloadKind | None) -> str | None:
+def native_template(obj: dict[str, Any], plan: GangPlan, backend: str, managed: bool) -> tuple[str, str, Any] | None:
+    """``(where, field, value)`` when a pod template of ``plan`` already names a native gang that admit did not write
+    for ``backend``, else ``None``: ``spec.workloadRef`` (Kubernetes 1.35, KEP-4671: the pod names its Workload and
+    pod group; admit never writes it), or ``spec.schedulingGroup`` (1.36+) naming another group than admit's, or
+    under another backend than ``workload-api`` on a workload admit did not gang before (``managed``: its
+    ``<prefix>/managed`` label; a managed workload moving back to ``coscheduling`` has admit's own
+    ``schedulingGroup`` taken off). Two gang mechanisms for one set of pods would each wait for pods the other
+    holds, so such a workload defers (:func:`deferring_reason`)."""
+    for target in plan.targets:
+        spec = get_path(obj, target.scheduler[:-1])
+        if not isinstance(spec, dict):
+            continue
+        if spec.get("workloadRef") is not None:
+            return target.where, "spec.workloadRef", spec["workloadRef"]
+        named = template_group(obj, target)
+        if spec.get("schedulingGroup") is not None and (named != plan.group_name or
+                                                        (backend != WORKLOAD_API and not managed)):
+            return target.where, "spec.schedulingGroup", spec["schedulingGroup"]
+    return None
+
+
+def _native_reason(obj: dict[str, Any], plan: GangPlan, kind: WorkloadKind | None, backend: str,
+                   managed: bool) -> str | None:
     """Why the workload's own controller (or whoever named its group) makes its native gang, or ``None``."""
     controller = kind.controller_gang if kind is not None else None
     if controller is not None and get_path(obj, ("spec", "scheduling")) is not None:
@@ -71,11 +100,11 @@ def _native_reason(obj: dict[str, Any], plan: GangPlan, kind: WorkloadKind | Non
     parent = _parent_annotation(obj, kind)
     if parent is not None:
         return f"{plan.ref} carries {parent}: its PodGroup comes from a parent's Workload; admit only checks its size"
-    for target in plan.targets:
-        named = template_group(obj, target)
-        if named is not None and named != plan.group_name:
-            return (f"{plan.ref} {target.where} already sets spec.schedulingGroup.podGroupName={named!r}: whoever "
-                    "made that PodGroup (the Job controller, an operator, you) owns it; admit only checks its size")
+    native = native_template(obj, plan, backend, managed)
+    if native is not None:
+        where, field, value = native
+        return (f"{plan.ref} {where} already sets {field}={str(value)[:200]}: whoever made that native gang (the Job "
+                "controller, an operator, you) owns it; admit only checks its size")
     return None
 
 
@@ -112,7 +141,8 @@ def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config,
     admit hands over, and the removal of admit's earlier marks from a workload that became a controller's native
     gang. ``([], [])`` when neither applies (the operator-made gangs of :func:`deferring_reason`). ``kind``: the
     workload's record (its ``controller_gang``, ``gang_from_parent`` and ``handover``)."""
-    reason = _native_reason(obj, plan, kind)
+    reason = _native_reason(obj, plan, kind, plan.backend,
+                            get_path(obj, ("metadata", "labels", config.managed_label)) == "true")
     if reason is None:
         handover = _handover(obj, plan, plan.backend, config, kind)
         if handover is None:

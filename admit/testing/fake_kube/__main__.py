@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 
 
-from .resources import WORKLOAD_API_VERSIONS
+from .resources import FIRST_ALPHA, WORKLOAD_API_VERSIONS
 from .server import FakeKubeAPI
 
 JSON = dict[str, Any]
@@ -51,7 +51,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--bookmark-interval", type=float, default=None, help="seconds between watch bookmarks")
     parser.add_argument("--record-requests", action="store_true",
                         help="keep the full request log (GET /_fake/requests); counters are always kept")
-    parser.add_argument("--workload-api", choices=WORKLOAD_API_VERSIONS, default=None,
+    parser.add_argument("--workload-api", choices=(*WORKLOAD_API_VERSIONS, FIRST_ALPHA), default=None,
                         help="also serve scheduling.k8s.io Workload and PodGroup in this version")
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:

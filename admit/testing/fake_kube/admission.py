@@ -43,6 +43,7 @@ Not emulated: ``matchPolicy`` (the fake serves one version of a resource, so Exa
 from __future__ import annotations
 
 import base64
+import contextvars
 import copy
 import dataclasses
 import json
@@ -53,6 +54,42 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 import jsonpatch
 
 from .errors import ApiError
+
+#: The admission warnings of the HTTP request being served (the server sets a list per request): kube-apiserver's
+#: webhook dispatchers add each ``response.warnings`` entry to the request's warning recorder
+#: (k8s.io/apiserver pkg/admission/plugin/webhook/{mutating,validating}/dispatcher.go: ``warning.AddWarning``).
+REQUEST_WARNINGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("request_warnings", default=None)
+TRUNCATE_AT_TOTAL_RUNES = 4 * 1024  # k8s.io/apiserver pkg/endpoints/filters/warning.go truncateAtTotalRunes
+TRUNCATE_ITEM_RUNES = 256  # warning.go truncateItemRunes
+
+
+def warning_headers(texts: Iterable[str]) -> list[str]:
+    """The ``Warning`` header values kube-apiserver sends for the warnings ``texts`` of one request (warning.go
+    ``recorder.AddWarning``): each text once; all whole while their runes stay within ``truncateAtTotalRunes``, else
+    each cut to ``truncateItemRunes`` and, once the sum reaches the total, the rest dropped; a text with a control
+    character is dropped (``net.NewWarningHeader`` refuses it). Each is ``299 - "<text>"`` with quotes and backslashes
+    escaped (k8s.io/apimachinery pkg/util/net/http.go ``NewWarningHeader``), which kubectl prints as
+    ``Warning: <text>``."""
+    seen: set[str] = set()
+    ordered: list[str] = []
+    kept: list[str] = []
+    written, truncating = 0, False
+    for text in texts:
+        if not text or (written >= TRUNCATE_AT_TOTAL_RUNES and truncating) or text in seen:
+            continue
+        seen.add(text)
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+            continue
+        ordered.append(text)
+        cut = text[:TRUNCATE_ITEM_RUNES] if truncating else text
+        if written + len(cut) <= TRUNCATE_AT_TOTAL_RUNES or truncating:
+            written += len(cut)
+            kept.append(cut)
+            continue
+        truncating = True
+        kept = [t[:TRUNCATE_ITEM_RUNES] for t in ordered]
+        written = sum(map(len, kept))
+    return ['299 - "' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in kept]
 
 if TYPE_CHECKING:
     from .resources import ResourceType
@@ -342,8 +379,11 @@ class AdmissionChain:
             raise _call_error(hook.name, f"failed to call webhook: {e}") from e
         self.reviews.append((hook.path, request, response))
         self.calls.append((hook.name, request, response))
+        sink = REQUEST_WARNINGS.get()
         for warning in response.get("warnings") or []:
             self.warnings.append((request["kind"]["kind"], request.get("name", ""), warning))
+            if sink is not None:
+                sink.append(warning)
         if not response.get("allowed"):
             status = response.get("status") or {}
             code = int(status.get("code") or 403)

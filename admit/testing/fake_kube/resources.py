@@ -141,16 +141,23 @@ SHORT_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
 
 def workload_api_resources(version: str) -> tuple[ResourceType, ...]:
     """Kubernetes' native gang scheduling API (``scheduling.k8s.io`` ``Workload`` and ``PodGroup``: ``v1alpha2`` in
-    1.36, ``v1alpha3`` and ``v1beta1`` in 1.37, ``v1`` planned for 1.38): not served by default (like a cluster
+    1.36, ``v1alpha3`` and ``v1beta1`` in 1.37, ``v1`` planned for 1.38; ``v1alpha1``, 1.35's first alpha, serves
+    ``workloads`` only): not served by default (like a cluster
     without the ``GenericWorkload`` gate); ``FakeKubeAPI(workload_api="v1beta1")`` or ``serve_workload_api`` adds
     it."""
+    if version == FIRST_ALPHA:  # 1.35: the Workload embeds its pod groups; there is no PodGroup object
+        return (_rt("scheduling.k8s.io", version, "Workload", "workloads", status=False),)
     if version not in WORKLOAD_API_VERSIONS:
-        raise ValueError(f"Workload API version {version!r} is not one of {WORKLOAD_API_VERSIONS}")
+        raise ValueError(f"Workload API version {version!r} is not one of {WORKLOAD_API_VERSIONS + (FIRST_ALPHA,)}")
     return (_rt("scheduling.k8s.io", version, "Workload", "workloads", status=False),
             _rt("scheduling.k8s.io", version, "PodGroup", "podgroups"))
 
 
 WORKLOAD_API_VERSIONS = ("v1alpha2", "v1alpha3", "v1beta1", "v1")
+# Kubernetes 1.35 (KEP-4671, gate GenericWorkload, --runtime-config=scheduling.k8s.io/v1alpha1=true): only
+# ``workloads``, each with ``spec.podGroups[]`` (staging/src/k8s.io/api/scheduling/v1alpha1/types.go of
+# release-1.35); served with ``workload_api="v1alpha1"``, its shapes are not checked
+FIRST_ALPHA = "v1alpha1"
 # PodGroupTemplate and PodGroupSpec fields besides the reference: the OpenAPI of the 1.36.2 kube-apiserver (v1alpha2)
 # and staging/src/k8s.io/api/scheduling/v1beta1/types.go (adds preemptionPolicy)
 _TEMPLATE_FIELDS = frozenset({"name", "schedulingPolicy", "schedulingConstraints", "disruptionMode", "priority",

@@ -20,7 +20,8 @@ from aiohttp import web
 
 from ..fake_defaults import apply_defaults
 
-from .admission import AdmissionChain
+from .admission import REQUEST_WARNINGS, AdmissionChain, warning_headers
+
 from .controllers import (Controller, DeploymentController, JobController, StatefulSetController,
                           job_selector_and_labels)
 
@@ -37,6 +38,9 @@ from .resources import (
     BUILTIN_GROUPS, BUILTIN_RESOURCES, SHORT_NAMES, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_update_errors,
     workload_api_resources,
 )
+
+#: The namespaces kube-apiserver creates itself (pkg/controlplane/controller/systemnamespaces).
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 JSON = dict[str, Any]
 _C = TypeVar("_C", bound=Controller)
@@ -80,10 +84,14 @@ class FakeKubeAPI:
             ``jobs`` is the :class:`~controllers.JobController`.
         statefulset_controller: emulate the StatefulSet controller's Pods (``controllers.py``), through
             ``admission`` too. ``statefulsets`` is the :class:`~controllers.StatefulSetController`.
-        workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``; see
+        workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``, 1.35's
+            ``"v1alpha1"``; see
             :func:`workload_api_resources`); ``None``: not served, like a cluster without ``GenericWorkload``.
         workload_with_job: the ``WorkloadWithJob`` gate on kube-controller-manager: the emulated Job controller makes
             its own Workload and PodGroup per Job in the served version (``JobController._scheduling_objects``).
+        namespace_lifecycle: refuse a write into a namespace that is not stored (404 NotFound), as the
+            NamespaceLifecycle admission plugin does, and hold the namespaces kube-apiserver makes itself (default,
+            kube-system, kube-public, kube-node-lease). Off by default: most tests write where they like.
     """
 
     def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
@@ -91,7 +99,7 @@ class FakeKubeAPI:
                  admission: AdmissionChain | None = None,
                  deployment_controller: bool = False, workload_api: str | None = None,
                  job_controller: bool = False, statefulset_controller: bool = False,
-                 workload_with_job: bool = False) -> None:
+                 workload_with_job: bool = False, namespace_lifecycle: bool = False) -> None:
         self.admission = admission
         #: Every controller syncing on this server's writes (:meth:`add_controller`), in the order registered.
         self.controllers: list[Controller] = []
@@ -107,6 +115,7 @@ class FakeKubeAPI:
             self._registry[rt.key] = rt
         if workload_api is not None:
             self.serve_workload_api(workload_api)
+        self.namespace_lifecycle = namespace_lifecycle
         self._data: dict[tuple[str, str, str], dict[tuple[str | None, str], JSON]] = {}
         self._uids: dict[str, tuple[tuple[str, str, str], str | None, str]] = {}
         self._rv = 1000
@@ -161,6 +170,10 @@ class FakeKubeAPI:
         """Bind ``127.0.0.1:port`` (0: a random free port) and serve. Returns self."""
         if self._runner is not None:
             return self
+        if self.namespace_lifecycle:  # kube-apiserver's system namespaces controller makes these
+            for name in SYSTEM_NAMESPACES:
+                if self.get("v1", "namespaces", None, name) is None:
+                    self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         app = web.Application(client_max_size=3 * 1024 * 1024)  # kube-apiserver's request body limit
         app.router.add_route("*", "/{tail:.*}", self._handle)
         runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True,
@@ -594,10 +607,13 @@ class FakeKubeAPI:
     def _check_namespace_open(self, rt: ResourceType, ns: str | None, obj: JSON) -> None:
         """The NamespaceLifecycle admission plugin (plugin/pkg/admission/namespace/lifecycle/admission.go): a create
         in a stored namespace that is being deleted is 403, with a ``NamespaceTerminating`` cause. (A namespace that
-        is not stored is not checked: the fake does not require namespaces to exist.)"""
+        is not stored is not checked unless ``namespace_lifecycle`` is on: then it is 404 NotFound, ``namespaces
+        "<ns>" not found``, as lifecycle/admission.go answers with ``errors.NewNotFound``.)"""
         if not rt.namespaced or ns is None:
             return
         namespace = self._bucket(self._registry[("", "v1", "namespaces")]).get((None, ns))
+        if namespace is None and self.namespace_lifecycle:
+            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
         if namespace is None or not (namespace["metadata"].get("deletionTimestamp") or
                                      (namespace.get("status") or {}).get("phase") == "Terminating"):
             return
@@ -985,6 +1001,8 @@ class FakeKubeAPI:
         self._counts[rec.stats_key] += 1
         if self.record_requests:
             self.requests.append(rec)
+        warnings: list[str] = []
+        token = REQUEST_WARNINGS.set(warnings)
         try:
             if route_error is not None:
                 raise route_error
@@ -1000,6 +1018,11 @@ class FakeKubeAPI:
                 resp = await self._serve(request, rec, route, body)
         except ApiError as e:
             resp = e.response()
+        finally:
+            REQUEST_WARNINGS.reset(token)
+        if warnings and not resp.prepared:  # the admission webhooks' warnings, refused requests' too, as kubectl sees
+            for header in warning_headers(warnings):
+                resp.headers.add("Warning", header)
         rec.status = resp.status
         return resp
 

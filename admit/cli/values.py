@@ -1,0 +1,106 @@
+"""``admit review --values FILE``: the chart values that become ``admit serve``'s decision flags, so that a review
+answers as the server the chart starts.
+
+The chart's Deployment (``charts/admit/templates/deployment.yaml``) turns these values into ``admit serve`` flags;
+the same mapping, for the flags that change a decision (``admit review`` takes them too):
+
+==================================  ===========================================================
+value                               flag
+==================================  ===========================================================
+``config.schedulerName``            ``--scheduler-name``
+``config.annotationPrefix``         ``--annotation-prefix``
+``config.podGroupAPI``              ``--pod-group-api``
+``config.gangBackend``              ``--gang-backend``
+``config.extraGangBackends[]``      ``--extra-gang-backend`` (each but ``gangBackend``)
+``config.controllerGangs[]``        ``--controller-gang``
+``config.kubeflowGangByOperator``   ``--kubeflow-gang-by-operator`` when true
+``workloads.<switch>: false``       ``--ignore-api-group`` of that switch's API group
+==================================  ===========================================================
+
+A key the file leaves out keeps the chart's default (``charts/admit/values.yaml``), which is each flag's own default
+(``tests/cli/test_review_serve.py`` checks both against the rendered chart).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+__all__ = ["ValuesError", "WORKLOAD_SWITCHES", "serve_flags", "load_values"]
+
+#: ``workloads.<switch>`` of the chart -> the API group ``--ignore-api-group`` names when it is false.
+WORKLOAD_SWITCHES = {"kubeflow": "kubeflow.org", "spark": "sparkoperator.k8s.io", "jobset": "jobset.x-k8s.io",
+                     "leaderWorkerSet": "leaderworkerset.x-k8s.io", "ray": "ray.io", "trainer": "trainer.kubeflow.org"}
+
+_SCALARS = (("schedulerName", "--scheduler-name"), ("annotationPrefix", "--annotation-prefix"),
+            ("podGroupAPI", "--pod-group-api"), ("gangBackend", "--gang-backend"))
+
+
+class ValuesError(ValueError):
+    """The values file cannot be read or holds a value of the wrong type; ``str(e)`` names the file and the key."""
+
+
+def load_values(path: str) -> dict[str, Any]:
+    """The mapping a Helm values file holds (``{}`` for an empty file).
+
+    Raises:
+        ValuesError: the file cannot be read, is not YAML, or is not a mapping.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ValuesError(f"--values {path}: {e}") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ValuesError(f"--values {path}: a Helm values file is a mapping, not a {type(values).__name__}")
+    return values
+
+
+def _section(values: dict[str, Any], name: str, source: str) -> dict[str, Any]:
+    section = values.get(name)
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ValuesError(f"--values {source}: {name} must be a mapping")
+    return section
+
+
+def _names(config: dict[str, Any], key: str, source: str) -> list[str]:
+    items = config.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ValuesError(f"--values {source}: config.{key} must be a list of names")
+    return items
+
+
+def serve_flags(values: dict[str, Any], source: str = "values.yaml") -> list[str]:
+    """The ``admit serve`` decision flags the chart gives for ``values`` (module docstring), in the chart's order:
+    ``{"config": {"gangBackend": "workload-api"}, "workloads": {"ray": False}}`` ->
+    ``["--gang-backend=workload-api", "--ignore-api-group=ray.io"]``.
+
+    Raises:
+        ValuesError: ``config`` or ``workloads`` is not a mapping, a list value is not a list of names, a scalar is
+            not a string (``source`` names the file).
+    """
+    config = _section(values, "config", source)
+    workloads = _section(values, "workloads", source)
+    flags = []
+    for key, flag in _SCALARS:
+        value = config.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ValuesError(f"--values {source}: config.{key} must be a string, not {value!r}")
+        flags.append(f"{flag}={value}")
+    default = config.get("gangBackend", "coscheduling")
+    flags += [f"--extra-gang-backend={b}" for b in _names(config, "extraGangBackends", source) if b != default]
+    flags += [f"--controller-gang={k}" for k in _names(config, "controllerGangs", source)]
+    flags += [f"--ignore-api-group={group}" for switch, group in WORKLOAD_SWITCHES.items()
+              if workloads.get(switch, True) is False]
+    if config.get("kubeflowGangByOperator") is True:
+        flags.append("--kubeflow-gang-by-operator")
+    return flags
