@@ -19,11 +19,10 @@ from admit.cli import build_parser, config_from_args
 from admit.cli.review import review_documents
 from admit.webhook.admissionreview import (ANSWER_WARNING_RUNES, WARNING_ITEM_RUNES, WARNING_TOTAL_RUNES, Decision,
                                            review_response)
+from admit.testing.fake_kube.admission import TRUNCATE_AT_TOTAL_RUNES, TRUNCATE_ITEM_RUNES, warning_headers
 
 from tests.webhook.warning_corpus import CASES, Case
 
-TRUNCATE_AT_TOTAL_RUNES = 4 * 1024  # warning.go truncateAtTotalRunes
-TRUNCATE_ITEM_RUNES = 256  # warning.go truncateItemRunes
 FIX_WITHIN = 120  # Kubernetes' docs ask webhooks for warnings of 120 characters where possible
 
 # What other admission plugins in warn mode say about a pod template: Pod Security "restricted" (its real words,
@@ -40,31 +39,11 @@ OTHERS = [
 
 
 def kube_apiserver_warnings(texts: list[str]) -> list[str]:
-    """The Warning headers kube-apiserver sends for ``texts`` added in order (``recorder.AddWarning``): duplicates
-    once; whole while the runes written stay within ``truncateAtTotalRunes``; once a text would pass it, every text
-    (those already written too) is cut to ``truncateItemRunes`` and, once the sum reaches the total, the rest is
-    dropped."""
-    recorded: set[str] = set()
-    ordered: list[str] = []
-    headers: list[str] = []
-    written, truncating = 0, False
-    for text in texts:
-        if not text or (written >= TRUNCATE_AT_TOTAL_RUNES and truncating) or text in recorded:
-            continue
-        recorded.add(text)
-        ordered.append(text)
-        if truncating and len(text) > TRUNCATE_ITEM_RUNES:
-            text = text[:TRUNCATE_ITEM_RUNES]
-        if written + len(text) <= TRUNCATE_AT_TOTAL_RUNES or truncating:
-            written += len(text)
-            headers.append(text)
-            continue
-        truncating, written, headers = True, 0, []
-        for old in ordered:
-            cut = old[:TRUNCATE_ITEM_RUNES]
-            written += len(cut)
-            headers.append(cut)
-    return headers
+    """The warning texts kube-apiserver sends for ``texts`` added in order (``recorder.AddWarning``), as the fake API
+    emulates it (``admit.testing.fake_kube.admission.warning_headers``: duplicates once; whole while the runes written
+    stay within ``truncateAtTotalRunes``; once a text would pass it, every text cut to ``truncateItemRunes`` and, once
+    the sum reaches the total, the rest dropped), each taken out of its ``299 - "..."`` header."""
+    return [h[len('299 - "'):-1].replace('\\"', '"').replace('\\\\', '\\') for h in warning_headers(texts)]
 
 
 def test_the_emulated_recorder_cuts_as_kube_apiservers_own_test_does() -> None:
