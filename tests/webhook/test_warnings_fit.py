@@ -19,7 +19,7 @@ from admit.cli import build_parser, config_from_args
 from admit.cli.review import review_documents
 from admit.webhook.admissionreview import (ANSWER_WARNING_RUNES, WARNING_ITEM_RUNES, WARNING_TOTAL_RUNES, Decision,
                                            review_response)
-from admit.testing.fake_kube.admission import TRUNCATE_AT_TOTAL_RUNES, TRUNCATE_ITEM_RUNES, warning_headers
+from admit.testing.fake_kube.admission import TRUNCATE_AT_TOTAL_RUNES, warning_headers
 
 from tests.webhook.warning_corpus import CASES, Case
 
