@@ -2,33 +2,21 @@
 
 Pure code on top of ``cryptography`` (no I/O except :func:`write_pem_files` and
 :func:`write_development_certificates`), used by ``admit certs``, by :mod:`admit.tls.provider` (file mode) and by
-:mod:`admit.tls.selfcerts` (self-managed mode).
+:mod:`admit.tls.selfcerts` (self-managed mode). What admit issues, and why (kube-apiserver dials
+``<service>.<namespace>.svc`` and checks it against the subjectAltName; Go ``crypto/x509`` ignores the Common Name):
+docs/certificates.md. The sources of the rules:
 
-Why this matters: kube-apiserver calls a webhook only over HTTPS and only trusts the serving certificate through
-the ``caBundle`` of the webhook entry (Kubernetes docs, "Dynamic Admission Control", *Contacting the webhook*);
-it connects to ``<service>.<namespace>.svc`` and checks that name against the certificate's subjectAltName
-(Go ``crypto/x509`` ignores the Common Name since Go 1.15). An expired certificate, a missing SAN or a CA that is
-not in ``caBundle`` makes every admission call fail, and with ``failurePolicy: Fail`` that blocks pod creation.
-
-Rules and their sources:
-
-- Keys: ECDSA P-256 with SHA-256 signatures (NIST FIPS 186-4 curve, accepted by every TLS stack that
-  kube-apiserver uses; small and fast).
+- ECDSA P-256 keys, SHA-256 signatures (NIST FIPS 186-4).
 - CA: ``basicConstraints CA:TRUE, pathlen:0`` (critical), ``keyUsage keyCertSign, cRLSign`` (critical), subject and
-  authority key identifiers (RFC 5280 sections 4.2.1.9, 4.2.1.3, 4.2.1.2, 4.2.1.1).
-- Serving certificate: ``basicConstraints CA:FALSE`` (critical), ``keyUsage digitalSignature`` (critical; the usage
-  an ECDSA TLS server key needs, RFC 5280 4.2.1.3 and RFC 8446), ``extendedKeyUsage serverAuth``
-  (RFC 5280 4.2.1.12), ``subjectAltName`` with the in-cluster Service names (RFC 5280 4.2.1.6). Its ``notAfter``
-  never exceeds the CA's (a chain is only valid while every certificate in it is, RFC 5280 6.1.3).
-- ``notBefore`` is set :data:`BACKDATE` in the past so that a node whose clock is a little behind still accepts a
-  certificate issued a moment ago.
-- Serial numbers: random, positive, at most 20 octets (RFC 5280 4.1.2.2; ``x509.random_serial_number``).
-- Private keys are written unencrypted PKCS#8 PEM with file mode 0600; certificates 0644. Files are written
-  atomically (temporary file + ``os.replace``) so a reader never sees half a file written by admit.
+  authority key identifiers (RFC 5280 4.2.1.9, 4.2.1.3, 4.2.1.2, 4.2.1.1).
+- Serving certificate: ``CA:FALSE`` (critical), ``keyUsage digitalSignature`` (critical; RFC 5280 4.2.1.3, RFC 8446),
+  ``extendedKeyUsage serverAuth`` (RFC 5280 4.2.1.12), the Service names as ``subjectAltName`` (RFC 5280 4.2.1.6);
+  its ``notAfter`` never past the CA's (RFC 5280 6.1.3). ``notBefore`` is :data:`BACKDATE` in the past (clock skew).
+- Serial numbers: random, positive, at most 20 octets (RFC 5280 4.1.2.2). Keys are written as unencrypted PKCS#8 PEM,
+  mode 0600 (certificates 0644), atomically (temporary file + ``os.replace``).
 
-Times are timezone-aware UTC :class:`datetime.datetime`; lifetimes are in days; every function that depends on
-the current time takes a ``clock`` (a zero-argument callable returning an aware UTC datetime) so tests can move
-time without sleeping.
+Times are aware UTC datetimes, lifetimes days; whatever depends on the current time takes a ``clock`` (a
+zero-argument callable returning an aware UTC datetime) so tests move time without sleeping.
 """
 
 from __future__ import annotations
@@ -181,14 +169,9 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
 
 
 def _pem_pair(cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> CertifiedKey:
-    return CertifiedKey(
-        cert=cert,
-        key=key,
-        cert_pem=cert.public_bytes(serialization.Encoding.PEM),
-        key_pem=key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
-    )
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return CertifiedKey(cert, key, cert.public_bytes(serialization.Encoding.PEM), key_pem)
 
 
 def _check_days(days: float, what: str) -> None:
@@ -196,11 +179,28 @@ def _check_days(days: float, what: str) -> None:
         raise CertificateError(f"{what} lifetime must be a positive number of days, got {days!r}")
 
 
-def generate_ca(
-    common_name: str = DEFAULT_CA_COMMON_NAME,
-    days: float = DEFAULT_CA_DAYS,
-    clock: Clock = utcnow,
-) -> CertifiedKey:
+def _key_usage(**usages: bool) -> x509.KeyUsage:
+    """``keyUsage`` with the named usages set and every other one off."""
+    names = ("digital_signature", "content_commitment", "key_encipherment", "data_encipherment", "key_agreement",
+             "key_cert_sign", "crl_sign", "encipher_only", "decipher_only")
+    return x509.KeyUsage(**{name: usages.get(name, False) for name in names})
+
+
+def _sign(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, now: _dt.datetime,
+          not_after: _dt.datetime, signer: ec.EllipticCurvePrivateKey,
+          extensions: list[tuple[x509.ExtensionType, bool]]) -> x509.Certificate:
+    """A certificate for ``key``'s public key, valid from ``now - BACKDATE`` to ``not_after``, with a random serial
+    and ``extensions`` (``(extension, critical)``), signed by ``signer`` with SHA-256."""
+    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
+               .serial_number(x509.random_serial_number()).not_valid_before(now - BACKDATE)
+               .not_valid_after(not_after))
+    for extension, critical in extensions:
+        builder = builder.add_extension(extension, critical=critical)
+    return builder.sign(signer, hashes.SHA256())
+
+
+def generate_ca(common_name: str = DEFAULT_CA_COMMON_NAME, days: float = DEFAULT_CA_DAYS,
+                clock: Clock = utcnow) -> CertifiedKey:
     """Create a self-signed CA (ECDSA P-256) valid from ``now - BACKDATE`` for ``days`` days.
 
     Args:
@@ -216,46 +216,18 @@ def generate_ca(
     key = _new_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(now + _dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ski, critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
-        .sign(key, hashes.SHA256())
-    )
+    cert = _sign(name, name, key, now, now + _dt.timedelta(days=days), key, [
+        (x509.BasicConstraints(ca=True, path_length=0), True),
+        (_key_usage(key_cert_sign=True, crl_sign=True), True),
+        (ski, False),
+        (x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), False),
+    ])
     return _pem_pair(cert, key)
 
 
-def generate_serving_certificate(
-    ca: CertifiedKey,
-    service: str,
-    namespace: str,
-    dns_names: Iterable[str] = (),
-    ip_addresses: Iterable[str] = (),
-    days: float = DEFAULT_LEAF_DAYS,
-    clock: Clock = utcnow,
-    cluster_domain: str = "cluster.local",
-) -> CertifiedKey:
+def generate_serving_certificate(ca: CertifiedKey, service: str, namespace: str, dns_names: Iterable[str] = (),
+                                 ip_addresses: Iterable[str] = (), days: float = DEFAULT_LEAF_DAYS,
+                                 clock: Clock = utcnow, cluster_domain: str = "cluster.local") -> CertifiedKey:
     """Issue a TLS server certificate for the webhook Service, signed by ``ca``.
 
     SANs: :func:`service_dns_names` ``(service, namespace, cluster_domain)`` followed by ``dns_names`` and ``ip_addresses``
@@ -289,39 +261,18 @@ def generate_serving_certificate(
             ips.append(ip)
     key = _new_key()
     cn = f"{service}.{namespace}.svc"
-    cn = cn if len(cn) <= 64 else service[:64]
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn if len(cn) <= 64 else service[:64])])
     not_after = min(now + _dt.timedelta(days=days), ca.cert.not_valid_after_utc)
     san = x509.SubjectAlternativeName([*(x509.DNSName(d) for d in dns), *(x509.IPAddress(i) for i in ips)])
     ca_ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-        .issuer_name(ca.cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(san, critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-        .sign(ca.key, hashes.SHA256())
-    )
+    cert = _sign(subject, ca.cert.subject, key, now, not_after, ca.key, [
+        (x509.BasicConstraints(ca=False, path_length=None), True),
+        (_key_usage(digital_signature=True), True),
+        (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
+        (san, False),
+        (x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False),
+        (x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False),
+    ])
     return _pem_pair(cert, key)
 
 
@@ -391,9 +342,8 @@ def is_signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
     return True
 
 
-def load_pair(
-    cert_pem: bytes | str, key_pem: bytes | str, cert_name: str = "tls.crt", key_name: str = "tls.key"
-) -> CertifiedKey:
+def load_pair(cert_pem: bytes | str, key_pem: bytes | str, cert_name: str = "tls.crt",
+              key_name: str = "tls.key") -> CertifiedKey:
     """Parse a certificate (first PEM block; further blocks are intermediates) and its key, check they match.
 
     ``cert_name``/``key_name`` name the sources (file path, Secret key) in error messages.
@@ -438,13 +388,8 @@ def check_validity(cert: x509.Certificate, clock: Clock = utcnow, what: str = "c
         raise CertificateError(f"{what} expired at {_iso(cert.not_valid_after_utc)} ({describe(cert)})")
 
 
-def validate_serving_pair(
-    pair: CertifiedKey,
-    ca: x509.Certificate | Sequence[x509.Certificate] | None = None,
-    names: Iterable[str] = (),
-    clock: Clock = utcnow,
-    what: str = "tls.crt",
-) -> None:
+def validate_serving_pair(pair: CertifiedKey, ca: x509.Certificate | Sequence[x509.Certificate] | None = None,
+                          names: Iterable[str] = (), clock: Clock = utcnow, what: str = "tls.crt") -> None:
     """Check a serving pair before it is used: in its validity window, signed by ``ca`` (one of them, if a list),
     and covering every name in ``names`` in its subjectAltName. The key/certificate match is checked by
     :func:`load_pair` already.
@@ -488,9 +433,7 @@ def rotation_due_at(cert: x509.Certificate, fraction: float = DEFAULT_ROTATION_F
     return cert.not_valid_after_utc - lifetime(cert) * fraction
 
 
-def needs_rotation(
-    cert: x509.Certificate, clock: Clock = utcnow, fraction: float = DEFAULT_ROTATION_FRACTION
-) -> bool:
+def needs_rotation(cert: x509.Certificate, clock: Clock = utcnow, fraction: float = DEFAULT_ROTATION_FRACTION) -> bool:
     """True once ``now >= rotation_due_at(cert, fraction)`` (which includes an expired certificate)."""
     return clock() >= rotation_due_at(cert, fraction)
 
@@ -519,11 +462,8 @@ def describe(cert: x509.Certificate) -> str:
         subject = cert.subject.rfc4514_string()
     except Exception:  # noqa: BLE001
         subject = "?"
-    return (
-        f"subject={subject} serial={cert.serial_number:x} "
-        f"notBefore={_iso(cert.not_valid_before_utc)} notAfter={_iso(cert.not_valid_after_utc)} "
-        f"sha256={fingerprint(cert)[:16]}"
-    )
+    return (f"subject={subject} serial={cert.serial_number:x} notBefore={_iso(cert.not_valid_before_utc)} "
+            f"notAfter={_iso(cert.not_valid_after_utc)} sha256={fingerprint(cert)[:16]}")
 
 
 def pem_bundle(certs: Iterable[x509.Certificate]) -> bytes:
@@ -587,18 +527,11 @@ def write_pem_files(directory: pathlib.Path | str, files: dict[str, tuple[bytes,
     return out
 
 
-def write_development_certificates(
-    directory: pathlib.Path,
-    service: str = "admit",
-    namespace: str = "default",
-    dns_names: Sequence[str] = (),
-    ip_addresses: Sequence[str] = ("127.0.0.1",),
-    ca_days: int = DEFAULT_CA_DAYS,
-    leaf_days: int = DEFAULT_LEAF_DAYS,
-    clock: Clock = utcnow,
-    cluster_domain: str = "cluster.local",
-    force_new_ca: bool = False,
-) -> dict[str, pathlib.Path]:
+def write_development_certificates(directory: pathlib.Path, service: str = "admit", namespace: str = "default",
+                                   dns_names: Sequence[str] = (), ip_addresses: Sequence[str] = ("127.0.0.1",),
+                                   ca_days: int = DEFAULT_CA_DAYS, leaf_days: int = DEFAULT_LEAF_DAYS,
+                                   clock: Clock = utcnow, cluster_domain: str = "cluster.local",
+                                   force_new_ca: bool = False) -> dict[str, pathlib.Path]:
     """Write a CA and a serving certificate as PEM (``admit certs``).
 
     A CA already in ``directory`` (``ca.crt`` + ``ca.key``) is reused: only a new serving certificate is issued, so
@@ -625,23 +558,13 @@ def write_development_certificates(
             ca = load_pair(ca_crt.read_bytes(), ca_key.read_bytes(), str(ca_crt), str(ca_key))
             validate_ca(ca, clock, str(ca_crt))
         except (OSError, CertificateError) as e:
-            raise CertificateError(
-                f"{directory} holds a CA that cannot be reused ({getattr(e, 'strerror', None) or e}); "
-                "pass --force to replace it (certificates it issued stop verifying)"
-            ) from None
+            raise CertificateError(f"{directory} holds a CA that cannot be reused ({getattr(e, 'strerror', None) or e}); "
+                                   "pass --force to replace it (certificates it issued stop verifying)") from None
     reused = ca is not None
     if ca is None:
         ca = generate_ca(days=ca_days, clock=clock)
-    leaf = generate_serving_certificate(
-        ca,
-        service,
-        namespace,
-        dns_names=["localhost", *dns_names],
-        ip_addresses=ip_addresses,
-        days=leaf_days,
-        clock=clock,
-        cluster_domain=cluster_domain,
-    )
+    leaf = generate_serving_certificate(ca, service, namespace, ["localhost", *dns_names], ip_addresses, leaf_days,
+                                        clock, cluster_domain)
     files = {"tls.crt": (leaf.cert_pem, False), "tls.key": (leaf.key_pem, True)}
     if not reused:
         files = {"ca.crt": (ca.cert_pem, False), "ca.key": (ca.key_pem, True), **files}

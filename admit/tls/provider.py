@@ -1,27 +1,18 @@
 """Server-side TLS for ``admit serve``: one long-lived :class:`ssl.SSLContext` whose certificate can change at run time.
 
-The server is started once with ``TLSProvider.ssl_context``; when the serving pair changes (a file rewritten by
-cert-manager, a rotation in self-managed mode) the *next* TLS handshake uses the new pair, established connections
-keep theirs, and nothing is restarted.
+The server is started once with ``TLSProvider.ssl_context``; a new pair (a file rewritten by cert-manager, a rotation
+in self-managed mode) is loaded into a fresh context with the same settings, and the long-lived context's
+``sni_callback`` (run by OpenSSL on every ClientHello, with or without SNI) moves each handshake onto the newest one:
+established connections keep theirs, nothing restarts. Re-loading into the one context is not enough: OpenSSL keeps
+one certificate per key algorithm in a context, so after an RSA to ECDSA switch the old one would still be offered
+(checked against OpenSSL 3.0). docs/certificates.md says what an operator sees. The sources of the settings:
 
-How the swap works. Each new pair is loaded (``load_cert_chain``) into a fresh context built with the same
-settings, and the long-lived ``ssl_context`` has an ``sni_callback`` that moves every incoming handshake onto the
-newest context (``SSLObject.context = ...``; OpenSSL runs the server-name callback on every ClientHello, with or
-without SNI). Re-loading into the one context is not enough: OpenSSL keeps one certificate per key algorithm in a
-context, so after an RSA to ECDSA switch (or back) the old certificate would still be offered to clients that
-prefer its algorithm (checked against OpenSSL 3.0). A fresh context per pair has exactly one.
-
-Rules and their sources:
-
-- TLS 1.2 minimum (kube-apiserver's Go client negotiates TLS 1.3 or 1.2; RFC 8996 deprecates 1.0/1.1).
-- TLS 1.2 cipher suites: ECDHE with AES-GCM or ChaCha20-Poly1305 only (forward secrecy + AEAD), the Mozilla
-  "intermediate" list; TLS 1.3 suites are all AEAD (OpenSSL defaults). No compression (CRIME), no renegotiation.
-- ALPN ``http/1.1`` (aiohttp's server speaks HTTP/1.1).
-- Each pair is validated before it is loaded (parsable, key matches certificate; see :mod:`admit.tls.certs`); a pair
-  that fails keeps the previous one serving. The private key is never logged: messages name files and
-  certificate subjects/serials/fingerprints only.
-- The key is handed to OpenSSL through an anonymous in-memory file (``memfd_create``) when the platform has it,
-  else a private 0700 temporary directory, so a read-only root filesystem works and no key is left on disk.
+- TLS 1.2 minimum (kube-apiserver's Go client negotiates TLS 1.3 or 1.2; RFC 8996 deprecates 1.0/1.1); TLS 1.2
+  suites ECDHE with AES-GCM or ChaCha20-Poly1305 only (Mozilla "intermediate"); TLS 1.3's are all AEAD (OpenSSL's
+  defaults). No compression (CRIME), no renegotiation; ALPN ``http/1.1`` (aiohttp's server speaks HTTP/1.1).
+- A pair is validated before it is loaded (:mod:`admit.tls.certs`); one that fails keeps the previous one serving.
+  The key is never logged, and reaches OpenSSL through an anonymous in-memory file (``memfd_create``) where the
+  platform has one, else a private 0700 temporary directory (a read-only root filesystem works).
 """
 
 from __future__ import annotations
@@ -45,16 +36,9 @@ from .certs import CertificateError, CertifiedKey, Clock, utcnow
 
 log = logging.getLogger("admit.tls")
 
-TLS12_CIPHERS = ":".join(
-    [
-        "ECDHE-ECDSA-AES128-GCM-SHA256",
-        "ECDHE-RSA-AES128-GCM-SHA256",
-        "ECDHE-ECDSA-AES256-GCM-SHA384",
-        "ECDHE-RSA-AES256-GCM-SHA384",
-        "ECDHE-ECDSA-CHACHA20-POLY1305",
-        "ECDHE-RSA-CHACHA20-POLY1305",
-    ]
-)
+TLS12_CIPHERS = ":".join(["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
+                          "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+                          "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305"])
 """OpenSSL cipher string for TLS 1.2 (Mozilla intermediate, v5.7). TLS 1.3 suites are configured separately."""
 
 
@@ -133,11 +117,9 @@ class TLSProvider:
 
     # -- the swap -------------------------------------------------------------------------------------------------
 
-    def _select_context(self, sslobj: ssl.SSLObject, server_name: str | None, _ctx: ssl.SSLContext) -> None:
-        active = self._active
-        if active is not None:
-            sslobj.context = active
-        return None
+    def _select_context(self, sslobj: ssl.SSLObject, _server_name: str | None, _ctx: ssl.SSLContext) -> None:
+        if self._active is not None:
+            sslobj.context = self._active
 
     def install(self, pair: CertifiedKey) -> None:
         """Serve ``pair`` from the next handshake on. Established connections are not affected.
@@ -203,16 +185,12 @@ def _digest(*parts: bytes) -> str:
 class FileTLSProvider(TLSProvider):
     """Serve the pair in ``cert_file``/``key_file`` and reload it when either file changes (cert-manager mode).
 
-    Every ``poll_interval`` seconds both files are read (they are small) and compared with the last contents seen;
-    a new combination is validated (parsable PEM, key matches certificate) and, if good, served from the next
-    handshake. A Kubernetes Secret volume swaps both files at once (``..data`` symlink), so both change together;
-    a writer that replaces them one at a time passes through a mismatched state, which is tolerated silently for one
-    poll: the error is logged (once, one line, at ERROR) only when the same bad contents are still there at the
-    next poll. Until then and afterwards the last good pair keeps serving.
-
-    A new certificate that is already expired or not yet valid does not replace a good one (logged), but is loaded
-    when nothing else is (``ready()`` then says it is expired). A certificate that is due for renewal (less than a
-    third of its lifetime left) logs one warning: the external issuer should have renewed it.
+    Every ``poll_interval`` seconds both files are read and compared with the last contents seen; a new combination
+    is validated (parsable PEM, key matches certificate) and, if good, served from the next handshake. Bad contents
+    are logged (once, at ERROR) only when still there at the next poll (a writer that replaces the files one at a
+    time passes through a mismatched state); the last good pair keeps serving. A new certificate outside its
+    validity window does not replace a good one, but is loaded when nothing else is; one due for renewal logs one
+    warning (docs/certificates.md, "File mode").
 
     Args:
         cert_file: PEM certificate, optionally followed by intermediates.
@@ -221,14 +199,8 @@ class FileTLSProvider(TLSProvider):
         clock: current time source (tests).
     """
 
-    def __init__(
-        self,
-        cert_file: str | os.PathLike[str],
-        key_file: str | os.PathLike[str],
-        poll_interval: float = 2.0,
-        *,
-        clock: Clock = utcnow,
-    ) -> None:
+    def __init__(self, cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str], poll_interval: float = 2.0,
+                 *, clock: Clock = utcnow) -> None:
         super().__init__(clock=clock)
         self.cert_file = pathlib.Path(cert_file)
         self.key_file = pathlib.Path(key_file)
@@ -284,9 +256,7 @@ class FileTLSProvider(TLSProvider):
             log.debug("TLS files changed but are not usable yet (%s); checking again", message)
             return False
         if self._seen != digest:
-            keeping = (
-                f"; still serving {certs.describe(self._pair.cert)}" if self._pair is not None else ""
-            )
+            keeping = f"; still serving {certs.describe(self._pair.cert)}" if self._pair is not None else ""
             log.error("TLS reload failed: %s%s", message, keeping)
             self._seen, self._pending, self._last_error = digest, None, message
         return False
@@ -297,12 +267,8 @@ class FileTLSProvider(TLSProvider):
             return
         if certs.needs_rotation(pair.cert, self.clock):
             self._warned_renewal = pair.fingerprint
-            log.warning(
-                "serving certificate %s is due for renewal (expires %s); the issuer has not replaced %s",
-                certs.describe(pair.cert),
-                pair.cert.not_valid_after_utc.isoformat(),
-                self.cert_file,
-            )
+            log.warning("serving certificate %s is due for renewal (expires %s); the issuer has not replaced %s",
+                        certs.describe(pair.cert), pair.cert.not_valid_after_utc.isoformat(), self.cert_file)
 
     async def start(self) -> None:
         """Load the pair and start polling.
@@ -312,9 +278,8 @@ class FileTLSProvider(TLSProvider):
         """
         self.reload(settle=False)
         if self._pair is None:
-            raise CertificateError(
-                f"no usable TLS pair in {self.cert_file} / {self.key_file}: {self._last_error or 'unknown error'}"
-            )
+            raise CertificateError(f"no usable TLS pair in {self.cert_file} / {self.key_file}: "
+                                   f"{self._last_error or 'unknown error'}")
         if self._task is None:
             self._task = asyncio.create_task(self._poll(), name="admit-tls-file-reload")
 

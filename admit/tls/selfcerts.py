@@ -1,64 +1,17 @@
 """Self-managed TLS (``admit serve --cert-mode self``): a CA kept in a Secret, caBundle injection, rotation.
 
 On start and then every ``recheck_interval`` seconds each replica runs :meth:`SelfManagedTLSProvider.reconcile`:
+read (or create, ``POST``; a 409 means another replica won the race: use its Secret) the Secret, decide what it
+should hold (:func:`plan`, pure and clock-injected: regenerate what is unusable, rotate what is due, move a CA
+rotation forward) and ``PUT`` it with the ``resourceVersion`` read (409 Conflict: read again), write the caBundle
+into every webhook entry of both configurations (one guarded JSON Patch each, only where the set of certificates
+differs), then serve the Secret's pair (:mod:`admit.tls.provider`). A CA rotates in three steps (stage, switch,
+retire) so that kube-apiserver trusts every leaf any replica serves at every moment (Kubernetes docs "Dynamic
+Admission Control" on ``caBundle``); caBundle is written in a canonical order so replicas that agree on the set never
+patch back and forth.
 
-1. Read the Secret ``<namespace>/<secret_name>``; if it does not exist, create it with a new CA and serving pair
-   (``POST``). Replicas starting together race: exactly one ``POST`` wins (201), the others get 409 AlreadyExists,
-   read the winner's Secret and use it, so all replicas converge on one CA. Every later change is a ``PUT`` carrying
-   the ``metadata.resourceVersion`` that was read; a 409 Conflict means another replica changed it first: re-read
-   and decide again. No replica ever overwrites a Secret it has not seen.
-2. Validate what is in it and decide (:func:`plan`, pure, clock-injected): regenerate what is unusable, rotate what
-   is due (less than ``rotation_fraction`` of its lifetime left; default a third), move a CA rotation forward.
-3. Write the caBundle (PEM of every CA in the Secret) into every webhook entry of the named
-   MutatingWebhookConfiguration and ValidatingWebhookConfiguration, with one JSON Patch per configuration that
-   touches only entries whose caBundle holds a different set of certificates, and nothing when none differ. A
-   ``helm upgrade`` that resets caBundle is healed at the next check.
-4. Serve the Secret's pair (next TLS handshake; see :mod:`admit.tls.provider`).
-
-Secret layout (type ``kubernetes.io/tls``; that type requires ``tls.crt`` and ``tls.key``, extra keys are allowed):
-
-============================ ===========================================================================
-key                          content
-============================ ===========================================================================
-``tls.crt``                  serving certificate (leaf only, PEM), signed by ``ca.crt``
-``tls.key``                  its private key (PKCS#8 PEM)
-``ca.crt``                   the current CA certificate (issues ``tls.crt``)
-``ca.key``                   the current CA's private key
-``ca-next.crt``/``ca-next.key`` during a CA rotation, before the switch: the new CA (already in caBundle)
-``ca-previous.crt``          after the switch: the retired CA, still in caBundle during the overlap (no key kept)
-============================ ===========================================================================
-
-Annotations ``admit.dev/ca-staged-at`` and ``admit.dev/ca-promoted-at`` (RFC 3339 UTC) time the two CA rotation
-phases; label ``app.kubernetes.io/managed-by: admit``. Other data keys, labels and annotations are preserved.
-
-CA rotation with overlap (kube-apiserver must trust every leaf any replica serves at every moment, Kubernetes docs
-"Dynamic Admission Control" on ``caBundle``):
-
-- *stage*: the CA has less than a third of its lifetime left. A new CA is generated and stored as ``ca-next``;
-  caBundle becomes {current, next}. Replicas keep serving leaves from the current CA.
-- *switch*: at least ``ca_stage_seconds`` later, and only after this replica has read every webhook entry back with
-  the next CA in it, the next CA becomes ``ca.crt``, the old one moves to ``ca-previous.crt`` and a new leaf is issued
-  from the new CA. caBundle is still {old, new}, so leaves from either CA are trusted while replicas pick up the new
-  leaf at their next check (at most ``recheck_interval`` later).
-- *retire*: ``ca_overlap_seconds`` after the switch (default: 10 checks, at least one hour) ``ca-previous.crt`` is
-  removed and caBundle becomes {new}.
-
-A replica that read the Secret a moment before another replica changed it can compute an older caBundle; the
-orders above make such a stale bundle a superset of what is needed (except for the instant of staging, which the
-stage delay covers), and the next check restores the exact bundle. caBundle is written in a canonical order so
-replicas that agree on the set never patch back and forth.
-
-Bad input, each detected, logged as one ERROR line (no key material) and repaired by regenerating only what is
-broken: corrupt or truncated PEM, a Secret with only some keys, a key that does not match its certificate, a CA
-certificate that is not a CA, a leaf the CA did not sign, an expired CA or leaf. If the CA must be replaced, the old
-``ca.crt`` (when it still parses and is valid) is kept as ``ca-previous.crt`` for the overlap so replicas still
-serving a leaf from it are not cut off.
-
-Readiness (``/readyz``): a certificate valid now is loaded *and* at the last check every webhook entry of both
-configurations trusted the CA that issued it.
-
-RBAC needed: ``secrets`` get/create/update in the namespace (restrict with ``resourceNames`` for get/update);
-``mutatingwebhookconfigurations`` and ``validatingwebhookconfigurations`` get/patch on the two names.
+docs/certificates.md has the Secret's layout, the rotation steps and their timing, the bad contents repaired, the
+readiness rule and the RBAC this needs.
 """
 
 from __future__ import annotations
@@ -183,9 +136,23 @@ def _parse_time(value: str | None) -> _dt.datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
 
 
-def parse_secret(
-    data: dict[str, bytes], annotations: dict[str, str] | None = None
-) -> tuple[Material, list[str]]:
+def _load_pair(data: dict[str, bytes], crt: str, key: str, problems: list[str],
+               check: Callable[[CertifiedKey], str]) -> CertifiedKey | None:
+    """The pair under ``crt`` and ``key`` of ``data``, or ``None`` with the reason appended to ``problems``: it does
+    not load (:func:`certs.load_pair`), or ``check`` names what is wrong with it."""
+    try:
+        pair = certs.load_pair(data.get(crt, b""), data.get(key, b""), crt, key)
+    except CertificateError as exc:
+        problems.append(str(exc))
+        return None
+    problem = check(pair)
+    if problem:
+        problems.append(problem)
+        return None
+    return pair
+
+
+def parse_secret(data: dict[str, bytes], annotations: dict[str, str] | None = None) -> tuple[Material, list[str]]:
     """Parse admit's keys of a Secret (values already base64-decoded) into :class:`Material`.
 
     Checks structure and consistency only (PEM parses, key matches certificate, CA is a CA, leaf signed by the
@@ -198,77 +165,38 @@ def parse_secret(
     problems: list[str] = []
     ca: CertifiedKey | None = None
     orphan: x509.Certificate | None = None
-
     if CA_CRT in data or CA_KEY in data:
-        try:
-            ca = certs.load_pair(data.get(CA_CRT, b""), data.get(CA_KEY, b""), CA_CRT, CA_KEY)
-            if not certs.is_ca(ca.cert):
-                raise CertificateError(f"{CA_CRT} is not a CA certificate (basicConstraints CA:TRUE missing)")
-        except CertificateError as exc:
-            problems.append(str(exc))
-            ca = None
+        ca = _load_pair(data, CA_CRT, CA_KEY, problems, lambda p: "" if certs.is_ca(p.cert) else
+                        f"{CA_CRT} is not a CA certificate (basicConstraints CA:TRUE missing)")
+        if ca is None:
             with contextlib.suppress(CertificateError):
                 cand = certs.load_certificates(data.get(CA_CRT, b""), CA_CRT)[0]
                 orphan = cand if certs.is_ca(cand) else None
     elif data:
         problems.append(f"{CA_CRT} and {CA_KEY} are missing")
-
     leaf: CertifiedKey | None = None
-    if ca is not None:
-        if TLS_CRT in data or TLS_KEY in data:
-            try:
-                leaf = certs.load_pair(data.get(TLS_CRT, b""), data.get(TLS_KEY, b""), TLS_CRT, TLS_KEY)
-                if not certs.is_signed_by(leaf.cert, ca.cert):
-                    raise CertificateError(
-                        f"{TLS_CRT} ({certs.describe(leaf.cert)}) is not signed by {CA_CRT} ({certs.describe(ca.cert)})"
-                    )
-            except CertificateError as exc:
-                problems.append(str(exc))
-                leaf = None
-        else:
-            problems.append(f"{TLS_CRT} and {TLS_KEY} are missing")
-
+    if ca is not None and (TLS_CRT in data or TLS_KEY in data):
+        leaf = _load_pair(data, TLS_CRT, TLS_KEY, problems, lambda p: "" if certs.is_signed_by(p.cert, ca.cert) else
+                          f"{TLS_CRT} ({certs.describe(p.cert)}) is not signed by {CA_CRT} ({certs.describe(ca.cert)})")
+    elif ca is not None:
+        problems.append(f"{TLS_CRT} and {TLS_KEY} are missing")
     next_ca: CertifiedKey | None = None
     if CA_NEXT_CRT in data or CA_NEXT_KEY in data:
-        try:
-            next_ca = certs.load_pair(data.get(CA_NEXT_CRT, b""), data.get(CA_NEXT_KEY, b""), CA_NEXT_CRT, CA_NEXT_KEY)
-            if not certs.is_ca(next_ca.cert):
-                raise CertificateError(f"{CA_NEXT_CRT} is not a CA certificate")
-        except CertificateError as exc:
-            problems.append(str(exc))
-            next_ca = None
-
+        next_ca = _load_pair(data, CA_NEXT_CRT, CA_NEXT_KEY, problems,
+                             lambda p: "" if certs.is_ca(p.cert) else f"{CA_NEXT_CRT} is not a CA certificate")
     previous: tuple[x509.Certificate, bytes] | None = None
     if CA_PREVIOUS_CRT in data:
         try:
-            prev_cert = certs.load_certificates(data[CA_PREVIOUS_CRT], CA_PREVIOUS_CRT)[0]
-            previous = (prev_cert, data[CA_PREVIOUS_CRT])
+            previous = (certs.load_certificates(data[CA_PREVIOUS_CRT], CA_PREVIOUS_CRT)[0], data[CA_PREVIOUS_CRT])
         except CertificateError as exc:
             problems.append(str(exc))
-
-    material = Material(
-        ca=ca,
-        leaf=leaf,
-        next_ca=next_ca,
-        previous_ca=previous,
-        staged_at=_parse_time(annotations.get(STAGED_AT)),
-        promoted_at=_parse_time(annotations.get(PROMOTED_AT)),
-        orphan_ca=orphan,
-    )
-    return material, problems
+    return Material(ca, leaf, next_ca, previous, _parse_time(annotations.get(STAGED_AT)),
+                    _parse_time(annotations.get(PROMOTED_AT)), orphan), problems
 
 
-def plan(
-    material: Material,
-    policy: Policy,
-    service: str,
-    namespace: str,
-    dns_names: Sequence[str] = (),
-    ip_addresses: Sequence[str] = (),
-    clock: Clock = utcnow,
-    next_ca_trusted: bool = False,
-    cluster_domain: str = "cluster.local",
-) -> tuple[Material, list[str]]:
+def plan(material: Material, policy: Policy, service: str, namespace: str, dns_names: Sequence[str] = (),
+         ip_addresses: Sequence[str] = (), clock: Clock = utcnow, next_ca_trusted: bool = False,
+         cluster_domain: str = "cluster.local") -> tuple[Material, list[str]]:
     """Decide what the Secret should hold now. Pure apart from key generation; idempotent once settled.
 
     Args:
@@ -283,13 +211,10 @@ def plan(
         ``(new material, actions)``; ``actions`` are one-line descriptions of what changed (empty: nothing to do).
     """
     now = clock()
-    m = material
     actions: list[str] = []
     names = [*certs.service_dns_names(service, namespace, cluster_domain), *dns_names, *ip_addresses]
-    overlap = _dt.timedelta(seconds=policy.ca_overlap_seconds)
-
-    m = _plan_ca(m, policy, clock, now, next_ca_trusted, actions)
-    m = _plan_retired_ca(m, clock, now, overlap, actions)
+    m = _plan_ca(material, policy, clock, now, next_ca_trusted, actions)
+    m = _plan_retired_ca(m, clock, now, _dt.timedelta(seconds=policy.ca_overlap_seconds), actions)
     m = _plan_leaf(m, policy, names, service, namespace, dns_names, ip_addresses, clock, now, cluster_domain, actions)
     return m, actions
 
@@ -326,33 +251,18 @@ def _plan_ca(m: Material, policy: Policy, clock: Clock, now: _dt.datetime, next_
         if m.next_ca is None and certs.needs_rotation(ca.cert, clock, policy.rotation_fraction):
             nxt = certs.generate_ca(days=policy.ca_days, clock=clock)
             m = dataclasses.replace(m, next_ca=nxt, staged_at=now)
-            actions.append(
-                f"CA is due for rotation (expires {_fmt(ca.cert.not_valid_after_utc)}): staged a new CA "
-                f"({certs.describe(nxt.cert)}) in caBundle"
-            )
+            actions.append(f"CA is due for rotation (expires {_fmt(ca.cert.not_valid_after_utc)}): staged a new CA "
+                           f"({certs.describe(nxt.cert)}) in caBundle")
         elif m.next_ca is not None and m.staged_at is None:
             m = dataclasses.replace(m, staged_at=now)
             actions.append(f"{STAGED_AT} missing: restarted the staging period of {CA_NEXT_CRT}")
-        elif (
-            m.next_ca is not None
-            and m.staged_at is not None
-            and now >= m.staged_at + _dt.timedelta(seconds=policy.ca_stage_seconds)
-            and next_ca_trusted
-        ):
+        elif (m.next_ca is not None and m.staged_at is not None and next_ca_trusted
+              and now >= m.staged_at + _dt.timedelta(seconds=policy.ca_stage_seconds)):
             promoted = m.next_ca
-            m = dataclasses.replace(
-                m,
-                ca=promoted,
-                next_ca=None,
-                staged_at=None,
-                previous_ca=(ca.cert, ca.cert_pem),
-                promoted_at=now,
-                leaf=None,
-            )
-            actions.append(
-                f"switched to the new CA ({certs.describe(promoted.cert)}); the old one stays in caBundle until "
-                f"{_fmt(now + overlap)}"
-            )
+            m = dataclasses.replace(m, ca=promoted, next_ca=None, staged_at=None, previous_ca=(ca.cert, ca.cert_pem),
+                                    promoted_at=now, leaf=None)
+            actions.append(f"switched to the new CA ({certs.describe(promoted.cert)}); the old one stays in caBundle "
+                           f"until {_fmt(now + overlap)}")
     return m
 
 
@@ -397,10 +307,8 @@ def _plan_leaf(m: Material, policy: Policy, names: list[str], service: str, name
     elif missing := certs.missing_names(m.leaf.cert, names):
         why = f"{TLS_CRT} does not cover {', '.join(missing)}"
     if why:
-        leaf = certs.generate_serving_certificate(
-            m.ca, service, namespace, dns_names, ip_addresses, days=policy.leaf_days, clock=clock,
-            cluster_domain=cluster_domain,
-        )
+        leaf = certs.generate_serving_certificate(m.ca, service, namespace, dns_names, ip_addresses,
+                                                  days=policy.leaf_days, clock=clock, cluster_domain=cluster_domain)
         m = dataclasses.replace(m, leaf=leaf)
         actions.append(f"{why}: issued {certs.describe(leaf.cert)}")
     return m
@@ -505,27 +413,13 @@ class SelfManagedTLSProvider(TLSProvider):
             ``max(3600, 10 * recheck_interval)``; replicas pick up the new leaf within one ``recheck_interval``).
     """
 
-    def __init__(
-        self,
-        api_client: k8s.ApiClient,
-        namespace: str,
-        secret_name: str,
-        service_name: str,
-        mutating_config: str,
-        validating_config: str,
-        recheck_interval: float = 60.0,
-        clock: Clock = utcnow,
-        *,
-        dns_names: Iterable[str] = (),
-        ip_addresses: Iterable[str] = (),
-        ca_days: float = certs.DEFAULT_CA_DAYS,
-        leaf_days: float = certs.DEFAULT_LEAF_DAYS,
-        rotation_fraction: float = certs.DEFAULT_ROTATION_FRACTION,
-        ca_stage_seconds: float | None = None,
-        ca_overlap_seconds: float | None = None,
-        cluster_domain: str = "cluster.local",
-        request_timeout: float = 10.0,
-    ) -> None:
+    def __init__(self, api_client: k8s.ApiClient, namespace: str, secret_name: str, service_name: str,
+                 mutating_config: str, validating_config: str, recheck_interval: float = 60.0, clock: Clock = utcnow,
+                 *, dns_names: Iterable[str] = (), ip_addresses: Iterable[str] = (),
+                 ca_days: float = certs.DEFAULT_CA_DAYS, leaf_days: float = certs.DEFAULT_LEAF_DAYS,
+                 rotation_fraction: float = certs.DEFAULT_ROTATION_FRACTION, ca_stage_seconds: float | None = None,
+                 ca_overlap_seconds: float | None = None, cluster_domain: str = "cluster.local",
+                 request_timeout: float = 10.0) -> None:
         super().__init__(clock=clock)
         self.request_timeout = request_timeout
         self.core = k8s.CoreV1Api(api_client)
@@ -540,12 +434,9 @@ class SelfManagedTLSProvider(TLSProvider):
         self.ip_addresses = list(ip_addresses)
         self.cluster_domain = cluster_domain
         self.policy = Policy(
-            ca_days=ca_days,
-            leaf_days=leaf_days,
-            rotation_fraction=rotation_fraction,
-            ca_stage_seconds=max(300.0, 3 * recheck_interval) if ca_stage_seconds is None else ca_stage_seconds,
-            ca_overlap_seconds=max(3600.0, 10 * recheck_interval) if ca_overlap_seconds is None else ca_overlap_seconds,
-        )
+            ca_days, leaf_days, rotation_fraction,
+            max(300.0, 3 * recheck_interval) if ca_stage_seconds is None else ca_stage_seconds,
+            max(3600.0, 10 * recheck_interval) if ca_overlap_seconds is None else ca_overlap_seconds)
         self._lock = asyncio.Lock()
         self._bundle_reason = "caBundle not checked yet"
         self._last_failure = ""
@@ -582,13 +473,8 @@ class SelfManagedTLSProvider(TLSProvider):
             metadata["annotations"] = annotations
         if existing is not None:
             metadata["resourceVersion"] = meta_in.get("resourceVersion")
-        return {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": metadata,
-            "type": (existing or {}).get("type") or SECRET_TYPE,
-            "data": data,
-        }
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata,
+                "type": (existing or {}).get("type") or SECRET_TYPE, "data": data}
 
     @staticmethod
     def _decoded(secret: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
@@ -606,10 +492,8 @@ class SelfManagedTLSProvider(TLSProvider):
         return out, bad
 
     def _plan(self, current: Material, next_trusted: bool = False) -> tuple[Material, list[str]]:
-        return plan(
-            current, self.policy, self.service_name, self.namespace, self.dns_names, self.ip_addresses,
-            self.clock, next_ca_trusted=next_trusted, cluster_domain=self.cluster_domain,
-        )
+        return plan(current, self.policy, self.service_name, self.namespace, self.dns_names, self.ip_addresses,
+                    self.clock, next_ca_trusted=next_trusted, cluster_domain=self.cluster_domain)
 
     async def _settle_secret(self, result: ReconcileResult) -> Material:
         """Read/create/repair the Secret until this replica holds a material consistent with the stored one."""
@@ -646,10 +530,8 @@ class SelfManagedTLSProvider(TLSProvider):
             ):
                 return material
             try:
-                await _call(
-                    self.core.replace_namespaced_secret, self.secret_name, self.namespace,
-                    self._secret_body(material, secret), timeout=self.request_timeout,
-                )
+                await _call(self.core.replace_namespaced_secret, self.secret_name, self.namespace,
+                            self._secret_body(material, secret), timeout=self.request_timeout)
             except ApiException as exc:
                 if exc.status == 409:  # changed since we read it: look again
                     result.conflicts += 1
