@@ -167,6 +167,15 @@ class BackendHooks(Protocol):
         ``minCount`` and priority fields)."""
         ...
 
+    def unknown_group(self, pod: JSON, namespace: str, config: Config, cache: Any) -> str | None:
+        """Asked of every registered backend for a Pod CREATE admitted with no gang of its own (no gang
+        annotations), when admit runs with the controller's caches: the name of the group the pod names with this
+        backend's key when ``cache`` (``admission.GroupCache``) does not hold it, else ``None``. A dict lookup or
+        two: every such Pod CREATE asks. The backend's API half then says what is missing
+        (:attr:`BackendAPI.missing_group`). For a backend whose scheduler keeps a pod that names a group that does
+        not exist waiting forever (Coscheduling's Permit: ``PodGroupNotFound``)."""
+        ...
+
     def describe(self, desired: JSON) -> list[str]:
         """For the controller's logs and Events: what an object it creates holds (``["minMember 3", "minResources
         {'cpu': '3'}"]``); without it, ``["<size_name> <minMember>"]``."""
@@ -201,6 +210,12 @@ class BackendAPI:
             ``async again(config) -> config`` finds the served version again after a 404 and whose ``listeners`` it
             awaits on a switch, or ``None``); raises ``common.BackendUnavailable`` when it is the default backend and
             cannot run. ``None``: nothing to discover.
+        missing_group: ``async (namespace, name, config, cache, store) -> str | None``: for a Pod CREATE naming group
+            ``namespace/name`` that the admission cache does not hold (the backend's ``unknown_group`` hook): the
+            warning for the answer (the controller is re-creating it, or what to create), or ``None`` (it exists, or
+            nobody can tell). ``cache``: ``admission.GroupCache``; ``store``: the API (``admission.Store``, or
+            ``None``), at most one GET within ``config.api_timeout_seconds``. Never raises: the pod is never refused
+            or delayed past the budget. ``None``: no check.
         count: ``(kind, operation)`` for each write admission makes (``"created"``, ``"patched"``) and each
             admission refused because of a stored object (``"refused"``): the backend's metric, or ``None``.
     """
@@ -210,3 +225,4 @@ class BackendAPI:
     status: "BackendStatus | None" = None
     count: Callable[[str, str], None] | None = None
     start: Callable[[Any, Any], Awaitable[tuple[Any, str | None, Any]]] | None = None
+    missing_group: Callable[[str, str, Config, Any, Any], Awaitable[str | None]] | None = None

@@ -15,7 +15,7 @@ from typing import Any
 from .common import installed
 from .interface import GangBackend
 
-__all__ = ["GROUP", "BACKENDS", "backend_of", "hooks", "hook_of", "register", "unregister", "reload"]
+__all__ = ["GROUP", "BACKENDS", "backend_of", "hooks", "named_hooks", "hook_of", "register", "unregister", "reload"]
 
 GROUP = "admit.gang_backends"
 
@@ -40,6 +40,16 @@ def hooks(hook: str) -> tuple[Any, ...]:
     found = _HOOKS.get(hook)
     if found is None:
         found = _HOOKS[hook] = tuple(m for b in BACKENDS.values() if (m := getattr(b, hook, None)) is not None)
+    return found
+
+
+def named_hooks(hook: str) -> tuple[tuple[str, Any], ...]:
+    """``((backend name, bound method), ...)`` of :func:`hooks`, for a caller that goes on to the named backend's API
+    half (``runtime.APIS``); the same cache."""
+    key = (hook,)  # a 1-tuple: apart from hooks()' strings and hook_of()'s pairs
+    found = _HOOKS.get(key)
+    if found is None:
+        found = _HOOKS[key] = tuple((n, m) for n, b in BACKENDS.items() if (m := getattr(b, hook, None)) is not None)
     return found
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "WorkloadKind",
     "AllowedBackends",
     "Read",
+    "PodRead",
     "Rollout",
     "RunningUpdate",
     "RunningVerdict",
@@ -66,11 +67,52 @@ POD_TARGET = PodTarget(("metadata", "labels"), ("spec", "schedulerName"), where=
 
 
 PodJoiner = Callable[[dict[str, Any], Config, str, Any], Any]
-"""``joiner(pod, config, namespace, known_groups) -> GangPlan | lookup | None`` for a Pod CREATE that carries neither
+"""``joiner(pod, config, namespace, known_groups) -> GangPlan | PodRead | None`` for a Pod CREATE that carries neither
 the pod-group label nor gang annotations (e.g. a Spark executor joining its driver's group). It must not call the
 Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline; see
-``admission.GroupCache``) is the cache. A lookup (``spark.DriverLookup``) asks ``admission.Admission`` to read what
-the cache does not know."""
+``admission.GroupCache``) is the cache. A :class:`PodRead` (``spark.DriverLookup``) asks ``admission.Admission`` to
+read the pod the cache does not know."""
+
+
+class PodRead(Protocol):
+    """What a pod joiner (:data:`PodJoiner`) returns when the caches cannot tell which group the pod joins: another
+    pod to read through the API first, and what the joining pod becomes once it is read (a Spark executor whose
+    driver pod the caches do not know: ``spark.DriverLookup``). ``admission.Admission.finish_mutation`` does the
+    read (``store.get_pod``, one GET within ``api_timeout_seconds``), checks the uid, remembers :meth:`group_of`
+    per ``(namespace, name, uid)`` and patches the joining pod with :meth:`plan`; the kind module stays pure, and
+    the mutating answer never refuses.
+
+    Attributes:
+        namespace / name: the pod to read.
+        uid: the uid the joining pod expects it to have (its ownerReference's), or ``""``: a pod of that name with
+            another uid was replaced, and is not read as it.
+    """
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uid(self) -> str: ...
+
+    def group_of(self, pod: dict[str, Any], config: Config) -> str | None:
+        """The group the read pod is in (``None``: none, and the joining pod joins none)."""
+        ...
+
+    def plan(self, group: str) -> GangPlan:
+        """The plan that puts the joining pod into ``group`` (patched as a joiner's plan, ``label_workload`` off)."""
+        ...
+
+    def unread(self, error: str) -> str:
+        """The warning when the API did not answer the read (``error``: the API's message)."""
+        ...
+
+    def absent(self, why: str) -> str:
+        """The warning when the read pod cannot be used: ``why`` is ``"was not found"``, ``"is not known (no
+        Kubernetes API to read it from)"`` or ``"has another uid (...): it was replaced"``."""
+        ...
 
 
 class Read(Protocol):

@@ -496,7 +496,8 @@ def _belongs_to(pg: dict[str, Any], driver: str, config: Config) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class DriverLookup:
-    """A Spark executor whose driver's group the cache cannot tell: ``admission.Admission`` reads the driver pod.
+    """A Spark executor whose driver's group the cache cannot tell (``shared.PodRead``): ``admission.Admission``
+    reads the driver pod, and the executor joins the driver's group (:func:`driver_group`, :func:`executor_plan`).
 
     Attributes:
         namespace / executor: the executor pod (``executor`` is its name, or generateName).
@@ -507,6 +508,33 @@ class DriverLookup:
     executor: str
     driver: str
     driver_uid: str
+
+    @property
+    def name(self) -> str:
+        """The pod to read: the driver (``shared.PodRead.name``)."""
+        return self.driver
+
+    @property
+    def uid(self) -> str:
+        """The driver's uid from the executor's ownerReference, or ``""`` (``shared.PodRead.uid``)."""
+        return self.driver_uid
+
+    def group_of(self, pod: dict[str, Any], config: Config) -> str | None:
+        """The driver's group (:func:`driver_group`)."""
+        return driver_group(pod, config)
+
+    def plan(self, group: str) -> GangPlan:
+        """The executor in its driver's group (:func:`executor_plan`)."""
+        return executor_plan(self.namespace, self.executor, group)
+
+    def unread(self, error: str) -> str:
+        """The warning when the driver pod could not be read (``error``: the API's message)."""
+        return (f"this Spark executor joins no PodGroup: admit could not read its driver pod {str(self.driver)[:63]} "
+                f"({str(error)[:80]})")
+
+    def absent(self, why: str) -> str:
+        """The warning when the driver pod is not there, not known, or replaced (``why``)."""
+        return f"this Spark executor joins no PodGroup: its driver pod {str(self.driver)[:63]} {why}"
 
 
 def executor_plan(namespace: str, executor: str, group: str) -> GangPlan:

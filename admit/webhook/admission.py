@@ -27,17 +27,20 @@ Rules (docs/behaviour.md, "On each request" and "The rules the code is built on"
   with 400 naming the field): it never becomes an HTTP 500, and it is not reported as transient either. It is logged
   as a bug with the traceback and the request uid; mutations answer allowed and unchanged with a warning, and
   validation follows the failure mode (``deny``: refused with ``status.code`` 500 and no "retry" advice).
-- A Pod CREATE carrying the pod-group label costs one dict lookup in the cache when its group is known. When the
-  group is missing from the cache and a stored workload claims it, the cache's ``missing`` hook asks the controller
-  to re-create it (in the background) and the pod is allowed with a warning: never delayed, never denied. When no
-  PodGroup of that name exists (confirmed by one GET) and nothing claims it, the pod is allowed with a warning that
-  says what to create (:func:`missing_group_warning`).
+- A Pod CREATE that names a group with a backend's key but carries no gang annotations (the pod-group label of the
+  Coscheduling backend) costs a dict lookup or two when its group is cached (the backends' ``unknown_group`` hook,
+  ``interface.BackendHooks``). A group missing from the cache is that backend's API half's to explain
+  (``BackendAPI.missing_group``: the controller re-creating a group a stored workload claims, or one GET confirming
+  that no such group exists and a warning saying what to create): the pod is allowed, never delayed past the budget,
+  never denied. Only with the controller's caches (``GroupCache.missing``) and never for a dry run.
 - A ``*/scale`` UPDATE reads its parent from the controller's cache of gang workloads (``GroupCache.workload``);
   a parent absent from a listed cache is no gang: allowed, no read. Only without a listed cache is the parent read
-  live, and a failed read refuses (failure mode) only a parent known to be a gang. An ``auto`` gang's PodGroup is
-  resized in the same admission (``validate.scale_verdict``).
-- A Spark executor whose driver the caches do not know (``decision.lookup``) gets its driver pod read once per
-  driver uid (:meth:`Admission.finish_mutation`); the mutating answer never refuses.
+  live, and a failed read refuses (failure mode) only a parent known to be a gang (an enabled backend's object
+  cached under its name and owned by it, ``GroupCache.gang_object``). An ``auto`` gang's PodGroup is resized in the
+  same admission (``validate.scale_verdict``).
+- A pod whose group only another pod tells, which the caches do not know (``decision.lookup``, a pod joiner's
+  ``shared.PodRead``: a Spark executor's driver pod), gets that pod read once per uid
+  (:meth:`Admission.finish_mutation`); the mutating answer never refuses.
 """
 
 from __future__ import annotations
@@ -50,16 +53,16 @@ from ..backends.ensure import ObjectStore, ensure
 from ..config import Config
 from ..echo import clip
 from ..kube.client import KubeError, namespace_terminating, resource_not_served
-from ..backends.registry import backend_of
+from ..backends.registry import BACKENDS, backend_of, named_hooks
+from ..backends.runtime import APIS
 from .mutate import mutate, plan_patch
 from ..gang.plan import get_path
 from ..backends.common import owner_annotation
 from .admissionreview import AdmissionRequest, Decision
-from ..families.spark import DriverLookup, driver_group, executor_plan
-from ..families.shared import Read
+from ..families.shared import PodRead, Read
 from .validate import ScaleCheck, Verdict, add_overhead, drop_uncountable, scale_verdict, validate
 
-__all__ = ["Admission", "Store", "GroupCache", "missing_group_warning"]
+__all__ = ["Admission", "Store", "GroupCache"]
 
 log = logging.getLogger("admit.admission")
 
@@ -67,7 +70,7 @@ log = logging.getLogger("admit.admission")
 class Store(ObjectStore, Protocol):
     """What admission needs from the Kubernetes API (``kube.KubeAPI``; ``review.OfflineKube`` for ``admit review``):
     the generic object calls (``backends.ensure.ObjectStore``); optional: ``async get_pod(namespace, name, timeout)
-    -> dict | None`` (a Spark executor's driver pod). Each takes ``timeout`` (seconds) and raises
+    -> dict | None`` (a pod joiner's read, ``shared.PodRead``). Each takes ``timeout`` (seconds) and raises
     ``kube.KubeError`` on failure."""
 
 
@@ -76,8 +79,9 @@ class GroupCache(Protocol):
 
     Optional methods (``cacheview.ControllerView`` has them all; each is a dict lookup, never an API call):
 
-    - ``missing(namespace, name) -> str | None``: called for a Pod CREATE whose group is not cached; returns the
-      warning to add when admit is re-creating that group (a stored workload claims it), else None;
+    - ``missing(namespace, name) -> str | None``: called (by a backend's ``BackendAPI.missing_group``) for a Pod
+      CREATE whose group is not cached; returns the warning to add when admit is re-creating that group (a stored
+      workload claims it), else None; without it no Pod CREATE is checked for a missing group;
     - ``pod_group(namespace, name) -> (synced, PodGroup | None)``: any PodGroup, managed by admit or not;
     - ``gang_object(group, kind, namespace, name) -> object | None``: a cached object of a gang backend, keyed by
       API group and kind (``backends.ensure`` skips every call for one that is ours and in step);
@@ -90,7 +94,7 @@ class GroupCache(Protocol):
     def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
-_DRIVER_MEMO_SIZE = 4096
+_READ_MEMO_SIZE = 4096
 
 
 def _log_bug(step: str, req: AdmissionRequest, error: Exception) -> None:
@@ -116,7 +120,6 @@ class Admission:
         self.store = store
         self.cache = cache
         self._missing = getattr(cache, "missing", None)
-        self._pod_group = getattr(cache, "pod_group", None)
         self._workload = getattr(cache, "workload", None)
         #: ``{backend: why it cannot create its objects here}``, found at ``admit serve`` start
         #: (``runtime.BackendAPI.start``: the PodGroup CRD not installed); the refusal of such a gang then says it.
@@ -125,9 +128,9 @@ class Admission:
         #: version in use makes it discover again (``await rediscovery.again(config) -> config``), and the request is
         #: decided once more on the settings it gives.
         self.rediscoveries: dict[str, Any] = {}
-        # Spark driver pods read from the API: (namespace, name, uid) -> the driver's group or None (bounded, oldest
-        # first out). One read per Spark application and replica, however many executors it creates.
-        self._drivers: dict[tuple[str, str, str], str | None] = {}
+        # Pods read for a pod joiner (shared.PodRead: Spark drivers): (namespace, name, uid) -> their group or None
+        # (bounded, oldest first out). One read per Spark application and replica, however many executors it creates.
+        self._read_groups: dict[tuple[str, str, str], str | None] = {}
 
     def mutate(self, req: AdmissionRequest) -> Decision:
         """The ``/mutate`` decision; an internal error gives an allowed, unchanged answer with a warning."""
@@ -141,51 +144,48 @@ class Admission:
     async def finish_mutation(self, req: AdmissionRequest, decision: Decision) -> Decision:
         """Do the read a ``/mutate`` decision waits on (``decision.lookup``); never raises, never refuses.
 
-        A Spark executor whose driver's group the caches do not know (``spark.DriverLookup``): the driver pod is
-        read once (``store.get_pod``, within ``api_timeout_seconds``) and remembered by uid. A driver in a group
-        makes the executor join it; a driver in none leaves it alone; a driver that cannot be read gives the
-        executor a warning and no patch.
+        A pod joiner's read (``shared.PodRead``: a Spark executor whose driver's group the caches do not know): the
+        pod it names is read once (``store.get_pod``, within ``api_timeout_seconds``) and its group remembered by
+        uid. A read pod in a group makes the pod join it (the read's ``plan``); one in none leaves it alone; one that
+        cannot be read gives the pod the read's warning and no patch.
         """
-        look = decision.lookup
-        if not isinstance(look, DriverLookup) or req.object is None:
+        look: PodRead | None = decision.lookup
+        if look is None or req.object is None:
             return Decision(warnings=decision.warnings)
         try:
-            group = await self._driver_group(look)
+            group = await self._read_group(look)
         except KubeError as e:
-            return Decision(warnings=[
-                f"this Spark executor joins no PodGroup: admit could not read its driver pod {str(look.driver)[:63]} "
-                f"({str(e.message)[:80]})"
-            ])
+            return Decision(warnings=[look.unread(e.message)])
         except LookupError as e:
-            return Decision(warnings=[
-                f"this Spark executor joins no PodGroup: its driver pod {str(look.driver)[:63]} {e.args[0]}"
-            ])
+            return Decision(warnings=[look.absent(e.args[0])])
         except Exception as e:  # noqa: BLE001 - never fail pod creation on our own bug
-            _log_bug("reading a Spark driver", req, e)
+            _log_bug("reading the pod a pod joiner asked for", req, e)
             return Decision(warnings=[f"admit could not compute a mutation ({type(e).__name__}, a bug in admit, logged "
                                       "with this request's uid); the object is unchanged"])
         if group is None:
-            return Decision()  # the driver is in no gang: neither is its executor
-        ops, warnings = plan_patch(req.object, executor_plan(look.namespace, look.executor, group), self.config)
+            return Decision()  # the read pod is in no gang: neither is this one
+        ops, warnings = plan_patch(req.object, look.plan(group), self.config)
         return Decision(patch=ops, warnings=warnings)
 
-    async def _driver_group(self, look: DriverLookup) -> str | None:
-        key = (look.namespace, look.driver, look.driver_uid)
-        if key in self._drivers:
-            return self._drivers[key]
+    async def _read_group(self, look: PodRead) -> str | None:
+        """The group of the pod ``look`` names (``look.group_of``), read once per ``(namespace, name, uid)``.
+        Raises ``KubeError`` (the API failed) or ``LookupError`` (``args[0]``: why the pod cannot be used)."""
+        key = (look.namespace, look.name, look.uid)
+        if key in self._read_groups:
+            return self._read_groups[key]
         get_pod = getattr(self.store, "get_pod", None)
         if get_pod is None:
             raise LookupError("is not known (no Kubernetes API to read it from)")
-        driver = await get_pod(look.namespace, look.driver, self.config.api_timeout_seconds)
-        if driver is None:
+        pod = await get_pod(look.namespace, look.name, self.config.api_timeout_seconds)
+        if pod is None:
             raise LookupError("was not found")
-        uid = get_path(driver, ("metadata", "uid"))
-        if look.driver_uid and uid and uid != look.driver_uid:
-            raise LookupError(f"has another uid ({uid}, not {look.driver_uid}): it was replaced")
-        group = driver_group(driver, self.config)
-        if len(self._drivers) >= _DRIVER_MEMO_SIZE:
-            del self._drivers[next(iter(self._drivers))]
-        self._drivers[key] = group
+        uid = get_path(pod, ("metadata", "uid"))
+        if look.uid and uid and uid != look.uid:
+            raise LookupError(f"has another uid ({uid}, not {look.uid}): it was replaced")
+        group = look.group_of(pod, self.config)
+        if len(self._read_groups) >= _READ_MEMO_SIZE:
+            del self._read_groups[next(iter(self._read_groups))]
+        self._read_groups[key] = group
         return group
 
     async def validate(self, req: AdmissionRequest, _rediscovered: bool = False) -> Decision:
@@ -206,9 +206,7 @@ class Admission:
             elif verdict.read is not None:
                 return await self._check_read(verdict.read, verdict.decision)
             elif self._missing is not None and req.kind == "Pod" and not req.dry_run:
-                missing = self._uncached_group(req, verdict.decision)  # a dict lookup; the rest only on a miss
-                if missing is not None:
-                    await self._warn_missing_group(*missing, verdict.decision)
+                await self._warn_missing_group(req, verdict.decision)  # a dict lookup; the rest only on a miss
             return verdict.decision
         except KubeError as e:
             if verdict is not None and verdict.ensure is not None and namespace_terminating(e):
@@ -235,46 +233,25 @@ class Admission:
             _log_bug("validate", req, e)
             return self._internal_error(e, verdict.decision if verdict is not None else Decision())
 
-    def _uncached_group(self, req: AdmissionRequest, decision: Decision) -> tuple[str, str] | None:
-        """``(namespace, name)`` of the PodGroup a Pod CREATE is labelled for when the managed cache lacks it."""
+    async def _warn_missing_group(self, req: AdmissionRequest, decision: Decision) -> None:
+        """A Pod CREATE admitted with no gang of its own that names a group with a backend's key (the registered
+        backends' ``unknown_group`` hooks, asked in registry order: a dict lookup or two) which the cache lacks: that
+        backend's API half (``BackendAPI.missing_group``) gives the warning, if any (the controller is re-creating
+        the group; or no such group exists and nothing claims it, confirmed by one GET: what to create). Never
+        refuses the pod; a failed GET gives no warning."""
         if req.operation != "CREATE" or req.group != "" or not decision.allowed:
-            return None
-        labels = get_path(req.object, ("metadata", "labels"))
-        name = labels.get(self.config.pod_group_label) if isinstance(labels, dict) else None
-        if not isinstance(name, str) or not name:
-            return None
+            return
         namespace = req.namespace or str(get_path(req.object, ("metadata", "namespace")) or "")
-        if self.cache is None or self.cache.get(namespace, name) is not None:
-            return None
-        return namespace, name
-
-    async def _warn_missing_group(self, namespace: str, name: str, decision: Decision) -> None:
-        """A Pod CREATE labelled for a PodGroup that is not cached: the controller re-creates it when a stored
-        workload claims it (its warning); when no PodGroup of that name exists and nothing claims it, the pod is
-        allowed with a warning that says what to create (the Coscheduling plugin keeps such a pod waiting at Permit).
-
-        Only a cache miss gets here, and costs one GET of the PodGroup to rule out a watch that lags behind a
-        PodGroup created a moment ago. A failed GET gives no warning; the pod is never refused.
-        """
-        warning = self._missing(namespace, name)  # type: ignore[misc]
-        if warning:
-            decision.warnings.append(warning)
+        for backend, unknown_group in named_hooks("unknown_group"):
+            name = unknown_group(req.object, namespace, self.config, self.cache)
+            if name is None:
+                continue
+            api = APIS.get(backend)
+            check = api.missing_group if api is not None else None
+            warning = await check(namespace, name, self.config, self.cache, self.store) if check is not None else None
+            if warning:
+                decision.warnings.append(warning)
             return
-        if self._pod_group is None:
-            return
-        synced, pg = self._pod_group(namespace, name)
-        if not synced or pg is not None:
-            return
-        if self.store is not None:
-            try:
-                c = self.config
-                if await self.store.get_object(c.pod_group_group, c.pod_group_version, c.pod_group_plural, namespace,
-                                               name, c.api_timeout_seconds) is not None:
-                    return
-            except KubeError as e:
-                log.info("could not confirm that PodGroup %s/%s is missing: %s", namespace, name, e.message)
-                return
-        decision.warnings.append(missing_group_warning(namespace, name, self.config))
 
     def _internal_error(self, error: Exception, decision: Decision) -> Decision:
         """The answer after a bug in admit: the failure mode decides, and nobody is told to retry (the same object
@@ -365,12 +342,20 @@ class Admission:
         return decision
 
     def _known_gang(self, check: ScaleCheck) -> bool:
-        """The managed PodGroup cache holds a PodGroup named after the workload and owned by it."""
-        if self.cache is None:
+        """The cache holds an object of an enabled backend's gang (``GroupCache.gang_object``, each of the backend's
+        ``object_types``) named after the workload and owned by it (``common.owner_annotation``): dict lookups."""
+        lookup = getattr(self.cache, "gang_object", None)
+        if lookup is None:
             return False
-        pg = self.cache.get(check.namespace, check.name)
-        owner = get_path(pg, ("metadata", "annotations", owner_annotation(self.config))) if pg else None
-        return owner == f"{check.group}/{check.kind}/{check.name}"
+        owner = f"{check.group}/{check.kind}/{check.name}"
+        key = owner_annotation(self.config)
+        for name in sorted(self.config.allowed_backends):
+            backend = BACKENDS.get(name)
+            for t in backend.object_types(self.config) if backend is not None else ():
+                obj = lookup(t.group, t.kind, check.namespace, check.name)
+                if obj is not None and get_path(obj, ("metadata", "annotations", key)) == owner:
+                    return True
+        return False
 
     def _counted(self, verdict: Verdict) -> None:
         """Bring the plan's minResources to what the scheduler counts, from the controller's caches (no API call):
@@ -393,16 +378,6 @@ class Admission:
             gen = _generation(parent)
             await self._ensure(verdict, gen + 1 if gen is not None else None, _resource_version(parent))
         return verdict.decision
-
-
-def missing_group_warning(namespace: str, name: str, config: Config) -> str:
-    """The warning for a Pod labelled for PodGroup ``namespace/name`` when no such PodGroup exists and no workload
-    admit manages claims it (the Coscheduling plugin's Permit keeps such a pod waiting: ``PodGroupNotFound``)."""
-    return (
-        f"create PodGroup {str(name)[:63]} ({config.pod_group_api_version}), annotate the pod's workload with "
-        f"{config.min_member_key}, or correct label {config.pod_group_label}: that PodGroup does not exist, so the "
-        "pod waits"
-    )
 
 
 def _generation(obj: Any) -> int | None:

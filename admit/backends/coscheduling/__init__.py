@@ -239,6 +239,17 @@ class Coscheduling:
         op, warning = scheduler_ops(pod, target.scheduler, target.where, config)
         return [op] if op else [], [warning] if warning else []
 
+    def unknown_group(self, pod: dict[str, Any], namespace: str, config: Config, cache: Any) -> str | None:
+        """``interface.BackendHooks.unknown_group``: the pod-group label's value when the managed PodGroup cache
+        (``cache.get``) lacks that PodGroup; the Coscheduling plugin's Permit keeps a pod whose labelled PodGroup is
+        not found waiting (``PodGroupNotFound``, scheduler-plugins ``pkg/coscheduling/core/core.go``). The API half
+        says what is missing (``missing.missing_group``)."""
+        labels = get_path(pod, ("metadata", "labels"))
+        name = labels.get(config.pod_group_label) if isinstance(labels, dict) else None
+        if not isinstance(name, str) or not name or cache is None or cache.get(namespace, name) is not None:
+            return None
+        return name
+
     def desired_objects(self, plan: GangPlan, config: Config) -> list[dict[str, Any]]:
         return desired_objects(plan, config)
 

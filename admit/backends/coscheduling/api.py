@@ -2,7 +2,8 @@
 pyproject.toml (group ``admit.gang_backend_apis``) as any installed backend registers its own.
 
 Admission makes its PodGroup with the one engine (``admit/backends/ensure.py``); the PodGroup controller
-(``admit/controller/podgroups.py``) keeps them, so there is no ``decide`` here.
+(``admit/controller/podgroups.py``) keeps them, so there is no ``decide`` here. A Pod CREATE labelled for a PodGroup
+that does not exist gets its warning from ``missing.py``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from ...observability import metrics
 from ..interface import BackendAPI
 from .discovery import start
+from .missing import missing_group
 from .status import STATUS
 
 __all__ = ["API"]
@@ -20,4 +22,4 @@ def _count(kind: str, operation: str) -> None:
     metrics.pod_group(operation)
 
 
-API = BackendAPI(status=STATUS, count=_count, start=start)
+API = BackendAPI(status=STATUS, count=_count, start=start, missing_group=missing_group)
