@@ -123,7 +123,9 @@ def test_every_registered_kind_declares_each_per_kind_fact_and_a_record_that_lea
     assert build_parser().parse_args(["serve", "--controller-gang", "Job"]).controller_gang == ["Job"]
     with pytest.raises(SystemExit):  # --controller-gang offers the kinds with a handover only
         build_parser().parse_args(["serve", "--controller-gang", "Deployment"])
-    assert having("allowed_backends") == ["Pod", "SparkApplication", "SparkConnect"]
+    assert having("allowed_backends") == ["Pod", "SparkApplication", "SparkConnect", "ScheduledSparkApplication"]
+    assert having("carry") == ["ScheduledSparkApplication", "RayCronJob"] and having("unwatched") == [
+        "CronJob", "ScheduledSparkApplication", "RayCronJob"]
     assert having("in_status") == ["Deployment", "ReplicaSet", "StatefulSet", "Job", "TFJob", "PyTorchJob", "XGBoostJob",
                                    "PaddleJob", "JAXJob", "MPIJob"]
     assert [r.kind for r in WORKLOAD_RESOURCES] == having("in_status")

@@ -11,12 +11,13 @@ from typing import Any, Callable
 
 from ..backends import with_backend, with_joiner_backend
 from ..gang.children import Parents
-from ..gang.plan import Resolver
+from ..config import Config
+from ..gang.plan import Resolver, get_path
 from . import FAMILY_KINDS
-from .shared import PodJoiner, Read, WorkloadKind
+from .shared import Carry, PodJoiner, Read, WorkloadKind
 
 __all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "READS", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES", "WEBHOOK_RESOURCES",
-           "annotations_path"]
+           "annotations_path", "CARRIED", "carried_annotations"]
 
 KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
 """``(API group, kind) -> WorkloadKind``: every per-kind fact, for the modules that read one (``webhook.rollout``,
@@ -32,6 +33,33 @@ def annotations_path(group: str, kind: str) -> tuple[str, ...]:
     own ``metadata.annotations``, or a CronJob's ``spec.jobTemplate.metadata.annotations``. One dict lookup, for
     ``webhook.mutate``, ``webhook.validate`` and ``cli.status``."""
     return _ANNOTATION_PATHS.get((group, kind), OWN_ANNOTATIONS)
+
+
+CARRIED: dict[tuple[str, str], tuple[tuple[tuple[str, str], Carry], ...]] = {}
+"""``(API group, kind)`` of an object a wrapper's controller makes -> ``((wrapper's (API group, kind), Carry), ...)``
+(``WorkloadKind.carry``: a ScheduledSparkApplication's SparkApplications, a RayCronJob's RayJobs)."""
+for _k in FAMILY_KINDS:
+    if _k.carry is not None:
+        CARRIED[_k.carry.child] = CARRIED.get(_k.carry.child, ()) + ((_k.key, _k.carry),)
+
+
+def carried_annotations(obj: Any, group: str, kind: str, config: Config) -> dict[str, str] | None:
+    """The gang annotations a wrapper's template carried into ``obj`` (of ``(group, kind)``; ``WorkloadKind.carry``):
+    those under admit's prefix at the carry's path in ``obj``, when one of ``obj``'s ownerReferences names a wrapper
+    kind that carries into this kind and they hold ``<prefix>/min-member``; else ``None`` (one dict lookup for every
+    other kind). ``webhook.mutate`` puts them on ``obj``'s own ``metadata.annotations`` at its CREATE."""
+    carriers = CARRIED.get((group, kind))
+    if not carriers or not isinstance(obj, dict):
+        return None
+    refs = get_path(obj, ("metadata", "ownerReferences"))
+    owners = {(str(r.get("apiVersion") or "").rpartition("/")[0], r.get("kind"))
+              for r in (refs if isinstance(refs, list) else []) if isinstance(r, dict)}
+    for wrapper, carry in carriers:
+        found = get_path(obj, carry.in_child)
+        if wrapper in owners and isinstance(found, dict) and found.get(config.min_member_key) is not None:
+            return {k: v for k, v in found.items() if isinstance(k, str) and k.startswith(config.key_prefix)
+                    and isinstance(v, str)}
+    return None
 
 
 # Every resolver also picks the gang backend (coscheduling or workload-api) and defers to an owner of native gang

@@ -77,6 +77,14 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
         "a TrainJob's runtimePatches entry with manager gang.admit.dev/admit: it carries the gang annotations to the "
         "JobSet Trainer builds (admit.families.trainer); other managers' entries are never touched",
         item=("manager", "{runtime_patch_manager}")),
+    *(OwnedField(
+        path + ("{" + key + "}",), True,
+        "the gang annotations a wrapper's template carries to each object its operator makes: admit writes the "
+        "wrapper's own gang annotations there and removes them with it (admit.families.wrappers: "
+        "ScheduledSparkApplication, RayCronJob)")
+      for path in (("spec", "template", "driver", "annotations"),
+                   ("spec", "jobTemplate", "rayClusterSpec", "headGroupSpec", "template", "metadata", "annotations"))
+      for key in ("min_member_key", "timeout_key", "min_resources_key", "backend_key")),
 )
 """Every field admit writes on an admitted object, in one place (module docstring)."""
 
@@ -84,9 +92,11 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
 @lru_cache(maxsize=8)
 def resolved(config: Config) -> tuple[OwnedField, ...]:
     """:data:`OWNED_FIELDS` with the ``{name}`` keys of ``config`` filled in (``pod_group_label``,
-    ``managed_label``, ``group_spec_annotation``, ``runtime_patch_manager``)."""
+    ``managed_label``, ``group_spec_annotation``, ``runtime_patch_manager``, the gang annotation keys)."""
     names = {"pod_group_label": config.pod_group_label, "managed_label": config.managed_label,
-             "group_spec_annotation": group_spec_key(config), "runtime_patch_manager": patch_manager(config)}
+             "group_spec_annotation": group_spec_key(config), "runtime_patch_manager": patch_manager(config),
+             "min_member_key": config.min_member_key, "timeout_key": config.timeout_key,
+             "min_resources_key": config.min_resources_key, "backend_key": config.backend_key}
 
     def fill(step: str) -> str:
         return names[step[1:-1]] if step.startswith("{") and step.endswith("}") else step

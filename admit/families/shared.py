@@ -52,6 +52,7 @@ __all__ = [
     "RunningUpdate",
     "RunningVerdict",
     "RunningRule",
+    "Carry",
     "PodJoiner",
     "controller_owner",
     "defer_to_operator",
@@ -228,6 +229,42 @@ RunningRule = Callable[[RunningUpdate, GangPlan, Config], "RunningVerdict | None
 
 
 @dataclass(frozen=True, slots=True)
+class Carry:
+    """How the gang annotations of a *wrapper* kind reach each object its controller makes from its template, when
+    that controller copies none of the wrapper's annotations onto it (``WorkloadKind.carry``): a
+    ScheduledSparkApplication's SparkApplications, a RayCronJob's RayJobs. admit writes the wrapper's gang
+    annotations into its template at ``template + path`` (the plan's ``template_annotations``), the controller copies
+    the template into the object's ``spec``, and at the object's CREATE admit finds them at ``("spec",) + path``
+    and puts them on the object's own ``metadata.annotations`` (``admit.families.kinds.carried_annotations``,
+    ``webhook.mutate``): from then on the object is a gang workload as if its user had annotated it.
+
+    Attributes:
+        child: ``(API group, kind)`` of the objects the wrapper's controller makes.
+        template: key path of the wrapper's template, copied whole into the object's ``spec``
+            (``("spec", "template")``).
+        path: key path, under the template and under the object's ``spec``, of an annotations map the operator
+            copies on and never reads for itself (``("driver", "annotations")``: the driver pod's).
+
+    The made object names the wrapper among its ownerReferences (any one whose ``kind`` and API group are the
+    wrapper's: the spark-operator's is no controller reference).
+    """
+
+    child: tuple[str, str]
+    template: tuple[str, ...]
+    path: tuple[str, ...]
+
+    @property
+    def in_wrapper(self) -> tuple[str, ...]:
+        """Key path of the carried annotations in the wrapper."""
+        return self.template + self.path
+
+    @property
+    def in_child(self) -> tuple[str, ...]:
+        """Key path of the carried annotations in the object the wrapper's controller makes."""
+        return ("spec",) + self.path
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadKind:
     """One gang workload kind of a family.
 
@@ -271,7 +308,7 @@ class WorkloadKind:
         in_status: ``admit status`` lists the kind's objects (with the versions' first ``(version, plural)``) to
             name a gang's workload.
 
-    Two facts with a default, for a kind whose objects are templates of another kind's (a CronJob's Jobs):
+    Facts with a default, for a kind whose objects are templates of another kind's (a CronJob's Jobs):
 
         annotations: the key path where admit reads the kind's gang annotations (default its own
             ``metadata.annotations``; a CronJob's ``spec.jobTemplate.metadata.annotations``, which the CronJob
@@ -280,6 +317,8 @@ class WorkloadKind:
         unwatched: why the PodGroup controller does not watch the kind (no gang object ever belongs to one of its
             objects), or ``None`` (watched, with ``versions``). Its ``versions`` still name its resource for the
             webhook rules, ``admit review`` and the fake API (``admit.families.kinds.WEBHOOK_RESOURCES``).
+        carry: for a wrapper whose controller copies none of its annotations onto the objects it makes, where admit
+            carries them through its template (:class:`Carry`), or ``None``.
 
     One fact with a default, for a kind whose admission reads another object first:
 
@@ -314,6 +353,7 @@ class WorkloadKind:
     in_status: bool = field(kw_only=True)
     annotations: tuple[str, ...] = field(default=("metadata", "annotations"), kw_only=True)
     unwatched: str | None = field(default=None, kw_only=True)
+    carry: Carry | None = field(default=None, kw_only=True)
     running_update: RunningRule | None = field(default=None, kw_only=True)
     admission_read: Callable[[dict[str, Any], str], Read | None] | None = field(default=None, kw_only=True)
 

@@ -19,6 +19,10 @@ names no backend's label or field.
   it (the kind's ``WorkloadKind.running_update``, ``rollout.running_problem``): nothing is written when the rule
   refuses (the validating webhook refuses with the fix, so no other webhook refuses a write the user never made);
   with a warning otherwise.
+- A wrapper (ScheduledSparkApplication, RayCronJob: ``WorkloadKind.carry``) gets its gang annotations written into
+  its template, where its operator copies them onto each run (``families.wrappers.carry_ops``), and nothing else;
+  each run gets them on its own metadata at its CREATE (``families.kinds.carried_annotations``) and is then ganged
+  as any workload of its kind.
 - A child (a ReplicaSet its Deployment made: ``children.py``) passes unchanged: its template is the parent's, which
   admit already patched.
 - Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
@@ -40,10 +44,12 @@ from ..backends import BACKENDS, backend_of, handover_ops
 from ..gang.children import is_child
 from ..config import Config
 from ..gang.foreign import other_generation_label, translate_group_labels
-from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS, annotations_path
+from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS, annotations_path, carried_annotations
 from ..families.marks import drop_stale_marks
+from ..families.wrappers import carry_ops
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
+from ..gang.patch import set_keys_ops
 from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
 )
@@ -136,6 +142,7 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
     if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind, PARENTS):
         return Decision()
     namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
+    obj, carried_ops = _carried(req, obj, config)
     try:
         ann = parse_gang_annotations(get_path(obj, annotations_path(req.group, req.kind)), config)
         if ann is None:
@@ -151,14 +158,36 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
                 obj = translated
                 plan = _resolve(resolver, req, obj, ann, config, namespace)
     except GangError:
-        return Decision()  # the validating webhook refuses it with the reason
+        return Decision(patch=carried_ops)  # the validating webhook refuses it with the reason
+    carry = KINDS[(req.group, req.kind)].carry
+    if carry is not None:  # a wrapper: its template carries the annotations to its runs, which are ganged
+        return Decision(patch=carry_ops(obj, carry, plan, config), warnings=plan.warnings, notes=plan.notes)
     running = running_problem(obj, req.old_object, plan, config) if req.operation == "UPDATE" else None
     if running is not None and running.refuse:
         return Decision()  # the kind's operator would refuse or act on admit's write: the validating webhook refuses
     ops, warnings = plan_patch(obj, plan, config, old=req.old_object if req.operation == "UPDATE" else None)
     if running is not None:
         warnings.append(running.message)
-    return Decision(patch=t_ops + ops, warnings=t_warnings + warnings, notes=plan.notes)
+    return Decision(patch=carried_ops + t_ops + ops, warnings=t_warnings + warnings, notes=plan.notes)
+
+
+def _carried(req: AdmissionRequest, obj: dict[str, Any], config: Config) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(object, operations)``: at the CREATE of an object a wrapper's controller made from its template (a
+    ScheduledSparkApplication's SparkApplication, a RayCronJob's RayJob; ``families.shared.Carry``) whose own
+    metadata holds no ``<prefix>/min-member``, the gang annotations its template carried, put on its own
+    ``metadata.annotations`` (so the controller, ``admit status`` and the operator, which copies a RayJob's
+    annotations onto its RayCluster, see a gang workload); the object as it will be. Else ``(obj, [])``."""
+    if req.operation != "CREATE":
+        return obj, []
+    own = get_path(obj, ("metadata", "annotations"))
+    if isinstance(own, dict) and config.min_member_key in own:
+        return obj, []
+    carried = carried_annotations(obj, req.group, req.kind, config)
+    if not carried:
+        return obj, []
+    meta = dict(obj.get("metadata") or {})
+    meta["annotations"] = {**(own if isinstance(own, dict) else {}), **carried}
+    return {**obj, "metadata": meta}, set_keys_ops(obj, ("metadata", "annotations"), carried)
 
 
 _TARGETS_ONLY = GangAnnotations(min_member=1, min_resources=False)
@@ -205,6 +234,9 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
     (a pod that keeps naming a group admit no longer keeps would wait forever; the backends say why for theirs).
     A workload whose stored object had no annotation either goes to :func:`_drop_stale_marks`."""
     resolver = RESOLVERS[(req.group, req.kind)]
+    carry = KINDS[(req.group, req.kind)].carry
+    if carry is not None:  # a wrapper: its template stops carrying the annotations
+        return Decision(patch=carry_ops(obj, carry, None, config))
     try:
         old_ann = parse_gang_annotations(get_path(old, annotations_path(req.group, req.kind)), config)
         if old_ann is None:

@@ -44,7 +44,7 @@ from typing import Any
 from ..backends import backend_of, check_plan, scheduler_phrase, template_joined
 from ..gang.children import is_child
 from ..config import Config
-from ..families.kinds import PARENTS, POD_JOINERS, READS, RESOLVERS, SCALABLE, annotations_path
+from ..families.kinds import PARENTS, POD_JOINERS, READS, RESOLVERS, SCALABLE, annotations_path, carried_annotations
 from ..families.shared import Read
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
@@ -330,6 +330,8 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
         return Verdict(Decision())
     where = annotations_path(req.group, req.kind)
     annotations = get_path(obj, where)  # a CronJob's are its jobTemplate's (WorkloadKind.annotations)
+    if req.operation == "CREATE" and not (isinstance(annotations, dict) and config.min_member_key in annotations):
+        annotations = carried_annotations(obj, req.group, req.kind, config) or annotations  # mutate.py put them on
     typos = unknown_annotation_warnings(annotations, config) + label_key_warnings(obj, config)
     try:
         ann = parse_gang_annotations(annotations, config)

@@ -728,6 +728,21 @@ def test_match_conditions_send_admit_only_workloads_that_use_its_annotations_or_
         assert not _matches(hook, PLAIN_DEPLOYMENT, old=PLAIN_DEPLOYMENT, operation="UPDATE")
 
 
+def test_match_conditions_send_admit_the_create_of_a_run_whose_wrapper_template_carried_admits_annotations():
+    # families.wrappers: a ScheduledSparkApplication's SparkApplication and a RayCronJob's RayJob carry the gang
+    # annotations in their spec until admit puts them on their metadata at their CREATE
+    carried = {"gang.admit.dev/min-member": "auto"}
+    spark_run = {"metadata": {"name": "spark-pi-scheduled-1"}, "spec": {"driver": {"annotations": carried}}}
+    ray_run = {"metadata": {"name": "raycronjob-sample-1"}, "spec": {"rayClusterSpec": {"headGroupSpec": {
+        "template": {"metadata": {"annotations": carried}}}}}}
+    other = {"metadata": {"name": "a"}, "spec": {"driver": {"annotations": {"team": "bi"}}}}
+    for name in ("workloads.mutate.admit.dev", "workloads.validate.admit.dev"):
+        hook = _hook(scenario("default"), name)
+        assert _matches(hook, spark_run) and _matches(hook, ray_run)
+        assert not _matches(hook, other) and not _matches(hook, {"metadata": {"name": "a"}, "spec": {"driver": {}}})
+        assert not _matches(hook, spark_run, old=spark_run, operation="UPDATE")  # by then on its metadata
+
+
 def test_workloads_being_deleted_never_reach_admit_so_an_outage_cannot_hold_their_deletion():
     objects = scenario("default")
     deleting = {"metadata": {**GANG_DEPLOYMENT["metadata"], "deletionTimestamp": "2026-11-30T16:20:00Z",

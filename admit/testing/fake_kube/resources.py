@@ -116,11 +116,13 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
     _rt("sparkoperator.k8s.io", "v1beta2", "SparkApplication", "sparkapplications"),
     _rt("sparkoperator.k8s.io", "v1alpha1", "SparkConnect", "sparkconnects"),
+    _rt("sparkoperator.k8s.io", "v1beta2", "ScheduledSparkApplication", "scheduledsparkapplications"),
     _rt("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
     _rt("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", scale=True),
     _rt("ray.io", "v1", "RayCluster", "rayclusters"),
     _rt("ray.io", "v1", "RayJob", "rayjobs"),
     _rt("ray.io", "v1", "RayService", "rayservices"),
+    _rt("ray.io", "v1", "RayCronJob", "raycronjobs"),
     _rt("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
 )
 
@@ -136,6 +138,7 @@ SHORT_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
     ("hpa",), ("events.k8s.io", "events"): ("ev",), ("scheduling.x-k8s.io", "podgroups"): ("pg", "pgs"),
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): ("lws",), ("sparkoperator.k8s.io", "sparkapplications"):
     ("sparkapp",), ("sparkoperator.k8s.io", "sparkconnects"): ("sparkconn",),
+    ("sparkoperator.k8s.io", "scheduledsparkapplications"): ("scheduledsparkapp",),
 }
 
 

@@ -179,6 +179,19 @@ annotation with admit's prefix; every step is tested with has(), since any other
 (has({{ .obj }}.spec) && has({{ $t }}) && has({{ $t }}.metadata) && has({{ $t }}.metadata.annotations) && {{ $t }}.metadata.annotations.exists(k, k.startsWith('{{ $p }}')))
 {{- end -}}
 
+{{/*
+CEL: the annotations a wrapper's template carries to each object its operator makes (admit writes them there, and
+puts them on the object's own metadata at its CREATE): a ScheduledSparkApplication's SparkApplication's
+spec.driver.annotations, a RayCronJob's RayJob's spec.rayClusterSpec.headGroupSpec.template.metadata.annotations.
+Every step is tested with has(), since the other kinds have none of these fields.
+*/}}
+{{- define "admit.celCarriedHasPrefix" -}}
+{{- $p := printf "%s/" .prefix -}}
+{{- $s := printf "%s.spec" .obj -}}
+{{- $h := printf "%s.rayClusterSpec.headGroupSpec" $s -}}
+(has({{ .obj }}.spec) && has({{ $s }}.driver) && has({{ $s }}.driver.annotations) && {{ $s }}.driver.annotations.exists(k, k.startsWith('{{ $p }}'))) || (has({{ .obj }}.spec) && has({{ $s }}.rayClusterSpec) && has({{ $h }}) && has({{ $h }}.template) && has({{ $h }}.template.metadata) && has({{ $h }}.template.metadata.annotations) && {{ $h }}.template.metadata.annotations.exists(k, k.startsWith('{{ $p }}')))
+{{- end -}}
+
 {{/* matchConditions of the workload webhooks. */}}
 {{- define "admit.workloadMatchConditions" -}}
 {{- if .Values.webhook.matchConditions.enabled -}}
@@ -188,6 +201,7 @@ matchConditions:
     expression: >-
       {{ include "admit.celHasPrefix" (dict "obj" "object" "prefix" $p) }} ||
       {{ include "admit.celJobTemplateHasPrefix" (dict "obj" "object" "prefix" $p) }} ||
+      (request.operation == 'CREATE' && ({{ include "admit.celCarriedHasPrefix" (dict "obj" "object" "prefix" $p) }})) ||
       (request.operation == 'UPDATE' && ({{ include "admit.celHasPrefix" (dict "obj" "oldObject" "prefix" $p) }} ||
       {{ include "admit.celJobTemplateHasPrefix" (dict "obj" "oldObject" "prefix" $p) }}))
   # An object that is being deleted (a finalizer being removed) is never sent: admit allows it untouched anyway,
@@ -248,6 +262,11 @@ matchConditions:
   resources: ["sparkconnects"]
   operations: ["CREATE", "UPDATE"]
   scope: Namespaced
+- apiGroups: ["sparkoperator.k8s.io"]
+  apiVersions: ["v1beta2"]
+  resources: ["scheduledsparkapplications"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
 {{- end }}
 {{- if .Values.workloads.jobset }}
 - apiGroups: ["jobset.x-k8s.io"]
@@ -266,7 +285,7 @@ matchConditions:
 {{- if .Values.workloads.ray }}
 - apiGroups: ["ray.io"]
   apiVersions: ["v1"]
-  resources: ["rayclusters", "rayjobs", "rayservices"]
+  resources: ["rayclusters", "rayjobs", "rayservices", "raycronjobs"]
   operations: ["CREATE", "UPDATE"]
   scope: Namespaced
 {{- end }}

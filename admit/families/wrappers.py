@@ -1,0 +1,233 @@
+"""Wrapper kinds whose controller makes another gang kind's objects from a template on a schedule, and copies none of
+the wrapper's annotations onto them: ScheduledSparkApplication (``sparkoperator.k8s.io/v1beta2``, its
+SparkApplications) and RayCronJob (``ray.io/v1``, its RayJobs). A batch/v1 CronJob is the same idea with the
+annotations copied (``admit.families.apps.resolve_cronjob``).
+
+Sources:
+
+- kubeflow/spark-operator v2.5.2 ``internal/controller/scheduledsparkapplication/controller.go``
+  ``createSparkApplication``: each run is a SparkApplication named ``<name>-<time>`` (``formatTimestamp``, precision
+  from the operator's flag ``--scheduled-spark-application-timestamp-precision``, default ``nanos``: 19 digits), with
+  the ScheduledSparkApplication's **labels** plus ``sparkoperator.k8s.io/scheduled-app-name: <name>``, **no
+  annotations**, an ownerReference to it that is **no controller** reference (``BlockOwnerDeletion`` only), and
+  ``spec`` = ``spec.template``. ``concurrencyPolicy`` (``Allow`` by default) may run several at once.
+- ray-project/kuberay v1.7.0 ``ray-operator/controllers/ray/raycronjob_controller.go`` ``constructRayJob`` (feature
+  gate ``RayCronJob``, alpha, off by default, ``pkg/features/features.go``): each run is a RayJob named
+  ``<name>-<scheduled time in minutes>`` (``getRayJobName``), labelled ``ray.io/cronjob-name: <name>``, annotated only
+  ``ray.io/cronjob-scheduled-timestamp``, with a controller ownerReference to the RayCronJob
+  (``ctrl.SetControllerReference``) and ``spec`` = ``spec.jobTemplate`` (a RayJobSpec, ``apis/ray/v1/
+  raycronjob_types.go``). No concurrency policy: every tick makes a RayJob.
+
+So the gang annotations a user writes on the wrapper's own metadata never reach a run by themselves. admit:
+
+- **judges** the wrapper by the run it makes (built as the operator builds it, with the wrapper's gang annotations
+  on the run's metadata) at the wrapper's CREATE and UPDATE: what the run's admission would refuse is refused here,
+  named after the wrapper and its template's fields, instead of on every schedule in the operator's log;
+- **carries** the annotations through the template (``shared.Carry``): it writes them into an annotations map of the
+  template that the operator copies whole and never reads for itself (a SparkApplication's
+  ``spec.template.driver.annotations``, the driver pod's; a RayJob's
+  ``spec.jobTemplate.rayClusterSpec.headGroupSpec.template.metadata.annotations``, the head pod's), and at each
+  run's CREATE puts them on the run's own ``metadata.annotations`` (``webhook.mutate``): each run is then a gang of
+  its own, named after it (a SparkApplication's PodGroup ``<run>``; a RayJob's RayCluster, which KubeRay makes with
+  the RayJob's annotations, its PodGroup ``<cluster>``). ``gang.admit.dev/pod-group`` is not carried: every run
+  would name one PodGroup (a warning says so).
+
+The wrapper itself gets no PodGroup, no pod-group label and no ``schedulerName`` (its runs get them at their own
+admission) and the controller does not watch it (``WorkloadKind.unwatched``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from ..config import Config
+from ..gang.patch import pointer, set_keys_ops
+from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, Resolver, get_path
+from .ray import resolve_ray
+from .shared import Carry, WorkloadKind, object_ref
+from .spark import SPARK_APPLICATION, resolve_spark_application
+
+__all__ = ["SCHEDULED_SPARK_APPLICATION", "RAY_CRON_JOB", "KINDS", "scheduled_run", "ray_cron_run", "carried_keys",
+           "carry_ops", "EXAMPLE_TIME"]
+
+#: The scheduled time a wrapper is judged by (2025-02-19 21:20 UTC); only the run's name depends on it.
+EXAMPLE_TIME = datetime(2025, 2, 19, 21, 20, tzinfo=timezone.utc)
+SCHEDULED_APP_LABEL = "sparkoperator.k8s.io/scheduled-app-name"
+RAY_CRONJOB_LABEL = "ray.io/cronjob-name"
+RAY_CRONJOB_TIMESTAMP = "ray.io/cronjob-scheduled-timestamp"
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def scheduled_run(sched: dict[str, Any], namespace: str, when: datetime = EXAMPLE_TIME) -> dict[str, Any]:
+    """The SparkApplication the spark-operator v2.5.2 makes from ScheduledSparkApplication ``sched`` at ``when``
+    (``controller.go`` ``createSparkApplication``; pure): name ``<name>-<nanoseconds>`` (the default precision), the
+    labels of ``sched`` plus ``sparkoperator.k8s.io/scheduled-app-name``, no annotations, an ownerReference with
+    ``blockOwnerDeletion`` and no ``controller``, ``spec`` a deep copy of ``spec.template``."""
+    meta = _mapping(sched.get("metadata"))
+    name = str(meta.get("name") or "")
+    nanos = int(when.timestamp()) * 1_000_000_000
+    template = get_path(sched, ("spec", "template"))
+    return {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+            "metadata": {"name": f"{name}-{nanos}", "namespace": namespace,
+                         "labels": {SCHEDULED_APP_LABEL: name, **_mapping(meta.get("labels"))},
+                         "ownerReferences": [{"apiVersion": "sparkoperator.k8s.io/v1beta2",
+                                              "kind": "ScheduledSparkApplication", "name": name,
+                                              "uid": str(meta.get("uid") or ""), "blockOwnerDeletion": True}]},
+            "spec": copy.deepcopy(template) if isinstance(template, dict) else {}}
+
+
+def ray_cron_run(cron: dict[str, Any], namespace: str, when: datetime = EXAMPLE_TIME) -> dict[str, Any]:
+    """The RayJob KubeRay v1.7.0 makes from RayCronJob ``cron`` for the scheduled time ``when``
+    (``raycronjob_controller.go`` ``constructRayJob``, ``getRayJobName``; pure): name ``<name>-<minutes since the
+    epoch>``, the label ``ray.io/cronjob-name``, the annotation ``ray.io/cronjob-scheduled-timestamp`` (RFC 3339,
+    UTC) and no other, a controller ownerReference (``controller`` and ``blockOwnerDeletion`` true), ``spec`` a deep
+    copy of ``spec.jobTemplate``."""
+    meta = _mapping(cron.get("metadata"))
+    name = str(meta.get("name") or "")
+    template = get_path(cron, ("spec", "jobTemplate"))
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": f"{name}-{int(when.timestamp()) // 60}", "namespace": namespace,
+                         "labels": {RAY_CRONJOB_LABEL: name},
+                         "annotations": {RAY_CRONJOB_TIMESTAMP: when.strftime("%Y-%m-%dT%H:%M:%SZ")},
+                         "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCronJob", "name": name,
+                                              "uid": str(meta.get("uid") or ""), "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": copy.deepcopy(template) if isinstance(template, dict) else {}}
+
+
+def carried_keys(config: Config) -> tuple[str, ...]:
+    """The annotations a wrapper's template carries to its runs: the gang settings a run reads
+    (``gang.plan.parse_gang_annotations``) except ``<prefix>/pod-group``, which would put every run in one PodGroup."""
+    return (config.min_member_key, config.timeout_key, config.min_resources_key, config.backend_key)
+
+
+def carry_ops(obj: dict[str, Any], carry: Carry, plan: GangPlan | None, config: Config) -> list[dict[str, Any]]:
+    """JSONPatch operations that make the carried map of wrapper ``obj`` (``carry.in_wrapper``) hold exactly the
+    wrapper's gang annotations among :func:`carried_keys` (``plan``'s ``template_annotations``), touching no other
+    key: added or changed when ``plan`` gangs the runs, removed when ``plan`` is ``None`` (the gang annotation was
+    removed) or leaves the runs to their operator (``plan.mutate`` off)."""
+    want = dict(plan.template_annotations) if plan is not None and plan.mutate else {}
+    ops = set_keys_ops(obj, carry.in_wrapper, want) if want else []
+    there = _mapping(get_path(obj, carry.in_wrapper))
+    ops.extend({"op": "remove", "path": pointer(carry.in_wrapper + (key,))}
+               for key in carried_keys(config) if key in there and key not in want)
+    return ops
+
+
+@dataclass(frozen=True, slots=True)
+class _Wrapper:
+    group: str
+    kind: str
+    child: tuple[str, str]
+    make: Callable[[dict[str, Any], str], dict[str, Any]]
+    resolve: Resolver
+    carry: Carry
+    template_field: str  # the wrapper's field the run's ``spec`` is a copy of: "spec.template"
+
+
+def _in_template(text: str, run_ref: str, ref: str, w: _Wrapper, *, lead: bool = False) -> str:
+    """A run's message said of the wrapper: the run named as "each <Kind> of <wrapper>" (with ``lead``, a refusal
+    that starts with the run's name loses it: the caller names the wrapper first), the names made from the run's
+    (``<name>-<scheduled time>``) and its ``spec.*`` paths moved under the wrapper's template."""
+    text = (text.removeprefix(f"{run_ref}: ") if lead else text).replace(run_ref, f"each {w.child[1]} of {ref}")
+    run_name = run_ref.rpartition("/")[2]
+    text = text.replace(run_name, f"{run_name.rpartition('-')[0]}-<scheduled time>")
+    return re.sub(r"(?<![\w./-])spec\.", f"{w.template_field}.", text)
+
+
+def _carried_plan(plan: GangPlan, obj: dict[str, Any], w: _Wrapper, ref: str, config: Config,
+                  reword: Callable[[str], str]) -> GangPlan:
+    """The wrapper's plan from its run's ``plan``: the run's size and refusals, no PodGroup and no marks of its own,
+    and the gang annotations to carry in ``template_annotations`` (:func:`carry_ops` writes them)."""
+    own = _mapping(get_path(obj, ("metadata", "annotations")))
+    carried = {k: str(own[k]) for k in carried_keys(config) if isinstance(own.get(k), str)}
+    name = str(get_path(obj, ("metadata", "name")) or "")
+    out = replace(plan, kind=w.kind, api_group=w.group, name=name, targets=[], min_resources=None,
+                  create_pod_group=False, template_annotations=carried if plan.mutate else {}, extra_ops=[],
+                  runtime_class=None, operator_notice="", warnings=[reword(x) for x in plan.warnings],
+                  notes=[reword(x) for x in plan.notes], refusal_note=reword(plan.refusal_note), last_wave=None)
+    if config.pod_group_key in own:
+        out.warnings.append(f"remove {config.pod_group_key}: every {w.child[1]} {ref} makes would name that one "
+                            f"PodGroup, and each needs its own (named after it); admit does not carry it")
+    if plan.mutate:
+        out.notes.append(
+            f"{ref}: each {w.child[1]} it makes is a gang of its own (minMember {out.min_member}); its template "
+            f"carries the gang annotations ({'.'.join(w.carry.in_wrapper)}, which the operator copies onto each {w.child[1]} and does not read), "
+            f"and admit puts them on each {w.child[1]}'s metadata when it is created")
+    return out
+
+
+def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, w: _Wrapper
+                     ) -> GangPlan:
+    """Plan for a wrapper ``w``: the plan of the run it makes, resolved as that run's CREATE, said of the wrapper
+    (module docstring).
+
+    Raises:
+        GangError / BelowMinMember: as the run's resolver, worded for the wrapper (its fields under
+            :attr:`_Wrapper.template_field`).
+    """
+    name = str(get_path(obj, ("metadata", "name")) or "")
+    ref = object_ref(w.kind, namespace, name)
+    run = w.make(obj, namespace)
+    own = _mapping(get_path(obj, ("metadata", "annotations")))
+    run["metadata"]["annotations"] = {**_mapping(run["metadata"].get("annotations")),
+                                      **{k: own[k] for k in carried_keys(config) if k in own}}
+    run_ref = object_ref(w.child[1], namespace, run["metadata"]["name"])
+    reword = lambda text: _in_template(text, run_ref, ref, w)  # noqa: E731
+    try:
+        plan = w.resolve(run, replace(ann, pod_group=None), config, namespace, "CREATE")
+    except BelowMinMember as e:
+        raise BelowMinMember(f"{ref}: each {w.child[1]} it creates", e.total, reword(e.counted), e.min_member,
+                             e.source, reword(e.fix), e.lower, e.backend) from None
+    except GangError as e:
+        raise GangError(f"{ref}: each {w.child[1]} it creates would be refused: "
+                        f"{_in_template(e.message, run_ref, ref, w, lead=True)}",
+                        e.code) from None
+    return _carried_plan(plan, obj, w, ref, config, reword)
+
+
+def _resolver(w: _Wrapper) -> Resolver:
+    def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
+                ) -> GangPlan:
+        return _resolve_wrapper(obj, ann, config, namespace, w)
+
+    resolve.__doc__ = f"Plan for a {w.kind}: the plan of the {w.child[1]} it makes (``_resolve_wrapper``)."
+    return resolve
+
+
+def _ray_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
+    return resolve_ray(obj, ann, config, namespace, operation, kind="RayJob")
+
+
+SPARK_CARRY = Carry(("sparkoperator.k8s.io", "SparkApplication"), ("spec", "template"), ("driver", "annotations"))
+RAY_CARRY = Carry(("ray.io", "RayJob"), ("spec", "jobTemplate"),
+                  ("rayClusterSpec", "headGroupSpec", "template", "metadata", "annotations"))
+_SCHEDULED = _Wrapper("sparkoperator.k8s.io", "ScheduledSparkApplication", SPARK_CARRY.child, scheduled_run,
+                      resolve_spark_application, SPARK_CARRY, "spec.template")
+_RAY_CRON = _Wrapper("ray.io", "RayCronJob", RAY_CARRY.child, ray_cron_run, _ray_job, RAY_CARRY, "spec.jobTemplate")
+
+SCHEDULED_SPARK_APPLICATION = WorkloadKind(
+    "sparkoperator.k8s.io", "ScheduledSparkApplication", (("v1beta2", "scheduledsparkapplications"),),
+    _resolver(_SCHEDULED), pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None,
+    gang_from_parent=None, handover=None, allowed_backends=SPARK_APPLICATION.allowed_backends, in_status=False,
+    carry=SPARK_CARRY,
+    unwatched="no gang object belongs to a ScheduledSparkApplication: each SparkApplication it makes claims its own "
+              "PodGroup, and the controller watches SparkApplications")
+"""A ScheduledSparkApplication, judged by the SparkApplication it makes; its template carries the gang annotations."""
+
+RAY_CRON_JOB = WorkloadKind(
+    "ray.io", "RayCronJob", (("v1", "raycronjobs"),), _resolver(_RAY_CRON), pod_joiner=None,
+    pod_watch_selector=None, rollout=None, controller_gang=None, gang_from_parent=None, handover=None,
+    allowed_backends=None, in_status=False, carry=RAY_CARRY,
+    unwatched="no gang object belongs to a RayCronJob: each RayCluster KubeRay makes for one of its RayJobs claims "
+              "its own PodGroup, and the controller watches RayClusters")
+"""A RayCronJob, judged by the RayJob it makes; its template carries the gang annotations."""
+
+KINDS = (SCHEDULED_SPARK_APPLICATION, RAY_CRON_JOB)
