@@ -1,44 +1,25 @@
 """Objects a controller makes from a gang workload: children join their parent's group and are never a gang.
 
-The rule (docs/behaviour.md, "The rules the code is built on"): an object whose **controller ownerReference** names a
-kind that is registered here as its parent is a *child*. admit treats it as part of its parent's gang, not as a gang of
-its own:
+An object whose **controller ownerReference** names a kind registered as its parent is a *child* (docs/behaviour.md,
+"The rules the code is built on"): ``/mutate`` gives it no patch (the controller copied the parent's mutated
+template), ``/validate`` no PodGroup, no ownership refusal and no minMember check of its own (a rollout scales the
+old ReplicaSet down to 0 and the new one up step by step, both below minMember), also not on its ``*/scale``; the
+PodGroup controller counts no claim of it. The same kind without such a controller (a ReplicaSet written by hand)
+keeps the standalone rules.
 
-- ``/mutate``: no patch. The parent's template already carries the pod-group label and ``schedulerName`` admit put
-  there, and the controller copied that template into the child;
-- ``/validate``: no PodGroup of its own, no ownership refusal (the parent's PodGroup names the parent, not the
-  child), no minMember check against the child's own replicas (a rollout scales the old ReplicaSet down to 0 and the
-  new one up step by step, both below the parent's minMember), also not on the child's ``*/scale``;
-- the PodGroup controller does not count it as a gang workload (no claim, so it never competes with the parent for
-  the group and is never the reason a PodGroup is kept or deleted).
+Why the child carries the parent's annotations (kubernetes ``pkg/controller/deployment``): ``util/deployment_util.go``
+``copyDeploymentAnnotationsToReplicaSet`` copies every annotation of the Deployment but ``annotationsToSkip`` onto
+the ReplicaSet, on its CREATE and on the UPDATEs that sync annotations; ``sync.go`` ``getNewReplicaSet`` creates
+``<deployment>-<pod-template-hash>`` with ``metav1.NewControllerRef(deployment, ...)`` in the POST body, so
+admission sees it on CREATE; ``scaleReplicaSet`` changes replicas by UPDATEs of the ReplicaSet itself. The decision
+uses the controller ownerReference alone: a ReplicaSet the Deployment adopted (``ClaimReplicaSets``) may lack
+``pod-template-hash``.
 
-An object of the same kind without such a controller (a ReplicaSet written by hand) keeps the standalone rules.
-
-Why the child carries the parent's annotations at all (sources, kubernetes ``pkg/controller/deployment``):
-
-- ``util/deployment_util.go``: ``SetNewReplicaSetAnnotations`` first runs ``copyDeploymentAnnotationsToReplicaSet``,
-  which copies **every** annotation of the Deployment onto the ReplicaSet except ``annotationsToSkip``
-  (``kubectl.kubernetes.io/last-applied-configuration``, ``deployment.kubernetes.io/revision``,
-  ``revision-history``, ``desired-replicas``, ``max-replicas``, and the selector-overlap markers). So
-  ``gang.admit.dev/min-member`` arrives on every ReplicaSet, on its CREATE and on the UPDATEs that sync annotations;
-- ``sync.go``, ``getNewReplicaSet``: the new ReplicaSet is named ``<deployment>-<pod-template-hash>``, its labels and
-  template are the Deployment's template plus the label ``pod-template-hash``, and its ownerReferences hold
-  ``metav1.NewControllerRef(deployment, apps/v1 Deployment)`` (``controller: true``, ``blockOwnerDeletion: true``);
-  it is created with that ownerReference in the POST body, so admission sees it on CREATE.
-- ``rolling.go`` / ``sync.go`` ``scaleReplicaSet``: replicas of old and new ReplicaSets change by UPDATEs of the
-  ReplicaSet itself (not through ``replicasets/scale``), with ``deployment.kubernetes.io/desired-replicas``.
-
-The decision uses the controller ownerReference alone. ``pod-template-hash`` corroborates that a ReplicaSet came
-from a Deployment, but a ReplicaSet the Deployment controller adopted (``ClaimReplicaSets`` patches the
-ownerReference onto a matching orphan) may lack it, and such a ReplicaSet is as much the Deployment's as a new one.
-
-Families declare their pairs on their kinds' records (``WorkloadKind.children``, ``pod_owned_children``), and
-``admit.families.kinds.PARENTS`` is the :class:`Parents` value built from them; :func:`parent_of` and
-:func:`is_child` take that value as an argument (this module keeps no registry of its own, so nothing depends on
-what was imported first): a Deployment's ReplicaSets, a JobSet's Jobs, a RayJob's submitter Job. A CronJob's Jobs
-are not registered: each is a gang of its own (``admit.families.apps.resolve_cronjob``). An object a controller
-makes that must gang on its own (a RayCluster KubeRay makes for a RayService upgrade or a RayJob retry) is not
-registered: its resolver reads the ownerReference itself (``admit.families.shared``, "A child that gangs on its own").
+Families declare their pairs on their kinds' records (``WorkloadKind.children``, ``pod_owned_children``);
+``admit.families.kinds.PARENTS`` is the :class:`Parents` built from them, passed to :func:`parent_of` and
+:func:`is_child` (no registry here, so nothing depends on import order). A CronJob's Jobs are not registered (each
+is a gang, ``admit.families.apps.resolve_cronjob``), nor an object that must gang on its own (a RayCluster KubeRay
+makes for a RayJob: ``admit.families.shared``, "A child that gangs on its own").
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """Objects that are going away: what admit must leave alone so that deletion always ends.
 
-Pure helpers used by both admission phases (``mutate.py``, ``validate.py``); ``admission.py`` and the controller
-treat a create refused in a terminating namespace with ``kube.namespace_terminating``.
+Pure helpers used by both admission phases (``mutate.py``, ``validate.py``); a create refused in a terminating
+namespace is ``kube.namespace_terminating``. The rules and their sources:
 
-Rules and their sources:
-
-- An object with ``metadata.deletionTimestamp`` is being deleted (Kubernetes docs "Finalizers", "Garbage
-  Collection": foreground deletion sets ``deletionTimestamp`` and the ``foregroundDeletion`` finalizer, and the
-  object goes away when its last finalizer is removed). Removing a finalizer is an UPDATE, so it reaches the
-  webhooks: such an UPDATE must be allowed untouched, and must not make a PodGroup the garbage collector would then
-  have to remove again.
-- An UPDATE that changes ``status``, ``metadata.finalizers`` or the fields the API server maintains
-  (``metadata.resourceVersion``, ``metadata.generation``, ``metadata.managedFields``) and nothing else changes
-  nothing admit decides on: it is allowed untouched, with no API write.
-- While a namespace is being deleted, the NamespaceLifecycle admission plugin refuses every create in it with
-  403 Forbidden "unable to create new content in namespace <ns> because it is being terminated", with the status
-  cause ``NamespaceTerminating`` (kubernetes ``staging/src/k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/
-  admission.go``; Events included). It runs before the webhooks, so admit never sees a CREATE there, only UPDATEs.
-  Such a refusal (``kube.namespace_terminating``) is the end of the story, not a failure to retry: nothing admit
-  creates there could outlive the namespace.
+- An object with ``metadata.deletionTimestamp`` goes away when its last finalizer is removed (Kubernetes docs
+  "Finalizers", "Garbage Collection"). Removing a finalizer is an UPDATE that reaches the webhooks: it is allowed
+  untouched, and makes no PodGroup the garbage collector would have to remove again.
+- An UPDATE that changes only ``status``, ``metadata.finalizers`` or what the API server maintains
+  (``resourceVersion``, ``generation``, ``managedFields``) changes nothing admit decides on: allowed untouched.
+- In a namespace being deleted, NamespaceLifecycle refuses every create before the webhooks (403 "... because it is
+  being terminated", cause ``NamespaceTerminating``; kubernetes ``staging/src/k8s.io/apiserver/pkg/admission/plugin/
+  namespace/lifecycle/admission.go``): the end of the story, not a failure to retry.
 """
 
 from __future__ import annotations

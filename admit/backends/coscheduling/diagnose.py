@@ -8,45 +8,27 @@ diagnosis shares (the row, the scheduler's words, the rendering) is ``admit/back
 A *gang* is any of: a PodGroup; a value of the pod-group label on a pod; a workload with admit's
 ``<prefix>/min-member`` annotation that asks for this backend (``<prefix>/backend``, else ``--gang-backend``) and
 whose pods do not name a ``spec.schedulingGroup``; a workload whose annotations look like a misspelt admit
-annotation. What each
-reason means and where it comes from:
+annotation. What each reason means for a user: the table of docs/operations.md ("Why are my pods Pending"). Where
+they come from:
 
-- ``PodGroupMissing``: pods carry the group label but no PodGroup of that name exists. Coscheduling's Permit
-  rejects such pods ("PodGroup not found", scheduler-plugins ``pkg/coscheduling/core/core.go``), so they stay
-  Pending for ever. With a PodGroup of a near name (edit distance <= 2) it says which (a typo in the label value).
-- ``BelowMinMember``: the gang's workload asks for fewer pods than minMember (``kubectl scale`` below it, a Job's
-  ``parallelism``), as its kind's resolver counts them (``sizes``, ``diagnose.size_cause``): the gang can never form
-  however long it waits. ``ScaledToZero``: it asks for no pods (a Deployment kept at ``replicas: 0``), not a
-  failure. Said before any other cause: no other fix schedules such a gang.
-- ``NotMutated``: a workload has admit's annotations but its pod template has no group label: admit's webhook did not
-  see it (not installed, namespace excluded, or ``failurePolicy: Ignore`` during an outage).
-- ``AnnotationTypo`` / ``LabelTypo``: an annotation key under admit's prefix that admit does not read, or a pod label
-  key that is near the group label (``scheduling.x-k8s.io/podgroup``): the object is not a gang.
-- ``WrongScheduler``: pods of the group name a scheduler other than the one that runs Coscheduling
-  (``Config.scheduler_name``): Coscheduling never sees them. When nothing ever tried to schedule them (no
-  ``PodScheduled`` condition, no event), no scheduler of that name is running. Pods of a RayCluster sent to
-  ``volcano``, ``yunikorn``, ``kai-scheduler`` or ``scheduler-plugins-scheduler`` were sent there by KubeRay's
-  operator-wide ``--batch-scheduler`` (since v1.3.0), and the message names that flag.
-- ``MinResourcesTooLarge``: the PodGroup's ``minResources`` (plus ``pods: minMember``, as Coscheduling's PreFilter
-  adds) exceed the allocatable of all nodes together; Coscheduling's ``CheckClusterResource`` refuses it for ever.
-- ``NotEnoughPods``: fewer pods exist than ``minMember`` (Coscheduling's PreFilter: "cannot find enough sibling
-  pods"; e.g. replicas below minMember, or pods refused by a quota).
-- ``Insufficient``, ``Timeout``, ``Unschedulable``: the scheduler's last word on the pending pods, from their
-  ``PodScheduled`` condition (reason ``Unschedulable``) and their ``FailedScheduling`` events, whichever is newer:
-  capacity ("Insufficient cpu", "resource gap"), the Permit wait that timed out ("rejected due to timeout"), or
-  anything else the scheduler said.
-- ``GroupBackedOff``: every message about the pending pods is an echo of their group's rejection or backoff
-  ("optimistic rejection in PostFilter", "rejection in Unreserve", "podGroup x failed recently") and none states a
-  cause. Coscheduling retries such pods only when a pod for its scheduler is added or the PodGroup is updated (its
-  ``EventsToRegister``), kube-scheduler after they have been unschedulable for 5 minutes
-  (``DefaultPodMaxInUnschedulablePodsDuration``): with ``podGroupBackoffSeconds`` above 0, a gang retried during the
-  backoff on a quiet cluster waits that long (made on the real plane). ``retry`` is the ``kubectl annotate`` of the
-  PodGroup that retries them at once.
-- ``SecondGang``: the spark-operator gangs the SparkApplication too (``--enable-batch-scheduler`` with
-  ``--default-batch-scheduler``, which admit cannot see): its PodGroup ``<app>-pg`` (controlled by the app, no pod
-  joins it), or the Volcano (``scheduling.k8s.io/group-name``) or YuniKorn (``yunikorn.apache.org/task-group-name``)
-  marks on pods that are in admit's gang. Only said when nothing else is wrong with the gang.
-- ``Waiting``: pods are pending and the scheduler has not said why yet; ``Scheduled``: every pod has a node.
+- ``PodGroupMissing``: Coscheduling's Permit rejects such pods ("PodGroup not found", scheduler-plugins
+  ``pkg/coscheduling/core/core.go``); ``NotEnoughPods``: its PreFilter's "cannot find enough sibling pods";
+  ``MinResourcesTooLarge``: its ``CheckClusterResource``, with ``pods: minMember`` added as PreFilter adds it.
+- ``BelowMinMember`` / ``ScaledToZero``: the workload's kind resolver counts its pods (``sizes``,
+  ``diagnose.size_cause``); said before any other cause: no other fix schedules such a gang.
+- ``WrongScheduler``: with no ``PodScheduled`` condition and no event, no scheduler of that name is running; a
+  RayCluster's pods sent to ``volcano``, ``yunikorn``, ``kai-scheduler`` or ``scheduler-plugins-scheduler`` were sent
+  there by KubeRay's operator-wide ``--batch-scheduler`` (since v1.3.0).
+- ``Insufficient``, ``Timeout``, ``Unschedulable``: the pending pods' ``PodScheduled`` condition (reason
+  ``Unschedulable``) or ``FailedScheduling`` events, whichever is newer.
+- ``GroupBackedOff``: only echoes of the group's rejection ("optimistic rejection in PostFilter", "rejection in
+  Unreserve", "podGroup x failed recently"). Coscheduling retries such pods only when a pod for its scheduler is
+  added or the PodGroup is updated (its ``EventsToRegister``), kube-scheduler after 5 minutes unschedulable
+  (``DefaultPodMaxInUnschedulablePodsDuration``); ``retry`` is the ``kubectl annotate`` of the PodGroup that retries
+  them at once.
+- ``SecondGang``: the spark-operator's own PodGroup ``<app>-pg`` (``--enable-batch-scheduler`` with
+  ``--default-batch-scheduler``), or the Volcano (``scheduling.k8s.io/group-name``) or YuniKorn
+  (``yunikorn.apache.org/task-group-name``) marks on admit's pods; only when nothing else is wrong with the gang.
 """
 
 from __future__ import annotations

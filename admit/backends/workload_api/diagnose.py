@@ -5,32 +5,15 @@
 diagnosis shares is ``admit/backends/diagnose.py``. :func:`below_min_count` is also what the controller of
 ``admit/controller/workload_api.py`` counts every resync period (``runtime.BackendAPI.below_min_count``).
 
-Native gangs (Kubernetes' Workload API, scheduling.k8s.io; pods with ``spec.schedulingGroup.podGroupName``;
-:func:`diagnose_native`). kube-scheduler's GangScheduling plugin holds the pods of a gang at PreEnqueue until
-``minCount`` of them exist, and such pods get no ``PodScheduled`` condition and no event, by design
-(kubernetes#141900): these rows say why in their place. The GROUP column shows ``podgroup.scheduling.k8s.io/<name>``
-apart from the Coscheduling PodGroups.
-
-- No row: a ``basic`` PodGroup (the Job controller's own for every Job with ``WorkloadWithJob``, 1.37), and one whose
-  pods all carry the Coscheduling label (:func:`not_a_gang`); a note says how many were left out.
-- ``WorkloadAPINotServed``: a workload asks for the workload-api backend but the API server serves no version admit
-  speaks (the feature gates and runtime-config are named).
-- ``BelowMinMember`` / ``ScaledToZero``: the gang's workload asks for fewer pods than minMember, or for none, as
-  its kind's resolver counts them (``sizes``, ``diagnose.size_cause``); said before any other cause.
-- ``PodGroupMissing``: pods name a PodGroup that does not exist: they wait at PreEnqueue for ever, silently.
-- ``PriorityMismatch`` / ``SchedulerMismatch`` / ``PreemptionMismatch``: kube-scheduler's ``validatePodGroup``
-  (1.37) refuses a PodGroup whose pods' priority differs from its own ("all pods in a single pod group should have
-  the same priority as the pod group's priority"), whose pods name different schedulers, or differ in
-  ``preemptionPolicy``.
-- ``NotEnoughPods``: fewer pods name the PodGroup than its ``minCount``: PreEnqueue keeps all of them out of the
-  queue ("waiting for minCount pods from a gang to appear in scheduling queue").
-- ``BelowMinCount``: the PodGroup's scheduled condition is True, but fewer than ``minCount`` of its pods have a node
-  now, with a replacement pending or pods gone (:func:`below_min_count`): the condition never goes back
-  (kubernetes#136334), so the gang looks healthy while it runs below its quorum.
-- ``Unschedulable`` (and the other words of :func:`classify_message`): the PodGroup's condition
-  ``PodGroupInitiallyScheduled`` (v1beta1, 1.37) or ``PodGroupScheduled`` (v1alpha2, 1.36) is False with its reason
-  and message, or the pods' own scheduler messages say why. ``Scheduled``: the condition is True (terminal in
-  v1beta1) and every pod has a node.
+kube-scheduler's GangScheduling plugin holds the pods of a native gang at PreEnqueue until ``minCount`` of them
+exist, and such pods get no ``PodScheduled`` condition and no event, by design (kubernetes#141900): these rows say
+why in their place. The reasons, for a user: docs/workload-api.md. Their sources: ``PriorityMismatch`` /
+``SchedulerMismatch`` / ``PreemptionMismatch`` are kube-scheduler's ``validatePodGroup`` (1.37); ``NotEnoughPods``
+is PreEnqueue's "waiting for minCount pods from a gang to appear in scheduling queue"; ``BelowMinCount``
+(:func:`below_min_count`) exists because the scheduled condition never goes back (kubernetes#136334); the
+condition read is ``PodGroupInitiallyScheduled`` (v1beta1, 1.37) or ``PodGroupScheduled`` (v1alpha2, 1.36). A
+``basic`` PodGroup (the Job controller's own with ``WorkloadWithJob``, 1.37) and one whose pods all carry the
+Coscheduling label (:func:`not_a_gang`) get no row; a note counts them.
 """
 
 from __future__ import annotations

@@ -7,19 +7,10 @@ import argparse
 import asyncio
 import signal
 import sys
-from typing import Any, Iterable
-
-
+from typing import Iterable
 
 from .resources import FIRST_ALPHA, WORKLOAD_API_VERSIONS
 from .server import FakeKubeAPI
-
-JSON = dict[str, Any]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Standalone
-# --------------------------------------------------------------------------------------------------------------
 
 
 async def _serve_forever(args: argparse.Namespace) -> None:

@@ -66,6 +66,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
+from .objects import _GENERATE_CHARS, _now
 
 if TYPE_CHECKING:
     from .resources import ResourceType
@@ -81,20 +82,11 @@ CONTROLLER_USER = {"username": "system:serviceaccount:kube-system:deployment-con
 JOB_CONTROLLER_USER = {**CONTROLLER_USER, "username": "system:serviceaccount:kube-system:job-controller"}
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# The Deployment controller
-# ----------------------------------------------------------------------------------------------------------------------
-
 #: Annotations the Deployment controller does not copy onto ReplicaSets (``annotationsToSkip``).
 ANNOTATIONS_TO_SKIP = frozenset({
-    "kubectl.kubernetes.io/last-applied-configuration",
-    "deployment.kubernetes.io/revision",
-    "deployment.kubernetes.io/revision-history",
-    "deployment.kubernetes.io/desired-replicas",
-    "deployment.kubernetes.io/max-replicas",
-    "deprecated.deployment.rollback.to",
-})
-_SAFE = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphanums
+    "kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision",
+    "deployment.kubernetes.io/revision-history", "deployment.kubernetes.io/desired-replicas",
+    "deployment.kubernetes.io/max-replicas", "deprecated.deployment.rollback.to"})
 
 
 def scaled_value(value: Any, total: int, round_up: bool) -> int:
@@ -124,7 +116,7 @@ def pod_template_hash(template: JSON) -> str:
     h = 0x811C9DC5
     for b in json.dumps(template, sort_keys=True, separators=(",", ":")).encode():
         h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
-    return "".join(_SAFE[c % len(_SAFE)] for c in str(h).encode())
+    return "".join(_GENERATE_CHARS[c % len(_GENERATE_CHARS)] for c in str(h).encode())
 
 
 class Controller:
@@ -318,11 +310,6 @@ class DeploymentController(Controller):
                                               user=CONTROLLER_USER)
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# The Job controller
-# ----------------------------------------------------------------------------------------------------------------------
-
-
 def _intervals(indexes: list[int]) -> str:
     """``[0, 1, 2, 5]`` -> ``"0-2,5"``: ``succeededIndexesToString`` (``pkg/controller/job/indexed_job_utils.go``)."""
     out: list[str] = []
@@ -332,12 +319,6 @@ def _intervals(indexes: list[int]) -> str:
         else:
             out.append(str(i))
     return ",".join(out)
-
-
-def _now_rfc3339() -> str:
-    import datetime
-
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _condition(type_: str, reason: str, message: str, now: str) -> JSON:
@@ -525,7 +506,7 @@ class JobController(Controller):
         if indexes is not None:
             status["completedIndexes"] = _intervals(indexes)
         if not finished:
-            now = _now_rfc3339()
+            now = _now()
             if failed > spec.get("backoffLimit", 6):
                 conditions += [_condition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified "
                                           "backoff limit", now),
@@ -575,10 +556,6 @@ class JobController(Controller):
             pod_spec["schedulingGroup"] = {"podGroupName": group}
         return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
 
-
-# ----------------------------------------------------------------------------------------------------------------------
-# The StatefulSet controller
-# ----------------------------------------------------------------------------------------------------------------------
 
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 STS_POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"

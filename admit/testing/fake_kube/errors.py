@@ -8,44 +8,20 @@ from typing import Any
 
 from aiohttp import web
 
-
 from .resources import ResourceType
 
 JSON = dict[str, Any]
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Status objects and errors
-# --------------------------------------------------------------------------------------------------------------
-
-_REASON_BY_CODE = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    409: "Conflict",
-    410: "Expired",
-    415: "UnsupportedMediaType",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
+_REASON_BY_CODE = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+                   409: "Conflict", 410: "Expired", 415: "UnsupportedMediaType", 422: "Invalid",
+                   429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
 
 
 def status_object(code: int, reason: str, message: str, details: JSON | None = None) -> JSON:
     """A ``kind: Status`` failure body exactly shaped like the real server's (``details`` only when given)."""
-    body: JSON = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
+    body: JSON = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                  "reason": reason, "code": code}
     if details:
         body["details"] = details
     return body

@@ -13,16 +13,10 @@ from typing import Any, Callable
 
 import jsonpatch
 
-
 from .errors import ApiError, _bad_request, _invalid
 from .resources import ResourceType, WORKLOAD_API_VERSIONS, _workload_api_errors
 
 JSON = dict[str, Any]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Small helpers: time, selectors, patches, validation
-# --------------------------------------------------------------------------------------------------------------
 
 
 def _now() -> str:

@@ -8,17 +8,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-
-
 from .objects import Selector
 from .resources import ResourceType
 
 JSON = dict[str, Any]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Request log, faults, watches
-# --------------------------------------------------------------------------------------------------------------
 
 
 @dataclass

@@ -8,37 +8,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-
-
-
 JSON = dict[str, Any]
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Resource registry
-# --------------------------------------------------------------------------------------------------------------
-
 #: API groups served by kube-apiserver itself; resources of any other group are treated as CRDs.
-BUILTIN_GROUPS = frozenset(
-    {
-        "",
-        "apps",
-        "batch",
-        "autoscaling",
-        "policy",
-        "coordination.k8s.io",
-        "events.k8s.io",
-        "admissionregistration.k8s.io",
-        "rbac.authorization.k8s.io",
-        "networking.k8s.io",
-        "storage.k8s.io",
-        "scheduling.k8s.io",
-        "apiextensions.k8s.io",
-        "discovery.k8s.io",
-        "resource.k8s.io",
-        "node.k8s.io",
-    }
-)
+BUILTIN_GROUPS = frozenset({
+    "", "apps", "batch", "autoscaling", "policy", "coordination.k8s.io", "events.k8s.io",
+    "admissionregistration.k8s.io", "rbac.authorization.k8s.io", "networking.k8s.io", "storage.k8s.io",
+    "scheduling.k8s.io", "apiextensions.k8s.io", "discovery.k8s.io", "resource.k8s.io", "node.k8s.io"})
 
 
 @dataclass(frozen=True)

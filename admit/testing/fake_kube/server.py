@@ -14,7 +14,7 @@ import time
 import uuid
 from collections import Counter, deque
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from aiohttp import web
 
@@ -56,11 +56,6 @@ def list_item(rt: ResourceType, obj: JSON) -> JSON:
     if rt.custom:
         return obj
     return {k: v for k, v in obj.items() if k != "apiVersion" and k != "kind"}
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The server
-# --------------------------------------------------------------------------------------------------------------
 
 
 class FakeKubeAPI:
@@ -1184,31 +1179,10 @@ class FakeKubeAPI:
                 timeout = float(q["timeoutSeconds"])
             except ValueError:
                 raise _bad_request(f"invalid timeoutSeconds: {q['timeoutSeconds']!r}") from None
-        rv_param = q.get("resourceVersion") or ""
-        send_initial = _query_bool(q.get("sendInitialEvents"))
         watcher = _Watcher(rt, ns, labels, fields, _query_bool(q.get("allowWatchBookmarks")))
-        initial: list[tuple[str, JSON]] = []
-        error: JSON | None = None
         # Snapshot and registration happen with no await in between, so no event can fall in the gap.
-        if send_initial or rv_param in ("", "0"):
-            for _, obj in sorted(self._bucket(rt).items(), key=lambda kv: int(kv[1]["metadata"]["resourceVersion"])):
-                if watcher.matches(obj):
-                    initial.append(("ADDED", obj))
-            if send_initial and watcher.bookmarks:
-                initial.append(("BOOKMARK", self._bookmark(rt, initial_end=True)))
-        else:
-            try:
-                since = int(rv_param)
-            except ValueError:
-                raise _bad_request(f'Invalid value: "{rv_param}": resourceVersion must be an integer') from None
-            if since < self._compacted_rv:
-                error = status_object(410, "Expired", f"too old resource version: {since} ({self._compacted_rv})")
-            else:
-                for ev in self._history:
-                    if ev.rv > since:
-                        seen = watcher.translate(ev)
-                        if seen is not None:
-                            initial.append(seen)
+        initial, error = self._watch_start(watcher, q.get("resourceVersion") or "",
+                                           _query_bool(q.get("sendInitialEvents")))
         if error is None:
             self._watchers.add(watcher)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -1221,42 +1195,75 @@ class FakeKubeAPI:
                 return resp
             if initial:
                 await resp.write(b"".join(_dumps({"type": t, "object": o}) + b"\n" for t, o in initial))
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout if timeout is not None else None
-            while True:
-                wait = None if deadline is None else deadline - loop.time()
-                if wait is not None and wait <= 0:
-                    break
-                if watcher.bookmarks and self.bookmark_interval:
-                    wait = self.bookmark_interval if wait is None else min(wait, self.bookmark_interval)
-                try:
-                    item = await asyncio.wait_for(watcher.queue.get(), wait)
-                except asyncio.TimeoutError:
-                    if watcher.bookmarks and self.bookmark_interval and not watcher.holding and (
-                            deadline is None or loop.time() < deadline):
-                        await resp.write(_dumps({"type": "BOOKMARK", "object": self._bookmark(rt)}) + b"\n")
-                    continue
-                if item is _CLOSE:
-                    break
-                if item is _ABORT:
-                    self._watchers.discard(watcher)
-                    if request.transport is not None:
-                        request.transport.abort()
-                    return resp
-                chunk = [item]
-                while not watcher.queue.empty():
-                    nxt = watcher.queue.get_nowait()
-                    if nxt is _CLOSE or nxt is _ABORT:
-                        watcher.queue.put_nowait(nxt)
-                        break
-                    chunk.append(nxt)
-                await resp.write(b"".join(_dumps({"type": t, "object": o}) + b"\n" for t, o in chunk))
-            await resp.write_eof()
+            if await self._stream_watch(request, resp, watcher, timeout):
+                await resp.write_eof()
         except ConnectionError:  # the client went away
             pass
         finally:
             self._watchers.discard(watcher)
         return resp
+
+    def _watch_start(self, watcher: _Watcher, rv_param: str,
+                     send_initial: bool) -> tuple[list[tuple[str, JSON]], JSON | None]:
+        """``(initial events, error Status)`` of a new watch: the stored objects as ADDED (from ``""``/``"0"`` or
+        with ``sendInitialEvents``, then the initial-events-end BOOKMARK), else the history after ``rv_param``
+        (a 410 Expired Status when it is compacted)."""
+        initial: list[tuple[str, JSON]] = []
+        rt = watcher.rt
+        if send_initial or rv_param in ("", "0"):
+            for _, obj in sorted(self._bucket(rt).items(), key=lambda kv: int(kv[1]["metadata"]["resourceVersion"])):
+                if watcher.matches(obj):
+                    initial.append(("ADDED", obj))
+            if send_initial and watcher.bookmarks:
+                initial.append(("BOOKMARK", self._bookmark(rt, initial_end=True)))
+            return initial, None
+        try:
+            since = int(rv_param)
+        except ValueError:
+            raise _bad_request(f'Invalid value: "{rv_param}": resourceVersion must be an integer') from None
+        if since < self._compacted_rv:
+            return [], status_object(410, "Expired", f"too old resource version: {since} ({self._compacted_rv})")
+        for ev in self._history:
+            if ev.rv > since:
+                seen = watcher.translate(ev)
+                if seen is not None:
+                    initial.append(seen)
+        return initial, None
+
+    async def _stream_watch(self, request: web.Request, resp: web.StreamResponse, watcher: _Watcher,
+                            timeout: float | None) -> bool:
+        """Write ``watcher``'s events (and periodic BOOKMARKs) until ``timeout`` seconds pass or the stream is
+        closed. Returns False when it was aborted (the connection is gone), True when the response may end."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if timeout is not None else None
+        while True:
+            wait = None if deadline is None else deadline - loop.time()
+            if wait is not None and wait <= 0:
+                return True
+            if watcher.bookmarks and self.bookmark_interval:
+                wait = self.bookmark_interval if wait is None else min(wait, self.bookmark_interval)
+            try:
+                item = await asyncio.wait_for(watcher.queue.get(), wait)
+            except asyncio.TimeoutError:
+                if watcher.bookmarks and self.bookmark_interval and not watcher.holding and (
+                        deadline is None or loop.time() < deadline):
+                    await resp.write(_dumps({"type": "BOOKMARK", "object": self._bookmark(watcher.rt)}) + b"\n")
+                continue
+            if item is _CLOSE:
+                return True
+            if item is _ABORT:
+                self._watchers.discard(watcher)
+                if request.transport is not None:
+                    request.transport.abort()
+                return False
+            chunk = [item]
+            while not watcher.queue.empty():
+                nxt = watcher.queue.get_nowait()
+                if nxt is _CLOSE or nxt is _ABORT:
+                    watcher.queue.put_nowait(nxt)
+                    break
+                chunk.append(nxt)
+            await resp.write(b"".join(_dumps({"type": t, "object": o}) + b"\n" for t, o in chunk))
 
     # ---------------------------------------------------------------- discovery documents
 
@@ -1319,31 +1326,23 @@ class FakeKubeAPI:
                 return _json_response([asdict(r) for r in self.requests])
             if request.method == "POST":
                 args = await request.json() if request.can_read_body else {}
-                if op == "reset-stats":
-                    self.reset_stats()
-                elif op == "clear-requests":
-                    self.clear_requests()
-                elif op == "compact":
-                    self.compact()
+                no_args: dict[str, Callable[[], Any]] = {
+                    "reset-stats": self.reset_stats, "clear-requests": self.clear_requests, "compact": self.compact,
+                    "clear-faults": self.clear_faults}
+                keyword_args: dict[str, Callable[..., Any]] = {
+                    "fail": self.fail, "delay": self.delay, "forbid": self.forbid, "hold-watches": self.hold_watches,
+                    "release-watches": self.release_watches}
+                if op in no_args:
+                    no_args[op]()
+                elif op in keyword_args:
+                    keyword_args[op](**args)
                 elif op == "drop-watches":
                     await self.drop_watches(abrupt=_query_bool(request.query.get("abrupt")))
-                elif op == "fail":
-                    self.fail(**args)
-                elif op == "delay":
-                    self.delay(**args)
-                elif op == "forbid":
-                    self.forbid(**args)
-                elif op == "clear-faults":
-                    self.clear_faults()
                 elif op == "put":
                     if not isinstance(args, list):
                         raise TypeError("put takes a JSON list of objects")
                     for obj in args:
                         self.put(obj)
-                elif op == "hold-watches":
-                    self.hold_watches(**args)
-                elif op == "release-watches":
-                    self.release_watches(**args)
                 else:
                     raise KeyError(op)
                 return _json_response({"ok": True})
