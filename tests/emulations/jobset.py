@@ -38,12 +38,14 @@ policies, elastic JobSets, ``managedBy`` other controllers, the status.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import json
 from typing import Any
 
 from .kit import put_event
+from .later import Emulated, LaterWrite
 from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
 
 __all__ = ["JobSetOperator", "install", "JOBSET_NAME", "REPLICATED_JOB", "JOB_INDEX", "RESTART_ATTEMPT", "EXCLUSIVE",
@@ -130,25 +132,112 @@ def construct_job(js: JSON, rjob: JSON, index: int) -> JSON:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
+def _attempt(job: JSON) -> int:
+    """The Job's ``jobset.sigs.k8s.io/restart-attempt`` label (``getChildJobs``; a bad value reads 0 here)."""
+    value = (job["metadata"].get("labels") or {}).get(RESTART_ATTEMPT, "0")
+    return int(value) if str(value).isdigit() else 0
+
+
+def _job_condition(job: JSON) -> str | None:
+    """``"Failed"`` or ``"Complete"`` when the Job has that condition true (``JobFinished``), else None."""
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("type") in ("Failed", "Complete") and c.get("status") == "True":
+            return str(c["type"])
+    return None
+
+
+def _merge_maps(old: JSON | None, new: JSON | None) -> JSON | None:
+    """``collections.MergeMaps``: ``new``'s keys win."""
+    merged = {**(old or {}), **(new or {})}
+    return merged or None
+
+
+def _merge_slices(old: list | None, new: list | None) -> list | None:
+    """``collections.MergeSlices``: the items of both, each once."""
+    merged = list(old or [])
+    merged += [x for x in new or [] if x not in merged]
+    return merged or None
+
+
+def resumed_job(job: JSON, js: JSON) -> JSON:
+    """``resumeJob``: the Job unsuspended, its pod template's labels, annotations, nodeSelector, tolerations and
+    schedulingGates merged with its replicatedJob's ("Certain fields on the Job pod template may be mutated while a
+    JobSet is suspended, for integration with Kueue")."""
+    new = copy.deepcopy(job)
+    rjob = next((r for r in (js.get("spec") or {}).get("replicatedJobs") or []
+                 if r.get("name") == (job["metadata"].get("labels") or {}).get(REPLICATED_JOB)), None)
+    if rjob is not None:
+        want = ((rjob.get("template") or {}).get("spec") or {}).get("template") or {}
+        tmpl = new["spec"].setdefault("template", {})
+        meta, spec = tmpl.setdefault("metadata", {}), tmpl.setdefault("spec", {})
+        for where, source, key, merge in ((meta, want.get("metadata") or {}, "labels", _merge_maps),
+                                          (meta, want.get("metadata") or {}, "annotations", _merge_maps),
+                                          (spec, want.get("spec") or {}, "nodeSelector", _merge_maps),
+                                          (spec, want.get("spec") or {}, "tolerations", _merge_slices),
+                                          (spec, want.get("spec") or {}, "schedulingGates", _merge_slices)):
+            value = merge(where.get(key), source.get(key))
+            if value is None:
+                where.pop(key, None)
+            else:
+                where[key] = value
+    new["spec"]["suspend"] = False
+    return new
+
+
 class JobSetOperator(Controller):
-    """The JobSet controller (module docstring), syncing per JobSet.
+    """The JobSet controller (module docstring), syncing per JobSet (``JobSetReconciler.reconcile``, v0.12.0): the
+    Jobs of a previous restart attempt deleted, the failure policy applied, missing Jobs created, the Jobs suspended
+    or resumed with the JobSet.
 
     Attributes:
-        errors: ``(namespace, jobset, message)`` of every refused Job create (also a Warning Event
+        errors: ``(namespace, jobset, message)`` of every refused Job write (also a Warning Event
             ``JobCreationFailed`` on the JobSet).
     """
 
     what = "JobSet controller"
     watches = ((GROUP, "v1alpha2", "jobsets"),)
 
+    def observe(self, rt: Any, ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        """A JobSet written, or one of its Jobs written or deleted (``Owns(&batchv1.Job{})``)."""
+        if rt.key == ("batch", "v1", "jobs"):
+            for ref in (obj or old or {}).get("metadata", {}).get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == "JobSet":
+                    self.changed(ns, ref["name"])
+            return
+        super().observe(rt, ns, name, obj, old)
+
     async def _sync(self, ns: str, name: str) -> None:
         api = self.api
         js = self._live(f"{GROUP}/v1alpha2", "jobsets", ns, name)
         if js is None:
             return
+        status = js.get("status") or {}
+        if status.get("terminalState"):  # jobSetFinished: its active Jobs deleted
+            for job in self._owned("batch/v1", "jobs", ns, js["metadata"]["uid"]):
+                if _job_condition(job) is None:
+                    api.delete_object("batch/v1", "jobs", ns, job["metadata"]["name"])
+            return
+        restarts = int(status.get("restarts") or 0)
+        owned = self._owned("batch/v1", "jobs", ns, js["metadata"]["uid"])
+        previous = [j for j in owned if _attempt(j) < restarts]
+        current = [j for j in owned if _attempt(j) >= restarts]
+        for job in previous:  # deleteJobs (foreground: the fake removes the Job at once, its Pods by GC)
+            api.delete_object("batch/v1", "jobs", ns, job["metadata"]["name"])
+        if any(_job_condition(j) == "Failed" for j in current):
+            self._failure_policy(js)
+            return
+        blocking = ((js.get("spec") or {}).get("failurePolicy") or {}).get("restartStrategy") == "BlockingRecreate"
+        if not (previous and blocking):  # constructJobsFromTemplate waits for the old attempt under BlockingRecreate
+            if not await self._create_jobs(js, {j["metadata"]["name"] for j in owned}):
+                return
+        await self._suspend_or_resume(js, [j for j in current if _job_condition(j) is None])
+
+    async def _create_jobs(self, js: JSON, existing: set[str]) -> bool:
+        """``reconcileReplicatedJobs``: each missing Job created (``shouldCreateJob``: no Job of that name, of any
+        attempt); False when a create was refused."""
+        api, ns, name = self.api, js["metadata"]["namespace"], js["metadata"]["name"]
         spec = js.get("spec") or {}
         jobs = api.resource_type("batch/v1", "jobs")
-        existing = {j["metadata"]["name"] for j in self._owned("batch/v1", "jobs", ns, js["metadata"]["uid"])}
         rjobs = spec.get("replicatedJobs") or []
         if (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder":
             rjobs = rjobs[:1]  # the next waits for this one to be ready (startup_policy.go)
@@ -162,10 +251,51 @@ class JobSetOperator(Controller):
                 try:
                     await api.admitted_create(jobs, ns, job, dry_run=False, user=USER)
                 except ApiError as e:
-                    message = f"job {job['metadata']['name']} creation failed with error: {e.message}"
-                    self.errors.append((ns, name, message))
-                    put_event(api, js, "Warning", "JobCreationFailed", message, "jobset-controller-manager")
-                    return
+                    self._record(js, f"job {job['metadata']['name']} creation failed with error: {e.message}")
+                    return False
+        return True
+
+    async def _suspend_or_resume(self, js: JSON, active: list[JSON]) -> None:
+        """``suspendJobs`` (every active Job suspended) or ``resumeJobsIfNecessary`` (each suspended Job of a
+        replicatedJob whose dependencies are met resumed by :func:`resumed_job`), as Job UPDATEs."""
+        api, ns = self.api, js["metadata"]["namespace"]
+        jobs = api.resource_type("batch/v1", "jobs")
+        suspended = bool((js.get("spec") or {}).get("suspend"))
+        for job in sorted(active, key=lambda j: j["metadata"]["name"]):
+            if bool((job.get("spec") or {}).get("suspend")) == suspended:
+                continue
+            if suspended:
+                new = copy.deepcopy(job)
+                new["spec"]["suspend"] = True
+            else:
+                new = resumed_job(job, js)
+            try:
+                await api.admitted_update(jobs, ns, job["metadata"]["name"], new, dry_run=False, user=USER)
+            except ApiError as e:
+                self._record(js, f"{'suspending' if suspended else 'resuming'} job {job['metadata']['name']}: "
+                                 f"{e.message}")
+                return
+
+    def _failure_policy(self, js: JSON) -> None:
+        """``executeFailurePolicy`` with no rules (``RestartJobSet``): below ``maxRestarts`` a restart
+        (``failurePolicyRecreateAll``: ``status.restarts`` and ``restartsCountTowardsMax`` + 1, so every Job of the
+        attempt is deleted and re-created), else the JobSet fails (``terminalState: Failed``)."""
+        status = dict(js.get("status") or {})
+        max_restarts = int(((js.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts") or 0)
+        if int(status.get("restartsCountTowardsMax") or 0) < max_restarts:
+            status["restarts"] = int(status.get("restarts") or 0) + 1
+            status["restartsCountTowardsMax"] = int(status.get("restartsCountTowardsMax") or 0) + 1
+        else:
+            status["terminalState"] = "Failed"
+        new = copy.deepcopy(js)
+        new["status"] = status
+        rt = self.api.resource_type(f"{GROUP}/v1alpha2", "jobsets")
+        self.api._update(rt, js["metadata"]["namespace"], js["metadata"]["name"], js, new,  # noqa: SLF001
+                         subresource="status", dry_run=False, require_rv=False)
+
+    def _record(self, js: JSON, message: str) -> None:
+        self.errors.append((js["metadata"]["namespace"], js["metadata"]["name"], message))
+        put_event(self.api, js, "Warning", "JobCreationFailed", message, "jobset-controller-manager")
 
 
 async def default_jobset(request: JSON) -> JSON:
@@ -319,3 +449,158 @@ def install(api: FakeKubeAPI, chain: AdmissionChain | None = None) -> JobSetOper
                   {**base, "name": "vpod.kb.io", "rules": _rules("", "v1", "pods", ["CREATE", "UPDATE"])},
                   pods.validate)
     return api.add_controller(JobSetOperator(api))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/later.py): what the JobSet controller, Kueue, a user and a GitOps tool send after
+# the CREATE
+# ----------------------------------------------------------------------------------------------------------------------
+
+USER_WRITER = {"username": "alice", "groups": ["system:authenticated"]}
+API_VERSION = f"{GROUP}/v1alpha2"
+
+
+def _install_with_jobs(api: FakeKubeAPI, chain: AdmissionChain | None = None) -> JobSetOperator:
+    """:func:`install`, with the fake's Job controller (which makes the pods) when it is not running."""
+    from admit.testing.fake_kube.controllers import JobController
+
+    if getattr(api, "jobs", None) is None:
+        api.jobs = api.add_controller(JobController(api))
+    return install(api, chain)
+
+
+def _note(op: JobSetOperator, obj: JSON, problem: str | None) -> None:
+    if problem is not None:
+        op.errors.append((obj["metadata"]["namespace"], obj["metadata"]["name"], problem))
+
+
+async def _settle(op: JobSetOperator) -> None:
+    """Every controller idle, and the garbage collector's deletions (``gc_orphans_after``) done."""
+    await op.api.settle()
+    await asyncio.sleep(0.05)
+    await op.api.settle()
+
+
+async def _user_sets_suspend(op: JobSetOperator, obj: JSON, suspend: bool) -> None:
+    api, ns, name = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"]
+    stored = api.get(API_VERSION, "jobsets", ns, name)
+    if stored is None:
+        return
+    stored["spec"]["suspend"] = suspend
+    try:
+        await api.admitted_update(api.resource_type(API_VERSION, "jobsets"), ns, name, stored, dry_run=False,
+                                  user=USER_WRITER)
+    except ApiError as e:
+        _note(op, obj, f"the user's spec.suspend: {str(suspend).lower()} refused: {e.message}")
+    await _settle(op)
+
+
+async def suspend_and_resume(op: JobSetOperator, obj: JSON) -> None:
+    """A user suspends the running JobSet and resumes it (``spec.suspend`` true, then false): the JobSet controller
+    suspends every active Job (``suspendJobs``), the Job controller deletes their pods, then resumes each Job
+    (``resumeJobsIfNecessary`` -> :func:`resumed_job`) and the Job controller makes the pods again."""
+    await _user_sets_suspend(op, obj, True)
+    await _user_sets_suspend(op, obj, False)
+
+
+async def kueue_evicts_and_readmits(op: JobSetOperator, obj: JSON) -> None:
+    """Kueue (``tests.emulations.kueue``) admits a JobSet created suspended, or evicts a running one and admits it
+    again: ``stopJob`` (suspended, pod templates restored from the Workload), then ``startJob`` (the flavor's
+    nodeSelector and tolerations and the ``kueue.x-k8s.io/podset`` label merged in, unsuspended); the JobSet
+    controller suspends and resumes the Jobs with them."""
+    from . import kueue
+
+    api, ns, name = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"]
+    workload = api.get(API_VERSION, "jobsets", ns, name)
+    if workload is None:
+        return
+    if not (workload.get("spec") or {}).get("suspend"):
+        _note(op, obj, await kueue.stop(api, API_VERSION, "jobsets", ns, name, kueue.jobset_pod_sets, workload))
+        await _settle(op)
+    _note(op, obj, await kueue.start(api, API_VERSION, "jobsets", ns, name, kueue.jobset_pod_sets))
+    await _settle(op)
+
+
+async def restart_after_a_job_fails(op: JobSetOperator, obj: JSON) -> None:
+    """One Job of the current attempt fails (its pods ``Failed``, as the kubelet reports them, and the Job controller's
+    ``Failed`` condition, ``BackoffLimitExceeded``)
+    and the JobSet controller applies ``failurePolicy`` (``executeFailurePolicy``: ``RestartJobSet`` when no rule
+    matches): ``status.restarts`` + 1, every Job of the old attempt deleted (foreground) and re-created with
+    ``restart-attempt`` = the new count (``Recreate``: each as soon as its old one is gone; ``BlockingRecreate``:
+    once all are)."""
+    api, ns, name = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"]
+    js = api.get(API_VERSION, "jobsets", ns, name)
+    if js is None or (js.get("spec") or {}).get("suspend"):
+        return
+    restarts = int((js.get("status") or {}).get("restarts") or 0)
+    jobs = [j for j in api.list_objects("batch/v1", "jobs", ns)
+            if (j["metadata"].get("labels") or {}).get(JOBSET_NAME) == name and _attempt(j) == restarts]
+    if not jobs:
+        return
+    job = sorted(jobs, key=lambda j: j["metadata"]["name"])[0]
+    for pod in api.list_objects("v1", "pods", ns):  # the kubelet: its containers exited with an error
+        if any(r.get("uid") == job["metadata"]["uid"] for r in pod["metadata"].get("ownerReferences") or []):
+            api.put({**pod, "apiVersion": "v1", "kind": "Pod", "status": {**(pod.get("status") or {}),
+                                                                          "phase": "Failed"}})
+    job = api.get("batch/v1", "jobs", ns, job["metadata"]["name"]) or job
+    failed = copy.deepcopy(job)
+    failed.setdefault("status", {})["conditions"] = [
+        {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded"},
+        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+         "message": "Job has reached the specified backoff limit"}]
+    api._update(api.resource_type("batch/v1", "jobs"), ns, job["metadata"]["name"], job, failed,  # noqa: SLF001
+                subresource="status", dry_run=False, require_rv=False)
+    await _settle(op)
+
+
+async def gitops_reapply(op: JobSetOperator, obj: JSON) -> None:
+    """A GitOps tool re-applies the user's manifest (``tests.emulations.gitops``)."""
+    from . import gitops
+
+    _note(op, obj, await gitops.reapply(op.api, obj, "jobsets"))
+
+
+def _restarts(obj: JSON) -> bool:
+    return int(((obj.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts") or 0) > 0
+
+
+def gangs_of(op: JobSetOperator, obj: JSON) -> list[tuple[str, list[JSON]]]:
+    """The JobSet's live pods (not finished, not being deleted), one gang; none while it has no pods."""
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    pods = [p for p in op.api.objects("pods", ns)
+            if (p["metadata"].get("labels") or {}).get(JOBSET_NAME) == name
+            and not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    return [(f"JobSet {name}", pods)] if pods else []
+
+
+def refused_writes(op: JobSetOperator) -> list[tuple[str, str, str]]:
+    """The JobSet controller's refused writes and the later writes' problems, and the fake Job controller's (the
+    pods)."""
+    jobs = getattr(op.api, "jobs", None)
+    return [*op.errors, *(jobs.errors if jobs is not None else [])]
+
+
+_JSC = "kubernetes-sigs/jobset pkg/controllers/jobset_controller.go"
+LATER_WRITES = (
+    LaterWrite("GitOps re-apply of the same manifest",
+               "kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers create.go / patch.go (the field "
+               "manager records the applier's fields before mutating admission)",
+               "Argo CD ServerSideApply=true, Flux kustomize-controller, kubectl apply --server-side",
+               lambda obj: True, gitops_reapply),
+    LaterWrite("user suspends and resumes", f"{_JSC} suspendJobs, resumeJobsIfNecessary, resumeJob (v0.12.0); "
+               "kubernetes pkg/controller/job/job_controller.go manageJob (pods deleted while suspended)",
+               "spec.suspend (always on)", lambda obj: True, suspend_and_resume),
+    LaterWrite("Kueue evicts and re-admits", "kubernetes-sigs/kueue pkg/controller/jobframework/reconciler.go "
+               "stopJob, startJob; pkg/controller/jobs/jobset/jobset_controller.go RunWithPodSetsInfo, "
+               "RestorePodSetsInfo; pkg/podset/podset.go Merge, RestorePodSpec (v0.19.2)",
+               "the JobSet integration of Kueue (integrations.frameworks: jobset.x-k8s.io/jobset), a "
+               "kueue.x-k8s.io/queue-name label", lambda obj: True, kueue_evicts_and_readmits),
+    LaterWrite("restart after a Job fails (failurePolicy)", f"{_JSC} reconcile, getChildJobs, deleteJobs, "
+               "constructJobsFromTemplate; pkg/controllers/failure_policy.go executeFailurePolicy, "
+               "failurePolicyRecreateAll (v0.12.0)",
+               "spec.failurePolicy.maxRestarts > 0, restartStrategy Recreate (default) or BlockingRecreate",
+               _restarts, restart_after_a_job_fails),
+)
+
+LATER = Emulated("jobset", _install_with_jobs, ((API_VERSION, "JobSet"),), LATER_WRITES, gangs_of, refused_writes)

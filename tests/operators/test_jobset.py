@@ -4,16 +4,22 @@ webhooks and admit's."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import Any
+from typing import Any, AsyncIterator
 
 import pytest
+from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client import ApiException
 
+from admit.config import Config
 from tests.emulations import jobset as jobset_operator
+from tests.emulations import kueue
+from tests.operator_stack import gang_problems
 from tests.operators.conftest import operator_cluster
 
 PG_LABEL = "scheduling.x-k8s.io/pod-group"
+PG_KEY = ("scheduling.x-k8s.io/v1alpha1", "podgroups")
 MULTISLICE = {jobset_operator.EXCLUSIVE: "cloud.google.com/gke-nodepool"}
 
 
@@ -129,3 +135,91 @@ async def test_a_re_apply_of_a_ganged_jobset_that_drops_admits_marks_gets_them_b
         replaced = await cluster.replace(manifest)
         assert replaced["spec"]["replicatedJobs"] == stored["spec"]["replicatedJobs"]
         assert set(cluster.pod_groups()) == {"multislice"}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/jobset.py LATER): what the JobSet controller, Kueue, the user and GitOps send after
+# the CREATE, each allowed, the pods after it in the one gang that can form
+# ---------------------------------------------------------------------------------------------------------------------
+
+LATER_NS = "ml"
+
+
+@contextlib.asynccontextmanager
+async def later_cluster(aiohttp_server: Any, obj: dict[str, Any]) -> AsyncIterator[tuple[Any, Any]]:
+    """The JobSet emulation with the Job controller and the garbage collector, ``obj`` created by a user."""
+    from tests.operator_stack import operator_cluster as stack
+
+    async with stack(aiohttp_server, Config(), jobset_operator.LATER.install, gc_orphans_after=0.01) as (fake, op, user):
+        await k8s.CustomObjectsApi(user).create_namespaced_custom_object(
+            "jobset.x-k8s.io", "v1alpha2", LATER_NS, "jobsets", obj)
+        await jobset_operator._settle(op)
+        yield fake, op
+
+
+def later_jobset(min_member: str = "auto", **spec: Any) -> dict[str, Any]:
+    obj = jobset(min_member, replicas=2, parallelism=2, **spec)
+    obj["metadata"]["namespace"] = LATER_NS
+    return obj
+
+
+def gang_of(fake: Any, op: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The JobSet's live pods, after checking they form one gang that can form."""
+    gangs = jobset_operator.gangs_of(op, obj)
+    for _, pods in gangs:
+        assert gang_problems(fake, LATER_NS, pods, Config()) == []
+    assert jobset_operator.refused_writes(op) == []
+    return [p for _, pods in gangs for p in pods]
+
+
+async def test_a_ganged_jobset_suspended_by_its_user_loses_its_pods_and_gets_them_back_in_the_same_gang(aiohttp_server):
+    obj = later_jobset()
+    async with later_cluster(aiohttp_server, obj) as (fake, op):
+        assert len(gang_of(fake, op, obj)) == 4
+        await jobset_operator._user_sets_suspend(op, obj, True)
+        assert gang_of(fake, op, obj) == []  # the Job controller deleted them
+        assert all(j["spec"]["suspend"] for j in fake.objects("jobs", LATER_NS))
+        await jobset_operator._user_sets_suspend(op, obj, False)
+        pods = gang_of(fake, op, obj)
+        assert len(pods) == 4 and {group_of(p) for p in pods} == {"multislice"}
+        assert fake.get(*PG_KEY, LATER_NS, "multislice")["spec"]["minMember"] == 4
+
+
+async def test_kueue_admitting_a_queued_jobset_gives_its_pods_the_flavor_and_the_gang(aiohttp_server):
+    obj = later_jobset(suspend=True)
+    obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "team-a"
+    async with later_cluster(aiohttp_server, obj) as (fake, op):
+        assert gang_of(fake, op, obj) == []
+        await jobset_operator.kueue_evicts_and_readmits(op, obj)  # admitted: started
+        pods = gang_of(fake, op, obj)
+        assert len(pods) == 4 and {group_of(p) for p in pods} == {"multislice"}
+        assert all(p["spec"]["nodeSelector"] == kueue.FLAVOR["nodeLabels"] for p in pods)
+        assert all(p["metadata"]["labels"][kueue.POD_SET_LABEL] == "slice" for p in pods)
+        await jobset_operator.kueue_evicts_and_readmits(op, obj)  # preempted, then admitted again
+        assert len(gang_of(fake, op, obj)) == 4
+
+
+async def test_a_failed_job_restarts_the_jobset_and_the_new_attempt_joins_the_same_gang(aiohttp_server):
+    for strategy in ("Recreate", "BlockingRecreate"):
+        obj = later_jobset(failurePolicy={"maxRestarts": 1, "restartStrategy": strategy})
+        async with later_cluster(aiohttp_server, obj) as (fake, op):
+            await jobset_operator.restart_after_a_job_fails(op, obj)
+            pods = gang_of(fake, op, obj)
+            assert len(pods) == 4, strategy
+            assert {p["metadata"]["labels"][jobset_operator.RESTART_ATTEMPT] for p in pods} == {"1"}
+            assert {group_of(p) for p in pods} == {"multislice"}
+            await jobset_operator.restart_after_a_job_fails(op, obj)  # past maxRestarts: the JobSet fails
+            assert gang_of(fake, op, obj) == []
+            assert fake.get("jobset.x-k8s.io/v1alpha2", "jobsets", LATER_NS, "multislice")["status"][
+                "terminalState"] == "Failed"
+
+
+async def test_a_gitops_re_apply_of_the_jobset_manifest_changes_nothing_and_is_allowed(aiohttp_server):
+    obj = later_jobset()
+    async with later_cluster(aiohttp_server, obj) as (fake, op):
+        before = fake.get("jobset.x-k8s.io/v1alpha2", "jobsets", LATER_NS, "multislice")
+        await jobset_operator.gitops_reapply(op, obj)
+        after = fake.get("jobset.x-k8s.io/v1alpha2", "jobsets", LATER_NS, "multislice")
+        assert after["spec"] == before["spec"] and after["metadata"]["resourceVersion"] == \
+            before["metadata"]["resourceVersion"]
+        assert len(gang_of(fake, op, obj)) == 4

@@ -121,8 +121,35 @@ def lws_objects(draw: Any) -> dict[str, Any]:
             "spec": spec}
 
 
+@st.composite
+def jobset_objects(draw: Any) -> dict[str, Any]:
+    """A JobSet as kubernetes-sigs/jobset's ``examples`` write it (``simple/paralleljobs.yaml``,
+    ``failure-policy/``): one or two replicatedJobs of Indexed Jobs (``completions == parallelism``), a
+    ``failurePolicy`` with restarts (``Recreate`` or ``BlockingRecreate``) or none, sometimes queued by Kueue
+    (``kueue.x-k8s.io/queue-name``; Kueue's webhook creates it suspended), ``gang.admit.dev/min-member`` ``auto``
+    or a number."""
+    rjobs = []
+    for i in range(draw(st.integers(1, 2))):
+        parallelism = draw(st.integers(1, 3))
+        rjobs.append({"name": f"workers-{i}", "replicas": draw(st.integers(1, 2)), "template": {"spec": {
+            "parallelism": parallelism, "completions": parallelism, "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "trainer", "image": "ghcr.io/acme/trainer:1.0",
+                 "resources": {"requests": {"cpu": draw(st.sampled_from(["500m", "1"])), "memory": "1Gi"}}}]}}}}})
+    spec: dict[str, Any] = {"replicatedJobs": rjobs}
+    if draw(st.booleans()):
+        spec["failurePolicy"] = {"maxRestarts": draw(st.integers(1, 2)),
+                                 "restartStrategy": draw(st.sampled_from(["Recreate", "BlockingRecreate"]))}
+    meta: dict[str, Any] = {"name": "train", "namespace": NS, "annotations": {
+        "gang.admit.dev/min-member": draw(st.sampled_from(["auto", "1", "2", "4"]))}}
+    if draw(st.booleans()):
+        meta["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+        spec["suspend"] = True
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta, "spec": spec}
+
+
 #: Emulation name -> the strategy of the user objects it acts on.
-STRATEGIES = {"kuberay": ray_objects(), "lws": lws_objects()}
+STRATEGIES = {"kuberay": ray_objects(), "lws": lws_objects(), "jobset": jobset_objects()}
 
 
 @contextlib.asynccontextmanager

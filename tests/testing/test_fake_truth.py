@@ -219,6 +219,21 @@ async def test_a_job_gets_parallelism_pods_but_never_more_than_its_completions_a
     assert not [p for p in fake.objects("pods", "ml") if p["metadata"]["name"].startswith("paused-")]
 
 
+async def test_suspending_a_running_job_deletes_its_active_pods_and_resuming_it_makes_them_again(cluster):
+    fake, user = cluster
+    batch = k8s.BatchV1Api(user)
+    await batch.create_namespaced_job("ml", example("training-job.yaml"))  # Indexed, parallelism 4
+    await eventually(lambda: len(fake.objects("pods", "ml")) == 4)
+    await fake.jobs.idle()
+    await batch.patch_namespaced_job("allreduce", "ml", {"spec": {"suspend": True}})
+    await eventually(lambda: not fake.objects("pods", "ml"))
+    await batch.patch_namespaced_job("allreduce", "ml", {"spec": {"suspend": False}})
+    await eventually(lambda: len(fake.objects("pods", "ml")) == 4)
+    await fake.jobs.idle()
+    assert sorted(p["metadata"]["annotations"][JOB_INDEX] for p in fake.objects("pods", "ml")) == ["0", "1", "2", "3"]
+    assert fake.jobs.errors == []
+
+
 def _finish(fake: FakeKubeAPI, pod: dict[str, Any], phase: str) -> None:
     """What the kubelet reports when a pod's containers exit: ``status.phase`` Succeeded or Failed."""
     pod = copy.deepcopy(pod)

@@ -30,7 +30,8 @@ process, through the same admission as a client's write:
 A write the controller makes is refused like a client's (the webhooks see it with the controller's ``userInfo``).
 
 :class:`JobController` does what kubernetes ``pkg/controller/job/job_controller.go`` does when a Job is stored and not
-suspended: it creates ``min(parallelism, completions)`` Pods (``parallelism`` when ``completions`` is unset) less
+suspended (a suspended Job's active Pods are deleted, as ``manageJob`` does: "Deleting all active pods in suspended
+job"; its status is left as it was): it creates ``min(parallelism, completions)`` Pods (``parallelism`` when ``completions`` is unset) less
 the active ones it owns, each from the Job's template (``manageJob`` / ``podControl.CreatePodsWithGenerateName``):
 ``generateName`` ``<job>-`` (``<job>-<index>-`` for an Indexed Job, which also gets the
 ``batch.kubernetes.io/job-completion-index`` annotation and label and ``hostname`` ``<job>-<index>``, as
@@ -374,9 +375,14 @@ class JobController(Controller):
         pods = api.resource_type("v1", "pods")
         job = self._live("batch/v1", "jobs", ns, name)
         spec = (job or {}).get("spec") or {}
-        if job is None or spec.get("suspend") or spec.get("managedBy") not in (None, "kubernetes.io/job-controller"):
-            return  # suspended, or another controller's (spec.managedBy, JobManagedBy: KEP-4368, e.g. MultiKueue)
+        if job is None or spec.get("managedBy") not in (None, "kubernetes.io/job-controller"):
+            return  # another controller's (spec.managedBy, JobManagedBy: KEP-4368, e.g. MultiKueue)
         uid = job["metadata"]["uid"]
+        if spec.get("suspend"):  # manageJob: "Deleting all active pods in suspended job"
+            for pod in self._owned("v1", "pods", ns, uid):
+                if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    api.delete_object("v1", "pods", ns, pod["metadata"]["name"])
+            return
         pods_of_job = self._owned("v1", "pods", ns, uid)
         phase = lambda p: (p.get("status") or {}).get("phase")  # noqa: E731
         index_of = lambda p: (p["metadata"].get("annotations") or {}).get(JOB_INDEX)  # noqa: E731
