@@ -263,3 +263,17 @@ def webhook_on_own_loop(prepare: Callable[[Any], Any] | None = None) -> Iterator
 #: cluster's garbage collector does (measured: about 25 ms); modules whose tests depend on it mark themselves
 #: ``pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)`` (tests/conftest.py, ``fake``).
 GC_ORPHANS_AFTER = 0.025
+
+
+def decide_pod_group(key: tuple[str, str], pg: dict[str, Any] | None, claims: list[Any], config: Any, *,
+                     now: float, unclaimed_since: float | None, grace: float,
+                     ahead_since: float | None = None) -> Any:
+    """The one decision of every backend (``backends.gangobjects.decide_objects``) for the Coscheduling PodGroup
+    ``key`` alone: its one action, or ``Action("none")`` when there is nothing to do."""
+    from admit.backends.action import Action
+    from admit.backends.gangobjects import decide_objects
+    from admit.backends.registry import backend_of
+
+    actions = decide_objects(backend_of("coscheduling"), key, {"PodGroup": pg}, claims, config, now=now,
+                             unclaimed_since=unclaimed_since, grace=grace, ahead_since=ahead_since)
+    return actions[0] if actions else Action("none")

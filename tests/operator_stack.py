@@ -26,9 +26,9 @@ async def operator_cluster(aiohttp_server: Any, config: Config,
                            **fake_options: Any) -> AsyncIterator[tuple[FakeKubeAPI, Any, Any]]:
     """The fake kube-apiserver with admit's webhooks registered from the rendered chart (admit's own app on
     loopback; PodGroups are made at admission) and the operator ``operator(fake, chain)`` installed (an emulation's
-    ``install``: its controller and its webhooks); with ``controller`` admit's PodGroup controller runs too
+    ``install``: its controller and its webhooks); with ``controller`` admit's controller runs too
     (leading, caches synced, its Events recorded). Yields ``(fake, operator, a user's ApiClient)``."""
-    from admit.controller.podgroups import Controller, ControllerSettings
+    from admit.controller.manager import ControllerSettings, Manager
     from tests.helpers import FAST_CONTROLLER, eventually
     from tests.support.chart import admission_chain
 
@@ -39,9 +39,9 @@ async def operator_cluster(aiohttp_server: Any, config: Config,
     try:
         cache = None
         if controller:
-            ctl = Controller(fake.api_client(), config,
-                             ControllerSettings(identity="a", lease_namespace="admit", **FAST_CONTROLLER),
-                             own_client=True)
+            ctl = Manager(fake.api_client(), config,
+                          ControllerSettings(identity="a", lease_namespace="admit", **FAST_CONTROLLER),
+                          own_client=True)
             await ctl.start()
             await eventually(lambda: ctl.working)
             cache = ctl.cache

@@ -1,5 +1,5 @@
-"""The webhook over HTTP with the PodGroup controller running, against the fake Kubernetes API: what ``admit serve``
-wires together (``Admission`` with the controller's PodGroup cache, the controller leading), for tests of whole field
+"""The webhook over HTTP with the controller running, against the fake Kubernetes API: what ``admit serve``
+wires together (``Admission`` with the controller's caches, the controller leading), for tests of whole field
 cases. Timings scaled down as in ``tests/controller/test_controller.py``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator
 
 from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.controller.podgroups import Controller, ControllerSettings
+from admit.controller.manager import ControllerSettings, Manager
 from admit.kube.client import KubeAPI
 from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
@@ -24,7 +24,7 @@ class Stack:
     """``client``: aiohttp test client of the webhook app; ``controller``; ``fake``; ``kube``: a REST client for the
     test itself (what kubectl or another controller would do)."""
 
-    def __init__(self, client: Any, controller: Controller, fake: FakeKubeAPI, kube: KubeRaw) -> None:
+    def __init__(self, client: Any, controller: Manager, fake: FakeKubeAPI, kube: KubeRaw) -> None:
         self.client = client
         self.controller = controller
         self.fake = fake
@@ -46,22 +46,18 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, *, controller_view: bool = False,
-                                  **config: Any) -> AsyncIterator[Stack]:
-    """Start the controller (leading, caches synced) and the webhook app on it; stop both on exit.
-    ``controller_view``: admission reads the controller's caches through ``ControllerView`` as ``admit serve`` wires
-    it (also the workload cache a ``*/scale`` or an HPA is checked against), instead of its PodGroup view alone."""
+async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, **config: Any) -> AsyncIterator[Stack]:
+    """Start the controller (leading, caches synced) and the webhook app on it; stop both on exit. Admission reads
+    the controller's caches through its ``ControllerView`` as ``admit serve`` wires it (also the workload cache a
+    ``*/scale`` or an HPA is checked against)."""
     cfg = Config(**config)
-    controller = Controller(fake.api_client(), cfg, ControllerSettings(identity="a", lease_namespace="admit", **FAST),
-                            own_client=True)
+    controller = Manager(fake.api_client(), cfg, ControllerSettings(identity="a", lease_namespace="admit", **FAST),
+                         own_client=True)
     await controller.start()
     async with fake.api_client() as admission_client, fake.api_client() as test_client:
         try:
             await eventually(lambda: controller.working)
-            from admit.controller.cacheview import ControllerView
-
-            view = ControllerView(controller) if controller_view else controller.cache
-            app = create_app(Admission(cfg, KubeAPI(admission_client, cfg), view))
+            app = create_app(Admission(cfg, KubeAPI(admission_client, cfg), controller.cache))
             client = await aiohttp_client(app)
             yield Stack(client, controller, fake, KubeRaw(test_client, timeout=2.0))
         finally:
@@ -99,7 +95,7 @@ async def cluster_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, *, cha
     ``stack.kube`` writes as a user would."""
     from tests.support.chart import admission_chain
 
-    async with webhook_with_controller(aiohttp_client, fake, controller_view=True, **config) as stack:
+    async with webhook_with_controller(aiohttp_client, fake, **config) as stack:
         fake.admission = admission_chain(str(stack.client.server.make_url("")), values=chart_values)
         # A write now goes through the chart's webhooks: the first of a process compiles their CEL matchConditions
         # (cel-python, seconds on a loaded machine), so a user's write waits as long as kubectl would.

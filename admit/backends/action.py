@@ -2,7 +2,7 @@
 
 The one pure decision returns it: ``backends/gangobjects.py`` ``decide_objects`` (a list, one per object of a
 backend's gang: Coscheduling's PodGroup, the workload-api backend's Workload and PodGroup). The loops that carry them out are
-``controller/writes.py`` ``KeyWrites`` and ``controller/workload_api.py`` ``NativeGangController``.
+``controller/gangs.py`` ``GangController``.
 """
 
 from __future__ import annotations

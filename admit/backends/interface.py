@@ -181,6 +181,13 @@ class BackendHooks(Protocol):
         {'cpu': '3'}"]``); without it, ``["<size_name> <minMember>"]``."""
         ...
 
+    def pod_selector(self, name: str, config: Config) -> str:
+        """For the controller's check that no live pod waits on an orphaned group before it deletes it: a label
+        selector for the pods of group ``name`` (Coscheduling: ``scheduling.x-k8s.io/pod-group=<name>``), so that
+        only those are listed; without it, every live pod of the namespace, filtered with
+        :meth:`GangBackend.pod_in_group`."""
+        ...
+
     def describe_changes(self, existing: JSON, desired: JSON) -> list[str]:
         """For the controller's logs and Events: what its patch of ``existing`` changes (``["minMember 3 -> 5"]``);
         without it, ``["<size_name> <old> -> <new>"]``."""
@@ -197,11 +204,12 @@ class BackendAPI:
     """The API half of one backend.
 
     Attributes:
-        decide: the controller's decision for the generic gang-object loop (``controller/workload_api.py``), or
-            ``None`` when another controller keeps this backend's objects.
+        decide: the decision of the backend's gang controller (``controller/gangs.py``); ``None``:
+            ``gangobjects.decide_objects`` over the backend, the one decision every built-in uses.
         below_min_count: ``(PodGroup, its pods) -> (scheduled, pending, minCount) | None`` for a gang that broke
-            after it was scheduled (``workload_api.diagnose.below_min_count``; the loop counts them every resync
-            period), or ``None``. The loop groups pods by ``spec.schedulingGroup.podGroupName`` for it.
+            after it was scheduled (``workload_api.diagnose.below_min_count``; the gang controller counts them every
+            resync period, over the last of its object kinds, with the pods ``GangBackend.pod_in_group`` says wait
+            on it), or ``None``.
         status: its ``admit status`` part (``status.BackendStatus``: list its objects, diagnose its gangs), or
             ``None`` when ``admit status`` does not show its gangs.
         start: ``async (api_client, config) -> (config, problem, rediscovery)``, run once at ``admit serve`` start

@@ -1,7 +1,7 @@
 """The half of each gang backend that talks to the API server, and the registry ``name -> BackendAPI``.
 
-:class:`BackendAPI` is what the controller runs for the backend's gangs (``decide``: ``None`` when another loop
-keeps them, as the PodGroup controller of ``admit/controller/podgroups.py`` keeps Coscheduling's), what ``admit
+:class:`BackendAPI` is what the controller runs for the backend's gangs (``decide``, by default ``gangobjects.decide_objects``,
+run by the backend's gang controller, ``admit/controller/gangs.py``), what ``admit
 status`` runs to explain them (``status``, ``admit/backends/status.py``) and the metric its writes count in
 (``count``). Admission makes every backend's objects with one engine, ``admit/backends/ensure.py``. The pure half is
 ``interface.GangBackend``; both are found by the plan's ``backend`` name. Not pure: the status parts import the API

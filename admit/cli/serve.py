@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import signal
@@ -134,27 +135,23 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         await provider.start()
         stack.push_async_callback(provider.stop)
         cache: GroupCache | None = None
-        controller = base_view = None
-        natives: list[Any] = [None]  # the workload-api controller running now: replaced when the served version changes
+        controller = None
         draining = asyncio.Event()
         checks = [lambda: (not draining.is_set(), "shutting down"), lambda: (provider.ready(), provider.reason())]
         if getattr(args, "controller", False):
-            from ..controller.workload_api import start_native_controller
-            from ..controller.podgroups import start_controller
+            from ..controller.manager import start_manager
 
-            controller = await start_controller(api_client, config, args)
+            # one gang controller per enabled backend, and what they share (controller/manager.py)
+            controller = await start_manager(api_client, config, args)
             stack.push_async_callback(controller.stop)
-            from ..controller.cacheview import ControllerView
-
-            native = natives[0] = await start_native_controller(controller)  # workload-api gangs, when that is on
-            stack.push_async_callback(lambda: natives[0].stop() if natives[0] is not None else asyncio.sleep(0))
-            base_view = cache = ControllerView(controller)
-            if native is not None:
-                cache = native.view(cache)
+            cache = controller.cache
             checks.append(controller.readiness)
         admission = Admission(config, KubeAPI(api_client, config), cache)
         admission.problems = problems
-        _rediscover_on_404(admission, rediscoveries, controller, natives, base_view)
+        admission.rediscoveries = rediscoveries
+        if controller is not None:  # a backend whose served version moved: its gang controller follows
+            for name, rediscovery in rediscoveries.items():
+                rediscovery.listeners.append(functools.partial(controller.restart, name))
         # the guard's factory is aiohttp's low-level server, made next around the guard
         metrics_host, metrics_port = args.host if getattr(args, "metrics_host", None) is None else args.metrics_host, \
             getattr(args, "metrics_port", 0)
@@ -194,27 +191,6 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         await _release_lease(controller, drain)
         await _drain_delay(stop, draining, float(getattr(args, "shutdown_delay", 0.0) or 0.0))
         log.info("shutting down")
-
-
-def _rediscover_on_404(admission: Admission, rediscoveries: dict[str, Any], controller: Any, natives: list[Any],
-                       base_view: Any) -> None:
-    """A backend whose served version may move (the workload-api backend's ``Rediscovery``): a write answered 404 for
-    the version in use finds the served version again, and a running ``controller`` restarts its gang-object
-    controllers (``natives[0]``, viewed through ``base_view``) on it."""
-    admission.rediscoveries = rediscoveries
-    if controller is None:
-        return
-    from ..controller.workload_api import start_native_controller
-
-    async def follow(new_config: Config) -> None:
-        """Restart the gang-object controllers on the newly served version (their caches watch one)."""
-        if natives[0] is not None:
-            await natives[0].stop()
-        natives[0] = await start_native_controller(controller, new_config)
-        admission.cache = natives[0].view(base_view) if natives[0] is not None else base_view
-
-    for rediscovery in rediscoveries.values():
-        rediscovery.listeners.append(follow)
 
 
 async def shut_down(runner: web.BaseRunner, site: GuardedSite, controller: Any, drain_seconds: float,

@@ -1,7 +1,8 @@
-"""The loops inside ``admit serve`` that finish what admission starts once a workload is stored: adopt its PodGroup,
-keep it in step, clean up orphans (``podgroups``: lifecycle, indexes, leadership; ``writes``: the guarded writes of
-one key), and the same for the workload-api backend's Workload and PodGroup (``workload_api``); what they watch and
-the small records their caches keep (``claims``), the view admission reads (``cacheview``), Events (``events``), the
-Lease (``leader``), the work queue and indexes (``workqueue``, ``multiindex``). The pure decisions they run live with
-their backend (``admit.backends.*.reconcile``).
+"""The controller inside ``admit serve``, which finishes what admission starts once a workload is stored: adopt its
+gang's objects, keep them in step, clean up orphans. ``manager`` (what every backend shares: settings, the Lease,
+the workload and class caches, the claims index; it names no backend) runs one ``gangs.GangController`` per enabled
+gang backend, the same class for every backend; ``claims`` (what it watches and the small records its caches keep),
+``cacheview`` (the view admission reads), ``guards`` (the guards around every write), ``keyloop`` / ``workqueue``
+(the work of one key), ``events``, ``leader``, ``multiindex``, ``settings``. The pure decision they run is
+``admit.backends.gangobjects.decide_objects``, over the backend's interface.
 """

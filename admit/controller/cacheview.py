@@ -1,11 +1,11 @@
 """The admission path's read-only view of the controller's watch caches (``admission.GroupCache``).
 
-The controller (``podgroups.py``) keeps list+watch caches of the PodGroups (those admit manages, and the others) and
-of the gang workloads (objects admit labelled ``gang.admit.dev/managed: "true"``, Spark driver pods among them).
-Admission reads them through this view and nothing else: every method is a dict lookup, never an API call, and
-none changes the controller. Each answer says whether the cache behind it has listed (``synced``): an object absent
-from a synced cache does not exist (up to the watch's delay, milliseconds); absent from an unsynced one, it is
-unknown.
+The controller (``manager.Manager``) keeps list+watch caches of each gang backend's objects (those admit manages,
+and the others, per gang controller) and of the gang workloads (objects admit labelled ``gang.admit.dev/managed:
+"true"``, Spark driver pods among them). Admission reads them through this view and nothing else: every method is a
+dict lookup, never an API call, and none changes the controller. Each answer says whether the cache behind it has
+listed (``synced``): an object absent from a synced cache does not exist (up to the watch's delay, milliseconds);
+absent from an unsynced one, it is unknown.
 """
 
 from __future__ import annotations
@@ -17,53 +17,58 @@ from ..kube.watchcache import Resource
 
 __all__ = ["ControllerView"]
 
-
 class ControllerView:
-    """Read-only view of a ``controller.Controller``'s caches.
+    """Read-only view of a ``manager.Manager``'s caches.
+
+    The objects pods name with the label ``Config.pod_group_label`` are the ``PodGroup`` of API group
+    ``Config.pod_group_group``: ``get``, ``pod_group`` and ``missing`` answer for them, from the gang controller
+    that keeps that type (``None`` / unknown when no enabled backend does).
 
     Methods (``admission.GroupCache``):
-        get(namespace, name): a PodGroup admit manages, or ``None``.
-        gang_object(group, kind, namespace, name): the same for the PodGroup's API group and kind, else ``None``.
+        get(namespace, name): such a PodGroup admit manages, or ``None``.
+        gang_object(group, kind, namespace, name): a cached object of any gang backend, managed or not, keyed by API
+            group and kind (two backends whose objects share a kind never hide each other), else ``None``.
         missing(namespace, name): the controller's warning for a pod whose claimed group is being re-created.
-        extended_resources(): ``{extended resource name: DeviceClass name}`` served through DRA.
+        extended_resources() / runtime_overheads(): ``{extended resource name: DeviceClass name}`` served through
+            DRA; ``{RuntimeClass name: overhead.podFixed}``.
         pod_group(namespace, name): ``(synced, PodGroup | None)`` over managed and other PodGroups.
-        group_pods(namespace, name, exclude): pods of the other stored gang workloads that name that PodGroup.
-        workload(group, version, plural, kind, namespace, name): ``(synced, object | None)``: a stored gang workload
-            of that resource as the cache keeps it: for a scalable kind the reduced copy its resolver reads
+        group_pods(namespace, name, exclude): pods of the other stored gang workloads that name that group.
+        workload(group, version, plural, kind, namespace, name): ``(synced, object | None)``: a stored gang
+            workload of that resource as the cache keeps it: for a scalable kind the reduced copy its resolver reads
             (``claims.resolvable_copy``), else its small record without a spec (``claims.workload_record``);
             ``(False, None)`` for a resource the controller does not watch.
     """
 
-    def __init__(self, controller: Any) -> None:
-        self._controller = controller
-        self._managed = controller.pod_groups
-        self._other = controller.other_pod_groups
-        self._workloads: dict[Resource, Any] = controller.workloads
-        self.get = controller.pod_groups.get
-        self._group = controller.config.pod_group_group
-        self.missing = controller.cache.missing
-        self.extended_resources = controller.cache.extended_resources
-        self.runtime_overheads = controller.cache.runtime_overheads
+    def __init__(self, manager: Any) -> None:
+        self._manager = manager
+        self._workloads: dict[Resource, Any] = manager.workloads
+        self._labelled = (manager.config.pod_group_group, "PodGroup")
+        self.group_pods = manager.group_pods
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        gang = self._manager.by_type.get(self._labelled)
+        return gang.managed["PodGroup"].get(namespace, name) if gang is not None else None
 
     def gang_object(self, group: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.get(namespace, name) if kind == "PodGroup" and group == self._group else None
+        gang = self._manager.by_type.get((group, kind))
+        return gang.get(kind, namespace, name) if gang is not None else None
 
-    def group_pods(self, namespace: str, name: str, exclude: str) -> int | None:
-        """The pods (``plan.total_pods``) of the stored gang workloads whose plan names PodGroup ``namespace/name``,
-        other than the workload ``exclude`` (its owner identity, ``"apps/Deployment/web"``), or ``None`` when no other
-        workload names it: what else fills a hand-written PodGroup several workloads join. Dict lookups over the
-        controller's claim index."""
-        total: int | None = None
-        for wkey in self._controller._by_group.get((namespace, name)):  # noqa: SLF001 - the view reads its index
-            claim = self._controller._claims.get(wkey)  # noqa: SLF001
-            if claim is None or claim.plan is None or claim.identity == exclude:
-                continue
-            total = (total or 0) + (claim.plan.total_pods or 0)
-        return total
+    def missing(self, namespace: str, name: str) -> str | None:
+        gang = self._manager.by_type.get(self._labelled)
+        return gang.missing(namespace, name) if gang is not None else None
+
+    def extended_resources(self) -> dict[str, str]:
+        return self._manager.dra_extended_resources
+
+    def runtime_overheads(self) -> dict[str, dict[str, str]]:
+        return self._manager.runtime_overheads
 
     def pod_group(self, namespace: str, name: str) -> tuple[bool, dict[str, Any] | None]:
-        synced = self._managed.synced and self._other.synced
-        return synced, self._managed.get(namespace, name) or self._other.get(namespace, name)
+        gang = self._manager.by_type.get(self._labelled)
+        if gang is None:
+            return False, None
+        managed, other = gang.managed["PodGroup"], gang.others["PodGroup"]
+        return managed.synced and other.synced, managed.get(namespace, name) or other.get(namespace, name)
 
     def workload(self, group: str, version: str, plural: str, kind: str, namespace: str, name: str) -> tuple[
         bool, dict[str, Any] | None

@@ -1,5 +1,5 @@
-"""What the PodGroup controller watches, and the small records its caches keep: each stored gang workload's
-:class:`Claim` (the PodGroup it asks for) and each PodGroup's decision-relevant fields. Pure.
+"""What the controller watches, and the small records its caches keep: each stored gang workload's :class:`Claim`
+(the gang it asks for, of whichever backend) and each gang object's decision-relevant fields. Pure.
 
 Memory: a stored Deployment arrives as about 5 KB of JSON (managedFields, the last-applied annotation,
 status, the whole pod template) and became about 23 KiB of Python objects when cached as it came, with about 76
@@ -10,8 +10,9 @@ objects the cyclic garbage collector tracks. The caches keep only what decisions
   resourceVersion, generation, creationTimestamp, deletionTimestamp}, "claim": Claim | None}``. The claim is
   computed once, when the object arrives, with the kind's resolver (the same plan admission computes); the plan it
   keeps has no pod templates (``targets``) and no warnings.
-- a PodGroup: :func:`pod_group_record` = ``apiVersion``, ``kind``, ``metadata`` (name, namespace, uid,
-  resourceVersion, deletionTimestamp, labels, ownerReferences, and only admit's own annotations) and ``spec``.
+- a gang object (a PodGroup, a Workload): :func:`object_record` = ``apiVersion``, ``kind``, ``metadata`` (name,
+  namespace, uid, resourceVersion, deletionTimestamp, labels, ownerReferences, and only admit's own annotations),
+  ``spec`` and ``status.conditions``.
 
 Dicts that hold only strings and numbers are not tracked by the cyclic collector, so a workload costs about four
 tracked objects (the record, the claim, its plan, its ``minResources``).
@@ -29,13 +30,11 @@ from typing import Any, Iterable
 from ..families import kinds
 from ..families.marks import stale_marks, stale_message
 from ..backends import check_plan
-from ..backends.runtime import APIS
 from ..gang.children import is_child
-from ..config import COSCHEDULING, Config
+from ..config import Config
 from ..gang.plan import GangError, get_path, parse_gang_annotations
 from ..gang.claim import Claim
 from ..gang.ownerrefs import owner_reference
-from ..backends.common import asked_backend
 from ..backends.common import object_owner as pod_group_owner
 from ..backends.common import stamped_generation as pod_group_generation
 from ..jsonio import loads
@@ -51,7 +50,7 @@ __all__ = [
     "claim_of",
     "workload_record",
     "workload_ref",
-    "pod_group_record",
+    "object_record",
     "owner_reference",
     "pod_group_owner",
     "pod_group_generation",
@@ -162,7 +161,7 @@ def workload_ref(obj: JSON, api_version: str | None = None, kind: str | None = N
 
 
 def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None, *,
-             backend: str = COSCHEDULING) -> Claim | None:
+             backend: str | None = None) -> Claim | None:
     """The claim of a stored workload, computed with the kind's resolver from ``admit.families.kinds.RESOLVERS`` exactly as
     admission does (operation ``UPDATE``: the object is stored). ``None`` when the object asks for no gang (no
     ``min-member`` annotation), when no resolver handles its kind, when an operator makes its PodGroup
@@ -170,10 +169,9 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
     ``children.py``: it carries its parent's annotations but its parent claims the group). The claim keeps no
     reference into ``obj``; ``ref``: its :func:`workload_ref` when the caller already made it.
 
-    ``backend``: whose claims these are (``"coscheduling"``: this controller's; ``"workload-api"``: the native
-    controller's, ``admit/controller/workload_api.py``). A plan of another backend gives ``None``; invalid
-    annotations give a claim with ``error`` for coscheduling always, for another backend only when the object names
-    it (or it is the default)."""
+    ``backend``: only a plan of that backend makes a claim (``None``: any backend's; the claim's ``plan.backend``
+    says whose gang controller keeps it). Invalid annotations give a claim with ``error`` and no plan, whatever
+    ``backend``: it protects the objects its identity owns, for every backend."""
     resolver = kinds.RESOLVERS.get((resource.group, resource.kind))
     if resolver is None or is_child(obj, resource.group, resource.kind, kinds.PARENTS):
         return None
@@ -188,11 +186,8 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
             return None
         plan = resolver(obj, ann, config, namespace, "UPDATE")
     except GangError as e:
-        if backend != COSCHEDULING:
-            if asked_backend(get_path(obj, ("metadata", "annotations")), config) != backend:
-                return None
         return Claim(ref, identity, None, error=e.message)
-    if not plan.create_pod_group or plan.backend != backend:  # another backend's gang: admit/backends
+    if not plan.create_pod_group or backend not in (None, plan.backend):
         return None
     problem = None
     try:
@@ -209,8 +204,8 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
 def held_claim(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None) -> Claim | None:
     """For a stored workload without a gang annotation that still carries admit's marks (``families.marks``: its
     managed label, a template labelled for a group), a claim with no plan that keeps the PodGroup its owner
-    annotation names (``reconcile.decide`` reports it and writes nothing, as for an invalid annotation); else
-    ``None``. Coscheduling only: a ``workload-api`` template's ``schedulingGroup`` is not such a mark."""
+    annotation names (``gangobjects.decide_objects`` reports it and writes nothing, as for an invalid annotation);
+    else ``None``."""
     if is_child(obj, resource.group, resource.kind, kinds.PARENTS):
         return None
     marks = stale_marks(obj, resource.group, resource.kind, config)
@@ -303,27 +298,7 @@ def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
                       record["metadata"].get("namespace"), record["metadata"].get("name"))
         identity = f"{resource.group}/{resource.kind}/{record['metadata'].get('name') or ''}"
         record["claim"] = Claim(ref, identity, None, error=f"internal error in admit ({type(e).__name__})")
-    claims = _backend_claims(obj, resource, config, ref, record)
-    if claims:  # none with coscheduling alone: no field at all, the record stays as small as it was
-        record["backend_claims"] = claims
     return record
-
-
-def _backend_claims(obj: JSON, resource: Resource, config: Config, ref: JSON, record: JSON) -> dict[str, Any]:
-    """``{backend: claim}`` for each enabled backend kept by a gang-object controller (``runtime.BackendAPI.decide``:
-    the workload-api backend's): computed once here too, since the record does not keep what a resolver reads
-    (admit/controller/workload_api.py reads ``backend_claims`` from the record)."""
-    claims: dict[str, Any] = {}
-    for name in sorted(config.allowed_backends):
-        if name not in APIS or APIS[name].decide is None:
-            continue
-        try:
-            claims[name] = claim_of(obj, resource, config, ref, backend=name)
-        except Exception:  # noqa: BLE001 - as above
-            log.exception("cannot compute the %s claim of %s %s/%s", name, resource.kind,
-                          record["metadata"].get("namespace"), record["metadata"].get("name"))
-            claims[name] = None
-    return claims
 
 
 def _pack(obj: JSON) -> bytes:
@@ -340,9 +315,10 @@ def resolvable_object(record: JSON) -> JSON:
     return loads(packed) if isinstance(packed, (bytes, str)) else record
 
 
-def pod_group_record(obj: JSON, config: Config) -> JSON:
-    """The record a PodGroup cache keeps: what admission (``podgroup.ownership``, ``spec_differs``) and the
-    controller read, without status, managedFields and other controllers' annotations."""
+def object_record(obj: JSON, config: Config) -> JSON:
+    """The record a gang object cache keeps: what admission (the backend's ``ownership``, ``update_ops``) and the
+    controller read (``status.conditions``: the scheduled condition of ``gangs.GangController.check_quorum``),
+    without the rest of the status, managedFields and other controllers' annotations."""
     meta = obj.get("metadata") or {}
     prefix = config.key_prefix
     small: JSON = {k: meta[k] for k in ("name", "uid", "resourceVersion", "deletionTimestamp") if meta.get(k) is not None}
@@ -365,4 +341,7 @@ def pod_group_record(obj: JSON, config: Config) -> JSON:
         record["spec"] = {k: (_shared_map(v) if k == "minResources" else v) for k, v in spec.items()}
     elif spec is not None:
         record["spec"] = spec
+    conditions = (obj.get("status") or {}).get("conditions") if isinstance(obj.get("status"), dict) else None
+    if conditions is not None:
+        record["status"] = {"conditions": conditions}
     return record

@@ -1,4 +1,4 @@
-"""Kubernetes Events for what the PodGroup controller does, so ``kubectl describe <workload>`` shows it.
+"""Kubernetes Events for what the controller does, so ``kubectl describe <workload>`` shows it.
 
 API choice: ``events.k8s.io/v1`` (GA since Kubernetes 1.19), the API client-go's current recorder
 (``k8s.io/client-go/tools/events``) and kube-scheduler write. It is the same stored object as core ``v1`` Event

@@ -1,6 +1,4 @@
-"""The guards every gang controller puts around its writes, for every backend (``podgroups.Controller`` for
-Coscheduling's PodGroups through ``writes.KeyWrites``, ``workload_api.NativeGangController`` for any other backend's
-objects):
+"""The guards the gang controller (``gangs.GangController``, one per backend) puts around its writes:
 
 - **read live before adopt or patch**: a write that sets an owner or changes a spec is decided from the cache, whose
   watch may lag (a deletion not seen yet, an update in flight); the workload is read live first, as

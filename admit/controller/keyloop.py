@@ -1,10 +1,8 @@
-"""The key loop both gang controllers run: a work queue of ``(namespace, name)`` keys, the reconcile of one key with
+"""The key loop every gang controller runs: a work queue of ``(namespace, name)`` keys, the reconcile of one key with
 its error handling, the retry, and the once-per-change report. See :class:`KeyLoop`.
 
-Used by the Coscheduling PodGroup controller (``podgroups.Controller``: ``settings.workers`` coroutines of
-:meth:`KeyLoop.worker`, while its replica leads) and by the generic gang-object controller
-(``workload_api.NativeGangController``: one loop of its own that also follows the Lease and counts broken gangs, and
-calls :meth:`KeyLoop.process` for each key it takes).
+Each gang controller (``gangs.GangController``) runs ``settings.workers`` coroutines of :meth:`KeyLoop.worker` while
+its replica leads.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ reported. With the controller's backoff (0.5 s doubling) and each call's own ret
 
 
 class RetrySettings(Protocol):
-    """The tunables the loop reads (``podgroups.ControllerSettings`` has them), each time it needs one."""
+    """The tunables the loop reads (``settings.ControllerSettings`` has them), each time it needs one."""
 
     @property
     def retry_backoff(self) -> tuple[float, float]:

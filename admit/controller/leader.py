@@ -1,7 +1,7 @@
 """Leader election with a ``coordination.k8s.io/v1`` Lease, following client-go ``tools/leaderelection``.
 
 With several ``admit serve`` replicas, every replica serves the webhooks and keeps its caches warm, and exactly one
-(the Lease holder) runs the PodGroup controller's writes.
+(the Lease holder) runs the gang controllers' writes.
 
 The Lease (``spec``, Kubernetes API reference "Lease v1"): ``holderIdentity``, ``leaseDurationSeconds`` (int),
 ``acquireTime``/``renewTime`` (``MicroTime``: ``2006-01-02T15:04:05.000000Z``, six fractional digits),

@@ -1,7 +1,7 @@
 """A one-to-many index (key -> set of members) that stores a lone member without a set.
 
-The controllers index every cached gang workload and PodGroup several ways (``podgroups.py``: by PodGroup, by owner
-identity, PodGroups by owner; ``controller/workload_api.py`` the same for Workload objects). Almost every key has
+The controller indexes every cached gang workload and gang object several ways (``manager.py``: claims by group, by
+owner identity; ``gangs.py``: objects by owner). Almost every key has
 exactly one member (one Deployment names one PodGroup), and a Python ``set`` of one costs 216 bytes: at 20,000
 gang workloads three such indexes held about 12 MiB of one-member sets (measured: the chart's 256 MiB must hold
 20,000 gang workloads). ``MultiIndex`` keeps the member itself for a key with one member and a ``set`` only from the

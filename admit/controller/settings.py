@@ -1,5 +1,5 @@
-"""The tunables of admit's controllers (``ControllerSettings``), read by every part of them: the PodGroup controller
-(``podgroups.py``) and its writes (``writes.py``), the gang-object controllers (``workload_api.py``), the key loop
+"""The tunables of admit's controller (``ControllerSettings``), read by every part of it: the manager
+(``manager.py``), the gang controllers (``gangs.py``), the key loop
 (``keyloop.py``) and the write guards (``guards.py``)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class ControllerSettings:
     ``watch_idle_timeout``: a watch silent (no event, no bookmark) this long is opened again. ``page_size``: list page
     (50, not client-go's 500: a page is parsed in one go on the loop that serves admissions; 100 stored Deployments
     are about 0.54 MB of JSON, 11 ms to parse with the stdlib and 7 ms with orjson on the development machine).
-    ``repeat_window``: see ``guards.WriteGuards.repeating``. ``freeze_heap``: see ``Controller._listed``.
+    ``repeat_window``: see ``guards.WriteGuards.repeating``. ``freeze_heap``: see ``manager.Manager._listed``.
     """
 
     orphan_grace_period: float = 60.0

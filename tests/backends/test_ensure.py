@@ -13,9 +13,8 @@ import pytest
 from admit.backends.ensure import ensure
 from admit.backends.registry import backend_of
 from admit.config import Config
-from admit.controller.workload_api import GangCacheView
+from admit.controller.cacheview import ControllerView
 from admit.kube.client import AlreadyExists, KubeError
-from admit.kube.watchcache import Resource
 from admit.webhook.admissionreview import Decision, dumps, parse_review
 from admit.webhook.validate import validate
 from tests.backends import volcano
@@ -201,21 +200,32 @@ async def test_an_object_deleted_between_the_create_and_the_read_is_created_once
     assert (kind, "web") in store.objects
 
 
-class Native:
-    """A started gang-object controller as ``GangCacheView`` sees one: its resources and its cache."""
+class Gang:
+    """A started gang controller as ``ControllerView`` sees one: its cached objects by kind."""
 
-    def __init__(self, group: str, objects: dict[str, dict[str, Any]]) -> None:
-        self.resources = {kind: Resource(group, "v1", kind.lower() + "s", kind) for kind in objects}
+    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
         self.objects = objects
 
-    def get_native(self, kind, namespace, name):
+    def get(self, kind, namespace, name):
         return self.objects.get(kind)
 
 
+class Manager:
+    """What ``ControllerView`` reads of ``manager.Manager``: who keeps each (API group, kind)."""
+
+    def __init__(self, *gangs: tuple[str, Gang]) -> None:
+        self.config = Config()
+        self.workloads: dict[Any, Any] = {}
+        self.by_type = {(group, kind): gang for group, gang in gangs for kind in gang.objects}
+
+    def group_pods(self, namespace, name, exclude):
+        return None
+
+
 def test_two_backends_whose_objects_share_a_kind_never_hide_each_others_cached_objects():
-    volcano_group = Native(volcano.GROUP, {"PodGroup": {"kind": "PodGroup", "volcano": True}})
-    native = Native("scheduling.k8s.io", {"Workload": {"kind": "Workload"}, "PodGroup": {"kind": "PodGroup"}})
-    view = GangCacheView(None, volcano_group, native)
+    volcano_group = Gang({"PodGroup": {"kind": "PodGroup", "volcano": True}})
+    native = Gang({"Workload": {"kind": "Workload"}, "PodGroup": {"kind": "PodGroup"}})
+    view = ControllerView(Manager((volcano.GROUP, volcano_group), ("scheduling.k8s.io", native)))
     assert view.gang_object("scheduling.k8s.io", "PodGroup", "team", "web") == {"kind": "PodGroup"}
     assert view.gang_object(volcano.GROUP, "PodGroup", "team", "web") == {"kind": "PodGroup", "volcano": True}
     assert view.gang_object("scheduling.x-k8s.io", "PodGroup", "team", "web") is None

@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 
 from admit.webhook.admission import Admission
 from admit.backends import workload_api
-from admit.controller.workload_api import native_claim_of
+from admit.controller.claims import claim_of
 from admit.backends.gangobjects import owner_reference
 from admit.backends.workload_api.discovery import BackendUnavailable, choose_version, configure_backends, unknown_versions
 from admit.config import WORKLOAD_API_VERSIONS, Config
@@ -312,7 +312,7 @@ def test_the_controller_reports_a_stored_pod_group_whose_class_its_pods_no_longe
     objs["Workload"]["spec"]["podGroupTemplates"][0]["priorityClassName"] = "team-high"
     objs["PodGroup"]["spec"]["priorityClassName"] = "team-high"
     objs["PodGroup"]["metadata"]["namespace"] = objs["Workload"]["metadata"]["namespace"] = "team-a"
-    claim = native_claim_of(dep, DEPLOYMENTS, BETA)
+    claim = claim_of(dep, DEPLOYMENTS, BETA, backend="workload-api")
     actions = decide_native(("team-a", "trainer"), objs, [claim], BETA, now=0, unclaimed_since=None, grace=1)
     assert [(a.kind, a.object_kind) for a in actions] == [("priority", "Workload"), ("priority", "PodGroup")]
     assert all(not a.ops and "keeps priorityClassName 'team-high' (the pods now name 'team-low')" in a.message

@@ -164,7 +164,7 @@ def one_native(rows):
 
 def controller_warning(obj: dict, message: str) -> dict:
     """The Warning ``GangBelowMinMember`` Event admit's controller records on the workload
-    (``controller/writes.py``), as kube-apiserver stores it."""
+    (``controller/gangs.py``), as kube-apiserver stores it."""
     meta = obj["metadata"]
     return {"apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"],

@@ -15,9 +15,7 @@ import pytest
 from admit.cli import build_parser, config_from_args
 from admit.cli.status import run_status
 from admit.config import Config
-from admit.controller.cacheview import ControllerView
-from admit.controller.podgroups import Controller, ControllerSettings
-from admit.controller.workload_api import start_native_controller
+from admit.controller.manager import ControllerSettings, Manager
 from admit.kube.client import KubeAPI
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.webhook.admission import Admission
@@ -44,23 +42,21 @@ def deployment(replicas: int = 3, min_member: str = "3") -> dict[str, Any]:
 
 @pytest.fixture
 async def cluster(aiohttp_client):
-    """The fake API serving Volcano's PodGroup, admit's controllers (started by ``start_native_controller`` as
-    ``admit serve`` starts them) and the webhook over HTTP, with the Volcano backend registered."""
+    """The fake API serving Volcano's PodGroup, admit's controller (one gang controller per enabled backend, as
+    ``admit serve`` starts it) and the webhook over HTTP, with the Volcano backend registered."""
     volcano.install()
     try:
         async with FakeKubeAPI(gc_orphans_after=0.025) as fake:
             fake.register(volcano.GROUP, volcano.VERSION, "PodGroup", volcano.PLURAL)
             settings = ControllerSettings(identity="a", lease_namespace="admit", **FAST_CONTROLLER)
-            main = Controller(fake.api_client(), CONFIG, settings, own_client=True)
+            main = Manager(fake.api_client(), CONFIG, settings, own_client=True)
             await main.start()
-            natives = await start_native_controller(main)
-            assert natives is not None and [c.backend.name for c in natives.controllers] == [volcano.NAME]
-            await eventually(lambda: main.working and natives.controllers[0]._leading)
+            assert list(main.gangs) == [volcano.NAME]
+            await eventually(lambda: main.working)
             async with fake.api_client() as api_client:
-                admission = Admission(CONFIG, KubeAPI(api_client, CONFIG), natives.view(ControllerView(main)))
+                admission = Admission(CONFIG, KubeAPI(api_client, CONFIG), main.cache)
                 client = await aiohttp_client(create_app(admission))
                 yield fake, client
-            await natives.stop()
             await main.stop()
     finally:
         volcano.uninstall()

@@ -117,7 +117,7 @@ async def test_an_annotation_only_change_of_a_gang_is_never_reverted_by_the_cont
     same_generation = update["metadata"].get("generation") == stored["metadata"].get("generation")
     assert same_generation == ((resource.group, resource.kind) != ("apps", "Deployment")), update["metadata"]
     fake.clear_requests()
-    before = len(controller.actions)
+    before = len(controller.gangs["coscheduling"].actions)
     verdict = await admission.validate(admission_request(update, resource, "UPDATE", stored))
     assert verdict.allowed, verdict.message
     assert str(timeout_of(fake, key)) == NEW_TIMEOUT
@@ -128,7 +128,7 @@ async def test_an_annotation_only_change_of_a_gang_is_never_reverted_by_the_cont
     await asyncio.sleep(0.4)
     assert str(timeout_of(fake, key)) == NEW_TIMEOUT
     assert len(fake.requests_for("podgroups", "patch")) == 1  # the webhook's; none from the controller
-    assert ("patch", key) not in list(controller.actions)[before:]
+    assert ("patch", key) not in list(controller.gangs["coscheduling"].actions)[before:]
 
 
 async def test_an_annotation_change_is_not_reverted_by_a_leader_elected_while_it_is_in_flight(

@@ -1,4 +1,4 @@
-"""The PodGroup controller (admit/controller/podgroups.py): the pure decisions, then the loop against the fake Kubernetes API
+"""The controller (admit/controller/manager.py, gangs.py) keeping Coscheduling's PodGroups: the pure decisions, then the loop against the fake Kubernetes API
 over HTTP with watch streams and its garbage-collector emulation (``gc_orphans_after=0.025``: an object whose
 ownerReferences all name uids that are not stored is deleted after 25 ms, as measured on a real cluster).
 
@@ -22,16 +22,8 @@ from admit.webhook.admission import Admission
 from admit.cli import build_parser
 from admit.config import Config
 from admit.controller.events import EventRecorder
-from admit.controller.podgroups import (
-    KNOWN_RESOURCES,
-    Claim,
-    Controller,
-    ControllerSettings,
-    claim_of,
-    decide,
-    owner_reference,
-    watched_kinds,
-)
+from admit.controller.claims import KNOWN_RESOURCES, Claim, claim_of, owner_reference, watched_kinds
+from admit.controller.manager import ControllerSettings, Manager
 from admit.families import kinds
 from admit.families.kinds import RESOLVERS
 from admit.kube.client import KubeAPI
@@ -39,7 +31,7 @@ from admit.backends.coscheduling.podgroup import desired_pod_group
 from admit.webhook.admissionreview import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.kube.watchcache import KubeRaw, Resource
-from tests.helpers import FAST_CONTROLLER, GC_ORPHANS_AFTER, eventually, requests_caused
+from tests.helpers import FAST_CONTROLLER, GC_ORPHANS_AFTER, decide_pod_group as decide, eventually, requests_caused
 
 pytestmark = pytest.mark.fake_api(gc_orphans_after=GC_ORPHANS_AFTER)
 
@@ -301,11 +293,11 @@ async def kube(fake):
 @pytest.fixture
 async def controllers(fake):
     """Factory: ``await controllers("a")`` starts a controller (own ApiClient) and waits until it works if asked."""
-    made: list[Controller] = []
+    made: list[Manager] = []
 
-    async def make(identity: str = "a", wait: bool = True, **kw: Any) -> Controller:
+    async def make(identity: str = "a", wait: bool = True, **kw: Any) -> Manager:
         settings = ControllerSettings(identity=identity, lease_namespace="admit", **{**FAST, **kw})
-        controller = Controller(fake.api_client(), CONFIG, settings, own_client=True)
+        controller = Manager(fake.api_client(), CONFIG, settings, own_client=True)
         made.append(controller)
         await controller.start()
         if wait:
@@ -440,7 +432,7 @@ async def test_an_orphan_that_live_pods_still_use_is_kept(fake, controllers, cap
         fake.put({"apiVersion": "v1", "kind": "Pod",
                   "metadata": {"name": name, "namespace": "team", "labels": {"scheduling.x-k8s.io/pod-group": "web"}},
                   "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": {"phase": phase}})
-    keeping = "has no stored workload but live pods still carry its label; keeping it"
+    keeping = "has no stored workload but live pods still wait on it; keeping it"
     with caplog.at_level(logging.INFO, "admit.controller"):
         fake.put(managed_pg())
         # Logged after the grace period and the answers of the live reads (owner, pods): wait for it, then a little.
@@ -472,7 +464,7 @@ async def test_a_group_deleted_by_hand_is_recreated_while_its_workload_lives(fak
 async def test_only_the_lease_holder_writes_and_the_other_replica_takes_over(fake, kube, controllers):
     a = await controllers("a")
     b = await controllers("b", wait=False)
-    await eventually(lambda: b.pod_groups.synced and b.workloads[DEPLOYMENTS].synced)
+    await eventually(lambda: b.gangs["coscheduling"].managed["PodGroup"].synced and b.workloads[DEPLOYMENTS].synced)
     await create_workload(kube, deployment())
     await eventually(lambda: (pg_of(fake) or {}).get("metadata", {}).get("ownerReferences"))
     # KubeRaw counts a write once its answer is read, which can be after the fake API stored the object.
@@ -514,7 +506,7 @@ async def test_the_controller_survives_dropped_watches_and_410_gone(fake, kube, 
     fake.compact()  # ...and finds its resourceVersion compacted: 410, relist
     await eventually(lambda: (pg_of(fake, "api") or {}).get("metadata", {}).get("ownerReferences"))
     # (adoption may come first, through a 409 and a GET, while the PodGroup watch still waits to reconnect)
-    await eventually(lambda: controller.pod_groups.lists >= 2 and controller.workloads[DEPLOYMENTS].lists >= 2)
+    await eventually(lambda: controller.gangs["coscheduling"].managed["PodGroup"].lists >= 2 and controller.workloads[DEPLOYMENTS].lists >= 2)
     await eventually(lambda: (controller.cache.get("team", "api") or {}).get("metadata", {}).get("ownerReferences"))
     await fake.drop_watches()  # a clean end of stream resumes without a relist
     lists = controller.workloads[DEPLOYMENTS].lists
@@ -737,8 +729,8 @@ async def test_a_pod_whose_group_is_missing_gets_a_warning_and_the_group_is_recr
     fake.put({"apiVersion": PG_API, "kind": "PodGroup", "metadata": {"name": "pg1", "namespace": "team"},
               "spec": {"minMember": 2}})
     await create_workload(kube, deployment("seed", annotations={"gang.admit.dev/pod-group": "pg1"}, group="pg1"))
-    await eventually(lambda: controller.other_pod_groups.get("team", "pg1") and
-                     controller._by_group.get(("team", "pg1")))
+    await eventually(lambda: controller.gangs["coscheduling"].others["PodGroup"].get("team", "pg1") and
+                     controller.claimed("coscheduling", ("team", "pg1")))
     pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "pg1"
     assert (await admission.validate(request(pod, "Pod", "", "pods"))).warnings == []
 
@@ -754,7 +746,6 @@ async def test_readiness_waits_for_the_first_list_of_pod_groups_only(fake, contr
 
 
 def test_ignored_api_groups_are_not_watched():
-    from admit.controller.podgroups import watched_kinds
 
     ignored = {"kubeflow.org", "sparkoperator.k8s.io", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io", "ray.io",
                "trainer.kubeflow.org"}

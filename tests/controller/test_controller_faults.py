@@ -63,7 +63,7 @@ async def test_a_group_whose_workload_a_silent_watch_missed_is_not_deleted_as_an
     fake.put(managed_pg("web", min_member=3))  # created at admission, without an owner (the GC race)
     await create_workload(kube, deployment())  # stored; the silent watch never says so
     # Counted once the live read of the owner has answered (after the grace period): wait for it.
-    await eventually(lambda: controller.guards.stale_skips >= 1, timeout=GRACE + 2)
+    await eventually(lambda: controller.gangs["coscheduling"].guards.stale_skips >= 1, timeout=GRACE + 2)
     await asyncio.sleep(0.1)
     assert pg_of(fake) is not None and fake.requests_for("podgroups", "delete") == []
     fake.release_watches("deployments")  # the watch catches up: the group is adopted
@@ -88,7 +88,7 @@ async def test_no_group_is_created_for_a_workload_deleted_while_its_watch_lags(f
     await asyncio.sleep(1.0)
     assert fake.requests_for("podgroups", "create") == []
     assert [g["name"] for g in fake.gc_deleted] == ["web"]
-    assert controller.guards.stale_skips >= 1
+    assert controller.gangs["coscheduling"].guards.stale_skips >= 1
     fake.release_watches("deployments")
     await asyncio.sleep(0.3)
     assert pg_of(fake) is None and fake.requests_for("podgroups", "create") == []
@@ -105,7 +105,7 @@ async def test_a_group_is_not_adopted_by_a_workload_recreated_under_another_uid_
     fake.delete_object("apps/v1", "deployments", "team", "web")
     second = await create_workload(kube, deployment())  # same name, new uid; the cache still has the first
     await eventually(lambda: pg_of(fake) is None)  # garbage-collected with the first
-    await eventually(lambda: controller.guards.stale_skips >= 1, timeout=2)  # counted once the live read has answered
+    await eventually(lambda: controller.gangs["coscheduling"].guards.stale_skips >= 1, timeout=2)  # counted once the live read has answered
     await asyncio.sleep(0.3)
     assert pg_of(fake) is None  # nothing created with the first uid
     fake.release_watches("deployments")
@@ -132,7 +132,7 @@ async def test_a_write_something_keeps_undoing_is_repeated_with_back_off(fake, k
     # Without back-off: one create per deletion, about every 10-30 ms (60+ in 2 s). With it: the first two at
     # once, then after 0.2, 0.4, 0.8, 0.8 ... seconds.
     assert 3 <= creates <= 7, creates
-    assert controller.guards.repeats[("team", "web")][1] >= 3
+    assert controller.gangs["coscheduling"].guards.repeats[("team", "web")][1] >= 3
 
 
 # ======================================================================================================================
@@ -222,9 +222,9 @@ async def test_a_write_refused_in_a_moment_of_lost_leadership_is_tried_again_whe
     real = controller.elector.clock
     controller.elector.clock = lambda: real() + offset
     assert not controller.elector.is_leader() and controller.working
-    reconciles = controller.reconciles
+    reconciles = controller.gangs["coscheduling"].reconciles
     await create_workload(kube, deployment())
-    await eventually(lambda: controller.reconciles > reconciles)
+    await eventually(lambda: controller.gangs["coscheduling"].reconciles > reconciles)
     await asyncio.sleep(0.1)
     assert pg_of(fake) is None  # refused: the Lease looked lost
     offset = 0.0  # the renewal lands in time
@@ -266,7 +266,7 @@ async def test_the_caches_keep_small_records_and_a_relist_keeps_the_same_claims(
     big["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
                                          "fieldsV1": {"f:spec": {"f:replicas": {}}}}]
     await create_workload(kube, big)
-    await eventually(lambda: owned(fake) and "ownerReferences" in (controller.pod_groups.get("team", "web") or
+    await eventually(lambda: owned(fake) and "ownerReferences" in (controller.gangs["coscheduling"].managed["PodGroup"].get("team", "web") or
                                                                  {"metadata": {}})["metadata"])
     workloads = controller.workloads[DEPLOYMENTS]
     record = workloads.get("team", "web")
@@ -281,7 +281,7 @@ async def test_the_caches_keep_small_records_and_a_relist_keeps_the_same_claims(
                                        "creationTimestamp", "deletionTimestamp"}
     claim = record["claim"]
     assert not claim.plan.targets and "spec" not in claim.workload
-    pg = controller.pod_groups.get("team", "web")
+    pg = controller.gangs["coscheduling"].managed["PodGroup"].get("team", "web")
     assert "status" not in pg and "managedFields" not in pg["metadata"]
     assert set(pg["metadata"]["annotations"]) == {"gang.admit.dev/owner", "gang.admit.dev/workload-generation"}
     # A 410 relist: the unchanged Deployment keeps its record, so the one claim in the index is still the cached one.
@@ -298,11 +298,11 @@ async def test_a_resync_recomputes_no_claim_and_gives_the_loop_back(fake, kube, 
     for i in range(workloads):
         fake.put(deployment(f"w{i:03}"))
     controller = await controllers(resync_period=0.5)
-    await eventually(lambda: len(controller.pod_groups) == workloads, timeout=20)
+    await eventually(lambda: len(controller.gangs["coscheduling"].managed["PodGroup"]) == workloads, timeout=20)
     before = dict(controller._claims)
-    reconciles = controller.reconciles
+    reconciles = controller.gangs["coscheduling"].reconciles
     cache = controller.workloads[DEPLOYMENTS]
-    await eventually(lambda: controller.reconciles >= reconciles + workloads, timeout=5)  # a resync went round
+    await eventually(lambda: controller.gangs["coscheduling"].reconciles >= reconciles + workloads, timeout=5)  # a resync went round
     assert all(controller._claims[k] is c for k, c in before.items())
     assert cache.lists == 1
 

@@ -1,6 +1,6 @@
-"""The guarantees every gang backend's controller gives, run over Coscheduling (``podgroups.Controller``), the
-Workload API and the test Volcano backend (``tests/backends/volcano.py``; both ``workload_api.NativeGangController``,
-as ``admit serve`` starts them with ``start_native_controller``): a write that something keeps undoing backs off, a
+"""The guarantees every gang backend's controller gives, run over Coscheduling, the Workload API and the test Volcano
+backend (``tests/backends/volcano.py``), each kept by the one ``gangs.GangController`` class as ``admit serve``
+starts it (``manager.Manager``, one gang controller per enabled backend): a write that something keeps undoing backs off, a
 write for a workload the cache still holds is made only once the workload read live agrees, and an annotation-only
 change admission wrote ahead of the stored workload is never written back (``guards.WriteGuards``,
 ``common.ahead_of``). On the fake API with its garbage-collector emulation; timings scaled down as in
@@ -19,9 +19,7 @@ import pytest
 
 from admit.backends.registry import backend_of
 from admit.config import Config
-from admit.controller.cacheview import ControllerView
-from admit.controller.podgroups import Controller, ControllerSettings
-from admit.controller.workload_api import start_native_controller
+from admit.controller.manager import ControllerSettings, Manager
 from admit.kube.client import KubeAPI
 from admit.kube.watchcache import KubeRaw, Resource
 from admit.testing.fake_kube import FakeKubeAPI
@@ -37,8 +35,9 @@ BACKENDS = ["coscheduling", "workload-api", volcano.NAME]
 class Stack:
     """The fake API, admit's controllers as ``admit serve`` runs them for ``config``, and the admission path."""
 
-    def __init__(self, fake: FakeKubeAPI, kube: KubeRaw, config: Config, main: Controller, gangs: Any) -> None:
-        self.fake, self.kube, self.config, self.main, self.gangs = fake, kube, config, main, gangs
+    def __init__(self, fake: FakeKubeAPI, kube: KubeRaw, config: Config, main: Manager) -> None:
+        self.fake, self.kube, self.config, self.main = fake, kube, config, main
+        self.gangs = main.gangs[config.gang_backend]
         self.types = backend_of(config.gang_backend).object_types(config)
         self.admission = Admission(config, KubeAPI(kube.api_client, config), main.cache)
 
@@ -79,16 +78,12 @@ async def stack(name: str, **settings: Any) -> AsyncIterator[Stack]:
         async with FakeKubeAPI(gc_orphans_after=0.025, workload_api="v1beta1") as fake:
             if name == volcano.NAME:
                 fake.register(volcano.GROUP, volcano.VERSION, "PodGroup", volcano.PLURAL)
-            main = Controller(fake.api_client(), config, ControllerSettings(
+            main = Manager(fake.api_client(), config, ControllerSettings(
                 identity="a", lease_namespace="admit", **{**FAST_CONTROLLER, **settings}), own_client=True)
             await main.start()
-            natives = await start_native_controller(main)
-            gangs = natives.controllers[0] if natives is not None else main
-            await eventually(lambda: main.working and (natives is None or gangs._leading))
+            await eventually(lambda: main.working)
             async with fake.api_client() as api_client:
-                yield Stack(fake, KubeRaw(api_client, timeout=2.0), config, main, gangs)
-            if natives is not None:
-                await natives.stop()
+                yield Stack(fake, KubeRaw(api_client, timeout=2.0), config, main)
             await main.stop()
     finally:
         if name == volcano.NAME:
@@ -164,28 +159,24 @@ async def test_a_second_backend_whose_object_kind_is_also_pod_group_does_not_hid
     try:
         async with FakeKubeAPI(gc_orphans_after=0.025, workload_api="v1beta1") as fake:
             fake.register(volcano.GROUP, volcano.VERSION, "PodGroup", volcano.PLURAL)
-            main = Controller(fake.api_client(), config, ControllerSettings(
+            main = Manager(fake.api_client(), config, ControllerSettings(
                 identity="a", lease_namespace="admit", **FAST_CONTROLLER), own_client=True)
             await main.start()
-            natives = await start_native_controller(main)
-            assert natives is not None
-            assert [c.backend.name for c in natives.controllers] == [volcano.NAME, "workload-api"]
-            await eventually(lambda: main.working and all(c._leading for c in natives.controllers))
+            assert list(main.gangs) == [volcano.NAME, "workload-api"]
+            await eventually(lambda: main.working)
             async with fake.api_client() as api_client:
-                admission = Admission(config, KubeAPI(api_client, config), natives.view(ControllerView(main)))
-                s = Stack(fake, KubeRaw(api_client, timeout=2.0), config, main, natives.controllers[1])
+                admission = Admission(config, KubeAPI(api_client, config), main.cache)
+                s = Stack(fake, KubeRaw(api_client, timeout=2.0), config, main)
                 mutated = s.mutated()
                 assert (await admission.validate(request(mutated, "CREATE"))).allowed
                 stored = await s.kube.request("POST", DEPLOYMENTS.path("team"), body=mutated)
                 await eventually(lambda: s.owned_by(stored["metadata"]["uid"]))
-                await eventually(lambda: all(s.gangs.get_native(t.kind, "team", "web") is not None and s.gangs
-                                             .get_native(t.kind, "team", "web")["metadata"].get("ownerReferences")
-                                             for t in s.types))
+                await eventually(lambda: all((s.gangs.get(t.kind, "team", "web") or {"metadata": {}})["metadata"]
+                                             .get("ownerReferences") for t in s.types))
                 fake.clear_requests()
                 decision = await admission.validate(request(stored, "UPDATE"))
                 assert decision.allowed and [o["kind"] for o in decision.pod_groups] == ["Workload", "PodGroup"]
                 assert requests_caused(fake, "workloads", "podgroups") == []
-            await natives.stop()
             await main.stop()
     finally:
         volcano.uninstall()

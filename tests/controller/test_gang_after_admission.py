@@ -103,7 +103,7 @@ async def test_a_pod_that_fails_while_its_siblings_run_keeps_the_whole_gang(aioh
         finish(fake, first["2"], "Failed")  # the other three still run: the replacement joins them
         await eventually(lambda: len(job_pods(fake, "early")) == 5)
         await eventually(lambda: (fake.get("batch/v1", "jobs", "ml", "early").get("status") or {}).get("failed") == 1)
-        await stack.controller.pod_groups.wait_synced(1.0)
+        await stack.controller.gangs["coscheduling"].managed["PodGroup"].wait_synced(1.0)
         assert min_member(fake, "early") == 4
 
 
@@ -529,7 +529,7 @@ async def test_a_pod_group_the_workloads_own_operator_made_is_never_written_and_
 
 
 def test_the_controller_reports_a_stored_workload_that_can_never_fill_its_hand_written_pod_group():
-    from admit.controller.podgroups import decide
+    from tests.helpers import decide_pod_group as decide
     from admit.config import Config
     from admit.controller.claims import claim_of
     from admit.kube.watchcache import Resource

@@ -1,8 +1,8 @@
-"""admit/controller/keyloop.py: the one key loop both gang controllers run (the PodGroup controller's workers and the
-gang-object controller's single loop): what happens to a key whose reconcile fails, and the once-per-change reports.
+"""admit/controller/keyloop.py: the one key loop every gang controller runs (``gangs.GangController``'s workers):
+what happens to a key whose reconcile fails, and the once-per-change reports.
 
 The errors are shaped as the API client raises them (``kube.client.KubeError`` with the request in its message) and
-as ``writes.KeyWrites`` re-raises a failed write (``"cannot create PodGroup ..."``).
+as ``gangs.GangController`` re-raises a failed write (``"cannot create PodGroup ..."``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from admit.controller.keyloop import KeyLoop
 from admit.controller.leader import NotLeader
-from admit.controller.podgroups import ControllerSettings
+from admit.controller.settings import ControllerSettings
 from admit.kube.client import KubeError
 
 WEB = ("team-a", "web")

@@ -1,5 +1,5 @@
-"""The workload-api side of the controller (admit/controller/workload_api.py, admit/backends/gangobjects.py): the pure
-decisions, then the loop against the fake Kubernetes API with its garbage-collector emulation
+"""The controller keeping the workload-api backend's Workload and PodGroup (admit/controller/gangs.py,
+admit/backends/gangobjects.py): the pure decisions, then the loop against the fake Kubernetes API with its garbage-collector emulation
 (``gc_orphans_after=0.025``, as measured on a real cluster), for v1alpha2 (immutable minCount: re-created) and v1beta1
 (patched). Timings scaled down as in tests/controller/test_controller.py."""
 
@@ -13,10 +13,10 @@ import jsonpatch
 import pytest
 
 from admit.webhook.admission import Admission
-from admit.controller.workload_api import NativeGangController, native_claim_of
 from admit.backends.gangobjects import decide_objects, owner_reference
 from admit.config import Config
-from admit.controller.podgroups import Controller, ControllerSettings, claim_of
+from admit.controller.claims import claim_of
+from admit.controller.manager import ControllerSettings, Manager
 from admit.kube.client import KubeAPI
 from admit.webhook.admissionreview import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
@@ -68,7 +68,7 @@ def gang(config: Config, kind: str, name: str = "web", min_count: int = 3, owner
 
 
 def claims(config: Config, *objs: dict[str, Any]) -> list[Any]:
-    return [c for c in (native_claim_of(o, DEPLOYMENTS, config) for o in objs) if c is not None]
+    return [c for c in (claim_of(o, DEPLOYMENTS, config, backend="workload-api") for o in objs) if c is not None]
 
 
 # ======================================================================================================================
@@ -151,10 +151,11 @@ def test_each_controller_claims_only_the_gangs_of_its_backend():
     native = deployment()
     native["metadata"]["annotations"]["gang.admit.dev/backend"] = "workload-api"
     cos = deployment(name="old")
-    assert native_claim_of(native, DEPLOYMENTS, both).key == ("team", "web")
-    assert claim_of(native, DEPLOYMENTS, both) is None
-    assert native_claim_of(cos, DEPLOYMENTS, both) is None
-    assert claim_of(cos, DEPLOYMENTS, both).key == ("team", "old")
+    assert claim_of(native, DEPLOYMENTS, both, backend="workload-api").key == ("team", "web")
+    assert claim_of(native, DEPLOYMENTS, both, backend="coscheduling") is None
+    assert claim_of(cos, DEPLOYMENTS, both, backend="workload-api") is None
+    assert claim_of(cos, DEPLOYMENTS, both, backend="coscheduling").key == ("team", "old")
+    assert [claim_of(o, DEPLOYMENTS, both).plan.backend for o in (native, cos)] == ["workload-api", "coscheduling"]
 
 
 # ======================================================================================================================
@@ -168,13 +169,11 @@ async def env(request):
     async with FakeKubeAPI(gc_orphans_after=0.025, workload_api=config.workload_api_version) as fake:
         async with fake.api_client() as api_client:
             settings = ControllerSettings(identity="a", lease_namespace="admit", **FAST)
-            main = Controller(fake.api_client(), config, settings, own_client=True)
-            native = NativeGangController(main)
+            main = Manager(fake.api_client(), config, settings, own_client=True)
+            native = main.gangs["workload-api"]
             await main.start()
-            await native.start()
-            await eventually(lambda: main.working and native._leading)
+            await eventually(lambda: main.working)
             yield fake, KubeRaw(api_client, timeout=2.0), config, main, native
-            await native.stop()
             await main.stop()
 
 
@@ -198,13 +197,13 @@ def request(obj: dict[str, Any]) -> AdmissionRequest:
 
 async def test_admitting_a_gang_whose_objects_are_cached_and_in_step_costs_no_api_call(env):
     fake, kube, config, main, native = env
-    admission = Admission(config, KubeAPI(kube.api_client, config), native.view(main.cache))
+    admission = Admission(config, KubeAPI(kube.api_client, config), main.cache)
     user = deployment(uid=None)
     del user["metadata"]["labels"]
     mutated = jsonpatch.apply_patch(user, admission.mutate(request(user)).patch)
     assert (await admission.validate(request(mutated))).allowed
     await kube.request("POST", DEPLOYMENTS.path("team"), body=mutated)
-    await eventually(lambda: all((native.get_native(k, "team", "web") or {}).get("metadata", {}).get(
+    await eventually(lambda: all((native.get(k, "team", "web") or {}).get("metadata", {}).get(
         "ownerReferences") for k in ("Workload", "PodGroup")))
     fake.clear_requests()
     decision = await admission.validate(request(mutated))
@@ -235,19 +234,17 @@ async def test_the_gang_follows_a_scale_that_admission_did_not_see_where_the_api
 
 async def test_a_follower_writes_nothing(env):
     fake, kube, config, main, native = env
-    follower_main = Controller(fake.api_client(), config, ControllerSettings(identity="b", lease_namespace="admit",
-                                                                             **FAST), own_client=True)
-    follower = NativeGangController(follower_main)
+    follower_main = Manager(fake.api_client(), config, ControllerSettings(identity="b", lease_namespace="admit",
+                                                                          **FAST), own_client=True)
+    follower = follower_main.gangs["workload-api"]
     await follower_main.start()
-    await follower.start()
     try:
         await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))
         await eventually(lambda: all(objects_of(fake, config)))
         await asyncio.sleep(0.2)
-        assert not follower._leading and follower.actions == []
+        assert not follower.leading and list(follower.actions) == []
         assert any(a[0] == "create" for a in native.actions)
     finally:
-        await follower.stop()
         await follower_main.stop()
 
 
@@ -277,7 +274,7 @@ async def test_a_scheduled_gang_that_lost_a_pod_is_counted_below_min_count_with_
     fake.put(pg)
     for i in range(3):
         fake.put(gang_pod(i, f"node-{i}"))
-    await eventually(lambda: (native.get_native("PodGroup", "team", "web") or {}).get("status"))
+    await eventually(lambda: (native.get("PodGroup", "team", "web") or {}).get("status"))
     assert await native.check_quorum() == set()  # 3 of 3 on nodes: healthy
     fake.delete_object("v1", "pods", "team", "web-7d9f8-2")  # the node went away with it
     fake.put(gang_pod(3, None))  # its replacement cannot be placed
@@ -299,11 +296,12 @@ async def test_a_scheduled_gang_that_lost_a_pod_is_counted_below_min_count_with_
 async def test_a_gang_object_create_the_api_refuses_is_retried_with_backoff_and_warned_about_once(env, caplog):
     fake, kube, config, main, native = env
     fake.fail("create", "workloads", 500, times=3, message="etcdserver: request timed out")
-    with caplog.at_level(logging.WARNING, logger="admit.controller.native"):
+    with caplog.at_level(logging.WARNING, logger="admit.controller"):
         await kube.request("POST", DEPLOYMENTS.path("team"), body=deployment(uid=None))
         await eventually(lambda: all(objects_of(fake, config)))
     retries = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
     assert len(retries) == 1, retries  # the same failure three times: one warning (the key loop's report)
-    assert retries[0].startswith("workload-api gang team/web: ") and "etcdserver: request timed out" in retries[0]
+    assert retries[0].startswith("cannot create Workload team/web for Deployment team/web: ")
+    assert "etcdserver: request timed out" in retries[0]
     assert retries[0].endswith("; retrying with backoff (0.05s doubling to 0.5s)")
     await eventually(lambda: native.loop.failures == {})  # the reconcile that created them forgot the failures

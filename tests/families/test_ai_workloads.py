@@ -16,7 +16,7 @@ import pytest
 
 from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.controller.podgroups import owner_reference
+from admit.controller.claims import owner_reference
 from admit.families.jobset import gang_members, replicated_jobs
 from admit.families.ray import cluster_group_name
 from admit.gang.plan import check_group_name
@@ -412,9 +412,9 @@ async def test_a_dra_gpu_deployment_gets_a_pod_group_without_the_gpus_and_the_co
                                 body=mutated)
     await eventually(lambda: fake.get(PG_API, "podgroups", "serving", "vllm")["metadata"].get("ownerReferences"))
     assert fake.get(PG_API, "podgroups", "serving", "vllm")["metadata"]["ownerReferences"] == [owner_reference(stored)]
-    reconciles = controller.reconciles
-    controller.loop.queue.add(("serving", "vllm"))  # one more pass over the key: it must find nothing to change
-    await eventually(lambda: controller.reconciles > reconciles)
+    reconciles = controller.gangs["coscheduling"].reconciles
+    controller.gangs["coscheduling"].loop.queue.add(("serving", "vllm"))  # one more pass over the key: it must find nothing to change
+    await eventually(lambda: controller.gangs["coscheduling"].reconciles > reconciles)
     assert fake.get(PG_API, "podgroups", "serving", "vllm")["spec"]["minResources"] == {"cpu": "16", "memory": "64Gi"}
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from admit.webhook.admission import Admission
 from admit.config import Config
-from admit.controller.podgroups import claim_of
+from admit.controller.claims import claim_of
 from admit.kube.client import KubeAPI
 from admit.webhook.mutate import mutate
 from admit.webhook.admissionreview import dumps, parse_review

@@ -504,18 +504,17 @@ def spark_fake_pod(obj):
 
 async def spark_webhook(aiohttp_client, fake, controller):
     """The webhook over HTTP against ``fake``, with the controller's caches running (started and synced) or not."""
-    from admit.controller.cacheview import ControllerView
-    from admit.controller.podgroups import Controller, ControllerSettings
+    from admit.controller.manager import ControllerSettings, Manager
     from tests.helpers import FAST_CONTROLLER, eventually
 
     api_client = fake.api_client()
     cache = ctl = None
     if controller:
-        ctl = Controller(fake.api_client(), CONFIG, ControllerSettings(identity="a", lease_namespace="admit",
-                                                                       **FAST_CONTROLLER), own_client=True)
+        ctl = Manager(fake.api_client(), CONFIG, ControllerSettings(identity="a", lease_namespace="admit",
+                                                                    **FAST_CONTROLLER), own_client=True)
         await ctl.start()
         await eventually(lambda: ctl.working)
-        cache = ControllerView(ctl)
+        cache = ctl.cache
     client = await aiohttp_client(create_app(Admission(CONFIG, KubeAPI(api_client, CONFIG), cache)))
 
     async def close():

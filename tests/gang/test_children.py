@@ -19,7 +19,7 @@ from kubernetes_asyncio import client as k8s
 from admit.families.kinds import PARENTS
 from admit.gang.children import parent_of
 from admit.config import Config
-from admit.controller.podgroups import claim_of
+from admit.controller.claims import claim_of
 from admit.webhook.mutate import mutate
 from admit.webhook.admissionreview import dumps, parse_review
 from admit.testing.fake_kube.controllers import pod_template_hash

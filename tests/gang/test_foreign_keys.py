@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from admit.webhook.admission import Admission
-from admit.controller.cacheview import ControllerView
 from admit.cli import build_parser, config_from_args
 from admit.config import Config
-from admit.controller.podgroups import Controller, ControllerSettings
+from admit.controller.manager import ControllerSettings, Manager
 from admit.kube.client import KubeAPI
 from admit.webhook.app import create_app
 from tests.helpers import FAST_CONTROLLER, admission_review, apply_answer, decode_patch, eventually
@@ -75,12 +74,12 @@ async def webhook(aiohttp_client, fake):
         closers.append(api_client.close)
         cache = None
         if controller:
-            ctl = Controller(fake.api_client(), cfg, ControllerSettings(identity="a", lease_namespace="admit",
-                                                                        **FAST_CONTROLLER), own_client=True)
+            ctl = Manager(fake.api_client(), cfg, ControllerSettings(identity="a", lease_namespace="admit",
+                                                                     **FAST_CONTROLLER), own_client=True)
             closers.append(ctl.stop)
             await ctl.start()
             await eventually(lambda: ctl.working)
-            cache = ControllerView(ctl)
+            cache = ctl.cache
         return await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client, cfg), cache)))
 
     yield make

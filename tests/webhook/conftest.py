@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from admit.config import Config
-from admit.controller.cacheview import ControllerView
-from admit.controller.podgroups import Controller, ControllerSettings
+from admit.controller.manager import ControllerSettings, Manager
 from admit.kube.client import KubeAPI
 from admit.webhook.admission import Admission
 from admit.webhook.app import create_app
@@ -28,11 +27,11 @@ async def webhook(aiohttp_client, fake):
         cache = None
         if controller:
             settings = ControllerSettings(identity="a", lease_namespace="admit", **FAST_CONTROLLER)
-            ctl = Controller(fake.api_client(), cfg, settings, own_client=True)
+            ctl = Manager(fake.api_client(), cfg, settings, own_client=True)
             closers.append(ctl.stop)
             await ctl.start()
             await eventually(lambda: ctl.working)
-            cache = ControllerView(ctl)
+            cache = ctl.cache
         client = await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client, cfg), cache)))
         client.view = cache
         return client

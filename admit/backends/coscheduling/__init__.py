@@ -229,6 +229,9 @@ class Coscheduling:
     def pod_in_group(self, pod: dict[str, Any], name: str, config: Config) -> bool:
         return get_path(pod, ("metadata", "labels", config.pod_group_label)) == name
 
+    def pod_selector(self, name: str, config: Config) -> str:
+        return f"{config.pod_group_label}={name}"
+
     def named_pod_ops(self, pod: dict[str, Any], target: PodTarget,
                       config: Config) -> tuple[list[dict[str, Any]], list[str]] | None:
         """A pod carrying the pod-group label (any value: the PodGroup is the user's) gets the Coscheduling

@@ -18,4 +18,9 @@ from .status import STATUS
 
 __all__ = ["API"]
 
-API = BackendAPI(partial(decide_objects, BACKEND), below_min_count, STATUS, metrics.native_gang, start)
+def _count(kind: str, operation: str) -> None:
+    """``admit_native_gang_operations_total{kind, operation}``: a create is ``created``, the controller's too."""
+    metrics.native_gang(kind, "created" if operation == "recreated" else operation)
+
+
+API = BackendAPI(partial(decide_objects, BACKEND), below_min_count, STATUS, _count, start)

@@ -2,8 +2,8 @@
 
 :func:`diagnose_native` takes the objects as the Kubernetes API lists them (plain dicts, listed by
 ``admit/backends/workload_api/status.py``) and returns one ``diagnose.GangStatus`` per gang; what every backend's
-diagnosis shares is ``admit/backends/diagnose.py``. :func:`below_min_count` is also what the controller of
-``admit/controller/workload_api.py`` counts every resync period (``runtime.BackendAPI.below_min_count``).
+diagnosis shares is ``admit/backends/diagnose.py``. :func:`below_min_count` is also what the backend's gang controller
+(``admit/controller/gangs.py``) counts every resync period (``runtime.BackendAPI.below_min_count``).
 
 kube-scheduler's GangScheduling plugin holds the pods of a native gang at PreEnqueue until ``minCount`` of them
 exist, and such pods get no ``PodScheduled`` condition and no event, by design (kubernetes#141900): these rows say
