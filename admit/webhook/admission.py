@@ -360,7 +360,7 @@ class Admission:
     def _counted(self, verdict: Verdict) -> None:
         """Bring the plan's minResources to what the scheduler counts, from the controller's caches (no API call):
         the pod overhead of a RuntimeClass added, DRA-served resources left out (``validate.add_overhead``,
-        ``validate.drop_uncountable``), as the controller's reconcile does (``writes._countable``)."""
+        ``validate.drop_uncountable``), as the controller's reconcile does (``manager.Manager.countable``)."""
         plan = verdict.ensure
         assert plan is not None
         overheads = getattr(self.cache, "runtime_overheads", None)  # the controller's RuntimeClass cache
