@@ -73,7 +73,6 @@ class Config:
             connection is closed (``connections.ConnectionGuard`` for the headers, ``server`` for the body).
         kubeflow_gang_by_operator: the Kubeflow training-operator itself creates PodGroups
             (``--gang-scheduler-name``); admit then only validates Kubeflow jobs.
-        create_pod_groups: create/patch PodGroups at admission (off for offline ``admit review``).
         ignored_api_groups: API groups whose workloads admit does not handle or watch (e.g. ``kubeflow.org`` when
             the chart's ``workloads.kubeflow`` is off, so the controller does not list kinds RBAC does not grant).
         gang_backend: the gang backend of a workload without ``<prefix>/backend``: ``"coscheduling"``
@@ -106,7 +105,6 @@ class Config:
     max_body_bytes: int = 3 * 1024 * 1024
     read_timeout_seconds: float = 5.0
     kubeflow_gang_by_operator: bool = False
-    create_pod_groups: bool = True
     ignored_api_groups: frozenset[str] = frozenset()
     gang_backend: str = COSCHEDULING
     extra_gang_backends: frozenset[str] = frozenset()

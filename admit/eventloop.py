@@ -158,34 +158,27 @@ class ServerGroup(asyncio.AbstractServer):
 
     @property
     def sockets(self) -> tuple[Any, ...]:
-        """Every listening socket of the group."""
         return tuple(s for server in self.servers for s in getattr(server, "sockets", ()) or ())
 
-    def close(self) -> None:
-        """Stop listening on every socket (connections stay, as ``asyncio.Server.close`` leaves them)."""
+    def close(self) -> None:  # connections stay, as asyncio.Server.close leaves them
         for server in self.servers:
             server.close()
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
-        """The loop the servers run on."""
         return self.servers[0].get_loop()
 
     def is_serving(self) -> bool:
-        """True while any server listens."""
         return any(server.is_serving() for server in self.servers)
 
     async def wait_closed(self) -> None:
-        """Wait until every server is closed."""
         for server in self.servers:
             await server.wait_closed()
 
     async def start_serving(self) -> None:
-        """Every server accepts connections (they do from ``create_server`` on)."""
         for server in self.servers:
             await server.start_serving()
 
     async def serve_forever(self) -> None:
-        """Serve on every server until cancelled."""
         await asyncio.gather(*(server.serve_forever() for server in self.servers))
 
 

@@ -424,10 +424,8 @@ def _cmd_certs(args: argparse.Namespace) -> int:
     ips = ["127.0.0.1", *[ip for ip in args.ip if ip != "127.0.0.1"]]
     existed = (Path(args.dir) / "ca.crt").exists()
     try:
-        paths = write_development_certificates(
-            Path(args.dir), service=args.service, namespace=args.namespace, dns_names=args.dns,
-            ip_addresses=ips, ca_days=args.ca_days, leaf_days=args.leaf_days, force_new_ca=args.force,
-        )
+        paths = write_development_certificates(Path(args.dir), args.service, args.namespace, args.dns, ips,
+                                               args.ca_days, args.leaf_days, force_new_ca=args.force)
     except CertificateError as e:
         print(f"admit certs: {e}", file=sys.stderr)
         return 1
@@ -472,10 +470,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except CertificateError as e:
         logging.getLogger("admit").error("cannot start: %s%s", e, _missing_certificates_hint(args))
         return 1
-    except (ConfigException, BackendUnavailable) as e:
-        logging.getLogger("admit").error("cannot start: %s", e)
-        return 1
-    except OSError as e:  # port in use, unreadable file
+    except (ConfigException, BackendUnavailable, OSError) as e:  # OSError: a port in use, an unreadable file
         logging.getLogger("admit").error("cannot start: %s", e)
         return 1
     return 0

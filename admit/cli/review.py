@@ -117,14 +117,12 @@ class OfflineKube:
         """``GroupCache.gang_object``: a gang object reviewed or made so far in this run."""
         return self.objects.get((group, _plural(kind), namespace, name))
 
-    async def get_object(
-        self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
-    ) -> dict[str, Any] | None:
+    async def get_object(self, group: str, version: str, plural: str, namespace: str, name: str,
+                         timeout: float) -> dict[str, Any] | None:
         return self.objects.get((group, plural, namespace, name))
 
-    async def create_object(
-        self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool, timeout: float
-    ) -> dict[str, Any]:
+    async def create_object(self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool,
+                            timeout: float) -> dict[str, Any]:
         """Keep a gang object admission creates so that later reviews see it (409 if it exists)."""
         key = (group, plural, body["metadata"]["namespace"], body["metadata"]["name"])
         if key in self.objects:
@@ -133,19 +131,15 @@ class OfflineKube:
             self.objects[key] = json.loads(json.dumps(body))
         return body
 
-    async def patch_object(
-        self, group: str, version: str, plural: str, namespace: str, name: str, ops: list[dict[str, Any]],
-        dry_run: bool, timeout: float,
-    ) -> dict[str, Any]:
+    async def patch_object(self, group: str, version: str, plural: str, namespace: str, name: str,
+                           ops: list[dict[str, Any]], dry_run: bool, timeout: float) -> dict[str, Any]:
         patched = jsonpatch.apply_patch(self.objects[(group, plural, namespace, name)], ops)
         if not dry_run:
             self.objects[(group, plural, namespace, name)] = patched
         return patched
 
-    async def delete_object(
-        self, group: str, version: str, plural: str, namespace: str, name: str, uid: str | None, dry_run: bool,
-        timeout: float,
-    ) -> None:
+    async def delete_object(self, group: str, version: str, plural: str, namespace: str, name: str, uid: str | None,
+                            dry_run: bool, timeout: float) -> None:
         if not dry_run:
             self.objects.pop((group, plural, namespace, name), None)
 
@@ -411,10 +405,8 @@ def missing_type(doc: Any) -> str | None:
     return None
 
 
-def load_documents(
-    paths: Iterable[str], recursive: bool = False, stdin: TextIO | None = None, errors: list[str] | None = None,
-    skipped: Skipped | None = None,
-) -> list[tuple[str, dict[str, Any]]]:
+def load_documents(paths: Iterable[str], recursive: bool = False, stdin: TextIO | None = None,
+                   errors: list[str] | None = None, skipped: Skipped | None = None) -> list[tuple[str, dict[str, Any]]]:
     """``[(source file, document), ...]`` from files, directories and ``-`` (standard input, e.g.
     ``kubectl get deploy -o yaml | admit review -``); ``List`` kinds expanded, empty documents skipped.
 
@@ -524,22 +516,10 @@ def manifest_request(doc: dict[str, Any], uid: str | None = None,
     group, _, version = api_version.rpartition("/")
     kind = str(doc.get("kind", ""))
     meta = meta_v if isinstance(meta_v := doc.get("metadata"), dict) else {}
-    return AdmissionRequest(
-        uid=uid or str(uuid.uuid4()),
-        api_version="admission.k8s.io/v1",
-        group=group,
-        version=version,
-        kind=kind,
-        resource_group=group,
-        resource=_plural(kind),
-        sub_resource="",
-        operation="CREATE",
-        namespace=_namespace_of(doc, namespace),
-        name=str(meta.get("name") or ""),
-        object=doc,
-        old_object=None,
-        dry_run=False,
-    )
+    return AdmissionRequest(uid=uid or str(uuid.uuid4()), api_version="admission.k8s.io/v1", group=group,
+                            version=version, kind=kind, resource_group=group, resource=_plural(kind), sub_resource="",
+                            operation="CREATE", namespace=_namespace_of(doc, namespace),
+                            name=str(meta.get("name") or ""), object=doc, old_object=None, dry_run=False)
 
 
 def _offline_store(docs: list[tuple[str, dict[str, Any]]], config: Config, namespace: str) -> OfflineKube:
@@ -553,10 +533,8 @@ def _offline_store(docs: list[tuple[str, dict[str, Any]]], config: Config, names
     return store
 
 
-async def review_documents(
-    docs: list[tuple[str, dict[str, Any]]], config: Config, errors: list[str] | None = None,
-    namespace: str = DEFAULT_NAMESPACE,
-) -> list[dict[str, Any]]:
+async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Config, errors: list[str] | None = None,
+                           namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
     """Run every document through ``/mutate`` then ``/validate``; one result dict per document.
 
     ``errors``: when given, a malformed AdmissionReview is reported there and the other documents are reviewed.

@@ -4,28 +4,18 @@ Users arrive with objects written for another gang system or another API generat
 they say what admit needs (a group name, a group size) and never writes another system's fields (Kueue's
 ``schedulingGates``, its labels and annotations stay as they are).
 
-=========================================  ====================================  =====================================
-key                                        where                                 what admit does
-=========================================  ====================================  =====================================
-``pod-group.scheduling.sigs.k8s.io``       pod / template label                  scheduler-plugins before v0.25.7
-                                                                                 (API group ``scheduling.sigs.k8s.io``).
-                                                                                 Copied to the configured label, with a
-                                                                                 warning; a disagreeing pair is warned.
-``scheduling.x-k8s.io/pod-group``          pod / template label                  the same, the other way round, when
-                                                                                 admit runs with
-                                                                                 ``--pod-group-api scheduling.sigs.k8s.io``
-``kueue.x-k8s.io/pod-group-name``          pod label (Kueue plain-pod groups)    the PodGroup name of a bare pod with
-                                                                                 ``gang.admit.dev/min-member``
-``kueue.x-k8s.io/pod-group-total-count``   pod annotation (same)                 ``auto`` minMember, and the pod count
-                                                                                 checked against an explicit minMember
-``kueue.x-k8s.io/job-min-parallelism``     Job annotation (partial admission)    below a fixed minMember: a warning at
-                                                                                 admission; a later refusal names it
-``kueue.x-k8s.io/multikueue-origin``       Job label (MultiKueue worker copy)    ganged as usual, with a note
-Job ``spec.managedBy``                     ``kueue.x-k8s.io/multikueue``         the manager's copy: left unchanged,
-                                                                                 no PodGroup, a warning
-``scheduling.k8s.io/group-name``           pod annotation (Volcano)              not read yet; would be the group name
-``scheduling.volcano.sh/group-min-member`` workload annotation (Volcano)         not read yet; would be the size
-=========================================  ====================================  =====================================
+- ``pod-group.scheduling.sigs.k8s.io`` (pod or template label; scheduler-plugins before v0.25.7, API group
+  ``scheduling.sigs.k8s.io``): copied to the configured label, with a warning; a disagreeing pair is warned. The
+  same the other way round for ``scheduling.x-k8s.io/pod-group`` under ``--pod-group-api scheduling.sigs.k8s.io``.
+- ``kueue.x-k8s.io/pod-group-name`` (pod label, Kueue plain-pod groups): the PodGroup name of a bare pod with
+  ``gang.admit.dev/min-member``; ``kueue.x-k8s.io/pod-group-total-count`` (its pod annotation): ``auto`` minMember,
+  and the pod count checked against an explicit one.
+- ``kueue.x-k8s.io/job-min-parallelism`` (Job annotation, partial admission): below a fixed minMember, a warning at
+  admission; a later refusal names it. ``kueue.x-k8s.io/multikueue-origin`` (a MultiKueue worker's copy): ganged as
+  usual, with a note; Job ``spec.managedBy: kueue.x-k8s.io/multikueue`` (the manager's copy): left unchanged, no
+  PodGroup, a warning.
+- Volcano's ``scheduling.k8s.io/group-name`` (pod annotation) and ``scheduling.volcano.sh/group-min-member``
+  (workload annotation): not read yet; they would be the group name and the size.
 
 Sources: scheduler-plugins ``apis/scheduling/v1alpha1/types.go`` (``PodGroupLabel``; the rename to
 ``scheduling.x-k8s.io`` came with v0.25.7); Kueue "Run Plain Pods" (a group of plain pods: label
@@ -43,16 +33,8 @@ from ..config import LEGACY_POD_GROUP_API_GROUP, LEGACY_POD_GROUP_LABEL, POD_GRO
 from .patch import set_keys_ops
 from .plan import PodTarget, get_path
 
-__all__ = [
-    "KUEUE_GROUP_NAME",
-    "KUEUE_TOTAL_COUNT",
-    "VOLCANO_GROUP_NAME",
-    "VOLCANO_MIN_MEMBER",
-    "other_generation_label",
-    "translate_group_labels",
-    "KueueGroup",
-    "kueue_group",
-]
+__all__ = ["KUEUE_GROUP_NAME", "KUEUE_TOTAL_COUNT", "VOLCANO_GROUP_NAME", "VOLCANO_MIN_MEMBER",
+           "other_generation_label", "translate_group_labels", "KueueGroup", "kueue_group"]
 
 KUEUE_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"

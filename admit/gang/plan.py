@@ -33,26 +33,10 @@ from typing import Any, Callable
 from ..config import Config
 from ..echo import clip
 
-__all__ = [
-    "BelowMinMember", "below_min_member",
-    "GangError",
-    "NoNameYet",
-    "generated_group_name",
-    "GangAnnotations",
-    "PodTarget",
-    "Wave",
-    "GangPlan",
-    "parse_gang_annotations",
-    "ignored_without_min_member",
-    "misplaced_annotation_warnings",
-    "label_key_warnings",
-    "min_member_source",
-    "counted_and_fix",
-    "check_group_name",
-    "choose_group_name",
-    "int_field",
-    "Resolver",
-]
+__all__ = ["BelowMinMember", "below_min_member", "GangError", "NoNameYet", "generated_group_name", "GangAnnotations",
+           "PodTarget", "Wave", "GangPlan", "parse_gang_annotations", "ignored_without_min_member",
+           "misplaced_annotation_warnings", "label_key_warnings", "min_member_source", "counted_and_fix",
+           "check_group_name", "choose_group_name", "int_field", "Resolver"]
 
 MAX_TIMEOUT_SECONDS = 900
 MAX_MIN_MEMBER = 2**31 - 1  # PodGroup spec.minMember is an int32
@@ -196,30 +180,24 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     elif _INT_RE.match(mm_text) and 1 <= int(mm_text) <= MAX_MIN_MEMBER:
         min_member = int(mm_text)
     else:
-        raise GangError(
-            f'annotation {config.min_member_key}={clip(raw)} is invalid: use a positive integer (at most '
-            f'{MAX_MIN_MEMBER}, PodGroup minMember is an int32) or "auto"',
-            400,
-        )
+        raise GangError(f'annotation {config.min_member_key}={clip(raw)} is invalid: use a positive integer (at most '
+                        f'{MAX_MIN_MEMBER}, PodGroup minMember is an int32) or "auto"', 400)
     timeout = None
     raw_t = annotations.get(config.timeout_key)
     if raw_t is not None:
         t_text = str(raw_t).strip()
         if not _INT_RE.match(t_text) or not 1 <= int(t_text) <= MAX_TIMEOUT_SECONDS:
-            raise GangError(
-                f'annotation {config.timeout_key}={clip(raw_t)} is invalid: use an integer number of seconds from 1 to '
-                f"{MAX_TIMEOUT_SECONDS} (kube-scheduler waits at most 15 minutes for a gang)",
-                400,
-            )
+            raise GangError(f"annotation {config.timeout_key}={clip(raw_t)} is invalid: use an integer number of "
+                            f"seconds from 1 to {MAX_TIMEOUT_SECONDS} (kube-scheduler waits at most 15 minutes for a "
+                            "gang)", 400)
         timeout = int(t_text)
     min_resources = True
     raw_r = annotations.get(config.min_resources_key)
     if raw_r is not None:
         r_text = str(raw_r).strip().lower()
         if r_text not in ("auto", "none"):
-            raise GangError(
-                f'annotation {config.min_resources_key}={clip(raw_r)} is invalid: use "auto" or "none"', 400
-            )
+            raise GangError(f'annotation {config.min_resources_key}={clip(raw_r)} is invalid: use "auto" or "none"',
+                            400)
         min_resources = r_text == "auto"
     pod_group = None
     raw_g = annotations.get(config.pod_group_key)
@@ -375,9 +353,8 @@ def check_group_name(name: str) -> str | None:
     if len(name) > 63:
         return f"a PodGroup name is also the value of a pod label and must be at most 63 characters (has {len(name)})"
     if not _NAME_RE.match(name):
-        return (
-            "a PodGroup name must be lowercase letters, digits, '-' or '.', starting and ending with a letter or digit"
-        )
+        return ("a PodGroup name must be lowercase letters, digits, '-' or '.', starting and ending with a letter or "
+                "digit")
     return None
 
 
@@ -560,15 +537,13 @@ def int_field(obj: dict[str, Any], path: tuple[str, ...], default: int | None, w
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MIN_MEMBER:
-        raise GangError(
-            f"{what} must be a non-negative integer (at most {MAX_MIN_MEMBER}, an int32), got {clip(value)}", 400
-        )
+        raise GangError(f"{what} must be a non-negative integer (at most {MAX_MIN_MEMBER}, an int32), got "
+                        f"{clip(value)}", 400)
     return value
 
 
-def choose_group_name(
-    obj: dict[str, Any], ann: GangAnnotations, targets: list[PodTarget], config: Config, kind: str, default: str
-) -> str:
+def choose_group_name(obj: dict[str, Any], ann: GangAnnotations, targets: list[PodTarget], config: Config, kind: str,
+                      default: str) -> str:
     """PodGroup name: the annotation, else a pod-group label already on the templates, else ``default``.
 
     Raises:
@@ -582,39 +557,28 @@ def choose_group_name(
             raise GangError(f"{kind} label {config.pod_group_label} must be a string, got {clip(value)}", 400)
     existing = {v for v in values if v is not None}
     if len(existing) > 1:
-        raise GangError(
-            f"{kind} pod templates carry different {config.pod_group_label} labels "
-            f"({', '.join(sorted(clip(v) for v in existing))});"
-            " a gang workload has one PodGroup: remove the labels or make them equal",
-            400,
-        )
+        raise GangError(f"{kind} pod templates carry different {config.pod_group_label} labels "
+                        f"({', '.join(sorted(clip(v) for v in existing))}); a gang workload has one PodGroup: remove "
+                        "the labels or make them equal", 400)
     label = next(iter(existing)) if existing else None
     if ann.pod_group is not None:
         if label is not None and label != ann.pod_group:
-            raise GangError(
-                f'{kind} pod template label {config.pod_group_label}={clip(label)} contradicts annotation '
-                f'{config.pod_group_key}={clip(ann.pod_group)}: remove the label or make them equal',
-                400,
-            )
+            raise GangError(f'{kind} pod template label {config.pod_group_label}={clip(label)} contradicts annotation '
+                            f'{config.pod_group_key}={clip(ann.pod_group)}: remove the label or make them equal', 400)
         return ann.pod_group
     name = str(label) if label is not None else default
     generate_name = get_path(obj, ("metadata", "generateName"))
     if name:
         problem = check_group_name(name)
     elif isinstance(generate_name, str) and generate_name:
-        raise NoNameYet(
-            f"{kind} has only generateName {generate_name!r}: admit's mutating webhook names its PodGroup, and it "
-            f"has not labelled the pod templates; set annotation {config.pod_group_key} to a valid name",
-            generate_name,
-        )
+        raise NoNameYet(f"{kind} has only generateName {generate_name!r}: admit's mutating webhook names its PodGroup, "
+                        f"and it has not labelled the pod templates; set annotation {config.pod_group_key} to a valid "
+                        "name", generate_name)
     else:
         problem = "the object has no metadata.name"
     if problem:
-        raise GangError(
-            f"cannot use {clip(name)} as the PodGroup name: {problem}; set annotation {config.pod_group_key} to a "
-            "valid name",
-            400,
-        )
+        raise GangError(f"cannot use {clip(name)} as the PodGroup name: {problem}; set annotation "
+                        f"{config.pod_group_key} to a valid name", 400)
     return name
 
 

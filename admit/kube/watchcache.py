@@ -162,9 +162,11 @@ class KubeRaw:
             )
         loop = asyncio.get_running_loop()
         try:
-            if resp.status != 200:
-                text = await resp.text()
-                raise _status_error(resp.status, text, what)
+            if resp.status != 200:  # mapped as every call's error is (its Status' reason and message)
+                error = ApiException(status=resp.status)
+                error.body = await resp.text()
+                with api_errors(what):
+                    raise error
             while True:
                 try:
                     async with asyncio.timeout_at(loop.time() + idle):
@@ -195,16 +197,6 @@ def _plural_of(path: str) -> str:
     if len(rest) >= 3 and rest[0] == "namespaces":
         rest = rest[2:]
     return rest[0] if rest else path
-
-
-def _status_error(status: int, text: str, what: str) -> KubeError:
-    reason, message = "", ""
-    try:
-        body = json.loads(text)
-        reason, message = body.get("reason") or "", body.get("message") or ""
-    except (ValueError, AttributeError):
-        pass
-    return KubeError(status, reason, f"{what}: {status} {reason}{': ' + message if message else ''}")
 
 
 class _Expired(Exception):
