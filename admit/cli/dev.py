@@ -1,26 +1,15 @@
-"""``admit serve --dev``: the whole server on a laptop, without a cluster.
+"""``admit serve --dev``: the whole server on a laptop, without a cluster (README, "Try it without a cluster").
 
-It writes (or reuses) development certificates next to ``--tls-cert-file`` (``certs/`` by default, as
-``admit certs`` does), starts the in-repo fake kube-apiserver (:mod:`admit.testing.fake_kube`, the one the tests and
-the benchmark use) on a free loopback port, and runs ``admit serve`` against it with the PodGroup controller, on
-``https://127.0.0.1:8443``. The fake keeps everything in memory and forgets it on exit; it answers the REST calls
-admit makes (PodGroups, workloads, Leases, Events). Writes to it go through its admission chain with admit's
-webhooks as the chart registers them (read from ``deploy/admit.yaml``, :func:`dev_admission_chain`), called at this
-server's own ``/mutate`` and ``/validate``: ``kubectl --server $ADMIT_FAKE_API`` gets a created gang workload mutated
-and a ``kubectl scale`` below minMember refused, as from a cluster with admit installed.
-
-For the walk-through (README, "Try it without a cluster") it stores the example Deployments ``pause`` and ``web``,
-and ``batch-workers`` that an example Scale review names, as kube-apiserver stores them after admission
-(:func:`store_walkthrough_workloads`), writes
+It writes (or reuses) development certificates next to ``--tls-cert-file`` (as ``admit certs``), starts the fake
+kube-apiserver (:mod:`admit.testing.fake_kube`) in memory on a free loopback port, and runs ``admit serve`` against
+it on ``https://127.0.0.1:8443``. Writes to the fake go through admit's webhooks as the chart registers them (read
+from ``deploy/admit.yaml``, :func:`dev_admission_chain`), called at this server's own ``/mutate`` and ``/validate``,
+so ``kubectl --server $ADMIT_FAKE_API`` answers as a cluster with admit installed. It stores the walk-through's
+Deployments as kube-apiserver stores them after admission (:func:`store_walkthrough_workloads`), writes
 ``export ADMIT_FAKE_API=<url>`` and ``export ADMIT_URL=https://127.0.0.1:<port>`` to ``<cert dir>/dev.env``, and
-stops at once on Ctrl-C (no ``--shutdown-delay``: no Endpoints route here)::
-
-    admit serve --dev
-    source certs/dev.env
-    curl -s $ADMIT_FAKE_API/apis/scheduling.x-k8s.io/v1alpha1/podgroups
-
-A port already taken (another ``admit serve --dev``) stops it before anything is written, with the ``--port`` to
-use instead: the other server's ``dev.env`` and serving certificate (which it hot-reloads) stay as they were.
+stops at once on Ctrl-C (no ``--shutdown-delay``: no Endpoints route here). A port already taken (another ``admit
+serve --dev``) stops it before anything is written, naming a ``--port`` to use: the other server's ``dev.env`` and
+serving certificate stay as they were.
 """
 
 from __future__ import annotations
@@ -40,9 +29,8 @@ __all__ = ["serve_dev", "store_walkthrough_workloads", "walkthrough_folder", "we
 #: the webhook's own (its --port).
 FAKE_API_ENV = "ADMIT_FAKE_API"
 WEBHOOK_URL_ENV = "ADMIT_URL"
-#: Where the walk-through's files are looked for, in order: ``examples/`` of the folder admit runs in (the README runs
-#: the walk-through from the repository root, and so reads those files with ``curl --data @examples/...``), then the
-#: source tree an editable install runs from. A plain ``pip install .`` leaves no examples/ beside the package.
+#: Where the walk-through's files are looked for, in order: ``examples/`` of the folder admit runs in (the README's
+#: ``curl --data @examples/...`` reads them there), then the source tree of an editable install.
 EXAMPLES_SEARCH = (Path("examples"), Path(__file__).resolve().parents[2] / "examples")
 #: kube-apiserver sends a BOOKMARK on watches that ask for them about once a minute (``watch.go``'s bookmark
 #: timer); admit's caches take a watch with nothing for longer as dead and watch again, with a warning each time.
@@ -51,9 +39,7 @@ DEV_BOOKMARK_SECONDS = 60.0
 #: (its ``request.object``) or a manifest.
 WALKTHROUGH = ("admission-review-deployment-validate.json", "web-gang-deployment.yaml")
 #: Further example manifests dev mode stores: the workloads the example AdmissionReviews under ``examples/denied/``
-#: scale, so that ``admit serve --dev`` refuses each of them as a cluster holding the workload does
-#: (``admission-review-scale-from-zero.json`` scales ``batch-workers`` of ``paused-gang-deployment.yaml``; without it
-#: stored, the scale was allowed with "not found: scale not checked").
+#: scale (``admission-review-scale-from-zero.json`` scales ``batch-workers``), so that their scales are checked.
 SCALED_EXAMPLES = ("paused-gang-deployment.yaml",)
 
 #: Where admit's webhook configurations are read from, in order (as :data:`EXAMPLES_SEARCH`): the plain manifest,

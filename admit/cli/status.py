@@ -2,16 +2,10 @@
 one line per gang.
 
 The objects every diagnosis reads are listed here once (``backends.status.Listed``), with the pods each gang
-workload asks for as admission counts them (:func:`workload_sizes`: ``BelowMinMember`` / ``ScaledToZero`` in the
-diagnoses); then the ``admit status`` part
-of every registered backend that has one (``runtime.BackendAPI.status``, ``admit/backends/status.py``) and that is
-enabled or asked for (:func:`wanted_backends`) lists its own objects and diagnoses its gangs (pure:
-``admit/backends/coscheduling/diagnose.py``, ``admit/backends/workload_api/diagnose.py``, or a backend registered
-from elsewhere), and their rows make one table.
-This module names no backend. It lists through the Kubernetes REST API (kubeconfig or in-cluster configuration, like
-kubectl; ``--api-server`` for a plain URL such as ``kubectl proxy``) and prints. Lists that RBAC forbids or that the
-cluster does not serve (no Nodes permission, no PodGroup CRD) are left out of the diagnosis with a note on standard
-error, never a crash.
+workload asks for as admission counts them (:func:`workload_sizes`); then the status part of every registered
+backend that has one (``runtime.BackendAPI.status``, ``admit/backends/status.py``) and is enabled or asked for
+(:func:`wanted_backends`) lists its own objects and diagnoses its gangs, and their rows make one table. This module
+names no backend. Lists that RBAC forbids or the cluster does not serve are left out with a note on standard error.
 """
 
 from __future__ import annotations
@@ -68,15 +62,11 @@ def _is_crd(resource: Resource) -> bool:
 def workload_sizes(listed: Iterable[tuple[Resource, list[JSON]]],
                    config: Config) -> dict[tuple[str, str, str], WorkloadSize]:
     """``diagnose.size_key(workload) -> WorkloadSize`` for each listed gang workload (``(resource, its items)``):
-    the pods it asks for as admission counts them, with its kind's resolver (``families.kinds.KINDS``, the
-    record's ``resolve``; operation ``UPDATE``: it is stored) and the refusal ``backends.check_plan`` makes of its
-    plan (``gang.plan.below_min_member`` with the plan's ``total_field``), as the controller's claims do
-    (``controller/claims.py`` ``claim_of``, whose refusal is the Warning ``GangBelowMinMember`` Event). The
-    family's resolver, before the backend is applied: the count does not depend on the backend, and a backend's own
-    refusal (one ``admit status`` was not told is served) would hide it. A refusal with ``gang.plan.BelowMinMember``
-    gives its numbers, a plan its ``total_pods``. Left out: workloads without the min-member annotation, children
-    of a gang workload (a Deployment's ReplicaSet), plans that count no pods and other refusals (the diagnoses say
-    those). Pure."""
+    the pods it asks for as admission counts them, with its kind's resolver (``families.kinds.KINDS``; operation
+    ``UPDATE``) and ``backends.check_plan``'s below-minMember refusal (``gang.plan.below_min_member``), as the
+    controller's claims do (``controller/claims.py`` ``claim_of``). The family's resolver, before any backend: the
+    count does not depend on it, and a backend's own refusal would hide it. Left out: workloads without the
+    min-member annotation, children of a gang workload, plans that count no pods, other refusals. Pure."""
     sizes: dict[tuple[str, str, str], WorkloadSize] = {}
     for resource, items in listed:
         kind = kinds.KINDS.get((resource.group, resource.kind))

@@ -19,22 +19,13 @@ from fractions import Fraction
 
 from ..echo import clip
 
-__all__ = [
-    "QuantityError",
-    "parse_quantity",
-    "format_quantity",
-    "add_resources",
-    "scale_resources",
-    "max_resources",
-]
+__all__ = ["QuantityError", "parse_quantity", "format_quantity", "add_resources", "scale_resources", "max_resources"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 # The grammar of quantity.go, anchored: <sign>?<number><suffix>, where <number> is digits, digits.digits, digits. or
 # .digits and a decimal exponent is an integer (Go parses it with strconv.ParseInt).
-_QUANTITY_RE = re.compile(
-    r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
-)
-_BYTE_UNITS = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+_QUANTITY_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_BYTE_UNITS = tuple(reversed(_BINARY.items()))  # largest first
 _DECIMAL_EXP = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 MAX_QUANTITY = 2**63 - 1
@@ -55,13 +46,15 @@ class QuantityError(ValueError):
     Kubernetes can carry (``"1e9999999"``)."""
 
 
+def _too_large(shown: object) -> QuantityError:
+    return QuantityError(f"{clip(shown)} is larger than a Kubernetes quantity can be (at most 2^63-1, about 9.2e18, "
+                         "in the resource's unit)")
+
+
 def _bounded(value: Fraction, shown: object) -> Fraction:
     """``value`` rounded away from zero to nano (as ``ParseQuantity`` does), refused beyond :data:`MAX_QUANTITY`."""
     if abs(value) > MAX_QUANTITY:
-        raise QuantityError(
-            f"{clip(shown)} is larger than a Kubernetes quantity can be (at most 2^63-1, about 9.2e18, in the "
-            "resource's unit)"
-        )
+        raise _too_large(shown)
     if value.denominator != 1 and (_NANO % value.denominator):
         nanos = math.ceil(abs(value) * _NANO)
         value = Fraction(nanos if value > 0 else -nanos, _NANO)
@@ -97,9 +90,8 @@ def parse_quantity(value: object) -> Fraction:
         return cached
     text = value.strip()
     if len(text) > MAX_QUANTITY_CHARS:
-        raise QuantityError(
-            f"{clip(value)} is not a usable Kubernetes quantity: longer than {MAX_QUANTITY_CHARS} characters"
-        )
+        raise QuantityError(f"{clip(value)} is not a usable Kubernetes quantity: longer than {MAX_QUANTITY_CHARS} "
+                            "characters")
     m = _QUANTITY_RE.match(text)
     if not m or not (m.group(2) or m.group(3)):
         raise QuantityError(f"{clip(value)} is not a Kubernetes quantity (expected e.g. 500m, 2, 1.5Gi, 512Mi)")
@@ -116,10 +108,7 @@ def parse_quantity(value: object) -> Fraction:
             # order of magnitude of the value: 10**(order-1) <= value < 10**order
             order = len(str(int(mantissa))) if mantissa >= 1 else -(len(frac) - len(digits))
             if order + exp > 20:
-                raise QuantityError(
-                    f"{clip(value)} is larger than a Kubernetes quantity can be (at most 2^63-1, about 9.2e18, in "
-                    "the resource's unit)"
-                )
+                raise _too_large(value)
             if order + exp < -10:
                 result = Fraction(1, _NANO)  # finer than 1n: Kubernetes rounds it up to 1n
             else:

@@ -102,10 +102,8 @@ class AlreadyExists(KubeError):
 
 def resource_not_served(error: KubeError) -> bool:
     """True for kube-apiserver's 404 of a resource it does not serve (a CRD not installed, an API version not
-    served): ``Status`` reason ``NotFound`` with the message "the server could not find the requested resource" (the
-    text apimachinery ``errors.NewGenericServerResponse`` gives a bare 404, as kube-apiserver answers a path no API
-    group serves; seen in the issue's 503 and answered alike by the fake), not the 404 of a named object or
-    namespace ('podgroups "x" not found', 'namespaces "x" not found')."""
+    served): "the server could not find the requested resource", the text apimachinery
+    ``errors.NewGenericServerResponse`` gives a bare 404; not the 404 of a named object ('podgroups "x" not found')."""
     return error.status == 404 and "could not find the requested resource" in error.message
 
 
@@ -131,11 +129,9 @@ class Budget:
 
 
 def namespace_terminating(error: KubeError) -> bool:
-    """True for the refusal of a create in a namespace that is being deleted: kube-apiserver's NamespaceLifecycle
-    admission plugin answers 403 Forbidden "unable to create new content in namespace X because it is being
-    terminated" (seen on a real control plane when a test namespace was deleted while admit's controller re-created a
-    PodGroup the namespace controller had just removed). Nothing can be created there any more, and everything in the
-    namespace is about to go: not an error worth a retry or a warning."""
+    """True for the refusal of a create in a namespace being deleted (NamespaceLifecycle's 403 "unable to create new
+    content in namespace X because it is being terminated"): everything there is about to go, so not an error worth
+    a retry or a warning."""
     return error.status == 403 and "because it is being terminated" in error.message
 
 
@@ -239,16 +235,12 @@ def api_errors(what: str, timeout: float | None = None) -> Iterator[None]:
 class KubeAPI:
     """PodGroup and workload calls for the admission path.
 
-    Args:
-        api_client: a ``kubernetes_asyncio.client.ApiClient`` (its configuration gives the server and credentials).
-        config: admit's settings (PodGroup API coordinates).
-
     Every method raises :class:`KubeError` on failure (status 0 for timeouts/connection errors) and
     :class:`AlreadyExists` for a 409 on create.
     """
 
     def __init__(self, api_client: client.ApiClient, config: Config) -> None:
-        self.api_client = api_client
+        self.api_client = api_client  # its configuration gives the server and credentials
         self.custom = client.CustomObjectsApi(api_client)
         self.config = config
         self.calls = 0

@@ -1,47 +1,37 @@
 """A list+watch cache of one Kubernetes resource (an informer in the client-go sense), in plain JSON dicts.
 
-``WatchCache`` keeps every object of one resource that matches a label selector, in memory, keyed by
-``(namespace, name)``, and tells a handler about every change. It is what the PodGroup controller watches
-workloads with, and the PodGroup cache the admission path reads (``get`` is a dict lookup: no API call).
+``WatchCache`` keeps every object of one resource that matches a label selector in memory, keyed by
+``(namespace, name)``, and tells a handler about every change: the PodGroup controller watches workloads with it,
+and the admission path reads the PodGroup cache (``get`` is a dict lookup, no API call). The protocol (Kubernetes
+docs "API Concepts", *Efficient detection of changes* and *Resource versions*; client-go ``tools/cache/reflector.go``):
 
-Protocol (Kubernetes docs "API Concepts", *Efficient detection of changes* and *Resource versions*; client-go
-``tools/cache/reflector.go``):
-
-1. **list** ``GET {collection}?labelSelector=...&limit=500`` (``continue`` pages), no ``resourceVersion``: a
-   consistent read. The list's ``metadata.resourceVersion`` is where the watch starts (never the newest item's
-   resourceVersion: items come in no particular order, kubernetes-client/python#819).
-2. **watch** ``GET {collection}?watch=true&resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=T``: one JSON
-   event per line, ``ADDED``/``MODIFIED``/``DELETED``/``BOOKMARK``/``ERROR``. RV follows every event (bookmarks
-   included), so a watch that ends - the server's ``timeoutSeconds`` (T random in 300..600 s, like the reflector's
-   ``minWatchTimeout * (1 + rand)``), a dropped connection, a proxy idle timeout - resumes from RV with no relist and
-   no missed or repeated event.
-3. **410 Gone / Expired** (an ``ERROR`` event with ``code: 410``, or HTTP 410): RV was compacted out of etcd's
-   history (about 5 minutes by default). The cache relists and compares: objects gone meanwhile are reported as
-   ``DELETED``, changed ones as ``MODIFIED``, new ones as ``ADDED``.
-4. **Errors**: connection errors, timeouts and 5xx back off exponentially with jitter (``backoff``, default
-   0.8 s doubling to 30 s, as the reflector's), then watch again (or relist if the list failed). A watch that ends
-   within a second with no event also backs off, so a server that closes every stream at once never makes a busy
-   loop. **404** on list (a CRD that is not installed, a version not served: INFO, it is normal) and **403** (RBAC
-   does not grant the resource: WARNING) are logged once, in one line, and retried every ``slow_retry`` seconds
-   (default 60); a later success is logged once too. A 404 never empties the cache: during a kube-apiserver restart
-   or an aggregated-API outage a served resource can answer 404 for a moment, and reporting every object as
-   deleted would make the controller delete what they own. The cache keeps its objects and stops being
-   :attr:`WatchCache.current` until a list succeeds again.
-5. **Dead streams**: HTTP/1.1 has no pings, so a half-open connection looks like a quiet watch. kube-apiserver sends
-   a BOOKMARK about once a minute to watchers that allow them; a watch that delivers nothing for ``idle_timeout``
-   seconds (default 130, two bookmark periods and a margin) is closed and opened again from the last
+1. **list** ``GET {collection}?labelSelector=...&limit=500`` (``continue`` pages), no ``resourceVersion`` (a
+   consistent read); the watch starts at the list's ``metadata.resourceVersion``, never the newest item's (items
+   come in no particular order, kubernetes-client/python#819).
+2. **watch** ``?watch=true&resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=T`` (T random in 300..600 s,
+   the reflector's ``minWatchTimeout * (1 + rand)``): RV follows every event, bookmarks included, so a watch that
+   ends (the server's timeout, a dropped connection, a proxy) resumes from RV with no relist, nothing missed or
+   repeated.
+3. **410 Gone / Expired** (RV compacted out of etcd's history, about 5 minutes): relist and compare; what went
+   meanwhile is reported ``DELETED``, what changed ``MODIFIED``, what is new ``ADDED``.
+4. **Errors** back off exponentially with jitter (``backoff``: 0.8 s doubling to 30 s, as the reflector's), a watch
+   that ends within a second with no event too (no busy loop). **404** on list (a CRD not installed: INFO) and
+   **403** (RBAC: WARNING) are logged once and retried every ``slow_retry`` seconds (60); a 404 never empties the
+   cache (a kube-apiserver restart or an aggregated-API outage answers 404 for a moment, and reporting every object
+   deleted would make the controller delete what they own): it stops being :attr:`WatchCache.current` instead.
+5. **Dead streams**: HTTP/1.1 has no pings; kube-apiserver sends a BOOKMARK about once a minute, so a watch silent
+   for ``idle_timeout`` seconds (130: two bookmark periods and a margin) is opened again from the last
    resourceVersion (client-go notices in about 45 s with HTTP/2 health checks).
-6. **Resync**: every ``resync_period`` seconds the handler gets a ``SYNC`` event for every cached object, from
-   memory, without any API call (client-go's ``resyncPeriod``), so a controller retries what it could not do.
-7. **Memory and the event loop**: ``transform`` turns each object into the small record the cache keeps (client-go's
-   ``SetTransform``), page by page, so a 20,000-object list never holds all raw objects at once; a relist keeps the
-   cached record of every object whose resourceVersion did not change (the memory after a relist is the memory
-   before it). Handler calls after a list, and a resync, give the loop back every 5 ms (``loop.Pacer``).
-8. **Supervision**: an unexpected exception in the loop is logged, the cache is marked ``crashed`` (``/readyz``
-   reports it), and the loop starts again with a list after a back-off: a cache never ends silently.
+6. **Resync**: every ``resync_period`` seconds a ``SYNC`` of every cached object, from memory (client-go's
+   ``resyncPeriod``), so a controller retries what it could not do.
+7. **Memory and the event loop**: ``transform`` (client-go's ``SetTransform``) makes each object the small record
+   the cache keeps, page by page; a relist keeps the record of every object whose resourceVersion did not change.
+   Handler calls after a list, and a resync, give the loop back every 5 ms (``loop.Pacer``).
+8. **Supervision**: an unexpected exception is logged, the cache marked ``crashed`` (``/readyz`` reports it), and
+   the loop starts again with a list after a back-off.
 
-Handlers are plain functions ``handler(event_type, obj, old)`` called on the event loop; they must be quick
-(a controller enqueues a key). An exception in a handler is logged and does not stop the watch.
+Handlers are plain functions ``handler(event_type, obj, old)`` called on the event loop; they must be quick (a
+controller enqueues a key). An exception in a handler is logged and does not stop the watch.
 """
 
 from __future__ import annotations

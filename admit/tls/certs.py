@@ -388,26 +388,6 @@ def check_validity(cert: x509.Certificate, clock: Clock = utcnow, what: str = "c
         raise CertificateError(f"{what} expired at {_iso(cert.not_valid_after_utc)} ({describe(cert)})")
 
 
-def validate_serving_pair(pair: CertifiedKey, ca: x509.Certificate | Sequence[x509.Certificate] | None = None,
-                          names: Iterable[str] = (), clock: Clock = utcnow, what: str = "tls.crt") -> None:
-    """Check a serving pair before it is used: in its validity window, signed by ``ca`` (one of them, if a list),
-    and covering every name in ``names`` in its subjectAltName. The key/certificate match is checked by
-    :func:`load_pair` already.
-
-    Raises:
-        CertificateError: with one line saying which check failed.
-    """
-    check_validity(pair.cert, clock, what)
-    if ca is not None:
-        cas = [ca] if isinstance(ca, x509.Certificate) else list(ca)
-        if not any(is_signed_by(pair.cert, c) for c in cas):
-            issuers = ", ".join(describe(c) for c in cas) or "none"
-            raise CertificateError(f"{what} ({describe(pair.cert)}) is not signed by the CA ({issuers})")
-    missing = missing_names(pair.cert, names)
-    if missing:
-        raise CertificateError(f"{what} does not cover {', '.join(missing)} in its subjectAltName")
-
-
 # --------------------------------------------------------------------------------------------------------------
 # Expiry arithmetic
 

@@ -100,17 +100,10 @@ def _template_labels(obj: JSON) -> dict[str, Any]:
     return labels if isinstance(labels, dict) else {}
 
 
-def diagnose(
-    *,
-    pod_groups: list[JSON],
-    pods: list[JSON],
-    events: list[JSON] = (),  # type: ignore[assignment]
-    workloads: list[JSON] = (),  # type: ignore[assignment]
-    nodes: list[JSON] | None = None,
-    config: Config = Config(),
-    now: _dt.datetime | None = None,
-    sizes: Mapping[tuple[str, str, str], WorkloadSize] | None = None,
-) -> list[GangStatus]:
+def diagnose(*, pod_groups: list[JSON], pods: list[JSON], events: list[JSON] = (),  # type: ignore[assignment]
+             workloads: list[JSON] = (), nodes: list[JSON] | None = None,  # type: ignore[assignment]
+             config: Config = Config(), now: _dt.datetime | None = None,
+             sizes: Mapping[tuple[str, str, str], WorkloadSize] | None = None) -> list[GangStatus]:
     """One :class:`GangStatus` per gang, sorted by namespace and group (see the module docstring for the reasons).
 
     Args:

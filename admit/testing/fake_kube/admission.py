@@ -1,43 +1,33 @@
 """The admission chain of the fake kube-apiserver: every mutating webhook in order, reinvocation, then every validating
-webhook, each matched by its rules, namespaceSelector, objectSelector and CEL ``matchConditions``.
+webhook, each matched by its rules, namespaceSelector, objectSelector and CEL ``matchConditions``; where each follows
+kubernetes ``staging/src/k8s.io/apiserver/pkg/admission``:
 
-What kube-apiserver does, and where this follows it (kubernetes ``staging/src/k8s.io/apiserver/pkg/admission``):
+- **Order**: configurations sorted by name, the webhooks of one in their order (``configuration/
+  mutating_webhook_manager.go`` / ``validating_webhook_manager.go``: ``sort.SliceStable(configurations, ...ByName)``).
+- **Matching** (``plugin/webhook/generic/webhook.go`` ``ShouldCallHook``): the rules (``rules/rules.go`` ``Matcher``:
+  group, version, operation, ``resource`` or ``resource/subresource``, ``*``, ``*/scale``, scope), the
+  namespaceSelector against the namespace's labels (one not stored has only ``kubernetes.io/metadata.name``), the
+  objectSelector against the object's and the old object's labels, then every matchCondition
+  (``plugin/webhook/matchconditions/matcher.go`` ``Match``: all true; an error fails the request under
+  ``failurePolicy: Fail``, skips the webhook under ``Ignore``), in CEL (cel-python) over ``object``, ``oldObject``
+  and ``request``.
+- **Mutating** (``plugin/webhook/mutating/dispatcher.go`` ``Dispatch``, ``reinvocationcontext.go``): each matching
+  webhook gets the object as the previous one left it; a patch that changes it marks every earlier ``IfNeeded``
+  webhook for reinvocation (``RequireReinvokingPreviouslyInvokedPlugins``,
+  ``AddReinvocableWebhookToPreviouslyInvoked``), and one more round (``admission/reinvocation.go``
+  ``reinvoker.Admit``: never two) calls only those marked.
+- **Validating** (``plugin/webhook/validating/dispatcher.go``): after every mutating one, on the object the store's
+  create or update prepared (name from ``generateName``, uid, defaults); kube-apiserver calls them in parallel, here
+  they run in order and the first refusal is returned, the same answer to a client.
+- **Answers** (``plugin/webhook/errors/statuserror.go`` ``ToStatusErr``): ``admission webhook "<name>" denied the
+  request: <message>`` with the webhook's code (403 when none); a webhook that cannot be called or answers wrongly is
+  ``failed calling webhook`` (500) under ``Fail``, skipped under ``Ignore``. Every webhook's warnings are collected.
 
-- **Order.** Webhook configurations are sorted by name, and the webhooks of one configuration keep their order
-  (``configuration/mutating_webhook_manager.go`` / ``validating_webhook_manager.go``:
-  ``sort.SliceStable(configurations, ...ByName)``). :class:`AdmissionChain` keeps its webhooks in that order.
-- **Matching** (``plugin/webhook/generic/webhook.go`` ``ShouldCallHook``): the rules (``rules/rules.go``
-  ``Matcher``: group, version, operation, ``resource`` or ``resource/subresource``, ``*``, ``*/scale``, scope), the
-  namespaceSelector against the namespace's labels (a namespace that is not stored has only
-  ``kubernetes.io/metadata.name``, which kube-apiserver sets on every namespace), the objectSelector against the
-  object's (and the old object's) labels, then every matchCondition
-  (``plugin/webhook/matchconditions/matcher.go`` ``Match``: all must be true; an error fails the request under
-  ``failurePolicy: Fail`` and skips the webhook under ``Ignore``). CEL is evaluated with cel-python, with the
-  variables ``object``, ``oldObject`` and ``request`` (the AdmissionReview's ``request``).
-- **Mutating webhooks** (``plugin/webhook/mutating/dispatcher.go`` ``Dispatch``, ``reinvocationcontext.go``): each
-  matching webhook in order gets the object as the previous one left it. When a webhook's patch changes the object,
-  every webhook called before it with ``reinvocationPolicy: IfNeeded`` is marked for reinvocation
-  (``RequireReinvokingPreviouslyInvokedPlugins``); a webhook with ``IfNeeded`` is then added to the "previously
-  invoked" set (``AddReinvocableWebhookToPreviouslyInvoked``). If any patch changed the object, the chain runs once
-  more (``admission/reinvocation.go`` ``reinvoker.Admit``: one extra round, never two), calling only the webhooks
-  marked; a webhook that did not match in the first round is never called in the second.
-- **Validating webhooks** (``plugin/webhook/validating/dispatcher.go``) run after every mutating one, on the object
-  after the store's create or update preparation (name from ``generateName``, uid, defaults). kube-apiserver calls
-  them in parallel and returns a refusal; here they run one after the other in order and the first refusal is
-  returned, which gives the same answer to a client.
-- **Answers** (``plugin/webhook/errors/statuserror.go`` ``ToStatusErr``): a refusal is ``admission webhook "<name>"
-  denied the request: <message>`` with the webhook's code (403 when it gives none); a webhook that cannot be called or
-  answers wrongly is ``failed calling webhook`` (500) under ``failurePolicy: Fail`` and is skipped under ``Ignore``.
-  Warnings of every webhook are collected.
-
-A webhook is called over HTTP (admit's own server: :meth:`AdmissionChain.from_configurations` reads the webhooks from
-the chart's rendered ``MutatingWebhookConfiguration`` and ``ValidatingWebhookConfiguration``) or in process (an
-operator's webhook emulated in ``tests/emulations``: any ``async (request) -> response`` callable, with
-:func:`allowed`, :func:`denied` and :func:`patched` to build the response).
-
-Not emulated: ``matchPolicy`` (the fake serves one version of a resource, so Exact and Equivalent agree),
-``timeoutSeconds`` per webhook (one client timeout), in-tree admission plugins between rounds, audit annotations,
-``sideEffects`` checks on dry run (every webhook here supports dry run), ValidatingAdmissionPolicies.
+A webhook is called over HTTP (admit's own server: :meth:`AdmissionChain.from_configurations` reads the chart's
+rendered configurations) or in process (an operator's webhook emulated in ``tests/emulations``: any
+``async (request) -> response`` callable, with :func:`allowed`, :func:`denied` and :func:`patched`). Not emulated:
+``matchPolicy`` (one version per resource here), per-webhook ``timeoutSeconds``, in-tree admission plugins between
+rounds, audit annotations, ``sideEffects`` on dry run, ValidatingAdmissionPolicies.
 """
 
 from __future__ import annotations

@@ -1,60 +1,41 @@
 """What kube-controller-manager adds around the store, for :class:`FakeKubeAPI`: the Deployment controller's
 ReplicaSets, the Job controller's Pods and the StatefulSet controller's Pods (the admission chain is ``admission.py``).
-
 Each is off unless a test asks for it (``FakeKubeAPI(deployment_controller=True, job_controller=True,
-statefulset_controller=True)``); an operator emulation (``tests/emulations``) registers itself the same way,
-with :meth:`FakeKubeAPI.add_controller`.
+statefulset_controller=True)``); an operator emulation (``tests/emulations``) registers itself the same way, with
+:meth:`FakeKubeAPI.add_controller`. Every write a controller makes goes through admission like a client's, with the
+controller's ``userInfo``. docs/fake-api.md lists what each does and does not emulate.
 
-:class:`DeploymentController` does what kubernetes ``pkg/controller/deployment`` does to ReplicaSets, in the fake's
-process, through the same admission as a client's write:
+:class:`DeploymentController` (kubernetes ``pkg/controller/deployment``): the ReplicaSet of the current template is
+``<name>-<pod-template-hash>``, created with the Deployment's annotations (``util/deployment_util.go``
+``copyDeploymentAnnotationsToReplicaSet``: all but ``annotationsToSkip``) plus ``deployment.kubernetes.io/revision``,
+``desired-replicas`` and ``max-replicas``, the template and selector plus ``pod-template-hash``, one controller
+ownerReference (``sync.go`` ``getNewReplicaSet``); changed annotations are copied again (an UPDATE). A new template
+while older ReplicaSets run is a rollout of ``strategy`` (RollingUpdate 25%/25% as ``SetDefaults_Deployment``):
+RollingUpdate in the steps of ``rolling.go`` (the new ReplicaSet up to at most ``replicas + maxSurge`` pods in all,
+``NewRSNewReplicas``; the old ones down to no fewer than ``replicas - maxUnavailable``, oldest first,
+``reconcileOldReplicaSets``; surge rounded up, unavailable down, both 0 make unavailable 1, ``ResolveFenceposts``),
+every pod available at once (no kubelet); Recreate (``recreate.go``) every old ReplicaSet to 0 first. Each step is
+an UPDATE (or the CREATE) through admission (``scaleReplicaSet``); a refused write is a Warning Event
+``ReplicaSetCreateError`` on the Deployment (``sync.go``) and an entry of :attr:`DeploymentController.errors`, not
+retried. Not emulated: the ReplicaSet controller, ``minReadySeconds``, ``progressDeadlineSeconds``, revision history
+limits, pausing, rollbacks, hash collisions.
 
-- on every stored Deployment, the ReplicaSet for its current template is ``<name>-<pod-template-hash>``; it is
-  created with the Deployment's annotations (``copyDeploymentAnnotationsToReplicaSet`` in
-  ``util/deployment_util.go``: all but ``annotationsToSkip``) plus ``deployment.kubernetes.io/revision``,
-  ``desired-replicas`` and ``max-replicas``; labels and template = the Deployment's template plus
-  ``pod-template-hash``; selector = the Deployment's plus ``pod-template-hash``; one controller ownerReference to
-  the Deployment (``getNewReplicaSet`` in ``sync.go``);
-- a new template while older ReplicaSets run is a rollout of the Deployment's ``strategy`` (defaulted by the fake
-  kube-apiserver to RollingUpdate 25%/25%, as ``SetDefaults_Deployment``). RollingUpdate goes in the controller's
-  steps (``rolling.go``): the new ReplicaSet is scaled up to at most ``replicas + maxSurge`` pods in all
-  (``NewRSNewReplicas``), then the old ones down to no fewer than ``replicas - maxUnavailable``
-  (``reconcileOldReplicaSets``, oldest first), and again, until the new one has ``spec.replicas`` and the old ones 0;
-  ``maxSurge`` is rounded up and ``maxUnavailable`` down, and both 0 make ``maxUnavailable`` 1
-  (``ResolveFenceposts``). With no kubelet every pod counts as available at once, so the steps follow each other
-  without waiting. Recreate (``recreate.go``) scales every old ReplicaSet to 0 first, then creates the new one at
-  ``spec.replicas``. Every step is an UPDATE (or the CREATE) of a ReplicaSet through admission (``scaleReplicaSet``);
-- an existing ReplicaSet gets the Deployment's annotations copied again (an UPDATE) when they changed;
-- a refused ReplicaSet write is recorded as a Warning Event ``ReplicaSetCreateError`` on the Deployment (as in
-  ``sync.go``) and in :attr:`DeploymentController.errors`; there is no retry.
-
-A write the controller makes is refused like a client's (the webhooks see it with the controller's ``userInfo``).
-
-:class:`JobController` does what kubernetes ``pkg/controller/job/job_controller.go`` does when a Job is stored and not
-suspended (a suspended Job's active Pods are deleted, as ``manageJob`` does: "Deleting all active pods in suspended
-job"; its status is left as it was): it creates ``min(parallelism, completions)`` Pods (``parallelism`` when ``completions`` is unset) less
-the active ones it owns, each from the Job's template (``manageJob`` / ``podControl.CreatePodsWithGenerateName``):
-``generateName`` ``<job>-`` (``<job>-<index>-`` for an Indexed Job, which also gets the
-``batch.kubernetes.io/job-completion-index`` annotation and label and ``hostname`` ``<job>-<index>``, as
-``addCompletionIndexEnvVariables``/``podGenerator``), the template's labels (which the Job strategy gave
-``batch.kubernetes.io/controller-uid``, ``batch.kubernetes.io/job-name``, ``controller-uid`` and ``job-name``), the
-``batch.kubernetes.io/job-tracking`` finalizer, one controller ownerReference to the Job; each a Pod CREATE through
-admission with the job-controller's ``userInfo``. A refused Pod is a Warning Event ``FailedCreate`` on the Job and
-an entry of :attr:`JobController.errors`; it is retried when one of the Job's Pods is updated or deleted (as
-``updatePod`` enqueues the Job), not on a timer. A test finishes a pod as a kubelet would (its ``status.phase`` to
-``Succeeded`` or ``Failed``, ``FakeKubeAPI.put``); that update wakes its Job, whose sync then follows ``syncJob``
-and ``manageJob``: ``status.active`` (pods neither finished nor terminating), ``succeeded`` (for an Indexed Job the
-distinct succeeded indexes, also as ``completedIndexes`` in the ``1,3-5`` form of ``succeededIndexesToString``),
-``failed``; a failed pod is replaced (a new pod, for an Indexed Job with the same index) while ``failed <=
+:class:`JobController` (kubernetes ``pkg/controller/job/job_controller.go``), for a stored Job that is not suspended:
+``min(parallelism, completions)`` Pods less the active ones it owns (``manageJob`` /
+``podControl.CreatePodsWithGenerateName``), ``generateName`` ``<job>-`` (``<job>-<index>-`` for an Indexed Job, with
+the ``batch.kubernetes.io/job-completion-index`` annotation and label and ``hostname`` ``<job>-<index>``,
+``addCompletionIndexEnvVariables``/``podGenerator``), the template's labels (the Job strategy's
+``batch.kubernetes.io/controller-uid``, ``batch.kubernetes.io/job-name``, ``controller-uid``, ``job-name``), the
+``batch.kubernetes.io/job-tracking`` finalizer and one controller ownerReference. A refused Pod is a Warning Event
+``FailedCreate`` and an entry of :attr:`JobController.errors`, retried when one of the Job's Pods is updated or
+deleted (``updatePod``). A test finishes a pod as a kubelet would (``status.phase``, ``FakeKubeAPI.put``); the Job's
+sync then follows ``syncJob`` and ``manageJob``: ``status.active``, ``succeeded`` (an Indexed Job's distinct indexes,
+also ``completedIndexes`` as ``succeededIndexesToString``), ``failed``; a failed pod is replaced while ``failed <=
 spec.backoffLimit``, up to ``wantActive`` (``completions - succeeded`` capped at ``parallelism``; without
-``completions``, ``parallelism`` until one pod succeeded, then no new pod); conditions ``Complete`` (with
-``SuccessCriteriaMet``) when the completions have succeeded and ``Failed`` reason ``BackoffLimitExceeded`` (with
-``FailureTarget``) when ``failed`` passes ``backoffLimit``, as ``pkg/controller/job/job_controller.go`` writes them.
-Not emulated: the pod back-off delay (a replacement is created at once), the removal of the tracking finalizer,
-the deletion of a failed Job's active pods, ``successPolicy``, ``podFailurePolicy``, ``backoffLimitPerIndex``,
-``activeDeadlineSeconds``, elastic Indexed Jobs.
-
-Not emulated: the ReplicaSet controller (no Pods are made, so readiness never holds a rollout back),
-``minReadySeconds``, ``progressDeadlineSeconds``, revision history limits, pausing, rollbacks, hash collisions.
+``completions``, ``parallelism`` until one pod succeeded); conditions ``Complete`` (with ``SuccessCriteriaMet``) and
+``Failed`` ``BackoffLimitExceeded`` (with ``FailureTarget``). Not emulated: the pod back-off delay, the removal of
+the tracking finalizer, the deletion of a failed Job's active pods, ``successPolicy``, ``podFailurePolicy``,
+``backoffLimitPerIndex``, ``activeDeadlineSeconds``, elastic Indexed Jobs.
 """
 
 from __future__ import annotations
