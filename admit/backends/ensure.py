@@ -18,7 +18,9 @@ each of the backend's objects in ``object_types`` order (a Workload before the P
   ``Admission.validate``, which applies the failure mode.
 
 What differs between backends are optional hooks of the backend (``interface.BackendHooks``): the shared bare-pod
-merge (``merge_shared``: Coscheduling's, no member lowers what another set) and the refusal or warning for an object
+merge (``merge_shared``: Coscheduling's, no member lowers what another set; for a group whose size follows its
+members, ``plan.follows_members``, the engine reads the group's pods first, ``members_selector`` and the store's
+``list_pods``, and never answers from the cache) and the refusal or warning for an object
 ours that cannot follow (``cannot_admit``: the Workload API's immutable alpha fields and priority); and of its API
 half, the metric a write counts in (``runtime.BackendAPI.count``).
 """
@@ -125,8 +127,8 @@ async def ensure(store: ObjectStore | None, plan: GangPlan, config: Config, deci
     for at, desired in enumerate(desired_all, start):
         group, _, version = str(desired["apiVersion"]).rpartition("/")
         cached = lookup(group, desired["kind"], plan.namespace, plan.group_name) if lookup is not None else None
-        if cached is not None and _in_step(backend, merge, cached, desired, version, plan, config, explicit_name,
-                                           decision):
+        if cached is not None and not plan.follows_members and _in_step(
+                backend, merge, cached, desired, version, plan, config, explicit_name, decision):
             decision.pod_groups[at] = cached
             continue
         if store is None:
@@ -191,6 +193,18 @@ async def _create_or_read(gang: _Gang, desired: JSON, at: int) -> JSON | None:
     return existing
 
 
+async def _members(gang: _Gang) -> list[JSON] | None:
+    """The pods of a group whose size follows its members (``plan.follows_members``), for the backend's
+    ``merge_shared``: one LIST by the backend's ``members_selector`` through the store's ``list_pods`` (``None``
+    when either is missing: ``admit review`` reads no pods)."""
+    select = getattr(gang.backend, "members_selector", None)
+    lister = getattr(gang.store, "list_pods", None)
+    if select is None or lister is None:
+        return None
+    pods: list[JSON] = await lister(gang.plan.namespace, select(gang.plan, gang.config), gang.left())
+    return pods
+
+
 async def _keep_in_step(gang: _Gang, desired: JSON, existing: JSON, at: int) -> bool:
     """Decide on an object that exists (the backend's ``ownership``, with the pods of the other workloads that
     name the group), and bring ours in step with ``desired``; False when the admission is refused (``decision``
@@ -206,7 +220,12 @@ async def _keep_in_step(gang: _Gang, desired: JSON, existing: JSON, at: int) -> 
     if own.action != "manage":
         return True
     group, version, plural = _plural(gang, desired)
-    want, warnings = gang.merge(existing, desired, plan) if gang.merge is not None else (desired, [])
+    members = await _members(gang) if gang.merge is not None and plan.follows_members else None
+    if gang.merge is None:
+        want, warnings = desired, []
+    else:
+        want, warnings = gang.merge(existing, desired, plan, members) if members is not None else \
+            gang.merge(existing, desired, plan)
     gang.warn(warnings)
     ops = gang.backend.update_ops(existing, want, version)
     verdict = gang.cannot_admit(kind, existing, want, ops, plan, config) if gang.cannot_admit is not None else None

@@ -154,9 +154,17 @@ class BackendHooks(Protocol):
         the framework resolves the workload again under that name. ``None`` otherwise."""
         ...
 
-    def merge_shared(self, existing: JSON, desired: JSON, plan: GangPlan) -> tuple[JSON, list[str]]:
+    def merge_shared(self, existing: JSON, desired: JSON, plan: GangPlan,
+                     members: list[JSON] | None = None) -> tuple[JSON, list[str]]:
         """For a group bare pods share (``plan.shared``): ``(desired, warnings)`` that one more member brings to
-        the stored object ``existing`` (Coscheduling: no member lowers what another member set)."""
+        the stored object ``existing`` (Coscheduling: no member lowers what another member set; a group whose size
+        follows its members, ``plan.follows_members``, is sized from ``members``, the group's pods as read, or
+        ``None`` when they could not be read)."""
+        ...
+
+    def members_selector(self, plan: GangPlan, config: Config) -> str:
+        """The label selector of the pods of ``plan``'s group, for a group whose size follows its members
+        (``plan.follows_members``): the admission engine lists them for :meth:`merge_shared`."""
         ...
 
     def cannot_admit(self, kind: str, existing: JSON, desired: JSON, ops: Ops | None, plan: GangPlan,

@@ -14,10 +14,12 @@ from ..gang.children import Parents
 from ..config import Config
 from ..gang.plan import Resolver, get_path
 from . import FAMILY_KINDS
+from .argo import step_pod
 from .shared import Carry, PodJoiner, Read, WorkloadKind
 
 __all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "READS", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES", "WEBHOOK_RESOURCES",
-           "annotations_path", "CARRIED", "carried_annotations"]
+           "annotations_path", "CARRIED", "carried_annotations",
+           "gangs_on_its_own"]
 
 KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
 """``(API group, kind) -> WorkloadKind``: every per-kind fact, for the modules that read one (``webhook.rollout``,
@@ -60,6 +62,12 @@ def carried_annotations(obj: Any, group: str, kind: str, config: Config) -> dict
             return {k: v for k, v in found.items() if isinstance(k, str) and k.startswith(config.key_prefix)
                     and isinstance(v, str)}
     return None
+
+
+def gangs_on_its_own(pod: Any) -> bool:
+    """A Pod that has a controller but is ganged by its own annotations, as a bare pod: a step pod of an Argo
+    Workflow (``families.argo.step_pod``), whose controller is no gang workload a user could annotate."""
+    return step_pod(pod)
 
 
 # Every resolver also picks the gang backend (coscheduling or workload-api) and defers to an owner of native gang

@@ -85,6 +85,7 @@ from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_
 from ..gang.quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
 from ..gang.resources import ResourceError, pod_requests
 from .apps import POD, resolve_pod
+from .argo import resolve_step_pod, step_pod
 from .shared import AllowedBackends, RunningUpdate, RunningVerdict, WorkloadKind
 
 __all__ = [
@@ -478,10 +479,13 @@ def resolve_pod_or_spark_driver(
     obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
 ) -> GangPlan:
     """The ``("", "Pod")`` resolver: a Spark driver (``spark-role: driver`` and ``spark-app-selector`` labels) gets
-    :func:`resolve_spark_driver`, any other bare pod :func:`admit.families.apps.resolve_pod`."""
+    :func:`resolve_spark_driver`, an Argo Workflow's step pod ``argo.resolve_step_pod``, any other bare pod
+    :func:`admit.families.apps.resolve_pod`."""
     labels = get_path(obj, ("metadata", "labels"))
     if isinstance(labels, dict) and labels.get(SPARK_ROLE) == "driver" and labels.get(SPARK_APP_SELECTOR):
         return resolve_spark_driver(obj, ann, config, namespace, operation)
+    if step_pod(obj):  # an Argo Workflow's step pod: a shared group that follows its members
+        return resolve_step_pod(obj, ann, config, namespace, operation)
     return resolve_pod(obj, ann, config, namespace, operation)
 
 

@@ -446,6 +446,11 @@ class GangPlan:
         refusal_note: appended to a below-minMember refusal of this plan (``backends.check_plan``): where the
             counted number comes from when something other than the user sets it (Kueue's partial admission), and
             what to change there.
+        follows_members: a group bare pods share whose size follows the members still to run (an Argo Workflow's
+            step pods, ``admit.families.argo``): at each member's admission the admission engine reads the group's
+            pods and the backend's ``merge_shared`` takes the members that succeeded off minMember, so a retried
+            member does not wait for them (kube-scheduler no longer counts finished pods), instead of keeping the
+            largest minMember any member set.
         runtime_class: the ``runtimeClassName`` of the plan's pod template when it sets no ``spec.overhead`` (one
             template: Deployment, ReplicaSet, StatefulSet, Job, Pod) and ``minResources`` is ``auto``: the class's
             ``overhead.podFixed``, which kube-apiserver adds to each pod, is added to ``minResources`` from the
@@ -482,6 +487,7 @@ class GangPlan:
     notes: list[str] = field(default_factory=list)
     refusal_note: str = ""
     runtime_class: str | None = None
+    follows_members: bool = False
 
     @property
     def owner(self) -> str:

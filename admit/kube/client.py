@@ -325,6 +325,17 @@ class KubeAPI:
             raise
         return self.api_client.sanitize_for_serialization(pod)
 
+    async def list_pods(self, namespace: str, label_selector: str, timeout: float) -> list[dict[str, Any]]:
+        """LIST the Pods of ``namespace`` that match ``label_selector``, as plain dicts (the members of a shared
+        group whose size follows them, ``backends.ensure``)."""
+        core = client.CoreV1Api(self.api_client)
+        found = await self._call(
+            f"list Pods {namespace} {label_selector}",
+            lambda: core.list_namespaced_pod(namespace, label_selector=label_selector, _request_timeout=timeout),
+            timeout,
+        )
+        return [self.api_client.sanitize_for_serialization(p) for p in found.items or []]
+
     async def get_object(
         self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
     ) -> dict[str, Any] | None:

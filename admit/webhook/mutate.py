@@ -44,7 +44,8 @@ from ..backends import BACKENDS, backend_of, handover_ops
 from ..gang.children import is_child
 from ..config import Config
 from ..gang.foreign import other_generation_label, translate_group_labels
-from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS, annotations_path, carried_annotations
+from ..families.kinds import KINDS, PARENTS, POD_JOINERS, RESOLVERS, annotations_path, carried_annotations, \
+    gangs_on_its_own
 from ..families.marks import drop_stale_marks
 from ..families.wrappers import carry_ops
 from ..gang.lifecycle import bookkeeping_only, going_away
@@ -98,7 +99,7 @@ def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: C
             return Decision(patch=named[0], warnings=named[1])
     annotations = get_path(pod, ("metadata", "annotations"))
     if isinstance(annotations, dict) and config.min_member_key in annotations:
-        if has_controller(pod):
+        if has_controller(pod) and not gangs_on_its_own(pod):  # an Argo step pod gangs as a bare pod
             return Decision(
                 warnings=[
                     f"annotate the controller (Deployment, Job, ...) instead of its pod template: this pod carries "

@@ -44,7 +44,8 @@ from typing import Any
 from ..backends import backend_of, check_plan, scheduler_phrase, template_joined
 from ..gang.children import is_child
 from ..config import Config
-from ..families.kinds import PARENTS, POD_JOINERS, READS, RESOLVERS, SCALABLE, annotations_path, carried_annotations
+from ..families.kinds import PARENTS, POD_JOINERS, READS, RESOLVERS, SCALABLE, annotations_path, carried_annotations, \
+    gangs_on_its_own
 from ..families.shared import Read
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
@@ -321,7 +322,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     if req.group == "autoscaling" and req.kind == "HorizontalPodAutoscaler":
         return _validate_hpa(req, config)
     is_pod = req.kind == "Pod" and req.group == ""
-    if is_pod and req.operation == "CREATE" and has_controller(obj):
+    if is_pod and req.operation == "CREATE" and has_controller(obj) and not gangs_on_its_own(obj):
         return _pod_made_group(req, obj, config)
     if is_pod and req.operation != "CREATE":
         return Verdict(Decision())

@@ -275,11 +275,15 @@ class Coscheduling:
         """``interface.BackendHooks.describe_changes``: ``podgroup.spec_changes``."""
         return spec_changes(existing, desired.get("spec") or {})
 
-    def merge_shared(self, existing: dict[str, Any], desired: dict[str, Any],
-                     plan: GangPlan) -> tuple[dict[str, Any], list[str]]:
+    def merge_shared(self, existing: dict[str, Any], desired: dict[str, Any], plan: GangPlan,
+                     members: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
         """``interface.BackendHooks.merge_shared``: ``podgroup.merge_shared_spec``."""
-        spec, warnings = merge_shared_spec(existing, plan)
+        spec, warnings = merge_shared_spec(existing, plan, members)
         return {**desired, "spec": spec}, warnings
+
+    def members_selector(self, plan: GangPlan, config: Config) -> str:
+        """``interface.BackendHooks.members_selector``: the pods carrying the group's label."""
+        return f"{config.pod_group_label}={plan.group_name}"
 
     def cannot_follow(self, kind: str, existing: dict[str, Any], desired: dict[str, Any], plan: GangPlan,
                       config: Config) -> tuple[str, str] | None:

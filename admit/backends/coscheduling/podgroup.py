@@ -20,13 +20,13 @@ from typing import Any
 from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ...gang.ownerrefs import controller_ref
 from ...gang.plan import GangPlan
-from ...gang.quantity import QuantityError, parse_quantity
+from ...gang.quantity import QuantityError, format_resources, parse_quantity
 from ..common import Ownership, generation_annotation, generation_patch, owner_annotation
 from ..common import stamped_generation as pod_group_generation
 from ..common import stamped_replaces as pod_group_replaces
 
 __all__ = [
-    "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "ownership",
+    "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "members_still_to_run", "ownership",
     "generation_annotation", "generation_patch", "pod_group_generation", "pod_group_replaces", "spec_changes",
     "describe_spec",
 ]
@@ -98,16 +98,23 @@ def spec_json_patch(existing: dict[str, Any], desired_spec: dict[str, Any]) -> l
     return ops
 
 
-def merge_shared_spec(existing: dict[str, Any], plan: GangPlan) -> tuple[dict[str, Any], list[str]]:
+def merge_shared_spec(existing: dict[str, Any], plan: GangPlan,
+                      members: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The spec a PodGroup shared by bare pods gets from one more member ``plan``, and the warnings.
 
     No member lowers what another member set: the largest minMember wins (with the ``minResources`` that came with
     it), and ``scheduleTimeoutSeconds`` set by another member stays when this one sets none. When this member gives
     a size (``plan.size_known``) that differs from the group's, the answer carries a warning naming both numbers.
+    A group whose size follows its members (``plan.follows_members``, with ``members``, the group's pods as read)
+    is sized by :func:`members_still_to_run` instead once one of them has succeeded.
     Returns ``(spec, warnings)``; ``existing`` is the stored PodGroup.
     """
     desired = plan.pod_group_spec()
     spec = spec_v if isinstance(spec_v := existing.get("spec"), dict) else {}
+    if plan.follows_members and members is not None:
+        following = members_still_to_run(desired, spec, plan.min_member, members)
+        if following is not None:
+            return following, []
     have = spec.get("minMember")
     want = desired["minMember"]
     pg = f"PodGroup {plan.namespace}/{plan.group_name}"
@@ -130,6 +137,39 @@ def merge_shared_spec(existing: dict[str, Any], plan: GangPlan) -> tuple[dict[st
     if "scheduleTimeoutSeconds" not in out and spec.get("scheduleTimeoutSeconds") is not None:
         out["scheduleTimeoutSeconds"] = spec["scheduleTimeoutSeconds"]
     return out, warnings
+
+
+def members_still_to_run(desired: dict[str, Any], stored: dict[str, Any], asked: int,
+                          members: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The spec of a shared group whose size follows its members (``GangPlan.follows_members``), from the group's
+    pods ``members`` (each its ``status.phase``), or ``None`` while none of them has succeeded (the members then
+    agree on the size as any shared group's do).
+
+    A member that succeeded never runs again, and kube-scheduler drops finished pods from its informer (field
+    selector ``status.phase!=Succeeded,status.phase!=Failed``, kubernetes ``pkg/scheduler/scheduler.go``
+    ``newPodInformer``), so Coscheduling's PreFilter, which counts the pods carrying the group's label it still sees
+    (scheduler-plugins ``pkg/coscheduling/core/core.go``), would hold a retried member back for ever waiting for
+    them (argo-workflows#734, volcano#2720). The size is what is still to run: ``asked`` (this member's minMember)
+    minus the members that succeeded, at least 1 (a failed member is retried and counts as still to run). Once as
+    many members as ``asked`` have succeeded, the group starts again at ``asked`` (a later step naming the same
+    group). ``minResources`` (``asked`` pods' requests) follows in proportion; ``scheduleTimeoutSeconds`` set by
+    another member stays (``stored``: the stored spec).
+    """
+    succeeded = sum(1 for p in members if isinstance(p, dict) and (p.get("status") or {}).get("phase") == "Succeeded")
+    if succeeded == 0:
+        return None
+    left = asked - succeeded if succeeded < asked else asked
+    out = dict(desired)
+    out["minMember"] = left
+    if isinstance(out.get("minResources"), dict) and asked > 0:
+        try:
+            out["minResources"] = format_resources(
+                {k: parse_quantity(v) * left / asked for k, v in out["minResources"].items()})
+        except QuantityError:
+            pass  # kept as this member computed it
+    if "scheduleTimeoutSeconds" not in out and stored.get("scheduleTimeoutSeconds") is not None:
+        out["scheduleTimeoutSeconds"] = stored["scheduleTimeoutSeconds"]
+    return out
 
 
 def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool,

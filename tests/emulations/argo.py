@@ -1,0 +1,167 @@
+"""Argo Workflows' step pods (argoproj/argo-workflows v4.1.2, ``workflow/controller``) as the workflow controller
+creates them, each through the fake's admission chain under the controller's ServiceAccount:
+
+- **which pods**: a ``steps`` template's step with ``withItems`` is expanded into one node per item, named
+  ``<parent>.<step>(<index>:<item>)`` (``operator.go`` ``expandStep``: ``fmt.Sprintf("%s(%d:%v)", name, index,
+  cleanName)``); under a ``retryStrategy`` each such node is a Retry node whose attempts are its children
+  ``<node>(<attempt>)`` (``operator.go``: ``fmt.Sprintf("%s(%d)", retryNodeName, retryNum)``), one pod per attempt;
+- **the template** is substituted whole before the pod is built (``workflow/common/util.go`` ``SubstituteParams``:
+  the template marshalled to JSON, ``{{workflow.name}}``, ``{{inputs.parameters.*}}`` and the other variables
+  replaced), so its ``metadata`` may use them;
+- **the pod** (``workflowpod.go`` ``createWorkflowPod``): name ``GeneratePodName`` (v2 names:
+  ``<workflow>-<template>-<fnv32a(node name)>``, ``workflow/util/pod_name.go``), labels
+  ``workflows.argoproj.io/workflow: <workflow>`` and ``workflows.argoproj.io/completed: "false"``, annotations
+  ``workflows.argoproj.io/node-name`` and ``node-id`` (``Workflow.NodeID``: ``<workflow>-<fnv32a(node name)>``), one
+  controller ownerReference to the Workflow (``metav1.NewControllerRef(woc.wf, ...WithKind("Workflow"))``),
+  ``restartPolicy: Never``; the ``wait`` container (the executor's aux container, ``executor.resources`` of the
+  controller's ConfigMap, none by default) then the template's ``main`` container; ``addMetadata`` copies the
+  Workflow's ``spec.podMetadata`` and then the template's ``metadata`` annotations and labels onto the pod;
+  ``schedulerName`` is the template's, else the Workflow's (``addSchedulingConstraints``).
+
+The phases are the test's to set (:meth:`ArgoWorkflows.finish`: no kubelet runs here); a retry is one more attempt
+pod for a node whose last attempt failed (:meth:`ArgoWorkflows.retry`). Not emulated: DAGs, the ``init`` container
+(input artifacts only), ``podSpecPatch``, the executor's work, the Workflow's status.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import TYPE_CHECKING, Any
+
+from .kit import OperatorEmulation, controller_ref, service_account
+
+if TYPE_CHECKING:
+    from admit.testing.fake_kube import FakeKubeAPI
+
+__all__ = ["ArgoWorkflows", "install", "step_pod", "node_id", "pod_name", "WORKFLOW_LABEL", "NODE_NAME"]
+
+JSON = dict[str, Any]
+API = "argoproj.io/v1alpha1"
+WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
+COMPLETED_LABEL = "workflows.argoproj.io/completed"
+NODE_NAME = "workflows.argoproj.io/node-name"
+NODE_ID = "workflows.argoproj.io/node-id"
+
+
+def fnv32a(text: str) -> int:
+    """Go's ``hash/fnv`` ``New32a`` over ``text``'s bytes."""
+    h = 0x811C9DC5
+    for byte in text.encode():
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def node_id(workflow: str, node: str) -> str:
+    """``Workflow.NodeID``."""
+    return workflow if node == workflow else f"{workflow}-{fnv32a(node)}"
+
+
+def pod_name(workflow: str, node: str, template: str) -> str:
+    """``GeneratePodName`` with ``PodNameV2`` (the default)."""
+    return workflow if node == workflow else f"{workflow}-{template}-{fnv32a(node)}"
+
+
+def _substitute(template: JSON, values: dict[str, str]) -> JSON:
+    """``SubstituteParams``: the template as JSON, each ``{{name}}`` of ``values`` replaced."""
+    text = json.dumps(template)
+    for name, value in values.items():
+        text = text.replace("{{" + name + "}}", value)
+    return json.loads(text)
+
+
+def step_pod(workflow: JSON, template: JSON, node: str, inputs: dict[str, str] | None = None) -> JSON:
+    """The pod ``createWorkflowPod`` builds for node ``node`` of stored ``workflow`` running ``template`` (module
+    docstring); ``inputs`` are the step's argument parameters, ``{{inputs.parameters.<name>}}``."""
+    meta, spec = workflow["metadata"], workflow.get("spec") or {}
+    values = {"workflow.name": meta["name"], "workflow.namespace": str(meta.get("namespace") or "")}
+    values.update({f"inputs.parameters.{k}": v for k, v in (inputs or {}).items()})
+    tmpl = _substitute(template, values)
+    pod_meta = spec.get("podMetadata") or {}
+    labels = {WORKFLOW_LABEL: meta["name"], COMPLETED_LABEL: "false", **(pod_meta.get("labels") or {}),
+              **((tmpl.get("metadata") or {}).get("labels") or {})}
+    annotations = {NODE_NAME: node, NODE_ID: node_id(meta["name"], node), **(pod_meta.get("annotations") or {}),
+                   **((tmpl.get("metadata") or {}).get("annotations") or {})}
+    main = {**copy.deepcopy(tmpl.get("container") or {}), "name": "main"}
+    wait = {"name": "wait", "image": "quay.io/argoproj/argoexec:v4.1.2", "command": ["argoexec"], "args": ["wait"]}
+    pod_spec: JSON = {"restartPolicy": "Never", "containers": [wait, main]}
+    scheduler = tmpl.get("schedulerName") or spec.get("schedulerName")
+    if scheduler:
+        pod_spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod_name(meta["name"], node, tmpl["name"]), "namespace": meta.get("namespace"),
+                         "labels": labels, "annotations": annotations, "ownerReferences": [controller_ref(workflow)]},
+            "spec": pod_spec}
+
+
+class ArgoWorkflows(OperatorEmulation):
+    """The workflow controller's pod creation for one :class:`FakeKubeAPI` (module docstring)."""
+
+    component = "workflow-controller"
+
+    def __init__(self, api: "FakeKubeAPI") -> None:
+        super().__init__(api, service_account("argo", "argo"))
+        self.inputs: dict[str, dict[str, str]] = {}  # a node's argument parameters (the Workflow's status keeps them)
+
+    async def idle(self, timeout: float = 10.0) -> None:
+        """Nothing of it runs in the background: each pod is made in a call its caller awaits."""
+
+    async def submit(self, workflow: JSON, user: JSON | None = None) -> JSON:
+        """Store a Workflow as ``argo submit`` / ``kubectl create`` does (its own admission: admit's webhooks do not
+        take Workflows)."""
+        rt = self.api.resource_type(API, "workflows")
+        return await self.api.admitted_create(rt, workflow["metadata"].get("namespace"), copy.deepcopy(workflow),
+                                              dry_run=False, user=user)
+
+    def _template(self, workflow: JSON, name: str) -> JSON:
+        return next(t for t in (workflow.get("spec") or {}).get("templates") or [] if t.get("name") == name)
+
+    async def run_step(self, ns: str, workflow_name: str, step: str) -> list[JSON]:
+        """Start step ``step`` of the entrypoint's first step group: one pod per ``withItems`` item (the first
+        attempt's under a ``retryStrategy``), its argument parameters with ``{{item}}`` substituted
+        (``expandStep``), as stored; refused ones are in :attr:`errors`."""
+        workflow = self.live(API, "workflows", ns, workflow_name)
+        assert workflow is not None
+        entry = self._template(workflow, workflow["spec"]["entrypoint"])
+        found = next(s for group in entry.get("steps") or [] for s in group if s.get("name") == step)
+        template = self._template(workflow, found["template"])
+        parent = f"{workflow_name}[0].{step}"
+        made = []
+        for index, item in enumerate(found.get("withItems") or [None]):
+            node = parent if item is None else f"{parent}({index}:{item})"
+            if template.get("retryStrategy"):
+                node = f"{node}(0)"
+            self.inputs[node.rpartition("(")[0] if template.get("retryStrategy") else node] = inputs = {
+                str(p["name"]): str(p.get("value", "")).replace("{{item}}", str(item))
+                for p in ((found.get("arguments") or {}).get("parameters") or [])}
+            pod = await self.create(workflow, "v1", "pods", step_pod(workflow, template, node, inputs),
+                                    "FailedCreatePod")
+            if pod is not None:
+                made.append(pod)
+        return made
+
+    def finish(self, pod: JSON, phase: str) -> None:
+        """The pod ends in ``phase`` (``Succeeded`` / ``Failed``), as kubelet reports it."""
+        stored = self.api.get("v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+        assert stored is not None
+        stored["status"] = {**(stored.get("status") or {}), "phase": phase}
+        self.api.put(stored)
+
+    async def retry(self, failed: JSON) -> JSON | None:
+        """The next attempt of the node whose attempt pod ``failed`` failed (``retryStrategy``): node
+        ``<retry node>(<attempt + 1>)``, from the same template and inputs, as stored."""
+        ns = failed["metadata"]["namespace"]
+        workflow = self.live(API, "workflows", ns, failed["metadata"]["labels"][WORKFLOW_LABEL])
+        assert workflow is not None
+        base, _, attempt = failed["metadata"]["annotations"][NODE_NAME].rpartition("(")
+        template_name = failed["metadata"]["name"][len(workflow["metadata"]["name"]) + 1:].rpartition("-")[0]
+        node = f"{base}({int(attempt.rstrip(')')) + 1})"
+        return await self.create(workflow, "v1", "pods", step_pod(workflow, self._template(workflow, template_name),
+                                                                  node, self.inputs.get(base)), "FailedCreatePod")
+
+
+def install(api: "FakeKubeAPI", chain: Any = None) -> ArgoWorkflows:
+    """Serve Argo's Workflow CRD (``argoproj.io/v1alpha1`` ``workflows``) on ``api`` and run the workflow
+    controller's pod creation there (no webhook of Argo's meets admit's writes)."""
+    api.register("argoproj.io", "v1alpha1", "Workflow", "workflows")
+    return api.add_controller(ArgoWorkflows(api))

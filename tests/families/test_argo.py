@@ -1,0 +1,100 @@
+"""Argo Workflows step pods (``admit.families.argo``): ganged by their own annotations as members of a shared group
+whose size follows the members still to run (``backends.coscheduling.podgroup.members_still_to_run``).
+
+The pods are built as argo-workflows v4.1.2's workflow controller builds them (``tests/emulations/argo.py``
+``step_pod``, from ``workflowpod.go`` ``createWorkflowPod``) from ``examples/argo-workflow-gang-step.yaml``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from admit.backends.coscheduling.podgroup import merge_shared_spec, members_still_to_run
+from admit.config import Config
+from admit.webhook.admissionreview import dumps, parse_review
+from admit.webhook.mutate import mutate
+from admit.webhook.validate import validate
+from tests.emulations.argo import step_pod
+from tests.helpers import EXAMPLES, admission_review
+
+CONFIG = Config()
+LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def workflow() -> dict[str, Any]:
+    obj = yaml.safe_load(Path(EXAMPLES / "argo-workflow-gang-step.yaml").read_text())
+    obj["metadata"] = {"name": "train-x7k2p", "namespace": "default", "uid": "6c0a7d1e-0000-4000-8000-00000000000a"}
+    return obj
+
+
+def worker_pod(index: int = 0, attempt: int = 0, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    wf = workflow()
+    template = copy.deepcopy(wf["spec"]["templates"][1])
+    for key in drop:
+        template["metadata"]["annotations"].pop(key)
+    return step_pod(wf, template, f"train-x7k2p[0].train({index}:{index})({attempt})", {"rank": str(index)})
+
+
+def request(obj: dict[str, Any]) -> Any:
+    return parse_review(dumps(admission_review(obj, "CREATE", strip_namespace=True, namespace="default")))
+
+
+def test_an_argo_step_pod_with_gang_annotations_joins_the_group_its_template_names_instead_of_being_told_to_annotate_its_controller():
+    pod = worker_pod()
+    decision = mutate(request(pod), CONFIG)
+    assert not any("annotate the controller" in w for w in decision.warnings)
+    made = jsonpatch.apply_patch(pod, decision.patch)
+    assert made["metadata"]["labels"][LABEL] == "train-x7k2p-train"
+    assert made["spec"]["schedulerName"] == CONFIG.scheduler_name
+    verdict = validate(request(made), CONFIG)
+    plan = verdict.ensure
+    assert verdict.decision.allowed and plan is not None
+    assert (plan.group_name, plan.min_member, plan.shared, plan.follows_members) == ("train-x7k2p-train", 3, True, True)
+    assert plan.min_resources == {"cpu": "3", "memory": "6Gi"}
+
+
+def test_an_argo_step_pod_without_a_pod_group_annotation_shares_a_group_named_after_its_workflow_with_a_note():
+    made = jsonpatch.apply_patch(worker_pod(drop=("gang.admit.dev/pod-group",)),
+                                 mutate(request(worker_pod(drop=("gang.admit.dev/pod-group",))), CONFIG).patch)
+    assert made["metadata"]["labels"][LABEL] == "train-x7k2p"
+    verdict = validate(request(made), CONFIG)
+    assert "is named after the Workflow" in verdict.decision.message
+
+
+def test_a_pod_of_another_controller_with_gang_annotations_is_still_told_to_annotate_that_controller():
+    pod = worker_pod()
+    pod["metadata"]["ownerReferences"][0].update(apiVersion="apps/v1", kind="ReplicaSet")
+    decision = mutate(request(pod), CONFIG)
+    assert decision.patch == [] and any("annotate the controller" in w for w in decision.warnings)
+
+
+def phases(*names: str) -> list[dict[str, Any]]:
+    return [{"metadata": {"name": f"p{i}"}, "status": {"phase": p}} for i, p in enumerate(names)]
+
+
+def test_a_group_that_follows_its_members_is_sized_to_those_still_to_run_once_one_succeeded():
+    desired = {"minMember": 3, "minResources": {"cpu": "3", "memory": "6Gi"}}
+    assert members_still_to_run(desired, {}, 3, phases("Running", "Pending")) is None  # members agree as usual
+    assert members_still_to_run(desired, {}, 3, phases("Succeeded", "Succeeded", "Failed")) == {
+        "minMember": 1, "minResources": {"cpu": "1", "memory": "2Gi"}}
+    assert members_still_to_run(desired, {"scheduleTimeoutSeconds": 120}, 3, phases("Succeeded", "Failed", "Failed")
+                                ) == {"minMember": 2, "minResources": {"cpu": "2", "memory": "4Gi"},
+                                      "scheduleTimeoutSeconds": 120}
+    # every member of the last round succeeded: a later step naming the group starts again at its own size
+    assert members_still_to_run(desired, {}, 3, phases("Succeeded", "Succeeded", "Succeeded"))["minMember"] == 3
+
+
+def test_a_retried_member_lowers_the_stored_group_while_a_plain_shared_group_never_lowers():
+    made = jsonpatch.apply_patch(worker_pod(2, 1), mutate(request(worker_pod(2, 1)), CONFIG).patch)
+    plan = validate(request(made), CONFIG).ensure
+    stored = {"spec": {"minMember": 3, "minResources": {"cpu": "3", "memory": "6Gi"}, "scheduleTimeoutSeconds": 120}}
+    spec, warnings = merge_shared_spec(stored, plan, phases("Succeeded", "Succeeded", "Failed"))
+    assert spec["minMember"] == 1 and warnings == []
+    plain = dataclasses.replace(plan, follows_members=False)
+    assert merge_shared_spec(stored, plain, phases("Succeeded", "Succeeded", "Failed"))[0]["minMember"] == 3

@@ -1,0 +1,55 @@
+"""Argo Workflows step pods on a real control plane: the Workflow stored through its CRD (``tests/real/crds``; the
+workflow controller does not run here), its fan-out's step pods created as the controller creates them
+(``tests/emulations/argo.py`` ``step_pod``, from argo-workflows v4.1.2 ``createWorkflowPod``), each ganged by the
+annotations of its template; then two members succeed, one fails, and the retried member (a new pod of the node) is
+scheduled alone, since its group's minMember follows the members still to run. Before, the group kept minMember 3
+and Coscheduling's PreFilter held the retried pod for ever (kube-scheduler no longer counts finished pods)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.emulations.argo import step_pod
+from tests.helpers import EXAMPLES
+from tests.real.support import bound, pods, wait_for
+from tests.real.test_real_after_admission import finish, min_member
+
+LABEL = "scheduling.x-k8s.io/pod-group"
+SCHEDULER = "scheduler-plugins-scheduler"
+
+
+@pytest.mark.needs("coscheduling")
+def test_argo_step_pods_are_one_gang_and_a_retried_member_runs_once_the_others_succeeded(plane, ns):
+    cp = plane.cp
+    written = yaml.safe_load(Path(EXAMPLES / "argo-workflow-gang-step.yaml").read_text())
+    written["metadata"] = {"name": "train-x7k2p"}
+    worker = written["spec"]["templates"][1]
+    worker["metadata"]["annotations"]["gang.admit.dev/schedule-timeout-seconds"] = "5"
+    worker["container"] = {"image": "registry.k8s.io/pause:3.10",
+                           "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}
+    wf = cp.rest("POST", f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/workflows", body=written)
+    template = copy.deepcopy(wf["spec"]["templates"][1])
+    made = []
+    for i in range(3):
+        node = f"train-x7k2p[0].train({i}:{i})(0)"
+        made.append(cp.rest("POST", f"/api/v1/namespaces/{ns}/pods",
+                            body=step_pod(wf, template, node, {"rank": str(i)})))
+    assert {p["metadata"]["labels"][LABEL] for p in made} == {"train-x7k2p-train"}
+    assert {p["spec"]["schedulerName"] for p in made} == {SCHEDULER}
+    assert min_member(cp, ns, "train-x7k2p-train") == 3
+    first = wait_for(lambda: (lambda p: p if len(p) == 3 else None)(bound(pods(cp, ns, f"{LABEL}=train-x7k2p-train"))),
+                     what="the 3 step pods bound together")
+    by_node = {p["metadata"]["annotations"]["workflows.argoproj.io/node-name"]: p for p in first}
+    finish(cp, ns, by_node["train-x7k2p[0].train(0:0)(0)"], "Succeeded")
+    finish(cp, ns, by_node["train-x7k2p[0].train(1:1)(0)"], "Succeeded")
+    finish(cp, ns, by_node["train-x7k2p[0].train(2:2)(0)"], "Failed")
+    retried = cp.rest("POST", f"/api/v1/namespaces/{ns}/pods",
+                      body=step_pod(wf, template, "train-x7k2p[0].train(2:2)(1)", {"rank": "2"}))
+    assert retried["metadata"]["labels"][LABEL] == "train-x7k2p-train"
+    assert min_member(cp, ns, "train-x7k2p-train") == 1
+    wait_for(lambda: [p for p in bound(pods(cp, ns, f"{LABEL}=train-x7k2p-train"))
+                      if p["metadata"]["name"] == retried["metadata"]["name"]], what="the retried step pod bound")
