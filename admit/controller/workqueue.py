@@ -32,6 +32,11 @@ class WorkQueue:
     def __len__(self) -> int:
         return len(self._queue)
 
+    @property
+    def idle(self) -> bool:
+        """No key is queued or being processed (keys may still wait on a timer of :meth:`add_after`)."""
+        return not self._queue and not self._processing
+
     def add(self, key: GroupKey) -> None:
         if key in self._processing:
             self._dirty.add(key)

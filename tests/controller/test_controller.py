@@ -1,6 +1,9 @@
-"""The controller (admit/controller/manager.py, gangs.py) keeping Coscheduling's PodGroups: the pure decisions, then the loop against the fake Kubernetes API
-over HTTP with watch streams and its garbage-collector emulation (``gc_orphans_after=0.025``: an object whose
-ownerReferences all name uids that are not stored is deleted after 25 ms, as measured on a real cluster).
+"""The controller (admit/controller/manager.py, gangs.py) keeping Coscheduling's PodGroups: what it watches and
+claims, the decisions only a PodGroup meets (minResources, a hand-written group, a shared one), then the loop against
+the fake Kubernetes API over HTTP with watch streams and its garbage-collector emulation (``gc_orphans_after=0.025``:
+an object whose ownerReferences all name uids that are not stored is deleted after 25 ms, as measured on a real
+cluster). What every backend's controller does (a gang's life from admission to garbage collection, orphans, re-creation, the write
+guards) is tested once for all in test_every_backend.py.
 
 Timings are scaled down: orphan grace 0.5 s (default 60 s), Lease 0.6 s / renew deadline 0.4 s / retry 0.1 s
 (defaults 15 / 10 / 2 s).
@@ -15,7 +18,6 @@ import logging
 import time
 from typing import Any
 
-import jsonpatch
 import pytest
 
 from admit.webhook.admission import Admission
@@ -152,17 +154,6 @@ def decide_now(pg: dict | None, claims: list[Claim], unclaimed_since: float | No
     return decide(("team", "web"), pg, claims, CONFIG, now=now, unclaimed_since=unclaimed_since, grace=GRACE)
 
 
-def test_a_missing_group_is_created_with_the_stored_workload_as_its_owner():
-    workload = stored(deployment())
-    action = decide_now(None, [claim_of(workload, DEPLOYMENTS, CONFIG)])
-    assert action.kind == "create"
-    assert action.body["metadata"]["ownerReferences"] == [{
-        "apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "uid-1", "controller": True,
-        "blockOwnerDeletion": True}]
-    assert action.body["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "admit"}
-    assert action.body["spec"] == {"minMember": 3, "minResources": {"cpu": "3"}}
-
-
 def test_adoption_and_a_spec_change_are_one_patch_guarded_by_the_resource_version():
     workload = stored(deployment(replicas=5))
     action = decide_now(managed_pg(), [claim_of(workload, DEPLOYMENTS, CONFIG)])
@@ -176,12 +167,6 @@ def test_adoption_and_a_spec_change_are_one_patch_guarded_by_the_resource_versio
     ]
 
 
-def test_an_adopted_group_in_step_needs_nothing():
-    workload = stored(deployment())
-    pg = managed_pg(ownerReferences=[owner_reference(workload)])
-    assert decide_now(pg, [claim_of(workload, DEPLOYMENTS, CONFIG)]).kind == "none"
-
-
 def test_a_workload_recreated_under_the_same_name_takes_over_the_owner_reference():
     old, new = stored(deployment(), uid="old"), stored(deployment(), uid="new")
     pg = managed_pg(ownerReferences=[owner_reference(old), {"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
@@ -193,20 +178,6 @@ def test_a_workload_recreated_under_the_same_name_takes_over_the_owner_reference
                                        owner_reference(new)]}
 
 
-def test_an_unclaimed_group_waits_out_the_grace_period_then_is_deleted():
-    first = decide_now(managed_pg(), [], unclaimed_since=None, now=100.0)
-    assert first.kind == "wait" and first.unclaimed and first.delay == pytest.approx(GRACE)
-    assert decide_now(managed_pg(), [], unclaimed_since=100.0, now=100.0 + GRACE - 0.01).kind == "wait"
-    gone = decide_now(managed_pg(), [], unclaimed_since=100.0, now=100.0 + GRACE)
-    assert gone.kind == "delete" and "claimed by no stored workload for 0.5s" in gone.message
-
-
-def test_a_group_owned_by_another_workload_is_a_conflict_and_nothing_is_written():
-    action = decide_now(managed_pg(owner="batch/Job/web"), [claim_of(stored(deployment()), DEPLOYMENTS, CONFIG)])
-    assert action.kind == "conflict" and not action.ops
-    assert "PodGroup team/web already belongs to batch/Job/web, not to Deployment team/web" in action.message
-
-
 def test_a_hand_written_group_named_by_the_workload_is_used_as_it_is():
     hand = {"apiVersion": PG_API, "kind": "PodGroup", "metadata": {"name": "web", "namespace": "team"},
             "spec": {"minMember": 2}}
@@ -215,21 +186,6 @@ def test_a_hand_written_group_named_by_the_workload_is_used_as_it_is():
     unnamed = claim_of(stored(deployment()), DEPLOYMENTS, CONFIG)
     assert decide_now(hand, [unnamed]).kind == "conflict"
     assert decide_now(hand, []).kind == "none"  # never deleted: admit does not manage it
-
-
-def test_a_managed_looking_group_without_an_owner_annotation_is_left_alone():
-    pg = managed_pg()
-    del pg["metadata"]["annotations"]
-    assert decide_now(pg, []).kind == "foreign"
-    action = decide_now(pg, [claim_of(stored(deployment()), DEPLOYMENTS, CONFIG)])
-    assert action.kind == "foreign" and "no valid gang.admit.dev/owner annotation" in action.message
-
-
-def test_a_workload_whose_annotation_became_invalid_keeps_its_group_unchanged():
-    bad = claim_of(stored(deployment(annotations={"gang.admit.dev/min-member": "-1"})), DEPLOYMENTS, CONFIG)
-    action = decide_now(managed_pg(), [bad], unclaimed_since=0.0, now=1000.0)
-    assert action.kind == "invalid" and not action.unclaimed
-    assert "PodGroup team/web is left as it is until this is fixed" in action.message
 
 
 def test_two_workloads_naming_one_group_keep_the_owner_and_report_the_other():
@@ -313,49 +269,6 @@ async def create_workload(kube: KubeRaw, obj: dict[str, Any], resource: Resource
     return await kube.request("POST", resource.path("team"), body=obj)
 
 
-async def test_a_pod_group_goes_from_admission_to_adoption_to_garbage_collection(fake, kube, controllers, caplog):
-    controller = await controllers()
-    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
-    # Admission, as kube-apiserver calls it: mutate, apply the patch, validate (which creates the PodGroup).
-    user = deployment()
-    user["metadata"]["labels"] = {}
-    user["spec"]["template"]["metadata"]["labels"] = {"app": "web"}
-    del user["spec"]["template"]["spec"]["schedulerName"]
-    mutation = admission.mutate(request(user, "Deployment", "apps", "deployments"))
-    mutated = jsonpatch.apply_patch(user, mutation.patch)
-    assert mutated["metadata"]["labels"] == {"gang.admit.dev/managed": "true"}
-    verdict = await admission.validate(request(mutated, "Deployment", "apps", "deployments"))
-    assert verdict.allowed
-    pg = pg_of(fake)
-    assert pg is not None and "ownerReferences" not in pg["metadata"]  # no owner at admission: the GC race
-    # The workload is stored: the controller adopts its PodGroup.
-    with caplog.at_level(logging.INFO, "admit.controller"):
-        workload = await create_workload(kube, mutated)
-        adopted_in = await eventually(lambda: (pg_of(fake) or {}).get("metadata", {}).get("ownerReferences"))
-        # The controller logs once the PATCH's answer is back, which can be after the fake API stored it.
-        await eventually(lambda: any("adopted PodGroup team/web: owner Deployment team/web" in r.getMessage()
-                                     for r in caplog.records))
-    assert adopted_in < 0.5
-    assert pg_of(fake)["metadata"]["ownerReferences"] == [owner_reference(workload)]
-    assert pg_of(fake)["spec"] == {"minMember": 3, "minResources": {"cpu": "3"}}
-    await asyncio.sleep(0.1)  # four times the emulated garbage collector's delay: adopted, so it stays
-    assert pg_of(fake) is not None and fake.gc_deleted == []
-    # The workload is deleted: the garbage collector deletes its PodGroup, and the controller does not bring it back.
-    fake.delete_object("apps/v1", "deployments", "team", "web")
-    collected_in = await eventually(lambda: pg_of(fake) is None)
-    assert [g["name"] for g in fake.gc_deleted] == ["web"] and collected_in < 0.2
-    await asyncio.sleep(GRACE + 0.2)
-    assert pg_of(fake) is None
-    await controller.recorder.flush()
-    assert ("Normal", "PodGroupAdopted", "Deployment",
-            "PodGroup web is now owned by this Deployment: the garbage collector deletes it with the Deployment"
-            ) in events(fake)
-    assert any("adopted PodGroup team/web: owner Deployment team/web" in r.getMessage() for r in caplog.records)
-    caplog.records.clear()
-    print(f"\nadoption {adopted_in * 1000:.0f} ms after the workload was stored; garbage-collected "
-          f"{collected_in * 1000:.0f} ms after the workload was deleted")
-
-
 async def test_without_adoption_an_owner_reference_to_an_unstored_workload_loses_the_group(fake, kube):
     """Why admission creates PodGroups without an owner: the (emulated) garbage collector removes a PodGroup whose
     owner is not stored within 25 ms."""
@@ -405,27 +318,6 @@ async def test_the_spec_follows_kubectl_scale(fake, kube, controllers):
     assert took < 0.5
 
 
-async def test_an_orphan_is_deleted_after_the_grace_period_and_not_before(fake, controllers):
-    controller = await controllers()
-    # Left behind by a create that another admission step rejected: no workload will ever claim it.
-    fake.put({k: v for k, v in managed_pg(owner="apps/Deployment/rejected").items()})
-    seen_at = time.monotonic()
-    await asyncio.sleep(GRACE * 0.8)
-    assert pg_of(fake) is not None
-    await eventually(lambda: pg_of(fake) is None)
-    deleted_after = time.monotonic() - seen_at
-    assert GRACE <= deleted_after < GRACE + 0.3, deleted_after
-    delete = fake.requests_for("podgroups", "delete")[-1]
-    assert set(delete.body["preconditions"]) == {"uid", "resourceVersion"}
-    # The fake API removes the object before the controller reads the answer and records the event: wait for it.
-    await eventually(lambda: any(e[1] == "PodGroupDeleted" for e in events(fake)))
-    await controller.recorder.flush()
-    [(kind, reason, regarding, note)] = [e for e in events(fake) if e[1] == "PodGroupDeleted"]
-    assert (kind, regarding) == ("Normal", "PodGroup")
-    assert "owner apps/Deployment/rejected) is claimed by no stored workload for 0.5s" in note
-    print(f"\norphan deleted {deleted_after * 1000:.0f} ms after the controller first saw it (grace {GRACE}s)")
-
-
 async def test_an_orphan_that_live_pods_still_use_is_kept(fake, controllers, caplog):
     await controllers()
     for name, phase in (("p1", "Running"), ("p2", "Succeeded")):
@@ -442,23 +334,6 @@ async def test_an_orphan_that_live_pods_still_use_is_kept(fake, controllers, cap
     assert sum(keeping in r.getMessage() for r in caplog.records) == 1
     fake.delete_object("v1", "pods", "team", "p1")
     await eventually(lambda: pg_of(fake) is None, timeout=GRACE * 2 + 1)
-
-
-async def test_a_group_deleted_by_hand_is_recreated_while_its_workload_lives(fake, kube, controllers):
-    controller = await controllers()
-    workload = await create_workload(kube, deployment())
-    await eventually(lambda: (pg_of(fake) or {}).get("metadata", {}).get("ownerReferences"))
-    first_uid = pg_of(fake)["metadata"]["uid"]
-    await kube.request("DELETE", f"/apis/{PG_API}/namespaces/team/podgroups/web")
-    took = await eventually(lambda: pg_of(fake) is not None and pg_of(fake)["metadata"]["uid"] != first_uid)
-    assert took < 0.5
-    pg = pg_of(fake)
-    assert pg["metadata"]["ownerReferences"] == [owner_reference(workload)]  # created adopted: no race
-    await asyncio.sleep(0.1)
-    assert pg_of(fake) is not None
-    await controller.recorder.flush()
-    assert any(e[1] == "PodGroupCreated" and e[3].startswith("created PodGroup web (minMember 3, minResources")
-               for e in events(fake))
 
 
 async def test_only_the_lease_holder_writes_and_the_other_replica_takes_over(fake, kube, controllers):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import time
 
 import pytest
 
@@ -27,7 +26,6 @@ from tests.controller.test_controller import (  # noqa: F401 - fixtures
     CONFIG,
     DEPLOYMENTS,
     GRACE,
-    PG_API,
     controllers,
     create_workload,
     deployment,
@@ -75,25 +73,6 @@ async def test_a_group_whose_workload_a_silent_watch_missed_is_not_deleted_as_an
 # ======================================================================================================================
 
 
-async def test_no_group_is_created_for_a_workload_deleted_while_its_watch_lags(fake, kube, controllers):
-    """The controller created a PodGroup owned by the deleted uid about every 30 ms and the
-    garbage collector deleted each one. Now a live read refuses the create (uid gone)."""
-    controller = await controllers()
-    await create_workload(kube, deployment())
-    await eventually(lambda: owned(fake))
-    await hold(fake, "deployments")
-    fake.clear_requests()
-    fake.delete_object("apps/v1", "deployments", "team", "web")  # the GC deletes its PodGroup; the watch lags
-    await eventually(lambda: pg_of(fake) is None)
-    await asyncio.sleep(1.0)
-    assert fake.requests_for("podgroups", "create") == []
-    assert [g["name"] for g in fake.gc_deleted] == ["web"]
-    assert controller.gangs["coscheduling"].guards.stale_skips >= 1
-    fake.release_watches("deployments")
-    await asyncio.sleep(0.3)
-    assert pg_of(fake) is None and fake.requests_for("podgroups", "create") == []
-
-
 async def test_a_group_is_not_adopted_by_a_workload_recreated_under_another_uid_the_cache_has_not_seen(
         fake, kube, controllers):
     controller = await controllers()
@@ -112,27 +91,6 @@ async def test_a_group_is_not_adopted_by_a_workload_recreated_under_another_uid_
     await eventually(lambda: owned(fake))
     assert [r["uid"] for r in pg_of(fake)["metadata"]["ownerReferences"]] == [second["metadata"]["uid"]]
     assert first["metadata"]["uid"] != second["metadata"]["uid"]
-
-
-async def test_a_write_something_keeps_undoing_is_repeated_with_back_off(fake, kube, controllers, caplog):
-    """A PodGroup deleted again and again right after each re-create (here by another client; in the issue by the
-    garbage collector): the controller re-creates it with back-off instead of at the pace of the events."""
-    controller = await controllers(retry_backoff=(0.2, 0.8))
-    await create_workload(kube, deployment())
-    await eventually(lambda: owned(fake))
-    fake.clear_requests()
-    deleted = 0
-    end = time.monotonic() + 2.0
-    while time.monotonic() < end:
-        if pg_of(fake) is not None:
-            fake.delete_object(PG_API, "podgroups", "team", "web")
-            deleted += 1
-        await asyncio.sleep(0.005)
-    creates = len(fake.requests_for("podgroups", "create"))
-    # Without back-off: one create per deletion, about every 10-30 ms (60+ in 2 s). With it: the first two at
-    # once, then after 0.2, 0.4, 0.8, 0.8 ... seconds.
-    assert 3 <= creates <= 7, creates
-    assert controller.gangs["coscheduling"].guards.repeats[("team", "web")][1] >= 3
 
 
 # ======================================================================================================================

@@ -1,7 +1,9 @@
-"""The controller keeping the workload-api backend's Workload and PodGroup (admit/controller/gangs.py,
-admit/backends/gangobjects.py): the pure decisions, then the loop against the fake Kubernetes API with its garbage-collector emulation
-(``gc_orphans_after=0.025``, as measured on a real cluster), for v1alpha2 (immutable minCount: re-created) and v1beta1
-(patched). Timings scaled down as in tests/controller/test_controller.py."""
+"""What only the workload-api backend's gang controller does (admit/controller/gangs.py over the backend's Workload
+and PodGroup): a size change its v1alpha2 objects cannot follow (immutable ``minCount``, reported) and v1beta1
+patches, which workloads it claims, and the count of gangs that broke after they were scheduled; against the fake
+Kubernetes API with its garbage-collector emulation (``gc_orphans_after=0.025``, as measured on a real cluster).
+What every backend's controller does is tested once for all in test_every_backend.py. Timings scaled down as in
+tests/controller/test_controller.py."""
 
 from __future__ import annotations
 
@@ -9,19 +11,15 @@ import asyncio
 import logging
 from typing import Any
 
-import jsonpatch
 import pytest
 
-from admit.webhook.admission import Admission
 from admit.backends.gangobjects import decide_objects, owner_reference
 from admit.config import Config
 from admit.controller.claims import claim_of
 from admit.controller.manager import ControllerSettings, Manager
-from admit.kube.client import KubeAPI
-from admit.webhook.admissionreview import AdmissionRequest
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.kube.watchcache import KubeRaw, Resource
-from tests.helpers import FAST_CONTROLLER, eventually, requests_caused
+from tests.helpers import FAST_CONTROLLER, eventually
 
 def decide_native(*args: Any, **kw: Any) -> Any:
     """The one decision (``backends.gangobjects.decide_objects``) with the workload-api backend."""
@@ -77,29 +75,6 @@ def claims(config: Config, *objs: dict[str, Any]) -> list[Any]:
 
 
 @VERSIONS
-def test_a_stored_gang_without_its_objects_gets_the_workload_then_the_pod_group_owned_by_it(config):
-    dep = deployment()
-    actions = decide_native(("team", "web"), {"Workload": None, "PodGroup": None}, claims(config, dep), config,
-                            now=0, unclaimed_since=None, grace=GRACE)
-    assert [(a.kind, a.object_kind) for a in actions] == [("create", "Workload"), ("create", "PodGroup")]
-    for a in actions:
-        assert a.body["metadata"]["ownerReferences"] == [owner_reference(dep)]
-
-
-@VERSIONS
-def test_objects_made_at_admission_are_adopted_in_one_patch_each_guarded_by_the_resource_version(config):
-    objs = {"Workload": gang(config, "Workload"), "PodGroup": gang(config, "PodGroup")}
-    actions = decide_native(("team", "web"), objs, claims(config, deployment()), config, now=0, unclaimed_since=None,
-                            grace=GRACE)
-    assert [(a.kind, a.object_kind, a.adopt, a.changes) for a in actions] == [
-        ("patch", "Workload", True, []), ("patch", "PodGroup", True, [])]
-    for a, kind in zip(actions, ("Workload", "PodGroup")):
-        assert a.ops[-1] == {"op": "replace", "path": "/metadata/resourceVersion", "value": "5"}
-        assert jsonpatch.apply_patch(objs[kind], a.ops)["metadata"]["ownerReferences"] == [owner_reference(
-            deployment())]
-
-
-@VERSIONS
 def test_a_changed_min_member_is_patched_in_v1beta1_and_reported_as_immutable_in_v1alpha2(config):
     dep = deployment(replicas=5)
     owned = {"ownerReferences": [owner_reference(dep)]}
@@ -112,38 +87,6 @@ def test_a_changed_min_member_is_patched_in_v1beta1_and_reported_as_immutable_in
         assert "keeps minCount 3, not 5" in action.message
     else:
         assert [(a.kind, a.changes) for a in actions] == [("patch", ["minCount 3 -> 5"])] * 2
-
-
-def test_an_adopted_gang_in_step_needs_nothing():
-    dep = deployment()
-    owned = {"ownerReferences": [owner_reference(dep)]}
-    objs = {"Workload": gang(ALPHA, "Workload", **owned), "PodGroup": gang(ALPHA, "PodGroup", **owned)}
-    assert decide_native(("team", "web"), objs, claims(ALPHA, dep), ALPHA, now=0, unclaimed_since=None,
-                         grace=GRACE) == []
-
-
-def test_an_unclaimed_gang_waits_out_the_grace_period_then_both_objects_are_deleted():
-    objs = {"Workload": gang(ALPHA, "Workload"), "PodGroup": gang(ALPHA, "PodGroup")}
-    (wait,) = decide_native(("team", "web"), objs, [], ALPHA, now=10.0, unclaimed_since=None, grace=GRACE)
-    assert wait.kind == "wait" and wait.delay == GRACE and wait.unclaimed
-    actions = decide_native(("team", "web"), objs, [], ALPHA, now=10.6, unclaimed_since=10.0, grace=GRACE)
-    assert [(a.kind, a.object_kind, a.uid) for a in actions] == [("delete", "PodGroup", "PodGroup-web"),
-                                                                 ("delete", "Workload", "Workload-web")]
-
-
-def test_a_gang_object_owned_by_another_workload_is_a_conflict_and_nothing_is_written():
-    objs = {"Workload": gang(ALPHA, "Workload", owner="batch/Job/web"), "PodGroup": None}
-    (action,) = decide_native(("team", "web"), objs, claims(ALPHA, deployment()), ALPHA, now=0, unclaimed_since=None,
-                              grace=GRACE)
-    assert action.kind == "conflict" and "already belongs to batch/Job/web" in action.message
-
-
-def test_a_managed_looking_object_without_an_owner_annotation_is_left_alone():
-    wl = gang(ALPHA, "Workload")
-    del wl["metadata"]["annotations"]["gang.admit.dev/owner"]
-    actions = decide_native(("team", "web"), {"Workload": wl, "PodGroup": None}, [], ALPHA, now=100,
-                            unclaimed_since=0, grace=GRACE)
-    assert [a.kind for a in actions] == ["foreign"]
 
 
 def test_each_controller_claims_only_the_gangs_of_its_backend():
@@ -186,29 +129,6 @@ def min_counts(fake: FakeKubeAPI, config: Config) -> list[Any]:
     from admit.backends.workload_api import min_count_of
 
     return [min_count_of(o) if o else None for o in objects_of(fake, config)]
-
-
-def request(obj: dict[str, Any]) -> AdmissionRequest:
-    return AdmissionRequest(uid="req-1", api_version="admission.k8s.io/v1", group="apps", version="v1",
-                            kind="Deployment", resource_group="apps", resource="deployments", sub_resource="",
-                            operation="CREATE", namespace="team", name=obj["metadata"]["name"], object=obj,
-                            old_object=None, dry_run=False)
-
-
-async def test_admitting_a_gang_whose_objects_are_cached_and_in_step_costs_no_api_call(env):
-    fake, kube, config, main, native = env
-    admission = Admission(config, KubeAPI(kube.api_client, config), main.cache)
-    user = deployment(uid=None)
-    del user["metadata"]["labels"]
-    mutated = jsonpatch.apply_patch(user, admission.mutate(request(user)).patch)
-    assert (await admission.validate(request(mutated))).allowed
-    await kube.request("POST", DEPLOYMENTS.path("team"), body=mutated)
-    await eventually(lambda: all((native.get(k, "team", "web") or {}).get("metadata", {}).get(
-        "ownerReferences") for k in ("Workload", "PodGroup")))
-    fake.clear_requests()
-    decision = await admission.validate(request(mutated))
-    assert decision.allowed and [o["kind"] for o in decision.pod_groups] == ["Workload", "PodGroup"]
-    assert requests_caused(fake, "workloads", "podgroups") == []
 
 
 async def test_the_gang_follows_a_scale_that_admission_did_not_see_where_the_api_allows_it(env):
