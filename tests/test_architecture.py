@@ -3,6 +3,7 @@ layering as CI does (``.ci/run`` also runs ``lint-imports``), and the pure core 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -157,9 +158,14 @@ def test_is_child_answers_for_a_deployments_replicaset_in_a_fresh_interpreter_wh
 def _code_words(path: str) -> set[str]:
     """The names, attributes and string constants of a module's code, docstrings left out (they may say what a
     backend or a kind does)."""
+    return _source_words((ROOT / path).read_text())
+
+
+def _source_words(source: str) -> set[str]:
+    """:func:`_code_words` of a module's source text."""
     import ast
 
-    tree = ast.parse((ROOT / path).read_text())
+    tree = ast.parse(source)
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                   and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
@@ -251,3 +257,82 @@ def test_the_emulation_import_check_finds_decision_code_however_it_is_imported()
         (5, "admit.gang.quantity"), (6, "admit.webhook"), (7, "admit.families.trainer.trainer_jobset"),
         (12, "admit.backends.interface.GangBackend"), (15, "tests.helpers.eventually"),
         (16, "tests.operators.conftest")]
+
+
+BUILTIN_BACKEND_NAMES = ("coscheduling", "workload-api")
+"""``admit/config.py`` ``BUILTIN_BACKENDS``, spelt out: the test reads the words, not the constant."""
+
+SPELT_BACKEND = re.compile(r"(?<![\w./-])(coscheduling|workload-api)(?![\w.-])")
+"""A built-in backend's name as a word of a string: not a path or a field (``pkg/coscheduling/core/core.go``,
+``podGroupPolicy.coscheduling``, ``coscheduling.go``) nor part of a flag (``--workload-api-version``)."""
+
+SPELLS_A_BACKEND_ON_PURPOSE: dict[tuple[str, str], str] = {
+    ("admit/families/jobset.py", "coscheduling"):
+        "Kubeflow Trainer's runtime field podGroupPolicy.coscheduling, read as Trainer names it (an operator's key, "
+        "not admit's backend)",
+    ("admit/families/trainer.py", "coscheduling"):
+        "the same Trainer field, read from the TrainingRuntime",
+    ("admit/families/owned.py", "workload-api"):
+        "the fields admit writes, described for the invariant tests and docs/invariants.md with the backend that "
+        "writes each (the built-ins' pod fields; an installed backend's are not listed)",
+    ("admit/families/owned.py", "coscheduling"):
+        "the same list: the schedulingGroup admit removes when a gang moves back to that backend",
+    ("admit/cli/__init__.py", "workload-api"):
+        "the help of the flags that exist for that backend alone: --controller-gang (its handover) and review's "
+        "--workload-api-version (its served version, offline)",
+    ("admit/observability/metrics.py", "workload-api"):
+        "the help text of the metric that backend's writes count in (its BackendAPI.count)",
+}
+"""``(module, word) -> why``: the modules outside ``admit/backends/<name>/`` and ``admit/config.py`` that spell a
+built-in backend's name in their code, each for a reason that is not a branch on the backend."""
+
+def backend_spellings(source: str) -> set[str]:
+    """The built-in backend names a module's code spells (docstrings left out): ``"coscheduling"`` or
+    ``"workload-api"`` as a word of a string constant (:data:`SPELT_BACKEND`), ``"COSCHEDULING"`` or
+    ``"WORKLOAD_API"`` as a name or an imported name (``admit/config.py``'s constants)."""
+    found = set()
+    for word in _source_words(source):
+        if word in ("COSCHEDULING", "WORKLOAD_API"):
+            found.add(word)
+        else:
+            found.update(m.group(1) for m in SPELT_BACKEND.finditer(word))
+    return found
+
+
+def test_no_module_outside_the_backend_folders_spells_a_built_in_backends_name_but_the_config_defaults():
+    """The framework, the webhook, the families and the model reach a backend through the registries and the
+    backends' hooks; the built-in names stay in their folders (``admit/backends/coscheduling/``,
+    ``admit/backends/workload_api/``) and in ``admit/config.py``, the ground floor that fills the registry's
+    built-in entry points and the defaults. What else spells one is listed in :data:`SPELLS_A_BACKEND_ON_PURPOSE`
+    with why."""
+    spelt = {}
+    for path in sorted((ROOT / "admit").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "admit/config.py" or rel.startswith(("admit/backends/coscheduling/", "admit/backends/workload_api/")):
+            continue
+        for word in backend_spellings(path.read_text()):
+            spelt[(rel, word)] = word
+    unexplained = sorted(key for key in spelt if key not in SPELLS_A_BACKEND_ON_PURPOSE)
+    assert unexplained == [], "ask the plan's backend (registry, hooks) instead, or say why in SPELLS_A_BACKEND_ON_PURPOSE"
+    stale = sorted(key for key in SPELLS_A_BACKEND_ON_PURPOSE if key not in spelt)
+    assert stale == [], "these no longer spell the name: take them off SPELLS_A_BACKEND_ON_PURPOSE"
+
+
+def test_the_backend_name_check_finds_a_name_in_code_and_not_in_an_upstream_path_or_a_docstring():
+    source = textwrap.dedent('''
+        """Coscheduling's rule: scheduler-plugins pkg/coscheduling/core/core.go; the coscheduling backend."""
+        from ..config import COSCHEDULING, Config
+
+        def pick(config: Config) -> str:
+            """Used by the workload-api backend."""
+            policy = {"coscheduling": 1}  # Trainer's key, exactly the name
+            flag = "--workload-api-version"
+            source = "podGroupPolicy.coscheduling, coscheduling.go"
+            return f"moved to the workload-api backend ({config.gang_backend})" if policy else COSCHEDULING
+    ''')
+    assert backend_spellings(source) == {"COSCHEDULING", "coscheduling", "workload-api"}
+    prose_only = textwrap.dedent('''
+        """The coscheduling backend and the workload-api backend, in a docstring."""
+        RULE = "scheduler-plugins pkg/coscheduling/core/core.go, podGroupPolicy.coscheduling, --workload-api-version"
+    ''')
+    assert backend_spellings(prose_only) == set()

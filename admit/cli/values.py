@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from ..config import Config
+
 __all__ = ["ValuesError", "WORKLOAD_SWITCHES", "serve_flags", "load_values"]
 
 #: ``workloads.<switch>`` of the chart -> the API group ``--ignore-api-group`` names when it is false.
@@ -96,7 +98,7 @@ def serve_flags(values: dict[str, Any], source: str = "values.yaml") -> list[str
         if not isinstance(value, str):
             raise ValuesError(f"--values {source}: config.{key} must be a string, not {value!r}")
         flags.append(f"{flag}={value}")
-    default = config.get("gangBackend", "coscheduling")
+    default = config.get("gangBackend", Config().gang_backend)  # the chart's default is admit's
     flags += [f"--extra-gang-backend={b}" for b in _names(config, "extraGangBackends", source) if b != default]
     flags += [f"--controller-gang={k}" for k in _names(config, "controllerGangs", source)]
     flags += [f"--ignore-api-group={group}" for switch, group in WORKLOAD_SWITCHES.items()

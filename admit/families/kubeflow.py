@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..config import COSCHEDULING, Config
+from ..config import POD_GROUP_BACKEND, Config
 from ..echo import clip
 from ..gang.plan import (GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, choose_group_name,
                          get_path, int_field)
@@ -252,7 +252,7 @@ def resolve_kubeflow(
     # the operator's own PodGroup (--kubeflow-gang-by-operator) is scheduler-plugins': Coscheduling keeps its pods
     below_min_member(plan, ann, config, f"{total_field}={total}", "Raise the replicas", ref=ref, source=source,
                  lower="spec.runPolicy.schedulingPolicy.minAvailable" if config.kubeflow_gang_by_operator else None,
-                 backend=COSCHEDULING if config.kubeflow_gang_by_operator else None)
+                 backend=POD_GROUP_BACKEND if config.kubeflow_gang_by_operator else None)
     if late:
         plan.notes.append(
             f"{ref}: with launcherCreationPolicy: WaitForWorkersReady the launcher starts after the workers, so the "

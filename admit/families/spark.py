@@ -78,7 +78,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ..config import COSCHEDULING, Config
+from ..config import POD_GROUP_BACKEND, Config
 from ..echo import clip
 from ..gang.ownerrefs import controller_ref
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
@@ -637,7 +637,7 @@ def running_spark_application(update: RunningUpdate, plan: GangPlan, config: Con
 SPARK_APPLICATION = WorkloadKind(
     "sparkoperator.k8s.io", "SparkApplication", (("v1beta2", "sparkapplications"),), resolve_spark_application,
     pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, in_status=False,
-    allowed_backends=AllowedBackends((COSCHEDULING,), lambda obj: True, "Spark", _SPARK_WHY),
+    allowed_backends=AllowedBackends((POD_GROUP_BACKEND,), lambda obj: True, "Spark", _SPARK_WHY),
     running_update=running_spark_application)
 BARE_POD = WorkloadKind(
     "", "Pod", (), resolve_pod_or_spark_driver,
@@ -645,7 +645,7 @@ BARE_POD = WorkloadKind(
     # the drivers own their executors' group (spark-submit / spark-operator label spark-role)
     pod_watch_selector=f"{SPARK_ROLE}=driver",
     allowed_backends=AllowedBackends(
-        (COSCHEDULING,), lambda obj: get_path(obj, ("metadata", "labels", SPARK_ROLE)) is not None, "Spark",
+        (POD_GROUP_BACKEND,), lambda obj: get_path(obj, ("metadata", "labels", SPARK_ROLE)) is not None, "Spark",
         _SPARK_WHY))
 """Bare Pods: spark-submit drivers by label, other bare pods as ``apps.resolve_pod``."""
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import COSCHEDULING, Config
+from ..config import POD_GROUP_BACKEND, Config
 from ..gang.plan import GangAnnotations, GangError, GangPlan, choose_group_name, get_path
 from ..gang.quantity import add_resources, format_resources, scale_resources
 from ..gang.resources import ResourceError, pod_requests
@@ -109,7 +109,7 @@ _SPARK_WHY = ("executors join their driver by label, and the spark-operator does
 SPARK_CONNECT = WorkloadKind(
     GROUP, "SparkConnect", (("v1alpha1", "sparkconnects"),), resolve_spark_connect,
     pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None,
-    in_status=False, allowed_backends=AllowedBackends((COSCHEDULING,), lambda obj: True, "Spark", _SPARK_WHY),
+    in_status=False, allowed_backends=AllowedBackends((POD_GROUP_BACKEND,), lambda obj: True, "Spark", _SPARK_WHY),
     running_update=running_spark_connect)
 
 KINDS = (SPARK_CONNECT,)

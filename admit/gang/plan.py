@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..config import Config
+from ..config import POD_GROUP_BACKEND, Config
 from ..echo import clip
 
 __all__ = ["BelowMinMember", "below_min_member", "GangError", "NoNameYet", "generated_group_name", "GangAnnotations",
@@ -424,9 +424,9 @@ class GangPlan:
         mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
         create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
         shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
-        backend: which gang objects and pod fields the plan becomes: ``"coscheduling"`` (PodGroup
-            scheduling.x-k8s.io, pod label + schedulerName) or ``"workload-api"`` (Workload + PodGroup
-            scheduling.k8s.io, pod ``spec.schedulingGroup``); set by ``backends.with_backend``.
+        backend: the name of the gang backend whose objects and pod fields the plan becomes
+            (``admit/backends/registry.py`` ``BACKENDS``); set by ``backends.with_backend``. Default
+            ``config.POD_GROUP_BACKEND``, the backend of the pod-group label: a pod joiner's plan keeps it.
         size_known: ``min_member`` was given (annotation, or a group size another system wrote), not defaulted; a
             shared group's members whose sizes are known and differ get a warning.
         last_wave: the fewest pods the workload may later start on their own, when fewer than ``total_pods`` (a
@@ -477,7 +477,7 @@ class GangPlan:
     mutate: bool = True
     create_pod_group: bool = True
     shared: bool = False
-    backend: str = "coscheduling"
+    backend: str = POD_GROUP_BACKEND
     size_known: bool = True
     last_wave: "Wave | None" = None
     template_annotations: dict[str, str] = field(default_factory=dict)

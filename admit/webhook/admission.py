@@ -27,8 +27,8 @@ Rules (docs/behaviour.md, "On each request" and "The rules the code is built on"
   with 400 naming the field): it never becomes an HTTP 500, and it is not reported as transient either. It is logged
   as a bug with the traceback and the request uid; mutations answer allowed and unchanged with a warning, and
   validation follows the failure mode (``deny``: refused with ``status.code`` 500 and no "retry" advice).
-- A Pod CREATE that names a group with a backend's key but carries no gang annotations (the pod-group label of the
-  Coscheduling backend) costs a dict lookup or two when its group is cached (the backends' ``unknown_group`` hook,
+- A Pod CREATE that names a group with a backend's key but carries no gang annotations (a pod-group label set by
+  hand) costs a dict lookup or two when its group is cached (the backends' ``unknown_group`` hook,
   ``interface.BackendHooks``). A group missing from the cache is that backend's API half's to explain
   (``BackendAPI.missing_group``: the controller re-creating a group a stored workload claims, or one GET confirming
   that no such group exists and a warning saying what to create): the pod is allowed, never delayed past the budget,
@@ -191,9 +191,10 @@ class Admission:
     async def validate(self, req: AdmissionRequest, _rediscovered: bool = False) -> Decision:
         """The ``/validate`` decision, with PodGroup creation/patching and scale checks done.
 
-        A workload-api write answered 404 "the server could not find the requested resource" (the version in use is
-        no longer served, after an upgrade) runs the backend's :attr:`rediscoveries` and decides the request once more with the
-        settings it gives (a new version; or none, and the workload is refused with the gates to turn on)."""
+        A backend's write answered 404 "the server could not find the requested resource" when the backend says its
+        served version may have moved (``GangBackend.not_served_problem`` ``None``: after an upgrade) runs the
+        backend's :attr:`rediscoveries` and decides the request once more with the settings it gives (a new version;
+        or none, and the workload is refused with the fix the backend names)."""
         verdict: Verdict | None = None
         try:
             verdict = validate(req, self.config)

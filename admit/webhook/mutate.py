@@ -5,12 +5,12 @@ Behaviour (docs/behaviour.md, "On each request"). What a pod carries to join its
 names no backend's label or field.
 
 - Workload CREATE/UPDATE with ``gang.admit.dev/min-member``: every pod template gets the backend's marks
-  (``join_ops``: coscheduling's pod-group label and ``schedulerName``, workload-api's ``spec.schedulingGroup``); the
+  (``join_ops``: a pod-group label and ``schedulerName``, or ``spec.schedulingGroup``, as the backend says); the
   workload itself gets the label ``gang.admit.dev/managed: "true"`` (the controller's label selector). An explicit
   non-default schedulerName is kept, with a warning. A second pass gives an empty patch (``reinvocationPolicy:
   IfNeeded``).
 - Pod CREATE: a pod that already names its group with a backend's key gets what that backend still adds
-  (``named_pod_ops``: coscheduling's ``schedulerName`` for a pod carrying its label); a bare pod with the
+  (``named_pod_ops``: the ``schedulerName`` that goes with a pod-group label); a bare pod with the
   annotations gets its backend's marks; a pod a registered joiner claims (Spark executor) joins its group. Pods are
   never touched on UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
 - Workload UPDATE that removes the annotation: the backend takes its marks off the templates (``leave_ops``) and the

@@ -30,7 +30,7 @@ kind's own rule is its record's ``WorkloadKind.rollout``, written in ``admit/fam
   admit cannot see. The controller's own code is not in the stored sources: unconfirmed until a 1.37 plane runs it.
 
 Only UPDATEs whose old object runs pods (``spec.replicas`` > 0) in another group (no pod-group label, or another
-value; with the ``workload-api`` backend, no ``spec.schedulingGroup`` naming the group: kube-scheduler's
+value; with a backend whose pods name their group in ``spec.schedulingGroup``, no such field naming it: kube-scheduler's
 GangScheduling PreEnqueue likewise holds new pods until ``minCount`` of them exist) are judged; a paused or new
 workload starts all its pods at once.
 """
@@ -64,7 +64,7 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     if old is None or rollout is None or plan.min_member <= 1:
         return None
     if any(template_joined(old, t, plan, config) for t in plan.targets):
-        return None  # already this gang (label, or spec.schedulingGroup for workload-api): old pods count as siblings
+        return None  # already this gang (its backend's template_joined): old pods count as siblings
     old_replicas = get_path(old, ("spec", "replicas"))
     old_replicas = 1 if old_replicas is None else old_replicas
     if not isinstance(old_replicas, int) or isinstance(old_replicas, bool) or old_replicas <= 0:
