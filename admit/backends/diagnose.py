@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..gang.ownerrefs import controller_ref
@@ -341,12 +341,7 @@ def format_table(rows: list[GangStatus], all_namespaces: bool = True) -> str:
 def to_json(rows: list[GangStatus]) -> str:
     """A JSON array; keys ``namespace``, ``group``, ``workload``, ``minMember``, ``pods`` {total, scheduled,
     pending}, ``phase``, ``waitingSeconds``, ``reason``, ``message``, ``retry`` (a command, or null)."""
-    out = []
-    for r in rows:
-        d = asdict(r)
-        out.append({"namespace": d["namespace"], "group": d["group"], "workload": d["workload"],
-                    "minMember": d["min_member"],
-                    "pods": {"total": d["pods"], "scheduled": d["scheduled"], "pending": d["pending"]},
-                    "phase": d["phase"], "waitingSeconds": d["waiting_seconds"], "reason": d["reason"],
-                    "message": d["message"], "retry": d["retry"] or None})
-    return json.dumps(out, indent=2)
+    return json.dumps([{"namespace": r.namespace, "group": r.group, "workload": r.workload, "minMember": r.min_member,
+                        "pods": {"total": r.pods, "scheduled": r.scheduled, "pending": r.pending}, "phase": r.phase,
+                        "waitingSeconds": r.waiting_seconds, "reason": r.reason, "message": r.message,
+                        "retry": r.retry or None} for r in rows], indent=2)

@@ -23,14 +23,8 @@ def owner_reference(workload: JSON) -> JSON:
     """The controller ownerReference to a stored workload (``blockOwnerDeletion: true``: foreground deletion of the
     workload waits for the PodGroup)."""
     meta = workload.get("metadata") or {}
-    return {
-        "apiVersion": workload.get("apiVersion"),
-        "kind": workload.get("kind"),
-        "name": meta.get("name"),
-        "uid": meta.get("uid"),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return {"apiVersion": workload.get("apiVersion"), "kind": workload.get("kind"), "name": meta.get("name"),
+            "uid": meta.get("uid"), "controller": True, "blockOwnerDeletion": True}
 
 
 def controller_ref(obj: Any) -> dict[str, Any] | None:

@@ -245,8 +245,9 @@ class KubeAPI:
         self.config = config
         self.calls = 0
 
-    async def _call(self, what: str, coro_factory: Any, timeout: float) -> Any:
-        """One call within ``timeout`` seconds, a throttled answer retried within them (:func:`call_with_retries`)."""
+    async def _call(self, what: str, coro_factory: Any, timeout: float, *, none_on_404: bool = False) -> Any:
+        """One call within ``timeout`` seconds, a throttled answer retried within them (:func:`call_with_retries`);
+        ``None`` for a 404 when ``none_on_404``."""
 
         async def attempt(left: float) -> Any:
             self.calls += 1
@@ -254,43 +255,38 @@ class KubeAPI:
                 async with asyncio.timeout(left):
                     return await coro_factory()
 
-        return await call_with_retries(attempt, timeout)
+        try:
+            return await call_with_retries(attempt, timeout)
+        except KubeError as e:
+            if none_on_404 and e.status == 404:
+                return None
+            raise
 
     # kubernetes_asyncio's annotations are narrower than what its generated methods take (the `type: ignore`s below):
     # ``dry_run=None`` sends no dryRun, ``_content_type`` picks the patch type, a delete's ``body`` may be a dict.
 
-    async def create_object(
-        self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool, timeout: float
-    ) -> dict[str, Any]:
+    async def create_object(self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool,
+                            timeout: float) -> dict[str, Any]:
         """POST a namespaced object of a named API group (the Workload API's ``workloads``/``podgroups``); returns
         the stored (or dry-run) object. Raises AlreadyExists on 409."""
         ns = body["metadata"]["namespace"]
-        return await self._call(
-            f"create {body.get('kind', plural)} {ns}/{body['metadata']['name']}",
-            lambda: self.custom.create_namespaced_custom_object(
-                group, version, ns, plural, body, dry_run="All" if dry_run else None, _request_timeout=timeout,  # type: ignore[arg-type]
-            ),
-            timeout,
-        )
+        return await self._call(f"create {body.get('kind', plural)} {ns}/{body['metadata']['name']}",
+                                lambda: self.custom.create_namespaced_custom_object(
+                                    group, version, ns, plural, body,
+                                    dry_run="All" if dry_run else None,  # type: ignore[arg-type]
+                                    _request_timeout=timeout), timeout)
 
-    async def patch_object(
-        self, group: str, version: str, plural: str, namespace: str, name: str, ops: list[dict[str, Any]],
-        dry_run: bool, timeout: float,
-    ) -> dict[str, Any]:
+    async def patch_object(self, group: str, version: str, plural: str, namespace: str, name: str,
+                           ops: list[dict[str, Any]], dry_run: bool, timeout: float) -> dict[str, Any]:
         """PATCH a namespaced object of a named API group with a JSON patch (``application/json-patch+json``)."""
-        return await self._call(
-            f"patch {plural}.{group} {namespace}/{name}",
-            lambda: self.custom.patch_namespaced_custom_object(  # type: ignore[call-arg]
-                group, version, namespace, plural, name, ops, dry_run="All" if dry_run else None,  # type: ignore[arg-type]
-                _content_type="application/json-patch+json", _request_timeout=timeout,
-            ),
-            timeout,
-        )
+        return await self._call(f"patch {plural}.{group} {namespace}/{name}",
+                                lambda: self.custom.patch_namespaced_custom_object(  # type: ignore[call-arg]
+                                    group, version, namespace, plural, name, ops,
+                                    dry_run="All" if dry_run else None,  # type: ignore[arg-type]
+                                    _content_type="application/json-patch+json", _request_timeout=timeout), timeout)
 
-    async def delete_object(
-        self, group: str, version: str, plural: str, namespace: str, name: str, uid: str | None, dry_run: bool,
-        timeout: float,
-    ) -> None:
+    async def delete_object(self, group: str, version: str, plural: str, namespace: str, name: str, uid: str | None,
+                            dry_run: bool, timeout: float) -> None:
         """DELETE a namespaced object of a named API group, with ``preconditions.uid`` when ``uid`` is given (so a
         newer object of the same name is never deleted); a 404 is success."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
@@ -298,32 +294,18 @@ class KubeAPI:
             body["preconditions"] = {"uid": uid}
         if dry_run:
             body["dryRun"] = ["All"]
-        try:
-            await self._call(
-                f"delete {plural}.{group} {namespace}/{name}",
-                lambda: self.custom.delete_namespaced_custom_object(
-                    group, version, namespace, plural, name, body=body, _request_timeout=timeout,  # type: ignore[arg-type]
-                ),
-                timeout,
-            )
-        except KubeError as e:
-            if e.status != 404:
-                raise
+        await self._call(f"delete {plural}.{group} {namespace}/{name}",
+                         lambda: self.custom.delete_namespaced_custom_object(
+                             group, version, namespace, plural, name, body=body,  # type: ignore[arg-type]
+                             _request_timeout=timeout), timeout, none_on_404=True)
 
     async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
         """GET a Pod as a plain dict (camelCase keys, as the API sends it); ``None`` on 404."""
         core = client.CoreV1Api(self.api_client)
-        try:
-            pod = await self._call(
-                f"read Pod {namespace}/{name}",
-                lambda: core.read_namespaced_pod(name, namespace, _request_timeout=timeout),
-                timeout,
-            )
-        except KubeError as e:
-            if e.status == 404:
-                return None
-            raise
-        return self.api_client.sanitize_for_serialization(pod)
+        pod = await self._call(f"read Pod {namespace}/{name}",
+                               lambda: core.read_namespaced_pod(name, namespace, _request_timeout=timeout), timeout,
+                               none_on_404=True)
+        return None if pod is None else self.api_client.sanitize_for_serialization(pod)
 
     async def list_pods(self, namespace: str, label_selector: str, timeout: float) -> list[dict[str, Any]]:
         """LIST the Pods of ``namespace`` that match ``label_selector``, as plain dicts (the members of a shared
@@ -336,30 +318,17 @@ class KubeAPI:
         )
         return [self.api_client.sanitize_for_serialization(p) for p in found.items or []]
 
-    async def get_object(
-        self, group: str, version: str, plural: str, namespace: str, name: str, timeout: float
-    ) -> dict[str, Any] | None:
+    async def get_object(self, group: str, version: str, plural: str, namespace: str, name: str,
+                         timeout: float) -> dict[str, Any] | None:
         """GET any object of a named API group (``/apis/{group}/{version}/...``): namespaced, or cluster-scoped when
         ``namespace`` is ``""``; ``None`` on 404."""
-        try:
-            if not namespace:
-                return await self._call(
-                    f"read {plural}.{group} {name}",
-                    lambda: self.custom.get_cluster_custom_object(group, version, plural, name,
-                                                                  _request_timeout=timeout),
-                    timeout,
-                )
-            return await self._call(
-                f"read {plural}.{group} {namespace}/{name}",
-                lambda: self.custom.get_namespaced_custom_object(
-                    group, version, namespace, plural, name, _request_timeout=timeout
-                ),
-                timeout,
-            )
-        except KubeError as e:
-            if e.status == 404:
-                return None
-            raise
+        if not namespace:
+            return await self._call(f"read {plural}.{group} {name}", lambda: self.custom.get_cluster_custom_object(
+                group, version, plural, name, _request_timeout=timeout), timeout, none_on_404=True)
+        return await self._call(f"read {plural}.{group} {namespace}/{name}",
+                                lambda: self.custom.get_namespaced_custom_object(
+                                    group, version, namespace, plural, name, _request_timeout=timeout), timeout,
+                                none_on_404=True)
 
 
 def default_kubeconfig() -> str:

@@ -110,6 +110,8 @@ class Controller:
     :meth:`FakeKubeAPI.add_controller`."""
 
     what = "controller"
+    #: ``source.component`` of the Warning Events it records (``events.EventRecorder``'s component).
+    component = "controller"
     watches: tuple[tuple[str, str, str], ...] = ()
 
     def __init__(self, api: "FakeKubeAPI") -> None:
@@ -168,6 +170,18 @@ class Controller:
     async def _sync(self, ns: str, name: str) -> None:
         raise NotImplementedError
 
+    def _refused(self, owner: JSON, reason: str, message: str) -> None:
+        """A write refused while syncing ``owner`` (a stored object): kept in :attr:`errors` as ``(namespace, name,
+        message)`` and recorded as a Warning Event ``reason`` on ``owner``, as the controller's recorder does."""
+        meta = owner["metadata"]
+        ns, name = meta.get("namespace", ""), meta["name"]
+        self.errors.append((ns, name, message))
+        self.api.put({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}.", "namespace": ns},
+                      "involvedObject": {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": name,
+                                         "namespace": ns, "uid": meta["uid"]},
+                      "reason": reason, "message": message, "type": "Warning",
+                      "source": {"component": self.component}})
+
     def _live(self, api_version: str, plural: str, ns: str, name: str) -> JSON | None:
         """The stored object, or None when it is absent or being deleted (a controller leaves it alone then)."""
         obj = self.api._bucket(self.api.resource_type(api_version, plural)).get((ns, name))  # noqa: SLF001
@@ -189,10 +203,10 @@ class DeploymentController(Controller):
     """
 
     what = "Deployment controller"
+    component = "deployment-controller"
     watches = (("apps", "v1", "deployments"),)
 
     async def _sync(self, ns: str, name: str) -> None:
-        api = self.api
         dep = self._live("apps/v1", "deployments", ns, name)
         if dep is None:
             return
@@ -249,13 +263,7 @@ class DeploymentController(Controller):
         except ApiError as e:
             message = f'Failed to create new replica set "{rs_name}": {e.message}' if current is None else \
                 f'Failed to update replica set of deployment "{name}": {e.message}'
-            self.errors.append((ns, name, message))
-            api.put({"apiVersion": "v1", "kind": "Event",
-                     "metadata": {"generateName": f"{name}.", "namespace": ns},
-                     "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "namespace": ns,
-                                        "uid": uid},
-                     "reason": "ReplicaSetCreateError", "message": message, "type": "Warning",
-                     "source": {"component": "deployment-controller"}})
+            self._refused(dep, "ReplicaSetCreateError", message)
 
     async def _create(self, ns: str, dep: JSON, rs_name: str, hash_: str, template: JSON, annotations: JSON,
                       revision: int, replicas: int, max_replicas: int) -> JSON:
@@ -339,6 +347,7 @@ class JobController(Controller):
     """
 
     what = "Job controller"
+    component = "job-controller"
     watches = (("batch", "v1", "jobs"),)
 
     def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
@@ -394,13 +403,7 @@ class JobController(Controller):
                 await api.admitted_create(pods, ns, self._pod(job, index, group), dry_run=False,
                                           user=JOB_CONTROLLER_USER)
             except ApiError as e:
-                message = f"Error creating: {e.message}"
-                self.errors.append((ns, name, message))
-                api.put({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}.", "namespace": ns},
-                         "involvedObject": {"apiVersion": "batch/v1", "kind": "Job", "name": name, "namespace": ns,
-                                            "uid": uid},
-                         "reason": "FailedCreate", "message": message, "type": "Warning",
-                         "source": {"component": "job-controller"}})
+                self._refused(job, "FailedCreate", f"Error creating: {e.message}")
                 return
 
     def _scheduling_objects(self, job: JSON, has_pods: bool) -> str | None:
@@ -568,6 +571,7 @@ class StatefulSetController(Controller):
     """
 
     what = "StatefulSet controller"
+    component = "statefulset-controller"
     watches = (("apps", "v1", "statefulsets"),)
 
     def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
@@ -601,13 +605,8 @@ class StatefulSetController(Controller):
                 await api.admitted_create(pods, ns, self._pod(sts, pod_name, ordinal, revision), dry_run=False,
                                           user=STATEFULSET_CONTROLLER_USER)
             except ApiError as e:
-                message = f"create Pod {pod_name} in StatefulSet {name} failed error: {e.message}"
-                self.errors.append((ns, name, message))
-                api.put({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}.", "namespace": ns},
-                         "involvedObject": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name,
-                                            "namespace": ns, "uid": sts["metadata"]["uid"]},
-                         "reason": "FailedCreate", "message": message, "type": "Warning",
-                         "source": {"component": "statefulset-controller"}})
+                self._refused(sts, "FailedCreate", f"create Pod {pod_name} in StatefulSet {name} failed error: "
+                                                   f"{e.message}")
                 return
 
     @staticmethod
