@@ -23,7 +23,10 @@ Rules and their sources (kubeflow/training-operator ``pkg/controller.v1/common/j
   read. Equal priorities are taken leader first (Chief, Master, Launcher, then PS, Worker, Evaluator, others by
   name): the mpi-operator does the same for Launcher before Worker; the training-operator's order on ties is a Go
   map's, i.e. random. A pod's requests follow the scheduler's rule (``resources.pod_requests``: init containers,
-  sidecars, overhead), a superset of the operator's sum over regular containers.
+  sidecars, overhead), a superset of the operator's sum over regular containers, for the pod as the operator builds
+  it (:func:`operator_pod_spec`): the training-operator v1 adds an init container to a PyTorchJob's Worker pods
+  when the job has a Master (``init-pytorch``) and to an MPIJob's (``kubeflow.org/v1``) launcher
+  (``kubectl-delivery``); the mpi-operator (``v2beta1``) adds none.
 - ``scheduleTimeoutSeconds``: the ``gang.admit.dev/schedule-timeout-seconds`` annotation, else
   ``schedulingPolicy.scheduleTimeoutSeconds``.
 - MPIJob ``launcherCreationPolicy: WaitForWorkersReady`` (v2beta1): the launcher is created only once every worker
@@ -38,7 +41,7 @@ Rules and their sources (kubeflow/training-operator ``pkg/controller.v1/common/j
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -135,6 +138,35 @@ def _elastic_min(obj: dict[str, Any], replicas: list[_Replica], field: str, ref:
     others = sum(r.count for r in replicas if r.rtype.lower() != "worker")
     source = f"spec.elasticPolicy.minReplicas={min_r}" + (f" + {others} non-Worker pod(s)" if others else "")
     return min_r + others, source
+
+
+#: The init container the training-operator v1 adds to each Worker pod of a PyTorchJob that has a Master
+#: (kubeflow/trainer v1.9.4 ``pkg/controller.v1/pytorch/initcontainer.go``: ``setInitContainer``, ``initContainerTemplate``;
+#: the operator's ``--pytorch-init-container-template-file`` may replace it, which admit cannot see).
+PYTORCH_INIT_CONTAINER = {"name": "init-pytorch", "resources": {"requests": {"cpu": "50m", "memory": "10Mi"},
+                                                                "limits": {"cpu": "100m", "memory": "20Mi"}}}
+#: The init container the training-operator v1 adds to an MPIJob's launcher pod (v1.9.4
+#: ``pkg/controller.v1/mpi/mpijob_controller.go`` ``newLauncher``; ``mpijob.go`` ``initContainerCpu``,
+#: ``initContainerMem``, ``initContainerEphStorage``, requests equal to limits).
+KUBECTL_DELIVERY_CONTAINER = {"name": "kubectl-delivery", "resources": {
+    "requests": {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"},
+    "limits": {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}}}
+
+
+def operator_pod_spec(obj: dict[str, Any], kind: str, replicas: list[_Replica], replica: _Replica) -> dict[str, Any]:
+    """The pod spec of ``replica`` as its operator builds it, as far as its requests go (a new dict; the template is
+    not changed): the training-operator v1's init container appended after the template's own for a PyTorchJob
+    Worker of a job with a Master (:data:`PYTORCH_INIT_CONTAINER`) and for a ``kubeflow.org/v1`` MPIJob's Launcher
+    (:data:`KUBECTL_DELIVERY_CONTAINER`); else the template's spec as it is."""
+    rtype = replica.rtype.lower()
+    if kind == "PyTorchJob" and rtype == "worker" and any(r.rtype.lower() == "master" for r in replicas):
+        added: dict[str, Any] = PYTORCH_INIT_CONTAINER
+    elif kind == "MPIJob" and obj.get("apiVersion") == "kubeflow.org/v1" and rtype == "launcher":
+        added = KUBECTL_DELIVERY_CONTAINER
+    else:
+        return replica.pod_spec
+    init = replica.pod_spec.get("initContainers")
+    return {**replica.pod_spec, "initContainers": [*(init if isinstance(init, list) else []), added]}
 
 
 def _min_resources(
@@ -259,7 +291,8 @@ def resolve_kubeflow(
             f"gang counts the {total} workers and the launcher joins the PodGroup later"
         )
     if plan.mutate:
-        plan.min_resources = _min_resources(obj, ann, started, min_member, ref, plan)
+        built = [replace(r, pod_spec=operator_pod_spec(obj, kind, replicas, r)) for r in started]
+        plan.min_resources = _min_resources(obj, ann, built, min_member, ref, plan)
         plan.schedule_timeout_seconds = _schedule_timeout(obj, ann, ref, plan)
     return plan
 

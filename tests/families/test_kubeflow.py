@@ -145,7 +145,8 @@ def test_replicas_default_to_one_per_replica_type_as_the_training_operator_defau
         "Worker": replica(None, container("pytorch", {"cpu": "2"})),
     })
     plan = verdict(obj).ensure
-    assert plan.min_member == 2 and plan.min_resources == {"cpu": "3"}
+    # the Worker's memory is the init-pytorch container the operator adds (10Mi): its template requests none
+    assert plan.min_member == 2 and plan.min_resources == {"cpu": "3", "memory": "10Mi"}
 
 
 def test_scheduling_policy_min_available_sets_min_member_and_min_resources_count_only_those_pods():
@@ -179,7 +180,8 @@ def test_the_master_counts_before_workers_when_priorities_tie():
         "Worker": replica(4, container("pytorch", {"cpu": "4"})),
         "Master": replica(1, container("pytorch", {"cpu": "1"})),
     }, runPolicy={"schedulingPolicy": {"minAvailable": 2}})
-    assert verdict(obj).ensure.min_resources == {"cpu": "5"}
+    # Master 1 + one Worker 4 (its memory, 10Mi, is the operator's init-pytorch container)
+    assert verdict(obj).ensure.min_resources == {"cpu": "5", "memory": "10Mi"}
 
 
 def test_scheduling_policy_min_resources_are_used_as_given():
@@ -451,3 +453,26 @@ async def test_a_pod_group_of_the_same_name_controlled_by_another_object_is_a_de
     })
     d = await Admission(CONFIG, store).validate(request(tfjob()))
     assert not d.allowed and d.code == 409 and "gang.admit.dev/pod-group" in d.message
+
+
+# ---------------------------------------------------------------------------------------------- as the operator builds the pods
+
+
+def test_a_pytorchjob_with_a_master_counts_the_init_container_the_training_operator_adds_to_each_worker():
+    # kubeflow/trainer v1.9.4 pkg/controller.v1/pytorch/initcontainer.go: init-pytorch (requests 50m / 10Mi) on each
+    # Worker pod when the job has a Master; a pod requests max(its containers' sum, its largest init container)
+    tiny = job("PyTorchJob", {
+        "Master": replica(1, container("pytorch", {"cpu": "20m", "memory": "8Mi"})),
+        "Worker": replica(2, container("pytorch", {"cpu": "20m", "memory": "8Mi"})),
+    })
+    assert verdict(tiny).ensure.min_resources == {"cpu": "120m", "memory": "28Mi"}
+    no_master = job("PyTorchJob", {"Worker": replica(3, container("pytorch", {"cpu": "20m", "memory": "8Mi"}))})
+    assert verdict(no_master).ensure.min_resources == {"cpu": "60m", "memory": "24Mi"}
+
+
+def test_an_mpijob_v1_counts_the_kubectl_delivery_init_container_of_its_launcher_and_a_v2beta1_one_does_not():
+    # v1.9.4 pkg/controller.v1/mpi/mpijob_controller.go newLauncher: kubectl-delivery, 100m / 512Mi / 5Gi ephemeral
+    v1 = example("mpijob-v2beta1.yaml")
+    v1["apiVersion"] = "kubeflow.org/v1"
+    assert verdict(v1).ensure.min_resources == {"cpu": "3", "memory": "3Gi", "ephemeral-storage": "5Gi"}
+    assert verdict(example("mpijob-v2beta1.yaml")).ensure.min_resources == {"cpu": "3", "memory": "3Gi"}
