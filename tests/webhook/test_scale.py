@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from admit.config import Config
-from tests.helpers import eventually, scale_review
+from tests.helpers import admission_review, apply_answer, eventually, scale_review
 
 CONFIG = Config()
 PG_API = "scheduling.x-k8s.io/v1alpha1"
@@ -208,3 +208,25 @@ async def test_when_an_auto_gangs_pod_group_cannot_be_resized_the_failure_mode_d
         assert any("failure mode 'allow'" in w for w in answer["warnings"])
     else:
         assert answer["status"]["code"] == 503 and "failure mode 'deny'" in answer["status"]["message"]
+
+
+@pytest.mark.fake_api(workload_api="v1alpha2")
+async def test_while_the_cache_has_not_listed_a_failed_read_refuses_a_gang_known_by_another_backends_objects(
+        webhook, fake):
+    """The known gang is any enabled backend's: here the Workload and PodGroup (scheduling.k8s.io) the admission of a
+    workload-api Deployment made, cached by its gang controller and owned by the Deployment."""
+    fake.fail("list", "deployments", 500, times=None)  # the workload cache never lists
+    client = await webhook(controller=True, gang_backend="workload-api", workload_api_version="v1alpha2")
+    user = deployment("web", min_member=None)
+    user["metadata"]["annotations"] = {"gang.admit.dev/min-member": "3"}
+    mutated = apply_answer(user, await (await client.post("/mutate", json=admission_review(user))).json())
+    assert mutated["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "web"}
+    assert (await post(client, admission_review(mutated)))["allowed"] is True
+    await eventually(lambda: client.view.gang_object("scheduling.k8s.io", "Workload", "team", "web"))
+    assert client.view.get("team", "web") is None  # no Coscheduling PodGroup: the old check knew no gang here
+    fake.fail("get", "deployments", 500, times=None)
+    gang = await post(client, scale_review("web", "team", new=1, old=4))
+    assert gang["allowed"] is False and gang["status"]["code"] == 503
+    other = await post(client, scale_review("api", "team", new=1, old=4))
+    assert other["allowed"] is True
+    assert any("does not know it as a gang" in w for w in other["warnings"])
