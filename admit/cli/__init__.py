@@ -200,11 +200,13 @@ def _add_serve_process_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--metrics-host", default=None,
                        help="bind address of the metrics port, as --host (default: --host's)")
     serve.add_argument("--controller", dest="controller", action="store_true", default=True,
-                       help="run the leader-elected PodGroup controller (default)")
+                       help="run the leader-elected controller that adopts and keeps the gang objects of every enabled "
+                            "backend (default)")
     serve.add_argument("--no-controller", dest="controller", action="store_false",
-                       help="do not run the PodGroup controller")
+                       help="do not run the controller")
     serve.add_argument("--orphan-grace-period", type=_positive_float, default=60.0,
-                       help="seconds before an unclaimed managed PodGroup is deleted (default: %(default)s)")
+                       help="seconds before an unclaimed managed gang object (a PodGroup) is deleted "
+                            "(default: %(default)s)")
     serve.add_argument("--resync-period", type=_positive_float, default=300.0,
                        help="seconds between full controller resyncs (default: %(default)s)")
     serve.add_argument("--lease-name", default="admit-controller", help="leader election Lease (default: %(default)s)")

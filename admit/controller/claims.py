@@ -35,14 +35,11 @@ from ..config import Config
 from ..gang.plan import GangError, get_path, parse_gang_annotations
 from ..gang.claim import Claim
 from ..gang.ownerrefs import owner_reference
-from ..backends.common import object_owner as pod_group_owner
-from ..backends.common import stamped_generation as pod_group_generation
 from ..jsonio import loads
 from ..kube.client import Resource
 
 __all__ = [
     "KNOWN_RESOURCES",
-    "SPARK_DRIVER_SELECTOR",
     "PODS",
     "WatchedKind",
     "watched_kinds",
@@ -52,8 +49,6 @@ __all__ = [
     "workload_ref",
     "object_record",
     "owner_reference",
-    "pod_group_owner",
-    "pod_group_generation",
 ]
 
 log = logging.getLogger("admit.controller")
@@ -63,17 +58,11 @@ _NO_TARGETS: Any = ()
 _NO_WARNINGS: Any = ()
 
 JSON = dict[str, Any]
-GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 
 
 #: API coordinates ``(version, plural)`` of the gang workload kinds admit knows, by ``(API group, kind)`` as in
 #: ``admit.families.kinds.RESOLVERS``: each kind's own record (``WorkloadKind.versions``, ``admit/families``).
 KNOWN_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = kinds.WATCHED_RESOURCES
-
-#: Extra label requirement for the Pods the controller watches (the bare Pod kind's
-#: ``WorkloadKind.pod_watch_selector``): Spark driver pods (spark-submit / spark-operator label ``spark-role``), which
-#: own their executors' group.
-SPARK_DRIVER_SELECTOR = kinds.KINDS[("", "Pod")].pod_watch_selector or ""
 
 PODS = Resource("", "v1", "pods", "Pod")
 

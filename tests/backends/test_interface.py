@@ -72,3 +72,9 @@ def test_the_cross_backend_suites_run_every_registered_backend():
     }
     for suite, configs in suites.items():
         assert {c.gang_backend for c in configs} == set(registry.BACKENDS), f"{suite} lacks a registered backend"
+    # the controller's suite runs the test Volcano backend besides the registered ones
+    from tests.controller import test_every_backend
+
+    assert set(registry.BACKENDS) <= set(test_every_backend.BACKENDS), "test_every_backend.py BACKENDS lacks one"
+    assert set(registry.BACKENDS) <= {c.gang_backend for c in test_every_backend.DECIDING.values()}, \
+        "test_every_backend.py DECIDING lacks a registered backend"

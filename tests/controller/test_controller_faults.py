@@ -15,7 +15,8 @@ import copy
 import pytest
 
 from admit.webhook.admission import Admission
-from admit.controller.claims import claim_of, pod_group_generation, resolvable_copy, resolvable_object
+from admit.backends.common import stamped_generation as pod_group_generation
+from admit.controller.claims import claim_of, resolvable_copy, resolvable_object
 from admit.backends.coscheduling.podgroup import desired_pod_group
 from admit.webhook.validate import ScaleCheck, scale_verdict
 from admit.kube.watchcache import Resource
