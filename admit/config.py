@@ -85,11 +85,9 @@ class Config:
             (scheduler-plugins PodGroup, today's behaviour) or ``"workload-api"`` (Kubernetes' native Workload API).
         extra_gang_backends: backends a workload may also pick with ``<prefix>/backend`` (the chart grants RBAC for
             ``gang_backend`` and these only).
-        known_backends: the backend names annotation ``<prefix>/backend`` may give (another is refused as invalid,
-            naming these): the registry's (``admit.cli.config_from_args`` fills it from ``registry.BACKENDS``, so an
-            out-of-tree backend added with ``registry.register`` counts), else the built-ins; always including
-            ``gang_backend`` and ``extra_gang_backends`` (a backend this process may use is one it knows). A name
-            known but not enabled is refused by ``backends.apply_backend``, with how to enable it.
+        known_backends: the backend names annotation ``<prefix>/backend`` may give (another is refused, naming
+            these): ``registry.BACKENDS`` (filled by ``admit.cli.config_from_args``), else the built-ins, always with
+            ``gang_backend`` and ``extra_gang_backends``; one known but not enabled is ``backends.apply_backend``'s.
         workload_api_version: the ``scheduling.k8s.io`` version admit speaks for Workload/PodGroup (``"v1alpha2"``,
             ``"v1beta1"``), found at start by ``backends.discovery``; ``""`` when the API server does not serve it.
         workload_api_served: the ``scheduling.k8s.io`` versions serving Workloads or PodGroups that discovery found
