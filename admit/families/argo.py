@@ -15,8 +15,8 @@ Workflow's name), ``gang.admit.dev/min-member`` its size.
 The group's size follows the members still to run (``GangPlan.follows_members``): a member that succeeded never runs
 again and kube-scheduler no longer counts it, so a retried member (``retryStrategy``: a new pod for the node) would
 wait for ever for a group that keeps its size (argo-workflows#734, volcano#2720). At each member's admission the
-admission engine reads the group's pods and takes the succeeded ones off the size
-(``backends.coscheduling.podgroup.members_still_to_run``).
+admission engine reads the group's pods, and once one has finished the size is the members still to run and not yet
+placed (``backends.coscheduling.podgroup.members_still_to_run``).
 """
 
 from __future__ import annotations

@@ -59,6 +59,9 @@ EXAMPLE_TIME = datetime(2025, 2, 19, 21, 20, tzinfo=timezone.utc)
 SCHEDULED_APP_LABEL = "sparkoperator.k8s.io/scheduled-app-name"
 RAY_CRONJOB_LABEL = "ray.io/cronjob-name"
 RAY_CRONJOB_TIMESTAMP = "ray.io/cronjob-scheduled-timestamp"
+#: The 5 characters kube-apiserver appends to a ``generateName`` (``names.SimpleNameGenerator``): a wrapper created
+#: with ``generateName`` only is judged by the runs of an object named ``<generateName>x7k2p``.
+GENERATED_SUFFIX = "x7k2p"
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -173,8 +176,11 @@ def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
         GangError / BelowMinMember: as the run's resolver, worded for the wrapper (its fields under
             :attr:`_Wrapper.template_field`).
     """
-    name = str(get_path(obj, ("metadata", "name")) or "")
-    ref = object_ref(w.kind, namespace, name)
+    meta = _mapping(obj.get("metadata"))
+    name = str(meta.get("name") or "")
+    ref = object_ref(w.kind, namespace, name or str(meta.get("generateName") or ""))
+    if not name and meta.get("generateName"):  # judged with a name as kube-apiserver makes it: generateName + 5
+        obj = {**obj, "metadata": {**meta, "name": f"{meta['generateName']}{GENERATED_SUFFIX}"}}
     run = w.make(obj, namespace)
     own = _mapping(get_path(obj, ("metadata", "annotations")))
     run["metadata"]["annotations"] = {**_mapping(run["metadata"].get("annotations")),

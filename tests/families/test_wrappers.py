@@ -180,3 +180,15 @@ def test_a_ray_cron_job_whose_runs_use_an_existing_cluster_carries_nothing_and_s
     assert decision.patch == []
     warnings = validate(request(obj), CONFIG).decision.warnings
     assert any("runs on an existing cluster" in w for w in warnings)
+
+
+def test_a_wrapper_created_with_generate_name_is_judged_by_the_runs_of_the_name_kube_apiserver_gives_it():
+    for obj in (scheduled(), ray_cron()):
+        obj["metadata"]["generateName"] = obj["metadata"].pop("name") + "-"
+        verdict = validate(request(obj), CONFIG)
+        assert verdict.decision.allowed, verdict.decision.message
+        assert f"{obj['kind']} default/{obj['metadata']['generateName']}" in verdict.decision.message
+    bad = ray_cron("3")
+    bad["metadata"]["generateName"] = bad["metadata"].pop("name") + "-"
+    decision = validate(request(bad), CONFIG).decision
+    assert not decision.allowed and "each RayJob it creates runs 2 pods" in decision.message

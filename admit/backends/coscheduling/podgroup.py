@@ -142,23 +142,29 @@ def merge_shared_spec(existing: dict[str, Any], plan: GangPlan,
 def members_still_to_run(desired: dict[str, Any], stored: dict[str, Any], asked: int,
                           members: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The spec of a shared group whose size follows its members (``GangPlan.follows_members``), from the group's
-    pods ``members`` (each its ``status.phase``), or ``None`` while none of them has succeeded (the members then
-    agree on the size as any shared group's do).
+    other pods ``members`` (their ``status.phase`` and ``spec.nodeName``), or ``None`` while none of them has
+    finished (the members then agree on the size as any shared group's do).
 
-    A member that succeeded never runs again, and kube-scheduler drops finished pods from its informer (field
-    selector ``status.phase!=Succeeded,status.phase!=Failed``, kubernetes ``pkg/scheduler/scheduler.go``
-    ``newPodInformer``), so Coscheduling's PreFilter, which counts the pods carrying the group's label it still sees
-    (scheduler-plugins ``pkg/coscheduling/core/core.go``), would hold a retried member back for ever waiting for
-    them (argo-workflows#734, volcano#2720). The size is what is still to run: ``asked`` (this member's minMember)
-    minus the members that succeeded, at least 1 (a failed member is retried and counts as still to run). Once as
-    many members as ``asked`` have succeeded, the group starts again at ``asked`` (a later step naming the same
-    group). ``minResources`` (``asked`` pods' requests) follows in proportion; ``scheduleTimeoutSeconds`` set by
-    another member stays (``stored``: the stored spec).
+    kube-scheduler drops finished pods from its informer (field selector ``status.phase!=Succeeded,
+    status.phase!=Failed``, kubernetes ``pkg/scheduler/scheduler.go`` ``newPodInformer``), so Coscheduling's
+    PreFilter, which counts the pods carrying the group's label it still sees (scheduler-plugins
+    ``pkg/coscheduling/core/core.go``), would hold a retried member back for ever waiting for members that
+    succeeded (argo-workflows#734, volcano#2720). Once a member has finished, the group ran together once, and a new
+    member is a retry: the size is the members still to run, ``asked`` (this member's minMember) minus those that
+    succeeded, and at most the members not yet placed (pending, no node: this one and other retries), so that a
+    member that succeeds while a retry waits cannot leave the retry short of its gang. Once as many members as
+    ``asked`` have succeeded, the group starts again at ``asked`` (a later step naming the same group).
+    ``minResources`` (``asked`` pods' requests) follows in proportion; ``scheduleTimeoutSeconds`` set by another
+    member stays (``stored``: the stored spec).
     """
-    succeeded = sum(1 for p in members if isinstance(p, dict) and (p.get("status") or {}).get("phase") == "Succeeded")
-    if succeeded == 0:
+    phases = [(p.get("status") or {}).get("phase") for p in members if isinstance(p, dict)]
+    succeeded = phases.count("Succeeded")
+    if succeeded + phases.count("Failed") == 0:
         return None
-    left = asked - succeeded if succeeded < asked else asked
+    unplaced = sum(1 for p in members if isinstance(p, dict) and not (p.get("spec") or {}).get("nodeName")
+                   and (p.get("status") or {}).get("phase") in (None, "Pending")
+                   and not (p.get("metadata") or {}).get("deletionTimestamp"))
+    left = asked if succeeded >= asked else max(1, min(asked - succeeded, unplaced + 1))
     out = dict(desired)
     out["minMember"] = left
     if isinstance(out.get("minResources"), dict) and asked > 0:
