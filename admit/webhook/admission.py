@@ -207,7 +207,9 @@ class Admission:
             elif verdict.read is not None:
                 return await self._check_read(verdict.read, verdict.decision)
             elif self._missing is not None and req.kind == "Pod" and not req.dry_run:
-                await self._warn_missing_group(req, verdict.decision)  # a dict lookup; the rest only on a miss
+                unknown = self._unknown_group(req, verdict.decision)  # a dict lookup or two; the rest only on a miss
+                if unknown is not None:
+                    await self._warn_missing_group(*unknown, verdict.decision)
             return verdict.decision
         except KubeError as e:
             if verdict is not None and verdict.ensure is not None and namespace_terminating(e):
@@ -234,25 +236,28 @@ class Admission:
             _log_bug("validate", req, e)
             return self._internal_error(e, verdict.decision if verdict is not None else Decision())
 
-    async def _warn_missing_group(self, req: AdmissionRequest, decision: Decision) -> None:
-        """A Pod CREATE admitted with no gang of its own that names a group with a backend's key (the registered
-        backends' ``unknown_group`` hooks, asked in registry order: a dict lookup or two) which the cache lacks: that
-        backend's API half (``BackendAPI.missing_group``) gives the warning, if any (the controller is re-creating
-        the group; or no such group exists and nothing claims it, confirmed by one GET: what to create). Never
-        refuses the pod; a failed GET gives no warning."""
+    def _unknown_group(self, req: AdmissionRequest, decision: Decision) -> tuple[str, str, str] | None:
+        """``(backend, namespace, name)`` of the group a Pod CREATE admitted with no gang of its own names with a
+        backend's key when the cache lacks it (the registered backends' ``unknown_group`` hooks, asked in registry
+        order: a dict lookup or two), else ``None``. Synchronous: the hot path awaits nothing."""
         if req.operation != "CREATE" or req.group != "" or not decision.allowed:
-            return
+            return None
         namespace = req.namespace or str(get_path(req.object, ("metadata", "namespace")) or "")
         for backend, unknown_group in named_hooks("unknown_group"):
             name = unknown_group(req.object, namespace, self.config, self.cache)
-            if name is None:
-                continue
-            api = APIS.get(backend)
-            check = api.missing_group if api is not None else None
-            warning = await check(namespace, name, self.config, self.cache, self.store) if check is not None else None
-            if warning:
-                decision.warnings.append(warning)
-            return
+            if name is not None:
+                return backend, namespace, name
+        return None
+
+    async def _warn_missing_group(self, backend: str, namespace: str, name: str, decision: Decision) -> None:
+        """A group the cache lacks (:meth:`_unknown_group`): that backend's API half (``BackendAPI.missing_group``)
+        gives the warning, if any (the controller is re-creating the group; or no such group exists and nothing
+        claims it, confirmed by one GET: what to create). Never refuses the pod; a failed GET gives no warning."""
+        api = APIS.get(backend)
+        check = api.missing_group if api is not None else None
+        warning = await check(namespace, name, self.config, self.cache, self.store) if check is not None else None
+        if warning:
+            decision.warnings.append(warning)
 
     def _internal_error(self, error: Exception, decision: Decision) -> Decision:
         """The answer after a bug in admit: the failure mode decides, and nobody is told to retry (the same object
