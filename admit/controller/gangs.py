@@ -39,7 +39,7 @@ import functools
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..backends.action import Action
 from ..backends.common import object_owner
@@ -147,6 +147,10 @@ class GangController:
     def _objects(self, key: Key) -> dict[str, JSON | None]:
         return {kind: self.get(kind, *key) for kind in self.kinds}
 
+    def _owners(self, objects: dict[str, JSON | None]) -> list[str]:
+        """The owner annotations of the gang's objects (admit's, well formed), in creation order."""
+        return [o for x in objects.values() if x is not None and (o := object_owner(x, self.config)) is not None]
+
     def _on_object(self, event: str, obj: JSON, old: JSON | None) -> None:
         """Index the gang's owner annotation (both caches share the index: an object may move between them)."""
         key = object_key(obj)
@@ -154,8 +158,7 @@ class GangController:
             prior = self._owner.pop(key, None)
             if prior is not None:
                 self._by_owner.discard((key[0], prior), key)
-            owner = next((o for x in self._objects(key).values()
-                          if x is not None and (o := object_owner(x, self.config)) is not None), None)
+            owner = next(iter(self._owners(self._objects(key))), None)
             if owner is not None:
                 self._owner[key] = owner
                 self._by_owner.add((key[0], owner), key)
@@ -247,8 +250,7 @@ class GangController:
         is behind). ``fetched``: objects read from the API after a 409 (newer than the cache)."""
         self.reconciles += 1
         objects = {**self._objects(key), **(fetched or {})}
-        owners = {o for x in objects.values() if x is not None and (o := object_owner(x, self.config)) is not None}
-        claims = self.manager.claims_for(self.backend.name, key, owners)
+        claims = self.manager.claims_for(self.backend.name, key, set(self._owners(objects)))
         if live is not None:
             claims = [live if (c.namespace, c.identity) == (live.namespace, live.identity) else c for c in claims]
         claims = [self.manager.countable(c) for c in claims]
@@ -497,17 +499,23 @@ class GangController:
         query = [("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed"), ("limit", "100")]
         if selector is not None:
             query.insert(0, ("labelSelector", selector(key[1], self.config)))
-        cont: str | None = None
+        async for pods in self._pod_pages(key[0], query):
+            if any(self.backend.pod_in_group(pod, key[1], self.config) and not get_path(
+                    pod, ("metadata", "deletionTimestamp")) and get_path(pod, ("status", "phase")) not in (
+                    "Succeeded", "Failed") for pod in pods):
+                return 1
+        return 0
+
+    async def _pod_pages(self, namespace: str, query: list[tuple[str, str]]) -> AsyncIterator[list[JSON]]:
+        """The pods of ``namespace`` that ``query`` asks for, a page at a time (its ``limit``)."""
+        token = ""
         while True:
-            doc = await self.api.request("GET", PODS.path(key[0]), query=query + ([("continue", cont)] if cont else []))
-            for pod in doc.get("items") or []:
-                if self.backend.pod_in_group(pod, key[1], self.config) and not get_path(
-                        pod, ("metadata", "deletionTimestamp")) and get_path(pod, ("status", "phase")) not in (
-                        "Succeeded", "Failed"):
-                    return 1
-            cont = (doc.get("metadata") or {}).get("continue") or None
-            if not cont:
-                return 0
+            doc = await self.api.request("GET", PODS.path(namespace),
+                                         query=query + ([("continue", token)] if token else []))
+            yield doc.get("items") or []
+            token = get_path(doc, ("metadata", "continue")) or ""
+            if not token:
+                return
 
     def _fail(self, claim: Claim, key: Key, error: KubeError, message: str) -> KubeError:
         """A Warning Event on the workload, once per distinct failure that is no longer transient
@@ -549,7 +557,7 @@ class GangController:
                 by_ns.setdefault(str(get_path(group, ("metadata", "namespace")) or ""), []).append(group)
         below: set[Key] = set()
         for ns, groups in by_ns.items():
-            pods = await self._list_pods(ns)
+            pods = [p async for page in self._pod_pages(ns, [("limit", "500")]) for p in page]
             for group in groups:
                 key = object_key(group)
                 found = self._below_min_count(group, [p for p in pods
@@ -570,19 +578,6 @@ class GangController:
                 + ": its scheduled condition never goes back (kubernetes#136334); free capacity or restart the whole "
                   "gang")
         log.warning("%s", note)
-        owners = {o for x in self._objects(key).values() if x is not None and (o := object_owner(x, self.config))}
-        claims = self.manager.claims_for(self.backend.name, key, owners)
+        claims = self.manager.claims_for(self.backend.name, key, set(self._owners(self._objects(key))))
         if claims:
             self._event(claims[0].workload, "Warning", "GangBelowMinCount", "Check", note, group)
-
-    async def _list_pods(self, namespace: str) -> list[JSON]:
-        """Every pod of ``namespace`` (paged, 500 a page)."""
-        items: list[JSON] = []
-        token = ""
-        while True:
-            query = [("limit", "500")] + ([("continue", token)] if token else [])
-            doc = await self.api.request("GET", PODS.path(namespace), query=query)
-            items.extend(doc.get("items") or [])
-            token = get_path(doc, ("metadata", "continue")) or ""
-            if not token:
-                return items

@@ -318,24 +318,6 @@ async def test_the_spec_follows_kubectl_scale(fake, kube, controllers):
     assert took < 0.5
 
 
-async def test_an_orphan_that_live_pods_still_use_is_kept(fake, controllers, caplog):
-    await controllers()
-    for name, phase in (("p1", "Running"), ("p2", "Succeeded")):
-        fake.put({"apiVersion": "v1", "kind": "Pod",
-                  "metadata": {"name": name, "namespace": "team", "labels": {"scheduling.x-k8s.io/pod-group": "web"}},
-                  "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": {"phase": phase}})
-    keeping = "has no stored workload but live pods still wait on it; keeping it"
-    with caplog.at_level(logging.INFO, "admit.controller"):
-        fake.put(managed_pg())
-        # Logged after the grace period and the answers of the live reads (owner, pods): wait for it, then a little.
-        await eventually(lambda: any(keeping in r.getMessage() for r in caplog.records), timeout=GRACE + 2)
-        await asyncio.sleep(0.3)
-    assert pg_of(fake) is not None
-    assert sum(keeping in r.getMessage() for r in caplog.records) == 1
-    fake.delete_object("v1", "pods", "team", "p1")
-    await eventually(lambda: pg_of(fake) is None, timeout=GRACE * 2 + 1)
-
-
 async def test_only_the_lease_holder_writes_and_the_other_replica_takes_over(fake, kube, controllers):
     a = await controllers("a")
     b = await controllers("b", wait=False)

@@ -419,3 +419,37 @@ async def test_objects_no_stored_workload_claims_are_deleted_after_the_grace_per
             [(type_, _, regarding, note)] = [e for e in events(s.fake) if e[1] == f"{t.kind}Deleted"]
             assert (type_, regarding) == ("Normal", t.kind)
             assert "(owner apps/Deployment/web) is claimed by no stored workload for 0.5s" in note
+
+
+def member(name: str, phase: str) -> dict[str, Any]:
+    """A pod that waits on gang ``team/web`` by each backend's key (``GangBackend.pod_in_group``: Coscheduling's
+    label, the Workload API's ``spec.schedulingGroup``, Volcano's annotation)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "team", "labels": {"scheduling.x-k8s.io/pod-group": "web"},
+                         "annotations": {volcano.GROUP_NAME_ANNOTATION: "web"}},
+            "spec": {"schedulingGroup": {"podGroupName": "web"}, "containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_an_orphan_that_live_pods_still_wait_on_is_kept_until_they_are_gone(backend, caplog):
+    """Listed with the backend's ``pod_selector`` (Coscheduling's label) or, without one, every live pod of the
+    namespace filtered by ``pod_in_group``; a finished pod does not keep it."""
+    async with stack(backend) as s:
+        for name, phase in (("p1", "Running"), ("p2", "Succeeded")):
+            s.fake.put(member(name, phase))
+        keeping = "has no stored workload but live pods still wait on it; keeping it"
+        with caplog.at_level(logging.INFO, "admit.controller"):
+            # Admitted, then refused by a later admission step: the workload is never stored.
+            assert (await s.admission.validate(request(s.mutated(), "CREATE"))).allowed
+            # Logged after the grace period and the live reads (owner, pods): wait for it, then a little.
+            await eventually(lambda: any(keeping in r.getMessage() for r in caplog.records), timeout=GRACE + 2)
+            await asyncio.sleep(0.3)
+        assert all(o is not None for o in s.objects())
+        assert sum(keeping in r.getMessage() for r in caplog.records) == 1
+        lists = [r.query for r in s.fake.requests_for("pods", "list") if "fieldSelector" in r.query]  # not a watch's
+        assert lists and all(q["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed" for q in lists)
+        selector = getattr(backend_of(backend), "pod_selector", None)  # the backend's hook narrows the list
+        assert [q.get("labelSelector") for q in lists] == [selector("web", s.config) if selector else None] * len(lists)
+        s.fake.delete_object("v1", "pods", "team", "p1")
+        await eventually(lambda: s.objects() == [None] * len(s.types), timeout=GRACE * 2 + 1)
