@@ -70,13 +70,12 @@ class Config:
         pod_group_group / pod_group_version / pod_group_plural: the PodGroup API (CRD) coordinates.
         failure_mode: what to answer when the Kubernetes API cannot be reached during admission:
             ``"deny"`` (refuse with the reason) or ``"allow"`` (admit with a warning).
-        api_timeout_seconds: total budget (seconds, float) for the Kubernetes API calls of one admission request;
-            keep it well inside the webhook's ``timeoutSeconds`` (default 10 s, Kubernetes docs
-            "Dynamic Admission Control", timeouts).
+        api_timeout_seconds: total budget (seconds, float) for the Kubernetes API calls of one admission request,
+            well inside the webhook's ``timeoutSeconds`` (default 10 s, "Dynamic Admission Control", timeouts).
         max_body_bytes: largest AdmissionReview body accepted (bytes); larger gets HTTP 400.
-        read_timeout_seconds: a request must arrive whole (headers and body) within this many seconds of its first
-            byte, well inside kube-apiserver's webhook timeout (10 s by default); slower gets HTTP 400 and the
-            connection is closed (``connections.ConnectionGuard`` for the headers, ``server`` for the body).
+        read_timeout_seconds: seconds from a request's first byte to its whole body (headers and body); slower gets
+            HTTP 400 and the connection is closed (``connections.ConnectionGuard`` for the headers, ``server`` for the
+            body).
         kubeflow_gang_by_operator: the Kubeflow training-operator itself creates PodGroups
             (``--gang-scheduler-name``); admit then only validates Kubeflow jobs.
         ignored_api_groups: API groups whose workloads admit does not handle or watch (e.g. ``kubeflow.org`` when

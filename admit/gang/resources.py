@@ -1,27 +1,23 @@
-"""Resource requests of a pod and of a gang: the numbers behind PodGroup ``spec.minResources``.
+"""Resource requests of a pod and of a gang: the numbers behind PodGroup ``spec.minResources`` (docs/behaviour.md).
 
-A pod's effective request follows the scheduler's rule: ``PodRequests`` in kubernetes
-``staging/src/k8s.io/component-helpers/resource/helpers.go`` (what NodeResourcesFit and the scheduler cache use; the
-same rule as the Kubernetes docs "Resource Management for Pods and Containers", "Sidecar containers" and "Assign
-Pod-level CPU and memory resources"). Pod templates are not defaulted (only Pods are, ``SetDefaults_Pod`` in
-``pkg/apis/core/v1/defaults.go``), so the defaulting a created pod would get is applied here first:
+A pod's effective request follows the scheduler's rule, ``PodRequests`` in kubernetes
+``staging/src/k8s.io/component-helpers/resource/helpers.go``, after the defaulting a created pod gets (pod templates
+are not defaulted; ``SetDefaults_Pod`` in ``pkg/apis/core/v1/defaults.go``):
 
-- each container's request per resource, falling back to its limit when no request is set (``SetDefaults_Pod``);
-- containers (``AggregateContainerRequests``): the sum over regular containers and restartable init containers
-  (sidecars, ``restartPolicy: Always``); the maximum of that sum and each regular init container's request plus
-  the sidecars declared before it;
-- pod-level resources (``spec.resources``, Kubernetes 1.34+, feature PodLevelResources): for the resources pod-level
-  resources support (``IsSupportedPodLevelResource``: ``cpu``, ``memory``, ``hugepages-*``) a pod-level request
-  replaces the containers' aggregate; a pod-level limit without a request defaults the request to the containers'
-  aggregate for cpu/memory when containers request it, else to the limit (``defaultPodRequests``);
-- plus ``spec.overhead`` (RuntimeClass pod overhead), added after the pod-level values.
+- each container's request per resource, its limit when no request is set (``SetDefaults_Pod``);
+- ``AggregateContainerRequests``: the sum over regular containers and sidecars (``restartPolicy: Always`` init
+  containers), at least each regular init container's request plus the sidecars declared before it;
+- pod-level resources (``spec.resources``, 1.34+, PodLevelResources): for ``cpu``, ``memory`` and ``hugepages-*``
+  (``IsSupportedPodLevelResource``) a pod-level request replaces the aggregate; a pod-level limit without a request
+  defaults it to the containers' aggregate for cpu/memory when they request it, else to the limit
+  (``defaultPodRequests``);
+- plus ``spec.overhead`` (RuntimeClass pod overhead), after the pod-level values.
 
-The Coscheduling plugin compares PodGroup ``minResources`` with the cluster's free capacity before it lets any
-member through (scheduler-plugins ``pkg/coscheduling/core/core.go``, ``CheckClusterResource``), so ``minResources``
-may hold only what node ``allocatable`` holds: devices served through DRA (a DeviceClass's
-``extendedResourceName``, the implicit ``deviceclass.resource.kubernetes.io/<class>``, KEP-5004; ``spec.resourceClaims``)
-are left out (:func:`countable_min_resources`), the admission path learning the DeviceClasses from the controller's
-cache, never from an API call.
+Coscheduling compares ``minResources`` with the cluster's free capacity before it lets any member through
+(scheduler-plugins ``pkg/coscheduling/core/core.go`` ``CheckClusterResource``), so it may hold only what node
+``allocatable`` holds: devices served through DRA (a DeviceClass's ``extendedResourceName``, the implicit
+``deviceclass.resource.kubernetes.io/<class>``, KEP-5004; ``spec.resourceClaims``) are left out
+(:func:`countable_min_resources`), the DeviceClasses read from the controller's cache, never through an API call.
 """
 
 from __future__ import annotations

@@ -105,9 +105,7 @@ class FakeKubeAPI:
         self.gc_orphans_after = gc_orphans_after
         self.bookmark_interval = bookmark_interval
         self.record_requests = record_requests
-        self._registry: dict[tuple[str, str, str], ResourceType] = {}
-        for rt in BUILTIN_RESOURCES:
-            self._registry[rt.key] = rt
+        self._registry: dict[tuple[str, str, str], ResourceType] = {rt.key: rt for rt in BUILTIN_RESOURCES}
         if workload_api is not None:
             self.serve_workload_api(workload_api)
         self.namespace_lifecycle = namespace_lifecycle
