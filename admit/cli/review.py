@@ -29,6 +29,7 @@ import yaml
 
 from ..webhook.admission import Admission
 from ..config import Config
+from ..families.argo import WORKFLOW, workflow_review
 from ..families.kinds import KINDS, RESOLVERS, SCALABLE
 from ..kube.client import AlreadyExists
 from ..gang.plan import BOOKKEEPING_ANNOTATIONS, GangError, generated_group_name, get_path, parse_gang_annotations
@@ -583,8 +584,10 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
             store.add_object(obj)
         decision = await admission.validate(req)
         meta = (obj or {}).get("metadata") or {}
-        if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS and _user_keys(doc, config):
-            unhandled, why = _unhandled_kind_warnings(doc, req.kind, config)
+        if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS and (
+                req.group == WORKFLOW[0] or _user_keys(doc, config)):
+            unhandled, why = (workflow_review(doc, config) if req.group == WORKFLOW[0]
+                              else _unhandled_kind_warnings(doc, req.kind, config))
             decision.warnings.extend(unhandled)
             decision.notes.extend(why)
         results.append(

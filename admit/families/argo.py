@@ -25,16 +25,25 @@ from dataclasses import replace
 from typing import Any
 
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangPlan, check_group_name, get_path
+from ..echo import clip_message
+from ..gang.plan import GangAnnotations, GangError, GangPlan, check_group_name, get_path, parse_gang_annotations
 from .apps import POD, resolve_pod
 from .shared import controller_owner
 
-__all__ = ["step_pod", "resolve_step_pod", "WORKFLOW", "WORKFLOW_LABEL", "NODE_NAME"]
+__all__ = ["step_pod", "resolve_step_pod", "workflow_review", "WORKFLOW", "WORKFLOW_LABEL", "NODE_NAME",
+           "TEMPLATES"]
 
 #: The controller kind of a step pod: ``(API group, kind)``.
 WORKFLOW = ("argoproj.io", "Workflow")
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 NODE_NAME = "workflows.argoproj.io/node-name"
+
+
+#: Where each Argo kind keeps its templates (``pkg/apis/workflow/v1alpha1``: ``WorkflowSpec.Templates``; a
+#: CronWorkflow's ``spec.workflowSpec``).
+TEMPLATES: dict[str, tuple[str, ...]] = {
+    "Workflow": ("spec", "templates"), "WorkflowTemplate": ("spec", "templates"),
+    "ClusterWorkflowTemplate": ("spec", "templates"), "CronWorkflow": ("spec", "workflowSpec", "templates")}
 
 
 def step_pod(pod: Any) -> bool:
@@ -72,3 +81,53 @@ def resolve_step_pod(pod: dict[str, Any], ann: GangAnnotations, config: Config, 
         f"{ref}: PodGroup {plan.group_name} (minMember {plan.min_member}) is shared by the step's pods and sized to "
         "its members still to run: a retried member does not wait for those that succeeded")
     return plan
+
+
+def workflow_review(doc: dict[str, Any], config: Config) -> tuple[list[str], list[str]]:
+    """``(warnings, notes)`` ``admit review`` gives an Argo ``Workflow`` (or ``WorkflowTemplate``,
+    ``ClusterWorkflowTemplate``, ``CronWorkflow``), which admit's webhooks never see: each template whose
+    ``metadata.annotations`` carry ``<prefix>/min-member`` is a gang of the step pods Argo makes from it (their
+    PodGroup, minMember, and how it follows its members); gang annotations on the object's own metadata do nothing
+    (Argo copies a template's metadata onto its pods, ``addMetadata``), and a template's malformed ones refuse each
+    of its pods: both warned about. Pure; empty for another kind."""
+    path = TEMPLATES.get(str(doc.get("kind") or ""))
+    if path is None:
+        return [], []
+    meta_v = doc.get("metadata")
+    meta: dict[str, Any] = meta_v if isinstance(meta_v, dict) else {}
+    name = str(meta.get("name") or meta.get("generateName") or "")
+    # {{workflow.name}} as Argo substitutes it (SubstituteParams): the name, or generateName + 5 characters
+    run = str(meta.get("name") or f"{meta.get('generateName') or ''}x7k2p")
+    warnings: list[str] = []
+    notes: list[str] = []
+    own = meta.get("annotations")
+    if isinstance(own, dict) and any(isinstance(k, str) and k.startswith(config.key_prefix) for k in own):
+        warnings.append(f"move the {config.key_prefix}* annotations to the metadata.annotations of the step's "
+                        f"template: Argo copies a template's metadata onto its pods, not the {doc.get('kind')}'s")
+    templates = get_path(doc, path)
+    for template in templates if isinstance(templates, list) else []:
+        if not isinstance(template, dict):
+            continue
+        which = str(template.get("name") or "")[:63]
+        raw = get_path(template, ("metadata", "annotations"))
+        given = {k: v.replace("{{workflow.name}}", run) if isinstance(v, str) else v
+                 for k, v in (raw.items() if isinstance(raw, dict) else ())}
+        if any(isinstance(v, str) and "{{" in v for k, v in given.items() if str(k).startswith(config.key_prefix)):
+            notes.append(f"{doc.get('kind')} {name}: template {which}'s gang annotations use Argo variables other "
+                         "than {{workflow.name}}: admit checks them when Argo creates each step pod")
+            continue
+        try:
+            ann = parse_gang_annotations(given, config)
+        except GangError as e:
+            warnings.append(f"correct template {which}'s metadata.annotations, or each of its pods is refused: "
+                            f"{clip_message(e.message, 160)}")
+            continue
+        if ann is None:
+            continue
+        shown = run if meta.get("name") else f"{name}<5 characters>"
+        group = ann.pod_group.replace(run, shown) if ann.pod_group else f"{shown} (the Workflow's name)"
+        size = "auto (1 without a Kueue count)" if ann.min_member is None else ann.min_member
+        notes.append(f"{doc.get('kind')} {name}: the step pods of template {which} are ganged when Argo creates "
+                     f"them: PodGroup {group}, minMember {size}, shared by them and, once one of them finished, "
+                     "sized to the members still to run (a retry does not wait for those that succeeded)")
+    return warnings, notes

@@ -103,3 +103,23 @@ def test_a_retried_member_lowers_the_stored_group_while_a_plain_shared_group_nev
     assert spec["minMember"] == 1 and warnings == []
     plain = dataclasses.replace(plan, follows_members=False)
     assert merge_shared_spec(stored, plain, phases("Succeeded", "Succeeded", "Failed"))[0]["minMember"] == 3
+
+
+def test_admit_review_says_which_templates_of_a_workflow_gang_their_step_pods_and_what_would_refuse_them(capsys):
+    from admit.cli import main
+
+    # the Workflow itself never reaches admit's webhooks: review says what its step pods will get
+    assert main(["review", "-v", str(EXAMPLES / "argo-workflow-gang-step.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "the step pods of template worker are ganged when Argo creates them: PodGroup train-<5 characters>-train, " \
+           "minMember 3" in out
+    wf = workflow()
+    wf["metadata"]["annotations"] = {"gang.admit.dev/min-member": "3"}
+    wf["spec"]["templates"][1]["metadata"]["annotations"]["gang.admit.dev/min-member"] = "zero"
+    from admit.families.argo import workflow_review
+    warnings, notes = workflow_review(wf, CONFIG)
+    assert warnings[0].startswith("move the gang.admit.dev/* annotations to the metadata.annotations of the step's "
+                                  "template")
+    assert warnings[1].startswith("correct template worker's metadata.annotations, or each of its pods is refused: "
+                                  'annotation gang.admit.dev/min-member="zero" is invalid')
+    assert notes == [] and all(len(w) <= 256 for w in warnings)
