@@ -57,10 +57,12 @@ Spark's "Running on Kubernetes" page describes them):
 reinvocation): kube-apiserver calls it after admit's (configurations in name order), and admit's, with
 ``reinvocationPolicy: IfNeeded``, again when it changed the Pod. Its SparkApplication defaulter and validator
 (``sparkapplication_defaulter.go``, ``sparkapplication_validator.go``: name, Spark version, node selectors, ingress
-options, sparkConf) check nothing admit writes and are not emulated. Not emulated: status transitions, retries, the web UI,
+options, sparkConf) check nothing admit writes and are not emulated. Not emulated: most status transitions, the retry interval, the web UI,
 Prometheus, dynamic allocation after start, client mode, ``ScheduledSparkApplication``, the validating webhooks.
 Status: only ``SUBMITTED`` after submission, and the re-run of a submitted application whose spec changes
-(:meth:`SparkOperator.observe`).
+(:meth:`SparkOperator.observe`). **Later writes** (:data:`LATER`, for tests/operators/test_later_writes.py): the
+``RUNNING`` status, a retry after the driver fails (``FAILING`` -> ``PENDING_RERUN`` -> submitted again), a lost
+executor replaced by the driver, the user's spec change (a re-run), a GitOps re-apply.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .kit import OperatorEmulation, controller_ref, service_account
+from .later import Emulated, LaterWrite
 
 if TYPE_CHECKING:
     from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI
@@ -371,3 +374,177 @@ def install(api: "FakeKubeAPI", chain: "AdmissionChain | None" = None, **flags: 
 
         chain.add("Mutating", POD_WEBHOOK_CONFIGURATION, copy.deepcopy(POD_WEBHOOK_SPEC), pod_webhook)
     return api.add_controller(op)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/later.py): what the spark-operator, the driver, a user and a GitOps tool send after
+# the CREATE
+# ----------------------------------------------------------------------------------------------------------------------
+
+USER_WRITER = {"username": "alice", "groups": ["system:authenticated"]}
+
+
+def _install_later(api: "FakeKubeAPI", chain: "AdmissionChain | None" = None) -> SparkOperator:
+    """The spark-operator with its pod webhook in the chain, as its chart installs it (no batch scheduler)."""
+    return install(api, chain)
+
+
+def _note(op: SparkOperator, obj: JSON, problem: str | None) -> None:
+    if problem is not None:
+        op.errors.append((obj["metadata"]["namespace"], obj["metadata"]["name"], problem))
+
+
+async def _settle(op: SparkOperator) -> None:
+    await op.api.settle()
+    await op.idle()
+
+
+def _set_state(op: SparkOperator, ns: str, name: str, state: str) -> None:
+    """``updateSparkApplicationStatus``: ``r.client.Status().Update`` (the status subresource: no webhook of the
+    chart's sees it)."""
+    api = op.api
+    app = api.get(API, "sparkapplications", ns, name)
+    if app is None:
+        return
+    new = copy.deepcopy(app)
+    new.setdefault("status", {}).setdefault("applicationState", {})["state"] = state
+    api._update(api.resource_type(API, "sparkapplications"), ns, name, app, new,  # noqa: SLF001
+                subresource="status", dry_run=False, require_rv=False)
+
+
+def _pods(op: SparkOperator, ns: str, name: str, role: str) -> list[JSON]:
+    return sorted((p for p in op.api.objects("pods", ns)
+                   if (p["metadata"].get("labels") or {}).get(APP_NAME) == name
+                   and (p["metadata"].get("labels") or {}).get("spark-role") == role
+                   and not p["metadata"].get("deletionTimestamp")), key=lambda p: p["metadata"]["name"])
+
+
+async def running(op: SparkOperator, obj: JSON) -> None:
+    """The driver runs: ``reconcileSubmittedSparkApplication`` -> ``updateDriverState`` sets ``RUNNING`` (a status
+    write)."""
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    if _pods(op, ns, name, "driver"):
+        _set_state(op, ns, name, "RUNNING")
+    await _settle(op)
+
+
+async def retry_after_the_driver_fails(op: SparkOperator, obj: JSON) -> None:
+    """The driver fails (its pod ``Failed``, as the kubelet reports it) and the application is retried
+    (``restartPolicy`` ``OnFailure``/``Always`` with retries left, ``util.ShouldRetry``): ``updateDriverState`` ->
+    ``FAILING``; ``reconcileFailingSparkApplication`` deletes the driver and executors (``deleteSparkResources``)
+    and sets ``PENDING_RERUN``; ``reconcilePendingRerunSparkApplication`` submits it again: a new driver pod of the
+    same name, new executors."""
+    api, ns, name = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"]
+    drivers = _pods(op, ns, name, "driver")
+    if not drivers:
+        return
+    driver = drivers[0]
+    api.put({**driver, "apiVersion": "v1", "kind": "Pod", "status": {**(driver.get("status") or {}), "phase": "Failed"}})
+    _set_state(op, ns, name, "FAILING")
+    for pod in api.objects("pods", ns):  # deleteSparkResources: the driver pod (its executors go with it)
+        if (pod["metadata"].get("labels") or {}).get(APP_NAME) == name:
+            api.delete_object("v1", "pods", ns, pod["metadata"]["name"])
+    _set_state(op, ns, name, "PENDING_RERUN")
+    op.submitted.pop((ns, name), None)  # the status write above wakes the sync, which submits it again
+    await _settle(op)
+
+
+async def an_executor_is_lost(op: SparkOperator, obj: JSON) -> None:
+    """An executor pod is lost (its node gone: the pod deleted) and the driver asks for a replacement (Spark's
+    ``ExecutorPodsAllocator``: a new pod ``<prefix>-exec-<next id>``, from the executor template, as the driver's
+    ServiceAccount; unconfirmed against Spark's code, module docstring)."""
+    api, ns, name = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"]
+    executors = _pods(op, ns, name, "executor")
+    drivers = _pods(op, ns, name, "driver")
+    if not executors or not drivers:
+        return
+    lost = executors[0]
+    api.delete_object("v1", "pods", ns, lost["metadata"]["name"])
+    replacement = copy.deepcopy(lost)
+    ids = [int((p["metadata"].get("labels") or {}).get("spark-exec-id", "0")) for p in executors]
+    next_id = str(max(ids) + 1)
+    prefix = lost["metadata"]["name"].rsplit("-exec-", 1)[0]
+    replacement["metadata"] = {k: v for k, v in replacement["metadata"].items()
+                               if k in ("namespace", "labels", "annotations", "ownerReferences")}
+    replacement["metadata"]["name"] = f"{prefix}-exec-{next_id}"
+    replacement["metadata"]["labels"]["spark-exec-id"] = next_id
+    replacement.pop("status", None)
+    driver = api.get("v1", "pods", ns, drivers[0]["metadata"]["name"]) or drivers[0]
+    app = api.get(API, "sparkapplications", ns, name) or obj
+    driver_sa = service_account(ns, str(((app.get("spec") or {}).get("driver") or {}).get("serviceAccount")
+                                        or "default"))
+    await op.create({**driver, "apiVersion": "v1", "kind": "Pod"}, "v1", "pods", op._before_create(replacement),
+                    "ExecutorPodCreationFailed", user=driver_sa)
+    await _settle(op)
+
+
+async def gitops_reapply(op: SparkOperator, obj: JSON) -> None:
+    """A GitOps tool re-applies the user's manifest (``tests.emulations.gitops``): no spec change, so no re-run."""
+    from . import gitops
+
+    runs = len(op.reruns)
+    _note(op, obj, await gitops.reapply(op.api, obj, "sparkapplications"))
+    await _settle(op)
+    if len(op.reruns) != runs:
+        _note(op, obj, "the GitOps re-apply re-ran the application")
+
+
+async def user_changes_the_spec(op: SparkOperator, obj: JSON) -> None:
+    """The user changes the application's spec (a new image): the operator re-runs it (``EventFilter.Update`` ->
+    ``INVALIDATING`` -> ``PENDING_RERUN``), and the re-run is ganged like the first."""
+    api, ns, name = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"]
+    stored = api.get(API, "sparkapplications", ns, name)
+    if stored is None:
+        return
+    stored["spec"]["image"] = f"{stored['spec'].get('image', 'spark:3.5.5')}-next"
+    try:
+        await api.admitted_update(api.resource_type(API, "sparkapplications"), ns, name, stored, dry_run=False,
+                                  user=USER_WRITER)
+    except Exception as e:  # noqa: BLE001 - an ApiError: the user's own write refused is a problem here
+        _note(op, obj, f"the user's spec change refused: {e}")
+    await _settle(op)
+
+
+def gangs_of(op: SparkOperator, obj: JSON) -> list[tuple[str, list[JSON]]]:
+    """The application's live driver and executor pods (not finished), one gang; none without pods."""
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    pods = [p for p in _pods(op, ns, name, "driver") + _pods(op, ns, name, "executor")
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    return [(f"SparkApplication {name}", pods)] if pods else []
+
+
+def refused_writes(op: SparkOperator) -> list[tuple[str, str, str]]:
+    """The operator's and the driver's refused creates, and the later writes' problems."""
+    return list(op.errors)
+
+
+def _retries(obj: JSON) -> bool:
+    policy = (obj.get("spec") or {}).get("restartPolicy") or {}
+    return policy.get("type") == "Always" or (policy.get("type") == "OnFailure"
+                                              and int(policy.get("onFailureRetries") or 0) > 0)
+
+
+_CONTROLLER = "kubeflow/spark-operator internal/controller/sparkapplication/controller.go"
+LATER_WRITES = (
+    LaterWrite("GitOps re-apply of the same manifest",
+               "kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers create.go / patch.go (the field "
+               "manager records the applier's fields before mutating admission); " + _CONTROLLER.split(" ")[0] +
+               " internal/controller/sparkapplication/event_filter.go EventFilter.Update (v2.5.2)",
+               "Argo CD ServerSideApply=true, Flux kustomize-controller, kubectl apply --server-side",
+               lambda obj: True, gitops_reapply),
+    LaterWrite("the driver runs (status RUNNING)", f"{_CONTROLLER} reconcileSubmittedSparkApplication, "
+               "updateDriverState, updateSparkApplicationStatus (v2.5.2)", "always", lambda obj: True, running),
+    LaterWrite("an executor lost and replaced by the driver", "apache/spark resource-managers/kubernetes "
+               "ExecutorPodsAllocator (unconfirmed: not in the sources read)",
+               "always (static allocation keeps spec.executor.instances)", lambda obj: True, an_executor_is_lost),
+    LaterWrite("retry after the driver fails", f"{_CONTROLLER} updateDriverState, "
+               "reconcileFailingSparkApplication, deleteSparkResources, reconcilePendingRerunSparkApplication, "
+               "submitSparkApplication; pkg/util/sparkapplication.go ShouldRetry (v2.5.2)",
+               "spec.restartPolicy.type OnFailure (onFailureRetries > 0) or Always", _retries,
+               retry_after_the_driver_fails),
+    LaterWrite("the user changes the spec (re-run)", f"{_CONTROLLER.rsplit('/', 1)[0]}/event_filter.go "
+               "EventFilter.Update; controller.go reconcileInvalidatingSparkApplication (v2.5.2)",
+               "any spec change but suspend and timeToLiveSeconds", lambda obj: True, user_changes_the_spec),
+)
+
+LATER = Emulated("spark", _install_later, ((API, "SparkApplication"),), LATER_WRITES, gangs_of, refused_writes)

@@ -7,8 +7,11 @@ write through the fake's admission chain as the ``kubeflow-trainer-controller-ma
 
 - **the JobSet** ``<trainjob>``: built as Trainer v2.3.0's runtime framework builds it
   (:func:`tests.emulations.trainer_runtime.trainjob_jobset`, written from Trainer's ``newRuntimeInfo``, its
-  ``mlPolicy`` plugins and ``plugins/jobset``; its docstring names each). Created once; not rebuilt while the
-  TrainJob and the JobSet are not suspended (``jobset.go`` ``Build``). A refusal is a Warning Event
+  ``mlPolicy`` plugins and ``plugins/jobset``; its docstring names each). Created once; applied again (server-side
+  apply with field owner ``trainer``, ``reconcileObjects``: here :func:`tests.emulations.gitops.applied`, the
+  fields of the built JobSet set onto the stored one) only while the TrainJob or the JobSet is suspended
+  (``jobset.go`` ``Build``: "Do not update the JobSet if it already exists and is not suspended"), with the
+  TrainJob's ``suspend``. A refusal is a Warning Event
   ``TrainJobResourcesCreationFailed`` on the TrainJob, the message cut to 950 characters (``Reconcile``), and an
   entry of :attr:`TrainerOperator.errors`;
 - with ``podGroupPolicy.coscheduling``, **a scheduler-plugins PodGroup** ``<trainjob>``, with
@@ -31,7 +34,8 @@ Trainer's **webhooks** (``pkg/webhooks/trainjob_webhook.go``; configurations ``m
 
 The answer is controller-runtime's for a plain error (``admission.Denied``: code 403, the aggregated message).
 Not emulated: what ``trainer_runtime`` leaves out (its docstring), the JobSet's active-replicatedJob check of the immutability rule (the fake's JobSets have no status),
-TrainJob status, suspension and resumption, runtime webhooks.
+TrainJob status, runtime webhooks. A TrainJob whose ``suspend`` is removed (not set to false) leaves the JobSet
+suspended here (real server-side apply would drop the field Trainer owned).
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
+from .gitops import applied
 from .kit import put_event
+from .later import Emulated, LaterWrite
 from .trainer_runtime import GROUP, RUNTIME_PLURALS, build_jobset, pod_group, runtime_info, runtime_ref, trainjob_jobset
 from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
 
@@ -75,9 +81,11 @@ class TrainerOperator(Controller):
 
     Attributes:
         errors: ``(namespace, trainjob, message)`` of every failed build (also the Warning Event).
+        jobset: the JobSet emulation running beside it, when installed together (``LATER``'s install).
     """
 
     what = "TrainJob controller"
+    jobset: Any = None
     watches = ((GROUP, "v1alpha1", "trainjobs"),)
 
     def runtime(self, trainjob: JSON) -> JSON | None:
@@ -96,13 +104,19 @@ class TrainerOperator(Controller):
             self._failed(trainjob, f"unsupported runtime: {kind} {runtime_name} not found")
             return
         info = runtime_info(trainjob, runtime)
-        if api.get("jobset.x-k8s.io/v1alpha2", "jobsets", ns, name) is None:
-            try:
-                await api.admitted_create(api.resource_type("jobset.x-k8s.io/v1alpha2", "jobsets"), ns,
-                                          build_jobset(info, trainjob), dry_run=False, user=USER)
-            except ApiError as e:
-                self._failed(trainjob, e.message)
-                return
+        jobsets = api.resource_type("jobset.x-k8s.io/v1alpha2", "jobsets")
+        existing = api.get("jobset.x-k8s.io/v1alpha2", "jobsets", ns, name)
+        try:
+            if existing is None:
+                await api.admitted_create(jobsets, ns, build_jobset(info, trainjob), dry_run=False, user=USER)
+            elif (trainjob.get("spec") or {}).get("suspend") or (existing.get("spec") or {}).get("suspend"):
+                # Build: re-applied while the TrainJob or the JobSet is suspended (server-side apply, ForceOwnership)
+                new = applied(existing, build_jobset(info, trainjob))
+                if new != existing:
+                    await api.admitted_update(jobsets, ns, name, new, dry_run=False, user=USER)
+        except ApiError as e:
+            self._failed(trainjob, e.message)
+            return
         pg = pod_group(info, trainjob)
         if pg is not None and api.get(pg["apiVersion"], "podgroups", ns, name) is None:
             api.put(pg)
@@ -202,3 +216,171 @@ def runtime_manifest(name: str, replicated_jobs: list[JSON], *, ml_policy: JSON 
         spec["podGroupPolicy"] = pod_group_policy
     return json.loads(json.dumps({"apiVersion": f"{GROUP}/v1alpha1", "kind": "ClusterTrainingRuntime",
                                   "metadata": {"name": name}, "spec": spec}))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/later.py): what Trainer, Kueue, a user and a GitOps tool send after the CREATE
+# ----------------------------------------------------------------------------------------------------------------------
+
+USER_WRITER = {"username": "alice", "groups": ["system:authenticated"]}
+API_VERSION = f"{GROUP}/v1alpha1"
+#: ``manifests/base/runtimes/torch_distributed.yaml``, its ``node`` Job labelled as the trainer step.
+TORCH_RUNTIME = runtime_manifest("torch-distributed", [{
+    "name": "node", "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                 "spec": {"template": {"spec": {"containers": [
+                                     {"name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+                                      "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}]}}}}}])
+#: The entry Kueue's TrainJob webhook appends (kueue v0.19.2 ``pkg/controller/jobs/trainjob/trainjob_webhook.go``
+#: ``TrainJobWebhook.Default``), which its ``RunWithPodSetsInfo`` fills.
+KUEUE_MANAGER = "kueue.x-k8s.io/manager"
+KUEUE_ENTRY: JSON = {"manager": KUEUE_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}}
+
+
+def _install_later(api: FakeKubeAPI, chain: AdmissionChain | None = None) -> TrainerOperator:
+    """Trainer with the JobSet emulation, the fake's Job controller and the torch runtime (:data:`TORCH_RUNTIME`)."""
+    from . import jobset
+
+    operator = jobset.LATER.install(api, chain)
+    trainer = install(api, chain)
+    trainer.jobset = operator
+    api.put(copy.deepcopy(TORCH_RUNTIME))
+    return trainer
+
+
+def _note(op: TrainerOperator, obj: JSON, problem: str | None) -> None:
+    if problem is not None:
+        op.errors.append((obj["metadata"]["namespace"], obj["metadata"]["name"], problem))
+
+
+async def _settle(op: TrainerOperator) -> None:
+    from . import jobset
+
+    await jobset._settle(op.jobset)  # noqa: SLF001
+
+
+async def _update(op: TrainerOperator, obj: JSON, change: Any, user: JSON, what: str) -> None:
+    api, ns, name = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"]
+    stored = api.get(API_VERSION, "trainjobs", ns, name)
+    if stored is None:
+        return
+    change(stored)
+    try:
+        await api.admitted_update(api.resource_type(API_VERSION, "trainjobs"), ns, name, stored, dry_run=False,
+                                  user=user)
+    except ApiError as e:
+        _note(op, obj, f"{what} refused: {e.message}")
+    await _settle(op)
+
+
+def _set_suspend(value: bool) -> Any:
+    def change(tj: JSON) -> None:
+        tj["spec"]["suspend"] = value
+    return change
+
+
+async def suspend_and_resume(op: TrainerOperator, obj: JSON) -> None:
+    """A user suspends the running TrainJob and resumes it (``spec.suspend`` true, then false): Trainer applies the
+    JobSet again while either is suspended (``jobset.go`` ``Build``: "Do not update the JobSet if it already exists
+    and is not suspended"), with ``suspend`` = the TrainJob's; the JobSet controller suspends and resumes its Jobs."""
+    if (obj.get("spec") or {}).get("suspend"):
+        await _update(op, obj, _set_suspend(False), USER_WRITER, "the user's resume")
+    await _update(op, obj, _set_suspend(True), USER_WRITER, "the user's suspend")
+    await _update(op, obj, _set_suspend(False), USER_WRITER, "the user's resume")
+
+
+def _kueue_entry(tj: JSON) -> JSON | None:
+    return next((p for p in (tj.get("spec") or {}).get("runtimePatches") or []
+                 if isinstance(p, dict) and p.get("manager") == KUEUE_MANAGER), None)
+
+
+def _kueue_admits(op: TrainerOperator) -> Any:
+    """``TrainJob.RunWithPodSetsInfo``'s first write: Kueue's entry filled with a ``ReplicatedJobPatch`` per pod set
+    (the child JobSet's replicatedJobs): the ``kueue.x-k8s.io/podset`` label, the flavor's nodeSelector and
+    tolerations (``tests.emulations.kueue``)."""
+    from . import kueue
+
+    def change(tj: JSON) -> None:
+        entry = _kueue_entry(tj)
+        js = op.api.get("jobset.x-k8s.io/v1alpha2", "jobsets", tj["metadata"]["namespace"], tj["metadata"]["name"])
+        if entry is None or js is None:
+            return
+        entry["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"] = [
+            {"name": r["name"], "template": {"spec": {"template": {
+                "metadata": {"labels": {kueue.POD_SET_LABEL: r["name"]}},
+                "spec": {"nodeSelector": dict(kueue.FLAVOR["nodeLabels"]),
+                         "tolerations": copy.deepcopy(kueue.FLAVOR["tolerations"])}}}}}
+            for r in js["spec"].get("replicatedJobs") or []]
+    return change
+
+
+def _kueue_restores(tj: JSON) -> None:
+    """``TrainJob.RestorePodSetsInfo``: Kueue's entry's replicatedJobs cleared."""
+    entry = _kueue_entry(tj)
+    if entry is not None:
+        entry["trainingRuntimeSpec"]["template"]["spec"].pop("replicatedJobs", None)
+
+
+async def kueue_evicts_and_readmits(op: TrainerOperator, obj: JSON) -> None:
+    """Kueue (v0.19.2 ``pkg/controller/jobs/trainjob/trainjob_controller.go``) admits a queued TrainJob, evicts it
+    and admits it again: ``RunWithPodSetsInfo`` (Kueue's ``runtimePatches`` entry filled while still suspended, "a
+    requirement from the trainjob admission webhook", then ``startJob``'s patch unsuspends), ``Stop`` (suspended,
+    then the entry cleared by ``RestorePodSetsInfo``); Trainer re-applies the JobSet each time."""
+    from . import kueue
+
+    kueue_user = kueue.USER
+    stored = op.api.get(API_VERSION, "trainjobs", obj["metadata"]["namespace"], obj["metadata"]["name"])
+    if stored is None or _kueue_entry(stored) is None:
+        return
+    if not stored["spec"].get("suspend"):
+        await _update(op, obj, _set_suspend(True), kueue_user, "Kueue's stop")
+        await _update(op, obj, _kueue_restores, kueue_user, "Kueue's restore")
+    for _ in range(2):
+        await _update(op, obj, _kueue_admits(op), kueue_user, "Kueue's podset info")
+        await _update(op, obj, _set_suspend(False), kueue_user, "Kueue's start")
+        if _ == 0:
+            await _update(op, obj, _set_suspend(True), kueue_user, "Kueue's stop")
+            await _update(op, obj, _kueue_restores, kueue_user, "Kueue's restore")
+
+
+async def gitops_reapply(op: TrainerOperator, obj: JSON) -> None:
+    """A GitOps tool re-applies the user's manifest (``tests.emulations.gitops``)."""
+    from . import gitops
+
+    _note(op, obj, await gitops.reapply(op.api, obj, "trainjobs"))
+
+
+def gangs_of(op: TrainerOperator, obj: JSON) -> list[tuple[str, list[JSON]]]:
+    """The pods of the TrainJob's JobSet (``tests.emulations.jobset.gangs_of``)."""
+    from . import jobset
+
+    return jobset.gangs_of(op.jobset, obj)
+
+
+def refused_writes(op: TrainerOperator) -> list[tuple[str, str, str]]:
+    """Trainer's failed builds and the later writes' problems, the JobSet controller's and the Job controller's."""
+    from . import jobset
+
+    return [*op.errors, *jobset.refused_writes(op.jobset)]
+
+
+def _queued(obj: JSON) -> bool:
+    return _kueue_entry(obj) is not None
+
+
+LATER_WRITES = (
+    LaterWrite("GitOps re-apply of the same manifest",
+               "kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers create.go / patch.go (the field "
+               "manager records the applier's fields before mutating admission)",
+               "Argo CD ServerSideApply=true, Flux kustomize-controller, kubectl apply --server-side",
+               lambda obj: True, gitops_reapply),
+    LaterWrite("user suspends and resumes", "kubeflow/trainer pkg/controller/trainjob_controller.go Reconcile, "
+               "reconcileObjects (server-side apply, field owner trainer); pkg/runtime/framework/plugins/jobset/"
+               "jobset.go Build (v2.3.0); then the JobSet controller's suspendJobs / resumeJob",
+               "spec.suspend (always on)", lambda obj: True, suspend_and_resume),
+    LaterWrite("Kueue admits, evicts and re-admits", "kubernetes-sigs/kueue pkg/controller/jobs/trainjob/"
+               "trainjob_controller.go RunWithPodSetsInfo, Stop, RestorePodSetsInfo; trainjob_webhook.go Default "
+               "(v0.19.2)", "the TrainJob integration of Kueue (integrations.frameworks: trainer.kubeflow.org/"
+               "trainjob), a kueue.x-k8s.io/queue-name label", _queued, kueue_evicts_and_readmits),
+)
+
+LATER = Emulated("trainer", _install_later, ((API_VERSION, "TrainJob"),), LATER_WRITES, gangs_of, refused_writes)

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from admit.config import Config
 from tests.emulations.kuberay import desired_workers
 from tests.emulations.later import Emulated, registry
+from tests.emulations.trainer import KUEUE_ENTRY
 from tests.operator_stack import gang_problems, operator_cluster
 
 CONFIG = Config()
@@ -148,8 +149,44 @@ def jobset_objects(draw: Any) -> dict[str, Any]:
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta, "spec": spec}
 
 
+@st.composite
+def trainjob_objects(draw: Any) -> dict[str, Any]:
+    """A TrainJob on the torch runtime as Trainer's examples write it (``runtimeRef: torch-distributed``,
+    ``trainer.numNodes``), ``gang.admit.dev/min-member`` ``auto`` or a number, sometimes queued by Kueue (the
+    ``kueue.x-k8s.io/queue-name`` label; Kueue's webhook then leaves it suspended with its ``runtimePatches``
+    entry)."""
+    meta: dict[str, Any] = {"name": "llm", "namespace": NS, "annotations": {
+        "gang.admit.dev/min-member": draw(st.sampled_from(["auto", "1", "2", "4"]))}}
+    spec: dict[str, Any] = {"runtimeRef": {"name": "torch-distributed"},
+                            "trainer": {"numNodes": draw(st.integers(1, 4))}}
+    if draw(st.booleans()):
+        meta["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+        spec["suspend"] = True
+        spec["runtimePatches"] = [copy.deepcopy(KUEUE_ENTRY)]
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta, "spec": spec}
+
+
+@st.composite
+def spark_objects(draw: Any) -> dict[str, Any]:
+    """A SparkApplication as the spark-operator's ``examples/spark-pi.yaml`` writes it, with 1-3 executors, a
+    ``restartPolicy`` (``Never``, or ``OnFailure`` with retries), ``gang.admit.dev/min-member`` ``auto`` or a
+    number."""
+    restart: dict[str, Any] = draw(st.sampled_from([
+        {"type": "Never"}, {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 10}]))
+    return {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+            "metadata": {"name": "spark-pi", "namespace": NS, "annotations": {
+                "gang.admit.dev/min-member": draw(st.sampled_from(["auto", "1", "2", "4"]))}},
+            "spec": {"type": "Scala", "mode": "cluster", "image": "spark:3.5.5", "sparkVersion": "3.5.5",
+                     "mainClass": "org.apache.spark.examples.SparkPi",
+                     "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+                     "restartPolicy": restart,
+                     "driver": {"cores": 1, "memory": "512m", "serviceAccount": "spark-operator-spark"},
+                     "executor": {"instances": draw(st.integers(1, 3)), "cores": 1, "memory": "512m"}}}
+
+
 #: Emulation name -> the strategy of the user objects it acts on.
-STRATEGIES = {"kuberay": ray_objects(), "lws": lws_objects(), "jobset": jobset_objects()}
+STRATEGIES = {"kuberay": ray_objects(), "lws": lws_objects(), "jobset": jobset_objects(),
+              "trainer": trainjob_objects(), "spark": spark_objects()}
 
 
 @contextlib.asynccontextmanager

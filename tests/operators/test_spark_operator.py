@@ -197,3 +197,56 @@ async def test_a_spark_application_naming_its_batch_scheduler_is_left_to_the_ope
         assert {p["metadata"]["labels"].get("scheduling.x-k8s.io/pod-group") for p in pods} == {"nightly-pg"}
         # the operator's pod webhook sends every pod to spec.batchScheduler
         assert {p["spec"]["schedulerName"] for p in pods} == {"scheduler-plugins-scheduler"}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/spark.py LATER): status updates, a retry after the driver fails, a lost executor
+# replaced by the driver, a GitOps re-apply; each allowed, the pods after it in the one gang that can form
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def later_gang(fake: Any, op: SparkOperator, app: dict[str, Any]) -> list[dict[str, Any]]:
+    """The app's live pods, after checking they form one gang that can form and nothing was refused."""
+    gangs = spark.gangs_of(op, app)
+    for _, pods in gangs:
+        assert gang_problems(fake, NS, pods, CONFIG) == []
+    assert spark.refused_writes(op) == []
+    return [p for _, pods in gangs for p in pods]
+
+
+async def test_a_retried_spark_application_runs_again_in_its_gang_after_the_driver_fails(aiohttp_server):
+    app = spark_app(restartPolicy={"type": "OnFailure", "onFailureRetries": 2})
+    app["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+    async with operator_cluster(aiohttp_server, CONFIG, spark.install, gc_orphans_after=0.01) as (fake, op, user):
+        await create(user, app)
+        await settle(fake, op, 4)
+        await spark.running(op, app)
+        first = {p["metadata"]["uid"] for p in later_gang(fake, op, app)}
+        pod_group = fake.get(*PG, NS, "nightly")
+        await spark.retry_after_the_driver_fails(op, app)
+        pods = later_gang(fake, op, app)
+        assert len(pods) == 4 and not first & {p["metadata"]["uid"] for p in pods}  # all new, the driver too
+        stored = fake.get("sparkoperator.k8s.io/v1beta2", "sparkapplications", NS, "nightly")
+        assert stored["status"]["applicationState"]["state"] == "SUBMITTED"
+        assert fake.get(*PG, NS, "nightly") == pod_group  # the same gang, untouched
+
+
+async def test_an_executor_the_driver_replaces_after_a_node_loss_joins_the_gang(aiohttp_server):
+    async with operator_cluster(aiohttp_server, CONFIG, spark.install, gc_orphans_after=0.01) as (fake, op, user):
+        app = spark_app()
+        await create(user, app)
+        before = {p["metadata"]["name"] for p in await settle(fake, op, 4)}
+        await spark.an_executor_is_lost(op, app)
+        pods = later_gang(fake, op, app)
+        (new,) = [p for p in pods if p["metadata"]["name"] not in before]
+        assert new["metadata"]["name"].endswith("-exec-4") and len(pods) == 4
+
+
+async def test_a_gitops_re_apply_of_a_running_spark_application_neither_changes_nor_re_runs_it(aiohttp_server):
+    async with operator_cluster(aiohttp_server, CONFIG, spark.install, gc_orphans_after=0.01) as (fake, op, user):
+        app = spark_app()
+        await create(user, app)
+        await settle(fake, op, 4)
+        await spark.running(op, app)
+        await spark.gitops_reapply(op, app)
+        assert op.reruns == [] and len(later_gang(fake, op, app)) == 4

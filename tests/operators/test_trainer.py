@@ -4,15 +4,22 @@ emulation builds the JobSet from the runtime, the JobSet emulation makes the Job
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
-from typing import Any
+from typing import Any, AsyncIterator
 
 import pytest
+from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client import ApiException
 
+from admit.config import Config
+
 from tests.emulations import jobset as jobset_operator
+from tests.emulations import kueue
 from tests.emulations import trainer as trainer_operator
 from tests.emulations.trainer import runtime_manifest
+from tests.operator_stack import gang_problems
 from tests.operators.conftest import operator_cluster
 
 PG_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -269,3 +276,78 @@ def test_admit_counts_the_pods_of_each_job_of_the_jobset_trainer_builds_for_ever
 
     built = trainer_operator.trainjob_jobset(job, runtime)  # the emulation, from Trainer's code
     assert counts(trainer_jobset(job, runtime)) == counts(built)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/trainer.py LATER): the user's suspend and resume, Kueue's admission and eviction,
+# a GitOps re-apply; each allowed, the pods after it in the one gang that can form
+# ---------------------------------------------------------------------------------------------------------------------
+
+LATER_NS = "ml"
+
+
+@contextlib.asynccontextmanager
+async def later_cluster(aiohttp_server: Any, obj: dict[str, Any]) -> AsyncIterator[tuple[Any, Any]]:
+    """Trainer, JobSet and the Job controller with the garbage collector (``trainer.LATER.install``), ``obj``
+    created by a user."""
+    from tests.operator_stack import operator_cluster as stack
+
+    async with stack(aiohttp_server, Config(), trainer_operator.LATER.install, gc_orphans_after=0.01) as (fake, op,
+                                                                                                          user):
+        await k8s.CustomObjectsApi(user).create_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", LATER_NS, "trainjobs", obj)
+        await trainer_operator._settle(op)
+        yield fake, op
+
+
+def later_trainjob(**spec: Any) -> dict[str, Any]:
+    obj = trainjob("torch-distributed", num_nodes=3, **spec)
+    obj["metadata"]["namespace"] = LATER_NS
+    return obj
+
+
+def gang_of(fake: Any, op: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The TrainJob's live pods, after checking they form one gang that can form and nothing was refused."""
+    gangs = trainer_operator.gangs_of(op, obj)
+    for _, pods in gangs:
+        assert gang_problems(fake, LATER_NS, pods, Config()) == []
+    assert trainer_operator.refused_writes(op) == []
+    return [p for _, pods in gangs for p in pods]
+
+
+async def test_a_ganged_trainjob_suspended_and_resumed_by_its_user_gets_its_pods_back_in_the_same_gang(aiohttp_server):
+    obj = later_trainjob()
+    async with later_cluster(aiohttp_server, obj) as (fake, op):
+        assert len(gang_of(fake, op, obj)) == 3
+        await trainer_operator._update(op, obj, trainer_operator._set_suspend(True), trainer_operator.USER_WRITER,
+                                       "suspend")
+        assert gang_of(fake, op, obj) == []
+        assert fake.get("jobset.x-k8s.io/v1alpha2", "jobsets", LATER_NS, "llm")["spec"]["suspend"] is True
+        await trainer_operator._update(op, obj, trainer_operator._set_suspend(False), trainer_operator.USER_WRITER,
+                                       "resume")
+        pods = gang_of(fake, op, obj)
+        assert len(pods) == 3 and {p["metadata"]["labels"][PG_LABEL] for p in pods} == {"llm"}
+
+
+async def test_kueue_admitting_evicting_and_readmitting_a_queued_trainjob_keeps_its_pods_in_the_gang(aiohttp_server):
+    obj = later_trainjob(suspend=True, runtimePatches=[copy.deepcopy(trainer_operator.KUEUE_ENTRY)])
+    obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "team-a"
+    async with later_cluster(aiohttp_server, obj) as (fake, op):
+        assert gang_of(fake, op, obj) == []
+        stored = fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", LATER_NS, "llm")
+        assert [p["manager"] for p in stored["spec"]["runtimePatches"]] == ["kueue.x-k8s.io/manager",
+                                                                            "gang.admit.dev/admit"]
+        await trainer_operator.kueue_evicts_and_readmits(op, obj)
+        pods = gang_of(fake, op, obj)
+        assert len(pods) == 3 and {p["metadata"]["labels"][PG_LABEL] for p in pods} == {"llm"}
+        assert all(p["spec"]["nodeSelector"] == kueue.FLAVOR["nodeLabels"] for p in pods)
+
+
+async def test_a_gitops_re_apply_of_the_trainjob_manifest_changes_nothing(aiohttp_server):
+    obj = later_trainjob()
+    async with later_cluster(aiohttp_server, obj) as (fake, op):
+        before = fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", LATER_NS, "llm")
+        await trainer_operator.gitops_reapply(op, obj)
+        after = fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", LATER_NS, "llm")
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        assert len(gang_of(fake, op, obj)) == 3
