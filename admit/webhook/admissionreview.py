@@ -87,7 +87,7 @@ class Decision:
             (kubectl would print each as ``Warning:``): the validating answer carries them as ``message`` instead,
             and ``admit review -v`` shows them.
         pod_groups: PodGroup objects admit created, patched, or would create (for ``admit review``).
-        lookup: a read the mutation waits on, for ``admission.Admission`` to do (``spark.DriverLookup``: a Spark
+        lookup: a read the mutation waits on, for ``admission.Admission`` to do (a pod joiner's ``families.shared.PodRead``: a Spark
             executor whose driver the cache does not know), or ``None``; never part of the answer.
     """
 
