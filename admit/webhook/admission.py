@@ -188,6 +188,21 @@ class Admission:
         self._read_groups[key] = group
         return group
 
+    def validate_now(self, req: AdmissionRequest) -> Decision | None:
+        """The ``/validate`` decision when it needs no API call and nothing to await (most pods), else ``None``:
+        then :meth:`validate` decides (the server's fast path, ``webhook.fastpath``). The same decision as
+        :meth:`validate` gives for such a request; an error gives ``None`` too, so :meth:`validate` logs it."""
+        try:
+            verdict = validate(req, self.config)
+            if verdict.ensure is not None or verdict.scale is not None or verdict.read is not None:
+                return None
+            if self._missing is not None and req.kind == "Pod" and not req.dry_run \
+                    and self._uncached_group(req, verdict.decision) is not None:
+                return None
+            return verdict.decision
+        except Exception:  # noqa: BLE001 - validate() answers and logs it
+            return None
+
     async def validate(self, req: AdmissionRequest, _rediscovered: bool = False) -> Decision:
         """The ``/validate`` decision, with PodGroup creation/patching and scale checks done.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
+from time import perf_counter
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
@@ -32,6 +33,7 @@ from ..families.kinds import RESOLVERS
 from ..observability.metrics import WebhookRecorder
 from .admissionreview import AdmissionRequest, BadReview, Decision, encode_response, parse_review
 from .connections import ConnectionGuard
+from .fastpath import SUPPORTED as FAST_PATH, FastServer
 
 __all__ = ["create_app", "create_server", "Webhook", "ReadinessCheck", "ADMISSION_KEY"]
 
@@ -122,6 +124,7 @@ class Webhook:
         self.max_bytes = admission.config.max_body_bytes
         self.read_timeout = admission.config.read_timeout_seconds
         self.checks = list(readiness or ())
+        self.closing = False  # shutdown has begun (ConnectionGuard.begin_closing): no inline answers
         kinds = {kind for _, kind in RESOLVERS}
         self.mutate_metrics = WebhookRecorder("/mutate", kinds)
         self.validate_metrics = WebhookRecorder("/validate", kinds)
@@ -130,6 +133,40 @@ class Webhook:
             "/mutate": (("POST",), self.mutate), "/validate": (("POST",), self.validate),
             "/healthz": (("GET", "HEAD"), self.healthz), "/readyz": (("GET", "HEAD"), self.readyz),
         }
+
+    def answer_now(self, message: Any, body: bytes) -> bytes | None:
+        """The fast path's answer (``fastpath.FastRequestHandler``): the AdmissionReview answer body for a complete
+        ``POST /mutate`` or ``/validate`` (an aiohttp ``RawRequestMessage`` and its whole body) whose decision needs
+        no API call, with its metrics counted, or ``None``: then the request takes the path of :meth:`dispatch`
+        (which answers the 400s, the other paths, the decisions that wait on the API, and ``Connection: close``
+        during shutdown). The same bytes and metrics as that path."""
+        if self.closing:
+            return None
+        path = message.path.partition("?")[0]
+        if path == "/mutate":
+            metrics = self.mutate_metrics
+        elif path == "/validate":
+            metrics = self.validate_metrics
+        else:
+            return None
+        if message.headers.get("Content-Type") != "application/json" or len(body) > self.max_bytes or not body:
+            return None
+        started = perf_counter()
+        try:
+            req = parse_review(body)
+        except BadReview:
+            return None
+        if metrics is self.mutate_metrics:
+            decision: Decision | None = self.admission.mutate(req)
+            if decision is not None and decision.lookup is not None:
+                return None
+        else:
+            decision = self.admission.validate_now(req)
+        if decision is None:
+            return None
+        metrics.started()
+        metrics.answered(req, decision, started)
+        return encode_response(req.api_version, req.uid, decision)
 
     async def mutate(self, request: web.BaseRequest) -> web.Response:
         """``POST /mutate``: the AdmissionReview answer, or HTTP 400 with the reason."""
@@ -196,9 +233,14 @@ def create_server(admission: Admission, readiness: list[ReadinessCheck] | None =
     serve`` runs (``web.ServerRunner``). ``guard``: the :class:`admit.webhook.connections.ConnectionGuard` that
     bounds the listener's connections sees each request (``ConnectionGuard.handle``); ``kwargs`` go to aiohttp's
     request handler (``keepalive_timeout``, ...); no access log."""
-    dispatch = Webhook(admission, readiness).dispatch
+    webhook = Webhook(admission, readiness)
+    dispatch = webhook.dispatch
     handler = dispatch if guard is None else partial(guard.handle, handler=dispatch)
-    return web.Server(handler, access_log=None, **kwargs)
+    if not FAST_PATH:
+        return web.Server(handler, access_log=None, **kwargs)
+    if guard is not None:
+        guard.on_closing.append(lambda: setattr(webhook, "closing", True))
+    return FastServer(handler, webhook.answer_now, access_log=None, **kwargs)
 
 
 def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = None) -> web.Application:

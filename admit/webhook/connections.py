@@ -106,6 +106,8 @@ class _Guarded(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.made = False
         self.draining = False  # answered and half-closed: what still arrives is dropped
+        if hasattr(inner, "on_answer"):  # fastpath.FastRequestHandler: a request answered inside data_received
+            inner.on_answer = self.answered_inline
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # create_server's are stream transports
@@ -122,6 +124,12 @@ class _Guarded(asyncio.Protocol):
         if self.reading_since is None and not self.in_request:
             self.reading_since = time.monotonic()
         self.inner.data_received(data)
+
+    def answered_inline(self) -> None:
+        """The handler answered a request inside ``data_received`` (what :meth:`ConnectionGuard.handle` notes for
+        the others): no request is arriving now."""
+        self.reading_since = None
+        self.last_active = time.monotonic()
 
     def eof_received(self) -> bool | None:
         if self.draining:  # the client read the answer and closed its side: close ours (no RST, nothing unread)
@@ -218,6 +226,7 @@ class ConnectionGuard:
         self.live: dict[Any, _Guarded] = {}  # transport -> connection
         self.evicted = self.refused = self.timed_out = 0
         self.closing = False
+        self.on_closing: list[Callable[[], None]] = []  # called once by begin_closing
         self._sweeper: asyncio.Task[None] | None = None
 
     def __call__(self) -> asyncio.Protocol:
@@ -283,6 +292,8 @@ class ConnectionGuard:
     def begin_closing(self) -> None:
         """Shutdown has begun: from now on every response carries ``Connection: close`` (module docstring)."""
         self.closing = True
+        for hook in self.on_closing:
+            hook()
 
     def close_quiet(self, quiet: float = DEFAULT_QUIET_SECONDS, now: float | None = None) -> int:
         """Close the connections no request can be on its way to: none in progress, no request byte for ``quiet``
