@@ -271,7 +271,8 @@ def _ms(x: float) -> str:
     return f"{x:.2f}"
 
 
-PEER_NAMES = {"baseline": "aiohttp baseline", "go": "Go webhook", "admit": "admit"}
+PEER_NAMES = {"baseline": "aiohttp baseline", "floor": "aiohttp floor (constant answer)", "go": "Go webhook",
+              "admit": "admit"}
 
 
 def render_closed(result: dict[str, Any]) -> list[str]:
@@ -398,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="cap on requests per phase (tests use a tiny one)")
     p.add_argument("--no-go", action="store_true",
                    help="leave the Go webhook peer out even when a Go toolchain is present (no build)")
+    p.add_argument("--floor", action="store_true",
+                   help="also run the floor of any aiohttp server: its low-level server answering a constant review "
+                        "without reading the body (bench/baseline.py --constant)")
     p.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (certs, server logs)")
@@ -445,6 +449,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.executable, "-m", "bench.baseline", "--port", str(base_port),
         "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
     ], base_port, tmp / "baseline.log")}
+    if args.floor:
+        floor_port = free_port()
+        servers["floor"] = Server("aiohttp floor", [
+            sys.executable, "-m", "bench.baseline", "--constant", "--port", str(floor_port),
+            "--tls-cert-file", str(certs / "tls.crt"), "--tls-key-file", str(certs / "tls.key"),
+        ], floor_port, tmp / "floor.log")
     go_binary, go_note = build_go_peer(tmp) if not args.no_go else (None, "skipped (--no-go)")
     if go_binary is not None:
         go_port = free_port()

@@ -17,8 +17,10 @@ import sys
 from bench.processes import run
 
 
-def serve_baseline(host: str, port: int, cert: str, key: str) -> int:
-    """The floor: an aiohttp HTTPS server that parses each AdmissionReview and answers allowed, echoing its uid."""
+def serve_baseline(host: str, port: int, cert: str, key: str, constant: bool = False) -> int:
+    """The floor: an aiohttp HTTPS server that parses each AdmissionReview and answers allowed, echoing its uid;
+    ``constant``: aiohttp's low-level server (``web.Server``, no router) answering one constant AdmissionReview
+    without reading the body, the least any aiohttp server can spend per request."""
     from aiohttp import web
 
     from admit.jsonio import dumps, loads
@@ -33,14 +35,26 @@ def serve_baseline(host: str, port: int, cert: str, key: str) -> int:
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
+    allowed = dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                     "response": {"uid": "00000000-0000-4000-8000-000000000001", "allowed": True}})
+
+    async def constant_answer(request: web.BaseRequest) -> web.Response:
+        if request.path == "/healthz":
+            return web.Response(text="ok\n")
+        return web.Response(body=allowed, content_type="application/json")
+
     async def main() -> None:
         ctx = create_server_ssl_context()
         ctx.load_cert_chain(cert, key)
-        app = web.Application()
-        app.router.add_post("/mutate", review)
-        app.router.add_post("/validate", review)
-        app.router.add_get("/healthz", healthz)
-        runner = web.AppRunner(app, access_log=None)
+        runner: web.BaseRunner
+        if constant:
+            runner = web.ServerRunner(web.Server(constant_answer, access_log=None))
+        else:
+            app = web.Application()
+            app.router.add_post("/mutate", review)
+            app.router.add_post("/validate", review)
+            app.router.add_get("/healthz", healthz)
+            runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port, ssl_context=ctx, backlog=1024).start()
         stop = asyncio.Event()
@@ -60,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1")
     p.add_argument("--tls-cert-file", required=True, help="serving certificate (PEM)")
     p.add_argument("--tls-key-file", required=True, help="its private key (PEM)")
+    p.add_argument("--constant", action="store_true",
+                   help="aiohttp's low-level server answering a constant review (the floor of any aiohttp server)")
     args = p.parse_args(argv)
-    return serve_baseline("127.0.0.1", args.port, args.tls_cert_file, args.tls_key_file)
+    return serve_baseline("127.0.0.1", args.port, args.tls_cert_file, args.tls_key_file, args.constant)
 
 
 if __name__ == "__main__":

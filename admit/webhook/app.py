@@ -149,8 +149,10 @@ class Webhook:
             metrics = self.validate_metrics
         else:
             return None
-        if message.headers.get("Content-Type") != "application/json" or len(body) > self.max_bytes or not body:
-            return None
+        headers = message.headers
+        if headers.get("Content-Type") != "application/json" or "Content-Encoding" in headers \
+                or len(body) > self.max_bytes or not body:
+            return None  # the 400s, and a compressed body, whose size limit aiohttp's path checks before decoding
         started = perf_counter()
         try:
             req = parse_review(body)

@@ -61,6 +61,20 @@ def test_a_quick_run_with_a_tiny_request_count_prints_every_figure_per_mix(tmp_p
     assert result["metrics"]["cost"]["us_per_request"] > 0 and "Metrics (admit/observability/metrics.py)" in report
 
 
+def test_the_floor_peer_answers_a_constant_review_and_gets_its_own_ratios(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, *BENCH, "--quick", "--max-requests", "24", "--rates", "200", "--rss-marks", "150,300",
+         "--no-go", "--floor", "--mixes", "known-group", "--json", str(out)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    mix = json.loads(out.read_text())["mixes"]["known-group"]
+    assert set(mix["closed"]) == {"baseline", "floor", "admit"}
+    assert mix["closed"]["floor"]["errors"] == 0 and mix["closed"]["floor"]["requests"] >= 2
+    assert "cpu admit/floor" in mix["ratios"] and "| known-group | aiohttp floor (constant answer) |" in proc.stdout
+
+
 def test_the_handler_profile_prints_each_layer_of_a_known_group_request_and_admit_before_and_now():
     proc = subprocess.run([sys.executable, "-m", "bench.handler_profile", "--requests", "40", "--repeat", "1"],
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
