@@ -197,7 +197,7 @@ class Admission:
             if verdict.ensure is not None or verdict.scale is not None or verdict.read is not None:
                 return None
             if self._missing is not None and req.kind == "Pod" and not req.dry_run \
-                    and self._uncached_group(req, verdict.decision) is not None:
+                    and self._unknown_group(req, verdict.decision) is not None:
                 return None
             return verdict.decision
         except Exception:  # noqa: BLE001 - validate() answers and logs it
