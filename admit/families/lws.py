@@ -231,7 +231,8 @@ def running_leaderworkerset(update: RunningUpdate, plan: GangPlan, config: Confi
     (kubernetes-sigs/lws v0.10.0 ``pkg/utils/revision/revision_utils.go`` ``getPatch``: the revision is the
     ``leaderWorkerTemplate`` and ``networkConfig``) and rolls every group over to it (``rollingUpdateParameters``),
     so annotating a serving LWS, or changing its gang settings, recreates every group. Allowed: each new group is
-    ganged as its leader comes, and the roll is LWS's own paced update; the warning says it happens."""
+    ganged as its leader comes, and the roll is LWS's own paced update; the warning says it happens. Removing the
+    annotations (``update.removing``) takes admit's marks off the template: the same roll, warned alike."""
     replicas = get_path(update.old, ("spec", "replicas"))
     replicas = 1 if replicas is None else replicas
     if not isinstance(replicas, int) or replicas <= 0 or not update.admit_alone_changes(_TEMPLATE):
@@ -241,6 +242,11 @@ def running_leaderworkerset(update: RunningUpdate, plan: GangPlan, config: Confi
     partition = rolling.get("partition") or 0
     kept = (f"; groups below partition {partition} stay on the old revision, without a gang, until the partition "
             "is lowered") if isinstance(partition, int) and partition > 0 else ""
+    if update.removing:  # admit takes its annotation and schedulerName off the template: a new revision too
+        return RunningVerdict(
+            "remove the gang annotations only when rolling every group is acceptable: admit takes its group spec "
+            f"and schedulerName off spec.leaderWorkerTemplate, a new revision, and LWS recreates all {replicas} "
+            f"group{'s' if replicas != 1 else ''} without a gang (revision_utils.go getPatch)", False)
     return RunningVerdict(
         f"{plan.ref}: admit writes the gang's {group_spec_key(config)} annotation (and schedulerName) into "
         "spec.leaderWorkerTemplate, and LWS takes any change of that template as a new revision: it rolls all "

@@ -181,15 +181,19 @@ class RunningUpdate:
     Attributes:
         obj: the object as sent (mutating phase) or as admitted (validating phase).
         old: the stored object.
-        obj_marked / old_marked: each with admit's marks for the plan put in (its backend's ``join_ops`` applied), or
-            ``None`` when they cannot be computed. ``obj_marked == old_marked`` says that the user's own write
-            changed nothing but admit's marks; ``old_marked != old`` that admit's marks change the stored object.
+        obj_marked / old_marked: each with admit's write for this UPDATE applied (its backend's ``join_ops``; when
+            ``removing``, its ``leave_ops``), or ``None`` when they cannot be computed. ``obj_marked == old_marked``
+            says that the user's own write changed nothing but what admit writes; ``old_marked != old`` that
+            admit's write changes the stored object.
+        removing: the UPDATE removes the gang annotations, and admit's write takes its marks off (the plan is the
+            stored object's): the same rule judges it, as the operator sees the same kind of change.
     """
 
     obj: dict[str, Any]
     old: dict[str, Any]
     obj_marked: dict[str, Any] | None
     old_marked: dict[str, Any] | None
+    removing: bool = False
 
     def admit_alone_changes(self, path: tuple[str, ...]) -> bool:
         """True when admit's marks change ``path`` of the stored object (``old_marked`` differs from ``old`` there)

@@ -619,11 +619,18 @@ def running_spark_application(update: RunningUpdate, plan: GangPlan, config: Con
     reconcile submits it again). The ``PartialRestart`` gate (alpha, off by default) spares only executor fields
     (``isWebhookPatchedFieldsOnlyChange``), never the driver labels admit writes. An application not yet submitted
     (state ``""``, ``ApplicationStateNew``) and an UPDATE that changes the spec anyway (it re-runs, ganged) are let
-    through.
+    through. Removing the annotations (``update.removing``: admit would take its marks off the spec) is refused
+    alike, leading with the fix.
     """
     state = get_path(update.old, ("status", "applicationState", "state"))
     if not state or not update.admit_alone_changes(("spec",)):
         return None
+    if update.removing:  # admit's write takes its marks off the spec: the same re-run
+        return RunningVerdict(
+            "remove the gang annotations in an update that changes the spec anyway, or delete and re-create the "
+            f"SparkApplication without them: {plan.ref[:100]} was submitted (state {str(state)[:20]}), admit would take "
+            "its label and schedulerName off spec.driver and spec.executor, and the spark-operator re-runs an "
+            "application on any change of its spec (event_filter.go EventFilter.Update)", True)
     return RunningVerdict(
         f"{plan.ref} was submitted already (state {state}), and the spark-operator treats any change of its spec as "
         "a new application: it deletes the driver and the executors and runs the application again from the start "

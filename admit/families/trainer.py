@@ -303,9 +303,20 @@ def running_trainjob(update: RunningUpdate, plan: GangPlan, config: Config) -> R
       with the fix: suspend it in the same update.
 
     An UPDATE that leaves the entry as stored (a re-apply that dropped it: admit puts it back) is never refused.
+
+    An UPDATE that removes the gang annotations (``update.removing``) is warned: admit leaves its entry (taking it
+    off would be the refused change above while the TrainJob runs), so the JobSet Trainer built keeps its gang; the
+    warning names the entry to remove while the TrainJob is suspended.
     """
     want = _gang_annotations(update.obj, config)
     have = _entry_annotations(update.old, patch_manager(config))
+    if update.removing:
+        if have is None or _entry_annotations(update.obj, patch_manager(config)) is None:
+            return None  # no entry, or the user's write removes it too (Trainer's own rule then judges it)
+        return RunningVerdict(
+            f"remove spec.runtimePatches entry manager {patch_manager(config)} too, in an update with "
+            f"spec.suspend: true, to un-gang {object_ref('TrainJob', plan.namespace, plan.name)[:120]}: admit leaves "
+            "it, so its JobSet stays ganged (Trainer rebuilds the JobSet only while suspended)", False)
     if have == want:
         return None
     name = str(get_path(update.obj, ("metadata", "name")) or "")

@@ -14,7 +14,9 @@ names no backend's label or field.
   annotations gets its backend's marks; a pod a registered joiner claims (Spark executor) joins its group. Pods are
   never touched on UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
 - Workload UPDATE that removes the annotation: the backend takes its marks off the templates (``leave_ops``) and the
-  managed label goes (a pod waiting on a group that is gone would wait forever).
+  managed label goes (a pod waiting on a group that is gone would wait forever), unless the kind's operator would
+  re-run the workload or refuse for that alone (``rollout.removal_problem``, the same rule as adding them): then
+  nothing is written and the validating webhook refuses with the fix; a warning when it would roll the workload.
 - Workload UPDATE of a stored object whose operator would refuse admit's write, or re-run or roll the workload for
   it (the kind's ``WorkloadKind.running_update``, ``rollout.running_problem``): nothing is written when the rule
   refuses (the validating webhook refuses with the fix, so no other webhook refuses a write the user never made);
@@ -55,7 +57,7 @@ from ..gang.plan import (
     GangAnnotations, GangError, GangPlan, NoNameYet, Resolver, generated_group_name, get_path, parse_gang_annotations,
 )
 from .admissionreview import AdmissionRequest, Decision
-from .rollout import running_problem
+from .rollout import removal_problem, running_problem
 from ..families.apps import POD
 
 __all__ = ["mutate", "plan_patch"]
@@ -247,8 +249,11 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
         return Decision()
     if not old_plan.mutate:  # an operator ganged it (Kubeflow, spark-operator batchScheduler): admit added nothing
         return Decision()
+    removal = removal_problem(obj, old, old_plan, config)
+    if removal is not None and removal.refuse:
+        return Decision()  # the operator would re-run it or refuse: the validating webhook refuses with the fix
     ops, warnings = backend_of(old_plan.backend).leave_ops(obj, old_plan, config)
-    return Decision(patch=ops, warnings=warnings)
+    return Decision(patch=ops, warnings=warnings + ([removal.message] if removal is not None else []))
 
 
 def _drop_stale_marks(req: AdmissionRequest, obj: dict[str, Any], config: Config, namespace: str) -> Decision:

@@ -49,7 +49,7 @@ from ..families.kinds import KINDS
 from ..families.shared import RunningUpdate, RunningVerdict
 from ..gang.plan import BelowMinMember, GangPlan, get_path
 
-__all__ = ["rollout_problem", "resolve_int_or_percent", "running_problem"]
+__all__ = ["removal_problem", "rollout_problem", "resolve_int_or_percent", "running_problem"]
 
 
 def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangPlan, config: Config) -> str | None:
@@ -86,10 +86,12 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     )
 
 
-def _marked(obj: dict[str, Any], plan: GangPlan, config: Config) -> dict[str, Any] | None:
-    """``obj`` with the plan's marks put in as its backend writes them (``join_ops``), or ``None`` when they do not
-    apply to it (a family's extra operations computed against another version of the object)."""
-    ops, _ = backend_of(plan.backend).join_ops(obj, plan, config, True, None)
+def _marked(obj: dict[str, Any], plan: GangPlan, config: Config, leaving: bool = False) -> dict[str, Any] | None:
+    """``obj`` with the plan's marks put in as its backend writes them (``join_ops``; ``leaving``: taken off,
+    ``leave_ops``), or ``None`` when they do not apply to it (a family's extra operations computed against another
+    version of the object)."""
+    backend = backend_of(plan.backend)
+    ops = backend.leave_ops(obj, plan, config)[0] if leaving else backend.join_ops(obj, plan, config, True, None)[0]
     try:
         result = jsonpatch.apply_patch(copy.deepcopy(obj), ops)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
@@ -117,3 +119,26 @@ def running_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
         return rule(RunningUpdate(obj, old, _marked(obj, plan, config), _marked(old, plan, config)), plan, config)
     except BelowMinMember as e:  # a family's refusal as data, named with the backend's scheduler here
         return RunningVerdict(e.message_for(scheduler_phrase(plan)), True)
+
+
+def removal_problem(obj: dict[str, Any], old: dict[str, Any], old_plan: GangPlan,
+                    config: Config) -> RunningVerdict | None:
+    """What the kind's operator would do with admit's write on an UPDATE that removes the gang annotations of a
+    stored gang workload (admit takes its marks off: the backend's ``leave_ops``), judged by the same rule as adding
+    them (``WorkloadKind.running_update``, with ``RunningUpdate.removing``): a re-run, a rolling restart, a field
+    the operator keeps immutable. None when the kind has no rule, admit wrote nothing (``old_plan.mutate`` false)
+    or nothing would happen.
+
+    Args:
+        obj / old: the workload as sent or admitted, and as stored before the UPDATE.
+        old_plan: the gang plan of ``old`` (what admit's marks there are).
+    """
+    kind = KINDS.get((old_plan.api_group, old_plan.kind))
+    rule = kind.running_update if kind is not None else None
+    if rule is None or not old_plan.mutate:
+        return None
+    update = RunningUpdate(obj, old, _marked(obj, old_plan, config, True), _marked(old, old_plan, config, True), True)
+    try:
+        return rule(update, old_plan, config)
+    except BelowMinMember:  # a rule judging a gang that is going away has nothing to refuse
+        return None

@@ -17,7 +17,9 @@ rules the code is built on"):
 - an UPDATE that moves running pods into a gang by a rolling update too slow to ever form it (``rollout.py``);
 - an UPDATE whose admit write the kind's operator would refuse or re-run the workload for (``rollout.running_problem``,
   the kind's ``WorkloadKind.running_update``: a running TrainJob's ``runtimePatches``, a submitted
-  SparkApplication's spec), with the fix; a rule that only warns (an LWS rolls its groups) adds a warning.
+  SparkApplication's spec), with the fix; a rule that only warns (an LWS rolls its groups) adds a warning. An UPDATE
+  that removes the gang annotations is judged by the same rule for admit's taking its marks off
+  (``rollout.removal_problem``).
 
 Zero replicas is allowed: a paused workload has no pods to wait.
 
@@ -46,7 +48,7 @@ from ..gang.children import is_child
 from ..config import Config
 from ..families.kinds import PARENTS, POD_JOINERS, READS, RESOLVERS, SCALABLE, annotations_path, carried_annotations, \
     gangs_on_its_own
-from ..families.shared import Read
+from ..families.shared import Read, RunningVerdict
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
 from ..gang.ownerrefs import has_controller
@@ -66,7 +68,7 @@ from ..gang.resources import (
     ResourceError, countable_min_resources, left_out_warning, resource_claims_warning, with_runtime_overhead,
 )
 from .admissionreview import AdmissionRequest, Decision
-from .rollout import rollout_problem, running_problem
+from .rollout import removal_problem, rollout_problem, running_problem
 
 
 __all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision",
@@ -308,6 +310,23 @@ def _pod_made_group(req: AdmissionRequest, pod: dict[str, Any], config: Config) 
     return Verdict(Decision())
 
 
+def _removal(req: AdmissionRequest, obj: dict[str, Any], config: Config) -> RunningVerdict | None:
+    """``rollout.removal_problem`` of an UPDATE whose object has no gang annotations while the stored one had
+    (None otherwise, or when the stored ones do not resolve)."""
+    old = req.old_object
+    resolver = RESOLVERS.get((req.group, req.kind))
+    if not isinstance(old, dict) or resolver is None:
+        return None
+    try:
+        old_ann = parse_gang_annotations(get_path(old, annotations_path(req.group, req.kind)), config)
+        if old_ann is None:
+            return None
+        namespace = req.namespace or str(get_path(old, ("metadata", "namespace")) or "")
+        return removal_problem(obj, old, resolver(old, old_ann, config, namespace, "UPDATE"), config)
+    except GangError:
+        return None
+
+
 def validate(req: AdmissionRequest, config: Config) -> Verdict:
     """The ``/validate`` verdict for one request (see module docstring). Never raises for any object shape."""
     if req.operation not in ("CREATE", "UPDATE") or req.object is None:
@@ -336,6 +355,11 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     typos = unknown_annotation_warnings(annotations, config) + label_key_warnings(obj, config)
     try:
         ann = parse_gang_annotations(annotations, config)
+        if ann is None and req.operation == "UPDATE":
+            removal = _removal(req, obj, config)
+            if removal is not None and removal.refuse:
+                return Verdict(Decision.deny(removal.message, 403, typos))
+            typos += [removal.message] if removal is not None else []
         if ann is None:
             return Verdict(Decision(warnings=typos + ignored_without_min_member(annotations, config)
                                     + template_annotation_warnings(obj, config)

@@ -228,3 +228,21 @@ async def test_an_lws_whose_surge_group_names_pass_63_characters_is_refused_at_t
         assert cluster.fake.get("v1", "pods", "default", f"{name}-10") is None
         with pytest.raises(ApiException):
             await cluster.create(surging("w" * 50, 1))
+
+
+async def test_removing_the_gang_annotations_of_a_serving_lws_warns_first_that_lws_rolls_every_group_over(
+        aiohttp_server):
+    # Removing them made admit take its group spec off the template, a new revision: every serving group was
+    # recreated, unsaid. The same rule as adding them now warns, with the fix first.
+    async with operator_cluster(aiohttp_server, lws_operator.install) as cluster:
+        await cluster.create(leaderworkerset(replicas=2, size=2))
+        before = cluster.fake.get("apps/v1", "statefulsets", "default", "vllm")["spec"]["template"]["metadata"]
+        stored = cluster.fake.get("leaderworkerset.x-k8s.io/v1", "leaderworkersets", "default", "vllm")
+        del stored["metadata"]["annotations"]["gang.admit.dev/min-member"]
+        count = len(cluster.fake.admission.warnings)
+        await cluster.replace(stored)
+        warnings = [w for _, _, w in cluster.fake.admission.warnings[count:]]
+        assert any(w.startswith("remove the gang annotations only when rolling every group is acceptable") and
+                   "recreates all 2 groups without a gang" in w and len(w) <= 256 for w in warnings), warnings
+        after = cluster.fake.get("apps/v1", "statefulsets", "default", "vllm")["spec"]["template"]["metadata"]
+        assert after["labels"][lws_operator.REVISION] != before["labels"][lws_operator.REVISION]  # the roll is real

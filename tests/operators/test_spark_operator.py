@@ -6,6 +6,7 @@ Also ``--enable-batch-scheduler --default-batch-scheduler`` makes a second gang 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -250,3 +251,29 @@ async def test_a_gitops_re_apply_of_a_running_spark_application_neither_changes_
         await spark.running(op, app)
         await spark.gitops_reapply(op, app)
         assert op.reruns == [] and len(later_gang(fake, op, app)) == 4
+
+
+async def test_removing_the_gang_annotations_of_a_submitted_spark_application_is_refused_with_the_fix_first(
+        aiohttp_server):
+    # admit took its label and schedulerName off spec.driver/spec.executor and the spark-operator re-ran the
+    # application for that alone, unsaid: the same rule as adding them now refuses, leading with the fix.
+    from kubernetes_asyncio.client import ApiException
+
+    async with operator_cluster(aiohttp_server, CONFIG, spark.install) as (fake, op, user):
+        await create(user, spark_app())
+        pods = await settle(fake, op, 4)
+        stored = fake.get("sparkoperator.k8s.io/v1beta2", "sparkapplications", NS, "nightly")
+        del stored["metadata"]["annotations"]["gang.admit.dev/min-member"]
+        with pytest.raises(ApiException) as refused:
+            await replace(user, stored)
+        message = json.loads(refused.value.body)["message"]
+        assert message.split("denied the request: ", 1)[1].startswith(
+            "remove the gang annotations in an update that changes the spec anyway")
+        await op.idle()
+        assert op.reruns == [] and app_pods(fake, "nightly") == pods
+        # with a spec change it re-runs anyway: allowed, and the re-run is not ganged
+        stored["spec"]["image"] = "spark:3.5.5"
+        await replace(user, stored)
+        await op.idle()
+        assert op.reruns == [(NS, "nightly")]
+        assert all("scheduling.x-k8s.io/pod-group" not in p["metadata"]["labels"] for p in app_pods(fake, "nightly"))

@@ -351,3 +351,19 @@ async def test_a_gitops_re_apply_of_the_trainjob_manifest_changes_nothing(aiohtt
         after = fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", LATER_NS, "llm")
         assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
         assert len(gang_of(fake, op, obj)) == 3
+
+
+async def test_removing_the_gang_annotations_of_a_running_trainjob_warns_that_its_jobset_stays_ganged(cluster):
+    # admit keeps its runtimePatches entry (taking it off is what Trainer refuses while the TrainJob runs), so the
+    # removal un-ganged nothing, unsaid.
+    cluster.fake.put(TORCH)
+    await cluster.create(trainjob("torch-distributed"))
+    stored = cluster.fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", "default", "llm")
+    del stored["metadata"]["annotations"]["gang.admit.dev/min-member"]
+    count = len(cluster.fake.admission.warnings)
+    replaced = await cluster.replace(stored)
+    warnings = [w for _, _, w in cluster.fake.admission.warnings[count:]]
+    assert any(w.startswith("remove spec.runtimePatches entry manager gang.admit.dev/admit too") and len(w) <= 256
+               for w in warnings), warnings
+    assert [p["manager"] for p in replaced["spec"]["runtimePatches"]] == ["gang.admit.dev/admit"]
+    assert cluster.operator.errors == []
