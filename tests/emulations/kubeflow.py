@@ -40,7 +40,11 @@ admission chain as the operator's ServiceAccount.
   ``launcherCreationPolicy`` is ``AtStartup`` or every worker is Ready (never here: no kubelet). The launcher's Pod
   is the fake Job controller's (``job_controller=True``).
 
-Not emulated: status, restarts, ``cleanPodPolicy``, suspension changes, elastic scaling, Volcano PodGroups (the
+**Later writes** of the training-operator (:data:`LATER`): a suspended job's pods deleted (``job.go``
+``ReconcileJobs`` -> ``CleanUpResources``) and made again on resume, a failed pod of a restarting replica deleted and
+made again (``pod.go`` ``ReconcilePods``); with Kueue's and a GitOps tool's writes.
+
+Not emulated: status, ``cleanPodPolicy``, the mpi-operator's suspension changes, elastic scaling, Volcano PodGroups (the
 Volcano path of both only when the fake serves ``scheduling.volcano.sh/v1beta1``: not done here), the operators'
 validating and defaulting webhooks (they check replica specs and containers, none of what admit writes).
 """
@@ -51,6 +55,8 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from .kit import OperatorEmulation, Sync, controller_ref, owned_by, service_account
+from .later import Emulated, LaterWrite
+from admit.testing.fake_kube import ApiError
 
 if TYPE_CHECKING:
     from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI
@@ -184,9 +190,11 @@ class TrainingOperator(OperatorEmulation):
     def _sync_kind(self, plural: str) -> Sync:
         async def sync(ns: str, name: str) -> None:
             job = self.live("kubeflow.org/v1", plural, ns, name)
-            if job is None or ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+            if job is None:
                 return
             replicas = (job.get("spec") or {}).get(REPLICA_SPECS[plural]) or {}
+            if self._suspend_or_restart(job, replicas):
+                return
             counts = {rtype: (r or {}).get("replicas", 1) for rtype, r in replicas.items()}
             if self.gang_scheduler_name:
                 self._sync_pod_group(job, _min_member(job, sum(counts.values())))
@@ -198,6 +206,35 @@ class TrainingOperator(OperatorEmulation):
                         if await self.create(job, "v1", "pods", pod, "FailedCreatePod") is None:
                             return
         return sync
+
+    def observe(self, rt: Any, ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        """A job written, or one of its pods (``pytorchjob_controller.go`` ``SetupWithManager``: the Pod watch with
+        ``handler.TypedEnqueueRequestForOwner(..., handler.OnlyControllerOwner())`` enqueues the controlling job)."""
+        if rt.key == ("", "v1", "pods"):
+            for ref in (obj or old or {}).get("metadata", {}).get("ownerReferences") or []:
+                plural = f"{str(ref.get('kind', '')).lower()}s"
+                if ref.get("controller") and ref.get("apiVersion") == "kubeflow.org/v1" and plural in REPLICA_SPECS:
+                    super().observe(self.api.resource_type("kubeflow.org/v1", plural), ns, ref["name"], ref)
+            return
+        super().observe(rt, ns, name, obj, old)
+
+    def _suspend_or_restart(self, job: JSON, replicas: JSON) -> bool:
+        """``ReconcileJobs`` for a suspended job (``CleanUpResources``: every pod deleted; True), else
+        ``ReconcilePods``' restart of each failed pod whose replica restarts (``OnFailure``, ``Always``, or
+        ``ExitCode`` with a retryable code, ``IsRetryableExitCode``: 128 and above): deleted, so this sync makes it
+        again under the same name."""
+        ns, uid = job["metadata"]["namespace"], job["metadata"]["uid"]
+        suspended = bool(((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+        policy = {rtype.lower(): (r or {}).get("restartPolicy") for rtype, r in replicas.items()}
+        for pod in self.owned("v1", "pods", ns, uid):
+            status = pod.get("status") or {}
+            code = next((((c.get("state") or {}).get("terminated") or {}).get("exitCode", 0xbeef)
+                         for c in status.get("containerStatuses") or []), 0xbeef)
+            rule = policy.get(str((pod["metadata"].get("labels") or {}).get("training.kubeflow.org/replica-type")))
+            if suspended or (status.get("phase") == "Failed" and (
+                    rule in ("OnFailure", "Always") or (rule == "ExitCode" and code >= 128))):
+                self.api.delete_object("v1", "pods", ns, pod["metadata"]["name"])
+        return suspended
 
     def _sync_pod_group(self, job: JSON, min_member: int) -> None:
         """``SyncPodGroup``: create, or update the spec of whatever PodGroup has the job's name."""
@@ -286,3 +323,145 @@ def install_mpi_operator(api: "FakeKubeAPI", chain: "AdmissionChain | None" = No
     """Run the mpi-operator on ``api`` (give the fake ``job_controller=True`` for the launcher's Pod). It registers
     no admission webhook."""
     return api.add_controller(MPIOperator(api, gang_scheduling=gang_scheduling))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/later.py): what the training-operator, Kueue, a user and a GitOps tool send after
+# the CREATE
+# ----------------------------------------------------------------------------------------------------------------------
+
+USER_WRITER = {"username": "alice", "groups": ["system:authenticated"]}
+KF_API = "kubeflow.org/v1"
+
+
+def _install_later(api: "FakeKubeAPI", chain: "AdmissionChain | None" = None) -> TrainingOperator:
+    """The training-operator without gang scheduling (``--gang-scheduler-name`` unset: admit gangs the jobs)."""
+    return install_training_operator(api, chain)
+
+
+def _note(op: TrainingOperator, obj: JSON, problem: str | None) -> None:
+    if problem is not None:
+        op.errors.append((obj["metadata"]["namespace"], obj["metadata"]["name"], problem))
+
+
+async def _settle(op: TrainingOperator) -> None:
+    await op.api.settle()
+    await op.idle()
+
+
+def _plural(obj: JSON) -> str:
+    return f"{obj['kind'].lower()}s"
+
+
+def replica_pod_sets(job: JSON) -> list[tuple[str, JSON]]:
+    """A Kubeflow job's pod sets for Kueue: one per replica type, in ``OrderedReplicaTypes`` order (here the
+    spec's), named after it in lower case (``kubeflowjob.PodSets``)."""
+    specs = (job.get("spec") or {}).get(REPLICA_SPECS[_plural(job)]) or {}
+    return [(rtype.lower(), (specs[rtype] or {}).setdefault("template", {})) for rtype in specs]
+
+
+async def _set_suspend(op: TrainingOperator, obj: JSON, value: bool) -> None:
+    api, ns, name, plural = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"], _plural(obj)
+    stored = api.get(KF_API, plural, ns, name)
+    if stored is None:
+        return
+    stored["spec"].setdefault("runPolicy", {})["suspend"] = value
+    try:
+        await api.admitted_update(api.resource_type(KF_API, plural), ns, name, stored, dry_run=False,
+                                  user=USER_WRITER)
+    except ApiError as e:
+        _note(op, obj, f"the user's runPolicy.suspend: {str(value).lower()} refused: {e.message}")
+    await _settle(op)
+
+
+async def suspend_and_resume(op: TrainingOperator, obj: JSON) -> None:
+    """A user suspends the running job and resumes it (``runPolicy.suspend``): ``ReconcileJobs`` ->
+    ``CleanUpResources`` deletes its pods (and, with the operator's own gang scheduling, its PodGroup; not here),
+    then the resumed job's pods are created again (``ReconcilePods``)."""
+    await _set_suspend(op, obj, True)
+    await _set_suspend(op, obj, False)
+
+
+async def a_replica_fails_and_restarts(op: TrainingOperator, obj: JSON) -> None:
+    """One replica's pod fails (``Failed``, exit code 137, as the kubelet reports it) and the operator restarts it
+    (``ReconcilePods``: ``OnFailure``, ``Always`` or a retryable ``ExitCode`` -> ``DeletePod``; the next sync
+    creates it again under the same name)."""
+    api, ns = op.api, obj["metadata"]["namespace"]
+    job = api.get(KF_API, _plural(obj), ns, obj["metadata"]["name"])
+    pods = sorted(op.owned("v1", "pods", ns, job["metadata"]["uid"]), key=lambda p: p["metadata"]["name"]) \
+        if job is not None else []
+    if not pods:
+        return
+    pod = pods[-1]
+    api.put({**pod, "apiVersion": "v1", "kind": "Pod", "status": {"phase": "Failed", "containerStatuses": [
+        {"name": pod["spec"]["containers"][0]["name"], "state": {"terminated": {"exitCode": 137}}}]}})
+    await _settle(op)
+
+
+async def kueue_evicts_and_readmits(op: TrainingOperator, obj: JSON) -> None:
+    """Kueue (v0.19.2 ``pkg/controller/jobs/kubeflow/kubeflowjob/kubeflowjob_controller.go``: ``Suspend``,
+    ``RestorePodSetsInfo``, ``RunWithPodSetsInfo`` on ``runPolicy.suspend`` and each replica's template; through
+    ``tests.emulations.kueue``) evicts the running job and admits it again."""
+    from . import kueue
+
+    api, ns, name, plural = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"], _plural(obj)
+    workload = api.get(KF_API, plural, ns, name)
+    if workload is None:
+        return
+    suspend = ("spec", "runPolicy", "suspend")
+    if not ((workload["spec"].get("runPolicy") or {}).get("suspend")):
+        _note(op, obj, await kueue.stop(api, KF_API, plural, ns, name, replica_pod_sets, workload,
+                                        suspend_path=suspend))
+        await _settle(op)
+    _note(op, obj, await kueue.start(api, KF_API, plural, ns, name, replica_pod_sets, suspend_path=suspend))
+    await _settle(op)
+
+
+async def gitops_reapply(op: TrainingOperator, obj: JSON) -> None:
+    """A GitOps tool re-applies the user's manifest (``tests.emulations.gitops``)."""
+    from . import gitops
+
+    _note(op, obj, await gitops.reapply(op.api, obj, _plural(obj)))
+
+
+def gangs_of(op: TrainingOperator, obj: JSON) -> list[tuple[str, list[JSON]]]:
+    """The job's live pods (not finished), one gang; none without pods."""
+    job = op.api.get(KF_API, _plural(obj), obj["metadata"]["namespace"], obj["metadata"]["name"])
+    if job is None:
+        return []
+    pods = [p for p in op.owned("v1", "pods", obj["metadata"]["namespace"], job["metadata"]["uid"])
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    return [(f"{obj['kind']} {obj['metadata']['name']}", pods)] if pods else []
+
+
+def refused_writes(op: TrainingOperator) -> list[tuple[str, str, str]]:
+    """The operator's refused pod creates and the later writes' problems."""
+    return list(op.errors)
+
+
+def _restarts(obj: JSON) -> bool:
+    specs = (obj.get("spec") or {}).get(REPLICA_SPECS.get(_plural(obj), "")) or {}
+    return any((r or {}).get("restartPolicy") in ("OnFailure", "Always", "ExitCode") for r in specs.values())
+
+
+_V1 = "kubeflow/trainer release-1.9 (training-operator v1.9)"
+LATER_WRITES = (
+    LaterWrite("GitOps re-apply of the same manifest",
+               "kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers create.go / patch.go (the field "
+               "manager records the applier's fields before mutating admission)",
+               "Argo CD ServerSideApply=true, Flux kustomize-controller, kubectl apply --server-side",
+               lambda obj: True, gitops_reapply),
+    LaterWrite("user suspends and resumes", f"{_V1} pkg/controller.v1/common/job.go ReconcileJobs, "
+               "CleanUpResources; pkg/controller.v1/common/pod.go ReconcilePods", "spec.runPolicy.suspend",
+               lambda obj: True, suspend_and_resume),
+    LaterWrite("a replica fails and restarts", f"{_V1} pkg/controller.v1/common/pod.go ReconcilePods (DeletePod "
+               "of a failed pod, createNewPod)", "replica restartPolicy OnFailure, Always or ExitCode (retryable "
+               "exit codes: pkg/util/train IsRetryableExitCode)", _restarts, a_replica_fails_and_restarts),
+    LaterWrite("Kueue evicts and re-admits", "kubernetes-sigs/kueue pkg/controller/jobs/kubeflow/kubeflowjob/"
+               "kubeflowjob_controller.go RunWithPodSetsInfo, RestorePodSetsInfo, Suspend (v0.19.2)",
+               "Kueue's kubeflow.org integrations (integrations.frameworks), a kueue.x-k8s.io/queue-name label",
+               lambda obj: True, kueue_evicts_and_readmits),
+)
+
+LATER = Emulated("kubeflow", _install_later, tuple((KF_API, kind) for kind in (
+    "PyTorchJob", "TFJob")), LATER_WRITES, gangs_of, refused_writes)

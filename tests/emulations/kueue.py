@@ -105,14 +105,22 @@ async def _write(api: FakeKubeAPI, api_version: str, plural: str, obj: JSON) -> 
     return None
 
 
+def _suspend(obj: JSON, path: tuple[str, ...], value: bool) -> None:
+    node = obj
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+
+
 async def start(api: FakeKubeAPI, api_version: str, plural: str, ns: str, name: str, pod_sets: PodSets,
-                admitted_count: int | None = None) -> str | None:
+                admitted_count: int | None = None, *, suspend_path: tuple[str, ...] = ("spec", "suspend")) -> str | None:
     """Kueue admits the stored object's Workload and starts it (module docstring); the refusal's message, or None.
-    ``admitted_count``: a partially admitted Job's count (``spec.parallelism``)."""
+    ``admitted_count``: a partially admitted Job's count (``spec.parallelism``); ``suspend_path``: where the kind
+    keeps ``suspend`` (a Kubeflow job's ``spec.runPolicy.suspend``)."""
     obj = api.get(api_version, plural, ns, name)
     if obj is None:
         return None
-    obj.setdefault("spec", {})["suspend"] = False
+    _suspend(obj, suspend_path, False)
     if admitted_count is not None:
         obj["spec"]["parallelism"] = admitted_count
     for pod_set, template in pod_sets(obj):
@@ -121,7 +129,7 @@ async def start(api: FakeKubeAPI, api_version: str, plural: str, ns: str, name: 
 
 
 async def stop(api: FakeKubeAPI, api_version: str, plural: str, ns: str, name: str, pod_sets: PodSets,
-               workload: JSON, *, job: bool = False) -> str | None:
+               workload: JSON, *, job: bool = False, suspend_path: tuple[str, ...] = ("spec", "suspend")) -> str | None:
     """Kueue evicts the stored object (module docstring): suspended, its pod templates restored from ``workload``
     (the object as Kueue read it when it made the Workload); the refusal's message, or None. ``job``: a batch/v1
     Job (``Job.Stop``: suspended with the ``kueue.x-k8s.io/stopping`` annotation, then restored, a partially admitted
@@ -129,7 +137,7 @@ async def stop(api: FakeKubeAPI, api_version: str, plural: str, ns: str, name: s
     obj = api.get(api_version, plural, ns, name)
     if obj is None:
         return None
-    obj.setdefault("spec", {})["suspend"] = True
+    _suspend(obj, suspend_path, True)
     if job:  # Job.Stop: suspended with the stopping annotation first, restored in a second patch
         obj["metadata"].setdefault("annotations", {})[STOPPING] = "true"
         refused = await _write(api, api_version, plural, obj)

@@ -21,7 +21,7 @@ __all__ = ["LaterWrite", "Emulated", "MODULES", "registry"]
 JSON = dict[str, Any]
 
 #: The emulation modules (of this package) that register later writes.
-MODULES: tuple[str, ...] = ("kuberay", "lws", "jobset", "trainer", "spark")
+MODULES: tuple[str, ...] = ("kuberay", "lws", "jobset", "trainer", "spark", "kubeflow")
 
 
 @dataclass(frozen=True, slots=True)

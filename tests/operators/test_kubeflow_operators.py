@@ -146,3 +146,44 @@ async def test_an_mpi_operator_with_gang_scheduling_beside_admit_in_its_default_
         await op.idle()
         assert all_pods(fake) == []
         assert "already exists and is not managed by MPIJob" in op.errors[0][2]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/kubeflow.py LATER): the user's suspend and resume, a replica's restart, Kueue's
+# eviction and re-admission, a GitOps re-apply; each allowed, the pods after it in the one gang that can form
+# ---------------------------------------------------------------------------------------------------------------------
+
+from tests.emulations import kubeflow as kubeflow_operator  # noqa: E402
+from tests.emulations import kueue  # noqa: E402
+
+
+def later_gang(fake: Any, op: Any, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The job's live pods, after checking they form one gang that can form and nothing was refused."""
+    gangs = kubeflow_operator.gangs_of(op, job)
+    for _, pods in gangs:
+        assert gang_problems(fake, NS, pods, Config()) == []
+    assert kubeflow_operator.refused_writes(op) == []
+    return [p for _, pods in gangs for p in pods]
+
+
+async def test_a_ganged_pytorchjob_suspended_restarted_and_requeued_keeps_its_pods_in_the_gang(aiohttp_server):
+    job = pytorchjob(workers=2)
+    async with operator_cluster(aiohttp_server, Config(), kubeflow_operator.LATER.install,
+                                gc_orphans_after=0.01) as (fake, op, user):
+        await create(user, job)
+        await fake.settle()
+        await op.idle()
+        assert len(later_gang(fake, op, job)) == 3
+        await kubeflow_operator.suspend_and_resume(op, job)
+        assert sorted(p["metadata"]["name"] for p in later_gang(fake, op, job)) == [
+            "mnist-master-0", "mnist-worker-0", "mnist-worker-1"]
+        before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in later_gang(fake, op, job)}
+        await kubeflow_operator.a_replica_fails_and_restarts(op, job)  # OnFailure: mnist-worker-1 made again
+        after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in later_gang(fake, op, job)}
+        assert after.keys() == before.keys() and after["mnist-worker-1"] != before["mnist-worker-1"]
+        await kubeflow_operator.kueue_evicts_and_readmits(op, job)
+        pods = later_gang(fake, op, job)
+        assert len(pods) == 3 and all(p["spec"]["nodeSelector"] == kueue.FLAVOR["nodeLabels"] for p in pods)
+        assert {p["metadata"]["labels"][kueue.POD_SET_LABEL] for p in pods} == {"master", "worker"}
+        await kubeflow_operator.gitops_reapply(op, job)
+        assert kubeflow_operator.refused_writes(op) == []

@@ -184,9 +184,30 @@ def spark_objects(draw: Any) -> dict[str, Any]:
                      "executor": {"instances": draw(st.integers(1, 3)), "cores": 1, "memory": "512m"}}}
 
 
+@st.composite
+def kubeflow_objects(draw: Any) -> dict[str, Any]:
+    """A PyTorchJob or TFJob as the training-operator's examples write them (a Master/Chief and Workers), with a
+    replica ``restartPolicy`` (``OnFailure``, ``ExitCode``, ``Never``), ``gang.admit.dev/min-member`` ``auto`` or a
+    number."""
+    kind = draw(st.sampled_from(["PyTorchJob", "TFJob"]))
+    lead, field = ("Master", "pytorchReplicaSpecs") if kind == "PyTorchJob" else ("Chief", "tfReplicaSpecs")
+    container = "pytorch" if kind == "PyTorchJob" else "tensorflow"
+    restart = draw(st.sampled_from(["OnFailure", "ExitCode", "Never"]))
+
+    def replica(count: int) -> dict[str, Any]:
+        return {"replicas": count, "restartPolicy": restart, "template": {"spec": {"containers": [
+            {"name": container, "image": "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727",
+             "resources": {"requests": {"cpu": "1"}}}]}}}
+
+    return {"apiVersion": "kubeflow.org/v1", "kind": kind,
+            "metadata": {"name": "mnist", "namespace": NS, "annotations": {
+                "gang.admit.dev/min-member": draw(st.sampled_from(["auto", "1", "2", "3"]))}},
+            "spec": {field: {lead: replica(1), "Worker": replica(draw(st.integers(1, 3)))}}}
+
+
 #: Emulation name -> the strategy of the user objects it acts on.
 STRATEGIES = {"kuberay": ray_objects(), "lws": lws_objects(), "jobset": jobset_objects(),
-              "trainer": trainjob_objects(), "spark": spark_objects()}
+              "trainer": trainjob_objects(), "spark": spark_objects(), "kubeflow": kubeflow_objects()}
 
 
 @contextlib.asynccontextmanager
