@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # A path from the repository's root: `admit/webhook/mutate.py`, `docs/behaviour.md`, `charts/admit/values.yaml`.
@@ -216,3 +218,37 @@ def test_a_version_list_out_of_discovery_order_or_missing_one_is_reported_with_i
         'it knows"',
         "docs/workload-api.md: the table of versions lists v1alpha2, v1beta1",
     ]
+
+
+def _value_keys(values: dict, prefix: str = "") -> list[str]:
+    """The dotted keys of a values.yaml: a mapping with entries is walked, anything else (a scalar, a list, an
+    empty mapping) is one key."""
+    keys = []
+    for key, value in values.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        keys += _value_keys(value, dotted) if isinstance(value, dict) and value else [dotted]
+    return keys
+
+
+def _documented_values(text: str) -> set[str]:
+    """Every value key the first column of a table names, expanding the ``a.b`` / ``.c`` shorthand of a row
+    (``.c`` is a sibling of the key before it) and ``a.b.labels`` covering the keys under it."""
+    names: set[str] = set()
+    for line in text.splitlines():
+        if not line.startswith("| `"):
+            continue
+        last = ""
+        for key in re.findall(r"`([A-Za-z.][\w.]*)`", line.split("|")[1]):
+            if key.startswith(".") and last:
+                key = last.rsplit(".", key.count("."))[0] + key
+            names.add(key)
+            last = key
+    return names
+
+
+def test_every_chart_value_has_a_row_in_the_values_table_of_the_install_guide():
+    values = yaml.safe_load((ROOT / "charts/admit/values.yaml").read_text())
+    documented = _documented_values((ROOT / "docs/install.md").read_text())
+    missing = [key for key in _value_keys(values)
+               if not any(key == name or key.startswith(name + ".") for name in documented)]
+    assert missing == [], f"docs/install.md 'Values' has no row for {missing}"
