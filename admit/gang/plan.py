@@ -243,9 +243,11 @@ def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
             continue
         if key.startswith(prefix):
             if key[len(prefix):] not in KNOWN_ANNOTATIONS:
-                close = difflib.get_close_matches(key[len(prefix):][:64], KNOWN_ANNOTATIONS, n=1, cutoff=0.6)
-                fix = f"rename annotation {key[:100]} to {prefix}{close[0]}" if close else \
-                    f"remove or correct annotation {key[:100]}"
+                close = difflib.get_close_matches(key[len(prefix):].strip()[:64], KNOWN_ANNOTATIONS, n=1, cutoff=0.6)
+                # a key with spaces (which kube-apiserver refuses) is quoted, or the fix would read as a no-op
+                shown = key[:100] if key.isprintable() and " " not in key else repr(key[:100])
+                fix = f"rename annotation {shown} to {prefix}{close[0]}" if close else \
+                    f"remove or correct annotation {shown}"
                 warnings.append(f"{fix}: it is not one of admit's and is ignored")
             continue
         other, sep, name = key.rpartition("/")

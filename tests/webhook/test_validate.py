@@ -247,6 +247,15 @@ def test_a_misspelt_annotation_is_named_with_the_closest_known_key():
                             "not one of admit's") for w in v.decision.warnings)
 
 
+def test_an_annotation_key_with_a_trailing_space_is_quoted_so_the_rename_reads_as_a_change():
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"] = {"gang.admit.dev/min-member ": "3"}
+    v = verdict(dep)
+    assert v.decision.allowed and v.ensure is None
+    assert any(w.startswith("rename annotation 'gang.admit.dev/min-member ' to gang.admit.dev/min-member:")
+               for w in v.decision.warnings)
+
+
 def test_a_misspelt_min_member_warns_that_no_gang_is_made():
     dep = example("pause-gang-deployment.yaml")
     dep["metadata"]["annotations"] = {"gang.admit.dev/minmember": "3"}
