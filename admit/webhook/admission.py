@@ -192,27 +192,35 @@ class Admission:
         """The ``/validate`` decision when it needs no API call and nothing to await (most pods), else ``None``:
         then :meth:`validate` decides (the server's fast path, ``webhook.fastpath``). The same decision as
         :meth:`validate` gives for such a request; an error gives ``None`` too, so :meth:`validate` logs it."""
+        return self.verdict_now(req)[0]
+
+    def verdict_now(self, req: AdmissionRequest) -> tuple[Decision | None, Verdict | None]:
+        """:meth:`validate_now` with what it found: ``(decision, None)`` when the answer needs nothing awaited;
+        ``(None, verdict)`` when it does (the pure verdict, for :meth:`validate`'s ``prepared``, so the request is
+        not decided twice); ``(None, None)`` on an error (:meth:`validate` decides again and logs it)."""
         try:
             verdict = validate(req, self.config)
             if verdict.ensure is not None or verdict.scale is not None or verdict.read is not None:
-                return None
+                return None, verdict
             if self._missing is not None and req.kind == "Pod" and not req.dry_run \
                     and self._unknown_group(req, verdict.decision) is not None:
-                return None
-            return verdict.decision
+                return None, verdict
+            return verdict.decision, None
         except Exception:  # noqa: BLE001 - validate() answers and logs it
-            return None
+            return None, None
 
-    async def validate(self, req: AdmissionRequest, _rediscovered: bool = False) -> Decision:
+    async def validate(self, req: AdmissionRequest, _rediscovered: bool = False,
+                       prepared: Verdict | None = None) -> Decision:
         """The ``/validate`` decision, with PodGroup creation/patching and scale checks done.
 
         A backend's write answered 404 "the server could not find the requested resource" when the backend says its
         served version may have moved (``GangBackend.not_served_problem`` ``None``: after an upgrade) runs the
         backend's :attr:`rediscoveries` and decides the request once more with the settings it gives (a new version;
-        or none, and the workload is refused with the fix the backend names)."""
+        or none, and the workload is refused with the fix the backend names). ``prepared``: the pure verdict
+        :meth:`verdict_now` already gave for this request (the fast path hands it over), so it is not decided twice."""
         verdict: Verdict | None = None
         try:
-            verdict = validate(req, self.config)
+            verdict = prepared if prepared is not None else validate(req, self.config)
             if verdict.ensure is not None:
                 self._counted(verdict)
                 await self._ensure(verdict, _generation(req.object),

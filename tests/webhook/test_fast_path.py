@@ -222,3 +222,28 @@ async def test_validate_now_gives_validates_decision_or_leaves_it_to_validate(re
         assert now is not None  # a pod needs no API call here: the fast path answers it
     if now is not None:
         assert now == later
+
+
+async def test_a_review_the_fast_path_leaves_to_aiohttps_path_is_parsed_and_decided_once(monkeypatch):
+    import admit.webhook.admission as admission_module
+    import admit.webhook.app as app_module
+    calls = {"parse": 0, "validate": 0}
+
+    def counted(name, real):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(app_module, "parse_review", counted("parse", app_module.parse_review))
+    monkeypatch.setattr(admission_module, "validate", counted("validate", admission_module.validate))
+    server = create_server(Admission(Config()), None, ConnectionGuard(lambda: None))  # type: ignore[arg-type]
+    conn, wire = connect(server)
+    await settle()
+    conn.data_received(request("/validate", admission_review(DEPLOYMENT, uid="deployment")))
+    assert not wire.out  # a gang workload's PodGroup is made on aiohttp's path (it awaits the API)
+    await settle()
+    conn.connection_lost(None)
+    status, _, body = answers(bytes(wire.out))[0]
+    assert status == "HTTP/1.1 200 OK" and json.loads(body)["response"]["uid"] == "deployment"
+    assert calls == {"parse": 1, "validate": 1}
