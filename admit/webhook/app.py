@@ -131,9 +131,9 @@ class Webhook:
         self.read_timeout = admission.config.read_timeout_seconds
         self.checks = list(readiness or ())
         self.closing = False  # shutdown has begun (ConnectionGuard.begin_closing): no inline answers
-        #: the last review the fast path parsed and left to aiohttp's path: (body, request, verdict of /validate or
-        #: None), taken by that path when it reads the same bytes, so the review is not parsed and decided twice
-        self.handed: tuple[bytes, AdmissionRequest, Verdict | None] | None = None
+        #: the last /validate review the fast path parsed, decided and left to aiohttp's path (it awaits the API):
+        #: (body, request, verdict), taken by that path when it reads the same bytes, so it is not done twice
+        self.handed: tuple[bytes, AdmissionRequest, Verdict] | None = None
         kinds = {kind for _, kind in RESOLVERS}
         self.mutate_metrics = WebhookRecorder("/mutate", kinds)
         self.validate_metrics = WebhookRecorder("/validate", kinds)
@@ -175,7 +175,8 @@ class Webhook:
         else:
             decision, verdict = self.admission.verdict_now(req)
         if decision is None:
-            self.handed = (body, req, verdict)
+            if verdict is not None:  # only a /validate verdict: a /mutate decision is made again from the review
+                self.handed = (body, req, verdict)
             return None
         metrics.started()
         metrics.answered(req, decision, started)
@@ -186,8 +187,7 @@ class Webhook:
         metrics = self.mutate_metrics
         started = metrics.started()
         try:
-            handed, self.handed = self.handed, None
-            req = await _read_review(request, self.max_bytes, self.read_timeout, handed)
+            req = await _read_review(request, self.max_bytes, self.read_timeout)
         except BadReview as e:
             metrics.bad_request(started)
             return _bad_request(e)
