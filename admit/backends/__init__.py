@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..gang.plan import (BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Resolver, below_min_member,
-                         counted_and_fix, get_path, min_member_source)
+                         counted_and_fix, min_member_source)
 from .interface import GangBackend
 from .registry import BACKENDS, backend_of, hook_of, hooks
 
