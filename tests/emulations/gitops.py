@@ -20,6 +20,7 @@ import copy
 from typing import Any
 
 from .kit import service_account
+from .later import LaterWrite
 from admit.testing.fake_kube import ApiError, FakeKubeAPI
 
 __all__ = ["USER", "applied", "reapply"]
@@ -100,3 +101,14 @@ async def reapply(api: FakeKubeAPI, manifest: JSON, plural: str) -> str | None:
     if changed:
         return f"the GitOps re-apply of {manifest['kind']} {ns}/{name} changed it: {dict(list(changed.items())[:4])}"
     return None
+
+
+def reapply_write(send: Any, also: str = "") -> LaterWrite:
+    """The GitOps re-apply of the same manifest as a later write of an emulation's registry, sent by ``send``
+    (``await send(operator, user_object)``, the emulation's own re-apply of its kind): one record, its source and
+    what turns it on, for every emulation that has one; ``also``: the operator's own source it follows besides."""
+    return LaterWrite("GitOps re-apply of the same manifest",
+                      "kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers create.go / patch.go (the "
+                      "field manager records the applier's fields before mutating admission)" + also,
+                      "Argo CD ServerSideApply=true, Flux kustomize-controller, kubectl apply --server-side",
+                      lambda obj: True, send)

@@ -45,6 +45,7 @@ import json
 from typing import Any
 
 from .kit import put_event
+from .gitops import reapply_write
 from .later import Emulated, LaterWrite
 from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
 
@@ -583,11 +584,7 @@ def refused_writes(op: JobSetOperator) -> list[tuple[str, str, str]]:
 
 _JSC = "kubernetes-sigs/jobset pkg/controllers/jobset_controller.go"
 LATER_WRITES = (
-    LaterWrite("GitOps re-apply of the same manifest",
-               "kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers create.go / patch.go (the field "
-               "manager records the applier's fields before mutating admission)",
-               "Argo CD ServerSideApply=true, Flux kustomize-controller, kubectl apply --server-side",
-               lambda obj: True, gitops_reapply),
+    reapply_write(gitops_reapply),
     LaterWrite("user suspends and resumes", f"{_JSC} suspendJobs, resumeJobsIfNecessary, resumeJob (v0.12.0); "
                "kubernetes pkg/controller/job/job_controller.go manageJob (pods deleted while suspended)",
                "spec.suspend (always on)", lambda obj: True, suspend_and_resume),

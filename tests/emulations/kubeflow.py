@@ -55,6 +55,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from .kit import OperatorEmulation, Sync, controller_ref, owned_by, service_account
+from .gitops import reapply_write
 from .later import Emulated, LaterWrite
 from admit.testing.fake_kube import ApiError
 
@@ -446,11 +447,7 @@ def _restarts(obj: JSON) -> bool:
 
 _V1 = "kubeflow/trainer release-1.9 (training-operator v1.9)"
 LATER_WRITES = (
-    LaterWrite("GitOps re-apply of the same manifest",
-               "kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers create.go / patch.go (the field "
-               "manager records the applier's fields before mutating admission)",
-               "Argo CD ServerSideApply=true, Flux kustomize-controller, kubectl apply --server-side",
-               lambda obj: True, gitops_reapply),
+    reapply_write(gitops_reapply),
     LaterWrite("user suspends and resumes", f"{_V1} pkg/controller.v1/common/job.go ReconcileJobs, "
                "CleanUpResources; pkg/controller.v1/common/pod.go ReconcilePods", "spec.runPolicy.suspend",
                lambda obj: True, suspend_and_resume),

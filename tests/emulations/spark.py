@@ -74,6 +74,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .kit import OperatorEmulation, controller_ref, service_account
+from .gitops import reapply_write
 from .later import Emulated, LaterWrite
 
 if TYPE_CHECKING:
@@ -526,12 +527,8 @@ def _retries(obj: JSON) -> bool:
 
 _CONTROLLER = "kubeflow/spark-operator internal/controller/sparkapplication/controller.go"
 LATER_WRITES = (
-    LaterWrite("GitOps re-apply of the same manifest",
-               "kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers create.go / patch.go (the field "
-               "manager records the applier's fields before mutating admission); " + _CONTROLLER.split(" ")[0] +
-               " internal/controller/sparkapplication/event_filter.go EventFilter.Update (v2.5.2)",
-               "Argo CD ServerSideApply=true, Flux kustomize-controller, kubectl apply --server-side",
-               lambda obj: True, gitops_reapply),
+    reapply_write(gitops_reapply, "; " + _CONTROLLER.split(" ")[0]
+                  + " internal/controller/sparkapplication/event_filter.go EventFilter.Update (v2.5.2)"),
     LaterWrite("the driver runs (status RUNNING)", f"{_CONTROLLER} reconcileSubmittedSparkApplication, "
                "updateDriverState, updateSparkApplicationStatus (v2.5.2)", "always", lambda obj: True, running),
     LaterWrite("an executor lost and replaced by the driver", "apache/spark resource-managers/kubernetes "

@@ -46,7 +46,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from .gitops import applied
+from .gitops import applied, reapply_write
 from .kit import put_event
 from .later import Emulated, LaterWrite
 from .trainer_runtime import GROUP, RUNTIME_PLURALS, build_jobset, pod_group, runtime_info, runtime_ref, trainjob_jobset
@@ -368,11 +368,7 @@ def _queued(obj: JSON) -> bool:
 
 
 LATER_WRITES = (
-    LaterWrite("GitOps re-apply of the same manifest",
-               "kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers create.go / patch.go (the field "
-               "manager records the applier's fields before mutating admission)",
-               "Argo CD ServerSideApply=true, Flux kustomize-controller, kubectl apply --server-side",
-               lambda obj: True, gitops_reapply),
+    reapply_write(gitops_reapply),
     LaterWrite("user suspends and resumes", "kubeflow/trainer pkg/controller/trainjob_controller.go Reconcile, "
                "reconcileObjects (server-side apply, field owner trainer); pkg/runtime/framework/plugins/jobset/"
                "jobset.go Build (v2.3.0); then the JobSet controller's suspendJobs / resumeJob",
