@@ -108,22 +108,30 @@ def service_dns_names(service: str, namespace: str, cluster_domain: str = "clust
     return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.{domain}"]
 
 
-def _split_names(names: Iterable[str]) -> tuple[list[str], list[ipaddress.IPv4Address | ipaddress.IPv6Address]]:
-    dns: list[str] = []
-    ips: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
-    for name in names:
-        name = name.strip()
-        if not name:
-            continue
+def _name_key(name: str) -> str | ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An IP literal as an address, a DNS name lower-cased: how a SAN entry is compared."""
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return name.lower()
+
+
+def _subject_alt_name(names: Iterable[str], ip_addresses: Iterable[str]) -> x509.SubjectAlternativeName:
+    """The SAN of ``names`` (an IP literal among them becomes an IP entry) and ``ip_addresses``, duplicates and
+    blanks dropped. Raises CertificateError for an entry of ``ip_addresses`` that is not an IP address."""
+    dns: dict[str, None] = {}
+    ips: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, None] = {}
+    for name in filter(None, (n.strip() for n in names)):
         try:
-            ip = ipaddress.ip_address(name)
+            ips[ipaddress.ip_address(name)] = None
         except ValueError:
-            if name not in dns:
-                dns.append(name)
-        else:
-            if ip not in ips:
-                ips.append(ip)
-    return dns, ips
+            dns[name] = None
+    for raw in ip_addresses:
+        try:
+            ips[ipaddress.ip_address(raw.strip())] = None
+        except ValueError as exc:
+            raise CertificateError(f"not an IP address: {raw!r}") from exc
+    return x509.SubjectAlternativeName([*map(x509.DNSName, dns), *map(x509.IPAddress, ips)])
 
 
 def subject_alt_names(cert: x509.Certificate) -> list[str]:
@@ -141,23 +149,8 @@ def missing_names(cert: x509.Certificate, names: Iterable[str]) -> list[str]:
     DNS names compare case-insensitively; IPs compare as addresses. Wildcards are not expanded (admit never
     issues them).
     """
-    have = {n.lower() for n in subject_alt_names(cert)}
-    have_ips = set()
-    for n in have:
-        try:
-            have_ips.add(ipaddress.ip_address(n))
-        except ValueError:
-            pass
-    out = []
-    for name in names:
-        try:
-            if ipaddress.ip_address(name) in have_ips:
-                continue
-        except ValueError:
-            if name.lower() in have:
-                continue
-        out.append(name)
-    return out
+    have = {_name_key(n) for n in subject_alt_names(cert)}
+    return [name for name in names if _name_key(name) not in have]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -251,19 +244,11 @@ def generate_serving_certificate(ca: CertifiedKey, service: str, namespace: str,
     now = clock()
     if ca.cert.not_valid_after_utc <= now:
         raise CertificateError(f"cannot issue from an expired CA ({describe(ca.cert)})")
-    dns, ips = _split_names([*service_dns_names(service, namespace, cluster_domain), *dns_names])
-    for raw in ip_addresses:
-        try:
-            ip = ipaddress.ip_address(raw.strip())
-        except ValueError as exc:
-            raise CertificateError(f"not an IP address: {raw!r}") from exc
-        if ip not in ips:
-            ips.append(ip)
+    san = _subject_alt_name([*service_dns_names(service, namespace, cluster_domain), *dns_names], ip_addresses)
     key = _new_key()
     cn = f"{service}.{namespace}.svc"
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn if len(cn) <= 64 else service[:64])])
     not_after = min(now + _dt.timedelta(days=days), ca.cert.not_valid_after_utc)
-    san = x509.SubjectAlternativeName([*(x509.DNSName(d) for d in dns), *(x509.IPAddress(i) for i in ips)])
     ca_ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     cert = _sign(subject, ca.cert.subject, key, now, not_after, ca.key, [
         (x509.BasicConstraints(ca=False, path_length=None), True),
@@ -368,38 +353,27 @@ def is_ca(cert: x509.Certificate) -> bool:
         return False
 
 
-def validate_ca(ca: CertifiedKey, clock: Clock = utcnow, what: str = "ca.crt") -> None:
-    """Check that ``ca`` can issue certificates now: CA:TRUE, self-consistent, inside its validity window.
-
-    Raises:
-        CertificateError: not a CA certificate, or expired / not yet valid.
-    """
+def ca_problem(ca: CertifiedKey, clock: Clock = utcnow, what: str = "ca.crt") -> str:
+    """Why ``ca`` cannot issue certificates now, in one line naming ``what``: not ``CA:TRUE`` (RFC 5280 4.2.1.9), or
+    outside its validity window (:func:`validity_problem`); ``""`` when it can."""
     if not is_ca(ca.cert):
-        raise CertificateError(f"{what} is not a CA certificate (basicConstraints CA:TRUE missing)")
-    check_validity(ca.cert, clock, what)
+        return f"{what} is not a CA certificate (basicConstraints CA:TRUE missing)"
+    return validity_problem(ca.cert, clock, what)
 
 
-def check_validity(cert: x509.Certificate, clock: Clock = utcnow, what: str = "certificate") -> None:
-    """Raise :class:`CertificateError` unless ``notBefore <= now < notAfter`` (RFC 5280 4.1.2.5)."""
+def validity_problem(cert: x509.Certificate, clock: Clock = utcnow, what: str = "certificate") -> str:
+    """Why ``cert`` is not valid now, in one line naming ``what`` and the window, unless ``notBefore <= now <
+    notAfter`` (RFC 5280 4.1.2.5); ``""`` inside it."""
     now = clock()
     if now < cert.not_valid_before_utc:
-        raise CertificateError(f"{what} is not valid before {_iso(cert.not_valid_before_utc)} ({describe(cert)})")
+        return f"{what} is not valid before {iso(cert.not_valid_before_utc)} ({describe(cert)})"
     if now >= cert.not_valid_after_utc:
-        raise CertificateError(f"{what} expired at {_iso(cert.not_valid_after_utc)} ({describe(cert)})")
+        return f"{what} expired at {iso(cert.not_valid_after_utc)} ({describe(cert)})"
+    return ""
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Expiry arithmetic
-
-
-def lifetime(cert: x509.Certificate) -> _dt.timedelta:
-    """``notAfter - notBefore`` of the certificate."""
-    return cert.not_valid_after_utc - cert.not_valid_before_utc
-
-
-def remaining(cert: x509.Certificate, clock: Clock = utcnow) -> _dt.timedelta:
-    """Time left until ``notAfter`` (negative once expired)."""
-    return cert.not_valid_after_utc - clock()
 
 
 def rotation_due_at(cert: x509.Certificate, fraction: float = DEFAULT_ROTATION_FRACTION) -> _dt.datetime:
@@ -410,7 +384,7 @@ def rotation_due_at(cert: x509.Certificate, fraction: float = DEFAULT_ROTATION_F
     """
     if not 0 < fraction < 1:
         raise ValueError(f"rotation fraction must be between 0 and 1, got {fraction!r}")
-    return cert.not_valid_after_utc - lifetime(cert) * fraction
+    return cert.not_valid_after_utc - (cert.not_valid_after_utc - cert.not_valid_before_utc) * fraction
 
 
 def needs_rotation(cert: x509.Certificate, clock: Clock = utcnow, fraction: float = DEFAULT_ROTATION_FRACTION) -> bool:
@@ -432,7 +406,8 @@ def fingerprint(cert: x509.Certificate) -> str:
     return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
 
 
-def _iso(t: _dt.datetime) -> str:
+def iso(t: _dt.datetime) -> str:
+    """``"2031-01-01T12:00:00Z"``: ``t`` in UTC to the second, as Kubernetes writes times (RFC 3339)."""
     return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -442,8 +417,8 @@ def describe(cert: x509.Certificate) -> str:
         subject = cert.subject.rfc4514_string()
     except Exception:  # noqa: BLE001
         subject = "?"
-    return (f"subject={subject} serial={cert.serial_number:x} notBefore={_iso(cert.not_valid_before_utc)} "
-            f"notAfter={_iso(cert.not_valid_after_utc)} sha256={fingerprint(cert)[:16]}")
+    return (f"subject={subject} serial={cert.serial_number:x} notBefore={iso(cert.not_valid_before_utc)} "
+            f"notAfter={iso(cert.not_valid_after_utc)} sha256={fingerprint(cert)[:16]}")
 
 
 def pem_bundle(certs: Iterable[x509.Certificate]) -> bytes:
@@ -536,7 +511,8 @@ def write_development_certificates(directory: pathlib.Path, service: str = "admi
     if not force_new_ca and (ca_crt.exists() or ca_key.exists()):
         try:
             ca = load_pair(ca_crt.read_bytes(), ca_key.read_bytes(), str(ca_crt), str(ca_key))
-            validate_ca(ca, clock, str(ca_crt))
+            if problem := ca_problem(ca, clock, str(ca_crt)):
+                raise CertificateError(problem)
         except (OSError, CertificateError) as e:
             raise CertificateError(f"{directory} holds a CA that cannot be reused ({getattr(e, 'strerror', None) or e}); "
                                    "pass --force to replace it (certificates it issued stop verifying)") from None

@@ -28,8 +28,6 @@ import ssl
 import tempfile
 from collections.abc import Iterator
 
-from cryptography import x509
-
 from . import certs
 from ..observability import metrics
 from .certs import CertificateError, CertifiedKey, Clock, utcnow
@@ -138,11 +136,6 @@ class TLSProvider:
         """The pair currently served (``None`` before the first successful load)."""
         return self._pair
 
-    @property
-    def certificate(self) -> x509.Certificate | None:
-        """The certificate currently served."""
-        return self._pair.cert if self._pair else None
-
     # -- lifecycle and readiness ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -161,13 +154,7 @@ class TLSProvider:
         """Why the provider is not ready (one line), or ``""`` when it is."""
         if self._pair is None:
             return "no serving certificate loaded"
-        now = self.clock()
-        cert = self._pair.cert
-        if now >= cert.not_valid_after_utc:
-            return f"serving certificate expired at {cert.not_valid_after_utc.isoformat()}"
-        if now < cert.not_valid_before_utc:
-            return f"serving certificate not valid before {cert.not_valid_before_utc.isoformat()}"
-        return ""
+        return certs.validity_problem(self._pair.cert, self.clock, "serving certificate")
 
     def ready(self) -> bool:
         """True when a certificate valid now is loaded (and, in subclasses, their own conditions hold)."""
@@ -233,11 +220,7 @@ class FileTLSProvider(TLSProvider):
             pair = certs.load_pair(cert_pem, key_pem, str(self.cert_file), str(self.key_file))
         except CertificateError as exc:
             return self._bad(str(exc), digest, settle)
-        now_problem = ""
-        try:
-            certs.check_validity(pair.cert, self.clock, str(self.cert_file))
-        except CertificateError as exc:
-            now_problem = str(exc)
+        now_problem = certs.validity_problem(pair.cert, self.clock, str(self.cert_file))
         if now_problem and self._pair is not None and not certs.is_expired(self._pair.cert, self.clock):
             return self._bad(f"{now_problem}; keeping the current certificate", digest, settle)
         try:

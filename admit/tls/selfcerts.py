@@ -22,20 +22,19 @@ import binascii
 import contextlib
 import dataclasses
 import datetime as _dt
-import json
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import certs
+from ..kube.client import KubeError, Resource
+from ..kube.watchcache import KubeRaw
 from ..observability import metrics
 from .certs import CertificateError, CertifiedKey, Clock, utcnow
 from .provider import TLSProvider
@@ -117,13 +116,9 @@ class Material:
     def annotations(self) -> dict[str, str | None]:
         """admit's Secret annotations (``None`` = remove)."""
         return {
-            STAGED_AT: _fmt(self.staged_at) if self.next_ca is not None and self.staged_at else None,
-            PROMOTED_AT: _fmt(self.promoted_at) if self.previous_ca is not None and self.promoted_at else None,
+            STAGED_AT: certs.iso(self.staged_at) if self.next_ca is not None and self.staged_at else None,
+            PROMOTED_AT: certs.iso(self.promoted_at) if self.previous_ca is not None and self.promoted_at else None,
         }
-
-
-def _fmt(t: _dt.datetime) -> str:
-    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_time(value: str | None) -> _dt.datetime | None:
@@ -226,14 +221,7 @@ def _plan_ca(m: Material, policy: Policy, clock: Clock, now: _dt.datetime, next_
     and switch to it once staged for ``policy.ca_stage_seconds`` and trusted by every webhook. Appends to
     ``actions`` what it changed."""
     overlap = _dt.timedelta(seconds=policy.ca_overlap_seconds)
-    ca_problem = ""
-    if m.ca is None:
-        ca_problem = "no usable CA"
-    else:
-        try:
-            certs.validate_ca(m.ca, clock, CA_CRT)
-        except CertificateError as exc:
-            ca_problem = str(exc)
+    ca_problem = certs.ca_problem(m.ca, clock, CA_CRT) if m.ca is not None else "no usable CA"
     if ca_problem:
         old = m.ca.cert if m.ca is not None else m.orphan_ca
         new_ca = certs.generate_ca(days=policy.ca_days, clock=clock)
@@ -251,7 +239,7 @@ def _plan_ca(m: Material, policy: Policy, clock: Clock, now: _dt.datetime, next_
         if m.next_ca is None and certs.needs_rotation(ca.cert, clock, policy.rotation_fraction):
             nxt = certs.generate_ca(days=policy.ca_days, clock=clock)
             m = dataclasses.replace(m, next_ca=nxt, staged_at=now)
-            actions.append(f"CA is due for rotation (expires {_fmt(ca.cert.not_valid_after_utc)}): staged a new CA "
+            actions.append(f"CA is due for rotation (expires {certs.iso(ca.cert.not_valid_after_utc)}): staged a new CA "
                            f"({certs.describe(nxt.cert)}) in caBundle")
         elif m.next_ca is not None and m.staged_at is None:
             m = dataclasses.replace(m, staged_at=now)
@@ -262,7 +250,7 @@ def _plan_ca(m: Material, policy: Policy, clock: Clock, now: _dt.datetime, next_
             m = dataclasses.replace(m, ca=promoted, next_ca=None, staged_at=None, previous_ca=(ca.cert, ca.cert_pem),
                                     promoted_at=now, leaf=None)
             actions.append(f"switched to the new CA ({certs.describe(promoted.cert)}); the old one stays in caBundle "
-                           f"until {_fmt(now + overlap)}")
+                           f"until {certs.iso(now + overlap)}")
     return m
 
 
@@ -298,12 +286,10 @@ def _plan_leaf(m: Material, policy: Policy, names: list[str], service: str, name
         why = "no usable serving certificate"
     elif not certs.is_signed_by(m.leaf.cert, m.ca.cert):
         why = f"{TLS_CRT} is not signed by the current CA"
-    elif certs.is_expired(m.leaf.cert, clock):
-        why = f"{TLS_CRT} expired at {_fmt(m.leaf.cert.not_valid_after_utc)}"
-    elif now < m.leaf.cert.not_valid_before_utc:
-        why = f"{TLS_CRT} is not valid before {_fmt(m.leaf.cert.not_valid_before_utc)}"
+    elif outside := certs.validity_problem(m.leaf.cert, clock, TLS_CRT):
+        why = outside
     elif certs.needs_rotation(m.leaf.cert, clock, policy.rotation_fraction):
-        why = f"{TLS_CRT} is due for rotation (expires {_fmt(m.leaf.cert.not_valid_after_utc)})"
+        why = f"{TLS_CRT} is due for rotation (expires {certs.iso(m.leaf.cert.not_valid_after_utc)})"
     elif missing := certs.missing_names(m.leaf.cert, names):
         why = f"{TLS_CRT} does not cover {', '.join(missing)}"
     if why:
@@ -327,46 +313,10 @@ def _b64decode(value: str | None) -> bytes | None:
         return None
 
 
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError)
-"""Errors of a Kubernetes API call that a later check may not meet again (HTTP error, connection, timeout)."""
-
-
-def _error_line(exc: BaseException) -> str:
-    """One line for a failed API call: ``HTTP 403 Forbidden: <Status.message>`` or the exception's class and text."""
-    if not isinstance(exc, ApiException):
-        text = str(exc).splitlines()[0] if str(exc) else ""
-        return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
-    message = ""
-    raw = exc.body
-    body = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
-    if isinstance(body, str):
-        try:
-            message = json.loads(body).get("message", "")
-        except (ValueError, AttributeError):
-            message = body[:200]
-    text = f"HTTP {exc.status} {exc.reason or ''}".strip()
-    return f"{text}: {message}" if message else text
-
-
-async def _call(fn: Callable[..., Awaitable[Any]], *args: Any, timeout: float = 10.0, **kwargs: Any) -> Any:
-    """Call a kubernetes_asyncio API method without model (de)serialization; return the JSON body.
-
-    Args:
-        timeout: seconds for the whole request.
-
-    Raises:
-        ApiException: non-2xx status (``.status``, ``.body``). aiohttp.ClientError / asyncio.TimeoutError: no answer.
-    """
-    resp = await fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
-    try:
-        body = await resp.read()
-        if not 200 <= resp.status < 300:
-            exc = ApiException(status=resp.status, reason=resp.reason)
-            exc.body = body.decode("utf-8", "replace")
-            raise exc
-        return json.loads(body) if body else {}
-    finally:
-        resp.release()
+SECRETS = Resource("", "v1", "secrets", "Secret")
+WEBHOOK_CONFIGURATIONS = {
+    kind: Resource("admissionregistration.k8s.io", "v1", kind.lower() + "s", kind, namespaced=False)
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")}
 
 
 @dataclass
@@ -405,25 +355,17 @@ class SelfManagedTLSProvider(TLSProvider):
         clock: current time source (tests).
         dns_names / ip_addresses: extra SANs. cluster_domain: cluster DNS domain (default ``cluster.local``).
         request_timeout: seconds allowed for each Kubernetes API request (default 10).
-        ca_days / leaf_days: lifetimes in days (defaults 3650 / 365).
-        rotation_fraction: rotate when less than this fraction of the lifetime is left (default 1/3).
-        ca_stage_seconds: minimum seconds a new CA is in caBundle before leaves switch (default
-            ``max(300, 3 * recheck_interval)``).
-        ca_overlap_seconds: seconds the retired CA stays in caBundle after the switch (default
-            ``max(3600, 10 * recheck_interval)``; replicas pick up the new leaf within one ``recheck_interval``).
+        policy: lifetimes and rotation timing (default :class:`Policy` with a stage of ``max(300, 3 *
+            recheck_interval)`` and an overlap of ``max(3600, 10 * recheck_interval)`` seconds, so that every replica
+            picks up the new CA and leaf within them).
     """
 
     def __init__(self, api_client: k8s.ApiClient, namespace: str, secret_name: str, service_name: str,
                  mutating_config: str, validating_config: str, recheck_interval: float = 60.0, clock: Clock = utcnow,
-                 *, dns_names: Iterable[str] = (), ip_addresses: Iterable[str] = (),
-                 ca_days: float = certs.DEFAULT_CA_DAYS, leaf_days: float = certs.DEFAULT_LEAF_DAYS,
-                 rotation_fraction: float = certs.DEFAULT_ROTATION_FRACTION, ca_stage_seconds: float | None = None,
-                 ca_overlap_seconds: float | None = None, cluster_domain: str = "cluster.local",
-                 request_timeout: float = 10.0) -> None:
+                 *, dns_names: Iterable[str] = (), ip_addresses: Iterable[str] = (), policy: Policy | None = None,
+                 cluster_domain: str = "cluster.local", request_timeout: float = 10.0) -> None:
         super().__init__(clock=clock)
-        self.request_timeout = request_timeout
-        self.core = k8s.CoreV1Api(api_client)
-        self.admission = k8s.AdmissionregistrationV1Api(api_client)
+        self.api = KubeRaw(api_client, timeout=request_timeout)
         self.namespace = namespace
         self.secret_name = secret_name
         self.service_name = service_name
@@ -433,10 +375,8 @@ class SelfManagedTLSProvider(TLSProvider):
         self.dns_names = list(dns_names)
         self.ip_addresses = list(ip_addresses)
         self.cluster_domain = cluster_domain
-        self.policy = Policy(
-            ca_days, leaf_days, rotation_fraction,
-            max(300.0, 3 * recheck_interval) if ca_stage_seconds is None else ca_stage_seconds,
-            max(3600.0, 10 * recheck_interval) if ca_overlap_seconds is None else ca_overlap_seconds)
+        self.policy = policy or Policy(ca_stage_seconds=max(300.0, 3 * recheck_interval),
+                                       ca_overlap_seconds=max(3600.0, 10 * recheck_interval))
         self._lock = asyncio.Lock()
         self._bundle_reason = "caBundle not checked yet"
         self._last_failure = ""
@@ -449,9 +389,8 @@ class SelfManagedTLSProvider(TLSProvider):
 
     async def _read_secret(self) -> dict[str, Any] | None:
         try:
-            return await _call(self.core.read_namespaced_secret, self.secret_name, self.namespace,
-                               timeout=self.request_timeout)
-        except ApiException as exc:
+            return await self.api.request("GET", SECRETS.path(self.namespace, self.secret_name))
+        except KubeError as exc:
             if exc.status == 404:
                 return None
             raise
@@ -503,8 +442,8 @@ class SelfManagedTLSProvider(TLSProvider):
                 material, _actions = self._plan(Material())
                 body = self._secret_body(material, None)
                 try:
-                    await _call(self.core.create_namespaced_secret, self.namespace, body, timeout=self.request_timeout)
-                except ApiException as exc:
+                    await self.api.request("POST", SECRETS.path(self.namespace), body=body)
+                except KubeError as exc:
                     if exc.status == 409:  # another replica created it first: use theirs
                         result.conflicts += 1
                         log.info("Secret %s was created by another replica; using it", self.secret_ref)
@@ -530,9 +469,9 @@ class SelfManagedTLSProvider(TLSProvider):
             ):
                 return material
             try:
-                await _call(self.core.replace_namespaced_secret, self.secret_name, self.namespace,
-                            self._secret_body(material, secret), timeout=self.request_timeout)
-            except ApiException as exc:
+                await self.api.request("PUT", SECRETS.path(self.namespace, self.secret_name),
+                                       body=self._secret_body(material, secret))
+            except KubeError as exc:
                 if exc.status == 409:  # changed since we read it: look again
                     result.conflicts += 1
                     continue
@@ -549,28 +488,21 @@ class SelfManagedTLSProvider(TLSProvider):
 
     # -- caBundle -------------------------------------------------------------------------------------------------
 
-    def _configs(self) -> list[tuple[str, str, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]]]:
-        out: list[tuple[str, str, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]]] = []
-        if self.mutating_config:
-            out.append(("MutatingWebhookConfiguration", self.mutating_config,
-                        self.admission.read_mutating_webhook_configuration,
-                        self.admission.patch_mutating_webhook_configuration))
-        if self.validating_config:
-            out.append(("ValidatingWebhookConfiguration", self.validating_config,
-                        self.admission.read_validating_webhook_configuration,
-                        self.admission.patch_validating_webhook_configuration))
-        return out
+    def _configs(self) -> list[tuple[str, str]]:
+        """``(path, "<Kind> <name>")`` of each webhook configuration to keep the caBundle of."""
+        names = zip(WEBHOOK_CONFIGURATIONS.items(), (self.mutating_config, self.validating_config))
+        return [(resource.path(name=name), f"{kind} {name}") for (kind, resource), name in names if name]
 
     async def _bundle_contains(self, fp: str) -> bool:
         """Every entry of both configurations has the certificate ``fp`` in its caBundle (False on any error)."""
         try:
-            for _kind, name, read, _patch in self._configs():
-                obj = await _call(read, name, timeout=self.request_timeout)
+            for path, _ in self._configs():
+                obj = await self.api.request("GET", path)
                 for wh in obj.get("webhooks") or []:
                     have = certs.bundle_fingerprints(_b64decode((wh.get("clientConfig") or {}).get("caBundle")))
                     if not have or fp not in have:
                         return False
-        except TRANSIENT_ERRORS:
+        except KubeError:
             return False
         return True
 
@@ -587,18 +519,18 @@ class SelfManagedTLSProvider(TLSProvider):
             ``"<Kind>/<name>"`` of each configuration patched. Sets readiness (caBundle in place or why not).
 
         Raises:
-            ApiException: reading or patching failed (404 is reported as not ready, not raised).
+            KubeError: reading or patching failed (a configuration not found is reported as not ready, not raised).
         """
         want = certs.bundle_fingerprints(bundle)
         value = base64.b64encode(bundle).decode()
         patched: list[str] = []
         missing: list[str] = []
-        for kind, name, read, patch in self._configs():
+        for path, config in self._configs():
             try:
-                obj = await _call(read, name, timeout=self.request_timeout)
-            except ApiException as exc:
+                obj = await self.api.request("GET", path)
+            except KubeError as exc:
                 if exc.status == 404:
-                    missing.append(f"{kind} {name} not found")
+                    missing.append(f"{config} not found")
                     continue
                 raise
             ops: list[dict[str, Any]] = []
@@ -610,9 +542,9 @@ class SelfManagedTLSProvider(TLSProvider):
                     ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": value})
                     entries.append(str(wh.get("name")))
             if ops:
-                await _call(patch, name, ops, timeout=self.request_timeout)
-                log.info("caBundle of %s %s updated (entries: %s)", kind, name, ", ".join(entries))
-                patched.append(f"{kind}/{name}")
+                await self.api.request("PATCH", path, body=ops, content_type="application/json-patch+json")
+                log.info("caBundle of %s updated (entries: %s)", config, ", ".join(entries))
+                patched.append(config.replace(" ", "/"))
         self._bundle_reason = "; ".join(missing) + ("; caBundle not in place" if missing else "")
         return patched
 
@@ -625,9 +557,8 @@ class SelfManagedTLSProvider(TLSProvider):
         can trust it; the pair is served even if that step fails (the Secret no longer holds the old one).
 
         Raises:
-            ApiException, aiohttp.ClientError, asyncio.TimeoutError (:data:`TRANSIENT_ERRORS`): the Kubernetes API
-                failed or did not answer within ``request_timeout`` (in the caBundle step: after the pair is
-                served, and ``ready()`` is False with the reason).
+            KubeError: the Kubernetes API failed or did not answer within ``request_timeout`` (in the caBundle step:
+                after the pair is served, and ``ready()`` is False with the reason).
             CertificateError: the Secret kept changing (5 conflicts in a row) or OpenSSL refused the pair.
         """
         async with self._lock:
@@ -636,8 +567,8 @@ class SelfManagedTLSProvider(TLSProvider):
             assert material.leaf is not None
             try:
                 result.patched = await self.inject_ca_bundle(material.bundle())
-            except TRANSIENT_ERRORS as exc:
-                self._bundle_reason = f"caBundle could not be checked: {_error_line(exc)}"
+            except KubeError as exc:
+                self._bundle_reason = f"caBundle could not be checked: {exc.message}"
                 raise
             finally:
                 if self.pair is None or self.pair.fingerprint != material.leaf.fingerprint:
@@ -658,12 +589,12 @@ class SelfManagedTLSProvider(TLSProvider):
         """
         try:
             await self.reconcile()
-        except TRANSIENT_ERRORS as exc:
+        except KubeError as exc:
             if self.pair is None:
                 raise CertificateError(
-                    f"self-managed TLS: cannot read or create Secret {self.secret_ref}: {_error_line(exc)}"
+                    f"self-managed TLS: cannot read or create Secret {self.secret_ref}: {exc.message}"
                 ) from None
-            self._note_failure(f"self-managed TLS check failed: {_error_line(exc)}")
+            self._note_failure(f"self-managed TLS check failed: {exc.message}")
         if self._task is None:
             self._task = asyncio.create_task(self._loop(), name="admit-tls-self-managed")
 
@@ -683,8 +614,8 @@ class SelfManagedTLSProvider(TLSProvider):
             try:
                 await self.reconcile()
                 self._last_failure = ""
-            except TRANSIENT_ERRORS as exc:
-                self._note_failure(f"self-managed TLS check failed: {_error_line(exc)}")
+            except KubeError as exc:
+                self._note_failure(f"self-managed TLS check failed: {exc.message}")
             except Exception as exc:  # noqa: BLE001 - the loop must survive anything
                 log.exception("self-managed TLS check failed: %s", exc.__class__.__name__)
 

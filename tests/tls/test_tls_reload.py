@@ -105,7 +105,7 @@ async def test_a_changed_file_pair_is_served_at_the_next_handshake_while_an_open
     await writer.wait_closed()
     # a new handshake sees the new one
     assert (await peer_certificate(port, client_context(ca))).serial_number == second.cert.serial_number
-    assert provider.certificate.serial_number == second.cert.serial_number
+    assert provider.pair.cert.serial_number == second.cert.serial_number
     assert provider.reload() is False  # unchanged files: nothing to do
 
 
@@ -118,7 +118,7 @@ async def test_the_polling_loop_picks_up_a_rewritten_pair_on_its_own(tmp_path, c
         second = new_leaf(ca)
         write_pair(tmp_path, second)
         for _ in range(100):
-            if provider.certificate.serial_number == second.cert.serial_number:
+            if provider.pair.cert.serial_number == second.cert.serial_number:
                 break
             await asyncio.sleep(0.02)
         assert (await peer_certificate(port, client_context(ca))).serial_number == second.cert.serial_number
@@ -178,7 +178,7 @@ async def test_a_certificate_written_before_its_key_is_a_transient_state_that_is
     caplog.set_level(logging.INFO, LOG)
     (tmp_path / "tls.crt").write_bytes(second.cert_pem)  # key still the old one: mismatch
     assert provider.reload() is False
-    assert provider.certificate.serial_number == first.cert.serial_number
+    assert provider.pair.cert.serial_number == first.cert.serial_number
     (tmp_path / "tls.key").write_bytes(second.key_pem)
     assert provider.reload() is True
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -195,7 +195,7 @@ async def test_a_key_that_stays_mismatched_is_reported_as_such(
     provider.reload()
     (err,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert f"{tmp_path / 'tls.key'} does not match {tmp_path / 'tls.crt'}" in err
-    assert provider.certificate.serial_number == first.cert.serial_number
+    assert provider.pair.cert.serial_number == first.cert.serial_number
 
 
 async def test_an_expired_replacement_does_not_replace_a_good_certificate(
@@ -206,7 +206,7 @@ async def test_an_expired_replacement_does_not_replace_a_good_certificate(
     old_ca = certs.generate_ca(days=10, clock=past)
     write_pair(tmp_path, certs.generate_serving_certificate(old_ca, "admit", "default", days=5, clock=past))
     provider.reload(settle=False)
-    assert provider.certificate.serial_number == first.cert.serial_number
+    assert provider.pair.cert.serial_number == first.cert.serial_number
     assert "expired at" in caplog.text and "keeping the current certificate" in caplog.text
 
 
