@@ -45,10 +45,8 @@ SparkApplication rules and their sources:
   GPUs: ``gpu.name`` x ``gpu.quantity``. Sidecars (``spec.<role>.sidecars``) and init containers count as in any
   pod (``resources.pod_requests``).
 - ``spec.driver`` and ``spec.executor`` are required (the SparkApplication CRD); without them admit refuses.
-- The spark-operator re-runs a submitted application on any change of its spec (``event_filter.go``
-  ``EventFilter.Update``), so annotating one that was submitted is refused with the fix (admit's marks would be the
-  only spec change: :func:`running_spark_application`); a re-apply that drops admit's marks gets them back as
-  stored (no spec change, no re-run).
+- Annotating a submitted application is refused with the fix (:func:`running_spark_application`); a re-apply
+  that drops admit's marks gets them back as stored (no spec change, no re-run).
 
 spark-submit without the operator (Spark "Running on Kubernetes"; Spark ``KubernetesConf``,
 ``ExecutorPodsAllocator``, ``KubernetesUtils.addOwnerReference``):
@@ -62,12 +60,8 @@ spark-submit without the operator (Spark "Running on Kubernetes"; Spark ``Kubern
   is the driver pod (``/Pod/<driver>``), which the PodGroup controller adopts it to, and the driver pod is labelled
   ``gang.admit.dev/managed: "true"`` like other gang workloads.
 - Executor Pods (``spark-role: executor``, same ``spark-app-selector``, a controller ownerReference to the driver
-  pod) join the group their driver pod is in: label and schedulerName. The group is the driver's pod-group label,
-  whatever named it (the default ``spark-app-selector``, ``gang.admit.dev/pod-group``, a label set by hand), found
-  from the controller's cache of gang driver pods or the PodGroup cache with no API call; else the driver pod is
-  read once (``admission.py``; remembered per driver uid), also when admit runs without its controller. A driver
-  that is in no group leaves its executors alone; a driver that cannot be read gives the executor a warning.
-  ``admit review`` reads the drivers reviewed earlier in the same run.
+  pod) join the group their driver pod is in, label and schedulerName (:func:`join_spark_executor`). A driver that
+  is in no group leaves its executors alone; a driver that cannot be read gives the executor a warning.
 """
 
 from __future__ import annotations
@@ -76,7 +70,7 @@ import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from ..config import POD_GROUP_BACKEND, Config
 from ..echo import clip
@@ -86,7 +80,7 @@ from ..gang.quantity import QuantityError, add_resources, format_resources, pars
 from ..gang.resources import ResourceError, pod_requests
 from .apps import POD, resolve_pod
 from .argo import resolve_step_pod, step_pod
-from .shared import AllowedBackends, RunningUpdate, RunningVerdict, WorkloadKind
+from .shared import AllowedBackends, RunningUpdate, RunningVerdict, WorkloadKind, object_ref
 
 __all__ = [
     "KINDS",
@@ -123,6 +117,8 @@ _SUFFIXES = {
     "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30,
     "t": 2**40, "tb": 2**40, "p": 2**50, "pb": 2**50,
 }
+
+_T = TypeVar("_T")
 
 DRIVER = PodTarget(("spec", "driver", "labels"), ("spec", "driver", "schedulerName"), where="driver")
 EXECUTOR = PodTarget(("spec", "executor", "labels"), ("spec", "executor", "schedulerName"), where="executor")
@@ -188,6 +184,14 @@ def _quantity(value: Any, what: str) -> Fraction:
     return q
 
 
+def _setting(spec: dict[str, Any], name: str, conf: dict[str, Any], key: str, where: str,
+             parse: Callable[[Any, str], _T]) -> _T | None:
+    """``spec[name]`` (named ``<where>.<name>``), else ``sparkConf[key]``, parsed; ``None`` when neither is set."""
+    if spec.get(name) is not None:
+        return parse(spec[name], f"{where}.{name}")
+    return parse(conf[key], f"sparkConf {key}") if conf.get(key) is not None else None
+
+
 def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplication") -> dict[str, Fraction]:
     """Requests of the driver (``role="driver"``) or of one executor (``"executor"``) pod of a SparkApplication.
 
@@ -201,28 +205,14 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
     conf = _conf(app)
     where = f"{ref}: spec.{role}"
     # CPU request: coreRequest, else cores, else 1 (Spark spark.<role>.cores default).
-    if spec.get("coreRequest") is not None:
-        cpu = _quantity(spec["coreRequest"], f"{where}.coreRequest")
-    elif conf.get(f"spark.kubernetes.{role}.request.cores") is not None:
-        cpu = _quantity(conf[f"spark.kubernetes.{role}.request.cores"], f"sparkConf spark.kubernetes.{role}.request.cores")
-    elif spec.get("cores") is not None:
-        cpu = _quantity(spec["cores"], f"{where}.cores")
-    elif conf.get(f"spark.{role}.cores") is not None:
-        cpu = _quantity(conf[f"spark.{role}.cores"], f"sparkConf spark.{role}.cores")
-    else:
-        cpu = Fraction(1)
-    # Memory in whole MiB.
-    if spec.get("memory") is not None:
-        memory = _mib(spec["memory"], f"{where}.memory")
-    elif conf.get(f"spark.{role}.memory") is not None:
-        memory = _mib(conf[f"spark.{role}.memory"], f"sparkConf spark.{role}.memory")
-    else:
-        memory = 1024  # Spark's default 1g
-    if spec.get("memoryOverhead") is not None:
-        overhead = _mib(spec["memoryOverhead"], f"{where}.memoryOverhead")
-    elif conf.get(f"spark.{role}.memoryOverhead") is not None:
-        overhead = _mib(conf[f"spark.{role}.memoryOverhead"], f"sparkConf spark.{role}.memoryOverhead")
-    else:
+    cpu = _setting(spec, "coreRequest", conf, f"spark.kubernetes.{role}.request.cores", where, _quantity)
+    if cpu is None:
+        cpu = _setting(spec, "cores", conf, f"spark.{role}.cores", where, _quantity)
+    # Memory in whole MiB; Spark's default 1g.
+    memory = _setting(spec, "memory", conf, f"spark.{role}.memory", where, _mib)
+    memory = 1024 if memory is None else memory
+    overhead = _setting(spec, "memoryOverhead", conf, f"spark.{role}.memoryOverhead", where, _mib)
+    if overhead is None:
         if conf.get(f"spark.{role}.memoryOverheadFactor") is not None:
             factor = _factor(conf[f"spark.{role}.memoryOverheadFactor"], f"sparkConf spark.{role}.memoryOverheadFactor")
         elif get_path(app, ("spec", "memoryOverheadFactor")) is not None:
@@ -244,7 +234,7 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
             "spark.memory.offHeap.size"
         ) is not None:
             total_mib += _mib(conf["spark.memory.offHeap.size"], "sparkConf spark.memory.offHeap.size", 1)
-    resources: dict[str, Fraction] = {"cpu": cpu, "memory": Fraction(total_mib * MIB)}
+    resources = {"cpu": Fraction(1) if cpu is None else cpu, "memory": Fraction(total_mib * MIB)}
     gpu = spec.get("gpu")
     if gpu is not None:
         if not isinstance(gpu, dict) or not isinstance(gpu.get("name"), str) or not gpu.get("name"):
@@ -267,10 +257,12 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
         raise GangError(f"{where}: {e}", 400) from None
 
 
-def _conf_int(conf: dict[str, Any], key: str) -> int | None:
+def _count(obj: dict[str, Any], path: tuple[str, ...], what: str, conf: dict[str, Any], key: str) -> int | None:
+    """The count at ``path`` of ``obj`` (named ``what``), else ``sparkConf[key]``; ``None`` when neither is set."""
+    found = int_field(obj, path, None, what)
     value = conf.get(key)
-    if value is None:
-        return None
+    if found is not None or value is None:
+        return found
     text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
     if not _COUNT_RE.match(text) or int(text) > MAX_COUNT:
         raise GangError(f"sparkConf {key}={clip(value)} must be a non-negative integer (at most {MAX_COUNT})", 400)
@@ -285,9 +277,8 @@ def initial_executors(app: dict[str, Any], ref: str = "SparkApplication") -> tup
             (minExecutors or the initial number above maxExecutors, which Spark refuses at start).
     """
     conf = _conf(app)
-    instances = int_field(app, ("spec", "executor", "instances"), None, f"{ref}: spec.executor.instances")
-    if instances is None:
-        instances = _conf_int(conf, "spark.executor.instances")
+    instances = _count(app, ("spec", "executor", "instances"), f"{ref}: spec.executor.instances", conf,
+                       "spark.executor.instances")
     dyn = get_path(app, ("spec", "dynamicAllocation"))
     if isinstance(dyn, dict):
         enabled = dyn.get("enabled") is True
@@ -298,15 +289,9 @@ def initial_executors(app: dict[str, Any], ref: str = "SparkApplication") -> tup
         if instances is None:
             return 1, "spark-operator default of 1 executor"
         return instances, f"spec.executor.instances={instances}"
-    min_e = int_field(dyn, ("minExecutors",), None, f"{ref}: spec.dynamicAllocation.minExecutors")
-    if min_e is None:
-        min_e = _conf_int(conf, "spark.dynamicAllocation.minExecutors")
-    init_e = int_field(dyn, ("initialExecutors",), None, f"{ref}: spec.dynamicAllocation.initialExecutors")
-    if init_e is None:
-        init_e = _conf_int(conf, "spark.dynamicAllocation.initialExecutors")
-    max_e = int_field(dyn, ("maxExecutors",), None, f"{ref}: spec.dynamicAllocation.maxExecutors")
-    if max_e is None:
-        max_e = _conf_int(conf, "spark.dynamicAllocation.maxExecutors")
+    min_e, init_e, max_e = (
+        _count(dyn, (f,), f"{ref}: spec.dynamicAllocation.{f}", conf, f"spark.dynamicAllocation.{f}")
+        for f in ("minExecutors", "initialExecutors", "maxExecutors"))
     min_v = min_e or 0
     n = max(instances or 0, init_e if init_e is not None else min_v, min_v)
     if max_e is not None and (min_v > max_e or n > max_e):
@@ -342,7 +327,7 @@ def resolve_spark_application(
             minMember other than 1.
     """
     name = str(get_path(obj, ("metadata", "name")) or "")
-    ref = f"SparkApplication {namespace}/{name}" if namespace else f"SparkApplication {name}"
+    ref = object_ref("SparkApplication", namespace, name)
     plan = GangPlan(
         kind="SparkApplication", api_group="sparkoperator.k8s.io", name=name, namespace=namespace, group_name=name,
         min_member=1, total_pods=None, total_field="", targets=[DRIVER, EXECUTOR],
@@ -505,23 +490,13 @@ class DriverLookup:
 
     Attributes:
         namespace / executor: the executor pod (``executor`` is its name, or generateName).
-        driver / driver_uid: the driver pod, from the executor's controller ownerReference.
+        name / uid: the driver pod to read, from the executor's controller ownerReference (``uid`` may be ``""``).
     """
 
     namespace: str
     executor: str
-    driver: str
-    driver_uid: str
-
-    @property
-    def name(self) -> str:
-        """The pod to read: the driver (``shared.PodRead.name``)."""
-        return self.driver
-
-    @property
-    def uid(self) -> str:
-        """The driver's uid from the executor's ownerReference, or ``""`` (``shared.PodRead.uid``)."""
-        return self.driver_uid
+    name: str
+    uid: str
 
     def group_of(self, pod: dict[str, Any], config: Config) -> str | None:
         """The driver's group (:func:`driver_group`)."""
@@ -533,12 +508,12 @@ class DriverLookup:
 
     def unread(self, error: str) -> str:
         """The warning when the driver pod could not be read (``error``: the API's message)."""
-        return (f"this Spark executor joins no PodGroup: admit could not read its driver pod {str(self.driver)[:63]} "
+        return (f"this Spark executor joins no PodGroup: admit could not read its driver pod {str(self.name)[:63]} "
                 f"({str(error)[:80]})")
 
     def absent(self, why: str) -> str:
         """The warning when the driver pod is not there, not known, or replaced (``why``)."""
-        return f"this Spark executor joins no PodGroup: its driver pod {str(self.driver)[:63]} {why}"
+        return f"this Spark executor joins no PodGroup: its driver pod {str(self.name)[:63]} {why}"
 
 
 def executor_plan(namespace: str, executor: str, group: str) -> GangPlan:
@@ -579,12 +554,10 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
     labels = get_path(pod, ("metadata", "labels"))
     if not isinstance(labels, dict) or labels.get(SPARK_ROLE) != "executor":
         return None
-    driver = driver_uid = None
     ref = controller_ref(pod)
-    if ref is not None and ref.get("kind") == "Pod" and isinstance(ref.get("name"), str) and ref["name"]:
-        driver, driver_uid = ref["name"], str(ref.get("uid") or "")
-    if not driver:
+    if ref is None or ref.get("kind") != "Pod" or not isinstance(ref.get("name"), str) or not ref["name"]:
         return None
+    driver = ref["name"]
     name = str(get_path(pod, ("metadata", "name")) or get_path(pod, ("metadata", "generateName")) or "")
     find = getattr(known_groups, "workload", None)
     if find is not None:
@@ -603,11 +576,9 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
                     f"this Spark executor joins no PodGroup: PodGroup {str(selector)[:63]} does not belong to its "
                     f"driver pod {str(driver)[:63]}")
             return plan
-    return DriverLookup(namespace, name, driver, driver_uid or "")
+    return DriverLookup(namespace, name, driver, str(ref.get("uid") or ""))
 
 
-_SPARK_WHY = ("executors join their driver by label, and the spark-operator does not copy spec.schedulingGroup into "
-              "the pods it makes")
 def running_spark_application(update: RunningUpdate, plan: GangPlan, config: Config) -> RunningVerdict | None:
     """``WorkloadKind.running_update`` of a SparkApplication: refuse an UPDATE of a submitted application whose only
     spec change would be admit's marks (a ``kubectl annotate`` of a running or finished app).
@@ -641,11 +612,14 @@ def running_spark_application(update: RunningUpdate, plan: GangPlan, config: Con
         "re-run is then ganged), or delete and re-create the SparkApplication with them", True)
 
 
+_SPARK_WHY = ("executors join their driver by label, and the spark-operator does not copy spec.schedulingGroup into "
+              "the pods it makes")
+SPARK_BACKENDS = AllowedBackends((POD_GROUP_BACKEND,), lambda obj: True, "Spark", _SPARK_WHY)
+"""Spark's gangs stay on the pod-group label's backend (``WorkloadKind.allowed_backends``; SparkConnect's too)."""
 SPARK_APPLICATION = WorkloadKind(
     "sparkoperator.k8s.io", "SparkApplication", (("v1beta2", "sparkapplications"),), resolve_spark_application,
     pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, in_status=False,
-    allowed_backends=AllowedBackends((POD_GROUP_BACKEND,), lambda obj: True, "Spark", _SPARK_WHY),
-    running_update=running_spark_application)
+    allowed_backends=SPARK_BACKENDS, running_update=running_spark_application)
 BARE_POD = WorkloadKind(
     "", "Pod", (), resolve_pod_or_spark_driver,
     pod_joiner=join_spark_executor, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, in_status=False,

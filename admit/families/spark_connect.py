@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import POD_GROUP_BACKEND, Config
+from ..config import Config
 from ..gang.plan import GangAnnotations, GangError, GangPlan, choose_group_name, get_path
 from ..gang.quantity import add_resources, format_resources, scale_resources
 from ..gang.resources import ResourceError, pod_requests
-from .shared import AllowedBackends, RunningUpdate, RunningVerdict, WorkloadKind, object_ref, template_target
-from .spark import initial_executors, one_member, spark_pod_resources
+from .shared import RunningUpdate, RunningVerdict, WorkloadKind, object_ref, template_target
+from .spark import SPARK_BACKENDS, initial_executors, one_member, spark_pod_resources
 
 __all__ = ["SPARK_CONNECT", "KINDS", "resolve_spark_connect", "running_spark_connect"]
 
@@ -104,12 +104,10 @@ def running_spark_connect(update: RunningUpdate, plan: GangPlan, config: Config)
         "Connect sessions on it may end", False)
 
 
-_SPARK_WHY = ("executors join their driver by label, and the spark-operator does not copy spec.schedulingGroup into "
-              "the pods it makes")
 SPARK_CONNECT = WorkloadKind(
     GROUP, "SparkConnect", (("v1alpha1", "sparkconnects"),), resolve_spark_connect,
     pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None,
-    in_status=False, allowed_backends=AllowedBackends((POD_GROUP_BACKEND,), lambda obj: True, "Spark", _SPARK_WHY),
+    in_status=False, allowed_backends=SPARK_BACKENDS,
     running_update=running_spark_connect)
 
 KINDS = (SPARK_CONNECT,)

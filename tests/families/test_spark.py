@@ -493,7 +493,7 @@ def test_an_executor_joins_the_group_its_driver_named_by_annotation_from_the_dri
 def test_an_executor_whose_driver_the_cache_does_not_know_asks_for_the_driver_to_be_read():
     _, executor = driver_and_executor()
     d = mutate(request(executor), CONFIG, DriverCache())
-    assert d.patch == [] and d.lookup.driver == DRIVER and d.lookup.driver_uid == DRIVER_UID
+    assert d.patch == [] and d.lookup.name == DRIVER and d.lookup.uid == DRIVER_UID
 
 
 def spark_fake_pod(obj):
