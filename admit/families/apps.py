@@ -36,17 +36,15 @@ from ..gang.plan import (
     choose_group_name, get_path, int_field,
 )
 from ..gang.resources import ResourceError, gang_min_resources
-from .shared import Rollout, WorkloadKind, object_ref
+from .shared import POD_TARGET, Rollout, WorkloadKind, object_ref, template_target
 
 __all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "job_can_still_run", "index_count", "resolve_pod",
            "template_min_resources", "GROUP_TEMPLATE_ANNOTATION", "job_scheduling", "resolve_cronjob",
            "job_from_cronjob", "JOB_TEMPLATE", "CRONJOB_SCHEDULED_ANNOTATION"]
 
-TEMPLATE = PodTarget(("spec", "template", "metadata", "labels"), ("spec", "template", "spec", "schedulerName"))
-TEMPLATE_IMMUTABLE = PodTarget(
-    ("spec", "template", "metadata", "labels"), ("spec", "template", "spec", "schedulerName"), immutable=True
-)
-POD = PodTarget(("metadata", "labels"), ("spec", "schedulerName"), where="pod")
+TEMPLATE = template_target(("spec", "template"), "pod template")
+TEMPLATE_IMMUTABLE = replace(TEMPLATE, immutable=True)
+POD = POD_TARGET
 
 
 def template_min_resources(pod_spec: Any, count: int, ann: GangAnnotations, where: str) -> dict[str, str] | None:

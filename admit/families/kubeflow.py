@@ -47,11 +47,9 @@ from typing import Any
 
 from ..config import POD_GROUP_BACKEND, Config
 from ..echo import clip
-from ..gang.plan import (GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, choose_group_name,
-                         get_path, int_field)
+from ..gang.plan import GangAnnotations, GangError, GangPlan, below_min_member, choose_group_name, get_path, int_field
 from ..gang.quantity import QuantityError, format_resources, parse_quantity
-from ..gang.resources import ResourceError, gang_min_resources
-from .shared import WorkloadKind
+from .shared import WorkloadKind, min_resources_of, object_ref, template_target
 
 __all__ = ["KINDS", "REPLICA_SPECS", "KUBEFLOW_KINDS", "resolve_kubeflow", "BUILTIN_PRIORITY_CLASSES"]
 
@@ -191,17 +189,7 @@ def _min_resources(
         plan.notes.append(
             f"{ref}: minResources counts the first {min_member} of {total} pods taking replica types in the order "
             f"{', '.join(r.rtype for r in ordered)}")
-    left = min_member
-    pods: list[tuple[dict[str, Any], int]] = []
-    for r in ordered:
-        take = min(left, r.count)
-        if take > 0:
-            pods.append((r.pod_spec, take))
-            left -= take
-    try:
-        return gang_min_resources(pods) or None
-    except ResourceError as e:
-        raise GangError(f"{ref} pod template: {e}", 400) from None
+    return min_resources_of([(r.pod_spec, r.count) for r in ordered], min_member, ann, ref)
 
 
 def _schedule_timeout(obj: dict[str, Any], ann: GangAnnotations, ref: str, plan: GangPlan) -> int | None:
@@ -233,17 +221,10 @@ def resolve_kubeflow(
             start (minMember above the replicas, a WaitForWorkersReady launcher counted in the gang).
     """
     name = str(get_path(obj, ("metadata", "name")) or "")
-    ref = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    ref = object_ref(kind, namespace, name)
     field = REPLICA_SPECS[kind]
     replicas = _read_replicas(obj, kind, field, ref)
-    targets = [
-        PodTarget(
-            ("spec", field, r.rtype, "template", "metadata", "labels"),
-            ("spec", field, r.rtype, "template", "spec", "schedulerName"),
-            where=f"replica type {r.rtype}",
-        )
-        for r in replicas
-    ]
+    targets = [template_target(("spec", field, r.rtype, "template"), f"replica type {r.rtype}") for r in replicas]
     group_name = choose_group_name(obj, ann, targets, config, kind, name)
 
     late: list[_Replica] = []

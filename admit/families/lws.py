@@ -142,8 +142,6 @@ def resolve_leaderworkerset(
                 "the whole group, as LWS does for its own gang support) or use startupPolicy: LeaderCreated")
         min_member = 1
     elif exclusive is not None and size > 1:
-        # LWS pkg/controllers/pod_controller.go Reconcile: "if exclusive placement is enabled but leader pod is not
-        # scheduled, don't create the worker sts" -- the workers exist only once the leader is bound.
         if ann.min_member is not None and ann.min_member > 1:
             raise GangError(
                 f"{ref} has {EXCLUSIVE_TOPOLOGY}={exclusive}: LWS creates a group's workers only once its leader pod "
@@ -298,11 +296,7 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
     return plan
 
 
-# LWS makes a leader StatefulSet (controlled by the LWS) and a worker StatefulSet per group (controlled by the
-# group's leader Pod, labelled leaderworkerset.sigs.k8s.io/name); since v0.10 both carry the LWS's labels and
-# annotations (pkg/controllers/leaderworkerset_controller.go constructLeaderStatefulSetApplyConfiguration,
-# pod_controller.go constructWorkerStatefulSetApplyConfiguration: mergeMetadata(lws.Labels, ...)), admit's gang
-# annotations among them: children, never gangs of their own.
+# Its StatefulSets are children (module docstring).
 LWS = WorkloadKind(GROUP, "LeaderWorkerSet", (("v1", "leaderworkersets"),), resolve_leaderworkerset,
                    children=(("apps", "StatefulSet"),),
                    pod_owned_children=(("apps", "StatefulSet", LWS_NAME_LABEL),),
