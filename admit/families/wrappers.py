@@ -47,7 +47,7 @@ from typing import Any, Callable
 from ..config import Config
 from ..gang.patch import pointer, set_keys_ops
 from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, Resolver, get_path
-from .ray import resolve_ray
+from .ray import RAYJOB
 from .shared import Carry, WorkloadKind, object_ref
 from .spark import SPARK_APPLICATION, resolve_spark_application
 
@@ -208,16 +208,12 @@ def _resolver(w: _Wrapper) -> Resolver:
     return resolve
 
 
-def _ray_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
-    return resolve_ray(obj, ann, config, namespace, operation, kind="RayJob")
-
-
 SPARK_CARRY = Carry(("sparkoperator.k8s.io", "SparkApplication"), ("spec", "template"), ("driver", "annotations"))
 RAY_CARRY = Carry(("ray.io", "RayJob"), ("spec", "jobTemplate"),
                   ("rayClusterSpec", "headGroupSpec", "template", "metadata", "annotations"))
 _SCHEDULED = _Wrapper("sparkoperator.k8s.io", "ScheduledSparkApplication", SPARK_CARRY.child, scheduled_run,
                       resolve_spark_application, SPARK_CARRY, "spec.template")
-_RAY_CRON = _Wrapper("ray.io", "RayCronJob", RAY_CARRY.child, ray_cron_run, _ray_job, RAY_CARRY, "spec.jobTemplate")
+_RAY_CRON = _Wrapper("ray.io", "RayCronJob", RAY_CARRY.child, ray_cron_run, RAYJOB.resolve, RAY_CARRY, "spec.jobTemplate")
 
 SCHEDULED_SPARK_APPLICATION = WorkloadKind(
     "sparkoperator.k8s.io", "ScheduledSparkApplication", (("v1beta2", "scheduledsparkapplications"),),

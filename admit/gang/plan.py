@@ -3,9 +3,7 @@
 A :class:`GangPlan` is the pure result of reading a workload (Deployment, Job, TFJob, SparkApplication, Pod ...)
 and its ``gang.admit.dev/*`` annotations: the PodGroup name, ``minMember``, ``minResources``,
 ``scheduleTimeoutSeconds``, how many pods the workload runs, and where its pod templates are (so the mutating
-webhook can label them). Kind-specific resolvers live in ``admit/families/`` (``apps.py``: the built-in kinds;
-``kubeflow.py``, ``spark.py``, ``jobset.py``, ``lws.py``, ``ray.py``, ``trainer.py``); ``kinds.py`` maps (API group,
-kind) to a resolver.
+webhook can label them). The kinds' resolvers live in ``admit/families/``.
 
 Rules and their sources:
 
@@ -89,10 +87,9 @@ class BelowMinMember(GangError):
 
 
 class NoNameYet(GangError):
-    """The object has only ``metadata.generateName`` and nothing names its group (no label, no annotation).
-
-    Raised by :func:`choose_group_name`. The mutating phase catches it and names the group with
-    :func:`generated_group_name`; anywhere else it is a refusal (code 400) that points to the annotation.
+    """The object has only ``metadata.generateName`` and nothing names its group (no label, no annotation): raised
+    by :func:`choose_group_name`; the mutating phase names the group (:func:`generated_group_name`), anywhere else it
+    is a refusal (code 400) that points to the annotation.
 
     Attributes:
         generate_name: the object's ``metadata.generateName``.
@@ -226,13 +223,8 @@ KNOWN_ANNOTATIONS = (
 
 def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
     """Warnings for annotations admit ignores although they were meant for it, each naming the key admit reads:
-
-    - under admit's prefix but unknown (typos such as ``minmember`` or ``min-resource``);
-    - a known name under a misspelt or mis-cased prefix (``gang.admit.io/min-member``,
-      ``Gang.Admit.dev/min-member``: annotation keys are case-sensitive).
-
-    Empty when there are none (the common case: one pass over the keys, no allocation).
-    """
+    unknown names under admit's prefix (``minmember``, ``min-resource``), and known names under a misspelt or
+    mis-cased prefix (``gang.admit.io/min-member``, ``Gang.Admit.dev/min-member``: keys are case-sensitive)."""
     if not isinstance(annotations, dict):
         return []
     base = config.annotation_prefix.rstrip("/")
@@ -271,15 +263,9 @@ GANG_SETTINGS = tuple(
 
 
 def ignored_without_min_member(annotations: Any, config: Config) -> list[str]:
-    """The one warning for a workload that carries gang settings (:data:`GANG_SETTINGS`, e.g.
-    ``gang.admit.dev/schedule-timeout-seconds``) but no ``<prefix>/min-member``: admit makes no gang of it, so the
-    settings do nothing. ``annotations``: the workload's ``metadata.annotations``, any shape.
-
-    Returns ``["add gang.admit.dev/min-member, or remove gang.admit.dev/schedule-timeout-seconds: ..."]`` (every key
-    found named, in the object's order), or ``[]``: no setting, ``min-member`` present, or only admit's own
-    bookkeeping keys (:data:`BOOKKEEPING_ANNOTATIONS`). Unknown keys under the prefix are
-    :func:`unknown_annotation_warnings`'s. One pass over the keys, and none when ``min-member`` is there.
-    """
+    """The one warning for a workload whose ``metadata.annotations`` (any shape) carry gang settings
+    (:data:`GANG_SETTINGS`) but no ``<prefix>/min-member``: ``["add gang.admit.dev/min-member, or remove
+    gang.admit.dev/schedule-timeout-seconds: ..."]`` (every key found, in the object's order), else ``[]``."""
     if not isinstance(annotations, dict) or config.min_member_key in annotations:
         return []
     prefix = config.key_prefix
@@ -335,11 +321,9 @@ def misplaced_annotation_warnings(obj: Any, path: tuple[str, ...], config: Confi
 
 
 def label_key_warnings(obj: Any, config: Config) -> list[str]:
-    """One warning per setting of admit written as a label of ``obj`` (``metadata.labels``) instead of an annotation:
-    a key under admit's prefix whose name is one of :data:`KNOWN_ANNOTATIONS` except admit's own bookkeeping
-    (``gang.admit.dev/min-member: "3"`` as a label). admit reads these from annotations only, so the object gets no
-    gang; admit's own ``<prefix>/managed`` label is not one of them. Empty in the common case (one pass over the
-    labels)."""
+    """One warning per setting of admit (:data:`KNOWN_ANNOTATIONS` but the bookkeeping ones) written as a label of
+    ``obj`` instead of an annotation (``gang.admit.dev/min-member: "3"`` in ``metadata.labels``): admit reads these
+    from annotations only. Empty in the common case."""
     labels = get_path(obj, ("metadata", "labels"))
     if not isinstance(labels, dict):
         return []
@@ -420,48 +404,37 @@ class GangPlan:
         min_resources: PodGroup ``spec.minResources`` (ResourceList) or ``None``.
         schedule_timeout_seconds: PodGroup ``spec.scheduleTimeoutSeconds`` or ``None``.
         targets: pod templates to label.
-        warnings: admission warnings found while resolving: what the user should change (a typo, a value that
-            cannot work as meant). kube-apiserver shows them as ``Warning:`` on ``kubectl apply``; ``admit review
-            --strict`` fails on them.
+        warnings: admission warnings: what the user should change (``Warning:`` on ``kubectl apply``; ``admit review
+            --strict`` fails on them).
         mutate: inject label/schedulerName (``False`` when an operator gangs the workload itself).
         create_pod_group: admit creates/patches the PodGroup (``False`` when an operator owns it).
         shared: several objects of this kind may share the group (bare Pods): the owner is the kind, not one name.
-        backend: the name of the gang backend whose objects and pod fields the plan becomes
-            (``admit/backends/registry.py`` ``BACKENDS``); set by ``backends.with_backend``. Default
-            ``config.POD_GROUP_BACKEND``, the backend of the pod-group label: a pod joiner's plan keeps it.
+        backend: the gang backend whose objects and pod fields the plan becomes (``admit/backends/registry.py``
+            ``BACKENDS``), set by ``backends.with_backend``; default the pod-group label's, which a joiner's plan keeps.
         size_known: ``min_member`` was given (annotation, or a group size another system wrote), not defaulted; a
             shared group's members whose sizes are known and differ get a warning.
-        last_wave: the fewest pods the workload may later start on their own, when fewer than ``total_pods`` (a
-            Job's last wave, a retried index), else ``None``; see :class:`Wave`.
-        template_annotations: annotations admit writes on every target that has an ``annotations`` path (e.g. the
-            group spec a LeaderWorkerSet's pods carry, ``admit.families.lws``); removed again when the gang
-            annotation is removed.
-        extra_ops: further JSONPatch operations on the workload itself, computed by its family against the object
-            (e.g. the TrainJob runtime patch of ``admit.families.trainer``); never undone by admit.
+        last_wave: the fewest pods the workload may later start on their own, when fewer than ``total_pods``
+            (:class:`Wave`), else ``None``.
+        template_annotations: annotations admit writes on every target with an ``annotations`` path (a
+            LeaderWorkerSet's group spec), removed again with the gang annotation.
+        extra_ops: further JSONPatch operations on the workload itself (a TrainJob's runtime patch); never undone.
         operator_notice: a setting of the workload's operator, which admit cannot read, that decides whether the
-            gang is used (KubeRay's ``--batch-scheduler``, the spark-operator's ``--default-batch-scheduler``), or
-            ``""``: also an admission warning, and the PodGroup controller records it once as a Normal Event
-            ``OperatorSetting`` on the workload.
+            gang is used (KubeRay's ``--batch-scheduler``), or ``""``; the PodGroup controller records it once as a
+            Normal Event ``OperatorSetting`` on the workload.
         native_priority: what the gang's native Workload template and PodGroup copy from its pods
-            (``{"priorityClassName": str, "preemptionPolicy": str}``, each key only when the pods set it; the
-            ``workload-api`` backend, ``backends.workload_api.gang_priority``).
-        refusal_note: appended to a below-minMember refusal of this plan (``backends.check_plan``): where the
-            counted number comes from when something other than the user sets it (Kueue's partial admission), and
-            what to change there.
-        follows_members: a group bare pods share whose size follows the members still to run (an Argo Workflow's
-            step pods, ``admit.families.argo``): at each member's admission the admission engine reads the group's
-            pods and the backend's ``merge_shared`` takes the members that succeeded off minMember, so a retried
-            member does not wait for them (kube-scheduler no longer counts finished pods), instead of keeping the
-            largest minMember any member set.
-        runtime_class: the ``runtimeClassName`` of the plan's pod template when it sets no ``spec.overhead`` (one
-            template: Deployment, ReplicaSet, StatefulSet, Job, Pod) and ``minResources`` is ``auto``: the class's
-            ``overhead.podFixed``, which kube-apiserver adds to each pod, is added to ``minResources`` from the
-            controller's RuntimeClass cache (``resources.with_runtime_overhead``), else ``None``.
-        notes: what the user should know but need not act on, given as the allowed answer's ``status.message``
-            (``admit review -v`` shows it; kubectl does not, and ``admit review --strict`` does not fail on it): e.g.
-            what admit's controller adjusts later (a Job's retries, ``families.apps.resolve_job``), or what admit
-            only explains about a correct manifest (one PodGroup per LeaderWorkerSet group, Trainer makes the JobSet,
-            a gang at 0 replicas). Never sent as admission warnings (docs/behaviour.md, "Notes and warnings").
+            (``{"priorityClassName": str, "preemptionPolicy": str}``, each key only when the pods set it;
+            ``backends.workload_api.gang_priority``).
+        refusal_note: appended to a below-minMember refusal (``backends.check_plan``) when something other than the
+            user sets the counted number (Kueue's partial admission): what to change there.
+        follows_members: a shared group whose minMember follows the members still to run (an Argo Workflow's step
+            pods): the backend's ``merge_shared`` takes the members that succeeded off minMember, instead of
+            keeping the largest minMember any member set (kube-scheduler no longer counts finished pods).
+        runtime_class: the ``runtimeClassName`` of the plan's one pod template when it sets no ``spec.overhead`` and
+            ``minResources`` is ``auto``, else ``None``: the class's ``overhead.podFixed`` is added to
+            ``minResources`` from the controller's cache (``resources.with_runtime_overhead``).
+        notes: what the user should know but need not act on, as the allowed answer's ``status.message`` (``admit
+            review -v`` shows it, ``--strict`` does not fail on it); never admission warnings (docs/behaviour.md,
+            "Notes and warnings").
     """
 
     kind: str
@@ -607,13 +580,9 @@ def below_min_member(plan: GangPlan, ann: GangAnnotations, config: Config, count
                      backend: str | None = None) -> None:
     """Refuse a gang whose pods (``plan.total_pods``) are fewer than its minMember, as structured data: every
     family and ``backends.check_plan`` refuse through it, and the message names the scheduler of the gang's backend
-    the same way for every kind (rendered by ``backends.with_backend`` / ``backends.refuse_below``).
-
-    ``counted`` says what the pods are (``"spec.replicas=2"``, ``"1 head + 2 workers"``); ``fix`` which field to
-    raise; ``ref`` how the message names the object (default ``plan.ref``; an operator's object names the user's object
-    that made it); ``source`` where minMember came from (default: the annotation when set, else ``"minMember"``);
-    ``lower`` what to lower instead (default the min-member annotation); ``backend`` whose scheduler to name (default:
-    the backend the workload asks for).
+    the same way for every kind (rendered by ``backends.with_backend`` / ``backends.refuse_below``). The arguments
+    are :class:`BelowMinMember`'s; by default ``ref`` is ``plan.ref`` (an operator's object names the user's object
+    that made it), ``source`` :func:`min_member_source`, ``lower`` the min-member annotation.
 
     Raises:
         BelowMinMember (403): ``0 < total_pods < min_member``.
