@@ -65,7 +65,8 @@ class GangBackend(Protocol):
         ...
 
     def object_types(self, config: Config) -> tuple[ObjectType, ...]:
-        """The kinds of object it writes, in creation order."""
+        """The kinds of object it writes, in creation order; the last is the group its pods name (the gang
+        controller's and the admission view's group kind)."""
         ...
 
     def prepare(self, plan: GangPlan, obj: JSON, config: Config, deferred: bool) -> None:

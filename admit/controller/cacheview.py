@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .claims import resolvable_object
+from ..config import POD_GROUP_BACKEND
 from ..kube.watchcache import Resource
 
 __all__ = ["ControllerView"]
@@ -20,18 +21,18 @@ __all__ = ["ControllerView"]
 class ControllerView:
     """Read-only view of a ``manager.Manager``'s caches.
 
-    The objects pods name with the label ``Config.pod_group_label`` are the ``PodGroup`` of API group
-    ``Config.pod_group_group``: ``get``, ``pod_group`` and ``missing`` answer for them, from the gang controller
-    that keeps that type (``None`` / unknown when no enabled backend does).
+    The objects pods name with the label ``Config.pod_group_label`` are the group kind (the last of
+    ``GangBackend.object_types``) of the label's backend, ``config.POD_GROUP_BACKEND``: ``get``, ``pod_group`` and
+    ``missing`` answer for them from that backend's gang controller (``None`` / unknown when it is not enabled).
 
     Methods (``admission.GroupCache``):
-        get(namespace, name): such a PodGroup admit manages, or ``None``.
+        get(namespace, name): such a group admit manages, or ``None``.
         gang_object(group, kind, namespace, name): a cached object of any gang backend, managed or not, keyed by API
             group and kind (two backends whose objects share a kind never hide each other), else ``None``.
         missing(namespace, name): the controller's warning for a pod whose claimed group is being re-created.
         extended_resources() / runtime_overheads(): ``{extended resource name: DeviceClass name}`` served through
             DRA; ``{RuntimeClass name: overhead.podFixed}``.
-        pod_group(namespace, name): ``(synced, PodGroup | None)`` over managed and other PodGroups.
+        pod_group(namespace, name): ``(synced, group | None)`` over managed and other such groups.
         group_pods(namespace, name, exclude): pods of the other stored gang workloads that name that group.
         workload(group, version, plural, kind, namespace, name): ``(synced, object | None)``: a stored gang
             workload of that resource as the cache keeps it: for a scalable kind the reduced copy its resolver reads
@@ -42,19 +43,18 @@ class ControllerView:
     def __init__(self, manager: Any) -> None:
         self._manager = manager
         self._workloads: dict[Resource, Any] = manager.workloads
-        self._labelled = (manager.config.pod_group_group, "PodGroup")
         self.group_pods = manager.group_pods
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        gang = self._manager.by_type.get(self._labelled)
-        return gang.managed["PodGroup"].get(namespace, name) if gang is not None else None
+        gang = self._manager.gangs.get(POD_GROUP_BACKEND)
+        return gang.managed[gang.kinds[-1]].get(namespace, name) if gang is not None else None
 
     def gang_object(self, group: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         gang = self._manager.by_type.get((group, kind))
         return gang.get(kind, namespace, name) if gang is not None else None
 
     def missing(self, namespace: str, name: str) -> str | None:
-        gang = self._manager.by_type.get(self._labelled)
+        gang = self._manager.gangs.get(POD_GROUP_BACKEND)
         return gang.missing(namespace, name) if gang is not None else None
 
     def extended_resources(self) -> dict[str, str]:
@@ -64,10 +64,10 @@ class ControllerView:
         return self._manager.runtime_overheads
 
     def pod_group(self, namespace: str, name: str) -> tuple[bool, dict[str, Any] | None]:
-        gang = self._manager.by_type.get(self._labelled)
+        gang = self._manager.gangs.get(POD_GROUP_BACKEND)
         if gang is None:
             return False, None
-        managed, other = gang.managed["PodGroup"], gang.others["PodGroup"]
+        managed, other = gang.managed[gang.kinds[-1]], gang.others[gang.kinds[-1]]
         return managed.synced and other.synced, managed.get(namespace, name) or other.get(namespace, name)
 
     def workload(self, group: str, version: str, plural: str, kind: str, namespace: str, name: str) -> tuple[

@@ -201,22 +201,39 @@ async def test_an_object_deleted_between_the_create_and_the_read_is_created_once
 
 
 class Gang:
-    """A started gang controller as ``ControllerView`` sees one: its cached objects by kind."""
+    """A started gang controller as ``ControllerView`` sees one: its cached objects by kind, managed by admit."""
 
     def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
         self.objects = objects
+        self.kinds = tuple(objects)
+        self.managed = {kind: Cached(obj) for kind, obj in objects.items()}
+        self.others = {kind: Cached(None) for kind in objects}
 
     def get(self, kind, namespace, name):
         return self.objects.get(kind)
 
 
-class Manager:
-    """What ``ControllerView`` reads of ``manager.Manager``: who keeps each (API group, kind)."""
+class Cached:
+    """A listed watch cache holding one object (or none) under every name."""
 
-    def __init__(self, *gangs: tuple[str, Gang]) -> None:
+    synced = True
+
+    def __init__(self, obj: dict[str, Any] | None) -> None:
+        self.obj = obj
+
+    def get(self, namespace, name):
+        return self.obj
+
+
+class Manager:
+    """What ``ControllerView`` reads of ``manager.Manager``: who keeps each (API group, kind), and the gang controller
+    of each backend."""
+
+    def __init__(self, *gangs: tuple[str, Gang], by_backend: dict[str, Gang] | None = None) -> None:
         self.config = Config()
         self.workloads: dict[Any, Any] = {}
         self.by_type = {(group, kind): gang for group, gang in gangs for kind in gang.objects}
+        self.gangs = by_backend or {}
 
     def group_pods(self, namespace, name, exclude):
         return None
@@ -229,3 +246,17 @@ def test_two_backends_whose_objects_share_a_kind_never_hide_each_others_cached_o
     assert view.gang_object("scheduling.k8s.io", "PodGroup", "team", "web") == {"kind": "PodGroup"}
     assert view.gang_object(volcano.GROUP, "PodGroup", "team", "web") == {"kind": "PodGroup", "volcano": True}
     assert view.gang_object("scheduling.x-k8s.io", "PodGroup", "team", "web") is None
+
+
+def test_the_admission_view_finds_the_group_a_pod_label_names_as_the_last_object_kind_of_the_label_backend():
+    # The view names no kind and no API group: the pod-group label belongs to config.POD_GROUP_BACKEND, and the last
+    # of that backend's object kinds is the group its pods name (GangBackend.object_types).
+    from admit.config import POD_GROUP_BACKEND
+
+    labelled = Gang({"GangTemplate": {"kind": "GangTemplate"}, "Group": {"kind": "Group", "metadata": {"name": "web"}}})
+    other = Gang({"PodGroup": {"kind": "PodGroup", "volcano": True}})
+    view = ControllerView(Manager((volcano.GROUP, other), by_backend={POD_GROUP_BACKEND: labelled, volcano.NAME: other}))
+    assert view.get("team", "web") == {"kind": "Group", "metadata": {"name": "web"}}
+    assert view.pod_group("team", "web") == (True, {"kind": "Group", "metadata": {"name": "web"}})
+    alone = ControllerView(Manager((volcano.GROUP, other), by_backend={volcano.NAME: other}))
+    assert alone.get("team", "web") is None and alone.pod_group("team", "web") == (False, None)
