@@ -219,6 +219,8 @@ class BackendAPI:
             after it was scheduled (``workload_api.diagnose.below_min_count``; the gang controller counts them every
             resync period, over the last of its object kinds, with the pods ``GangBackend.pod_in_group`` says wait
             on it), or ``None``.
+        below_min_gauge: ``(count) -> None``, the backend's gauge of those gangs, set after each count (0 when
+            this replica stops leading); ``None``: none.
         status: its ``admit status`` part (``status.BackendStatus``: list its objects, diagnose its gangs), or
             ``None`` when ``admit status`` does not show its gangs.
         start: ``async (api_client, config) -> (config, problem, rediscovery)``, run once at ``admit serve`` start
@@ -243,3 +245,4 @@ class BackendAPI:
     count: Callable[[str, str], None] | None = None
     start: Callable[[Any, Any], Awaitable[tuple[Any, str | None, Any]]] | None = None
     missing_group: Callable[[str, str, Config, Any, Any], Awaitable[str | None]] | None = None
+    below_min_gauge: Callable[[int], None] | None = None

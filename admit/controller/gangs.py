@@ -50,7 +50,6 @@ from ..eventloop import Pacer
 from ..gang.plan import get_path
 from ..kube.client import KubeError, namespace_terminating
 from ..kube.watchcache import Resource, WatchCache, object_key
-from ..observability import metrics
 from .claims import PODS, Claim, claim_of, object_record
 from .guards import WriteGuards
 from .keyloop import KeyLoop
@@ -94,7 +93,7 @@ class GangController:
         self.api = manager.api
         self.decide: GangDecide = api.decide or functools.partial(decide_objects, backend)
         self._count = api.count
-        self._below_min_count = api.below_min_count
+        self._below_min_count, self._below_min_gauge = api.below_min_count, api.below_min_gauge
         self.resources = {t.kind: Resource(t.group, t.version, t.plural, t.kind) for t in backend.object_types(config)}
         self.kinds = tuple(self.resources)
         options: dict[str, Any] = dict(manager.cache_options(), handlers=[self._on_object],
@@ -235,7 +234,8 @@ class GangController:
         self.guards.reset()
         if self._below_min_count is not None:
             self._below.clear()
-            metrics.native_gangs_below_min_count(0)
+            if self._below_min_gauge is not None:
+                self._below_min_gauge(0)
 
     def _check_leader(self) -> None:
         if not self.manager.is_leader():
@@ -539,7 +539,7 @@ class GangController:
         """Count the managed gangs that broke after they were scheduled (the API half's ``below_min_count``: the
         object pods wait on has a scheduled condition True, which kube-scheduler never sets back,
         kubernetes#136334, and fewer than its size have a node, with a replacement pending or a pod gone); set the
-        gauge ``admit_native_gangs_below_min_count``; for each gang that newly broke, log one warning and record a
+        API half's ``below_min_gauge``; for each gang that newly broke, log one warning and record a
         Warning Event ``GangBelowMinCount`` on its workload. Returns their keys.
 
         Costs one paged pod list per namespace holding a scheduled managed group, every :attr:`quorum_period`
@@ -568,7 +568,8 @@ class GangController:
                 if key not in self._below:
                     self._broke(key, group, *found)
         self._below = below
-        metrics.native_gangs_below_min_count(len(below))
+        if self._below_min_gauge is not None:
+            self._below_min_gauge(len(below))
         return below
 
     def _broke(self, key: Key, group: JSON, scheduled: int, pending: int, size: int) -> None:

@@ -225,3 +225,29 @@ async def test_a_gang_object_create_the_api_refuses_is_retried_with_backoff_and_
     assert "etcdserver: request timed out" in retries[0]
     assert retries[0].endswith("; retrying with backoff (0.05s doubling to 0.5s)")
     await eventually(lambda: native.loop.failures == {})  # the reconcile that created them forgot the failures
+
+
+async def test_the_count_of_broken_gangs_goes_to_the_gauge_the_backends_api_half_gives_not_one_the_controller_names(
+        monkeypatch):
+    # The gang controller names no metric: the workload-api backend's API half gives its gauge
+    # (admit_native_gangs_below_min_count); a backend without one is counted and set nowhere.
+    import dataclasses
+
+    from admit.backends import runtime
+
+    seen: list[int] = []
+    monkeypatch.setitem(runtime.APIS, "workload-api",
+                        dataclasses.replace(runtime.APIS["workload-api"], below_min_gauge=seen.append))
+    async with FakeKubeAPI(workload_api="v1beta1") as fake:
+        settings = ControllerSettings(identity="a", lease_namespace="admit", **FAST)
+        main = Manager(fake.api_client(), BETA, settings, own_client=True)
+        gangs = main.gangs["workload-api"]
+        assert await gangs.check_quorum() == set() and seen == [0]
+        gangs.stop_leading()
+        assert seen == [0, 0]
+        monkeypatch.setitem(runtime.APIS, "workload-api",
+                            dataclasses.replace(runtime.APIS["workload-api"], below_min_gauge=None))
+        other = Manager(fake.api_client(), BETA, settings, own_client=True)
+        assert await other.gangs["workload-api"].check_quorum() == set() and seen == [0, 0]
+        await main.stop()
+        await other.stop()

@@ -23,4 +23,5 @@ def _count(kind: str, operation: str) -> None:
     metrics.native_gang(kind, "created" if operation == "recreated" else operation)
 
 
-API = BackendAPI(partial(decide_objects, BACKEND), below_min_count, STATUS, _count, start)
+API = BackendAPI(partial(decide_objects, BACKEND), below_min_count, STATUS, _count, start,
+                 below_min_gauge=metrics.native_gangs_below_min_count)
