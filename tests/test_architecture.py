@@ -272,11 +272,6 @@ SPELLS_A_BACKEND_ON_PURPOSE: dict[tuple[str, str], str] = {
         "not admit's backend)",
     ("admit/families/trainer.py", "coscheduling"):
         "the same Trainer field, read from the TrainingRuntime",
-    ("admit/families/owned.py", "workload-api"):
-        "the fields admit writes, described for the invariant tests and docs/invariants.md with the backend that "
-        "writes each (the built-ins' pod fields; an installed backend's are not listed)",
-    ("admit/families/owned.py", "coscheduling"):
-        "the same list: the schedulingGroup admit removes when a gang moves back to that backend",
     ("admit/cli/__init__.py", "workload-api"):
         "the help of the flags that exist for that backend alone: --controller-gang (its handover) and review's "
         "--workload-api-version (its served version, offline)",

@@ -185,6 +185,12 @@ class BackendHooks(Protocol):
         not exist waiting forever (Coscheduling's Permit: ``PodGroupNotFound``)."""
         ...
 
+    def owned_fields(self, config: Config) -> tuple[tuple[tuple[str, ...], bool, str], ...]:
+        """The fields of a user's object it writes or removes, for the invariant tests and tools
+        (``families/owned.py`` ``resolved``): ``(key-path pattern, anchored, why)`` each, as
+        ``families.owned.OwnedField`` reads them (``"*"``: any one step; anchored: from the object root)."""
+        ...
+
     def describe(self, desired: JSON) -> list[str]:
         """For the controller's logs and Events: what an object it creates holds (``["minMember 3", "minResources
         {'cpu': '3'}"]``); without it, ``["<size_name> <minMember>"]``."""

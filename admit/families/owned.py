@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ..backends.registry import hooks
 from ..config import Config
 from .lws import group_spec_key
 from .trainer import patch_manager
@@ -30,7 +31,7 @@ class OwnedField:
     """One field admit owns.
 
     Attributes:
-        path: key-path pattern (``("metadata", "labels", "{pod_group_label}")``); ``"*"`` matches any one step.
+        path: key-path pattern (``("metadata", "labels", "{managed_label}")``); ``"*"`` matches any one step.
         anchored: the pattern starts at the object root (else at any depth).
         why: what the field is for and the rule that makes it admit's (for readers and test failure messages).
         item: ``(key, value)`` that marks a list item as admit's when the pattern's last step is a list index
@@ -45,33 +46,12 @@ class OwnedField:
 
 OWNED_FIELDS: tuple[OwnedField, ...] = (
     OwnedField(
-        ("metadata", "labels", "{pod_group_label}"), False,
-        "the pod-group label on pod templates and pods: scheduler-plugins' Coscheduling finds a pod's PodGroup by "
-        "this label (PodGroupLabel, apis/scheduling/v1alpha1/types.go); admit writes the name of the group it "
-        "manages, and copies the other scheduler-plugins generation's label to it (admit.foreign)"),
-    OwnedField(
-        ("spec", "*", "labels", "{pod_group_label}"), True,
-        "the same label on a SparkApplication's spec.driver / spec.executor (the spark-operator copies "
-        "these labels onto the pods it creates)"),
-    OwnedField(
-        ("spec", "schedulerName"), False,
-        "a pod spec's schedulerName, set to the scheduler profile that runs Coscheduling (--scheduler-name) only "
-        "when it is unset or default-scheduler, and back to default-scheduler when a gang moves to the "
-        "workload-api backend; an explicit other scheduler is kept with a warning"),
-    OwnedField(
-        ("spec", "*", "schedulerName"), True,
-        "the same for a SparkApplication's spec.driver / spec.executor"),
-    OwnedField(
         ("metadata", "labels", "{managed_label}"), True,
         "the workload's own <prefix>/managed label: the PodGroup controller's label selector (admit.controller)"),
     OwnedField(
         ("metadata", "annotations", "{group_spec_annotation}"), False,
         "<prefix>/group-spec on a LeaderWorkerSet's leader and worker templates: the PodGroup spec each LWS "
         "group's pods read at creation, without an API call (admit.families.lws)"),
-    OwnedField(
-        ("spec", "schedulingGroup"), False,
-        "a pod spec's schedulingGroup (workload-api backend, KEP-4671/5547): admit sets podGroupName to its "
-        "group, and removes the field it set when the gang annotation goes or the gang moves back to coscheduling"),
     OwnedField(
         ("spec", "runtimePatches", "*"), True,
         "a TrainJob's runtimePatches entry with manager gang.admit.dev/admit: it carries the gang annotations to the "
@@ -86,14 +66,20 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
                    ("spec", "jobTemplate", "rayClusterSpec", "headGroupSpec", "template", "metadata", "annotations"))
       for key in ("min_member_key", "timeout_key", "min_resources_key", "backend_key")),
 )
-"""Every field admit writes on an admitted object, in one place (module docstring)."""
+"""The fields admit writes on an admitted object whatever its gang backend (module docstring); each backend lists
+its own pod fields (its ``owned_fields`` hook, :func:`resolved`)."""
+
+
+def resolved(config: Config) -> tuple[OwnedField, ...]:
+    """:data:`OWNED_FIELDS` with the ``{name}`` keys of ``config`` filled in (``managed_label``,
+    ``group_spec_annotation``, ``runtime_patch_manager``, the gang annotation keys), then the fields of every
+    registered backend (``interface.BackendHooks.owned_fields``, in registry order)."""
+    return _resolved(config, hooks("owned_fields"))
 
 
 @lru_cache(maxsize=8)
-def resolved(config: Config) -> tuple[OwnedField, ...]:
-    """:data:`OWNED_FIELDS` with the ``{name}`` keys of ``config`` filled in (``pod_group_label``,
-    ``managed_label``, ``group_spec_annotation``, ``runtime_patch_manager``, the gang annotation keys)."""
-    names = {"pod_group_label": config.pod_group_label, "managed_label": config.managed_label,
+def _resolved(config: Config, backends: tuple[Any, ...]) -> tuple[OwnedField, ...]:
+    names = {"managed_label": config.managed_label,
              "group_spec_annotation": group_spec_key(config), "runtime_patch_manager": patch_manager(config),
              "min_member_key": config.min_member_key, "timeout_key": config.timeout_key,
              "min_resources_key": config.min_resources_key, "backend_key": config.backend_key}
@@ -101,11 +87,9 @@ def resolved(config: Config) -> tuple[OwnedField, ...]:
     def fill(step: str) -> str:
         return names[step[1:-1]] if step.startswith("{") and step.endswith("}") else step
 
-    return tuple(
-        OwnedField(tuple(fill(s) for s in f.path), f.anchored, f.why,
-                   None if f.item is None else (f.item[0], fill(f.item[1])))
-        for f in OWNED_FIELDS
-    )
+    return (*(OwnedField(tuple(fill(s) for s in f.path), f.anchored, f.why,
+                         None if f.item is None else (f.item[0], fill(f.item[1]))) for f in OWNED_FIELDS),
+            *(OwnedField(*field) for owned_fields in backends for field in owned_fields(config)))
 
 
 def _at(obj: Any, path: tuple[Any, ...]) -> Any:

@@ -108,6 +108,13 @@ class Volcano:
             return [], []
         return [op] if (op := set_op(pod, target.scheduler, SCHEDULER)) else [], []
 
+    def owned_fields(self, config: Config) -> tuple[tuple[tuple[str, ...], bool, str], ...]:
+        """The group annotation and ``schedulerName`` :meth:`join_ops` writes on pod templates and pods."""
+        return ((("metadata", "annotations", GROUP_NAME_ANNOTATION), False,
+                 "the Volcano group annotation on pod templates and pods: Volcano's scheduler finds a pod's PodGroup "
+                 "by it (getJobID, pkg/scheduler/api/job_info.go)"),
+                (("spec", "schedulerName"), False, "a pod spec's schedulerName, set to volcano when unset"))
+
     def desired_objects(self, plan: GangPlan, config: Config) -> list[JSON]:
         return [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "PodGroup",
                  "metadata": {"name": plan.group_name, "namespace": plan.namespace,

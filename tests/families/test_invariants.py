@@ -215,7 +215,7 @@ def test_mutation_keeps_every_user_field_writes_only_admits_fields_and_is_idempo
     assert not lost_fields(obj, after, config), (where, lost_fields(obj, after, config), decision.patch)
     foreign = foreign_writes(decision.patch, obj, after, config)
     assert not foreign, (f"{where} writes fields admit does not own (a new field admit writes belongs in "
-                         f"admit.owned.OWNED_FIELDS, with why it is admit's)", foreign)
+                         f"admit.families.owned.OWNED_FIELDS or its backend's owned_fields, with why it is admit's)", foreign)
     event(f"{req.operation} {name}: {'patched' if decision.patch else 'unchanged'}")  # --hypothesis-show-statistics
     again = mutate(_request(after, req.operation, req.old_object, req.uid), config)
     assert again.patch == [], (where, "second /mutate is not empty", again.patch)

@@ -1,7 +1,8 @@
 """admit.owned: the one list of the fields admit writes, and how a key path is matched against it."""
 
 from admit.config import LEGACY_POD_GROUP_API_GROUP, LEGACY_POD_GROUP_LABEL, Config
-from admit.families.owned import OWNED_FIELDS, owner_of
+from admit.families.owned import owner_of, resolved
+from tests.backends import volcano
 from tests.helpers import example
 
 CONFIG = Config()
@@ -40,4 +41,18 @@ def test_the_owned_keys_follow_the_configured_label_and_annotation_prefix():
 
 
 def test_every_owned_field_says_why_it_is_admits():
-    assert all(len(f.why) > 40 for f in OWNED_FIELDS)
+    assert all(len(f.why) > 40 for f in resolved(CONFIG))
+
+
+def test_the_pod_fields_a_backend_writes_are_admits_while_that_backend_is_registered():
+    # each backend lists its own pod fields (its owned_fields hook): the Volcano test backend's group annotation is
+    # admit's only while it is registered, as an installed backend's would be
+    annotation = ("spec", "template", "metadata", "annotations", volcano.GROUP_NAME_ANNOTATION)
+    assert owner_of(annotation, {}, CONFIG) is None
+    volcano.install()
+    try:
+        assert owner_of(annotation, {}, CONFIG) is not None
+        assert owner_of(("spec", "template", "spec", "schedulerName"), {}, CONFIG) is not None
+    finally:
+        volcano.uninstall()
+    assert owner_of(annotation, {}, CONFIG) is None

@@ -253,6 +253,26 @@ class Coscheduling:
             return None
         return name
 
+    def owned_fields(self, config: Config) -> tuple[tuple[tuple[str, ...], bool, str], ...]:
+        """``interface.BackendHooks.owned_fields``: what :func:`plan_patch` and :func:`switch_back_ops` write."""
+        label = config.pod_group_label
+        return (
+            (("metadata", "labels", label), False,
+             "the pod-group label on pod templates and pods: scheduler-plugins' Coscheduling finds a pod's PodGroup "
+             "by this label (PodGroupLabel, apis/scheduling/v1alpha1/types.go); admit writes the name of the group it "
+             "manages, and copies the other scheduler-plugins generation's label to it (admit.foreign)"),
+            (("spec", "*", "labels", label), True,
+             "the same label on a SparkApplication's spec.driver / spec.executor (the spark-operator copies these "
+             "labels onto the pods it creates)"),
+            (("spec", "schedulerName"), False,
+             "a pod spec's schedulerName, set to the scheduler profile that runs Coscheduling (--scheduler-name) "
+             "only when it is unset or default-scheduler; an explicit other scheduler is kept with a warning"),
+            (("spec", "*", "schedulerName"), True, "the same for a SparkApplication's spec.driver / spec.executor"),
+            (("spec", "schedulingGroup"), False,
+             "a pod spec's schedulingGroup naming the group, which admit removes from a gang its managed label says "
+             "it moved here from the other built-in backend (switch_back_ops)"),
+        )
+
     def desired_objects(self, plan: GangPlan, config: Config) -> list[dict[str, Any]]:
         return desired_objects(plan, config)
 

@@ -620,6 +620,19 @@ class WorkloadAPI:
                   others: int | None = None) -> Ownership:
         return ownership(existing, plan, config, explicit_name)
 
+    def owned_fields(self, config: Config) -> tuple[tuple[tuple[str, ...], bool, str], ...]:
+        """``interface.BackendHooks.owned_fields``: what :func:`plan_patch` writes."""
+        return (
+            (("spec", "schedulingGroup"), False,
+             "a pod spec's schedulingGroup (KEP-4671/5547): admit sets podGroupName to its group, and removes the "
+             "field it set when the gang annotation goes"),
+            (("spec", "schedulerName"), False,
+             "a pod spec's schedulerName, set back to default-scheduler (which runs the GangScheduling plugin) when "
+             "a gang admit managed moves here from the Coscheduling profile (--scheduler-name)"),
+            (("metadata", "labels", config.pod_group_label), False,
+             "the pod-group label admit wrote on pod templates, removed when a gang moves here"),
+        )
+
     def deferring_reason(self, obj: dict[str, Any], plan: GangPlan, backend: str, config: Config,
                          kind: Any = None) -> str | None:
         return deferring_reason(obj, plan, backend, config, kind)
