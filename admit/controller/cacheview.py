@@ -23,16 +23,17 @@ class ControllerView:
 
     The objects pods name with the label ``Config.pod_group_label`` are the group kind (the last of
     ``GangBackend.object_types``) of the label's backend, ``config.POD_GROUP_BACKEND``: ``get``, ``pod_group`` and
-    ``missing`` answer for them from that backend's gang controller (``None`` / unknown when it is not enabled).
+    ``missing`` answer for them from that backend's gang controller (``None`` / unknown when it is not enabled);
+    ``missing`` and ``pod_group`` answer for another backend's group kind when given its name.
 
     Methods (``admission.GroupCache``):
         get(namespace, name): such a group admit manages, or ``None``.
         gang_object(group, kind, namespace, name): a cached object of any gang backend, managed or not, keyed by API
             group and kind (two backends whose objects share a kind never hide each other), else ``None``.
-        missing(namespace, name): the controller's warning for a pod whose claimed group is being re-created.
+        missing(namespace, name, backend): the controller's warning for a pod whose claimed group is being re-created.
         extended_resources() / runtime_overheads(): ``{extended resource name: DeviceClass name}`` served through
             DRA; ``{RuntimeClass name: overhead.podFixed}``.
-        pod_group(namespace, name): ``(synced, group | None)`` over managed and other such groups.
+        pod_group(namespace, name, backend): ``(synced, group | None)`` over managed and other such groups.
         group_pods(namespace, name, exclude): pods of the other stored gang workloads that name that group.
         workload(group, version, plural, kind, namespace, name): ``(synced, object | None)``: a stored gang
             workload of that resource as the cache keeps it: for a scalable kind the reduced copy its resolver reads
@@ -53,8 +54,8 @@ class ControllerView:
         gang = self._manager.by_type.get((group, kind))
         return gang.get(kind, namespace, name) if gang is not None else None
 
-    def missing(self, namespace: str, name: str) -> str | None:
-        gang = self._manager.gangs.get(POD_GROUP_BACKEND)
+    def missing(self, namespace: str, name: str, backend: str = POD_GROUP_BACKEND) -> str | None:
+        gang = self._manager.gangs.get(backend)
         return gang.missing(namespace, name) if gang is not None else None
 
     def extended_resources(self) -> dict[str, str]:
@@ -63,8 +64,10 @@ class ControllerView:
     def runtime_overheads(self) -> dict[str, dict[str, str]]:
         return self._manager.runtime_overheads
 
-    def pod_group(self, namespace: str, name: str) -> tuple[bool, dict[str, Any] | None]:
-        gang = self._manager.gangs.get(POD_GROUP_BACKEND)
+    def pod_group(self, namespace: str, name: str, backend: str = POD_GROUP_BACKEND) -> tuple[
+        bool, dict[str, Any] | None
+    ]:
+        gang = self._manager.gangs.get(backend)
         if gang is None:
             return False, None
         managed, other = gang.managed[gang.kinds[-1]], gang.others[gang.kinds[-1]]

@@ -100,6 +100,25 @@ async def test_a_gang_of_the_third_backend_below_min_member_is_refused_naming_it
     assert fake.get(API_VERSION, volcano.PLURAL, "team", "web") is None
 
 
+async def test_a_pod_naming_a_volcano_group_that_does_not_exist_is_allowed_with_a_warning_saying_what_to_create(
+        cluster):
+    # Volcano's scheduler keeps such a pod Pending (SchedulerCache.Snapshot skips a job without its PodGroup), as
+    # Coscheduling's Permit does: the backend's unknown_group hook and its API half's missing_group say so
+    fake, client = cluster
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "adhoc-0", "namespace": "team",
+                        "annotations": {volcano.GROUP_NAME_ANNOTATION: "adhoc"}},
+           "spec": {"schedulerName": volcano.SCHEDULER, "containers": [{"name": "c", "image": "busybox"}]}}
+    answer = (await (await client.post("/validate", json=admission_review(pod))).json())["response"]
+    assert answer["allowed"] is True
+    assert answer["warnings"] == [f"create Volcano PodGroup adhoc ({API_VERSION}) or correct annotation "
+                                  f"{volcano.GROUP_NAME_ANNOTATION}: that PodGroup does not exist, so the pod waits"]
+    fake.put({"apiVersion": API_VERSION, "kind": "PodGroup", "metadata": {"name": "adhoc", "namespace": "team"},
+              "spec": {"minMember": 1}})
+    answer = (await (await client.post("/validate", json=admission_review(pod))).json())["response"]
+    assert answer["allowed"] is True and "warnings" not in answer
+
+
 @pytest.fixture
 async def picked(aiohttp_client):
     """The webhook over HTTP on the fake API with the Volcano backend registered and admit configured as ``admit

@@ -29,7 +29,7 @@ from admit.config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from admit.gang.ownerrefs import controller_identity
 from admit.gang.patch import pointer, set_keys_ops, set_op
 from admit.gang.plan import GangPlan, PodTarget, get_path
-from admit.kube.client import Resource
+from admit.kube.client import KubeError, Resource
 
 NAME = "volcano-test"
 """The backend's name: one admit will not ship, so that nothing here is taken for an in-tree Volcano backend."""
@@ -107,6 +107,21 @@ class Volcano:
         if get_path(pod, target.scheduler) not in (None, "", "default-scheduler"):
             return [], []
         return [op] if (op := set_op(pod, target.scheduler, SCHEDULER)) else [], []
+
+    def unknown_group(self, pod: JSON, namespace: str, config: Config, cache: Any) -> str | None:
+        """``interface.BackendHooks.unknown_group``: the group annotation's value when the admission cache holds no
+        such PodGroup. Volcano keeps such a pod Pending until the PodGroup exists (volcano-sh/volcano
+        v1.16.0-alpha.1, ed72c7c): its scheduler cache makes a job of the pod under that name (``getJobID``,
+        ``pkg/scheduler/api/job_info.go``) and ``SchedulerCache.Snapshot`` (``pkg/scheduler/cache/cache.go``) skips
+        every job whose PodGroup is nil ("The scheduling spec of Job ... is nil, ignore it"); its PodGroup
+        controller makes a group only for a pod that names none (``pgcontroller.processNextReq``,
+        ``pkg/controllers/podgroup/pg_controller.go``). (The chart's pod webhook ``matchConditions`` do not send a
+        pod that carries only this annotation: docs/architecture.md, "Add a gang backend".)"""
+        name = get_path(pod, ("metadata", "annotations", GROUP_NAME_ANNOTATION))
+        lookup = getattr(cache, "gang_object", None)
+        if not isinstance(name, str) or not name or lookup is None or lookup(GROUP, "PodGroup", namespace, name):
+            return None
+        return name
 
     def owned_fields(self, config: Config) -> tuple[tuple[tuple[str, ...], bool, str], ...]:
         """The group annotation and ``schedulerName`` :meth:`join_ops` writes on pod templates and pods."""
@@ -200,9 +215,27 @@ async def collect(api: Any, config: Config, namespace: str | None, listed: Liste
 
 STATUS = BackendStatus(collect, diagnose)
 
-API = runtime.BackendAPI(partial(decide_objects, BACKEND), status=STATUS)
-"""The API half: the generic gang-object controller's decision and the ``admit status`` part (admission makes its
-PodGroup with the one engine every backend gets). An installed package would name it by an entry point of group
+
+async def missing_group(namespace: str, name: str, config: Config, cache: Any, store: Any) -> str | None:
+    """``runtime.BackendAPI.missing_group``: the controller's warning when a stored workload claims the group (it is
+    re-creating it); else, once the cache has listed and one GET agrees that the PodGroup does not exist, what to
+    create. ``None`` when it exists, when nobody can tell, or when the GET fails."""
+    warning = cache.missing(namespace, name, NAME)
+    synced, pg = cache.pod_group(namespace, name, NAME)
+    if warning or not synced or pg is not None:
+        return warning or None
+    try:
+        if store is not None and await store.get_object(GROUP, VERSION, PLURAL, namespace, name,
+                                                        config.api_timeout_seconds) is not None:
+            return None
+    except KubeError:
+        return None
+    return (f"create Volcano PodGroup {name[:63]} ({GROUP}/{VERSION}) or correct annotation {GROUP_NAME_ANNOTATION}: "
+            "that PodGroup does not exist, so the pod waits")
+
+API = runtime.BackendAPI(partial(decide_objects, BACKEND), status=STATUS, missing_group=missing_group)
+"""The API half: the generic gang-object controller's decision, the ``admit status`` part and the warning for a pod
+naming a PodGroup that does not exist (admission makes its PodGroup with the one engine every backend gets). An installed package would name it by an entry point of group
 ``admit.gang_backend_apis``, and :data:`BACKEND` by one of ``admit.gang_backends`` (tests/backends/test_entry_points.py
 does so)."""
 
