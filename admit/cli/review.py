@@ -144,6 +144,11 @@ class OfflineKube:
         if not dry_run:
             self.objects.pop((group, plural, namespace, name), None)
 
+    async def list_objects(self, group: str, version: str, plural: str, namespace: str,
+                           timeout: float) -> list[dict[str, Any]]:
+        """The input objects of ``plural`` in ``namespace`` (an HPA reviewed with the Deployment it scales)."""
+        return [o for (g, p, ns, _), o in self.objects.items() if (g, p, ns) == (group, plural, namespace)]
+
     async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
         """A Pod of this run, as mutated (a Spark driver reviewed earlier tells its executors its group)."""
         return self.objects.get(("", "pods", namespace, name))

@@ -318,6 +318,13 @@ class KubeAPI:
         )
         return [self.api_client.sanitize_for_serialization(p) for p in found.items or []]
 
+    async def list_objects(self, group: str, version: str, plural: str, namespace: str,
+                           timeout: float) -> list[dict[str, Any]]:
+        """LIST the objects of a named API group in ``namespace`` (a gang workload's HorizontalPodAutoscalers)."""
+        found = await self._call(f"list {plural}.{group} {namespace}", lambda: self.custom.list_namespaced_custom_object(
+            group, version, namespace, plural, _request_timeout=timeout), timeout)
+        return list(found.get("items") or [])
+
     async def get_object(self, group: str, version: str, plural: str, namespace: str, name: str,
                          timeout: float) -> dict[str, Any] | None:
         """GET any object of a named API group (``/apis/{group}/{version}/...``): namespaced, or cluster-scoped when

@@ -60,7 +60,7 @@ from ..gang.plan import get_path
 from ..backends.common import owner_annotation
 from .admissionreview import AdmissionRequest, Decision
 from ..families.shared import PodRead, Read
-from .validate import ScaleCheck, Verdict, add_overhead, drop_uncountable, scale_verdict, validate
+from .validate import ScaleCheck, Verdict, add_overhead, autoscaler_refusal, drop_uncountable, scale_verdict, validate
 
 __all__ = ["Admission", "Store", "GroupCache"]
 
@@ -222,6 +222,9 @@ class Admission:
         try:
             verdict = prepared if prepared is not None else validate(req, self.config)
             if verdict.ensure is not None:
+                refused = await self._check_autoscalers(verdict.autoscaled, verdict.decision)
+                if refused is not None:
+                    return refused
                 self._counted(verdict)
                 await self._ensure(verdict, _generation(req.object),
                                    _resource_version(req.object) if req.operation == "UPDATE" else None)
@@ -350,6 +353,25 @@ class Admission:
         if parent is None:
             return Decision(warnings=[f"{what} not found: scale not checked against its gang minMember"])
         return await self._scale_gang(parent, check, dry_run)
+
+    async def _check_autoscalers(self, target: ScaleCheck | None, decision: Decision) -> Decision | None:
+        """The refusal of a gang workload a HorizontalPodAutoscaler would scale below its fixed minMember
+        (``validate.autoscaler_refusal``, ``Verdict.autoscaled``), from one LIST of its namespace's HPAs; None
+        otherwise. A LIST that fails (no RBAC for it, a timeout) gives a warning, no refusal: the HPA's own write is
+        still checked."""
+        lister = getattr(self.store, "list_objects", None)
+        if target is None or lister is None:
+            return None
+        try:
+            hpas = await lister("autoscaling", "v2", "horizontalpodautoscalers", target.namespace,
+                                self.config.api_timeout_seconds)
+        except KubeError as e:
+            decision.warnings.append(
+                f"give no HorizontalPodAutoscaler of {target.kind} {target.namespace}/{target.name} a minReplicas "
+                f"below {target.replicas}: admit could not list them to check ({str(e.message)[:80]})")
+            return None
+        refusal = autoscaler_refusal(hpas, target, self.config)
+        return None if refusal is None else Decision.deny(refusal, 403, decision.warnings)
 
     async def _check_read(self, read: Read, decision: Decision) -> Decision:
         """A kind's admission-time read (``WorkloadKind.admission_read``: a TrainJob CREATE reads its

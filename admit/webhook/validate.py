@@ -72,7 +72,7 @@ from .rollout import removal_problem, rollout_problem, running_problem
 
 
 __all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision",
-           "add_overhead"]
+           "add_overhead", "autoscaler_refusal"]
 
 
 @dataclass(slots=True)
@@ -83,7 +83,8 @@ class ScaleCheck:
         group / version / kind / plural: the parent workload's API coordinates (``apps``, ``v1``, ``Deployment``,
             ``deployments``).
         namespace / name: the parent.
-        replicas: the requested ``spec.replicas`` (a HorizontalPodAutoscaler's ``spec.minReplicas``).
+        replicas: the requested ``spec.replicas`` (a HorizontalPodAutoscaler's ``spec.minReplicas``; the workload's
+            own fixed minMember for ``Verdict.autoscaled``).
         hpa: ``"HorizontalPodAutoscaler ns/name"`` when the check is of an HPA that targets the parent, else ``""``.
         max_replicas: that HPA's ``spec.maxReplicas``.
     """
@@ -109,6 +110,8 @@ class Verdict:
         scale: the parent of a scale request must be read and checked, unless ``None``.
         read: an object the kind's admission reads and judges first (``WorkloadKind.admission_read``: a TrainJob's
             runtime, whose JobSet Trainer builds), unless ``None``.
+        autoscaled: a gang workload with a fixed minMember, created or given a new one: its namespace's
+            HorizontalPodAutoscalers must be listed and judged (:func:`autoscaler_refusal`) first, unless ``None``.
         explicit_name: the group was named by annotation (see ``podgroup.ownership``).
         dry_run: the request is a dry run: compute everything, write nothing.
     """
@@ -117,6 +120,7 @@ class Verdict:
     ensure: GangPlan | None = None
     scale: ScaleCheck | None = None
     read: Read | None = None
+    autoscaled: ScaleCheck | None = None
     explicit_name: bool = False
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -244,6 +248,47 @@ def _validate_hpa(req: AdmissionRequest, config: Config) -> Verdict:
     hpa = f"HorizontalPodAutoscaler {namespace}/{get_path(req.object, ('metadata', 'name')) or req.name}"
     return Verdict(Decision(), scale=ScaleCheck(group, coords[0], str(ref.get("kind")), coords[1], namespace, name,
                                                 low, hpa=hpa, max_replicas=high), dry_run=req.dry_run)
+
+
+def autoscaler_refusal(hpas: list[dict[str, Any]], target: ScaleCheck, config: Config) -> str | None:
+    """The refusal of a gang workload ``target`` (its fixed minMember in ``target.replicas``) that one of ``hpas``
+    (autoscaling/v2 HorizontalPodAutoscalers of its namespace, as listed) scales (``scaleTargetRef``: its API group,
+    kind and name) with ``spec.minReplicas`` (1 when left out) or ``spec.maxReplicas`` below that minMember, else
+    None. The HPA keeps its target within those bounds (kubernetes ``pkg/controller/podautoscaler/horizontal.go``
+    ``reconcileAutoscaler``: below minReplicas up to it, above maxReplicas down to it, else the metrics' count
+    clamped by ``convertDesiredReplicasWithRules``; each a ``Scales(ns).Update``), and admit refuses each such scale
+    below minMember, on every HPA cycle, with the error only in the HPA's status. :func:`_hpa_decision` judges the
+    HPA's own write; this judges the workload's (an HPA applied first, as Helm and Argo CD order a StatefulSet after
+    its HPA, or a min-member raised later)."""
+    for hpa in hpas:
+        spec, name = hpa.get("spec") or {}, get_path(hpa, ("metadata", "name"))
+        ref = spec.get("scaleTargetRef") or {}
+        if (str(ref.get("apiVersion") or "").rpartition("/")[0], ref.get("kind"), ref.get("name")) != \
+                (target.group, target.kind, target.name):
+            continue
+        for field, value, moves in (("minReplicas", spec.get("minReplicas", 1), "down to"),
+                                    ("maxReplicas", spec.get("maxReplicas"), "to no more than")):
+            if isinstance(value, int) and not isinstance(value, bool) and 0 < value < target.replicas:
+                return (f"set spec.{field} of HorizontalPodAutoscaler {target.namespace}/{name} to at least "
+                        f"{target.replicas}, or {config.min_member_key} to at most {value} (or auto): that HPA "
+                        f"scales this {target.kind} {moves} {value} replicas, below its gang minMember "
+                        f"{target.replicas}, and admit would refuse each such scale, on every HPA cycle, with the "
+                        "error only in the HPA's status")
+    return None
+
+
+def _autoscaled(req: AdmissionRequest, ann: GangAnnotations, plan: GangPlan, namespace: str,
+                config: Config) -> ScaleCheck | None:
+    """The HPA check (``Verdict.autoscaled``) of a scalable gang workload with a fixed minMember above 1, on its
+    CREATE or on an UPDATE that changes its min-member annotation; else None."""
+    coords = _SCALABLE_BY_KIND.get((req.group, req.kind))
+    if coords is None or ann.min_member is None or plan.min_member < 2 or not isinstance(req.object, dict):
+        return None
+    key = ("metadata", "annotations", config.min_member_key)
+    if req.operation == "UPDATE" and get_path(req.old_object, key) == get_path(req.object, key):
+        return None
+    return ScaleCheck(req.group, coords[0], req.kind, coords[1], namespace, str(req.name or get_path(
+        req.object, ("metadata", "name"))), plan.min_member)
 
 
 def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) -> Decision:
@@ -391,4 +436,5 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     unlabelled = _unlabelled_generated(req, plan, ann, config)
     if unlabelled:
         return Verdict(Decision.deny(unlabelled, 400, decision.warnings))
-    return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=req.dry_run)
+    return Verdict(decision, ensure=plan, explicit_name=ann.pod_group is not None, dry_run=req.dry_run,
+                   autoscaled=_autoscaled(req, ann, plan, namespace, config))

@@ -203,6 +203,44 @@ def test_an_allowed_scale_of_a_gang_reviewed_in_the_same_run_shows_as_a_scale_of
     assert r["scaleOf"] is None and any("scale not checked" in w for w in r["warnings"])
 
 
+HELM_ORDER = """\
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: db, namespace: team}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: StatefulSet, name: db}
+  minReplicas: 2
+  maxReplicas: 6
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+  namespace: team
+  annotations: {gang.admit.dev/min-member: "3"}
+spec:
+  replicas: 3
+  serviceName: db
+  podManagementPolicy: Parallel
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: ghcr.io/acme/db:1.0}]}
+"""
+
+
+def test_a_statefulset_reviewed_with_its_hpa_below_its_min_member_is_refused_naming_the_hpa_whatever_the_order(
+        tmp_path, capsys):
+    path = tmp_path / "chart.yaml"  # as helm template renders it: the HPA first (Helm's InstallOrder)
+    path.write_text(HELM_ORDER)
+    assert main(["review", "-o", "json", str(path)]) == 1
+    results = {r["kind"]: r for r in json.loads(capsys.readouterr().out)}
+    assert not results["StatefulSet"]["allowed"]
+    assert results["StatefulSet"]["message"].startswith(
+        "set spec.minReplicas of HorizontalPodAutoscaler team/db to at least 3, or gang.admit.dev/min-member to at "
+        "most 2 (or auto)")
+
+
 def test_strict_review_of_the_examples_exits_0_and_what_admit_explains_are_notes_shown_by_v(capsys):
     assert main(["review", "--strict", str(EXAMPLES)]) == 0
     out = capsys.readouterr().out

@@ -327,6 +327,64 @@ async def test_an_hpa_of_a_workload_that_is_no_gang_or_an_auto_gang_is_allowed_w
         assert fake.requests_for("deployments", "GET") == []
 
 
+STATEFULSETS = "/apis/apps/v1/namespaces/team/statefulsets"
+
+
+def parallel_statefulset(name: str, min_member: str, replicas: int = 3) -> dict[str, Any]:
+    """A gang StatefulSet as a Helm chart writes one (``podManagementPolicy: Parallel``), in namespace ``team``."""
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": "team", "annotations": {"gang.admit.dev/min-member": min_member}},
+            "spec": {"replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
+                     "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+                         {"name": "server", "image": "ghcr.io/acme/server:1.0",
+                          "resources": {"requests": {"cpu": "1"}}}]}}}}
+
+
+async def test_a_statefulset_applied_after_its_hpa_whose_min_replicas_is_below_its_min_member_is_refused_with_the_fix(
+        aiohttp_client, fake):
+    # Helm's install order and Argo CD's sync order put a HorizontalPodAutoscaler before a StatefulSet: the HPA's
+    # CREATE finds no target to check; the StatefulSet's CREATE is the user's write left to refuse it at.
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        scaler = hpa("db", 1, max_replicas=6)
+        scaler["spec"]["scaleTargetRef"].update(kind="StatefulSet", name="db")
+        await stack.kube.request("POST", HPAS, body=scaler)
+        with pytest.raises(KubeError) as refused:
+            await stack.kube.request("POST", STATEFULSETS, body=parallel_statefulset("db", "3"))
+        assert refused.value.status == 403
+        assert refused.value.message.endswith(
+            "set spec.minReplicas of HorizontalPodAutoscaler team/db to at least 3, or gang.admit.dev/min-member to "
+            "at most 1 (or auto): that HPA scales this StatefulSet down to 1 replicas, below its gang minMember 3, and "
+            "admit would refuse each such scale, on every HPA cycle, with the error only in the HPA's status")
+        assert fake.get(PG_API, "podgroups", "team", "db") is None
+        await stack.kube.request("POST", STATEFULSETS, body=parallel_statefulset("db", "auto"))  # auto follows it
+        await stack.kube.request("POST", STATEFULSETS, body=parallel_statefulset("other", "3"))  # not its target
+
+
+async def test_raising_a_deployments_min_member_above_its_hpa_bounds_is_refused_and_a_failed_hpa_list_only_warns(
+        aiohttp_client, fake):
+    async with cluster_with_controller(aiohttp_client, fake) as stack:
+        dep = paused_gang("web")
+        dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "2"
+        dep["spec"]["replicas"] = 3
+        await stack.kube.request("POST", DEPLOYMENTS, body=dep)
+        await stack.kube.request("POST", HPAS, body=hpa("web", 2, max_replicas=3))
+        with pytest.raises(KubeError) as refused:
+            await stack.kube.request("PATCH", f"{DEPLOYMENTS}/web", content_type=MERGE,
+                                     body={"metadata": {"annotations": {"gang.admit.dev/min-member": "3"}}})
+        assert "set spec.minReplicas of HorizontalPodAutoscaler team/web to at least 3" in refused.value.message
+        await stack.kube.request("PATCH", f"{HPAS}/web", body={"spec": {"minReplicas": 3}}, content_type=MERGE)
+        await stack.kube.request("PATCH", f"{DEPLOYMENTS}/web", content_type=MERGE,
+                                 body={"metadata": {"annotations": {"gang.admit.dev/min-member": "3"}}})
+        fake.fail("list", "horizontalpodautoscalers", status=403)  # a chart from before the rule: no RBAC for it
+        patched = await stack.kube.request("PATCH", f"{DEPLOYMENTS}/web", content_type=MERGE,
+                                           body={"metadata": {"annotations": {"gang.admit.dev/min-member": "4"}},
+                                                 "spec": {"replicas": 4}})
+        assert any(w.startswith("give no HorizontalPodAutoscaler of Deployment team/web a minReplicas below 4: admit "
+                                "could not list them") for _, _, w in fake.admission.warnings)
+        assert patched["metadata"]["annotations"]["gang.admit.dev/min-member"] == "4"
+
+
 # ======================================================================================================================
 # 5. Kueue's partial admission; MultiKueue's manager and worker copies
 # ======================================================================================================================

@@ -1003,6 +1003,8 @@ def test_cluster_role_grants_exactly_what_admit_and_its_controller_use():
     # a TrainJob CREATE reads its runtime (admit.families.trainer.judge_runtime)
     expected |= {("trainer.kubeflow.org", r, "get", ()) for r in ("clustertrainingruntimes", "trainingruntimes")}
     expected |= {("node.k8s.io", "runtimeclasses", v, ()) for v in read}  # pod overhead: minResources adds it
+    # a gang Deployment's or StatefulSet's HPAs, listed at its CREATE (admit.webhook.validate.autoscaler_refusal)
+    expected.add(("autoscaling", "horizontalpodautoscalers", "list", ()))
     expected |= {(g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
     expected |= {
         ("admissionregistration.k8s.io", f"{kind}webhookconfigurations", v, ("admit",))
