@@ -21,7 +21,7 @@ __all__ = ["LaterWrite", "Emulated", "MODULES", "registry"]
 JSON = dict[str, Any]
 
 #: The emulation modules (of this package) that register later writes.
-MODULES: tuple[str, ...] = ("kuberay", "lws", "jobset", "trainer", "spark", "kubeflow")
+MODULES: tuple[str, ...] = ("kuberay", "lws", "jobset", "trainer", "spark", "kubeflow", "builtin")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,8 @@ class LaterWrite:
         name: what it is, as an operator's user would say it (``"autoscaler scale-down to minReplicas"``).
         source: the upstream file, function and version it follows.
         enabled_by: the feature gates, flags and fields that turn it on (and their defaults).
-        applies: ``applies(user_object) -> bool``: the write happens to a workload written so (its manifest).
+        applies: ``applies(user_object) -> bool``: the write happens to a workload written so (its manifest; a
+            ``List`` when the user applies several objects, in that order: a Deployment and its HPA).
         send: ``await send(operator, user_object)``: send it (and whatever follows from it) through the fake's
             admission chain and wait until the emulations are idle; refusals are kept, not raised
             (:attr:`Emulated.refused`).

@@ -205,9 +205,40 @@ def kubeflow_objects(draw: Any) -> dict[str, Any]:
             "spec": {field: {lead: replica(1), "Worker": replica(draw(st.integers(1, 3)))}}}
 
 
+@st.composite
+def builtin_objects(draw: Any) -> dict[str, Any]:
+    """What a user applies of the built-in kinds, as a ``List`` in the order applied: a Deployment or a ``Parallel``
+    StatefulSet (as Helm charts write them), ``gang.admit.dev/min-member`` ``auto`` or a number, and sometimes a
+    HorizontalPodAutoscaler of it (``kubectl autoscale``'s shape, ``minReplicas`` sometimes left out) applied before
+    it (Helm's and Argo CD's order for a StatefulSet) or after it."""
+    kind = draw(st.sampled_from(["Deployment", "StatefulSet"]))
+    replicas = draw(st.integers(1, 4))
+    spec: dict[str, Any] = {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}, "template": {
+        "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
+            {"name": "server", "image": "ghcr.io/acme/server:1.0", "resources": {"requests": {"cpu": "500m"}}}]}}}
+    if kind == "StatefulSet":
+        spec.update(serviceName="web", podManagementPolicy="Parallel")
+    work = {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "web", "namespace": NS, "annotations": {
+        "gang.admit.dev/min-member": draw(st.sampled_from(["auto", "1", "2", str(replicas)]))}}, "spec": spec}
+    items = [work]
+    if draw(st.booleans()):
+        low = draw(st.one_of(st.none(), st.integers(1, 3)))
+        hpa: dict[str, Any] = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                               "metadata": {"name": "web", "namespace": NS},
+                               "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": "web"},
+                                        "maxReplicas": draw(st.integers(max(1, low or 1), 6)), "metrics": [
+                                            {"type": "Resource", "resource": {"name": "cpu", "target": {
+                                                "type": "Utilization", "averageUtilization": 80}}}]}}
+        if low is not None:
+            hpa["spec"]["minReplicas"] = low
+        items.insert(draw(st.sampled_from([0, 1])), hpa)
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
 #: Emulation name -> the strategy of the user objects it acts on.
 STRATEGIES = {"kuberay": ray_objects(), "lws": lws_objects(), "jobset": jobset_objects(),
-              "trainer": trainjob_objects(), "spark": spark_objects(), "kubeflow": kubeflow_objects()}
+              "trainer": trainjob_objects(), "spark": spark_objects(), "kubeflow": kubeflow_objects(),
+              "builtin": builtin_objects()}
 
 
 @contextlib.asynccontextmanager
@@ -242,20 +273,22 @@ def problems(fake: Any, op: Any, emulated: Emulated, obj: dict[str, Any], after:
 
 
 async def later_writes_hold(emulated: Emulated, obj: dict[str, Any]) -> list[str]:
-    """Create ``obj`` as a user, then send every registered later write that applies; returns the problems (empty:
-    the invariant holds). A CREATE admit refuses is no problem: nothing later happens to it."""
+    """Create ``obj`` (each item of a ``List``, in order) as a user, then send every registered later write that
+    applies; returns the problems (empty: the invariant holds). A CREATE admit refuses is no problem: nothing later
+    happens to it."""
     from kubernetes_asyncio import client as k8s
     from kubernetes_asyncio.client.exceptions import ApiException
 
     async with emulated_cluster(emulated) as (fake, op, user):
-        group, _, version = obj["apiVersion"].rpartition("/")
-        try:
-            await k8s.CustomObjectsApi(user).create_namespaced_custom_object(
-                group, version, NS, obj["kind"].lower() + "s", copy.deepcopy(obj))
-        except ApiException as e:
-            assert e.status in (400, 403), e.body
-            event(f"{obj['kind']}: refused at the user's CREATE")
-            return []
+        for item in obj.get("items") or [obj]:  # a List: each object, in the order the user applies them
+            group, _, version = item["apiVersion"].rpartition("/")
+            try:
+                await k8s.CustomObjectsApi(user).create_namespaced_custom_object(
+                    group, version, NS, item["kind"].lower() + "s", copy.deepcopy(item))
+            except ApiException as e:
+                assert e.status in (400, 403), e.body
+                event(f"{item['kind']}: refused at the user's CREATE")
+                return []
         await fake.settle()
         await op.idle()
         found = problems(fake, op, emulated, obj, "the CREATE")

@@ -315,6 +315,25 @@ async def test_scale_subresource_reads_and_writes_spec_replicas(api, kube):
     assert api.requests_for("deployments/scale", "PUT")[0].subresource == "scale"
 
 
+async def test_the_statefulset_controller_deletes_the_highest_ordinals_on_a_scale_down():
+    from admit.testing.fake_kube import FakeKubeAPI
+
+    async with FakeKubeAPI(statefulset_controller=True) as api:
+        api.put({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "default"},
+                 "spec": {"replicas": 4, "podManagementPolicy": "Parallel", "selector": {"matchLabels": {"app": "db"}},
+                          "template": {"metadata": {"labels": {"app": "db"}},
+                                       "spec": {"containers": [{"name": "db", "image": "db"}]}}}})
+        await api.settle()
+        await api.statefulsets.idle()
+        assert [p["metadata"]["name"] for p in api.objects("pods")] == ["db-0", "db-1", "db-2", "db-3"]
+        async with api.api_client() as kube:
+            await client.AppsV1Api(kube).patch_namespaced_stateful_set_scale("db", "default",
+                                                                              {"spec": {"replicas": 2}})
+        await api.settle()
+        await api.statefulsets.idle()
+        assert [p["metadata"]["name"] for p in api.objects("pods")] == ["db-0", "db-1"]
+
+
 async def test_status_subresource_changes_only_status_and_main_writes_keep_status(api, kube):
     crd = client.CustomObjectsApi(kube)
     await crd.create_namespaced_custom_object(*PG, "default", "podgroups", {**podgroup("g"), "status": {"x": 1}})

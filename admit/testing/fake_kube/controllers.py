@@ -567,7 +567,9 @@ class StatefulSetController(Controller):
     :func:`pod_template_hash`, not Go's). Each Pod is a CREATE through admission as the ``statefulset-controller``
     service account; a refusal is a Warning Event ``FailedCreate`` on the StatefulSet (``create Pod <pod> in
     StatefulSet <name> failed error: <message>``, ``stateful_pod_control.go`` ``recordPodEvent``) and an entry of
-    :attr:`errors`, with no retry. Not emulated: scale down, rolling updates and partitions, PVCs, pods that fail.
+    :attr:`errors`, with no retry. A scale down deletes the Pods above the new count, highest ordinal first
+    (``processCondemned``, at once: no kubelet to wait for). Not emulated: rolling updates and partitions, PVCs,
+    pods that fail.
     """
 
     what = "StatefulSet controller"
@@ -595,6 +597,11 @@ class StatefulSetController(Controller):
         pods = api.resource_type("v1", "pods")
         bucket = api._bucket(pods)  # noqa: SLF001
         revision = f"{name}-{pod_template_hash(spec.get('template') or {})}"
+        ordinals = {int(p["metadata"]["labels"][STS_POD_INDEX_LABEL]): p["metadata"]["name"]
+                    for p in self._owned("v1", "pods", ns, sts["metadata"]["uid"])}
+        for ordinal in sorted(ordinals, reverse=True):  # processCondemned: above the replicas, highest first
+            if not start <= ordinal < start + replicas:
+                api.delete_object("v1", "pods", ns, ordinals[ordinal])
         for ordinal in range(start, start + replicas):
             pod_name = f"{name}-{ordinal}"
             if (ns, pod_name) in bucket:
