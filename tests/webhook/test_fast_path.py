@@ -101,7 +101,8 @@ def answers(raw: bytes) -> list[tuple[str, dict[str, str], bytes]]:
 
 async def both(data: list[bytes], admission: Admission | None = None) -> tuple[Wire, Wire, bool]:
     """Feed ``data`` (one ``data_received`` per item) to the fast server and to aiohttp's plain low-level server
-    around the same webhook; returns both wires and whether the fast one had answered before the loop ran."""
+    around the same webhook; returns both wires and whether the fast one had answered inline (its answer made inside
+    ``data_received``, waiting for the end of the loop's batch of reads)."""
     fast_server = create_server(admission or Admission(Config()), None, ConnectionGuard(lambda: None))  # type: ignore[arg-type, return-value]
     plain_server = web.Server(fast_server.request_handler, access_log=None)
     fast, fast_wire = connect(fast_server)
@@ -111,7 +112,7 @@ async def both(data: list[bytes], admission: Admission | None = None) -> tuple[W
     for chunk in data:
         fast.data_received(chunk)
         plain.data_received(chunk)
-    inline = bool(fast_wire.out)
+    inline = fast.out is not None or bool(fast_wire.out)
     await settle()
     fast.connection_lost(None)
     plain.connection_lost(None)
@@ -202,10 +203,54 @@ async def test_the_guard_sees_an_inline_answer_as_the_end_of_a_request():
     conn.connection_made(wire)
     await settle()
     conn.data_received(request("/mutate", admission_review(KNOWN_GROUP_POD)))
+    await settle()
     assert wire.out.startswith(b"HTTP/1.1 200 OK")
     assert conn.reading_since is None and not conn.in_request  # type: ignore[attr-defined]
     assert guard.expire(now=10**9) == 0
     conn.connection_lost(None)
+
+
+async def test_inline_answers_are_written_once_the_loop_has_handled_its_batch_of_reads():
+    server = create_server(Admission(Config()), None, None)
+    connections = [connect(server) for _ in range(3)]
+    await settle()
+    for i, (protocol, _) in enumerate(connections):  # one batch: the loop read three connections in a row
+        protocol.data_received(request("/validate", admission_review(KNOWN_GROUP_POD, uid=f"pod-{i}")))
+    assert not any(wire.out for _, wire in connections)  # nothing written while the batch is being read
+    await asyncio.sleep(0)
+    for i, (protocol, wire) in enumerate(connections):
+        ((status, _, body),) = answers(bytes(wire.out))
+        assert status == "HTTP/1.1 200 OK" and json.loads(body)["response"] == {"uid": f"pod-{i}", "allowed": True}
+        protocol.connection_lost(None)
+
+
+async def test_a_request_read_before_the_answer_was_written_is_answered_after_it():
+    server = create_server(Admission(Config()), None, None)
+    protocol, wire = connect(server)
+    await settle()
+    protocol.data_received(request("/mutate", admission_review(KNOWN_GROUP_POD, uid="first")))
+    protocol.data_received(request("/validate", admission_review(KNOWN_GROUP_POD, uid="second")))
+    await settle()
+    assert [json.loads(body)["response"]["uid"] for _, _, body in answers(bytes(wire.out))] == ["first", "second"]
+    protocol.connection_lost(None)
+
+
+@pytest.mark.parametrize("close", ["shutdown", "keep-alive timeout", "close"])
+async def test_an_answer_not_yet_written_goes_out_before_aiohttp_closes_the_connection(close):
+    server = create_server(Admission(Config()), None, None)
+    protocol, wire = connect(server)
+    await settle()
+    protocol.data_received(request("/mutate", admission_review(KNOWN_GROUP_POD, uid="last")))
+    assert not wire.out
+    if close == "shutdown":  # admit serve's runner cleanup: every connection's handler is shut down
+        await server.shutdown(1.0)
+    elif close == "keep-alive timeout":
+        protocol.force_close()  # type: ignore[attr-defined]  # what aiohttp's _process_keepalive calls
+    else:  # aiohttp's close(): no further request is taken on this connection
+        protocol.close()  # type: ignore[attr-defined]
+    assert wire.closed or close == "close"
+    assert json.loads(answers(bytes(wire.out))[0][2])["response"]["uid"] == "last"
+    protocol.connection_lost(None)
 
 
 @pytest.mark.parametrize("review", [
