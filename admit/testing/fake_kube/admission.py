@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 import jsonpatch
 
 from .errors import ApiError
+from .objects import _label_selector_string, parse_label_selector
 
 #: The admission warnings of the HTTP request being served (the server sets a list per request): kube-apiserver's
 #: webhook dispatchers add each ``response.warnings`` entry to the request's warning recorder
@@ -122,23 +123,9 @@ def patched(request: JSON, new: JSON, *, warnings: Iterable[str] = ()) -> JSON:
 
 def selector_matches(selector: JSON | None, labels: JSON) -> bool:
     """A ``metav1.LabelSelector`` against ``labels`` (``LabelSelectorAsSelector``: an absent selector matches
-    everything; ``NotIn`` and ``DoesNotExist`` match a missing key)."""
-    if not selector:
-        return True
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
+    everything; ``NotIn`` and ``DoesNotExist`` match a missing key), through its string form."""
+    matches = parse_label_selector(_label_selector_string(selector))
+    return matches is None or matches(labels)
 
 
 def _rule_matches(rule: JSON, rt: "ResourceType", sub: str | None, operation: str) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import jsonpatch
 
 from .errors import ApiError, _bad_request, _invalid
-from .resources import ResourceType, WORKLOAD_API_VERSIONS, _workload_api_errors
+from .resources import _DNS_SUBDOMAIN, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_errors
 
 JSON = dict[str, Any]
 
@@ -31,24 +31,6 @@ def _query_bool(value: str | None) -> bool:
     return not (value == "0" or value.lower() == "false")
 
 
-def _split_top_level(s: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in s:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return [p.strip() for p in parts if p.strip()]
-
-
 _SEL_KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
 _RE_EXISTS = re.compile(rf"^(!?)\s*({_SEL_KEY})$")
 _RE_SET = re.compile(rf"^({_SEL_KEY})\s+(in|notin)\s*\((.*)\)$")
@@ -57,63 +39,47 @@ _RE_CMP = re.compile(rf"^({_SEL_KEY})\s*(==|=|!=|>|<)\s*([-A-Za-z0-9_.]*)$")
 Selector = Callable[[dict], bool]
 
 
-def _in_set(key: str, values: set[str], negate: bool) -> Selector:
-    """``key in (values)`` (``notin`` when ``negate``: also true for labels without the key)."""
-    return lambda labels: (labels.get(key) in values) != negate
+def _requirements(text: str) -> list[str]:
+    """The comma-separated requirements of a selector (a comma inside ``in (...)`` does not separate)."""
+    return [p.strip() for p in re.split(r",(?![^()]*\))", text) if p.strip()]
 
 
-def _equals(key: str, value: str, negate: bool) -> Selector:
-    """``key=value`` (``key!=value`` when ``negate``: also true for labels without the key)."""
-    return lambda labels: (labels.get(key) == value) != negate
-
-
-def _exists(key: str, negate: bool) -> Selector:
-    """``key`` (``!key`` when ``negate``)."""
-    return lambda labels: (key in labels) != negate
+def _matches(labels: dict, key: str, op: str, values: Any) -> bool:
+    """``Requirement.Matches`` (``k8s.io/apimachinery/pkg/labels/selector.go``): ``!=`` and ``notin`` also match
+    labels without the key; ``>``/``<`` need the key with an integer value."""
+    if op in ("in", "=", "=="):
+        return labels.get(key) in values
+    if op in ("notin", "!="):
+        return labels.get(key) not in values
+    if op in ("exists", "!"):
+        return (key in labels) == (op == "exists")
+    try:
+        have = int(labels[key])
+    except (KeyError, ValueError):
+        return False
+    return have > values if op == ">" else have < values
 
 
 def parse_label_selector(text: str | None) -> Selector | None:
-    """Parse a label selector string (``a=b,c!=d,e,!f,g in (x,y),h notin (z),n>3``) into a predicate on a labels dict.
-
-    Follows ``k8s.io/apimachinery/pkg/labels``: ``!=`` and ``notin`` also match objects without the key; ``>``/``<``
-    need the key and integer values. Raises ``ApiError`` 400 on syntax errors.
-    """
+    """Parse a label selector string (``a=b,c!=d,e,!f,g in (x,y),h notin (z),n>3``) into a predicate on a labels dict
+    (:func:`_matches`). Raises ``ApiError`` 400 on syntax errors."""
     if not text or not text.strip():
         return None
-    reqs: list[Selector] = []
-    for part in _split_top_level(text):
-        m = _RE_SET.match(part)
-        if m:
-            key, op, vals = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",") if v.strip()}
-            reqs.append(_in_set(key, vals, negate=op == "notin"))
-            continue
-        m = _RE_CMP.match(part)
-        if m:
+    reqs: list[tuple[str, str, Any]] = []
+    for part in _requirements(text):
+        if m := _RE_SET.match(part):
+            reqs.append((m[1], m[2], {v.strip() for v in m[3].split(",") if v.strip()}))
+        elif m := _RE_CMP.match(part):
             key, op, val = m.groups()
-            if op in ("=", "==", "!="):
-                reqs.append(_equals(key, val, negate=op == "!="))
-            else:
-                try:
-                    num = int(val)
-                except ValueError:
-                    raise _bad_request(f"unable to parse requirement: {part!r}: value must be an integer") from None
-
-                def cmp(labels: dict, k: str = key, n: int = num, gt: bool = op == ">") -> bool:
-                    try:
-                        have = int(labels[k])
-                    except (KeyError, ValueError):
-                        return False
-                    return have > n if gt else have < n
-
-                reqs.append(cmp)
-            continue
-        m = _RE_EXISTS.match(part)
-        if m:
-            neg, key = m.groups()
-            reqs.append(_exists(key, negate=bool(neg)))
-            continue
-        raise _bad_request(f"unable to parse requirement: found '{part}', expected: key, operator and values")
-    return lambda labels: all(r(labels) for r in reqs)
+            try:
+                reqs.append((key, op, int(val) if op in (">", "<") else {val}))
+            except ValueError:
+                raise _bad_request(f"unable to parse requirement: {part!r}: value must be an integer") from None
+        elif m := _RE_EXISTS.match(part):
+            reqs.append((m[2], "!" if m[1] else "exists", None))
+        else:
+            raise _bad_request(f"unable to parse requirement: found '{part}', expected: key, operator and values")
+    return lambda labels: all(_matches(labels, *r) for r in reqs)
 
 
 def _field_value(obj: JSON, path: str) -> str:
@@ -138,28 +104,46 @@ def parse_field_selector(text: str | None) -> Callable[[JSON], bool] | None:
     if not text or not text.strip():
         return None
     reqs = []
-    for part in _split_top_level(text):
+    for part in _requirements(text):
         m = re.match(r"^([A-Za-z0-9_.\-]+)\s*(==|=|!=)\s*(.*)$", part)
         if not m:
             raise _bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
-        path, op, val = m.groups()
-        if op == "!=":
-            reqs.append(lambda o, p=path, v=val: _field_value(o, p) != v)
-        else:
-            reqs.append(lambda o, p=path, v=val: _field_value(o, p) == v)
-    return lambda o: all(r(o) for r in reqs)
+        reqs.append((m[1], m[2] == "!=", m[3]))
+    return lambda o: all((_field_value(o, path) == value) != negate for path, negate, value in reqs)
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch. Returns a new value; ``target`` is not modified."""
+def merge_patch(target: Any, patch: Any, strategic: bool = False) -> Any:
+    """RFC 7386 JSON merge patch; with ``strategic``, :func:`strategic_merge_patch`. Returns a new value (``None``
+    for a map a strategic ``$patch: delete`` removes); ``target`` is not modified."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
+    directive = patch.get("$patch") if strategic else None
+    if directive == "delete":
+        return None
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if not k.startswith("$")}
     result = dict(target) if isinstance(target, dict) else {}
     for k, v in patch.items():
+        if strategic and k.startswith("$"):
+            continue
         if v is None:
             result.pop(k, None)
+        elif strategic and _is_named_list(v) and (_is_named_list(result.get(k)) or result.get(k) == []):
+            out = [copy.deepcopy(i) for i in result[k]]
+            for item in v:
+                idx = next((i for i, cur in enumerate(out) if cur.get("name") == item["name"]), None)
+                if item.get("$patch") == "delete":
+                    if idx is not None:
+                        out.pop(idx)
+                elif idx is None:
+                    out.append(strategic_merge_patch({}, item))
+                else:
+                    out[idx] = strategic_merge_patch(out[idx], item)
+            result[k] = out
+        elif (merged := merge_patch(result.get(k), v, strategic)) is None:
+            result.pop(k, None)
         else:
-            result[k] = merge_patch(result.get(k), v)
+            result[k] = merged
     return result
 
 
@@ -172,40 +156,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     merged item by item by ``name`` (Kubernetes' ``patchMergeKey: name`` on containers, env, volumes, webhooks...),
     ``$patch: delete`` removes a list item or map, ``$patch: replace`` replaces a map, other ``$``-directives are
     dropped, and all other lists are replaced. Returns a new value (``None`` for a deleted map)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    directive = patch.get("$patch")
-    if directive == "delete":
-        return None
-    if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if not k.startswith("$")}
-    result = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if k.startswith("$"):
-            continue
-        if v is None:
-            result.pop(k, None)
-        elif isinstance(v, dict):
-            merged = strategic_merge_patch(result.get(k), v)
-            if merged is None:
-                result.pop(k, None)
-            else:
-                result[k] = merged
-        elif _is_named_list(v) and (_is_named_list(result.get(k)) or result.get(k) == []):
-            out = [copy.deepcopy(i) for i in result[k]]
-            for item in v:
-                idx = next((i for i, cur in enumerate(out) if cur.get("name") == item["name"]), None)
-                if item.get("$patch") == "delete":
-                    if idx is not None:
-                        out.pop(idx)
-                elif idx is None:
-                    out.append(strategic_merge_patch({}, item))
-                else:
-                    out[idx] = strategic_merge_patch(out[idx], item)
-            result[k] = out
-        else:
-            result[k] = copy.deepcopy(v)
-    return result
+    return merge_patch(target, patch, strategic=True)
 
 
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json")
@@ -266,15 +217,12 @@ def apply_patch(rt: ResourceType | None, target: JSON, content_type: str | None,
         if not isinstance(patch, dict):
             raise _bad_request("json: cannot unmarshal non-object into strategic merge patch")
         return strategic_merge_patch(copy.deepcopy(target), patch)
-    accepted = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-    if not (rt is not None and rt.custom):
-        accepted = "application/json-patch+json, application/merge-patch+json, " \
-                   "application/strategic-merge-patch+json, application/apply-patch+yaml"
+    accepted = ", ".join([*(t for t in _PATCH_TYPES if not (rt is not None and rt.custom and "strategic" in t)),
+                          "application/apply-patch+yaml"])
     raise ApiError(415, "UnsupportedMediaType",
                    f"the body of the request was in an unknown format - accepted media types include: {accepted}")
 
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
@@ -320,26 +268,20 @@ def _validate(rt: ResourceType, obj: JSON) -> None:
         raise _invalid(rt, name, f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 subdomain must '
                                  f"consist of lower case alphanumeric characters, '-' or '.', and must start and end "
                                  f"with an alphanumeric character")
-    for k, v in (meta.get("labels") or {}).items():
-        err = _label_key_error(k)
-        if err:
-            raise _invalid(rt, name, f"metadata.labels: Invalid value: {err}")
-        if not isinstance(v, str):
-            raise _bad_request(f"json: cannot unmarshal {type(v).__name__} into Go struct field "
-                               f"ObjectMeta.metadata.labels of type string")
-        if len(v) > 63:
-            raise _invalid(rt, name, f'metadata.labels: Invalid value: "{v}": must be no more than 63 characters')
-        if v and not _QUALIFIED_NAME.match(v):
-            raise _invalid(rt, name, f'metadata.labels: Invalid value: "{v}": a valid label must be an empty string '
-                                     f"or consist of alphanumeric characters, '-', '_' or '.', and must start and "
-                                     f"end with an alphanumeric character")
-    for k, v in (meta.get("annotations") or {}).items():
-        err = _label_key_error(k)
-        if err:
-            raise _invalid(rt, name, f"metadata.annotations: Invalid value: {err}")
-        if not isinstance(v, str):
-            raise _bad_request(f"json: cannot unmarshal {type(v).__name__} into Go struct field "
-                               f"ObjectMeta.metadata.annotations of type string")
+    for field in ("labels", "annotations"):
+        for k, v in (meta.get(field) or {}).items():
+            err = _label_key_error(k)
+            if err:
+                raise _invalid(rt, name, f"metadata.{field}: Invalid value: {err}")
+            if not isinstance(v, str):
+                raise _bad_request(f"json: cannot unmarshal {type(v).__name__} into Go struct field "
+                                   f"ObjectMeta.metadata.{field} of type string")
+            if field == "labels" and len(v) > 63:
+                raise _invalid(rt, name, f'metadata.labels: Invalid value: "{v}": must be no more than 63 characters')
+            if field == "labels" and v and not _QUALIFIED_NAME.match(v):
+                raise _invalid(rt, name, f'metadata.labels: Invalid value: "{v}": a valid label must be an empty '
+                                         f"string or consist of alphanumeric characters, '-', '_' or '.', and must "
+                                         f"start and end with an alphanumeric character")
     for path, micro in _TIME_FIELDS.get((rt.group, rt.plural), ()):
         value: Any = obj
         for seg in path.split("."):

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .objects import Selector
+from .objects import Selector, parse_field_selector, parse_label_selector
 from .resources import ResourceType
 
 JSON = dict[str, Any]
@@ -46,8 +46,7 @@ class RequestRecord:
 
 
 def _method_matches(spec: str, rec: RequestRecord) -> bool:
-    spec_l = spec.lower()
-    return spec == "*" or spec.upper() == rec.method or (rec.verb is not None and spec_l == rec.verb)
+    return spec == "*" or spec.upper() == rec.method or (rec.verb is not None and spec.lower() == rec.verb)
 
 
 def _plural_matches(spec: str, rec: RequestRecord) -> bool:
@@ -93,13 +92,35 @@ _CLOSE = object()
 _ABORT = object()
 
 
+@dataclass
+class Selection:
+    """What a list or a watch selects: a namespace (None: all) and its query's label and field selectors."""
+
+    namespace: str | None
+    labels: Selector | None
+    fields: Callable[[JSON], bool] | None
+
+    @classmethod
+    def of(cls, namespace: str | None, query: Any) -> "Selection":
+        """Parse ``labelSelector`` and ``fieldSelector`` of ``query``; ``ApiError`` 400 for a bad one."""
+        return cls(namespace, parse_label_selector(query.get("labelSelector")),
+                   parse_field_selector(query.get("fieldSelector")))
+
+    def matches(self, obj: JSON | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj.get("metadata") or {}
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        if self.labels is not None and not self.labels(meta.get("labels") or {}):
+            return False
+        return self.fields is None or self.fields(obj)
+
+
 class _Watcher:
-    def __init__(self, rt: ResourceType, namespace: str | None, labels: Selector | None,
-                 fields: Callable[[JSON], bool] | None, bookmarks: bool) -> None:
+    def __init__(self, rt: ResourceType, selection: Selection, bookmarks: bool) -> None:
         self.rt = rt
-        self.namespace = namespace
-        self.labels = labels
-        self.fields = fields
+        self.matches = selection.matches
         self.bookmarks = bookmarks
         self.queue: asyncio.Queue = asyncio.Queue()
         #: While True, events and bookmarks for this stream are kept back (a half-open connection, a lagging watch
@@ -112,18 +133,6 @@ class _Watcher:
             self.held.append(item)
         else:
             self.queue.put_nowait(item)
-
-    def matches(self, obj: JSON | None) -> bool:
-        if obj is None:
-            return False
-        meta = obj.get("metadata") or {}
-        if self.namespace is not None and meta.get("namespace") != self.namespace:
-            return False
-        if self.labels is not None and not self.labels(meta.get("labels") or {}):
-            return False
-        if self.fields is not None and not self.fields(obj):
-            return False
-        return True
 
     def translate(self, ev: _Event) -> tuple[str, JSON] | None:
         """The event this watcher sees: like the watch cache, an update that makes an object start (stop) matching

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections import Counter, deque
 from dataclasses import asdict
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Coroutine, Mapping, TypeVar
 
 from aiohttp import web
 
@@ -31,9 +31,10 @@ from .errors import (
 )
 from .objects import (
     _GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch,
-    job_template_errors, parse_field_selector, parse_label_selector,
+    job_template_errors,
 )
-from .requestlog import RequestRecord, _ABORT, _CLOSE, _Event, _Fault, _Watcher, _method_matches, _plural_matches
+from .requestlog import (RequestRecord, Selection, _ABORT, _CLOSE, _Event, _Fault, _Watcher, _method_matches,
+                         _plural_matches)
 from .resources import (
     BUILTIN_GROUPS, BUILTIN_RESOURCES, SHORT_NAMES, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_update_errors,
     workload_api_resources,
@@ -73,15 +74,12 @@ class FakeKubeAPI:
         admission: an :class:`~admission.AdmissionChain`: HTTP writes (and controllers' writes) of the resources its
             webhooks match go through its mutating and validating webhooks, as kube-apiserver's admission chain
             (None: no admission; it can also be set later, before the first write).
-        deployment_controller: emulate the Deployment controller's ReplicaSets (``controllers.py``); its writes go
-            through ``admission`` too. ``deployments`` is the :class:`~controllers.DeploymentController`.
-        job_controller: emulate the Job controller's Pods (``controllers.py``), through ``admission`` too.
-            ``jobs`` is the :class:`~controllers.JobController`.
-        statefulset_controller: emulate the StatefulSet controller's Pods (``controllers.py``), through
-            ``admission`` too. ``statefulsets`` is the :class:`~controllers.StatefulSetController`.
+        deployment_controller, job_controller, statefulset_controller: emulate that controller (``controllers.py``:
+            ReplicaSets, Pods, Pods), its writes through ``admission`` too; it is ``deployments``, ``jobs``,
+            ``statefulsets``.
         workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``, 1.35's
-            ``"v1alpha1"``; see
-            :func:`workload_api_resources`); ``None``: not served, like a cluster without ``GenericWorkload``.
+            ``"v1alpha1"``; :func:`workload_api_resources`); ``None``: not served, like a cluster without
+            ``GenericWorkload``.
         workload_with_job: the ``WorkloadWithJob`` gate on kube-controller-manager: the emulated Job controller makes
             its own Workload and PodGroup per Job in the served version (``JobController._scheduling_objects``).
         namespace_lifecycle: refuse a write into a namespace that is not stored (404 NotFound), as the
@@ -117,14 +115,12 @@ class FakeKubeAPI:
         self._compacted_rv = 0
         self._watchers: set[_Watcher] = set()
         self._faults: list[_Fault] = []
-        self._gc_pending: dict[tuple, asyncio.Task] = {}
-        self._ns_tasks: set[asyncio.Task] = set()
+        self._tasks: dict[tuple, asyncio.Task] = {}  # the GC's and the namespace controller's (:meth:`_spawn`)
         #: Objects the GC emulation deleted, as ``{"apiVersion", "kind", "namespace", "name", "uid"}``.
         self.gc_deleted: list[JSON] = []
         #: Every API request received (not ``/_fake/*``), oldest first.
         self.requests: list[RequestRecord] = []
         self._counts: Counter[str] = Counter()
-        self._count_rows: dict[str, tuple[str, str | None]] = {}
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -183,10 +179,9 @@ class FakeKubeAPI:
         if self._runner is None:
             return
         await self.drop_watches()
-        for task in [*self._gc_pending.values(), *self._ns_tasks]:
+        for task in list(self._tasks.values()):
             task.cancel()
-        self._gc_pending.clear()
-        self._ns_tasks.clear()
+        self._tasks.clear()
         for controller in self.controllers:
             controller.stop()
         if self.admission is not None:
@@ -242,17 +237,18 @@ class FakeKubeAPI:
     def unregister(self, api_version: str, plural: str) -> None:
         """Stop serving a resource, as deleting its CRD does (kube-apiserver answers 404 "the server could not find
         the requested resource" for its paths and drops it from discovery); its objects go with it."""
-        rt = self.resource_type(api_version, plural)
-        self._registry.pop(rt.key, None)
-        self._data.pop(rt.key, None)
+        self._drop(self.resource_type(api_version, plural))
 
     def stop_serving_workload_api(self, version: str) -> None:
         """Stop serving ``scheduling.k8s.io/<version>`` (an upgrade that drops it, as 1.37 drops ``v1alpha2``:
         kube-apiserver then answers 404 "the server could not find the requested resource" for its paths and
         leaves it out of discovery). Its stored objects are dropped too (there is no conversion in the fake)."""
         for rt in workload_api_resources(version):
-            self._registry.pop(rt.key, None)
-            self._data.pop(rt.key, None)
+            self._drop(rt)
+
+    def _drop(self, rt: ResourceType) -> None:
+        self._registry.pop(rt.key, None)
+        self._data.pop(rt.key, None)
 
     def workload_with_job_version(self) -> str | None:
         """The served Workload API version the emulated Job controller writes with ``workload_with_job`` (the newest
@@ -289,14 +285,7 @@ class FakeKubeAPI:
         new = copy.deepcopy(obj)
         meta = new.setdefault("metadata", {})
         ns = (meta.get("namespace") or "default") if rt.namespaced else None
-        if ns is None:
-            meta.pop("namespace", None)
-        else:
-            meta["namespace"] = ns
-        if not meta.get("name"):
-            if not meta.get("generateName"):
-                raise ValueError("put() needs metadata.name or metadata.generateName")
-            meta["name"] = self._generate_name(rt, ns, meta["generateName"])
+        self._place(rt, ns, meta, ValueError("put() needs metadata.name or metadata.generateName"))
         existing = self._bucket(rt).get((ns, meta["name"]))
         if existing is not None:
             old_meta = existing["metadata"]
@@ -333,16 +322,9 @@ class FakeKubeAPI:
         (``apiVersion`` and ``kind`` included): for tests' checks; a list over HTTP, and :meth:`list_objects`, answer
         items shaped as kube-apiserver's."""
         want = plural.lower()
-        out = []
-        for rt in self._registry.values():
-            if want not in (rt.plural, rt.kind.lower()):
-                continue
-            if api_version is not None and rt.api_version != api_version:
-                continue
-            for (ns, _), obj in sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
-                if namespace is None or ns == namespace:
-                    out.append(copy.deepcopy(obj))
-        return out
+        return [copy.deepcopy(obj) for rt in self._registry.values()
+                if want in (rt.plural, rt.kind.lower()) and api_version in (None, rt.api_version)
+                for (ns, _), obj in self._sorted(rt) if namespace in (None, ns)]
 
     def list_objects(self, api_version: str, kind_or_plural: str, namespace: str | None = None, *,
                      label_selector: str | None = None, field_selector: str | None = None) -> list[JSON]:
@@ -459,18 +441,9 @@ class FakeKubeAPI:
                      subresource: str | None = None) -> list[RequestRecord]:
         """Logged requests filtered by plural ("deployments/scale" also restricts the subresource), method (HTTP
         method or verb, as in ``fail``), name and subresource."""
-        out = []
-        for rec in self.requests:
-            if plural is not None and not _plural_matches(plural, rec):
-                continue
-            if method is not None and not _method_matches(method, rec):
-                continue
-            if name is not None and rec.name != name:
-                continue
-            if subresource is not None and rec.subresource != subresource:
-                continue
-            out.append(rec)
-        return out
+        return [rec for rec in self.requests if (plural is None or _plural_matches(plural, rec))
+                and (method is None or _method_matches(method, rec)) and name in (None, rec.name)
+                and subresource in (None, rec.subresource)]
 
     def clear_requests(self) -> None:
         self.requests.clear()
@@ -490,6 +463,10 @@ class FakeKubeAPI:
     def _bucket(self, rt: ResourceType) -> dict[tuple[str | None, str], JSON]:
         return self._data.setdefault(rt.key, {})
 
+    def _sorted(self, rt: ResourceType) -> list[tuple[tuple[str | None, str], JSON]]:
+        """The stored objects of ``rt`` as ``((namespace, name), object)``, in (namespace, name) order."""
+        return sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+
     def _spec_part(self, rt: ResourceType, obj: JSON) -> JSON:
         """What a change of bumps ``metadata.generation``, per kind as kube-apiserver's registry strategies'
         ``PrepareForUpdate`` compare (so the controller's generation stamp meets the generations a cluster gives):
@@ -508,6 +485,19 @@ class FakeKubeAPI:
         if (rt.group, rt.kind) == ("apps", "Deployment"):
             part["metadata.annotations"] = (obj.get("metadata") or {}).get("annotations") or {}
         return part
+
+    def _place(self, rt: ResourceType, ns: str | None, meta: JSON, no_name: Exception) -> str:
+        """Set ``meta``'s namespace (``ns``; none for a cluster-scoped ``rt``) and, from ``generateName``, a missing
+        name; raises ``no_name`` when neither is set. Returns the name."""
+        if rt.namespaced:
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise no_name
+            meta["name"] = self._generate_name(rt, ns, meta["generateName"])
+        return str(meta["name"])
 
     def _generate_name(self, rt: ResourceType, ns: str | None, prefix: str) -> str:
         bucket = self._bucket(rt)
@@ -573,21 +563,22 @@ class FakeKubeAPI:
                     if any(r.get("uid") == uid for r in refs) and self._is_orphan(obj):
                         self._gc_schedule(self._registry[rt_key], dns, dname)
 
-    def _gc_schedule(self, rt: ResourceType, ns: str | None, name: str) -> None:
-        key = (rt.key, ns, name)
-        if key in self._gc_pending:
-            return
+    def _spawn(self, key: tuple, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work()`` in a task that :meth:`stop` cancels, unless one for ``key`` runs or no event loop does (a
+        ``put`` outside one)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._gc_pending[key] = loop.create_task(self._gc_later(rt, ns, name))
+        if key not in self._tasks or self._tasks[key].done():
+            task = self._tasks[key] = loop.create_task(work())
+            task.add_done_callback(lambda t: self._tasks.pop(key) if self._tasks.get(key) is t else None)
+
+    def _gc_schedule(self, rt: ResourceType, ns: str | None, name: str) -> None:
+        self._spawn(("gc", rt.key, ns, name), lambda: self._gc_later(rt, ns, name))
 
     async def _gc_later(self, rt: ResourceType, ns: str | None, name: str) -> None:
-        try:
-            await asyncio.sleep(self.gc_orphans_after or 0)
-        finally:
-            self._gc_pending.pop((rt.key, ns, name), None)
+        await asyncio.sleep(self.gc_orphans_after or 0)
         obj = self._bucket(rt).get((ns, name))
         if obj is None or not self._is_orphan(obj) or obj["metadata"].get("deletionTimestamp"):
             return
@@ -629,13 +620,7 @@ class FakeKubeAPI:
         marked["metadata"]["deletionGracePeriodSeconds"] = 0
         marked["status"] = {**(marked.get("status") or {}), "phase": "Terminating"}
         result = self._commit(self._registry[("", "v1", "namespaces")], None, name, existing, marked)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return result
-        task = loop.create_task(self._namespace_controller(name))
-        self._ns_tasks.add(task)
-        task.add_done_callback(self._ns_tasks.discard)
+        self._spawn(("namespace", name), lambda: self._namespace_controller(name))
         return result
 
     def namespace_content(self, namespace: str) -> list[JSON]:
@@ -693,7 +678,8 @@ class FakeKubeAPI:
             raise _bad_request("metadata must be an object")
         return obj
 
-    def _create(self, rt: ResourceType, ns: str | None, body: Any, dry_run: bool) -> JSON:
+    def _create(self, rt: ResourceType, ns: str | None, body: Any) -> JSON:
+        """The object a create of ``body`` stores (not stored yet: :meth:`admitted_create` does it)."""
         obj = self._check_body(rt, body)
         self._check_namespace_open(rt, ns, obj)
         apply_defaults(rt.group, rt.plural, obj)
@@ -707,18 +693,10 @@ class FakeKubeAPI:
         meta = obj["metadata"]
         if meta.get("resourceVersion"):
             raise _bad_request("resourceVersion should not be set on objects to be created")
-        if rt.namespaced:
-            if meta.get("namespace") and meta["namespace"] != ns:
-                raise _bad_request("the namespace of the provided object does not match the namespace sent on the "
-                                   "request")
-            meta["namespace"] = ns
-        else:
-            meta.pop("namespace", None)
-        if not meta.get("name"):
-            if not meta.get("generateName"):
-                raise _invalid(rt, "", "metadata.name: Required value: name or generateName is required")
-            meta["name"] = self._generate_name(rt, ns, meta["generateName"])
-        name = meta["name"]
+        if rt.namespaced and meta.get("namespace") and meta["namespace"] != ns:
+            raise _bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        name = self._place(rt, ns, meta, _invalid(rt, "", "metadata.name: Required value: name or generateName is "
+                                                      "required"))
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(k, None)
         meta["uid"] = str(uuid.uuid4())
@@ -734,10 +712,8 @@ class FakeKubeAPI:
         _validate(rt, obj)
         if (ns, name) in self._bucket(rt):
             raise _already_exists(rt, name)
-        if dry_run:
-            obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-            return obj
-        return self._commit(rt, ns, name, None, obj)
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        return obj
 
     def _update(self, rt: ResourceType, ns: str | None, name: str, existing: JSON, new: JSON, *,
                 subresource: str | None, dry_run: bool, require_rv: bool) -> JSON:
@@ -812,13 +788,10 @@ class FakeKubeAPI:
                 options: JSON | None = None) -> JSON:
         pre = (options or {}).get("preconditions") or {}
         meta = existing["metadata"]
-        if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise _conflict(rt, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
-                                      f"{meta.get('uid')}")
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise _conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: "
-                                      f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                                      f"{meta.get('resourceVersion')}")
+        for key, field in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            if pre.get(key) and pre[key] != meta.get(key):
+                raise _conflict(rt, name, f"Precondition failed: {field} in precondition: {pre[key]}, {field} in "
+                                          f"object meta: {meta.get(key)}")
         if dry_run:
             return existing
         if rt.key == ("", "v1", "namespaces") and (existing.get("spec") or {}).get("finalizers"):
@@ -840,15 +813,16 @@ class FakeKubeAPI:
         """Create as kube-apiserver does with admission: mutating webhooks, then name/uid/defaults, then validating
         webhooks, then store. ``user`` is the AdmissionReview's ``userInfo`` (default: an admin). Raises ApiError."""
         adm = self.admission
-        if adm is None or not adm.handles(rt, None, "CREATE"):
-            return self._create(rt, ns, body, dry_run)
-        obj = self._check_body(rt, body)
-        self._check_namespace_open(rt, ns, obj)  # NamespaceLifecycle runs before the webhooks
-        apply_defaults(rt.group, rt.plural, obj)  # decoding defaults, before the admission chain
-        labels = self.namespace_labels(ns)
-        obj = await adm.mutate("CREATE", rt, ns, obj, None, dry_run, user, ns_labels=labels)
-        prepared = self._create(rt, ns, obj, dry_run=True)
-        await adm.validate("CREATE", rt, ns, prepared, None, dry_run, user=user, ns_labels=labels)
+        if adm is not None and adm.handles(rt, None, "CREATE"):
+            obj = self._check_body(rt, body)
+            self._check_namespace_open(rt, ns, obj)  # NamespaceLifecycle runs before the webhooks
+            apply_defaults(rt.group, rt.plural, obj)  # decoding defaults, before the admission chain
+            labels = self.namespace_labels(ns)
+            obj = await adm.mutate("CREATE", rt, ns, obj, None, dry_run, user, ns_labels=labels)
+            prepared = self._create(rt, ns, obj)
+            await adm.validate("CREATE", rt, ns, prepared, None, dry_run, user=user, ns_labels=labels)
+        else:
+            prepared = self._create(rt, ns, body)
         if dry_run:
             return prepared
         name = prepared["metadata"]["name"]
@@ -864,18 +838,17 @@ class FakeKubeAPI:
             raise _not_found(rt, name)
         apply_defaults(rt.group, rt.plural, new)  # decoding defaults, before the admission chain
         adm = self.admission
-        if adm is None or not adm.handles(rt, None, "UPDATE"):
-            return self._update(rt, ns, name, existing, new, subresource=None, dry_run=dry_run, require_rv=require_rv)
-        labels = self.namespace_labels(ns)
-        new = await adm.mutate("UPDATE", rt, ns, new, existing, dry_run, user, ns_labels=labels)
-        result = self._update(rt, ns, name, existing, copy.deepcopy(new), subresource=None, dry_run=True,
-                              require_rv=require_rv)
-        if result is existing:
-            return existing
-        await adm.validate("UPDATE", rt, ns, result, existing, dry_run, user=user, ns_labels=labels)
-        existing = self._bucket(rt).get((ns, name))
-        if existing is None:
-            raise _not_found(rt, name)
+        if adm is not None and adm.handles(rt, None, "UPDATE"):
+            labels = self.namespace_labels(ns)
+            new = await adm.mutate("UPDATE", rt, ns, new, existing, dry_run, user, ns_labels=labels)
+            result = self._update(rt, ns, name, existing, copy.deepcopy(new), subresource=None, dry_run=True,
+                                  require_rv=require_rv)
+            if result is existing:
+                return existing
+            await adm.validate("UPDATE", rt, ns, result, existing, dry_run, user=user, ns_labels=labels)
+            existing = self._bucket(rt).get((ns, name))
+            if existing is None:
+                raise _not_found(rt, name)
         return self._update(rt, ns, name, existing, new, subresource=None, dry_run=dry_run, require_rv=require_rv)
 
     def _scale_of(self, rt: ResourceType, obj: JSON) -> JSON:
@@ -915,55 +888,49 @@ class FakeKubeAPI:
         segs = [s for s in path.split("/") if s]
         if segs == ["version"]:
             return ("discovery", self._version_doc())
-        if not segs or segs[0] not in ("api", "apis"):
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if segs[0] == "api":
-            if len(segs) == 1:
-                return ("discovery", {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                    {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self._port}"}]})
-            group, version, rest = "", segs[1], segs[2:]
-        else:
-            if len(segs) == 1:
-                return ("discovery", self._group_list_doc())
-            if len(segs) == 2:
-                doc = next((g for g in self._group_list_doc()["groups"] if g["name"] == segs[1]), None)
-                if doc is None:
-                    raise ApiError(404, "NotFound", "the server could not find the requested resource")
-                return ("discovery", {"kind": "APIGroup", "apiVersion": "v1", **doc})
-            group, version, rest = segs[1], segs[2], segs[3:]
+        if segs == ["api"]:
+            return ("discovery", {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self._port}"}]})
+        if segs == ["apis"]:
+            return ("discovery", self._group_list_doc())
+        not_served = ApiError(404, "NotFound", "the server could not find the requested resource")
+        if len(segs) < 2 or segs[0] not in ("api", "apis"):
+            raise not_served
+        if len(segs) == 2 and segs[0] == "apis":
+            doc = next((g for g in self._group_list_doc()["groups"] if g["name"] == segs[1]), None)
+            if doc is None:
+                raise not_served
+            return ("discovery", {"kind": "APIGroup", "apiVersion": "v1", **doc})
+        group, version, rest = ("", segs[1], segs[2:]) if segs[0] == "api" else (segs[1], segs[2], segs[3:])
         if not rest:
             doc = self._resource_list_doc(group, version)
             if doc is None:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise not_served
             return ("discovery", doc)
-        legacy_watch = False
-        if rest[0] == "watch":
-            legacy_watch, rest = True, rest[1:]
+        legacy_watch = rest[0] == "watch"
+        if legacy_watch:
+            rest = rest[1:]
         ns: str | None = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             cand = self._registry.get((group, version, rest[2]))
             if cand is not None and cand.namespaced:
                 ns, rest = rest[1], rest[2:]
-        rt = self._registry.get((group, version, rest[0]))
-        if rt is None or len(rest) > 3:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        rt = self._registry.get((group, version, rest[0])) if rest else None
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if rt.namespaced and ns is None and name is not None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if sub is not None and not ((sub == "status" and rt.status) or (sub == "scale" and rt.scale)):
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if rt is None or len(rest) > 3 or (rt.namespaced and ns is None and name is not None) or (
+                sub is not None and not ((sub == "status" and rt.status) or (sub == "scale" and rt.scale))):
+            raise not_served
         return ("resource", (rt, ns, name, sub, legacy_watch))
 
     @staticmethod
-    def _verb(method: str, name: str | None, query: dict[str, str], legacy_watch: bool) -> str | None:
+    def _verb(method: str, name: str | None, sub: str | None, query: dict[str, str], legacy_watch: bool) -> str | None:
+        if method == "GET" and sub is None and (legacy_watch or _query_bool(query.get("watch"))):
+            return "watch"
         if name is None:
-            if method == "GET":
-                return "watch" if legacy_watch or _query_bool(query.get("watch")) else "list"
-            return {"POST": "create", "DELETE": "deletecollection"}.get(method)
-        if method == "GET":
-            return "watch" if legacy_watch or _query_bool(query.get("watch")) else "get"
-        return {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method)
+            return {"GET": "list", "POST": "create", "DELETE": "deletecollection"}.get(method)
+        verbs = {"GET": "get", "PUT": "update", "PATCH": "patch"}
+        return verbs.get(method) if sub is not None else {**verbs, "DELETE": "delete"}.get(method)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.path.startswith("/_fake/"):
@@ -989,8 +956,7 @@ class FakeKubeAPI:
             rt, ns, name, sub, legacy_watch = route
             rec.resource, rec.subresource, rec.name, rec.namespace = rt.plural, sub, name, ns
             rec.group, rec.version = rt.group, rt.version
-            rec.verb = self._verb(request.method, name, query, legacy_watch) if sub is None else \
-                {"GET": "get", "PUT": "update", "PATCH": "patch"}.get(request.method)
+            rec.verb = self._verb(request.method, name, sub, query, legacy_watch)
         self._counts[rec.stats_key] += 1
         if self.record_requests:
             self.requests.append(rec)
@@ -1128,17 +1094,8 @@ class FakeKubeAPI:
         if memo is not None and memo[0] == self._rv and memo[1] == len(self._bucket(rt)):
             items = memo[2]
         else:
-            labels = parse_label_selector(query.get("labelSelector"))
-            fields = parse_field_selector(query.get("fieldSelector"))
-            items = []
-            for (ons, oname), obj in sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
-                if ns is not None and ons != ns:
-                    continue
-                if labels is not None and not labels((obj["metadata"].get("labels")) or {}):
-                    continue
-                if fields is not None and not fields(obj):
-                    continue
-                items.append(obj)
+            selection = Selection.of(ns, query)
+            items = [obj for _, obj in self._sorted(rt) if selection.matches(obj)]
             if len(self._list_memo) > 64:
                 self._list_memo.clear()
             self._list_memo[memo_key] = (self._rv, len(self._bucket(rt)), items)
@@ -1165,19 +1122,16 @@ class FakeKubeAPI:
 
     async def _serve_watch(self, request: web.Request, rt: ResourceType, ns: str | None,
                            name: str | None) -> web.StreamResponse:
-        q = request.query
-        labels = parse_label_selector(q.get("labelSelector"))
-        fields = parse_field_selector(q.get("fieldSelector"))
+        q: Mapping[str, str] = request.query
         if name is not None:  # legacy /watch/namespaces/{ns}/{plural}/{name}
-            by_name = parse_field_selector(f"metadata.name={name}")
-            fields = by_name if fields is None else (lambda o, a=fields, b=by_name: a(o) and b(o))
+            q = {**q, "fieldSelector": ",".join(filter(None, (q.get("fieldSelector"), f"metadata.name={name}")))}
         timeout = None
         if q.get("timeoutSeconds"):
             try:
                 timeout = float(q["timeoutSeconds"])
             except ValueError:
                 raise _bad_request(f"invalid timeoutSeconds: {q['timeoutSeconds']!r}") from None
-        watcher = _Watcher(rt, ns, labels, fields, _query_bool(q.get("allowWatchBookmarks")))
+        watcher = _Watcher(rt, Selection.of(ns, q), _query_bool(q.get("allowWatchBookmarks")))
         # Snapshot and registration happen with no await in between, so no event can fall in the gap.
         initial, error = self._watch_start(watcher, q.get("resourceVersion") or "",
                                            _query_bool(q.get("sendInitialEvents")))
@@ -1295,13 +1249,11 @@ class FakeKubeAPI:
             short = SHORT_NAMES.get((rt.group, rt.plural))
             if short:  # omitted when empty, as kube-apiserver's APIResource (omitempty)
                 resources[-1]["shortNames"] = list(short)
-            if rt.status:
-                resources.append({"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
-                                  "kind": rt.kind, "verbs": ["get", "patch", "update"]})
-            if rt.scale:
-                resources.append({"name": f"{rt.plural}/scale", "singularName": "", "namespaced": rt.namespaced,
-                                  "group": "autoscaling", "version": "v1", "kind": "Scale",
-                                  "verbs": ["get", "patch", "update"]})
+            scale = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+            for sub, kind in (("status", {"kind": rt.kind}), ("scale", scale)):
+                if getattr(rt, sub):
+                    resources.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
+                                      **kind, "verbs": ["get", "patch", "update"]})
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
@@ -1315,13 +1267,12 @@ class FakeKubeAPI:
         preloading for benchmarks), ``POST /_fake/hold-watches`` / ``/_fake/release-watches`` (``{"plural": ...}``),
         ``GET /_fake/healthz``. Not logged or counted."""
         op = request.path[len("/_fake/"):]
+        reads: dict[str, Callable[[], Any]] = {
+            "stats": self.stats, "healthz": lambda: {"ok": True, "resourceVersion": self.resource_version},
+            "requests": lambda: [asdict(r) for r in self.requests]}
         try:
-            if request.method == "GET" and op == "stats":
-                return _json_response(self.stats())
-            if request.method == "GET" and op == "healthz":
-                return _json_response({"ok": True, "resourceVersion": self.resource_version})
-            if request.method == "GET" and op == "requests":
-                return _json_response([asdict(r) for r in self.requests])
+            if request.method == "GET" and op in reads:
+                return _json_response(reads[op]())
             if request.method == "POST":
                 args = await request.json() if request.can_read_body else {}
                 no_args: dict[str, Callable[[], Any]] = {
