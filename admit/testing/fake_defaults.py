@@ -1,37 +1,18 @@
 """kube-apiserver's defaulting of built-in kinds, for :class:`~admit.testing.fake_kube.FakeKubeAPI`.
 
-kube-apiserver defaults a request's object when it decodes it, before the admission chain: a mutating or validating
-webhook never sees a Deployment without ``spec.strategy`` or a StatefulSet without ``spec.podManagementPolicy``, and
-admit must decide on what it is sent (a StatefulSet the user wrote without ``podManagementPolicy`` is
-``OrderedReady``). The fake applies the same defaults to every HTTP create, update and patch of these kinds (not to
-``FakeKubeAPI.put``, which stores what a test gives), as the ``SetDefaults_*`` functions of kubernetes do:
+kube-apiserver defaults a request's object when it decodes it, before the admission chain: a webhook never sees a
+Deployment without ``spec.strategy`` or a StatefulSet without ``spec.podManagementPolicy``, and admit must decide on
+what it is sent (a StatefulSet the user wrote without ``podManagementPolicy`` is ``OrderedReady``). The fake applies
+the same defaults to every HTTP create, update and patch (not to ``FakeKubeAPI.put``, which stores what a test
+gives), as kubernetes' ``SetDefaults_*`` functions do (docs/fake-api.md lists the values):
+``pkg/apis/apps/v1/defaults.go`` for Deployments, StatefulSets (``persistentVolumeClaimRetentionPolicy`` with
+``StatefulSetAutoDeletePVC``, on since 1.27), ReplicaSets and DaemonSets; ``pkg/apis/batch/v1/defaults.go``
+(``SetDefaults_Job``); ``pkg/apis/core/v1/defaults.go`` (``SetDefaults_PodSpec``, ``SetDefaults_Container``) for a
+Pod and every pod template of these. One custom resource is defaulted as its CRD's structural schema says: KubeRay's
+worker groups (:func:`_default_ray_cluster_spec`).
 
-- ``pkg/apis/apps/v1/defaults.go``: Deployment ``replicas`` 1, ``strategy`` RollingUpdate with ``maxUnavailable``
-  and ``maxSurge`` ``25%``, ``revisionHistoryLimit`` 10, ``progressDeadlineSeconds`` 600; StatefulSet
-  ``podManagementPolicy`` OrderedReady, ``updateStrategy`` RollingUpdate with ``partition`` 0,
-  ``persistentVolumeClaimRetentionPolicy`` Retain/Retain (``StatefulSetAutoDeletePVC``, on since 1.27), ``replicas``
-  1, ``revisionHistoryLimit`` 10; ReplicaSet ``replicas`` 1; DaemonSet ``updateStrategy`` RollingUpdate
-  (``maxUnavailable`` 1, ``maxSurge`` 0), ``revisionHistoryLimit`` 10;
-- ``pkg/apis/batch/v1/defaults.go`` (``SetDefaults_Job``): ``completions`` and ``parallelism`` 1 when both are
-  unset, else ``parallelism`` 1 when unset; ``backoffLimit`` 6 (2147483647 with ``backoffLimitPerIndex``);
-  ``completionMode`` NonIndexed; ``suspend`` false; ``podReplacementPolicy`` TerminatingOrFailed (Failed with a
-  ``podFailurePolicy``); the Job's labels are the template's when it has none;
-- ``pkg/apis/core/v1/defaults.go`` for a Pod and every pod template above (``SetDefaults_PodSpec``,
-  ``SetDefaults_Container``): ``schedulerName`` default-scheduler, ``restartPolicy`` Always (the Job template has
-  its own, required), ``dnsPolicy`` ClusterFirst, ``terminationGracePeriodSeconds`` 30, ``securityContext`` {};
-  each container's ``terminationMessagePath`` /dev/termination-log, ``terminationMessagePolicy`` File,
-  ``imagePullPolicy`` Always for a ``:latest`` or untagged image, else IfNotPresent, and each port's ``protocol``
-  TCP; a Pod's ``enableServiceLinks`` true.
-
-One custom resource is defaulted as its CRD's structural schema says (kube-apiserver applies a CRD's ``default``
-values when it decodes a request, before admission): KubeRay's worker groups (ray-project/kuberay v1.7.0
-``apis/ray/v1/raycluster_types.go`` ``WorkerGroupSpec``: ``replicas`` 0, ``minReplicas`` 0, ``maxReplicas``
-2147483647, ``numOfHosts`` 1, ``+kubebuilder:default``) in a RayCluster's ``spec``, a RayJob's
-``spec.rayClusterSpec`` and a RayService's ``spec.rayClusterConfig``: a RayService's incremental upgrade creates its
-new cluster with ``replicas`` nil (``constructRayClusterForRayService``), which admit then sees as 0.
-
-Not applied (see docs/fake-api.md): a Pod's requests copied from its limits, volume and probe defaults, the Job
-strategy's generated ``selector`` and ``controller-uid`` labels, CronJob, HPA and Service defaults.
+Not applied (see docs/fake-api.md): a Pod's requests copied from its limits, volume and probe defaults, CronJob, HPA
+and Service defaults.
 """
 
 from __future__ import annotations
@@ -98,7 +79,11 @@ def _strategy(spec: JSON, key: str, **rolling: Any) -> None:
 
 
 def _default_ray_cluster_spec(cluster: Any) -> None:
-    """The CRD defaults of each ``workerGroupSpecs`` item of a RayClusterSpec (module docstring)."""
+    """The CRD defaults of each ``workerGroupSpecs`` item of a RayClusterSpec (ray-project/kuberay v1.7.0
+    ``apis/ray/v1/raycluster_types.go`` ``WorkerGroupSpec``, ``+kubebuilder:default``), in a RayCluster's ``spec``, a
+    RayJob's ``spec.rayClusterSpec`` and a RayService's ``spec.rayClusterConfig``: kube-apiserver applies a CRD's
+    ``default`` values when it decodes a request, so the cluster a RayService's incremental upgrade creates with
+    ``replicas`` nil (``constructRayClusterForRayService``) reaches admit with 0."""
     groups = cluster.get("workerGroupSpecs") if isinstance(cluster, dict) else None
     for group in groups if isinstance(groups, list) else []:
         if isinstance(group, dict):

@@ -1,12 +1,10 @@
-"""A fake Kubernetes API server over real HTTP, for tests and benchmarks (one module per concern: ``resources``,
-``errors``, ``objects``, ``requestlog``, ``server``; ``__main__`` runs it as a process).
+"""A fake Kubernetes API server over real HTTP, for tests, benchmarks and ``admit serve --dev``: a public kit
+(docs/fake-api.md says what it emulates, with the upstream code each part follows, and what it does not).
 
 ``FakeKubeAPI`` serves the Kubernetes REST protocol on ``127.0.0.1`` with aiohttp, well enough that the
 unmodified ``kubernetes_asyncio`` client (``CoreV1Api``, ``AppsV1Api``, ``CoordinationV1Api``,
-``AdmissionregistrationV1Api``, ``CustomObjectsApi``, ``EventsV1Api`` and ``kubernetes_asyncio.watch.Watch``)
-works against it. Everything lives in memory; nothing is persisted.
-
-Usage in a test::
+``AdmissionregistrationV1Api``, ``CustomObjectsApi``, ``EventsV1Api``, ``watch.Watch``) and ``kubectl --server`` work
+against it. Everything lives in memory. In a test::
 
     async with FakeKubeAPI() as api:
         async with api.api_client() as client:
@@ -14,18 +12,11 @@ Usage in a test::
             await pods.create_namespaced_pod("default", {...})
         assert api.requests_for("pods", "POST")
 
-Standalone (a benchmark running it in another process)::
-
-    python -m admit.testing.fake_kube --port 8001     # prints http://127.0.0.1:8001, serves until SIGTERM/SIGINT
-    curl http://127.0.0.1:8001/_fake/stats           # {"total": N, "counts": {"POST podgroups": 3, ...}, "by": [...]}
-    curl -X POST http://127.0.0.1:8001/_fake/reset-stats
-
-What it emulates, each with the upstream code it follows, and what it does not emulate: docs/fake-api.md.
-
-Direct access for tests (no HTTP, no validation, still emits watch events): ``put``, ``get``, ``delete_object``,
-``objects``. Fault injection: ``fail``, ``delay``, ``forbid``. Watch control: ``compact``, ``drop_watches``,
-``send_bookmarks``, ``open_watches``, ``hold_watches`` / ``release_watches`` (a stream of one kind that stays
-open but silent, or lags). Request log: ``requests``, ``requests_for``, ``clear_requests``, ``stats``.
+As a process (a benchmark's): ``python -m admit.testing.fake_kube --port 8001`` prints the URL and serves until
+SIGTERM/SIGINT; ``GET /_fake/stats`` counts the requests by verb and resource (:meth:`FakeKubeAPI._handle_control`
+lists the other ``/_fake/`` endpoints). A test reaches the store without HTTP (``put``, ``get``, ``delete_object``,
+``objects``), injects faults (``fail``, ``delay``, ``forbid``), controls watches (``compact``, ``drop_watches``,
+``send_bookmarks``, ``hold_watches``) and reads the request log (``requests_for``, ``stats``).
 """
 
 from .admission import AdmissionChain, Webhook, WebhookCallError, allowed, denied, patched, selector_matches

@@ -1,33 +1,13 @@
-"""The admission chain of the fake kube-apiserver: every mutating webhook in order, reinvocation, then every validating
-webhook, each matched by its rules, namespaceSelector, objectSelector and CEL ``matchConditions``; where each follows
-kubernetes ``staging/src/k8s.io/apiserver/pkg/admission``:
-
-- **Order**: configurations sorted by name, the webhooks of one in their order (``configuration/
-  mutating_webhook_manager.go`` / ``validating_webhook_manager.go``: ``sort.SliceStable(configurations, ...ByName)``).
-- **Matching** (``plugin/webhook/generic/webhook.go`` ``ShouldCallHook``): the rules (``rules/rules.go`` ``Matcher``:
-  group, version, operation, ``resource`` or ``resource/subresource``, ``*``, ``*/scale``, scope), the
-  namespaceSelector against the namespace's labels (one not stored has only ``kubernetes.io/metadata.name``), the
-  objectSelector against the object's and the old object's labels, then every matchCondition
-  (``plugin/webhook/matchconditions/matcher.go`` ``Match``: all true; an error fails the request under
-  ``failurePolicy: Fail``, skips the webhook under ``Ignore``), in CEL (cel-python) over ``object``, ``oldObject``
-  and ``request``.
-- **Mutating** (``plugin/webhook/mutating/dispatcher.go`` ``Dispatch``, ``reinvocationcontext.go``): each matching
-  webhook gets the object as the previous one left it; a patch that changes it marks every earlier ``IfNeeded``
-  webhook for reinvocation (``RequireReinvokingPreviouslyInvokedPlugins``,
-  ``AddReinvocableWebhookToPreviouslyInvoked``), and one more round (``admission/reinvocation.go``
-  ``reinvoker.Admit``: never two) calls only those marked.
-- **Validating** (``plugin/webhook/validating/dispatcher.go``): after every mutating one, on the object the store's
-  create or update prepared (name from ``generateName``, uid, defaults); kube-apiserver calls them in parallel, here
-  they run in order and the first refusal is returned, the same answer to a client.
-- **Answers** (``plugin/webhook/errors/statuserror.go`` ``ToStatusErr``): ``admission webhook "<name>" denied the
-  request: <message>`` with the webhook's code (403 when none); a webhook that cannot be called or answers wrongly is
-  ``failed calling webhook`` (500) under ``Fail``, skipped under ``Ignore``. Every webhook's warnings are collected.
+"""The admission chain of the fake kube-apiserver (kubernetes ``staging/src/k8s.io/apiserver/pkg/admission``): the
+mutating webhooks in order, with reinvocation (:meth:`AdmissionChain.mutate`), then the validating ones
+(:meth:`AdmissionChain.validate`), each called when its rules, selectors and CEL ``matchConditions`` match
+(:meth:`Webhook.should_call`); each method cites the code it follows, docs/fake-api.md lists them. Not emulated:
+``matchPolicy`` (one version per resource here), per-webhook ``timeoutSeconds``, in-tree admission plugins between
+rounds, audit annotations, ``sideEffects`` on dry run, ValidatingAdmissionPolicies.
 
 A webhook is called over HTTP (admit's own server: :meth:`AdmissionChain.from_configurations` reads the chart's
 rendered configurations) or in process (an operator's webhook emulated in ``tests/emulations``: any
-``async (request) -> response`` callable, with :func:`allowed`, :func:`denied` and :func:`patched`). Not emulated:
-``matchPolicy`` (one version per resource here), per-webhook ``timeoutSeconds``, in-tree admission plugins between
-rounds, audit annotations, ``sideEffects`` on dry run, ValidatingAdmissionPolicies.
+``async (request) -> response`` callable, with :func:`allowed`, :func:`denied` and :func:`patched`).
 """
 
 from __future__ import annotations
@@ -220,8 +200,11 @@ class Webhook:
         return any(_rule_matches(rule, rt, sub, operation) for rule in self.spec.get("rules") or [])
 
     def should_call(self, rt: "ResourceType", sub: str | None, request: JSON, ns_labels: JSON) -> bool:
-        """``ShouldCallHook``: rules, namespaceSelector, objectSelector, matchConditions. Raises ApiError when a
-        matchCondition fails to evaluate under ``failurePolicy: Fail``."""
+        """``plugin/webhook/generic/webhook.go`` ``ShouldCallHook``: the rules (:func:`_rule_matches`), the
+        namespaceSelector against ``ns_labels`` (a namespace not stored has only ``kubernetes.io/metadata.name``), the
+        objectSelector against the object's or the old object's labels, then every matchCondition
+        (``plugin/webhook/matchconditions/matcher.go`` ``Match``: all true). A matchCondition that fails to evaluate
+        raises ApiError under ``failurePolicy: Fail`` and skips the webhook under ``Ignore``."""
         if not self.matches_rules(rt, sub, request["operation"]):
             return False
         if rt.namespaced and not selector_matches(self.spec.get("namespaceSelector"), ns_labels):
@@ -261,22 +244,18 @@ class AdmissionChain:
         self.reviews: list[tuple[str, JSON, JSON]] = []
         self.calls: list[tuple[str, JSON, JSON]] = []
         self.warnings: list[tuple[str, str, str]] = []
-        self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._session: Any = None  # the aiohttp.ClientSession of from_configurations' webhooks
 
     # ------------------------------------------------------------------ building
 
     def add(self, kind: str, configuration: str, spec: JSON, call: Handler) -> Webhook:
         """Register one webhook of a ``kind`` (``"Mutating"`` or ``"Validating"``) configuration named
-        ``configuration``; configurations are kept sorted by name, webhooks of one configuration in the order
-        added."""
+        ``configuration``; configurations are kept sorted by name, webhooks of one configuration in the order added
+        (``configuration/mutating_webhook_manager.go``, ``validating_webhook_manager.go``:
+        ``sort.SliceStable(configurations, ...ByName)``)."""
         hook = Webhook(configuration, copy.deepcopy(spec), call)
         hooks = self.mutating if kind == "Mutating" else self.validating
-        at = len(hooks)
-        for i, other in enumerate(hooks):
-            if other.configuration > configuration:
-                at = i
-                break
-        hooks.insert(at, hook)
+        hooks.insert(next((i for i, h in enumerate(hooks) if h.configuration > configuration), len(hooks)), hook)
         return hook
 
     def add_configuration(self, configuration: JSON, call: Callable[[JSON], Handler]) -> None:
@@ -293,18 +272,34 @@ class AdmissionChain:
         (``https://127.0.0.1:PORT``) plus its ``clientConfig.service.path`` (the Service stands for admit's
         server; ``ssl``: a context trusting it, or False for plain HTTP)."""
         chain = cls()
-        client = _HttpClient(url, ssl, timeout)
-        chain._closers.append(client.close)  # noqa: SLF001
+
+        def handler(spec: JSON) -> Handler:
+            path = ((spec.get("clientConfig") or {}).get("service") or {}).get("path") or "/"
+
+            async def post(request: JSON) -> JSON:
+                import aiohttp
+
+                if chain._session is None:  # noqa: SLF001
+                    chain._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))  # noqa: SLF001
+                review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+                async with chain._session.post(url.rstrip("/") + path, json=review, ssl=ssl) as resp:  # noqa: SLF001
+                    if resp.status != 200:
+                        raise _call_error(spec["name"], f"expected response code 200, got {resp.status}: "
+                                                        f"{await resp.text()}")
+                    return (await resp.json()).get("response") or {}
+
+            return post
+
         for conf in configurations:
             if conf.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-                chain.add_configuration(conf, client.handler)
+                chain.add_configuration(conf, handler)
         return chain
 
     async def close(self) -> None:
-        """Close the HTTP clients. Idempotent."""
-        closers, self._closers = self._closers, []
-        for close in closers:
-            await close()
+        """Close the HTTP client. Idempotent."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     # ------------------------------------------------------------------ the chain
 
@@ -339,16 +334,15 @@ class AdmissionChain:
 
     async def _call(self, hook: Webhook, request: JSON) -> JSON | None:
         """One webhook call; the response when it answered and allowed, None when it failed open; raises the
-        refusal or the call failure (fail closed) as ApiError."""
+        refusal (``plugin/webhook/errors/statuserror.go`` ``ToStatusErr``: ``admission webhook "<name>" denied the
+        request: <message>``, the webhook's code or 403) or the call failure (fail closed: 500) as ApiError."""
         try:
             response = await hook.call(request)
             if not isinstance(response, dict) or response.get("uid") != request["uid"]:
                 raise _call_error(hook.name, "the response uid does not match the request uid")
-        except WebhookCallError:
-            if not hook.fails_closed:
+        except ApiError as e:
+            if isinstance(e, WebhookCallError) and not hook.fails_closed:
                 return None
-            raise
-        except ApiError:
             raise
         except Exception as e:  # noqa: BLE001 - an unreachable webhook
             if not hook.fails_closed:
@@ -373,7 +367,11 @@ class AdmissionChain:
 
     async def mutate(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON, old: JSON | None,
                      dry_run: bool, user: JSON | None = None, ns_labels: JSON | None = None) -> JSON:
-        """The object after every mutating webhook, with reinvocation (a new dict when changed); raises ApiError
+        """The object after every mutating webhook (a new dict when changed), as ``plugin/webhook/mutating/
+        dispatcher.go`` ``Dispatch`` and ``reinvocationcontext.go``: each matching webhook gets the object as the
+        previous one left it; a patch that changes it marks every earlier ``IfNeeded`` webhook
+        (``RequireReinvokingPreviouslyInvokedPlugins``, ``AddReinvocableWebhookToPreviouslyInvoked``), and one more
+        round (``admission/reinvocation.go`` ``reinvoker.Admit``: never two) calls only those marked. Raises ApiError
         when one refuses or fails closed."""
         labels = ns_labels if ns_labels is not None else {"kubernetes.io/metadata.name": ns or ""}
         previously_invoked: set[int] = set()
@@ -388,20 +386,17 @@ class AdmissionChain:
                     continue
                 if round_ == 1 and i not in reinvoke:
                     continue
-                response = await self._call(hook, request)
-                changed = False
-                if response is not None and response.get("patch"):
-                    if response.get("patchType") != "JSONPatch":
-                        if hook.fails_closed:
-                            raise _call_error(hook.name, f"unsupported patch type {response.get('patchType')!r}")
-                    else:
-                        new = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(response["patch"])))
-                        changed = new != obj
-                        obj = new
-                if changed:
-                    reinvoke |= previously_invoked  # RequireReinvokingPreviouslyInvokedPlugins
-                    previously_invoked = set()
-                    should_reinvoke = True
+                response = await self._call(hook, request) or {}  # {}: failed open
+                patch = response.get("patch")
+                if patch and response.get("patchType") != "JSONPatch":
+                    if hook.fails_closed:
+                        raise _call_error(hook.name, f"unsupported patch type {response.get('patchType')!r}")
+                elif patch:
+                    new = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(patch)))
+                    if new != obj:
+                        reinvoke |= previously_invoked  # RequireReinvokingPreviouslyInvokedPlugins
+                        previously_invoked, should_reinvoke = set(), True
+                    obj = new
                 if hook.reinvoked_if_needed:
                     previously_invoked.add(i)
         return obj
@@ -409,49 +404,14 @@ class AdmissionChain:
     async def validate(self, operation: str, rt: "ResourceType", ns: str | None, obj: JSON, old: JSON | None,
                        dry_run: bool, sub: str | None = None, user: JSON | None = None,
                        ns_labels: JSON | None = None) -> None:
-        """Every matching validating webhook in order; raises ApiError at the first refusal."""
+        """Every matching validating webhook (``plugin/webhook/validating/dispatcher.go``), on the object the store
+        prepared; kube-apiserver calls them in parallel, here in order: the first refusal raises ApiError, the same
+        answer to a client."""
         labels = ns_labels if ns_labels is not None else {"kubernetes.io/metadata.name": ns or ""}
         for hook in self.validating:
             request = self.request(operation, rt, ns, obj, old, dry_run, sub, user)
             if hook.should_call(rt, sub, request, labels):
                 await self._call(hook, request)
-
-
-class _HttpClient:
-    """POSTs AdmissionReviews to one webhook server (``url`` + each webhook's ``clientConfig.service.path``)."""
-
-    def __init__(self, url: str, ssl: _ssl.SSLContext | bool, timeout: float) -> None:
-        self.url = url.rstrip("/")
-        self.ssl = ssl
-        self.timeout = timeout
-        self._session: Any = None
-
-    def handler(self, spec: JSON) -> Handler:
-        client_config = spec.get("clientConfig") or {}
-        path = (client_config.get("service") or {}).get("path") or "/"
-        name = str(spec["name"])
-
-        async def call(request: JSON) -> JSON:
-            return await self.post(name, path, request)
-
-        return call
-
-    async def post(self, name: str, path: str, request: JSON) -> JSON:
-        import aiohttp
-
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
-        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-        async with self._session.post(self.url + path, json=review, ssl=self.ssl) as resp:
-            if resp.status != 200:
-                raise _call_error(name, f"expected response code 200, got {resp.status}: {await resp.text()}")
-            answer = await resp.json()
-        return answer.get("response") or {}
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
 
 class WebhookCallError(ApiError):

@@ -1,41 +1,9 @@
 """What kube-controller-manager adds around the store, for :class:`FakeKubeAPI`: the Deployment controller's
-ReplicaSets, the Job controller's Pods and the StatefulSet controller's Pods (the admission chain is ``admission.py``).
-Each is off unless a test asks for it (``FakeKubeAPI(deployment_controller=True, job_controller=True,
-statefulset_controller=True)``); an operator emulation (``tests/emulations``) registers itself the same way, with
-:meth:`FakeKubeAPI.add_controller`. Every write a controller makes goes through admission like a client's, with the
-controller's ``userInfo``. docs/fake-api.md lists what each does and does not emulate.
-
-:class:`DeploymentController` (kubernetes ``pkg/controller/deployment``): the ReplicaSet of the current template is
-``<name>-<pod-template-hash>``, created with the Deployment's annotations (``util/deployment_util.go``
-``copyDeploymentAnnotationsToReplicaSet``: all but ``annotationsToSkip``) plus ``deployment.kubernetes.io/revision``,
-``desired-replicas`` and ``max-replicas``, the template and selector plus ``pod-template-hash``, one controller
-ownerReference (``sync.go`` ``getNewReplicaSet``); changed annotations are copied again (an UPDATE). A new template
-while older ReplicaSets run is a rollout of ``strategy`` (RollingUpdate 25%/25% as ``SetDefaults_Deployment``):
-RollingUpdate in the steps of ``rolling.go`` (the new ReplicaSet up to at most ``replicas + maxSurge`` pods in all,
-``NewRSNewReplicas``; the old ones down to no fewer than ``replicas - maxUnavailable``, oldest first,
-``reconcileOldReplicaSets``; surge rounded up, unavailable down, both 0 make unavailable 1, ``ResolveFenceposts``),
-every pod available at once (no kubelet); Recreate (``recreate.go``) every old ReplicaSet to 0 first. Each step is
-an UPDATE (or the CREATE) through admission (``scaleReplicaSet``); a refused write is a Warning Event
-``ReplicaSetCreateError`` on the Deployment (``sync.go``) and an entry of :attr:`DeploymentController.errors`, not
-retried. Not emulated: the ReplicaSet controller, ``minReadySeconds``, ``progressDeadlineSeconds``, revision history
-limits, pausing, rollbacks, hash collisions.
-
-:class:`JobController` (kubernetes ``pkg/controller/job/job_controller.go``), for a stored Job that is not suspended:
-``min(parallelism, completions)`` Pods less the active ones it owns (``manageJob`` /
-``podControl.CreatePodsWithGenerateName``), ``generateName`` ``<job>-`` (``<job>-<index>-`` for an Indexed Job, with
-the ``batch.kubernetes.io/job-completion-index`` annotation and label and ``hostname`` ``<job>-<index>``,
-``addCompletionIndexEnvVariables``/``podGenerator``), the template's labels (the Job strategy's
-``batch.kubernetes.io/controller-uid``, ``batch.kubernetes.io/job-name``, ``controller-uid``, ``job-name``), the
-``batch.kubernetes.io/job-tracking`` finalizer and one controller ownerReference. A refused Pod is a Warning Event
-``FailedCreate`` and an entry of :attr:`JobController.errors`, retried when one of the Job's Pods is updated or
-deleted (``updatePod``). A test finishes a pod as a kubelet would (``status.phase``, ``FakeKubeAPI.put``); the Job's
-sync then follows ``syncJob`` and ``manageJob``: ``status.active``, ``succeeded`` (an Indexed Job's distinct indexes,
-also ``completedIndexes`` as ``succeededIndexesToString``), ``failed``; a failed pod is replaced while ``failed <=
-spec.backoffLimit``, up to ``wantActive`` (``completions - succeeded`` capped at ``parallelism``; without
-``completions``, ``parallelism`` until one pod succeeded); conditions ``Complete`` (with ``SuccessCriteriaMet``) and
-``Failed`` ``BackoffLimitExceeded`` (with ``FailureTarget``). Not emulated: the pod back-off delay, the removal of
-the tracking finalizer, the deletion of a failed Job's active pods, ``successPolicy``, ``podFailurePolicy``,
-``backoffLimitPerIndex``, ``activeDeadlineSeconds``, elastic Indexed Jobs.
+ReplicaSets, the Job controller's and the StatefulSet controller's Pods, each off unless a test asks for it
+(``FakeKubeAPI(deployment_controller=True, job_controller=True, statefulset_controller=True)``). An operator
+emulation (``tests/emulations``) registers itself the same way (:meth:`FakeKubeAPI.add_controller`). A controller's
+writes go through admission as a client's, with its ``userInfo``; one refused is a Warning Event on the object synced
+and an entry of its ``errors``. docs/fake-api.md lists what each does and does not emulate.
 """
 
 from __future__ import annotations
@@ -81,7 +49,8 @@ def scaled_value(value: Any, total: int, round_up: bool) -> int:
 
 def rolling_bounds(spec: JSON) -> tuple[int, int]:
     """``(maxSurge, maxUnavailable)`` in pods for a Deployment ``spec`` (``ResolveFenceposts`` in
-    ``util/deployment_util.go``: surge rounded up, unavailable down; both 0 make unavailable 1)."""
+    ``util/deployment_util.go``: surge rounded up, unavailable down; both 0 make unavailable 1; 25% each when unset,
+    as ``SetDefaults_Deployment``)."""
     replicas = spec.get("replicas", 1)
     rolling = ((spec.get("strategy") or {}).get("rollingUpdate")) or {}
     surge = scaled_value(rolling.get("maxSurge", "25%"), replicas, True)
@@ -99,6 +68,29 @@ def pod_template_hash(template: JSON) -> str:
     for b in json.dumps(template, sort_keys=True, separators=(",", ":")).encode():
         h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
     return "".join(_GENERATE_CHARS[c % len(_GENERATE_CHARS)] for c in str(h).encode())
+
+
+def controller_ref(api_version: str, kind: str, owner: JSON) -> JSON:
+    """The controller ownerReference to ``owner`` (a stored object) that kube-controller-manager's controllers set
+    (``metav1.NewControllerRef``: ``controller`` and ``blockOwnerDeletion`` true)."""
+    meta = owner["metadata"]
+    return {"apiVersion": api_version, "kind": kind, "name": meta["name"], "uid": meta["uid"], "controller": True,
+            "blockOwnerDeletion": True}
+
+
+def pod_from_template(owner: JSON, api_version: str, kind: str, meta: JSON, labels: JSON | None = None,
+                      annotations: JSON | None = None) -> JSON:
+    """``controller.GetPodFromTemplate`` (``pkg/controller/controller_utils.go``): a Pod of a copy of ``owner``'s
+    ``spec.template``, with ``meta`` (its name or generateName, ...), the template's labels and annotations plus
+    ``labels`` and ``annotations``, and :func:`controller_ref` to ``owner`` (of ``api_version`` and ``kind``)."""
+    template = copy.deepcopy((owner.get("spec") or {}).get("template") or {})
+    tmeta = template.get("metadata") or {}
+    pod_meta = {**meta, "namespace": owner["metadata"].get("namespace"),
+                "labels": {**(tmeta.get("labels") or {}), **(labels or {})}}
+    if tmeta.get("annotations") or annotations:
+        pod_meta["annotations"] = {**(tmeta.get("annotations") or {}), **(annotations or {})}
+    pod_meta["ownerReferences"] = [controller_ref(api_version, kind, owner)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template.get("spec") or {}}
 
 
 class Controller:
@@ -196,7 +188,18 @@ class Controller:
 
 
 class DeploymentController(Controller):
-    """The emulated Deployment controller of one :class:`FakeKubeAPI` (see the module docstring).
+    """kubernetes ``pkg/controller/deployment``: the ReplicaSet of the current template is
+    ``<name>-<pod-template-hash>``, with the Deployment's annotations (``util/deployment_util.go``
+    ``copyDeploymentAnnotationsToReplicaSet``: all but ``annotationsToSkip``; copied again when they change) plus
+    ``deployment.kubernetes.io/revision``, ``desired-replicas`` and ``max-replicas``, the template and selector plus
+    ``pod-template-hash``, a controller ownerReference (``sync.go`` ``getNewReplicaSet``). A new template while older
+    ReplicaSets run is a rollout of ``strategy``: RollingUpdate in the steps of ``rolling.go`` (the new ReplicaSet up
+    to ``replicas + maxSurge`` pods in all, ``NewRSNewReplicas``; the old ones down to ``replicas -
+    maxUnavailable``, oldest first, ``reconcileOldReplicaSets``; :func:`rolling_bounds`), every pod available at once
+    (no kubelet); Recreate (``recreate.go``) every old ReplicaSet to 0 first. Each step is an UPDATE (or the CREATE,
+    ``scaleReplicaSet``); a refused one is a Warning Event ``ReplicaSetCreateError`` (``sync.go``), not retried.
+    Not emulated: the ReplicaSet controller, ``minReadySeconds``, ``progressDeadlineSeconds``, revision history
+    limits, pausing, rollbacks, hash collisions.
 
     Attributes:
         errors: ``(namespace, deployment, message)`` of every refused ReplicaSet write.
@@ -271,7 +274,6 @@ class DeploymentController(Controller):
         template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = hash_
         selector = copy.deepcopy((dep.get("spec") or {}).get("selector") or {})
         selector.setdefault("matchLabels", {})["pod-template-hash"] = hash_
-        meta = dep["metadata"]
         body = {
             "apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {
@@ -280,8 +282,7 @@ class DeploymentController(Controller):
                                 "deployment.kubernetes.io/desired-replicas": str((dep.get("spec") or {}).get(
                                     "replicas", 1)),
                                 "deployment.kubernetes.io/max-replicas": str(max_replicas)},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
-                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],
+                "ownerReferences": [controller_ref("apps/v1", "Deployment", dep)],
             },
             "spec": {"replicas": replicas, "minReadySeconds": (dep.get("spec") or {}).get("minReadySeconds", 0),
                      "selector": selector, "template": template},
@@ -340,7 +341,21 @@ def job_selector_and_labels(job: JSON) -> None:
 
 
 class JobController(Controller):
-    """The emulated Job controller of one :class:`FakeKubeAPI` (see the module docstring).
+    """kubernetes ``pkg/controller/job/job_controller.go``, for a stored Job that is not suspended:
+    ``min(parallelism, completions)`` Pods less the active ones it owns (``manageJob`` /
+    ``podControl.CreatePodsWithGenerateName``), ``generateName`` ``<job>-`` (``<job>-<index>-`` for an Indexed Job,
+    with the ``batch.kubernetes.io/job-completion-index`` annotation and label and ``hostname`` ``<job>-<index>``,
+    ``addCompletionIndexEnvVariables``/``podGenerator``), the template's labels (the Job strategy's, :func:`
+    job_selector_and_labels`), the ``batch.kubernetes.io/job-tracking`` finalizer and a controller ownerReference. A
+    refused Pod is a Warning Event ``FailedCreate``, retried when one of the Job's Pods is updated or deleted
+    (``updatePod``). A test finishes a pod as a kubelet would (``status.phase``, ``FakeKubeAPI.put``); the sync then
+    follows ``syncJob`` and ``manageJob``: ``status.active``, ``succeeded`` (an Indexed Job's distinct indexes, also
+    ``completedIndexes``), ``failed``; a failed pod is replaced while ``failed <= spec.backoffLimit``, up to
+    ``wantActive`` (``completions - succeeded`` capped at ``parallelism``; without ``completions``, ``parallelism``
+    until one pod succeeded); conditions ``Complete`` (with ``SuccessCriteriaMet``) and ``Failed``
+    ``BackoffLimitExceeded`` (with ``FailureTarget``). Not emulated: the pod back-off delay, the removal of the
+    tracking finalizer, the deletion of a failed Job's active pods, ``successPolicy``, ``podFailurePolicy``,
+    ``backoffLimitPerIndex``, ``activeDeadlineSeconds``, elastic Indexed Jobs.
 
     Attributes:
         errors: ``(namespace, job, message)`` of every refused Pod create.
@@ -456,8 +471,7 @@ class JobController(Controller):
         pg_name = f"{workload_name}-{template_name}-{hashlib.sha256((workload_name + template_name).encode()).hexdigest()[:10]}"
         api_version = f"scheduling.k8s.io/{version}"
         ns = meta.get("namespace")
-        job_ref = {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"],
-                   "controller": True, "blockOwnerDeletion": True}
+        job_ref = controller_ref("batch/v1", "Job", job)
         workload = api.get(api_version, "workloads", ns, workload_name)
         if workload is None:
             if has_pods:
@@ -498,17 +512,13 @@ class JobController(Controller):
         if not finished:
             now = _now()
             if failed > spec.get("backoffLimit", 6):
-                conditions += [_condition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified "
-                                          "backoff limit", now),
-                               _condition("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff "
-                                          "limit", now)]
+                conditions += [_condition(t, "BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
+                               for t in ("FailureTarget", "Failed")]
                 finished = True
             elif (completions is not None and succeeded >= completions) or (
                     completions is None and succeeded > 0 and active == 0):
-                conditions += [_condition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of "
-                                          "succeeded pods", now),
-                               _condition("Complete", "CompletionsReached", "Reached expected number of succeeded "
-                                          "pods", now)]
+                conditions += [_condition(t, "CompletionsReached", "Reached expected number of succeeded pods", now)
+                               for t in ("SuccessCriteriaMet", "Complete")]
                 status["completionTime"] = now
                 finished = True
             if conditions:
@@ -523,28 +533,16 @@ class JobController(Controller):
 
     @staticmethod
     def _pod(job: JSON, index: str | None, group: str | None = None) -> JSON:
-        meta, spec = job["metadata"], job.get("spec") or {}
-        template = copy.deepcopy(spec.get("template") or {})
-        tmeta = template.get("metadata") or {}
-        pod_meta: JSON = {
-            "generateName": f"{meta['name']}-" if index is None else f"{meta['name']}-{index}-",
-            "namespace": meta.get("namespace"),
-            "labels": dict(tmeta.get("labels") or {}),
-            "annotations": dict(tmeta.get("annotations") or {}),
-            "finalizers": [JOB_TRACKING_FINALIZER],
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"],
-                                 "controller": True, "blockOwnerDeletion": True}],
-        }
-        pod_spec = template.get("spec") or {}
+        name = job["metadata"]["name"]
+        indexed = {} if index is None else {JOB_INDEX: index}
+        pod = pod_from_template(job, "batch/v1", "Job", {"generateName": f"{name}-" if index is None else
+                                                         f"{name}-{index}-", "finalizers": [JOB_TRACKING_FINALIZER]},
+                                indexed, indexed)
         if index is not None:
-            pod_meta["annotations"][JOB_INDEX] = index
-            pod_meta["labels"][JOB_INDEX] = index
-            pod_spec.setdefault("hostname", f"{meta['name']}-{index}")
-        if not pod_meta["annotations"]:
-            del pod_meta["annotations"]
+            pod["spec"].setdefault("hostname", f"{name}-{index}")
         if group is not None:  # WorkloadWithJob (_scheduling_objects; unconfirmed)
-            pod_spec["schedulingGroup"] = {"podGroupName": group}
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+            pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+        return pod
 
 
 STS_POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -618,18 +616,9 @@ class StatefulSetController(Controller):
 
     @staticmethod
     def _pod(sts: JSON, pod_name: str, ordinal: int, revision: str) -> JSON:
-        meta, spec = sts["metadata"], sts.get("spec") or {}
-        template = copy.deepcopy(spec.get("template") or {})
-        tmeta = template.get("metadata") or {}
-        labels = {**(tmeta.get("labels") or {}), STS_POD_NAME_LABEL: pod_name, STS_POD_INDEX_LABEL: str(ordinal),
-                  STS_REVISION_LABEL: revision}
-        pod_meta: JSON = {"name": pod_name, "namespace": meta.get("namespace"), "labels": labels,
-                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": meta["name"],
-                                               "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]}
-        if tmeta.get("annotations"):
-            pod_meta["annotations"] = dict(tmeta["annotations"])
-        pod_spec = template.get("spec") or {}
-        pod_spec["hostname"] = pod_name
-        if spec.get("serviceName"):
-            pod_spec["subdomain"] = spec["serviceName"]
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+        pod = pod_from_template(sts, "apps/v1", "StatefulSet", {"name": pod_name}, {
+            STS_POD_NAME_LABEL: pod_name, STS_POD_INDEX_LABEL: str(ordinal), STS_REVISION_LABEL: revision})
+        pod["spec"]["hostname"] = pod_name
+        if (sts.get("spec") or {}).get("serviceName"):
+            pod["spec"]["subdomain"] = sts["spec"]["serviceName"]
+        return pod

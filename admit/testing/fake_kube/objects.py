@@ -14,7 +14,8 @@ from typing import Any, Callable
 import jsonpatch
 
 from .errors import ApiError, _bad_request, _invalid
-from .resources import _DNS_SUBDOMAIN, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_errors
+from .resources import (_DNS_SUBDOMAIN, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_errors,
+                        _workload_api_update_errors)
 
 JSON = dict[str, Any]
 
@@ -82,17 +83,18 @@ def parse_label_selector(text: str | None) -> Selector | None:
     return lambda labels: all(_matches(labels, *r) for r in reqs)
 
 
-def _field_value(obj: JSON, path: str) -> str:
-    cur: Any = obj
+def _dotted(obj: Any, path: str) -> Any:
+    """The value at a dotted ``path`` of ``obj`` (``spec.nodeName``), None when a part is missing."""
     for seg in path.split("."):
-        if not isinstance(cur, dict):
-            return ""
-        cur = cur.get(seg)
-    if cur is None:
-        return ""
-    if isinstance(cur, bool):
-        return "true" if cur else "false"
-    return str(cur)
+        obj = obj.get(seg) if isinstance(obj, dict) else None
+    return obj
+
+
+def _field_value(obj: JSON, path: str) -> str:
+    value = _dotted(obj, path)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
 
 
 def parse_field_selector(text: str | None) -> Callable[[JSON], bool] | None:
@@ -209,14 +211,11 @@ def apply_patch(rt: ResourceType | None, target: JSON, content_type: str | None,
         if not isinstance(result, dict):
             raise ApiError(422, "Invalid", "the patch did not produce an object")
         return result
-    if ctype == "application/merge-patch+json":
+    strategic = ctype == "application/strategic-merge-patch+json" and not (rt is not None and rt.custom)
+    if ctype == "application/merge-patch+json" or strategic:
         if not isinstance(patch, dict):
-            raise _bad_request("json: cannot unmarshal non-object into merge patch")
-        return merge_patch(copy.deepcopy(target), patch)
-    if ctype == "application/strategic-merge-patch+json" and not (rt is not None and rt.custom):
-        if not isinstance(patch, dict):
-            raise _bad_request("json: cannot unmarshal non-object into strategic merge patch")
-        return strategic_merge_patch(copy.deepcopy(target), patch)
+            raise _bad_request(f"json: cannot unmarshal non-object into {'strategic ' if strategic else ''}merge patch")
+        return merge_patch(copy.deepcopy(target), patch, strategic)
     accepted = ", ".join([*(t for t in _PATCH_TYPES if not (rt is not None and rt.custom and "strategic" in t)),
                           "application/apply-patch+yaml"])
     raise ApiError(415, "UnsupportedMediaType",
@@ -260,8 +259,9 @@ def _b64_error(value: Any) -> str | None:
     return None
 
 
-def _validate(rt: ResourceType, obj: JSON) -> None:
-    """The validations listed in the module docstring; raises 400/422 ``ApiError`` like the real server."""
+def _validate(rt: ResourceType, obj: JSON, old: JSON | None = None) -> None:
+    """The validations listed in the module docstring, and an update's from ``old`` (:func:`job_template_errors`,
+    ``_workload_api_update_errors``); raises 400/422 ``ApiError`` like the real server."""
     meta = obj.get("metadata") or {}
     name = meta.get("name") or ""
     if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
@@ -283,9 +283,7 @@ def _validate(rt: ResourceType, obj: JSON) -> None:
                                          f"string or consist of alphanumeric characters, '-', '_' or '.', and must "
                                          f"start and end with an alphanumeric character")
     for path, micro in _TIME_FIELDS.get((rt.group, rt.plural), ()):
-        value: Any = obj
-        for seg in path.split("."):
-            value = value.get(seg) if isinstance(value, dict) else None
+        value = _dotted(obj, path)
         if value is None:
             continue
         layout = "2006-01-02T15:04:05.000000Z07:00" if micro else "2006-01-02T15:04:05Z07:00"
@@ -299,10 +297,13 @@ def _validate(rt: ResourceType, obj: JSON) -> None:
             if err:
                 raise _bad_request(f'{rt.kind} in version "v1" cannot be handled as a {rt.kind}: {field_name}[{k}]: '
                                    f"{err}")
+    errors = []
     if rt.group == "scheduling.k8s.io" and rt.version in WORKLOAD_API_VERSIONS:
-        errors = _workload_api_errors(rt, obj)
-        if errors:
-            raise _invalid(rt, name, "; ".join(errors))
+        errors = _workload_api_errors(rt, obj) or ([] if old is None else _workload_api_update_errors(rt, obj, old))
+    elif rt.key == ("batch", "v1", "jobs") and old is not None:
+        errors = job_template_errors(obj, old)
+    if errors:
+        raise _invalid(rt, name, "; ".join(errors))
     if rt.group == "admissionregistration.k8s.io":
         for i, hook in enumerate(obj.get("webhooks") or []):
             err = _b64_error(((hook or {}).get("clientConfig") or {}).get("caBundle"))

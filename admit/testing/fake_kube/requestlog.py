@@ -50,14 +50,8 @@ def _method_matches(spec: str, rec: RequestRecord) -> bool:
 
 
 def _plural_matches(spec: str, rec: RequestRecord) -> bool:
-    if rec.resource is None:
-        return False
-    if spec == "*":
-        return True
     plural, _, sub = spec.partition("/")
-    if plural != rec.resource:
-        return False
-    return not sub or sub == rec.subresource
+    return rec.resource is not None and (spec == "*" or (plural == rec.resource and sub in ("", rec.subresource)))
 
 
 @dataclass

@@ -19,26 +19,15 @@ from typing import Any, Callable, Coroutine, Mapping, TypeVar
 from aiohttp import web
 
 from ..fake_defaults import apply_defaults
-
 from .admission import REQUEST_WARNINGS, AdmissionChain, warning_headers
-
 from .controllers import (Controller, DeploymentController, JobController, StatefulSetController,
                           job_selector_and_labels)
-
-from .errors import (
-    ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _conflict, _details, _dumps, _invalid, _json_response,
-    _not_found, status_object,
-)
-from .objects import (
-    _GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch,
-    job_template_errors,
-)
+from .errors import (ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _conflict, _details, _dumps, _invalid,
+                     _json_response, _not_found, status_object)
+from .objects import _GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch
 from .requestlog import (RequestRecord, Selection, _ABORT, _CLOSE, _Event, _Fault, _Watcher, _method_matches,
                          _plural_matches)
-from .resources import (
-    BUILTIN_GROUPS, BUILTIN_RESOURCES, SHORT_NAMES, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_update_errors,
-    workload_api_resources,
-)
+from .resources import BUILTIN_GROUPS, BUILTIN_RESOURCES, SHORT_NAMES, ResourceType, workload_api_resources
 
 #: The namespaces kube-apiserver creates itself (pkg/controlplane/controller/systemnamespaces).
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -48,12 +37,10 @@ _C = TypeVar("_C", bound=Controller)
 
 
 def list_item(rt: ResourceType, obj: JSON) -> JSON:
-    """``obj`` as an item of a list of ``rt`` (a shallow copy): kube-apiserver encodes the items of a built-in
-    kind's typed list (``PodList.Items []Pod``) without their TypeMeta, so they carry no ``apiVersion`` or ``kind``;
-    only the list has them (kubernetes/kubernetes#3030, open; #98925; the 1.36 plane answers so). A watch event's
-    object, a GET and a write's answer carry both. A custom resource is stored as the unstructured JSON it was
-    written with, ``apiVersion`` and ``kind`` included, and its list items keep them (``rt.custom``: returned as
-    stored)."""
+    """``obj`` as an item of a list of ``rt`` (a shallow copy): kube-apiserver encodes a built-in kind's typed list
+    (``PodList.Items []Pod``) without the items' TypeMeta, so only the list has ``apiVersion`` and ``kind``
+    (kubernetes/kubernetes#3030, open; #98925; the 1.36 plane answers so); a GET, a write's answer and a watch event
+    carry both. A custom resource's items are returned as stored: the unstructured JSON written, both included."""
     if rt.custom:
         return obj
     return {k: v for k, v in obj.items() if k != "apiVersion" and k != "kind"}
@@ -275,29 +262,25 @@ class FakeKubeAPI:
     # ---------------------------------------------------------------- direct store access
 
     def put(self, obj: JSON) -> JSON:
-        """Insert or replace an object given with ``apiVersion``/``kind`` (namespace defaults to "default" for
-        namespaced resources), bypassing HTTP, validation and status strategies. Fills ``uid`` (kept from the stored
-        object if absent) and ``creationTimestamp`` when missing; ``generation`` when missing or unchanged from the
-        stored one (then bumped if anything outside metadata/status changed); always assigns a fresh
-        ``resourceVersion`` (a caller-chosen one would break watch ordering). Emits ADDED or MODIFIED. Returns a
-        copy of what was stored."""
+        """Insert or replace ``obj`` (with ``apiVersion``/``kind``; namespace "default" when namespaced and unset),
+        bypassing HTTP, validation and status strategies: a missing ``uid`` and ``creationTimestamp`` are the stored
+        object's or new, a ``generation`` missing or as stored is computed as the server would (:meth:`_spec_part`),
+        the ``resourceVersion`` is always fresh (a caller-chosen one would break watch ordering). Emits ADDED or
+        MODIFIED; returns a copy of what was stored."""
         rt = self.resource_type(obj["apiVersion"], obj["kind"])
         new = copy.deepcopy(obj)
         meta = new.setdefault("metadata", {})
         ns = (meta.get("namespace") or "default") if rt.namespaced else None
         self._place(rt, ns, meta, ValueError("put() needs metadata.name or metadata.generateName"))
         existing = self._bucket(rt).get((ns, meta["name"]))
-        if existing is not None:
-            old_meta = existing["metadata"]
-            meta.setdefault("uid", old_meta.get("uid"))
-            meta.setdefault("creationTimestamp", old_meta.get("creationTimestamp"))
-            gen = old_meta.get("generation", 1)
-            if meta.get("generation") in (None, gen):  # absent or as read: compute it like the server
-                meta["generation"] = gen + 1 if self._spec_part(rt, new) != self._spec_part(rt, existing) else gen
-        else:
-            meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp", _now())
+        old_meta = existing["metadata"] if existing is not None else {}
+        meta.setdefault("uid", old_meta.get("uid", str(uuid.uuid4())))
+        meta.setdefault("creationTimestamp", old_meta.get("creationTimestamp", _now()))
+        gen = old_meta.get("generation", 1)
+        if existing is None:
             meta.setdefault("generation", 1)
+        elif meta.get("generation") in (None, gen):  # absent or as read: compute it like the server
+            meta["generation"] = gen + 1 if self._spec_part(rt, new) != self._spec_part(rt, existing) else gen
         stored = self._commit(rt, ns, meta["name"], existing, new)
         return copy.deepcopy(stored)
 
@@ -345,16 +328,14 @@ class FakeKubeAPI:
 
     def fail(self, method: str, plural: str, status: int = 500, times: int | None = 1, reason: str | None = None,
              name: str | None = None, message: str | None = None, retry_after: int | None = None) -> None:
-        """Answer the next ``times`` (None: all) matching requests with a ``Status`` of HTTP ``status``.
+        """Answer the next ``times`` (None: all) matching requests with a ``Status`` of HTTP ``status``, ``reason``
+        by default its (500 InternalError, 409 Conflict, 429 TooManyRequests...).
 
-        ``method``: an HTTP method ("GET" covers get, list and watch), a Kubernetes verb ("list", "watch",
-        "create", "update", "patch", "delete", ...) or "*". ``plural``: "podgroups" (any subresource),
-        "deployments/scale" (only that subresource) or "*". ``reason`` defaults from ``status`` (500 InternalError,
-        409 Conflict, 429 TooManyRequests...). ``name`` restricts to one object. ``retry_after`` (seconds) goes into
-        the ``Retry-After`` header and the Status' ``details.retryAfterSeconds``, as kube-apiserver's
-        ``responsewriters`` write a Status that carries it; a 429 has ``Retry-After: 1`` unless told otherwise (the
-        value API Priority and Fairness and the max-in-flight filter send, ``filters/maxinflight.go``
-        ``tooManyRequests``).
+        ``method``: an HTTP method ("GET" covers get, list and watch), a verb ("list", "create", ...) or "*";
+        ``plural``: "podgroups" (any subresource), "deployments/scale" (only that one) or "*"; ``name``: one object.
+        ``retry_after`` (seconds) goes into ``Retry-After`` and the Status' ``details.retryAfterSeconds``, as
+        kube-apiserver's ``responsewriters`` write it; a 429 has ``Retry-After: 1`` unless told otherwise (what API
+        Priority and Fairness and the max-in-flight filter send, ``filters/maxinflight.go`` ``tooManyRequests``).
         """
         if retry_after is None and status == 429:
             retry_after = 1
@@ -413,12 +394,10 @@ class FakeKubeAPI:
         :meth:`release_watches` (a half-open connection after a network partition, or a lagging watch). Streams
         opened later are not held (a client that reconnects gets a working stream, with the events it missed
         replayed from the history). Returns how many streams are held."""
-        held = 0
-        for w in self._watchers:
-            if w.rt.plural == plural:
-                w.holding = True
-                held += 1
-        return held
+        held = [w for w in self._watchers if w.rt.plural == plural]
+        for w in held:
+            w.holding = True
+        return len(held)
 
     def release_watches(self, plural: str) -> None:
         """Deliver what :meth:`hold_watches` kept back, in order, and let the streams flow again."""
@@ -625,8 +604,11 @@ class FakeKubeAPI:
 
     def namespace_content(self, namespace: str) -> list[JSON]:
         """Every stored object of ``namespace`` (all namespaced resources)."""
-        return [obj for key, bucket in self._data.items() if self._registry[key].namespaced
-                for (ons, _), obj in bucket.items() if ons == namespace]
+        return [obj for _, _, obj in self._in_namespace(namespace)]
+
+    def _in_namespace(self, namespace: str) -> list[tuple[ResourceType, str, JSON]]:
+        return [(self._registry[key], name, obj) for key, bucket in self._data.items() if self._registry[key].namespaced
+                for (ns, name), obj in bucket.items() if ns == namespace]
 
     async def _namespace_controller(self, name: str) -> None:
         """The namespace controller's deletion of a terminating namespace: every namespaced object in it is deleted
@@ -639,21 +621,15 @@ class FakeKubeAPI:
             namespace = self._bucket(nss).get((None, name))
             if namespace is None or not namespace["metadata"].get("deletionTimestamp"):
                 return
-            for key, bucket in list(self._data.items()):
-                rt = self._registry[key]
-                if not rt.namespaced:
-                    continue
-                for (ons, oname), obj in list(bucket.items()):
-                    if ons == name and not obj["metadata"].get("deletionTimestamp"):
-                        self._delete(rt, ons, oname, obj, dry_run=False)
+            for rt, oname, obj in self._in_namespace(name):
+                if not obj["metadata"].get("deletionTimestamp"):
+                    self._delete(rt, name, oname, obj, dry_run=False)
             if self.namespace_content(name):
                 continue
             done = copy.deepcopy(namespace)
             done["spec"]["finalizers"] = [f for f in done["spec"].get("finalizers") or [] if f != "kubernetes"]
-            if done["spec"]["finalizers"]:
-                self._commit(nss, None, name, namespace, done)
-                return
-            self._commit(nss, None, name, namespace, None, final_state=done)
+            # another finalizer left: it stays, Terminating; else it goes (DELETED shows it without "kubernetes")
+            self._commit(nss, None, name, namespace, done if done["spec"]["finalizers"] else None, final_state=done)
             return
 
     # ---------------------------------------------------------------- write semantics (no awaits inside)
@@ -764,15 +740,7 @@ class FakeKubeAPI:
             _normalize(rt, result)
             if self._spec_part(rt, result) != self._spec_part(rt, existing):
                 rmeta["generation"] = old_meta.get("generation", 1) + 1
-            _validate(rt, result)
-            if rt.key == ("batch", "v1", "jobs"):
-                errors = job_template_errors(result, existing)
-                if errors:
-                    raise _invalid(rt, name, "; ".join(errors))
-            if rt.group == "scheduling.k8s.io" and rt.version in WORKLOAD_API_VERSIONS:
-                errors = _workload_api_update_errors(rt, result, existing)
-                if errors:
-                    raise _invalid(rt, name, "; ".join(errors))
+            _validate(rt, result, existing)
         result["apiVersion"], result["kind"] = rt.api_version, rt.kind
         result["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
         if result == existing:
