@@ -46,6 +46,7 @@ __all__ = [
     "Claim",
     "claim_of",
     "workload_record",
+    "member_record",
     "workload_ref",
     "object_record",
     "owner_reference",
@@ -287,6 +288,17 @@ def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
                       record["metadata"].get("namespace"), record["metadata"].get("name"))
         identity = f"{resource.group}/{resource.kind}/{record['metadata'].get('name') or ''}"
         record["claim"] = Claim(ref, identity, None, error=f"internal error in admit ({type(e).__name__})")
+    return record
+
+
+def member_record(obj: JSON, config: Config) -> JSON:
+    """The record the cache of pods in a group whose size follows its members keeps (``GangPlan.follows_members``,
+    ``<prefix>/managed: member``): the Pod's :func:`workload_record` (its claim names the group) with its
+    ``spec.nodeName`` and ``status.phase``, what the backend's ``merge_shared`` reads of the members."""
+    record = workload_record(obj, PODS, config)
+    node, phase = get_path(obj, ("spec", "nodeName")), get_path(obj, ("status", "phase"))
+    record["spec"] = {"nodeName": node} if node else {}
+    record["status"] = {"phase": _shared(phase)} if phase else {}
     return record
 
 

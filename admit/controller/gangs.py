@@ -15,6 +15,9 @@ garbage collector delete them within ~25 ms). Once the workload is stored:
 - **clean up**: managed objects no stored workload claims for ``orphan_grace_period`` seconds are deleted, unless
   live pods still wait on the group (``GangBackend.pod_in_group``, listed with the backend's ``pod_selector`` hook
   when it has one);
+- **follow the members**: a group bare pods share whose size follows its members (``GangPlan.follows_members``),
+  once one of them finished or went (``manager.Manager`` watches them), is sized as the admission engine would size
+  it for a member still waiting (:meth:`GangController.follow`), so a retry does not wait for members that succeeded;
 - Events on the workload for each of these and for what it cannot do; a namespace being deleted is left alone.
 
 What it keeps: list+watch caches of the backend's object kinds, managed by admit (``app.kubernetes.io/managed-by``)
@@ -47,6 +50,7 @@ from ..backends.gangobjects import decide_objects
 from ..backends.interface import BackendAPI, GangBackend, GangDecide
 from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ..eventloop import Pacer
+from ..gang.ownerrefs import is_managed
 from ..gang.plan import get_path
 from ..kube.client import KubeError, namespace_terminating
 from ..kube.watchcache import Resource, WatchCache, object_key
@@ -250,6 +254,8 @@ class GangController:
         is behind). ``fetched``: objects read from the API after a 409 (newer than the cache)."""
         self.reconciles += 1
         objects = {**self._objects(key), **(fetched or {})}
+        if await self.follow(key, objects, depth):
+            return
         claims = self.manager.claims_for(self.backend.name, key, set(self._owners(objects)))
         if live is not None:
             claims = [live if (c.namespace, c.identity) == (live.namespace, live.identity) else c for c in claims]
@@ -282,6 +288,42 @@ class GangController:
                 await (self._create if action.kind == "create" else self._patch)(key, action, depth)
             elif action.kind != "delete":
                 self.actions.append((action.kind, key))
+
+    async def follow(self, key: Key, objects: dict[str, JSON | None], depth: int = 0) -> bool:
+        """Size a group whose size follows its members (``GangPlan.follows_members``) for the member that waits:
+        the first pending one without a node (a retry), its plan as its claim computed it, and the backend's
+        ``merge_shared`` over the other members (Coscheduling's ``members_still_to_run``: the same rule as at
+        that member's admission). Written (a patch of admit's object, ``Event`` ``<Kind>Updated`` on the pod)
+        only when it lowers the size: a member that succeeded while the retry waited is no longer counted by
+        kube-scheduler (argo-workflows#734, volcano#2720), and a new admission may never come. True when it wrote.
+        """
+        merge: Any = getattr(self.backend, "merge_shared", None)  # interface.BackendHooks
+        members = self.manager.members_of(self.backend.name, key) if merge is not None else []
+        waiting = next((m for m in members if not get_path(m, ("spec", "nodeName")) and get_path(
+            m, ("status", "phase")) in (None, "Pending") and not get_path(m, ("metadata", "deletionTimestamp"))), None)
+        claim = self.manager.countable(waiting["claim"]) if waiting is not None and waiting.get("claim") else None
+        if claim is None or claim.plan is None or not claim.plan.follows_members:
+            return False
+        plan, wrote = claim.plan, False
+        for kind, desired in zip(self.kinds, self.backend.desired_objects(plan, self.config)):
+            obj = objects.get(kind)
+            if obj is None or not is_managed(obj) or self.backend.ownership(obj, plan, self.config,
+                                                                            claim.explicit).action != "manage":
+                continue
+            want, _ = merge(obj, desired, plan, [m for m in members if m is not waiting])
+            have, size = self.backend.size_of(obj), self.backend.size_of(want)
+            ops = self.backend.update_ops(obj, want, self.resources[kind].version) or []
+            if not ops or not isinstance(have, int) or not isinstance(size, int) or size >= have:
+                continue
+            ops.append({"op": "replace", "path": "/metadata/resourceVersion",
+                        "value": (obj.get("metadata") or {}).get("resourceVersion")})
+            action = Action("patch", object_kind=kind, claim=claim, ops=ops, changes=[
+                f"{self.backend.size_name} {have} -> {size}: the members still to run"])
+            if not self.guards.repeating(key, action):
+                self.actions.append(("follow", key))
+                await self._patch(key, action, depth)
+                wrote = True
+        return wrote
 
     def _bookkeep(self, key: Key, actions: list[Action], now: float) -> None:
         """When ``key`` was first seen unclaimed, and first seen written ahead of its workload (said once)."""

@@ -16,6 +16,9 @@ What the manager keeps:
 - **the Lease** (``leader.py``) and the Event recorder (``events.py``): caches run on every replica (the webhooks
   read them everywhere, and a new leader starts warm, as controller-runtime does); only the Lease holder runs the
   gang controllers' workers, and each write first checks that the lease is still held;
+- **the members of groups whose size follows them** (``GangPlan.follows_members``: pods labelled
+  ``<prefix>/managed: member``), by group: when one finishes or goes, its group's key is queued for its gang
+  controller (``GangController.follow``);
 - **the admission path's view** (:attr:`Manager.cache`, ``cacheview.ControllerView``).
 
 Settings: ``settings.ControllerSettings``. Bad input is logged in one line per distinct problem (again only when it
@@ -39,13 +42,14 @@ from ..backends.interface import BackendAPI
 from ..backends.registry import BACKENDS
 from ..backends.runtime import APIS
 from ..config import Config
+from ..gang.plan import MEMBER, get_path
 from ..gang.resources import (ResourceError, countable_min_resources, device_class_record, dra_extended_resources,
                               runtime_class_record, runtime_overheads, with_runtime_overhead)
 from ..kube.client import resolve_proxy_once
 from ..kube.watchcache import KubeRaw, Resource, WatchCache, object_key
 from ..observability import metrics
 from .cacheview import ControllerView
-from .claims import Claim, workload_record, watched_kinds
+from .claims import PODS, Claim, member_record, workload_record, watched_kinds
 from .events import EventRecorder
 from .gangs import GangController
 from .leader import LeaderElector
@@ -102,6 +106,10 @@ class Manager:
                                          transform=device_class_record, **classes)
         self.runtime_classes = WatchCache(self.api, RUNTIME_CLASSES, handlers=[self._on_class],
                                           transform=runtime_class_record, **classes)
+        self.members = WatchCache(self.api, PODS, label_selector=f"{config.managed_label}={MEMBER}",
+                                  handlers=[self._on_member], transform=functools.partial(member_record, config=config),
+                                  **self.cache_options())
+        self._by_members: MultiIndex[tuple[str, str, str], Key] = MultiIndex()  # (backend, namespace, group)
         self.dra_extended_resources: dict[str, str] = {}
         self.runtime_overheads: dict[str, dict[str, str]] = {}
         self.elector = LeaderElector(
@@ -144,7 +152,7 @@ class Manager:
         """Start the caches and the leader election (returns at once)."""
         for gang in self.gangs.values():
             await gang.start()
-        for cache in (*self.workloads.values(), self.device_classes, self.runtime_classes):
+        for cache in (*self.workloads.values(), self.members, self.device_classes, self.runtime_classes):
             await cache.start()
         self.recorder.start()
         await self.elector.start()
@@ -161,7 +169,7 @@ class Manager:
         await self.recorder.stop()
         for gang in self.gangs.values():
             await gang.stop()
-        for cache in (*self.workloads.values(), self.device_classes, self.runtime_classes):
+        for cache in (*self.workloads.values(), self.members, self.device_classes, self.runtime_classes):
             await cache.stop()
         if self._own_client:
             await self._api_client.close()
@@ -199,8 +207,8 @@ class Manager:
         return True, ""
 
     def caches(self) -> list[WatchCache]:
-        """Every cache: each gang controller's, one per workload kind, then the DeviceClasses and RuntimeClasses."""
-        return [*(c for g in self.gangs.values() for c in g.caches()), *self.workloads.values(),
+        """Every cache: each gang controller's, one per workload kind, the members', the DeviceClasses and RuntimeClasses."""
+        return [*(c for g in self.gangs.values() for c in g.caches()), *self.workloads.values(), self.members,
                 self.device_classes, self.runtime_classes]
 
     def _on_class(self, _type: str, _obj: JSON, _old: JSON | None) -> None:
@@ -250,6 +258,26 @@ class Manager:
         if self.leading:
             for c in {id(c): c for c in (before, claim) if c is not None}.values():
                 self._queue(c)
+
+    def _on_member(self, event: str, obj: JSON, old: JSON | None) -> None:
+        """Index a member of a group that follows its members by its claim's group; when it finished or went, queue
+        the group's key for its backend's gang controller (:meth:`GangController.follow` sizes it again)."""
+        name = object_key(obj)
+        for record in (old, obj):
+            was = getattr(record.get("claim"), "plan", None) if record is not None else None
+            if was is not None:
+                group = (was.backend, was.namespace, was.group_name)
+                (self._by_members.add if record is obj and event != "DELETED" else self._by_members.discard)(group, name)
+        phases = [get_path(r, ("status", "phase")) if r is not None else None for r in (old, obj)]
+        plan: Any = getattr(obj.get("claim"), "plan", None)
+        gang = self.gangs.get(plan.backend) if plan is not None else None
+        if gang is not None and gang.leading and (event == "DELETED" or (
+                phases[1] in ("Succeeded", "Failed") and phases[0] not in ("Succeeded", "Failed"))):
+            gang.loop.queue.add((plan.namespace, plan.group_name))
+
+    def members_of(self, backend: str, key: Key) -> list[JSON]:
+        """The cached members of ``backend``'s group ``key`` whose size follows them (:meth:`_on_member`)."""
+        return [r for n in sorted(self._by_members.get((backend, *key))) if (r := self.members.get(*n)) is not None]
 
     @staticmethod
     def _index(wkey: WKey, claim: Claim, by_group: Any, by_identity: Any) -> None:

@@ -16,7 +16,8 @@ The group's size follows the members still to run (``GangPlan.follows_members``)
 again and kube-scheduler no longer counts it, so a retried member (``retryStrategy``: a new pod for the node) would
 wait for ever for a group that keeps its size (argo-workflows#734, volcano#2720). At each member's admission the
 admission engine reads the group's pods, and once one has finished the size is the members still to run and not yet
-placed (``backends.coscheduling.podgroup.members_still_to_run``).
+placed (``backends.coscheduling.podgroup.members_still_to_run``). Each member is labelled ``<prefix>/managed: member``
+(``gang.plan.MEMBER``), and when one finishes or goes the controller sizes the group again for a member still waiting.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from typing import Any
 
 from ..config import Config
 from ..echo import clip_message
-from ..gang.plan import GangAnnotations, GangError, GangPlan, check_group_name, get_path, parse_gang_annotations
+from ..gang.patch import set_keys_ops
+from ..gang.plan import (MEMBER, GangAnnotations, GangError, GangPlan, check_group_name, get_path,
+                         parse_gang_annotations)
 from .apps import POD, resolve_pod
 from .shared import controller_owner
 
@@ -70,6 +73,7 @@ def resolve_step_pod(pod: dict[str, Any], ann: GangAnnotations, config: Config, 
                and check_group_name(workflow) is None)  # the label admit's mutation gave it: the default again
     plan = resolve_pod(pod, replace(ann, pod_group=workflow) if default else ann, config, namespace, operation)
     plan.follows_members = True
+    plan.extra_ops = set_keys_ops(pod, POD.labels, {config.managed_label: MEMBER})  # the controller watches members
     node = get_path(pod, ("metadata", "annotations", NODE_NAME))
     ref = f"step {node}" if isinstance(node, str) and node else plan.ref
     if default:

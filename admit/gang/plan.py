@@ -34,10 +34,12 @@ from ..echo import clip
 __all__ = ["BelowMinMember", "below_min_member", "GangError", "NoNameYet", "generated_group_name", "GangAnnotations",
            "PodTarget", "Wave", "GangPlan", "parse_gang_annotations", "ignored_without_min_member",
            "misplaced_annotation_warnings", "label_key_warnings", "min_member_source", "counted_and_fix",
-           "check_group_name", "choose_group_name", "int_field", "Resolver"]
+           "check_group_name", "choose_group_name", "int_field", "Resolver", "MEMBER"]
 
 MAX_TIMEOUT_SECONDS = 900
 MAX_MIN_MEMBER = 2**31 - 1  # PodGroup spec.minMember is an int32
+#: The value of ``<prefix>/managed`` on a pod of a group whose size follows its members (``GangPlan.follows_members``).
+MEMBER = "member"
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _INT_RE = re.compile(r"^[0-9]{1,12}$")  # ASCII digits only (str.isdigit() also takes "²"); 12 bound int()'s work
 
@@ -428,7 +430,9 @@ class GangPlan:
             user sets the counted number (Kueue's partial admission): what to change there.
         follows_members: a shared group whose minMember follows the members still to run (an Argo Workflow's step
             pods): the backend's ``merge_shared`` takes the members that succeeded off minMember, instead of
-            keeping the largest minMember any member set (kube-scheduler no longer counts finished pods).
+            keeping the largest minMember any member set (kube-scheduler no longer counts finished pods). Its pods
+            carry ``<prefix>/managed: member`` (:data:`MEMBER`): the controller watches them and, when one finishes
+            or goes, sizes the group again for a member still waiting.
         runtime_class: the ``runtimeClassName`` of the plan's one pod template when it sets no ``spec.overhead`` and
             ``minResources`` is ``auto``, else ``None``: the class's ``overhead.podFixed`` is added to
             ``minResources`` from the controller's cache (``resources.with_runtime_overhead``).

@@ -16,11 +16,13 @@ creates them, each through the fake's admission chain under the controller's Ser
   ``restartPolicy: Never``; the ``wait`` container (the executor's aux container, ``executor.resources`` of the
   controller's ConfigMap, none by default) then the template's ``main`` container; ``addMetadata`` copies the
   Workflow's ``spec.podMetadata`` and then the template's ``metadata`` annotations and labels onto the pod;
-  ``schedulerName`` is the template's, else the Workflow's (``addSchedulingConstraints``).
+  ``schedulerName`` and ``nodeSelector`` are the template's, else the Workflow's (``addSchedulingConstraints``).
 
 The phases are the test's to set (:meth:`ArgoWorkflows.finish`: no kubelet runs here); a retry is one more attempt
-pod for a node whose last attempt failed (:meth:`ArgoWorkflows.retry`). Not emulated: DAGs, the ``init`` container
-(input artifacts only), ``podSpecPatch``, the executor's work, the Workflow's status.
+pod for a node whose last attempt failed, or whose pod was deleted before it finished (:meth:`ArgoWorkflows.retry`,
+from ``operator.go`` ``processNodeRetries`` and ``executeTemplate``, argo-workflows main at f016ad8, after v4.1.0).
+Not emulated: DAGs, the ``init`` container (input artifacts only), ``podSpecPatch``, the executor's work, the
+Workflow's status, the retry's ``backoff`` (the test calls :meth:`ArgoWorkflows.retry` when it would run).
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ def step_pod(workflow: JSON, template: JSON, node: str, inputs: dict[str, str] |
     scheduler = tmpl.get("schedulerName") or spec.get("schedulerName")
     if scheduler:
         pod_spec["schedulerName"] = scheduler
+    if tmpl.get("nodeSelector") or spec.get("nodeSelector"):
+        pod_spec["nodeSelector"] = tmpl.get("nodeSelector") or spec.get("nodeSelector")
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(meta["name"], node, tmpl["name"]), "namespace": meta.get("namespace"),
                          "labels": labels, "annotations": annotations, "ownerReferences": [controller_ref(workflow)]},
@@ -147,17 +151,32 @@ class ArgoWorkflows(OperatorEmulation):
         stored["status"] = {**(stored.get("status") or {}), "phase": phase}
         self.api.put(stored)
 
-    async def retry(self, failed: JSON) -> JSON | None:
-        """The next attempt of the node whose attempt pod ``failed`` failed (``retryStrategy``): node
-        ``<retry node>(<attempt + 1>)``, from the same template and inputs, as stored."""
+    async def retry(self, failed: JSON, error: bool = False) -> JSON | None:
+        """The next attempt of the node whose attempt pod ``failed`` ended: node ``<retry node>(<attempt + 1>)``,
+        from the same template and inputs, as stored; ``None`` when the ``retryStrategy`` does not retry it.
+
+        The attempt's node is Failed (its pod failed), or with ``error`` Error: its pod was deleted before it
+        finished (``podReconciliation``: a pod node missing from the pods seen is marked ``"pod deleted"``,
+        ``markNodeError``). ``processNodeRetries`` retries Failed under the policy ``OnFailure`` or ``Always`` and
+        Error under ``OnError`` or ``Always`` (``RetryStrategy.RetryPolicyActual``: ``OnFailure`` when none is
+        given and no ``expression``, else ``Always``), while the attempts so far are at most ``limit``; then
+        ``executeTemplate`` adds child node ``fmt.Sprintf("%s(%d)", retryNodeName, retryNum)`` and creates its pod.
+        """
         ns = failed["metadata"]["namespace"]
         workflow = self.live(API, "workflows", ns, failed["metadata"]["labels"][WORKFLOW_LABEL])
         assert workflow is not None
         base, _, attempt = failed["metadata"]["annotations"][NODE_NAME].rpartition("(")
         template_name = failed["metadata"]["name"][len(workflow["metadata"]["name"]) + 1:].rpartition("-")[0]
-        node = f"{base}({int(attempt.rstrip(')')) + 1})"
-        return await self.create(workflow, "v1", "pods", step_pod(workflow, self._template(workflow, template_name),
-                                                                  node, self.inputs.get(base)), "FailedCreatePod")
+        template = self._template(workflow, template_name)
+        strategy = template.get("retryStrategy") or (workflow.get("spec") or {}).get("retryStrategy") or {}
+        policy = strategy.get("retryPolicy") or ("Always" if strategy.get("expression") else "OnFailure")
+        attempts = int(attempt.rstrip(")")) + 1
+        limit = strategy.get("limit")
+        if policy not in ("Always", "OnError" if error else "OnFailure") or (
+                limit is not None and attempts > int(limit)):
+            return None
+        return await self.create(workflow, "v1", "pods", step_pod(workflow, template, f"{base}({attempts})",
+                                                                  self.inputs.get(base)), "FailedCreatePod")
 
 
 def install(api: "FakeKubeAPI", chain: Any = None) -> ArgoWorkflows:

@@ -11,8 +11,8 @@ import yaml
 
 from admit.config import Config
 from tests.emulations import argo
-from tests.helpers import EXAMPLES
-from tests.operator_stack import PG, gang_problems, operator_cluster, pod_groups_of
+from tests.helpers import EXAMPLES, eventually
+from tests.operator_stack import PG, events_about, gang_problems, operator_cluster, pod_groups_of
 
 CONFIG = Config()
 NS = "default"
@@ -57,3 +57,46 @@ async def test_a_retried_step_pod_joins_a_gang_sized_to_the_members_still_to_run
         op.finish(retried, "Failed")
         again = await op.retry(retried)
         assert again is not None and fake.get(*PG, NS, "train-x7k2p-train")["spec"]["minMember"] == 1
+
+
+def placed(fake: Any, pod: dict[str, Any], node: str) -> None:
+    """``pod`` bound to ``node`` and Running, as kube-scheduler and kubelet leave it (no scheduler runs here)."""
+    stored = fake.get("v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+    stored["spec"]["nodeName"] = node
+    stored["status"] = {"phase": "Running"}
+    fake.put(stored)
+
+
+async def test_a_retry_still_waiting_when_the_other_members_succeed_gets_its_group_lowered_by_the_controller(
+        aiohttp_server):
+    # Before: the third member's pod was deleted (its node was lost) while the others ran, so its retry joined a group
+    # still at minMember 3 (no member had finished). The two others then succeeded, kube-scheduler stopped counting
+    # them, and nothing sized the group again until a new admission that never came: the retry waited forever.
+    async with operator_cluster(aiohttp_server, CONFIG, argo.install, controller=True) as (fake, op, _):
+        wf = workflow()
+        wf["spec"]["templates"][1]["retryStrategy"] = {"limit": "2", "retryPolicy": "Always"}
+        await op.submit(wf)
+        first, second, third = await op.run_step(NS, "train-x7k2p", "train")
+        assert first["metadata"]["labels"][CONFIG.managed_label] == "member"
+        for i, pod in enumerate((first, second, third)):
+            placed(fake, pod, f"node-{i}")
+        fake.delete_object("v1", "pods", NS, third["metadata"]["name"])
+        retried = await op.retry(third, error=True)
+        assert retried is not None and op.errors == []
+        assert fake.get(*PG, NS, "train-x7k2p-train")["spec"]["minMember"] == 3  # three live members: it can form
+        op.finish(first, "Succeeded")
+        op.finish(second, "Succeeded")
+        await eventually(lambda: fake.get(*PG, NS, "train-x7k2p-train")["spec"]["minMember"] == 1)
+        assert fake.get(*PG, NS, "train-x7k2p-train")["spec"]["minResources"] == {"cpu": "1", "memory": "2Gi"}
+        await eventually(lambda: any("minMember 3 -> 1" in e["note"]
+                                     for e in events_about(fake, NS, "Pod", retried["metadata"]["name"])))
+
+
+async def test_argo_does_not_retry_a_deleted_step_pod_under_its_default_retry_policy(aiohttp_server):
+    # processNodeRetries: OnFailure (the default without an expression) retries a Failed node, not an Error one.
+    async with operator_cluster(aiohttp_server, CONFIG, argo.install) as (fake, op, _):
+        await op.submit(workflow())
+        first, _, _ = await op.run_step(NS, "train-x7k2p", "train")
+        fake.delete_object("v1", "pods", NS, first["metadata"]["name"])
+        assert await op.retry(first, error=True) is None
+        assert await op.retry(first) is not None

@@ -3,7 +3,8 @@ workflow controller does not run here), its fan-out's step pods created as the c
 (``tests/emulations/argo.py`` ``step_pod``, from argo-workflows v4.1.2 ``createWorkflowPod``), each ganged by the
 annotations of its template; then two members succeed, one fails, and the retried member (a new pod of the node) is
 scheduled alone, since its group's minMember follows the members still to run. Before, the group kept minMember 3
-and Coscheduling's PreFilter held the retried pod for ever (kube-scheduler no longer counts finished pods)."""
+and Coscheduling's PreFilter held the retried pod for ever (kube-scheduler no longer counts finished pods). Then the
+controller's side: a retry that waits while the other members succeed has its group lowered when they finish."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import yaml
 from tests.emulations.argo import step_pod
 from tests.helpers import EXAMPLES
 from tests.real.support import bound, pods, wait_for
-from tests.real.test_real_after_admission import finish, min_member
+from tests.real.test_real_after_admission import MERGE, finish, min_member
 
 LABEL = "scheduling.x-k8s.io/pod-group"
 SCHEDULER = "scheduler-plugins-scheduler"
@@ -53,3 +54,46 @@ def test_argo_step_pods_are_one_gang_and_a_retried_member_runs_once_the_others_s
     assert min_member(cp, ns, "train-x7k2p-train") == 1
     wait_for(lambda: [p for p in bound(pods(cp, ns, f"{LABEL}=train-x7k2p-train"))
                       if p["metadata"]["name"] == retried["metadata"]["name"]], what="the retried step pod bound")
+
+
+@pytest.mark.needs("coscheduling")
+def test_a_retried_argo_step_still_waiting_when_the_others_succeed_runs_once_admits_controller_lowers_its_group(
+        plane, ns):
+    # The third member's pod is deleted while all three run (Argo: "pod deleted", an Error node, retried under
+    # retryPolicy Always); its retry joins the group at minMember 3 (three live members) but cannot be placed (its
+    # node is cordoned). The two others then succeed: kube-scheduler no longer counts them, so without admit's
+    # controller the retry waits for ever; the controller sees them finish and lowers the group to 1.
+    cp = plane.cp
+    node = "node-argo-retry"
+    cp.add_node(node, cpu="4", memory="8Gi", labels={"admit-test": ns})
+    try:
+        written = yaml.safe_load(Path(EXAMPLES / "argo-workflow-gang-step.yaml").read_text())
+        written["metadata"] = {"name": "train-r3t9q"}
+        worker = written["spec"]["templates"][1]
+        worker["metadata"]["annotations"]["gang.admit.dev/schedule-timeout-seconds"] = "5"
+        worker["retryStrategy"] = {"limit": "2", "retryPolicy": "Always"}
+        worker["nodeSelector"] = {"admit-test": ns}
+        worker["container"] = {"image": "registry.k8s.io/pause:3.10",
+                               "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}
+        wf = cp.rest("POST", f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/workflows", body=written)
+        template = copy.deepcopy(wf["spec"]["templates"][1])
+        made = [cp.rest("POST", f"/api/v1/namespaces/{ns}/pods",
+                        body=step_pod(wf, template, f"train-r3t9q[0].train({i}:{i})(0)", {"rank": str(i)}))
+                for i in range(3)]
+        assert {p["metadata"]["labels"]["gang.admit.dev/managed"] for p in made} == {"member"}
+        wait_for(lambda: len(bound(pods(cp, ns, f"{LABEL}=train-r3t9q-train"))) == 3, what="the 3 step pods bound")
+        cp.rest("PATCH", f"/api/v1/nodes/{node}", body={"spec": {"unschedulable": True}}, content_type=MERGE)
+        cp.rest("DELETE", f"/api/v1/namespaces/{ns}/pods/{made[2]['metadata']['name']}",
+                body={"gracePeriodSeconds": 0})
+        wait_for(lambda: len(pods(cp, ns, f"{LABEL}=train-r3t9q-train")) == 2, what="the third pod gone")
+        retried = cp.rest("POST", f"/api/v1/namespaces/{ns}/pods",
+                          body=step_pod(wf, template, "train-r3t9q[0].train(2:2)(1)", {"rank": "2"}))
+        assert min_member(cp, ns, "train-r3t9q-train") == 3
+        finish(cp, ns, made[0], "Succeeded")
+        finish(cp, ns, made[1], "Succeeded")
+        wait_for(lambda: min_member(cp, ns, "train-r3t9q-train") == 1, what="the group lowered by admit's controller")
+        cp.rest("PATCH", f"/api/v1/nodes/{node}", body={"spec": {"unschedulable": False}}, content_type=MERGE)
+        wait_for(lambda: [p for p in bound(pods(cp, ns, f"{LABEL}=train-r3t9q-train"))
+                          if p["metadata"]["name"] == retried["metadata"]["name"]], what="the retried step pod bound")
+    finally:
+        cp.delete_node(node)
