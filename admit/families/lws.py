@@ -238,20 +238,16 @@ def running_leaderworkerset(update: RunningUpdate, plan: GangPlan, config: Confi
     rolling = get_path(update.obj, ("spec", "rolloutStrategy", "rollingUpdateConfiguration")) or {}
     rolling = rolling if isinstance(rolling, dict) else {}
     partition = rolling.get("partition") or 0
-    kept = (f"; groups below partition {partition} stay on the old revision, without a gang, until the partition "
-            "is lowered") if isinstance(partition, int) and partition > 0 else ""
+    kept = f"; those below partition {partition} stay unganged" if isinstance(partition, int) and partition > 0 else ""
+    groups = f"{replicas} group{'s' if replicas != 1 else ''}"
     if update.removing:  # admit takes its annotation and schedulerName off the template: a new revision too
         return RunningVerdict(
             "remove the gang annotations only when rolling every group is acceptable: admit takes its group spec "
-            f"and schedulerName off spec.leaderWorkerTemplate, a new revision, and LWS recreates all {replicas} "
-            f"group{'s' if replicas != 1 else ''} without a gang (revision_utils.go getPatch)", False)
+            f"and schedulerName off spec.leaderWorkerTemplate, a new revision, and LWS recreates all {groups} "
+            "without a gang (revision_utils.go getPatch)", False)
     return RunningVerdict(
-        f"{plan.ref}: admit writes the gang's {group_spec_key(config)} annotation (and schedulerName) into "
-        "spec.leaderWorkerTemplate, and LWS takes any change of that template as a new revision: it rolls all "
-        f"{replicas} running group{'s' if replicas != 1 else ''} over, deleting and recreating each (rolling update "
-        f"with maxUnavailable {rolling.get('maxUnavailable', 1)}, maxSurge {rolling.get('maxSurge', 0)}); each new "
-        f"group is ganged as it comes{kept}. Annotate a serving LWS when such a rollout is acceptable, or together "
-        "with a template change you roll out anyway", False)
+        "annotate a serving LWS only when rolling all its groups is acceptable: admit's marks in "
+        f"spec.leaderWorkerTemplate are a new revision, so LWS recreates all {groups}, each then ganged{kept}", False)
 
 
 def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> GangPlan | None:

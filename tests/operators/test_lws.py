@@ -175,7 +175,8 @@ async def test_annotating_a_serving_lws_warns_that_lws_rolls_every_group_over(ai
         stored["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
         await cluster.replace(stored)
         warnings = " ".join(w for _, _, w in cluster.fake.admission.warnings)
-        assert "LWS takes any change of that template as a new revision: it rolls all 2 running groups over" in warnings
+        assert "annotate a serving LWS only when rolling all its groups is acceptable" in warnings
+        assert "LWS recreates all 2 groups, each then ganged" in warnings
         after = cluster.fake.get("apps/v1", "statefulsets", "default", "vllm")["spec"]["template"]["metadata"]
         assert after["labels"][lws_operator.REVISION] != before["labels"][lws_operator.REVISION]  # the roll is real
         # a later update that leaves the templates alone says nothing more

@@ -94,6 +94,18 @@ PLAIN_JOB_LABELLED = GANGED_JOB_LABELLED.replace(MIN.format(4), "    team: ml")
 MANAGED = "  labels: {gang.admit.dev/managed: 'true'}\n  annotations:"
 STALE_JOB = PLAIN_JOB_LABELLED.replace("  annotations:", MANAGED)
 
+SERVING_LWS = """
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: vllm, namespace: NAME, annotations: {team: ml}}
+spec:
+  replicas: 2147483647
+  rolloutStrategy: {type: RollingUpdate, rollingUpdateConfiguration: {partition: 2147483646, maxUnavailable: 1}}
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate: {spec: {containers: [{name: w, image: vllm, resources: {requests: {cpu: "1"}}}]}}
+"""
+
 CASES: list[Case] = [
     Case("job-last-wave-of-one", "families/apps.py", _job(MIN.format("auto"),
          "  parallelism: 4\n  completions: 5\n  completionMode: Indexed"),
@@ -346,4 +358,7 @@ kind: Job
 metadata: {name: NAME, namespace: NAME, annotations: {gang.admit.dev/min-member: "2"}}
 spec: {minAvailable: 2, tasks: [{replicas: 2, name: w, template: {spec: {containers: [{name: w, image: b}]}}}]}
 """, "remove the gang.admit.dev/* annotations"),
+    Case("lws-serving-annotated", "families/lws.py", _update(SERVING_LWS.replace("{team: ml}", "{team: ml, "
+         'gang.admit.dev/min-member: auto}'), SERVING_LWS),
+         "annotate a serving LWS only when rolling all its groups is acceptable"),
 ]
