@@ -207,7 +207,8 @@ class Manager:
         return True, ""
 
     def caches(self) -> list[WatchCache]:
-        """Every cache: each gang controller's, one per workload kind, the members', the DeviceClasses and RuntimeClasses."""
+        """Every cache: each gang controller's, one per workload kind, the members', the DeviceClasses and
+        RuntimeClasses."""
         return [*(c for g in self.gangs.values() for c in g.caches()), *self.workloads.values(), self.members,
                 self.device_classes, self.runtime_classes]
 
@@ -267,7 +268,8 @@ class Manager:
             was = getattr(record.get("claim"), "plan", None) if record is not None else None
             if was is not None:
                 group = (was.backend, was.namespace, was.group_name)
-                (self._by_members.add if record is obj and event != "DELETED" else self._by_members.discard)(group, name)
+                keep = record is obj and event != "DELETED"
+                (self._by_members.add if keep else self._by_members.discard)(group, name)
         phases = [get_path(r, ("status", "phase")) if r is not None else None for r in (old, obj)]
         plan: Any = getattr(obj.get("claim"), "plan", None)
         gang = self.gangs.get(plan.backend) if plan is not None else None
