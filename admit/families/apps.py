@@ -1,9 +1,6 @@
 """Gang plans for the built-in workload kinds: Deployment, ReplicaSet, StatefulSet (apps/v1), Job and CronJob
 (batch/v1), Pod.
 
-Each resolver is pure: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` and raises
-:class:`admit.gang.plan.GangError` for a workload that must be refused.
-
 Rules and their sources:
 
 - ``auto`` minMember: Deployment/ReplicaSet/StatefulSet ``spec.replicas`` (API default 1); Job ``spec.parallelism``
@@ -237,17 +234,11 @@ def job_can_still_run(parallelism: int, completions: int | None, status: Any) ->
 
 
 def _kueue_facts(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, config: Config) -> None:
-    """What Kueue does to a Job later, said at admission (changes ``plan`` in place; pure):
-
-    - partial admission (:data:`~admit.gang.foreign.KUEUE_MIN_PARALLELISM` below a fixed minMember): Kueue may start
-      the Job with that many pods, an UPDATE of ``spec.parallelism`` admit then refuses, so the Job stays suspended;
-      a warning now, and the refusal then names the annotation (``plan.refusal_note``). ``auto`` follows the
-      admitted parallelism: nothing to say.
-    - MultiKueue: the manager's copy (``spec.managedBy: kueue.x-k8s.io/multikueue``) makes no pods; admit leaves it
-      unchanged (no label, no PodGroup: a label copied to a worker without admit would make its pods wait for a
-      PodGroup nobody creates there) and says where the gang is made. A worker's copy (label
-      ``kueue.x-k8s.io/multikueue-origin``) is ganged as usual, with a note saying so.
-    """
+    """What Kueue does to a Job later, said at admission (changes ``plan`` in place; the keys: ``gang.foreign``):
+    partial admission below a fixed minMember (:data:`~admit.gang.foreign.KUEUE_MIN_PARALLELISM`: Kueue's UPDATE of
+    ``spec.parallelism`` is then refused, so a warning now and ``plan.refusal_note`` then); MultiKueue's manager copy
+    left unchanged (a label copied to a worker without admit would make its pods wait for a PodGroup nobody
+    creates there), a worker's copy ganged as usual, with a note."""
     annotations = get_path(obj, ("metadata", "annotations"))
     raw = annotations.get(KUEUE_MIN_PARALLELISM) if isinstance(annotations, dict) else None
     low = int(raw) if isinstance(raw, str) and raw.strip().isdigit() and len(raw.strip()) < 10 else None
@@ -335,16 +326,11 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     """Plan for a bare Pod carrying the gang annotations.
 
     Several bare pods may share one group (``gang.admit.dev/pod-group`` on each, ``min-member`` = their number), so
-    the PodGroup's owner is "any Pod" rather than one pod. The members of a group never lower what another member
-    set (``admission.py`` keeps the largest minMember, ``podgroup.merge_shared_spec``).
-
-    Group keys of Kueue plain-pod groups are read (``foreign.py``): the group name is
-    ``kueue.x-k8s.io/pod-group-name`` (unless ``gang.admit.dev/pod-group`` names it), and
-    ``kueue.x-k8s.io/pod-group-total-count`` is the pod count: ``auto`` minMember takes it, and an explicit
-    minMember above it is refused like replicas below minMember. ``auto`` with no count at all is minMember 1, with a
-    warning (a gang of one pod). Without Kueue's label the default group name is the pod's name; for a pod created
-    with only ``generateName`` the mutating phase names the group (``mutate._resolve``, ``plan.generated_group_name``)
-    and later readers take the label it wrote. Kueue's ``schedulingGates`` are never touched.
+    the PodGroup's owner is "any Pod" rather than one pod, and no member lowers what another set (``shared``).
+    Kueue plain-pod groups (``foreign.py``): the group is ``kueue.x-k8s.io/pod-group-name`` unless the annotation
+    names it, and ``kueue.x-k8s.io/pod-group-total-count`` is the pod count ``auto`` takes and an explicit minMember
+    may not exceed. ``auto`` with no count is minMember 1, with a warning. Else the group is the pod's name (for a
+    pod with only ``generateName``: ``plan.generated_group_name``).
     """
     name = _name(obj)
     ref_name = name or str(get_path(obj, ("metadata", "generateName")) or "")

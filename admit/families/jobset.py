@@ -64,6 +64,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..config import Config
+from ..gang.foreign import VOLCANO_GROUP_NAME
 from ..gang.plan import (GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, choose_group_name, get_path,
                          int_field)
 from .shared import (
@@ -141,13 +142,10 @@ def replicated_jobs(obj: dict[str, Any], ref: str) -> list[dict[str, Any]]:
     return out
 
 
-VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-
-
 def _trainer_ganged(obj: dict[str, Any], config: Config) -> str | None:
     """``"coscheduling"`` or ``"volcano"`` when Kubeflow Trainer gangs this JobSet itself (its runtime's
-    ``podGroupPolicy``: ``coscheduling.go`` / ``volcano.go`` ``EnforcePodGroupPolicy`` put the pod-group label or the
-    Volcano annotation ``scheduling.k8s.io/group-name`` on every pod template), else None."""
+    ``podGroupPolicy``: ``coscheduling.go`` / ``volcano.go`` ``EnforcePodGroupPolicy`` put the pod-group label or
+    :data:`~admit.gang.foreign.VOLCANO_GROUP_NAME` on every pod template), else None."""
     owner = controller_owner(obj)
     if owner is None or owner[:2] != (TRAINER_GROUP, "TrainJob"):
         return None
@@ -157,11 +155,16 @@ def _trainer_ganged(obj: dict[str, Any], config: Config) -> str | None:
         pod_meta = get_path(rj, ("template", "spec", "template", "metadata")) if isinstance(rj, dict) else None
         if not isinstance(pod_meta, dict):
             continue
-        if get_path(pod_meta, ("annotations", VOLCANO_GROUP_ANNOTATION)) is not None:
+        if get_path(pod_meta, ("annotations", VOLCANO_GROUP_NAME)) is not None:
             return "volcano"
         if get_path(pod_meta, ("labels", config.pod_group_label)) is not None:
             return "coscheduling"
     return None
+
+
+#: How Kubeflow Trainer's own gang (:func:`_trainer_ganged`) marks the pod templates, and what it makes.
+_TRAINER_GANGS = {"volcano": (f"carry {VOLCANO_GROUP_NAME} from", "a Volcano PodGroup"),
+                  "coscheduling": ("were labelled by", "the PodGroup")}
 
 
 def gang_members(rjobs: list[dict[str, Any]], in_order: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
@@ -241,16 +244,10 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     if trainjob is not None:
         ref = f"{ref} (made by Kubeflow Trainer for {object_ref('TrainJob', namespace, trainjob)})"
     trainer_gang = _trainer_ganged(obj, config)
-    if trainer_gang == "volcano":
-        assert trainjob is not None
-        return defer_to_operator(
-            plan, f"its pod templates carry {VOLCANO_GROUP_ANNOTATION} from Kubeflow Trainer for TrainJob {trainjob} "
-            "(runtime podGroupPolicy.volcano: Trainer makes a Volcano PodGroup)", config)
-    if trainer_gang == "coscheduling":
-        assert trainjob is not None
-        return defer_to_operator(
-            plan, f"its pod templates were labelled by Kubeflow Trainer for TrainJob {trainjob} (runtime "
-            "podGroupPolicy.coscheduling: Trainer makes the PodGroup)", config)
+    if trainer_gang is not None:
+        how, makes = _TRAINER_GANGS[trainer_gang]
+        return defer_to_operator(plan, f"its pod templates {how} Kubeflow Trainer for TrainJob {trainjob} (runtime "
+                                 f"podGroupPolicy.{trainer_gang}: Trainer makes {makes})", config)
     plan.group_name = choose_group_name(obj, ann, targets, config, "JobSet", name)
     if steps:
         plan.notes.append(

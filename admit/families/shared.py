@@ -7,11 +7,8 @@ controller creates (its children). ``admit.families.kinds`` registers them; noth
 
 The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and KAI Scheduler's podgrouper hub):
 
-- **Children** (``admit.gang.children``, the rule of parent kinds): each kind lists the kinds its controller creates
-  (``WorkloadKind.children``), and ``admit.families.kinds.PARENTS`` is the registry built from them. A JobSet's Jobs,
-  a RayJob's submitter Job (controller ownerReference to the parent) are then part of the parent's gang and never a gang of
-  their own: their templates come from the parent, already labelled, and when their controller also copies the
-  parent's annotations onto them, resolving them as gangs would make a second claim on the parent's PodGroup.
+- **Children** (``admit.gang.children``): each kind lists the kinds its controller creates (``WorkloadKind.children``);
+  a JobSet's Jobs, a RayJob's submitter Job are part of the parent's gang and never a gang of their own.
 - **A child that gangs on its own** is simply not registered as a child: its kind's resolver reads the controller
   ownerReference itself (:func:`controller_owner`) to name its group and to word its refusals after the user's
   object. A RayCluster KubeRay makes for a RayJob or RayService is one (``admit.families.ray``): several of them
@@ -274,70 +271,50 @@ class WorkloadKind:
 
     Attributes:
         api_group / kind: as in ``AdmissionReview.request.kind`` (``"jobset.x-k8s.io"``, ``"JobSet"``).
-        versions: ``(version, plural)`` pairs the API serves, newest first; the controller watches each one
-            (a version whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``).
+        versions: ``(version, plural)`` pairs the API serves, newest first; the controller watches each one (a
+            version whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``). Empty for a
+            kind it does not watch as a workload (bare Pods: it watches Spark drivers apart, ``controller.claims``).
         resolve: ``resolver(obj, annotations, config, namespace, operation) -> GangPlan`` (``admit.gang.plan.Resolver``).
         children: ``(API group, kind)`` of the objects this kind's controller creates that would otherwise be
-            resolved as gangs of their own (in ``admit.families.kinds.PARENTS``, ``admit.gang.children.Parents``).
+            resolved as gangs of their own (``admit.families.kinds.PARENTS``).
         scalable: its ``*/scale`` subresource (of its first version) is validated as a change of replicas
             (``kubectl scale``, the HorizontalPodAutoscaler; ``admit.families.kinds.SCALABLE``).
-        pod_owned_children: ``(API group, kind, label)`` of the objects this kind's controller creates with a
-            controller ownerReference to one of the kind's *pods* and the kind's own ``label`` on them
-            (LeaderWorkerSet's worker StatefulSets: owned by the leader Pod, labelled
-            ``leaderworkerset.sigs.k8s.io/name``); registered as children of a Pod carrying that label.
-
-    ``versions`` is empty for a kind the controller does not watch as a workload (bare Pods: it watches Spark driver
-    pods apart, ``admit.controller.claims.PODS``).
+        pod_owned_children: ``(API group, kind, label)`` of the objects this kind's controller creates owned by one
+            of the kind's *pods* and carrying ``label`` (LeaderWorkerSet's worker StatefulSets, owned by the leader).
 
     Every other per-kind fact is a keyword a record must give (``None`` / ``False`` to say "none"), so a new kind
     cannot forget one (tests/test_architecture.py checks each):
 
-        pod_joiner: a :data:`PodJoiner` for the kind's pods that find their group from labels at creation
-            (``admit.families.kinds.POD_JOINERS``), or ``None``.
-        pod_watch_selector: for a kind without ``versions`` whose objects are Pods the controller still watches,
-            the extra label requirement of that watch (bare Pods: ``spark-role=driver``, the drivers that own their
-            executors' group; ``admit.controller.claims``), or ``None``.
-        rollout: the kind's rolling update (:class:`Rollout`) for ``admit.webhook.rollout``, or ``None`` when an
-            UPDATE of the template cannot strand running pods outside the gang.
+        pod_joiner: a :data:`PodJoiner` for the kind's pods that find their group from labels at creation, or ``None``.
+        pod_watch_selector: for a kind without ``versions`` whose Pods the controller still watches, that watch's
+            extra label requirement (bare Pods: ``spark-role=driver``), or ``None``.
+        rollout: the kind's rolling update (:class:`Rollout`), or ``None`` when an UPDATE of the template cannot
+            strand running pods outside the gang.
         controller_gang: who makes the kind's native gang objects when the object sets ``spec.scheduling`` (words for
-            the note, ``backends.workload_api.native.deferring_reason``), or ``None`` when its controller makes none.
+            the note, ``backends.workload_api.native.deferring_reason``), or ``None``.
         gang_from_parent: the annotation that says a parent's Workload makes the object's PodGroup (a Job's
-            ``scheduling.k8s.io/group-template-name``, KEP-5547): admit then only checks its size
-            (``backends.workload_api.native.deferring_reason``), or ``None``.
-        handover: ``handover(min_count) -> spec.scheduling``: how admit hands a new ``workload-api`` gang of the kind
-            to its own controller when ``--controller-gang <kind>`` asks it to (``Config.controller_gangs``,
-            ``backends.workload_api.native.native_handover``; a Job's ``JobSchedulingConfiguration``), or ``None``
-            when its controller takes none (and ``--controller-gang`` does not offer the kind).
+            ``scheduling.k8s.io/group-template-name``, KEP-5547): admit then only checks its size; or ``None``.
+        handover: ``handover(min_count) -> spec.scheduling`` that hands a new ``workload-api`` gang to the kind's
+            own controller under ``--controller-gang <kind>`` (``backends.workload_api.native.native_handover``; a
+            Job's ``JobSchedulingConfiguration``), or ``None`` when its controller takes none.
         allowed_backends: :class:`AllowedBackends`, or ``None`` when every gang backend serves the kind.
-        in_status: ``admit status`` lists the kind's objects (with the versions' first ``(version, plural)``) to
-            name a gang's workload.
+        in_status: ``admit status`` lists the kind's objects to name a gang's workload.
 
-    Facts with a default, for a kind whose objects are templates of another kind's (a CronJob's Jobs):
+    Facts with a default:
 
-        annotations: the key path where admit reads the kind's gang annotations (default its own
-            ``metadata.annotations``; a CronJob's ``spec.jobTemplate.metadata.annotations``, which the CronJob
-            controller copies onto each Job it creates). Annotations under admit's prefix on the object's own
-            ``metadata.annotations`` of such a kind are warned about (``gang.plan.misplaced_annotation_warnings``).
-        unwatched: why the PodGroup controller does not watch the kind (no gang object ever belongs to one of its
-            objects), or ``None`` (watched, with ``versions``). Its ``versions`` still name its resource for the
-            webhook rules, ``admit review`` and the fake API (``admit.families.kinds.WEBHOOK_RESOURCES``).
-        carry: for a wrapper whose controller copies none of its annotations onto the objects it makes, where admit
-            carries them through its template (:class:`Carry`), or ``None``.
-
-    One fact with a default, for a kind whose admission reads another object first:
-
-        admission_read: ``(object, namespace) -> Read | None`` for a CREATE of the kind: the object its validating
-            admission reads and judges (:class:`Read`: a TrainJob's runtime, whose JobSet Trainer builds), or
-            ``None`` (the default): the kind reads nothing.
-
-    One fact with a default, for a kind whose operator refuses or acts on a later change of what admit writes:
-
-        running_update: a :data:`RunningRule`: on an UPDATE of a stored object, whether the kind's operator would
-            refuse admit's write (Kubeflow Trainer's ``runtimePatches`` immutability) or act on it (the
-            spark-operator re-runs an application whose spec changed, LWS rolls every group on a template change),
-            and what admit does instead (refuse with the fix, or warn; a rule may raise ``gang.plan.BelowMinMember``,
-            a refusal rendered with the plan's scheduler: KubeRay's autoscaler floor); ``None`` (the default):
-            admit's write is taken as any other.
+        annotations: where admit reads the kind's gang annotations (default ``metadata.annotations``; a CronJob's
+            ``spec.jobTemplate.metadata.annotations``, which its controller copies onto each Job); admit's
+            annotations on such an object's own metadata are warned about (``gang.plan.misplaced_annotation_warnings``).
+        unwatched: why the controller does not watch the kind (no gang object ever belongs to one of its objects),
+            or ``None``; its ``versions`` still name its resource (``admit.families.kinds.WEBHOOK_RESOURCES``).
+        carry: where a wrapper's template carries its annotations to the objects its controller makes, which get
+            none of the wrapper's (:class:`Carry`), or ``None``.
+        admission_read: ``(object, namespace) -> Read | None``: the object a CREATE's validating admission reads and
+            judges first (:class:`Read`: a TrainJob's runtime), or ``None``.
+        running_update: a :data:`RunningRule`: whether the kind's operator would refuse admit's write to a stored
+            object (Trainer's ``runtimePatches`` immutability) or act on it (the spark-operator's re-run, LWS's
+            roll), and what admit does instead (refuse with the fix, or warn; a rule may raise
+            ``gang.plan.BelowMinMember``); ``None``: admit's write is taken as any other.
     """
 
     api_group: str

@@ -27,16 +27,10 @@ So admit gangs the JobSet, not the TrainJob:
   admission which runtime gangs, so the TrainJob's answer says both cases.
 - Older Trainer releases without ``runtimePatches`` (before v2.2) drop the entry; there, put the annotations on the
   runtime's ``spec.template.metadata.annotations`` (every JobSet of that runtime is then ganged).
-- ``runtimePatches`` can change only while the TrainJob is suspended before or after the update
-  (``jobset.go`` ``checkRuntimePatchesImmutability``: "RuntimePatches can only be modified when the TrainJob is
-  suspended before or after the update"), and Trainer does not rebuild the JobSet of a running TrainJob anyway
-  (``Build``: "Do not update the JobSet if it already exists and is not suspended"). A change of the gang
-  annotations on a TrainJob that is not suspended is therefore refused with the fix (suspend it in the same update,
-  or delete and recreate it; :func:`running_trainjob`, which reads the stored TrainJob too, so a TrainJob resumed by
-  the same update is let through as Trainer lets it). Gang annotations added to a TrainJob created without them are
-  refused with the fix "recreate it" (:func:`running_trainjob`): admit writes nothing, so neither Trainer's webhook
-  nor JobSet's refuses a field the user never wrote, and the JobSet Trainer built could not take admit's marks
-  anyway. A re-apply that drops admit's entry gets it back as stored, which Trainer takes.
+- ``runtimePatches`` can change only while the TrainJob is suspended, and Trainer does not rebuild the JobSet of a
+  running TrainJob (``Build``: "Do not update the JobSet if it already exists and is not suspended"): a change of
+  the gang annotations that Trainer would refuse, or that could not gang the JobSet built already, is refused with
+  the fix (:func:`running_trainjob`). A re-apply that drops admit's entry gets it back as stored, which Trainer takes.
 - At CREATE, the validating phase reads the TrainJob's runtime (``ClusterTrainingRuntime``/``TrainingRuntime``) and
   judges the JobSet Trainer will build from it (:func:`trainer_jobset`, :func:`judge_runtime`), so that what would
   be refused at the JobSet (in Trainer's log and a ``TrainJobResourcesCreationFailed`` Event, cut to 950
@@ -56,15 +50,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
+from ..gang.foreign import VOLCANO_GROUP_NAME
 from ..gang.plan import GangAnnotations, GangError, GangPlan, get_path, parse_gang_annotations
 from .shared import RunningUpdate, RunningVerdict, WorkloadKind, object_ref
 
 __all__ = ["TRAINJOB", "KINDS", "resolve_trainjob", "patch_manager", "trainer_jobset", "judge_runtime",
-           "runtime_ref", "RUNTIME_PLURALS", "ANCESTOR_LABEL", "VOLCANO_GROUP_ANNOTATION", "running_trainjob"]
+           "runtime_ref", "RUNTIME_PLURALS", "ANCESTOR_LABEL", "running_trainjob"]
 
 GROUP = "trainer.kubeflow.org"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # volcano.sh apis KubeGroupNameAnnotationKey
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins PodGroupLabel, which Trainer writes
 RUNTIME_PLURALS = {"ClusterTrainingRuntime": "clustertrainingruntimes", "TrainingRuntime": "trainingruntimes"}
 
@@ -194,7 +188,7 @@ def trainer_jobset(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[st
         if isinstance(policy.get("coscheduling"), dict):
             pod_meta.setdefault("labels", {})[POD_GROUP_LABEL] = name
         if isinstance(policy.get("volcano"), dict):
-            pod_meta.setdefault("annotations", {})[VOLCANO_GROUP_ANNOTATION] = name
+            pod_meta.setdefault("annotations", {})[VOLCANO_GROUP_NAME] = name
     suspend = get_path(trainjob, ("spec", "suspend"))
     if isinstance(suspend, bool):
         spec["suspend"] = suspend

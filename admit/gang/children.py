@@ -56,12 +56,8 @@ class Parents:
         return parents
 
     def register(self, child: GroupKind, parent: GroupKind, *, label: str | None = None) -> None:
-        """Declare that objects of kind ``child`` whose controller ownerReference names a ``parent`` are children.
-
-        Args:
-            child / parent: ``(API group, kind)``, e.g. ``("apps", "ReplicaSet")`` / ``("apps", "Deployment")``.
-            label: only a child carrying this label key (in ``metadata.labels``) is one (:attr:`labelled`).
-        """
+        """Declare that objects of kind ``child`` whose controller ownerReference names a ``parent`` are children
+        (both ``(API group, kind)``); with ``label``, only those carrying that label key (:attr:`labelled`)."""
         if label is None:
             self.plain.setdefault(child, set()).add(parent)
         else:

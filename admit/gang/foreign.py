@@ -14,14 +14,14 @@ they say what admit needs (a group name, a group size) and never writes another 
   admission; a later refusal names it. ``kueue.x-k8s.io/multikueue-origin`` (a MultiKueue worker's copy): ganged as
   usual, with a note; Job ``spec.managedBy: kueue.x-k8s.io/multikueue`` (the manager's copy): left unchanged, no
   PodGroup, a warning.
-- Volcano's ``scheduling.k8s.io/group-name`` (pod annotation) and ``scheduling.volcano.sh/group-min-member``
-  (workload annotation): not read yet; they would be the group name and the size.
+- Volcano's ``scheduling.k8s.io/group-name`` (pod template annotation): the mark of Kubeflow Trainer's Volcano
+  gang, which admit leaves to Trainer (``admit.families.jobset``, ``admit.families.trainer``).
 
 Sources: scheduler-plugins ``apis/scheduling/v1alpha1/types.go`` (``PodGroupLabel``; the rename to
 ``scheduling.x-k8s.io`` came with v0.25.7); Kueue "Run Plain Pods" (a group of plain pods: label
 ``kueue.x-k8s.io/pod-group-name`` and annotation ``kueue.x-k8s.io/pod-group-total-count`` on every member; Kueue gates
 them with ``schedulingGates: [{name: kueue.x-k8s.io/admission}]`` and removes the gate once the group is admitted);
-Volcano ``pkg/apis/scheduling/v1beta1`` (``KubeGroupNameAnnotationKey``, ``VolcanoGroupMinMemberAnnotationKey``).
+Volcano ``pkg/apis/scheduling/v1beta1`` (``KubeGroupNameAnnotationKey``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from ..config import LEGACY_POD_GROUP_API_GROUP, LEGACY_POD_GROUP_LABEL, POD_GRO
 from .patch import set_keys_ops
 from .plan import PodTarget, get_path
 
-__all__ = ["KUEUE_GROUP_NAME", "KUEUE_TOTAL_COUNT", "VOLCANO_GROUP_NAME", "VOLCANO_MIN_MEMBER",
-           "other_generation_label", "translate_group_labels", "KueueGroup", "kueue_group"]
+__all__ = ["KUEUE_GROUP_NAME", "KUEUE_TOTAL_COUNT", "VOLCANO_GROUP_NAME", "other_generation_label",
+           "translate_group_labels", "KueueGroup", "kueue_group"]
 
 KUEUE_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
@@ -50,8 +50,7 @@ KUEUE_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 MULTIKUEUE_MANAGED_BY = "kueue.x-k8s.io/multikueue"
 #: The label MultiKueue puts on a worker's copy (``MultiKueueOriginLabel``, the same file): the manager it came from.
 MULTIKUEUE_ORIGIN = "kueue.x-k8s.io/multikueue-origin"
-VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"  # documented, not read (module docstring)
-VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"  # documented, not read
+VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
 
 _GENERATIONS = {
     POD_GROUP_LABEL: (LEGACY_POD_GROUP_LABEL, "scheduler-plugins releases before v0.25.7", LEGACY_POD_GROUP_API_GROUP),

@@ -189,17 +189,13 @@ def dra_extended_resources(device_classes: Any) -> dict[str, str]:
 def countable_min_resources(min_resources: dict[str, str] | None, served: Any) -> tuple[
     dict[str, str] | None, dict[str, str]
 ]:
-    """``(kept, left_out)``: ``min_resources`` without the resources the scheduler's capacity view cannot hold.
+    """``(kept, left_out)``: ``min_resources`` without the resources served through DRA (module docstring), which
+    Coscheduling's pre-check could never find in node ``allocatable``, so they would refuse the gang on every cycle.
 
-    ``served``: ``{extended resource name: DeviceClass name}`` (:func:`dra_extended_resources`). A resource in it,
-    or named with :data:`DEVICE_CLASS_RESOURCE_PREFIX`, is allocated through DRA on the nodes that do not report it
-    as allocatable (KEP-5004: the scheduler's DynamicResources plugin turns the request into a ResourceClaim there).
-    Coscheduling's pre-check compares ``minResources`` with the sum of the nodes' ``allocatable`` minus what pods
-    request (scheduler-plugins ``pkg/coscheduling/core/core.go`` ``CheckClusterResource``), which holds no DRA
-    device, so such a resource in ``minResources`` refuses the gang on every cycle. Left out whether or not some
-    nodes also report it through a device plugin: the pre-check then sees only those nodes' devices, and leaving
-    it out only makes the pre-check weaker, never wrong. ``left_out``: ``{name: DeviceClass (or why)}``; ``kept``
-    is ``None`` when nothing is left.
+    ``served``: ``{extended resource name: DeviceClass name}`` (:func:`dra_extended_resources`); a resource in it or
+    named with :data:`DEVICE_CLASS_RESOURCE_PREFIX` is left out, also where some nodes report it through a device
+    plugin (the pre-check is then only weaker, never wrong). ``left_out``: ``{name: DeviceClass}``; ``kept`` is
+    ``None`` when nothing is left.
     """
     if not min_resources:
         return min_resources, {}
