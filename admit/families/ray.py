@@ -43,11 +43,8 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
   - the autoscaler's JSON patch of ``rayclusters/<name>`` (ray-project/ray
     ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py`` ``_submit_raycluster_patch``) moves a worker
     group's ``replicas`` within ``[minReplicas, maxReplicas]`` and sets ``scaleStrategy.workersToDelete``: it may
-    take the cluster down to 1 head + Σ minReplicas × numOfHosts (its *floor*). One rule, at every write: an
-    autoscaling cluster whose minMember is above the floor is refused (:func:`_autoscaler_floor`: at a CREATE in
-    the resolver, at an UPDATE in :func:`running_ray`, which sees the stored object), so the user's own write names
-    the fix and the autoscaler's PATCH, which never changes the floor, is judged as the write before it (a cluster
-    an earlier admit let in above its floor: its gang sized to the floor, with a warning);
+    take the cluster down to 1 head + Σ minReplicas × numOfHosts (its *floor*): an autoscaling cluster whose
+    minMember is above the floor is refused at every write (:func:`_autoscaler_floor`);
   - a RayService's incremental upgrade (feature gate ``RayServiceIncrementalUpgrade``, Beta, on in v1.7.0;
     ``upgradeStrategy.type: NewClusterWithIncrementalUpgrade``, which needs the autoscaler) creates the pending
     cluster with every worker ``replicas`` nil (``constructRayClusterForRayService``); the CRD defaults it to 0
@@ -56,12 +53,8 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
   - a finished RayJob's ``DeleteWorkers`` deletion policy (feature gate ``RayJobDeletionPolicy``, Beta, on since
     v1.6.0; ``rayjob_controller.go`` ``suspendWorkerGroups``) sets ``suspend: true`` on every worker group: those
     pods go, and the gang becomes what is left (:func:`_suspended_cap`): the head;
-  - a running RayCluster annotated (an UPDATE whose stored object was no gang): KubeRay changes no running pod for a
-    template change (only ``upgradeStrategy.type: Recreate`` deletes them all, ``shouldRecreatePodsForUpgrade``),
-    so its pods would stay outside the gang and every pod made later would wait for a quorum that never comes:
-    refused with the fix (:func:`running_ray`). A running RayJob or RayService annotated: KubeRay copies the
-    annotations only onto a cluster it makes, so the current one never sees them: allowed with a warning saying
-    when it takes effect.
+  - a running RayCluster annotated: its running pods would stay outside the gang, refused with the fix; a running
+    RayJob or RayService annotated: allowed with a warning saying when it takes effect (:func:`running_ray`).
 - KubeRay gangs a cluster itself when it carries the label ``ray.io/gang-scheduling-enabled`` (with the operator
   started with ``--batch-scheduler=scheduler-plugins``: PodGroup named after the RayCluster, minMember desired
   replicas + 1, one per RayCluster). A RayJob's or RayService's labels reach the RayCluster KubeRay makes. admit
@@ -81,10 +74,11 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from typing import Any
 
 from ..config import Config
-from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Resolver, below_min_member, \
+from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, \
     check_group_name, choose_group_name, get_path, int_field, parse_gang_annotations
 from .shared import (
     RunningUpdate,
@@ -249,13 +243,10 @@ def kuberay_pod_spec(pod_spec: dict[str, Any], cluster: dict[str, Any], head: bo
 
 def _autoscaler_floor(asked: int, ann: GangAnnotations, config: Config, floor: int, ref: str, workers_field: str,
                       lower: str | None) -> None:
-    """The autoscaler's rule, the same at every write of an autoscaling cluster (CREATE, a user's UPDATE, the
-    autoscaler's own PATCH): the minMember ``asked`` must not exceed ``floor`` (1 head + Σ minReplicas ×
-    numOfHosts), the fewest pods the Ray autoscaler scales the cluster down to (ray-project/ray
-    ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py`` ``_scale_request_to_patch_payload``: a
-    group's ``replicas`` moves within ``[minReplicas, maxReplicas]``).
-    The autoscaler never changes ``minReplicas``, ``numOfHosts`` or the annotations, so its PATCH gets the answer
-    the write before it got.
+    """The autoscaler's rule, the same at every write of an autoscaling cluster: the minMember ``asked`` must not
+    exceed ``floor`` (1 head + Σ minReplicas × numOfHosts), the fewest pods the Ray autoscaler scales it down to
+    (``node_provider.py`` ``_scale_request_to_patch_payload``: a group's ``replicas`` moves within ``[minReplicas,
+    maxReplicas]``). Its PATCH never changes the floor, so it gets the answer the write before it got.
 
     Raises:
         BelowMinMember (403): minMember above the floor; the fix names ``minReplicas`` of ``workers_field`` and
@@ -274,10 +265,8 @@ def _autoscaler_floor(asked: int, ann: GangAnnotations, config: Config, floor: i
 def _floor_of(plan: GangPlan, ann: GangAnnotations, config: Config, floor: int, operation: str,
               names: tuple[str, str, str | None]) -> None:
     """The autoscaler's floor in the resolver: at a CREATE :func:`_autoscaler_floor` refuses a minMember above it;
-    at an UPDATE the stored object decides (:func:`running_ray`, which refuses such an UPDATE unless it leaves a
-    RayCluster's floor and min-member as they were), and a gang above the floor is sized to it, with a note: a
-    cluster an earlier admit let in above its floor then gets a gang that can form after the autoscaler's
-    scale-down, and the autoscaler's PATCH passes ``backends.check_plan``."""
+    at an UPDATE (judged by :func:`_floor_on_update`) a gang above the floor is sized to it, with a note, so the
+    autoscaler's PATCH of a cluster an earlier admit let in passes ``backends.check_plan``."""
     ref, workers_field, lower = names
     if operation != "UPDATE":
         _autoscaler_floor(plan.min_member, ann, config, floor, ref, workers_field, lower)
@@ -289,11 +278,9 @@ def _floor_of(plan: GangPlan, ann: GangAnnotations, config: Config, floor: int, 
 
 def _suspended_cap(plan: GangPlan, pods: list[dict[str, Any]], total: int, ref: str) -> None:
     """A cluster with suspended worker groups: the gang is what is left (``total``: the head and the groups still
-    running), and a minMember above it is brought down to it, with a note. Only KubeRay suspends a worker group:
-    ``suspend`` is "not a user-facing API and is only used by RayJob DeletionStrategy" (``raycluster_types.go``
-    ``WorkerGroupSpec.Suspend``): ``rayjob_controller.go`` ``suspendWorkerGroups`` sets it on every group of a
-    finished RayJob's cluster (``DeleteWorkers``, feature gate ``RayJobDeletionPolicy``) and KubeRay deletes those
-    pods (``raycluster_controller.go`` ``reconcilePods``); a refusal would only make KubeRay retry for ever."""
+    running), and a minMember above it is brought down to it, with a note. Only KubeRay suspends a worker group
+    (``raycluster_types.go`` ``WorkerGroupSpec.Suspend``: "not a user-facing API and is only used by RayJob
+    DeletionStrategy") and deletes those pods (``reconcilePods``): a refusal would only make KubeRay retry for ever."""
     suspended = [p["where"] for p in pods if p.get("suspended")]
     if not suspended or plan.min_member <= total:
         return
@@ -339,12 +326,10 @@ def _floor_inputs(obj: dict[str, Any], config: Config) -> tuple[Any, ...]:
 
 def _floor_on_update(obj: dict[str, Any], old: dict[str, Any], plan: GangPlan,
                      config: Config) -> RunningVerdict | None:
-    """:func:`_autoscaler_floor` for an UPDATE (the resolver judges a CREATE): the same rule, except that an UPDATE
-    of a RayCluster that leaves its floor and min-member as they were (the Ray autoscaler's PATCH, KubeRay's own
-    update, a template change) is not refused for a minMember above the floor that the stored cluster already had
-    (admitted by an earlier admit): refusing it would only hold the autoscaler's scale-downs back; its gang is
-    sized to the floor (:func:`_floor_of`) and the verdict is a warning that names the fix. A RayJob's or
-    RayService's UPDATE is judged whole: KubeRay makes its next cluster from it.
+    """:func:`_autoscaler_floor` for an UPDATE, except that an UPDATE of a RayCluster that leaves its floor and
+    min-member as they were (the autoscaler's PATCH, KubeRay's own update) is only warned, its gang sized to the
+    floor (:func:`_floor_of`): refusing it would hold the scale-downs back. A RayJob's or RayService's UPDATE is
+    judged whole: KubeRay makes its next cluster from it.
 
     Raises:
         BelowMinMember (403): minMember above the floor (:func:`_autoscaler_floor`).
@@ -436,19 +421,15 @@ def _was_gang(old: dict[str, Any], config: Config) -> bool:
 
 
 def running_ray(update: RunningUpdate, plan: GangPlan, config: Config) -> RunningVerdict | None:
-    """``WorkloadKind.running_update`` of a RayCluster, RayJob or RayService: what KubeRay does with an UPDATE of a
-    stored object (``update.obj`` / ``update.old``), and what admit does instead. First the autoscaler's floor
+    """``WorkloadKind.running_update`` of a RayCluster, RayJob or RayService: first the autoscaler's floor
     (:func:`_floor_on_update`); then, for an UPDATE that makes a running object a gang:
 
-    - **RayCluster**: KubeRay made its pods when it was created (``raycluster_controller.go`` ``reconcilePods``) and
-      changes none of them for a template change (``GenerateHashWithoutReplicasAndWorkersToDelete`` is compared only
-      under ``upgradeStrategy.type: Recreate``, ``shouldRecreatePodsForUpgrade``). admit's label on the templates
-      would reach only the pods made later (a scale-up, a replacement), which wait for minMember labelled pods
-      beside the running ones outside the gang: refused, with the fixes. Allowed when the stored cluster is
-      suspended (no pods), when this UPDATE suspends it (``spec.suspend``: KubeRay deletes every pod and makes
-      them again, in the gang, on resume), under ``upgradeStrategy.type: Recreate`` (KubeRay deletes every pod and
-      makes them again at once: a warning says so), and for a cluster KubeRay made (its UPDATE is KubeRay's own
-      ``modifyRayCluster``: never refused).
+    - **RayCluster**: KubeRay changes none of its pods for a template change
+      (``GenerateHashWithoutReplicasAndWorkersToDelete`` is compared only under ``upgradeStrategy.type: Recreate``,
+      ``shouldRecreatePodsForUpgrade``), so the pods made later would wait beside running ones outside the gang:
+      refused, with the fixes. Allowed
+      when the stored cluster is suspended, when this UPDATE suspends it (KubeRay makes every pod again on resume),
+      under ``Recreate`` (with a warning), and for a cluster KubeRay made (KubeRay's own ``modifyRayCluster``).
     - **RayJob / RayService**: KubeRay copies their annotations onto a RayCluster only when it makes one
       (``constructRayClusterForRayJob`` / ``constructRayClusterForRayService``) and compares only the cluster spec
       (``isClusterSpecHashEqual``), so the running cluster never sees the annotation: allowed with a warning saying
@@ -486,22 +467,15 @@ def running_ray(update: RunningUpdate, plan: GangPlan, config: Config) -> Runnin
         "in this same update (KubeRay then makes every pod again, in the gang)", True)
 
 
-def _resolver(kind: str) -> Resolver:
-    def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
-        return resolve_ray(obj, ann, config, namespace, operation, kind=kind)
-
-    resolve.__doc__ = f"Plan for a {kind} (``admit.families.ray.resolve_ray``)."
-    return resolve
-
-
-RAYCLUSTER = WorkloadKind(GROUP, "RayCluster", (("v1", "rayclusters"),), _resolver("RayCluster"),
+RAYCLUSTER = WorkloadKind(GROUP, "RayCluster", (("v1", "rayclusters"),), partial(resolve_ray, kind="RayCluster"),
                           pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
                           running_update=running_ray)
 # A RayJob's submitter Job is its child; its RayClusters are not: each is a gang of its own (module docstring).
-RAYJOB = WorkloadKind(GROUP, "RayJob", (("v1", "rayjobs"),), _resolver("RayJob"), children=(("batch", "Job"),),
+RAYJOB = WorkloadKind(GROUP, "RayJob", (("v1", "rayjobs"),), partial(resolve_ray, kind="RayJob"),
+                      children=(("batch", "Job"),),
                       pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
                       running_update=running_ray)
-RAYSERVICE = WorkloadKind(GROUP, "RayService", (("v1", "rayservices"),), _resolver("RayService"),
+RAYSERVICE = WorkloadKind(GROUP, "RayService", (("v1", "rayservices"),), partial(resolve_ray, kind="RayService"),
                           pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
                           running_update=running_ray)
 
