@@ -12,23 +12,16 @@ AnyOrder``).
 - Pods at once: Σ over replicatedJobs of ``replicas`` (default 1) × the Job's pods at once: ``parallelism``
   (default 1) capped by ``completions`` (Kubernetes docs "Jobs", parallel execution), as for a plain Job.
 - Steps that finish first (``dependsOn`` with ``status: Complete``): a replicatedJob that another one waits to
-  *complete* (JobSet KEP-672 "serial job execution", ``pkg/controllers/depends_on.go``: the dependent's Jobs are
-  created only once every Job of the dependency has finished) never runs together with its dependents, so it is no
-  gang member: its pod template gets neither the pod-group label nor ``schedulerName`` and its pods are scheduled on
-  their own. Were it labelled, Coscheduling would count it (``PreFilter`` lists the pods carrying the label, and
-  kube-scheduler's informer drops finished ones: :class:`admit.gang.plan.Wave`): a 1-pod initializer under a gang of
-  ``numNodes`` never passes PreFilter, never completes, and the gang's pods are never created. The gang is the
-  replicatedJobs no one waits to complete (Kubeflow Trainer's ``node`` after ``dataset-initializer`` and
-  ``model-initializer``: minMember = numNodes).
+  *complete* (JobSet KEP-672 "serial job execution", ``pkg/controllers/depends_on.go``) never runs together with
+  its dependents, so it is no gang member: its pod template gets neither the pod-group label nor ``schedulerName``.
+  Were it labelled, a 1-pod initializer under a gang of ``numNodes`` would never pass Coscheduling's PreFilter
+  (:class:`admit.gang.plan.Wave`), and the gang's pods would never be created. The gang is the replicatedJobs no one
+  waits to complete (Kubeflow Trainer's ``node`` after its initializers: minMember = numNodes).
 - Order among gang members: ``spec.startupPolicy.startupPolicyOrder: InOrder`` creates replicatedJob N+1 only once
   every Job of replicatedJob N is ready; a member with ``dependsOn`` another member (``Ready``, or through a step
-  that waits for one) starts only once that member runs. The members that start first are then the first
-  replicatedJob (InOrder) or the members that wait for no member. admit keeps one PodGroup per JobSet and does
-  **not** split it into one per replicatedJob: a gang larger than the pods that start first deadlocks (the later
-  pods wait for the earlier ones to be Ready, which wait for the gang), so ``auto`` and any minMember above that
-  count are refused with a message naming both fixes (``startupPolicyOrder: AnyOrder``, or a min-member no larger
-  than the first pods). An explicit minMember within the first pods is allowed, with a warning that only those are
-  ganged.
+  that waits for one) starts only once that member runs. admit keeps one PodGroup per JobSet (not one per
+  replicatedJob), so a gang larger than the pods that start first deadlocks: ``auto`` and any minMember above that
+  count are refused with both fixes; an explicit minMember within the first pods is allowed, with a note.
 - A refusal of a JobSet made by Kubeflow Trainer (controller ownerReference to a TrainJob) lands in Trainer's
   controller log, not with the user: its message names the TrainJob and a fix on the TrainJob (its
   ``gang.admit.dev/min-member``, ``spec.trainer.numNodes``), not the runtime's JobSet template the user may not own.
@@ -38,20 +31,15 @@ AnyOrder``).
   Jobs' terminating pods, which Coscheduling still counts. admit keeps one PodGroup per JobSet (a PodGroup per
   restart attempt would need every pod relabelled at admission) and warns with the fix, ``BlockingRecreate``.
 - Exclusive placement (``alpha.jobset.sigs.k8s.io/exclusive-topology`` on the JobSet or a replicatedJob's Job
-  template, without ``alpha.jobset.sigs.k8s.io/node-selector``): JobSet's pod webhook (``pkg/webhooks/pod_webhook.go``
-  ``ValidateCreate``) refuses every follower pod (completion index != 0) until its Job's leader is scheduled, so only
-  one pod per Job exists before the gang is placed (the TPU multislice shape). ``auto`` gangs those leaders, with
-  ``minResources`` covering every pod (the leaders pass only where the whole JobSet fits, as for LWS's
-  ``LeaderReady``); the followers join the PodGroup once created. A minMember above the leaders is refused with the
-  fix.
+  template, without ``alpha.jobset.sigs.k8s.io/node-selector``): only one pod per Job exists before the gang is
+  placed (:func:`_exclusive`; the TPU multislice shape). ``auto`` gangs those leaders, with ``minResources`` covering
+  every pod (as for LWS's ``LeaderReady``); a minMember above the leaders is refused with the fix.
 - On UPDATE the pod templates are immutable (``PodTarget.immutable``): JobSet's validating webhook refuses any change
   of ``spec.replicatedJobs`` (kubernetes-sigs/jobset v0.12.0 ``pkg/webhooks/jobset_webhook.go`` ``ValidateUpdate``:
   ``apivalidation.ValidateImmutableField``; while the JobSet is suspended before or after the update only the pod
-  templates' labels, annotations, nodeSelector, tolerations and schedulingGates may change, for Kueue, never
-  ``schedulerName`` or ``schedulingGroup``). So a JobSet annotated after creation is allowed with a warning and no
-  PodGroup (delete and recreate it to gang it), as a Job is, instead of admit's write being refused by JobSet's
-  webhook; a re-apply that drops admit's marks gets them back as stored (the backends' restore of an immutable
-  template).
+  templates' labels, annotations, nodeSelector, tolerations and schedulingGates may change, never
+  ``schedulerName``). So a JobSet annotated after creation is allowed with a warning and no PodGroup, as a Job is; a
+  re-apply that drops admit's marks gets them back as stored.
 - A JobSet made by Kubeflow Trainer (controller ownerReference to a ``trainer.kubeflow.org`` TrainJob) whose pod
   templates already carry the pod-group label without admit's managed label was labelled by Trainer's
   ``podGroupPolicy.coscheduling`` plugin, which also makes the PodGroup: admit defers (``admit.families.trainer``).
@@ -169,13 +157,9 @@ _TRAINER_GANGS = {"volcano": (f"carry {VOLCANO_GROUP_NAME} from", "a Volcano Pod
 
 def gang_members(rjobs: list[dict[str, Any]], in_order: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
                                                                       list[dict[str, Any]]]:
-    """``(steps, members, first)`` of :func:`replicated_jobs` output (rules in the module docstring).
-
-    ``steps``: the replicatedJobs another one waits to complete (``dependsOn ... status: Complete``), not gang
-    members; ``members``: the rest, in spec order; ``first``: the members that start without waiting for another
-    member (the first replicatedJob under ``InOrder``). Pure; a ``dependsOn`` naming no replicatedJob is ignored
-    (the JobSet webhook refuses it).
-    """
+    """``(steps, members, first)`` of :func:`replicated_jobs` output (module docstring): the replicatedJobs another
+    one waits to complete; the rest, in spec order; the members that wait for no member (the first under
+    ``InOrder``). A ``dependsOn`` naming no replicatedJob is ignored (the JobSet webhook refuses it)."""
     if in_order:  # InOrder waits for each replicatedJob to be ready, never for one to complete
         return [], rjobs, rjobs[:1]
     by_name = {rj["name"]: rj for rj in rjobs}
@@ -210,11 +194,8 @@ def _member_targets(members: list[dict[str, Any]], operation: str) -> list[PodTa
 
 
 def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
-    """Plan for a JobSet (rules in the module docstring).
-
-    ``targets`` are the gang members' pod templates (not the steps that complete first); ``total_pods`` is the
-    number of member pods that start without waiting for another member; ``min_resources`` a ResourceList
-    (``{"cpu": "9", "memory": "18Gi"}``) of member pods.
+    """Plan for a JobSet (module docstring): ``targets`` the members' pod templates, ``total_pods`` the member pods
+    that start first, ``min_resources`` a ResourceList of member pods (``{"cpu": "9", "memory": "18Gi"}``).
 
     Raises:
         GangError: 400 for a malformed JobSet (see :func:`replicated_jobs`); 403 for a gang that deadlocks under

@@ -282,10 +282,7 @@ def _gang_min_member(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, 
                      replicas: list[_Replica], total: int, min_available: int | None,
                      elastic: tuple[int, str] | None) -> tuple[int, str]:
     """The gang's minMember and where it comes from (``(4, "annotation gang.admit.dev/min-member=4")``), in the
-    order of the module docstring: with ``--kubeflow-gang-by-operator`` the operator's own count (``plan`` is then
-    left unmutated, with the warnings saying so); else admit's annotation, ``minAvailable``, the elastic policy's
-    minimum, the ``total`` replicas ``plan`` starts at once. Warns on ``plan`` where a setting is overridden or unused.
-    """
+    order of the module docstring; warns on ``plan`` where a setting is overridden or unused."""
     group_name, total_field = plan.group_name, plan.total_field
     if config.kubeflow_gang_by_operator:
         # The operator's own minMember: minAvailable, else every replica (training-operator ReconcileJobs,

@@ -19,13 +19,11 @@ per group, created when the group's leader pod is created, owned by that pod; ``
   ``schedulerName`` and one annotation on the templates instead: ``gang.admit.dev/group-spec``, the PodGroup spec
   every group gets (compact JSON: ``{"minMember":4,"minResources":{...}}``). Pods then find their group from the LWS
   labels (:func:`join_lws_pod`, a pod joiner: no API call): group ``<lws>-<group-index>-<template-revision-hash>``
-  (:func:`group_name`, the name LWS gives its own PodGroups: ``pkg/schedulerprovider/interface.go``
-  ``GetPodGroupName``), labelled at pod creation. One gang per group *and revision*: during a rolling update or a
-  group restart the old revision's pods (terminating, still carrying their label) stay in their own PodGroup, and
-  Coscheduling never counts them toward the new leader's quorum. The leader pod's admission creates that PodGroup
-  (as LWS's own provider does on the leader pod), so it exists before any worker; its workers are created after it
-  (their admissions find it in the cache, or re-create it if it went missing). A PodGroup whose group or revision is
-  gone is deleted by admit's controller once no live pod carries its label (``--orphan-grace-period``).
+  (:func:`group_name`), labelled at pod creation. One gang per group *and revision*: during a rolling update or a
+  group restart the old revision's pods stay in their own PodGroup, outside the new leader's quorum. The leader
+  pod's admission creates that PodGroup (as LWS's own provider does), so it exists before any worker. A PodGroup
+  whose group or revision is gone is deleted by admit's controller once no live pod carries its label
+  (``--orphan-grace-period``).
 - LWS's StatefulSets are children (``WorkloadKind.children``, ``pod_owned_children``): the leader StatefulSet
   ``<lws>`` (controller: the LWS) and each worker StatefulSet ``<lws>-<i>`` (controller: the group's leader *Pod*,
   labelled ``leaderworkerset.sigs.k8s.io/name``). Since LWS v0.10.0 both carry the LWS's labels and annotations
@@ -251,14 +249,12 @@ def running_leaderworkerset(update: RunningUpdate, plan: GangPlan, config: Confi
 
 
 def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> GangPlan | None:
-    """POD_JOINERS entry: a pod of a ganged LWS joins PodGroup ``<lws>-<group-index>``; ``None`` for other pods.
+    """POD_JOINERS entry: a pod of a ganged LWS (the LWS name and group-index labels and admit's ``group-spec``
+    annotation, from its template) joins its group's PodGroup (:func:`group_name`); ``None`` for other pods.
 
-    A pod is one of a ganged LWS when it carries the LWS name and group-index labels and admit's ``group-spec``
-    annotation (from its template). Needs no cache: the spec travels on the pod. Every pod's plan asks for its
-    PodGroup (``create_pod_group``): the leader, which always comes first, creates it; for a worker it is a cache
-    hit, unless the group was deleted meanwhile (admit's orphan clean-up in the moment a restarted group has no pod),
-    which the worker then re-creates. A malformed annotation leaves the pod unchanged, with a warning. Cheap for other
-    pods: one dict lookup.
+    The spec travels on the pod: no cache needed. Every pod's plan asks for its PodGroup (``create_pod_group``): the
+    leader, which comes first, creates it; a worker re-creates it only if it was deleted meanwhile (admit's orphan
+    clean-up while a restarted group had no pod). A malformed annotation leaves the pod unchanged, with a warning.
     """
     labels = get_path(pod, ("metadata", "labels"))
     if not isinstance(labels, dict) or LWS_GROUP_INDEX_LABEL not in labels:

@@ -8,18 +8,14 @@ PodGroup controller counts no claim of it. The same kind without such a controll
 keeps the standalone rules.
 
 Why the child carries the parent's annotations (kubernetes ``pkg/controller/deployment``): ``util/deployment_util.go``
-``copyDeploymentAnnotationsToReplicaSet`` copies every annotation of the Deployment but ``annotationsToSkip`` onto
-the ReplicaSet, on its CREATE and on the UPDATEs that sync annotations; ``sync.go`` ``getNewReplicaSet`` creates
-``<deployment>-<pod-template-hash>`` with ``metav1.NewControllerRef(deployment, ...)`` in the POST body, so
-admission sees it on CREATE; ``scaleReplicaSet`` changes replicas by UPDATEs of the ReplicaSet itself. The decision
-uses the controller ownerReference alone: a ReplicaSet the Deployment adopted (``ClaimReplicaSets``) may lack
+``copyDeploymentAnnotationsToReplicaSet`` copies them onto the ReplicaSet, which ``sync.go`` ``getNewReplicaSet``
+creates with ``metav1.NewControllerRef(deployment, ...)`` in the POST body, so admission sees it on CREATE. The
+decision uses the controller ownerReference alone: an adopted ReplicaSet (``ClaimReplicaSets``) may lack
 ``pod-template-hash``.
 
 Families declare their pairs on their kinds' records (``WorkloadKind.children``, ``pod_owned_children``);
-``admit.families.kinds.PARENTS`` is the :class:`Parents` built from them, passed to :func:`parent_of` and
-:func:`is_child` (no registry here, so nothing depends on import order). A CronJob's Jobs are not registered (each
-is a gang, ``admit.families.apps.resolve_cronjob``), nor an object that must gang on its own (a RayCluster KubeRay
-makes for a RayJob: ``admit.families.shared``, "A child that gangs on its own").
+``admit.families.kinds.PARENTS`` is the :class:`Parents` built from them (no registry here, so nothing depends on
+import order). A CronJob's Jobs are not registered (each is a gang), nor a RayCluster KubeRay makes for a RayJob.
 """
 
 from __future__ import annotations

@@ -50,12 +50,10 @@ def set_keys_ops(obj: dict[str, Any], map_path: tuple[str, ...], values: dict[st
     """JSONPatch operations that make the map at ``map_path`` hold every ``key: value`` of ``values``, touching
     nothing else (rules in the module docstring).
 
-    ``map_path`` is a key path from the object root; a step into a list is the item's index as a decimal string
-    (``("spec", "replicatedJobs", "0", "template", "spec", "template", "metadata", "labels")``). Returns one ``add``
-    per missing key and one ``replace`` per key with another value, in ``values`` order; or, where the map or a
-    parent of it is missing or ``null``, one operation creating it with only ``values`` in it (so several keys added
-    to a missing ``labels`` map never overwrite each other); ``[]`` when nothing changes or the path cannot be
-    patched without rewriting what is there. ``obj`` is not modified; no error is raised for any shape.
+    ``map_path`` is a key path from the object root, a list index as a decimal string (``("spec", "replicatedJobs",
+    "0", "template", "spec", "template", "metadata", "labels")``). Returns one ``add`` per missing key and one
+    ``replace`` per changed key, in ``values`` order, or one operation creating a missing map with only ``values``;
+    ``[]`` when nothing changes or cannot be patched. ``obj`` is not modified; no error is raised for any shape.
     """
     node: Any = obj
     for i, key in enumerate(map_path):
@@ -91,10 +89,7 @@ def set_keys_ops(obj: dict[str, Any], map_path: tuple[str, ...], values: dict[st
 
 def set_op(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any] | None:
     """One JSONPatch operation that makes ``obj`` hold ``value`` at key ``path`` (``("spec", "template", "spec",
-    "schedulerName")``), or ``None`` when it already does or the path cannot be patched without rewriting what is
-    there. :func:`set_keys_ops` for the single key ``path[-1]`` of the map at ``path[:-1]``: a missing parent map is
-    added holding only this key, e.g. ``{"op": "add", "path": "/spec/template/metadata", "value": {"labels": {"k":
-    "v"}}}``; an existing different value is replaced. ``obj`` is not modified.
-    """
+    "schedulerName")``), or ``None`` when it already does or cannot be patched: :func:`set_keys_ops` for the one
+    key ``path[-1]`` of the map at ``path[:-1]``."""
     ops = set_keys_ops(obj, path[:-1], {path[-1]: value})
     return ops[0] if ops else None
