@@ -245,8 +245,9 @@ def _autoscaler_floor(asked: int, ann: GangAnnotations, config: Config, floor: i
                       lower: str | None) -> None:
     """The autoscaler's rule, the same at every write of an autoscaling cluster: the minMember ``asked`` must not
     exceed ``floor`` (1 head + Σ minReplicas × numOfHosts), the fewest pods the Ray autoscaler scales it down to
-    (``node_provider.py`` ``_scale_request_to_patch_payload``: a group's ``replicas`` moves within ``[minReplicas,
-    maxReplicas]``). Its PATCH never changes the floor, so it gets the answer the write before it got.
+    (ray-project/ray ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py``
+    ``_scale_request_to_patch_payload``: a group's ``replicas`` moves within ``[minReplicas, maxReplicas]``). Its
+    PATCH never changes the floor, so it gets the answer the write before it got.
 
     Raises:
         BelowMinMember (403): minMember above the floor; the fix names ``minReplicas`` of ``workers_field`` and
