@@ -72,23 +72,18 @@ class Pacer:
     ``await pacer.tick()`` after each item: it yields (``asyncio.sleep(0)``) once ``slice_seconds`` have passed since
     the last yield, so admissions waiting on the same loop wait at most about one slice (default 5 ms) instead of
     the whole walk. Cheap when it does not yield: one ``time.perf_counter()`` call.
-
-    Attributes:
-        yields: how many times it gave the loop back (tests, benchmarks).
     """
 
-    __slots__ = ("slice_seconds", "_since", "yields")
+    __slots__ = ("slice_seconds", "_since")
 
     def __init__(self, slice_seconds: float = 0.005) -> None:
         self.slice_seconds = slice_seconds
         self._since = time.perf_counter()
-        self.yields = 0
 
     async def tick(self) -> None:
         now = time.perf_counter()
         if now - self._since >= self.slice_seconds:
             await asyncio.sleep(0)
-            self.yields += 1
             self._since = time.perf_counter()
 
 

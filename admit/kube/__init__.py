@@ -1,3 +1,3 @@
-"""The only code that talks to kube-apiserver: the API client admission uses (``client``) and the list+watch cache
-with its raw REST client the controller uses (``watchcache``). Knows nothing of gangs or AdmissionReviews.
+"""The only code that talks to kube-apiserver: the REST client and the calls admission makes (``client``), and the
+list+watch cache the controller uses (``watchcache``). Knows nothing of gangs or AdmissionReviews.
 """

@@ -38,20 +38,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import time
-from collections import Counter
-from typing import Any, AsyncGenerator, Callable, Iterable
-
-import aiohttp
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+from typing import Any, Callable, Iterable
 
 from ..observability import metrics
-from .client import KubeError, Resource, api_errors, call_with_retries
-from ..jsonio import loads
+from .client import KubeError, KubeRaw, Resource
 from ..eventloop import Pacer
 
 __all__ = ["Resource", "KubeRaw", "WatchCache", "Handler", "object_key"]
@@ -70,124 +63,6 @@ def object_key(obj: JSON) -> tuple[str, str]:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-class KubeRaw:
-    """Kubernetes REST calls in plain dicts over a ``kubernetes_asyncio`` ``ApiClient`` (its configuration gives
-    the server, credentials and TLS).
-
-    Plain dicts keep admit's pure resolvers usable on stored objects as they are on AdmissionReview objects.
-    Every call raises :class:`admit.kube.client.KubeError` (status 0 for timeouts and connection errors).
-
-    Attributes:
-        writes: successful writes counted by ``"<METHOD> <plural>"`` (``"PATCH podgroups"``, ``"PUT leases"``), for
-            tests and for "only the leader writes".
-    """
-
-    def __init__(self, api_client: client.ApiClient, timeout: float = 10.0) -> None:
-        self.api_client = api_client
-        self.timeout = timeout
-        self.writes: Counter[str] = Counter()
-
-    async def request(self, method: str, path: str, *, query: Iterable[tuple[str, str]] = (), body: Any = None,
-                      content_type: str = "application/json", timeout: float | None = None) -> Any:
-        """One request; returns the decoded JSON answer (a dict for every Kubernetes verb).
-
-        The body is read raw and decoded with ``jsonio.loads`` (orjson when installed: a list page of 100 stored
-        Deployments, about 0.5 MB, took 11 ms with the stdlib, 7 ms with orjson, on the loop that serves admissions).
-        A non-2xx answer raises ``KubeError`` as every call does (:func:`admit.kube.client.api_errors`), a 2xx body
-        that is not JSON ``KubeError`` reason ``BadResponse``; a throttled answer is retried within ``timeout``
-        (:func:`admit.kube.client.call_with_retries`).
-        """
-        timeout = self.timeout if timeout is None else timeout
-        what = f"{method} {path}"
-        query = list(query)
-
-        async def attempt(left: float) -> tuple[Any, bytes]:
-            with api_errors(what, timeout):
-                async with asyncio.timeout(left):
-                    resp = await self.api_client.call_api(
-                        path, method, query_params=query,
-                        header_params={"Accept": "application/json", "Content-Type": content_type},
-                        body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=left,
-                    )
-                    try:
-                        raw = await resp.read()
-                    finally:
-                        resp.release()
-                if not 200 <= resp.status < 300:
-                    error = ApiException(status=resp.status, reason=resp.reason)
-                    error.body = raw.decode("utf-8", "replace")
-                    error.headers = resp.headers
-                    raise error
-            return resp, raw
-
-        resp, raw = await call_with_retries(attempt, timeout)
-        try:
-            data = loads(raw) if raw else None
-        except ValueError:
-            raise KubeError(0, "BadResponse", f"{what}: not a JSON answer: {raw[:200]!r}") from None
-        if method != "GET":
-            self.writes[f"{method} {_plural_of(path)}"] += 1
-        return data
-
-    async def watch(self, path: str, query: Iterable[tuple[str, str]], timeout_seconds: int,
-                    idle_timeout: float | None = None) -> AsyncGenerator[JSON, None]:
-        """Open a watch and yield its events (``{"type", "object"}`` dicts) until the server ends the stream.
-
-        A stream that delivers no line (event or bookmark) for ``idle_timeout`` seconds (default
-        ``timeout_seconds + 30``) is treated as dead: ``KubeError`` status 0, reason ``Timeout``. HTTP/1.1 has no
-        pings, so a half-open connection (a partitioned node, a dropped NAT entry) looks exactly like a quiet watch;
-        kube-apiserver sends a BOOKMARK about once a minute to watchers that allow them, so a watch silent for about
-        two bookmark periods is dead. A non-200 answer raises ``KubeError`` with the server's status and reason.
-        """
-        what = f"watch {path}"
-        idle = float(timeout_seconds + 30) if idle_timeout is None else idle_timeout
-        params = [*query, ("watch", "true"), ("timeoutSeconds", str(timeout_seconds))]
-        with api_errors(what):
-            resp = await self.api_client.call_api(
-                path, "GET", query_params=params, header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=None, connect=self.timeout,
-                                                       sock_read=timeout_seconds + 30),
-            )
-        loop = asyncio.get_running_loop()
-        try:
-            if resp.status != 200:  # mapped as every call's error is (its Status' reason and message)
-                error = ApiException(status=resp.status)
-                error.body = await resp.text()
-                with api_errors(what):
-                    raise error
-            while True:
-                try:
-                    async with asyncio.timeout_at(loop.time() + idle):
-                        line = await resp.content.readline()
-                except TimeoutError:
-                    raise KubeError(0, "Timeout", f"{what}: no event or bookmark for {idle:g}s") from None
-                except (aiohttp.ClientError, OSError, ValueError) as e:
-                    raise KubeError(0, "ConnectionError", f"{what}: stream broken ({e!r})") from None
-                if not line:
-                    return
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    raise KubeError(0, "BadResponse", f"{what}: not a JSON watch event: {line[:200]!r}") from None
-                if isinstance(event, dict):
-                    yield event
-        finally:
-            resp.close()
-
-
-def _plural_of(path: str) -> str:
-    """``podgroups`` from ``/apis/g/v/namespaces/ns/podgroups/name`` (or ``/api/v1/pods``)."""
-    segs = [s for s in path.split("/") if s]
-    rest = segs[2:] if segs[:1] == ["api"] else segs[3:]
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        rest = rest[2:]
-    return rest[0] if rest else path
-
-
 class _Expired(Exception):
     """The watch's resourceVersion is too old (410): relist."""
 
@@ -199,7 +74,7 @@ class WatchCache:
         api: the REST client.
         resource: what to watch (across all namespaces).
         label_selector: e.g. ``"app.kubernetes.io/managed-by=admit"`` (``None``: everything).
-        handlers: called for each change (more can be added with :meth:`add_handler`).
+        handlers: called for each change.
         transform: ``transform(obj) -> record`` applied to every listed or watched object before it is stored and
             handed to the handlers (client-go's ``SetTransform``): keep only what decisions need, so the cache never
             holds managedFields, the last-applied annotation, status or whole pod templates. The record must keep
@@ -303,9 +178,6 @@ class WatchCache:
     async def wait_attempted(self, timeout: float | None = None) -> bool:
         """Wait until :attr:`attempted` (at most ``timeout`` seconds); returns :attr:`attempted`."""
         return await _wait(self._attempted, timeout)
-
-    def add_handler(self, handler: Handler) -> None:
-        self.handlers.append(handler)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -387,14 +387,6 @@ class SelfManagedTLSProvider(TLSProvider):
 
     # -- Secret ---------------------------------------------------------------------------------------------------
 
-    async def _read_secret(self) -> dict[str, Any] | None:
-        try:
-            return await self.api.request("GET", SECRETS.path(self.namespace, self.secret_name))
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
-
     def _secret_body(self, material: Material, existing: dict[str, Any] | None) -> dict[str, Any]:
         meta_in = (existing or {}).get("metadata") or {}
         labels = dict(meta_in.get("labels") or {})
@@ -437,7 +429,7 @@ class SelfManagedTLSProvider(TLSProvider):
     async def _settle_secret(self, result: ReconcileResult) -> Material:
         """Read/create/repair the Secret until this replica holds a material consistent with the stored one."""
         for _attempt in range(5):
-            secret = await self._read_secret()
+            secret = await self.api.get(SECRETS.path(self.namespace, self.secret_name))
             if secret is None:
                 material, _actions = self._plan(Material())
                 body = self._secret_body(material, None)
