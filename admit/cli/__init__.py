@@ -94,6 +94,14 @@ def _namespace_name(text: str) -> str:
     return text
 
 
+def _add_api_flags(p: argparse.ArgumentParser, default: str) -> None:
+    """``--kubeconfig`` (``default``: what is read without it) and ``--api-server``."""
+    p.add_argument("--kubeconfig", default=None, help=f"kubeconfig file (default: {default})")
+    p.add_argument("--api-server", default=None,
+                   help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy' or a local fake, as "
+                        "admit serve --dev's $ADMIT_FAKE_API (overrides --kubeconfig)")
+
+
 def _add_decision_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME,
                    help="scheduler profile that runs Coscheduling (default: %(default)s; "
@@ -170,11 +178,7 @@ def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                        help="MutatingWebhookConfiguration name (default: %(default)s)")
     serve.add_argument("--validating-webhook-config", default="admit",
                        help="ValidatingWebhookConfiguration name (default: %(default)s)")
-    serve.add_argument("--kubeconfig", default=None,
-                       help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
-    serve.add_argument("--api-server", default=None,
-                       help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy' or a local "
-                            "fake (overrides --kubeconfig)")
+    _add_api_flags(serve, "in-cluster config, else $KUBECONFIG or ~/.kube/config")
     _add_decision_flags(serve)
     _add_extra_backend_flag(serve, "grant its RBAC")
     serve.add_argument("--failure-mode", choices=("deny", "allow"), default="deny",
@@ -315,11 +319,7 @@ def _add_status_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     status.add_argument("-w", "--watch", action="store_true", help="print again whenever something changes")
     status.add_argument("--interval", type=_positive_float, default=2.0,
                         help="seconds between reads with --watch (default: %(default)s)")
-    status.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config; in a pod, its service account)")
-    status.add_argument("--api-server", default=None,
-                        help="plain-HTTP API server URL without credentials, e.g. from 'kubectl proxy' or a local "
-                             "fake, as admit serve --dev's $ADMIT_FAKE_API (overrides --kubeconfig)")
+    _add_api_flags(status, "$KUBECONFIG or ~/.kube/config; in a pod, its service account")
     status.add_argument("--request-timeout", type=_positive_float, default=10.0,
                         help="seconds per API request (default: %(default)s)")
     _add_decision_flags(status)

@@ -46,6 +46,14 @@ class InputError(Exception):
     """A file that cannot be read or parsed; ``str(e)`` is ``"<file>: <reason>"``."""
 
 
+def _unreadable(errors: list[str] | None, message: str) -> None:
+    """Report ``message`` (``"<file>: <reason>"``) in ``errors`` when the caller collects them, else raise it as
+    :class:`InputError`."""
+    if errors is None:
+        raise InputError(message)
+    errors.append(message)
+
+
 # Kinds kube-apiserver serves cluster-scoped (``kubectl api-resources --namespaced=false`` on Kubernetes 1.34, plus
 # the cluster-scoped kinds of the operators admit knows: Trainer's ClusterTrainingRuntime, Kueue's ClusterQueue,
 # ResourceFlavor and Cohort, cert-manager's ClusterIssuer). A manifest of one has no namespace, and is shown without.
@@ -284,9 +292,7 @@ def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = Non
             try:
                 listing = list(_walk(p)) if recursive else sorted(f for f in p.iterdir() if f.is_file())
             except OSError as e:  # a folder without read permission: cannot be read, as a file
-                if errors is None:
-                    raise InputError(f"{p}: {e.strerror or e}") from None
-                errors.append(f"{p}: {e.strerror or e}")
+                _unreadable(errors, f"{p}: {e.strerror or e}")
                 continue
             if skipped is not None and not any(f.suffix in SUFFIXES for f in listing):
                 below = not recursive and any(d.is_dir() for d in p.iterdir())
@@ -313,10 +319,8 @@ def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = Non
                     out.append(f)
         elif p.exists():
             out.append(p)
-        elif errors is not None:
-            errors.append(f"{p}: no such file or directory")
         else:
-            raise InputError(f"{p}: no such file or directory")
+            _unreadable(errors, f"{p}: no such file or directory")
     return out
 
 
@@ -467,16 +471,11 @@ def load_documents(paths: Iterable[str], recursive: bool = False, stdin: TextIO 
                 if why is None:
                     docs.append((name, item))
                 elif fix is not None:
-                    if errors is None:
-                        raise InputError(f"{name}: document {i + 1}: {fix}")
-                    errors.append(f"{name}: document {i + 1}: {fix}")
+                    _unreadable(errors, f"{name}: document {i + 1}: {fix}")
                 elif skipped is not None:
                     skipped.documents.append(f"{name}: document {i + 1}: {why}")
                 elif not isinstance(item, dict):
-                    message = f"{name}: document {i + 1} is not a mapping (got {type(item).__name__})"
-                    if errors is None:
-                        raise InputError(message)
-                    errors.append(message)
+                    _unreadable(errors, f"{name}: document {i + 1} is not a mapping (got {type(item).__name__})")
                 else:
                     docs.append((name, item))
     return docs
@@ -565,9 +564,7 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
             try:
                 req = parse_review(dumps(doc))
             except (BadReview, ValueError, TypeError, RecursionError) as e:  # dumps of odd YAML values
-                if errors is None:
-                    raise InputError(f"{source}: {e}") from None
-                errors.append(f"{source}: {e}")
+                _unreadable(errors, f"{source}: {e}")
                 continue
         else:
             req = manifest_request(doc, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:{source}#{i}")), namespace)
@@ -579,9 +576,7 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
             try:
                 obj = jsonpatch.apply_patch(obj, mutation.patch)
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, RecursionError) as e:
-                if errors is None:
-                    raise InputError(f"{source}: the patch does not apply: {e}") from None
-                errors.append(f"{source}: the patch does not apply: {e}")
+                _unreadable(errors, f"{source}: the patch does not apply: {e}")
                 continue
         req = _fill_generated_name(req, obj)
         obj = req.object
@@ -656,10 +651,10 @@ def accept_warnings(results: list[dict[str, Any]], patterns: list[str]) -> None:
 
     compiled = [re.compile(p) for p in patterns]
     for r in results:
-        where = f"{r['namespace']}/{r['name']}" if r["namespace"] else r["name"]
         keep: list[str] = []
         for w in r["warnings"]:
-            (r["acceptedWarnings"] if any(c.search(f"{r['kind']} {where}: {w}") for c in compiled) else keep).append(w)
+            accepted = any(c.search(f"{r['kind']} {_where(r)}: {w}") for c in compiled)
+            (r["acceptedWarnings"] if accepted else keep).append(w)
         r["warnings"] = keep
 
 

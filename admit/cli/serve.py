@@ -1,32 +1,17 @@
 """``admit serve``: wire the Kubernetes client, the TLS provider, the web app and the controller; run until signalled.
 
-Order of start (so that a replica only reports ready when it can answer correctly): Kubernetes client ->
-certificate (files, or self-managed Secret + caBundle) -> HTTPS listener -> controller (leader-elected, when
-enabled).
+Start order, so that a replica reports ready only when it can answer correctly: Kubernetes client -> certificate
+(files, or self-managed Secret + caBundle) -> HTTPS listener (connections bounded by
+:class:`admit.webhook.connections.ConnectionGuard`: ``--max-connections``, ``--read-timeout``, ``--idle-timeout``) ->
+controller (leader-elected, when enabled).
 
-SIGTERM/SIGINT, well inside the chart's ``terminationGracePeriodSeconds`` (30 s):
-
-1. every response from now on carries ``Connection: close`` (``ConnectionGuard.begin_closing``): kube-apiserver's
-   next request on each connection dials anew and reaches a ready replica; a keep-alive connection is never closed
-   under a request on its way (see :mod:`admit.webhook.connections`, Shutdown);
-2. stop leading and give the controller's Lease back (another replica takes over at once instead of after the Lease
-   expires; the caches keep serving the admission path);
-3. ``/readyz`` fails and the replica goes on serving for ``--shutdown-delay`` seconds (default 5; a second signal
-   ends the wait): the endpoints controller and kube-proxy need a moment to stop routing to a terminating pod, and a
-   listener closed at once (it took about 40 ms) refuses admissions still sent here;
-4. :func:`shut_down`: stop accepting connections; wait until every connection is gone, for at most
-   ``--drain-seconds`` (10 s): answered ones close after their response, quiet ones (no request for
-   ``DEFAULT_QUIET_SECONDS``, 1 s) are closed; close what remains, then stop the controller's caches, the
-   certificate provider and the Kubernetes client. Slow clients cannot hold the exit: a request must arrive within
-   ``--read-timeout`` and the drain is bounded.
-
-Exit time after SIGTERM: ``--shutdown-delay`` + about 1 s (the quiet bound; connections left through the delay are
-already quiet), at most ``--shutdown-delay`` + ``--drain-seconds`` + 1 s (aiohttp's cleanup), plus the Lease
-release (at most ``--drain-seconds`` / 2) when it hangs: 5 + 10 + 1 + 5 = 21 s with the defaults, inside the
-chart's 30 s grace period.
-
-The listener's connections are bounded by :class:`admit.webhook.connections.ConnectionGuard` (``--max-connections``,
-``--read-timeout``, ``--idle-timeout``).
+SIGTERM/SIGINT: every answer from then on says ``Connection: close`` (kube-apiserver's next request dials a ready
+replica; :mod:`admit.webhook.connections`, Shutdown); the controller's Lease is given back (another replica leads at
+once, not when it expires); ``/readyz`` fails while the replica goes on serving for ``--shutdown-delay`` seconds (the
+endpoints controller and kube-proxy need a moment to stop routing here; a second signal ends the wait); then
+:func:`shut_down` drains and closes. Exit time: ``--shutdown-delay`` + about 1 s, at most ``--shutdown-delay`` +
+``--drain-seconds`` + 1 s (aiohttp's cleanup) + the Lease release (at most ``--drain-seconds`` / 2): 5 + 10 + 1 + 5
+= 21 s with the defaults, inside the chart's 30 s ``terminationGracePeriodSeconds``.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from ..families import FAMILY_KINDS, kinds
 from ..gang.children import is_child
 from ..gang.plan import (BelowMinMember, GangError, Resolver, below_min_member, counted_and_fix, get_path,
                          min_member_source, parse_gang_annotations)
-from ..kube.client import KubeError, load_api_client
+from ..kube.client import KubeError
 from ..kube.watchcache import KubeRaw, Resource
 
 __all__ = ["list_shared", "workload_sizes", "wanted_backends", "collect", "run_status"]
@@ -138,12 +138,9 @@ async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys
                      err: TextIO = sys.stderr) -> int:
     """``admit status``: print the table (or ``-o json``) once, or with ``--watch`` read every ``--interval`` seconds
     and print again when a gang changed (its waiting time alone does not count). Returns the exit code: 0, or 1 when the API cannot be reached."""
-    from kubernetes_asyncio import client
+    from .serve import api_client_for
 
-    if args.api_server:
-        api_client = client.ApiClient(client.Configuration(host=args.api_server.rstrip("/")))
-    else:
-        api_client = await load_api_client(args.kubeconfig)
+    api_client = await api_client_for(args)
     namespace = None if args.all_namespaces else (args.namespace or _current_namespace(args.kubeconfig))
     api = KubeRaw(api_client, timeout=args.request_timeout)
     last: list[tuple[Any, ...]] | None = None
