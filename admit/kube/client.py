@@ -423,16 +423,16 @@ class KubeAPI:
     async def list_pods(self, namespace: str, label_selector: str, timeout: float) -> list[dict[str, Any]]:
         """LIST the Pods of ``namespace`` that match ``label_selector`` (the members of a shared group whose size
         follows them, ``backends.ensure``)."""
-        found = await self.raw.request("GET", _path("", "v1", "pods", namespace), timeout=timeout,
-                                       query=[("labelSelector", label_selector)],
-                                       what=f"list Pods {namespace} {label_selector}")
-        return list(found.get("items") or [])
+        return await self.list_objects("", "v1", "pods", namespace, timeout, label_selector)
 
-    async def list_objects(self, group: str, version: str, plural: str, namespace: str,
-                           timeout: float) -> list[dict[str, Any]]:
-        """LIST the objects of a named API group in ``namespace`` (a gang workload's HorizontalPodAutoscalers)."""
-        found = await self._call(f"list {plural}.{group} {namespace}", lambda: self.custom.list_namespaced_custom_object(
-            group, version, namespace, plural, _request_timeout=timeout), timeout)
+    async def list_objects(self, group: str, version: str, plural: str, namespace: str, timeout: float,
+                           label_selector: str = "") -> list[dict[str, Any]]:
+        """LIST the objects of ``namespace`` (``""``: every namespace's) that match ``label_selector`` (``""``: all):
+        a gang workload's HorizontalPodAutoscalers."""
+        what = f"list {plural}{'.' + group if group else ''} {namespace} {label_selector}".rstrip()
+        query = [("labelSelector", label_selector)] if label_selector else []
+        found = await self.raw.request("GET", _path(group, version, plural, namespace), query=query, timeout=timeout,
+                                       what=what)
         return list(found.get("items") or [])
 
     async def get_object(self, group: str, version: str, plural: str, namespace: str, name: str,
