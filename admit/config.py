@@ -154,6 +154,4 @@ class Config:
 
     def replace(self, **changes: object) -> "Config":
         """A copy with ``changes`` applied (derived keys recomputed)."""
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
-        fields.update(changes)
-        return Config(**fields)
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -1,12 +1,6 @@
-"""Command line: ``admit serve``, ``admit review``, ``admit status``, ``admit certs`` (argparse).
-
-- ``admit serve``: the HTTPS webhook server (flags in docs/cli.md and ``admit serve --help``).
-- ``admit review FILE|DIR ...``: the webhook's decisions offline; exit 0 when all are allowed, 1 when any is denied
-  (``--strict``: or warned, or no object found to review), 2 on unreadable input (the file and the reason on
-  stderr); ``-n`` is the namespace of manifests without one.
-- ``admit status``: one line per gang with the reason its pods wait (each backend's status part,
-  ``admit/backends/status.py``), once or ``--watch``.
-- ``admit certs``: a development CA and serving pair in ``certs/`` (private keys mode 0600, git-ignored).
+"""Command line (argparse): the parser of ``admit serve``, ``review``, ``status`` and ``certs``, and :func:`main`;
+one module per command does the work (``serve``, ``review``, ``status``, ``dev``). What each does, its flags and its
+exit codes: the commands' ``--help`` (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -249,11 +243,7 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                     "are still reviewed). Paths that exist but hold no Kubernetes object to review (an empty "
                     "folder, file or standard input, only values files, Helm templates or empty Lists) are no "
                     "error: a note on stderr says so and the exit is 0, with --strict 1: a CI step that checks "
-                    "nothing never passes. A folder is read without its sub-folders unless -R is given, as "
-                    "kubectl apply -f DIR: a note on stderr names those not read (never a failure, not with "
-                    "--strict either). A manifest without "
-                    "metadata.namespace is reviewed in the -n namespace (default: default), as kubectl apply -n. "
-                    "YAML that is not a Kubernetes object (values.yaml, Chart.yaml, kustomization.yaml, a JSON6902 "
+                    "nothing never passes. YAML that is not a Kubernetes object (values.yaml, Chart.yaml, kustomization.yaml, a JSON6902 "
                     "patch) is skipped and counted; so are a Helm chart's templates and the patches a "
                     "kustomization.yaml names: review rendered output piped in, kubectl kustomize DIR | admit review "
                     "-, or helm template RELEASE CHART | admit review -. A Scale (kubectl scale, the "
@@ -269,8 +259,8 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                              "are kept")
     review.add_argument("-R", "--recursive", action="store_true",
                         help="read directories recursively (never hidden folders such as .git or .venv, nor "
-                             "virtualenvs and node_modules); without it, a note on stderr names the sub-folders "
-                             "not read")
+                             "virtualenvs and node_modules); without it, as kubectl apply -f DIR, a note on stderr "
+                             "names the sub-folders not read (never a failure, not with --strict either)")
     review.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
                         help="text: one line per object (default); json/yaml: every detail of every object")
     review.add_argument("-v", "--verbose", action="store_true",

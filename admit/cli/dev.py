@@ -1,15 +1,7 @@
-"""``admit serve --dev``: the whole server on a laptop, without a cluster (README, "Try it without a cluster").
-
-It writes (or reuses) development certificates next to ``--tls-cert-file`` (as ``admit certs``), starts the fake
-kube-apiserver (:mod:`admit.testing.fake_kube`) in memory on a free loopback port, and runs ``admit serve`` against
-it on ``https://127.0.0.1:8443``. Writes to the fake go through admit's webhooks as the chart registers them (read
-from ``deploy/admit.yaml``, :func:`dev_admission_chain`), called at this server's own ``/mutate`` and ``/validate``,
-so ``kubectl --server $ADMIT_FAKE_API`` answers as a cluster with admit installed. It stores the walk-through's
-Deployments as kube-apiserver stores them after admission (:func:`store_walkthrough_workloads`), writes
-``export ADMIT_FAKE_API=<url>`` and ``export ADMIT_URL=https://127.0.0.1:<port>`` to ``<cert dir>/dev.env``, and
-stops at once on Ctrl-C (no ``--shutdown-delay``: no Endpoints route here). A port already taken (another ``admit
-serve --dev``) stops it before anything is written, naming a ``--port`` to use: the other server's ``dev.env`` and
-serving certificate stay as they were.
+"""``admit serve --dev``: the whole server on a laptop, without a cluster (README, "Try it without a cluster"):
+``admit serve`` against the in-memory fake kube-apiserver (:mod:`admit.testing.fake_kube`), whose writes go through
+admit's own webhooks as the chart registers them, so ``kubectl --server $ADMIT_FAKE_API`` answers as a cluster with
+admit installed (:func:`serve_dev`).
 """
 
 from __future__ import annotations
@@ -52,7 +44,12 @@ log = logging.getLogger("admit.dev")
 
 
 async def serve_dev(args: argparse.Namespace, config: Config) -> None:
-    """Run :func:`admit.cli.serve.serve` against a fresh :class:`~admit.testing.fake_kube.FakeKubeAPI` (module docstring).
+    """Run :func:`admit.cli.serve.serve` against a fresh :class:`~admit.testing.fake_kube.FakeKubeAPI` on a free
+    loopback port, with development certificates written (or reused) next to ``--tls-cert-file`` (as ``admit
+    certs``), the walk-through's workloads stored (:func:`store_walkthrough_workloads`), writes admitted by
+    :func:`dev_admission_chain`, and ``export ADMIT_FAKE_API=<url>`` / ``export ADMIT_URL=https://127.0.0.1:<port>``
+    in ``<cert dir>/dev.env``. A ``--port`` already taken (another ``admit serve --dev``) stops it before anything is
+    written. Ctrl-C stops it at once (no ``--shutdown-delay``: no Endpoints route here).
 
     Changes ``args`` in place: ``api_server`` (the fake), ``cert_mode`` ``files``, ``host`` 127.0.0.1 unless given.
 

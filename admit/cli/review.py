@@ -1,18 +1,14 @@
 """``admit review``: the webhook's decisions on manifests and AdmissionReview files, offline.
 
-Input: files or directories (``*.yaml``, ``*.yml``, ``*.json``; directories are read one level deep unless
-``recursive``, like ``kubectl apply -f``). A YAML file may hold several documents; a ``List`` is expanded. A document
-whose ``kind`` is ``AdmissionReview`` is answered as the server would answer it; any other object is reviewed as a
-CREATE of that object (namespace: ``metadata.namespace``, else the ``-n/--namespace`` of the run, ``default`` unless
-given, as ``kubectl apply``; a review's own ``request.namespace`` is kept).
+Input (:func:`load_documents`): files or directories (``*.yaml``, ``*.yml``, ``*.json``; one level deep unless
+``recursive``, as ``kubectl apply -f``), YAML files of several documents, ``List`` items. An ``AdmissionReview`` is
+answered as the server would answer it; any other object is reviewed as a CREATE (:func:`manifest_request`; its
+uid, and so any generated name, derived from its file and position: the same input gives the same output).
 
-Each object goes through the same code as the server: ``/mutate``, the patch applied with ``jsonpatch``, then
-``/validate`` on the mutated object. Between the two, an object created with ``generateName`` only gets its name the
-way kube-apiserver gives it (the prefix plus 5 characters, after the mutating webhooks), so ``admit review`` and the
-server see the same objects in each phase. A manifest's review uid (and so any generated name) is derived from its
-file and position: the same input gives the same output. PodGroups are "created" in an in-memory store
-(:class:`OfflineKube`), which also serves the other input objects, so a ``deployments/scale`` review finds its
-Deployment among the inputs.
+Each object goes through the same code as the server (:func:`review_documents`): ``/mutate``, the patch applied with
+``jsonpatch``, a ``generateName`` filled in as kube-apiserver does between the two phases, then ``/validate``.
+PodGroups are "created" in an in-memory store (:class:`OfflineKube`), which also serves the other input objects, so
+a ``deployments/scale`` review finds its Deployment among the inputs.
 """
 
 from __future__ import annotations

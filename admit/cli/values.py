@@ -1,24 +1,14 @@
 """``admit review --values FILE``: the chart values that become ``admit serve``'s decision flags, so that a review
 answers as the server the chart starts.
 
-The chart's Deployment (``charts/admit/templates/deployment.yaml``) turns these values into ``admit serve`` flags;
-the same mapping, for the flags that change a decision (``admit review`` takes them too):
-
-==================================  ===========================================================
-value                               flag
-==================================  ===========================================================
-``config.schedulerName``            ``--scheduler-name``
-``config.annotationPrefix``         ``--annotation-prefix``
-``config.podGroupAPI``              ``--pod-group-api``
-``config.gangBackend``              ``--gang-backend``
-``config.extraGangBackends[]``      ``--extra-gang-backend`` (each but ``gangBackend``)
-``config.controllerGangs[]``        ``--controller-gang``
-``config.kubeflowGangByOperator``   ``--kubeflow-gang-by-operator`` when true
-``workloads.<switch>: false``       ``--ignore-api-group`` of that switch's API group
-==================================  ===========================================================
-
-A key the file leaves out keeps the chart's default (``charts/admit/values.yaml``), which is each flag's own default
-(``tests/cli/test_review_serve.py`` checks both against the rendered chart).
+The chart's Deployment (``charts/admit/templates/deployment.yaml``) turns these values into ``admit serve`` flags:
+``config.schedulerName``, ``annotationPrefix``, ``podGroupAPI`` and ``gangBackend`` into ``--scheduler-name``,
+``--annotation-prefix``, ``--pod-group-api`` and ``--gang-backend``; each of ``config.extraGangBackends[]`` but
+``gangBackend`` into ``--extra-gang-backend``; ``config.controllerGangs[]`` into ``--controller-gang``;
+``config.kubeflowGangByOperator: true`` into ``--kubeflow-gang-by-operator``; ``workloads.<switch>: false`` into
+``--ignore-api-group`` of that switch's API group (:data:`WORKLOAD_SWITCHES`). A key the file leaves out keeps the
+chart's default (``charts/admit/values.yaml``), which is each flag's own default (``tests/cli/test_review_serve.py``
+checks both against the rendered chart).
 """
 
 from __future__ import annotations

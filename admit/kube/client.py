@@ -161,14 +161,8 @@ def retry_after_seconds(status: int, headers: Any) -> float | None:
     if status != 429 and status < 500:
         return None
     try:
-        value = (headers or {}).get("Retry-After")
-    except AttributeError:
-        return None
-    if value is None:
-        return None
-    try:
-        seconds = int(str(value).strip())
-    except ValueError:
+        seconds = int(str((headers or {}).get("Retry-After")).strip())  # no header: int("None") fails
+    except (AttributeError, ValueError):
         return None
     return float(seconds) if seconds >= 0 else None
 
@@ -301,10 +295,9 @@ class KubeRaw:
         """Open a watch and yield its events (``{"type", "object"}`` dicts) until the server ends the stream.
 
         A stream that delivers no line (event or bookmark) for ``idle_timeout`` seconds (default
-        ``timeout_seconds + 30``) is treated as dead: ``KubeError`` status 0, reason ``Timeout``. HTTP/1.1 has no
-        pings, so a half-open connection (a partitioned node, a dropped NAT entry) looks exactly like a quiet watch;
-        kube-apiserver sends a BOOKMARK about once a minute to watchers that allow them, so a watch silent for about
-        two bookmark periods is dead. A non-200 answer raises ``KubeError`` with the server's status and reason.
+        ``timeout_seconds + 30``) is dead (HTTP/1.1 has no pings: :mod:`admit.kube.watchcache`, *Dead streams*):
+        ``KubeError`` status 0, reason ``Timeout``. A non-200 answer raises ``KubeError`` with the server's status
+        and reason.
         """
         what = f"watch {path}"
         idle = float(timeout_seconds + 30) if idle_timeout is None else idle_timeout

@@ -516,15 +516,11 @@ def write_development_certificates(directory: pathlib.Path, service: str = "admi
         except (OSError, CertificateError) as e:
             raise CertificateError(f"{directory} holds a CA that cannot be reused ({getattr(e, 'strerror', None) or e}); "
                                    "pass --force to replace it (certificates it issued stop verifying)") from None
-    reused = ca is not None
+    files: dict[str, tuple[bytes, bool]] = {}
     if ca is None:
         ca = generate_ca(days=ca_days, clock=clock)
+        files = {"ca.crt": (ca.cert_pem, False), "ca.key": (ca.key_pem, True)}
     leaf = generate_serving_certificate(ca, service, namespace, ["localhost", *dns_names], ip_addresses, leaf_days,
                                         clock, cluster_domain)
-    files = {"tls.crt": (leaf.cert_pem, False), "tls.key": (leaf.key_pem, True)}
-    if not reused:
-        files = {"ca.crt": (ca.cert_pem, False), "ca.key": (ca.key_pem, True), **files}
-    paths = write_pem_files(directory, files)
-    if reused:
-        paths = {"ca.crt": ca_crt, "ca.key": ca_key, **paths}
-    return paths
+    files.update({"tls.crt": (leaf.cert_pem, False), "tls.key": (leaf.key_pem, True)})
+    return {"ca.crt": ca_crt, "ca.key": ca_key, **write_pem_files(directory, files)}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import pathlib
@@ -76,21 +75,6 @@ def _pem_paths(cert_pem: bytes, key_pem: bytes) -> Iterator[tuple[str, str]]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def context_for_pair(pair: CertifiedKey) -> ssl.SSLContext:
-    """A new server context (:func:`create_server_ssl_context`) with ``pair`` loaded.
-
-    Raises:
-        CertificateError: OpenSSL refuses the pair (message names the certificate, never the key).
-    """
-    ctx = create_server_ssl_context()
-    try:
-        with _pem_paths(pair.cert_pem, pair.key_pem) as (cert_path, key_path):
-            ctx.load_cert_chain(cert_path, key_path)
-    except (ssl.SSLError, OSError) as exc:
-        raise CertificateError(f"OpenSSL refused the pair ({certs.describe(pair.cert)}): {exc.__class__.__name__}") from None
-    return ctx
-
-
 class TLSProvider:
     """A serving certificate that can change while the server runs.
 
@@ -120,12 +104,20 @@ class TLSProvider:
             sslobj.context = self._active
 
     def install(self, pair: CertifiedKey) -> None:
-        """Serve ``pair`` from the next handshake on. Established connections are not affected.
+        """Serve ``pair`` from the next handshake on, in a new context of :func:`create_server_ssl_context`.
+        Established connections are not affected.
 
         Raises:
-            CertificateError: OpenSSL refused the pair; the previous pair keeps serving.
+            CertificateError: OpenSSL refused the pair (the message names the certificate, never the key); the
+                previous pair keeps serving.
         """
-        ctx = context_for_pair(pair)
+        ctx = create_server_ssl_context()
+        try:
+            with _pem_paths(pair.cert_pem, pair.key_pem) as (cert_path, key_path):
+                ctx.load_cert_chain(cert_path, key_path)
+        except (ssl.SSLError, OSError) as exc:
+            raise CertificateError(f"OpenSSL refused the pair ({certs.describe(pair.cert)}): "
+                                   f"{exc.__class__.__name__}") from None
         self._active = ctx
         self._pair = pair
         log.info("serving certificate loaded: %s", certs.describe(pair.cert))
@@ -161,14 +153,6 @@ class TLSProvider:
         return self.reason() == ""
 
 
-def _digest(*parts: bytes) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(len(p).to_bytes(8, "big"))
-        h.update(p)
-    return h.hexdigest()
-
-
 class FileTLSProvider(TLSProvider):
     """Serve the pair in ``cert_file``/``key_file`` and reload it when either file changes (cert-manager mode).
 
@@ -192,8 +176,8 @@ class FileTLSProvider(TLSProvider):
         self.cert_file = pathlib.Path(cert_file)
         self.key_file = pathlib.Path(key_file)
         self.poll_interval = poll_interval
-        self._seen: str | None = None  # digest of the last contents acted upon (loaded, or error logged)
-        self._pending: str | None = None  # digest of bad contents seen once, not yet reported
+        self._seen: tuple[bytes, bytes] | None = None  # the last contents acted upon (loaded, or error logged)
+        self._pending: tuple[bytes, bytes] | None = None  # bad contents seen once, not yet reported
         self._last_error = ""
         self._warned_renewal: str | None = None
 
@@ -210,38 +194,38 @@ class FileTLSProvider(TLSProvider):
         try:
             cert_pem, key_pem = self._read()
         except OSError as exc:
-            return self._bad(f"cannot read {exc.filename}: {exc.strerror}", _digest(str(exc).encode()), settle)
-        digest = _digest(cert_pem, key_pem)
-        if digest == self._seen:
+            return self._bad(f"cannot read {exc.filename}: {exc.strerror}", (str(exc).encode(), b""), settle)
+        contents = (cert_pem, key_pem)
+        if contents == self._seen:
             self._pending = None
             self._warn_if_due()
             return False
         try:
             pair = certs.load_pair(cert_pem, key_pem, str(self.cert_file), str(self.key_file))
         except CertificateError as exc:
-            return self._bad(str(exc), digest, settle)
+            return self._bad(str(exc), contents, settle)
         now_problem = certs.validity_problem(pair.cert, self.clock, str(self.cert_file))
         if now_problem and self._pair is not None and not certs.is_expired(self._pair.cert, self.clock):
-            return self._bad(f"{now_problem}; keeping the current certificate", digest, settle)
+            return self._bad(f"{now_problem}; keeping the current certificate", contents, settle)
         try:
             self.install(pair)
         except CertificateError as exc:
-            return self._bad(str(exc), digest, settle)
+            return self._bad(str(exc), contents, settle)
         if now_problem:
             log.error("%s", now_problem)
-        self._seen, self._pending, self._last_error = digest, None, ""
+        self._seen, self._pending, self._last_error = contents, None, ""
         self._warn_if_due()
         return True
 
-    def _bad(self, message: str, digest: str, settle: bool) -> bool:
-        if settle and self._pending != digest and self._seen != digest:
-            self._pending = digest  # maybe a writer half-way through; look again next poll
+    def _bad(self, message: str, contents: tuple[bytes, bytes], settle: bool) -> bool:
+        if settle and self._pending != contents and self._seen != contents:
+            self._pending = contents  # maybe a writer half-way through; look again next poll
             log.debug("TLS files changed but are not usable yet (%s); checking again", message)
             return False
-        if self._seen != digest:
+        if self._seen != contents:
             keeping = f"; still serving {certs.describe(self._pair.cert)}" if self._pair is not None else ""
             log.error("TLS reload failed: %s%s", message, keeping)
-            self._seen, self._pending, self._last_error = digest, None, message
+            self._seen, self._pending, self._last_error = contents, None, message
         return False
 
     def _warn_if_due(self) -> None:

@@ -103,12 +103,10 @@ class Material:
     def data(self) -> dict[str, bytes]:
         """Secret data (raw bytes, not base64) for admit's keys."""
         out: dict[str, bytes] = {}
-        if self.leaf is not None:
-            out[TLS_CRT], out[TLS_KEY] = self.leaf.cert_pem, self.leaf.key_pem
-        if self.ca is not None:
-            out[CA_CRT], out[CA_KEY] = self.ca.cert_pem, self.ca.key_pem
-        if self.next_ca is not None:
-            out[CA_NEXT_CRT], out[CA_NEXT_KEY] = self.next_ca.cert_pem, self.next_ca.key_pem
+        for pair, crt, key in ((self.leaf, TLS_CRT, TLS_KEY), (self.ca, CA_CRT, CA_KEY),
+                               (self.next_ca, CA_NEXT_CRT, CA_NEXT_KEY)):
+            if pair is not None:
+                out[crt], out[key] = pair.cert_pem, pair.key_pem
         if self.previous_ca is not None:
             out[CA_PREVIOUS_CRT] = self.previous_ca[1]
         return out
@@ -125,7 +123,7 @@ def _parse_time(value: str | None) -> _dt.datetime | None:
     if not value:
         return None
     try:
-        t = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        t = _dt.datetime.fromisoformat(value)
     except ValueError:
         return None
     return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
@@ -210,7 +208,7 @@ def plan(material: Material, policy: Policy, service: str, namespace: str, dns_n
     names = [*certs.service_dns_names(service, namespace, cluster_domain), *dns_names, *ip_addresses]
     m = _plan_ca(material, policy, clock, now, next_ca_trusted, actions)
     m = _plan_retired_ca(m, clock, now, _dt.timedelta(seconds=policy.ca_overlap_seconds), actions)
-    m = _plan_leaf(m, policy, names, service, namespace, dns_names, ip_addresses, clock, now, cluster_domain, actions)
+    m = _plan_leaf(m, policy, names, service, namespace, dns_names, ip_addresses, clock, cluster_domain, actions)
     return m, actions
 
 
@@ -275,8 +273,7 @@ def _plan_retired_ca(m: Material, clock: Clock, now: _dt.datetime, overlap: _dt.
 
 
 def _plan_leaf(m: Material, policy: Policy, names: list[str], service: str, namespace: str, dns_names: Sequence[str],
-               ip_addresses: Sequence[str], clock: Clock, now: _dt.datetime, cluster_domain: str,
-               actions: list[str]) -> Material:
+               ip_addresses: Sequence[str], clock: Clock, cluster_domain: str, actions: list[str]) -> Material:
     """:func:`plan`'s serving-certificate step: issue a new leaf from the current CA when there is none, it is not
     signed by the CA, outside its validity, due for rotation, or misses one of ``names``. Appends to ``actions``
     what it changed."""
