@@ -265,7 +265,27 @@ def test_a_misspelt_annotation_says_which_one_was_meant():
     rows = diagnose(pod_groups=[], pods=[], workloads=[deployment("web", {"gang.admit.dev/min-members": "3"})],
                     now=NOW)
     row = one(rows, "web")
-    assert row.reason == "AnnotationTypo" and "did you mean gang.admit.dev/min-member?" in row.message
+    assert row.reason == "AnnotationTypo" and row.message.startswith(
+        "rename annotation gang.admit.dev/min-members to gang.admit.dev/min-member")
+
+
+def test_a_gang_annotation_under_a_misspelt_prefix_says_which_key_admit_reads():
+    # Before: gang.admit.io/min-member gave no row at all, and the chart's matchConditions never send such an object
+    # to admit, so nothing anywhere said the Deployment is not a gang.
+    rows = diagnose(pod_groups=[], pods=[], workloads=[deployment("web", {"gang.admit.io/min-member": "3"})],
+                    now=NOW)
+    row = one(rows, "web")
+    assert row.reason == "AnnotationTypo"
+    assert row.message.startswith("rename annotation gang.admit.io/min-member to gang.admit.dev/min-member")
+    assert row.message.endswith("Deployment/web is not a gang")
+
+
+def test_gang_annotations_put_on_the_pod_template_say_where_they_go():
+    web = deployment("web", {})
+    web["spec"]["template"]["metadata"]["annotations"] = {"gang.admit.dev/min-member": "3"}
+    row = one(diagnose(pod_groups=[], pods=[], workloads=[web], now=NOW), "web")
+    assert row.reason == "AnnotationTypo"
+    assert row.message.startswith("move the gang.admit.dev/ annotations to the Deployment's own metadata.annotations")
 
 
 def test_a_gang_workload_admit_never_mutated_is_reported():

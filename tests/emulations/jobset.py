@@ -236,7 +236,7 @@ class JobSetOperator(Controller):
     async def _create_jobs(self, js: JSON, existing: set[str]) -> bool:
         """``reconcileReplicatedJobs``: each missing Job created (``shouldCreateJob``: no Job of that name, of any
         attempt); False when a create was refused."""
-        api, ns, name = self.api, js["metadata"]["namespace"], js["metadata"]["name"]
+        api, ns = self.api, js["metadata"]["namespace"]
         spec = js.get("spec") or {}
         jobs = api.resource_type("batch/v1", "jobs")
         rjobs = spec.get("replicatedJobs") or []

@@ -48,6 +48,12 @@ def create_jobs(cp, ns: str, js: dict) -> list[dict]:
     return [cp.rest("POST", JOBS.format(ns=ns), body=construct_job(js, rjob, i)) for i in range(rjob["replicas"])]
 
 
+def jobs(cp, ns: str) -> list[dict]:
+    """The namespace's Jobs, each whole as the JobSet controller's client holds it (a list's items carry no
+    ``apiVersion`` and ``kind``)."""
+    return [{"apiVersion": "batch/v1", "kind": "Job", **j} for j in cp.rest("GET", JOBS.format(ns=ns))["items"]]
+
+
 def gang_bound(cp, ns: str, name: str, count: int = 4) -> list[dict]:
     """Wait until ``count`` live pods labelled for PodGroup ``name`` are bound (not terminating), and return them."""
     return wait_for(lambda: (lambda p: p if len(p) == count else None)(bound(pods(cp, ns, f"{LABEL}={name}"))),
@@ -69,13 +75,13 @@ def test_a_jobset_its_user_suspends_and_resumes_gets_its_pods_back_in_one_gang_t
     gang_bound(cp, ns, "slices")
     # the user suspends; the JobSet controller's suspendJobs: every active Job updated with spec.suspend true
     cp.rest("PATCH", f"{JOBSETS.format(ns=ns)}/slices", body={"spec": {"suspend": True}}, content_type=MERGE)
-    for job in cp.rest("GET", JOBS.format(ns=ns))["items"]:
+    for job in jobs(cp, ns):
         job["spec"]["suspend"] = True
         cp.rest("PUT", f"{JOBS.format(ns=ns)}/{job['metadata']['name']}", body=job)
     wait_for(lambda: not pods(cp, ns, f"{LABEL}=slices"), what="the suspended Jobs' pods deleted")
     # the user resumes; resumeJobsIfNecessary: each Job updated by resumeJob (pod template merged, unsuspended)
     js = cp.rest("PATCH", f"{JOBSETS.format(ns=ns)}/slices", body={"spec": {"suspend": False}}, content_type=MERGE)
-    for job in cp.rest("GET", JOBS.format(ns=ns))["items"]:
+    for job in jobs(cp, ns):
         cp.rest("PUT", f"{JOBS.format(ns=ns)}/{job['metadata']['name']}", body=resumed_job(job, js))
     again = gang_bound(cp, ns, "slices")
     assert {p["spec"]["schedulerName"] for p in again} == {SCHEDULER}

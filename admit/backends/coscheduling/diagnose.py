@@ -40,10 +40,10 @@ from typing import Any, Callable, Mapping
 
 from ...config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, Config
 from ...gang.ownerrefs import controller_ref, has_controller
-from ...gang.plan import get_path
+from ...gang.plan import get_path, template_annotation_warnings, unknown_annotation_warnings
 from ...gang.quantity import QuantityError, format_quantity, parse_quantity
 from ..common import asked_backend, owner_annotation
-from ..diagnose import (JSON, KNOWN_ANNOTATIONS, GangStatus, WorkloadSize, classify_message, distance, duration,
+from ..diagnose import (JSON, GangStatus, WorkloadSize, classify_message, distance, duration,
                         is_echo, is_live, is_scheduled, last_word, meta_of, near, one_line, owner_of, size_cause,
                         size_key, template_scheduling_group, to_int, waited_seconds, workload_ref)
 
@@ -174,7 +174,6 @@ def _gang_workloads(workloads: list[JSON], config: Config) -> tuple[dict[tuple[s
     """``(gang_workloads, rows)``: the Coscheduling gang workloads by ``(namespace, group)``, and the lines of those
     admit did not mutate and of misspelt annotations."""
     label = config.pod_group_label
-    prefix = config.key_prefix
     gang_workloads: dict[tuple[str, str], JSON] = {}
     extra_rows: list[GangStatus] = []
     for wl in workloads:
@@ -198,15 +197,13 @@ def _gang_workloads(workloads: list[JSON], config: Config) -> tuple[dict[tuple[s
                     "admit's webhook did not mutate it (not installed, namespace excluded, or unreachable with "
                     "failurePolicy Ignore); re-apply it once admit is up"))
             continue
-        unknown = [k for k in annotations if k.startswith(prefix) and k[len(prefix):] not in KNOWN_ANNOTATIONS]
-        meant_names = [(k, near(k[len(prefix):], KNOWN_ANNOTATIONS, 3)) for k in unknown]
-        meant_names = [(k, n) for k, n in meant_names if n]
-        if meant_names:
-            key, meant = meant_names[0]
-            extra_rows.append(GangStatus(
-                ns, name, workload_ref(wl), None, 0, 0, 0, "-", None, "AnnotationTypo",
-                f"annotation {key} is not one admit reads: did you mean {prefix}{meant}? {workload_ref(wl)} is not "
-                "a gang"))
+        # a misspelt name (gang.admit.dev/min-members) or prefix (gang.admit.io/min-member), or the annotations put
+        # on the pod template, as admission warns
+        renames = [w for w in unknown_annotation_warnings(annotations, config) if w.startswith("rename")]
+        renames += template_annotation_warnings(wl, config)
+        if renames:
+            extra_rows.append(GangStatus(ns, name, workload_ref(wl), None, 0, 0, 0, "-", None, "AnnotationTypo",
+                                         f"{renames[0]}; {workload_ref(wl)} is not a gang"))
     return gang_workloads, extra_rows
 
 
