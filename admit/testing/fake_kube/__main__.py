@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 from typing import Iterable
@@ -15,8 +16,7 @@ from .server import FakeKubeAPI
 
 async def _serve_forever(args: argparse.Namespace) -> None:
     api = FakeKubeAPI(gc_orphans_after=args.gc_orphans_after, record_requests=args.record_requests,
-                      workload_api=getattr(args, "workload_api", None),
-                      bookmark_interval=args.bookmark_interval)
+                      workload_api=args.workload_api, bookmark_interval=args.bookmark_interval)
     if args.latency:
         api.delay("*", "*", args.latency)
     await api.start(args.port)
@@ -45,10 +45,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--workload-api", choices=(*WORKLOAD_API_VERSIONS, FIRST_ALPHA), default=None,
                         help="also serve scheduling.k8s.io Workload and PodGroup in this version")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve_forever(args))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

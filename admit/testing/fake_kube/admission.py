@@ -16,6 +16,7 @@ import base64
 import contextvars
 import copy
 import dataclasses
+import functools
 import json
 import ssl as _ssl
 import uuid
@@ -131,18 +132,13 @@ def _rule_matches(rule: JSON, rt: "ResourceType", sub: str | None, operation: st
     return False
 
 
-_PROGRAMS: dict[str, Any] = {}
-
-
+@functools.cache
 def _cel(expression: str) -> Any:
-    """A compiled CEL program (cached; cel-python, the test extra)."""
-    program = _PROGRAMS.get(expression)
-    if program is None:
-        import celpy
+    """A compiled CEL program (cel-python, the test extra)."""
+    import celpy
 
-        env = celpy.Environment()
-        program = _PROGRAMS[expression] = env.program(env.compile(expression))
-    return program
+    env = celpy.Environment()
+    return env.program(env.compile(expression))
 
 
 def evaluate_match_conditions(conditions: Iterable[JSON], request: JSON) -> bool:
@@ -313,10 +309,8 @@ class AdmissionChain:
         """The AdmissionReview ``request`` kube-apiserver sends for a write (``admission/v1``)."""
         src = obj if obj is not None else old or {}
         name = (src.get("metadata") or {}).get("name") or ""
-        if sub == "scale":
-            kind = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
-        else:
-            kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        kind = ({"group": "autoscaling", "version": "v1", "kind": "Scale"} if sub == "scale" else
+                {"group": rt.group, "version": rt.version, "kind": rt.kind})
         resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
         request: JSON = {
             "uid": str(uuid.uuid4()), "kind": kind, "resource": resource, "requestKind": kind,

@@ -524,10 +524,8 @@ class JobController(Controller):
             if conditions:
                 status["conditions"] = conditions
         if status != (job.get("status") or {}):
-            rt = self.api.resource_type("batch/v1", "jobs")
-            new = copy.deepcopy(job)
-            new["status"] = status
-            self.api._update(rt, ns, name, job, new, subresource="status", dry_run=False,  # noqa: SLF001
+            self.api._update(self.api.resource_type("batch/v1", "jobs"), ns, name, job,  # noqa: SLF001
+                             {**job, "status": copy.deepcopy(status)}, subresource="status", dry_run=False,
                              require_rv=False)
         return finished
 

@@ -48,13 +48,7 @@ class ApiError(Exception):
 
 def _details(rt: ResourceType, name: str | None) -> JSON:
     # Real server: details {name, group (omitted when ""), kind: <resource plural>}.
-    d: JSON = {}
-    if name:
-        d["name"] = name
-    if rt.group:
-        d["group"] = rt.group
-    d["kind"] = rt.plural
-    return d
+    return {k: v for k, v in (("name", name), ("group", rt.group), ("kind", rt.plural)) if v}
 
 
 def _not_found(rt: ResourceType, name: str) -> ApiError:

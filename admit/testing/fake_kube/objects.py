@@ -290,13 +290,16 @@ def _validate(rt: ResourceType, obj: JSON, old: JSON | None = None) -> None:
         if not isinstance(value, str) or not (_MICRO_TIME if micro else _TIME).match(value):
             raise _bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
                                f'{path}: parsing time "{value}" as "{layout}": cannot parse')
+    encoded: list[tuple[str, Any]] = []  # (field, value) that must be base64
     if rt.group == "" and rt.plural in ("secrets", "configmaps"):
         field_name = "data" if rt.plural == "secrets" else "binaryData"
-        for k, v in (obj.get(field_name) or {}).items():
-            err = _b64_error(v)
-            if err:
-                raise _bad_request(f'{rt.kind} in version "v1" cannot be handled as a {rt.kind}: {field_name}[{k}]: '
-                                   f"{err}")
+        encoded = [(f"{field_name}[{k}]", v) for k, v in (obj.get(field_name) or {}).items()]
+    if rt.group == "admissionregistration.k8s.io":
+        encoded = [(f"webhooks[{i}].clientConfig.caBundle", ((hook or {}).get("clientConfig") or {}).get("caBundle"))
+                   for i, hook in enumerate(obj.get("webhooks") or [])]
+    for field_name, value in encoded:
+        if err := _b64_error(value):
+            raise _bad_request(f'{rt.kind} in version "v1" cannot be handled as a {rt.kind}: {field_name}: {err}')
     errors = []
     if rt.group == "scheduling.k8s.io" and rt.version in WORKLOAD_API_VERSIONS:
         errors = _workload_api_errors(rt, obj) or ([] if old is None else _workload_api_update_errors(rt, obj, old))
@@ -304,12 +307,6 @@ def _validate(rt: ResourceType, obj: JSON, old: JSON | None = None) -> None:
         errors = job_template_errors(obj, old)
     if errors:
         raise _invalid(rt, name, "; ".join(errors))
-    if rt.group == "admissionregistration.k8s.io":
-        for i, hook in enumerate(obj.get("webhooks") or []):
-            err = _b64_error(((hook or {}).get("clientConfig") or {}).get("caBundle"))
-            if err:
-                raise _bad_request(f'{rt.kind} in version "v1" cannot be handled as a {rt.kind}: '
-                                   f"webhooks[{i}].clientConfig.caBundle: {err}")
 
 
 def _normalize(rt: ResourceType, obj: JSON) -> None:
@@ -333,15 +330,10 @@ def _label_selector_string(selector: Any) -> str:
         return ""
     parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
     for expr in selector.get("matchExpressions") or []:
-        op, key, vals = expr.get("operator"), expr.get("key"), ",".join(sorted(expr.get("values") or []))
-        if op == "In":
-            parts.append(f"{key} in ({vals})")
-        elif op == "NotIn":
-            parts.append(f"{key} notin ({vals})")
-        elif op == "Exists":
-            parts.append(key)
-        elif op == "DoesNotExist":
-            parts.append(f"!{key}")
+        key, vals = expr.get("key"), ",".join(sorted(expr.get("values") or []))
+        forms = {"In": f"{key} in ({vals})", "NotIn": f"{key} notin ({vals})", "Exists": key, "DoesNotExist": f"!{key}"}
+        if expr.get("operator") in forms:
+            parts.append(forms[expr["operator"]])
     return ",".join(sorted(parts))
 
 

@@ -54,8 +54,9 @@ class ResourceType:
 
 
 def _rt(group: str, version: str, kind: str, plural: str, namespaced: bool = True, *, status: bool = True,
-        scale: bool = False) -> ResourceType:
-    return ResourceType(group, version, kind, plural, namespaced, status, scale, group not in BUILTIN_GROUPS)
+        scale: bool = False, custom: bool | None = None) -> ResourceType:
+    return ResourceType(group, version, kind, plural, namespaced, status, scale,
+                        group not in BUILTIN_GROUPS if custom is None else custom)
 
 
 #: The resources every FakeKubeAPI serves; ``FakeKubeAPI.register`` adds more.
@@ -122,15 +123,14 @@ SHORT_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
 def workload_api_resources(version: str) -> tuple[ResourceType, ...]:
     """Kubernetes' native gang scheduling API (``scheduling.k8s.io`` ``Workload`` and ``PodGroup``: ``v1alpha2`` in
     1.36, ``v1alpha3`` and ``v1beta1`` in 1.37, ``v1`` planned for 1.38; ``v1alpha1``, 1.35's first alpha, serves
-    ``workloads`` only): not served by default (like a cluster
-    without the ``GenericWorkload`` gate); ``FakeKubeAPI(workload_api="v1beta1")`` or ``serve_workload_api`` adds
-    it."""
+    ``workloads`` only): not served by default (like a cluster without the ``GenericWorkload`` gate);
+    ``FakeKubeAPI(workload_api="v1beta1")`` or ``serve_workload_api`` adds it."""
+    workloads = _rt("scheduling.k8s.io", version, "Workload", "workloads", status=False)
     if version == FIRST_ALPHA:  # 1.35: the Workload embeds its pod groups; there is no PodGroup object
-        return (_rt("scheduling.k8s.io", version, "Workload", "workloads", status=False),)
+        return (workloads,)
     if version not in WORKLOAD_API_VERSIONS:
         raise ValueError(f"Workload API version {version!r} is not one of {WORKLOAD_API_VERSIONS + (FIRST_ALPHA,)}")
-    return (_rt("scheduling.k8s.io", version, "Workload", "workloads", status=False),
-            _rt("scheduling.k8s.io", version, "PodGroup", "podgroups"))
+    return (workloads, _rt("scheduling.k8s.io", version, "PodGroup", "podgroups"))
 
 
 WORKLOAD_API_VERSIONS = ("v1alpha2", "v1alpha3", "v1beta1", "v1")

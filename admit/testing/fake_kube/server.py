@@ -27,7 +27,7 @@ from .errors import (ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _
 from .objects import _GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch
 from .requestlog import (RequestRecord, Selection, _ABORT, _CLOSE, _Event, _Fault, _Watcher, _method_matches,
                          _plural_matches)
-from .resources import BUILTIN_GROUPS, BUILTIN_RESOURCES, SHORT_NAMES, ResourceType, workload_api_resources
+from .resources import BUILTIN_RESOURCES, SHORT_NAMES, ResourceType, _rt, workload_api_resources
 
 #: The namespaces kube-apiserver creates itself (pkg/controlplane/controller/systemnamespaces).
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -44,6 +44,15 @@ def list_item(rt: ResourceType, obj: JSON) -> JSON:
     if rt.custom:
         return obj
     return {k: v for k, v in obj.items() if k != "apiVersion" and k != "kind"}
+
+
+def _carry(src: JSON, dst: JSON, keys: tuple[str, ...]) -> None:
+    """Set each of ``keys`` in ``dst`` to (a copy of) ``src``'s value, or remove it where ``src`` has none."""
+    for k in keys:
+        if k in src:
+            dst[k] = copy.deepcopy(src[k])
+        else:
+            dst.pop(k, None)
 
 
 class FakeKubeAPI:
@@ -155,8 +164,7 @@ class FakeKubeAPI:
         runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True,
                                shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", port)
-        await site.start()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
         self._runner = runner
         self._port = runner.addresses[0][1]  # the bound (host, port): the port port=0 got
         return self
@@ -193,25 +201,19 @@ class FakeKubeAPI:
         """``http://127.0.0.1:PORT`` (after ``start``)."""
         return f"http://127.0.0.1:{self.port}"
 
-    def client_configuration(self) -> Any:
-        """A ``kubernetes_asyncio.client.Configuration`` pointing at this server (plain HTTP, no auth)."""
-        from kubernetes_asyncio import client as k8s
-
-        return k8s.Configuration(host=self.url)
-
     def api_client(self) -> Any:
-        """A new ``kubernetes_asyncio.client.ApiClient`` for this server; close it (``async with`` or ``close()``)."""
+        """A new ``kubernetes_asyncio.client.ApiClient`` for this server (plain HTTP, no auth); close it (``async
+        with`` or ``close()``)."""
         from kubernetes_asyncio import client as k8s
 
-        return k8s.ApiClient(configuration=self.client_configuration())
+        return k8s.ApiClient(configuration=k8s.Configuration(host=self.url))
 
     # ---------------------------------------------------------------- registry
 
     def register(self, group: str, version: str, kind: str, plural: str, namespaced: bool = True, *,
                  status: bool = True, scale: bool = False, custom: bool | None = None) -> ResourceType:
         """Serve another resource (``custom`` defaults to True for non-built-in groups: CRD semantics)."""
-        rt = ResourceType(group, version, kind, plural, namespaced, status, scale,
-                          group not in BUILTIN_GROUPS if custom is None else custom)
+        rt = _rt(group, version, kind, plural, namespaced, status=status, scale=scale, custom=custom)
         self._registry[rt.key] = rt
         return rt
 
@@ -715,28 +717,19 @@ class FakeKubeAPI:
                                       f"{old_meta.get('uid')}")
         if subresource == "status":
             result = copy.deepcopy(existing)
-            if "status" in new:
-                result["status"] = new["status"]
-            else:
-                result.pop("status", None)
+            _carry(new, result, ("status",))
         else:
             result = new
             if rt.status:
-                if "status" in existing:
-                    result["status"] = copy.deepcopy(existing["status"])
-                else:
-                    result.pop("status", None)
+                _carry(existing, result, ("status",))
             rmeta = result["metadata"]
             rmeta["name"] = name
             if rt.namespaced:
                 rmeta["namespace"] = ns
             else:
                 rmeta.pop("namespace", None)
-            for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
-                if k in old_meta:
-                    rmeta[k] = old_meta[k]
-                else:
-                    rmeta.pop(k, None)
+            _carry(old_meta, rmeta, ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                                     "generation"))
             _normalize(rt, result)
             if self._spec_part(rt, result) != self._spec_part(rt, existing):
                 rmeta["generation"] = old_meta.get("generation", 1) + 1
@@ -851,7 +844,7 @@ class FakeKubeAPI:
 
     # ---------------------------------------------------------------- HTTP
 
-    def _route(self, method: str, path: str) -> tuple[str, Any]:
+    def _route(self, path: str) -> tuple[str, Any]:
         """Classify a request path: ("discovery", doc) or ("resource", (rt, ns, name, subresource, legacy_watch))."""
         segs = [s for s in path.split("/") if s]
         if segs == ["version"]:
@@ -917,7 +910,7 @@ class FakeKubeAPI:
         route_error = None
         route: Any = None
         try:
-            kind, route = self._route(request.method, request.path)
+            kind, route = self._route(request.path)
         except ApiError as e:
             kind, route_error = "error", e
         if kind == "resource":
@@ -1193,12 +1186,10 @@ class FakeKubeAPI:
                 "compiler": "gc", "platform": "linux/amd64"}
 
     def _group_list_doc(self) -> JSON:
-        groups: dict[str, list[str]] = {}
+        groups: dict[str, dict[str, None]] = {}  # each group's versions, in the order registered
         for rt in self._registry.values():
             if rt.group:
-                versions = groups.setdefault(rt.group, [])
-                if rt.version not in versions:
-                    versions.append(rt.version)
+                groups.setdefault(rt.group, {})[rt.version] = None
         docs = []
         for g, versions in groups.items():
             vs = [{"groupVersion": f"{g}/{v}", "version": v} for v in versions]
