@@ -33,6 +33,8 @@ WALKTHROUGH = ("admission-review-deployment-validate.json", "web-gang-deployment
 #: Further example manifests dev mode stores: the workloads the example AdmissionReviews under ``examples/denied/``
 #: scale (``admission-review-scale-from-zero.json`` scales ``batch-workers``), so that their scales are checked.
 SCALED_EXAMPLES = ("paused-gang-deployment.yaml",)
+#: The runtime ``trainjob-torch.yaml`` names, as Kubeflow Trainer installs it: a TrainJob is judged against it.
+TRAINER_RUNTIMES = ("clustertrainingruntime-torch-distributed.yaml",)
 
 #: Where admit's webhook configurations are read from, in order (as :data:`EXAMPLES_SEARCH`): the plain manifest,
 #: the chart rendered with its default values.
@@ -174,8 +176,8 @@ def walkthrough_folder(search: tuple[Path, ...] = EXAMPLES_SEARCH) -> Path | Non
 
 
 def store_walkthrough_workloads(fake: Any, config: Config, examples: Path) -> list[str]:
-    """Store in ``fake`` the workloads of the walk-through (:data:`WALKTHROUGH`) and of :data:`SCALED_EXAMPLES` (what
-    the example Scale reviews scale) as kube-apiserver stores an object
+    """Store in ``fake`` the workloads of the walk-through (:data:`WALKTHROUGH`), of :data:`SCALED_EXAMPLES` (what
+    the example Scale reviews scale) and Trainer's runtime (:data:`TRAINER_RUNTIMES`) as kube-apiserver stores an object
     once its webhooks allowed it: the ``request.object`` of an AdmissionReview (already mutated), or a manifest
     after admit's own ``/mutate`` patch (:func:`admit.webhook.mutate.mutate`, so it carries the label the controller
     watches). Without them the controller would find the PodGroup that ``/validate`` creates claimed by no stored
@@ -188,7 +190,7 @@ def store_walkthrough_workloads(fake: Any, config: Config, examples: Path) -> li
     from .review import load_documents, manifest_request
 
     stored = []
-    for name in (*WALKTHROUGH, *SCALED_EXAMPLES):
+    for name in (*WALKTHROUGH, *SCALED_EXAMPLES, *TRAINER_RUNTIMES):
         path = examples / name
         if not path.is_file():
             continue
@@ -203,7 +205,6 @@ def store_walkthrough_workloads(fake: Any, config: Config, examples: Path) -> li
             namespace = obj["metadata"].get("namespace", "default")
             if fake.get("v1", "namespaces", None, namespace) is None:  # its namespace first, as kubectl apply needs
                 fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-            fake.put(obj)
-            meta = obj["metadata"]
-            stored.append(f"{obj['kind']} {meta.get('namespace', 'default')}/{meta['name']}")
+            meta = fake.put(obj)["metadata"]  # a cluster-scoped object keeps no namespace
+            stored.append(f"{obj['kind']} {meta['namespace'] + '/' if 'namespace' in meta else ''}{meta['name']}")
     return stored

@@ -598,7 +598,8 @@ async def test_the_walkthrough_deployments_are_stored_from_the_examples_folder_f
 
     async with FakeKubeAPI() as fake:
         assert store_walkthrough_workloads(fake, Config(), ROOT / "examples") == [
-            "Deployment default/pause", "Deployment default/web", "Deployment default/batch-workers"]
+            "Deployment default/pause", "Deployment default/web", "Deployment default/batch-workers",
+            "ClusterTrainingRuntime torch-distributed"]
 
 
 @pytest.mark.parametrize("served_group", [None, "scheduling.sigs.k8s.io"], ids=["no-crd", "old-group-only"])

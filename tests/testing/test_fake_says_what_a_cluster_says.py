@@ -97,3 +97,34 @@ async def test_the_dev_fake_creates_the_namespaces_its_seed_workloads_use():
         namespaces = {n["metadata"]["name"] for n in fake.objects("namespaces")}
     assert seeds and {d["metadata"]["namespace"] for d in seeds} <= namespaces
     assert any(s.startswith("Deployment ") for s in stored)
+
+
+async def test_a_trainjob_sent_to_the_dev_fake_is_judged_against_the_runtime_trainer_installs(aiohttp_client):
+    """As on a cluster with Kubeflow Trainer: the dev fake serves the runtimes' CRDs with TrainJob's and holds the
+    runtime examples/trainjob-torch.yaml names, so admit's CREATE-time read finds it (without it, the answer warns
+    "create ClusterTrainingRuntime torch-distributed ... admit could not find it")."""
+    import yaml
+
+    from admit.cli.dev import store_walkthrough_workloads
+    from admit.kube.client import KubeAPI
+    from admit.webhook.admission import Admission
+    from admit.webhook.app import create_app
+    from tests.helpers import admission_review
+
+    config = Config()
+    trainjob = yaml.safe_load((EXAMPLES / "trainjob-torch.yaml").read_text())
+    async with FakeKubeAPI(namespace_lifecycle=True) as fake, fake.api_client() as api:
+        stored = store_walkthrough_workloads(fake, config, EXAMPLES)
+        client = await aiohttp_client(create_app(Admission(config, KubeAPI(api, config))))
+        resp = await client.post("/validate", json=admission_review(trainjob))
+        answer = (await resp.json())["response"]
+    assert "ClusterTrainingRuntime torch-distributed" in stored
+    assert answer["allowed"] is True
+    assert not any("could not find" in w for w in answer.get("warnings") or []), answer
+
+
+async def test_the_dev_fake_serves_nodes_so_a_status_read_lists_them_as_on_a_cluster():
+    async with FakeKubeAPI(namespace_lifecycle=True) as fake, fake.api_client() as api:
+        fake.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+        nodes = await k8s.CoreV1Api(api).list_node()
+    assert [n.metadata.name for n in nodes.items] == ["n1"]

@@ -67,6 +67,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("", "v1", "Service", "services"),
     _rt("", "v1", "Event", "events", status=False),
     _rt("", "v1", "Namespace", "namespaces", namespaced=False),
+    _rt("", "v1", "Node", "nodes", namespaced=False),
     _rt("apps", "v1", "Deployment", "deployments", scale=True),
     _rt("apps", "v1", "StatefulSet", "statefulsets", scale=True),
     _rt("apps", "v1", "ReplicaSet", "replicasets", scale=True),
@@ -101,7 +102,12 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("ray.io", "v1", "RayJob", "rayjobs"),
     _rt("ray.io", "v1", "RayService", "rayservices"),
     _rt("ray.io", "v1", "RayCronJob", "raycronjobs"),
+    # Kubeflow Trainer's CRDs, installed together (kubeflow/trainer manifests/base/crds: the runtimes without status
+    # or shortNames, ClusterTrainingRuntime of scope Cluster): admit reads a TrainJob's runtime at its CREATE
     _rt("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
+    _rt("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", namespaced=False,
+        status=False),
+    _rt("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", status=False),
 )
 
 #: ``shortNames`` of the discovery documents, keyed by ``(group, plural)``: kube-apiserver's from each registry's
@@ -111,12 +117,12 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
 #: from discovery; a resource without an entry has none (Jobs, Secrets, Leases).
 SHORT_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "pods"): ("po",), ("", "services"): ("svc",), ("", "configmaps"): ("cm",), ("", "events"): ("ev",),
-    ("", "namespaces"): ("ns",), ("apps", "deployments"): ("deploy",), ("apps", "statefulsets"): ("sts",),
-    ("apps", "replicasets"): ("rs",), ("apps", "daemonsets"): ("ds",), ("autoscaling", "horizontalpodautoscalers"):
-    ("hpa",), ("events.k8s.io", "events"): ("ev",), ("scheduling.x-k8s.io", "podgroups"): ("pg", "pgs"),
-    ("leaderworkerset.x-k8s.io", "leaderworkersets"): ("lws",), ("sparkoperator.k8s.io", "sparkapplications"):
-    ("sparkapp",), ("sparkoperator.k8s.io", "sparkconnects"): ("sparkconn",),
-    ("sparkoperator.k8s.io", "scheduledsparkapplications"): ("scheduledsparkapp",),
+    ("", "namespaces"): ("ns",), ("", "nodes"): ("no",), ("apps", "deployments"): ("deploy",),
+    ("apps", "statefulsets"): ("sts",), ("apps", "replicasets"): ("rs",), ("apps", "daemonsets"): ("ds",),
+    ("autoscaling", "horizontalpodautoscalers"): ("hpa",), ("events.k8s.io", "events"): ("ev",),
+    ("scheduling.x-k8s.io", "podgroups"): ("pg", "pgs"), ("leaderworkerset.x-k8s.io", "leaderworkersets"): ("lws",),
+    ("sparkoperator.k8s.io", "sparkapplications"): ("sparkapp",), ("sparkoperator.k8s.io", "sparkconnects"):
+    ("sparkconn",), ("sparkoperator.k8s.io", "scheduledsparkapplications"): ("scheduledsparkapp",),
 }
 
 
