@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 import jsonpatch
 
 from .errors import ApiError
+from .resources import JSON
 from .objects import _label_selector_string, parse_label_selector
 
 #: The admission warnings of the HTTP request being served (the server sets a list per request): kube-apiserver's
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AdmissionChain", "Webhook", "WebhookCallError", "allowed", "denied", "patched", "selector_matches", "USER_INFO"]
 
-JSON = dict[str, Any]
 #: An in-process webhook: AdmissionReview ``request`` in, AdmissionReview ``response`` out.
 Handler = Callable[[JSON], Awaitable[JSON]]
 

@@ -19,13 +19,11 @@ from .errors import ApiError
 from .objects import _GENERATE_CHARS, _now
 
 if TYPE_CHECKING:
-    from .resources import ResourceType
+    from .resources import JSON, ResourceType
     from .server import FakeKubeAPI
 
 __all__ = ["Controller", "DeploymentController", "JobController", "StatefulSetController", "pod_template_hash",
            "job_selector_and_labels", "CONTROLLER_USER", "JOB_CONTROLLER_USER"]
-
-JSON = dict[str, Any]
 
 CONTROLLER_USER = {"username": "system:serviceaccount:kube-system:deployment-controller",
                    "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}

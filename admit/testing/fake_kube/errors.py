@@ -8,9 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .resources import ResourceType
-
-JSON = dict[str, Any]
+from .resources import JSON, ResourceType
 
 
 _REASON_BY_CODE = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",

@@ -14,10 +14,8 @@ from typing import Any, Callable
 import jsonpatch
 
 from .errors import ApiError, _bad_request, _invalid
-from .resources import (_DNS_SUBDOMAIN, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_errors,
+from .resources import (_DNS_SUBDOMAIN, JSON, ResourceType, WORKLOAD_API_VERSIONS, _workload_api_errors,
                         _workload_api_update_errors)
-
-JSON = dict[str, Any]
 
 
 def _now() -> str:

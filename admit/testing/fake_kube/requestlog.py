@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .objects import Selector, parse_field_selector, parse_label_selector
-from .resources import ResourceType
-
-JSON = dict[str, Any]
+from .resources import JSON, ResourceType
 
 
 @dataclass

@@ -27,12 +27,11 @@ from .errors import (ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _
 from .objects import _GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch
 from .requestlog import (RequestRecord, Selection, _ABORT, _CLOSE, _Event, _Fault, _Watcher, _method_matches,
                          _plural_matches)
-from .resources import BUILTIN_RESOURCES, SHORT_NAMES, ResourceType, _rt, workload_api_resources
+from .resources import BUILTIN_RESOURCES, JSON, SHORT_NAMES, ResourceType, _rt, workload_api_resources
 
 #: The namespaces kube-apiserver creates itself (pkg/controlplane/controller/systemnamespaces).
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
-JSON = dict[str, Any]
 _C = TypeVar("_C", bound=Controller)
 
 
@@ -56,7 +55,7 @@ def _carry(src: JSON, dst: JSON, keys: tuple[str, ...]) -> None:
 
 
 class FakeKubeAPI:
-    """An in-memory Kubernetes API server on ``127.0.0.1`` (see the module docstring for the emulated semantics).
+    """An in-memory Kubernetes API server on ``127.0.0.1`` (docs/fake-api.md says what it emulates).
 
     Args:
         gc_orphans_after: seconds (e.g. 0.025) after which an object whose ``ownerReferences`` all name uids that are
@@ -79,8 +78,8 @@ class FakeKubeAPI:
         workload_with_job: the ``WorkloadWithJob`` gate on kube-controller-manager: the emulated Job controller makes
             its own Workload and PodGroup per Job in the served version (``JobController._scheduling_objects``).
         namespace_lifecycle: refuse a write into a namespace that is not stored (404 NotFound), as the
-            NamespaceLifecycle admission plugin does, and hold the namespaces kube-apiserver makes itself (default,
-            kube-system, kube-public, kube-node-lease). Off by default: most tests write where they like.
+            NamespaceLifecycle admission plugin does, and hold :data:`SYSTEM_NAMESPACES`. Off by default: most tests
+            write where they like.
     """
 
     def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
