@@ -310,6 +310,13 @@ def _b64decode(value: str | None) -> bytes | None:
         return None
 
 
+def _decoded(secret: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
+    """admit's keys of ``secret``'s data, base64-decoded (``b""`` for a value that is not valid base64), and the keys
+    whose value is not."""
+    raw = {k: _b64decode(v) for k, v in (secret.get("data") or {}).items() if k in OUR_KEYS}
+    return {k: v or b"" for k, v in raw.items()}, [k for k, v in raw.items() if v is None]
+
+
 SECRETS = Resource("", "v1", "secrets", "Secret")
 WEBHOOK_CONFIGURATIONS = {
     kind: Resource("admissionregistration.k8s.io", "v1", kind.lower() + "s", kind, namespaced=False)
@@ -404,21 +411,6 @@ class SelfManagedTLSProvider(TLSProvider):
         return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata,
                 "type": (existing or {}).get("type") or SECRET_TYPE, "data": data}
 
-    @staticmethod
-    def _decoded(secret: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
-        out: dict[str, bytes] = {}
-        bad: list[str] = []
-        for k, v in (secret.get("data") or {}).items():
-            if k not in OUR_KEYS:
-                continue
-            raw = _b64decode(v)
-            if raw is None:
-                bad.append(f"{k} is not valid base64")
-                out[k] = b""
-            else:
-                out[k] = raw
-        return out, bad
-
     def _plan(self, current: Material, next_trusted: bool = False) -> tuple[Material, list[str]]:
         return plan(current, self.policy, self.service_name, self.namespace, self.dns_names, self.ip_addresses,
                     self.clock, next_ca_trusted=next_trusted, cluster_domain=self.cluster_domain)
@@ -443,17 +435,16 @@ class SelfManagedTLSProvider(TLSProvider):
                          self.secret_ref, certs.describe(material.leaf.cert))  # type: ignore[union-attr]
                 return material
 
-            data, bad = self._decoded(secret)
+            data, bad = _decoded(secret)
             annotations = (secret.get("metadata") or {}).get("annotations") or {}
             current, problems = parse_secret(data, annotations)
             # an undecodable value is reported once, as such, not again as an empty/unparsable PEM
-            bad_keys = [line.split(" ", 1)[0] for line in bad]
-            problems = bad + [p for p in problems if not any(p.startswith(f"{k} ") for k in bad_keys)]
+            problems = [f"{k} is not valid base64" for k in bad] + [p for p in problems if p.split(" ")[0] not in bad]
             next_trusted = False
             if current.next_ca is not None and current.ca is not None:
                 next_trusted = await self._bundle_contains(current.next_ca.fingerprint)
             material, actions = self._plan(current, next_trusted)
-            if material.data() == {k: v for k, v in data.items() if k in OUR_KEYS} and not problems and all(
+            if material.data() == data and not problems and all(
                 annotations.get(k) == v for k, v in material.annotations().items()
             ):
                 return material
