@@ -1,12 +1,13 @@
 """The operators' later writes on a real control plane, posted as each operator sends them (the operators do not run
 here; their CRDs are in ``tests/real/crds``): the JobSet controller's suspend, resume and ``failurePolicy`` restart
-(kubernetes-sigs/jobset v0.12.0), Kueue's stop and start of a JobSet (v0.19.2), a GitOps server-side re-apply, and
-the removal of the gang annotations of a running SparkApplication and TrainJob. Each write is built by the same code
-as the fake tier's emulations (``tests/emulations``: ``jobset.construct_job``, ``jobset.resumed_job``,
-``kueue.merge``/``kueue.restore``, the manifest as ``gitops`` re-applies it); kube-apiserver calls admit's webhooks as
-the chart registers them, kube-controller-manager's Job controller makes the pods and the scheduler-plugins scheduler
-binds them. What is checked is what a user sees: every write allowed (or refused with its fix), the pods made after
-it in one gang that binds, the PodGroup as it was."""
+(kubernetes-sigs/jobset v0.12.0), Kueue's stop and start of a JobSet and of a TrainJob's own ``runtimePatches`` entry
+(v0.19.2), a GitOps server-side re-apply of a JobSet and of a running SparkApplication, and the removal of the gang
+annotations of a submitted SparkApplication. Each write is built by the same code as the fake tier's emulations
+(``tests/emulations``: ``jobset.construct_job``, ``jobset.resumed_job``, ``kueue.merge``/``kueue.restore``, the
+manifest as ``gitops`` re-applies it); kube-apiserver calls admit's webhooks as the chart registers them,
+kube-controller-manager's Job controller makes the pods and the scheduler-plugins scheduler binds them. What is
+checked is what a user sees: every write allowed (or refused with its fix), the pods made after it in one gang that
+binds, the PodGroup as it was."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import copy
 
 import pytest
 
-from tests.emulations import kueue
+from tests.emulations import kueue, trainer
 from tests.emulations.jobset import construct_job, resumed_job
 from tests.real.support import bound, container, pods, wait_for
 from tests.real.test_real_after_admission import finish
@@ -220,3 +221,49 @@ def test_removing_the_gang_annotations_of_a_submitted_spark_application_is_refus
     kept = cp.rest("GET", f"{apps}/nightly")
     assert kept["metadata"]["annotations"]["gang.admit.dev/min-member"] == "auto"
     assert kept["spec"]["driver"]["labels"][LABEL] == "nightly"
+
+
+@pytest.mark.needs("apiserver")
+def test_kueue_filling_its_own_runtime_patch_starting_stopping_and_restarting_a_queued_trainjob_is_allowed(plane, ns):
+    # Kueue v0.19.2 trainjob_controller.go: RunWithPodSetsInfo fills the entry its webhook appended
+    # (trainjob_webhook.go Default) while the TrainJob is suspended, then startJob unsuspends; Stop suspends and
+    # RestorePodSetsInfo clears it. admit judges only its own entry, which every write leaves as it was.
+    cp = plane.cp
+    runtime = copy.deepcopy(trainer.TORCH_RUNTIME)
+    runtime["metadata"]["name"] = f"torch-{ns}"  # cluster-scoped: one per test namespace
+    runtimes = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
+    cp.rest("POST", runtimes, body=runtime)
+    try:
+        path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/llm"
+        written = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                   "metadata": {"name": "llm", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+                                "annotations": {"gang.admit.dev/min-member": "auto"}},
+                   "spec": {"runtimeRef": {"name": runtime["metadata"]["name"]}, "trainer": {"numNodes": 3},
+                            "suspend": True, "runtimePatches": [copy.deepcopy(trainer.KUEUE_ENTRY)]}}
+        created = cp.rest("POST", path.rsplit("/", 1)[0], body=written)
+        managers = [p["manager"] for p in created["spec"]["runtimePatches"]]
+        assert managers == [trainer.KUEUE_MANAGER, "gang.admit.dev/admit"]
+        admits = created["spec"]["runtimePatches"][1]
+
+        def kueue_writes(fill: bool, suspend: bool) -> dict:
+            """Kueue's merge patch of spec (runtimePatches is a list: sent whole): its entry filled with each pod
+            set's info (the podset label, the flavor's nodeSelector and tolerations) or cleared, and suspend."""
+            patches = cp.rest("GET", path)["spec"]["runtimePatches"]
+            spec = patches[0]["trainingRuntimeSpec"]["template"]["spec"]
+            if fill:
+                spec["replicatedJobs"] = [{"name": "node", "template": {"spec": {"template": {
+                    "metadata": {"labels": {kueue.POD_SET_LABEL: "node"}},
+                    "spec": {"nodeSelector": dict(kueue.FLAVOR["nodeLabels"]),
+                             "tolerations": copy.deepcopy(kueue.FLAVOR["tolerations"])}}}}}]
+            else:
+                spec.pop("replicatedJobs", None)
+            return cp.rest("PATCH", path, content_type=MERGE,
+                           body={"spec": {"suspend": suspend, "runtimePatches": patches}})
+
+        for fill, suspend in ((True, True), (True, False), (True, True), (False, True), (True, True),
+                              (True, False)):  # admit, start; stop, restore; admit, start again
+            stored = kueue_writes(fill, suspend)
+            assert stored["spec"]["suspend"] is suspend
+            assert stored["spec"]["runtimePatches"][1] == admits
+    finally:
+        cp.rest("DELETE", f"{runtimes}/{runtime['metadata']['name']}")
