@@ -25,8 +25,13 @@ layer of admit's work at a time, so the difference between two rows is what that
 9. ``admit, aiohttp's path``: the low-level server, one dispatch, ``ConnectionGuard.handle``, pre-encoded
    answers: what ``admit serve`` ran before the fast path, and what it still runs for every request the fast path
    leaves to aiohttp;
-10. ``admit now``: what ``admit serve`` runs (``webhook.app.create_server``): the same, with the fast path
-   (``webhook.fastpath``) answering a complete review inline.
+10. ``fast path, constant answer``: ``admit serve``'s connection (``webhook.app.create_server`` behind the
+   ``ConnectionGuard``) whose fast path (``webhook.fastpath``) answers a constant review inline: aiohttp's C
+   parser and what the fast path adds around an answer, no admit work;
+11. ``+ JSON parse``, 12. ``+ AdmissionReview checks``, 13. ``+ decision``: the same, adding ``jsonio.loads``, then
+   ``parse_review``, then ``Admission.mutate`` / ``Admission.verdict_now``;
+14. ``admit now``: what ``admit serve`` runs: the fast path answering with ``Webhook.answer_now`` (the header and
+   size checks, the decision, the metrics, the answer's encoding).
 
 Each request is followed by a few turns of the event loop, as a network round trip would give the server before
 the next request on the connection.
@@ -201,8 +206,51 @@ def variants() -> list[tuple[str, Callable[[], asyncio.Protocol]]]:
         if type(server) is not web.Server:  # this checkout answers inline (webhook.fastpath): its aiohttp path too
             out.append(("admit, aiohttp's path: low-level server, dispatch, guard",
                         web.Server(server.request_handler, access_log=None)))
-        out.append(("admit now: low-level server, fast path, guard", server))
+            for name, answer in fast_layers(Admission(Config())):
+                layer = create_server(Admission(Config()), None, ConnectionGuard(lambda: None))  # type: ignore[arg-type, return-value]
+                layer.fast = answer  # type: ignore[attr-defined]
+                out.append((name, guarded(layer)))
+        out.append(("admit now: low-level server, fast path, guard", guarded(server)))
     return out
+
+
+def guarded(server: Any) -> Callable[[], asyncio.Protocol]:
+    """``server``'s connections behind a ``ConnectionGuard``, as ``admit serve`` accepts them."""
+    from admit.webhook.connections import ConnectionGuard
+
+    return ConnectionGuard(server)
+
+
+def fast_layers(admission: Any) -> list[tuple[str, Callable[[Any, bytes], bytes]]]:
+    """The answers of variants 10-13 (module docstring) for the fast path's ``fast`` hook, each one layer more."""
+    from admit.jsonio import dumps, loads
+    from admit.webhook.admissionreview import parse_review
+
+    constant = dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                      "response": {"uid": "00000000-0000-4000-8000-000000000001", "allowed": True}})
+
+    def constant_answer(message: Any, body: bytes) -> bytes:
+        return constant
+
+    def with_loads(message: Any, body: bytes) -> bytes:
+        loads(body)
+        return constant
+
+    def with_checks(message: Any, body: bytes) -> bytes:
+        parse_review(body)
+        return constant
+
+    def with_decision(message: Any, body: bytes) -> bytes:
+        req = parse_review(body)
+        if message.path.startswith("/mutate"):
+            admission.mutate(req)
+        else:
+            admission.verdict_now(req)
+        return constant
+
+    return [("fast path, constant answer: aiohttp's parser, the fast path, guard", constant_answer),
+            ("+ JSON parse, inline", with_loads), ("+ AdmissionReview checks, inline", with_checks),
+            ("+ decision, inline", with_decision)]
 
 
 async def profile(count: int, repeat: int) -> list[tuple[str, float]]:

@@ -85,7 +85,9 @@ def test_the_handler_profile_prints_each_layer_of_a_known_group_request_and_admi
         "aiohttp low-level server, constant answer", "+ body read under admit's limits", "+ JSON parse",
         "+ AdmissionReview checks", "+ decision", "+ metrics", "+ answer encoding",
         "admit before: Application, router, guard middleware",
-        "admit, aiohttp's path: low-level server, dispatch, guard", "admit now: low-level server, fast path, guard"]
+        "admit, aiohttp's path: low-level server, dispatch, guard",
+        "fast path, constant answer: aiohttp's parser, the fast path, guard", "+ JSON parse, inline",
+        "+ AdmissionReview checks, inline", "+ decision, inline", "admit now: low-level server, fast path, guard"]
     assert all(float(us) > 0 for _, us, _ in rows) and all(layer for name, _, layer in rows if name[0] == "+")
 
 
