@@ -26,8 +26,8 @@ from functools import partial
 from typing import Any
 
 from ..config import Config
-from ..gang.foreign import (KUEUE_GROUP_NAME, KUEUE_MIN_PARALLELISM, KUEUE_TOTAL_COUNT, MULTIKUEUE_MANAGED_BY,
-                            MULTIKUEUE_ORIGIN, kueue_group)
+from ..gang.foreign import (KUEUE_COMPLETIONS_FOLLOW, KUEUE_GROUP_NAME, KUEUE_MIN_PARALLELISM, KUEUE_TOTAL_COUNT,
+                            MULTIKUEUE_MANAGED_BY, MULTIKUEUE_ORIGIN, kueue_group)
 from ..gang.plan import (
     BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Wave, below_min_member, check_group_name,
     choose_group_name, get_path, int_field,
@@ -233,23 +233,45 @@ def job_can_still_run(parallelism: int, completions: int | None, status: Any) ->
                   f"pods can still run together")
 
 
-def _kueue_facts(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, config: Config) -> None:
-    """What Kueue does to a Job later, said at admission (changes ``plan`` in place; the keys: ``gang.foreign``):
-    partial admission below a fixed minMember (:data:`~admit.gang.foreign.KUEUE_MIN_PARALLELISM`: Kueue's UPDATE of
-    ``spec.parallelism`` is then refused, so a warning now and ``plan.refusal_note`` then); MultiKueue's manager copy
-    left unchanged (a label copied to a worker without admit would make its pods wait for a PodGroup nobody
-    creates there), a worker's copy ganged as usual, with a note."""
+def _partial_admission_breaks(low: int, min_member: int, parallelism: int, completions: int | None, indexed: bool,
+                              per_index: int | None, completions_follow: bool) -> int | None:
+    """The largest count from ``low`` up to ``parallelism`` - 1 that Kueue's partial admission may start a Job with
+    (kueue v0.19.2 ``pkg/controller/jobs/job/job_controller.go`` ``Job.RunWithPodSetsInfo``: ``spec.parallelism`` =
+    the admitted count, ``spec.completions`` too when ``completions_follow``,
+    ``kueue.x-k8s.io/job-completions-equal-parallelism: "true"``) whose pods at once or last wave
+    (:func:`job_last_wave`) are fewer than a fixed ``min_member``; None when every such count keeps the gang."""
+    for count in range(min(parallelism - 1, low + 1000), max(low, 1) - 1, -1):
+        done = count if completions_follow else completions
+        wave = job_last_wave(count, done, indexed, per_index)
+        if (count if done is None else min(count, done)) < min_member or (wave is not None and wave.size < min_member):
+            return count
+    return None
+
+
+def _kueue_facts(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, config: Config, operation: str,
+                 shape: tuple[int, int | None, bool, int | None]) -> None:
+    """What Kueue does to a Job later, said at admission (changes ``plan`` in place; the keys: ``gang.foreign``;
+    ``shape``: parallelism, completions, Indexed, backoffLimitPerIndex): a partial admission count a fixed minMember
+    cannot survive (:func:`_partial_admission_breaks`; Kueue's UPDATE of ``spec.parallelism`` would be refused, the Job
+    suspended with its quota held) is refused at CREATE, warned on UPDATE, and ``plan.refusal_note`` names the
+    annotation; MultiKueue's manager copy left unchanged (a label copied to a worker without admit would make its pods
+    wait for a PodGroup nobody creates there), a worker's copy ganged as usual, with a note.
+
+    Raises:
+        GangError (403): at CREATE, a partial admission count the fixed minMember cannot survive."""
     annotations = get_path(obj, ("metadata", "annotations"))
     raw = annotations.get(KUEUE_MIN_PARALLELISM) if isinstance(annotations, dict) else None
     low = int(raw) if isinstance(raw, str) and raw.strip().isdigit() and len(raw.strip()) < 10 else None
-    if low is not None and ann.min_member is not None and low < plan.min_member:
-        plan.warnings.append(
-            f"set {KUEUE_MIN_PARALLELISM} to at least {plan.min_member}, or {config.min_member_key} to auto: Kueue's "
-            f"partial admission may set spec.parallelism={low}, below minMember, and the Job stays suspended")
-        plan.notes.append(
-            f"{plan.ref}: Kueue may admit it with as few as {low} pods ({KUEUE_MIN_PARALLELISM}={low}) and then sets "
-            f"spec.parallelism={low}, below its gang minMember {plan.min_member}: admit refuses that update; with "
-            f"{config.min_member_key}=auto the gang follows the admitted parallelism")
+    follow = str(annotations.get(KUEUE_COMPLETIONS_FOLLOW) if isinstance(annotations, dict) else "").lower() == "true"
+    worst = None if low is None or ann.min_member is None else \
+        _partial_admission_breaks(low, plan.min_member, *shape, follow)
+    if worst is not None:
+        word = (f"set {KUEUE_MIN_PARALLELISM} to at least {worst + 1}, or {config.min_member_key} to auto: Kueue's "
+                f"partial admission may set spec.parallelism={worst}, which minMember {plan.min_member} cannot "
+                "survive, and admit would refuse that write, the Job suspended with its quota held")
+        if operation == "CREATE":
+            raise GangError(f"{word} ({plan.ref})")
+        plan.warnings.append(word)
     if raw is not None and ann.min_member is not None:
         plan.refusal_note = (f"This Job has {KUEUE_MIN_PARALLELISM}={str(raw)[:16]}: if Kueue's partial admission set "
                              f"spec.parallelism, set {KUEUE_MIN_PARALLELISM} to at least {plan.min_member}, or "
@@ -307,7 +329,7 @@ def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
                                                     f"{plan.ref} pod template")
         plan.warnings.append(f"{plan.ref}: {why}, so its PodGroup's minMember is {plan.min_member}, not {before} "
                              "(a replacement of a failed pod can start only with the pods that remain)")
-    _kueue_facts(obj, plan, ann, config)
+    _kueue_facts(obj, plan, ann, config, operation, (parallelism, completions, indexed, per_index))
     written = get_path(obj, ("spec", "backoffLimit"))
     backoff = JOB_BACKOFF_LIMIT_DEFAULT if written is None else written
     if isinstance(backoff, int) and not isinstance(backoff, bool) and backoff > 0 and plan.min_member > 1:

@@ -10,8 +10,9 @@ they say what admit needs (a group name, a group size) and never writes another 
 - ``kueue.x-k8s.io/pod-group-name`` (pod label, Kueue plain-pod groups): the PodGroup name of a bare pod with
   ``gang.admit.dev/min-member``; ``kueue.x-k8s.io/pod-group-total-count`` (its pod annotation): ``auto`` minMember,
   and the pod count checked against an explicit one.
-- ``kueue.x-k8s.io/job-min-parallelism`` (Job annotation, partial admission): below a fixed minMember, a warning at
-  admission; a later refusal names it. ``kueue.x-k8s.io/multikueue-origin`` (a MultiKueue worker's copy): ganged as
+- ``kueue.x-k8s.io/job-min-parallelism`` (Job annotation, partial admission): a count Kueue may start the Job with
+  that a fixed minMember cannot survive is refused at the Job's CREATE, a warning on a stored Job's UPDATE; a later
+  refusal names it. ``kueue.x-k8s.io/multikueue-origin`` (a MultiKueue worker's copy): ganged as
   usual, with a note; Job ``spec.managedBy: kueue.x-k8s.io/multikueue`` (the manager's copy): left unchanged, no
   PodGroup, a warning.
 - Volcano's ``scheduling.k8s.io/group-name`` (pod template annotation): the mark of Kubeflow Trainer's Volcano
@@ -43,6 +44,9 @@ KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 #: ``spec.parallelism``, down to this number, and writes the admitted count into ``spec.parallelism`` when it starts
 #: the Job (``RunWithPodSetsInfo``): an UPDATE admit validates like any other.
 KUEUE_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+#: With ``"true"``, Kueue's partial admission sets ``spec.completions`` to the admitted count too
+#: (``JobCompletionsEqualParallelismAnnotation``, the same file, ``syncCompletionWithParallelism``).
+KUEUE_COMPLETIONS_FOLLOW = "kueue.x-k8s.io/job-completions-equal-parallelism"
 #: ``spec.managedBy`` of a Job MultiKueue dispatches (``MultiKueueControllerName``, kueue ``apis/kueue/v1beta1/
 #: multikueue_types.go``): the Job controller of that cluster (the manager) leaves it alone (``JobManagedBy``,
 #: KEP-4368), MultiKueue copies it to a worker cluster without ``managedBy`` (``job_multikueue_adapter.go``

@@ -400,20 +400,27 @@ def kueue_job(name: str, **annotations: str) -> dict[str, Any]:
     return job
 
 
-async def test_kueue_partial_admission_below_min_member_gets_a_word_and_its_refusal_names_the_kueue_annotation(
+async def test_kueue_partial_admission_a_fixed_min_member_cannot_survive_is_refused_at_the_jobs_create_with_the_fix(
         aiohttp_client, fake):
     async with cluster_with_controller(aiohttp_client, fake) as stack:
-        await stack.kube.request("POST", JOBS, body=kueue_job("partial", **{
-            "kueue.x-k8s.io/job-min-parallelism": "2"}))
-        [word] = {w for _, _, w in fake.admission.warnings if "partial admission" in w}  # both phases say it
-        assert word.startswith("set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member "
-                               "to auto: Kueue's partial admission may set spec.parallelism=2")
-        # Kueue admits 2 of the 4 pods: it writes the count into spec.parallelism and resumes the Job.
         with pytest.raises(KubeError) as refused:
+            await stack.kube.request("POST", JOBS, body=kueue_job("partial", **{
+                "kueue.x-k8s.io/job-min-parallelism": "2"}))
+        assert refused.value.status == 403
+        assert "set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member to auto: Kueue's " \
+               "partial admission may set spec.parallelism=3, which minMember 4 cannot survive" in refused.value.message
+        await stack.kube.request("POST", JOBS, body=kueue_job("partial", **{  # the fix: no count below the gang
+            "kueue.x-k8s.io/job-min-parallelism": "4"}))
+        # Lowered later (a stored Job): a warning, and Kueue's start with 2 pods is refused naming the annotation.
+        await stack.kube.request("PATCH", f"{JOBS}/partial", content_type=MERGE, body={"metadata": {"annotations": {
+            "kueue.x-k8s.io/job-min-parallelism": "2"}}})
+        assert any(w.startswith("set kueue.x-k8s.io/job-min-parallelism to at least 4") for _, _, w in
+                   fake.admission.warnings)
+        with pytest.raises(KubeError) as kueue:
             await stack.kube.request("PATCH", f"{JOBS}/partial", content_type=MERGE,
                                      body={"spec": {"parallelism": 2, "suspend": False}})
-        assert "runs 2 pods (spec.parallelism=2) but its gang needs minMember 4" in refused.value.message
-        assert refused.value.message.endswith(
+        assert "runs 2 pods (spec.parallelism=2) but its gang needs minMember 4" in kueue.value.message
+        assert kueue.value.message.endswith(
             "This Job has kueue.x-k8s.io/job-min-parallelism=2: if Kueue's partial admission set spec.parallelism, "
             "set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member to auto")
 

@@ -92,6 +92,7 @@ GANGED_JOB_LABELLED = GANGED_JOB.replace("  template:\n    spec:", "  template:\
                                          "{scheduling.x-k8s.io/pod-group: NAME}}\n    spec:")
 PLAIN_JOB_LABELLED = GANGED_JOB_LABELLED.replace(MIN.format(4), "    team: ml")
 MANAGED = "  labels: {gang.admit.dev/managed: 'true'}\n  annotations:"
+PARTIAL = '\n    kueue.x-k8s.io/job-min-parallelism: "2"'  # annotated on a stored Job: a warning (CREATE: refused)
 STALE_JOB = PLAIN_JOB_LABELLED.replace("  annotations:", MANAGED)
 
 SERVING_LWS = """
@@ -114,7 +115,7 @@ CASES: list[Case] = [
          "  parallelism: 4\n  completions: 4\n  completionMode: Indexed\n  backoffLimitPerIndex: 1"),
          "set spec.backoffLimitPerIndex to 0"),
     Case("kueue-partial-admission", "families/apps.py",
-         _job(MIN.format(4) + '\n    kueue.x-k8s.io/job-min-parallelism: "2"', "  parallelism: 4\n  completions: 4"),
+         _update(GANGED_JOB_LABELLED.replace(MIN.format(4), MIN.format(4) + PARTIAL), GANGED_JOB_LABELLED),
          "set kueue.x-k8s.io/job-min-parallelism to at least 4"),
     Case("multikueue-manager-copy", "families/apps.py",
          _job(MIN.format(4), "  parallelism: 4\n  completions: 4\n  managedBy: kueue.x-k8s.io/multikueue"),
