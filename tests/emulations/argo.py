@@ -32,6 +32,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .kit import OperatorEmulation, controller_ref, service_account
+from .later import Emulated, LaterWrite
 
 if TYPE_CHECKING:
     from admit.testing.fake_kube import FakeKubeAPI
@@ -184,3 +185,78 @@ def install(api: "FakeKubeAPI", chain: Any = None) -> ArgoWorkflows:
     controller's pod creation there (no webhook of Argo's meets admit's writes)."""
     api.register("argoproj.io", "v1alpha1", "Workflow", "workflows")
     return api.add_controller(ArgoWorkflows(api))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/later.py): the workflow controller's step pods after the user's Workflow, a member
+# finishing, a failed member's retries
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _step(obj: JSON) -> str:
+    """The entrypoint's first step (the fan-out the later writes run)."""
+    entry = next(t for t in obj["spec"]["templates"] if t["name"] == obj["spec"]["entrypoint"])
+    return str(entry["steps"][0][0]["name"])
+
+
+def _pods(op: ArgoWorkflows, obj: JSON) -> list[JSON]:
+    return [p for p in op.api.objects("pods", obj["metadata"]["namespace"])
+            if (p["metadata"].get("labels") or {}).get(WORKFLOW_LABEL) == obj["metadata"]["name"]]
+
+
+async def the_step_starts(op: ArgoWorkflows, obj: JSON) -> None:
+    """The step group runs: one pod per ``withItems`` item (``expandStep``, ``createWorkflowPod``)."""
+    await op.run_step(obj["metadata"]["namespace"], obj["metadata"]["name"], _step(obj))
+    await op.api.settle()
+
+
+async def a_member_fails_after_the_others_succeeded_and_is_retried(op: ArgoWorkflows, obj: JSON) -> None:
+    """Every member but the last succeeds, the last fails and Argo starts its next attempt (``retryStrategy``)."""
+    pods = sorted(_pods(op, obj), key=lambda p: p["metadata"]["annotations"][NODE_NAME])
+    if not pods:
+        return
+    for pod in pods[:-1]:
+        op.finish(pod, "Succeeded")
+    op.finish(pods[-1], "Failed")
+    await op.retry(pods[-1])
+    await op.api.settle()
+
+
+async def the_retried_member_fails_again_and_is_retried(op: ArgoWorkflows, obj: JSON) -> None:
+    """The retried attempt fails too and Argo starts one more (within ``retryStrategy.limit``)."""
+    live = [p for p in _pods(op, obj) if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    for pod in live[:1]:
+        op.finish(pod, "Failed")
+        await op.retry(pod)
+    await op.api.settle()
+
+
+def gangs_of(op: ArgoWorkflows, obj: JSON) -> list[tuple[str, list[JSON]]]:
+    """The step's pods still to run (not finished): one gang, whose size follows them; none when none is left."""
+    live = [p for p in _pods(op, obj) if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    return [(f"Workflow {obj['metadata']['name']} step {_step(obj)}", live)] if live else []
+
+
+def refused_writes(op: ArgoWorkflows) -> list[tuple[str, str, str]]:
+    """The workflow controller's refused pods."""
+    return list(op.errors)
+
+
+def _retries(obj: JSON) -> bool:
+    entry = next(t for t in obj["spec"]["templates"] if t["name"] == obj["spec"]["entrypoint"])
+    template = next(t for t in obj["spec"]["templates"] if t["name"] == entry["steps"][0][0]["template"])
+    return bool(template.get("retryStrategy"))
+
+
+_SOURCE = "argoproj/argo-workflows v4.1.2 workflow/controller/operator.go "
+LATER_WRITES = (
+    LaterWrite("the step starts, one pod per item", _SOURCE + "expandStep; workflowpod.go createWorkflowPod",
+               "a steps template with withItems", lambda obj: True, the_step_starts),
+    LaterWrite("a member fails after the others succeeded and is retried", _SOURCE + "retryStrategy: the next "
+               "attempt node <node>(<n>), createWorkflowPod", "retryStrategy on the step's template", _retries,
+               a_member_fails_after_the_others_succeeded_and_is_retried),
+    LaterWrite("the retried member fails again and is retried", _SOURCE + "retryStrategy (limit)",
+               "retryStrategy.limit above 1", _retries, the_retried_member_fails_again_and_is_retried),
+)
+
+LATER = Emulated("argo", install, ((API, "Workflow"),), LATER_WRITES, gangs_of, refused_writes)

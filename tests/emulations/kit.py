@@ -112,10 +112,13 @@ class OperatorEmulation(Controller):
 
     async def idle(self, timeout: float = 10.0) -> None:
         """Wait until none of its syncs runs, nor any other controller of the fake (the Job controller making the
-        launcher's pod, another operator) (tests)."""
+        launcher's pod, another operator's kind loops) (tests)."""
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
-            loops: list[Controller] = [*self._loops.values(), *(c for c in self.api.controllers if c is not self)]
+            loops: list[Controller] = [*self._loops.values()]
+            for other in self.api.controllers:  # another emulation's own loops: its idle would wait for this one
+                if other is not self:
+                    loops += list(other._loops.values()) if isinstance(other, OperatorEmulation) else [other]
             for loop in loops:
                 await loop.idle(max(0.1, deadline - asyncio.get_running_loop().time()))
             await asyncio.sleep(0.01)

@@ -60,7 +60,7 @@ from .later import Emulated, LaterWrite
 from admit.testing.fake_kube import ApiError
 
 if TYPE_CHECKING:
-    from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI
+    from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI, ResourceType
 
 __all__ = ["TrainingOperator", "MPIOperator", "install_training_operator", "install_mpi_operator", "training_operator_pod", "mpi_worker_pod", "mpi_launcher_job",
            "REPLICA_SPECS"]
@@ -159,15 +159,24 @@ def mpi_worker_pod(job: JSON, index: int, gang_scheduling: str = "") -> JSON:
 
 
 def mpi_launcher_job(job: JSON, gang_scheduling: str = "") -> JSON:
-    """``newLauncherJob``: Job ``<job>-launcher`` of stored MPIJob ``job``, labels ``{app: <job>}`` only."""
+    """``newLauncherJob``: Job ``<job>-launcher`` of stored MPIJob ``job``, labels ``{app: <job>}`` only; the
+    ``runPolicy``'s ``ttlSecondsAfterFinished``, ``activeDeadlineSeconds`` and ``backoffLimit``, and ``suspend``
+    when the MPIJob is suspended."""
     name = job["metadata"]["name"]
     template = _mpi_template(job, "Launcher", "launcher", gang_scheduling)
     template["spec"].update(hostname=f"{name}-launcher", subdomain=name)
     template["spec"].setdefault("restartPolicy", "OnFailure")
+    run = (job.get("spec") or {}).get("runPolicy") or {}
+    spec: JSON = {"template": template, "podReplacementPolicy": "Failed"}
+    spec.update({k: run[v] for k, v in (("ttlSecondsAfterFinished", "ttlSecondsAfterFinished"),
+                                         ("activeDeadlineSeconds", "activeDeadlineSeconds"),
+                                         ("backoffLimit", "backoffLimit")) if run.get(v) is not None})
+    if run.get("suspend"):
+        spec["suspend"] = True
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": f"{name}-launcher", "namespace": job["metadata"].get("namespace"),
                          "labels": {"app": name}, "ownerReferences": [controller_ref(job)]},
-            "spec": {"template": template, "podReplacementPolicy": "Failed"}}
+            "spec": spec}
 
 
 class TrainingOperator(OperatorEmulation):
@@ -284,8 +293,50 @@ class MPIOperator(OperatorEmulation):
             if self.api.get(body["apiVersion"], body["kind"], ns, body["metadata"]["name"]) is None:
                 body["metadata"].update(namespace=ns, ownerReferences=[controller_ref(job)])
                 self.api.put(body)
-        if (spec.get("runPolicy") or {}).get("suspend"):
+        suspended = bool((spec.get("runPolicy") or {}).get("suspend"))
+        if not suspended and not await self._workers(job):
             return
+        launcher = self.live("batch/v1", "jobs", ns, f"{name}-launcher")
+        policy = spec.get("launcherCreationPolicy") or "AtStartup"
+        if launcher is None and policy == "AtStartup":
+            await self.create(job, "batch/v1", "jobs", mpi_launcher_job(job, self.gang_scheduling), "MPIJobFailed")
+        elif launcher is not None and bool(launcher["spec"].get("suspend")) != suspended:
+            await self._suspend_launcher(job, launcher, suspended)
+        if suspended:  # cleanUpWorkerPods -> deleteWorkerPods (the PodGroup too, with the operator's own gang)
+            for pod in self.owned("v1", "pods", ns, meta["uid"]):
+                if pod["metadata"]["name"].startswith(f"{name}-worker-"):
+                    self.api.delete_object("v1", "pods", ns, pod["metadata"]["name"])
+
+    async def _suspend_launcher(self, job: JSON, launcher: JSON, suspended: bool) -> None:
+        """``syncHandler``: the launcher Job's ``spec.suspend`` aligned with the MPIJob's; on a resume its template's
+        scheduling directives synced first (``syncLauncherSchedulingDirectives``: labels and annotations merged,
+        nodeSelector, tolerations and schedulingGates replaced by the MPIJob's Launcher template's). An Update through
+        admission as the operator; a refusal is kept in :attr:`errors`."""
+        new = copy.deepcopy(launcher)
+        new["spec"]["suspend"] = suspended
+        if not suspended:
+            desired, template = mpi_launcher_job(job, self.gang_scheduling)["spec"]["template"], new["spec"]["template"]
+            meta = template.setdefault("metadata", {})
+            for key in ("labels", "annotations"):  # mergeMaps(launcher's, desired's)
+                meta[key] = {**(meta.get(key) or {}), **(desired["metadata"].get(key) or {})}
+                if not meta[key]:
+                    del meta[key]
+            for key in ("nodeSelector", "tolerations", "schedulingGates"):
+                template["spec"].pop(key, None)
+                if desired["spec"].get(key):
+                    template["spec"][key] = desired["spec"][key]
+        ns = launcher["metadata"]["namespace"]
+        try:
+            await self.api.admitted_update(self.api.resource_type("batch/v1", "jobs"), ns, launcher["metadata"]["name"],
+                                           new, dry_run=False, user=self.user)
+        except ApiError as e:
+            self.errors.append((ns, job["metadata"]["name"], f"launcher Job update refused: {e.message}"))
+
+    async def _workers(self, job: JSON) -> bool:
+        """The PodGroup (with the operator's own gang scheduling) and the workers (``getOrCreatePodGroups``,
+        ``getOrCreateWorker``); False when the sync stops there."""
+        meta, spec = job["metadata"], job.get("spec") or {}
+        ns, name = meta["namespace"], meta["name"]
         workers = ((spec.get("mpiReplicaSpecs") or {}).get("Worker") or {}).get("replicas", 0) or 0
         if self.gang_scheduling:
             want = _pod_group(job, _min_member(job, workers + 1), annotations=False)
@@ -296,7 +347,7 @@ class MPIOperator(OperatorEmulation):
                 message = f'Resource "{name}" of Kind "PodGroup" already exists and is not managed by MPIJob'
                 self.errors.append((ns, name, message))
                 self.event(job, "Warning", "ErrResourceExists", message)
-                return
+                return False
             elif {k: have["spec"].get(k) for k in want["spec"]} != want["spec"]:
                 have["spec"].update(want["spec"])
                 self.api.put(have)
@@ -306,10 +357,17 @@ class MPIOperator(OperatorEmulation):
             if pod["metadata"]["name"] in have_pods:
                 continue
             if await self.create(job, "v1", "pods", pod, "MPIJobFailed") is None:
-                return
-        policy = spec.get("launcherCreationPolicy") or "AtStartup"
-        if policy == "AtStartup" and self.api.get("batch/v1", "jobs", ns, f"{name}-launcher") is None:
-            await self.create(job, "batch/v1", "jobs", mpi_launcher_job(job, self.gang_scheduling), "MPIJobFailed")
+                return False
+        return True
+
+    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        """A write of an MPIJob; or a deleted Pod or Job an MPIJob controls (``handleObject``: a lost worker, a
+        deleted launcher), which syncs that MPIJob again."""
+        super().observe(rt, ns, name, obj, old)
+        if obj is None and old is not None and rt.key in (("", "v1", "pods"), ("batch", "v1", "jobs")):
+            for ref in old["metadata"].get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == "MPIJob" and ref.get("apiVersion") == self.API:
+                    self._loops[self.api.resource_type(self.API, "mpijobs").key].changed(ns, ref["name"])
 
 
 def install_training_operator(api: "FakeKubeAPI", chain: "AdmissionChain | None" = None, *,

@@ -11,12 +11,17 @@ tests/emulations/later.py.
   ``tolerations``; with ``TopologyAwareScheduling`` (a feature gate) and a topology assignment also the annotation
   ``kueue.x-k8s.io/workload`` and the gate ``kueue.x-k8s.io/topology`` (not emulated: no topology here). A batch/v1
   Job with ``kueue.x-k8s.io/job-min-parallelism`` (partial admission) also gets ``spec.parallelism`` = the admitted
-  count (``pkg/controller/jobs/job/job_controller.go`` ``Job.RunWithPodSetsInfo``).
+  count, and ``spec.completions`` too with ``kueue.x-k8s.io/job-completions-equal-parallelism: "true"``
+  (``pkg/controller/jobs/job/job_controller.go`` ``Job.RunWithPodSetsInfo``, ``syncCompletionWithParallelism``).
 - **Stop** (``JobReconciler.stopJob``, on eviction or preemption): ``job.Suspend()`` (``spec.suspend: true``) and
   ``RestorePodSetsInfo``: each pod template's labels, annotations, nodeSelector, tolerations and schedulingGates
   set back to the Workload's pod set (``podset.RestorePodSpec``), which Kueue took from the job as stored when it
   made the Workload (``jobframework`` ``ConstructWorkload``): after every mutating webhook of the job's CREATE,
-  admit's marks included. A Job gets the ``kueue.x-k8s.io/stopping`` annotation too (``Job.Stop``).
+  admit's marks included. A Job gets the ``kueue.x-k8s.io/stopping`` annotation too (``Job.Stop``), and its labels
+  the Job controller manages (``managedLabels``: ``job-name``, ``controller-uid``, with and without
+  ``batch.kubernetes.io/``) are kept from the stored template (``Job.RestorePodSetsInfo``); a partially admitted one
+  gets its ``parallelism`` (and a following ``completions``) back. Not emulated: the ``status.startTime`` reset of
+  ``Job.Stop`` (a status write admit never sees).
 
 Each write is a PATCH through the fake's admission chain as Kueue's ServiceAccount
 (``kueue-system:kueue-controller-manager``), here an UPDATE of the whole object (what a merge patch amounts to).
@@ -39,6 +44,14 @@ USER = service_account("kueue-system", "kueue-controller-manager")
 POD_SET_LABEL = "kueue.x-k8s.io/podset"
 STOPPING = "kueue.x-k8s.io/stopping"
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+COMPLETIONS_FOLLOW = "kueue.x-k8s.io/job-completions-equal-parallelism"
+#: ``managedLabels`` of kueue ``pkg/controller/jobs/job/job_controller.go``: the labels the Job strategy adds.
+JOB_MANAGED_LABELS = ("job-name", "controller-uid", "batch.kubernetes.io/job-name",
+                      "batch.kubernetes.io/controller-uid")
+
+
+def _completions_follow(obj: JSON) -> bool:
+    return str((obj["metadata"].get("annotations") or {}).get(COMPLETIONS_FOLLOW, "")).lower() == "true"
 #: A ResourceFlavor as Kueue's docs write one for GPU nodes: its ``nodeLabels`` and ``tolerations``.
 FLAVOR: JSON = {"nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
@@ -123,6 +136,8 @@ async def start(api: FakeKubeAPI, api_version: str, plural: str, ns: str, name: 
     _suspend(obj, suspend_path, False)
     if admitted_count is not None:
         obj["spec"]["parallelism"] = admitted_count
+        if _completions_follow(obj):
+            obj["spec"]["completions"] = admitted_count
     for pod_set, template in pod_sets(obj):
         merge(template, _info(pod_set))
     return await _write(api, api_version, plural, obj)
@@ -147,8 +162,14 @@ async def stop(api: FakeKubeAPI, api_version: str, plural: str, ns: str, name: s
         obj["metadata"]["annotations"].pop(STOPPING, None)
         if MIN_PARALLELISM in (obj["metadata"].get("annotations") or {}):
             obj["spec"]["parallelism"] = (workload.get("spec") or {}).get("parallelism", 1)
+            if _completions_follow(obj):
+                obj["spec"]["completions"] = obj["spec"]["parallelism"]
     originals = dict(pod_sets(copy.deepcopy(workload)))
     for pod_set, template in pod_sets(obj):
         if pod_set in originals:
+            if job:  # RestorePodSetsInfo: the managed labels as they are now (cleanLabels took them out of the pod set)
+                have = (template.get("metadata") or {}).get("labels") or {}
+                kept = originals[pod_set].setdefault("metadata", {}).setdefault("labels", {})
+                kept.update({k: v for k, v in have.items() if k in JOB_MANAGED_LABELS})
             restore(template, originals[pod_set])
     return await _write(api, api_version, plural, obj)

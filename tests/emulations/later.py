@@ -21,7 +21,8 @@ __all__ = ["LaterWrite", "Emulated", "MODULES", "registry"]
 JSON = dict[str, Any]
 
 #: The emulation modules (of this package) that register later writes.
-MODULES: tuple[str, ...] = ("kuberay", "lws", "jobset", "trainer", "spark", "kubeflow", "builtin")
+MODULES: tuple[str, ...] = ("kuberay", "lws", "jobset", "trainer", "spark", "kubeflow", "builtin", "mpi", "scheduled",
+                            "argo")
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,11 @@ import copy
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from . import gitops, kuberay, spark
+from .gitops import reapply_write
 from .kit import OperatorEmulation, controller_ref, service_account
+from .later import Emulated, LaterWrite
+from admit.testing.fake_kube import ApiError
 
 if TYPE_CHECKING:
     from admit.testing.fake_kube import FakeKubeAPI
@@ -156,3 +160,116 @@ def install_scheduled_spark(api: "FakeKubeAPI", chain: Any = None) -> ScheduledS
 def install_ray_cron_jobs(api: "FakeKubeAPI", chain: Any = None) -> RayCronJobs:
     """Run KubeRay's RayCronJob controller on ``api`` (gate ``RayCronJob`` on)."""
     return api.add_controller(RayCronJobs(api))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Later writes (tests/emulations/later.py): a wrapper's runs as its controller makes them on each due time, each
+# run's pods as its own operator makes them, a user's suspend and resume of the schedule, a GitOps re-apply
+# ----------------------------------------------------------------------------------------------------------------------
+
+#: The due times the later writes fire the schedule at (3 minutes apart: ``@every 3m``, or two minutes of a cron).
+TICKS = (datetime(2026, 12, 5, 6, 0, tzinfo=timezone.utc), datetime(2026, 12, 5, 6, 3, tzinfo=timezone.utc))
+USER = {"username": "alice", "groups": ["system:authenticated"]}
+_PLURALS = {"ScheduledSparkApplication": "scheduledsparkapplications", "RayCronJob": "raycronjobs"}
+
+
+class Wrappers:
+    """Both wrapper controllers with the operators of their runs (``tests.emulations.spark``, ``kuberay``), on one
+    fake: what the registry's ``install`` gives."""
+
+    def __init__(self, api: "FakeKubeAPI", chain: Any = None) -> None:
+        self.api = api
+        self.spark, self.ray = install_scheduled_spark(api, chain), install_ray_cron_jobs(api, chain)
+        self.spark_op, self.ray_op = spark.install(api, chain), kuberay.install(api, chain)
+        self.errors: list[tuple[str, str, str]] = []
+
+    async def idle(self, timeout: float = 10.0) -> None:
+        """Wait until the runs' operators (and every other controller of the fake) are done."""
+        await self.spark_op.idle(timeout)
+        await self.ray_op.idle(timeout)
+
+    def runs(self, obj: JSON) -> list[JSON]:
+        """The live runs of the user's wrapper ``obj`` (SparkApplications by label, RayJobs by controller)."""
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        if obj["kind"] == "ScheduledSparkApplication":
+            return self.spark.runs(ns, name)
+        cron = self.ray.live(RAY_API, "raycronjobs", ns, name)
+        return self.ray.owned(RAY_API, "rayjobs", ns, cron["metadata"]["uid"]) if cron is not None else []
+
+
+def install_wrappers(api: "FakeKubeAPI", chain: Any = None) -> Wrappers:
+    """The registry's ``install``: :class:`Wrappers` on ``api``."""
+    return Wrappers(api, chain)
+
+
+async def _run_due(op: Wrappers, obj: JSON, when: datetime) -> None:
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    controller = op.spark if obj["kind"] == "ScheduledSparkApplication" else op.ray
+    await controller.run_due(ns, name, when)
+    await op.api.settle()
+    await op.idle()
+
+
+async def a_run_is_due(op: Wrappers, obj: JSON) -> None:
+    """The schedule fires: the wrapper's controller makes its run, whose operator makes its pods."""
+    await _run_due(op, obj, TICKS[0])
+
+
+async def the_next_run_is_due(op: Wrappers, obj: JSON) -> None:
+    """The schedule fires again while the first run runs (a ScheduledSparkApplication's ``concurrencyPolicy``
+    decides: a second run beside it, none, or the first replaced; a RayCronJob makes one more)."""
+    await _run_due(op, obj, TICKS[1])
+
+
+async def suspend_and_resume(op: Wrappers, obj: JSON) -> None:
+    """A user suspends the schedule (``spec.suspend: true``) and resumes it; a due time while suspended makes no run."""
+    api, ns, name, plural = op.api, obj["metadata"]["namespace"], obj["metadata"]["name"], _PLURALS[obj["kind"]]
+    for value in (True, False):
+        stored = api.get(obj["apiVersion"], plural, ns, name)
+        if stored is None:
+            return
+        stored["spec"]["suspend"] = value
+        try:
+            await api.admitted_update(api.resource_type(obj["apiVersion"], plural), ns, name, stored, dry_run=False,
+                                      user=USER)
+        except ApiError as e:
+            op.errors.append((ns, name, f"the user's spec.suspend: {str(value).lower()} refused: {e.message}"))
+        await op.api.settle()
+
+
+async def gitops_reapply(op: Wrappers, obj: JSON) -> None:
+    """A GitOps tool re-applies the user's wrapper manifest (``tests.emulations.gitops``)."""
+    problem = await gitops.reapply(op.api, obj, _PLURALS[obj["kind"]])
+    if problem is not None:
+        op.errors.append((obj["metadata"]["namespace"], obj["metadata"]["name"], problem))
+
+
+def gangs_of(op: Wrappers, obj: JSON) -> list[tuple[str, list[JSON]]]:
+    """Each live run's gangs, as its operator's emulation counts them (each run is a gang of its own)."""
+    if obj["kind"] == "ScheduledSparkApplication":
+        return [g for run in op.runs(obj) for g in spark.gangs_of(op.spark_op, run)]
+    return [g for run in op.runs(obj) for g in kuberay.gangs_of(op.ray_op, {**run, "apiVersion": RAY_API,
+                                                                              "kind": "RayJob"})]
+
+
+def refused_writes(op: Wrappers) -> list[tuple[str, str, str]]:
+    """The wrapper controllers' refused runs, the run operators' refused writes, the later writes' problems."""
+    return [*op.errors, *op.spark.errors, *op.ray.errors, *spark.refused_writes(op.spark_op),
+            *kuberay.refused_writes(op.ray_op)]
+
+
+_SPARK = "kubeflow/spark-operator v2.5.2 internal/controller/scheduledsparkapplication/controller.go Reconcile"
+_RAY = "ray-project/kuberay v1.7.0 ray-operator/controllers/ray/raycronjob_controller.go Reconcile"
+_ON = "ScheduledSparkApplication: always; RayCronJob: feature gate RayCronJob (alpha, off by default)"
+LATER_WRITES = (
+    reapply_write(gitops_reapply),
+    LaterWrite("a run is due", f"{_SPARK}, createSparkApplication; {_RAY}, constructRayJob", _ON, lambda obj: True,
+               a_run_is_due),
+    LaterWrite("the next run is due while the last one runs", f"{_SPARK} (shouldStartNextRun: concurrencyPolicy "
+               f"Allow, Forbid, Replace); {_RAY}", _ON, lambda obj: True, the_next_run_is_due),
+    LaterWrite("user suspends and resumes the schedule", f"{_SPARK}; {_RAY} (spec.suspend)", "spec.suspend",
+               lambda obj: True, suspend_and_resume),
+)
+
+LATER = Emulated("scheduled", install_wrappers, ((SPARK_API, "ScheduledSparkApplication"), (RAY_API, "RayCronJob")),
+                 LATER_WRITES, gangs_of, refused_writes)

@@ -82,3 +82,61 @@ async def test_the_hpa_scales_a_gang_deployment_within_its_bounds_and_every_new_
             pods = fake.objects("pods", NS)
             assert len(pods) == count and gang_problems(fake, NS, pods, CONFIG) == [], (proposed, pods)
         assert hpas.refused() == []
+
+
+def queued_job(min_member: str, **annotations: str) -> dict[str, Any]:
+    """An Indexed Job of 4 pods queued by Kueue (its webhook creates it suspended)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+                         "annotations": {"gang.admit.dev/min-member": min_member, **annotations}},
+            "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed", "suspend": True,
+                     "template": {"spec": {"restartPolicy": "Never", "containers": [
+                         {"name": "train", "image": "ghcr.io/acme/train:1.0",
+                          "resources": {"requests": {"cpu": "1"}}}]}}}}
+
+
+async def test_a_queued_job_whose_partial_admission_its_min_member_cannot_survive_is_refused_at_its_create(
+        aiohttp_server):
+    async with operator_cluster(aiohttp_server, CONFIG, builtin.install) as (fake, kcm, user):
+        with pytest.raises(ApiException) as refused:
+            await create(user, queued_job("4", **{"kueue.x-k8s.io/job-min-parallelism": "2"}))
+        assert refused.value.status == 403
+        assert "set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member to auto" in \
+            refused.value.body
+        job = queued_job("auto", **{"kueue.x-k8s.io/job-min-parallelism": "2"})  # the fix: auto follows the count
+        await create(user, job)
+        await builtin.kueue_starts(kcm, {"kind": "List", "items": [job]})  # Kueue admits 2 of the 4 pods
+        pods = fake.objects("pods", NS)
+        assert len(pods) == 2 and gang_problems(fake, NS, pods, CONFIG) == [] and kcm.refused() == []
+
+
+async def test_kueue_evicting_and_readmitting_a_gang_job_keeps_admits_label_and_scheduler_and_the_gang_forms_again(
+        aiohttp_server):
+    async with operator_cluster(aiohttp_server, CONFIG, builtin.install) as (fake, kcm, user):
+        job = queued_job("4")
+        await create(user, job)
+        applied = {"kind": "List", "items": [job]}
+        await builtin.kueue_starts(kcm, applied)
+        await builtin.kueue_evicts_and_readmits(kcm, applied)
+        stored = fake.get("batch/v1", "jobs", NS, "train")
+        template = stored["spec"]["template"]
+        assert template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "train"
+        assert template["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "main"  # Kueue's, merged on the start
+        assert template["spec"]["schedulerName"] == CONFIG.scheduler_name and stored["spec"]["suspend"] is False
+        pods = fake.objects("pods", NS)
+        assert len(pods) == 4 and gang_problems(fake, NS, pods, CONFIG) == [] and kcm.refused() == []
+
+
+async def test_a_gitops_re_apply_of_a_gang_statefulset_and_its_hpa_changes_nothing_and_is_allowed(aiohttp_server):
+    async with operator_cluster(aiohttp_server, CONFIG, builtin.install) as (fake, kcm, user):
+        applied = {"kind": "List", "items": [statefulset("3"), autoscaler("StatefulSet", "db", 3, 5)]}
+        for item in applied["items"]:
+            await create(user, item)
+        await fake.settle()
+        await kcm.idle()
+        before = fake.get("apps/v1", "statefulsets", NS, "db")
+        await builtin.gitops_reapply(kcm, applied)  # Argo CD ServerSideApply=true: the same manifests again
+        after = fake.get("apps/v1", "statefulsets", NS, "db")
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        assert after["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "db"
+        assert kcm.refused() == []

@@ -120,6 +120,25 @@ async def test_the_mpi_operator_makes_its_workers_and_launcher_in_one_gang(aioht
         assert lost(mpijob(), written) == {}
 
 
+async def test_a_suspended_and_resumed_mpijob_has_its_launcher_resynced_and_its_workers_made_again_in_one_gang(
+        aiohttp_server):
+    from tests.emulations import mpi
+
+    async with operator_cluster(aiohttp_server, Config(), mpi.install) as (fake, op, user):
+        written = await create(user, mpijob())
+        await fake.settle()
+        await op.idle()
+        await mpi._set_suspend(op, written, True)
+        assert fake.get("batch/v1", "jobs", NS, "pi-launcher")["spec"]["suspend"] is True
+        assert [p["metadata"]["name"] for p in all_pods(fake)] == []  # cleanUpWorkerPods; the Job controller
+        await mpi._set_suspend(op, written, False)
+        launcher = fake.get("batch/v1", "jobs", NS, "pi-launcher")
+        assert launcher["spec"]["suspend"] is False
+        assert launcher["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "pi"
+        pods = all_pods(fake)
+        assert len(pods) == 3 and gang_problems(fake, NS, pods, Config()) == [] and mpi.refused_writes(op) == []
+
+
 async def test_an_mpijob_waiting_for_its_workers_gets_a_gang_its_workers_alone_can_form(aiohttp_server):
     # WaitForWorkersReady: the launcher is created only once every worker is Ready, so it cannot be counted
     async with operator_cluster(aiohttp_server, Config(), install_mpi_operator, job_controller=True) as (fake, op, user):

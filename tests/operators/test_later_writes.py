@@ -206,12 +206,41 @@ def kubeflow_objects(draw: Any) -> dict[str, Any]:
 
 
 @st.composite
+def job_objects(draw: Any) -> dict[str, Any]:
+    """A batch/v1 Job as Kubernetes' docs write one (``parallelism``, ``completions`` equal or a multiple,
+    ``completionMode: Indexed`` or not), ``gang.admit.dev/min-member`` ``auto`` or a number, sometimes queued by
+    Kueue (``kueue.x-k8s.io/queue-name``; Kueue's webhook creates it suspended), with partial admission
+    (``kueue.x-k8s.io/job-min-parallelism``; an Indexed Job whose completions follow:
+    ``kueue.x-k8s.io/job-completions-equal-parallelism``)."""
+    parallelism = draw(st.integers(1, 4))
+    completions = parallelism * draw(st.sampled_from([1, 1, 2]))
+    indexed = draw(st.booleans())
+    spec: dict[str, Any] = {"parallelism": parallelism, "completions": completions, "backoffLimit": 0, "template": {
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "train", "image": "ghcr.io/acme/train:1.0", "resources": {"requests": {"cpu": "1"}}}]}}}
+    if indexed:
+        spec["completionMode"] = "Indexed"
+    meta: dict[str, Any] = {"name": "train", "namespace": NS, "annotations": {
+        "gang.admit.dev/min-member": draw(st.sampled_from(["auto", "1", "2", str(parallelism)]))}}
+    if draw(st.booleans()):
+        meta["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+        spec["suspend"] = True
+        if draw(st.booleans()):
+            meta["annotations"]["kueue.x-k8s.io/job-min-parallelism"] = str(draw(st.integers(1, parallelism)))
+            if indexed and completions == parallelism and draw(st.booleans()):
+                meta["annotations"]["kueue.x-k8s.io/job-completions-equal-parallelism"] = "true"
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+@st.composite
 def builtin_objects(draw: Any) -> dict[str, Any]:
     """What a user applies of the built-in kinds, as a ``List`` in the order applied: a Deployment or a ``Parallel``
     StatefulSet (as Helm charts write them), ``gang.admit.dev/min-member`` ``auto`` or a number, and sometimes a
     HorizontalPodAutoscaler of it (``kubectl autoscale``'s shape, ``minReplicas`` sometimes left out) applied before
-    it (Helm's and Argo CD's order for a StatefulSet) or after it."""
-    kind = draw(st.sampled_from(["Deployment", "StatefulSet"]))
+    it (Helm's and Argo CD's order for a StatefulSet) or after it; or a Job (:func:`job_objects`)."""
+    kind = draw(st.sampled_from(["Deployment", "StatefulSet", "Job"]))
+    if kind == "Job":
+        return {"apiVersion": "v1", "kind": "List", "items": [draw(job_objects())]}
     replicas = draw(st.integers(1, 4))
     spec: dict[str, Any] = {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}, "template": {
         "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
@@ -235,10 +264,82 @@ def builtin_objects(draw: Any) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
+@st.composite
+def mpijob_objects(draw: Any) -> dict[str, Any]:
+    """An MPIJob (``kubeflow.org/v2beta1``) as the mpi-operator's ``examples/v2beta1/pi/pi.yaml`` writes it: a
+    Launcher and 1-3 Workers, ``runPolicy`` with ``cleanPodPolicy: Running`` and sometimes a ``backoffLimit``,
+    ``gang.admit.dev/min-member`` ``auto`` or a number, sometimes queued by Kueue (created suspended)."""
+    workers = draw(st.integers(1, 3))
+
+    def replica(count: int, role: str) -> dict[str, Any]:
+        return {"replicas": count, "template": {"spec": {"containers": [
+            {"name": f"mpi-{role}", "image": "mpioperator/mpi-pi:openmpi",
+             "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}}
+
+    run: dict[str, Any] = {"cleanPodPolicy": "Running"}
+    if draw(st.booleans()):
+        run["backoffLimit"] = draw(st.integers(1, 3))
+    meta: dict[str, Any] = {"name": "pi", "namespace": NS, "annotations": {
+        "gang.admit.dev/min-member": draw(st.sampled_from(["auto", "1", "2", str(workers + 1)]))}}
+    if draw(st.booleans()):
+        meta["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+        run["suspend"] = True
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta,
+            "spec": {"slotsPerWorker": 1, "runPolicy": run, "mpiReplicaSpecs": {
+                "Launcher": replica(1, "launcher"), "Worker": replica(workers, "worker")}}}
+
+
+@st.composite
+def wrapper_objects(draw: Any) -> dict[str, Any]:
+    """A ScheduledSparkApplication or a RayCronJob as their examples write them (``examples/
+    scheduledsparkapplication-spark-pi.yaml``, ``raycronjob-sample.yaml``), with 1-3 executors or 1-2 workers, a
+    ``concurrencyPolicy`` (Spark), ``gang.admit.dev/min-member`` ``auto`` or a number."""
+    import yaml
+
+    from tests.helpers import EXAMPLES
+
+    kind = draw(st.sampled_from(["ScheduledSparkApplication", "RayCronJob"]))
+    name = "scheduledsparkapplication-spark-pi.yaml" if kind == "ScheduledSparkApplication" else \
+        "raycronjob-sample.yaml"
+    obj = yaml.safe_load((EXAMPLES / name).read_text())
+    obj["metadata"]["namespace"] = NS
+    if kind == "ScheduledSparkApplication":
+        obj["spec"]["concurrencyPolicy"] = draw(st.sampled_from(["Allow", "Forbid", "Replace"]))
+        obj["spec"]["template"]["executor"]["instances"] = size = draw(st.integers(1, 3))
+    else:
+        group = obj["spec"]["jobTemplate"]["rayClusterSpec"]["workerGroupSpecs"][0]
+        group["replicas"] = group["minReplicas"] = size = draw(st.integers(1, 2))
+    obj["metadata"]["annotations"]["gang.admit.dev/min-member"] = draw(
+        st.sampled_from(["auto", "1", "2", str(size + 1)]))
+    return obj
+
+
+@st.composite
+def workflow_objects(draw: Any) -> dict[str, Any]:
+    """An Argo Workflow as ``examples/argo-workflow-gang-step.yaml`` writes it (its generated name given): a fan-out
+    step over 1-4 items whose template carries the gang annotations (``min-member`` the item count, fewer, or
+    ``auto``), with a ``retryStrategy`` or none."""
+    import yaml
+
+    from tests.helpers import EXAMPLES
+
+    obj = yaml.safe_load((EXAMPLES / "argo-workflow-gang-step.yaml").read_text())
+    obj["metadata"] = {"name": "train-x7k2p", "namespace": NS}
+    items = draw(st.integers(1, 4))
+    obj["spec"]["templates"][0]["steps"][0][0]["withItems"] = list(range(items))
+    worker = obj["spec"]["templates"][1]
+    worker["metadata"]["annotations"]["gang.admit.dev/min-member"] = draw(
+        st.sampled_from([str(items), "1", "auto"]))
+    if draw(st.booleans()):
+        del worker["retryStrategy"]
+    return obj
+
+
 #: Emulation name -> the strategy of the user objects it acts on.
 STRATEGIES = {"kuberay": ray_objects(), "lws": lws_objects(), "jobset": jobset_objects(),
               "trainer": trainjob_objects(), "spark": spark_objects(), "kubeflow": kubeflow_objects(),
-              "builtin": builtin_objects()}
+              "builtin": builtin_objects(), "mpi": mpijob_objects(), "scheduled": wrapper_objects(),
+              "argo": workflow_objects()}
 
 
 @contextlib.asynccontextmanager

@@ -55,3 +55,43 @@ def test_the_hpa_scaling_a_gang_deployment_down_to_its_max_replicas_is_allowed_a
         [p for p in cp.rest("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
          if not p["metadata"].get("deletionTimestamp")]), what="3 pods")
     assert {p["metadata"]["labels"].get("scheduling.x-k8s.io/pod-group") for p in pods} == {"web"}
+
+
+def queued_job(ns: str, min_member: str) -> dict:
+    """An Indexed Job of 4 pods queued by Kueue with partial admission (Kueue's webhook creates it suspended)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+                         "annotations": {"gang.admit.dev/min-member": min_member,
+                                         "kueue.x-k8s.io/job-min-parallelism": "2"}},
+            "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed", "suspend": True,
+                     "template": {"spec": {"restartPolicy": "Never", "containers": [container()]}}}}
+
+
+@pytest.mark.needs("apiserver")
+def test_kueues_partial_start_and_stop_of_a_job_go_through_and_a_min_member_they_break_is_refused_at_create(plane, ns):
+    cp = plane.cp
+    jobs = f"/apis/batch/v1/namespaces/{ns}/jobs"
+    with pytest.raises(PlaneError) as refused:
+        cp.rest("POST", jobs, body=queued_job(ns, "4"))
+    assert refused.value.status == 403 and "set kueue.x-k8s.io/job-min-parallelism to at least 4" in str(refused.value)
+    created = cp.rest("POST", jobs, body=queued_job(ns, "auto"))
+    # Kueue v0.19.2 Job.RunWithPodSetsInfo, sent as its merge patch: 2 pods admitted, the flavor's node labels and
+    # tolerations and the podset label merged into the template (mutable while suspended, never started).
+    template = created["spec"]["template"]
+    start = {"spec": {"suspend": False, "parallelism": 2, "template": {
+        "metadata": {"labels": {**template["metadata"]["labels"], "kueue.x-k8s.io/podset": "main"}},
+        "spec": {"nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}}
+    started = cp.rest("PATCH", f"{jobs}/train", body=start, content_type="application/merge-patch+json")
+    assert started["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "train"
+    assert cp.rest("GET", f"{PG.format(ns=ns)}/train")["spec"]["minMember"] == 2
+    # Job.Stop: suspended with the stopping annotation, then the template and parallelism restored.
+    cp.rest("PATCH", f"{jobs}/train", content_type="application/merge-patch+json", body={
+        "metadata": {"annotations": {"kueue.x-k8s.io/stopping": "true"}}, "spec": {"suspend": True}})
+    restored = cp.rest("PATCH", f"{jobs}/train", content_type="application/merge-patch+json", body={
+        "metadata": {"annotations": {"kueue.x-k8s.io/stopping": None}}, "spec": {"parallelism": 4, "template": {
+            "metadata": {"labels": {"kueue.x-k8s.io/podset": None}},
+            "spec": {"nodeSelector": None, "tolerations": None}}}})
+    assert restored["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "train"
+    assert restored["spec"]["template"]["spec"]["schedulerName"] == created["spec"]["template"]["spec"]["schedulerName"]
+    assert cp.rest("GET", f"{PG.format(ns=ns)}/train")["spec"]["minMember"] == 4
