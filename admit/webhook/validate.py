@@ -233,21 +233,32 @@ def _validate_hpa(req: AdmissionRequest, config: Config) -> Verdict:
     """A HorizontalPodAutoscaler CREATE/UPDATE (autoscaling/v2): check its ``minReplicas`` and ``maxReplicas``
     against its target's gang (:func:`_hpa_decision`); the target is looked up like a ``*/scale``'s parent (the
     controller's cache of gang workloads: no API call for a target that is no gang)."""
-    spec = get_path(req.object, ("spec",))
-    ref = spec.get("scaleTargetRef") if isinstance(spec, dict) else None
-    if not isinstance(ref, dict):
+    scales = _hpa_scales(req.object)
+    if scales is None:
         return Verdict(Decision())
-    group = str(ref.get("apiVersion") or "").rpartition("/")[0]
-    coords = _SCALABLE_BY_KIND.get((group, str(ref.get("kind") or "")))
-    name = ref.get("name")
-    low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
-    if coords is None or not isinstance(name, str) or not name or not isinstance(low, int) or isinstance(low, bool):
+    group, kind, name, low, high = scales
+    coords = _SCALABLE_BY_KIND.get((group, kind))
+    if coords is None or not name or low is None:
         return Verdict(Decision())  # kube-apiserver validates the HPA itself
-    high = high if isinstance(high, int) and not isinstance(high, bool) else None
     namespace = req.namespace or str(get_path(req.object, ("metadata", "namespace")) or "")
     hpa = f"HorizontalPodAutoscaler {namespace}/{get_path(req.object, ('metadata', 'name')) or req.name}"
-    return Verdict(Decision(), scale=ScaleCheck(group, coords[0], str(ref.get("kind")), coords[1], namespace, name,
-                                                low, hpa=hpa, max_replicas=high), dry_run=req.dry_run)
+    return Verdict(Decision(), scale=ScaleCheck(group, coords[0], kind, coords[1], namespace, name, low, hpa=hpa,
+                                                max_replicas=high), dry_run=req.dry_run)
+
+
+def _hpa_scales(hpa: Any) -> tuple[str, str, str, int | None, int | None] | None:
+    """What an autoscaling/v2 HorizontalPodAutoscaler scales: its ``scaleTargetRef``'s API group, kind and name
+    (``""`` when not a string), and its ``spec.minReplicas`` (1 when left out, as kube-apiserver defaults it) and
+    ``spec.maxReplicas``, each ``None`` when not an integer; ``None`` when it has no ``scaleTargetRef``."""
+    spec = get_path(hpa, ("spec",))
+    ref = spec.get("scaleTargetRef") if isinstance(spec, dict) else None
+    if not isinstance(ref, dict):
+        return None
+    name = ref.get("name")
+    low, high = (v if isinstance(v, int) and not isinstance(v, bool) else None
+                 for v in (spec.get("minReplicas", 1), spec.get("maxReplicas")))
+    return (str(ref.get("apiVersion") or "").rpartition("/")[0], str(ref.get("kind") or ""),
+            name if isinstance(name, str) else "", low, high)
 
 
 def autoscaler_refusal(hpas: list[dict[str, Any]], target: ScaleCheck, config: Config) -> str | None:
@@ -261,14 +272,12 @@ def autoscaler_refusal(hpas: list[dict[str, Any]], target: ScaleCheck, config: C
     HPA's own write; this judges the workload's (an HPA applied first, as Helm and Argo CD order a StatefulSet after
     its HPA, or a min-member raised later)."""
     for hpa in hpas:
-        spec, name = hpa.get("spec") or {}, get_path(hpa, ("metadata", "name"))
-        ref = spec.get("scaleTargetRef") or {}
-        if (str(ref.get("apiVersion") or "").rpartition("/")[0], ref.get("kind"), ref.get("name")) != \
-                (target.group, target.kind, target.name):
+        scales, name = _hpa_scales(hpa), get_path(hpa, ("metadata", "name"))
+        if scales is None or scales[:3] != (target.group, target.kind, target.name):
             continue
-        for field, value, moves in (("minReplicas", spec.get("minReplicas", 1), "down to"),
-                                    ("maxReplicas", spec.get("maxReplicas"), "to no more than")):
-            if isinstance(value, int) and not isinstance(value, bool) and 0 < value < target.replicas:
+        for field, value, moves in (("minReplicas", scales[3], "down to"),
+                                    ("maxReplicas", scales[4], "to no more than")):
+            if value is not None and 0 < value < target.replicas:
                 return (f"set spec.{field} of HorizontalPodAutoscaler {target.namespace}/{name} to at least "
                         f"{target.replicas}, or {config.min_member_key} to at most {value} (or auto): that HPA "
                         f"scales this {target.kind} {moves} {value} replicas, below its gang minMember "
