@@ -105,7 +105,6 @@ class LeaderElector:
         self.on_stopped_leading = on_stopped_leading
         self.clock = clock
         self._observed_spec: dict[str, Any] | None = None
-        self._observed_rv: str | None = None
         self._observed_time = 0.0
         self._renewed_at: float | None = None  # monotonic time of our last successful acquire/renew
         self._leading = False
@@ -169,10 +168,9 @@ class LeaderElector:
 
         Never raises for API errors (they are logged once and count as a failed attempt).
         """
-        timeout = self.renew_deadline
         now = micro_time()
         try:
-            lease = await self.api.request("GET", self.path, timeout=timeout)
+            lease = await self.api.request("GET", self.path, timeout=self.renew_deadline)
         except KubeError as e:
             if e.status != 404:
                 self._report(f"Lease {self.namespace}/{self.name}: cannot read it: {e.message}", logging.WARNING)
@@ -182,15 +180,7 @@ class LeaderElector:
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": self._spec(now, now, 0),
             }
-            try:
-                created = await self.api.request("POST", LEASES.path(self.namespace), body=body, timeout=timeout)
-            except KubeError as e2:
-                level = logging.INFO if e2.status == 409 else logging.WARNING
-                self._report(f"Lease {self.namespace}/{self.name}: cannot create it: {e2.message}", level)
-                return False
-            self._observe(created)
-            self._renewed_at = self.clock()
-            return True
+            return await self._write("POST", LEASES.path(self.namespace), body, "create")
         spec = spec_v if isinstance(spec_v := lease.get("spec"), dict) else {}
         self._observe(lease)
         holder = spec.get("holderIdentity") or ""
@@ -218,11 +208,16 @@ class LeaderElector:
         updated = dict(lease)
         updated["metadata"] = dict(lease.get("metadata") or {})
         updated["spec"] = dict(spec, **self._spec(now, acquire_time, transitions))
+        return await self._write("PUT", self.path, updated, "update")
+
+    async def _write(self, verb: str, path: str, body: dict[str, Any], what: str) -> bool:
+        """Create (``POST``) or update (``PUT``) the Lease; False when the API refuses (409: another candidate
+        wrote first, logged at INFO)."""
         try:
-            stored = await self.api.request("PUT", self.path, body=updated, timeout=timeout)
+            stored = await self.api.request(verb, path, body=body, timeout=self.renew_deadline)
         except KubeError as e:
             level = logging.INFO if e.status == 409 else logging.WARNING
-            self._report(f"Lease {self.namespace}/{self.name}: cannot update it: {e.message}", level)
+            self._report(f"Lease {self.namespace}/{self.name}: cannot {what} it: {e.message}", level)
             return False
         self._observe(stored)
         self._renewed_at = self.clock()
@@ -230,11 +225,9 @@ class LeaderElector:
 
     def _observe(self, lease: dict[str, Any]) -> None:
         spec = spec_v if isinstance(spec_v := lease.get("spec"), dict) else {}
-        rv = (lease.get("metadata") or {}).get("resourceVersion")
         if spec != self._observed_spec:
             self._observed_spec = dict(spec)
             self._observed_time = self.clock()
-        self._observed_rv = rv
         self.holder = spec.get("holderIdentity") or ""
 
     # ------------------------------------------------------------------ loop

@@ -16,30 +16,13 @@ from ...config import COSCHEDULING, LEGACY_POD_GROUP_API_GROUP, POD_GROUP_API_GR
 from ...config import KUBE_DEFAULT_SCHEDULER
 from ...gang.patch import pointer, set_keys_ops, set_op
 from ...gang.plan import GangPlan, PodTarget, get_path
-from ..common import ObjectType, Ownership
+from ..common import ObjectType
 from .podgroup import (
     describe_spec, desired_pod_group, merge_shared_spec, ownership, spec_changes, spec_differs, spec_json_patch,
 )
 
-__all__ = ["desired_objects", "spec_differs", "update_ops", "ownership", "template_joined", "switch_back_ops",
-           "Ownership", "scheduler_ops", "plan_patch", "ungang_ops", "crd_missing_message", "other_pod_group_group",
-           "Coscheduling", "BACKEND"]
-
-
-def desired_objects(plan: GangPlan, config: Config) -> list[dict[str, Any]]:
-    """``[PodGroup]`` (``podgroup.desired_pod_group``): the one object a Coscheduling gang needs."""
-    return [desired_pod_group(plan, config)]
-
-
-def update_ops(existing: dict[str, Any], desired: dict[str, Any], version: str = "") -> list[dict[str, Any]]:
-    """JSON patch making the PodGroup's managed spec fields equal ``desired``'s (never ``None``: every field of a
-    scheduler-plugins PodGroup spec may change)."""
-    return spec_json_patch(existing, desired["spec"]) if spec_differs(existing, desired["spec"]) else []
-
-
-def template_joined(obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
-    """True when the target's pods carry the plan's pod-group label (so they will wait on its PodGroup)."""
-    return get_path(obj, target.labels + (config.pod_group_label,)) == plan.group_name
+__all__ = ["switch_back_ops", "scheduler_ops", "plan_patch", "ungang_ops", "crd_missing_message",
+           "other_pod_group_group", "Coscheduling", "BACKEND"]
 
 
 def switch_back_ops(obj: dict[str, Any], plan: GangPlan, config: Config) -> list[dict[str, Any]]:
@@ -215,16 +198,12 @@ class Coscheduling:
     def prepare(self, plan: GangPlan, obj: dict[str, Any], config: Config, deferred: bool) -> None:
         return None
 
-    def join_ops(self, obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool,
-                 old: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-        return plan_patch(obj, plan, config, label_workload, old)
-
-    def leave_ops(self, obj: dict[str, Any], old_plan: GangPlan,
-                  config: Config) -> tuple[list[dict[str, Any]], list[str]]:
-        return ungang_ops(obj, old_plan, config)
+    join_ops = staticmethod(plan_patch)
+    leave_ops = staticmethod(ungang_ops)
 
     def joined(self, obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
-        return template_joined(obj, target, plan, config)
+        """True when the target's pods carry the plan's pod-group label (so they will wait on its PodGroup)."""
+        return get_path(obj, target.labels + (config.pod_group_label,)) == plan.group_name
 
     def pod_in_group(self, pod: dict[str, Any], name: str, config: Config) -> bool:
         return get_path(pod, ("metadata", "labels", config.pod_group_label)) == name
@@ -274,18 +253,19 @@ class Coscheduling:
         )
 
     def desired_objects(self, plan: GangPlan, config: Config) -> list[dict[str, Any]]:
-        return desired_objects(plan, config)
+        """``[PodGroup]`` (``podgroup.desired_pod_group``): the one object a Coscheduling gang needs."""
+        return [desired_pod_group(plan, config)]
 
     def size_of(self, obj: dict[str, Any]) -> Any:
         return get_path(obj, ("spec", "minMember"))
 
     def update_ops(self, existing: dict[str, Any], desired: dict[str, Any],
                    version: str = "") -> list[dict[str, Any]] | None:
-        return update_ops(existing, desired, version)
+        """JSON patch making the PodGroup's managed spec fields equal ``desired``'s (never ``None``: every field of a
+        scheduler-plugins PodGroup spec may change)."""
+        return spec_json_patch(existing, desired["spec"]) if spec_differs(existing, desired["spec"]) else []
 
-    def ownership(self, existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool,
-                  others: int | None = None) -> Ownership:
-        return ownership(existing, plan, config, explicit_name, others)
+    ownership = staticmethod(ownership)
 
     def describe(self, desired: dict[str, Any]) -> list[str]:
         """``interface.BackendHooks.describe``: ``podgroup.describe_spec``."""

@@ -589,9 +589,7 @@ class WorkloadAPI:
                  old: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         return plan_patch(obj, plan, config, label_workload)
 
-    def leave_ops(self, obj: dict[str, Any], old_plan: GangPlan,
-                  config: Config) -> tuple[list[dict[str, Any]], list[str]]:
-        return ungang_ops(obj, old_plan, config)
+    leave_ops = staticmethod(ungang_ops)
 
     def joined(self, obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
         return template_group(obj, target) == plan.group_name
@@ -606,15 +604,9 @@ class WorkloadAPI:
         group someone else named)."""
         return None
 
-    def desired_objects(self, plan: GangPlan, config: Config) -> list[dict[str, Any]]:
-        return desired_objects(plan, config)
-
-    def size_of(self, obj: dict[str, Any]) -> Any:
-        return min_count_of(obj)
-
-    def update_ops(self, existing: dict[str, Any], desired: dict[str, Any],
-                   version: str) -> list[dict[str, Any]] | None:
-        return update_ops(existing, desired, version)
+    desired_objects = staticmethod(desired_objects)
+    size_of = staticmethod(min_count_of)
+    update_ops = staticmethod(update_ops)
 
     def ownership(self, existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool,
                   others: int | None = None) -> Ownership:
@@ -633,16 +625,9 @@ class WorkloadAPI:
              "the pod-group label admit wrote on pod templates, removed when a gang moves here"),
         )
 
-    def deferring_reason(self, obj: dict[str, Any], plan: GangPlan, backend: str, config: Config,
-                         kind: Any = None) -> str | None:
-        return deferring_reason(obj, plan, backend, config, kind)
-
-    def native_handover(self, obj: dict[str, Any], plan: GangPlan, config: Config,
-                        kind: Any = None) -> tuple[list[dict[str, Any]], list[str]]:
-        return native_handover(obj, plan, config, kind)
-
-    def written_group(self, obj: dict[str, Any], plan: GangPlan, config: Config) -> str | None:
-        return written_group(obj, plan, config)
+    deferring_reason = staticmethod(deferring_reason)
+    native_handover = staticmethod(native_handover)
+    written_group = staticmethod(written_group)
 
     def cannot_admit(self, kind: str, existing: dict[str, Any], desired: dict[str, Any],
                      ops: list[dict[str, Any]] | None, plan: GangPlan, config: Config) -> tuple[int | None, str] | None:
