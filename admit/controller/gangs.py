@@ -20,18 +20,14 @@ garbage collector delete them within ~25 ms). Once the workload is stored:
   it for a member still waiting (:meth:`GangController.follow`), so a retry does not wait for members that succeeded;
 - Events on the workload for each of these and for what it cannot do; a namespace being deleted is left alone.
 
-What it keeps: list+watch caches of the backend's object kinds, managed by admit (``app.kubernetes.io/managed-by``)
-and not (a hand-written object a workload names is known without an API call and never written over), as small
-records (``claims.object_record``); an index of its objects by owner annotation. The claims (what each stored gang
-workload asks for) are the manager's. Its key loop (``keyloop.KeyLoop``, keyed ``(namespace, name)``: every object
-of a gang carries its name) runs ``settings.workers`` workers while its replica leads.
-
-Every write goes behind the guards of ``guards.WriteGuards``: an adopt, create or patch is made only once the
-workload read live agrees; a write something keeps undoing backs off; adoption goes on without
-``blockOwnerDeletion`` where the API refuses it. A decision waits while an object was written by the webhook ahead
-of the workload read (the generation and workload-replaces stamps, ``backends.common.ahead_of``). Patches carry the
-``resourceVersion`` they were decided on (409: read the object and decide again), deletes ``preconditions``; before
-a delete the orphan's owner is read live and the pods that wait on the group are listed.
+It keeps list+watch caches of the backend's object kinds, managed by admit (``app.kubernetes.io/managed-by``) and
+not (a hand-written object a workload names is never written over), as small records (``claims.object_record``),
+indexed by owner annotation; the claims are the manager's. Its key loop (``keyloop.KeyLoop``, keyed ``(namespace,
+name)``: every object of a gang carries its name) runs while its replica leads. Every write goes behind
+``guards.WriteGuards``; a decision waits while an object was written by the webhook ahead of the workload read
+(``backends.common.ahead_of``). Patches carry the ``resourceVersion`` they were decided on (409: read the object and
+decide again), deletes ``preconditions``; before a delete the orphan's owner is read live and the pods that wait on
+the group are listed.
 """
 
 from __future__ import annotations
@@ -78,9 +74,9 @@ _TOPICS = ("other:", "problem:", "notice:", *REPORTS)
 
 
 class GangController:
-    """See the module docstring. ``manager``: the :class:`manager.Manager` it runs in (settings, REST client, Lease,
-    Events, workload caches, claims); ``backend`` / ``api``: the two halves of the backend; ``config``: the settings
-    its objects are read with (a Workload API version found again after an upgrade, else the manager's).
+    """See the module docstring. ``manager``: the :class:`manager.Manager` it runs in; ``backend`` / ``api``: the two
+    halves of the backend; ``config``: the settings its objects are read with (a version found again after an
+    upgrade, else the manager's).
 
     Attributes:
         managed / others: ``{kind: WatchCache}`` of its objects, managed by admit and not.
@@ -285,7 +281,7 @@ class GangController:
                 self.loop.queue.add_after(key, action.delay)
             elif action.kind in ("create", "patch") and not self.guards.repeating(key, action):
                 self.actions.append((action.kind, key))
-                await (self._create if action.kind == "create" else self._patch)(key, action, depth)
+                await self._write(key, action, depth)
             elif action.kind != "delete":
                 self.actions.append((action.kind, key))
 
@@ -396,64 +392,57 @@ class GangController:
             return
         await self._reconcile(key, {kind: fetched}, depth + 1)
 
-    async def _create(self, key: Key, action: Action, depth: int) -> None:
-        claim, kind = action.claim, action.object_kind
-        assert claim is not None and action.body is not None
+    async def _write(self, key: Key, action: Action, depth: int) -> None:
+        """Carry out a ``create`` or ``patch`` action (a patch names the ``resourceVersion`` it was decided on): a
+        409 is decided again on the stored object; a 404 of a patch (deleted meanwhile) waits for its DELETED event;
+        a namespace being deleted gets nothing re-created; other errors raise, with a Warning Event once."""
+        claim, kind, create = action.claim, action.object_kind, action.kind == "create"
+        assert claim is not None and (action.body is not None or not create)
         what = f"{kind} {key[0]}/{key[1]}"
         self.guards.strip_block_owner_deletion(action)
         self._check_leader()
         try:
-            created = await self.api.request("POST", self.resources[kind].path(key[0]), body=action.body)
+            if create:
+                written = await self.api.request("POST", self.resources[kind].path(key[0]), body=action.body)
+            else:
+                written = await self.api.request("PATCH", self.resources[kind].path(*key), body=action.ops,
+                                                 content_type="application/json-patch+json")
         except KubeError as e:
             if e.status == 409:
                 return await self._refetch(key, kind, depth)
-            if namespace_terminating(e):  # the namespace and the workload in it are going: nothing to re-create
+            if e.status == 404 and not create:
+                self.loop.queue.add_after(key, 0.05)
+                return None
+            if create and namespace_terminating(e):  # the namespace and the workload in it are going
                 self.loop.report(key, "terminating", f"{what} not re-created for {claim.ref}: its namespace is being "
                                                       "deleted", logging.INFO)
                 return None
             if self.guards.blocked_owner_deletion(e, claim):
-                return await self._create(key, action, depth)
-            raise self._fail(claim, key, e, f"cannot create {what} for {claim.ref}: {e.message}")
-        self.loop.resolved(key, "fail")
-        self.loop.resolved(key, "terminating")
-        self.guards.wrote(key, action)
-        log.info("created %s for %s (%s), owned by uid %s", what, claim.ref, ", ".join(action.changes), claim.uid)
-        self._counted(kind, "recreated")
-        self._event(claim.workload, "Normal", f"{kind}Created", "Create",
-                    f"created {kind} {key[1]} ({', '.join(action.changes)}); owned by this {claim.kind}, deleted "
-                    f"with it", related=created)
-
-    async def _patch(self, key: Key, action: Action, depth: int) -> None:
-        claim, kind = action.claim, action.object_kind
-        assert claim is not None
-        what = f"{kind} {key[0]}/{key[1]}"
-        self.guards.strip_block_owner_deletion(action)
-        self._check_leader()
-        try:
-            patched = await self.api.request("PATCH", self.resources[kind].path(*key), body=action.ops,
-                                             content_type="application/json-patch+json")
-        except KubeError as e:
-            if e.status == 409:  # changed since we decided (resourceVersion precondition)
-                return await self._refetch(key, kind, depth)
-            if e.status == 404:  # deleted meanwhile: its DELETED event brings it back here
-                self.loop.queue.add_after(key, 0.05)
-                return
-            if self.guards.blocked_owner_deletion(e, claim):
-                return await self._patch(key, action, depth)
-            raise self._fail(claim, key, e, f"cannot update {what} for {claim.ref}: {e.message}")
+                return await self._write(key, action, depth)
+            raise self._fail(claim, key, e, f"cannot {'create' if create else 'update'} {what} for {claim.ref}: "
+                                            f"{e.message}")
         self.loop.resolved(key, "fail")
         self.guards.wrote(key, action)
+        if create:
+            self.loop.resolved(key, "terminating")
+            log.info("created %s for %s (%s), owned by uid %s", what, claim.ref, ", ".join(action.changes), claim.uid)
+            self._counted(kind, "recreated")
+            self._event(claim.workload, "Normal", f"{kind}Created", "Create",
+                        f"created {kind} {key[1]} ({', '.join(action.changes)}); owned by this {claim.kind}, deleted "
+                        f"with it", related=written)
+            return None
         if action.adopt:
             log.info("adopted %s: owner %s uid %s", what, claim.ref, claim.uid)
             self._counted(kind, "adopted")
             self._event(claim.workload, "Normal", f"{kind}Adopted", "Adopt",
                         f"{kind} {key[1]} is now owned by this {claim.kind}: the garbage collector deletes it "
-                        f"with the {claim.kind}", related=patched)
+                        f"with the {claim.kind}", related=written)
         if action.changes:
             log.info("updated %s for %s: %s", what, claim.ref, "; ".join(action.changes))
             self._counted(kind, "patched")
             self._event(claim.workload, "Normal", f"{kind}Updated", "Update",
-                        f"{kind} {key[1]} spec updated: {'; '.join(action.changes)}", related=patched)
+                        f"{kind} {key[1]} spec updated: {'; '.join(action.changes)}", related=written)
+        return None
 
     async def _delete(self, key: Key, objects: dict[str, JSON | None], deletes: list[Action]) -> None:
         """Delete the unclaimed gang's objects (``deletes``, in reverse creation order), once the caches of its
