@@ -1,27 +1,18 @@
 """Gang backends: which objects and pod fields the same ``gang.admit.dev/*`` annotations become.
 
-- built in: ``coscheduling`` (default): a scheduler-plugins ``PodGroup``, the pod label
-  ``scheduling.x-k8s.io/pod-group`` and ``schedulerName`` of the Coscheduling profile (``backends/coscheduling/``);
-  ``workload-api``: Kubernetes' native ``Workload`` and runtime ``PodGroup`` (scheduling.k8s.io) and pod
-  ``spec.schedulingGroup.podGroupName`` (``backends/workload_api/``);
-- any other installed one, found through the ``admit.gang_backends`` entry points (``registry.py``).
+The built-ins (``backends/coscheduling/``: a scheduler-plugins PodGroup, the pod-group label and ``schedulerName``;
+``backends/workload_api/``: Kubernetes' native Workload and PodGroup, pod ``spec.schedulingGroup``) and any other
+installed through the ``admit.gang_backends`` entry points (``registry.py``). A workload's backend is
+``<prefix>/backend``, else ``--gang-backend``; one that is not enabled (``--gang-backend`` /
+``--extra-gang-backend``: the chart grants RBAC for those only) is refused with the reason. :func:`with_backend`
+wraps every resolver of ``kinds.RESOLVERS``, so mutate, validate, the scale check and the controller see the same
+``plan.backend``.
 
-A workload's backend is ``<prefix>/backend`` when set, else ``--gang-backend``; a backend that is not enabled
-(``--gang-backend`` / ``--extra-gang-backend``, the chart grants RBAC for those only) is refused with the reason.
-:func:`with_backend` wraps every resolver of ``kinds.RESOLVERS``, so mutate, validate, the scale check and the
-controller all see the same ``plan.backend``.
-
-Deferring: a workload whose native gang someone else makes (its own controller from ``spec.scheduling``, a parent's
-Workload, a group its templates already name) is validated only (``mutate`` and ``create_pod_group`` off, with a
-note): every registered backend is asked (its optional ``deferring_reason`` hook; the ``workload-api`` backend's
-rules are in ``admit/backends/workload_api/native.py``), and a plan admit does not mutate gets the ops of their
-``native_handover`` hooks instead (:func:`handover_ops`, called by ``mutate.plan_patch``).
-
-Which kinds keep to some backends (Spark: the spark-operator does not copy ``schedulingGroup`` into the pods it makes,
-and executors join their driver by label), which kinds' controllers make a native gang, which take a parent's and
-which admit hands over are facts of each kind's record (``WorkloadKind.allowed_backends``, ``controller_gang``,
-``gang_from_parent``, ``handover``), passed in by ``admit.families.kinds``: this module names no kind and no
-backend.
+Deferring: a workload whose gang someone else makes (its own controller from ``spec.scheduling``, a parent's
+Workload, a group its templates name) is validated only (``mutate`` and ``create_pod_group`` off, with a note), as
+the registered backends' ``deferring_reason`` hooks say; such a plan gets the ops of their ``native_handover`` hooks
+(:func:`handover_ops`). The per-kind facts (``WorkloadKind.allowed_backends``, ``controller_gang``,
+``gang_from_parent``, ``handover``) come with the kind's record: this module names no kind and no backend.
 """
 
 from __future__ import annotations
@@ -31,7 +22,7 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
-from ..gang.plan import (BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Resolver, below_min_member,
+from ..gang.plan import (BelowMinMember, GangAnnotations, GangError, GangPlan, Resolver, below_min_member,
                          counted_and_fix, min_member_source)
 from .interface import GangBackend
 from .registry import BACKENDS, backend_of, hook_of, hooks
@@ -39,9 +30,8 @@ from .registry import BACKENDS, backend_of, hook_of, hooks
 if TYPE_CHECKING:  # the kind's record is the families' type; a backend only reads the facts passed to it
     from ..families.shared import WorkloadKind
 
-__all__ = ["with_backend", "with_joiner_backend", "apply_backend", "handover_ops", "template_joined",
-           "scheduler_phrase", "scheduler_of", "requested_backend", "refuse_below", "render_below", "check_plan",
-           "BACKENDS", "GangBackend", "backend_of"]
+__all__ = ["with_backend", "with_joiner_backend", "apply_backend", "handover_ops", "scheduler_of",
+           "requested_backend", "render_below", "check_plan", "BACKENDS", "GangBackend", "backend_of"]
 
 
 def requested_backend(ann: GangAnnotations, config: Config) -> str:
@@ -59,26 +49,6 @@ def scheduler_of(backend: str) -> str:
     return found.scheduler if found is not None else "the gang scheduler"
 
 
-def scheduler_phrase(plan: GangPlan) -> str:
-    """:func:`scheduler_of` the plan's backend."""
-    return scheduler_of(plan.backend)
-
-
-def refuse_below(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str, *,
-                 ref: str | None = None, source: str | None = None, lower: str | None = None,
-                 backend: str | None = None) -> None:
-    """:func:`admit.gang.plan.below_min_member` with its message rendered at once (:func:`render_below`); the same
-    arguments.
-
-    Raises:
-        GangError (403): ``0 < total_pods < min_member``.
-    """
-    try:
-        below_min_member(plan, ann, config, counted, fix, ref=ref, source=source, lower=lower, backend=backend)
-    except BelowMinMember as e:
-        raise render_below(e, ann, config) from None
-
-
 def render_below(e: BelowMinMember, ann: GangAnnotations, config: Config) -> GangError:
     """The refusal of a gang below its minMember (``gang.plan.BelowMinMember``), its message naming the scheduler
     of ``e.backend``, else of the backend the workload asks for (:func:`requested_backend`): the one place that
@@ -87,7 +57,7 @@ def render_below(e: BelowMinMember, ann: GangAnnotations, config: Config) -> Gan
 
 
 def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
-    """Refuse a plan whose pod count (:func:`refuse_below`), or whose last wave (``plan.last_wave``), is below its
+    """Refuse a plan whose pod count (``gang.plan.below_min_member``), or whose last wave (``plan.last_wave``), is below its
     minMember; ``plan.backend`` is set (after :func:`apply_backend`).
 
     Raises:
@@ -97,32 +67,22 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
     """
     total = plan.total_pods
     try:
-        refuse_below(plan, ann, config, *counted_and_fix(plan), backend=plan.backend)
-    except GangError as e:
+        below_min_member(plan, ann, config, *counted_and_fix(plan), backend=plan.backend)
+    except BelowMinMember as e:
+        refusal = render_below(e, ann, config)
         if plan.refusal_note:
-            e.message = f"{e.message}. {plan.refusal_note}"
-            e.args = (e.message,)
-        raise
+            refusal.message = f"{refusal.message}. {plan.refusal_note}"
+            refusal.args = (refusal.message,)
+        raise refusal from None
     source = min_member_source(plan, ann, config)
     wave = plan.last_wave
     if wave is not None and total and 0 < wave.size < plan.min_member:
         raise GangError(
             f"{plan.ref}: {wave.why}, fewer than its gang minMember {plan.min_member} ({source}); kube-scheduler does "
-            f"not count finished pods, so {scheduler_phrase(plan)} would keep "
+            f"not count finished pods, so {scheduler_of(plan.backend)} would keep "
             f"{'that pod' if wave.size == 1 else 'those pods'} Pending forever. {wave.fix[0].upper()}{wave.fix[1:]}, "
             f"or set {config.min_member_key} to at most {wave.size}"
         )
-
-
-def _deferring_reason(obj: dict[str, Any], plan: GangPlan, backend: str, config: Config,
-                      kind: WorkloadKind | None) -> str | None:
-    """Why someone else makes this workload's gang objects: the first answer of the registered backends'
-    ``deferring_reason`` hooks (``workload_api.native.deferring_reason``), or ``None``."""
-    for reason_of in hooks("deferring_reason"):
-        reason = reason_of(obj, plan, backend, config, kind)
-        if reason is not None:
-            return reason
-    return None
 
 
 def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, config: Config,
@@ -152,7 +112,8 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
                             f"--extra-gang-backend {to} (chart: config.extraGangBackends)", 400)
         plan.notes.append(f"{plan.ref}: {allowed.who} pods stay on the {to} backend ({allowed.why})")
         backend = to
-    reason = _deferring_reason(obj, plan, backend, config, kind)
+    reason = next((r for reason_of in hooks("deferring_reason")
+                   if (r := reason_of(obj, plan, backend, config, kind)) is not None), None)
     if reason is not None:
         plan.mutate = False
         plan.create_pod_group = False
@@ -220,9 +181,3 @@ def with_joiner_backend(joiner: Any) -> Any:
         return plan
 
     return join
-
-
-def template_joined(obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
-    """True when the target's pods will wait on the plan's group (``GangBackend.joined`` of the plan's backend: the
-    pod-group label for coscheduling, ``spec.schedulingGroup.podGroupName`` for workload-api)."""
-    return backend_of(plan.backend).joined(obj, target, plan, config)

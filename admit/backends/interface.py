@@ -1,18 +1,12 @@
 """The interface every gang backend implements. Pure.
 
 A gang backend turns one :class:`admit.gang.plan.GangPlan` into the objects a scheduler waits on (a
-scheduler-plugins PodGroup; a native Workload and PodGroup) and into the pod fields that make the pods wait on them
-(a label and ``schedulerName``; ``spec.schedulingGroup``). The framework (``webhook/``, ``controller/``,
-``backends/__init__.py``) calls a backend only through :class:`GangBackend` (the pure half, here) and
-:class:`admit.backends.runtime.BackendAPI` (the half that talks to the API server, in the backend's folder), found
-by the plan's ``backend`` name in ``registry.BACKENDS`` and ``runtime.APIS``: it never branches on a backend's name.
-``admit status`` explains a backend's gangs through the optional status part of its API half
-(``runtime.BackendAPI.status``, an ``admit/backends/status.py`` ``BackendStatus``: listing through the API, and a
-pure diagnosis).
-
-The built-in backends: ``coscheduling`` (``admit/backends/coscheduling/``) and ``workload-api``
-(``admit/backends/workload_api/``). A backend defined elsewhere (tests/backends/volcano.py is one) joins with
-``registry.register`` and ``runtime.register``; docs/architecture.md, "Add a gang backend", lists the steps.
+scheduler-plugins PodGroup; a native Workload and PodGroup) and into the pod fields that make the pods wait on them.
+The framework (``webhook/``, ``controller/``, ``backends/__init__.py``) finds a backend by the plan's ``backend`` in
+``registry.BACKENDS`` (:class:`GangBackend`, here) and ``runtime.APIS`` (:class:`BackendAPI`, the half that talks to
+the API server) and never branches on its name. The built-ins live in ``admit/backends/coscheduling/`` and
+``admit/backends/workload_api/``; docs/architecture.md, "Add a gang backend", lists the steps for another
+(tests/backends/volcano.py is one).
 """
 
 from __future__ import annotations
@@ -131,10 +125,8 @@ class GangBackend(Protocol):
 
 
 class BackendHooks(Protocol):
-    """Optional methods of a :class:`GangBackend`, for what only some backends do; the framework looks each up on
-    the backend (``registry.hooks``, ``registry.hook_of``; the admission engine, ``admit/backends/ensure.py``) and does
-    without it when it is absent.
-    """
+    """Optional methods of a :class:`GangBackend`, for what only some backends do: the framework looks each up
+    (``registry.hooks``, ``registry.hook_of``) and does without it when it is absent."""
 
     def deferring_reason(self, obj: JSON, plan: GangPlan, backend: str, config: Config,
                          kind: Any = None) -> str | None:
@@ -177,12 +169,11 @@ class BackendHooks(Protocol):
         ...
 
     def unknown_group(self, pod: JSON, namespace: str, config: Config, cache: Any) -> str | None:
-        """Asked of every registered backend for a Pod CREATE admitted with no gang of its own (no gang
-        annotations), when admit runs with the controller's caches: the name of the group the pod names with this
-        backend's key when ``cache`` (``admission.GroupCache``) does not hold it, else ``None``. A dict lookup or
-        two: every such Pod CREATE asks. The backend's API half then says what is missing
-        (:attr:`BackendAPI.missing_group`). For a backend whose scheduler keeps a pod that names a group that does
-        not exist waiting forever (Coscheduling's Permit: ``PodGroupNotFound``)."""
+        """Asked of every registered backend for a Pod CREATE admitted with no gang annotations, with the
+        controller's caches: the name of the group the pod names with this backend's key when ``cache``
+        (``admission.GroupCache``) does not hold it, else ``None``; a dict lookup or two (every such Pod CREATE
+        asks). For a backend whose scheduler keeps a pod naming a missing group waiting forever; its API half says
+        what is missing (:attr:`BackendAPI.missing_group`)."""
         ...
 
     def owned_fields(self, config: Config) -> tuple[tuple[tuple[str, ...], bool, str], ...]:
@@ -197,10 +188,9 @@ class BackendHooks(Protocol):
         ...
 
     def pod_selector(self, name: str, config: Config) -> str:
-        """For the controller's check that no live pod waits on an orphaned group before it deletes it: a label
-        selector for the pods of group ``name`` (Coscheduling: ``scheduling.x-k8s.io/pod-group=<name>``), so that
-        only those are listed; without it, every live pod of the namespace, filtered with
-        :meth:`GangBackend.pod_in_group`."""
+        """A label selector for the pods of group ``name`` (``scheduling.x-k8s.io/pod-group=<name>``), which the
+        controller lists before it deletes an orphaned group; without it, every live pod of the namespace, filtered
+        with :meth:`GangBackend.pod_in_group`."""
         ...
 
     def describe_changes(self, existing: JSON, desired: JSON) -> list[str]:
@@ -211,7 +201,7 @@ class BackendHooks(Protocol):
 
 GangDecide = Callable[..., list[Action]]
 """``decide(key, objects, claims, config, *, now, unclaimed_since, grace) -> [action.Action]``: the pure controller
-decision for one gang key over the backend's objects (``backends.gangobjects.decide_objects`` for any backend)."""
+decision for one gang key (``backends.gangobjects.decide_objects``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,12 +209,9 @@ class BackendAPI:
     """The API half of one backend.
 
     Attributes:
-        decide: the decision of the backend's gang controller (``controller/gangs.py``); ``None``:
-            ``gangobjects.decide_objects`` over the backend, the one decision every built-in uses.
-        below_min_count: ``(PodGroup, its pods) -> (scheduled, pending, minCount) | None`` for a gang that broke
-            after it was scheduled (``workload_api.diagnose.below_min_count``; the gang controller counts them every
-            resync period, over the last of its object kinds, with the pods ``GangBackend.pod_in_group`` says wait
-            on it), or ``None``.
+        decide: the decision of its gang controller; ``None``: ``gangobjects.decide_objects`` over the backend.
+        below_min_count: ``(group, its pods) -> (scheduled, pending, minCount) | None`` for a gang that broke
+            after it was scheduled, which the gang controller counts every resync period, or ``None``.
         below_min_gauge: ``(count) -> None``, the backend's gauge of those gangs, set after each count (0 when
             this replica stops leading); ``None``: none.
         status: its ``admit status`` part (``status.BackendStatus``: list its objects, diagnose its gangs), or

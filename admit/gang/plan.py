@@ -584,7 +584,7 @@ def below_min_member(plan: GangPlan, ann: GangAnnotations, config: Config, count
                      backend: str | None = None) -> None:
     """Refuse a gang whose pods (``plan.total_pods``) are fewer than its minMember, as structured data: every
     family and ``backends.check_plan`` refuse through it, and the message names the scheduler of the gang's backend
-    the same way for every kind (rendered by ``backends.with_backend`` / ``backends.refuse_below``). The arguments
+    the same way for every kind (rendered by ``backends.with_backend`` / ``backends.check_plan``). The arguments
     are :class:`BelowMinMember`'s; by default ``ref`` is ``plan.ref`` (an operator's object names the user's object
     that made it), ``source`` :func:`min_member_source`, ``lower`` the min-member annotation.
 

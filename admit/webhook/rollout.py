@@ -42,7 +42,7 @@ from typing import Any
 
 import jsonpatch
 
-from ..backends import backend_of, scheduler_phrase, template_joined
+from ..backends import backend_of, scheduler_of
 from ..config import Config
 from ..families.apps import resolve_int_or_percent
 from ..families.kinds import KINDS
@@ -63,8 +63,8 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     rollout = kind.rollout if kind is not None else None
     if old is None or rollout is None or plan.min_member <= 1:
         return None
-    if any(template_joined(old, t, plan, config) for t in plan.targets):
-        return None  # already this gang (its backend's template_joined): old pods count as siblings
+    if any(backend_of(plan.backend).joined(old, t, plan, config) for t in plan.targets):
+        return None  # already this gang (its backend's joined): old pods count as siblings
     old_replicas = get_path(old, ("spec", "replicas"))
     old_replicas = 1 if old_replicas is None else old_replicas
     if not isinstance(old_replicas, int) or isinstance(old_replicas, bool) or old_replicas <= 0:
@@ -81,8 +81,8 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
         f"{plan.ref} runs {old_replicas} pod{'s' if old_replicas != 1 else ''} outside gang {plan.group_name}; this "
         f"update moves them into it (minMember {plan.min_member}) by a rolling update, which makes at most {at_once} "
         f"new pod{'s' if at_once != 1 else ''} at a time ({how}) and waits for them to run, while "
-        f"{scheduler_phrase(plan)} keeps them Pending until {plan.min_member} exist: the rollout would never finish. "
-        f"Instead, {fixes}"
+        f"{scheduler_of(plan.backend)} keeps them Pending until {plan.min_member} exist: the rollout would never "
+        f"finish. Instead, {fixes}"
     )
 
 
@@ -118,7 +118,7 @@ def running_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
     try:
         return rule(RunningUpdate(obj, old, _marked(obj, plan, config), _marked(old, plan, config)), plan, config)
     except BelowMinMember as e:  # a family's refusal as data, named with the backend's scheduler here
-        return RunningVerdict(e.message_for(scheduler_phrase(plan)), True)
+        return RunningVerdict(e.message_for(scheduler_of(plan.backend)), True)
 
 
 def removal_problem(obj: dict[str, Any], old: dict[str, Any], old_plan: GangPlan,

@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backends import backend_of, check_plan, scheduler_phrase, template_joined
+from ..backends import backend_of, check_plan, scheduler_of
 from ..gang.children import is_child
 from ..config import Config
 from ..families.kinds import PARENTS, POD_JOINERS, READS, RESOLVERS, SCALABLE, annotations_path, carried_annotations, \
@@ -191,7 +191,7 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
     if 0 < check.replicas < plan.min_member:
         return Verdict(Decision.deny(
             f"scaling {plan.ref} to {check.replicas} replica{'s' if check.replicas != 1 else ''} goes below its gang "
-            f"minMember {plan.min_member} ({config.min_member_key}): {scheduler_phrase(plan)} would keep every pod "
+            f"minMember {plan.min_member} ({config.min_member_key}): {scheduler_of(plan.backend)} would keep every pod "
             f"Pending forever. Scale to at least {plan.min_member} (or to 0 to pause it), or lower "
             f"{config.min_member_key} first"
         ))
@@ -211,8 +211,8 @@ def _hpa_decision(check: ScaleCheck, plan: GangPlan, ann: GangAnnotations, confi
         return Decision()
     target = f"{check.kind} {check.namespace}/{check.name}"
     why = (f"the gang minMember {plan.min_member} of {target} ({config.min_member_key}={plan.min_member}): "
-           f"{scheduler_phrase(plan)} would keep the pods of a smaller {check.kind} Pending forever, so admit refuses "
-           f"every scale below {plan.min_member}, on every HPA cycle, with the error only in this HPA's status")
+           f"{scheduler_of(plan.backend)} would keep the pods of a smaller {check.kind} Pending forever, so admit "
+           f"refuses every scale below {plan.min_member}, on every HPA cycle, with the error only in this HPA's status")
     if 0 < check.replicas < plan.min_member:
         return Decision.deny(
             f"{check.hpa} has spec.minReplicas={check.replicas}, below {why}. Set spec.minReplicas to at least "
@@ -331,7 +331,7 @@ def _unlabelled_generated(req: AdmissionRequest, plan: GangPlan, ann: GangAnnota
     gen = get_path(obj, ("metadata", "generateName"))
     if obj is None or req.operation != "CREATE" or not gen or ann.pod_group is not None or not plan.mutate:
         return None
-    missing = [t.where for t in plan.targets if not template_joined(obj, t, plan, config)]
+    missing = [t.where for t in plan.targets if not backend_of(plan.backend).joined(obj, t, plan, config)]
     if not missing:
         return None
     field = backend_of(plan.backend).join_field(config)
@@ -440,7 +440,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     if not plan.create_pod_group:
         return Verdict(decision)
     decision.warnings.extend(countable_warnings(plan, obj))
-    if any(t.immutable and not template_joined(obj, t, plan, config) for t in plan.targets):
+    if any(t.immutable and not backend_of(plan.backend).joined(obj, t, plan, config) for t in plan.targets):
         return Verdict(decision)  # its pods cannot be labelled (the mutating webhook warned): no PodGroup to wait on
     unlabelled = _unlabelled_generated(req, plan, ann, config)
     if unlabelled:
