@@ -1,46 +1,34 @@
 """Admission orchestration: run the pure decisions, do the API work they ask for, within a deadline.
 
-``mutate`` is pure and synchronous (``mutate.py``). ``validate`` runs ``validate.validate`` and then, where the
-verdict asks for it, makes sure the PodGroup exists with the right spec or reads a scale request's parent.
+``mutate`` is pure (``mutate.py``); ``validate`` runs ``validate.validate`` and then does the work its verdict asks
+for: the gang's objects (``backends.ensure``), a scale request's parent, the kind's admission-time read. Rules
+(docs/behaviour.md, "On each request" and "The rules the code is built on"):
 
-Rules (docs/behaviour.md, "On each request" and "The rules the code is built on"):
-
-- PodGroups are created at admission without an ownerReference (the garbage collector would delete a PodGroup
-  whose owner is not stored yet); the controller adopts them later.
-- 409 AlreadyExists on create is success: read the PodGroup, check who it belongs to
-  (``podgroup.ownership``), patch its spec only where it differs.
-- ``dryRun`` requests get the same answer and write nothing: writes are sent with ``dryRun=All`` so that
-  kube-apiserver still validates them (``sideEffects: NoneOnDryRun``).
-- All API calls of one request share one budget (``Config.api_timeout_seconds``); when the API fails, the
-  failure mode decides: ``deny`` refuses with the reason (code 503), ``allow`` admits with a warning. A request never
-  hangs past the budget.
-- A create answered 404 "the server could not find the requested resource" (``kube.resource_not_served``: the
-  backend's CRD is not installed, or only another API group is served) is no passing API failure when the backend says
-  so (``GangBackend.not_served_problem``): the failure mode still decides, but the message names the CRD and the fixes
-  (or what ``admit serve`` found at start, :attr:`Admission.problems`) and says no "retry": retrying never helps. A
-  backend whose served version may have moved finds it again (:attr:`Admission.rediscoveries`).
-- A create refused because the namespace is being deleted (403 "... because it is being terminated",
-  ``kube.namespace_terminating``) is not an API failure: nothing admit could create there would outlive the
-  namespace, so the request is allowed with a warning, whatever the failure mode (a refusal would hold the object,
-  and so the namespace, in Terminating forever).
-- An exception from admit's own code on a request is a bug (input shapes are checked where they are read and refused
-  with 400 naming the field): it never becomes an HTTP 500, and it is not reported as transient either. It is logged
-  as a bug with the traceback and the request uid; mutations answer allowed and unchanged with a warning, and
-  validation follows the failure mode (``deny``: refused with ``status.code`` 500 and no "retry" advice).
-- A Pod CREATE that names a group with a backend's key but carries no gang annotations (a pod-group label set by
-  hand) costs a dict lookup or two when its group is cached (the backends' ``unknown_group`` hook,
-  ``interface.BackendHooks``). A group missing from the cache is that backend's API half's to explain
-  (``BackendAPI.missing_group``: the controller re-creating a group a stored workload claims, or one GET confirming
-  that no such group exists and a warning saying what to create): the pod is allowed, never delayed past the budget,
-  never denied. Only with the controller's caches (``GroupCache.missing``) and never for a dry run.
-- A ``*/scale`` UPDATE reads its parent from the controller's cache of gang workloads (``GroupCache.workload``);
-  a parent absent from a listed cache is no gang: allowed, no read. Only without a listed cache is the parent read
-  live, and a failed read refuses (failure mode) only a parent known to be a gang (an enabled backend's object
-  cached under its name and owned by it, ``GroupCache.gang_object``). An ``auto`` gang's PodGroup is resized in the
-  same admission (``validate.scale_verdict``).
-- A pod whose group only another pod tells, which the caches do not know (``decision.lookup``, a pod joiner's
-  ``shared.PodRead``: a Spark executor's driver pod), gets that pod read once per uid
-  (:meth:`Admission.finish_mutation`); the mutating answer never refuses.
+- Gang objects are created at admission without an ownerReference (the garbage collector would delete them while
+  their owner is not stored yet); the controller adopts them. A 409 on create is read and judged by the backend's
+  ``ownership``. ``dryRun`` requests get the same answer and write with ``dryRun=All`` (``sideEffects:
+  NoneOnDryRun``).
+- All API calls of one request share one budget (``Config.api_timeout_seconds``); when the API fails, the failure
+  mode decides (``deny``: 503 with the reason; ``allow``: admitted with a warning).
+- A create answered 404 (``kube.resource_not_served``) is no passing failure when the backend says so
+  (``GangBackend.not_served_problem``, or what ``admit serve`` found at start, :attr:`Admission.problems`): the
+  message names the CRD and the fix and no "retry". A backend whose served version may have moved finds it again
+  (:attr:`Admission.rediscoveries`).
+- A create refused because the namespace is being deleted (``kube.namespace_terminating``) is allowed with a
+  warning, whatever the failure mode (a refusal would hold the namespace in Terminating).
+- An exception from admit's own code is a bug: never an HTTP 500 nor "transient"; logged with the traceback and the
+  request uid; a mutation is answered allowed and unchanged with a warning, a validation by the failure mode
+  (``deny``: ``status.code`` 500).
+- A Pod CREATE that names a group with a backend's key and carries no gang annotations costs a dict lookup or two
+  when its group is cached (the backends' ``unknown_group`` hooks); a miss is explained by that backend's
+  ``BackendAPI.missing_group`` (at most one GET), never refused or delayed past the budget; only with the
+  controller's caches, never for a dry run.
+- A ``*/scale`` UPDATE reads its parent from the controller's cache of gang workloads (``GroupCache.workload``): a
+  parent absent from a listed cache is no gang. Without a listed cache the parent is read live, and a failed read
+  refuses (failure mode) only a known gang (``GroupCache.gang_object``). An ``auto`` gang's objects are resized in
+  the same admission.
+- A pod whose group only another pod tells (a pod joiner's ``shared.PodRead``: a Spark executor's driver) gets that
+  pod read once per uid (:meth:`Admission.finish_mutation`); the mutating answer never refuses.
 """
 
 from __future__ import annotations
@@ -311,18 +299,14 @@ class Admission:
             decision.warnings,
         )
 
-    async def _ensure(self, verdict: Verdict, generation: int | None = None, replaces: str | None = None) -> None:
-        """Create or patch the plan's PodGroup. ``generation``: the incoming object's ``metadata.generation`` (in the
-        validating phase kube-apiserver has already bumped it for a spec change), stamped on what is written so the
-        controller never writes back a spec from an older generation (``common.generation_annotation``);
-        ``replaces``: on an UPDATE, the ``resourceVersion`` of the stored version it replaces, stamped so that the
-        controller never writes back that version's spec (``common.replaces_annotation``)."""
-        plan = verdict.ensure
-        assert plan is not None
-        decision = verdict.decision
-        # one engine for every backend (admit/backends/ensure.py), over the plan's backend's GangBackend
-        await ensure(self.store, plan, self.config, decision, verdict.explicit_name, verdict.dry_run, self.cache,
-                     generation, replaces)
+    async def _ensure(self, verdict: Verdict, generation: int | None, replaces: str | None) -> None:
+        """The one admission engine (``backends.ensure``) over the plan's backend. ``generation`` (the incoming
+        object's, already bumped for a spec change) and ``replaces`` (on an UPDATE, the ``resourceVersion`` of the
+        stored version it replaces) are stamped on what is written, so the controller never writes back an older
+        spec (``common.generation_annotation``, ``common.replaces_annotation``)."""
+        assert verdict.ensure is not None
+        await ensure(self.store, verdict.ensure, self.config, verdict.decision, verdict.explicit_name,
+                     verdict.dry_run, self.cache, generation, replaces)
 
     async def _check_scale(self, check: ScaleCheck, dry_run: bool) -> Decision:
         """A ``*/scale`` UPDATE: the controller's cache of gang workloads says whether the parent is a gang (a

@@ -1,40 +1,29 @@
 """The mutating decision (``/mutate``): pure, AdmissionRequest in, Decision out, no Kubernetes API call.
 
-Behaviour (docs/behaviour.md, "On each request"). What a pod carries to join its gang is the plan's backend's
-(``admit/backends/interface.py`` ``GangBackend``, found in ``registry.BACKENDS`` by ``plan.backend``): this module
-names no backend's label or field.
+Behaviour: docs/behaviour.md, "On each request". What a pod carries to join its gang is the plan's backend's
+(``GangBackend.join_ops``, ``leave_ops``, ``named_pod_ops``, found by ``plan.backend``): this module names no
+backend's label or field. A second pass gives an empty patch (``reinvocationPolicy: IfNeeded``).
 
-- Workload CREATE/UPDATE with ``gang.admit.dev/min-member``: every pod template gets the backend's marks
-  (``join_ops``: a pod-group label and ``schedulerName``, or ``spec.schedulingGroup``, as the backend says); the
-  workload itself gets the label ``gang.admit.dev/managed: "true"`` (the controller's label selector). An explicit
-  non-default schedulerName is kept, with a warning. A second pass gives an empty patch (``reinvocationPolicy:
-  IfNeeded``).
-- Pod CREATE: a pod that already names its group with a backend's key gets what that backend still adds
-  (``named_pod_ops``: the ``schedulerName`` that goes with a pod-group label); a bare pod with the
-  annotations gets its backend's marks; a pod a registered joiner claims (Spark executor) joins its group. Pods are
-  never touched on UPDATE (most pod fields are immutable; kube-apiserver would refuse the patch).
-- Workload UPDATE that removes the annotation: the backend takes its marks off the templates (``leave_ops``) and the
-  managed label goes (a pod waiting on a group that is gone would wait forever), unless the kind's operator would
-  re-run the workload or refuse for that alone (``rollout.removal_problem``, the same rule as adding them): then
-  nothing is written and the validating webhook refuses with the fix; a warning when it would roll the workload.
-- Workload UPDATE of a stored object whose operator would refuse admit's write, or re-run or roll the workload for
-  it (the kind's ``WorkloadKind.running_update``, ``rollout.running_problem``): nothing is written when the rule
-  refuses (the validating webhook refuses with the fix, so no other webhook refuses a write the user never made);
-  with a warning otherwise.
-- A wrapper (ScheduledSparkApplication, RayCronJob: ``WorkloadKind.carry``) gets its gang annotations written into
-  its template, where its operator copies them onto each run (``families.wrappers.carry_ops``), and nothing else;
-  each run gets them on its own metadata at its CREATE (``families.kinds.carried_annotations``) and is then ganged
-  as any workload of its kind.
-- A child (a ReplicaSet its Deployment made: ``children.py``) passes unchanged: its template is the parent's, which
-  admit already patched.
-- Subresources, DELETE, CONNECT, other kinds, and workloads whose annotations are malformed (the validating webhook
-  refuses those, with the reason) pass unchanged.
-- An UPDATE of an object that is being deleted (``deletionTimestamp`` set), or one that changes only ``status`` or
-  ``metadata.finalizers``, passes unchanged (``lifecycle.py``): removing a finalizer must never be held up.
-- A workload created with ``generateName`` only has no name yet in this phase (kube-apiserver generates it after the
-  mutating webhooks, before the validating ones). Its group is named here, once: ``generated_group_name``
-  (``generateName`` plus five characters derived from ``request.uid``), written where the backend's pods carry it
-  (``join_key``), which the validating phase and the controller then read back from the templates. ``gang.admit.dev/pod-group`` overrides it.
+- Workload CREATE/UPDATE with ``gang.admit.dev/min-member``: every pod template gets the backend's marks, the
+  workload the label ``gang.admit.dev/managed: "true"`` (the controller's label selector); an explicit non-default
+  ``schedulerName`` is kept, with a warning.
+- Pod CREATE: a pod that names its group with a backend's key gets what that backend still adds; a bare pod with
+  the annotations gets its backend's marks; a pod a registered joiner claims (a Spark executor) joins its group.
+  Pods are never touched on UPDATE (most pod fields are immutable).
+- Workload UPDATE that removes the annotation: the backend takes its marks off (a pod naming a group that is gone
+  would wait forever). An UPDATE of a stored object whose operator would refuse admit's write, or re-run or roll
+  the workload for it, or for the removal (``rollout.running_problem``, ``rollout.removal_problem``): nothing is
+  written when the rule refuses (the validating webhook refuses with the fix), a warning otherwise.
+- A wrapper (``WorkloadKind.carry``: ScheduledSparkApplication, RayCronJob) gets its gang annotations written into
+  its template, which its operator copies onto each run (``families.wrappers.carry_ops``); each run gets them on its
+  own metadata at its CREATE (``families.kinds.carried_annotations``).
+- Unchanged: a child (a Deployment's ReplicaSet: its template is the parent's), subresources, DELETE, CONNECT,
+  other kinds, malformed annotations (the validating webhook refuses them), an UPDATE of an object being deleted or
+  of ``status`` / ``metadata.finalizers`` only (``gang.lifecycle``: removing a finalizer is never held up).
+- A workload created with ``generateName`` has no name yet in this phase (kube-apiserver generates it after the
+  mutating webhooks): its group is named here, once (``gang.plan.generated_group_name``: ``generateName`` plus five
+  characters of ``request.uid``), written where the backend's pods carry it, and read back by the validating phase
+  and the controller. ``gang.admit.dev/pod-group`` overrides it.
 """
 
 from __future__ import annotations
@@ -224,9 +213,7 @@ def _resolve(resolver: Resolver, req: AdmissionRequest, obj: dict[str, Any], ann
         plan = resolver(obj, dataclasses.replace(ann, pod_group=name), config, namespace, req.operation)
         plan.notes.append(  # a name chosen for the user, not a mistake: a note
             f"{plan.kind} created with generateName {e.generate_name!r}: its name is not known yet, so its PodGroup "
-            f"is named {name!r} (its pods carry "
-            f"{backend_of(plan.backend).join_key(config)}={name});"
-            " set annotation "
+            f"is named {name!r} (its pods carry {backend_of(plan.backend).join_key(config)}={name}); set annotation "
             f"{config.pod_group_key} to choose the name"
         )
         return plan
@@ -235,15 +222,18 @@ def _resolve(resolver: Resolver, req: AdmissionRequest, obj: dict[str, Any], ann
 def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], config: Config, namespace: str) -> Decision:
     """Undo admit's marks when an UPDATE removes ``<prefix>/min-member``: the old plan's backend's ``leave_ops``
     (a pod that keeps naming a group admit no longer keeps would wait forever; the backends say why for theirs).
-    A workload whose stored object had no annotation either goes to :func:`_drop_stale_marks`."""
+    A workload whose stored object had no annotation either loses the marks that outlived it
+    (``families.marks.drop_stale_marks``)."""
     resolver = RESOLVERS[(req.group, req.kind)]
     carry = KINDS[(req.group, req.kind)].carry
     if carry is not None:  # a wrapper: its template stops carrying the annotations
         return Decision(patch=carry_ops(obj, carry, None, config))
     try:
         old_ann = parse_gang_annotations(get_path(old, annotations_path(req.group, req.kind)), config)
-        if old_ann is None:
-            return _drop_stale_marks(req, obj, config, namespace)
+        if old_ann is None:  # the annotation went while admit did not see it: take off the marks that outlived it
+            ops, warnings = drop_stale_marks(obj, req.group, req.kind, namespace,
+                                             str(get_path(obj, ("metadata", "name")) or req.name), config)
+            return Decision(patch=ops, warnings=warnings)
         old_plan = resolver(old, old_ann, config, namespace, "UPDATE")
     except GangError:
         return Decision()
@@ -254,11 +244,3 @@ def _ungang(req: AdmissionRequest, obj: dict[str, Any], old: dict[str, Any], con
         return Decision()  # the operator would re-run it or refuse: the validating webhook refuses with the fix
     ops, warnings = backend_of(old_plan.backend).leave_ops(obj, old_plan, config)
     return Decision(patch=ops, warnings=warnings + ([removal.message] if removal is not None else []))
-
-
-def _drop_stale_marks(req: AdmissionRequest, obj: dict[str, Any], config: Config, namespace: str) -> Decision:
-    """An UPDATE of a workload whose annotation was removed while admit's webhook did not see it (the stored object
-    had none either) but that still carries admit's marks: ``families.marks.drop_stale_marks`` takes them off."""
-    name = str(get_path(obj, ("metadata", "name")) or req.name)
-    ops, warnings = drop_stale_marks(obj, req.group, req.kind, namespace, name, config)
-    return Decision(patch=ops, warnings=warnings)

@@ -1,38 +1,22 @@
 """Rolling updates that move running pods into a gang: when they deadlock (pure).
 
-Found on a real control plane (the real test tier): annotating a running Deployment (3 replicas, minMember 3)
-makes admit add the pod-group label to its template, so the Deployment controller rolls it over to a new ReplicaSet.
-A rolling update creates the new pods a few at a time and removes old pods only once new ones are available; but
-the first new pods are the only members of their PodGroup, Coscheduling keeps them Pending until minMember of them
-exist (PreFilter "cannot find enough sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``), and no
-more come until some run. The rollout never finishes and no gang pod ever runs.
+Found on a real control plane: annotating a running Deployment (3 replicas, minMember 3) makes admit mark its
+template, so the Deployment controller rolls it over to a new ReplicaSet, a few new pods at a time, removing old
+pods only once new ones are available; but the first new pods are the only members of their group, the gang
+scheduler keeps them Pending until minMember of them exist (Coscheduling's PreFilter "cannot find enough sibling
+pods", scheduler-plugins ``pkg/coscheduling/core/core.go``; kube-scheduler's GangScheduling PreEnqueue likewise), and
+no more come until some run. A rollout of a workload already in the same group is not affected: its old pods count
+as siblings and are bound.
 
-A rollout of a Deployment that is already a gang of the same group is not affected: its old pods carry the same
-label, count as siblings, and are already bound (Permit counts them), so each new pod is admitted at once.
-
-How many new pods a rollout makes before any of them is available (the rule refused here when below minMember; each
-kind's own rule is its record's ``WorkloadKind.rollout``, written in ``admit/families/apps.py``):
-
-- Deployment, ``strategy.type: RollingUpdate`` (the default): ``maxSurge`` + ``maxUnavailable``, both resolved
-  against ``spec.replicas`` as ``deployment/util.ResolveFenceposts`` does (a percentage of maxSurge rounds up, of
-  maxUnavailable rounds down; both 0 means maxUnavailable 1); kube-apiserver defaults both to 25% before admission.
-  ``Recreate`` deletes every old pod first and then creates all new ones at once: never affected.
-- StatefulSet, ``updateStrategy.type: RollingUpdate`` (the default): ``rollingUpdate.maxUnavailable`` pods at a
-  time (default 1; a percentage rounds down, at least 1, as ``getStatefulSetMaxUnavailable`` in
-  ``pkg/controller/statefulset/stateful_set_control.go``); ``OnDelete`` leaves the pace to the user: never refused.
-  ``Recreate`` (alpha in Kubernetes 1.37 behind the gate ``StatefulSetRecreateStrategy`` on kube-apiserver and
-  kube-controller-manager, kubernetes#137187; beta planned for 1.38) deletes every pod, waits until all are gone,
-  then creates the new ones as ``podManagementPolicy`` says (KEP-3541, "Recreate Update Logic"); a gang of more than
-  one is always ``Parallel`` (``families/apps.py``), so all start together: never affected, like a Deployment's
-  Recreate. With the gate off kube-apiserver refuses the type ("must be 'RollingUpdate' or 'OnDelete'", the
-  registry's validation test), so admit never sees it; with the gate on kube-apiserver but not on
-  kube-controller-manager, the controller falls back to a rolling update (KEP-3541, "Version Skew Strategy"), which
-  admit cannot see. The controller's own code is not in the stored sources: unconfirmed until a 1.37 plane runs it.
-
-Only UPDATEs whose old object runs pods (``spec.replicas`` > 0) in another group (no pod-group label, or another
-value; with a backend whose pods name their group in ``spec.schedulingGroup``, no such field naming it: kube-scheduler's
-GangScheduling PreEnqueue likewise holds new pods until ``minCount`` of them exist) are judged; a paused or new
-workload starts all its pods at once.
+So an UPDATE whose old object runs pods (``spec.replicas`` > 0) outside the plan's group is refused when its
+rollout makes fewer new pods at once than minMember. Each kind's pace is its record's ``WorkloadKind.rollout``
+(``families/apps.py``: a Deployment's ``maxSurge`` + ``maxUnavailable``, ``deployment_at_once``; a StatefulSet's
+``maxUnavailable``, ``statefulset_at_once``); ``Recreate`` and ``OnDelete`` are never refused. A StatefulSet's
+``Recreate`` (alpha in Kubernetes 1.37, gate ``StatefulSetRecreateStrategy``, kubernetes#137187; KEP-3541, "Recreate
+Update Logic") deletes every pod first, then starts the new ones together (a gang is always ``Parallel``); with the
+gate on kube-apiserver but not on kube-controller-manager it falls back to a rolling update (KEP-3541, "Version Skew
+Strategy"), which admit cannot see; the controller's code is not in the stored sources (unconfirmed until a 1.37
+plane runs it). A paused or new workload starts all its pods at once.
 """
 
 from __future__ import annotations

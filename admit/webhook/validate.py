@@ -1,46 +1,31 @@
 """The validating decision (``/validate``): pure, AdmissionRequest in, Verdict out.
 
-What needs the Kubernetes API is returned as work for ``admission.py`` to do, not done here:
-``Verdict.ensure`` (a GangPlan whose PodGroup must exist before the workload's first pod) and ``Verdict.scale``
-(a ``*/scale`` UPDATE whose parent workload must be read, since a Scale object carries no annotations).
+What needs the Kubernetes API is returned as work for ``admission.py``: ``Verdict.ensure`` (a plan whose gang
+objects must exist before the workload's first pod), ``Verdict.scale`` (a ``*/scale`` UPDATE or an HPA whose parent
+must be read: a Scale object carries no annotations), ``Verdict.read`` (the kind's admission-time read).
 
-Refused, with a message that names the object, the numbers and the fix (docs/behaviour.md, "On each request" and "The
-rules the code is built on"):
+Refused, with a message naming the object, the numbers and the fix (docs/behaviour.md, "On each request"):
 
-- malformed ``gang.admit.dev/*`` values (code 400);
-- a gang workload running fewer pods than minMember (replicas, parallelism, summed replicas): the Coscheduling
-  plugin's PreFilter rejects every pod while fewer than minMember pods carry the group label ("cannot find enough
-  sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``), so none ever runs (code 403);
-- ``*/scale`` UPDATEs (``kubectl scale``, HorizontalPodAutoscaler) to a target from 1 to minMember - 1, down or up
-  from zero: the same rule as the workload's own ``spec.replicas`` (code 403);
+- malformed ``gang.admit.dev/*`` values (400);
+- a gang workload running fewer pods than minMember, also through ``*/scale`` or an HPA (1 to minMember - 1, down
+  or up from zero): the backend's scheduler keeps every pod Pending (Coscheduling's PreFilter, "cannot find enough
+  sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``) (403); zero replicas is allowed;
 - the shapes a kind's resolver refuses (OrderedReady StatefulSets with minMember > 1, ...);
-- an UPDATE that moves running pods into a gang by a rolling update too slow to ever form it (``rollout.py``);
-- an UPDATE whose admit write the kind's operator would refuse or re-run the workload for (``rollout.running_problem``,
-  the kind's ``WorkloadKind.running_update``: a running TrainJob's ``runtimePatches``, a submitted
-  SparkApplication's spec), with the fix; a rule that only warns (an LWS rolls its groups) adds a warning. An UPDATE
-  that removes the gang annotations is judged by the same rule for admit's taking its marks off
-  (``rollout.removal_problem``).
+- an UPDATE whose rolling update would never form the gang (``rollout.rollout_problem``), or whose admit write, or
+  the removal of admit's marks, the kind's operator would refuse or re-run the workload for
+  (``rollout.running_problem``, ``rollout.removal_problem``); a rule that only warns adds a warning;
+- a CREATE with ``generateName`` whose pod templates the mutating phase did not mark (its pods would never point at
+  the group): set ``gang.admit.dev/pod-group``.
 
-Zero replicas is allowed: a paused workload has no pods to wait.
-
-Allowed with a warning (kubectl prints it): a workload without ``gang.admit.dev/min-member`` that carries admit keys
-it then ignores: a misspelt key (``gang.admit.dev/minmember``), gang settings alone
-(``gang.admit.dev/schedule-timeout-seconds``, ``plan.ignored_without_min_member``), the annotation on a pod template.
-
-Allowed untouched, with no API write (``lifecycle.py``): an UPDATE of an object that is being deleted
-(``deletionTimestamp`` set) and an UPDATE that changes only ``status`` or ``metadata.finalizers``.
-
-A workload CREATE with ``generateName`` gets its PodGroup only when the mutating phase labelled its pod templates
-(``mutate.py`` names the group then; this phase reads the label back): without the label its pods would never point
-at the group, so the CREATE is refused with the hint to set ``gang.admit.dev/pod-group``.
-
-A child (a ReplicaSet its Deployment made: ``children.py``) is allowed with no check and no PodGroup, also on its
-``*/scale``: it belongs to its parent's gang, which admit checked on the parent.
+Allowed with a warning: admit keys without ``gang.admit.dev/min-member`` (a misspelt key, gang settings alone, the
+annotation on a pod template). Allowed untouched: an UPDATE of an object being deleted or of ``status`` /
+``metadata.finalizers`` only (``gang.lifecycle``), and a child (a Deployment's ReplicaSet, ``gang.children``), also
+on its ``*/scale``: its parent's gang was checked on the parent.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..backends import backend_of, check_plan, scheduler_of
@@ -106,7 +91,7 @@ class Verdict:
 
     Attributes:
         decision: the answer if no work is needed (or if the work succeeds).
-        ensure: the PodGroup of this plan must exist with its spec (create or patch), unless ``None``.
+        ensure: the gang objects of this plan must exist with its spec (create or patch), unless ``None``.
         scale: the parent of a scale request must be read and checked, unless ``None``.
         read: an object the kind's admission reads and judges first (``WorkloadKind.admission_read``: a TrainJob's
             runtime, whose JobSet Trainer builds), unless ``None``.
@@ -123,7 +108,6 @@ class Verdict:
     autoscaled: ScaleCheck | None = None
     explicit_name: bool = False
     dry_run: bool = False
-    warnings: list[str] = field(default_factory=list)
 
 
 def drop_uncountable(plan: GangPlan, served: Any) -> list[str]:
@@ -213,14 +197,10 @@ def _hpa_decision(check: ScaleCheck, plan: GangPlan, ann: GangAnnotations, confi
     why = (f"the gang minMember {plan.min_member} of {target} ({config.min_member_key}={plan.min_member}): "
            f"{scheduler_of(plan.backend)} would keep the pods of a smaller {check.kind} Pending forever, so admit "
            f"refuses every scale below {plan.min_member}, on every HPA cycle, with the error only in this HPA's status")
-    if 0 < check.replicas < plan.min_member:
-        return Decision.deny(
-            f"{check.hpa} has spec.minReplicas={check.replicas}, below {why}. Set spec.minReplicas to at least "
-            f"{plan.min_member}, or lower {config.min_member_key} on {target}")
-    if check.max_replicas is not None and 0 < check.max_replicas < plan.min_member:
-        return Decision.deny(
-            f"{check.hpa} has spec.maxReplicas={check.max_replicas}, below {why}. Set spec.maxReplicas to at least "
-            f"{plan.min_member}, or lower {config.min_member_key} on {target}")
+    for field, value in (("minReplicas", check.replicas), ("maxReplicas", check.max_replicas)):
+        if value is not None and 0 < value < plan.min_member:
+            return Decision.deny(f"{check.hpa} has spec.{field}={value}, below {why}. Set spec.{field} to at least "
+                                 f"{plan.min_member}, or lower {config.min_member_key} on {target}")
     return Decision()
 
 
