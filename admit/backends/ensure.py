@@ -1,28 +1,22 @@
 """The admission-time engine of every gang backend: make the gang's objects exist with the right spec.
 
-One routine over ``interface.GangBackend`` (``desired_objects``, ``ownership``, ``update_ops``) for every backend,
-built-in or not; the rules (docs/behaviour.md, "On each request" and "The rules the code is built on"), applied to
-each of the backend's objects in ``object_types`` order (a Workload before the PodGroup that references it):
+One routine over ``interface.GangBackend`` (``desired_objects``, ``ownership``, ``update_ops``), applied to each of
+the backend's objects in ``object_types`` order (a Workload before the PodGroup that references it); the rules
+(docs/behaviour.md, "On each request"):
 
-- an object is created without an ownerReference (the garbage collector would delete an object whose owner is not
-  stored yet; the controller adopts it once the workload is stored), stamped with the workload's
-  ``metadata.generation`` its spec comes from (``common.generation_annotation``);
+- an object is created without an ownerReference (the garbage collector would delete it while its owner is not
+  stored; the controller adopts it), stamped with the workload's generation (``common.stamp_annotations``);
 - 409 AlreadyExists is success: read it, decide with the backend's ``ownership`` (manage ours, leave an operator's,
-  use one named explicitly, refuse one that belongs to something else), and bring ours in step with the backend's
-  ``update_ops``; an object being deleted (a finalizer waits for its pods) is an API failure for the failure mode,
-  with the reason;
-- a cached object (``cache.gang_object(group, kind, namespace, name)``, the controller's watch caches keyed by API
-  group and kind) that is ours and in step costs no call;
-- ``dryRun`` requests send every write with ``dryRun=All`` and store nothing;
-- one budget (``Config.api_timeout_seconds``) for all calls of the request; a ``kube.KubeError`` goes back to
-  ``Admission.validate``, which applies the failure mode.
+  use one named explicitly, refuse one that belongs to something else) and bring ours in step with ``update_ops``;
+  an object being deleted (a finalizer waits for its pods) is an API failure, with the reason;
+- a cached object (``cache.gang_object``, keyed by API group and kind) that is ours and in step costs no call;
+- ``dryRun`` sends every write with ``dryRun=All``; one budget (``Config.api_timeout_seconds``) for all calls; a
+  ``kube.KubeError`` goes back to ``Admission.validate``, which applies the failure mode.
 
-What differs between backends are optional hooks of the backend (``interface.BackendHooks``): the shared bare-pod
-merge (``merge_shared``: Coscheduling's, no member lowers what another set; for a group whose size follows its
-members, ``plan.follows_members``, the engine reads the group's pods first, ``members_selector`` and the store's
-``list_pods``, and never answers from the cache) and the refusal or warning for an object
-ours that cannot follow (``cannot_admit``: the Workload API's immutable alpha fields and priority); and of its API
-half, the metric a write counts in (``runtime.BackendAPI.count``).
+What differs between backends are their optional hooks (``interface.BackendHooks``): ``merge_shared`` for a group
+bare pods share (Coscheduling's: no member lowers what another set; for a group whose size follows its members the
+engine lists them first, ``members_selector``, and never answers from the cache), ``cannot_admit`` for an object of
+ours that cannot follow (the Workload API's immutable alpha fields and priority); and ``BackendAPI.count``.
 """
 
 from __future__ import annotations
@@ -170,20 +164,19 @@ async def _create_or_read(gang: _Gang, desired: JSON, at: int) -> JSON | None:
     plan, kind = gang.plan, desired["kind"]
     group, version, plural = _plural(gang, desired)
     ns, name = plan.namespace, plan.group_name
-    try:
-        created = await gang.store.create_object(group, version, plural, desired, gang.dry_run, gang.left())
+    for attempt in range(2):  # once more when it was deleted between our create and read
+        try:
+            created = await gang.store.create_object(group, version, plural, desired, gang.dry_run, gang.left())
+        except AlreadyExists:
+            if attempt == 1:
+                raise
+            existing = await gang.store.get_object(group, version, plural, ns, name, gang.left())
+            if existing is not None:
+                break
+            continue
         log.info("%s %s %s/%s for %s", "dry run: would create" if gang.dry_run else "created", kind, ns, name,
                  plan.ref)
         gang.decision.pod_groups[at] = created or desired
-        if not gang.dry_run:
-            gang.count(kind, "created")
-        return None
-    except AlreadyExists:
-        pass
-    existing = await gang.store.get_object(group, version, plural, ns, name, gang.left())
-    if existing is None:  # deleted between our create and read: create once more
-        gang.decision.pod_groups[at] = await gang.store.create_object(
-            group, version, plural, desired, gang.dry_run, gang.left()) or desired
         if not gang.dry_run:
             gang.count(kind, "created")
         return None
@@ -221,11 +214,7 @@ async def _keep_in_step(gang: _Gang, desired: JSON, existing: JSON, at: int) -> 
         return True
     group, version, plural = _plural(gang, desired)
     members = await _members(gang) if gang.merge is not None and plan.follows_members else None
-    if gang.merge is None:
-        want, warnings = desired, []
-    else:
-        want, warnings = gang.merge(existing, desired, plan, members) if members is not None else \
-            gang.merge(existing, desired, plan)
+    want, warnings = gang.merge(existing, desired, plan, members) if gang.merge is not None else (desired, [])
     gang.warn(warnings)
     ops = gang.backend.update_ops(existing, want, version)
     verdict = gang.cannot_admit(kind, existing, want, ops, plan, config) if gang.cannot_admit is not None else None

@@ -1,33 +1,27 @@
 """Kubernetes Events for what the controller does, so ``kubectl describe <workload>`` shows it.
 
-API choice: ``events.k8s.io/v1`` (GA since Kubernetes 1.19), the API client-go's current recorder
-(``k8s.io/client-go/tools/events``) and kube-scheduler write. It is the same stored object as core ``v1`` Event
-(kube-apiserver converts ``regarding`` <-> ``involvedObject``, ``note`` <-> ``message``), so ``kubectl describe`` and
-``kubectl get events`` show it; and its required fields say who acted: ``reportingController``
-(``admit.dev/podgroup-controller``), ``reportingInstance`` (the replica's identity) and ``action``. The chart's
-RBAC grants ``create`` and ``patch`` on ``events`` in both groups.
-
-Shape (Kubernetes API reference "Event v1 events.k8s.io"): ``metadata.name`` ``<object>.<16 hex>`` in the namespace of
-the ``regarding`` object; ``eventTime`` MicroTime; ``type`` Normal or Warning; ``reason`` (UpperCamelCase, at most
-128 characters); ``note`` (at most 1 kB); ``regarding`` and ``related`` object references.
+``events.k8s.io/v1`` (GA since 1.19), what client-go's current recorder (``tools/events``) and kube-scheduler write:
+the same stored object as core ``v1`` Event (``regarding`` <-> ``involvedObject``, ``note`` <-> ``message``), with
+required fields that say who acted: ``reportingController`` (``admit.dev/podgroup-controller``),
+``reportingInstance`` (the replica's identity), ``action``. The chart grants ``create`` and ``patch`` on ``events``
+in both groups. Shape (API reference "Event v1 events.k8s.io"): ``metadata.name`` ``<object>.<16 hex>`` in the
+``regarding`` object's namespace; ``eventTime`` MicroTime; ``type`` Normal or Warning; ``reason`` (UpperCamelCase, at
+most 128 characters); ``note`` (at most 1 kB); ``regarding`` and ``related`` object references.
 
 Repeats and bursts, as client-go's recorders do:
 
 - the same (object uid, reason, note) again within 6 minutes bumps the first Event's ``series`` (``count``,
-  ``lastObservedTime``) instead of creating another (client-go ``tools/events``, ``EventSeries``);
-- the ``EventCorrelator`` rule (``tools/record/events_cache.go``: ``EventAggregatorByReasonFunc``, at most 10 events
-  with different notes in 10 minutes, then ``"(combined from similar events): "`` + the note): after 10 Events of one
-  reason and type about objects of one kind in one namespace within 10 minutes, the next ones fold into one
-  combined Event whose series counts them. Unlike client-go the key leaves out the object's name: admit's bursts
-  span many objects (a new leader adopting 20,000 PodGroups, a relist), and one Event per object would be 20,000
-  writes (measured: 5,999 written and 14,001 dropped). The log keeps one line per object.
+  ``lastObservedTime``; client-go ``tools/events`` ``EventSeries``);
+- ``EventCorrelator``'s rule (``tools/record/events_cache.go`` ``EventAggregatorByReasonFunc``: after 10 Events of
+  one reason and type within 10 minutes, the next ones fold into one ``"(combined from similar events): "`` Event
+  whose series counts them), keyed by the objects' kind and namespace, not their name: admit's bursts span many
+  objects (a new leader adopting 20,000 PodGroups: one Event each was 5,999 written and 14,001 dropped). The log
+  keeps one line per object.
 
-Writes are coalesced: an Event (or series) waiting in the queue is written once, with the count reached when its
-turn comes, so a burst costs one write per distinct Event, not one per occurrence. Bookkeeping expires oldest first
-(amortised O(1) per record; the series scan on every write was quadratic in a burst).
-
-Recording never blocks or fails the caller: events go through a bounded queue to one background task; a full
-queue drops events (logged once), and API errors are logged once per reason.
+An Event waiting in the queue is written once, with the count reached when its turn comes (one write per distinct
+Event); bookkeeping expires oldest first (amortised O(1)). Recording never blocks or fails the caller: one
+background task drains a bounded queue; a full queue drops events (logged once), API errors are logged once per
+reason.
 """
 
 from __future__ import annotations
@@ -118,9 +112,8 @@ class EventRecorder:
         self._similar: dict[tuple[str, str, str, str], deque[float]] = {}
         self._combined: dict[tuple[str, str, str, str], _Entry] = {}
         self._reported: set[str] = set()
-        #: Events written (created or series-patched), and occurrences folded into a waiting or combined one.
+        #: Events written (created or series-patched), and dropped.
         self.written = 0
-        self.coalesced = 0
         self.dropped = 0
 
     def record(self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str,
@@ -152,8 +145,7 @@ class EventRecorder:
                                now, count=0)
                 self._series[key] = entry
         entry.count += 1
-        if entry.pending:
-            self.coalesced += 1
+        if entry.pending:  # written once, with the count reached when its turn comes
             return
         entry.pending = True
         try:

@@ -1,35 +1,25 @@
 """Leader election with a ``coordination.k8s.io/v1`` Lease, following client-go ``tools/leaderelection``.
 
-With several ``admit serve`` replicas, every replica serves the webhooks and keeps its caches warm, and exactly one
-(the Lease holder) runs the gang controllers' writes.
+Every ``admit serve`` replica serves the webhooks and keeps its caches warm; exactly one (the Lease holder) runs the
+gang controllers' writes. The Lease ``spec``: ``holderIdentity``, ``leaseDurationSeconds`` (int),
+``acquireTime``/``renewTime`` (``MicroTime``, six fractional digits), ``leaseTransitions``. As client-go's
+``LeaderElector.tryAcquireOrRenew``:
 
-The Lease (``spec``, Kubernetes API reference "Lease v1"): ``holderIdentity``, ``leaseDurationSeconds`` (int),
-``acquireTime``/``renewTime`` (``MicroTime``: ``2006-01-02T15:04:05.000000Z``, six fractional digits),
-``leaseTransitions``. Rules, as in client-go's ``LeaderElector.tryAcquireOrRenew``:
+- **acquire**: GET the Lease; 404 -> create it. A held Lease may be taken once the ``leaseDurationSeconds`` its
+  holder wrote (``isLeaseValid``; else this candidate's own ``lease_duration``) have passed since this candidate
+  last saw the record change (``observedTime``), measured on its own monotonic clock, never against ``renewTime``
+  (another machine's clock): tolerant to clock skew (``leaderelection/doc.go``).
+- **optimistic concurrency**: every write is a PUT with the ``resourceVersion`` just read; 409 means another
+  candidate wrote first.
+- **renew**: every ``retry_period``; after ``renew_deadline`` seconds without success the leader stops leading
+  (``on_stopped_leading``), before any other candidate may take over (``renew_deadline < lease_duration``).
+  :meth:`LeaderElector.is_leader` is false as soon as the last renewal is older than ``renew_deadline``: callers check
+  it right before each write.
+- **release** (``ReleaseOnCancel``): on :meth:`stop` a leader writes an empty holder, so another takes over at once.
+- ``acquireTime`` changes and ``leaseTransitions`` grows only when the holder changes.
 
-- **acquire**: GET the Lease; 404 -> create it with ourselves as holder. Otherwise it may be taken when its holder is
-  empty (released) or when the record's ``leaseDurationSeconds`` have passed since this candidate last saw the record
-  change (``observedTime``). Time is measured on this candidate's own monotonic clock, never by comparing
-  ``renewTime`` (written by another machine's clock) with ours: that is what makes it tolerant to clock skew
-  (client-go ``leaderelection/doc.go``). On synchronised clocks this is "renewTime + leaseDuration has passed", only
-  a little later. Like current client-go (``LeaderElector.isLeaseValid``: ``observedTime +
-  observedRecord.LeaseDurationSeconds``), the duration is the one the holder wrote, so a holder configured with a
-  longer lease is not taken over early by a candidate configured with a shorter one; a record without a valid
-  duration falls back to this candidate's own ``lease_duration``.
-- **optimistic concurrency**: every write is a PUT carrying the ``resourceVersion`` just read; 409 Conflict means
-  another candidate wrote first, and this attempt simply failed.
-- **renew**: the leader renews every ``retry_period``; if it cannot renew for ``renew_deadline`` seconds it stops
-  leading (``on_stopped_leading``). ``renew_deadline < lease_duration``, so a leader always gives up before any other
-  candidate may take over. :meth:`LeaderElector.is_leader` is also false as soon as the last successful renewal is
-  older than ``renew_deadline``, even before the renew loop notices: callers check it right before each write.
-- **release** (client-go ``ReleaseOnCancel``): on :meth:`stop`, a leader writes an empty holder, so another replica
-  takes over at its next try instead of after a whole lease duration.
-- ``acquireTime`` changes and ``leaseTransitions`` grows by one only when the holder changes.
-
-Defaults are client-go's (and kube-controller-manager's): lease 15 s, renew deadline 10 s, retry 2 s.
-
-Not used: ``kubernetes_asyncio.leaderelection``, which writes local naive timestamps, never releases, and logs a
-stack trace for every lost race.
+Defaults are client-go's: lease 15 s, renew deadline 10 s, retry 2 s. Not ``kubernetes_asyncio.leaderelection``,
+which writes local naive timestamps, never releases, and logs a stack trace for every lost race.
 """
 
 from __future__ import annotations
