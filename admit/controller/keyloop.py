@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Awaitable, Callable, Protocol
+from typing import Awaitable, Callable
 
 from ..kube.client import KubeError
 from .leader import NotLeader
+from .settings import ControllerSettings
 from .workqueue import WorkQueue
 
-__all__ = ["Key", "RetrySettings", "KeyLoop"]
+__all__ = ["Key", "KeyLoop"]
 
 Key = tuple[str, str]
 """``(namespace, name)``: a PodGroup's, or the name every object of a native gang shares."""
@@ -24,20 +25,6 @@ THROTTLED_QUIET_FAILURES = 2
 """Throttled failures in a row of one key (:meth:`KeyLoop.quiet`) that are retried without a report: the third is
 reported. With the controller's backoff (0.5 s doubling) and each call's own retries within its timeout
 (``kube.client.call_with_retries``), that is throttling that outlasted the retries of three reconciles."""
-
-
-class RetrySettings(Protocol):
-    """The tunables the loop reads (``settings.ControllerSettings`` has them), each time it needs one."""
-
-    @property
-    def retry_backoff(self) -> tuple[float, float]:
-        """``(first, maximum)`` seconds of the per-key exponential backoff (0.5 s doubling to 60 s)."""
-        ...
-
-    @property
-    def retry_period(self) -> float:
-        """Seconds before a key whose write found the Lease not held (``NotLeader``) is looked at again."""
-        ...
 
 
 class KeyLoop:
@@ -60,13 +47,13 @@ class KeyLoop:
 
     Args:
         reconcile: ``await reconcile(key)``, the controller's work for one key.
-        settings: :class:`RetrySettings`, read at each use.
+        settings: ``settings.ControllerSettings`` (``retry_backoff``, ``retry_period``), read at each use.
         leading: whether this replica is leading (keys are queued again only then).
         subject: ``subject(key)`` names the key in messages (``"PodGroup team-a/web"``).
         log: the controller's logger; reports and the tracebacks go there.
     """
 
-    def __init__(self, reconcile: Callable[[Key], Awaitable[None]], settings: RetrySettings, *,
+    def __init__(self, reconcile: Callable[[Key], Awaitable[None]], settings: ControllerSettings, *,
                  leading: Callable[[], bool], subject: Callable[[Key], str], log: logging.Logger) -> None:
         self.queue = WorkQueue()
         self._reconcile = reconcile

@@ -115,7 +115,7 @@ class Manager:
         self.elector = LeaderElector(
             self.api, s.lease_namespace, s.lease_name, s.identity, lease_duration=s.lease_duration,
             renew_deadline=s.renew_deadline, retry_period=s.retry_period,
-            on_started_leading=self._started_leading, on_stopped_leading=self._stopped_leading,
+            on_started_leading=self._started_leading, on_stopped_leading=self._stop_workers,
         )
         self.recorder = EventRecorder(self.api, s.identity, allowed=self.elector.is_leader)
         # The claims index (every replica, from the workload caches' events).
@@ -359,9 +359,6 @@ class Manager:
     def _lead(self, name: str, gang: GangController) -> None:
         gang.leading = True
         self._lead_tasks[name] = asyncio.create_task(gang.lead(), name=f"{name} gang controller")
-
-    async def _stopped_leading(self) -> None:
-        await self._stop_workers()
 
     async def _stop_workers(self) -> None:
         self.leading = False
