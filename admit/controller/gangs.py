@@ -317,7 +317,7 @@ class GangController:
                 f"{self.backend.size_name} {have} -> {size}: the members still to run"])
             if not self.guards.repeating(key, action):
                 self.actions.append(("follow", key))
-                await self._patch(key, action, depth)
+                await self._write(key, action, depth)
                 wrote = True
         return wrote
 
