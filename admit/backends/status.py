@@ -1,16 +1,11 @@
 """The optional ``admit status`` part of a gang backend, and the API reading all of them share.
 
-A backend that ``admit status`` can explain registers a :class:`BackendStatus` in its API half
-(``runtime.BackendAPI.status``): ``collect`` lists the backend's own objects through the API (with the discovery
-it needs first) and returns the keyword arguments of ``diagnose``, its pure diagnosis (objects in, one
-``diagnose.GangStatus`` per gang out). ``admit/cli/status.py`` lists the objects every diagnosis reads once
-(:class:`Listed`: pods, scheduling events, gang workloads, nodes), runs the status part of each registered backend
-in turn and prints their rows in one table; it never names a backend. The built-ins:
-``admit/backends/coscheduling/status.py`` (scheduler-plugins PodGroups) and ``admit/backends/workload_api/status.py``
-(native scheduling.k8s.io PodGroups); tests/backends/volcano.py shows a third.
-
-Not pure: it reads through ``kube.watchcache.KubeRaw``. A list that RBAC forbids (403) or that the API server does
-not serve (404) is left out of the diagnosis with a note (:func:`list_or_note`), never a crash.
+A backend's API half may carry a :class:`BackendStatus` (``runtime.BackendAPI.status``): ``collect`` lists its
+objects (with the discovery it needs) and returns the keyword arguments of ``diagnose``, its pure diagnosis (one
+``diagnose.GangStatus`` per gang). ``admit/cli/status.py`` lists what every diagnosis reads once (:class:`Listed`),
+runs each backend's part and prints the rows in one table; it never names a backend. Not pure: it reads through
+``kube.watchcache.KubeRaw``; a list that RBAC forbids (403) or the API server does not serve (404) is left out with
+a note (:func:`list_or_note`), never a crash.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The admission path's read-only view of the controller's watch caches (``admission.GroupCache``).
 
-The controller (``manager.Manager``) keeps list+watch caches of each gang backend's objects (those admit manages,
-and the others, per gang controller) and of the gang workloads (objects admit labelled ``gang.admit.dev/managed:
-"true"``, Spark driver pods among them). Admission reads them through this view and nothing else: every method is a
-dict lookup, never an API call, and none changes the controller. Each answer says whether the cache behind it has
-listed (``synced``): an object absent from a synced cache does not exist (up to the watch's delay, milliseconds);
-absent from an unsynced one, it is unknown.
+The manager keeps list+watch caches of each gang backend's objects (managed by admit or not, per gang controller)
+and of the gang workloads. Admission reads them through this view alone: every method is a dict lookup, never an
+API call, and changes nothing. An answer says whether its cache has listed (``synced``): an object absent from a
+synced cache does not exist (up to the watch's delay); absent from an unsynced one, it is unknown.
 """
 
 from __future__ import annotations

@@ -1,16 +1,15 @@
 """The guards the gang controller (``gangs.GangController``, one per backend) puts around its writes:
 
-- **read live before adopt or patch**: a write that sets an owner or changes a spec is decided from the cache, whose
-  watch may lag (a deletion not seen yet, an update in flight); the workload is read live first, as
-  kube-controller-manager's ControllerRefManager does before adopting (``RecheckDeletionTimestamp``, uid match), and
-  the write is made only for the stored workload (:meth:`WriteGuards.live_claim`);
+- **read live before adopt or patch**: the cache's watch may lag (a deletion not seen yet, an update in flight), so
+  the workload is read live first, as kube-controller-manager's ControllerRefManager does before adopting
+  (``RecheckDeletionTimestamp``, uid match), and the write is made only for the stored workload
+  (:meth:`WriteGuards.live_claim`);
 - **back off from a write something keeps undoing** (the garbage collector deleting an object whose owner is gone,
-  another writer): the same write, needed a third time within ``repeat_window`` seconds, waits ``retry_backoff``
-  doubling instead of following events as fast as they come (:meth:`WriteGuards.repeating`, :meth:`WriteGuards.wrote`;
-  measured without it: 351 creates, 351 GC deletes and 351 Events in 10 s);
+  another writer): the same write needed a third time within ``repeat_window`` seconds waits ``retry_backoff``
+  doubling (:meth:`WriteGuards.repeating`; measured without it: 351 creates, 351 GC deletes and 351 Events in 10 s);
 - **adopt without ``blockOwnerDeletion`` where the API refuses it** (OwnerReferencesPermissionEnforcement without
-  ``update`` on ``<workloads>/finalizers``, e.g. OpenShift): the garbage collector still deletes the objects with the
-  workload (:meth:`WriteGuards.blocked_owner_deletion`, :meth:`WriteGuards.strip_block_owner_deletion`).
+  ``update`` on ``<workloads>/finalizers``, e.g. OpenShift): the garbage collector still deletes the objects with
+  the workload (:meth:`WriteGuards.blocked_owner_deletion`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The ``coscheduling`` gang backend: scheduler-plugins' PodGroup (scheduling.x-k8s.io/v1alpha1). Pure.
 
-The objects, spec comparison and ownership rules live in ``admit/backends/coscheduling/podgroup.py``; the pod
-template patch (label ``scheduling.x-k8s.io/pod-group`` + ``schedulerName``: :func:`plan_patch`) and its undoing
-(:func:`ungang_ops`) here, with the admission engine's shared bare-pod merge (``Coscheduling.merge_shared``: the
-engine, ``admit/backends/ensure.py``, makes every backend's objects) and the controller's descriptions of its
-writes (``describe``, ``describe_changes``: the controller's one decision, ``admit/backends/gangobjects.py``, keeps
-every backend's objects). Source of the shapes: kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1/types.go``.
+The objects, spec comparison and ownership rules are in ``podgroup.py``; here, the pod template patch (label
+``scheduling.x-k8s.io/pod-group`` + ``schedulerName``: :func:`plan_patch`), its undoing (:func:`ungang_ops`) and the
+``Coscheduling`` class with its hooks (the shared bare-pod merge, the descriptions of the controller's writes).
+Source of the shapes: kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1/types.go``.
 """
 
 from __future__ import annotations
