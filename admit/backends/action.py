@@ -1,8 +1,5 @@
-"""The controllers' one decision record: :class:`Action`, what to do for one object of a gang. Pure.
-
-The one pure decision returns it: ``backends/gangobjects.py`` ``decide_objects`` (a list, one per object of a
-backend's gang: Coscheduling's PodGroup, the workload-api backend's Workload and PodGroup). The loops that carry them out are
-``controller/gangs.py`` ``GangController``.
+"""The controller's one decision record: :class:`Action`, what to do for one object of a gang (returned by
+``backends/gangobjects.py`` ``decide_objects``, carried out by ``controller/gangs.py``). Pure.
 """
 
 from __future__ import annotations
@@ -36,8 +33,7 @@ class Action:
               are invalid), ``"foreign"`` (managed-looking, without a valid owner annotation: never touched),
               ``"immutable"`` (a size the object cannot follow) and ``"priority"`` (a ``priorityClassName`` /
               ``preemptionPolicy`` it cannot follow): report ``message``, write nothing.
-        object_kind: the object's kind (``"Workload"``, ``"PodGroup"``) where one decision covers several kinds
-            (``decide_objects``); ``""`` for a decision about the whole gang, and for the coscheduling PodGroup key.
+        object_kind: the object's kind (``"Workload"``, ``"PodGroup"``); ``""`` for a decision about the whole gang.
         claim: the :class:`admit.gang.claim.Claim` acted for (``None`` for orphans).
         body: the object to create (``"create"``).
         ops: the JSON patch (``"patch"``).
@@ -47,8 +43,8 @@ class Action:
         delay: seconds to wait (``"wait"``).
         message: what to report (the reporting kinds, ``"delete"``'s reason, ``"wait"``'s reason when ``ahead``).
         unclaimed: no stored workload claims the object (grace-period bookkeeping: when it was first seen so).
-        ahead: the PodGroup's spec was written (by the webhook) from a newer workload generation than the cached
-            one (grace-period bookkeeping, like ``unclaimed``).
+        ahead: the object was written by the webhook ahead of the cached workload (``common.ahead_of``;
+            bookkeeping like ``unclaimed``).
         others: other claims on the same name, each with the message that says why it is ignored.
     """
 

@@ -1,22 +1,19 @@
 """The controller's pure decision for the objects of one gang, for any backend: (objects, claims, clock) -> actions.
 
-The life of a gang's objects (docs/behaviour.md, "The garbage-collector race"), keyed ``(namespace, name)`` (every object of a
-gang carries the gang's name), through the backend's ``interface.GangBackend`` alone (``desired_objects``,
-``ownership``, ``update_ops``, ``cannot_follow``, ``object_types``):
+Keyed ``(namespace, name)`` (every object of a gang carries its name), through ``interface.GangBackend`` alone
+(docs/behaviour.md, "The garbage-collector race"):
 
-- **adopt**: once the workload is stored, give each object a controller ownerReference to it (its ``uid``,
-  ``blockOwnerDeletion: true``), so the garbage collector deletes them with the workload;
-- **keep in step**: a changed size is the backend's JSON patch; where an object cannot follow (``update_ops`` is
-  ``None``: the workload-api's immutable v1alpha2 ``minCount``, a changed priority) the objects stay and the
-  workload gets a Warning event (``cannot_follow``); a missing object is created again, directly with its
-  ownerReference (the workload is stored: no race);
-- **clean up**: managed objects that no stored workload claims for the grace period are deleted (the loop first
-  checks that no live pod still waits on the group: ``GangBackend.pod_in_group``);
-- objects admit did not make are used (named explicitly), left to the workload's own controller, or reported as a
-  conflict, by the backend's ``ownership``; managed-looking objects without a valid owner annotation are left alone.
+- **adopt**: once the workload is stored, a controller ownerReference to it (``blockOwnerDeletion: true``), so the
+  garbage collector deletes the objects with it;
+- **keep in step**: the backend's ``update_ops``; where an object cannot follow (``None``: the Workload API's
+  immutable v1alpha2 ``minCount``, a changed priority) it stays and the workload gets a Warning
+  (``cannot_follow``); a missing object is created again, directly with its ownerReference;
+- **clean up**: managed objects no stored workload claims for the grace period are deleted (the controller first
+  checks that no live pod waits on the group);
+- objects admit did not make are used, left to the workload's own controller, or reported as a conflict (the
+  backend's ``ownership``); managed-looking objects without a valid owner annotation are left alone.
 
-Claims are ``controller.Claim``-shaped (``plan``, ``workload``, ``identity``, ``uid``, ``ref``, ``deleting``,
-``explicit``, ``meta``, ``key``): the stored gang workloads whose plan uses the backend.
+Claims are ``gang.claim.Claim``-shaped: the stored gang workloads whose plan uses the backend.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The half of each gang backend that talks to the API server, and the registry ``name -> BackendAPI``.
+"""The half of each gang backend that talks to the API server, and its registry ``name -> interface.BackendAPI``.
 
-:class:`BackendAPI` is what the controller runs for the backend's gangs (``decide``, by default ``gangobjects.decide_objects``,
-run by the backend's gang controller, ``admit/controller/gangs.py``), what ``admit
-status`` runs to explain them (``status``, ``admit/backends/status.py``) and the metric its writes count in
-(``count``). Admission makes every backend's objects with one engine, ``admit/backends/ensure.py``. The pure half is
-``interface.GangBackend``; both are found by the plan's ``backend`` name. Not pure: the status parts import the API
-client (``kube.client``), so the pure decisions never import this module (pyproject.toml contracts).
+Found by the plan's ``backend`` name as ``registry.BACKENDS`` is, through entry points of their own (group
+``admit.gang_backend_apis``). Not pure: loading the API halves imports the API client, so the pure decisions never
+import this module (pyproject.toml contracts).
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ from __future__ import annotations
 from .common import installed
 from .interface import BackendAPI, GangDecide
 
-__all__ = ["GROUP", "GangDecide", "BackendAPI", "APIS", "api_of", "register", "unregister", "reload"]
+__all__ = ["GROUP", "GangDecide", "BackendAPI", "APIS", "register", "unregister", "reload"]
 
 GROUP = "admit.gang_backend_apis"
 
@@ -21,11 +18,6 @@ GROUP = "admit.gang_backend_apis"
 APIS: dict[str, BackendAPI] = installed(GROUP)
 """``name -> BackendAPI``: the installed ones (entry points of :data:`GROUP`: the built-ins' ``api.API``) and any
 :func:`register` added (keys are ``registry.BACKENDS``')."""
-
-
-def api_of(name: str) -> BackendAPI:
-    """The API half of backend ``name`` (KeyError when none is registered)."""
-    return APIS[name]
 
 
 def register(name: str, api: BackendAPI) -> None:

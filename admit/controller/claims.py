@@ -1,20 +1,12 @@
 """What the controller watches, and the small records its caches keep: each stored gang workload's :class:`Claim`
 (the gang it asks for, of whichever backend) and each gang object's decision-relevant fields. Pure.
 
-Memory: a stored Deployment arrives as about 5 KB of JSON (managedFields, the last-applied annotation,
-status, the whole pod template) and became about 23 KiB of Python objects when cached as it came, with about 76
-objects the cyclic garbage collector tracks. The caches keep only what decisions need instead
-(``WatchCache(transform=...)``, as client-go's ``SetTransform``):
-
-- a workload: :func:`workload_record` = ``{"apiVersion", "kind", "metadata": {name, namespace, uid,
-  resourceVersion, generation, creationTimestamp, deletionTimestamp}, "claim": Claim | None}``. The claim is
-  computed once, when the object arrives, with the kind's resolver (the same plan admission computes); the plan it
-  keeps has no pod templates (``targets``) and no warnings.
-- a gang object (a PodGroup, a Workload): :func:`object_record` = ``apiVersion``, ``kind``, ``metadata`` (name,
-  namespace, uid, resourceVersion, deletionTimestamp, labels, ownerReferences, and only admit's own annotations),
-  ``spec`` and ``status.conditions``.
-
-Dicts that hold only strings and numbers are not tracked by the cyclic collector, so a workload costs about four
+Memory: a stored Deployment arrives as about 5 KB of JSON and became about 23 KiB of Python objects (76 of them
+tracked by the cyclic garbage collector) when cached as it came. The caches keep only what decisions need
+(``WatchCache(transform=...)``, as client-go's ``SetTransform``): :func:`workload_record` (the identity fields and
+the claim, computed once with the kind's resolver, its plan without pod templates or warnings) and
+:func:`object_record` (a gang object's identity, labels, ownerReferences, admit's own annotations, ``spec`` and
+``status.conditions``). Dicts that hold only strings and numbers are not tracked, so a workload costs about four
 tracked objects (the record, the claim, its plan, its ``minResources``).
 """
 

@@ -1,28 +1,24 @@
 """The controller inside ``admit serve``: what every gang controller shares, and one gang controller per enabled
-gang backend (``gangs.GangController``, the same class for every backend). Names no backend.
+gang backend (``gangs.GangController``, the same class for every backend). Names no backend. It keeps:
 
-What the manager keeps:
-
-- **the gang workloads** (``claims.py``): :func:`claims.watched_kinds` derives the watched kinds from the kind
-  registry (``admit.families.kinds``), each with the label selector ``gang.admit.dev/managed=true`` the mutating
-  webhook writes, plus the Pods a kind is watched as (Spark drivers). A kind whose CRD is not installed answers 404
-  and is retried slowly; 403 likewise (``watchcache.py``); the others keep working. The caches keep small records
-  (``claims.workload_record``) with the workload's claim computed once, when it arrives;
+- **the gang workloads**: the kinds :func:`claims.watched_kinds` derives from the kind registry, selected by the
+  ``gang.admit.dev/managed=true`` label the mutating webhook writes (a kind whose CRD is not installed, or that
+  RBAC forbids, is retried slowly: ``watchcache.py``), as small records with the claim computed once
+  (``claims.workload_record``);
 - **the claims index**: which stored workloads claim which gang (by backend, namespace and group name), and by
   identity (a workload whose annotations became invalid still protects the gang its identity owns);
 - **the class caches**: DeviceClasses (the extended resources DRA serves, left out of minResources) and
-  RuntimeClasses (the pod overhead added to it): :meth:`Manager.countable` applies both to every claim, as
-  admission does;
-- **the Lease** (``leader.py``) and the Event recorder (``events.py``): caches run on every replica (the webhooks
-  read them everywhere, and a new leader starts warm, as controller-runtime does); only the Lease holder runs the
-  gang controllers' workers, and each write first checks that the lease is still held;
+  RuntimeClasses (the pod overhead added to it), applied to every claim as admission applies them
+  (:meth:`Manager.countable`);
+- **the Lease** (``leader.py``) and the Event recorder (``events.py``): the caches run on every replica (the
+  webhooks read them, and a new leader starts warm, as controller-runtime's do); only the Lease holder runs the
+  gang controllers' workers;
 - **the members of groups whose size follows them** (``GangPlan.follows_members``: pods labelled
   ``<prefix>/managed: member``), by group: when one finishes or goes, its group's key is queued for its gang
   controller (``GangController.follow``);
 - **the admission path's view** (:attr:`Manager.cache`, ``cacheview.ControllerView``).
 
-Settings: ``settings.ControllerSettings``. Bad input is logged in one line per distinct problem (again only when it
-changes) and never stops the rest.
+Bad input is logged in one line per distinct problem and never stops the rest.
 """
 
 from __future__ import annotations

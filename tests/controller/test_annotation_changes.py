@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from admit.backends.coscheduling.podgroup import pod_group_replaces
+from admit.backends.common import stamped_replaces as pod_group_replaces
 from admit.controller.claims import claim_of, watched_kinds
 from admit.kube.client import KubeAPI
 from admit.kube.watchcache import KubeRaw, Resource

@@ -108,16 +108,10 @@ def diagnose(*, pod_groups: list[JSON], pods: list[JSON], events: list[JSON] = (
 
     Args:
         pod_groups: PodGroup objects (``scheduling.x-k8s.io/v1alpha1``, or the legacy group per ``config``).
-        pods: Pod objects of the same namespaces (all of them: label typos and wrong schedulers are found there).
-        events: core/v1 Events (or events.k8s.io/v1: ``regarding``/``note``); only ``FailedScheduling`` about pods
-            is read.
-        workloads: Deployments, StatefulSets, ReplicaSets, Jobs (and other kinds with a pod template), to find gang
-            workloads without pods or PodGroup and misspelt annotations.
-        nodes: Node objects for the ``minResources`` check (None: not checked, e.g. RBAC forbids listing nodes).
+        pods / events / workloads / nodes / sizes: as ``status.Listed`` has them (all the pods of the namespaces:
+            label typos and wrong schedulers are found there; ``nodes`` None: no ``minResources`` check).
         config: annotation prefix, group label and the Coscheduling scheduler name.
         now: the time waits are measured to (aware datetime; default: now in UTC).
-        sizes: ``size_key(workload) -> WorkloadSize``, the pods each of ``workloads`` asks for as its kind's resolver
-            counts them (``status.Listed.sizes``; default none: no ``BelowMinMember`` / ``ScaledToZero``).
     """
     now = now or _dt.datetime.now(_dt.timezone.utc)
     sizes = sizes or {}

@@ -21,16 +21,10 @@ from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ...gang.ownerrefs import controller_ref
 from ...gang.plan import GangPlan
 from ...gang.quantity import QuantityError, format_resources, parse_quantity
-from ..common import Ownership, generation_annotation, generation_patch, owner_annotation
-from ..common import stamped_generation as pod_group_generation
-from ..common import stamped_replaces as pod_group_replaces
+from ..common import Ownership, generation_annotation, owner_annotation
 
-__all__ = [
-    "desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "members_still_to_run", "ownership",
-    "generation_annotation", "generation_patch", "pod_group_generation", "pod_group_replaces", "spec_changes",
-    "describe_spec",
-]
-# (the generation stamp is every backend's, ``backends/common.py``; re-exported for the PodGroup controller)
+__all__ = ["desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "members_still_to_run",
+           "ownership", "spec_changes", "describe_spec"]
 
 
 def desired_pod_group(plan: GangPlan, config: Config, generation: int | None = None) -> dict[str, Any]:

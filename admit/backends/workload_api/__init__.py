@@ -1,51 +1,39 @@
 """The ``workload-api`` gang backend: Kubernetes' native gang scheduling (scheduling.k8s.io). Pure.
 
-One gang becomes a ``Workload`` with one pod group template whose ``schedulingPolicy.gang.minCount`` is minMember,
-and the runtime ``PodGroup`` made from that template; the pod templates get ``spec.schedulingGroup.podGroupName``
-and keep the default scheduler (the ``GangScheduling`` plugin runs inside kube-scheduler). Shapes, from
-kubernetes/kubernetes ``staging/src/k8s.io/api/scheduling``:
+One gang becomes a ``Workload`` with one pod group template (named ``gang``) whose ``schedulingPolicy.gang.minCount``
+is minMember, and the runtime ``PodGroup`` made from it, both named after the gang (``plan.group_name``); the pod
+templates get ``spec.schedulingGroup.podGroupName`` and keep the default scheduler (the ``GangScheduling`` plugin
+runs inside kube-scheduler). Shapes, from kubernetes/kubernetes ``staging/src/k8s.io/api/scheduling``:
 
-- ``v1alpha2/types.go`` (Kubernetes 1.36, gates ``GenericWorkload`` + ``GangScheduling``, runtime-config
-  ``scheduling.k8s.io/v1alpha2=true``): ``Workload.spec.controllerRef{apiGroup, kind, name}`` (optional,
-  immutable, "a link back to the original workload definition"), ``Workload.spec.podGroupTemplates[]{name,
-  schedulingPolicy{gang{minCount}}}`` (at most 8, immutable; ``name`` a DNS label); ``PodGroup.spec
-  .podGroupTemplateRef.workload{workloadName, podGroupTemplateName}`` (both DNS labels, immutable) and
-  ``PodGroup.spec.schedulingPolicy`` (immutable). Measured on a 1.36.2 kube-apiserver (the real test tier): a JSON
-  patch of ``minCount`` is refused on both objects (422 "field is immutable"), the server adds
-  ``spec.disruptionMode: Pod`` to a PodGroup, and gives it the finalizer ``scheduling.k8s.io/podgroup-protection``:
-  a PodGroup deleted while pods name it stays "being deleted" until they are gone, so it cannot be re-created with
-  another ``minCount`` under a live gang. admit keeps the stored objects, warns, and refuses a pod count below the
-  stored ``minCount`` (``immutable_message``).
+- ``v1alpha2/types.go`` (1.36, gates ``GenericWorkload`` + ``GangScheduling``, runtime-config
+  ``scheduling.k8s.io/v1alpha2=true``): ``Workload.spec.controllerRef{apiGroup, kind, name}`` (optional, immutable),
+  ``Workload.spec.podGroupTemplates[]{name, schedulingPolicy{gang{minCount}}}`` (at most 8, immutable; ``name`` a
+  DNS label); ``PodGroup.spec.podGroupTemplateRef.workload{workloadName, podGroupTemplateName}`` (DNS labels,
+  immutable) and ``PodGroup.spec.schedulingPolicy`` (immutable). Measured on a 1.36.2 kube-apiserver: a patch of
+  ``minCount`` is refused on both objects (422 "field is immutable"), the server adds ``spec.disruptionMode: Pod``
+  and the finalizer ``scheduling.k8s.io/podgroup-protection`` (a PodGroup deleted while pods name it stays until
+  they are gone, so it cannot be re-created with another ``minCount`` under a live gang). admit keeps the stored
+  objects, warns, and refuses a pod count below the stored ``minCount`` (``immutable_message``).
 - ``v1beta1/types.go`` (1.37, beta, off by default; gate ``GenericWorkload``): the same Workload, but
-  ``PodGroup.spec.workloadRef{workloadName (DNS subdomain), templateName}``, and ``gang.minCount`` is mutable on
-  both objects ("to support workload scaling"; templates cannot be added or removed).
+  ``PodGroup.spec.workloadRef{workloadName (DNS subdomain), templateName}``, and ``gang.minCount`` mutable on both
+  objects ("to support workload scaling").
 - ``core/v1`` ``PodSpec.schedulingGroup.podGroupName`` (gate ``GenericWorkload``): immutable on a Pod; the PodGroup
-  "may not exist at the time the Pod is created" (the pod waits). kube-scheduler's PreEnqueue keeps every pod of a
-  gang out of the queue until ``minCount`` of them exist ("waiting for minCount pods from a gang to appear in
-  scheduling queue", seen on that plane with a 3-pod gang of ``minCount`` 3 short of one pod).
+  "may not exist at the time the Pod is created". kube-scheduler's PreEnqueue keeps a gang's pods out of the queue
+  until ``minCount`` of them exist ("waiting for minCount pods from a gang to appear in scheduling queue").
 
-No equivalent: PodGroup ``minResources`` and ``scheduleTimeoutSeconds`` of scheduler-plugins; admit says so in a
-warning when the user asked for them explicitly.
+No equivalent of scheduler-plugins' ``minResources`` and ``scheduleTimeoutSeconds``: a warning says so when the user
+asked for them. :data:`SHAPES` is the one table of what differs per served version, each row with its source;
+discovery picks the first row the API server serves (``discovery.py``).
 
-Versions: :data:`SHAPES` is the one table of what differs per served version (reference field, name rules,
-mutable ``minCount``, priority fields, condition name), each row with its source; discovery picks the first row the
-API server serves (``backends/workload_api/discovery.py``).
-
-Priority (1.37+, ``validatePodGroup`` in kube-scheduler's ``pkg/scheduler/schedule_one_podgroup.go``): a PodGroup
-is scheduled only when every pod has the PodGroup's priority ("all pods in a single pod group should have the same
-priority as the pod group's priority"), the same ``schedulerName``, and the same ``preemptionPolicy`` (the
-PodGroup's own with the ``PodGroupPreemptionPolicy`` gate). The PodGroup's priority comes from its own
-``priorityClassName`` (priority admission; else the global default class, else 0), so admit copies the pods'
-``priorityClassName`` (and an explicit ``preemptionPolicy``; with its gate off the API server drops that field, as
-the scheduling registry strategies drop gated fields, e.g. ``dropDisabledPreemptionPolicyField`` of
-``pkg/registry/scheduling/compositepodgroup/strategy.go``) into the Workload's template and the PodGroup
-(:func:`gang_priority`), refuses a gang whose templates disagree, and refuses a ``system-*`` class: the PodGroup's
-``priority`` is capped at 1000000000 (``HighestUserDefinablePriority``), below both system classes. Both fields are
-immutable: a gang whose pods change class cannot follow on its stored objects (:func:`priority_mismatch`).
-
-Names: the Workload and the PodGroup are both named after the gang (``plan.group_name``: the workload's name, or
-``gang.admit.dev/pod-group``), so ``kubectl get workloads,podgroups.scheduling.k8s.io <name>`` finds them; the one
-template is called ``gang``.
+Priority (1.37+, ``validatePodGroup`` in kube-scheduler's ``pkg/scheduler/schedule_one_podgroup.go``): a PodGroup is
+scheduled only when every pod has its priority ("all pods in a single pod group should have the same priority as the
+pod group's priority"), the same ``schedulerName`` and the same ``preemptionPolicy`` (``PodGroupPreemptionPolicy``
+gate). Its priority comes from its own ``priorityClassName``, so admit copies the pods' ``priorityClassName`` (and an
+explicit ``preemptionPolicy``, which the API server drops with its gate off, as ``dropDisabledPreemptionPolicyField``
+of ``pkg/registry/scheduling/compositepodgroup/strategy.go`` does) into the template and the PodGroup
+(:func:`gang_priority`), refuses a gang whose templates disagree, and refuses a ``system-*`` class (a PodGroup's
+``priority`` is capped at 1000000000, ``HighestUserDefinablePriority``). Both fields are immutable
+(:func:`priority_mismatch`).
 """
 
 from __future__ import annotations

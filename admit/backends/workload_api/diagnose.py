@@ -1,19 +1,15 @@
 """The ``workload-api`` backend's ``admit status`` diagnosis: one row per native gang (pure: objects in, rows out).
 
-:func:`diagnose_native` takes the objects as the Kubernetes API lists them (plain dicts, listed by
-``admit/backends/workload_api/status.py``) and returns one ``diagnose.GangStatus`` per gang; what every backend's
-diagnosis shares is ``admit/backends/diagnose.py``. :func:`below_min_count` is also what the backend's gang controller
-(``admit/controller/gangs.py``) counts every resync period (``runtime.BackendAPI.below_min_count``).
+:func:`diagnose_native` takes the objects ``status.py`` lists and returns one ``diagnose.GangStatus`` per gang;
+:func:`below_min_count` is also what the backend's gang controller counts every resync period.
 
-kube-scheduler's GangScheduling plugin holds the pods of a native gang at PreEnqueue until ``minCount`` of them
-exist, and such pods get no ``PodScheduled`` condition and no event, by design (kubernetes#141900): these rows say
-why in their place. The reasons, for a user: docs/workload-api.md. Their sources: ``PriorityMismatch`` /
-``SchedulerMismatch`` / ``PreemptionMismatch`` are kube-scheduler's ``validatePodGroup`` (1.37); ``NotEnoughPods``
-is PreEnqueue's "waiting for minCount pods from a gang to appear in scheduling queue"; ``BelowMinCount``
-(:func:`below_min_count`) exists because the scheduled condition never goes back (kubernetes#136334); the
-condition read is ``PodGroupInitiallyScheduled`` (v1beta1, 1.37) or ``PodGroupScheduled`` (v1alpha2, 1.36). A
-``basic`` PodGroup (the Job controller's own with ``WorkloadWithJob``, 1.37) and one whose pods all carry the
-Coscheduling label (:func:`not_a_gang`) get no row; a note counts them.
+kube-scheduler's GangScheduling plugin holds a native gang's pods at PreEnqueue until ``minCount`` of them exist,
+with no ``PodScheduled`` condition and no event, by design (kubernetes#141900): these rows say why in their place
+(for a user: docs/workload-api.md). Sources: ``PriorityMismatch`` / ``SchedulerMismatch`` / ``PreemptionMismatch``
+are kube-scheduler's ``validatePodGroup`` (1.37); ``NotEnoughPods`` is PreEnqueue's "waiting for minCount pods from a
+gang to appear in scheduling queue"; ``BelowMinCount`` exists because the scheduled condition
+(``PodGroupInitiallyScheduled``, 1.37; ``PodGroupScheduled``, 1.36) never goes back (kubernetes#136334). A ``basic``
+PodGroup and one whose pods all carry the Coscheduling label (:func:`not_a_gang`) get no row; a note counts them.
 """
 
 from __future__ import annotations
@@ -113,16 +109,11 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
     Args:
         pod_groups: scheduling.k8s.io PodGroups as listed (``spec.schedulingPolicy.gang.minCount``,
             ``spec.priorityClassName``/``priority``/``preemptionPolicy``, ``status.conditions``).
-        pods: Pod objects; those with ``spec.schedulingGroup.podGroupName`` are the members.
-        events: core/v1 or events.k8s.io/v1 Events (only ``FailedScheduling`` about the pods is read).
-        workloads: objects with a pod template; gang workloads of the workload-api backend without pods still get
-            a row.
+        pods / events / workloads / sizes: as ``status.Listed`` has them; the pods with
+            ``spec.schedulingGroup.podGroupName`` are the members.
         served: the scheduling.k8s.io version the API server serves (``""``: none; ``None``: not checked).
-        config: annotation keys and the default backend.
-        now: aware datetime the waits are measured to (default: now, UTC).
+        config: annotation keys and the default backend; now: as in ``coscheduling.diagnose.diagnose``.
         notes: where the line about the PodGroups left out goes (None: not said).
-        sizes: ``size_key(workload) -> WorkloadSize``, the pods each of ``workloads`` asks for as its kind's resolver
-            counts them (``status.Listed.sizes``; default none: no ``BelowMinMember`` / ``ScaledToZero``).
     """
     now = now or _dt.datetime.now(_dt.timezone.utc)
     pgs = {(meta_of(pg).get("namespace", ""), meta_of(pg).get("name", "")): pg for pg in pod_groups}

@@ -1,31 +1,24 @@
 """Which ``scheduling.k8s.io`` version of the Workload API the API server serves, found once at ``admit serve`` start.
 
-API discovery (``GET /apis/scheduling.k8s.io`` for the group's versions, ``GET /apis/scheduling.k8s.io/<version>``
-for its resources, as kubectl does): a version counts when it serves both ``workloads`` and ``podgroups``. admit
-speaks the versions whose shapes it knows (the rows of ``workload_api.SHAPES``, each with its ``types.go``) and
-prefers ``v1`` (planned GA, 1.38), then ``v1beta1`` (1.37), then the alphas ``v1alpha3`` (1.37) and ``v1alpha2``
-(1.36); ``v1alpha1`` (1.35: Workload with embedded pod groups and pod ``spec.workloadRef``) has no runtime PodGroup
-and is not spoken: a cluster that serves only it is told to run Kubernetes 1.36 or the Coscheduling backend
-(``first_alpha_message``), never to upgrade admit, and the per-workload refusal says the same (the versions found
-are kept in ``Config.workload_api_served``). ``scheduling.k8s.io/v1`` also serves ``priorityclasses``: only a version with both gang
-resources counts. Seen on a 1.36.2 kube-apiserver with ``--feature-gates=GenericWorkload=true,GangScheduling=true
+API discovery (``GET /apis/scheduling.k8s.io`` and ``/apis/scheduling.k8s.io/<version>``, as kubectl does): a
+version counts when it serves both ``workloads`` and ``podgroups`` (``v1`` also serves ``priorityclasses``). admit
+speaks the versions whose shapes it knows (``workload_api.SHAPES``), preferring ``v1`` (planned GA, 1.38), then
+``v1beta1`` (1.37), ``v1alpha3`` (1.37), ``v1alpha2`` (1.36). ``v1alpha1`` (1.35: embedded pod groups, pod ``spec.workloadRef``, no
+runtime PodGroup) is not spoken: a cluster serving only it is told to run Kubernetes 1.36 or the Coscheduling backend
+(``first_alpha_message``; the versions found are kept in ``Config.workload_api_served``). Seen on a 1.36.2
+kube-apiserver with ``--feature-gates=GenericWorkload=true,GangScheduling=true
 --runtime-config=scheduling.k8s.io/v1alpha2=true``: versions ``v1`` and ``v1alpha2``; v1alpha2 resources
 ``podgroups``, ``podgroups/status``, ``workloads``.
 
-A version that serves ``workloads`` or ``podgroups`` but is not in the table (a later alpha, a v2) is reported once,
-at start, in one line naming it; when no known version is served the backend stays off rather than write shapes
-admit does not know.
+A served version not in the table (a later alpha, a v2) is reported once, at start; with no known version the
+backend stays off rather than write shapes admit does not know. When ``workload-api`` is the default backend and
+none is served, ``admit serve`` refuses to start with one line naming the feature gates and runtime-config; as an
+extra backend, admit starts and refuses the workloads that ask for it, with the same reason.
 
-When the ``workload-api`` backend is admit's default (``--gang-backend``) and no version is served, ``admit serve``
-refuses to start with one line naming the feature gates and runtime-config; when it is only an extra backend, admit
-starts and refuses the workloads that ask for it, with the same reason.
-
-An upgrade can stop serving the version found at start (1.37 serves ``v1alpha3``/``v1beta1`` and no longer
-``v1alpha2``; 1.38 plans ``v1``): every write in it then answers 404 "the server could not find the requested
-resource". :class:`Rediscovery` runs discovery again on such a 404 (at most once per ``min_interval``, one run for
-all callers at once) and, when another version is served, switches admission to it and tells its listeners (the
-controller restarts its Workload/PodGroup caches on the new version); when none is, the backend is off and the
-workloads asking for it are refused with the gates to turn on (``not_served_message``).
+An upgrade can stop serving the version found at start (1.37 serves ``v1alpha3``/``v1beta1``, no longer
+``v1alpha2``): every write then answers 404. :class:`Rediscovery` runs discovery again on such a 404 (at most once
+per ``min_interval``, one run for all callers) and switches admission and the controller (its listeners) to the new
+version, or turns the backend off with the gates to turn on (``not_served_message``).
 """
 
 from __future__ import annotations

@@ -1,37 +1,30 @@
 """The Workload API's rules for the workloads whose native gang someone else makes. Pure.
 
-Deferring (asked of the workload-api backend for every gang, whichever backend it uses; docs/behaviour.md, "The rules
-the code is built on": do not fight an operator that already gangs its own jobs), the plan is then validated only
-(``mutate`` and ``create_pod_group`` off, with a note), by :func:`deferring_reason`:
+Deferring (asked of this backend for every gang, whichever backend it uses: do not fight an operator that already
+gangs its own jobs, docs/behaviour.md), the plan is validated only (``mutate`` and ``create_pod_group`` off, with a
+note) by :func:`deferring_reason` for:
 
-- a pod template that already carries ``spec.schedulingGroup`` naming another group: the Job controller
-  (``WorkloadWithJob``: "``spec.template.spec.schedulingGroup`` is set (bring-your-own PodGroup): the user manages
-  the objects"), JobSet, LeaderWorkerSet, KubeRay or the user made that group (KEP-5547, "Job Controller Changes");
+- a pod template whose ``spec.schedulingGroup`` names another group: the Job controller (``WorkloadWithJob``:
+  "``spec.template.spec.schedulingGroup`` is set (bring-your-own PodGroup): the user manages the objects"), JobSet,
+  LeaderWorkerSet, KubeRay or the user made it (KEP-5547, "Job Controller Changes");
 - a Job with ``spec.scheduling`` (1.37, KEP-5547: the Job controller compiles it into a Workload and PodGroup, and
-  refuses ``spec.scheduling`` together with a template ``schedulingGroup``) or with the annotation
-  ``scheduling.k8s.io/group-template-name`` (its PodGroup comes from a parent's Workload);
+  refuses it beside a template ``schedulingGroup``) or the annotation ``scheduling.k8s.io/group-template-name`` (its
+  PodGroup comes from a parent's Workload);
 - a Deployment or StatefulSet with ``spec.scheduling`` (KEP-6276/KEP-6277, alpha targeted for 1.38; UNVERIFIED: not
-  in the stored kubernetes sources yet): its controller makes one PodGroup per ReplicaSet / per StatefulSet;
-- a JobSet or LeaderWorkerSet with ``spec.scheduling`` (alpha with Kubernetes 1.37's building blocks: JobSet
-  ``keps/969-WAS-integration``, gate ``JobSetWorkloadAwareSchedulingAPI``, "when set (even to {}), the controller
-  compiles a Workload"; LWS ``keps/666-gang-scheduling-in-lws``, gate ``WorkloadAwareScheduling``): its operator
-  makes the Workload and PodGroups (one per LWS group). The field name is the KEPs'; their Go types are unconfirmed.
+  in the stored kubernetes sources yet): one PodGroup per ReplicaSet / StatefulSet;
+- a JobSet or LeaderWorkerSet with ``spec.scheduling`` (JobSet ``keps/969-WAS-integration``, gate
+  ``JobSetWorkloadAwareSchedulingAPI``, "when set (even to {}), the controller compiles a Workload"; LWS
+  ``keps/666-gang-scheduling-in-lws``, gate ``WorkloadAwareScheduling``; the Go types are unconfirmed).
 
-One gang mechanism per workload (:func:`native_handover`, asked by ``mutate.plan_patch`` through
-``backends.handover_ops``): when a workload is deferred because it became a native gang of its controller
-(``spec.scheduling``, possibly set by another mutating webhook after admit's ran, such as Kueue's for Jobs:
-kube-apiserver then re-invokes admit's, ``reinvocationPolicy: IfNeeded``), the marks admit put on it in an earlier
-pass are taken off its mutable templates: the Coscheduling pod-group label and admit's ``schedulerName`` (else the
-pods would go to a scheduler waiting for a PodGroup nobody makes), admit's own ``spec.schedulingGroup`` (the Job
-controller refuses it beside ``spec.scheduling``), and the ``<prefix>/managed`` label; a warning says which way the
-workload went. With ``--controller-gang Job`` (``Config.controller_gangs``), admit itself hands a new workload-api
-Job gang to the Job controller: it sets the ``spec.scheduling`` the kind's record gives (``WorkloadKind.handover``;
-a Job's is ``families.apps.job_scheduling``, ``schedulingPolicy.gang.minCount``) and neither ``schedulingGroup``
-nor a Workload/PodGroup of its own.
-
-Which kinds' controllers make a native gang, which take a parent's (the Job annotation above) and which admit hands
-over are facts of each kind's record (``WorkloadKind.controller_gang``, ``gang_from_parent``, ``handover``), passed
-in by the framework (``admit/backends/__init__.py``): this module names no kind.
+One gang mechanism per workload (:func:`native_handover`, through ``backends.handover_ops``): a workload deferred
+because it became a native gang of its controller (``spec.scheduling``, perhaps set by a later mutating webhook such
+as Kueue's, which makes kube-apiserver call admit's again, ``reinvocationPolicy: IfNeeded``) loses the marks admit put
+on its mutable templates in an earlier pass (the Coscheduling pod-group label and ``schedulerName``, admit's own
+``spec.schedulingGroup``, which the Job controller refuses beside ``spec.scheduling``, the ``<prefix>/managed``
+label), with a warning. With ``--controller-gang Job`` admit hands a new workload-api Job gang to the Job controller:
+it sets the ``spec.scheduling`` of the kind's ``WorkloadKind.handover`` (``families.apps.job_scheduling``) and makes
+no ``schedulingGroup``, Workload or PodGroup of its own. The per-kind facts (``controller_gang``,
+``gang_from_parent``, ``handover``) come with the kind's record: this module names no kind.
 """
 
 from __future__ import annotations
