@@ -30,7 +30,7 @@ from ..gang.foreign import (KUEUE_COMPLETIONS_FOLLOW, KUEUE_GROUP_NAME, KUEUE_MI
                             MULTIKUEUE_MANAGED_BY, MULTIKUEUE_ORIGIN, kueue_group)
 from ..gang.plan import (
     BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Wave, below_min_member, check_group_name,
-    choose_group_name, get_path, int_field,
+    choose_group_name, counted_and_fix, get_path, int_field,
 )
 from ..gang.resources import ResourceError, gang_min_resources
 from .shared import POD_TARGET, Rollout, WorkloadKind, object_ref, template_target
@@ -79,23 +79,12 @@ def _replicated_plan(
     group_name = choose_group_name(obj, ann, [target], config, kind, name)
     auto_size = min(total, last_wave.size) if last_wave is not None and total > 0 else total
     min_member = ann.min_member if ann.min_member is not None else max(auto_size, 1)
+    pod_spec = get_path(obj, ("spec", "template", "spec"))
     plan = GangPlan(
-        kind=kind,
-        api_group=api_group,
-        name=name,
-        namespace=namespace,
-        group_name=group_name,
-        min_member=min_member,
-        total_pods=total,
-        total_field=total_field,
-        min_resources=template_min_resources(
-            get_path(obj, ("spec", "template", "spec")), min_member, ann, f"{kind} {namespace}/{name} pod template"
-        ),
-        schedule_timeout_seconds=ann.schedule_timeout_seconds,
-        targets=[target],
-        last_wave=last_wave,
-        runtime_class=runtime_class_of(get_path(obj, ("spec", "template", "spec")), ann),
-    )
+        kind=kind, api_group=api_group, name=name, namespace=namespace, group_name=group_name, min_member=min_member,
+        total_pods=total, total_field=total_field, schedule_timeout_seconds=ann.schedule_timeout_seconds,
+        targets=[target], last_wave=last_wave, runtime_class=runtime_class_of(pod_spec, ann),
+        min_resources=template_min_resources(pod_spec, min_member, ann, f"{kind} {namespace}/{name} pod template"))
     if ann.min_member is None and auto_size < total:
         assert last_wave is not None
         # a smaller gang that still gangs is admit's choice, explained (a note); a gang of 1 gangs nothing (a warning)
@@ -393,23 +382,13 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         warnings.append(
             f"give each of the {min_member} pods the same {config.pod_group_key}, or use a Deployment or Job: this pod "
             f"names no group, so it waits for {min_member - 1} more pod(s) in PodGroup {str(group_name)[:63]}")
+    spec = obj.get("spec")
     return GangPlan(
-        kind="Pod",
-        api_group="",
-        name=ref_name,
-        namespace=namespace,
-        group_name=group_name,
-        min_member=min_member,
-        total_pods=total,
-        total_field=f"annotation {KUEUE_TOTAL_COUNT}" if total is not None else "",
-        min_resources=template_min_resources(obj.get("spec"), min_member, ann, f"Pod {namespace}/{ref_name}"),
-        schedule_timeout_seconds=ann.schedule_timeout_seconds,
-        targets=[POD],
-        warnings=warnings,
-        runtime_class=runtime_class_of(obj.get("spec"), ann),
-        shared=True,
-        size_known=ann.min_member is not None or total is not None,
-    )
+        kind="Pod", api_group="", name=ref_name, namespace=namespace, group_name=group_name, min_member=min_member,
+        total_pods=total, total_field=f"annotation {KUEUE_TOTAL_COUNT}" if total is not None else "",
+        min_resources=template_min_resources(spec, min_member, ann, f"Pod {namespace}/{ref_name}"),
+        schedule_timeout_seconds=ann.schedule_timeout_seconds, targets=[POD], warnings=warnings, shared=True,
+        runtime_class=runtime_class_of(spec, ann), size_known=ann.min_member is not None or total is not None)
 
 
 def resolve_int_or_percent(value: Any, total: int, round_up: bool, default: int) -> int:
@@ -585,8 +564,7 @@ def resolve_cronjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, n
         refusal_note=reword(plan.refusal_note),
         last_wave=None if wave is None else Wave(wave.size, f"each Job it creates would be refused: {reword(wave.why)}",
                                                  reword(wave.fix)))
-    below_min_member(cron, ann, config, f"{cron.total_field}={cron.total_pods}",
-                     f"Set {cron.total_field} to at least {cron.min_member}", ref=f"{ref}: each Job it creates")
+    below_min_member(cron, ann, config, *counted_and_fix(cron), ref=f"{ref}: each Job it creates")
     shared = plan.group_name != job["metadata"]["name"]
     if shared:
         cron.warnings.append(

@@ -84,11 +84,8 @@ it to ``children.is_child``."""
 
 WATCHED_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     k.key: k.versions for k in FAMILY_KINDS if k.versions and k.unwatched is None}
-"""``(API group, kind) -> ((version, plural), ...)`` of every watched kind, for the PodGroup controller's watches (a
-kind whose CRD is not installed answers 404 and is retried slowly, ``watchcache.py``). LeaderWorkerSets and
-TrainJobs claim no PodGroup themselves (their groups belong to leader pods and JobSets); watching them costs one
-idle watch each and keeps every registered kind watched. A kind whose record says why it is ``unwatched`` (CronJob:
-each of its Jobs claims its own PodGroup) is left out."""
+"""``(API group, kind) -> ((version, plural), ...)`` of every watched kind, for the PodGroup controller's watches:
+every registered kind (LeaderWorkerSets and TrainJobs too, one idle watch each) but the ``unwatched`` ones."""
 
 WEBHOOK_RESOURCES: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     k.key: k.versions for k in FAMILY_KINDS if k.versions}

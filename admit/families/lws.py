@@ -57,10 +57,9 @@ from typing import Any
 
 from ..config import Config
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, check_group_name, get_path, int_field
-from ..gang.resources import ResourceError, pod_requests
 from ..gang.quantity import add_resources, format_resources, parse_quantity, QuantityError, scale_resources
 from .apps import resolve_int_or_percent
-from .shared import POD_TARGET, RunningUpdate, RunningVerdict, WorkloadKind, object_ref, template_target
+from .shared import POD_TARGET, RunningUpdate, RunningVerdict, WorkloadKind, object_ref, requests_of, template_target
 
 __all__ = ["LWS", "KINDS", "resolve_leaderworkerset", "join_lws_pod", "group_spec_key", "group_name",
            "LWS_NAME_LABEL", "LWS_GROUP_INDEX_LABEL", "LWS_WORKER_INDEX_LABEL", "LWS_REVISION_LABEL",
@@ -90,15 +89,6 @@ def group_name(lws: str, index: str, revision: str | None) -> str:
     PodGroups, ``pkg/schedulerprovider/interface.go`` ``GetPodGroupName``: ``"%s-%s-%s"``), or ``<lws>-<group index>``
     for a pod without the revision label (an LWS before revisions)."""
     return f"{lws}-{index}-{revision}" if revision else f"{lws}-{index}"
-
-
-def _pod_requests(spec: Any, ref: str, where: str) -> dict[str, Any]:
-    if not isinstance(spec, dict):
-        return {}
-    try:
-        return pod_requests(spec)
-    except ResourceError as e:
-        raise GangError(f"{ref} {where}: {e}", 400) from None
 
 
 def resolve_leaderworkerset(
@@ -161,8 +151,8 @@ def resolve_leaderworkerset(
     if ann.min_resources:
         leader_spec = get_path(obj, _TEMPLATE + ("leaderTemplate" if has_leader else "workerTemplate", "spec"))
         worker_spec = get_path(obj, _TEMPLATE + ("workerTemplate", "spec"))
-        leader = _pod_requests(leader_spec, ref, "leader template")
-        worker = _pod_requests(worker_spec, ref, "worker template")
+        leader = requests_of(leader_spec, f"{ref} leader template")
+        worker = requests_of(worker_spec, f"{ref} worker template")
         count = size if leader_ready else min_member  # LeaderReady: the whole group, as LWS's provider does
         total = add_resources(leader, scale_resources(worker, max(count - 1, 0))) if count else {}
         plan.min_resources = format_resources(total) or None

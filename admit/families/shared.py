@@ -18,11 +18,10 @@ The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and 
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
   fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
   training-operator (``admit.families.kubeflow``) and the spark-operator (``admit.families.spark``).
-- **Pods that join a group** (``WorkloadKind.pod_joiner``, collected in ``admit.families.kinds.POD_JOINERS``, e.g.
-  ``lws.join_lws_pod``): where one template makes the pods of several groups, the pods find their group at creation from labels their controller puts on them,
-  without an API call (``joiner(pod, config, namespace, known_groups) -> GangPlan | None``, :data:`POD_TARGET`). A
-  joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group (``validate._pod_made_group``):
-  the pod that always comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
+- **Pods that join a group** (:data:`PodJoiner`, e.g. ``lws.join_lws_pod``): where one template makes the pods of
+  several groups, the pods find their group at creation from labels their controller puts on them, without an API
+  call. A joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group: the pod that always
+  comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
 - **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): ``auto`` takes the pods the workload runs at
   once; an explicit minMember above them is refused by ``gang.plan.below_min_member`` (the Coscheduling plugin keeps
   every pod Pending while fewer than minMember pods carry the label: scheduler-plugins
@@ -33,12 +32,13 @@ The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Callable, Protocol
 
 from ..gang.ownerrefs import controller_ref
 from ..config import Config
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver
-from ..gang.resources import ResourceError, gang_min_resources
+from ..gang.resources import ResourceError, gang_min_resources, pod_requests
 
 __all__ = [
     "WorkloadKind",
@@ -56,6 +56,7 @@ __all__ = [
     "template_target",
     "gang_min_member",
     "min_resources_of",
+    "requests_of",
     "object_ref",
     "POD_TARGET",
 ]
@@ -232,22 +233,18 @@ RunningRule = Callable[[RunningUpdate, GangPlan, Config], "RunningVerdict | None
 @dataclass(frozen=True, slots=True)
 class Carry:
     """How the gang annotations of a *wrapper* kind reach each object its controller makes from its template, when
-    that controller copies none of the wrapper's annotations onto it (``WorkloadKind.carry``): a
-    ScheduledSparkApplication's SparkApplications, a RayCronJob's RayJobs. admit writes the wrapper's gang
-    annotations into its template at ``template + path`` (the plan's ``template_annotations``), the controller copies
-    the template into the object's ``spec``, and at the object's CREATE admit finds them at ``("spec",) + path``
-    and puts them on the object's own ``metadata.annotations`` (``admit.families.kinds.carried_annotations``,
-    ``webhook.mutate``): from then on the object is a gang workload as if its user had annotated it.
+    that controller copies none of the wrapper's annotations onto it (``WorkloadKind.carry``, ``families.wrappers``):
+    admit writes them into the template at ``template + path``, the controller copies the template into the
+    object's ``spec``, and at the object's CREATE admit puts them on its ``metadata.annotations``
+    (``admit.families.kinds.carried_annotations``).
 
     Attributes:
-        child: ``(API group, kind)`` of the objects the wrapper's controller makes.
+        child: ``(API group, kind)`` of the objects the wrapper's controller makes; they name the wrapper among
+            their ownerReferences (not always as controller: the spark-operator's is not).
         template: key path of the wrapper's template, copied whole into the object's ``spec``
             (``("spec", "template")``).
         path: key path, under the template and under the object's ``spec``, of an annotations map the operator
             copies on and never reads for itself (``("driver", "annotations")``: the driver pod's).
-
-    The made object names the wrapper among its ownerReferences (any one whose ``kind`` and API group are the
-    wrapper's: the spark-operator's is no controller reference).
     """
 
     child: tuple[str, str]
@@ -418,3 +415,17 @@ def min_resources_of(
         return gang_min_resources(taken) or None
     except ResourceError as e:
         raise GangError(f"{ref} pod template: {e}", 400) from None
+
+
+def requests_of(pod_spec: Any, where: str) -> dict[str, Fraction]:
+    """``admit.gang.resources.pod_requests`` of ``pod_spec`` (``{}`` when it is no object).
+
+    Raises:
+        GangError (400): a quantity does not parse (the message names ``where``).
+    """
+    if not isinstance(pod_spec, dict):
+        return {}
+    try:
+        return pod_requests(pod_spec)
+    except ResourceError as e:
+        raise GangError(f"{where}: {e}", 400) from None

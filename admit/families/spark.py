@@ -77,10 +77,9 @@ from ..echo import clip
 from ..gang.ownerrefs import controller_ref
 from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
 from ..gang.quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
-from ..gang.resources import ResourceError, pod_requests
 from .apps import POD, resolve_pod
 from .argo import resolve_step_pod, step_pod
-from .shared import AllowedBackends, RunningUpdate, RunningVerdict, WorkloadKind, object_ref
+from .shared import AllowedBackends, RunningUpdate, RunningVerdict, WorkloadKind, object_ref, requests_of
 
 __all__ = [
     "KINDS",
@@ -251,10 +250,7 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
     if not sidecars and not inits:
         return resources
     main = {"name": f"spark-kubernetes-{role}", "resources": {"requests": format_resources(resources)}}
-    try:
-        return pod_requests({"containers": [main, *sidecars], "initContainers": inits})
-    except ResourceError as e:
-        raise GangError(f"{where}: {e}", 400) from None
+    return requests_of({"containers": [main, *sidecars], "initContainers": inits}, where)
 
 
 def _count(obj: dict[str, Any], path: tuple[str, ...], what: str, conf: dict[str, Any], key: str) -> int | None:
@@ -444,11 +440,7 @@ def resolve_spark_driver(
     )
     if not ann.min_resources:
         return plan
-    spec = spec_v if isinstance(spec_v := pod.get("spec"), dict) else {}
-    try:
-        total = pod_requests(spec)
-    except ResourceError as e:
-        raise GangError(f"{ref}: {e}", 400) from None
+    total = requests_of(pod.get("spec"), ref)
     if executors is not None and per_executor is not None:
         total = add_resources(total, scale_resources(per_executor, executors))
     elif executors is not None or per_executor is not None:

@@ -32,8 +32,7 @@ from typing import Any
 from ..config import Config
 from ..gang.plan import GangAnnotations, GangError, GangPlan, choose_group_name, get_path
 from ..gang.quantity import add_resources, format_resources, scale_resources
-from ..gang.resources import ResourceError, pod_requests
-from .shared import RunningUpdate, RunningVerdict, WorkloadKind, object_ref, template_target
+from .shared import RunningUpdate, RunningVerdict, WorkloadKind, object_ref, requests_of, template_target
 from .spark import SPARK_BACKENDS, initial_executors, one_member, spark_pod_resources
 
 __all__ = ["SPARK_CONNECT", "KINDS", "resolve_spark_connect", "running_spark_connect"]
@@ -75,11 +74,7 @@ def resolve_spark_connect(obj: dict[str, Any], ann: GangAnnotations, config: Con
     plan.total_pods = 1 + executors
     plan.total_field = f"1 server + {source}"
     if ann.min_resources:
-        server_spec = get_path(obj, ("spec", "server", "template", "spec"))
-        try:
-            server = pod_requests(server_spec) if isinstance(server_spec, dict) else {}
-        except ResourceError as e:
-            raise GangError(f"{ref} spec.server.template: {e}", 400) from None
+        server = requests_of(get_path(obj, ("spec", "server", "template", "spec")), f"{ref} spec.server.template")
         executor = spark_pod_resources(app, "executor", ref)
         plan.min_resources = format_resources(add_resources(server, scale_resources(executor, executors))) or None
     plan.notes.append(

@@ -103,16 +103,15 @@ def resolve_trainjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
     annotation parsing done by the caller."""
     name = str(get_path(obj, ("metadata", "name")) or "")
     ref = object_ref("TrainJob", namespace, name)
-    runtime = get_path(obj, ("spec", "runtimeRef", "name")) or "?"
-    runtime_kind = get_path(obj, ("spec", "runtimeRef", "kind")) or "ClusterTrainingRuntime"
+    runtime_kind, _, _, runtime = runtime_ref(obj, namespace)
     plan = GangPlan(kind="TrainJob", api_group=GROUP, name=name, namespace=namespace,
                     group_name=ann.pod_group or name, min_member=ann.min_member or 1, total_pods=None,
                     total_field="", create_pod_group=False)
     plan.extra_ops = _runtime_patch_ops(obj, _gang_annotations(obj, config), patch_manager(config))
     plan.notes.append(
-        f"{ref}: unless {runtime_kind} {runtime} has a podGroupPolicy (then Kubeflow Trainer gangs it itself and admit "
-        f"leaves it alone), its JobSet {name} is the gang: PodGroup {plan.group_name} is made when Trainer creates "
-        "the JobSet (admit passes the annotations on through spec.runtimePatches)")
+        f"{ref}: unless {runtime_kind} {runtime or '?'} has a podGroupPolicy (then Kubeflow Trainer gangs it itself "
+        f"and admit leaves it alone), its JobSet {name} is the gang: PodGroup {plan.group_name} is made when Trainer "
+        "creates the JobSet (admit passes the annotations on through spec.runtimePatches)")
     return plan
 
 

@@ -24,8 +24,8 @@ class Claim:
         workload: the workload's reference (:func:`workload_ref`: apiVersion, kind and identifying metadata; never
             the whole object).
         identity: ``"<group>/<Kind>/<name>"`` as in the PodGroup owner annotation (``podgroup.owner_annotation``).
-        plan: the gang plan without pod templates (``None`` when the annotations are invalid: see ``error``).
-        error: why no plan could be made (a ``GangError`` message), else ``None``.
+        plan: the gang plan without pod templates, or ``None`` with ``error``: why no plan could be made (a
+            ``GangError`` message).
         problem: a plan was made but the workload breaks a rule admission enforces (replicas below minMember), or
             ``None``; reported, the PodGroup is still kept in step.
         explicit: the group was named with ``gang.admit.dev/pod-group``.

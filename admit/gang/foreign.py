@@ -74,11 +74,8 @@ def translate_group_labels(obj: dict[str, Any], targets: list[PodTarget], config
     """Copy the other generation's pod-group label to the configured one on every target (pods and templates).
 
     Returns ``(operations, warnings, translated)``: JSONPatch operations against ``obj``, the warnings, and ``obj``
-    with the operations applied (a shallow-copied path; ``obj`` itself is unchanged) so that later decisions read
-    the translated labels. The other label is kept (a selector may use it). Callers leave out the templates of
-    objects a controller made (``mutate._translate_only``). A target that carries both labels
-    with different values gets a warning: the scheduler reads only the configured one. Immutable targets (a Job's
-    template on UPDATE) are left alone.
+    with the operations applied (a shallow-copied path; ``obj`` is unchanged). The other label is kept (a selector
+    may use it); both labels with different values get a warning; immutable targets are left alone.
     """
     other = _GENERATIONS.get(config.pod_group_label)
     if other is None:

@@ -62,13 +62,10 @@ def _bounded(value: Fraction, shown: object) -> Fraction:
 
 
 def parse_quantity(value: object) -> Fraction:
-    """Parse a Kubernetes quantity (``"250m"``, ``"1.5"``, ``"512Mi"``, ``"1e3"``, or an int/float) to an exact number.
-
-    The unit is whatever the resource counts: cores for ``cpu``, bytes for ``memory``. Follows the grammar of
-    ``k8s.io/apimachinery/pkg/api/resource/quantity.go`` (``ParseQuantity``, after ``UnmarshalJSON``'s
-    ``TrimSpace``): a non-zero value finer than 1n is rounded up to 1n, as Kubernetes does. Bounded work whatever the
-    input: a string longer than :data:`MAX_QUANTITY_CHARS` or a value beyond :data:`MAX_QUANTITY` is refused before
-    any arithmetic on it (``"1e9999999"`` took seconds of CPU when it was computed).
+    """Parse a Kubernetes quantity (``"250m"``, ``"1.5"``, ``"512Mi"``, ``"1e3"``, or an int/float) to an exact number
+    in the resource's unit (cores for ``cpu``, bytes for ``memory``), as ``quantity.go`` ``ParseQuantity`` after
+    ``UnmarshalJSON``'s ``TrimSpace``; finer than 1n rounds up to 1n. Bounded work whatever the input: a string over
+    :data:`MAX_QUANTITY_CHARS` or a value beyond :data:`MAX_QUANTITY` is refused before any arithmetic on it.
 
     Raises:
         QuantityError: the value is not a quantity, or is out of range (the message quotes the value, clipped).
@@ -126,11 +123,8 @@ def _is_byte_resource(name: str) -> bool:
 
 
 def format_quantity(name: str, value: Fraction) -> str:
-    """Format ``value`` (cores for ``cpu``, bytes for byte-like resources) as the short canonical quantity string.
-
-    Sub-milli fractions are rounded up to the next milli (Kubernetes' smallest precision), byte values up to the
-    next whole byte.
-    """
+    """Format ``value`` (cores for ``cpu``, bytes for byte-like resources) as the short canonical quantity string,
+    rounded up to the next milli or whole byte (module docstring)."""
     if _is_byte_resource(name):
         n = math.ceil(value)
         if n == 0:
