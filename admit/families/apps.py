@@ -292,11 +292,9 @@ def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     last wave and per-index retries from :func:`job_last_wave` (``auto`` minMember is sized so that every wave
     starts; a fixed minMember larger than a wave is refused by ``backends.check_plan``).
 
-    A stored Job that has started (its ``status``, as the controller's cache and the validating phase of an UPDATE
-    see it) gets minMember lowered to what can still run together (:func:`job_can_still_run`), whether it was
-    ``auto`` or fixed: the gang was formed when its first pods started, and the pods that remain (a replacement of a
-    failed pod after its siblings succeeded, the last indexes) can never be more. The PodGroup controller keeps the
-    PodGroup there as the Job's status changes (docs/behaviour.md, "What happens to a gang after admission")."""
+    A started Job (its ``status``, on an UPDATE) gets minMember lowered to what can still run together
+    (:func:`job_can_still_run`), ``auto`` or fixed: the pods that remain can never be more. The PodGroup controller
+    keeps it there as the status changes (docs/behaviour.md, "What happens to a gang after admission")."""
     parallelism = int_field(obj, ("spec", "parallelism"), 1, "spec.parallelism")
     completions = int_field(obj, ("spec", "completions"), None, "spec.completions")
     per_index = int_field(obj, ("spec", "backoffLimitPerIndex"), None, "spec.backoffLimitPerIndex")
@@ -531,14 +529,10 @@ def _in_job_template(text: str, job_ref: str, cronjob_ref: str) -> str:
 def resolve_cronjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
                     ) -> GangPlan:
     """Plan for a batch/v1 CronJob: the plan of the Job it creates (:func:`job_from_cronjob`, resolved by
-    :func:`resolve_job` as a CREATE; ``ann`` are the annotations of ``spec.jobTemplate.metadata``, the record's
-    ``annotations``), said of the CronJob, with nothing to mutate and no PodGroup.
-
-    Each Job is a gang of its own, mutated and given its PodGroup at its own admission (a Job whose controller is a
-    CronJob is no child: ``admit.gang.children``); its group is named after the Job (``<cronjob>-<scheduled
-    minute>``), so the CronJob is never labelled: one group label on its template would put every Job in one
-    PodGroup. What the Job's admission would refuse is refused here, every field named under ``spec.jobTemplate``:
-    the same refusal on every schedule, only in the CronJob's events, is what this spares.
+    :func:`resolve_job` as a CREATE; ``ann`` are the annotations of ``spec.jobTemplate.metadata``), said of the
+    CronJob, with nothing to mutate and no PodGroup: each Job is a gang of its own, named after the Job, at its own
+    admission (one group label on the template would put every Job in one PodGroup). What the Job's admission would
+    refuse is refused here, its fields named under ``spec.jobTemplate``, instead of on every schedule.
 
     Raises:
         GangError: as :func:`resolve_job` for the Job, worded for the CronJob; ``BelowMinMember`` (data, rendered by

@@ -74,13 +74,10 @@ NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
 
 
 def _exclusive(obj: dict[str, Any], rj: dict[str, Any]) -> str | None:
-    """The topology key of a replicatedJob placed exclusively with JobSet's pod webhook strategy, or None.
-
-    kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go`` ``labelAndAnnotateObject`` copies
-    ``alpha.jobset.sigs.k8s.io/exclusive-topology`` (and ``node-selector``) from the JobSet's annotations, then from
-    the replicatedJob's Job template annotations, onto every pod; ``pkg/webhooks/pod_webhook.go`` ``ValidateCreate``
-    then refuses each follower pod (completion index != 0) until its Job's leader is scheduled, except under the
-    ``node-selector`` strategy."""
+    """The topology key of a replicatedJob placed exclusively with JobSet's pod webhook strategy, or None: the key
+    comes from the JobSet's annotations, then the Job template's (kubernetes-sigs/jobset
+    ``pkg/controllers/jobset_controller.go`` ``labelAndAnnotateObject``), and ``pkg/webhooks/pod_webhook.go``
+    ``ValidateCreate`` refuses each follower pod until its Job's leader is scheduled, but under ``node-selector``."""
     key = None
     for source in (get_path(obj, ("metadata", "annotations")), get_path(rj, ("template", "metadata", "annotations"))):
         if isinstance(source, dict) and EXCLUSIVE_TOPOLOGY in source:
@@ -273,9 +270,8 @@ KINDS = (JOBSET,)
 
 def _check_ordered_start(plan: GangPlan, ann: GangAnnotations, config: Config, ref: str, order_text: str,
                          in_order: bool, total_first: int, total_all: int, trainjob: str | None) -> None:
-    """A JobSet whose gang members start in order (``order_text``: ``InOrder`` or ``dependsOn``), with only
-    ``total_first`` of its ``total_all`` member pods starting first: refuse a gang that deadlocks, else note that
-    ``plan``'s PodGroup gangs the pods that start first.
+    """A JobSet whose members start in order (``order_text``), ``total_first`` of its ``total_all`` member pods
+    first: refuse a gang that deadlocks, else note that ``plan``'s PodGroup gangs the pods that start first.
 
     Raises:
         GangError: 403 when ``ann`` has no minMember (``auto`` gangs all pods) or one above ``total_first``; the fix
@@ -310,9 +306,8 @@ def _check_ordered_start(plan: GangPlan, ann: GangAnnotations, config: Config, r
 
 def _exclusive_leaders(plan: GangPlan, ann: GangAnnotations, config: Config, ref: str,
                        first: list[dict[str, Any]]) -> int | None:
-    """Under JobSet's exclusive placement, the pods of the replicatedJobs that start ``first`` that exist before the
-    gang is placed (one leader per Job of an exclusive replicatedJob, all pods of the others), with a note on
-    ``plan`` that says so; ``None`` without exclusive placement.
+    """Under exclusive placement, the pods of the ``first`` replicatedJobs that exist before the gang is placed (one
+    leader per Job of an exclusive replicatedJob, all pods of the others), noted on ``plan``; else ``None``.
 
     Raises:
         GangError: 403 for a minMember above the leaders (the followers wait for the gang that waits for them).
@@ -320,8 +315,6 @@ def _exclusive_leaders(plan: GangPlan, ann: GangAnnotations, config: Config, ref
     exclusive = [rj for rj in first if rj["exclusive"] is not None and rj["pods_per_job"] > 1]
     if not exclusive:
         return None
-    # JobSet's pod webhook refuses every follower until its Job's leader is bound: only one pod per Job of an
-    # exclusive replicatedJob exists before the gang is placed.
     leaders = sum(rj["replicas"] * (1 if rj in exclusive else rj["pods_per_job"]) for rj in first)
     topology = ", ".join(sorted({f"{EXCLUSIVE_TOPOLOGY}={rj['exclusive']}" for rj in exclusive}))
     if ann.min_member is not None and ann.min_member > leaders:

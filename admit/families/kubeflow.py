@@ -17,16 +17,12 @@ Rules and their sources (kubeflow/training-operator ``pkg/controller.v1/common/j
   ``maxReplicas``, a missing ``maxReplicas`` takes ``minReplicas``, both missing take the Worker replicas.
 - minMember above the job's replicas, ``minAvailable: 0`` and ``minReplicas > maxReplicas`` are refused.
 - ``minResources``: ``schedulingPolicy.minResources`` when set; else the requests of the first minMember pods,
-  taking replica types in descending PriorityClass value (``CalcPGMinResources``). admit resolves no object during
-  admission, so it knows only the built-in classes' values (``system-node-critical`` 2000001000,
-  ``system-cluster-critical`` 2000000000); other classes count as 0, as the operator counts a class it cannot
-  read. Equal priorities are taken leader first (Chief, Master, Launcher, then PS, Worker, Evaluator, others by
-  name): the mpi-operator does the same for Launcher before Worker; the training-operator's order on ties is a Go
-  map's, i.e. random. A pod's requests follow the scheduler's rule (``resources.pod_requests``: init containers,
-  sidecars, overhead), a superset of the operator's sum over regular containers, for the pod as the operator builds
-  it (:func:`operator_pod_spec`): the training-operator v1 adds an init container to a PyTorchJob's Worker pods
-  when the job has a Master (``init-pytorch``) and to an MPIJob's (``kubeflow.org/v1``) launcher
-  (``kubectl-delivery``); the mpi-operator (``v2beta1``) adds none.
+  taking replica types in descending PriorityClass value (``CalcPGMinResources``). admit reads no object during
+  admission, so only the built-in classes have a value (:data:`BUILTIN_PRIORITY_CLASSES`); others count as 0, as
+  the operator counts a class it cannot read. Equal priorities are taken leader first (Chief, Master, Launcher, then
+  PS, Worker, Evaluator, others by name; the mpi-operator also takes Launcher before Worker, the training-operator's
+  order on ties is a Go map's). A pod's requests follow the scheduler's rule (``resources.pod_requests``), for the
+  pod as the operator builds it (:func:`operator_pod_spec`: init containers the training-operator v1 adds).
 - ``scheduleTimeoutSeconds``: the ``gang.admit.dev/schedule-timeout-seconds`` annotation, else
   ``schedulingPolicy.scheduleTimeoutSeconds``.
 - MPIJob ``launcherCreationPolicy: WaitForWorkersReady`` (v2beta1): the launcher is created only once every worker

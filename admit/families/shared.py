@@ -10,14 +10,11 @@ The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and 
 - **Children** (``admit.gang.children``): each kind lists the kinds its controller creates (``WorkloadKind.children``);
   a JobSet's Jobs, a RayJob's submitter Job are part of the parent's gang and never a gang of their own.
 - **A child that gangs on its own** is simply not registered as a child: its kind's resolver reads the controller
-  ownerReference itself (:func:`controller_owner`) to name its group and to word its refusals after the user's
-  object. A RayCluster KubeRay makes for a RayJob or RayService is one (``admit.families.ray``): several of them
-  run at once during an upgrade or a retry, each needs its own PodGroup, and the PodGroup controller then creates,
-  adopts and cleans up that PodGroup as for any gang workload (ownerReference to the RayCluster).
+  ownerReference itself (:func:`controller_owner`) to name its group and word its refusals after the user's object
+  (a RayCluster KubeRay makes for a RayJob or RayService: several run at once, each needs its own PodGroup).
 - **Deferring to an operator** (:func:`defer_to_operator`): when the workload's own operator makes the PodGroup
   (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
-  fight over one object: admit mutates nothing, creates nothing, and says so in a warning, as it does for the
-  training-operator (``admit.families.kubeflow``) and the spark-operator (``admit.families.spark``).
+  fight over one object: admit mutates nothing, creates nothing, and says so in a warning.
 - **Pods that join a group** (:data:`PodJoiner`, e.g. ``lws.join_lws_pod``): where one template makes the pods of
   several groups, the pods find their group at creation from labels their controller puts on them, without an API
   call. A joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group: the pod that always
@@ -75,11 +72,9 @@ read the pod the cache does not know."""
 
 class PodRead(Protocol):
     """What a pod joiner (:data:`PodJoiner`) returns when the caches cannot tell which group the pod joins: another
-    pod to read through the API first, and what the joining pod becomes once it is read (a Spark executor whose
-    driver pod the caches do not know: ``spark.DriverLookup``). ``admission.Admission.finish_mutation`` does the
-    read (``store.get_pod``, one GET within ``api_timeout_seconds``), checks the uid, remembers :meth:`group_of`
-    per ``(namespace, name, uid)`` and patches the joining pod with :meth:`plan`; the kind module stays pure, and
-    the mutating answer never refuses.
+    pod to read through the API first, and what the joining pod becomes once it is read (``spark.DriverLookup``).
+    ``admission.Admission.finish_mutation`` does the read (one GET within ``api_timeout_seconds``), checks the uid,
+    remembers :meth:`group_of` per ``(namespace, name, uid)`` and patches the joining pod with :meth:`plan`.
 
     Attributes:
         namespace / name: the pod to read.
@@ -217,9 +212,8 @@ class RunningVerdict:
     Attributes:
         message: what the operator would do with admit's write, and the fix (names the object and the operator's
             rule, with the upstream source).
-        refuse: ``True``: admit refuses the user's UPDATE with ``message`` and writes nothing (the mutating phase
-            leaves the object alone, the validating phase refuses, code 403); ``False``: admit writes its marks and
-            warns with ``message``.
+        refuse: ``True``: admit writes nothing and the validating phase refuses the UPDATE with ``message`` (code
+            403); ``False``: admit writes its marks and warns with ``message``.
     """
 
     message: str

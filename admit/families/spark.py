@@ -527,21 +527,16 @@ def driver_group(driver_pod: dict[str, Any], config: Config) -> str | None:
 
 def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any
                         ) -> GangPlan | DriverLookup | None:
-    """POD_JOINERS entry: a Spark executor Pod joins the group its driver pod is in; ``None`` for every other pod.
+    """POD_JOINERS entry: a Spark executor Pod joins the group its driver pod is in; ``None`` for every other pod and
+    for an executor without a driver (client mode: the driver runs outside the cluster).
 
-    The driver is the executor's controller ownerReference (``kind: Pod``; spark-submit sets it,
-    ``KubernetesUtils.addOwnerReference``). Its group is found, without an API call, from
-
-    1. the driver pod in the controller's cache of gang drivers (``known_groups.workload("", "v1", "pods", "Pod",
-       namespace, driver)``, when the cache has that method): the driver's pod-group label, whatever named it
-       (``spark-app-selector``, ``gang.admit.dev/pod-group``);
-    2. a PodGroup named after ``spark-app-selector`` that belongs to the driver (``known_groups.get``: the managed
-       PodGroup cache, or ``admit review``'s PodGroups).
-
-    Otherwise it returns a :class:`DriverLookup`: the driver must be read from the API (a driver labelled by hand is
-    not in the cache of gang drivers; without the controller there is no cache at all). Cheap for pods that are not
-    executors (one label lookup). An executor without a driver ownerReference (client mode: the driver runs outside
-    the cluster) is left alone.
+    The driver is the executor's controller ownerReference (``kind: Pod``; spark-submit's
+    ``KubernetesUtils.addOwnerReference``). Its group is found, without an API call, from the driver pod in the
+    controller's cache of gang drivers (``known_groups.workload("", "v1", "pods", "Pod", namespace, driver)``, when
+    the cache has that method: the driver's pod-group label, whatever named it), else from a PodGroup named after
+    ``spark-app-selector`` that belongs to the driver (``known_groups.get``: the PodGroup cache, or ``admit
+    review``'s). Otherwise a :class:`DriverLookup` asks for the driver to be read (a driver labelled by hand, or no
+    controller).
     """
     labels = get_path(pod, ("metadata", "labels"))
     if not isinstance(labels, dict) or labels.get(SPARK_ROLE) != "executor":

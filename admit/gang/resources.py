@@ -252,10 +252,9 @@ def with_runtime_overhead(min_resources: dict[str, str] | None, runtime_class: s
     ``runtime_class``, and a description of what was added (``None``: nothing).
 
     kube-apiserver's RuntimeClass admission plugin writes the class's ``overhead.podFixed`` into ``spec.overhead``
-    of every pod created with ``runtimeClassName`` (``plugin/pkg/admission/runtimeclass``, ``setOverhead``), and the
-    scheduler counts it in the pod's requests (``PodRequests``, component-helpers ``resource/helpers.go``); a pod
-    template carries none of it, so a PodGroup's ``minResources`` computed from the template asks for less than
-    the pods need. ``overheads``: :func:`runtime_overheads` (the controller's RuntimeClass cache: no API call).
+    of every pod created with ``runtimeClassName`` (``plugin/pkg/admission/runtimeclass``, ``setOverhead``), which
+    the scheduler counts (``PodRequests``) and a template lacks. ``overheads``: :func:`runtime_overheads` (the
+    controller's RuntimeClass cache: no API call).
 
     Raises:
         ResourceError: a quantity of the RuntimeClass does not parse.
