@@ -27,6 +27,7 @@ from typing import Any
 
 from ..config import Config
 from ..echo import clip_message
+from ..gang.foreign import KUEUE_TOTAL_COUNT
 from ..gang.patch import set_keys_ops
 from ..gang.plan import (MEMBER, GangAnnotations, GangError, GangPlan, check_group_name, get_path,
                          parse_gang_annotations)
@@ -63,8 +64,14 @@ def resolve_step_pod(pod: dict[str, Any], ann: GangAnnotations, config: Config, 
     (``apps.resolve_pod``) that follows its members; without ``gang.admit.dev/pod-group`` (or the group label) the
     group is named after the Workflow, with a note.
 
+    ``auto`` is refused unless Kueue gives the count (``kueue.x-k8s.io/pod-group-total-count``): a step pod carries
+    no count of its siblings (``createWorkflowPod`` sets its node's name and id, not the fan-out's size: ``steps.go``
+    ``expandStep`` makes one step per ``withItems``/``withParam`` item and the template's or Workflow's
+    ``parallelism`` bounds how many run at once, ``operator.go`` ``checkParallelism``), and a refused pod is the
+    node's error message in the Workflow, where a warning would reach only the workflow controller's log.
+
     Raises:
-        GangError: as ``apps.resolve_pod``.
+        GangError: as ``apps.resolve_pod``; ``auto`` with no Kueue count (400).
     """
     owner = controller_owner(pod)
     workflow = owner[2] if owner is not None else ""
@@ -72,10 +79,15 @@ def resolve_step_pod(pod: dict[str, Any], ann: GangAnnotations, config: Config, 
     default = (ann.pod_group is None and label in (None, workflow) and bool(workflow)
                and check_group_name(workflow) is None)  # the label admit's mutation gave it: the default again
     plan = resolve_pod(pod, replace(ann, pod_group=workflow) if default else ann, config, namespace, operation)
-    plan.follows_members = True
-    plan.extra_ops = set_keys_ops(pod, POD.labels, {config.managed_label: MEMBER})  # the controller watches members
     node = get_path(pod, ("metadata", "annotations", NODE_NAME))
     ref = f"step {node}" if isinstance(node, str) and node else plan.ref
+    if not plan.size_known:  # auto, and no Kueue count: Argo tells a step pod nothing of its siblings
+        raise GangError(
+            f"set {config.min_member_key} in the metadata.annotations of the template of {ref[:120]} to the number of "
+            'the step\'s pods that start together (its withItems or withParam items, at most its parallelism), e.g. '
+            f'"3" or "{{{{inputs.parameters.world-size}}}}": auto has no count to read on an Argo step pod', 400)
+    plan.follows_members = True
+    plan.extra_ops = set_keys_ops(pod, POD.labels, {config.managed_label: MEMBER})  # the controller watches members
     if default:
         plan.notes.append(
             f"{ref} of Workflow {namespace}/{workflow}: PodGroup {plan.group_name} is named after the Workflow; give "
@@ -92,8 +104,8 @@ def workflow_review(doc: dict[str, Any], config: Config) -> tuple[list[str], lis
     ``ClusterWorkflowTemplate``, ``CronWorkflow``), which admit's webhooks never see: each template whose
     ``metadata.annotations`` carry ``<prefix>/min-member`` is a gang of the step pods Argo makes from it (their
     PodGroup, minMember, and how it follows its members); gang annotations on the object's own metadata do nothing
-    (Argo copies a template's metadata onto its pods, ``addMetadata``), and a template's malformed ones refuse each
-    of its pods: both warned about. Pure; empty for another kind."""
+    (Argo copies a template's metadata onto its pods, ``addMetadata``), and a template's malformed ones or ``auto``
+    refuse each of its pods: each warned about. Pure; empty for another kind."""
     path = TEMPLATES.get(str(doc.get("kind") or ""))
     if path is None:
         return [], []
@@ -128,9 +140,14 @@ def workflow_review(doc: dict[str, Any], config: Config) -> tuple[list[str], lis
             continue
         if ann is None:
             continue
+        size = ann.min_member if ann.min_member is not None else given.get(KUEUE_TOTAL_COUNT)
+        if size is None:
+            warnings.append(f"set template {which}'s {config.min_member_key} to the number of its step's pods (its "
+                            "withItems or withParam items), or each of its pods is refused: Argo gives a step pod no "
+                            "count for auto")
+            continue
         shown = run if meta.get("name") else f"{name}<5 characters>"
         group = ann.pod_group.replace(run, shown) if ann.pod_group else f"{shown} (the Workflow's name)"
-        size = "auto (1 without a Kueue count)" if ann.min_member is None else ann.min_member
         notes.append(f"{doc.get('kind')} {name}: the step pods of template {which} are ganged when Argo creates "
                      f"them: PodGroup {group}, minMember {size}, shared by them and, once one of them finished, "
                      "sized to the members still to run (a retry does not wait for those that succeeded)")

@@ -123,3 +123,33 @@ def test_admit_review_says_which_templates_of_a_workflow_gang_their_step_pods_an
     assert warnings[1].startswith("correct template worker's metadata.annotations, or each of its pods is refused: "
                                   'annotation gang.admit.dev/min-member="zero" is invalid')
     assert notes == [] and all(len(w) <= 256 for w in warnings)
+
+
+def test_an_argo_step_pod_asking_for_an_auto_min_member_is_refused_at_its_create_with_the_number_to_set():
+    # Before: allowed as minMember 1 (no gang), its warning only in the workflow controller's log. Argo tells a step
+    # pod nothing of its siblings (createWorkflowPod), so the refusal, shown as the node's error, names the fix.
+    pod = worker_pod()
+    pod["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+    assert mutate(request(pod), CONFIG).patch == []  # the validating webhook refuses it
+    decision = validate(request(pod), CONFIG).decision
+    assert not decision.allowed and decision.code == 400
+    assert decision.message.startswith(
+        "set gang.admit.dev/min-member in the metadata.annotations of the template of step train-x7k2p[0].train(0:0)(0) "
+        "to the number of the step's pods that start together (its withItems or withParam items, at most its "
+        'parallelism), e.g. "3" or "{{inputs.parameters.world-size}}"')
+    # a Kueue pod group's total count is a count auto can read
+    pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = "train-x7k2p-train"
+    pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "3"
+    made = jsonpatch.apply_patch(pod, mutate(request(pod), CONFIG).patch)
+    assert validate(request(made), CONFIG).ensure.min_member == 3
+
+
+def test_admit_review_of_a_workflow_warns_that_an_auto_min_member_refuses_each_step_pod():
+    from admit.families.argo import workflow_review
+
+    wf = workflow()
+    wf["spec"]["templates"][1]["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+    warnings, notes = workflow_review(wf, CONFIG)
+    assert warnings == ["set template worker's gang.admit.dev/min-member to the number of its step's pods (its "
+                        "withItems or withParam items), or each of its pods is refused: Argo gives a step pod no count "
+                        "for auto"] and notes == []

@@ -4,7 +4,8 @@ workflow controller does not run here), its fan-out's step pods created as the c
 annotations of its template; then two members succeed, one fails, and the retried member (a new pod of the node) is
 scheduled alone, since its group's minMember follows the members still to run. Before, the group kept minMember 3
 and Coscheduling's PreFilter held the retried pod for ever (kube-scheduler no longer counts finished pods). Then the
-controller's side: a retry that waits while the other members succeed has its group lowered when they finish."""
+controller's side: a retry that waits while the other members succeed has its group lowered when they finish. A step
+pod asking for ``min-member: auto`` is refused at its CREATE (Argo tells it no count), naming the number to set."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.emulations.argo import step_pod
 from tests.helpers import EXAMPLES
 from tests.real.support import bound, pods, wait_for
 from tests.real.test_real_after_admission import MERGE, finish, min_member
+from tests.support.plane import PlaneError
 
 LABEL = "scheduling.x-k8s.io/pod-group"
 SCHEDULER = "scheduler-plugins-scheduler"
@@ -97,3 +99,19 @@ def test_a_retried_argo_step_still_waiting_when_the_others_succeed_runs_once_adm
                           if p["metadata"]["name"] == retried["metadata"]["name"]], what="the retried step pod bound")
     finally:
         cp.delete_node(node)
+
+
+@pytest.mark.needs("apiserver")
+def test_an_argo_step_pod_asking_for_an_auto_min_member_is_refused_at_its_create_naming_the_number_to_set(plane, ns):
+    cp = plane.cp
+    written = yaml.safe_load(Path(EXAMPLES / "argo-workflow-gang-step.yaml").read_text())
+    written["metadata"] = {"name": "train-a8u7o"}
+    written["spec"]["templates"][1]["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
+    wf = cp.rest("POST", f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/workflows", body=written)
+    with pytest.raises(PlaneError) as refused:
+        cp.rest("POST", f"/api/v1/namespaces/{ns}/pods", body=step_pod(
+            wf, copy.deepcopy(wf["spec"]["templates"][1]), "train-a8u7o[0].train(0:0)(0)", {"rank": "0"}))
+    assert refused.value.status == 400
+    assert "set gang.admit.dev/min-member in the metadata.annotations of the template of step " \
+           "train-a8u7o[0].train(0:0)(0) to the number of the step's pods that start together" in str(refused.value)
+    assert pods(cp, ns, "workflows.argoproj.io/workflow=train-a8u7o") == []
