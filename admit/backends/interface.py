@@ -71,7 +71,8 @@ class GangBackend(Protocol):
     def join_ops(self, obj: JSON, plan: GangPlan, config: Config, label_workload: bool,
                  old: JSON | None = None) -> tuple[Ops, list[str]]:
         """``(JSONPatch ops, warnings)`` that make ``obj``'s pods wait on the plan's objects (``plan.mutate`` is on;
-        ``old``: the stored object of an UPDATE, whose marks an immutable template may keep)."""
+        ``old``: the stored object of an UPDATE, whose marks an immutable template may keep). Not the plan's
+        ``extra_ops``: the engine (``webhook.mutate.plan_patch``) adds those for every backend."""
         ...
 
     def leave_ops(self, obj: JSON, old_plan: GangPlan, config: Config) -> tuple[Ops, list[str]]:

@@ -58,12 +58,15 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
     Returns ``(operations, warnings)``. ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
     give a warning instead of operations, unless ``old`` (the stored object of an UPDATE) already carries admit's
     marks there (the backend's ``join_ops`` may put a GitOps re-apply's marks back). A plan its kind's own controller
-    gangs (``plan.mutate`` off) gets ``backends.handover_ops`` instead, with the kind's record.
+    gangs (``plan.mutate`` off) gets ``backends.handover_ops`` instead, with the kind's record. The plan's
+    ``extra_ops`` (a family's own writes on the workload: a TrainJob's runtime patch, an Argo step pod's member label)
+    follow the backend's ops, whichever the backend.
     """
     if not plan.mutate:  # its own controller gangs it: at most hand it over, or take admit's earlier marks off
         ops, warnings = handover_ops(obj, plan, config, KINDS.get((plan.api_group, plan.kind)))
         return ops, plan.warnings + warnings
-    return backend_of(plan.backend).join_ops(obj, plan, config, label_workload, old)
+    ops, warnings = backend_of(plan.backend).join_ops(obj, plan, config, label_workload, old)
+    return ops + plan.extra_ops, warnings
 
 
 def _mutate_pod(req: AdmissionRequest, pod: dict[str, Any], config: Config, known_groups: Any) -> Decision:

@@ -71,11 +71,12 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
 
 
 def _marked(obj: dict[str, Any], plan: GangPlan, config: Config, leaving: bool = False) -> dict[str, Any] | None:
-    """``obj`` with the plan's marks put in as its backend writes them (``join_ops``; ``leaving``: taken off,
-    ``leave_ops``), or ``None`` when they do not apply to it (a family's extra operations computed against another
-    version of the object)."""
+    """``obj`` with the plan's marks put in as ``mutate.plan_patch`` writes them (its backend's ``join_ops`` and the
+    plan's ``extra_ops``; ``leaving``: taken off, ``leave_ops``), or ``None`` when they do not apply to it (a family's
+    extra operations computed against another version of the object)."""
     backend = backend_of(plan.backend)
-    ops = backend.leave_ops(obj, plan, config)[0] if leaving else backend.join_ops(obj, plan, config, True, None)[0]
+    ops = backend.leave_ops(obj, plan, config)[0] if leaving else \
+        backend.join_ops(obj, plan, config, True, None)[0] + plan.extra_ops
     try:
         result = jsonpatch.apply_patch(copy.deepcopy(obj), ops)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):

@@ -71,7 +71,7 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
                old: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """JSONPatch operations and warnings that join ``plan``'s pods to its PodGroup: on every pod template the label
     ``scheduling.x-k8s.io/pod-group: <group>`` and ``spec.schedulerName`` of the Coscheduling profile, the plan's
-    template annotations and extra ops, and (``label_workload``) the ``<prefix>/managed`` label on the workload.
+    template annotations, and (``label_workload``) the ``<prefix>/managed`` label on the workload.
 
     Returns ``(operations, warnings)``; ``obj`` is not modified. Targets marked immutable (Job templates on UPDATE)
     give a warning instead of operations, unless ``old`` (the stored object of an UPDATE) carries admit's marks
@@ -102,7 +102,6 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
                 f"cannot add the {config.pod_group_label} label and schedulerName")
             continue
         ops.extend(t_ops)
-    ops.extend(plan.extra_ops)
     if label_workload and (plan.kind != "Pod" or not plan.shared):  # a Pod that owns its group: spark-submit driver
         ops.extend(set_keys_ops(obj, ("metadata", "labels"), {config.managed_label: "true"}))
     return ops, warnings
