@@ -21,6 +21,7 @@ zero-argument callable returning an aware UTC datetime) so tests move time witho
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import ipaddress
@@ -34,27 +35,20 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes, PrivateKeyTypes, PublicKeyTypes
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 Clock = Callable[[], _dt.datetime]
 
-DEFAULT_CA_DAYS = 3650
-"""Default CA lifetime in days (10 years)."""
-DEFAULT_LEAF_DAYS = 365
-"""Default serving-certificate lifetime in days (1 year)."""
-DEFAULT_ROTATION_FRACTION = 1 / 3
-"""Rotate a certificate when less than this fraction of its lifetime (notAfter - notBefore) is left."""
-BACKDATE = _dt.timedelta(minutes=5)
-"""How far in the past ``notBefore`` is set (tolerates clock skew between admit and kube-apiserver)."""
-DEFAULT_CA_COMMON_NAME = "admit-ca"
+DEFAULT_CA_DAYS = 3650  # the CA's lifetime in days (10 years)
+DEFAULT_LEAF_DAYS = 365  # the serving certificate's (1 year)
+DEFAULT_ROTATION_FRACTION = 1 / 3  # rotate when less than this fraction of notAfter - notBefore is left
+BACKDATE = _dt.timedelta(minutes=5)  # notBefore this far in the past: clock skew between admit and kube-apiserver
 
 
 class CertificateError(ValueError):
-    """A certificate, key or pair that cannot be used. ``str(err)`` is one line an operator can act on.
-
-    It never contains private key material.
-    """
+    """A certificate, key or pair that cannot be used; ``str(err)`` is one line an operator can act on, never with
+    key material."""
 
 
 def utcnow() -> _dt.datetime:
@@ -64,14 +58,8 @@ def utcnow() -> _dt.datetime:
 
 @dataclass(frozen=True)
 class CertifiedKey:
-    """A certificate with its private key, both parsed and as PEM bytes.
-
-    Attributes:
-        cert: the certificate (``cryptography.x509.Certificate``).
-        key: the matching ECDSA (or other) private key object. Never log it; ``repr`` hides it.
-        cert_pem: PEM of ``cert`` (bytes, ends with a newline).
-        key_pem: unencrypted PKCS#8 PEM of ``key`` (bytes).
-    """
+    """A certificate and its private key (never logged; ``repr`` hides it), parsed and as PEM bytes (the key's
+    unencrypted PKCS#8)."""
 
     cert: x509.Certificate
     key: ec.EllipticCurvePrivateKey
@@ -94,13 +82,10 @@ class CertifiedKey:
 def service_dns_names(service: str, namespace: str, cluster_domain: str = "cluster.local") -> list[str]:
     """The DNS names under which a Service is reached inside the cluster.
 
-    Returns ``[<svc>, <svc>.<ns>, <svc>.<ns>.svc, <svc>.<ns>.svc.<cluster_domain>]`` (cluster domain default
-    ``cluster.local``, the kubelet ``--cluster-domain`` default). kube-apiserver dials
-    ``<svc>.<ns>.svc`` for a webhook ``clientConfig.service`` (Kubernetes docs, "Dynamic Admission Control");
-    the other forms cover clients that use the short or fully qualified name.
-
-    Raises:
-        CertificateError: ``service`` or ``namespace`` is empty.
+    Returns ``[<svc>, <svc>.<ns>, <svc>.<ns>.svc, <svc>.<ns>.svc.<cluster_domain>]`` (the kubelet's
+    ``--cluster-domain`` default ``cluster.local``). kube-apiserver dials ``<svc>.<ns>.svc`` for a webhook
+    ``clientConfig.service`` (Kubernetes docs, "Dynamic Admission Control"); the other forms serve clients that use the
+    short or fully qualified name. Raises CertificateError for an empty ``service`` or ``namespace``.
     """
     if not service or not namespace:
         raise CertificateError("service name and namespace must not be empty")
@@ -157,16 +142,6 @@ def missing_names(cert: x509.Certificate, names: Iterable[str]) -> list[str]:
 # Generation
 
 
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _pem_pair(cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> CertifiedKey:
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    return CertifiedKey(cert, key, cert.public_bytes(serialization.Encoding.PEM), key_pem)
-
-
 def _check_days(days: float, what: str) -> None:
     if not days or days <= 0:
         raise CertificateError(f"{what} lifetime must be a positive number of days, got {days!r}")
@@ -179,103 +154,82 @@ def _key_usage(**usages: bool) -> x509.KeyUsage:
     return x509.KeyUsage(**{name: usages.get(name, False) for name in names})
 
 
-def _sign(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, now: _dt.datetime,
-          not_after: _dt.datetime, signer: ec.EllipticCurvePrivateKey,
-          extensions: list[tuple[x509.ExtensionType, bool]]) -> x509.Certificate:
-    """A certificate for ``key``'s public key, valid from ``now - BACKDATE`` to ``not_after``, with a random serial
-    and ``extensions`` (``(extension, critical)``), signed by ``signer`` with SHA-256."""
-    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
-               .serial_number(x509.random_serial_number()).not_valid_before(now - BACKDATE)
-               .not_valid_after(not_after))
-    for extension, critical in extensions:
+def _issue(common_name: str, now: _dt.datetime, not_after: _dt.datetime,
+           extensions: list[tuple[x509.ExtensionType, bool]], ca: CertifiedKey | None = None) -> CertifiedKey:
+    """A new key and its certificate for the subject CN ``common_name``, valid from ``now - BACKDATE`` to
+    ``not_after``, with a random serial, ``extensions`` (``(extension, critical)``) then the subject and authority key
+    identifiers, signed by ``ca`` with SHA-256 (self-signed when ``None``)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+    issuer_ski = ski if ca is None else ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject if ca is None else ca.cert.subject)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - BACKDATE).not_valid_after(not_after))
+    aki = x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(issuer_ski)
+    for extension, critical in [*extensions, (ski, False), (aki, False)]:
         builder = builder.add_extension(extension, critical=critical)
-    return builder.sign(signer, hashes.SHA256())
+    cert = builder.sign(key if ca is None else ca.key, hashes.SHA256())
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return CertifiedKey(cert, key, cert.public_bytes(serialization.Encoding.PEM), key_pem)
 
 
-def generate_ca(common_name: str = DEFAULT_CA_COMMON_NAME, days: float = DEFAULT_CA_DAYS,
-                clock: Clock = utcnow) -> CertifiedKey:
-    """Create a self-signed CA (ECDSA P-256) valid from ``now - BACKDATE`` for ``days`` days.
-
-    Args:
-        common_name: subject CN (at most 64 characters, RFC 5280 ub-common-name; longer is truncated).
-        days: lifetime in days counted from now (default 3650, 10 years).
-        clock: current time source.
-
-    Raises:
-        CertificateError: ``days`` is not positive.
+def generate_ca(common_name: str = "admit-ca", days: float = DEFAULT_CA_DAYS, clock: Clock = utcnow) -> CertifiedKey:
+    """A self-signed CA valid from ``now - BACKDATE`` until ``days`` days from now, its subject CN ``common_name``
+    truncated to 64 characters (RFC 5280 ub-common-name). Raises CertificateError for a ``days`` that is not positive.
     """
     _check_days(days, "CA")
     now = clock()
-    key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
-    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = _sign(name, name, key, now, now + _dt.timedelta(days=days), key, [
+    return _issue(common_name[:64], now, now + _dt.timedelta(days=days), [
         (x509.BasicConstraints(ca=True, path_length=0), True),
-        (_key_usage(key_cert_sign=True, crl_sign=True), True),
-        (ski, False),
-        (x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), False),
-    ])
-    return _pem_pair(cert, key)
+        (_key_usage(key_cert_sign=True, crl_sign=True), True)])
 
 
 def generate_serving_certificate(ca: CertifiedKey, service: str, namespace: str, dns_names: Iterable[str] = (),
                                  ip_addresses: Iterable[str] = (), days: float = DEFAULT_LEAF_DAYS,
                                  clock: Clock = utcnow, cluster_domain: str = "cluster.local") -> CertifiedKey:
-    """Issue a TLS server certificate for the webhook Service, signed by ``ca``.
+    """A serving certificate for the webhook Service in front of admit, signed by ``ca``.
 
-    SANs: :func:`service_dns_names` ``(service, namespace, cluster_domain)`` followed by ``dns_names`` and ``ip_addresses``
-    (duplicates dropped; an IP literal in ``dns_names`` becomes an IP SAN). Subject CN is
-    ``<svc>.<ns>.svc`` (informational only; clients check the SAN). Validity: ``now - BACKDATE`` until
+    SANs: :func:`service_dns_names` ``(service, namespace, cluster_domain)``, then the extra ``dns_names`` and
+    ``ip_addresses`` (strings, IPv4 or IPv6; duplicates dropped; an IP literal in ``dns_names`` becomes an IP SAN).
+    Subject CN ``<svc>.<ns>.svc`` (informational: clients check the SAN). Valid from ``now - BACKDATE`` until
     ``min(now + days, ca.notAfter)``.
 
-    Args:
-        ca: the issuing CA (certificate and key).
-        service / namespace: the Service in front of the webhook.
-        dns_names: extra DNS names. ip_addresses: extra IP addresses (strings, IPv4 or IPv6).
-        days: lifetime in days (default 365).
-        clock: current time source.
-        cluster_domain: the cluster's DNS domain (default ``cluster.local``).
-
     Raises:
-        CertificateError: empty service/namespace, bad IP address, non-positive ``days``, or a CA that has
-            already expired.
+        CertificateError: empty service/namespace, bad IP address, non-positive ``days``, or an expired CA.
     """
     _check_days(days, "serving certificate")
     now = clock()
     if ca.cert.not_valid_after_utc <= now:
         raise CertificateError(f"cannot issue from an expired CA ({describe(ca.cert)})")
     san = _subject_alt_name([*service_dns_names(service, namespace, cluster_domain), *dns_names], ip_addresses)
-    key = _new_key()
     cn = f"{service}.{namespace}.svc"
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn if len(cn) <= 64 else service[:64])])
     not_after = min(now + _dt.timedelta(days=days), ca.cert.not_valid_after_utc)
-    ca_ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = _sign(subject, ca.cert.subject, key, now, not_after, ca.key, [
+    return _issue(cn if len(cn) <= 64 else service[:64], now, not_after, [
         (x509.BasicConstraints(ca=False, path_length=None), True),
         (_key_usage(digital_signature=True), True),
         (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
-        (san, False),
-        (x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False),
-        (x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False),
-    ])
-    return _pem_pair(cert, key)
+        (san, False)], ca)
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Loading and validation
 
 
-def load_certificates(data: bytes | str, what: str = "certificate") -> list[x509.Certificate]:
-    """Parse one or more PEM certificates (a file or a caBundle).
-
-    Raises:
-        CertificateError: no certificate, or a truncated/corrupt PEM block (``what`` names the source in the
-            message, e.g. ``"tls.crt"``).
-    """
-    if isinstance(data, str):
-        data = data.encode()
-    if not data or not data.strip():
+def _pem(data: bytes | str, what: str) -> bytes:
+    """``data`` as bytes; CertificateError naming ``what`` when it is empty."""
+    data = data.encode() if isinstance(data, str) else data
+    if not data.strip():
         raise CertificateError(f"{what} is empty")
+    return data
+
+
+def load_certificates(data: bytes | str, what: str = "certificate") -> list[x509.Certificate]:
+    """Parse one or more PEM certificates (a file or a caBundle). Raises CertificateError, ``what`` (e.g.
+    ``"tls.crt"``) naming the source, when there is no certificate or a PEM block is truncated or corrupt.
+    """
+    data = _pem(data, what)
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise CertificateError(f"{what} is not a PEM certificate (no BEGIN CERTIFICATE line)")
     if data.count(b"-----BEGIN CERTIFICATE-----") != data.count(b"-----END CERTIFICATE-----"):
@@ -288,15 +242,9 @@ def load_certificates(data: bytes | str, what: str = "certificate") -> list[x509
 
 
 def load_private_key(data: bytes | str, what: str = "private key") -> ec.EllipticCurvePrivateKey:
-    """Parse an unencrypted PEM private key (PKCS#8, SEC1 ``EC PRIVATE KEY`` or PKCS#1 RSA).
-
-    Raises:
-        CertificateError: empty, truncated, encrypted or corrupt key. The message never includes key bytes.
-    """
-    if isinstance(data, str):
-        data = data.encode()
-    if not data or not data.strip():
-        raise CertificateError(f"{what} is empty")
+    """Parse an unencrypted PEM private key (PKCS#8, SEC1 ``EC PRIVATE KEY`` or PKCS#1 RSA). Raises CertificateError
+    for an empty, truncated, encrypted or corrupt key, its message without key bytes."""
+    data = _pem(data, what)
     if b"PRIVATE KEY-----" not in data:
         raise CertificateError(f"{what} is not a PEM private key")
     try:
@@ -306,20 +254,14 @@ def load_private_key(data: bytes | str, what: str = "private key") -> ec.Ellipti
         raise CertificateError(f"{what} cannot be parsed ({kind}; truncated, encrypted or corrupt)") from None
 
 
-def _public_bytes(key: PublicKeyTypes | CertificatePublicKeyTypes) -> bytes:
-    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-
-
 def key_matches_certificate(cert: x509.Certificate, key: PrivateKeyTypes) -> bool:
-    """True when ``key`` is the private key of ``cert``'s public key."""
-    return _public_bytes(cert.public_key()) == _public_bytes(key.public_key())
+    """True when ``key`` is the private key of ``cert``'s public key (cryptography >= 41 compares public keys)."""
+    return cert.public_key() == key.public_key()
 
 
 def is_signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
-    """True when ``cert`` names ``issuer`` as its issuer and carries a valid signature by ``issuer``'s key.
-
-    Uses ``Certificate.verify_directly_issued_by`` (issuer name match + signature, RFC 5280 6.1.3).
-    """
+    """True when ``cert`` names ``issuer`` as its issuer and carries a valid signature by ``issuer``'s key
+    (``Certificate.verify_directly_issued_by``, RFC 5280 6.1.3)."""
     try:
         cert.verify_directly_issued_by(issuer)
     except (ValueError, TypeError, InvalidSignature):
@@ -331,18 +273,15 @@ def load_pair(cert_pem: bytes | str, key_pem: bytes | str, cert_name: str = "tls
               key_name: str = "tls.key") -> CertifiedKey:
     """Parse a certificate (first PEM block; further blocks are intermediates) and its key, check they match.
 
-    ``cert_name``/``key_name`` name the sources (file path, Secret key) in error messages.
-
     Raises:
-        CertificateError: either part is corrupt/truncated/empty, or the key does not belong to the certificate.
+        CertificateError: either part is corrupt/truncated/empty, or the key does not belong to the certificate;
+            ``cert_name``/``key_name`` (file path, Secret key) name the sources.
     """
     certs = load_certificates(cert_pem, cert_name)
     key = load_private_key(key_pem, key_name)
     if not key_matches_certificate(certs[0], key):
         raise CertificateError(f"{key_name} does not match {cert_name} ({describe(certs[0])})")
-    cert_bytes = cert_pem.encode() if isinstance(cert_pem, str) else cert_pem
-    key_bytes = key_pem.encode() if isinstance(key_pem, str) else key_pem
-    return CertifiedKey(cert=certs[0], key=key, cert_pem=cert_bytes, key_pem=key_bytes)
+    return CertifiedKey(certs[0], key, _pem(cert_pem, cert_name), _pem(key_pem, key_name))
 
 
 def is_ca(cert: x509.Certificate) -> bool:
@@ -377,11 +316,8 @@ def validity_problem(cert: x509.Certificate, clock: Clock = utcnow, what: str = 
 
 
 def rotation_due_at(cert: x509.Certificate, fraction: float = DEFAULT_ROTATION_FRACTION) -> _dt.datetime:
-    """The instant after which less than ``fraction`` of the certificate's lifetime is left:
-    ``notAfter - fraction * (notAfter - notBefore)``.
-
-    With the defaults, a 365-day leaf is renewed about 243 days after issue, a 10-year CA after about 6.7 years.
-    """
+    """The instant after which less than ``fraction`` of the certificate's lifetime is left: ``notAfter - fraction *
+    (notAfter - notBefore)``; by default about 243 days into a 365-day leaf, 6.7 years into a 10-year CA."""
     if not 0 < fraction < 1:
         raise ValueError(f"rotation fraction must be between 0 and 1, got {fraction!r}")
     return cert.not_valid_after_utc - (cert.not_valid_after_utc - cert.not_valid_before_utc) * fraction
@@ -422,11 +358,8 @@ def describe(cert: x509.Certificate) -> str:
 
 
 def pem_bundle(certs: Iterable[x509.Certificate]) -> bytes:
-    """Concatenate certificates as PEM in a canonical order (by notBefore, then fingerprint), duplicates dropped.
-
-    The order is canonical so that two replicas that know the same set of CAs compute byte-identical
-    ``caBundle`` values and never undo each other's patches.
-    """
+    """The certificates as PEM, duplicates dropped, by notBefore then fingerprint: replicas that know the same CAs
+    compute byte-identical ``caBundle`` values and never undo each other's patches."""
     unique = {fingerprint(c): c for c in certs}
     ordered = sorted(unique.values(), key=lambda c: (c.not_valid_before_utc, fingerprint(c)))
     return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in ordered)
@@ -434,7 +367,7 @@ def pem_bundle(certs: Iterable[x509.Certificate]) -> bytes:
 
 def bundle_fingerprints(data: bytes | str | None) -> frozenset[str] | None:
     """The set of SHA-256 fingerprints in a PEM bundle; ``frozenset()`` for empty; ``None`` if unparsable."""
-    if data is None or not (data.strip() if isinstance(data, (bytes, str)) else data):
+    if not data or not data.strip():
         return frozenset()
     try:
         return frozenset(fingerprint(c) for c in load_certificates(data, "caBundle"))
@@ -447,18 +380,9 @@ def bundle_fingerprints(data: bytes | str | None) -> frozenset[str] | None:
 
 
 def write_pem_files(directory: pathlib.Path | str, files: dict[str, tuple[bytes, bool]]) -> dict[str, pathlib.Path]:
-    """Write PEM files atomically into ``directory`` (created with mode 0700 if missing).
-
-    Args:
-        files: ``{file name: (content, is_private)}``; private files get mode 0600, others 0644, regardless of
-            the umask.
-
-    Returns:
-        ``{file name: path}``.
-
-    Raises:
-        OSError: the directory cannot be created or written.
-    """
+    """Write ``files`` (``{file name: (content, is_private)}``) atomically into ``directory`` (created 0700 if
+    missing), private ones mode 0600 and others 0644 whatever the umask. Returns ``{file name: path}``; raises OSError
+    when the directory cannot be created or written."""
     directory = pathlib.Path(directory)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     out: dict[str, pathlib.Path] = {}
@@ -473,10 +397,8 @@ def write_pem_files(directory: pathlib.Path | str, files: dict[str, tuple[bytes,
                 os.fsync(fh.fileno())
             os.replace(tmp, target)
         except BaseException:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
             raise
         out[name] = target
     return out
@@ -487,19 +409,12 @@ def write_development_certificates(directory: pathlib.Path, service: str = "admi
                                    ca_days: int = DEFAULT_CA_DAYS, leaf_days: int = DEFAULT_LEAF_DAYS,
                                    clock: Clock = utcnow, cluster_domain: str = "cluster.local",
                                    force_new_ca: bool = False) -> dict[str, pathlib.Path]:
-    """Write a CA and a serving certificate as PEM (``admit certs``).
+    """Write a CA (``ca.crt``, ``ca.key``) and a serving certificate (``tls.crt``, leaf only, ``tls.key``) as PEM into
+    ``directory`` (``admit certs``); returns ``{file name: path}`` of the four.
 
-    A CA already in ``directory`` (``ca.crt`` + ``ca.key``) is reused: only a new serving certificate is issued, so
-    everything that trusts that CA (a ``caBundle``, a client's ``--cacert``) keeps verifying. ``force_new_ca``
-    replaces it with a new CA (what earlier certificates were issued by stops verifying).
-
-    Files (in ``directory``): ``ca.crt`` (0644), ``ca.key`` (0600), ``tls.crt`` (0644, leaf only), ``tls.key``
-    (0600). SANs: the four Service names of :func:`service_dns_names`, ``localhost``, ``dns_names``, and
-    ``ip_addresses`` (default ``127.0.0.1``) so a local ``admit serve`` can be reached on loopback.
-    ``openssl verify -CAfile ca.crt tls.crt`` succeeds on the result.
-
-    Returns:
-        ``{"ca.crt": path, "ca.key": path, "tls.crt": path, "tls.key": path}``.
+    A CA already there is reused, so what trusts it (a ``caBundle``, a client's ``--cacert``) keeps verifying;
+    ``force_new_ca`` replaces it. The leaf's SANs: :func:`service_dns_names`, ``localhost``, ``dns_names`` and
+    ``ip_addresses`` (default ``127.0.0.1``: a local ``admit serve`` on loopback).
 
     Raises:
         CertificateError: bad names or lifetimes; a CA file in ``directory`` that cannot be reused (half of the pair

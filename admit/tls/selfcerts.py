@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
 import dataclasses
 import datetime as _dt
@@ -58,14 +57,8 @@ MANAGED_BY = ("app.kubernetes.io/managed-by", "admit")
 
 @dataclass(frozen=True)
 class Policy:
-    """Lifetimes and rotation timing for self-managed mode.
-
-    Attributes:
-        ca_days / leaf_days: lifetimes of newly issued certificates in days (defaults 3650 and 365).
-        rotation_fraction: rotate when less than this fraction of a certificate's lifetime is left (default 1/3).
-        ca_stage_seconds: minimum time a new CA sits in caBundle before leaves switch to it (default 300).
-        ca_overlap_seconds: time the retired CA stays in caBundle after the switch (default 3600).
-    """
+    """Lifetimes (days) of new certificates, the fraction of a lifetime left that starts a rotation, the seconds a
+    new CA sits in caBundle before leaves switch to it (stage) and a retired one stays after the switch (overlap)."""
 
     ca_days: float = certs.DEFAULT_CA_DAYS
     leaf_days: float = certs.DEFAULT_LEAF_DAYS
@@ -76,14 +69,9 @@ class Policy:
 
 @dataclass(frozen=True)
 class Material:
-    """What the Secret holds, parsed. ``None`` fields are absent or unusable.
-
-    Attributes:
-        ca: current CA pair. leaf: serving pair. next_ca: staged CA pair (rotation phase 1).
-        previous_ca: retired CA certificate still trusted (rotation phase 2), with its original PEM.
-        staged_at / promoted_at: start of phase 1 / phase 2 (aware UTC).
-        orphan_ca: ``ca.crt`` when it parses but ``ca.key`` is unusable (kept trusted as previous on regeneration).
-    """
+    """What the Secret holds, parsed; ``None`` for what is absent or unusable. ``next_ca`` is staged (rotation phase
+    1, from ``staged_at``), ``previous_ca`` retired and still trusted with its PEM (phase 2, from ``promoted_at``; aware
+    UTC); ``orphan_ca`` is a ``ca.crt`` whose ``ca.key`` is unusable (kept trusted as previous on regeneration)."""
 
     ca: CertifiedKey | None = None
     leaf: CertifiedKey | None = None
@@ -131,8 +119,8 @@ def _parse_time(value: str | None) -> _dt.datetime | None:
 
 def _load_pair(data: dict[str, bytes], crt: str, key: str, problems: list[str],
                check: Callable[[CertifiedKey], str]) -> CertifiedKey | None:
-    """The pair under ``crt`` and ``key`` of ``data``, or ``None`` with the reason appended to ``problems``: it does
-    not load (:func:`certs.load_pair`), or ``check`` names what is wrong with it."""
+    """The pair under ``crt`` and ``key`` of ``data``, or ``None`` with why it does not load or what ``check`` finds
+    wrong appended to ``problems``."""
     try:
         pair = certs.load_pair(data.get(crt, b""), data.get(key, b""), crt, key)
     except CertificateError as exc:
@@ -146,14 +134,9 @@ def _load_pair(data: dict[str, bytes], crt: str, key: str, problems: list[str],
 
 
 def parse_secret(data: dict[str, bytes], annotations: dict[str, str] | None = None) -> tuple[Material, list[str]]:
-    """Parse admit's keys of a Secret (values already base64-decoded) into :class:`Material`.
-
-    Checks structure and consistency only (PEM parses, key matches certificate, CA is a CA, leaf signed by the
-    CA); time-dependent checks (expiry, rotation) and names are :func:`plan`'s.
-
-    Returns:
-        ``(material, problems)`` where each problem is one line naming the Secret key(s) and what is wrong.
-    """
+    """Parse admit's keys of a Secret (values base64-decoded) into ``(material, problems)``, each problem one line
+    naming the Secret key(s). Checks structure only (PEM parses, key matches certificate, CA is a CA, leaf signed by
+    the CA); expiry, rotation and names are :func:`plan`'s."""
     annotations = annotations or {}
     problems: list[str] = []
     ca: CertifiedKey | None = None
@@ -190,55 +173,44 @@ def parse_secret(data: dict[str, bytes], annotations: dict[str, str] | None = No
 def plan(material: Material, policy: Policy, service: str, namespace: str, dns_names: Sequence[str] = (),
          ip_addresses: Sequence[str] = (), clock: Clock = utcnow, next_ca_trusted: bool = False,
          cluster_domain: str = "cluster.local") -> tuple[Material, list[str]]:
-    """Decide what the Secret should hold now. Pure apart from key generation; idempotent once settled.
-
-    Args:
-        material: what the Secret holds (:func:`parse_secret`).
-        policy: lifetimes and rotation timing.
-        service / namespace / dns_names / ip_addresses / cluster_domain: names the leaf must cover.
-        clock: current time.
-        next_ca_trusted: every webhook entry was read back with ``material.next_ca`` in its caBundle (required
-            before the switch phase of a CA rotation).
-
-    Returns:
-        ``(new material, actions)``; ``actions`` are one-line descriptions of what changed (empty: nothing to do).
-    """
+    """What the Secret should hold now, from what it holds (:func:`parse_secret`) and the names the leaf must cover:
+    ``(new material, actions)``, one line per change (none: nothing to do). Pure apart from key generation, idempotent
+    once settled. ``next_ca_trusted``: every webhook entry was read back with ``material.next_ca`` in its caBundle
+    (required before a CA rotation's switch)."""
     now = clock()
     actions: list[str] = []
-    names = [*certs.service_dns_names(service, namespace, cluster_domain), *dns_names, *ip_addresses]
     m = _plan_ca(material, policy, clock, now, next_ca_trusted, actions)
     m = _plan_retired_ca(m, clock, now, _dt.timedelta(seconds=policy.ca_overlap_seconds), actions)
-    m = _plan_leaf(m, policy, names, service, namespace, dns_names, ip_addresses, clock, cluster_domain, actions)
+    m = _plan_leaf(m, policy, service, namespace, dns_names, ip_addresses, clock, cluster_domain, actions)
     return m, actions
 
 
 def _plan_ca(m: Material, policy: Policy, clock: Clock, now: _dt.datetime, next_ca_trusted: bool,
              actions: list[str]) -> Material:
-    """:func:`plan`'s CA step: a new CA when there is no usable one (the old one kept as the previous CA while it is
-    valid); else the rotation: stage a next CA when the current one is due, drop a staged one outside its validity,
-    and switch to it once staged for ``policy.ca_stage_seconds`` and trusted by every webhook. Appends to
-    ``actions`` what it changed."""
+    """:func:`plan`'s CA step: a new CA when there is no usable one (the old one kept as previous while valid); else
+    stage a next CA when the current one is due, drop a staged one outside its validity, and switch to it once staged
+    for ``policy.ca_stage_seconds`` and trusted by every webhook."""
     overlap = _dt.timedelta(seconds=policy.ca_overlap_seconds)
     ca_problem = certs.ca_problem(m.ca, clock, CA_CRT) if m.ca is not None else "no usable CA"
     if ca_problem:
         old = m.ca.cert if m.ca is not None else m.orphan_ca
         new_ca = certs.generate_ca(days=policy.ca_days, clock=clock)
         previous = None
-        if old is not None and certs.is_ca(old) and not certs.is_expired(old, clock) and now >= old.not_valid_before_utc:
+        if old is not None and certs.is_ca(old) and not certs.validity_problem(old, clock):
             previous = (old, old.public_bytes(serialization.Encoding.PEM))
         m = Material(ca=new_ca, previous_ca=previous, promoted_at=now if previous else None)
         actions.append(f"{ca_problem}: generated a new CA ({certs.describe(new_ca.cert)})")
     else:
         assert m.ca is not None
         ca = m.ca  # unchanged below until the switch
-        if m.next_ca is not None and (certs.is_expired(m.next_ca.cert, clock) or now < m.next_ca.cert.not_valid_before_utc):
+        if m.next_ca is not None and certs.validity_problem(m.next_ca.cert, clock):
             m = dataclasses.replace(m, next_ca=None, staged_at=None)
             actions.append(f"dropped {CA_NEXT_CRT}: outside its validity window")
         if m.next_ca is None and certs.needs_rotation(ca.cert, clock, policy.rotation_fraction):
             nxt = certs.generate_ca(days=policy.ca_days, clock=clock)
             m = dataclasses.replace(m, next_ca=nxt, staged_at=now)
-            actions.append(f"CA is due for rotation (expires {certs.iso(ca.cert.not_valid_after_utc)}): staged a new CA "
-                           f"({certs.describe(nxt.cert)}) in caBundle")
+            actions.append(f"CA is due for rotation (expires {certs.iso(ca.cert.not_valid_after_utc)}): "
+                           f"staged a new CA ({certs.describe(nxt.cert)}) in caBundle")
         elif m.next_ca is not None and m.staged_at is None:
             m = dataclasses.replace(m, staged_at=now)
             actions.append(f"{STAGED_AT} missing: restarted the staging period of {CA_NEXT_CRT}")
@@ -255,7 +227,7 @@ def _plan_ca(m: Material, policy: Policy, clock: Clock, now: _dt.datetime, next_
 def _plan_retired_ca(m: Material, clock: Clock, now: _dt.datetime, overlap: _dt.timedelta,
                      actions: list[str]) -> Material:
     """:func:`plan`'s retired-CA step: the previous CA stays in caBundle for ``overlap`` after the switch, and goes
-    when it has expired or is the current CA again. Appends to ``actions`` what it changed."""
+    when it has expired or is the current CA again."""
     if m.previous_ca is not None:
         prev = m.previous_ca[0]
         if m.ca is not None and certs.fingerprint(prev) == m.ca.fingerprint:
@@ -272,12 +244,12 @@ def _plan_retired_ca(m: Material, clock: Clock, now: _dt.datetime, overlap: _dt.
     return m
 
 
-def _plan_leaf(m: Material, policy: Policy, names: list[str], service: str, namespace: str, dns_names: Sequence[str],
+def _plan_leaf(m: Material, policy: Policy, service: str, namespace: str, dns_names: Sequence[str],
                ip_addresses: Sequence[str], clock: Clock, cluster_domain: str, actions: list[str]) -> Material:
-    """:func:`plan`'s serving-certificate step: issue a new leaf from the current CA when there is none, it is not
-    signed by the CA, outside its validity, due for rotation, or misses one of ``names``. Appends to ``actions``
-    what it changed."""
+    """:func:`plan`'s serving-certificate step: a new leaf from the current CA when there is none, it is not signed by
+    the CA, outside its validity, due for rotation, or misses one of the names it must cover."""
     assert m.ca is not None
+    names = [*certs.service_dns_names(service, namespace, cluster_domain), *dns_names, *ip_addresses]
     why = ""
     if m.leaf is None:
         why = "no usable serving certificate"
@@ -306,7 +278,7 @@ def _b64decode(value: str | None) -> bytes | None:
         return None
     try:
         return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
+    except ValueError:  # binascii.Error is one
         return None
 
 
@@ -325,15 +297,9 @@ WEBHOOK_CONFIGURATIONS = {
 
 @dataclass
 class ReconcileResult:
-    """What one :meth:`SelfManagedTLSProvider.reconcile` did.
-
-    Attributes:
-        created: this replica created the Secret. written: this replica updated it.
-        conflicts: 409 answers met (create raced, or update on a stale resourceVersion).
-        actions: :func:`plan` actions applied. problems: bad Secret content found.
-        patched: ``"<Kind>/<name>"`` of each webhook configuration patched.
-        installed: a new pair is served from the next handshake.
-    """
+    """What one :meth:`SelfManagedTLSProvider.reconcile` did: this replica created or updated the Secret, met 409s,
+    applied :func:`plan`'s actions, found bad content, patched webhook configurations (``"<Kind>/<name>"``), serves a
+    new pair from the next handshake."""
 
     created: bool = False
     written: bool = False
@@ -345,23 +311,14 @@ class ReconcileResult:
 
 
 class SelfManagedTLSProvider(TLSProvider):
-    """TLS pair from a self-managed CA in a Secret, with caBundle injection and rotation (see module docstring).
+    """TLS pair from a self-managed CA in the Secret ``secret_name`` of ``namespace``, with caBundle injection into the
+    webhook configurations named (``""`` skips one) and rotation (see the module docstring).
 
-    Args:
-        api_client: a ``kubernetes_asyncio.client.ApiClient`` (not closed by the provider).
-        namespace: admit's namespace (Secret location, Service namespace in the SANs).
-        secret_name: Secret holding CA and serving pair (``--secret-name``, default ``admit-tls``).
-        service_name: Service in front of the webhook (SANs ``<svc>``, ``<svc>.<ns>``, ``<svc>.<ns>.svc``,
-            ``<svc>.<ns>.svc.cluster.local``).
-        mutating_config / validating_config: names of the webhook configurations to inject caBundle into
-            (``""`` skips one).
-        recheck_interval: seconds between checks (default 60; +-10 % jitter; at most 5 s while not ready).
-        clock: current time source (tests).
-        dns_names / ip_addresses: extra SANs. cluster_domain: cluster DNS domain (default ``cluster.local``).
-        request_timeout: seconds allowed for each Kubernetes API request (default 10).
-        policy: lifetimes and rotation timing (default :class:`Policy` with a stage of ``max(300, 3 *
-            recheck_interval)`` and an overlap of ``max(3600, 10 * recheck_interval)`` seconds, so that every replica
-            picks up the new CA and leaf within them).
+    ``api_client`` is not closed by the provider. ``service_name`` and the extra SANs are what the leaf covers
+    (:func:`certs.service_dns_names`). Checks every ``recheck_interval`` seconds (+-10 % jitter; at most 5 s while not
+    ready), each API request within ``request_timeout`` seconds. The default :class:`Policy` stages for ``max(300, 3 *
+    recheck_interval)`` and overlaps for ``max(3600, 10 * recheck_interval)`` seconds, so that every replica picks up
+    the new CA and leaf within them.
     """
 
     def __init__(self, api_client: k8s.ApiClient, namespace: str, secret_name: str, service_name: str,
@@ -395,12 +352,8 @@ class SelfManagedTLSProvider(TLSProvider):
         meta_in = (existing or {}).get("metadata") or {}
         labels = dict(meta_in.get("labels") or {})
         labels[MANAGED_BY[0]] = MANAGED_BY[1]
-        annotations = dict(meta_in.get("annotations") or {})
-        for k, v in material.annotations().items():
-            if v is None:
-                annotations.pop(k, None)
-            else:
-                annotations[k] = v
+        annotations = {k: v for k, v in {**(meta_in.get("annotations") or {}), **material.annotations()}.items()
+                       if v is not None}
         data = {k: v for k, v in ((existing or {}).get("data") or {}).items() if k not in OUR_KEYS}
         data.update({k: base64.b64encode(v).decode() for k, v in material.data().items()})
         metadata: dict[str, Any] = {"name": self.secret_name, "namespace": self.namespace, "labels": labels}
@@ -419,24 +372,8 @@ class SelfManagedTLSProvider(TLSProvider):
         """Read/create/repair the Secret until this replica holds a material consistent with the stored one."""
         for _attempt in range(5):
             secret = await self.api.get(SECRETS.path(self.namespace, self.secret_name))
-            if secret is None:
-                material, _actions = self._plan(Material())
-                body = self._secret_body(material, None)
-                try:
-                    await self.api.request("POST", SECRETS.path(self.namespace), body=body)
-                except KubeError as exc:
-                    if exc.status == 409:  # another replica created it first: use theirs
-                        result.conflicts += 1
-                        log.info("Secret %s was created by another replica; using it", self.secret_ref)
-                        continue
-                    raise
-                result.created = True
-                log.info("created Secret %s with a new CA and serving certificate (%s)",
-                         self.secret_ref, certs.describe(material.leaf.cert))  # type: ignore[union-attr]
-                return material
-
-            data, bad = _decoded(secret)
-            annotations = (secret.get("metadata") or {}).get("annotations") or {}
+            data, bad = _decoded(secret or {})
+            annotations = ((secret or {}).get("metadata") or {}).get("annotations") or {}
             current, problems = parse_secret(data, annotations)
             # an undecodable value is reported once, as such, not again as an empty/unparsable PEM
             problems = [f"{k} is not valid base64" for k in bad] + [p for p in problems if p.split(" ")[0] not in bad]
@@ -444,18 +381,26 @@ class SelfManagedTLSProvider(TLSProvider):
             if current.next_ca is not None and current.ca is not None:
                 next_trusted = await self._bundle_contains(current.next_ca.fingerprint)
             material, actions = self._plan(current, next_trusted)
-            if material.data() == data and not problems and all(
+            if secret is not None and material.data() == data and not problems and all(
                 annotations.get(k) == v for k, v in material.annotations().items()
             ):
                 return material
+            method, name = ("POST", None) if secret is None else ("PUT", self.secret_name)
             try:
-                await self.api.request("PUT", SECRETS.path(self.namespace, self.secret_name),
+                await self.api.request(method, SECRETS.path(self.namespace, name),
                                        body=self._secret_body(material, secret))
             except KubeError as exc:
-                if exc.status == 409:  # changed since we read it: look again
+                if exc.status == 409:  # another replica created or changed it first: read it again
                     result.conflicts += 1
+                    if secret is None:
+                        log.info("Secret %s was created by another replica; using it", self.secret_ref)
                     continue
                 raise
+            if secret is None:
+                result.created = True
+                log.info("created Secret %s with a new CA and serving certificate (%s)",
+                         self.secret_ref, certs.describe(material.leaf.cert))  # type: ignore[union-attr]
+                return material
             for p in problems:
                 log.error("Secret %s: %s; repaired", self.secret_ref, p)
             for a in actions:
@@ -487,19 +432,14 @@ class SelfManagedTLSProvider(TLSProvider):
         return True
 
     async def inject_ca_bundle(self, bundle: bytes) -> list[str]:
-        """Make every webhook entry's ``clientConfig.caBundle`` hold exactly the certificates in ``bundle``.
+        """Make every webhook entry's ``clientConfig.caBundle`` hold exactly the certificates in ``bundle`` (compared
+        as sets: another writer's order does not trigger a patch), and set readiness; returns ``"<Kind>/<name>"`` of
+        each configuration patched.
 
-        One JSON Patch (RFC 6902) per configuration, only when at least one entry differs, touching only those
-        entries: ``{"op": "test", "path": "/webhooks/<i>/name", "value": <name>}`` (guards against the list
-        being reordered since it was read) then ``{"op": "add", "path": "/webhooks/<i>/clientConfig/caBundle",
-        "value": <base64 PEM>}``. "Differs" compares the sets of certificates, so the order in which someone else
-        wrote them does not trigger a patch.
-
-        Returns:
-            ``"<Kind>/<name>"`` of each configuration patched. Sets readiness (caBundle in place or why not).
-
-        Raises:
-            KubeError: reading or patching failed (a configuration not found is reported as not ready, not raised).
+        One JSON Patch (RFC 6902) per configuration with an entry that differs, for those entries only: ``{"op":
+        "test", "path": "/webhooks/<i>/name", "value": <name>}`` (the list was not reordered since read) then ``{"op":
+        "add", "path": "/webhooks/<i>/clientConfig/caBundle", "value": <base64 PEM>}``. Raises KubeError when reading
+        or patching fails; a configuration not found leaves the replica unready instead.
         """
         want = certs.bundle_fingerprints(bundle)
         value = base64.b64encode(bundle).decode()
@@ -531,10 +471,8 @@ class SelfManagedTLSProvider(TLSProvider):
     # -- one check ------------------------------------------------------------------------------------------------
 
     async def reconcile(self) -> ReconcileResult:
-        """One check: settle the Secret, inject caBundle, then serve the Secret's pair. See the module docstring.
-
-        caBundle goes first so that a pair from a new CA (a replaced, broken CA) is served only once the apiserver
-        can trust it; the pair is served even if that step fails (the Secret no longer holds the old one).
+        """One check: settle the Secret, inject caBundle, then serve the Secret's pair (even if the caBundle step
+        failed: the Secret no longer holds the old one), so that a pair from a new CA is served once trusted.
 
         Raises:
             KubeError: the Kubernetes API failed or did not answer within ``request_timeout`` (in the caBundle step:
@@ -561,11 +499,9 @@ class SelfManagedTLSProvider(TLSProvider):
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """First check, then the periodic loop.
-
-        A failure to get a serving pair (Kubernetes API unreachable, RBAC) raises :class:`CertificateError` with
-        one line saying why; a failure only in the caBundle step does not (the loop retries every few seconds and
-        ``ready()`` stays False meanwhile).
+        """First check, then the periodic loop. Raises :class:`CertificateError` with one line saying why when no
+        serving pair can be had (Kubernetes API unreachable, RBAC); a failure only in the caBundle step does not raise
+        (the loop retries every few seconds, ``ready()`` False meanwhile).
         """
         try:
             await self.reconcile()
@@ -574,28 +510,24 @@ class SelfManagedTLSProvider(TLSProvider):
                 raise CertificateError(
                     f"self-managed TLS: cannot read or create Secret {self.secret_ref}: {exc.message}"
                 ) from None
-            self._note_failure(f"self-managed TLS check failed: {exc.message}")
+            self._note_failure(exc)
         if self._task is None:
             self._task = asyncio.create_task(self._loop(), name="admit-tls-self-managed")
 
-    def _note_failure(self, line: str) -> None:
-        if line != self._last_failure:
-            log.warning("%s (retrying)", line)
-        else:
-            log.debug("%s (retrying)", line)
+    def _note_failure(self, exc: KubeError) -> None:
+        line = f"self-managed TLS check failed: {exc.message}"
+        log.log(logging.WARNING if line != self._last_failure else logging.DEBUG, "%s (retrying)", line)
         self._last_failure = line
 
     async def _loop(self) -> None:
         while True:
             interval = self.recheck_interval * random.uniform(0.9, 1.1)
-            if not self.ready():
-                interval = min(interval, 5.0)
-            await asyncio.sleep(interval)
+            await asyncio.sleep(interval if self.ready() else min(interval, 5.0))
             try:
                 await self.reconcile()
                 self._last_failure = ""
             except KubeError as exc:
-                self._note_failure(f"self-managed TLS check failed: {exc.message}")
+                self._note_failure(exc)
             except Exception as exc:  # noqa: BLE001 - the loop must survive anything
                 log.exception("self-managed TLS check failed: %s", exc.__class__.__name__)
 
