@@ -1,45 +1,17 @@
 """Prometheus metrics of ``admit serve``, with the official ``prometheus-client`` library, on their own plain-HTTP port.
 
 Served by :func:`start_metrics_server` on ``--metrics-port`` (``GET /metrics``), never on the webhook's TLS port.
-Every label has a bounded set of values: no object names, namespaces or uids are ever labels.
+Every label has a bounded set of values: no object names, namespaces or uids are ever labels. Each metric, its
+labels and their values: docs/operations.md ("Metrics"); the chart's dashboard
+(``charts/admit/dashboards/admit.json``) names them.
 
-Admission (names, labels and buckets of controller-runtime's webhook metrics, ``pkg/webhook/internal/metrics``,
-so dashboards and alerts written for controller-runtime webhooks work unchanged; ``webhook`` is the URL path and
-``code`` the HTTP status of the answer):
-
-- ``controller_runtime_webhook_requests_total{webhook, code}`` counter;
-- ``controller_runtime_webhook_latency_seconds{webhook, code}`` histogram, buckets of client_golang's
-  ``prometheus.DefBuckets`` (5 ms .. 10 s; prometheus-client's own defaults differ);
-- ``controller_runtime_webhook_requests_in_flight{webhook}`` gauge;
-- ``admit_admission_requests_total{webhook, kind, operation, outcome}``: ``outcome`` is ``allowed`` (no change),
-  ``patched``, ``denied`` or ``bad_request`` (HTTP 400; the answers of the failure mode are also counted in
-  ``admit_failure_mode_applied_total``); ``kind`` is one of the kinds admit handles
-  (``kinds.RESOLVERS``, plus ``Scale``), else ``other``.
-
-Kubernetes API (every request of every ``ApiClient`` of the process, through an aiohttp trace hook:
-:func:`instrument_api_client`):
-
-- ``admit_kube_api_requests_total{verb, resource, code}``: ``verb`` as kube-apiserver's audit log names it (get, list,
-  watch, create, update, patch, delete), ``resource`` the plural, ``code`` the HTTP status or ``timeout``/``error``;
-- ``admit_kube_api_request_duration_seconds{verb, resource}`` histogram (time to the response headers; for a watch
-  that is the time to open it);
-- ``admit_failure_mode_applied_total{mode}``: admissions answered by the failure mode (``deny`` or ``allow``).
-
-Controller and process state:
-
-- ``admit_podgroup_operations_total{operation}``: ``created`` (admission), ``patched``, ``adopted``, ``recreated``,
-  ``orphan_deleted`` (controller);
-- ``admit_native_gang_operations_total{kind, operation}``: the same for the workload-api backend's ``Workload`` and
-  ``PodGroup`` (scheduling.k8s.io), plus ``refused``: an admission refused because a stored object cannot follow
-  the workload (an immutable ``minCount`` or priority field) or belongs to another workload;
-- ``admit_watch_cache_objects{resource}`` gauge and ``admit_watch_cache_relists_total{resource}``;
-- ``admit_leader`` gauge (1 while this replica leads the controller's Lease);
-- ``admit_certificate_expiry_timestamp_seconds{certificate}`` gauge (``serving``, ``ca``; seconds since the epoch)
-  and ``admit_certificate_rotations_total{certificate}`` (a new certificate loaded or issued after the first).
-
-The admission metrics are plain numbers that the event loop's thread updates without a lock (a collector turns them
-into metric families at scrape time): about a microsecond per request, where prometheus-client's locked children
-cost about 15 us for the same five updates on the development machine (docs/performance.md).
+The admission metrics have the names, labels and buckets of controller-runtime's webhook metrics
+(``pkg/webhook/internal/metrics``; ``webhook`` the URL path, ``code`` the HTTP status of the answer), so dashboards
+and alerts written for controller-runtime webhooks work unchanged. They are plain numbers that the event loop's
+thread updates without a lock (a collector turns them into metric families at scrape time): about a microsecond per
+request, where prometheus-client's locked children cost about 15 us for the same five updates on the development
+machine (docs/performance.md). The Kubernetes API metrics count every request of every ``ApiClient`` of the process,
+through an aiohttp trace hook (:func:`instrument_api_client`).
 """
 
 from __future__ import annotations
@@ -112,7 +84,6 @@ CERT_EXPIRY = Gauge("admit_certificate_expiry_timestamp_seconds",
 CERT_ROTATIONS = Counter("admit_certificate_rotations_total",
                          "Certificates replaced while running (a reloaded file, a renewed or new CA).", ["certificate"])
 
-OUTCOMES = ("allowed", "patched", "denied", "bad_request")
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 POD_GROUP_OPERATIONS = frozenset({"created", "patched", "adopted", "recreated", "orphan_deleted"})
 
@@ -177,11 +148,9 @@ class WebhookRecorder:
     or :meth:`bad_request` (HTTP 400), on the event loop's thread. Recorders of one path (one per app) share their
     series.
 
-    Each answer is also one record of the ``admit.requests`` logger, with the attributes ``uid``, ``kind``,
-    ``operation``, ``namespace``, ``object`` (``"namespace/name"``; the name is empty for a generateName CREATE),
-    ``decision`` (an outcome above) and ``duration_ms`` (float), which
-    ``--log-format json`` writes as keys: at INFO for denials, at DEBUG for the rest (``--log-level debug``
-    logs every request).
+    Each answer is also one record of the ``admit.requests`` logger, with the attributes ``--log-format json`` writes
+    as keys (``observability/logs.py``; ``decision`` is the ``outcome`` label): at INFO for denials, at DEBUG for the
+    rest (``--log-level debug`` logs every request).
 
     ``kinds``: the object kinds counted under their own ``kind`` label (the server gives the kinds of
     ``admit.families.kinds.RESOLVERS``; ``Scale`` is always one); any other kind is counted as ``"other"``, so a cluster's
@@ -223,12 +192,7 @@ class WebhookRecorder:
     def answered(self, req: "AdmissionRequest", decision: "Decision", started: float) -> None:
         """An AdmissionReview answer (HTTP 200) for ``req``."""
         elapsed = self._observe(self._ok, started)
-        if not decision.allowed:
-            outcome = "denied"
-        elif decision.patch:
-            outcome = "patched"
-        else:
-            outcome = "allowed"
+        outcome = "denied" if not decision.allowed else "patched" if decision.patch else "allowed"
         self._count(req.kind, req.operation, outcome)
         if outcome == "denied":
             self._log(logging.INFO, req, outcome, elapsed, decision.message)
@@ -393,9 +357,7 @@ async def start_metrics_server(port: int, host: str = EVERY_ADDRESS) -> web.AppR
     async def metrics(request: web.Request) -> web.Response:
         # the library's content negotiation: OpenMetrics when the scraper asks for it, else the text format
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        resp = web.Response(body=encoder(REGISTRY))
-        resp.headers["Content-Type"] = content_type
-        return resp
+        return web.Response(body=encoder(REGISTRY), headers={"Content-Type": content_type})
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
