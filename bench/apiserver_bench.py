@@ -192,7 +192,7 @@ async def measure(args: argparse.Namespace, kubeconfig: str, tmp: Path) -> dict[
             await delete_pods(api, namespaces[mode])
         for r in range(args.rounds):
             order = MODES[r % 3:] + MODES[:r % 3]
-            row = {"round": r, "order": list(order)}
+            row: dict[str, Any] = {"round": r, "order": list(order)}
             for mode in order:
                 lat, wall, err = await create_pods(api, namespaces[mode], args.pods, args.concurrency, r)
                 samples[mode] += lat

@@ -131,7 +131,7 @@ class Driver:
         for _ in range(self.pool_size):
             _, proto = await loop.create_connection(Connection, "127.0.0.1", self.server.port, ssl=self.ctx,
                                                     server_hostname="127.0.0.1")
-            self.conns.append(proto)  # type: ignore[arg-type]
+            self.conns.append(proto)
 
     def close(self) -> None:
         for c in self.conns:

@@ -120,7 +120,7 @@ def layered_handlers() -> list[tuple[str, Handler]]:
     from admit.webhook.admissionreview import parse_review, review_response
 
     admission = Admission(Config())
-    read_body: Callable[[Any], Awaitable[bytes]] = getattr(webhook_app, "_read_body")
+    read_body: Callable[[Any, int], Awaitable[bytes]] = getattr(webhook_app, "_read_body")
     constant = dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                       "response": {"uid": "00000000-0000-4000-8000-000000000001", "allowed": True}})
     recorders = {"/mutate": WebhookRecorder("/profile-mutate"), "/validate": WebhookRecorder("/profile-validate")}
@@ -208,7 +208,7 @@ def variants() -> list[tuple[str, Callable[[], asyncio.Protocol]]]:
                         web.Server(server.request_handler, access_log=None)))
             for name, answer in fast_layers(Admission(Config())):
                 layer = create_server(Admission(Config()), None, ConnectionGuard(lambda: None))  # type: ignore[arg-type, return-value]
-                layer.fast = answer  # type: ignore[attr-defined]
+                layer.fast = answer
                 out.append((name, guarded(layer)))
         out.append(("admit now: low-level server, fast path, guard", guarded(server)))
     return out

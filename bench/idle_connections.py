@@ -96,7 +96,9 @@ def idle_probe(n: int, partial: int = 20, hold: float = 3.0) -> dict[str, Any]:
             slow.append(s)
         started = time.monotonic()
         while slow and time.monotonic() - started < 60:
-            slow = [s for s in slow if not _closed_by_peer(s) or s.close()]
+            for s in [s for s in slow if _closed_by_peer(s)]:
+                s.close()
+                slow.remove(s)
             time.sleep(0.1)
         out["partial_header_closed_after_s"] = round(time.monotonic() - started, 1) if not slow else None
         for s in slow:

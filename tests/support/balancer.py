@@ -110,7 +110,7 @@ class ReadinessBalancer:
         if backend is not None:
             with contextlib.suppress(OSError):
                 upstream = await asyncio.open_connection(backend.host, backend.port)
-        if upstream is None:
+        if backend is None or upstream is None:  # no ready backend, or it refused
             self.refused += 1
             writer.transport.abort()
             return
@@ -122,7 +122,7 @@ class ReadinessBalancer:
         try:
             await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
         finally:  # both directions ended
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
             self._links.difference_update((writer, up_writer))
             writer.close()
             up_writer.close()
