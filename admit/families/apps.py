@@ -32,30 +32,15 @@ from ..gang.plan import (
     BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Wave, below_min_member, check_group_name,
     choose_group_name, counted_and_fix, get_path, int_field,
 )
-from ..gang.resources import ResourceError, gang_min_resources
-from .shared import POD_TARGET, Rollout, WorkloadKind, object_ref, template_target
+from .shared import POD_TARGET, Rollout, WorkloadKind, min_resources_of, object_ref, template_target
 
 __all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", "job_last_wave", "job_can_still_run", "index_count", "resolve_pod",
-           "template_min_resources", "GROUP_TEMPLATE_ANNOTATION", "job_scheduling", "resolve_cronjob",
+           "GROUP_TEMPLATE_ANNOTATION", "job_scheduling", "resolve_cronjob",
            "job_from_cronjob", "JOB_TEMPLATE", "CRONJOB_SCHEDULED_ANNOTATION"]
 
 TEMPLATE = template_target(("spec", "template"), "pod template")
 TEMPLATE_IMMUTABLE = replace(TEMPLATE, immutable=True)
 POD = POD_TARGET
-
-
-def template_min_resources(pod_spec: Any, count: int, ann: GangAnnotations, where: str) -> dict[str, str] | None:
-    """``minResources`` for ``count`` identical pods of ``pod_spec``, or ``None`` when the annotation says ``none``.
-
-    Raises:
-        GangError (code 400): a resource quantity in the template does not parse (message names ``where``).
-    """
-    if not ann.min_resources or not isinstance(pod_spec, dict):
-        return None
-    try:
-        return gang_min_resources([(pod_spec, count)]) or None
-    except ResourceError as e:
-        raise GangError(f"{where}: {e}", 400) from None
 
 
 def runtime_class_of(pod_spec: Any, ann: GangAnnotations) -> str | None:
@@ -84,7 +69,8 @@ def _replicated_plan(
         kind=kind, api_group=api_group, name=name, namespace=namespace, group_name=group_name, min_member=min_member,
         total_pods=total, total_field=total_field, schedule_timeout_seconds=ann.schedule_timeout_seconds,
         targets=[target], last_wave=last_wave, runtime_class=runtime_class_of(pod_spec, ann),
-        min_resources=template_min_resources(pod_spec, min_member, ann, f"{kind} {namespace}/{name} pod template"))
+        min_resources=min_resources_of([(pod_spec, min_member)], min_member, ann,
+                                       f"{kind} {namespace}/{name} pod template"))
     if ann.min_member is None and auto_size < total:
         assert last_wave is not None
         # a smaller gang that still gangs is admit's choice, explained (a note); a gang of 1 gangs nothing (a warning)
@@ -312,8 +298,8 @@ def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         plan.min_member = max(left, 1)
         plan.total_pods = left
         plan.last_wave = None  # the waves are behind it: what remains is counted from the status
-        plan.min_resources = template_min_resources(get_path(obj, ("spec", "template", "spec")), plan.min_member, ann,
-                                                    f"{plan.ref} pod template")
+        plan.min_resources = min_resources_of([(get_path(obj, ("spec", "template", "spec")), plan.min_member)],
+                                              plan.min_member, ann, f"{plan.ref} pod template")
         plan.warnings.append(f"{plan.ref}: {why}, so its PodGroup's minMember is {plan.min_member}, not {before} "
                              "(a replacement of a failed pod can start only with the pods that remain)")
     _kueue_facts(obj, plan, ann, config, operation, (parallelism, completions, indexed, per_index))
@@ -384,7 +370,7 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     return GangPlan(
         kind="Pod", api_group="", name=ref_name, namespace=namespace, group_name=group_name, min_member=min_member,
         total_pods=total, total_field=f"annotation {KUEUE_TOTAL_COUNT}" if total is not None else "",
-        min_resources=template_min_resources(spec, min_member, ann, f"Pod {namespace}/{ref_name}"),
+        min_resources=min_resources_of([(spec, min_member)], min_member, ann, f"Pod {namespace}/{ref_name}"),
         schedule_timeout_seconds=ann.schedule_timeout_seconds, targets=[POD], warnings=warnings, shared=True,
         runtime_class=runtime_class_of(spec, ann), size_known=ann.min_member is not None or total is not None)
 

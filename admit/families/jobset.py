@@ -255,7 +255,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     # LeaderReady)
     covered = plan.min_member if leaders is None else sum(rj["replicas"] * rj["pods_per_job"] for rj in first)
     plan.min_resources = min_resources_of(
-        [(rj["pod_spec"], rj["replicas"] * rj["pods_per_job"]) for rj in ordered], covered, ann, ref)
+        [(rj["pod_spec"], rj["replicas"] * rj["pods_per_job"]) for rj in ordered], covered, ann, f"{ref} pod template")
     return plan
 
 

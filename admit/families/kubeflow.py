@@ -185,7 +185,7 @@ def _min_resources(
         plan.notes.append(
             f"{ref}: minResources counts the first {min_member} of {total} pods taking replica types in the order "
             f"{', '.join(r.rtype for r in ordered)}")
-    return min_resources_of([(r.pod_spec, r.count) for r in ordered], min_member, ann, ref)
+    return min_resources_of([(r.pod_spec, r.count) for r in ordered], min_member, ann, f"{ref} pod template")
 
 
 def _schedule_timeout(obj: dict[str, Any], ann: GangAnnotations, ref: str, plan: GangPlan) -> int | None:

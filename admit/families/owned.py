@@ -20,6 +20,7 @@ from typing import Any
 
 from ..backends.registry import hooks
 from ..config import Config
+from ..gang.plan import get_path
 from .lws import group_spec_key
 from .trainer import patch_manager
 
@@ -92,17 +93,6 @@ def _resolved(config: Config, backends: tuple[Any, ...]) -> tuple[OwnedField, ..
             *(OwnedField(*field) for owned_fields in backends for field in owned_fields(config)))
 
 
-def _at(obj: Any, path: tuple[Any, ...]) -> Any:
-    for step in path:
-        if isinstance(obj, dict):
-            obj = obj.get(step)
-        elif isinstance(obj, list) and str(step).isdigit() and int(step) < len(obj):
-            obj = obj[int(step)]
-        else:
-            return None
-    return obj
-
-
 def owner_of(path: tuple[Any, ...], obj: Any, config: Config) -> OwnedField | None:
     """The :class:`OwnedField` that makes the value at key ``path`` of ``obj`` admit's, or ``None`` when the user's.
 
@@ -119,7 +109,7 @@ def owner_of(path: tuple[Any, ...], obj: Any, config: Config) -> OwnedField | No
             if len(window) == n and all(p == "*" or p == s for p, s in zip(f.path, window)):
                 if f.item is None:
                     return f
-                item = _at(obj, path[:i + n])
+                item = get_path(obj, steps[:i + n])
                 if isinstance(item, dict) and item.get(f.item[0]) == f.item[1]:
                     return f
     return None

@@ -292,14 +292,6 @@ def _suspended_cap(plan: GangPlan, pods: list[dict[str, Any]], total: int, ref: 
     plan.min_member = total
 
 
-def _ray_min_member(ann: GangAnnotations, pods: list[dict[str, Any]], autoscaling: bool, total: int) -> int:
-    """The gang's minMember before the rules: the annotation, else every desired pod (``total``); with in-tree
-    autoscaling, else the autoscaler's floor (1 head + Σ minReplicas × numOfHosts)."""
-    if autoscaling:
-        return gang_min_member(ann, sum(p["minimum"] for p in pods))
-    return gang_min_member(ann, total)
-
-
 def _names(ref: str, kind: str, parent: tuple[str, str] | None, namespace: str,
            config: Config) -> tuple[str, str, str | None]:
     """``(ref, workers_field, lower)`` for messages about ``ref``: the object, its worker groups' field and the
@@ -397,9 +389,10 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     total = sum(p["desired"] for p in pods)
     plan.total_pods = total
     plan.total_field = "1 head + Σ workerGroupSpecs[*] desired replicas × numOfHosts"
-    plan.min_member = _ray_min_member(ann, pods, autoscaling, total)
+    floor = sum(p["minimum"] for p in pods)  # the autoscaler's: 1 head + Σ minReplicas × numOfHosts
+    plan.min_member = gang_min_member(ann, floor if autoscaling else total)
     if autoscaling:
-        _floor_of(plan, ann, config, sum(p["minimum"] for p in pods), operation, (ref, workers_field, lower))
+        _floor_of(plan, ann, config, floor, operation, (ref, workers_field, lower))
     _suspended_cap(plan, pods, total, ref)
     if parent is None:  # KubeRay's copy of the warning would reach KubeRay's client, not the user
         plan.notes.append(batch_scheduler_note(ref, config))
@@ -409,7 +402,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
                  f"Raise the replicas (and minReplicas) of {workers_field} so that head and workers "
                  f"reach {plan.min_member}", ref=ref, lower=lower)
     plan.min_resources = min_resources_of([(kuberay_pod_spec(p["pod_spec"], cluster, i == 0), p["desired"])
-                                           for i, p in enumerate(pods)], plan.min_member, ann, ref)
+                                           for i, p in enumerate(pods)], plan.min_member, ann, f"{ref} pod template")
     return plan
 
 
@@ -468,16 +461,10 @@ def running_ray(update: RunningUpdate, plan: GangPlan, config: Config) -> Runnin
         "in this same update (KubeRay then makes every pod again, in the gang)", True)
 
 
-RAYCLUSTER = WorkloadKind(GROUP, "RayCluster", (("v1", "rayclusters"),), partial(resolve_ray, kind="RayCluster"),
-                          pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
-                          running_update=running_ray)
 # A RayJob's submitter Job is its child; its RayClusters are not: each is a gang of its own (module docstring).
-RAYJOB = WorkloadKind(GROUP, "RayJob", (("v1", "rayjobs"),), partial(resolve_ray, kind="RayJob"),
-                      children=(("batch", "Job"),),
-                      pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
-                      running_update=running_ray)
-RAYSERVICE = WorkloadKind(GROUP, "RayService", (("v1", "rayservices"),), partial(resolve_ray, kind="RayService"),
-                          pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=False,
-                          running_update=running_ray)
-
-KINDS = (RAYCLUSTER, RAYJOB, RAYSERVICE)
+KINDS = RAYCLUSTER, RAYJOB, RAYSERVICE = tuple(
+    WorkloadKind(GROUP, kind, (("v1", kind.lower() + "s"),), partial(resolve_ray, kind=kind),
+                 children=(("batch", "Job"),) if kind == "RayJob" else (), pod_joiner=None, pod_watch_selector=None,
+                 rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None,
+                 in_status=False, running_update=running_ray)
+    for kind in CLUSTER_SPEC)

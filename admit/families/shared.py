@@ -34,7 +34,7 @@ from typing import Any, Callable, Protocol
 
 from ..gang.ownerrefs import controller_ref
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, Resolver, get_path
 from ..gang.resources import ResourceError, gang_min_resources, pod_requests
 
 __all__ = [
@@ -193,15 +193,8 @@ class RunningUpdate:
         while the user's write changes nothing else there: the operator would react to admit's write alone."""
         if self.obj_marked is None or self.old_marked is None:
             return False
-        return (_at(self.old_marked, path) != _at(self.old, path)
-                and _at(self.obj_marked, path) == _at(self.old_marked, path))
-
-
-def _at(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
-    node: Any = obj
-    for key in path:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
+        return (get_path(self.old_marked, path) != get_path(self.old, path)
+                and get_path(self.obj_marked, path) == get_path(self.old_marked, path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,13 +379,13 @@ def gang_min_member(ann: GangAnnotations, total: int) -> int:
 
 
 def min_resources_of(
-    pods: list[tuple[Any, int]], min_member: int, ann: GangAnnotations, ref: str
+    pods: list[tuple[Any, int]], min_member: int, ann: GangAnnotations, where: str
 ) -> dict[str, str] | None:
     """``minResources`` of the first ``min_member`` pods of ``pods`` (``[(pod_spec, count), ...]`` in start order),
     or ``None`` when ``gang.admit.dev/min-resources: none`` or no pod requests anything.
 
     Raises:
-        GangError (400): a quantity in a pod template does not parse (the message names ``ref``).
+        GangError (400): a quantity in a pod spec does not parse (the message names ``where``).
     """
     if not ann.min_resources:
         return None
@@ -408,7 +401,7 @@ def min_resources_of(
     try:
         return gang_min_resources(taken) or None
     except ResourceError as e:
-        raise GangError(f"{ref} pod template: {e}", 400) from None
+        raise GangError(f"{where}: {e}", 400) from None
 
 
 def requests_of(pod_spec: Any, where: str) -> dict[str, Fraction]:

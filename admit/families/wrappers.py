@@ -42,6 +42,7 @@ import copy
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Callable
 
 from ..config import Config
@@ -128,21 +129,19 @@ def carry_ops(obj: dict[str, Any], carry: Carry, plan: GangPlan | None, config: 
 class _Wrapper:
     group: str
     kind: str
-    child: tuple[str, str]
     make: Callable[[dict[str, Any], str], dict[str, Any]]
     resolve: Resolver
     carry: Carry
-    template_field: str  # the wrapper's field the run's ``spec`` is a copy of: "spec.template"
 
 
 def _in_template(text: str, run_ref: str, ref: str, w: _Wrapper, *, lead: bool = False) -> str:
     """A run's message said of the wrapper: the run named as "each <Kind> of <wrapper>" (with ``lead``, a refusal
     that starts with the run's name loses it: the caller names the wrapper first), the names made from the run's
     (``<name>-<scheduled time>``) and its ``spec.*`` paths moved under the wrapper's template."""
-    text = (text.removeprefix(f"{run_ref}: ") if lead else text).replace(run_ref, f"each {w.child[1]} of {ref}")
+    text = (text.removeprefix(f"{run_ref}: ") if lead else text).replace(run_ref, f"each {run_ref.split()[0]} of {ref}")
     run_name = run_ref.rpartition("/")[2]
     text = text.replace(run_name, f"{run_name.rpartition('-')[0]}-<scheduled time>")
-    return re.sub(r"(?<![\w./-])spec\.", f"{w.template_field}.", text)
+    return re.sub(r"(?<![\w./-])spec\.", f"{'.'.join(w.carry.template)}.", text)
 
 
 def _carried_plan(plan: GangPlan, obj: dict[str, Any], w: _Wrapper, ref: str, config: Config,
@@ -152,29 +151,30 @@ def _carried_plan(plan: GangPlan, obj: dict[str, Any], w: _Wrapper, ref: str, co
     own = _mapping(get_path(obj, ("metadata", "annotations")))
     carried = {k: str(own[k]) for k in carried_keys(config) if isinstance(own.get(k), str)}
     name = str(get_path(obj, ("metadata", "name")) or "")
+    run = w.carry.child[1]
     out = replace(plan, kind=w.kind, api_group=w.group, name=name, targets=[], min_resources=None,
                   create_pod_group=False, template_annotations=carried if plan.mutate else {}, extra_ops=[],
                   runtime_class=None, operator_notice="", warnings=[reword(x) for x in plan.warnings],
                   notes=[reword(x) for x in plan.notes], refusal_note=reword(plan.refusal_note), last_wave=None)
     if config.pod_group_key in own:
-        out.warnings.append(f"remove {config.pod_group_key}: every {w.child[1]} {ref} makes would name that one "
+        out.warnings.append(f"remove {config.pod_group_key}: every {run} {ref} makes would name that one "
                             f"PodGroup, and each needs its own (named after it); admit does not carry it")
     if plan.mutate:
         out.notes.append(
-            f"{ref}: each {w.child[1]} it makes is a gang of its own (minMember {out.min_member}); its template "
-            f"carries the gang annotations ({'.'.join(w.carry.in_wrapper)}, which the operator copies onto each {w.child[1]} and does not read), "
-            f"and admit puts them on each {w.child[1]}'s metadata when it is created")
+            f"{ref}: each {run} it makes is a gang of its own (minMember {out.min_member}); its template carries the "
+            f"gang annotations ({'.'.join(w.carry.in_wrapper)}, which the operator copies onto each {run} and does "
+            f"not read), and admit puts them on each {run}'s metadata when it is created")
     return out
 
 
-def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, w: _Wrapper
-                     ) -> GangPlan:
+def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str,
+                     w: _Wrapper) -> GangPlan:
     """Plan for a wrapper ``w``: the plan of the run it makes, resolved as that run's CREATE, said of the wrapper
     (module docstring).
 
     Raises:
         GangError / BelowMinMember: as the run's resolver, worded for the wrapper (its fields under
-            :attr:`_Wrapper.template_field`).
+            ``Carry.template``).
     """
     meta = _mapping(obj.get("metadata"))
     name = str(meta.get("name") or "")
@@ -185,47 +185,38 @@ def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
     own = _mapping(get_path(obj, ("metadata", "annotations")))
     run["metadata"]["annotations"] = {**_mapping(run["metadata"].get("annotations")),
                                       **{k: own[k] for k in carried_keys(config) if k in own}}
-    run_ref = object_ref(w.child[1], namespace, run["metadata"]["name"])
+    run_ref = object_ref(run["kind"], namespace, run["metadata"]["name"])
     reword = lambda text: _in_template(text, run_ref, ref, w)  # noqa: E731
     try:
         plan = w.resolve(run, replace(ann, pod_group=None), config, namespace, "CREATE")
     except BelowMinMember as e:
-        raise BelowMinMember(f"{ref}: each {w.child[1]} it creates", e.total, reword(e.counted), e.min_member,
+        raise BelowMinMember(f"{ref}: each {run['kind']} it creates", e.total, reword(e.counted), e.min_member,
                              e.source, reword(e.fix), e.lower, e.backend) from None
     except GangError as e:
-        raise GangError(f"{ref}: each {w.child[1]} it creates would be refused: "
+        raise GangError(f"{ref}: each {run['kind']} it creates would be refused: "
                         f"{_in_template(e.message, run_ref, ref, w, lead=True)}",
                         e.code) from None
     return _carried_plan(plan, obj, w, ref, config, reword)
 
 
-def _resolver(w: _Wrapper) -> Resolver:
-    def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
-                ) -> GangPlan:
-        return _resolve_wrapper(obj, ann, config, namespace, w)
-
-    resolve.__doc__ = f"Plan for a {w.kind}: the plan of the {w.child[1]} it makes (``_resolve_wrapper``)."
-    return resolve
-
-
 SPARK_CARRY = Carry(("sparkoperator.k8s.io", "SparkApplication"), ("spec", "template"), ("driver", "annotations"))
 RAY_CARRY = Carry(("ray.io", "RayJob"), ("spec", "jobTemplate"),
                   ("rayClusterSpec", "headGroupSpec", "template", "metadata", "annotations"))
-_SCHEDULED = _Wrapper("sparkoperator.k8s.io", "ScheduledSparkApplication", SPARK_CARRY.child, scheduled_run,
-                      resolve_spark_application, SPARK_CARRY, "spec.template")
-_RAY_CRON = _Wrapper("ray.io", "RayCronJob", RAY_CARRY.child, ray_cron_run, RAYJOB.resolve, RAY_CARRY, "spec.jobTemplate")
+_SCHEDULED = _Wrapper("sparkoperator.k8s.io", "ScheduledSparkApplication", scheduled_run, resolve_spark_application,
+                      SPARK_CARRY)
+_RAY_CRON = _Wrapper("ray.io", "RayCronJob", ray_cron_run, RAYJOB.resolve, RAY_CARRY)
 
 SCHEDULED_SPARK_APPLICATION = WorkloadKind(
     "sparkoperator.k8s.io", "ScheduledSparkApplication", (("v1beta2", "scheduledsparkapplications"),),
-    _resolver(_SCHEDULED), pod_joiner=None, pod_watch_selector=None, rollout=None, controller_gang=None,
-    gang_from_parent=None, handover=None, allowed_backends=SPARK_APPLICATION.allowed_backends, in_status=False,
-    carry=SPARK_CARRY,
+    partial(_resolve_wrapper, w=_SCHEDULED), pod_joiner=None, pod_watch_selector=None, rollout=None,
+    controller_gang=None, gang_from_parent=None, handover=None, allowed_backends=SPARK_APPLICATION.allowed_backends,
+    in_status=False, carry=SPARK_CARRY,
     unwatched="no gang object belongs to a ScheduledSparkApplication: each SparkApplication it makes claims its own "
               "PodGroup, and the controller watches SparkApplications")
 """A ScheduledSparkApplication, judged by the SparkApplication it makes; its template carries the gang annotations."""
 
 RAY_CRON_JOB = WorkloadKind(
-    "ray.io", "RayCronJob", (("v1", "raycronjobs"),), _resolver(_RAY_CRON), pod_joiner=None,
+    "ray.io", "RayCronJob", (("v1", "raycronjobs"),), partial(_resolve_wrapper, w=_RAY_CRON), pod_joiner=None,
     pod_watch_selector=None, rollout=None, controller_gang=None, gang_from_parent=None, handover=None,
     allowed_backends=None, in_status=False, carry=RAY_CARRY,
     unwatched="no gang object belongs to a RayCronJob: each RayCluster KubeRay makes for one of its RayJobs claims "
