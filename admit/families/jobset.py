@@ -5,45 +5,31 @@ Sources: kubernetes-sigs/jobset ``api/jobset/v1alpha2/jobset_types.go`` (fields 
 "Startup policy" sample (``startup-driver-ready``), and the JobSet webhook defaults (``startupPolicyOrder:
 AnyOrder``).
 
-- Pod templates: ``spec.replicatedJobs[i].template.spec.template`` (a Job template inside each replicatedJob). The
-  JobSet controller copies it into each Job it creates (``<jobset>-<replicatedJob>-<index>``, controller
-  ownerReference to the JobSet), so the Jobs' pods carry admit's label; the Jobs are children (``admit.gang.children``)
-  and never gangs of their own.
-- Pods at once: Σ over replicatedJobs of ``replicas`` (default 1) × the Job's pods at once: ``parallelism``
-  (default 1) capped by ``completions`` (Kubernetes docs "Jobs", parallel execution), as for a plain Job.
-- Steps that finish first (``dependsOn`` with ``status: Complete``): a replicatedJob that another one waits to
-  *complete* (JobSet KEP-672 "serial job execution", ``pkg/controllers/depends_on.go``) never runs together with
-  its dependents, so it is no gang member: its pod template gets neither the pod-group label nor ``schedulerName``.
-  Were it labelled, a 1-pod initializer under a gang of ``numNodes`` would never pass Coscheduling's PreFilter
-  (:class:`admit.gang.plan.Wave`), and the gang's pods would never be created. The gang is the replicatedJobs no one
-  waits to complete (Kubeflow Trainer's ``node`` after its initializers: minMember = numNodes).
-- Order among gang members: ``spec.startupPolicy.startupPolicyOrder: InOrder`` creates replicatedJob N+1 only once
-  every Job of replicatedJob N is ready; a member with ``dependsOn`` another member (``Ready``, or through a step
-  that waits for one) starts only once that member runs. admit keeps one PodGroup per JobSet (not one per
-  replicatedJob), so a gang larger than the pods that start first deadlocks: ``auto`` and any minMember above that
-  count are refused with both fixes; an explicit minMember within the first pods is allowed, with a note.
-- A refusal of a JobSet made by Kubeflow Trainer (controller ownerReference to a TrainJob) lands in Trainer's
-  controller log, not with the user: its message names the TrainJob and a fix on the TrainJob (its
-  ``gang.admit.dev/min-member``, ``spec.trainer.numNodes``), not the runtime's JobSet template the user may not own.
+- Pod templates: ``spec.replicatedJobs[i].template.spec.template``. The JobSet controller copies each into the Jobs
+  it creates (``<jobset>-<replicatedJob>-<index>``, controller ownerReference to the JobSet), so their pods carry
+  admit's label; the Jobs are children (``admit.gang.children``), never gangs of their own.
+- Pods at once: Σ over replicatedJobs of ``replicas`` × the Job's pods at once (:func:`replicated_jobs`, as for a
+  plain Job).
+- Steps that finish first (``dependsOn`` with ``status: Complete``; JobSet KEP-672 "serial job execution",
+  ``pkg/controllers/depends_on.go``) never run together with their dependents, so they are no gang members
+  (:func:`gang_members`): their templates get neither the label nor ``schedulerName``, else a 1-pod initializer
+  under a gang of ``numNodes`` would never pass PreFilter (:class:`admit.gang.plan.Wave`). Kubeflow Trainer's
+  ``node`` after its initializers: minMember = numNodes.
+- Order among gang members (``startupPolicyOrder: InOrder``: replicatedJob N+1 once every Job of N is ready; a
+  member with ``dependsOn`` another member): admit keeps one PodGroup per JobSet, so a gang larger than the pods that
+  start first deadlocks (:func:`_check_ordered_start`).
+- Exclusive placement (:func:`_exclusive`, :func:`_exclusive_leaders`; the TPU multislice shape) and restarts under
+  ``restartStrategy: Recreate`` (:func:`_warn_on_recreate`).
+- A JobSet made by Kubeflow Trainer (controller ownerReference to a TrainJob): its refusals name the TrainJob and a
+  fix on it, as they land in Trainer's log; when Trainer's own ``podGroupPolicy`` marked its templates admit defers
+  (:func:`_trainer_ganged`, ``admit.families.trainer``).
 - ``minResources``: the requests of the first minMember member pods, taking replicatedJobs in their start order.
-- Restarts (``failurePolicy.maxRestarts`` > 0) under ``restartStrategy: Recreate`` (the CRD's default): JobSet
-  re-creates each Job as soon as its own old pods are gone, so the new attempt's pods share the PodGroup with other
-  Jobs' terminating pods, which Coscheduling still counts. admit keeps one PodGroup per JobSet (a PodGroup per
-  restart attempt would need every pod relabelled at admission) and warns with the fix, ``BlockingRecreate``.
-- Exclusive placement (``alpha.jobset.sigs.k8s.io/exclusive-topology`` on the JobSet or a replicatedJob's Job
-  template, without ``alpha.jobset.sigs.k8s.io/node-selector``): only one pod per Job exists before the gang is
-  placed (:func:`_exclusive`; the TPU multislice shape). ``auto`` gangs those leaders, with ``minResources`` covering
-  every pod (as for LWS's ``LeaderReady``); a minMember above the leaders is refused with the fix.
 - On UPDATE the pod templates are immutable (``PodTarget.immutable``): JobSet's validating webhook refuses any change
   of ``spec.replicatedJobs`` (kubernetes-sigs/jobset v0.12.0 ``pkg/webhooks/jobset_webhook.go`` ``ValidateUpdate``:
   ``apivalidation.ValidateImmutableField``; while the JobSet is suspended before or after the update only the pod
   templates' labels, annotations, nodeSelector, tolerations and schedulingGates may change, never
   ``schedulerName``). So a JobSet annotated after creation is allowed with a warning and no PodGroup, as a Job is; a
   re-apply that drops admit's marks gets them back as stored.
-- A JobSet made by Kubeflow Trainer (controller ownerReference to a ``trainer.kubeflow.org`` TrainJob) whose pod
-  templates already carry the pod-group label without admit's managed label was labelled by Trainer's
-  ``podGroupPolicy.coscheduling`` plugin, which also makes the PodGroup: admit defers (``admit.families.trainer``).
-  Likewise when they carry Volcano's ``scheduling.k8s.io/group-name`` annotation (``podGroupPolicy.volcano``).
 """
 
 from __future__ import annotations
@@ -333,8 +319,10 @@ def _exclusive_leaders(plan: GangPlan, ann: GangAnnotations, config: Config, ref
 
 
 def _warn_on_recreate(obj: dict[str, Any], plan: GangPlan, config: Config, ref: str, jobs: int) -> None:
-    """Warn on ``plan`` when the JobSet restarts its ``jobs`` Jobs under ``failurePolicy.restartStrategy: Recreate``
-    (the default) and the gang has more than one pod: the old pods still terminating count toward the new quorum."""
+    """Warn on ``plan`` when the JobSet restarts (``failurePolicy.maxRestarts`` > 0) its ``jobs`` Jobs under
+    ``restartStrategy: Recreate`` (the CRD's default) and the gang has more than one pod: the old pods still
+    terminating count toward the new quorum. admit keeps one PodGroup per JobSet (one per attempt would need every
+    pod relabelled at admission); the fix is ``BlockingRecreate``."""
     policy = get_path(obj, ("spec", "failurePolicy"))
     if isinstance(policy, dict) and isinstance(policy.get("maxRestarts"), int) and policy["maxRestarts"] > 0 and \
             (policy.get("restartStrategy") or "Recreate") == "Recreate" and jobs > 1 and plan.min_member > 1:

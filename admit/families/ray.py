@@ -7,54 +7,37 @@ Sources: ray-project/kuberay ``ray-operator/apis/ray/v1/raycluster_types.go`` (`
 ``controllers/ray/batchscheduler/scheduler-plugins/scheduler_plugins.go`` (KubeRay's own scheduler-plugins
 integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plugins").
 
-- Pods: 1 head + Σ over worker groups of the desired replicas × ``numOfHosts`` (default 1): replicas (default: the
-  group's ``minReplicas``, default 0) clamped to ``[minReplicas, maxReplicas]``, 0 for a suspended group, as
-  ``GetWorkerGroupDesiredReplicas``. ``auto`` minMember = 1 + Σ desired × numOfHosts, or with the autoscaler on
-  (``enableInTreeAutoscaling: true``) 1 + Σ ``minReplicas`` × numOfHosts: the autoscaler may shrink the cluster to
-  its minimum, and a gang larger than that would hold new pods back after a scale-down.
-- Pod templates: ``headGroupSpec.template`` and each ``workerGroupSpecs[i].template`` (under ``spec`` of a
-  RayCluster, ``spec.rayClusterSpec`` of a RayJob, ``spec.rayClusterConfig`` of a RayService).
+- Pods: 1 head + Σ over worker groups of the desired replicas × ``numOfHosts`` (:func:`ray_pods`, as
+  ``GetWorkerGroupDesiredReplicas``). ``auto`` minMember counts them all, or with the autoscaler on
+  (``enableInTreeAutoscaling: true``) its floor, 1 + Σ ``minReplicas`` × numOfHosts: the autoscaler may shrink the
+  cluster to it, and a larger gang would hold new pods back after a scale-down.
+- Pod templates: ``headGroupSpec.template`` and each ``workerGroupSpecs[i].template`` (under :data:`CLUSTER_SPEC`).
 - One gang per RayCluster. KubeRay makes a RayCluster for a RayJob or RayService (``constructRayClusterForRayJob``,
   ``constructRayClusterForRayService``): named ``<parent>-<5 random characters>`` since KubeRay v1.4.0,
-  ``<parent>-raycluster-<5>`` up to v1.3.x (``utils.GenerateRayClusterName``), the parent's labels and
-  **annotations** copied, the cluster spec copied, a
-  controller ownerReference to the parent. A RayService upgrade runs a second such cluster beside the serving one,
-  and a RayJob retry makes a new one. Were they one gang named after the parent, Coscheduling would count the
-  serving cluster's running pods toward the new cluster's quorum (``PreFilter`` counts every pod carrying the
-  label) and let the new pods through one by one (ray-project/kuberay#4239, ray-project/kuberay#1476). So:
-
-  - a RayCluster that KubeRay made is a gang of its own (it is deliberately *not* registered as a child of its
-    RayJob/RayService, ``admit.gang.children``): PodGroup named after the RayCluster (whose name KubeRay makes unique),
-    whatever pod-group annotation or template label it inherited from its parent, created at its admission and
-    adopted by it (ownerReference to the RayCluster), so the garbage collector deletes it with that cluster;
-  - a RayJob or RayService gets no PodGroup and its templates are left as written; its shape is still checked at
-    its own admission (a refusal there lands with the user), and a refusal of a cluster KubeRay made names the
-    RayJob/RayService and its fields.
-  A RayJob with ``clusterSelector`` and no ``rayClusterSpec`` runs on an existing cluster: nothing to gang.
-- ``minResources``: the head first, then the worker groups in order, up to minMember pods, each pod as KubeRay
-  builds it (:func:`kuberay_pod_spec`): the head with the autoscaler sidecar when ``enableInTreeAutoscaling``
-  (``common/pod.go`` ``BuildAutoscalerContainer``: requests 500m CPU / 512Mi, or ``autoscalerOptions.resources``,
-  ``mergeAutoscalerOverrides``), each worker with the ``wait-gcs-ready`` init container (``DefaultWorkerPodTemplate``:
-  200m / 256Mi, unless the operator runs with ``ENABLE_INIT_CONTAINER_INJECTION=false``, which admit cannot see).
-  Not counted: the history-server collector sidecar (feature gate ``RayClusterHistoryServer``, alpha, off by default
-  in v1.7.0).
+  ``<parent>-raycluster-<5>`` up to v1.3.x (``utils.GenerateRayClusterName``), with the parent's labels,
+  **annotations** and cluster spec, and a controller ownerReference to it. A RayService upgrade runs a second such
+  cluster beside the serving one, a RayJob retry makes a new one; were they one gang, Coscheduling would count the
+  serving cluster's pods toward the new one's quorum (``PreFilter`` counts every pod carrying the label) and let
+  the new pods through one by one (ray-project/kuberay#4239, ray-project/kuberay#1476). So a RayCluster KubeRay made
+  is a gang of its own (deliberately *not* a child of its parent, ``admit.gang.children``): its PodGroup is named
+  after it (:func:`cluster_group_name`), whatever its parent's annotation or template label says, and owned by it.
+  A RayJob or RayService gets no PodGroup and keeps its templates as written; its shape is still checked at its own
+  admission, and a refusal of a cluster KubeRay made names the parent and its fields. A RayJob with
+  ``clusterSelector`` and no ``rayClusterSpec`` runs on an existing cluster: nothing to gang.
+- ``minResources``: the head first, then the worker groups in order, up to minMember pods, each as KubeRay builds
+  it (:func:`kuberay_pod_spec`). Not counted: the history-server collector sidecar (feature gate
+  ``RayClusterHistoryServer``, alpha, off by default in v1.7.0).
 - **Later writes** (KubeRay v1.7.0 and the Ray autoscaler; docs/compatibility.md lists each with its test):
 
-  - the autoscaler's JSON patch of ``rayclusters/<name>`` (ray-project/ray
-    ``ray:python/ray/autoscaler/_private/kuberay/node_provider.py`` ``_submit_raycluster_patch``) moves a worker
-    group's ``replicas`` within ``[minReplicas, maxReplicas]`` and sets ``scaleStrategy.workersToDelete``: it may
-    take the cluster down to 1 head + Σ minReplicas × numOfHosts (its *floor*): an autoscaling cluster whose
-    minMember is above the floor is refused at every write (:func:`_autoscaler_floor`);
+  - the autoscaler's JSON patch of ``rayclusters/<name>`` (its KubeRay node provider's ``_submit_raycluster_patch``)
+    moves ``replicas`` and sets ``scaleStrategy.workersToDelete``, down to the floor (:func:`_autoscaler_floor`);
   - a RayService's incremental upgrade (feature gate ``RayServiceIncrementalUpgrade``, Beta, on in v1.7.0;
     ``upgradeStrategy.type: NewClusterWithIncrementalUpgrade``, which needs the autoscaler) creates the pending
     cluster with every worker ``replicas`` nil (``constructRayClusterForRayService``); the CRD defaults it to 0
-    (``raycluster_types.go``: ``+kubebuilder:default:=0``) and KubeRay runs ``minReplicas``
-    (``GetWorkerGroupDesiredReplicas``): the floor again;
+    (``raycluster_types.go``: ``+kubebuilder:default:=0``) and KubeRay runs ``minReplicas``: the floor again;
   - a finished RayJob's ``DeleteWorkers`` deletion policy (feature gate ``RayJobDeletionPolicy``, Beta, on since
-    v1.6.0; ``rayjob_controller.go`` ``suspendWorkerGroups``) sets ``suspend: true`` on every worker group: those
-    pods go, and the gang becomes what is left (:func:`_suspended_cap`): the head;
-  - a running RayCluster annotated: its running pods would stay outside the gang, refused with the fix; a running
-    RayJob or RayService annotated: allowed with a warning saying when it takes effect (:func:`running_ray`).
+    v1.6.0; ``rayjob_controller.go`` ``suspendWorkerGroups``) suspends every worker group (:func:`_suspended_cap`);
+  - a running object annotated (:func:`running_ray`).
 - KubeRay gangs a cluster itself when it carries the label ``ray.io/gang-scheduling-enabled`` (with the operator
   started with ``--batch-scheduler=scheduler-plugins``: PodGroup named after the RayCluster, minMember desired
   replicas + 1, one per RayCluster). A RayJob's or RayService's labels reach the RayCluster KubeRay makes. admit
@@ -147,8 +130,9 @@ def batch_scheduler_note(ref: str, config: Config) -> str:
 
 def ray_pods(cluster: dict[str, Any], prefix: tuple[str, ...], ref: str) -> tuple[list[dict[str, Any]], bool]:
     """``([{"where", "path", "pod_spec", "desired", "minimum", "suspended"}, ...], autoscaling)``: the head (always 1
-    pod) then each worker group, with its desired pods and its autoscaler minimum (both × numOfHosts, both 0 for a
-    group KubeRay suspended).
+    pod) then each worker group, with its desired pods (``replicas``, default ``minReplicas``, clamped to
+    ``[minReplicas, maxReplicas]``) and its autoscaler minimum, both × numOfHosts, both 0 for a group KubeRay
+    suspended.
 
     Raises:
         GangError (400): no ``headGroupSpec.template.spec``, a worker group without a template, a bad count, or
@@ -223,7 +207,8 @@ def kuberay_pod_spec(pod_spec: dict[str, Any], cluster: dict[str, Any], head: bo
     RayClusterSpec ``cluster``, as far as its requests go (a new dict; ``pod_spec`` is not changed): the head gets
     the ``autoscaler`` container when ``enableInTreeAutoscaling`` is true (``DefaultHeadPodTemplate``), with
     :data:`AUTOSCALER_RESOURCES` or ``autoscalerOptions.resources``; a worker gets the ``wait-gcs-ready`` init
-    container, appended after the template's own (``DefaultWorkerPodTemplate``, :data:`WAIT_GCS_READY_RESOURCES`).
+    container, appended after the template's own (``DefaultWorkerPodTemplate``, :data:`WAIT_GCS_READY_RESOURCES`;
+    not with the operator's ``ENABLE_INIT_CONTAINER_INJECTION=false``, which admit cannot see).
     Only ``name`` and ``resources`` of the added containers are given: the pod's requests are all admit reads."""
     spec = dict(pod_spec)
     if head:

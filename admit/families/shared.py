@@ -7,23 +7,16 @@ controller creates (its children). ``admit.families.kinds`` registers them; noth
 
 The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and KAI Scheduler's podgrouper hub):
 
-- **Children** (``admit.gang.children``): each kind lists the kinds its controller creates (``WorkloadKind.children``);
-  a JobSet's Jobs, a RayJob's submitter Job are part of the parent's gang and never a gang of their own.
-- **A child that gangs on its own** is simply not registered as a child: its kind's resolver reads the controller
-  ownerReference itself (:func:`controller_owner`) to name its group and word its refusals after the user's object
-  (a RayCluster KubeRay makes for a RayJob or RayService: several run at once, each needs its own PodGroup).
-- **Deferring to an operator** (:func:`defer_to_operator`): when the workload's own operator makes the PodGroup
-  (KubeRay's scheduler-plugins integration, Kubeflow Trainer's ``podGroupPolicy.coscheduling``), two writers would
-  fight over one object: admit mutates nothing, creates nothing, and says so in a warning.
-- **Pods that join a group** (:data:`PodJoiner`, e.g. ``lws.join_lws_pod``): where one template makes the pods of
-  several groups, the pods find their group at creation from labels their controller puts on them, without an API
-  call. A joiner's plan with ``create_pod_group`` makes that pod's admission ensure the group: the pod that always
-  comes first (an LWS leader) creates it, the later ones find it in the PodGroup cache.
-- **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): ``auto`` takes the pods the workload runs at
-  once; an explicit minMember above them is refused by ``gang.plan.below_min_member`` (the Coscheduling plugin keeps
-  every pod Pending while fewer than minMember pods carry the label: scheduler-plugins
-  ``pkg/coscheduling/core/core.go`` ``PreFilter``); ``minResources`` are the requests of the first minMember pods in
-  the family's order (``admit.gang.resources.pod_requests``, the scheduler's rule).
+- **Children** (``admit.gang.children``, ``WorkloadKind.children``): a JobSet's Jobs, a RayJob's submitter Job are
+  part of the parent's gang. A child that gangs on its own (a RayCluster KubeRay makes: several run at once) is not
+  registered as one; its resolver reads its controller (:func:`controller_owner`) to name its group and word its
+  refusals after the user's object.
+- **Deferring to an operator** that makes the PodGroup itself (:func:`defer_to_operator`): two writers would fight
+  over one object.
+- **Pods that join a group** (:data:`PodJoiner`): where one template makes the pods of several groups.
+- **Counting pods** (:func:`gang_min_member`, :func:`min_resources_of`): an explicit minMember above the pods is
+  refused by ``gang.plan.below_min_member`` (the Coscheduling plugin keeps every pod Pending while fewer than
+  minMember pods carry the label: scheduler-plugins ``pkg/coscheduling/core/core.go`` ``PreFilter``).
 """
 
 from __future__ import annotations
@@ -64,10 +57,12 @@ POD_TARGET = PodTarget(("metadata", "labels"), ("spec", "schedulerName"), where=
 
 PodJoiner = Callable[[dict[str, Any], Config, str, Any], Any]
 """``joiner(pod, config, namespace, known_groups) -> GangPlan | PodRead | None`` for a Pod CREATE that carries neither
-the pod-group label nor gang annotations (e.g. a Spark executor joining its driver's group). It must not call the
-Kubernetes API: ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline; see
-``admission.GroupCache``) is the cache. A :class:`PodRead` (``spark.DriverLookup``) asks ``admission.Admission`` to
-read the pod the cache does not know."""
+the pod-group label nor gang annotations: the pod finds its group from labels its controller put on it (a Spark
+executor joins its driver's, ``lws.join_lws_pod`` its LWS group's). It must not call the Kubernetes API:
+``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline; see ``admission.GroupCache``) is the
+cache. A :class:`PodRead` (``spark.DriverLookup``) asks ``admission.Admission`` to read the pod the cache does not
+know. A joiner's plan with ``create_pod_group`` makes the pod's admission ensure the group: the pod that always
+comes first (an LWS leader) creates it, the later ones find it in the cache."""
 
 
 class PodRead(Protocol):
@@ -352,8 +347,9 @@ def controller_owner(obj: dict[str, Any]) -> tuple[str, str, str] | None:
 
 
 def defer_to_operator(plan: GangPlan, why: str, config: Config) -> GangPlan:
-    """Mark ``plan`` as ganged by the workload's own operator: no mutation, no PodGroup, one warning that says
-    ``why`` (which operator, which setting) and that admit leaves the PodGroup to it. Returns ``plan``."""
+    """Mark ``plan`` as ganged by the workload's own operator (KubeRay's scheduler-plugins integration, Kubeflow
+    Trainer's ``podGroupPolicy.coscheduling``): no mutation, no PodGroup, one warning, and a note that says ``why``
+    (which operator, which setting). Returns ``plan``."""
     plan.mutate = False
     plan.create_pod_group = False
     plan.min_resources = None
@@ -381,8 +377,9 @@ def gang_min_member(ann: GangAnnotations, total: int) -> int:
 def min_resources_of(
     pods: list[tuple[Any, int]], min_member: int, ann: GangAnnotations, where: str
 ) -> dict[str, str] | None:
-    """``minResources`` of the first ``min_member`` pods of ``pods`` (``[(pod_spec, count), ...]`` in start order),
-    or ``None`` when ``gang.admit.dev/min-resources: none`` or no pod requests anything.
+    """``minResources`` of the first ``min_member`` pods of ``pods`` (``[(pod_spec, count), ...]`` in the family's start
+    order; each pod's requests by the scheduler's rule, ``gang.resources.pod_requests``), or ``None`` when
+    ``gang.admit.dev/min-resources: none`` or no pod requests anything.
 
     Raises:
         GangError (400): a quantity in a pod spec does not parse (the message names ``where``).
