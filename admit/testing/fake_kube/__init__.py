@@ -1,22 +1,16 @@
 """A fake Kubernetes API server over real HTTP, for tests, benchmarks and ``admit serve --dev``: a public kit
 (docs/fake-api.md says what it emulates, with the upstream code each part follows, and what it does not).
 
-``FakeKubeAPI`` serves the Kubernetes REST protocol on ``127.0.0.1`` with aiohttp, well enough that the
-unmodified ``kubernetes_asyncio`` client (``CoreV1Api``, ``AppsV1Api``, ``CoordinationV1Api``,
-``AdmissionregistrationV1Api``, ``CustomObjectsApi``, ``EventsV1Api``, ``watch.Watch``) and ``kubectl --server`` work
-against it. Everything lives in memory. In a test::
+``FakeKubeAPI`` serves the Kubernetes REST protocol from memory on ``127.0.0.1`` (aiohttp), well enough that the
+unmodified ``kubernetes_asyncio`` client and ``kubectl --server`` work against it. In a test::
 
     async with FakeKubeAPI() as api:
         async with api.api_client() as client:
-            pods = kubernetes_asyncio.client.CoreV1Api(client)
-            await pods.create_namespaced_pod("default", {...})
+            await kubernetes_asyncio.client.CoreV1Api(client).create_namespaced_pod("default", {...})
         assert api.requests_for("pods", "POST")
 
-As a process (a benchmark's): ``python -m admit.testing.fake_kube --port 8001`` prints the URL and serves until
-SIGTERM/SIGINT; ``GET /_fake/stats`` counts the requests by verb and resource (:meth:`FakeKubeAPI._handle_control`
-lists the other ``/_fake/`` endpoints). A test reaches the store without HTTP (``put``, ``get``, ``delete_object``,
-``objects``), injects faults (``fail``, ``delay``, ``forbid``), controls watches (``compact``, ``drop_watches``,
-``send_bookmarks``, ``hold_watches``) and reads the request log (``requests_for``, ``stats``).
+As a benchmark's process: ``python -m admit.testing.fake_kube --port 8001`` prints the URL and serves until
+SIGTERM/SIGINT (:meth:`FakeKubeAPI._handle_control` lists its ``/_fake/`` endpoints).
 """
 
 from .admission import AdmissionChain, Webhook, WebhookCallError, allowed, denied, patched, selector_matches

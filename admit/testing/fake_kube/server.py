@@ -8,12 +8,12 @@ import asyncio
 import base64
 import binascii
 import copy
+import functools
 import json
 import random
 import time
 import uuid
 from collections import Counter, deque
-from dataclasses import asdict
 from typing import Any, Callable, Coroutine, Mapping, TypeVar
 
 from aiohttp import web
@@ -58,28 +58,23 @@ class FakeKubeAPI:
     """An in-memory Kubernetes API server on ``127.0.0.1`` (docs/fake-api.md says what it emulates).
 
     Args:
-        gc_orphans_after: seconds (e.g. 0.025) after which an object whose ``ownerReferences`` all name uids that are
-            not stored is deleted (a DELETED event), emulating kube-controller-manager's garbage collector; None
-            (default) disables it. Checked when such an object is written and when an owner is deleted; the object
-            survives if an owner with that uid exists when the delay expires.
+        gc_orphans_after: seconds (e.g. 0.025) after which an object whose ``ownerReferences`` all name uids not stored
+            is deleted, unless such an owner is stored by then (kube-controller-manager's garbage collector); checked
+            when such an object is written and when an owner is deleted. None (default): never.
         history_limit: watch events kept for ``resourceVersion`` replay; older resourceVersions get 410 Expired.
         bookmark_interval: seconds between BOOKMARK events on watches that sent ``allowWatchBookmarks=true``
             (None: only on ``send_bookmarks()`` and after ``sendInitialEvents``).
         record_requests: keep ``requests`` (the counters behind ``stats()`` are always kept).
-        admission: an :class:`~admission.AdmissionChain`: HTTP writes (and controllers' writes) of the resources its
-            webhooks match go through its mutating and validating webhooks, as kube-apiserver's admission chain
-            (None: no admission; it can also be set later, before the first write).
-        deployment_controller, job_controller, statefulset_controller: emulate that controller (``controllers.py``:
-            ReplicaSets, Pods, Pods), its writes through ``admission`` too; it is ``deployments``, ``jobs``,
-            ``statefulsets``.
-        workload_api: also serve Kubernetes' native gang API in this version (``"v1alpha2"``, ``"v1beta1"``, 1.35's
-            ``"v1alpha1"``; :func:`workload_api_resources`); ``None``: not served, like a cluster without
-            ``GenericWorkload``.
-        workload_with_job: the ``WorkloadWithJob`` gate on kube-controller-manager: the emulated Job controller makes
-            its own Workload and PodGroup per Job in the served version (``JobController._scheduling_objects``).
-        namespace_lifecycle: refuse a write into a namespace that is not stored (404 NotFound), as the
-            NamespaceLifecycle admission plugin does, and hold :data:`SYSTEM_NAMESPACES`. Off by default: most tests
-            write where they like.
+        admission: the :class:`~admission.AdmissionChain` HTTP writes and the controllers' writes go through (None:
+            none; it can be set later, before the first write).
+        deployment_controller, job_controller, statefulset_controller: run that controller (``controllers.py``), as
+            ``deployments``, ``jobs``, ``statefulsets``.
+        workload_api: also serve ``scheduling.k8s.io`` in this version (:func:`workload_api_resources`); None: not
+            served, like a cluster without ``GenericWorkload``.
+        workload_with_job: the ``WorkloadWithJob`` gate: the Job controller makes a Workload and PodGroup per Job
+            (``JobController._scheduling_objects``).
+        namespace_lifecycle: a write into a namespace not stored is 404, as the NamespaceLifecycle admission plugin
+            answers, and :data:`SYSTEM_NAMESPACES` are stored. Off by default: most tests write where they like.
     """
 
     def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
@@ -228,9 +223,8 @@ class FakeKubeAPI:
         self._drop(self.resource_type(api_version, plural))
 
     def stop_serving_workload_api(self, version: str) -> None:
-        """Stop serving ``scheduling.k8s.io/<version>`` (an upgrade that drops it, as 1.37 drops ``v1alpha2``:
-        kube-apiserver then answers 404 "the server could not find the requested resource" for its paths and
-        leaves it out of discovery). Its stored objects are dropped too (there is no conversion in the fake)."""
+        """:meth:`unregister` ``scheduling.k8s.io/<version>``: an upgrade that drops it, as 1.37 drops ``v1alpha2``
+        (there is no conversion in the fake)."""
         for rt in workload_api_resources(version):
             self._drop(rt)
 
@@ -533,15 +527,15 @@ class FakeKubeAPI:
         return bool(refs) and all(ref.get("uid") not in self._uids for ref in refs)
 
     def _gc_after_write(self, rt: ResourceType, ns: str | None, name: str, new: JSON | None, old: JSON | None) -> None:
-        if new is not None and self._is_orphan(new):
-            self._gc_schedule(rt, ns, name)
+        orphans = [(rt, ns, name)] if new is not None and self._is_orphan(new) else []
         if new is None and old is not None:
             uid = old["metadata"].get("uid")
-            for rt_key, bucket in self._data.items():
-                for (dns, dname), obj in bucket.items():
-                    refs = obj["metadata"].get("ownerReferences") or []
-                    if any(r.get("uid") == uid for r in refs) and self._is_orphan(obj):
-                        self._gc_schedule(self._registry[rt_key], dns, dname)
+            orphans += [(self._registry[key], dns, dname) for key, bucket in self._data.items()
+                        for (dns, dname), obj in bucket.items()
+                        if any(r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or [])
+                        and self._is_orphan(obj)]
+        for o_rt, o_ns, o_name in orphans:
+            self._spawn(("gc", o_rt.key, o_ns, o_name), functools.partial(self._gc_later, o_rt, o_ns, o_name))
 
     def _spawn(self, key: tuple, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``work()`` in a task that :meth:`stop` cancels, unless one for ``key`` runs or no event loop does (a
@@ -553,9 +547,6 @@ class FakeKubeAPI:
         if key not in self._tasks or self._tasks[key].done():
             task = self._tasks[key] = loop.create_task(work())
             task.add_done_callback(lambda t: self._tasks.pop(key) if self._tasks.get(key) is t else None)
-
-    def _gc_schedule(self, rt: ResourceType, ns: str | None, name: str) -> None:
-        self._spawn(("gc", rt.key, ns, name), lambda: self._gc_later(rt, ns, name))
 
     async def _gc_later(self, rt: ResourceType, ns: str | None, name: str) -> None:
         await asyncio.sleep(self.gc_orphans_after or 0)
@@ -588,21 +579,6 @@ class FakeKubeAPI:
         details["causes"] = [{"reason": "NamespaceTerminating", "message": why, "field": "metadata.namespace"}]
         raise ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
 
-    def _terminate_namespace(self, name: str, existing: JSON) -> JSON:
-        """DELETE of a namespace with ``spec.finalizers`` (pkg/registry/core/namespace/storage/storage.go): it is
-        marked (``deletionTimestamp``, ``status.phase: Terminating``) and the namespace controller
-        (pkg/controller/namespace/deletion/namespaced_resources_deleter.go) deletes its content; see
-        :meth:`_namespace_controller`."""
-        if existing["metadata"].get("deletionTimestamp"):
-            return existing
-        marked = copy.deepcopy(existing)
-        marked["metadata"]["deletionTimestamp"] = _now()
-        marked["metadata"]["deletionGracePeriodSeconds"] = 0
-        marked["status"] = {**(marked.get("status") or {}), "phase": "Terminating"}
-        result = self._commit(self._registry[("", "v1", "namespaces")], None, name, existing, marked)
-        self._spawn(("namespace", name), lambda: self._namespace_controller(name))
-        return result
-
     def namespace_content(self, namespace: str) -> list[JSON]:
         """Every stored object of ``namespace`` (all namespaced resources)."""
         return [obj for _, _, obj in self._in_namespace(namespace)]
@@ -612,10 +588,10 @@ class FakeKubeAPI:
                 for (ns, name), obj in bucket.items() if ns == namespace]
 
     async def _namespace_controller(self, name: str) -> None:
-        """The namespace controller's deletion of a terminating namespace: every namespaced object in it is deleted
-        (objects with finalizers are only marked, and stay until their finalizers are removed), the controller
-        polls until nothing is left, then removes the ``kubernetes`` finalizer (``/finalize``) and the namespace
-        goes away. The first pass runs on the next loop iteration, as the controller acts on the watch event."""
+        """The namespace controller (``pkg/controller/namespace/deletion/namespaced_resources_deleter.go``): every
+        namespaced object in the terminating namespace is deleted (those with finalizers only marked), polled until
+        none is left, then the ``kubernetes`` finalizer is removed (``/finalize``) and the namespace goes. The first
+        pass runs on the next loop iteration, as the controller acts on the watch event."""
         nss = self._registry[("", "v1", "namespaces")]
         while True:
             await asyncio.sleep(0.005)
@@ -746,6 +722,9 @@ class FakeKubeAPI:
 
     def _delete(self, rt: ResourceType, ns: str | None, name: str, existing: JSON, dry_run: bool,
                 options: JSON | None = None) -> JSON:
+        """DELETE (``generic/registry/store.go`` ``Delete``): an object with finalizers is only marked
+        (``updateForGracefulDeletionAndFinalizers``), and so is a namespace with ``spec.finalizers``, phase Terminating
+        (``pkg/registry/core/namespace/storage/storage.go``), whose content :meth:`_namespace_controller` deletes."""
         pre = (options or {}).get("preconditions") or {}
         meta = existing["metadata"]
         for key, field in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
@@ -754,17 +733,20 @@ class FakeKubeAPI:
                                           f"object meta: {meta.get(key)}")
         if dry_run:
             return existing
-        if rt.key == ("", "v1", "namespaces") and (existing.get("spec") or {}).get("finalizers"):
-            return self._terminate_namespace(name, existing)
-        if meta.get("finalizers"):
-            if meta.get("deletionTimestamp"):
-                return existing
-            marked = copy.deepcopy(existing)
-            marked["metadata"]["deletionTimestamp"] = _now()
-            marked["metadata"]["deletionGracePeriodSeconds"] = 0
+        namespace = rt.key == ("", "v1", "namespaces") and (existing.get("spec") or {}).get("finalizers")
+        if not namespace and not meta.get("finalizers"):
+            return self._commit(rt, ns, name, existing, None)
+        if meta.get("deletionTimestamp"):
+            return existing
+        marked = copy.deepcopy(existing)
+        marked["metadata"].update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0)
+        if not namespace:
             marked["metadata"]["generation"] = meta.get("generation", 1) + 1
             return self._commit(rt, ns, name, existing, marked)
-        return self._commit(rt, ns, name, existing, None)
+        marked["status"] = {**(marked.get("status") or {}), "phase": "Terminating"}
+        result = self._commit(rt, None, name, existing, marked)
+        self._spawn(("namespace", name), lambda: self._namespace_controller(name))
+        return result
 
     # ---------------------------------------------------------------- writes through admission (awaits inside)
 
@@ -1218,41 +1200,25 @@ class FakeKubeAPI:
     # ---------------------------------------------------------------- control endpoints (/_fake/...)
 
     async def _handle_control(self, request: web.Request) -> web.StreamResponse:
-        """``GET /_fake/stats``, ``POST /_fake/reset-stats``, ``GET /_fake/requests`` (the log as JSON),
-        ``POST /_fake/clear-requests``, ``POST /_fake/compact``, ``POST /_fake/drop-watches`` (``?abrupt=1``),
-        ``POST /_fake/fail`` / ``/_fake/delay`` / ``/_fake/forbid`` (JSON body with the method's keyword arguments),
-        ``POST /_fake/clear-faults``, ``POST /_fake/put`` (a JSON list of objects, each stored as by ``put``: bulk
-        preloading for benchmarks), ``POST /_fake/hold-watches`` / ``/_fake/release-watches`` (``{"plural": ...}``),
-        ``GET /_fake/healthz``. Not logged or counted."""
-        op = request.path[len("/_fake/"):]
-        reads: dict[str, Callable[[], Any]] = {
-            "stats": self.stats, "healthz": lambda: {"ok": True, "resourceVersion": self.resource_version},
-            "requests": lambda: [asdict(r) for r in self.requests]}
+        """What a benchmark's process reaches over HTTP: ``GET /_fake/stats``, ``POST /_fake/reset-stats``,
+        ``POST /_fake/compact``, ``POST /_fake/drop-watches`` (``?abrupt=1``), ``POST /_fake/put`` (a JSON list of
+        objects, each stored as by ``put``: bulk preloading). Not logged or counted."""
+        op = f"{request.method} {request.path[len('/_fake/'):]}"
         try:
-            if request.method == "GET" and op in reads:
-                return _json_response(reads[op]())
-            if request.method == "POST":
-                args = await request.json() if request.can_read_body else {}
-                no_args: dict[str, Callable[[], Any]] = {
-                    "reset-stats": self.reset_stats, "clear-requests": self.clear_requests, "compact": self.compact,
-                    "clear-faults": self.clear_faults}
-                keyword_args: dict[str, Callable[..., Any]] = {
-                    "fail": self.fail, "delay": self.delay, "forbid": self.forbid, "hold-watches": self.hold_watches,
-                    "release-watches": self.release_watches}
-                if op in no_args:
-                    no_args[op]()
-                elif op in keyword_args:
-                    keyword_args[op](**args)
-                elif op == "drop-watches":
-                    await self.drop_watches(abrupt=_query_bool(request.query.get("abrupt")))
-                elif op == "put":
-                    if not isinstance(args, list):
-                        raise TypeError("put takes a JSON list of objects")
-                    for obj in args:
-                        self.put(obj)
-                else:
-                    raise KeyError(op)
-                return _json_response({"ok": True})
+            if op == "GET stats":
+                return _json_response(self.stats())
+            if op in ("POST reset-stats", "POST compact"):
+                (self.reset_stats if op == "POST reset-stats" else self.compact)()
+            elif op == "POST drop-watches":
+                await self.drop_watches(abrupt=_query_bool(request.query.get("abrupt")))
+            elif op == "POST put":
+                objs = await request.json()
+                if not isinstance(objs, list):
+                    raise TypeError("put takes a JSON list of objects")
+                for obj in objs:
+                    self.put(obj)
+            else:
+                return _json_response({"ok": False, "error": f"unknown control endpoint {op}"}, 404)
+            return _json_response({"ok": True})
         except (TypeError, ValueError, KeyError) as e:
             return _json_response({"ok": False, "error": repr(e)}, 400)
-        return _json_response({"ok": False, "error": f"unknown control endpoint {request.method} {op}"}, 404)
