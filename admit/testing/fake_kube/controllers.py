@@ -1,9 +1,7 @@
-"""What kube-controller-manager adds around the store, for :class:`FakeKubeAPI`: the Deployment controller's
-ReplicaSets, the Job controller's and the StatefulSet controller's Pods, each off unless a test asks for it
-(``FakeKubeAPI(deployment_controller=True, job_controller=True, statefulset_controller=True)``). An operator
-emulation (``tests/emulations``) registers itself the same way (:meth:`FakeKubeAPI.add_controller`). A controller's
-writes go through admission as a client's, with its ``userInfo``; one refused is a Warning Event on the object synced
-and an entry of its ``errors``. docs/fake-api.md lists what each does and does not emulate.
+"""kube-controller-manager's Deployment, Job and StatefulSet controllers for :class:`FakeKubeAPI` (each off unless
+asked for), and :class:`Controller`, on which an operator emulation (``tests/emulations``) is built too. Their writes
+go through admission with their ``userInfo``; a refused one is a Warning Event on the object synced and an entry of
+``errors``. docs/fake-api.md lists what each does and does not emulate.
 """
 
 from __future__ import annotations
@@ -110,10 +108,18 @@ class Controller:
         self._running: dict[tuple[str, str], asyncio.Task] = {}
         self._dirty: set[tuple[str, str]] = set()
 
+    #: A Pod this kind controls syncs its owner when it is deleted, or also updated with ``pod_updates``.
+    pod_owner: str | None = None
+    pod_updates = False
+
     def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
         """A write was committed (``obj``: the new object, None when deleted; ``old``: the previous one, None when
-        created): sync ``(ns, name)`` when ``rt`` is watched."""
-        if obj is not None and rt.key in self.watches:
+        created): sync ``(ns, name)`` when ``rt`` is watched, or a Pod's :attr:`pod_owner`."""
+        if rt.key == ("", "v1", "pods") and old is not None and (obj is None or self.pod_updates):
+            for ref in old["metadata"].get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == self.pod_owner:
+                    self.changed(ns, ref["name"])
+        elif obj is not None and rt.key in self.watches:
             self.changed(ns, name)
 
     def changed(self, ns: str, name: str) -> None:
@@ -186,21 +192,12 @@ class Controller:
 
 
 class DeploymentController(Controller):
-    """kubernetes ``pkg/controller/deployment``: the ReplicaSet of the current template is
-    ``<name>-<pod-template-hash>``, with the Deployment's annotations (``util/deployment_util.go``
-    ``copyDeploymentAnnotationsToReplicaSet``: all but ``annotationsToSkip``; copied again when they change) plus
-    ``deployment.kubernetes.io/revision``, ``desired-replicas`` and ``max-replicas``, the template and selector plus
-    ``pod-template-hash``, a controller ownerReference (``sync.go`` ``getNewReplicaSet``). A new template while older
-    ReplicaSets run is a rollout of ``strategy``: RollingUpdate in the steps of ``rolling.go`` (the new ReplicaSet up
-    to ``replicas + maxSurge`` pods in all, ``NewRSNewReplicas``; the old ones down to ``replicas -
-    maxUnavailable``, oldest first, ``reconcileOldReplicaSets``; :func:`rolling_bounds`), every pod available at once
-    (no kubelet); Recreate (``recreate.go``) every old ReplicaSet to 0 first. Each step is an UPDATE (or the CREATE,
-    ``scaleReplicaSet``); a refused one is a Warning Event ``ReplicaSetCreateError`` (``sync.go``), not retried.
-    Not emulated: the ReplicaSet controller, ``minReadySeconds``, ``progressDeadlineSeconds``, revision history
-    limits, pausing, rollbacks, hash collisions.
-
-    Attributes:
-        errors: ``(namespace, deployment, message)`` of every refused ReplicaSet write.
+    """kubernetes ``pkg/controller/deployment`` (docs/fake-api.md: what it does, what it leaves out): the ReplicaSet
+    ``<name>-<pod-template-hash>`` (``sync.go`` ``getNewReplicaSet``) with the annotations of
+    ``util/deployment_util.go`` ``copyDeploymentAnnotationsToReplicaSet``; a new template is a rollout of
+    ``strategy`` (``rolling.go`` ``NewRSNewReplicas``, ``reconcileOldReplicaSets``; ``recreate.go``), every pod
+    available at once (no kubelet), each step a ReplicaSet write (``scaleReplicaSet``); a refused one is a Warning
+    Event ``ReplicaSetCreateError`` (``sync.go``), not retried, and ``(namespace, deployment, message)`` in ``errors``.
     """
 
     what = "Deployment controller"
@@ -339,39 +336,20 @@ def job_selector_and_labels(job: JSON) -> None:
 
 
 class JobController(Controller):
-    """kubernetes ``pkg/controller/job/job_controller.go``, for a stored Job that is not suspended:
-    ``min(parallelism, completions)`` Pods less the active ones it owns (``manageJob`` /
-    ``podControl.CreatePodsWithGenerateName``), ``generateName`` ``<job>-`` (``<job>-<index>-`` for an Indexed Job,
-    with the ``batch.kubernetes.io/job-completion-index`` annotation and label and ``hostname`` ``<job>-<index>``,
-    ``addCompletionIndexEnvVariables``/``podGenerator``), the template's labels (the Job strategy's, :func:`
-    job_selector_and_labels`), the ``batch.kubernetes.io/job-tracking`` finalizer and a controller ownerReference. A
-    refused Pod is a Warning Event ``FailedCreate``, retried when one of the Job's Pods is updated or deleted
-    (``updatePod``). A test finishes a pod as a kubelet would (``status.phase``, ``FakeKubeAPI.put``); the sync then
-    follows ``syncJob`` and ``manageJob``: ``status.active``, ``succeeded`` (an Indexed Job's distinct indexes, also
-    ``completedIndexes``), ``failed``; a failed pod is replaced while ``failed <= spec.backoffLimit``, up to
-    ``wantActive`` (``completions - succeeded`` capped at ``parallelism``; without ``completions``, ``parallelism``
-    until one pod succeeded); conditions ``Complete`` (with ``SuccessCriteriaMet``) and ``Failed``
-    ``BackoffLimitExceeded`` (with ``FailureTarget``). Not emulated: the pod back-off delay, the removal of the
-    tracking finalizer, the deletion of a failed Job's active pods, ``successPolicy``, ``podFailurePolicy``,
-    ``backoffLimitPerIndex``, ``activeDeadlineSeconds``, elastic Indexed Jobs.
-
-    Attributes:
-        errors: ``(namespace, job, message)`` of every refused Pod create.
+    """kubernetes ``pkg/controller/job/job_controller.go`` for a Job that is not suspended (docs/fake-api.md: what
+    it does, what it leaves out): the Pods of ``manageJob`` (``podControl.CreatePodsWithGenerateName``; an Indexed
+    Job's index annotation, label and hostname as ``addCompletionIndexEnvVariables``/``podGenerator``) with the
+    template's labels (:func:`job_selector_and_labels`), the ``batch.kubernetes.io/job-tracking`` finalizer and a
+    controller ownerReference; a refused one is a Warning Event ``FailedCreate`` and ``(namespace, job, message)`` in
+    ``errors``, retried when one of the Job's Pods changes (``updatePod``). A Pod a test finishes (``status.phase``,
+    as a kubelet would) is counted and replaced as ``syncJob`` and ``manageJob`` do (``wantActive``,
+    ``backoffLimit``, the ``Complete`` and ``Failed`` conditions).
     """
 
     what = "Job controller"
     component = "job-controller"
     watches = (("batch", "v1", "jobs"),)
-
-    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
-        """A Job written, or one of its Pods updated or deleted (``updatePod`` / ``deletePod`` enqueue the Job: a
-        refused Pod is retried then)."""
-        if rt.key == ("", "v1", "pods") and old is not None:
-            for ref in old["metadata"].get("ownerReferences") or []:
-                if ref.get("controller") and ref.get("kind") == "Job":
-                    self.changed(ns, ref["name"])
-            return
-        super().observe(rt, ns, name, obj, old)
+    pod_owner, pod_updates = "Job", True  # updatePod / deletePod enqueue the Job: a refused Pod is retried then
 
     async def _sync(self, ns: str, name: str) -> None:
         api = self.api
@@ -420,27 +398,19 @@ class JobController(Controller):
                 return
 
     def _scheduling_objects(self, job: JSON, has_pods: bool) -> str | None:
-        """``WorkloadWithJob`` (``FakeKubeAPI(workload_with_job=True)`` with the Workload API served): the Job
-        controller's own Workload and PodGroup for ``job``; returns the PodGroup its pods name, or None.
-
-        Follows kubernetes ``pkg/controller/job/job_scheduling_manager.go``:
-
-        - 1.37 (served ``v1alpha3``/``v1beta1``/``v1``; ``shouldManageWorkloadForJob``, ``buildWorkloadItem``): every
-          Job whose template names no ``schedulingGroup`` (bring-your-own) and whose controller owner is none or a
-          CronJob gets them; the policy is ``spec.scheduling.schedulingPolicy`` (a gang without ``minCount`` gets
-          ``parallelism``, ``defaultMinCountForJob``), else **Basic**; template ``<job>-pgt-0``; the PodGroup has
-          ``spec.workloadRef`` and ownerReferences to the Job (controller) and the Workload;
-        - 1.36 (served ``v1alpha2``; ``isGangSchedulingEligible``): only ``parallelism`` > 1, Indexed,
-          ``completions == parallelism``, no template ``schedulingGroup``: a gang of ``minCount = parallelism``,
-          template ``<job>-worker-0``, ``spec.podGroupTemplateRef``;
-        - both create only for a Job with no pods yet (``isNewJob``), and find what they made by name afterwards.
-
-        Names are ``<job>-<hash>`` and ``<workload>-<template>-<hash>`` as ``computeWorkloadName`` /
-        ``computePodGroupName``, with a stand-in hash (not fnv32a of the uid). Not emulated: the delegated PodGroup of
-        a parent's Workload (``scheduling.k8s.io/group-template-name``), the managed-by annotation (its key,
-        ``batch.JobWorkloadManagedByAnnotation``, is not in the sources read), ``syncGangMinCount``. UNCONFIRMED:
-        that the pods the Job controller makes name the PodGroup in ``spec.schedulingGroup`` (the pod-creation code
-        was not read); the fake does so.
+        """``WorkloadWithJob`` (``workload_with_job=True``, the Workload API served): the Job controller's own
+        Workload and PodGroup for ``job`` as kubernetes ``pkg/controller/job/job_scheduling_manager.go`` makes them
+        (docs/fake-api.md); returns the PodGroup its pods name, or None. 1.37 (``v1alpha3``, ``v1beta1``, ``v1``;
+        ``shouldManageWorkloadForJob``, ``buildWorkloadItem``): a Job whose template names no ``schedulingGroup`` and
+        whose controller owner is none or a CronJob; policy ``spec.scheduling.schedulingPolicy`` (a gang without
+        ``minCount`` gets ``parallelism``, ``defaultMinCountForJob``), else Basic; template ``<job>-pgt-0``; the
+        PodGroup's ``spec.workloadRef``. 1.36 (``v1alpha2``, ``isGangSchedulingEligible``): only an Indexed Job with
+        ``completions == parallelism > 1``, a gang of ``parallelism``, template ``<job>-worker-0``,
+        ``spec.podGroupTemplateRef``. Both only for a Job with no pods yet (``isNewJob``), found by name afterwards;
+        names as ``computeWorkloadName`` / ``computePodGroupName`` with a stand-in hash (not fnv32a of the uid). Not
+        emulated: a parent's delegated PodGroup (``scheduling.k8s.io/group-template-name``), the managed-by annotation
+        (``batch.JobWorkloadManagedByAnnotation``, its key not in the sources read), ``syncGangMinCount``.
+        UNCONFIRMED: that the pods name the PodGroup in ``spec.schedulingGroup`` (the pod-creation code was not read).
         """
         api = self.api
         version = api.workload_with_job_version()
@@ -549,35 +519,20 @@ STATEFULSET_CONTROLLER_USER = {**CONTROLLER_USER,
 
 
 class StatefulSetController(Controller):
-    """The emulated StatefulSet controller (kubernetes ``pkg/controller/statefulset``): for a stored StatefulSet, the
-    Pods ``<name>-<ordinal>`` for the ordinals ``spec.ordinals.start`` (default 0) up to ``start + replicas - 1``
-    (``stateful_set_control.go`` ``updateStatefulSet``; ``getStartOrdinal``). ``Parallel`` creates every missing
-    one at once; ``OrderedReady`` creates the lowest missing ordinal only when every lower one is Running and Ready,
-    which without a kubelet means only the first (``allowsBurst``, ``isRunningAndReady``). Each Pod comes from the
-    template (``newStatefulSetPod``: ``controller.GetPodFromTemplate`` with a controller ownerReference), with
-    ``initIdentity`` / ``updateIdentity``: hostname = the Pod's name, subdomain = ``spec.serviceName``, and the
-    labels ``statefulset.kubernetes.io/pod-name``, ``apps.kubernetes.io/pod-index`` and
-    ``controller-revision-hash: <name>-<hash of the template>`` (``getPodRevision``; the hash is
-    :func:`pod_template_hash`, not Go's). Each Pod is a CREATE through admission as the ``statefulset-controller``
-    service account; a refusal is a Warning Event ``FailedCreate`` on the StatefulSet (``create Pod <pod> in
-    StatefulSet <name> failed error: <message>``, ``stateful_pod_control.go`` ``recordPodEvent``) and an entry of
-    :attr:`errors`, with no retry. A scale down deletes the Pods above the new count, highest ordinal first
-    (``processCondemned``, at once: no kubelet to wait for). Not emulated: rolling updates and partitions, PVCs,
-    pods that fail.
+    """kubernetes ``pkg/controller/statefulset`` (docs/fake-api.md: what it does, what it leaves out): the Pods
+    ``<name>-<ordinal>`` from ``spec.ordinals.start`` (``stateful_set_control.go`` ``updateStatefulSet``,
+    ``getStartOrdinal``), every missing one at once under ``Parallel``, only the first under ``OrderedReady``
+    (``allowsBurst``, ``isRunningAndReady``: no kubelet makes a Pod Ready), each from the template as
+    ``newStatefulSetPod``, ``initIdentity`` and ``getPodRevision`` make it (the revision hash is
+    :func:`pod_template_hash`, not Go's). A refused CREATE is a Warning Event ``FailedCreate``
+    (``stateful_pod_control.go`` ``recordPodEvent``) and an entry of ``errors``, not retried. A scale down deletes the
+    Pods above the count, highest ordinal first (``processCondemned``).
     """
 
     what = "StatefulSet controller"
     component = "statefulset-controller"
     watches = (("apps", "v1", "statefulsets"),)
-
-    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
-        """A StatefulSet written, or one of its Pods deleted (it is re-created: ``updateStatefulSet``)."""
-        if rt.key == ("", "v1", "pods") and obj is None and old is not None:
-            for ref in old["metadata"].get("ownerReferences") or []:
-                if ref.get("controller") and ref.get("kind") == "StatefulSet":
-                    self.changed(ns, ref["name"])
-            return
-        super().observe(rt, ns, name, obj, old)
+    pod_owner = "StatefulSet"  # a deleted Pod is re-created (updateStatefulSet)
 
     async def _sync(self, ns: str, name: str) -> None:
         api = self.api
