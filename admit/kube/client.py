@@ -1,18 +1,10 @@
 """The Kubernetes REST client over kubernetes-asyncio's ``ApiClient``: :class:`KubeRaw` (plain-dict requests and
 watch streams: the controller, its caches, ``admit status``, the self-managed certificates) and :class:`KubeAPI` (the
-object calls admission makes, on top of it).
+object calls admission makes, on top of it: create with ``?dryRun=All`` for dry runs, read with 404 -> ``None``,
+patch with ``application/json-patch+json``, RFC 6902).
 
-Thin by design: every call takes a deadline (seconds, float), maps errors to :class:`KubeError`, and returns plain
-dicts in the API's JSON shape. Admission's requests (as kube-apiserver's REST API defines them):
-
-- create: ``POST /apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups`` (``?dryRun=All`` for dry runs),
-  201 Created, or 409 AlreadyExists;
-- read: ``GET .../podgroups/{name}`` (404 NotFound -> ``None``);
-- patch: ``PATCH .../podgroups/{name}`` with ``Content-Type: application/json-patch+json`` (RFC 6902);
-- a scale parent: ``GET /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}``.
-
-A throttled answer (429 from API Priority and Fairness, or a 5xx with ``Retry-After``) is retried after the wait the
-server asks for, as client-go does, but only while the retry fits the call's deadline (:func:`call_with_retries`).
+Thin by design: every call takes a deadline (seconds, float), maps errors to :class:`KubeError`, returns plain dicts
+in the API's JSON shape, and retries a throttled answer within that deadline (:func:`call_with_retries`).
 """
 
 from __future__ import annotations
@@ -94,9 +86,7 @@ class KubeError(Exception):
 
     @property
     def throttled(self) -> bool:
-        """True for an answer the server said to retry later: 429 TooManyRequests (API Priority and Fairness, the
-        max-in-flight filter) or a 5xx, with ``Retry-After`` (client-go's ``checkWait``: the condition heals itself;
-        :data:`MAX_RETRIES` retries of it are made within the caller's deadline, :func:`call_with_retries`)."""
+        """True for a 429 or 5xx with ``Retry-After`` (:func:`retry_after_seconds`): the server said to retry later."""
         return self.retry_after is not None and (self.status == 429 or self.status >= 500)
 
 
@@ -144,9 +134,8 @@ MAX_RETRIES = 10
 ``NewRequest``: ``maxRetries: 10``)."""
 
 RETRY_FLOOR = 0.2
-"""Seconds a retry must still have, after its ``Retry-After`` wait, before the caller's deadline: a retry that could
-not finish in time is not made, and the throttled answer is returned at once (so admission answers through its
-failure mode within its budget instead of at kube-apiserver's timeout)."""
+"""Seconds a retry must still have, after its ``Retry-After`` wait, before the caller's deadline
+(:func:`call_with_retries`)."""
 
 
 def retry_after_seconds(status: int, headers: Any) -> float | None:
@@ -155,8 +144,8 @@ def retry_after_seconds(status: int, headers: Any) -> float | None:
 
     client-go's rule (``k8s.io/client-go`` ``rest/with_retry.go`` ``checkWait``: "any 500 error code and 429 can
     trigger a wait"; ``rest/request.go`` ``retryAfterSeconds``: ``strconv.Atoi`` of the header). kube-apiserver sends
-    ``Retry-After`` with its 429s (API Priority and Fairness, ``--max-requests-inflight``) and with the 5xx of a
-    Status whose ``details.retryAfterSeconds`` is set.
+    it with its 429s (API Priority and Fairness, the max-in-flight filter) and with a 5xx ``Status`` whose
+    ``details.retryAfterSeconds`` is set.
     """
     if status != 429 and status < 500:
         return None
@@ -231,11 +220,9 @@ def api_errors(what: str, timeout: float | None = None) -> Iterator[None]:
 
 
 class KubeRaw:
-    """Kubernetes REST calls in plain dicts over a ``kubernetes_asyncio`` ``ApiClient`` (its configuration gives
-    the server, credentials and TLS).
-
-    Plain dicts keep admit's pure resolvers usable on stored objects as they are on AdmissionReview objects.
-    Every call raises :class:`KubeError` (status 0 for timeouts and connection errors).
+    """Kubernetes REST calls in plain dicts (so admit's pure resolvers read stored objects as they read
+    AdmissionReview objects) over a ``kubernetes_asyncio`` ``ApiClient`` (its configuration gives the server,
+    credentials and TLS). Every call raises :class:`KubeError` (status 0 for timeouts and connection errors).
 
     Attributes:
         writes: successful writes counted by ``"<METHOD> <plural>"`` (``"PATCH podgroups"``, ``"PUT leases"``), for

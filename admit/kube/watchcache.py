@@ -5,13 +5,13 @@
 and the admission path reads the PodGroup cache (``get`` is a dict lookup, no API call). The protocol (Kubernetes
 docs "API Concepts", *Efficient detection of changes* and *Resource versions*; client-go ``tools/cache/reflector.go``):
 
-1. **list** ``GET {collection}?labelSelector=...&limit=500`` (``continue`` pages), no ``resourceVersion`` (a
-   consistent read); the watch starts at the list's ``metadata.resourceVersion``, never the newest item's (items
-   come in no particular order, kubernetes-client/python#819).
-2. **watch** ``?watch=true&resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=T`` (T random in 300..600 s,
-   the reflector's ``minWatchTimeout * (1 + rand)``): RV follows every event, bookmarks included, so a watch that
-   ends (the server's timeout, a dropped connection, a proxy) resumes from RV with no relist, nothing missed or
-   repeated.
+1. **list** ``GET {collection}?labelSelector=...&limit=500`` (``page_size``; ``continue`` pages), no
+   ``resourceVersion`` (a consistent read); the watch starts at the list's ``metadata.resourceVersion``, never the
+   newest item's (items come in no particular order, kubernetes-client/python#819).
+2. **watch** ``?watch=true&resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=T`` (``watch_timeout``: T
+   random in 300..600 s, the reflector's ``minWatchTimeout * (1 + rand)``): RV follows every event, bookmarks
+   included, so a watch that ends (the server's timeout, a dropped connection, a proxy) resumes from RV with no
+   relist, nothing missed or repeated.
 3. **410 Gone / Expired** (RV compacted out of etcd's history, about 5 minutes): relist and compare; what went
    meanwhile is reported ``DELETED``, what changed ``MODIFIED``, what is new ``ADDED``.
 4. **Errors** back off exponentially with jitter (``backoff``: 0.8 s doubling to 30 s, as the reflector's), a watch
@@ -68,27 +68,16 @@ class _Expired(Exception):
 
 
 class WatchCache:
-    """List+watch cache of one resource (see the module docstring for the protocol and timings).
+    """List+watch cache of one resource across all namespaces (the module docstring has the protocol; the
+    arguments' units and defaults are its numbered points).
 
     Args:
-        api: the REST client.
-        resource: what to watch (across all namespaces).
         label_selector: e.g. ``"app.kubernetes.io/managed-by=admit"`` (``None``: everything).
-        handlers: called for each change.
         transform: ``transform(obj) -> record`` applied to every listed or watched object before it is stored and
-            handed to the handlers (client-go's ``SetTransform``): keep only what decisions need, so the cache never
-            holds managedFields, the last-applied annotation, status or whole pod templates. The record must keep
-            ``metadata.name``, ``metadata.namespace`` and ``metadata.resourceVersion``. ``None``: store as received.
-        resync_period: seconds between ``SYNC`` deliveries of every cached object (``None``: never).
-        backoff: ``(initial, maximum)`` seconds between retries after an error (doubling, with jitter).
-        slow_retry: seconds between retries after 404 (resource not served) or 403 (forbidden).
-        watch_timeout: ``(low, high)`` range of the watch's ``timeoutSeconds`` (server-side end of each watch).
-        idle_timeout: seconds a watch may deliver nothing (no event, no bookmark) before it is treated as dead and
-            opened again; default 130, a little over two of kube-apiserver's one-minute bookmark periods.
-        page_size: ``limit`` of each list page.
-        on_listed: called after every successful list (first sync and relists), once its handler calls are done,
-            and after each page's records are made (a 20,000-object list is 200 pages: a controller can keep the
-            garbage collector off what it has cached so far, see ``Controller._listed``).
+            handed to the handlers (point 7); the record must keep ``metadata.name``, ``metadata.namespace`` and
+            ``metadata.resourceVersion``. ``None``: store as received.
+        on_listed: called after each list page's records are made and after every successful list, once its
+            handler calls are done (``Manager._listed`` keeps the garbage collector off what is cached so far).
     """
 
     def __init__(self, api: KubeRaw, resource: Resource, *, label_selector: str | None = None,
@@ -336,21 +325,18 @@ class WatchCache:
         key = object_key(obj)
         before = self._store.get(key)
         record = self._record(obj)
+        if rv:
+            self._rv = str(rv)
         if etype == "DELETED":
             self._store.pop(key, None)
         else:
             self._store[key] = record
-        if rv:
-            self._rv = str(rv)
-        if etype == "DELETED":
-            self._emit("DELETED", record, before)
-        else:
-            self._emit("ADDED" if before is None else "MODIFIED", record, before)
+            etype = "ADDED" if before is None else "MODIFIED"
+        self._emit(etype, record, before)
         metrics.watch_cache(self.resource.label, len(self._store))
 
     async def _supervise(self) -> None:
-        """Run the list+watch loop; if it fails on something unexpected (a bug, a handler of another kind), log it,
-        mark the cache ``crashed`` (``/readyz`` says so), back off and start again with a fresh list."""
+        """Run the list+watch loop, again after a back-off when it fails unexpectedly (module docstring, point 8)."""
         crashes = 0
         while True:
             try:
