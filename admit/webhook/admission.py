@@ -85,12 +85,16 @@ class GroupCache(Protocol):
 _READ_MEMO_SIZE = 4096
 
 
-def _log_bug(step: str, req: AdmissionRequest, error: Exception) -> None:
+def _bug(step: str, req: AdmissionRequest, error: Exception) -> Decision:
+    """Log a bug in admit's own code (with the traceback and the request uid); the allowed, unchanged answer of a
+    mutation it broke."""
     log.error(
         "BUG: %s raised %s on %s %s/%s uid=%s. Input shapes are checked where admit reads them, so an exception from "
         "the decision code on a request is a bug in admit: please report it with the object",
         step, type(error).__name__, req.kind, req.namespace, clip(req.name), clip(req.uid), exc_info=error,
     )
+    return Decision(warnings=[f"admit could not compute a mutation ({type(error).__name__}, a bug in admit, logged "
+                              "with this request's uid); the object is unchanged"])
 
 
 class Admission:
@@ -125,9 +129,7 @@ class Admission:
         try:
             return mutate(req, self.config, self.cache)
         except Exception as e:  # noqa: BLE001 - never fail pod creation on our own bug
-            _log_bug("mutate", req, e)
-            return Decision(warnings=[f"admit could not compute a mutation ({type(e).__name__}, a bug in admit, logged "
-                                      "with this request's uid); the object is unchanged"])
+            return _bug("mutate", req, e)
 
     async def finish_mutation(self, req: AdmissionRequest, decision: Decision) -> Decision:
         """Do the read a ``/mutate`` decision waits on (``decision.lookup``); never raises, never refuses.
@@ -147,9 +149,7 @@ class Admission:
         except LookupError as e:
             return Decision(warnings=[look.absent(e.args[0])])
         except Exception as e:  # noqa: BLE001 - never fail pod creation on our own bug
-            _log_bug("reading the pod a pod joiner asked for", req, e)
-            return Decision(warnings=[f"admit could not compute a mutation ({type(e).__name__}, a bug in admit, logged "
-                                      "with this request's uid); the object is unchanged"])
+            return _bug("reading the pod a pod joiner asked for", req, e)
         if group is None:
             return Decision()  # the read pod is in no gang: neither is this one
         ops, warnings = plan_patch(req.object, look.plan(group), self.config)
@@ -176,16 +176,11 @@ class Admission:
         self._read_groups[key] = group
         return group
 
-    def validate_now(self, req: AdmissionRequest) -> Decision | None:
-        """The ``/validate`` decision when it needs no API call and nothing to await (most pods), else ``None``:
-        then :meth:`validate` decides (the server's fast path, ``webhook.fastpath``). The same decision as
-        :meth:`validate` gives for such a request; an error gives ``None`` too, so :meth:`validate` logs it."""
-        return self.verdict_now(req)[0]
-
     def verdict_now(self, req: AdmissionRequest) -> tuple[Decision | None, Verdict | None]:
-        """:meth:`validate_now` with what it found: ``(decision, None)`` when the answer needs nothing awaited;
-        ``(None, verdict)`` when it does (the pure verdict, for :meth:`validate`'s ``prepared``, so the request is
-        not decided twice); ``(None, None)`` on an error (:meth:`validate` decides again and logs it)."""
+        """The ``/validate`` decision when it needs no API call and nothing to await (most pods), the same as
+        :meth:`validate` gives (the server's fast path, ``webhook.fastpath``): ``(decision, None)``; ``(None,
+        verdict)`` when it needs them (the pure verdict, for :meth:`validate`'s ``prepared``, so the request is not
+        decided twice); ``(None, None)`` on an error (:meth:`validate` decides again and logs it)."""
         try:
             verdict = validate(req, self.config)
             if verdict.ensure is not None or verdict.scale is not None or verdict.read is not None:
@@ -199,13 +194,10 @@ class Admission:
 
     async def validate(self, req: AdmissionRequest, _rediscovered: bool = False,
                        prepared: Verdict | None = None) -> Decision:
-        """The ``/validate`` decision, with PodGroup creation/patching and scale checks done.
-
-        A backend's write answered 404 "the server could not find the requested resource" when the backend says its
-        served version may have moved (``GangBackend.not_served_problem`` ``None``: after an upgrade) runs the
-        backend's :attr:`rediscoveries` and decides the request once more with the settings it gives (a new version;
-        or none, and the workload is refused with the fix the backend names). ``prepared``: the pure verdict
-        :meth:`verdict_now` already gave for this request (the fast path hands it over), so it is not decided twice."""
+        """The ``/validate`` decision, with the API work its verdict asks for done (module docstring: the 404 of a
+        backend whose served version may have moved decides the request once more after its :attr:`rediscoveries`).
+        ``prepared``: the pure verdict :meth:`verdict_now` already gave for this request, so it is not decided
+        twice."""
         verdict: Verdict | None = None
         try:
             verdict = prepared if prepared is not None else validate(req, self.config)
@@ -247,13 +239,12 @@ class Admission:
                                              transient=False)
             return self._api_failure(e.message, verdict.decision if verdict is not None else Decision())
         except Exception as e:  # noqa: BLE001 - never a 500
-            _log_bug("validate", req, e)
+            _bug("validate", req, e)
             return self._internal_error(e, verdict.decision if verdict is not None else Decision())
 
     def _unknown_group(self, req: AdmissionRequest, decision: Decision) -> tuple[str, str, str] | None:
         """``(backend, namespace, name)`` of the group a Pod CREATE admitted with no gang of its own names with a
-        backend's key when the cache lacks it (the registered backends' ``unknown_group`` hooks, asked in registry
-        order: a dict lookup or two), else ``None``. Synchronous: the hot path awaits nothing."""
+        backend's key when the cache lacks it (the ``unknown_group`` hooks, in registry order), else ``None``."""
         if req.operation != "CREATE" or req.group != "" or not decision.allowed:
             return None
         namespace = req.namespace or str(get_path(req.object, ("metadata", "namespace")) or "")
@@ -264,9 +255,7 @@ class Admission:
         return None
 
     async def _warn_missing_group(self, backend: str, namespace: str, name: str, decision: Decision) -> None:
-        """A group the cache lacks (:meth:`_unknown_group`): that backend's API half (``BackendAPI.missing_group``)
-        gives the warning, if any (the controller is re-creating the group; or no such group exists and nothing
-        claims it, confirmed by one GET: what to create). Never refuses the pod; a failed GET gives no warning."""
+        """The warning, if any, of that backend's ``BackendAPI.missing_group`` for a group the cache lacks."""
         api = APIS.get(backend)
         check = api.missing_group if api is not None else None
         warning = await check(namespace, name, self.config, self.cache, self.store) if check is not None else None
@@ -274,8 +263,7 @@ class Admission:
             decision.warnings.append(warning)
 
     def _internal_error(self, error: Exception, decision: Decision) -> Decision:
-        """The answer after a bug in admit: the failure mode decides, and nobody is told to retry (the same object
-        would meet the same bug)."""
+        """The answer after a bug in admit: the failure mode decides; no "retry" (the object would meet it again)."""
         reason = f"{type(error).__name__} in admit's own code: a bug, logged on the server with this request's uid"
         if self.config.failure_mode == "allow":
             decision.warnings.append(f"report this to admit's maintainers: {reason}; allowed unchecked by failure mode "
@@ -309,11 +297,8 @@ class Admission:
                      verdict.dry_run, self.cache, generation, replaces)
 
     async def _check_scale(self, check: ScaleCheck, dry_run: bool) -> Decision:
-        """A ``*/scale`` UPDATE: the controller's cache of gang workloads says whether the parent is a gang (a
-        parent not in a cache that has listed is no gang: allowed with no read at all); a gang parent is read live
-        (the cache keeps a small record per workload, not its pod template: ``claims.workload_record``), as is a
-        parent the cache cannot tell about. A live read that fails refuses (failure mode) only a parent known to be
-        a gang; any other is allowed with a warning, since only a gang can be broken by a scale."""
+        """A ``*/scale`` UPDATE (module docstring). A gang parent the cache holds is judged on the cache's record
+        (``claims.resolvable_copy``); a failed live read of one it cannot tell about is allowed with a warning."""
         if self._workload is not None:
             synced, parent = self._workload(check.group, check.version, check.plural, check.kind, check.namespace,
                                             check.name)

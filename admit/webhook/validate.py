@@ -56,8 +56,7 @@ from .admissionreview import AdmissionRequest, Decision
 from .rollout import removal_problem, rollout_problem, running_problem
 
 
-__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "scale_decision",
-           "add_overhead", "autoscaler_refusal"]
+__all__ = ["Verdict", "ScaleCheck", "validate", "check_plan", "scale_verdict", "add_overhead", "autoscaler_refusal"]
 
 
 @dataclass(slots=True)
@@ -187,10 +186,8 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
 
 def _hpa_decision(check: ScaleCheck, plan: GangPlan, ann: GangAnnotations, config: Config) -> Decision:
     """A HorizontalPodAutoscaler of a gang workload: refused when its ``minReplicas`` (above 0) or ``maxReplicas``
-    is below the gang's fixed minMember. The HPA's controller scales through ``*/scale``
-    (``pkg/controller/podautoscaler/horizontal.go``, ``scaleForResourceMappings``), and every scale below minMember
-    is refused there, on every HPA cycle, with the error only in the HPA's status (``FailedRescale``). An ``auto``
-    gang follows its replicas (the scale resizes the PodGroup), so any HPA fits it."""
+    is below the gang's fixed minMember (why: :func:`autoscaler_refusal`; the HPA's scale fails as
+    ``FailedRescale``). An ``auto`` gang follows its replicas (the scale resizes the PodGroup), so any HPA fits it."""
     if ann.min_member is None or not plan.create_pod_group:
         return Decision()
     target = f"{check.kind} {check.namespace}/{check.name}"
@@ -280,26 +277,16 @@ def _autoscaled(req: AdmissionRequest, ann: GangAnnotations, plan: GangPlan, nam
         req.object, ("metadata", "name"))), plan.min_member)
 
 
-def scale_decision(parent: dict[str, Any], check: ScaleCheck, config: Config) -> Decision:
-    """:func:`scale_verdict`'s decision alone (the PodGroup work left out)."""
-    return scale_verdict(parent, check, config).decision
-
-
 def _validate_scale(req: AdmissionRequest, config: Config) -> Verdict:
     parent = SCALABLE.get((req.resource_group, req.resource))
     if parent is None or req.operation != "UPDATE":
         return Verdict(Decision())
     new = get_path(req.object, ("spec", "replicas"))
-    if not isinstance(new, int) or isinstance(new, bool):
-        return Verdict(Decision())  # kube-apiserver validates the Scale object itself
-    if new == 0:
-        return Verdict(Decision())  # pausing never breaks a gang
+    if not isinstance(new, int) or isinstance(new, bool) or new == 0:
+        return Verdict(Decision())  # kube-apiserver validates the Scale object itself; pausing never breaks a gang
     group, version, kind = parent
-    return Verdict(
-        Decision(),
-        scale=ScaleCheck(group, version, kind, req.resource, req.namespace, req.name, new),
-        dry_run=req.dry_run,
-    )
+    return Verdict(Decision(), scale=ScaleCheck(group, version, kind, req.resource, req.namespace, req.name, new),
+                   dry_run=req.dry_run)
 
 
 def _unlabelled_generated(req: AdmissionRequest, plan: GangPlan, ann: GangAnnotations, config: Config) -> str | None:
@@ -335,12 +322,9 @@ def _pod_made_group(req: AdmissionRequest, pod: dict[str, Any], config: Config) 
     if not isinstance(annotations, dict) or not any(isinstance(k, str) and k.startswith(prefix) for k in annotations):
         return Verdict(Decision())  # such a pod carries its family's annotation (e.g. an LWS group spec): cheap exit
     namespace = req.namespace or str(get_path(pod, ("metadata", "namespace")) or "")
-    for joiner in POD_JOINERS:
-        plan = joiner(pod, config, namespace, None)
-        if plan is not None:
-            if isinstance(plan, GangPlan) and plan.mutate and plan.create_pod_group:
-                return Verdict(Decision(), ensure=plan, dry_run=req.dry_run)
-            return Verdict(Decision())
+    plan = next((p for joiner in POD_JOINERS if (p := joiner(pod, config, namespace, None)) is not None), None)
+    if isinstance(plan, GangPlan) and plan.mutate and plan.create_pod_group:
+        return Verdict(Decision(), ensure=plan, dry_run=req.dry_run)
     return Verdict(Decision())
 
 

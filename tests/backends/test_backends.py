@@ -12,7 +12,7 @@ from admit.config import Config
 from admit.webhook.mutate import mutate
 from admit.gang.plan import GangPlan
 from admit.webhook.admissionreview import dumps, parse_review
-from admit.webhook.validate import ScaleCheck, scale_decision, validate
+from admit.webhook.validate import ScaleCheck, scale_verdict, validate
 from tests.helpers import EXAMPLES, admission_review, example
 
 COS = Config()
@@ -137,7 +137,7 @@ def test_replicas_below_min_member_are_refused_naming_the_scheduler_that_would_w
 def test_a_scale_below_min_member_is_refused_with_either_backend(config):
     dep = example("web-gang-deployment.yaml")
     check = ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 3)
-    decision = scale_decision(dep, check, config)
+    decision = scale_verdict(dep, check, config).decision
     assert not decision.allowed and "minMember 6" in decision.message
 
 

@@ -24,7 +24,7 @@ from admit.webhook.mutate import mutate
 from admit.webhook.admissionreview import dumps, parse_review
 from admit.testing.fake_kube.controllers import pod_template_hash
 from admit.testing.fake_kube import FakeKubeAPI
-from admit.webhook.validate import ScaleCheck, scale_decision, validate
+from admit.webhook.validate import ScaleCheck, scale_verdict, validate
 from admit.kube.watchcache import Resource
 from tests.helpers import admission_review, eventually, example
 from tests.webhook_stack import fake_cluster
@@ -137,9 +137,9 @@ def test_a_family_registers_its_own_parents_in_the_one_registry(monkeypatch):
 def test_scaling_a_child_replicaset_below_min_member_is_not_refused_but_a_standalone_one_is():
     rs = child_replicaset(mutated(gang_deployment()))
     check = ScaleCheck("apps", "v1", "ReplicaSet", "replicasets", "team", rs["metadata"]["name"], 1)
-    assert scale_decision(rs, check, CONFIG).allowed
+    assert scale_verdict(rs, check, CONFIG).decision.allowed
     del rs["metadata"]["ownerReferences"]
-    assert not scale_decision(rs, check, CONFIG).allowed
+    assert not scale_verdict(rs, check, CONFIG).decision.allowed
 
 
 def test_the_controller_does_not_count_a_child_replicaset_as_a_gang_workload():

@@ -258,10 +258,10 @@ async def test_an_answer_not_yet_written_goes_out_before_aiohttp_closes_the_conn
     admission_review(DEPLOYMENT), admission_review(DEPLOYMENT, "UPDATE", old=DEPLOYMENT),
     admission_review(KNOWN_GROUP_POD, "DELETE"),
 ], ids=["known-group pod", "bare gang pod", "dry-run pod", "deployment create", "deployment update", "pod delete"])
-async def test_validate_now_gives_validates_decision_or_leaves_it_to_validate(review):
+async def test_verdict_now_gives_validates_decision_or_leaves_it_to_validate(review):
     admission = Admission(Config())
     req = parse_review(json.dumps(review).encode())
-    now = admission.validate_now(req)
+    now = admission.verdict_now(req)[0]
     later = await admission.validate(parse_review(json.dumps(review).encode()))
     if req.kind == "Pod" and req.operation == "CREATE":
         assert now is not None  # a pod needs no API call here: the fast path answers it

@@ -6,7 +6,7 @@ import pytest
 
 from admit.config import Config
 from admit.webhook.admissionreview import dumps, parse_review
-from admit.webhook.validate import ScaleCheck, scale_decision, scale_verdict, validate
+from admit.webhook.validate import ScaleCheck, scale_verdict, validate
 from tests.helpers import admission_review, example
 
 CONFIG = Config()
@@ -132,7 +132,7 @@ def test_a_scale_down_below_min_member_asks_for_the_parent_then_is_denied():
     )
     v = validate(parse_review(dumps(review)), CONFIG)
     assert v.scale == ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 2)
-    d = scale_decision(dep, v.scale, CONFIG)
+    d = scale_verdict(dep, v.scale, CONFIG).decision
     assert not d.allowed and "to 2 replicas" in d.message and "minMember 6" in d.message
 
 
@@ -184,14 +184,14 @@ def test_a_scale_of_an_auto_gang_asks_for_its_pod_group_at_the_new_size():
 def test_a_scale_of_an_auto_gang_follows_the_new_replica_count():
     dep = example("web-gang-deployment.yaml")
     dep["metadata"]["annotations"]["gang.admit.dev/min-member"] = "auto"
-    d = scale_decision(dep, ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 2), CONFIG)
+    d = scale_verdict(dep, ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 2), CONFIG).decision
     assert d.allowed
 
 
 def test_a_scale_of_a_workload_without_the_annotation_is_allowed():
     dep = example("web-gang-deployment.yaml")
     dep["metadata"]["annotations"] = {}
-    assert scale_decision(dep, ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 1), CONFIG).allowed
+    assert scale_verdict(dep, ScaleCheck("apps", "v1", "Deployment", "deployments", "default", "web", 1), CONFIG).decision.allowed
 
 
 def test_objects_of_unknown_kinds_and_delete_requests_are_allowed_untouched():
@@ -234,7 +234,7 @@ def test_statefulset_and_replicaset_scale_below_min_member_are_denied(plural, ki
                               kind=("autoscaling", "v1", "Scale"))
     v = validate(parse_review(dumps(review)), CONFIG)
     assert v.scale is not None and v.scale.kind == kind and v.scale.plural == plural
-    d = scale_decision(parent, v.scale, CONFIG)
+    d = scale_verdict(parent, v.scale, CONFIG).decision
     assert not d.allowed and f"{kind} {ns}/{name}" in d.message
 
 
