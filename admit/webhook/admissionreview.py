@@ -87,8 +87,8 @@ class Decision:
             (kubectl would print each as ``Warning:``): the validating answer carries them as ``message`` instead,
             and ``admit review -v`` shows them.
         pod_groups: PodGroup objects admit created, patched, or would create (for ``admit review``).
-        lookup: a read the mutation waits on, for ``admission.Admission`` to do (a pod joiner's ``families.shared.PodRead``: a Spark
-            executor whose driver the cache does not know), or ``None``; never part of the answer.
+        lookup: a read the mutation waits on, never part of the answer, for ``admission.Admission`` to do (a pod
+            joiner's ``families.shared.PodRead``: a Spark executor whose driver the cache does not know), or ``None``.
     """
 
     allowed: bool = True
@@ -121,11 +121,8 @@ def _json_type(value: Any) -> str:
 def _group_version(req: dict[str, Any], field_name: str, last: str) -> tuple[str, str, str]:
     """``(group, version, <last>)`` of ``request.<field_name>``, a ``metav1.GroupVersionKind`` (``last`` "kind") or
     ``GroupVersionResource`` (``last`` "resource"). kube-apiserver always sends all three strings, the group ``""``
-    for the core API; a missing group is read as ``""``.
-
-    Raises:
-        BadReview: the field is missing or not an object, a part is not a string, or version or ``last`` is empty.
-    """
+    for the core API; a missing group is read as ``""``. Raises BadReview: the field is missing or not an object,
+    a part is not a string, or version or ``last`` is empty."""
     value = req.get(field_name)
     shape = f"{{group, version, {last}}}"
     if value is None:
@@ -146,67 +143,15 @@ def _group_version(req: dict[str, Any], field_name: str, last: str) -> tuple[str
 
 def _optional_str(req: dict[str, Any], field_name: str) -> str:
     """``request.<field_name>`` (``subResource``, ``name``, ``namespace``): a string, ``""`` when absent or null
-    (Go's decoder leaves a string unset for null).
-
-    Raises:
-        BadReview: present and not a string.
-    """
+    (Go's decoder leaves a string unset for null). Raises BadReview when it is another type."""
     value = req.get(field_name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
+    if value is not None and not isinstance(value, str):
         raise BadReview(f"request.{field_name} is {_json_type(value)}, expected a string")
-    return value
-
-
-def _operation(req: dict[str, Any]) -> str:
-    """``request.operation``, one of :data:`OPERATIONS`.
-
-    Raises:
-        BadReview: missing, or not one of them (kube-apiserver sends no other).
-    """
-    operation = req.get("operation")
-    if operation is None:
-        raise BadReview("request.operation is missing (expected CREATE, UPDATE, DELETE or CONNECT)")
-    if operation not in OPERATIONS:
-        raise BadReview(f"request.operation is {clip(operation, 60)}, expected CREATE, UPDATE, DELETE or CONNECT")
-    return str(operation)
-
-
-def _objects(req: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """``(request.object, request.oldObject)``, ``None`` where absent.
-
-    Raises:
-        BadReview: either is present and not a JSON object.
-    """
-    obj = req.get("object")
-    old = req.get("oldObject")
-    if obj is not None and not isinstance(obj, dict):
-        raise BadReview(f"request.object is not a JSON object (it is {_json_type(obj)})")
-    if old is not None and not isinstance(old, dict):
-        raise BadReview(f"request.oldObject is not a JSON object (it is {_json_type(old)})")
-    return obj, old
-
-
-def _require_objects(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
-    """kube-apiserver sends ``object`` on CREATE and UPDATE and ``oldObject`` on UPDATE: without them admit has
-    nothing to judge.
-
-    Raises:
-        BadReview: one the operation carries is missing.
-    """
-    if obj is None and operation in ("CREATE", "UPDATE"):
-        raise BadReview(f"request.object is missing: kube-apiserver sends the object on {operation}")
-    if old is None and operation == "UPDATE":
-        raise BadReview("request.oldObject is missing: kube-apiserver sends the stored object on UPDATE")
+    return value or ""
 
 
 def _document(body: bytes) -> tuple[str, dict[str, Any]]:
-    """``(apiVersion, request)`` of an AdmissionReview body.
-
-    Raises:
-        BadReview: not JSON, not an object, wrong ``apiVersion``/``kind``, no ``request`` object.
-    """
+    """``(apiVersion, request)`` of an AdmissionReview body; raises BadReview as :func:`parse_review` does."""
     try:
         doc = loads(body)
     except ValueError as e:
@@ -217,13 +162,11 @@ def _document(body: bytes) -> tuple[str, dict[str, Any]]:
         raise BadReview("body is not a JSON object (expected an AdmissionReview)")
     api_version = doc.get("apiVersion")
     if doc.get("kind") != "AdmissionReview":
-        if doc.get("kind") is None:
-            raise BadReview("kind is missing (expected kind: AdmissionReview, apiVersion: admission.k8s.io/v1)")
-        raise BadReview(f"kind is {clip(doc.get('kind'))}, expected 'AdmissionReview'")
+        raise BadReview("kind is missing (expected kind: AdmissionReview, apiVersion: admission.k8s.io/v1)"
+                        if doc.get("kind") is None else f"kind is {clip(doc.get('kind'))}, expected 'AdmissionReview'")
     if api_version not in SUPPORTED_VERSIONS:
-        if api_version is None:
-            raise BadReview("apiVersion is missing (expected apiVersion: admission.k8s.io/v1)")
-        raise BadReview(f"apiVersion {clip(api_version)} is not supported (use admission.k8s.io/v1)")
+        raise BadReview("apiVersion is missing (expected apiVersion: admission.k8s.io/v1)" if api_version is None
+                        else f"apiVersion {clip(api_version)} is not supported (use admission.k8s.io/v1)")
     req = doc.get("request")
     if not isinstance(req, dict):
         raise BadReview("AdmissionReview has no request object")
@@ -281,40 +224,33 @@ def _plain_request(api_version: str, req: dict[str, Any]) -> AdmissionRequest | 
 
 
 def _checked_request(api_version: str, req: dict[str, Any]) -> AdmissionRequest:
-    """``req`` read field by field (:func:`parse_review`'s checks, each refusal naming its field).
-
-    Raises:
-        BadReview: as :func:`parse_review`.
-    """
+    """``req`` read field by field: :func:`parse_review`'s checks, each BadReview naming its field."""
     uid = req.get("uid")
     if uid is not None and not isinstance(uid, str):
         raise BadReview(f"request.uid is a {type(uid).__name__}, expected a string (kube-apiserver sends a UID)")
     if not uid:
         raise BadReview("request.uid is missing or empty")
-    obj, old = _objects(req)
+    obj, old = req.get("object"), req.get("oldObject")
+    for name, value in (("object", obj), ("oldObject", old)):
+        if value is not None and not isinstance(value, dict):
+            raise BadReview(f"request.{name} is not a JSON object (it is {_json_type(value)})")
     group, version, kind = _group_version(req, "kind", "kind")
     resource_group, _, resource = _group_version(req, "resource", "resource")
-    operation = _operation(req)
+    operation = req.get("operation")
+    if operation not in OPERATIONS:
+        raise BadReview("request.operation is missing (expected CREATE, UPDATE, DELETE or CONNECT)" if operation is None
+                        else f"request.operation is {clip(operation, 60)}, expected CREATE, UPDATE, DELETE or CONNECT")
     dry_run = req.get("dryRun")
     if dry_run is not None and not isinstance(dry_run, bool):
         raise BadReview(f"request.dryRun is {_json_type(dry_run)}, expected true or false")
-    _require_objects(operation, obj, old)
-    return AdmissionRequest(
-        uid=uid,
-        api_version=api_version,
-        group=group,
-        version=version,
-        kind=kind,
-        resource_group=resource_group,
-        resource=resource,
-        sub_resource=_optional_str(req, "subResource"),
-        operation=operation,
-        namespace=_optional_str(req, "namespace"),
-        name=_optional_str(req, "name"),
-        object=obj,
-        old_object=old,
-        dry_run=dry_run is True,
-    )
+    # kube-apiserver sends object on CREATE and UPDATE and oldObject on UPDATE: without them there is nothing to judge
+    if obj is None and operation in ("CREATE", "UPDATE"):
+        raise BadReview(f"request.object is missing: kube-apiserver sends the object on {operation}")
+    if old is None and operation == "UPDATE":
+        raise BadReview("request.oldObject is missing: kube-apiserver sends the stored object on UPDATE")
+    return AdmissionRequest(uid, api_version, group, version, kind, resource_group, resource,
+                            _optional_str(req, "subResource"), str(operation), _optional_str(req, "namespace"),
+                            _optional_str(req, "name"), obj, old, dry_run is True)
 
 
 def review_response(api_version: str, uid: str, decision: Decision) -> dict[str, Any]:
@@ -326,11 +262,8 @@ def review_response(api_version: str, uid: str, decision: Decision) -> dict[str,
             status["message"] = clip_message(decision.message)
         if not decision.allowed:
             status["status"] = "Failure"
-            status["reason"] = {
-                400: "BadRequest", 403: "Forbidden", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"
-            }.get(
-                decision.code, "Invalid"
-            )
+            status["reason"] = {400: "BadRequest", 403: "Forbidden", 409: "Conflict", 500: "InternalError",
+                                 503: "ServiceUnavailable"}.get(decision.code, "Invalid")
         response["status"] = status
     if decision.patch:
         response["patchType"] = "JSONPatch"
