@@ -429,8 +429,9 @@ def write_development_certificates(directory: pathlib.Path, service: str = "admi
             if problem := ca_problem(ca, clock, str(ca_crt)):
                 raise CertificateError(problem)
         except (OSError, CertificateError) as e:
-            raise CertificateError(f"{directory} holds a CA that cannot be reused ({getattr(e, 'strerror', None) or e}); "
-                                   "pass --force to replace it (certificates it issued stop verifying)") from None
+            why = getattr(e, "strerror", None) or e
+            raise CertificateError(f"{directory} holds a CA that cannot be reused ({why}); pass --force to replace it "
+                                   "(certificates it issued stop verifying)") from None
     files: dict[str, tuple[bytes, bool]] = {}
     if ca is None:
         ca = generate_ca(days=ca_days, clock=clock)

@@ -35,8 +35,7 @@ log = logging.getLogger("admit.tls")
 
 TLS12_CIPHERS = ":".join(["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
                           "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
-                          "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305"])
-"""OpenSSL cipher string for TLS 1.2 (Mozilla intermediate, v5.7). TLS 1.3 suites are configured separately."""
+                          "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305"])  # Mozilla intermediate v5.7
 
 
 def create_server_ssl_context() -> ssl.SSLContext:
@@ -76,17 +75,12 @@ def _pem_paths(cert_pem: bytes, key_pem: bytes) -> Iterator[tuple[str, str]]:
 
 
 class TLSProvider:
-    """A serving certificate that can change while the server runs.
+    """A serving certificate that can change while the server runs; subclasses obtain pairs and :meth:`install` them.
 
-    Use: ``await provider.start()`` (raises if no certificate can be obtained), then
-    ``web.TCPSite(runner, host, port, ssl_context=provider.ssl_context)``; ``provider.ready()`` in ``/readyz``
-    (``provider.reason()`` says why not); ``await provider.stop()`` on shutdown.
-
-    Attributes:
-        ssl_context: the server context to pass to the listener; the same object for the provider's lifetime.
-
-    Subclasses (:class:`FileTLSProvider`, :class:`admit.tls.selfcerts.SelfManagedTLSProvider`) obtain pairs and call
-    :meth:`install`.
+    Use: ``await provider.start()`` (raises if no certificate can be obtained), then ``web.TCPSite(runner, host, port,
+    ssl_context=provider.ssl_context)`` (one context for the provider's lifetime); ``provider.ready()`` in ``/readyz``
+    (``provider.reason()`` says why not); ``await provider.stop()`` on shutdown. ``pair`` is the pair served
+    (``None`` before the first load).
     """
 
     def __init__(self, *, clock: Clock = utcnow) -> None:
@@ -94,7 +88,7 @@ class TLSProvider:
         self.ssl_context: ssl.SSLContext = create_server_ssl_context()
         self.ssl_context.sni_callback = self._select_context
         self._active: ssl.SSLContext | None = None
-        self._pair: CertifiedKey | None = None
+        self.pair: CertifiedKey | None = None
         self._task: asyncio.Task[None] | None = None  # background work of a subclass, cancelled by stop()
 
     # -- the swap -------------------------------------------------------------------------------------------------
@@ -119,14 +113,9 @@ class TLSProvider:
             raise CertificateError(f"OpenSSL refused the pair ({certs.describe(pair.cert)}): "
                                    f"{exc.__class__.__name__}") from None
         self._active = ctx
-        self._pair = pair
+        self.pair = pair
         log.info("serving certificate loaded: %s", certs.describe(pair.cert))
         metrics.certificate("serving", pair.cert.not_valid_after_utc.timestamp())
-
-    @property
-    def pair(self) -> CertifiedKey | None:
-        """The pair currently served (``None`` before the first successful load)."""
-        return self._pair
 
     # -- lifecycle and readiness ----------------------------------------------------------------------------------
 
@@ -144,9 +133,9 @@ class TLSProvider:
 
     def reason(self) -> str:
         """Why the provider is not ready (one line), or ``""`` when it is."""
-        if self._pair is None:
+        if self.pair is None:
             return "no serving certificate loaded"
-        return certs.validity_problem(self._pair.cert, self.clock, "serving certificate")
+        return certs.validity_problem(self.pair.cert, self.clock, "serving certificate")
 
     def ready(self) -> bool:
         """True when a certificate valid now is loaded (and, in subclasses, their own conditions hold)."""
@@ -154,20 +143,14 @@ class TLSProvider:
 
 
 class FileTLSProvider(TLSProvider):
-    """Serve the pair in ``cert_file``/``key_file`` and reload it when either file changes (cert-manager mode).
+    """Serve the pair in ``cert_file`` (PEM, then any intermediates) and ``key_file`` (unencrypted PEM), reloaded
+    when either changes (cert-manager mode; docs/certificates.md, "File mode").
 
-    Every ``poll_interval`` seconds both files are read and compared with the last contents seen; a new combination
-    is validated (parsable PEM, key matches certificate) and, if good, served from the next handshake. Bad contents
-    are logged (once, at ERROR) only when still there at the next poll (a writer that replaces the files one at a
-    time passes through a mismatched state); the last good pair keeps serving. A new certificate outside its
-    validity window does not replace a good one, but is loaded when nothing else is; one due for renewal logs one
-    warning (docs/certificates.md, "File mode").
-
-    Args:
-        cert_file: PEM certificate, optionally followed by intermediates.
-        key_file: PEM private key (unencrypted).
-        poll_interval: seconds between checks (default 2.0).
-        clock: current time source (tests).
+    Every ``poll_interval`` seconds both files are read; new contents that hold a good pair are served from the next
+    handshake. Bad contents are logged (once, at ERROR) only when still there at the next poll (a writer that replaces
+    the files one at a time passes through a mismatched state); the last good pair keeps serving. A new certificate
+    outside its validity window does not replace a good one, but is loaded when nothing else is; one due for renewal
+    logs one warning.
     """
 
     def __init__(self, cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str], poll_interval: float = 2.0,
@@ -181,33 +164,22 @@ class FileTLSProvider(TLSProvider):
         self._last_error = ""
         self._warned_renewal: str | None = None
 
-    def _read(self) -> tuple[bytes, bytes]:
-        return self.cert_file.read_bytes(), self.key_file.read_bytes()
-
     def reload(self, *, settle: bool = True) -> bool:
-        """Check the files once; load a new good pair. Returns True when a new pair was loaded.
-
-        Args:
-            settle: when True (the polling loop), bad contents are reported only if unchanged since the previous
-                call; when False (first load), they are reported at once.
-        """
+        """Check the files once; returns True when a new good pair was loaded. With ``settle`` (the polling loop) bad
+        contents are reported only if unchanged since the previous call; without (first load), at once."""
         try:
-            cert_pem, key_pem = self._read()
+            contents = (self.cert_file.read_bytes(), self.key_file.read_bytes())
         except OSError as exc:
             return self._bad(f"cannot read {exc.filename}: {exc.strerror}", (str(exc).encode(), b""), settle)
-        contents = (cert_pem, key_pem)
         if contents == self._seen:
             self._pending = None
             self._warn_if_due()
             return False
         try:
-            pair = certs.load_pair(cert_pem, key_pem, str(self.cert_file), str(self.key_file))
-        except CertificateError as exc:
-            return self._bad(str(exc), contents, settle)
-        now_problem = certs.validity_problem(pair.cert, self.clock, str(self.cert_file))
-        if now_problem and self._pair is not None and not certs.is_expired(self._pair.cert, self.clock):
-            return self._bad(f"{now_problem}; keeping the current certificate", contents, settle)
-        try:
+            pair = certs.load_pair(*contents, str(self.cert_file), str(self.key_file))
+            now_problem = certs.validity_problem(pair.cert, self.clock, str(self.cert_file))
+            if now_problem and self.pair is not None and not certs.is_expired(self.pair.cert, self.clock):
+                return self._bad(f"{now_problem}; keeping the current certificate", contents, settle)
             self.install(pair)
         except CertificateError as exc:
             return self._bad(str(exc), contents, settle)
@@ -223,28 +195,23 @@ class FileTLSProvider(TLSProvider):
             log.debug("TLS files changed but are not usable yet (%s); checking again", message)
             return False
         if self._seen != contents:
-            keeping = f"; still serving {certs.describe(self._pair.cert)}" if self._pair is not None else ""
+            keeping = f"; still serving {certs.describe(self.pair.cert)}" if self.pair is not None else ""
             log.error("TLS reload failed: %s%s", message, keeping)
             self._seen, self._pending, self._last_error = contents, None, message
         return False
 
     def _warn_if_due(self) -> None:
-        pair = self._pair
-        if pair is None or self._warned_renewal == pair.fingerprint:
-            return
-        if certs.needs_rotation(pair.cert, self.clock):
+        pair = self.pair
+        if pair and self._warned_renewal != pair.fingerprint and certs.needs_rotation(pair.cert, self.clock):
             self._warned_renewal = pair.fingerprint
             log.warning("serving certificate %s is due for renewal (expires %s); the issuer has not replaced %s",
                         certs.describe(pair.cert), pair.cert.not_valid_after_utc.isoformat(), self.cert_file)
 
     async def start(self) -> None:
-        """Load the pair and start polling.
-
-        Raises:
-            CertificateError: the files cannot be read or do not hold a usable pair (the message says why).
-        """
+        """Load the pair and start polling. Raises CertificateError, saying why, when the files cannot be read or do not
+        hold a usable pair."""
         self.reload(settle=False)
-        if self._pair is None:
+        if self.pair is None:
             raise CertificateError(f"no usable TLS pair in {self.cert_file} / {self.key_file}: "
                                    f"{self._last_error or 'unknown error'}")
         if self._task is None:
@@ -261,6 +228,6 @@ class FileTLSProvider(TLSProvider):
     def reason(self) -> str:
         """``""`` when a valid certificate is loaded; otherwise the reason, including the last load error."""
         base = super().reason()
-        if base and self._last_error and self._pair is None:
+        if base and self._last_error and self.pair is None:
             return f"{base}: {self._last_error}"
         return base

@@ -1,16 +1,11 @@
 """Self-managed TLS (``admit serve --cert-mode self``): a CA kept in a Secret, caBundle injection, rotation.
 
-On start and then every ``recheck_interval`` seconds each replica runs :meth:`SelfManagedTLSProvider.reconcile`:
-read (or create, ``POST``; a 409 means another replica won the race: use its Secret) the Secret, decide what it
-should hold (:func:`plan`, pure and clock-injected: regenerate what is unusable, rotate what is due, move a CA
-rotation forward) and ``PUT`` it with the ``resourceVersion`` read (409 Conflict: read again), write the caBundle
-into every webhook entry of both configurations (one guarded JSON Patch each, only where the set of certificates
-differs), then serve the Secret's pair (:mod:`admit.tls.provider`). A CA rotates in three steps (stage, switch,
-retire) so that kube-apiserver trusts every leaf any replica serves at every moment (Kubernetes docs "Dynamic
-Admission Control" on ``caBundle``); caBundle is written in a canonical order so replicas that agree on the set never
-patch back and forth.
-
-docs/certificates.md has the Secret's layout, the rotation steps and their timing, the bad contents repaired, the
+On start and then every ``recheck_interval`` seconds each replica (:meth:`SelfManagedTLSProvider.reconcile`) reads
+or ``POST``s the Secret, decides what it should hold (:func:`plan`, pure and clock-injected), ``PUT``s it with the
+``resourceVersion`` read (a 409 either way: another replica was first, read again), writes the caBundle into every
+webhook entry, then serves the Secret's pair. A CA rotates in three steps (stage, switch, retire) so that
+kube-apiserver trusts every leaf any replica serves at every moment (Kubernetes docs "Dynamic Admission Control" on
+``caBundle``). docs/certificates.md has the Secret's layout, the rotation's timing, the bad contents repaired, the
 readiness rule and the RBAC this needs.
 """
 
@@ -126,8 +121,7 @@ def _load_pair(data: dict[str, bytes], crt: str, key: str, problems: list[str],
     except CertificateError as exc:
         problems.append(str(exc))
         return None
-    problem = check(pair)
-    if problem:
+    if problem := check(pair):
         problems.append(problem)
         return None
     return pair
