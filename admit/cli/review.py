@@ -85,24 +85,28 @@ _PLURALS = {k.kind: k.plural for k in KINDS.values()}
 def _plural(kind: str) -> str:
     """The resource name of ``kind``: a registered kind's own plural (``WorkloadKind.plural``), else the English
     rule."""
-    registered = _PLURALS.get(kind)
-    if registered is not None:
-        return registered
     lower = kind.lower()
-    return lower + ("es" if lower.endswith("s") else "s")
+    return _PLURALS.get(kind) or lower + ("es" if lower.endswith("s") else "s")
 
 
 class OfflineKube:
     """In-memory stand-in for the Kubernetes API used by ``admit review`` (implements ``admission.Store``).
 
-    ``objects`` are the reviewed input objects and the gang objects admission creates, keyed by ``(group, plural,
-    namespace, name)`` (``namespace`` for an object without one, the run's ``-n``). Never raises for timeouts.
+    ``objects`` are the reviewed input objects (``docs`` but their AdmissionReviews) and the gang objects admission
+    creates, keyed by ``(group, plural, namespace, name)`` (``namespace`` for an object without one, the run's
+    ``-n``). A PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a workload that
+    names it joins it as it is, and is refused when it could never fill it, as in the webhook. Never raises for
+    timeouts.
     """
 
-    def __init__(self, config: Config, namespace: str = DEFAULT_NAMESPACE) -> None:
+    def __init__(self, config: Config, namespace: str = DEFAULT_NAMESPACE,
+                 docs: Iterable[tuple[str, dict[str, Any]]] = ()) -> None:
         self.config = config
         self.namespace = namespace
         self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        for _, doc in docs:
+            if doc.get("kind") != "AdmissionReview":
+                self.add_object(doc)
 
     def add_object(self, obj: dict[str, Any]) -> None:
         """Make ``obj`` (a manifest with apiVersion/kind/metadata) readable through :meth:`get_object`."""
@@ -279,6 +283,7 @@ def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = Non
     templates and the patches a kustomization names are left out (noted in ``skipped``); ``recursive`` walks
     sub-folders but never hidden folders or virtualenvs (:func:`_walk`)."""
     out: list[Path | None] = []
+    skipped = Skipped() if skipped is None else skipped  # the caller does not ask: noted and dropped
     for arg in paths:
         if arg == "-":
             out.append(None)
@@ -290,11 +295,11 @@ def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = Non
             except OSError as e:  # a folder without read permission: cannot be read, as a file
                 _unreadable(errors, f"{p}: {e.strerror or e}")
                 continue
-            if skipped is not None and not any(f.suffix in SUFFIXES for f in listing):
+            if not any(f.suffix in SUFFIXES for f in listing):
                 below = not recursive and any(d.is_dir() for d in p.iterdir())
                 skipped.empty.append(f"{p} holds no .yaml, .yml or .json file"
                                      + (" (-R reads its sub-folders)" if below else ""))
-            elif skipped is not None and not recursive:  # an empty folder's note says it already
+            elif not recursive:  # an empty folder's note says it already
                 note = unread_folders(arg, p)
                 if note:
                     skipped.folders.append(note)
@@ -306,11 +311,9 @@ def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = Non
                     patches[f.parent] = _kustomize_patches(f.parent)
                 chart = _helm_chart_of(f, p)
                 if chart is not None:
-                    if skipped is not None:
-                        skipped.files.append(f"{f}: a template of Helm chart {chart}")
+                    skipped.files.append(f"{f}: a template of Helm chart {chart}")
                 elif f.resolve() in patches[f.parent]:
-                    if skipped is not None:
-                        skipped.files.append(f"{f}: a patch that {f.parent / 'kustomization.yaml'} applies")
+                    skipped.files.append(f"{f}: a patch that {f.parent / 'kustomization.yaml'} applies")
                 else:
                     out.append(f)
         elif p.exists():
@@ -433,22 +436,19 @@ def load_documents(paths: Iterable[str], recursive: bool = False, stdin: TextIO 
     for f in _files(paths, recursive, errors, skipped):
         name = "<stdin>" if f is None else str(f)
         try:
-            try:
-                text = (stdin or sys.stdin).read() if f is None else f.read_text(encoding="utf-8")
-                loaded = list(yaml.load_all(text, Loader=StrictLoader))
-            except yaml.YAMLError as e:
-                if skipped is not None and f is not None and "{{" in text:
-                    skipped.files.append(f"{name}: a template ({{{{ ... }}}}), not YAML until rendered")
-                    continue
-                raise InputError(f"{name}: not valid YAML or JSON: {_yaml_error(e)}") from None
-            except RecursionError:
-                raise InputError(f"{name}: not valid YAML or JSON: nested too deeply") from None
-            except (OSError, UnicodeDecodeError) as e:
-                raise InputError(f"{name}: {e.strerror if isinstance(e, OSError) and e.strerror else e}") from None
-        except InputError as e:
-            if errors is None:
-                raise
-            errors.append(str(e))
+            text = (stdin or sys.stdin).read() if f is None else f.read_text(encoding="utf-8")
+            loaded = list(yaml.load_all(text, Loader=StrictLoader))
+        except yaml.YAMLError as e:
+            if skipped is not None and f is not None and "{{" in text:
+                skipped.files.append(f"{name}: a template ({{{{ ... }}}}), not YAML until rendered")
+            else:
+                _unreadable(errors, f"{name}: not valid YAML or JSON: {_yaml_error(e)}")
+            continue
+        except RecursionError:
+            _unreadable(errors, f"{name}: not valid YAML or JSON: nested too deeply")
+            continue
+        except (OSError, UnicodeDecodeError) as e:
+            _unreadable(errors, f"{name}: {e.strerror if isinstance(e, OSError) and e.strerror else e}")
             continue
         if skipped is not None and all(doc is None for doc in loaded):
             skipped.empty.append(f"{'standard input' if f is None else name} is empty"
@@ -497,13 +497,11 @@ def _fill_generated_name(req: AdmissionRequest, obj: dict[str, Any] | None) -> A
     does between the mutating and the validating webhooks (``rest.BeforeCreate``); the suffix is derived from
     ``req.uid`` so that a review is repeatable."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if req.operation != "CREATE" or not isinstance(meta, dict) or meta.get("name"):
-        return dataclasses.replace(req, object=obj)
-    prefix = meta.get("generateName")
-    if not isinstance(prefix, str) or not prefix:
+    prefix = meta.get("generateName") if isinstance(meta, dict) and not meta.get("name") else None
+    if req.operation != "CREATE" or not isinstance(prefix, str) or not prefix:
         return dataclasses.replace(req, object=obj)
     name = generated_group_name(prefix, "name:" + req.uid)  # kube-apiserver's shape: prefix[:58] + 5 characters
-    assert obj is not None
+    assert obj is not None and meta is not None
     obj = dict(obj, metadata=dict(meta, name=name))
     return dataclasses.replace(req, object=obj, name=name)
 
@@ -521,17 +519,6 @@ def manifest_request(doc: dict[str, Any], uid: str | None = None,
                             version=version, kind=kind, resource_group=group, resource=_plural(kind), sub_resource="",
                             operation="CREATE", namespace=_namespace_of(doc, namespace),
                             name=str(meta.get("name") or ""), object=doc, old_object=None, dry_run=False)
-
-
-def _offline_store(docs: list[tuple[str, dict[str, Any]]], config: Config, namespace: str) -> OfflineKube:
-    """The :class:`OfflineKube` holding the input objects (not the AdmissionReviews; ``namespace`` for those
-    without one). A PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a
-    workload that names it joins it as it is, and is refused when it could never fill it, as in the webhook."""
-    store = OfflineKube(config, namespace)
-    for _, doc in docs:
-        if doc.get("kind") != "AdmissionReview":
-            store.add_object(doc)
-    return store
 
 
 async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Config, errors: list[str] | None = None,
@@ -552,7 +539,7 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
     Raises:
         InputError: an AdmissionReview document is malformed (the reason the server would give with HTTP 400).
     """
-    store = _offline_store(docs, config, namespace)
+    store = OfflineKube(config, namespace, docs)
     admission = Admission(config.replace(api_timeout_seconds=30.0), store, cache=store)
     results = []
     for i, (source, doc) in enumerate(docs):
@@ -681,10 +668,8 @@ def handled_kinds(config: Config) -> str:
 def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> tuple[list[str], list[str]]:
     """``(warnings, notes)``: why a gang annotation on a kind admit does not handle does nothing (the webhook is
     never called for it), naming the kind with its apiVersion (a ``batch.volcano.sh/v1alpha1`` Job is not the
-    ``batch/v1`` Job admit handles); the note lists the kinds admit handles, by group."""
-    annotations = (doc.get("metadata") or {}).get("annotations")
-    if not isinstance(annotations, dict) or not any(str(k).startswith(config.annotation_prefix) for k in annotations):
-        return [], []
+    ``batch/v1`` Job admit handles); the note lists the kinds admit handles, by group. Called for a document with
+    admit's annotations (:func:`_user_keys`)."""
     if not kind:
         return ["add kind and apiVersion: this document is not a Kubernetes object admit can review"], []
     api_version = str(doc.get("apiVersion") or "")[:80]
@@ -692,9 +677,10 @@ def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> 
              "so they have no effect on it"], [f"admit handles {handled_kinds(config)}"])
 
 
-def _yaml(obj: Any, indent: str = "    ") -> str:
+def _yaml(title: str, obj: Any) -> str:
+    """``"  <title>:"``, then ``obj`` as YAML indented under it."""
     text = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False).rstrip("\n")
-    return "\n".join(indent + line for line in text.splitlines())
+    return f"  {title}:\n" + "\n".join("    " + line for line in text.splitlines())
 
 
 def _where(r: dict[str, Any]) -> str:
@@ -710,28 +696,22 @@ def format_text(results: list[dict[str, Any]], show_objects: bool = True, skippe
         out.append(f"=== {r['kind']} {_where(r)} ({r['operation']}, {r['source']}): {verdict}")
         if r["message"]:
             out.append(f"  message: {r['message']}")
-        for w in r["warnings"]:
-            out.append(f"  warning: {w}")
-        for w in r.get("acceptedWarnings", ()):
-            out.append(f"  warning (accepted by --accept-warning): {w}")
-        for n in r.get("notes", ()):
-            out.append(f"  note: {n}")
+        for label, key in (("warning", "warnings"), ("warning (accepted by --accept-warning)", "acceptedWarnings"),
+                           ("note", "notes")):
+            out.extend(f"  {label}: {text}" for text in r.get(key, ()))
         scale = r.get("scaleOf")
         if scale and r["allowed"]:
             out.append(f"  scale of {scale['workload']}: PodGroup {scale['group']}, minMember {scale['minMember']}")
         if r["patch"] and r["allowed"]:
-            out.append("  patch:")
-            out.append(_yaml(r["patch"]))
+            out.append(_yaml("patch", r["patch"]))
         for pg in r["podGroups"]:
             kind = str(pg.get("kind") or "PodGroup")
-            out.append(f"  {kind[:1].lower() + kind[1:]}:")  # podGroup, or workload (the workload-api backend)
-            out.append(_yaml(pg))
+            out.append(_yaml(kind[:1].lower() + kind[1:], pg))  # podGroup, or workload (the workload-api backend)
         if r["allowed"] and not (r["patch"] or r["podGroups"] or r["warnings"] or r["message"] or r.get("notes")
                                  or scale):
             out.append("  no gang annotation or label for admit here: unchanged")
         if show_objects and r["allowed"] and r["patch"] and r["object"] is not None:
-            out.append("  object after mutation:")
-            out.append(_yaml(r["object"]))
+            out.append(_yaml("object after mutation", r["object"]))
         out.append("")
     out.append(_summary(results, None, skipped))
     return "\n".join(out)
@@ -741,16 +721,11 @@ def _summary(results: list[dict[str, Any]], errors: list[str] | None, skipped: S
     allowed = sum(1 for r in results if r["allowed"])
     n = len(results)
     summary = f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied"
-    warned = sum(1 for r in results if r["allowed"] and r["warnings"])
-    accepted = sum(1 for r in results if r.get("acceptedWarnings"))
-    extra = []
-    if warned:
-        extra.append(f"{warned} with warnings")
-    if accepted:
-        extra.append(f"{accepted} with accepted warnings")
     noted = sum(1 for r in results if r.get("notes"))
-    if noted:
-        extra.append(f"{noted} object{'s' if noted != 1 else ''} with notes")  # objects, not notes: -v says each
+    counts = ((sum(1 for r in results if r["allowed"] and r["warnings"]), "with warnings"),
+              (sum(1 for r in results if r.get("acceptedWarnings")), "with accepted warnings"),
+              (noted, f"object{'s' if noted != 1 else ''} with notes"))  # objects, not notes: -v says each
+    extra = [f"{count} {what}" for count, what in counts if count]
     if extra:
         summary += f" ({', '.join(extra)})"
     if errors:
@@ -783,10 +758,7 @@ def _group_of(r: dict[str, Any]) -> tuple[str, str]:
         spec = pg.get("spec") or {}
         size = spec.get("minMember", get_path(spec, ("schedulingPolicy", "gang", "minCount")))
         return str(meta.get("name") or "-"), str("-" if size is None else size)
-    found = _group_label(r["object"])  # a pod that joins (or already names) a group
-    if found:
-        return found, "-"
-    return "-", "-"
+    return _group_label(r["object"]) or "-", "-"  # a pod that joins (or already names) a group
 
 
 def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None, skipped: Skipped | None = None) -> str:
@@ -816,10 +788,7 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None,
             n = len(r["notes"])
             note = f"{n} note{'s' if n != 1 else ''}: -v shows {'them' if n != 1 else 'it'}"
         elif not (r["patch"] or r["podGroups"]):
-            if group != "-":
-                note = f"already labelled for group {group}: unchanged"
-            else:
-                note = "not a gang: unchanged"
+            note = f"already labelled for group {group}: unchanged" if group != "-" else "not a gang: unchanged"
         rows.append(("ALLOWED" if r["allowed"] else "DENIED", f"{r['kind']} {_where(r)}", group, min_member, note))
         below.append(more)
     header = ("VERDICT", "OBJECT", "GROUP", "MINMEMBER", "")
