@@ -482,28 +482,25 @@ def _missing_certificates_hint(args: argparse.Namespace) -> str:
             "against an in-memory fake Kubernetes API")
 
 
-def _check_review_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse, as argparse refuses any wrong argument (usage and exit 2), ``admit review --no-objects`` without ``-v``
-    or with ``-o json/yaml``: there it would do nothing."""
-    if args.command == "review" and args.no_objects and not (args.verbose and args.output == "text"):
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        sub.choices["review"].error("argument --no-objects: only with -v (-v shows the mutated objects, --no-objects "
-                                    "leaves them out; the one-line view never shows them, -o json/yaml always do)")
-
-
-def _with_values(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace) -> argparse.Namespace:
-    """``admit review --values FILE``: the arguments parsed again with the serve flags the chart gives for FILE
-    (``values.serve_flags``) before the command line's own, so that those add to or override them. Exits 2 (as
-    argparse does) when FILE cannot be read or holds a value of the wrong type."""
+def _review_args(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace) -> argparse.Namespace:
+    """``admit review``'s arguments; with ``--values FILE``, parsed again with the serve flags the chart gives for FILE
+    (``values.serve_flags``) before the command line's own, so that those add to or override them. Refused as argparse
+    refuses any wrong argument (usage and exit 2): a FILE that cannot be read or holds a value of the wrong type, and
+    ``--no-objects`` without ``-v`` or with ``-o json/yaml`` (there it would do nothing)."""
     from .values import ValuesError, load_values, serve_flags
 
-    try:
-        flags = serve_flags(load_values(args.values), args.values)
-    except ValuesError as e:
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        sub.choices["review"].error(str(e))
-    at = argv.index("review") + 1
-    return parser.parse_args([*argv[:at], *flags, *argv[at:]])
+    review = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["review"]
+    if args.values:
+        try:
+            flags = serve_flags(load_values(args.values), args.values)
+        except ValuesError as e:
+            review.error(str(e))
+        at = argv.index("review") + 1
+        args = parser.parse_args([*argv[:at], *flags, *argv[at:]])
+    if args.no_objects and not (args.verbose and args.output == "text"):
+        review.error("argument --no-objects: only with -v (-v shows the mutated objects, --no-objects leaves them "
+                     "out; the one-line view never shows them, -o json/yaml always do)")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
@@ -511,9 +508,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
     parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(arguments)
-    if args.command == "review" and args.values:
-        args = _with_values(parser, arguments, args)
-    _check_review_args(parser, args)
+    if args.command == "review":
+        args = _review_args(parser, arguments, args)
     handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve, "status": _cmd_status}[args.command]
     try:
         return handler(args)

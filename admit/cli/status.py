@@ -46,17 +46,14 @@ async def list_shared(api: KubeRaw, namespace: str | None, notes: list[str], con
         list_or_note(api, PODS, namespace, notes),
         list_or_note(api, EVENTS, namespace, notes, (("fieldSelector", "reason=FailedScheduling"),)),
         list_or_note(api, NODES, None, notes),
-        *(list_or_note(api, r, namespace, notes, missing_ok=_is_crd(r)) for r in WORKLOAD_RESOURCES),
+        # a custom resource (a dot outside Kubernetes' own *.k8s.io: kubeflow.org): a cluster without its CRD answers
+        # 404, which only means there is none of it
+        *(list_or_note(api, r, namespace, notes, missing_ok="." in r.group and not r.group.endswith(".k8s.io"))
+          for r in WORKLOAD_RESOURCES),
     )
     by_resource = list(zip(WORKLOAD_RESOURCES, [items or [] for items in workloads]))
     sizes = workload_sizes(by_resource, config) if config is not None else {}
     return Listed(pods or [], events or [], [w for _, items in by_resource for w in items], nodes, sizes)
-
-
-def _is_crd(resource: Resource) -> bool:
-    """Whether ``resource`` is a custom resource (an API group with a dot outside Kubernetes' own ``*.k8s.io``:
-    ``kubeflow.org``): a cluster without its CRD answers 404, which only means there is none of it."""
-    return "." in resource.group and not resource.group.endswith(".k8s.io")
 
 
 def workload_sizes(listed: Iterable[tuple[Resource, list[JSON]]],

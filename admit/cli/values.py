@@ -51,22 +51,15 @@ def load_values(path: str) -> dict[str, Any]:
     return values
 
 
-def _section(values: dict[str, Any], name: str, source: str) -> dict[str, Any]:
-    section = values.get(name)
-    if section is None:
-        return {}
-    if not isinstance(section, dict):
-        raise ValuesError(f"--values {source}: {name} must be a mapping")
-    return section
-
-
-def _names(config: dict[str, Any], key: str, source: str) -> list[str]:
-    items = config.get(key)
-    if items is None:
-        return []
-    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise ValuesError(f"--values {source}: config.{key} must be a list of names")
-    return items
+def _typed(values: dict[str, Any], key: str, kind: type, source: str, section: str = "") -> Any:
+    """``values[key]``: a mapping (``kind`` dict) or a list of names (``kind`` list), empty when absent or null."""
+    value = values.get(key)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind) or (isinstance(value, list) and not all(isinstance(i, str) for i in value)):
+        what = "a mapping" if kind is dict else "a list of names"
+        raise ValuesError(f"--values {source}: {section}{key} must be {what}")
+    return value
 
 
 def serve_flags(values: dict[str, Any], source: str = "values.yaml") -> list[str]:
@@ -78,8 +71,8 @@ def serve_flags(values: dict[str, Any], source: str = "values.yaml") -> list[str
         ValuesError: ``config`` or ``workloads`` is not a mapping, a list value is not a list of names, a scalar is
             not a string (``source`` names the file).
     """
-    config = _section(values, "config", source)
-    workloads = _section(values, "workloads", source)
+    config = _typed(values, "config", dict, source)
+    workloads = _typed(values, "workloads", dict, source)
     flags = []
     for key, flag in _SCALARS:
         value = config.get(key)
@@ -89,8 +82,9 @@ def serve_flags(values: dict[str, Any], source: str = "values.yaml") -> list[str
             raise ValuesError(f"--values {source}: config.{key} must be a string, not {value!r}")
         flags.append(f"{flag}={value}")
     default = config.get("gangBackend", Config().gang_backend)  # the chart's default is admit's
-    flags += [f"--extra-gang-backend={b}" for b in _names(config, "extraGangBackends", source) if b != default]
-    flags += [f"--controller-gang={k}" for k in _names(config, "controllerGangs", source)]
+    flags += [f"--extra-gang-backend={b}" for b in _typed(config, "extraGangBackends", list, source, "config.")
+              if b != default]
+    flags += [f"--controller-gang={k}" for k in _typed(config, "controllerGangs", list, source, "config.")]
     flags += [f"--ignore-api-group={group}" for switch, group in WORKLOAD_SWITCHES.items()
               if workloads.get(switch, True) is False]
     if config.get("kubeflowGangByOperator") is True:
