@@ -96,7 +96,8 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
     Raises:
         GangError (code 400): the backend asked for is not enabled in admit, the API server does not serve the
             Workload API, or the group name cannot name a v1alpha2 Workload; (code 403) pod templates that
-            kube-scheduler would never schedule as one native gang (``workload_api.gang_priority``).
+            kube-scheduler would never schedule as one native gang (``workload_api.gang_priority``), a member of a
+            group whose size follows its members on a backend that cannot lower it (:func:`_refuse_unfollowed`).
     """
     backend = requested_backend(ann, config)
     allowed = kind.allowed_backends if kind is not None else None
@@ -120,7 +121,48 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
         plan.notes.append(reason)  # who owns the gang objects, explained: nothing for the user to change
     backend_of(backend).prepare(plan, obj, config, reason is not None)
     plan.backend = backend
+    if plan.follows_members and reason is None:
+        _refuse_unfollowed(plan, config)
     return plan
+
+
+def _cannot_follow(name: str, plan: GangPlan, config: Config) -> str | None:
+    """Why backend ``name`` cannot lower ``plan``'s group as its members finish, or ``None``: it has no
+    ``merge_shared`` hook (nothing sizes the group to the members still to run), or its ``update_ops`` cannot take
+    one of its objects from a size one higher down to the plan's (the Workload API's v1alpha2 ``minCount``,
+    immutable: kubernetes v1.36 ``pkg/apis/scheduling/validation/validation.go`` ``validatePodGroupSpecUpdate``,
+    ``ValidateImmutableField`` of ``spec.schedulingPolicy``)."""
+    backend = BACKENDS[name]
+    if hook_of(name, "merge_shared") is None:
+        return f"the {name} backend cannot lower a group's {backend.size_name}"
+    higher = replace(plan, backend=name, min_member=plan.min_member + 1)
+    for have, want in zip(backend.desired_objects(higher, config), backend.desired_objects(plan, config)):
+        if backend.update_ops(have, want, str(have["apiVersion"]).rpartition("/")[2]) is None:
+            return f"a {have['apiVersion']} {have['kind']}'s {backend.size_name} cannot change once created"
+    return None
+
+
+def _refuse_unfollowed(plan: GangPlan, config: Config) -> None:
+    """Refuse a member of a group whose size follows its members (``plan.follows_members``, an Argo step's) when
+    its backend cannot lower the group (:func:`_cannot_follow`): the first attempt would run, and a retry wait for
+    ever for the members that succeeded. The fix leads: the registered backend that can, enabled first.
+
+    Raises:
+        GangError (403): the backend cannot follow.
+    """
+    why = _cannot_follow(plan.backend, plan, config)
+    if why is None:
+        return
+    able = [n for n in BACKENDS if n != plan.backend and _cannot_follow(n, plan, config) is None]
+    to = next((n for n in able if n in config.allowed_backends), next(iter(able), None))
+    enable = "" if to is None or to in config.allowed_backends else \
+        f" (enable it with --extra-gang-backend {to}, chart: config.extraGangBackends)"
+    fix = f"set annotation {config.backend_key}: {to}" if to is not None else \
+        f"use a gang backend ({config.backend_key}) whose group size can change"
+    raise GangError(
+        f"{fix} in the step template's metadata.annotations{enable}: {plan.ref}'s group {plan.group_name} must shrink "
+        "as its members finish, or a retried member waits for ever for those that succeeded (kube-scheduler no "
+        f"longer counts finished pods), and {why}", 403)
 
 
 def handover_ops(obj: dict[str, Any], plan: GangPlan, config: Config,

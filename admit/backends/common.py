@@ -19,7 +19,7 @@ from ..config import BUILTIN_ENTRY_POINTS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, C
 
 __all__ = ["installed", "BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation",
            "object_owner", "not_admits_message", "generation_annotation", "replaces_annotation", "stamp_annotations",
-           "generation_patch", "stamped_generation", "stamped_replaces", "ahead_of"]
+           "generation_patch", "stamped_generation", "stamped_replaces", "ahead_of", "members_left"]
 
 log = logging.getLogger("admit.backends")
 
@@ -205,3 +205,29 @@ def not_admits_message(what: str, config: Config) -> str:
     no well-formed owner annotation (:func:`object_owner`), so admit did not create it."""
     return (f"{what} carries {MANAGED_BY_LABEL}={MANAGED_BY_VALUE} but no valid {owner_annotation(config)} "
             "annotation: admit did not create it and leaves it alone")
+
+
+def members_left(asked: int, members: list[dict[str, Any]]) -> int | None:
+    """The size of a shared group whose size follows its members (``GangPlan.follows_members``: an Argo step's),
+    for a member asking ``asked``, from the group's other pods ``members`` (their ``status.phase`` and
+    ``spec.nodeName``); ``None`` while none of them has finished (the members then agree on the size as any shared
+    group's do). The rule of every backend's ``merge_shared`` that lets such a group follow.
+
+    kube-scheduler drops finished pods from its informer (field selector ``status.phase!=Succeeded,
+    status.phase!=Failed``, kubernetes ``pkg/scheduler/scheduler.go`` ``newPodInformer``), and the gang plugins count
+    only the pods it still sees (scheduler-plugins ``pkg/coscheduling/core/core.go`` PreFilter; kubernetes
+    ``pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go`` ``PreEnqueue``, ``AllPodsCount()`` against
+    ``gang.minCount``), so a group that keeps its size holds a retried member for ever (argo-workflows#734,
+    volcano#2720). Once a member has finished, the group ran together once and a new member is a retry: the size is
+    ``asked`` minus the members that succeeded, and at most the members not yet placed (pending, no node: this one
+    and other retries), so a member that succeeds while a retry waits cannot leave the retry short. Once as many as
+    ``asked`` have succeeded, the group starts again at ``asked`` (a later step naming the same group).
+    """
+    phases = [(p.get("status") or {}).get("phase") for p in members if isinstance(p, dict)]
+    succeeded = phases.count("Succeeded")
+    if succeeded + phases.count("Failed") == 0:
+        return None
+    unplaced = sum(1 for p in members if isinstance(p, dict) and not (p.get("spec") or {}).get("nodeName")
+                   and (p.get("status") or {}).get("phase") in (None, "Pending")
+                   and not (p.get("metadata") or {}).get("deletionTimestamp"))
+    return asked if succeeded >= asked else max(1, min(asked - succeeded, unplaced + 1))

@@ -14,8 +14,9 @@ the backend's objects in ``object_types`` order (a Workload before the PodGroup 
   ``kube.KubeError`` goes back to ``Admission.validate``, which applies the failure mode.
 
 What differs between backends are their optional hooks (``interface.BackendHooks``): ``merge_shared`` for a group
-bare pods share (Coscheduling's: no member lowers what another set; for a group whose size follows its members the
-engine lists them first, ``members_selector``, and never answers from the cache), ``cannot_admit`` for an object of
+bare pods share (Coscheduling's: no member lowers what another set; for a group whose size follows its members,
+Coscheduling's and the Workload API's, the engine lists them first, ``members_selector``, and never answers from the
+cache; ``backends.apply_backend`` refuses such a group on a backend that cannot lower it), ``cannot_admit`` for an object of
 ours that cannot follow (the Workload API's immutable alpha fields and priority); and ``BackendAPI.count``.
 """
 
@@ -188,14 +189,15 @@ async def _create_or_read(gang: _Gang, desired: JSON, at: int) -> JSON | None:
 
 async def _members(gang: _Gang) -> list[JSON] | None:
     """The pods of a group whose size follows its members (``plan.follows_members``), for the backend's
-    ``merge_shared``: one LIST by the backend's ``members_selector`` through the store's ``list_pods`` (``None``
-    when either is missing: ``admit review`` reads no pods)."""
+    ``merge_shared``: one LIST by the backend's ``members_selector`` through the store's ``list_pods``, kept to
+    the pods in the group (``pod_in_group``: a selector may not read where a pod names it); ``None`` when either is
+    missing (``admit review`` reads no pods)."""
     select = getattr(gang.backend, "members_selector", None)
     lister = getattr(gang.store, "list_pods", None)
     if select is None or lister is None:
         return None
     pods: list[JSON] = await lister(gang.plan.namespace, select(gang.plan, gang.config), gang.left())
-    return pods
+    return [p for p in pods if gang.backend.pod_in_group(p, gang.plan.group_name, gang.config)]
 
 
 async def _keep_in_step(gang: _Gang, desired: JSON, existing: JSON, at: int) -> bool:

@@ -153,12 +153,14 @@ class BackendHooks(Protocol):
         """For a group bare pods share (``plan.shared``): ``(desired, warnings)`` that one more member brings to
         the stored object ``existing`` (Coscheduling: no member lowers what another member set; a group whose size
         follows its members, ``plan.follows_members``, is sized from ``members``, the group's pods as read, or
-        ``None`` when they could not be read)."""
+        ``None`` when they could not be read: ``common.members_left``). A backend without it cannot have such a
+        group: ``backends.apply_backend`` refuses its members with the fix."""
         ...
 
     def members_selector(self, plan: GangPlan, config: Config) -> str:
-        """The label selector of the pods of ``plan``'s group, for a group whose size follows its members
-        (``plan.follows_members``): the admission engine lists them for :meth:`merge_shared`."""
+        """A label selector of the pods of ``plan``'s group, for a group whose size follows its members
+        (``plan.follows_members``): the admission engine lists them for :meth:`merge_shared`, keeping those
+        :meth:`GangBackend.pod_in_group` says are in it."""
         ...
 
     def cannot_admit(self, kind: str, existing: JSON, desired: JSON, ops: Ops | None, plan: GangPlan,

@@ -288,8 +288,8 @@ class GangController:
     async def follow(self, key: Key, objects: dict[str, JSON | None], depth: int = 0) -> bool:
         """Size a group whose size follows its members (``GangPlan.follows_members``) for the member that waits:
         the first pending one without a node (a retry), its plan as its claim computed it, and the backend's
-        ``merge_shared`` over the other members (Coscheduling's ``members_still_to_run``: the same rule as at
-        that member's admission). Written (a patch of admit's object, ``Event`` ``<Kind>Updated`` on the pod)
+        ``merge_shared`` over the other members (``backends.common.members_left``: the same rule as at that
+        member's admission). Written (a patch of admit's object, ``Event`` ``<Kind>Updated`` on the pod)
         only when it lowers the size: a member that succeeded while the retry waited is no longer counted by
         kube-scheduler (argo-workflows#734, volcano#2720), and a new admission may never come. True when it wrote.
         """

@@ -15,10 +15,14 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Iterable
 
 import pytest
+import yaml
 
+from tests.emulations.argo import step_pod
+from tests.helpers import EXAMPLES
 from tests.support.plane import TIERS, ControlPlane, PlaneError, find_binaries
 from tests.real.support import bound, container, pods, wait_for
 
@@ -198,3 +202,22 @@ def test_admit_status_says_why_a_native_gang_waits_where_kube_scheduler_says_not
         "Waiting", "Scheduled") and r, what="a reason for the big gang")
     assert big["minMember"] == 3 and big["pods"] == {"total": 3, "scheduled": 0, "pending": 3}
     assert big["message"], big
+
+
+def test_an_argo_step_pod_is_refused_with_the_fix_as_its_v1alpha2_group_could_not_follow_its_members(native, ns):
+    # 1.36 keeps a PodGroup's schedulingPolicy immutable (validatePodGroupSpecUpdate): after two members of a step
+    # succeeded, a retried third would wait for ever on minCount 3. So the step pod (what Argo's workflow controller
+    # creates, tests/emulations/argo.py) is refused at its own admission, the fix first, and no group is made.
+    cp = native
+    cp.install_crd(Path(__file__).parent / "crds" / "argoproj.io_workflows.yaml")
+    written = yaml.safe_load((EXAMPLES / "argo-workflow-gang-step.yaml").read_text())
+    written["metadata"] = {"name": "train-x7k2p"}
+    wf = cp.rest("POST", f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/workflows", body=written)
+    pod = step_pod(wf, wf["spec"]["templates"][1], "train-x7k2p[0].train(0:0)(0)", {"rank": "0"})
+    with pytest.raises(PlaneError) as e:
+        cp.rest("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
+    assert e.value.status == 403
+    assert "denied the request: set annotation gang.admit.dev/backend: coscheduling in the step template's " \
+           "metadata.annotations" in str(e.value)
+    assert "scheduling.k8s.io/v1alpha2 Workload's minCount cannot change once created" in str(e.value)
+    assert gang_objects(cp, ns, "train-x7k2p-train") == [None, None]

@@ -62,8 +62,9 @@ def test_a_trainjob_gets_its_runtime_patch_under_every_backend_once(config):
     assert mutated(stored, config)[1] == []  # the second pass (reinvocationPolicy IfNeeded) writes nothing
 
 
-# v1alpha2 (Kubernetes 1.36) is not here: a step's group cannot follow its members there, and the step pod is refused
-@pytest.mark.parametrize("config", ["coscheduling", "workload-api-v1beta1", volcano.NAME], indirect=True)
+# Every backend that can lower a step's group: under the others (the Workload API's v1alpha2, a backend without the
+# merge_shared hook such as the test Volcano one) a step pod is refused (tests/backends/test_members_follow.py)
+@pytest.mark.parametrize("config", ["coscheduling", "workload-api-v1beta1"], indirect=True)
 def test_an_argo_step_pod_is_labelled_a_member_under_every_backend(config):
     stored, patch = mutated(argo_step_pod(), config)
     assert stored["metadata"]["labels"]["gang.admit.dev/managed"] == "member"

@@ -21,7 +21,7 @@ from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ...gang.ownerrefs import controller_ref
 from ...gang.plan import GangPlan
 from ...gang.quantity import QuantityError, format_resources, parse_quantity
-from ..common import Ownership, generation_annotation, owner_annotation
+from ..common import Ownership, generation_annotation, members_left, owner_annotation
 
 __all__ = ["desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "members_still_to_run",
            "ownership", "spec_changes", "describe_spec"]
@@ -135,30 +135,14 @@ def merge_shared_spec(existing: dict[str, Any], plan: GangPlan,
 
 def members_still_to_run(desired: dict[str, Any], stored: dict[str, Any], asked: int,
                           members: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The spec of a shared group whose size follows its members (``GangPlan.follows_members``), from the group's
-    other pods ``members`` (their ``status.phase`` and ``spec.nodeName``), or ``None`` while none of them has
-    finished (the members then agree on the size as any shared group's do).
-
-    kube-scheduler drops finished pods from its informer (field selector ``status.phase!=Succeeded,
-    status.phase!=Failed``, kubernetes ``pkg/scheduler/scheduler.go`` ``newPodInformer``), so Coscheduling's
-    PreFilter, which counts the pods carrying the group's label it still sees (scheduler-plugins
-    ``pkg/coscheduling/core/core.go``), would hold a retried member back for ever waiting for members that
-    succeeded (argo-workflows#734, volcano#2720). Once a member has finished, the group ran together once, and a new
-    member is a retry: the size is the members still to run, ``asked`` (this member's minMember) minus those that
-    succeeded, and at most the members not yet placed (pending, no node: this one and other retries), so that a
-    member that succeeds while a retry waits cannot leave the retry short of its gang. Once as many members as
-    ``asked`` have succeeded, the group starts again at ``asked`` (a later step naming the same group).
-    ``minResources`` (``asked`` pods' requests) follows in proportion; ``scheduleTimeoutSeconds`` set by another
-    member stays (``stored``: the stored spec).
+    """The spec of a shared group whose size follows its members (``GangPlan.follows_members``): ``desired`` with
+    ``minMember`` :func:`common.members_left` of ``asked`` (this member's minMember) and the group's other pods
+    ``members``, or ``None`` while none of them has finished. ``minResources`` (``asked`` pods' requests) follows in
+    proportion; ``scheduleTimeoutSeconds`` set by another member stays (``stored``: the stored spec).
     """
-    phases = [(p.get("status") or {}).get("phase") for p in members if isinstance(p, dict)]
-    succeeded = phases.count("Succeeded")
-    if succeeded + phases.count("Failed") == 0:
+    left = members_left(asked, members)
+    if left is None:
         return None
-    unplaced = sum(1 for p in members if isinstance(p, dict) and not (p.get("spec") or {}).get("nodeName")
-                   and (p.get("status") or {}).get("phase") in (None, "Pending")
-                   and not (p.get("metadata") or {}).get("deletionTimestamp"))
-    left = asked if succeeded >= asked else max(1, min(asked - succeeded, unplaced + 1))
     out = dict(desired)
     out["minMember"] = left
     if isinstance(out.get("minResources"), dict) and asked > 0:

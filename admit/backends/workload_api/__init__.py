@@ -38,6 +38,7 @@ of ``pkg/registry/scheduling/compositepodgroup/strategy.go`` does) into the temp
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -46,8 +47,8 @@ from ...config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALU
                       WORKLOAD_API_FIRST_ALPHA, WORKLOAD_API_VERSIONS, Config)
 from ...gang.ownerrefs import controller_identity
 from ...gang.patch import pointer, set_keys_ops
-from ...gang.plan import GangError, GangPlan, PodTarget, get_path
-from ..common import ObjectType, Ownership, owner_annotation
+from ...gang.plan import MEMBER, GangError, GangPlan, PodTarget, get_path
+from ..common import ObjectType, Ownership, members_left, owner_annotation
 from .native import deferring_reason, native_handover, template_group, written_group
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "desired_pod_group",
     "desired_objects",
     "min_count_of",
+    "with_min_count",
     "spec_differs",
     "update_ops",
     "ownership",
@@ -350,6 +352,14 @@ def min_count_of(obj: dict[str, Any]) -> Any:
     return get_path(obj, ("spec", "schedulingPolicy", "gang", "minCount"))
 
 
+def with_min_count(obj: dict[str, Any], count: int) -> dict[str, Any]:
+    """A copy of a desired Workload (its one template) or PodGroup whose gang ``minCount`` is ``count``."""
+    out = copy.deepcopy(obj)
+    spec = out["spec"]["podGroupTemplates"][0] if out.get("kind") == "Workload" else out["spec"]
+    spec["schedulingPolicy"]["gang"]["minCount"] = count
+    return out
+
+
 def _template_ref(obj: dict[str, Any]) -> tuple[Any, Any]:
     spec = spec_v if isinstance(spec_v := obj.get("spec"), dict) else {}
     if "workloadRef" in spec:
@@ -599,6 +609,22 @@ class WorkloadAPI:
     def ownership(self, existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool,
                   others: int | None = None) -> Ownership:
         return ownership(existing, plan, config, explicit_name)
+
+    def merge_shared(self, existing: dict[str, Any], desired: dict[str, Any], plan: GangPlan,
+                     members: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
+        """``interface.BackendHooks.merge_shared``: a group whose size follows its members (``plan.follows_members``)
+        gets ``minCount`` :func:`common.members_left` on both objects, where the served version lets it change
+        (:data:`SHAPES` ``min_count_mutable``, v1beta1 on; in v1alpha2 ``update_ops`` cannot follow and the
+        framework refuses such a group at its first member, ``backends.apply_backend``); any other shared group
+        takes what this member asks, as without the hook."""
+        left = members_left(plan.min_member, members) if plan.follows_members and members is not None else None
+        return (desired if left is None else with_min_count(desired, left)), []
+
+    def members_selector(self, plan: GangPlan, config: Config) -> str:
+        """``interface.BackendHooks.members_selector``: the pods labelled members (``<prefix>/managed: member``); a
+        pod names its group in ``spec.schedulingGroup``, which no selector reads, so the engine keeps those of this
+        group (``pod_in_group``)."""
+        return f"{config.managed_label}={MEMBER}"
 
     def owned_fields(self, config: Config) -> tuple[tuple[tuple[str, ...], bool, str], ...]:
         """``interface.BackendHooks.owned_fields``: what :func:`plan_patch` writes."""

@@ -253,7 +253,9 @@ def _workload_api_errors(rt: ResourceType, obj: JSON) -> list[str]:
 
 def _workload_api_update_errors(rt: ResourceType, new: JSON, old: JSON) -> list[str]:
     """Immutability: v1alpha2 ``Workload.spec.podGroupTemplates`` and ``PodGroup.spec.schedulingPolicy`` and
-    ``podGroupTemplateRef`` (seen on the 1.36.2 kube-apiserver: 422 "field is immutable"); the later versions only
+    ``podGroupTemplateRef`` (kubernetes v1.36 ``pkg/apis/scheduling/validation/validation.go``
+    ``validateWorkloadSpecUpdate`` and ``validatePodGroupSpecUpdate``, ``ValidateImmutableField``; seen on the 1.36.2
+    kube-apiserver: 422 "field is immutable"); the later versions only
     let ``gang.minCount`` change (``+k8s:update=NoAddItem/NoRemoveItem``, ``NoSet/NoUnset`` on ``gang``), and a
     template's and a PodGroup's ``priorityClassName``, ``priority``, ``preemptionPolicy`` and ``disruptionMode`` are
     ``+k8s:immutable``."""
