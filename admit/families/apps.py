@@ -12,7 +12,7 @@ Rules and their sources:
   more than one pod deadlocks; admit refuses it and says to recreate with ``Parallel``.
 - Job ``spec.template`` is immutable after creation (Kubernetes API validation, ``ValidateJobUpdate``): on UPDATE
   admit cannot label it, so it warns instead of patching.
-- ``replicas: 0`` is a paused workload, not a broken gang: it is allowed (no pods wait), with a warning.
+- ``replicas: 0`` is a paused workload, not a broken gang: it is allowed (no pods wait), with a note.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ..gang.foreign import (KUEUE_COMPLETIONS_FOLLOW, KUEUE_GROUP_NAME, KUEUE_MI
                             MULTIKUEUE_MANAGED_BY, MULTIKUEUE_ORIGIN, kueue_group)
 from ..gang.plan import (
     BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Wave, below_min_member, check_group_name,
-    choose_group_name, counted_and_fix, get_path, int_field,
+    choose_group_name, counted_and_fix, get_map, get_path, int_field,
 )
 from .shared import POD_TARGET, Rollout, WorkloadKind, min_resources_of, object_ref, template_target
 
@@ -186,9 +186,7 @@ def job_can_still_run(parallelism: int, completions: int | None, status: Any) ->
     with ``completions``, ``completions - succeeded`` capped at ``parallelism`` (a Job's last wave is this number
     once the first waves have succeeded); without, ``parallelism`` until a pod succeeds, then only the pods still
     ``active`` (no new ones). Indexes in ``status.failedIndexes`` (``backoffLimitPerIndex`` exhausted) never run
-    again. A pod that fails is replaced (``backoffLimit``, default 6) by a pod of its own; once its siblings have
-    succeeded it is the only pod of the group, and kube-scheduler does not count finished pods (:class:`Wave`), so a
-    minMember above this number would keep the replacement Pending until ``activeDeadlineSeconds``, or forever.
+    again. A minMember above this number would keep a failed pod's replacement Pending (:func:`resolve_job`).
     """
     if not isinstance(status, dict):
         return None
@@ -398,11 +396,10 @@ def deployment_at_once(obj: dict[str, Any], replicas: int) -> tuple[int, str] | 
     """``Rollout.at_once`` of a Deployment: ``maxSurge`` + ``maxUnavailable`` (defaults 25% each, surge rounded up,
     unavailable down; both 0 counts as 1 unavailable, ``pkg/controller/deployment/util`` ``ResolveFenceposts``);
     ``None`` for ``strategy.type: Recreate``."""
-    strategy = get_path(obj, ("spec", "strategy")) or {}
-    if (strategy.get("type") if isinstance(strategy, dict) else None) == "Recreate":
+    strategy = get_map(obj, ("spec", "strategy"))
+    if strategy.get("type") == "Recreate":
         return None
-    rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) else None
-    rolling = rolling if isinstance(rolling, dict) else {}
+    rolling = get_map(strategy, ("rollingUpdate",))
     surge = resolve_int_or_percent(rolling.get("maxSurge", "25%"), replicas, True, 1)
     unavailable = resolve_int_or_percent(rolling.get("maxUnavailable", "25%"), replicas, False, 0)
     if surge == 0 and unavailable == 0:
@@ -413,11 +410,10 @@ def deployment_at_once(obj: dict[str, Any], replicas: int) -> tuple[int, str] | 
 def statefulset_at_once(obj: dict[str, Any], replicas: int) -> tuple[int, str] | None:
     """``Rollout.at_once`` of a StatefulSet: ``rollingUpdate.maxUnavailable`` (default 1, at least 1, a percentage
     rounds down; ``getStatefulSetMaxUnavailable``); ``None`` for ``OnDelete`` and ``Recreate``."""
-    strategy = get_path(obj, ("spec", "updateStrategy")) or {}
-    if (strategy.get("type") if isinstance(strategy, dict) else None) in ("OnDelete", "Recreate"):
+    strategy = get_map(obj, ("spec", "updateStrategy"))
+    if strategy.get("type") in ("OnDelete", "Recreate"):
         return None
-    rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) else None
-    rolling = rolling if isinstance(rolling, dict) else {}
+    rolling = get_map(strategy, ("rollingUpdate",))
     unavailable = max(1, resolve_int_or_percent(rolling.get("maxUnavailable", 1), replicas, False, 1))
     return unavailable, f"maxUnavailable {unavailable}"
 
@@ -483,15 +479,11 @@ def job_from_cronjob(cronjob: dict[str, Any], namespace: str, minute: int = EXAM
     :data:`CRONJOB_SCHEDULED_ANNOTATION`; name ``getJobName``, ``<cronjob>-<minute>``; one controller
     ownerReference to the CronJob (``metav1.NewControllerRef``: ``controller`` and ``blockOwnerDeletion`` true);
     ``spec`` a deep copy of ``spec.jobTemplate.spec``. The Job then goes through admission as any Job."""
-    def mapping(value: Any) -> dict[str, Any]:
-        return value if isinstance(value, dict) else {}
-
-    meta = mapping(cronjob.get("metadata"))
-    template = mapping(get_path(cronjob, JOB_TEMPLATE))
-    tmeta = mapping(template.get("metadata"))
+    meta = get_map(cronjob, ("metadata",))
+    template = get_map(cronjob, JOB_TEMPLATE)
     name = str(meta.get("name") or meta.get("generateName") or "")
-    labels = mapping(tmeta.get("labels"))
-    annotations = dict(mapping(tmeta.get("annotations")))
+    labels = get_map(template, ("metadata", "labels"))
+    annotations = dict(get_map(template, ("metadata", "annotations")))
     annotations[CRONJOB_SCHEDULED_ANNOTATION] = datetime.fromtimestamp(minute * 60, timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%SZ")
     job_meta: dict[str, Any] = {

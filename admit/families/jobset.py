@@ -39,8 +39,7 @@ from typing import Any
 
 from ..config import Config
 from ..gang.foreign import VOLCANO_GROUP_NAME
-from ..gang.plan import (GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, choose_group_name, get_path,
-                         int_field)
+from ..gang.plan import GangAnnotations, GangError, GangPlan, below_min_member, choose_group_name, get_path, int_field
 from .shared import (
     WorkloadKind,
     controller_owner,
@@ -165,17 +164,6 @@ def gang_members(rjobs: list[dict[str, Any]], in_order: bool) -> tuple[list[dict
     return [rj for rj in rjobs if rj["name"] in step_names], members, first
 
 
-def _member_targets(members: list[dict[str, Any]], operation: str) -> list[PodTarget]:
-    """The pod templates of the gang ``members`` (:func:`replicated_jobs` entries); immutable on UPDATE (JobSet's
-    update webhook keeps ``spec.replicatedJobs`` immutable: module docstring)."""
-    targets = [template_target(("spec", "replicatedJobs", str(rj["index"]), "template", "spec", "template"),
-                               f"replicatedJob {rj['name']}") for rj in members]
-    if operation != "UPDATE":
-        return targets
-    return [replace(t, immutable=True, where=f"{t.where} pod template (JobSet's update webhook keeps "
-                                             "spec.replicatedJobs immutable)") for t in targets]
-
-
 def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a JobSet (module docstring): ``targets`` the members' pod templates, ``total_pods`` the member pods
     that start first, ``min_resources`` a ResourceList of member pods (``{"cpu": "9", "memory": "18Gi"}``).
@@ -190,7 +178,11 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     rjobs = replicated_jobs(obj, ref)
     in_order = get_path(obj, ("spec", "startupPolicy", "startupPolicyOrder")) == "InOrder"
     steps, members, first = gang_members(rjobs, in_order)
-    targets = _member_targets(members, operation)
+    targets = [template_target(("spec", "replicatedJobs", str(rj["index"]), "template", "spec", "template"),
+                               f"replicatedJob {rj['name']}") for rj in members]
+    if operation == "UPDATE":  # JobSet's update webhook keeps spec.replicatedJobs immutable (module docstring)
+        targets = [replace(t, immutable=True, where=f"{t.where} pod template (JobSet's update webhook keeps "
+                                                   "spec.replicatedJobs immutable)") for t in targets]
     order_text = ("startupPolicyOrder: InOrder" if in_order else "dependsOn") if len(first) < len(members) else ""
     total_all = sum(rj["replicas"] * rj["pods_per_job"] for rj in members)
     total_first = sum(rj["replicas"] * rj["pods_per_job"] for rj in first)

@@ -25,16 +25,12 @@ KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
 """``(API group, kind) -> WorkloadKind``: every per-kind fact, for the modules that read one (``webhook.rollout``,
 ``controller.claims``, ``cli.status``, ``cli.review``)."""
 
-OWN_ANNOTATIONS: tuple[str, ...] = ("metadata", "annotations")
-_ANNOTATION_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
-    k.key: k.annotations for k in FAMILY_KINDS if k.annotations != OWN_ANNOTATIONS}
-
-
 def annotations_path(group: str, kind: str) -> tuple[str, ...]:
     """Where admit reads the gang annotations of an object of ``(group, kind)`` (``WorkloadKind.annotations``): its
     own ``metadata.annotations``, or a CronJob's ``spec.jobTemplate.metadata.annotations``. One dict lookup, for
     ``webhook.mutate``, ``webhook.validate`` and ``cli.status``."""
-    return _ANNOTATION_PATHS.get((group, kind), OWN_ANNOTATIONS)
+    known = KINDS.get((group, kind))
+    return known.annotations if known is not None else ("metadata", "annotations")
 
 
 CARRIED: dict[tuple[str, str], tuple[tuple[tuple[str, str], Carry], ...]] = {}

@@ -15,7 +15,6 @@ Rules and their sources (kubeflow/training-operator ``pkg/controller.v1/common/j
   Master); else the sum of the replicas (the training-operator's ``totalReplicas``, the mpi-operator's workers + 1).
   Elastic defaults follow the training-operator's ``setElasticPolicy``: a missing ``minReplicas`` takes
   ``maxReplicas``, a missing ``maxReplicas`` takes ``minReplicas``, both missing take the Worker replicas.
-- minMember above the job's replicas, ``minAvailable: 0`` and ``minReplicas > maxReplicas`` are refused.
 - ``minResources``: ``schedulingPolicy.minResources`` when set; else the requests of the first minMember pods,
   taking replica types in descending PriorityClass value (``CalcPGMinResources``). admit reads no object during
   admission, so only the built-in classes have a value (:data:`BUILTIN_PRIORITY_CLASSES`); others count as 0, as

@@ -17,12 +17,10 @@ per group, created when the group's leader pod is created, owned by that pod; ``
   the pod: it sees those labels whichever webhook runs first.
 - One template makes the pods of every group, so admit cannot put a group label on it. It puts the
   ``schedulerName`` and one annotation on the templates instead: ``gang.admit.dev/group-spec``, the PodGroup spec
-  every group gets (compact JSON: ``{"minMember":4,"minResources":{...}}``). Pods then find their group from the LWS
-  labels (:func:`join_lws_pod`, a pod joiner: no API call): group ``<lws>-<group-index>-<template-revision-hash>``
-  (:func:`group_name`), labelled at pod creation. One gang per group *and revision*: during a rolling update or a
-  group restart the old revision's pods stay in their own PodGroup, outside the new leader's quorum. The leader
-  pod's admission creates that PodGroup (as LWS's own provider does), so it exists before any worker. A PodGroup
-  whose group or revision is gone is deleted by admit's controller once no live pod carries its label
+  every group gets (compact JSON: ``{"minMember":4,"minResources":{...}}``), and each pod joins its group at
+  creation (:func:`join_lws_pod`): one gang per group *and revision* (:func:`group_name`), so during a rolling update
+  or a group restart the old revision's pods stay in their own PodGroup, outside the new leader's quorum. A
+  PodGroup whose group or revision is gone is deleted by admit's controller once no live pod carries its label
   (``--orphan-grace-period``).
 - LWS's StatefulSets are children (``WorkloadKind.children``, ``pod_owned_children``): the leader StatefulSet
   ``<lws>`` (controller: the LWS) and each worker StatefulSet ``<lws>-<i>`` (controller: the group's leader *Pod*,
@@ -40,14 +38,11 @@ per group, created when the group's leader pod is created, owned by that pod; ``
   is Ready, so a gang of ``size`` deadlocks: minMember is 1 (the leader alone first), with ``minResources`` still
   covering the whole group (so the leader is not let in while the cluster cannot hold its workers), as LWS does for
   Volcano. An explicit minMember above 1 under ``LeaderReady``, or above ``size``, is refused.
-- Group names are checked at CREATE and UPDATE for the last group a rolling update makes: ``spec.replicas`` plus
-  ``maxSurge`` (:func:`burst_replicas`); a surge group's PodGroup name past 63 characters would leave its pods
-  silently out of any gang.
-- Annotating an LWS that runs groups (or changing its gang settings) changes its templates: LWS rolls every group
-  over, which admit allows with a warning (:func:`running_leaderworkerset`).
-- The annotation and the group names follow the templates: a change of size, of a template's requests or of the
-  timeout changes the template, and LWS rolls the groups over (each new leader pod updates its PodGroup).
-  ``gang.admit.dev/pod-group`` and a pod-group label on a template are refused: one name cannot serve every group.
+- Group names are checked at CREATE and UPDATE up to the last group a rolling update makes
+  (:func:`_check_group_names`): a surge group's PodGroup name past 63 characters would leave its pods out of any gang.
+- The annotation follows the templates: annotating an LWS that runs groups, or changing its size, a template's
+  requests or the timeout, changes the templates, and LWS rolls every group over (each new leader pod updates its
+  PodGroup), which admit allows with a warning (:func:`running_leaderworkerset`).
 """
 
 from __future__ import annotations
@@ -56,7 +51,7 @@ import json
 from typing import Any
 
 from ..config import Config
-from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, check_group_name, get_path, int_field
+from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, check_group_name, get_map, get_path, int_field
 from ..gang.quantity import add_resources, format_resources, parse_quantity, QuantityError, scale_resources
 from .apps import resolve_int_or_percent
 from .shared import POD_TARGET, RunningUpdate, RunningVerdict, WorkloadKind, object_ref, requests_of, template_target
@@ -223,9 +218,7 @@ def running_leaderworkerset(update: RunningUpdate, plan: GangPlan, config: Confi
     replicas = 1 if replicas is None else replicas
     if not isinstance(replicas, int) or replicas <= 0 or not update.admit_alone_changes(_TEMPLATE):
         return None
-    rolling = get_path(update.obj, ("spec", "rolloutStrategy", "rollingUpdateConfiguration")) or {}
-    rolling = rolling if isinstance(rolling, dict) else {}
-    partition = rolling.get("partition") or 0
+    partition = get_map(update.obj, ("spec", "rolloutStrategy", "rollingUpdateConfiguration")).get("partition") or 0
     kept = f"; those below partition {partition} stay unganged" if isinstance(partition, int) and partition > 0 else ""
     groups = f"{replicas} group{'s' if replicas != 1 else ''}"
     if update.removing:  # admit takes its annotation and schedulerName off the template: a new revision too

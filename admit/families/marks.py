@@ -7,13 +7,11 @@ during an outage), so the mutating phase never took its marks off (``mutate._ung
 still names a PodGroup, and every pod it makes carries the label: Coscheduling's Permit keeps such a pod waiting
 while that PodGroup does not exist (``PodGroupNotFound``, scheduler-plugins ``pkg/coscheduling/core/core.go``).
 
-What admit does with them (docs/behaviour.md, "What happens to a gang after admission"):
-
-- the PodGroup controller keeps the PodGroup while a stored template names it (``claims.claim_of`` gives a held
-  claim, reported once with a Warning Event ``GangAnnotationRemoved``), instead of deleting it as an orphan;
-- the next UPDATE of the workload through the webhook takes the marks off its mutable templates and the workload,
-  with a warning naming the label; an immutable template (a Job's) gets the warning only;
-- a ``*/scale`` of it is allowed with that warning (a Scale carries no annotation to change).
+What admit does with them (docs/behaviour.md, "What happens to a gang after admission"): the PodGroup controller
+keeps the PodGroup while a stored template names it (``claims.claim_of`` gives a held claim, reported once with a
+Warning Event ``GangAnnotationRemoved``); the next UPDATE through the webhook takes them off
+(:func:`drop_stale_marks`); a ``*/scale`` of it is allowed with :func:`stale_message` (a Scale carries no
+annotation to change).
 
 Only the ``<prefix>/managed`` label proves the marks are admit's (admit alone writes it): a template a user labelled
 by hand for a hand-written PodGroup, on a workload admit never managed, is not touched.

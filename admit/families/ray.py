@@ -62,7 +62,7 @@ from typing import Any
 
 from ..config import Config
 from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, \
-    check_group_name, choose_group_name, get_path, int_field, parse_gang_annotations
+    check_group_name, choose_group_name, get_map, get_path, int_field, parse_gang_annotations
 from .shared import (
     RunningUpdate,
     RunningVerdict,
@@ -248,20 +248,6 @@ def _autoscaler_floor(asked: int, ann: GangAnnotations, config: Config, floor: i
         "admit would otherwise refuse its scale-downs)", lower or config.min_member_key, None)
 
 
-def _floor_of(plan: GangPlan, ann: GangAnnotations, config: Config, floor: int, operation: str,
-              names: tuple[str, str, str | None]) -> None:
-    """The autoscaler's floor in the resolver: at a CREATE :func:`_autoscaler_floor` refuses a minMember above it;
-    at an UPDATE (judged by :func:`_floor_on_update`) a gang above the floor is sized to it, with a note, so the
-    autoscaler's PATCH of a cluster an earlier admit let in passes ``backends.check_plan``."""
-    ref, workers_field, lower = names
-    if operation != "UPDATE":
-        _autoscaler_floor(plan.min_member, ann, config, floor, ref, workers_field, lower)
-    elif plan.min_member > floor:
-        plan.notes.append(f"{ref}: minMember {plan.min_member} is above the {floor} pods the Ray autoscaler keeps: "
-                          f"its gang is sized to {floor}")
-        plan.min_member = floor
-
-
 def _suspended_cap(plan: GangPlan, pods: list[dict[str, Any]], total: int, ref: str) -> None:
     """A cluster with suspended worker groups: the gang is what is left (``total``: the head and the groups still
     running), and a minMember above it is brought down to it, with a note. Only KubeRay suspends a worker group
@@ -306,8 +292,8 @@ def _floor_on_update(obj: dict[str, Any], old: dict[str, Any], plan: GangPlan,
                      config: Config) -> RunningVerdict | None:
     """:func:`_autoscaler_floor` for an UPDATE, except that an UPDATE of a RayCluster that leaves its floor and
     min-member as they were (the autoscaler's PATCH, KubeRay's own update) is only warned, its gang sized to the
-    floor (:func:`_floor_of`): refusing it would hold the scale-downs back. A RayJob's or RayService's UPDATE is
-    judged whole: KubeRay makes its next cluster from it.
+    floor (by :func:`resolve_ray`): refusing it would hold the scale-downs back. A RayJob's or RayService's UPDATE
+    is judged whole: KubeRay makes its next cluster from it.
 
     Raises:
         BelowMinMember (403): minMember above the floor (:func:`_autoscaler_floor`).
@@ -345,8 +331,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     ref = object_ref(kind, namespace, name)
     plan = GangPlan(kind=kind, api_group=GROUP, name=name, namespace=namespace, group_name=name, min_member=1,
                     total_pods=None, total_field="", schedule_timeout_seconds=ann.schedule_timeout_seconds)
-    labels = get_path(obj, ("metadata", "labels"))
-    labels = labels if isinstance(labels, dict) else {}
+    labels = get_map(obj, ("metadata", "labels"))
     if GANG_LABEL in labels:
         return defer_to_operator(plan, f"it carries the label {GANG_LABEL}, so KubeRay's scheduler-plugins "
                                        "integration makes its PodGroup (operator --batch-scheduler=scheduler-plugins)",
@@ -376,8 +361,14 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     plan.total_field = "1 head + Σ workerGroupSpecs[*] desired replicas × numOfHosts"
     floor = sum(p["minimum"] for p in pods)  # the autoscaler's: 1 head + Σ minReplicas × numOfHosts
     plan.min_member = gang_min_member(ann, floor if autoscaling else total)
-    if autoscaling:
-        _floor_of(plan, ann, config, floor, operation, (ref, workers_field, lower))
+    if autoscaling and operation != "UPDATE":
+        _autoscaler_floor(plan.min_member, ann, config, floor, ref, workers_field, lower)
+    elif autoscaling and plan.min_member > floor:
+        # an UPDATE (judged by _floor_on_update): sized to the floor, so that the autoscaler's PATCH of a cluster an
+        # earlier admit let in passes backends.check_plan
+        plan.notes.append(f"{ref}: minMember {plan.min_member} is above the {floor} pods the Ray autoscaler keeps: "
+                          f"its gang is sized to {floor}")
+        plan.min_member = floor
     _suspended_cap(plan, pods, total, ref)
     if parent is None:  # KubeRay's copy of the warning would reach KubeRay's client, not the user
         plan.notes.append(batch_scheduler_note(ref, config))

@@ -209,7 +209,9 @@ class RunningVerdict:
 
 
 RunningRule = Callable[[RunningUpdate, GangPlan, Config], "RunningVerdict | None"]
-"""``rule(update, plan, config) -> RunningVerdict | None`` (``WorkloadKind.running_update``); pure."""
+"""``rule(update, plan, config) -> RunningVerdict | None`` (``WorkloadKind.running_update``); pure; it may raise
+``gang.plan.BelowMinMember``. Trainer's ``runtimePatches`` immutability (refused), the spark-operator's re-run
+(refused), LWS's roll (warned)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,14 +288,11 @@ class WorkloadKind:
             annotations on such an object's own metadata are warned about (``gang.plan.misplaced_annotation_warnings``).
         unwatched: why the controller does not watch the kind (no gang object ever belongs to one of its objects),
             or ``None``; its ``versions`` still name its resource (``admit.families.kinds.WEBHOOK_RESOURCES``).
-        carry: where a wrapper's template carries its annotations to the objects its controller makes, which get
-            none of the wrapper's (:class:`Carry`), or ``None``.
+        carry: a wrapper's :class:`Carry`, or ``None``.
         admission_read: ``(object, namespace) -> Read | None``: the object a CREATE's validating admission reads and
             judges first (:class:`Read`: a TrainJob's runtime), or ``None``.
-        running_update: a :data:`RunningRule`: whether the kind's operator would refuse admit's write to a stored
-            object (Trainer's ``runtimePatches`` immutability) or act on it (the spark-operator's re-run, LWS's
-            roll), and what admit does instead (refuse with the fix, or warn; a rule may raise
-            ``gang.plan.BelowMinMember``); ``None``: admit's write is taken as any other.
+        running_update: a :data:`RunningRule` (the operator would refuse admit's write to a stored object, or act on
+            it), or ``None``: admit's write is taken as any other.
     """
 
     api_group: str

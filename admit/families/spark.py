@@ -9,8 +9,8 @@ spark-operator's own scheduler-plugins integration does the same (``internal/sch
 
 SparkApplication rules and their sources:
 
-- Label and scheduler go to ``spec.driver.labels`` / ``spec.executor.labels`` and ``spec.driver.schedulerName`` /
-  ``spec.executor.schedulerName``; the spark-operator copies them onto the pods.
+- Label and scheduler go to ``spec.driver`` / ``spec.executor`` (``labels``, ``schedulerName``), which the
+  spark-operator copies onto the pods.
 - ``spec.batchScheduler`` set: the spark-operator gangs the application itself (Volcano, YuniKorn, or
   scheduler-plugins as ``kube-scheduler``); admit mutates nothing, creates nothing, and says so.
 - The operator's ``--default-batch-scheduler`` (with ``--enable-batch-scheduler``; kubeflow/spark-operator
@@ -44,7 +44,6 @@ SparkApplication rules and their sources:
 - CPU: ``coreRequest`` (``spark.kubernetes.<role>.request.cores``), else ``cores`` (``spark.<role>.cores``), else 1.
   GPUs: ``gpu.name`` x ``gpu.quantity``. Sidecars (``spec.<role>.sidecars``) and init containers count as in any
   pod (``resources.pod_requests``).
-- ``spec.driver`` and ``spec.executor`` are required (the SparkApplication CRD); without them admit refuses.
 - Annotating a submitted application is refused with the fix (:func:`running_spark_application`); a re-apply
   that drops admit's marks gets them back as stored (no spec change, no re-run).
 
@@ -59,23 +58,23 @@ spark-submit without the operator (Spark "Running on Kubernetes"; Spark ``Kubern
   Kubernetes sees them (Spark's memory + overhead): ``cpu=1,memory=4505Mi,nvidia.com/gpu=1``. The PodGroup's owner
   is the driver pod (``/Pod/<driver>``), which the PodGroup controller adopts it to, and the driver pod is labelled
   ``gang.admit.dev/managed: "true"`` like other gang workloads.
-- Executor Pods (``spark-role: executor``, same ``spark-app-selector``, a controller ownerReference to the driver
-  pod) join the group their driver pod is in, label and schedulerName (:func:`join_spark_executor`). A driver that
-  is in no group leaves its executors alone; a driver that cannot be read gives the executor a warning.
+- Executor Pods (``spark-role: executor``, same ``spark-app-selector``) join their driver pod's group
+  (:func:`join_spark_executor`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Callable, TypeVar
 
 from ..config import POD_GROUP_BACKEND, Config
 from ..echo import clip
 from ..gang.ownerrefs import controller_ref
-from ..gang.plan import GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_path, int_field
+from ..gang.plan import (GangAnnotations, GangError, GangPlan, PodTarget, choose_group_name, get_map, get_path,
+                         int_field)
 from ..gang.quantity import QuantityError, add_resources, format_resources, parse_quantity, scale_resources
 from .apps import POD, resolve_pod
 from .argo import resolve_step_pod, step_pod
@@ -124,10 +123,8 @@ EXECUTOR = PodTarget(("spec", "executor", "labels"), ("spec", "executor", "sched
 
 
 def spark_bytes(value: Any, what: str, default_unit: int = MIB) -> int:
-    """Bytes of a Spark/JVM memory string (``JavaUtils.byteStringAs``): ``"512m"`` -> 536870912.
-
-    ``default_unit`` is the unit of a number without suffix: MiB for ``spark.*.memory``, ``memoryOverhead`` and
-    ``pyspark.memory``; bytes (1) for ``spark.memory.offHeap.size``.
+    """Bytes of a Spark/JVM memory string (module docstring): ``"512m"`` -> 536870912; ``default_unit`` is the unit
+    of a number without suffix.
 
     Raises:
         GangError (400): not a whole number with a Spark suffix (``"12x"``, ``"1.5g"``, ``"2Gi"``); the message
@@ -168,11 +165,6 @@ def _factor(value: Any, what: str) -> Fraction:
     return Fraction(text)
 
 
-def _conf(app: dict[str, Any]) -> dict[str, Any]:
-    conf = get_path(app, ("spec", "sparkConf"))
-    return conf if isinstance(conf, dict) else {}
-
-
 def _quantity(value: Any, what: str) -> Fraction:
     try:
         q = parse_quantity(value if not isinstance(value, str) else value.strip())
@@ -183,10 +175,11 @@ def _quantity(value: Any, what: str) -> Fraction:
     return q
 
 
-def _setting(spec: dict[str, Any], name: str, conf: dict[str, Any], key: str, where: str,
+def _setting(spec: dict[str, Any], name: str | None, conf: dict[str, Any], key: str, where: str,
              parse: Callable[[Any, str], _T]) -> _T | None:
-    """``spec[name]`` (named ``<where>.<name>``), else ``sparkConf[key]``, parsed; ``None`` when neither is set."""
-    if spec.get(name) is not None:
+    """``spec[name]`` (named ``<where>.<name>``; ``name`` ``None``: none), else ``sparkConf[key]``, parsed; ``None``
+    when neither is set."""
+    if name is not None and spec.get(name) is not None:
         return parse(spec[name], f"{where}.{name}")
     return parse(conf[key], f"sparkConf {key}") if conf.get(key) is not None else None
 
@@ -199,9 +192,8 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
     Raises:
         GangError (400): a memory string, factor, core count or GPU spec that does not parse (the message names it).
     """
-    spec = get_path(app, ("spec", role))
-    spec = spec if isinstance(spec, dict) else {}
-    conf = _conf(app)
+    spec = get_map(app, ("spec", role))
+    conf = get_map(app, ("spec", "sparkConf"))
     where = f"{ref}: spec.{role}"
     # CPU request: coreRequest, else cores, else 1 (Spark spark.<role>.cores default).
     cpu = _setting(spec, "coreRequest", conf, f"spark.kubernetes.{role}.request.cores", where, _quantity)
@@ -212,26 +204,21 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
     memory = 1024 if memory is None else memory
     overhead = _setting(spec, "memoryOverhead", conf, f"spark.{role}.memoryOverhead", where, _mib)
     if overhead is None:
-        if conf.get(f"spark.{role}.memoryOverheadFactor") is not None:
-            factor = _factor(conf[f"spark.{role}.memoryOverheadFactor"], f"sparkConf spark.{role}.memoryOverheadFactor")
-        elif get_path(app, ("spec", "memoryOverheadFactor")) is not None:
-            factor = _factor(app["spec"]["memoryOverheadFactor"], f"{ref}: spec.memoryOverheadFactor")
-        elif conf.get("spark.kubernetes.memoryOverheadFactor") is not None:
-            factor = _factor(conf["spark.kubernetes.memoryOverheadFactor"], "sparkConf spark.kubernetes.memoryOverheadFactor")
-        else:
-            app_type = str(get_path(app, ("spec", "type")) or "Scala")
-            factor = JVM_FACTOR if app_type in ("Java", "Scala") else NON_JVM_FACTOR
-        minimum = MIN_OVERHEAD_MIB
-        if conf.get(f"spark.{role}.minMemoryOverhead") is not None:
-            minimum = _mib(conf[f"spark.{role}.minMemoryOverhead"], f"sparkConf spark.{role}.minMemoryOverhead")
-        overhead = max(math.floor(memory * factor), minimum)
+        factor = _setting(spec, None, conf, f"spark.{role}.memoryOverheadFactor", where, _factor)
+        if factor is None:  # the app's spec.memoryOverheadFactor, passed as spark.kubernetes.memoryOverheadFactor
+            factor = _setting(get_map(app, ("spec",)), "memoryOverheadFactor", conf,
+                              "spark.kubernetes.memoryOverheadFactor", f"{ref}: spec", _factor)
+        if factor is None:
+            jvm = str(get_path(app, ("spec", "type")) or "Scala") in ("Java", "Scala")
+            factor = JVM_FACTOR if jvm else NON_JVM_FACTOR
+        minimum = _setting(spec, None, conf, f"spark.{role}.minMemoryOverhead", where, _mib)
+        overhead = max(math.floor(memory * factor), MIN_OVERHEAD_MIB if minimum is None else minimum)
     total_mib = memory + overhead
     if role == "executor":
         if str(get_path(app, ("spec", "type"))) == "Python" and conf.get("spark.executor.pyspark.memory") is not None:
             total_mib += _mib(conf["spark.executor.pyspark.memory"], "sparkConf spark.executor.pyspark.memory")
-        if str(conf.get("spark.memory.offHeap.enabled", "")).strip().lower() == "true" and conf.get(
-            "spark.memory.offHeap.size"
-        ) is not None:
+        off_heap = str(conf.get("spark.memory.offHeap.enabled", "")).strip().lower() == "true"
+        if off_heap and conf.get("spark.memory.offHeap.size") is not None:
             total_mib += _mib(conf["spark.memory.offHeap.size"], "sparkConf spark.memory.offHeap.size", 1)
     resources = {"cpu": Fraction(1) if cpu is None else cpu, "memory": Fraction(total_mib * MIB)}
     gpu = spec.get("gpu")
@@ -272,7 +259,7 @@ def initial_executors(app: dict[str, Any], ref: str = "SparkApplication") -> tup
         GangError (400): a count that is not a non-negative integer, or dynamic allocation whose bounds contradict
             (minExecutors or the initial number above maxExecutors, which Spark refuses at start).
     """
-    conf = _conf(app)
+    conf = get_map(app, ("spec", "sparkConf"))
     instances = _count(app, ("spec", "executor", "instances"), f"{ref}: spec.executor.instances", conf,
                        "spark.executor.instances")
     dyn = get_path(app, ("spec", "dynamicAllocation"))
@@ -319,8 +306,8 @@ def resolve_spark_application(
     """Plan for a SparkApplication: minMember 1, minResources = driver + initial executors (module docstring).
 
     Raises:
-        GangError: 400 without ``spec.driver``/``spec.executor`` or with an unparsable size or count; 403 for a
-            minMember other than 1.
+        GangError: 400 without ``spec.driver``/``spec.executor`` (both required by the CRD) or with an unparsable size
+            or count; 403 for a minMember other than 1.
     """
     name = str(get_path(obj, ("metadata", "name")) or "")
     ref = object_ref("SparkApplication", namespace, name)
@@ -412,13 +399,13 @@ def resolve_spark_driver(
         GangError (400): a malformed ``spark-executors``/``spark-executor-resources`` annotation or pod quantity;
             (403) a minMember other than 1.
     """
-    meta = meta_v if isinstance(meta_v := pod.get("metadata"), dict) else {}
+    meta = get_map(pod, ("metadata",))
     name = str(meta.get("name") or "")
     ref = f"Spark driver Pod {namespace}/{name or meta.get('generateName', '')}"
     selector = str(meta["labels"][SPARK_APP_SELECTOR])
     min_member = one_member(ann, config, ref)
     group_name = choose_group_name(pod, ann, [POD], config, "Pod", selector)
-    annotations = ann_v if isinstance(ann_v := meta.get("annotations"), dict) else {}
+    annotations = get_map(meta, ("annotations",))
     raw_n = annotations.get(config.spark_executors_key)
     executors = None
     if raw_n is not None:
@@ -467,9 +454,8 @@ def resolve_pod_or_spark_driver(
 
 
 def _belongs_to(pg: dict[str, Any], driver: str, config: Config) -> bool:
-    meta = meta_v if isinstance(meta_v := pg.get("metadata"), dict) else {}
-    annotations = ann_v if isinstance(ann_v := meta.get("annotations"), dict) else {}
-    if annotations.get(f"{config.annotation_prefix.rstrip('/')}/owner") == f"/Pod/{driver}":
+    owner = get_map(pg, ("metadata", "annotations")).get(f"{config.annotation_prefix.rstrip('/')}/owner")
+    if owner == f"/Pod/{driver}":
         return True
     ref = controller_ref(pg)
     return ref is not None and ref.get("kind") == "Pod" and ref.get("name") == driver
@@ -527,8 +513,9 @@ def driver_group(driver_pod: dict[str, Any], config: Config) -> str | None:
 
 def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any
                         ) -> GangPlan | DriverLookup | None:
-    """POD_JOINERS entry: a Spark executor Pod joins the group its driver pod is in; ``None`` for every other pod and
-    for an executor without a driver (client mode: the driver runs outside the cluster).
+    """POD_JOINERS entry: a Spark executor Pod joins the group its driver pod is in (label and schedulerName; a driver
+    in no group leaves it alone); ``None`` for every other pod and for an executor without a driver (client mode: the
+    driver runs outside the cluster).
 
     The driver is the executor's controller ownerReference (``kind: Pod``; spark-submit's
     ``KubernetesUtils.addOwnerReference``). Its group is found, without an API call, from the driver pod in the
@@ -599,9 +586,9 @@ def running_spark_application(update: RunningUpdate, plan: GangPlan, config: Con
         "re-run is then ganged), or delete and re-create the SparkApplication with them", True)
 
 
-_SPARK_WHY = ("executors join their driver by label, and the spark-operator does not copy spec.schedulingGroup into "
-              "the pods it makes")
-SPARK_BACKENDS = AllowedBackends((POD_GROUP_BACKEND,), lambda obj: True, "Spark", _SPARK_WHY)
+SPARK_BACKENDS = AllowedBackends((POD_GROUP_BACKEND,), lambda obj: True, "Spark", "executors join their driver "
+                                 "by label, and the spark-operator does not copy spec.schedulingGroup into the pods "
+                                 "it makes")
 """Spark's gangs stay on the pod-group label's backend (``WorkloadKind.allowed_backends``; SparkConnect's too)."""
 SPARK_APPLICATION = WorkloadKind(
     "sparkoperator.k8s.io", "SparkApplication", (("v1beta2", "sparkapplications"),), resolve_spark_application,
@@ -612,9 +599,8 @@ BARE_POD = WorkloadKind(
     pod_joiner=join_spark_executor, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, in_status=False,
     # the drivers own their executors' group (spark-submit / spark-operator label spark-role)
     pod_watch_selector=f"{SPARK_ROLE}=driver",
-    allowed_backends=AllowedBackends(
-        (POD_GROUP_BACKEND,), lambda obj: get_path(obj, ("metadata", "labels", SPARK_ROLE)) is not None, "Spark",
-        _SPARK_WHY))
+    allowed_backends=replace(SPARK_BACKENDS,
+                             applies=lambda obj: get_path(obj, ("metadata", "labels", SPARK_ROLE)) is not None))
 """Bare Pods: spark-submit drivers by label, other bare pods as ``apps.resolve_pod``."""
 
 KINDS = (BARE_POD, SPARK_APPLICATION)

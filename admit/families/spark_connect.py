@@ -21,8 +21,7 @@ and ``memory`` are the driver's JVM settings) + the executors Spark starts with 
 memory overhead, as ``spark.spark_pod_resources``); the pod-group label and ``schedulerName`` go on both templates
 (an executor template admit creates when there is none: Spark merges it into each executor pod).
 
-The server pod takes its template once: a SparkConnect annotated while its server runs keeps that server outside
-the gang until the pod is re-created (:func:`running_spark_connect` warns).
+A SparkConnect annotated while its server runs: :func:`running_spark_connect`.
 """
 
 from __future__ import annotations

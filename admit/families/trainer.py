@@ -17,14 +17,11 @@ So admit gangs the JobSet, not the TrainJob:
   validating webhook requires a domain-prefixed path, ``pkg/runtime/framework/plugins/jobset/jobset.go``
   ``Validate``: ``validation.IsDomainPrefixedPath(runtimePatchesPath.Child("manager"), ...)``, since v2.2.0, the first
   release with ``runtimePatches``) whose JobSet template metadata carries the TrainJob's ``gang.admit.dev/*``
-  annotations. Trainer puts them on the JobSet it creates, and the JobSet family
-  (``admit.families.jobset``) gangs it: one PodGroup named after the JobSet, i.e. after the TrainJob, with the
-  JobSet's pods, adopted by the JobSet (owned in turn by the TrainJob, so the garbage collector removes all three
-  together). The TrainJob itself gets no PodGroup.
-- Deferring: when the runtime has ``podGroupPolicy.coscheduling``, Trainer labels the JobSet's pod templates with
-  the pod-group label and makes the PodGroup itself; the JobSet family sees a TrainJob-owned JobSet labelled without
-  admit's managed label and defers (mutates nothing, creates nothing, says so). admit cannot tell at TrainJob
-  admission which runtime gangs, so the TrainJob's answer says both cases.
+  annotations. Trainer puts them on the JobSet it creates, and the JobSet family (``admit.families.jobset``) gangs
+  it: one PodGroup named after the JobSet, i.e. after the TrainJob, owned by the JobSet (owned in turn by the
+  TrainJob). The TrainJob itself gets no PodGroup.
+- Deferring: when the runtime has a ``podGroupPolicy``, Trainer gangs the JobSet itself and the JobSet family defers
+  (``jobset._trainer_ganged``).
 - Older Trainer releases without ``runtimePatches`` (before v2.2) drop the entry; there, put the annotations on the
   runtime's ``spec.template.metadata.annotations`` (every JobSet of that runtime is then ganged).
 - ``runtimePatches`` can change only while the TrainJob is suspended, and Trainer does not rebuild the JobSet of a
@@ -285,11 +282,9 @@ def running_trainjob(update: RunningUpdate, plan: GangPlan, config: Config) -> R
     the JobSet Trainer built already.
 
     - The stored TrainJob has no admit entry (annotated after creation): Trainer built its JobSet at creation without
-      admit's marks, and the JobSet's pod templates cannot take them now: JobSet's update webhook keeps
-      ``spec.replicatedJobs`` immutable (kubernetes-sigs/jobset ``pkg/webhooks/jobset_webhook.go``
-      ``ValidateUpdate``; while suspended only the pod templates' labels, annotations, nodeSelector, tolerations
-      and schedulingGates may change, not ``schedulerName``), and while the TrainJob runs Trainer refuses the entry
-      itself (``checkRuntimePatchesImmutability``). Refused with the fix: recreate the TrainJob.
+      admit's marks, and the JobSet's pod templates cannot take them now (JobSet's update webhook, module docstring of
+      ``admit.families.jobset``), and while the TrainJob runs Trainer refuses the entry itself
+      (``checkRuntimePatchesImmutability``). Refused with the fix: recreate the TrainJob.
     - The entry changes while the TrainJob is not suspended before nor after the update: Trainer refuses it
       (kubeflow/trainer v2.3.0 ``pkg/runtime/framework/plugins/jobset/jobset.go`` ``checkRuntimePatchesImmutability``:
       "RuntimePatches can only be modified when the TrainJob is suspended before or after the update"). Refused

@@ -23,14 +23,10 @@ So the gang annotations a user writes on the wrapper's own metadata never reach 
 - **judges** the wrapper by the run it makes (built as the operator builds it, with the wrapper's gang annotations
   on the run's metadata) at the wrapper's CREATE and UPDATE: what the run's admission would refuse is refused here,
   named after the wrapper and its template's fields, instead of on every schedule in the operator's log;
-- **carries** the annotations through the template (``shared.Carry``): it writes them into an annotations map of the
-  template that the operator copies whole and never reads for itself (a SparkApplication's
-  ``spec.template.driver.annotations``, the driver pod's; a RayJob's
-  ``spec.jobTemplate.rayClusterSpec.headGroupSpec.template.metadata.annotations``, the head pod's), and at each
-  run's CREATE puts them on the run's own ``metadata.annotations`` (``webhook.mutate``): each run is then a gang of
-  its own, named after it (a SparkApplication's PodGroup ``<run>``; a RayJob's RayCluster, which KubeRay makes with
-  the RayJob's annotations, its PodGroup ``<cluster>``). ``gang.admit.dev/pod-group`` is not carried: every run
-  would name one PodGroup (a warning says so).
+- **carries** the annotations through the template (``shared.Carry``: :data:`SPARK_CARRY`, the driver pod's
+  annotations; :data:`RAY_CARRY`, the head pod's) onto each run's own ``metadata.annotations``: each run is then a
+  gang of its own, named after it (a RayJob's through the RayCluster KubeRay makes with its annotations).
+  ``gang.admit.dev/pod-group`` is not carried: every run would name one PodGroup (a warning says so).
 
 The wrapper itself gets no PodGroup, no pod-group label and no ``schedulerName`` (its runs get them at their own
 admission) and the controller does not watch it (``WorkloadKind.unwatched``).
@@ -47,7 +43,7 @@ from typing import Any, Callable
 
 from ..config import Config
 from ..gang.patch import pointer, set_keys_ops
-from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, Resolver, get_path
+from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, Resolver, get_map, get_path
 from .ray import RAYJOB
 from .shared import Carry, WorkloadKind, object_ref
 from .spark import SPARK_APPLICATION, resolve_spark_application
@@ -65,22 +61,18 @@ RAY_CRONJOB_TIMESTAMP = "ray.io/cronjob-scheduled-timestamp"
 GENERATED_SUFFIX = "x7k2p"
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def scheduled_run(sched: dict[str, Any], namespace: str, when: datetime = EXAMPLE_TIME) -> dict[str, Any]:
     """The SparkApplication the spark-operator v2.5.2 makes from ScheduledSparkApplication ``sched`` at ``when``
     (``controller.go`` ``createSparkApplication``; pure): name ``<name>-<nanoseconds>`` (the default precision), the
     labels of ``sched`` plus ``sparkoperator.k8s.io/scheduled-app-name``, no annotations, an ownerReference with
     ``blockOwnerDeletion`` and no ``controller``, ``spec`` a deep copy of ``spec.template``."""
-    meta = _mapping(sched.get("metadata"))
+    meta = get_map(sched, ("metadata",))
     name = str(meta.get("name") or "")
     nanos = int(when.timestamp()) * 1_000_000_000
     template = get_path(sched, ("spec", "template"))
     return {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
             "metadata": {"name": f"{name}-{nanos}", "namespace": namespace,
-                         "labels": {SCHEDULED_APP_LABEL: name, **_mapping(meta.get("labels"))},
+                         "labels": {SCHEDULED_APP_LABEL: name, **get_map(meta, ("labels",))},
                          "ownerReferences": [{"apiVersion": "sparkoperator.k8s.io/v1beta2",
                                               "kind": "ScheduledSparkApplication", "name": name,
                                               "uid": str(meta.get("uid") or ""), "blockOwnerDeletion": True}]},
@@ -93,7 +85,7 @@ def ray_cron_run(cron: dict[str, Any], namespace: str, when: datetime = EXAMPLE_
     epoch>``, the label ``ray.io/cronjob-name``, the annotation ``ray.io/cronjob-scheduled-timestamp`` (RFC 3339,
     UTC) and no other, a controller ownerReference (``controller`` and ``blockOwnerDeletion`` true), ``spec`` a deep
     copy of ``spec.jobTemplate``."""
-    meta = _mapping(cron.get("metadata"))
+    meta = get_map(cron, ("metadata",))
     name = str(meta.get("name") or "")
     template = get_path(cron, ("spec", "jobTemplate"))
     return {"apiVersion": "ray.io/v1", "kind": "RayJob",
@@ -119,7 +111,7 @@ def carry_ops(obj: dict[str, Any], carry: Carry, plan: GangPlan | None, config: 
     removed) or leaves the runs to their operator (``plan.mutate`` off)."""
     want = dict(plan.template_annotations) if plan is not None and plan.mutate else {}
     ops = set_keys_ops(obj, carry.in_wrapper, want) if want else []
-    there = _mapping(get_path(obj, carry.in_wrapper))
+    there = get_map(obj, carry.in_wrapper)
     ops.extend({"op": "remove", "path": pointer(carry.in_wrapper + (key,))}
                for key in carried_keys(config) if key in there and key not in want)
     return ops
@@ -148,7 +140,7 @@ def _carried_plan(plan: GangPlan, obj: dict[str, Any], w: _Wrapper, ref: str, co
                   reword: Callable[[str], str]) -> GangPlan:
     """The wrapper's plan from its run's ``plan``: the run's size and refusals, no PodGroup and no marks of its own,
     and the gang annotations to carry in ``template_annotations`` (:func:`carry_ops` writes them)."""
-    own = _mapping(get_path(obj, ("metadata", "annotations")))
+    own = get_map(obj, ("metadata", "annotations"))
     carried = {k: str(own[k]) for k in carried_keys(config) if isinstance(own.get(k), str)}
     name = str(get_path(obj, ("metadata", "name")) or "")
     run = w.carry.child[1]
@@ -176,14 +168,14 @@ def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
         GangError / BelowMinMember: as the run's resolver, worded for the wrapper (its fields under
             ``Carry.template``).
     """
-    meta = _mapping(obj.get("metadata"))
+    meta = get_map(obj, ("metadata",))
     name = str(meta.get("name") or "")
     ref = object_ref(w.kind, namespace, name or str(meta.get("generateName") or ""))
     if not name and meta.get("generateName"):  # judged with a name as kube-apiserver makes it: generateName + 5
         obj = {**obj, "metadata": {**meta, "name": f"{meta['generateName']}{GENERATED_SUFFIX}"}}
     run = w.make(obj, namespace)
-    own = _mapping(get_path(obj, ("metadata", "annotations")))
-    run["metadata"]["annotations"] = {**_mapping(run["metadata"].get("annotations")),
+    own = get_map(obj, ("metadata", "annotations"))
+    run["metadata"]["annotations"] = {**get_map(run, ("metadata", "annotations")),
                                       **{k: own[k] for k in carried_keys(config) if k in own}}
     run_ref = object_ref(run["kind"], namespace, run["metadata"]["name"])
     reword = lambda text: _in_template(text, run_ref, ref, w)  # noqa: E731

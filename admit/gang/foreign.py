@@ -10,11 +10,8 @@ they say what admit needs (a group name, a group size) and never writes another 
 - ``kueue.x-k8s.io/pod-group-name`` (pod label, Kueue plain-pod groups): the PodGroup name of a bare pod with
   ``gang.admit.dev/min-member``; ``kueue.x-k8s.io/pod-group-total-count`` (its pod annotation): ``auto`` minMember,
   and the pod count checked against an explicit one.
-- ``kueue.x-k8s.io/job-min-parallelism`` (Job annotation, partial admission): a count Kueue may start the Job with
-  that a fixed minMember cannot survive is refused at the Job's CREATE, a warning on a stored Job's UPDATE; a later
-  refusal names it. ``kueue.x-k8s.io/multikueue-origin`` (a MultiKueue worker's copy): ganged as
-  usual, with a note; Job ``spec.managedBy: kueue.x-k8s.io/multikueue`` (the manager's copy): left unchanged, no
-  PodGroup, a warning.
+- Kueue's partial admission and MultiKueue's copies of a Job (:data:`KUEUE_MIN_PARALLELISM`,
+  :data:`MULTIKUEUE_MANAGED_BY`, :data:`MULTIKUEUE_ORIGIN`): ``admit.families.apps`` ``_kueue_facts``.
 - Volcano's ``scheduling.k8s.io/group-name`` (pod template annotation): the mark of Kubeflow Trainer's Volcano
   gang, which admit leaves to Trainer (``admit.families.jobset``, ``admit.families.trainer``).
 

@@ -37,10 +37,9 @@ def _without_bookkeeping(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def bookkeeping_only(old: Any, new: Any) -> bool:
-    """True when an UPDATE from ``old`` to ``new`` changes something, but only ``status``, ``metadata.finalizers``,
-    ``metadata.resourceVersion``, ``metadata.generation`` or ``metadata.managedFields`` (both are object dicts;
-    False when either is missing). An UPDATE that changes nothing at all (``kubectl apply`` of the same manifest) is
-    not bookkeeping: it is how a workload annotated before admit was installed gets its group."""
+    """True when an UPDATE from ``old`` to ``new`` (object dicts; False when either is missing) changes something, but
+    only the bookkeeping of the module docstring. An UPDATE that changes nothing at all (``kubectl apply`` of the
+    same manifest) is not: it is how a workload annotated before admit was installed gets its group."""
     if not isinstance(old, dict) or not isinstance(new, dict) or old == new:
         return False
     return _without_bookkeeping(old) == _without_bookkeeping(new)

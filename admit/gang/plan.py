@@ -34,7 +34,7 @@ from ..echo import clip
 __all__ = ["BelowMinMember", "below_min_member", "GangError", "NoNameYet", "generated_group_name", "GangAnnotations",
            "PodTarget", "Wave", "GangPlan", "parse_gang_annotations", "ignored_without_min_member",
            "misplaced_annotation_warnings", "label_key_warnings", "min_member_source", "counted_and_fix",
-           "check_group_name", "choose_group_name", "int_field", "Resolver", "MEMBER"]
+           "check_group_name", "choose_group_name", "get_path", "get_map", "int_field", "Resolver", "MEMBER"]
 
 MAX_TIMEOUT_SECONDS = 900
 MAX_MIN_MEMBER = 2**31 - 1  # PodGroup spec.minMember is an int32
@@ -59,10 +59,9 @@ class GangError(Exception):
 
 
 class BelowMinMember(GangError):
-    """A gang whose pods are fewer than its minMember, as data: no scheduler can ever place it, so every pod would
-    stay Pending forever. A resolver raises it with :func:`below_min_member`; ``backends.with_backend`` renders the
-    message once, with the scheduler of the gang's backend (:meth:`message_for`), so the families import no backend.
-    Code 403.
+    """A gang whose pods are fewer than its minMember, as data (code 403): every pod would stay Pending forever.
+    Raised by :func:`below_min_member`; ``backends.with_backend`` / ``backends.check_plan`` render the message with
+    the scheduler of the gang's backend (:meth:`message_for`), so the families import no backend.
 
     Attributes:
         ref: how the message names the object (``"Deployment team/web"``).
@@ -138,13 +137,11 @@ class GangAnnotations:
 
 
 def not_a_string_message(key: str, value: Any) -> str:
-    """The refusal of an annotation whose value is not a string (``min-member: 3`` written unquoted in YAML).
-
-    ``metadata.annotations`` is ``map[string]string`` (ObjectMeta, k8s.io/apimachinery ``types.go``): kube-apiserver
-    refuses such a manifest while decoding it ("json: cannot unmarshal number into Go struct field
+    """The refusal of an annotation whose value is not a string (``min-member: 3`` written unquoted in
+    YAML). ``metadata.annotations`` is ``map[string]string`` (ObjectMeta, k8s.io/apimachinery ``types.go``):
+    kube-apiserver refuses such a manifest while decoding it ("json: cannot unmarshal number into Go struct field
     ObjectMeta.metadata.annotations of type string"), before any webhook; admit only meets it in ``admit review``
-    or from a client that skipped the decode. The message names the fix: quote the value.
-    """
+    or from a client that skipped the decode."""
     shown = clip(value)  # bounded: reprlib cuts a long number or a nested value
     got = f"got {type(value).__name__} {shown}"
     if isinstance(value, bool):
@@ -397,8 +394,6 @@ class GangPlan:
 
     Attributes:
         kind / api_group / name / namespace: the workload (``name`` may be ``""`` for a Pod with generateName).
-        owner: stable identity ``"<group>/<Kind>/<name>"`` (``"apps/Deployment/web"``, ``"/Pod/x"``) recorded on
-            the PodGroup so a second workload cannot take the same group by accident.
         group_name: PodGroup name = value of the pod-group label.
         min_member: PodGroup ``spec.minMember`` (>= 1).
         total_pods: pods the workload runs at once (replicas, parallelism, summed replicas), or ``None`` if unknown.
@@ -429,10 +424,8 @@ class GangPlan:
         refusal_note: appended to a below-minMember refusal (``backends.check_plan``) when something other than the
             user sets the counted number (Kueue's partial admission): what to change there.
         follows_members: a shared group whose minMember follows the members still to run (an Argo Workflow's step
-            pods): the backend's ``merge_shared`` takes the members that succeeded off minMember, instead of
-            keeping the largest minMember any member set (kube-scheduler no longer counts finished pods). Its pods
-            carry ``<prefix>/managed: member`` (:data:`MEMBER`): the controller watches them and, when one finishes
-            or goes, sizes the group again for a member still waiting.
+            pods, ``admit.families.argo``): the backend's ``merge_shared`` takes the members that succeeded off
+            minMember; its pods carry ``<prefix>/managed: member`` (:data:`MEMBER`).
         runtime_class: the ``runtimeClassName`` of the plan's one pod template when it sets no ``spec.overhead`` and
             ``minResources`` is ``auto``, else ``None``: the class's ``overhead.podFixed`` is added to
             ``minResources`` from the controller's cache (``resources.with_runtime_overhead``).
@@ -470,7 +463,8 @@ class GangPlan:
 
     @property
     def owner(self) -> str:
-        """``"<group>/<Kind>/<name>"`` (``"<group>/<Kind>"`` when ``shared``), stored on the PodGroup."""
+        """``"<group>/<Kind>/<name>"`` (``"<group>/<Kind>"`` when ``shared``), stored on the PodGroup so that a second
+        workload cannot take the same group by accident."""
         if self.shared:
             return f"{self.api_group}/{self.kind}"
         return f"{self.api_group}/{self.kind}/{self.name}"
@@ -507,6 +501,12 @@ def get_path(obj: Any, path: tuple[str, ...]) -> Any:
         else:
             return None
     return obj
+
+
+def get_map(obj: Any, path: tuple[str, ...]) -> dict[str, Any]:
+    """The map at key ``path`` (:func:`get_path`), or ``{}`` where there is none (missing, or not a map)."""
+    value = get_path(obj, path)
+    return value if isinstance(value, dict) else {}
 
 
 def int_field(obj: dict[str, Any], path: tuple[str, ...], default: int | None, what: str) -> int | None:
@@ -582,11 +582,10 @@ def counted_and_fix(plan: GangPlan) -> tuple[str, str]:
 def below_min_member(plan: GangPlan, ann: GangAnnotations, config: Config, counted: str, fix: str, *,
                      ref: str | None = None, source: str | None = None, lower: str | None = None,
                      backend: str | None = None) -> None:
-    """Refuse a gang whose pods (``plan.total_pods``) are fewer than its minMember, as structured data: every
-    family and ``backends.check_plan`` refuse through it, and the message names the scheduler of the gang's backend
-    the same way for every kind (rendered by ``backends.with_backend`` / ``backends.check_plan``). The arguments
-    are :class:`BelowMinMember`'s; by default ``ref`` is ``plan.ref`` (an operator's object names the user's object
-    that made it), ``source`` :func:`min_member_source`, ``lower`` the min-member annotation.
+    """Refuse a gang whose pods (``plan.total_pods``) are fewer than its minMember (:class:`BelowMinMember`, whose
+    arguments these are; every family and ``backends.check_plan`` refuse through it). By default ``ref`` is
+    ``plan.ref`` (an operator's object names the user's object that made it), ``source`` :func:`min_member_source`,
+    ``lower`` the min-member annotation.
 
     Raises:
         BelowMinMember (403): ``0 < total_pods < min_member``.

@@ -26,6 +26,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..echo import clip
+from .plan import get_map, get_path
 from .quantity import QuantityError, add_resources, format_resources, max_resources, parse_quantity, scale_resources
 
 __all__ = [
@@ -173,9 +174,8 @@ DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 def device_class_record(obj: dict[str, Any]) -> dict[str, Any]:
     """What admit keeps of a ``resource.k8s.io`` DeviceClass (the controller cache's transform):
     ``{"metadata": {"name", "resourceVersion"}, "extendedResourceName": str | None}``."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec")
-    name = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+    meta = get_map(obj, ("metadata",))
+    name = get_path(obj, ("spec", "extendedResourceName"))
     return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
             "extendedResourceName": name if isinstance(name, str) and name else None}
 
@@ -190,7 +190,7 @@ def countable_min_resources(min_resources: dict[str, str] | None, served: Any) -
     dict[str, str] | None, dict[str, str]
 ]:
     """``(kept, left_out)``: ``min_resources`` without the resources served through DRA (module docstring), which
-    Coscheduling's pre-check could never find in node ``allocatable``, so they would refuse the gang on every cycle.
+    would make Coscheduling's pre-check refuse the gang on every cycle.
 
     ``served``: ``{extended resource name: DeviceClass name}`` (:func:`dra_extended_resources`); a resource in it or
     named with :data:`DEVICE_CLASS_RESOURCE_PREFIX` is left out, also where some nodes report it through a device
@@ -232,12 +232,9 @@ def resource_claims_warning(ref: str, pod_specs: Any) -> str | None:
 def runtime_class_record(obj: Any) -> dict[str, Any]:
     """What a RuntimeClass cache keeps (``node.k8s.io/v1``): its name and ``overhead.podFixed`` (``None`` when it
     has none)."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    meta = meta if isinstance(meta, dict) else {}
-    overhead = obj.get("overhead") if isinstance(obj, dict) else None
-    fixed = overhead.get("podFixed") if isinstance(overhead, dict) else None
+    meta = get_map(obj, ("metadata",))
     return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
-            "podFixed": dict(fixed) if isinstance(fixed, dict) and fixed else None}
+            "podFixed": dict(get_map(obj, ("overhead", "podFixed"))) or None}
 
 
 def runtime_overheads(runtime_classes: Any) -> dict[str, dict[str, str]]:
