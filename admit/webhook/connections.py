@@ -76,20 +76,12 @@ DEFAULT_MAX_CONNECTIONS = 500
 """Connections one replica holds at once. kube-apiserver uses a handful per webhook; 500 keeps a plain install's RSS
 under the chart's 256Mi limit even when every one is an idle TLS connection (see docs/performance.md)."""
 
-DEFAULT_READ_TIMEOUT = 5.0
-"""Seconds from a request's first byte until its body is read (kube-apiserver's webhook timeout defaults to 10 s)."""
-
-DEFAULT_IDLE_TIMEOUT = 120.0
-"""Seconds an idle keep-alive connection is kept (Go's ``http.Transport`` drops its idle ones after 90 s)."""
-
-DEFAULT_QUIET_SECONDS = 1.0
-"""During shutdown, seconds without a request byte after which a connection is closed (module docstring): a request
-written before then has arrived (in-cluster round trips are milliseconds; kube-apiserver writes a review at once)."""
-
+DEFAULT_READ_TIMEOUT = 5.0  # seconds: ``read_timeout`` (module docstring)
+DEFAULT_IDLE_TIMEOUT = 120.0  # seconds: ``keepalive_timeout`` (module docstring)
+DEFAULT_QUIET_SECONDS = 1.0  # seconds: ``quiet`` during shutdown (module docstring)
 LINGER_SECONDS = 0.5
 """Seconds a half-closed connection keeps reading (and dropping) what the client still sends before it is closed:
-Go's ``net/http`` server waits ``rstAvoidanceDelay`` (500 ms) the same way, for the client to read the answer before
-any RST."""
+Go's ``net/http`` server waits ``rstAvoidanceDelay`` (500 ms) the same way."""
 
 
 class _Guarded(asyncio.Protocol):
@@ -244,15 +236,20 @@ class ConnectionGuard:
                     log.warning("connection cap of %d reached with every connection busy: closed a new connection "
                                 "(%d so far)", self.max_connections, self.refused)
                 return False
-            victim = min(idle, key=lambda c: c.last_active)
             self.evicted += 1
             if self.evicted in (1, 10, 100) or self.evicted % 1000 == 0:
                 log.warning("connection cap of %d reached: closed the connection idle longest to make room (%d so far)",
                             self.max_connections, self.evicted)
-            self.live.pop(victim.transport, None)
-            victim.close()
+            self._close([min(idle, key=lambda c: c.last_active)])
         self.live[conn.transport] = conn
         return True
+
+    def _close(self, conns: list[_Guarded]) -> int:
+        """Forget and drop ``conns`` (:meth:`_Guarded.close`); returns how many."""
+        for conn in conns:
+            self.live.pop(conn.transport, None)
+            conn.close()
+        return len(conns)
 
     def _forget(self, conn: _Guarded) -> None:
         if self.live.get(conn.transport) is conn:
@@ -299,13 +296,9 @@ class ConnectionGuard:
         """Close the connections no request can be on its way to: none in progress, no request byte for ``quiet``
         seconds, nothing unread in the kernel (module docstring). Returns how many were closed."""
         now = time.monotonic() if now is None else now
-        quiet_ones = [c for c in self.live.values()
-                      if not c.in_request and c.reading_since is None and now - c.last_active >= quiet
-                      and not c.unread_bytes()]
-        for conn in quiet_ones:
-            self.live.pop(conn.transport, None)
-            conn.close()
-        return len(quiet_ones)
+        return self._close([c for c in self.live.values()
+                            if not c.in_request and c.reading_since is None and now - c.last_active >= quiet
+                            and not c.unread_bytes()])
 
     def start(self) -> None:
         """Start the sweeper that closes requests slower than ``read_timeout`` (checks twice per timeout)."""
@@ -324,21 +317,14 @@ class ConnectionGuard:
 
     def close_all(self) -> int:
         """Close every connection still open; returns how many."""
-        conns = list(self.live.values())
-        self.live.clear()
-        for conn in conns:
-            conn.close()
-        return len(conns)
+        return self._close(list(self.live.values()))
 
     def expire(self, now: float | None = None) -> int:
         """Close connections whose request has been arriving for longer than ``read_timeout``; returns how many."""
         now = time.monotonic() if now is None else now
         late = [c for c in self.live.values()
                 if c.reading_since is not None and not c.in_request and now - c.reading_since > self.read_timeout]
-        for conn in late:
-            self.live.pop(conn.transport, None)
-            conn.close()
-        if late:
+        if self._close(late):
             self.timed_out += len(late)
             log.info("closed %d connection(s) whose request did not arrive within %gs", len(late), self.read_timeout)
         return len(late)
