@@ -53,14 +53,8 @@ def object_reference(obj: dict[str, Any]) -> dict[str, Any]:
     """The ``ObjectReference`` of a stored object: ``{apiVersion, kind, name, namespace, uid, resourceVersion}``
     (keys whose value is missing are left out)."""
     meta = obj.get("metadata") or {}
-    ref = {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "name": meta.get("name"),
-        "namespace": meta.get("namespace"),
-        "uid": meta.get("uid"),
-        "resourceVersion": meta.get("resourceVersion"),
-    }
+    ref = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+           **{k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")}}
     return {k: v for k, v in ref.items() if v}
 
 

@@ -22,9 +22,8 @@ Key = tuple[str, str]
 """``(namespace, name)``: a PodGroup's, or the name every object of a native gang shares."""
 
 THROTTLED_QUIET_FAILURES = 2
-"""Throttled failures in a row of one key (:meth:`KeyLoop.quiet`) that are retried without a report: the third is
-reported. With the controller's backoff (0.5 s doubling) and each call's own retries within its timeout
-(``kube.client.call_with_retries``), that is throttling that outlasted the retries of three reconciles."""
+"""Throttled failures in a row of one key retried without a report (:meth:`KeyLoop.quiet`): the third, throttling
+that outlasted the retries of three reconciles (``kube.client.call_with_retries``), is reported."""
 
 
 class KeyLoop:
@@ -40,8 +39,7 @@ class KeyLoop:
       and then nothing else would look at the key again); a replica that did lose the Lease clears its queue;
     - ``kube.KubeError``: :meth:`retry` with the error's message (used as is when it already names its subject,
       ``"cannot create PodGroup ..."``; else after ``subject(key)``), not before its ``Retry-After``; a throttled
-      error (429, or a 5xx with ``Retry-After``: ``KubeError.throttled``) is reported only once it persists
-      (:meth:`quiet`);
+      error (``KubeError.throttled``) is reported only once it persists (:meth:`quiet`);
     - any other exception: logged with its traceback as a bug, then :meth:`retry` (one bad object must not stop the
       controller).
 
@@ -102,11 +100,9 @@ class KeyLoop:
         return float(min(maximum, base * 2 ** (n - 1)) * (0.75 + random.random() / 4))
 
     def quiet(self, key: Key, error: KubeError) -> bool:
-        """True while a failure of ``key`` is still transient: ``error`` is throttled (``KubeError.throttled``: 429
-        from API Priority and Fairness, or a 5xx with ``Retry-After``; the client already retried it within its
-        timeout) and ``key`` has failed fewer than :data:`THROTTLED_QUIET_FAILURES` times in a row before it. Such a
-        failure is logged at INFO and gets no Warning Event; the next one is reported (a warning, and the write's
-        Event) as any other failure."""
+        """True while a failure of ``key`` is still transient: ``error`` is throttled (``KubeError.throttled``) and
+        ``key`` failed fewer than :data:`THROTTLED_QUIET_FAILURES` times in a row before it (:meth:`retry` then logs
+        it at INFO, with no Warning Event)."""
         return error.throttled and self.failures.get(key, 0) < THROTTLED_QUIET_FAILURES
 
     def retry(self, key: Key, why: str, *, quiet: bool = False, at_least: float = 0.0) -> None:

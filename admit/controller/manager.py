@@ -96,8 +96,7 @@ class Manager:
                                     **self.cache_options())
             for wk in table}
         # A cluster without DRA, or without RBAC for these, answers 404 / 403: retried slowly.
-        classes: dict[str, Any] = dict(resync_period=None, backoff=s.watch_backoff, slow_retry=s.slow_retry,
-                                       idle_timeout=s.watch_idle_timeout, page_size=s.page_size)
+        classes = dict(self.cache_options(), resync_period=None, on_listed=None)
         self.device_classes = WatchCache(self.api, DEVICE_CLASSES, handlers=[self._on_class],
                                          transform=device_class_record, **classes)
         self.runtime_classes = WatchCache(self.api, RUNTIME_CLASSES, handlers=[self._on_class],

@@ -25,15 +25,11 @@ No equivalent of scheduler-plugins' ``minResources`` and ``scheduleTimeoutSecond
 asked for them. :data:`SHAPES` is the one table of what differs per served version, each row with its source;
 discovery picks the first row the API server serves (``discovery.py``).
 
-Priority (1.37+, ``validatePodGroup`` in kube-scheduler's ``pkg/scheduler/schedule_one_podgroup.go``): a PodGroup is
-scheduled only when every pod has its priority ("all pods in a single pod group should have the same priority as the
-pod group's priority"), the same ``schedulerName`` and the same ``preemptionPolicy`` (``PodGroupPreemptionPolicy``
-gate). Its priority comes from its own ``priorityClassName``, so admit copies the pods' ``priorityClassName`` (and an
-explicit ``preemptionPolicy``, which the API server drops with its gate off, as ``dropDisabledPreemptionPolicyField``
-of ``pkg/registry/scheduling/compositepodgroup/strategy.go`` does) into the template and the PodGroup
-(:func:`gang_priority`), refuses a gang whose templates disagree, and refuses a ``system-*`` class (a PodGroup's
-``priority`` is capped at 1000000000, ``HighestUserDefinablePriority``). Both fields are immutable
-(:func:`priority_mismatch`).
+Priority (1.37+): admit copies the pods' ``priorityClassName`` and an explicit ``preemptionPolicy`` into the template
+and the PodGroup and refuses a gang whose templates disagree (:func:`gang_priority`, with kube-scheduler's rule); the
+API server drops ``preemptionPolicy`` with its ``PodGroupPreemptionPolicy`` gate off, as
+``dropDisabledPreemptionPolicyField`` of ``pkg/registry/scheduling/compositepodgroup/strategy.go`` does. Both fields
+are immutable (:func:`priority_mismatch`).
 """
 
 from __future__ import annotations
@@ -85,6 +81,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 SCHEDULED = "PodGroupScheduled"  # v1alpha2 (1.36)
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"  # v1alpha3, v1beta1 (1.37), renamed in kubernetes PR#139743
 MAX_GROUP_PRIORITY = 1_000_000_000  # HighestUserDefinablePriority: "+k8s:maximum" of PodGroup ``priority``
+_PRIORITY_KEYS = ("priorityClassName", "preemptionPolicy")
 
 
 def not_served_message(config: Config) -> str:
@@ -283,23 +280,14 @@ def gang_priority(obj: dict[str, Any], plan: GangPlan, config: Config) -> dict[s
                 f"would stay Pending. Give every pod template the same {key}, or gang them apart (annotation "
                 f"{config.pod_group_key} on separate workloads)")
     cls = next(iter(seen["priorityClassName"]), "")
-    if cls.startswith("system-"):
+    if cls.startswith("system-"):  # a PodGroup's priority is capped at HighestUserDefinablePriority
         raise GangError(
             f"{plan.ref}: pods with priorityClassName {cls!r} cannot form a native gang: a PodGroup's priority is at "
             f"most {MAX_GROUP_PRIORITY} (HighestUserDefinablePriority, scheduling.k8s.io PodGroup types.go) and the "
             "system-* classes are above it (system-cluster-critical 2000000000, system-node-critical 2000001000), so "
             "the PodGroup could never carry its pods' priority. Use a PriorityClass of your own, or the coscheduling "
             f"backend ({config.backend_key}: coscheduling)")
-    out = {}
-    if cls:
-        out["priorityClassName"] = cls
-    policy = next(iter(seen["preemptionPolicy"]), "")
-    if policy:
-        out["preemptionPolicy"] = policy
-    return out
-
-
-_PRIORITY_KEYS = ("priorityClassName", "preemptionPolicy")
+    return {k: v for k in _PRIORITY_KEYS if (v := next(iter(seen[k]), ""))}
 
 
 def _priority_of(obj: dict[str, Any]) -> dict[str, Any]:
