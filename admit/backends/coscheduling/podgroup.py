@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
-from ...gang.ownerrefs import controller_ref
+from ...gang.ownerrefs import controller_identity
 from ...gang.plan import GangPlan
 from ...gang.quantity import QuantityError, format_resources, parse_quantity
 from ..common import Ownership, generation_annotation, members_left, owner_annotation
@@ -48,6 +48,9 @@ def desired_pod_group(plan: GangPlan, config: Config, generation: int | None = N
     }
 
 
+_FIELDS = ("minMember", "minResources", "scheduleTimeoutSeconds")  # the spec fields admit manages
+
+
 def _same_resources(a: Any, b: Any) -> bool:
     a = a or {}
     b = b or {}
@@ -59,17 +62,17 @@ def _same_resources(a: Any, b: Any) -> bool:
         return False
 
 
+def _differs(key: str, have: Any, want: Any) -> bool:
+    return not _same_resources(have, want) if key == "minResources" else have != want
+
+
 def spec_differs(existing: dict[str, Any], desired_spec: dict[str, Any]) -> bool:
     """True when ``existing`` (a PodGroup) differs from ``desired_spec`` in the fields admit manages.
 
     Quantities compare by value (``"1"`` equals ``"1000m"``); a field admit does not set must be absent.
     """
     spec = spec_v if isinstance(spec_v := existing.get("spec"), dict) else {}
-    if spec.get("minMember") != desired_spec.get("minMember"):
-        return True
-    if spec.get("scheduleTimeoutSeconds") != desired_spec.get("scheduleTimeoutSeconds"):
-        return True
-    return not _same_resources(spec.get("minResources"), desired_spec.get("minResources"))
+    return any(_differs(key, spec.get(key), desired_spec.get(key)) for key in _FIELDS)
 
 
 def spec_json_patch(existing: dict[str, Any], desired_spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -79,15 +82,14 @@ def spec_json_patch(existing: dict[str, Any], desired_spec: dict[str, Any]) -> l
     if not isinstance(spec, dict):
         return [{"op": "add", "path": "/spec", "value": dict(desired_spec)}]
     ops: list[dict[str, Any]] = []
-    for key in ("minMember", "minResources", "scheduleTimeoutSeconds"):
+    for key in _FIELDS:
         want = desired_spec.get(key)
-        have = spec.get(key)
         if want is None:
             if key in spec:
                 ops.append({"op": "remove", "path": f"/spec/{key}"})
         elif key not in spec:
             ops.append({"op": "add", "path": f"/spec/{key}", "value": want})
-        elif (key == "minResources" and not _same_resources(have, want)) or (key != "minResources" and have != want):
+        elif _differs(key, spec.get(key), want):
             ops.append({"op": "replace", "path": f"/spec/{key}", "value": want})
     return ops
 
@@ -173,16 +175,11 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
     meta = existing.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
-    ref = controller_ref(existing)
+    ref_owner = controller_identity(existing)
     pg = f"PodGroup {plan.namespace}/{plan.group_name}"
-    ref_owner = None
-    if ref is not None:
-        group = str(ref.get("apiVersion", "")).rpartition("/")[0] if "/" in str(ref.get("apiVersion", "")) else ""
-        ref_owner = f"{group}/{ref.get('kind')}/{ref.get('name')}"
     if labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
         owner = annotations.get(owner_annotation(config))
-        same = owner == plan.owner and (ref_owner is None or ref_owner == plan.owner or plan.shared)
-        if same:
+        if owner == plan.owner and (ref_owner is None or ref_owner == plan.owner or plan.shared):
             return Ownership("manage")
         return Ownership(
             "conflict",
@@ -255,17 +252,15 @@ def spec_changes(pg: dict[str, Any], desired_spec: dict[str, Any]) -> list[str]:
     found = pg.get("spec")
     spec: dict[str, Any] = found if isinstance(found, dict) else {}
     out = []
-    for key in ("minMember", "minResources", "scheduleTimeoutSeconds"):
+    for key in _FIELDS:
         have, want = spec.get(key), desired_spec.get(key)
         if key == "minResources":
-            if spec_differs({"spec": {"minMember": 0, "minResources": have}},
-                            {"minMember": 0, "minResources": want}):
-                out.append(f"minResources {have or {}} -> {want or {}}")
-        elif have != want:
+            have, want = have or {}, want or {}
+        if _differs(key, have, want):
             out.append(f"{key} {have} -> {want}")
     return out
 
 
 def describe_spec(spec: dict[str, Any]) -> list[str]:
     """Human list of a PodGroup spec's fields: ``["minMember 3", "minResources {'cpu': '3'}"]``."""
-    return [f"{k} {spec[k]}" for k in ("minMember", "minResources", "scheduleTimeoutSeconds") if k in spec]
+    return [f"{k} {spec[k]}" for k in _FIELDS if k in spec]
