@@ -42,9 +42,7 @@ def requested_backend(ann: GangAnnotations, config: Config) -> str:
 
 def scheduler_of(backend: str) -> str:
     """Who keeps an undersized gang Pending, for messages: the ``scheduler`` of the backend called ``backend``
-    (``interface.GangBackend``): scheduler-plugins' Coscheduling plugin (its PreFilter rejects a pod until minMember
-    pods of its PodGroup exist), or kube-scheduler's native GangScheduling plugin (its PreEnqueue waits for
-    ``minCount`` pods)."""
+    (``interface.GangBackend.scheduler``)."""
     found = BACKENDS.get(backend)
     return found.scheduler if found is not None else "the gang scheduler"
 
@@ -188,18 +186,14 @@ def with_backend(resolver: Resolver, kind: WorkloadKind | None = None) -> Resolv
     def resolve(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
         try:
             plan = resolver(obj, ann, config, namespace, operation)
-        except BelowMinMember as e:  # a family's refusal as data: named with the backend's scheduler here
-            raise render_below(e, ann, config) from None
-        written = hook_of(requested_backend(ann, config), "written_group") if ann.pod_group is None else None
-        if written is not None:
+            written = hook_of(requested_backend(ann, config), "written_group") if ann.pod_group is None else None
             # admit named this gang in the mutating phase (generateName: the object had no name yet) and wrote the
             # name where the backend's pods find it (workload_api.native.written_group)
-            named = written(obj, plan, config)
+            named = written(obj, plan, config) if written is not None else None
             if named is not None:
-                try:
-                    plan = resolver(obj, replace(ann, pod_group=named), config, namespace, operation)
-                except BelowMinMember as e:
-                    raise render_below(e, ann, config) from None
+                plan = resolver(obj, replace(ann, pod_group=named), config, namespace, operation)
+        except BelowMinMember as e:  # a family's refusal as data: named with the backend's scheduler here
+            raise render_below(e, ann, config) from None
         return apply_backend(plan, obj, ann, config, kind)
 
     return resolve

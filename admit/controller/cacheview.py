@@ -17,26 +17,15 @@ from ..kube.watchcache import Resource
 __all__ = ["ControllerView"]
 
 class ControllerView:
-    """Read-only view of a ``manager.Manager``'s caches.
+    """Read-only view of a ``manager.Manager``'s caches: the methods of ``admission.GroupCache``.
 
     The objects pods name with the label ``Config.pod_group_label`` are the group kind (the last of
     ``GangBackend.object_types``) of the label's backend, ``config.POD_GROUP_BACKEND``: ``get``, ``pod_group`` and
-    ``missing`` answer for them from that backend's gang controller (``None`` / unknown when it is not enabled);
-    ``missing`` and ``pod_group`` answer for another backend's group kind when given its name.
-
-    Methods (``admission.GroupCache``):
-        get(namespace, name): such a group admit manages, or ``None``.
-        gang_object(group, kind, namespace, name): a cached object of any gang backend, managed or not, keyed by API
-            group and kind (two backends whose objects share a kind never hide each other), else ``None``.
-        missing(namespace, name, backend): the controller's warning for a pod whose claimed group is being re-created.
-        extended_resources() / runtime_overheads(): ``{extended resource name: DeviceClass name}`` served through
-            DRA; ``{RuntimeClass name: overhead.podFixed}``.
-        pod_group(namespace, name, backend): ``(synced, group | None)`` over managed and other such groups.
-        group_pods(namespace, name, exclude): pods of the other stored gang workloads that name that group.
-        workload(group, version, plural, kind, namespace, name): ``(synced, object | None)``: a stored gang
-            workload of that resource as the cache keeps it: for a scalable kind the reduced copy its resolver reads
-            (``claims.resolvable_copy``), else its small record without a spec (``claims.workload_record``);
-            ``(False, None)`` for a resource the controller does not watch.
+    ``missing`` answer for them from that backend's gang controller (``None`` / unknown when it is not enabled), or
+    for another backend's group kind when given its name. ``gang_object`` is keyed by API group and kind, so two
+    backends whose objects share a kind never hide each other. ``workload`` gives a scalable kind's reduced copy
+    (``claims.resolvable_copy``), another kind's small record without a spec (``claims.workload_record``), and
+    ``(False, None)`` for a resource the controller does not watch.
     """
 
     def __init__(self, manager: Any) -> None:

@@ -59,11 +59,9 @@ class MultiIndex(Generic[K, V]):
     def get(self, key: K) -> frozenset[V]:
         """The members of ``key`` (an empty frozenset for an unknown key)."""
         current = self._map.get(key)
-        if current is None:
-            return frozenset()
         if isinstance(current, set):
             return frozenset(current)
-        return frozenset((current,))
+        return frozenset() if current is None else frozenset((current,))
 
     def __contains__(self, key: object) -> bool:
         """True when ``key`` has at least one member."""

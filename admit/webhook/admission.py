@@ -76,7 +76,9 @@ class GroupCache(Protocol):
     - ``group_pods(namespace, name, exclude) -> int | None``: the pods of the other stored workloads that name a
       group;
     - ``workload(group, version, plural, kind, namespace, name) -> (synced, object | None)``: a stored gang
-      workload (one admit labelled ``gang.admit.dev/managed``), and whether that kind's cache has listed.
+      workload (one admit labelled ``gang.admit.dev/managed``), and whether that kind's cache has listed;
+    - ``extended_resources()`` / ``runtime_overheads()``: ``{extended resource name: DeviceClass name}`` served
+      through DRA; ``{RuntimeClass name: overhead.podFixed}``.
     """
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...

@@ -267,9 +267,7 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
     """
     webhook = Webhook(admission, readiness)
     app = web.Application(client_max_size=webhook.max_bytes + 1)
-    app.router.add_post("/mutate", webhook.mutate)
-    app.router.add_post("/validate", webhook.validate)
-    app.router.add_get("/healthz", webhook.healthz)
-    app.router.add_get("/readyz", webhook.readyz)
+    for path, (methods, handler) in webhook.routes.items():  # add_get answers HEAD too, as the routes say
+        (app.router.add_get if "GET" in methods else app.router.add_post)(path, handler)
     app[ADMISSION_KEY] = admission
     return app
