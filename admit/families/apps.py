@@ -94,7 +94,7 @@ def resolve_replicated(
     obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str,
     kind: str = "Deployment",
 ) -> GangPlan:
-    """Plan for a Deployment or ReplicaSet (apps/v1): pods = ``spec.replicas`` (default 1)."""
+    """Plan for a Deployment, ReplicaSet or StatefulSet (apps/v1): pods = ``spec.replicas`` (default 1)."""
     replicas = int_field(obj, ("spec", "replicas"), 1, "spec.replicas")
     assert replicas is not None
     return _replicated_plan(obj, ann, config, namespace, kind, "apps", replicas, "spec.replicas", TEMPLATE)
@@ -104,9 +104,7 @@ def resolve_statefulset(
     obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
 ) -> GangPlan:
     """Plan for a StatefulSet; refuses ``podManagementPolicy: OrderedReady`` (the default) with minMember > 1."""
-    replicas = int_field(obj, ("spec", "replicas"), 1, "spec.replicas")
-    assert replicas is not None
-    plan = _replicated_plan(obj, ann, config, namespace, "StatefulSet", "apps", replicas, "spec.replicas", TEMPLATE)
+    plan = resolve_replicated(obj, ann, config, namespace, operation, kind="StatefulSet")
     policy = get_path(obj, ("spec", "podManagementPolicy")) or "OrderedReady"
     if plan.min_member > 1 and policy != "Parallel":
         # kube-apiserver defaults the field before admission, so an unset policy arrives as "OrderedReady": say that

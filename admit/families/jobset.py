@@ -113,12 +113,9 @@ def replicated_jobs(obj: dict[str, Any], ref: str) -> list[dict[str, Any]]:
 
 
 def _trainer_ganged(obj: dict[str, Any], config: Config) -> str | None:
-    """``"coscheduling"`` or ``"volcano"`` when Kubeflow Trainer gangs this JobSet itself (its runtime's
-    ``podGroupPolicy``: ``coscheduling.go`` / ``volcano.go`` ``EnforcePodGroupPolicy`` put the pod-group label or
-    :data:`~admit.gang.foreign.VOLCANO_GROUP_NAME` on every pod template), else None."""
-    owner = controller_owner(obj)
-    if owner is None or owner[:2] != (TRAINER_GROUP, "TrainJob"):
-        return None
+    """``"coscheduling"`` or ``"volcano"`` when Kubeflow Trainer gangs this JobSet (one a TrainJob controls) itself
+    (its runtime's ``podGroupPolicy``: ``coscheduling.go`` / ``volcano.go`` ``EnforcePodGroupPolicy`` put the
+    pod-group label or :data:`~admit.gang.foreign.VOLCANO_GROUP_NAME` on every pod template), else None."""
     if get_path(obj, ("metadata", "labels", config.managed_label)) is not None:
         return None  # admit labelled it (an earlier admission of this JobSet)
     for rj in get_path(obj, ("spec", "replicatedJobs")) or ():
@@ -199,7 +196,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     trainjob = owner[2] if owner is not None and owner[:2] == (TRAINER_GROUP, "TrainJob") else None
     if trainjob is not None:
         ref = f"{ref} (made by Kubeflow Trainer for {object_ref('TrainJob', namespace, trainjob)})"
-    trainer_gang = _trainer_ganged(obj, config)
+    trainer_gang = _trainer_ganged(obj, config) if trainjob is not None else None
     if trainer_gang is not None:
         how, makes = _TRAINER_GANGS[trainer_gang]
         return defer_to_operator(plan, f"its pod templates {how} Kubeflow Trainer for TrainJob {trainjob} (runtime "
@@ -249,12 +246,9 @@ KINDS = (JOBSET,)
 def _check_ordered_start(plan: GangPlan, ann: GangAnnotations, config: Config, ref: str, order_text: str,
                          in_order: bool, total_first: int, total_all: int, trainjob: str | None) -> None:
     """A JobSet whose members start in order (``order_text``), ``total_first`` of its ``total_all`` member pods
-    first: refuse a gang that deadlocks, else note that ``plan``'s PodGroup gangs the pods that start first.
-
-    Raises:
-        GangError: 403 when ``ann`` has no minMember (``auto`` gangs all pods) or one above ``total_first``; the fix
-            names TrainJob ``trainjob`` when Kubeflow Trainer made the JobSet.
-    """
+    first: refuse (``GangError``, 403) a gang that deadlocks, ``auto`` (all pods) or a minMember above
+    ``total_first``, the fix on TrainJob ``trainjob`` when Trainer made the JobSet; else note that ``plan``'s
+    PodGroup gangs the pods that start first."""
     namespace = plan.namespace
     if trainjob is not None:
         fix = (f"pick a runtime whose trainer replicatedJobs start together, or set {config.min_member_key} on "
@@ -285,11 +279,8 @@ def _check_ordered_start(plan: GangPlan, ann: GangAnnotations, config: Config, r
 def _exclusive_leaders(plan: GangPlan, ann: GangAnnotations, config: Config, ref: str,
                        first: list[dict[str, Any]]) -> int | None:
     """Under exclusive placement, the pods of the ``first`` replicatedJobs that exist before the gang is placed (one
-    leader per Job of an exclusive replicatedJob, all pods of the others), noted on ``plan``; else ``None``.
-
-    Raises:
-        GangError: 403 for a minMember above the leaders (the followers wait for the gang that waits for them).
-    """
+    leader per Job of an exclusive replicatedJob, all pods of the others), noted on ``plan``; else ``None``. A
+    minMember above the leaders is refused (``GangError``, 403): the followers wait for a gang that waits for them."""
     exclusive = [rj for rj in first if rj["exclusive"] is not None and rj["pods_per_job"] > 1]
     if not exclusive:
         return None

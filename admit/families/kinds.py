@@ -53,7 +53,7 @@ def carried_annotations(obj: Any, group: str, kind: str, config: Config) -> dict
     owners = {(str(r.get("apiVersion") or "").rpartition("/")[0], r.get("kind"))
               for r in (refs if isinstance(refs, list) else []) if isinstance(r, dict)}
     for wrapper, carry in carriers:
-        found = get_path(obj, carry.in_child)
+        found = get_path(obj, ("spec",) + carry.path)
         if wrapper in owners and isinstance(found, dict) and found.get(config.min_member_key) is not None:
             return {k: v for k, v in found.items() if isinstance(k, str) and k.startswith(config.key_prefix)
                     and isinstance(v, str)}

@@ -76,12 +76,9 @@ class _Replica:
     pod_spec: dict[str, Any]
     priority_class: str
 
-    @property
-    def priority(self) -> int:
-        return BUILTIN_PRIORITY_CLASSES.get(self.priority_class, 0)
-
     def order_key(self) -> tuple[int, int, str]:
-        return (-self.priority, _LEADER_ORDER.get(self.rtype.lower(), len(_LEADER_ORDER)), self.rtype)
+        return (-BUILTIN_PRIORITY_CLASSES.get(self.priority_class, 0),
+                _LEADER_ORDER.get(self.rtype.lower(), len(_LEADER_ORDER)), self.rtype)
 
 
 def _read_replicas(obj: dict[str, Any], kind: str, field: str, ref: str) -> list[_Replica]:

@@ -170,11 +170,8 @@ def _check_group_names(obj: dict[str, Any], ann: GangAnnotations, config: Config
                        targets: list[PodTarget]) -> None:
     """Each group of the LWS ``name`` gets its own PodGroup, ``<lws>-<group index>-<revision>``: refuse what would
     name them otherwise (``gang.admit.dev/pod-group``, a pod-group label on a template) and a name that would not fit
-    for the last group a rolling update makes (:func:`burst_replicas`: ``replicas`` plus the surge).
-
-    Raises:
-        GangError: 400 naming the annotation, the template or the name too long.
-    """
+    for the last group a rolling update makes (:func:`burst_replicas`: ``replicas`` plus the surge), with a
+    ``GangError`` (400)."""
     if ann.pod_group is not None:
         raise GangError(
             f"{ref}: annotation {config.pod_group_key} cannot name the PodGroups of an LWS: each group gets its own, "

@@ -36,7 +36,7 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
     cluster with every worker ``replicas`` nil (``constructRayClusterForRayService``); the CRD defaults it to 0
     (``raycluster_types.go``: ``+kubebuilder:default:=0``) and KubeRay runs ``minReplicas``: the floor again;
   - a finished RayJob's ``DeleteWorkers`` deletion policy (feature gate ``RayJobDeletionPolicy``, Beta, on since
-    v1.6.0; ``rayjob_controller.go`` ``suspendWorkerGroups``) suspends every worker group (:func:`_suspended_cap`);
+    v1.6.0; ``rayjob_controller.go`` ``suspendWorkerGroups``) suspends every worker group: the gang is what is left;
   - a running object annotated (:func:`running_ray`).
 - KubeRay gangs a cluster itself when it carries the label ``ray.io/gang-scheduling-enabled`` (with the operator
   started with ``--batch-scheduler=scheduler-plugins``: PodGroup named after the RayCluster, minMember desired
@@ -248,21 +248,6 @@ def _autoscaler_floor(asked: int, ann: GangAnnotations, config: Config, floor: i
         "admit would otherwise refuse its scale-downs)", lower or config.min_member_key, None)
 
 
-def _suspended_cap(plan: GangPlan, pods: list[dict[str, Any]], total: int, ref: str) -> None:
-    """A cluster with suspended worker groups: the gang is what is left (``total``: the head and the groups still
-    running), and a minMember above it is brought down to it, with a note. Only KubeRay suspends a worker group
-    (``raycluster_types.go`` ``WorkerGroupSpec.Suspend``: "not a user-facing API and is only used by RayJob
-    DeletionStrategy") and deletes those pods (``reconcilePods``): a refusal would only make KubeRay retry for ever."""
-    suspended = [p["where"] for p in pods if p.get("suspended")]
-    if not suspended or plan.min_member <= total:
-        return
-    plan.notes.append(
-        f"{ref}: {', '.join(suspended)} {'is' if len(suspended) == 1 else 'are'} suspended (KubeRay's RayJob deletion "
-        f"policy DeleteWorkers): their pods are deleted, so the gang is the {total} pod{'s' if total != 1 else ''} "
-        f"left and its minMember {plan.min_member} becomes {total}")
-    plan.min_member = total
-
-
 def _names(ref: str, kind: str, parent: tuple[str, str] | None, namespace: str,
            config: Config) -> tuple[str, str, str | None]:
     """``(ref, workers_field, lower)`` for messages about ``ref``: the object, its worker groups' field and the
@@ -293,11 +278,7 @@ def _floor_on_update(obj: dict[str, Any], old: dict[str, Any], plan: GangPlan,
     """:func:`_autoscaler_floor` for an UPDATE, except that an UPDATE of a RayCluster that leaves its floor and
     min-member as they were (the autoscaler's PATCH, KubeRay's own update) is only warned, its gang sized to the
     floor (by :func:`resolve_ray`): refusing it would hold the scale-downs back. A RayJob's or RayService's UPDATE
-    is judged whole: KubeRay makes its next cluster from it.
-
-    Raises:
-        BelowMinMember (403): minMember above the floor (:func:`_autoscaler_floor`).
-    """
+    is judged whole: KubeRay makes its next cluster from it (``BelowMinMember`` above the floor)."""
     cluster = get_path(obj, CLUSTER_SPEC[plan.kind])
     if not plan.mutate or not isinstance(cluster, dict) or cluster.get("enableInTreeAutoscaling") is not True:
         return None
@@ -369,7 +350,16 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         plan.notes.append(f"{ref}: minMember {plan.min_member} is above the {floor} pods the Ray autoscaler keeps: "
                           f"its gang is sized to {floor}")
         plan.min_member = floor
-    _suspended_cap(plan, pods, total, ref)
+    suspended = [p["where"] for p in pods if p.get("suspended")]
+    if suspended and plan.min_member > total:
+        # the gang is what is left: only KubeRay suspends a worker group (raycluster_types.go WorkerGroupSpec.Suspend:
+        # "not a user-facing API and is only used by RayJob DeletionStrategy") and deletes those pods (reconcilePods),
+        # and a refusal would only make KubeRay retry for ever
+        plan.notes.append(
+            f"{ref}: {', '.join(suspended)} {'is' if len(suspended) == 1 else 'are'} suspended (KubeRay's RayJob "
+            f"deletion policy DeleteWorkers): their pods are deleted, so the gang is the {total} "
+            f"pod{'s' if total != 1 else ''} left and its minMember {plan.min_member} becomes {total}")
+        plan.min_member = total
     if parent is None:  # KubeRay's copy of the warning would reach KubeRay's client, not the user
         plan.notes.append(batch_scheduler_note(ref, config))
     plan.operator_notice = batch_scheduler_note(ref, config)  # the Event on the RayCluster (a PodGroup claim)

@@ -240,11 +240,6 @@ class Carry:
         """Key path of the carried annotations in the wrapper."""
         return self.template + self.path
 
-    @property
-    def in_child(self) -> tuple[str, ...]:
-        """Key path of the carried annotations in the object the wrapper's controller makes."""
-        return ("spec",) + self.path
-
 
 @dataclass(frozen=True, slots=True)
 class WorkloadKind:

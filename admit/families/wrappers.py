@@ -162,12 +162,7 @@ def _carried_plan(plan: GangPlan, obj: dict[str, Any], w: _Wrapper, ref: str, co
 def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str,
                      w: _Wrapper) -> GangPlan:
     """Plan for a wrapper ``w``: the plan of the run it makes, resolved as that run's CREATE, said of the wrapper
-    (module docstring).
-
-    Raises:
-        GangError / BelowMinMember: as the run's resolver, worded for the wrapper (its fields under
-            ``Carry.template``).
-    """
+    (module docstring); raises the run's refusals (``GangError``, ``BelowMinMember``) worded for the wrapper."""
     meta = get_map(obj, ("metadata",))
     name = str(meta.get("name") or "")
     ref = object_ref(w.kind, namespace, name or str(meta.get("generateName") or ""))

@@ -57,12 +57,7 @@ def _parse_list(values: Any, where: str) -> dict[str, Fraction]:
 
 
 def _containers(pod_spec: dict[str, Any], field: str) -> list[dict[str, Any]]:
-    """``pod_spec[field]`` as a list of container objects (absent: empty).
-
-    Raises:
-        ResourceError: the field is not a list, or an item is not an object (PodSpec ``containers`` is a list of
-            Container objects).
-    """
+    """``pod_spec[field]`` as a list of container objects (absent: empty); ``ResourceError`` for another shape."""
     items = pod_spec.get(field)
     if items is None:
         return []
