@@ -1,18 +1,10 @@
-"""kube-apiserver's defaulting of built-in kinds, for :class:`~admit.testing.fake_kube.FakeKubeAPI`.
-
-kube-apiserver defaults a request's object when it decodes it, before the admission chain: a webhook never sees a
-Deployment without ``spec.strategy`` or a StatefulSet without ``spec.podManagementPolicy``, and admit must decide on
-what it is sent (a StatefulSet the user wrote without ``podManagementPolicy`` is ``OrderedReady``). The fake applies
-the same defaults to every HTTP create, update and patch (not to ``FakeKubeAPI.put``, which stores what a test
-gives), as kubernetes' ``SetDefaults_*`` functions do (docs/fake-api.md lists the values):
-``pkg/apis/apps/v1/defaults.go`` for Deployments, StatefulSets (``persistentVolumeClaimRetentionPolicy`` with
-``StatefulSetAutoDeletePVC``, on since 1.27), ReplicaSets and DaemonSets; ``pkg/apis/batch/v1/defaults.go``
-(``SetDefaults_Job``); ``pkg/apis/core/v1/defaults.go`` (``SetDefaults_PodSpec``, ``SetDefaults_Container``) for a
-Pod and every pod template of these. One custom resource is defaulted as its CRD's structural schema says: KubeRay's
-worker groups (:func:`_default_ray_cluster_spec`).
-
-Not applied (see docs/fake-api.md): a Pod's requests copied from its limits, volume and probe defaults, CronJob, HPA
-and Service defaults.
+"""kube-apiserver's defaulting of built-in kinds, for :class:`~admit.testing.fake_kube.FakeKubeAPI`: applied to every
+HTTP create, update and patch before the admission chain, as kube-apiserver defaults what it decodes (not to
+``FakeKubeAPI.put``, which stores what a test gives). docs/fake-api.md lists the values, from kubernetes'
+``SetDefaults_*``: ``pkg/apis/apps/v1/defaults.go`` (Deployments, StatefulSets with ``StatefulSetAutoDeletePVC``, on
+since 1.27, ReplicaSets, DaemonSets), ``pkg/apis/batch/v1/defaults.go`` (``SetDefaults_Job``),
+``pkg/apis/core/v1/defaults.go`` (``SetDefaults_PodSpec``, ``SetDefaults_Container``) for a Pod and every pod template
+of these; and one custom resource's CRD defaults, KubeRay's worker groups (:func:`_default_ray_cluster_spec`).
 """
 
 from __future__ import annotations

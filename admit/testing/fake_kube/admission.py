@@ -1,12 +1,8 @@
 """The admission chain of the fake kube-apiserver (kubernetes ``staging/src/k8s.io/apiserver/pkg/admission``): the
 mutating webhooks in order, with reinvocation (:meth:`AdmissionChain.mutate`), then the validating ones
-(:meth:`AdmissionChain.validate`), each called when its rules, selectors and CEL ``matchConditions`` match
-(:meth:`Webhook.should_call`); each method cites the code it follows, docs/fake-api.md lists them. Not emulated:
-``matchPolicy`` (one version per resource here), per-webhook ``timeoutSeconds``, in-tree admission plugins between
-rounds, audit annotations, ``sideEffects`` on dry run, ValidatingAdmissionPolicies.
-
-A webhook is called over HTTP (admit's own server: :meth:`AdmissionChain.from_configurations` reads the chart's
-rendered configurations) or in process (an operator's webhook emulated in ``tests/emulations``: any
+(:meth:`AdmissionChain.validate`), each called when :meth:`Webhook.should_call`; each method cites the code it
+follows, docs/fake-api.md lists what is not emulated (nor is ``sideEffects`` on dry run). A webhook is called over
+HTTP (admit's server, :meth:`AdmissionChain.from_configurations`) or in process (an emulated operator's: any
 ``async (request) -> response`` callable, with :func:`allowed`, :func:`denied` and :func:`patched`).
 """
 

@@ -63,6 +63,11 @@ def _conflict(rt: ResourceType, name: str, why: str | None = None) -> ApiError:
                     _details(rt, name))
 
 
+def _forbidden(rt: ResourceType, name: str | None, why: str, **details: Any) -> ApiError:
+    return ApiError(403, "Forbidden", f'{rt.qualified} "{name}" is forbidden: {why}' if name else
+                    f"{rt.qualified} is forbidden: {why}", {**_details(rt, name), **details})
+
+
 def _invalid(rt: ResourceType, name: str, causes: str) -> ApiError:
     return ApiError(422, "Invalid", f'{rt.kind} "{name}" is invalid: {causes}', _details(rt, name))
 

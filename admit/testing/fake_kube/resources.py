@@ -23,7 +23,7 @@ class ResourceType:
     """One served resource: ``group`` ("" for core), ``version``, ``kind``, ``plural``, ``namespaced``.
 
     ``status``: has a ``/status`` subresource (status strategy applies). ``scale``: has an autoscaling/v1 ``/scale``
-    subresource reading/writing ``spec.replicas``. ``custom``: served like a CRD (see the module docstring).
+    subresource reading/writing ``spec.replicas``. ``custom``: served like a CRD (docs/fake-api.md).
     """
 
     group: str
@@ -42,10 +42,6 @@ class ResourceType:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def list_kind(self) -> str:
-        return self.kind + "List"
 
     @property
     def qualified(self) -> str:

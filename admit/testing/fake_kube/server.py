@@ -22,8 +22,8 @@ from ..fake_defaults import apply_defaults
 from .admission import REQUEST_WARNINGS, AdmissionChain, warning_headers
 from .controllers import (Controller, DeploymentController, JobController, StatefulSetController,
                           job_selector_and_labels)
-from .errors import (ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _conflict, _details, _dumps, _invalid,
-                     _json_response, _not_found, status_object)
+from .errors import (ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _conflict, _details, _dumps, _forbidden,
+                     _invalid, _json_response, _not_found, status_object)
 from .objects import _GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch
 from .requestlog import (RequestRecord, Selection, _ABORT, _CLOSE, _Event, _Fault, _Watcher, _method_matches,
                          _plural_matches)
@@ -32,6 +32,9 @@ from .resources import BUILTIN_RESOURCES, JSON, SHORT_NAMES, ResourceType, _rt, 
 #: The namespaces kube-apiserver creates itself (pkg/controlplane/controller/systemnamespaces).
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
+#: What ``GET /version`` answers.
+VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-fake", "gitCommit": "fake", "gitTreeState": "clean",
+           "buildDate": "2024-01-01T00:00:00Z", "goVersion": "go1.22.0", "compiler": "gc", "platform": "linux/amd64"}
 _C = TypeVar("_C", bound=Controller)
 
 
@@ -442,18 +445,12 @@ class FakeKubeAPI:
         return sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
 
     def _spec_part(self, rt: ResourceType, obj: JSON) -> JSON:
-        """What a change of bumps ``metadata.generation``, per kind as kube-apiserver's registry strategies'
-        ``PrepareForUpdate`` compare (so the controller's generation stamp meets the generations a cluster gives):
-
-        - built-in workloads (``pkg/registry/apps/{statefulset,replicaset,daemonset}/strategy.go``,
-          ``pkg/registry/batch/job/strategy.go``): ``spec`` only, an annotation change keeps the generation;
-        - a Deployment (``pkg/registry/apps/deployment/strategy.go``): ``spec`` or ``metadata.annotations``
-          ("annotation updates bump the generation because annotations are copied from deployments to their
-          replica sets");
-        - a custom resource (``apiextensions-apiserver/pkg/registry/customresource/strategy.go``,
-          ``copyNonMetadata``): everything but ``metadata`` (``status`` is reset from the stored object first when
-          the CRD has the status subresource).
-        """
+        """What a change of bumps ``metadata.generation``, as the registry strategies' ``PrepareForUpdate`` compare:
+        ``spec``, not the annotations, for built-in workloads (``pkg/registry/apps/{statefulset,replicaset,daemonset}/
+        strategy.go``, ``pkg/registry/batch/job/strategy.go``); also ``metadata.annotations`` for a Deployment
+        (``pkg/registry/apps/deployment/strategy.go``: they are copied to its ReplicaSets); everything but ``metadata``
+        (and ``status`` with the status subresource) for a custom resource
+        (``apiextensions-apiserver/pkg/registry/customresource/strategy.go`` ``copyNonMetadata``)."""
         skip = {"metadata", "status"} if rt.status else {"metadata"}
         part = {k: v for k, v in obj.items() if k not in skip}
         if (rt.group, rt.kind) == ("apps", "Deployment"):
@@ -566,18 +563,16 @@ class FakeKubeAPI:
         "<ns>" not found``, as lifecycle/admission.go answers with ``errors.NewNotFound``.)"""
         if not rt.namespaced or ns is None:
             return
-        namespace = self._bucket(self._registry[("", "v1", "namespaces")]).get((None, ns))
+        nss = self._registry[("", "v1", "namespaces")]
+        namespace = self._bucket(nss).get((None, ns))
         if namespace is None and self.namespace_lifecycle:
-            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
+            raise _not_found(nss, ns)
         if namespace is None or not (namespace["metadata"].get("deletionTimestamp") or
                                      (namespace.get("status") or {}).get("phase") == "Terminating"):
             return
         why = f"unable to create new content in namespace {ns} because it is being terminated"
-        name = (obj.get("metadata") or {}).get("name") or ""
-        subject = f'{rt.qualified} "{name}"' if name else rt.qualified
-        details = _details(rt, name or None)
-        details["causes"] = [{"reason": "NamespaceTerminating", "message": why, "field": "metadata.namespace"}]
-        raise ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
+        raise _forbidden(rt, (obj.get("metadata") or {}).get("name"), why,
+                         causes=[{"reason": "NamespaceTerminating", "message": why, "field": "metadata.namespace"}])
 
     def namespace_content(self, namespace: str) -> list[JSON]:
         """Every stored object of ``namespace`` (all namespaced resources)."""
@@ -829,7 +824,7 @@ class FakeKubeAPI:
         """Classify a request path: ("discovery", doc) or ("resource", (rt, ns, name, subresource, legacy_watch))."""
         segs = [s for s in path.split("/") if s]
         if segs == ["version"]:
-            return ("discovery", self._version_doc())
+            return ("discovery", VERSION)
         if segs == ["api"]:
             return ("discovery", {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self._port}"}]})
@@ -940,10 +935,8 @@ class FakeKubeAPI:
             if f.kind == "forbid" and f.matches(rec):
                 where = f' in the namespace "{rec.namespace}"' if rec.namespace else ""
                 res = f"{rec.resource}/{rec.subresource}" if rec.subresource else rec.resource
-                subject = f'{rt.qualified} "{rec.name}"' if rec.name else rt.qualified
-                raise ApiError(403, "Forbidden", f'{subject} is forbidden: User "system:anonymous" cannot '
-                                                 f'{rec.verb} resource "{res}" in API group "{rt.group}"{where}',
-                               _details(rt, rec.name))
+                raise _forbidden(rt, rec.name, f'User "system:anonymous" cannot {rec.verb} resource "{res}" in API '
+                                               f'group "{rt.group}"{where}')
         for f in self._faults:
             if f.kind == "fail" and f.matches(rec) and f.remaining != 0:
                 if f.remaining is not None:
@@ -1059,7 +1052,7 @@ class FakeKubeAPI:
             meta["continue"] = base64.urlsafe_b64encode(json.dumps(int(start) + n).encode()).decode()
             meta["remainingItemCount"] = len(items) - n
             items = items[:n]
-        return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta,
+        return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta,
                 "items": [list_item(rt, obj) for obj in items]}
 
     async def _serve_watch(self, request: web.Request, rt: ResourceType, ns: str | None,
@@ -1160,11 +1153,6 @@ class FakeKubeAPI:
             await resp.write(b"".join(_dumps({"type": t, "object": o}) + b"\n" for t, o in chunk))
 
     # ---------------------------------------------------------------- discovery documents
-
-    def _version_doc(self) -> JSON:
-        return {"major": "1", "minor": "31", "gitVersion": "v1.31.0-fake", "gitCommit": "fake",
-                "gitTreeState": "clean", "buildDate": "2024-01-01T00:00:00Z", "goVersion": "go1.22.0",
-                "compiler": "gc", "platform": "linux/amd64"}
 
     def _group_list_doc(self) -> JSON:
         groups: dict[str, dict[str, None]] = {}  # each group's versions, in the order registered
