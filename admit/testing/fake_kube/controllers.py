@@ -358,14 +358,13 @@ class JobController(Controller):
         spec = (job or {}).get("spec") or {}
         if job is None or spec.get("managedBy") not in (None, "kubernetes.io/job-controller"):
             return  # another controller's (spec.managedBy, JobManagedBy: KEP-4368, e.g. MultiKueue)
-        uid = job["metadata"]["uid"]
+        pods_of_job = self._owned("v1", "pods", ns, job["metadata"]["uid"])
+        phase = lambda p: (p.get("status") or {}).get("phase")  # noqa: E731
         if spec.get("suspend"):  # manageJob: "Deleting all active pods in suspended job"
-            for pod in self._owned("v1", "pods", ns, uid):
-                if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            for pod in pods_of_job:
+                if phase(pod) not in ("Succeeded", "Failed"):
                     api.delete_object("v1", "pods", ns, pod["metadata"]["name"])
             return
-        pods_of_job = self._owned("v1", "pods", ns, uid)
-        phase = lambda p: (p.get("status") or {}).get("phase")  # noqa: E731
         index_of = lambda p: (p["metadata"].get("annotations") or {}).get(JOB_INDEX)  # noqa: E731
         owned = [p for p in pods_of_job if not p["metadata"].get("deletionTimestamp")
                  and phase(p) not in ("Succeeded", "Failed")]
