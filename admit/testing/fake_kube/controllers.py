@@ -269,19 +269,16 @@ class DeploymentController(Controller):
         template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = hash_
         selector = copy.deepcopy((dep.get("spec") or {}).get("selector") or {})
         selector.setdefault("matchLabels", {})["pod-template-hash"] = hash_
-        body = {
-            "apiVersion": "apps/v1", "kind": "ReplicaSet",
-            "metadata": {
-                "name": rs_name, "namespace": ns, "labels": dict(template["metadata"]["labels"]),
-                "annotations": {**annotations, "deployment.kubernetes.io/revision": str(revision),
-                                "deployment.kubernetes.io/desired-replicas": str((dep.get("spec") or {}).get(
-                                    "replicas", 1)),
-                                "deployment.kubernetes.io/max-replicas": str(max_replicas)},
-                "ownerReferences": [controller_ref("apps/v1", "Deployment", dep)],
-            },
-            "spec": {"replicas": replicas, "minReadySeconds": (dep.get("spec") or {}).get("minReadySeconds", 0),
-                     "selector": selector, "template": template},
-        }
+        spec = dep.get("spec") or {}
+        annotations = {**annotations, "deployment.kubernetes.io/revision": str(revision),
+                       "deployment.kubernetes.io/desired-replicas": str(spec.get("replicas", 1)),
+                       "deployment.kubernetes.io/max-replicas": str(max_replicas)}
+        owner = controller_ref("apps/v1", "Deployment", dep)
+        body = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": rs_name, "namespace": ns, "labels": dict(template["metadata"]["labels"]),
+                             "annotations": annotations, "ownerReferences": [owner]},
+                "spec": {"replicas": replicas, "minReadySeconds": spec.get("minReadySeconds", 0), "selector": selector,
+                         "template": template}}
         return await self.api.admitted_create(rss, ns, body, dry_run=False, user=CONTROLLER_USER)
 
     async def _write(self, ns: str, rs: JSON, *, replicas: int | None = None,

@@ -647,9 +647,7 @@ class FakeKubeAPI:
                                                       "required"))
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(k, None)
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = _now()
-        meta["generation"] = 1
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
         if rt.key == ("batch", "v1", "jobs"):
             job_selector_and_labels(obj)
         if rt.status and rt.plural != "namespaces":
@@ -789,18 +787,12 @@ class FakeKubeAPI:
         return self._update(rt, ns, name, existing, new, subresource=None, dry_run=dry_run, require_rv=require_rv)
 
     def _scale_of(self, rt: ResourceType, obj: JSON) -> JSON:
-        meta = obj["metadata"]
-        return {
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-                         if k in meta},
-            "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
-            "status": {
-                "replicas": (obj.get("status") or {}).get("replicas", 0),
-                "selector": _label_selector_string((obj.get("spec") or {}).get("selector")),
-            },
-        }
+        meta, spec = obj["metadata"], obj.get("spec") or {}
+        keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+        return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {k: meta[k] for k in keep if k in meta},
+                "spec": {"replicas": spec.get("replicas", 1)},
+                "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
+                           "selector": _label_selector_string(spec.get("selector"))}}
 
     def _write_scale(self, rt: ResourceType, ns: str | None, name: str, existing: JSON, scale: Any,
                      dry_run: bool) -> JSON:
