@@ -80,13 +80,11 @@ class CertifiedKey:
 
 
 def service_dns_names(service: str, namespace: str, cluster_domain: str = "cluster.local") -> list[str]:
-    """The DNS names under which a Service is reached inside the cluster.
-
-    Returns ``[<svc>, <svc>.<ns>, <svc>.<ns>.svc, <svc>.<ns>.svc.<cluster_domain>]`` (the kubelet's
-    ``--cluster-domain`` default ``cluster.local``). kube-apiserver dials ``<svc>.<ns>.svc`` for a webhook
-    ``clientConfig.service`` (Kubernetes docs, "Dynamic Admission Control"); the other forms serve clients that use the
-    short or fully qualified name. Raises CertificateError for an empty ``service`` or ``namespace``.
-    """
+    """The DNS names under which a Service is reached inside the cluster: ``[<svc>, <svc>.<ns>, <svc>.<ns>.svc,
+    <svc>.<ns>.svc.<cluster_domain>]`` (the kubelet's ``--cluster-domain`` default ``cluster.local``). kube-apiserver
+    dials ``<svc>.<ns>.svc`` for a webhook ``clientConfig.service`` (Kubernetes docs, "Dynamic Admission Control"); the
+    other forms serve clients that use the short or fully qualified name. Raises CertificateError for an empty
+    ``service`` or ``namespace``."""
     if not service or not namespace:
         raise CertificateError("service name and namespace must not be empty")
     domain = cluster_domain.strip(".") or "cluster.local"
@@ -129,11 +127,8 @@ def subject_alt_names(cert: x509.Certificate) -> list[str]:
 
 
 def missing_names(cert: x509.Certificate, names: Iterable[str]) -> list[str]:
-    """The entries of ``names`` (DNS names or IP literals) that the certificate's SAN does not cover exactly.
-
-    DNS names compare case-insensitively; IPs compare as addresses. Wildcards are not expanded (admit never
-    issues them).
-    """
+    """The entries of ``names`` (DNS names or IP literals) that the certificate's SAN does not cover exactly
+    (:func:`_name_key`); wildcards are not expanded (admit never issues them)."""
     have = {_name_key(n) for n in subject_alt_names(cert)}
     return [name for name in names if _name_key(name) not in have]
 

@@ -51,25 +51,22 @@ def create_server_ssl_context() -> ssl.SSLContext:
 
 
 @contextlib.contextmanager
-def _pem_paths(cert_pem: bytes, key_pem: bytes) -> Iterator[tuple[str, str]]:
-    """Paths OpenSSL can read the pair from, valid inside the ``with`` block only."""
+def _pem_path(pair: CertifiedKey) -> Iterator[str]:
+    """A path OpenSSL can read the pair from, key first (``load_cert_chain`` takes the first key and the certificates
+    of one file), valid inside the ``with`` block only."""
+    pem = pair.key_pem + b"\n" + pair.cert_pem
     memfd_create = getattr(os, "memfd_create", None)
     if memfd_create is not None and os.path.isdir("/proc/self/fd"):
-        fds: list[int] = []
+        fd = memfd_create("admit-tls", getattr(os, "MFD_CLOEXEC", 0))
         try:
-            for data in (cert_pem, key_pem):
-                fd = memfd_create("admit-tls", getattr(os, "MFD_CLOEXEC", 0))
-                fds.append(fd)
-                os.write(fd, data)
-            yield f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}"
+            os.write(fd, pem)
+            yield f"/proc/self/fd/{fd}"
         finally:
-            for fd in fds:
-                os.close(fd)
+            os.close(fd)
         return
     tmp = tempfile.mkdtemp(prefix="admit-tls-")  # mode 0700
     try:
-        paths = certs.write_pem_files(tmp, {"tls.crt": (cert_pem, False), "tls.key": (key_pem, True)})
-        yield str(paths["tls.crt"]), str(paths["tls.key"])
+        yield str(certs.write_pem_files(tmp, {"tls.pem": (pem, True)})["tls.pem"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -98,8 +95,8 @@ class TLSProvider:
             sslobj.context = self._active
 
     def install(self, pair: CertifiedKey) -> None:
-        """Serve ``pair`` from the next handshake on, in a new context of :func:`create_server_ssl_context`.
-        Established connections are not affected.
+        """Serve ``pair`` from the next handshake on (established connections keep theirs), in a new context of
+        :func:`create_server_ssl_context`.
 
         Raises:
             CertificateError: OpenSSL refused the pair (the message names the certificate, never the key); the
@@ -107,8 +104,8 @@ class TLSProvider:
         """
         ctx = create_server_ssl_context()
         try:
-            with _pem_paths(pair.cert_pem, pair.key_pem) as (cert_path, key_path):
-                ctx.load_cert_chain(cert_path, key_path)
+            with _pem_path(pair) as path:
+                ctx.load_cert_chain(path)
         except (ssl.SSLError, OSError) as exc:
             raise CertificateError(f"OpenSSL refused the pair ({certs.describe(pair.cert)}): "
                                    f"{exc.__class__.__name__}") from None
