@@ -50,14 +50,14 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
     loopback port, with development certificates written (or reused) next to ``--tls-cert-file`` (as ``admit
     certs``), the walk-through's workloads stored (:func:`store_walkthrough_workloads`), writes admitted by
     :func:`dev_admission_chain`, and ``export ADMIT_FAKE_API=<url>`` / ``export ADMIT_URL=https://127.0.0.1:<port>``
-    in ``<cert dir>/dev.env``. A ``--port`` already taken (another ``admit serve --dev``) stops it before anything is
-    written. Ctrl-C stops it at once (no ``--shutdown-delay``: no Endpoints route here).
+    in ``<cert dir>/dev.env``. Ctrl-C stops it at once (no ``--shutdown-delay``: no Endpoints route here).
 
     Changes ``args`` in place: ``api_server`` (the fake), ``cert_mode`` ``files``, ``host`` 127.0.0.1 unless given.
 
     Raises:
         CertificateError: a CA next to ``--tls-cert-file`` that cannot be reused (``admit certs --force`` replaces it).
-        OSError: ``--port`` is taken on the host (the message names a free port to pass instead).
+        OSError: ``--port`` is taken on the host (another ``admit serve --dev``; the message names a free port to pass
+            instead), found before anything is written.
     """
     from ..tls.certs import write_development_certificates
     from .serve import serve
@@ -72,7 +72,6 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
     paths = write_development_certificates(cert.parent, ip_addresses=["127.0.0.1"])
     args.tls_cert_file, args.tls_key_file = str(paths["tls.crt"]), str(paths["tls.key"])
     args.cert_mode = "files"
-    # Nothing routes to this process through Endpoints: Ctrl-C stops it at once instead of after --shutdown-delay.
     args.shutdown_delay = 0.0
     chain, chain_note = dev_admission_chain(f"https://{args.host}:{args.port}", paths["ca.crt"])
     # As a cluster: writes into a namespace that does not exist are refused (NamespaceLifecycle), and warnings come
@@ -131,9 +130,8 @@ def dev_admission_chain(url: str, ca_file: Path, configurations: list[dict[str, 
     namespaceSelector, matchConditions, failurePolicy, reinvocationPolicy; :func:`webhook_configurations` of
     ``search`` when ``configurations`` is None), each called at ``url`` (``https://127.0.0.1:<port>``, this process's
     own ``/mutate`` and ``/validate``) trusting the CA in ``ca_file``, within the longest ``timeoutSeconds`` of the
-    webhooks (seconds; the chart's 5; 10, kube-apiserver's default, when none is set). So a ``kubectl`` write to the
-    fake is admitted as in a cluster with admit installed, and a ``kubectl scale`` below minMember is refused with
-    admit's message. ``url`` needs to answer only once the fake gets writes: until then nothing calls it.
+    webhooks (:data:`DEFAULT_WEBHOOK_TIMEOUT` for one without). A ``kubectl scale`` below minMember is then refused
+    with admit's message. ``url`` needs to answer only once the fake gets writes: until then nothing calls it.
 
     The matchConditions are CEL, evaluated with cel-python (the test extra): ``cel`` False (None: False when
     ``celpy`` cannot be imported) drops them, and admit itself answers the objects they would skip (allowed,

@@ -27,6 +27,7 @@ from ..webhook.admission import Admission
 from ..config import Config
 from ..families.argo import WORKFLOW, workflow_review
 from ..families.kinds import KINDS, RESOLVERS, SCALABLE
+from ..families.shared import object_ref
 from ..kube.client import AlreadyExists
 from ..gang.plan import BOOKKEEPING_ANNOTATIONS, GangError, generated_group_name, get_path, parse_gang_annotations
 from ..webhook.admissionreview import AdmissionRequest, BadReview, dumps, parse_review
@@ -420,12 +421,9 @@ def load_documents(paths: Iterable[str], recursive: bool = False, stdin: TextIO 
     ``kubectl get deploy -o yaml | admit review -``); ``List`` kinds expanded, empty documents skipped.
 
     ``errors``: when given, a file that cannot be read is reported there (``"<file>: <reason>"``) and the other files
-    are still read (``admit review DIR`` reviews the rest and exits 2 at the end).
-    ``skipped``: when given, documents that are not Kubernetes objects (:func:`not_an_object`) and, inside a
-    directory, Helm templates and kustomize patches are counted there and left out instead of failing the run.
-
-    A path that exists but holds no object (an empty folder or file, an empty ``List``) gives ``[]``, not an
-    error: ``admit review`` says so and exits 0 (1 with ``--strict``); ``skipped.empty`` says which.
+    are still read. ``skipped``: when given, documents that are not Kubernetes objects (:func:`not_an_object`) and,
+    inside a directory, Helm templates and kustomize patches are counted there and left out instead of failing the
+    run. A path that holds no object (an empty folder or file, an empty ``List``) is no error (``skipped.empty``).
 
     Raises:
         InputError: a path is missing, a file is unreadable, not YAML/JSON (with PyYAML's line and column), holds a
@@ -526,15 +524,15 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
     """Run every document through ``/mutate`` then ``/validate``; one result dict per document.
 
     ``errors``: when given, a malformed AdmissionReview is reported there and the other documents are reviewed.
-    ``namespace``: where a manifest without ``metadata.namespace`` is created (``admit review -n``); a manifest's own
-    namespace, and an AdmissionReview's ``request.namespace``, are kept.
+    ``namespace``: that of a manifest without one (``admit review -n``, :func:`manifest_request`).
 
     Result keys: ``source``, ``kind``, ``apiVersion``, ``name``, ``namespace``, ``operation``, ``allowed``,
     ``message``, ``warnings`` (list: what to change), ``notes`` (list: what admit only explains, never sent as
-    admission warnings; a refused object keeps only the refusal's, none of its mutation's), ``acceptedWarnings`` (list, filled by :func:`accept_warnings`), ``patch`` (decoded
-    JSONPatch list), ``object`` (after mutation, or ``None``), ``podGroups`` (PodGroup objects the webhook would
-    create or patch, as stored), ``scaleOf`` (for a Scale: ``{"workload", "group", "minMember"}`` of the gang it
-    scales, when that workload is among the inputs and is a gang; else ``None``).
+    admission warnings; a refused object keeps only the refusal's, none of its mutation's), ``acceptedWarnings``
+    (list, filled by :func:`accept_warnings`), ``patch`` (decoded JSONPatch list), ``object`` (after mutation, or
+    ``None``), ``podGroups`` (PodGroup objects the webhook would create or patch, as stored), ``scaleOf`` (for a
+    Scale: ``{"workload", "group", "minMember"}`` of the gang it scales, when that workload is among the inputs and
+    is a gang; else ``None``).
 
     Raises:
         InputError: an AdmissionReview document is malformed (the reason the server would give with HTTP 400).
@@ -635,8 +633,9 @@ def accept_warnings(results: list[dict[str, Any]], patterns: list[str]) -> None:
     compiled = [re.compile(p) for p in patterns]
     for r in results:
         keep: list[str] = []
+        ref = object_ref(r["kind"], r["namespace"], r["name"])
         for w in r["warnings"]:
-            accepted = any(c.search(f"{r['kind']} {_where(r)}: {w}") for c in compiled)
+            accepted = any(c.search(f"{ref}: {w}") for c in compiled)
             (r["acceptedWarnings"] if accepted else keep).append(w)
         r["warnings"] = keep
 
@@ -683,17 +682,13 @@ def _yaml(title: str, obj: Any) -> str:
     return f"  {title}:\n" + "\n".join("    " + line for line in text.splitlines())
 
 
-def _where(r: dict[str, Any]) -> str:
-    return f"{r['namespace']}/{r['name']}" if r["namespace"] else r["name"]
-
-
 def format_text(results: list[dict[str, Any]], show_objects: bool = True, skipped: Skipped | None = None) -> str:
     """Human-readable report: verdict, message, warnings, notes, patch, PodGroups and (optionally) the mutated
     object; then the summary (and what was skipped)."""
     out = []
     for r in results:
-        verdict = "ALLOWED" if r["allowed"] else "DENIED"
-        out.append(f"=== {r['kind']} {_where(r)} ({r['operation']}, {r['source']}): {verdict}")
+        ref = object_ref(r["kind"], r["namespace"], r["name"])
+        out.append(f"=== {ref} ({r['operation']}, {r['source']}): {'ALLOWED' if r['allowed'] else 'DENIED'}")
         if r["message"]:
             out.append(f"  message: {r['message']}")
         for label, key in (("warning", "warnings"), ("warning (accepted by --accept-warning)", "acceptedWarnings"),
@@ -789,7 +784,8 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None,
             note = f"{n} note{'s' if n != 1 else ''}: -v shows {'them' if n != 1 else 'it'}"
         elif not (r["patch"] or r["podGroups"]):
             note = f"already labelled for group {group}: unchanged" if group != "-" else "not a gang: unchanged"
-        rows.append(("ALLOWED" if r["allowed"] else "DENIED", f"{r['kind']} {_where(r)}", group, min_member, note))
+        rows.append(("ALLOWED" if r["allowed"] else "DENIED", object_ref(r["kind"], r["namespace"], r["name"]), group,
+                     min_member, note))
         below.append(more)
     header = ("VERDICT", "OBJECT", "GROUP", "MINMEMBER", "")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]

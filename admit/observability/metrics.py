@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_left
+from itertools import accumulate
 from time import perf_counter
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Iterable
@@ -120,11 +121,7 @@ class _WebhookCollector(Collector):
         bounds = [floatToGoString(b) for b in WEBHOOK_BUCKETS] + ["+Inf"]
         for (webhook, code), series in sorted(self.series.items()):
             total.add_metric([webhook, code], series.count)
-            cumulative, running = [], 0
-            for bound, n in zip(bounds, series.buckets):
-                running += n
-                cumulative.append((bound, running))
-            latency.add_metric([webhook, code], cumulative, series.sum)
+            latency.add_metric([webhook, code], list(zip(bounds, accumulate(series.buckets))), series.sum)
         flight = GaugeMetricFamily("controller_runtime_webhook_requests_in_flight",
                                    "Current number of admission requests being served.", labels=["webhook"])
         for webhook, cell in sorted(self.in_flight.items()):
