@@ -207,11 +207,13 @@ def not_admits_message(what: str, config: Config) -> str:
             "annotation: admit did not create it and leaves it alone")
 
 
-def members_left(asked: int, members: list[dict[str, Any]]) -> int | None:
+def members_left(asked: int, members: list[dict[str, Any]], recorded: set[str] | None = None) -> int | None:
     """The size of a shared group whose size follows its members (``GangPlan.follows_members``: an Argo step's),
-    for a member asking ``asked``, from the group's other pods ``members`` (their ``status.phase`` and
-    ``spec.nodeName``); ``None`` while none of them has finished (the members then agree on the size as any shared
-    group's do). The rule of every backend's ``merge_shared`` that lets such a group follow.
+    for a member asking ``asked``, from the group's other pods ``members`` (their ``metadata.name``,
+    ``status.phase`` and ``spec.nodeName``) and the names of members that succeeded ``recorded`` on the group's
+    object (whose pods may be gone: Argo's ``podGC``; counted once with those listed); ``None`` while none of them
+    has finished (the members then agree on the size as any shared group's do). The rule of every backend's
+    ``merge_shared`` that lets such a group follow.
 
     kube-scheduler drops finished pods from its informer (field selector ``status.phase!=Succeeded,
     status.phase!=Failed``, kubernetes ``pkg/scheduler/scheduler.go`` ``newPodInformer``), and the gang plugins count
@@ -224,7 +226,8 @@ def members_left(asked: int, members: list[dict[str, Any]]) -> int | None:
     ``asked`` have succeeded, the group starts again at ``asked`` (a later step naming the same group).
     """
     phases = [(p.get("status") or {}).get("phase") for p in members if isinstance(p, dict)]
-    succeeded = phases.count("Succeeded")
+    succeeded = len({str((p.get("metadata") or {}).get("name")) for p in members if isinstance(p, dict)
+                     and (p.get("status") or {}).get("phase") == "Succeeded"} | (recorded or set()))
     if succeeded + phases.count("Failed") == 0:
         return None
     unplaced = sum(1 for p in members if isinstance(p, dict) and not (p.get("spec") or {}).get("nodeName")

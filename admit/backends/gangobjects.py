@@ -152,8 +152,9 @@ def _in_step(backend: GangBackend, kind: str, obj: JSON, desired: JSON, chosen: 
 def _unclaimed(backend: GangBackend, key: tuple[str, str], present: dict[str, JSON], claims: list[Any],
                owner: str | None, config: Config, *, now: float, unclaimed_since: float | None,
                grace: float) -> list[Action]:
-    """A gang no stored workload claims: leave foreign objects and those of an invalid claim alone, wait out the
-    grace period, then delete the managed objects (in reverse creation order)."""
+    """A gang no stored workload claims: leave foreign objects, those of an invalid claim and those another object
+    keeps (``GangPlan.kept_by``: the garbage collector deletes them with it) alone, wait out the grace period, then
+    delete the managed objects (in reverse creation order)."""
     ns, name = key
     managed = {k: o for k, o in present.items() if is_managed(o)}
     if not managed:
@@ -172,7 +173,8 @@ def _unclaimed(backend: GangBackend, key: tuple[str, str], present: dict[str, JS
         return [Action("invalid", claim=c, message=str(c.error) if c.held else f"{c.ref}: {c.error}; {kept} until "
                                                                                 "this is fixed")]
     live = {k: o for k, o in managed.items() if not (o.get("metadata") or {}).get("deletionTimestamp")}
-    if not live:
+    if not live or any(not r.get("controller") for o in live.values()  # GangPlan.kept_by: the GC deletes it
+                       for r in (o.get("metadata") or {}).get("ownerReferences") or [] if isinstance(r, dict)):
         return [Action("none", unclaimed=True)]
     since = now if unclaimed_since is None else unclaimed_since
     left = grace - (now - since)

@@ -291,14 +291,19 @@ class GangController:
         ``merge_shared`` over the other members (``backends.common.members_left``: the same rule as at that
         member's admission). Written (a patch of admit's object, ``Event`` ``<Kind>Updated`` on the pod)
         only when it lowers the size: a member that succeeded while the retry waited is no longer counted by
-        kube-scheduler (argo-workflows#734, volcano#2720), and a new admission may never come. True when it wrote.
+        kube-scheduler (argo-workflows#734, volcano#2720), and a new admission may never come. A member whose pod
+        was deleted after it succeeded (Argo's ``podGC``) is recorded on the object by the merge, waiting member or
+        not, so that the admissions that list the group's pods still count it. True when it wrote.
         """
         merge: Any = getattr(self.backend, "merge_shared", None)  # interface.BackendHooks
         members = self.manager.members_of(self.backend.name, key) if merge is not None else []
+        gone = self.manager.gone_members(self.backend.name, key) if merge is not None else []
         waiting = next((m for m in members if not get_path(m, ("spec", "nodeName")) and get_path(
             m, ("status", "phase")) in (None, "Pending") and not get_path(m, ("metadata", "deletionTimestamp"))), None)
-        claim = self.manager.countable(waiting["claim"]) if waiting is not None and waiting.get("claim") else None
+        source = waiting if waiting is not None else next(iter(gone), None)
+        claim = self.manager.countable(source["claim"]) if source is not None and source.get("claim") else None
         if claim is None or claim.plan is None or not claim.plan.follows_members:
+            self.manager.gone_members(self.backend.name, key, forget=gone)
             return False
         plan, wrote = claim.plan, False
         for kind, desired in zip(self.kinds, self.backend.desired_objects(plan, self.config)):
@@ -306,19 +311,22 @@ class GangController:
             if obj is None or not is_managed(obj) or self.backend.ownership(obj, plan, self.config,
                                                                             claim.explicit).action != "manage":
                 continue
-            want, _ = merge(obj, desired, plan, [m for m in members if m is not waiting])
+            want, _ = merge(obj, desired, plan, [m for m in members + gone if m is not waiting])
             have, size = self.backend.size_of(obj), self.backend.size_of(want)
-            ops = self.backend.update_ops(obj, want, self.resources[kind].version) or []
-            if not ops or not isinstance(have, int) or not isinstance(size, int) or size >= have:
+            lower = waiting is not None and isinstance(have, int) and isinstance(size, int) and size < have
+            ops = self.backend.update_ops(obj, want if lower else {**want, "spec": obj.get("spec")},
+                                          self.resources[kind].version) or []  # else only the members recorded
+            if not ops:
                 continue
             ops.append({"op": "replace", "path": "/metadata/resourceVersion",
                         "value": (obj.get("metadata") or {}).get("resourceVersion")})
             action = Action("patch", object_kind=kind, claim=claim, ops=ops, changes=[
-                f"{self.backend.size_name} {have} -> {size}: the members still to run"])
+                f"{self.backend.size_name} {have} -> {size}: the members still to run"] if lower else [])
             if not self.guards.repeating(key, action):
                 self.actions.append(("follow", key))
                 await self._write(key, action, depth)
                 wrote = True
+        self.manager.gone_members(self.backend.name, key, forget=gone)
         return wrote
 
     def _bookkeep(self, key: Key, actions: list[Action], now: float) -> None:

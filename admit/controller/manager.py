@@ -105,6 +105,7 @@ class Manager:
                                   handlers=[self._on_member], transform=functools.partial(member_record, config=config),
                                   **self.cache_options())
         self._by_members: MultiIndex[tuple[str, str, str], Key] = MultiIndex()  # (backend, namespace, group)
+        self._gone: dict[tuple[str, str, str], dict[Key, JSON]] = {}  # members deleted after they succeeded
         self.dra_extended_resources: dict[str, str] = {}
         self.runtime_overheads: dict[str, dict[str, str]] = {}
         self.elector = LeaderElector(
@@ -271,10 +272,22 @@ class Manager:
         if gang is not None and gang.leading and (event == "DELETED" or (
                 phases[1] in ("Succeeded", "Failed") and phases[0] not in ("Succeeded", "Failed"))):
             gang.loop.queue.add((plan.namespace, plan.group_name))
+            if event == "DELETED" and phases[1] == "Succeeded":  # Argo's podGC: kept until the group records it
+                self._gone.setdefault((plan.backend, plan.namespace, plan.group_name), {})[name] = obj
 
     def members_of(self, backend: str, key: Key) -> list[JSON]:
         """The cached members of ``backend``'s group ``key`` whose size follows them (:meth:`_on_member`)."""
         return [r for n in sorted(self._by_members.get((backend, *key))) if (r := self.members.get(*n)) is not None]
+
+    def gone_members(self, backend: str, key: Key, forget: list[JSON] | None = None) -> list[JSON]:
+        """The members of ``backend``'s group ``key`` deleted after they succeeded (the last state their DELETED
+        event gave, seen while leading) that its objects may not record yet; ``forget``: those now recorded."""
+        gone = self._gone.get((backend, *key), {})
+        for record in forget or []:
+            gone.pop(object_key(record), None)
+        if not gone:
+            self._gone.pop((backend, *key), None)
+        return list(gone.values())
 
     @staticmethod
     def _index(wkey: WKey, claim: Claim, by_group: Any, by_identity: Any) -> None:

@@ -18,6 +18,10 @@ wait for ever for a group that keeps its size (argo-workflows#734, volcano#2720)
 admission engine reads the group's pods, and once one has finished the size is the members still to run and not yet
 placed (``backends.coscheduling.podgroup.members_still_to_run``). Each member is labelled ``<prefix>/managed: member``
 (``gang.plan.MEMBER``), and when one finishes or goes the controller sizes the group again for a member still waiting.
+Argo's pod GC deletes finished pods (``spec.podGC``, ``workflow/controller/pod/cleanup.go``
+``determinePodCleanupAction``): the controller records the members whose pods went after they succeeded on the
+PodGroup (``podgroup.succeeded_record``), and the PodGroup is kept by an ownerReference to the Workflow
+(``GangPlan.kept_by``), not deleted as unclaimed while a retry waits out its backoff with no member left.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 from ..config import Config
 from ..echo import clip_message
 from ..gang.foreign import KUEUE_TOTAL_COUNT
+from ..gang.ownerrefs import controller_ref
 from ..gang.patch import set_keys_ops
 from ..gang.plan import (MEMBER, GangAnnotations, GangError, GangPlan, check_group_name, get_path,
                          parse_gang_annotations)
@@ -87,6 +92,9 @@ def resolve_step_pod(pod: dict[str, Any], ann: GangAnnotations, config: Config, 
             'the step\'s pods that start together (its withItems or withParam items, at most its parallelism), e.g. '
             f'"3" or "{{{{inputs.parameters.world-size}}}}": auto has no count to read on an Argo step pod', 400)
     plan.follows_members = True
+    kept_by = controller_ref(pod) or {}
+    if kept_by.get("uid"):  # the group lives as long as its Workflow, however long a retry waits with no member left
+        plan.kept_by = [{k: kept_by.get(k) for k in ("apiVersion", "kind", "name", "uid")}]
     plan.extra_ops = set_keys_ops(pod, POD.labels, {config.managed_label: MEMBER})  # the controller watches members
     if default:
         plan.notes.append(

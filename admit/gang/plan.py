@@ -426,6 +426,9 @@ class GangPlan:
         follows_members: a shared group whose minMember follows the members still to run (an Argo Workflow's step
             pods, ``admit.families.argo``): the backend's ``merge_shared`` takes the members that succeeded off
             minMember; its pods carry ``<prefix>/managed: member`` (:data:`MEMBER`).
+        kept_by: ownerReferences (``{apiVersion, kind, name, uid}``, not a controller's) the gang's objects are
+            created with: the object whose life they share (an Argo step's group: its Workflow, however long a
+            retry waits with no member left); the controller leaves such an object to the garbage collector.
         runtime_class: the ``runtimeClassName`` of the plan's one pod template when it sets no ``spec.overhead`` and
             ``minResources`` is ``auto``, else ``None``: the class's ``overhead.podFixed`` is added to
             ``minResources`` from the controller's cache (``resources.with_runtime_overhead``).
@@ -460,6 +463,7 @@ class GangPlan:
     refusal_note: str = ""
     runtime_class: str | None = None
     follows_members: bool = False
+    kept_by: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def owner(self) -> str:

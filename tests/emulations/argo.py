@@ -21,8 +21,10 @@ creates them, each through the fake's admission chain under the controller's Ser
 The phases are the test's to set (:meth:`ArgoWorkflows.finish`: no kubelet runs here); a retry is one more attempt
 pod for a node whose last attempt failed, or whose pod was deleted before it finished (:meth:`ArgoWorkflows.retry`,
 from ``operator.go`` ``processNodeRetries`` and ``executeTemplate``, argo-workflows main at f016ad8, after v4.1.0).
-Not emulated: DAGs, the ``init`` container (input artifacts only), ``podSpecPatch``, the executor's work, the
-Workflow's status, the retry's ``backoff`` (the test calls :meth:`ArgoWorkflows.retry` when it would run).
+Argo's pod GC (:meth:`ArgoWorkflows.collect`) deletes finished pods under ``spec.podGC``. Not emulated: DAGs, the
+``init`` container (input artifacts only), ``podSpecPatch``, the executor's work, the Workflow's status, the retry's
+``backoff`` and the GC's delay (the test calls :meth:`ArgoWorkflows.retry` and :meth:`ArgoWorkflows.collect` when
+they would run).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 COMPLETED_LABEL = "workflows.argoproj.io/completed"
 NODE_NAME = "workflows.argoproj.io/node-name"
 NODE_ID = "workflows.argoproj.io/node-id"
+POD_GC = "workflows.argoproj.io/pod-gc-strategy"
 
 
 def fnv32a(text: str) -> int:
@@ -88,6 +91,8 @@ def step_pod(workflow: JSON, template: JSON, node: str, inputs: dict[str, str] |
     main = {**copy.deepcopy(tmpl.get("container") or {}), "name": "main"}
     wait = {"name": "wait", "image": "quay.io/argoproj/argoexec:v4.1.2", "command": ["argoexec"], "args": ["wait"]}
     pod_spec: JSON = {"restartPolicy": "Never", "containers": [wait, main]}
+    if spec.get("podGC"):  # createWorkflowPod: "<strategy>/<delay>", the delay getPodGCDelay's (default 5s)
+        annotations[POD_GC] = f"{spec['podGC'].get('strategy', '')}/{spec['podGC'].get('deleteDelayDuration', '5s')}"
     scheduler = tmpl.get("schedulerName") or spec.get("schedulerName")
     if scheduler:
         pod_spec["schedulerName"] = scheduler
@@ -151,6 +156,21 @@ class ArgoWorkflows(OperatorEmulation):
         assert stored is not None
         stored["status"] = {**(stored.get("status") or {}), "phase": phase}
         self.api.put(stored)
+
+    def collect(self, pod: JSON) -> bool:
+        """Argo's pod GC of a finished pod (``pod_cleanup.go`` ``queuePodsForCleanup``, for a pod whose node is
+        fulfilled; ``pod/cleanup.go`` ``determinePodCleanupAction``): deleted under ``OnPodCompletion``, or under
+        ``OnPodSuccess`` when it succeeded (its annotation ``pod-gc-strategy``; ``OnWorkflow*`` wait for the
+        Workflow, which this emulation never completes). The delay is the test's (it calls this when it is over).
+        True when deleted."""
+        stored = self.api.get("v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+        phase = ((stored or {}).get("status") or {}).get("phase")
+        strategy = ((stored or {}).get("metadata", {}).get("annotations") or {}).get(POD_GC, "").partition("/")[0]
+        if phase not in ("Succeeded", "Failed") or not (
+                strategy == "OnPodCompletion" or (strategy == "OnPodSuccess" and phase == "Succeeded")):
+            return False
+        self.api.delete_object("v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+        return True
 
     async def retry(self, failed: JSON, error: bool = False) -> JSON | None:
         """The next attempt of the node whose attempt pod ``failed`` ended: node ``<retry node>(<attempt + 1>)``,
@@ -222,12 +242,38 @@ async def a_member_fails_after_the_others_succeeded_and_is_retried(op: ArgoWorkf
     await op.api.settle()
 
 
+async def the_members_finish_argos_pod_gc_deletes_them_and_the_failed_one_is_retried(op: ArgoWorkflows,
+                                                                                      obj: JSON) -> None:
+    """As :func:`a_member_fails_after_the_others_succeeded_and_is_retried`, under a ``podGC`` strategy: with a
+    ``retryStrategy.backoff`` the pod GC (queued at the end of the operation that saw the pods finish,
+    ``queuePodsForCleanup``) deletes them before the retry; without, the retry comes first (same operation,
+    ``processNodeRetries``) and the pods go after it (the GC's delay)."""
+    pods = sorted(_pods(op, obj), key=lambda p: p["metadata"]["annotations"][NODE_NAME])
+    if not pods:
+        return
+    for pod in pods:
+        op.finish(pod, "Succeeded" if pod is not pods[-1] else "Failed")
+    await _retry_and_collect(op, obj, pods[-1], pods)
+
+
+async def _retry_and_collect(op: ArgoWorkflows, obj: JSON, failed: JSON, finished: list[JSON]) -> None:
+    backoff = bool(_template(obj).get("retryStrategy", {}).get("backoff"))
+    for pod in finished if backoff else ():
+        op.collect(pod)
+    await op.api.settle()
+    await op.retry(failed)
+    for pod in () if backoff else finished:
+        op.collect(pod)
+    await op.api.settle()
+
+
 async def the_retried_member_fails_again_and_is_retried(op: ArgoWorkflows, obj: JSON) -> None:
-    """The retried attempt fails too and Argo starts one more (within ``retryStrategy.limit``)."""
+    """The retried attempt fails too and Argo starts one more (within ``retryStrategy.limit``); under a ``podGC``
+    strategy the failed attempt's pod is collected as above."""
     live = [p for p in _pods(op, obj) if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
     for pod in live[:1]:
         op.finish(pod, "Failed")
-        await op.retry(pod)
+        await _retry_and_collect(op, obj, pod, [pod])
     await op.api.settle()
 
 
@@ -242,10 +288,17 @@ def refused_writes(op: ArgoWorkflows) -> list[tuple[str, str, str]]:
     return list(op.errors)
 
 
-def _retries(obj: JSON) -> bool:
+def _template(obj: JSON) -> JSON:
     entry = next(t for t in obj["spec"]["templates"] if t["name"] == obj["spec"]["entrypoint"])
-    template = next(t for t in obj["spec"]["templates"] if t["name"] == entry["steps"][0][0]["template"])
-    return bool(template.get("retryStrategy"))
+    return next(t for t in obj["spec"]["templates"] if t["name"] == entry["steps"][0][0]["template"])
+
+
+def _retries(obj: JSON) -> bool:
+    return bool(_template(obj).get("retryStrategy"))
+
+
+def _collected(obj: JSON) -> bool:
+    return (obj["spec"].get("podGC") or {}).get("strategy") in ("OnPodSuccess", "OnPodCompletion")
 
 
 _SOURCE = "argoproj/argo-workflows v4.1.2 workflow/controller/operator.go "
@@ -253,10 +306,17 @@ LATER_WRITES = (
     LaterWrite("the step starts, one pod per item", _SOURCE + "expandStep; workflowpod.go createWorkflowPod",
                "a steps template with withItems", lambda obj: True, the_step_starts),
     LaterWrite("a member fails after the others succeeded and is retried", _SOURCE + "retryStrategy: the next "
-               "attempt node <node>(<n>), createWorkflowPod", "retryStrategy on the step's template", _retries,
+               "attempt node <node>(<n>), createWorkflowPod", "retryStrategy on the step's template",
+               lambda obj: _retries(obj) and not _collected(obj),
                a_member_fails_after_the_others_succeeded_and_is_retried),
+    LaterWrite("the members finish, Argo's pod GC deletes them and the failed one is retried",
+               "argoproj/argo-workflows v4.1.2 workflow/controller/pod_cleanup.go queuePodsForCleanup, pod/cleanup.go "
+               "determinePodCleanupAction; operator.go retryStrategy", "spec.podGC.strategy OnPodSuccess or "
+               "OnPodCompletion (default none), retryStrategy (its backoff orders the two)",
+               lambda obj: _retries(obj) and _collected(obj),
+               the_members_finish_argos_pod_gc_deletes_them_and_the_failed_one_is_retried),
     LaterWrite("the retried member fails again and is retried", _SOURCE + "retryStrategy (limit)",
                "retryStrategy.limit above 1", _retries, the_retried_member_fails_again_and_is_retried),
 )
 
-LATER = Emulated("argo", install, ((API, "Workflow"),), LATER_WRITES, gangs_of, refused_writes)
+LATER = Emulated("argo", install, ((API, "Workflow"),), LATER_WRITES, gangs_of, refused_writes, controller=True)

@@ -60,6 +60,8 @@ class Emulated:
             (one entry per object that should be one gang: a RayCluster).
         refused: ``refused(operator) -> [(namespace, object, message), ...]``: every write of the operator (and of
             the components it runs, an autoscaler) refused so far.
+        controller: admit's controller runs too, and the gangs need only form once it has acted (Argo's pod GC
+            deletes pods whose success only the controller saw).
     """
 
     name: str
@@ -68,6 +70,7 @@ class Emulated:
     writes: tuple[LaterWrite, ...]
     gangs: Callable[[Any, JSON], list[tuple[str, list[JSON]]]]
     refused: Callable[[Any], list[tuple[str, str, str]]]
+    controller: bool = False
 
 
 def registry() -> dict[str, Emulated]:

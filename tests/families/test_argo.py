@@ -153,3 +153,22 @@ def test_admit_review_of_a_workflow_warns_that_an_auto_min_member_refuses_each_s
     assert warnings == ["set template worker's gang.admit.dev/min-member to the number of its step's pods (its "
                         "withItems or withParam items), or each of its pods is refused: Argo gives a step pod no count "
                         "for auto"] and notes == []
+
+
+def test_members_the_group_records_as_succeeded_still_count_once_argos_pod_gc_deleted_their_pods():
+    desired = {"minMember": 3, "minResources": {"cpu": "3", "memory": "6Gi"}}
+    # two members succeeded and their pods are gone: only the PodGroup's record says so
+    assert members_still_to_run(desired, {}, 3, [], {"a", "b"}) == {
+        "minMember": 1, "minResources": {"cpu": "1", "memory": "2Gi"}}
+    # a recorded member still listed is counted once (counted twice, the round would look complete: 3)
+    assert members_still_to_run(desired, {}, 3, phases("Succeeded"), {"p0", "x"})["minMember"] == 1
+    # the merge records every member seen to succeed, and the record only grows
+    made = jsonpatch.apply_patch(worker_pod(2, 1), mutate(request(worker_pod(2, 1)), CONFIG).patch)
+    plan = validate(request(made), CONFIG).ensure
+    from admit.backends.coscheduling import BACKEND
+    stored = BACKEND.desired_objects(plan, CONFIG)[0]
+    stored["metadata"]["annotations"]["gang.admit.dev/members-succeeded"] = "a"
+    want, _ = BACKEND.merge_shared(stored, BACKEND.desired_objects(plan, CONFIG)[0], plan, phases("Succeeded"))
+    assert want["metadata"]["annotations"]["gang.admit.dev/members-succeeded"] == "a,p0"
+    assert {"op": "replace", "path": "/metadata/annotations/gang.admit.dev~1members-succeeded",
+            "value": "a,p0"} in BACKEND.update_ops(stored, want)

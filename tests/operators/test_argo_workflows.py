@@ -4,6 +4,7 @@ admission, then a member failing and Argo retrying it while the others have succ
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,35 @@ async def test_argo_does_not_retry_a_deleted_step_pod_under_its_default_retry_po
         fake.delete_object("v1", "pods", NS, first["metadata"]["name"])
         assert await op.retry(first, error=True) is None
         assert await op.retry(first) is not None
+
+
+async def test_a_retry_after_argos_pod_gc_deleted_the_members_that_succeeded_still_runs_alone(aiohttp_server):
+    # Before: podGC OnPodCompletion deleted the three finished pods; during the retry's backoff no member was left,
+    # so admit's controller deleted the group as unclaimed, and the retry made it again at minMember 3: the listed
+    # pods no longer said that two members had succeeded, and the retry waited for them for ever.
+    async with operator_cluster(aiohttp_server, CONFIG, argo.install, controller=True) as (fake, op, _):
+        wf = workflow()
+        wf["spec"]["podGC"] = {"strategy": "OnPodCompletion"}
+        wf["spec"]["templates"][1]["retryStrategy"] = {"limit": "2", "backoff": {"duration": "1m"}}
+        stored = await op.submit(wf)
+        first, second, third = await op.run_step(NS, "train-x7k2p", "train")
+        assert first["metadata"]["annotations"][argo.POD_GC] == "OnPodCompletion/5s"
+        for pod, phase in ((first, "Succeeded"), (second, "Succeeded"), (third, "Failed")):
+            op.finish(pod, phase)
+            assert op.collect(pod)
+        await asyncio.sleep(1.5)  # the backoff, past the controller's orphan grace period (0.5s here)
+        retried = await op.retry(third)
+        assert retried is not None and op.errors == []
+        group = fake.get(*PG, NS, "train-x7k2p-train")
+        assert group["spec"] == {"minMember": 1, "minResources": {"cpu": "1", "memory": "2Gi"},
+                                 "scheduleTimeoutSeconds": 120}
+        # the group lives as long as its Workflow, and records who succeeded
+        assert group["metadata"]["ownerReferences"] == [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                                                          "name": "train-x7k2p", "uid": stored["metadata"]["uid"]}]
+        assert group["metadata"]["annotations"]["gang.admit.dev/members-succeeded"] == ",".join(
+            sorted(p["metadata"]["name"] for p in (first, second)))
+        # the retry fails too and is collected: the next one still runs alone
+        op.finish(retried, "Failed")
+        assert op.collect(retried)
+        again = await op.retry(retried)
+        assert again is not None and fake.get(*PG, NS, "train-x7k2p-train")["spec"]["minMember"] == 1

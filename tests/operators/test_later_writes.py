@@ -319,7 +319,8 @@ def workflow_objects(draw: Any) -> dict[str, Any]:
     """An Argo Workflow as ``examples/argo-workflow-gang-step.yaml`` writes it (its generated name given): a fan-out
     step over 1-4 items whose template carries the gang annotations (``min-member`` the item count or fewer; not
     ``auto``, which admit refuses at each step pod's CREATE, the only write of a Workflow it sees:
-    tests/families/test_argo.py), with a ``retryStrategy`` or none."""
+    tests/families/test_argo.py), with a ``retryStrategy`` (and a ``backoff``) or none, and a ``podGC`` strategy
+    that deletes finished pods or none."""
     import yaml
 
     from tests.helpers import EXAMPLES
@@ -331,8 +332,13 @@ def workflow_objects(draw: Any) -> dict[str, Any]:
     worker = obj["spec"]["templates"][1]
     worker["metadata"]["annotations"]["gang.admit.dev/min-member"] = draw(
         st.sampled_from([str(items), "1"]))
-    if draw(st.booleans()):
+    gc = draw(st.sampled_from(["OnPodCompletion", None, "OnPodSuccess"]))
+    if gc:
+        obj["spec"]["podGC"] = {"strategy": gc}
+    if draw(st.integers(0, 3)) == 0:
         del worker["retryStrategy"]
+    elif draw(st.booleans()):
+        worker["retryStrategy"]["backoff"] = {"duration": "30s"}
     return obj
 
 
@@ -359,18 +365,24 @@ async def emulated_cluster(emulated: Emulated) -> AsyncIterator[tuple[Any, Any, 
         return server
 
     try:
-        async with operator_cluster(serve, CONFIG, emulated.install, gc_orphans_after=0.01) as cluster:
+        async with operator_cluster(serve, CONFIG, emulated.install, controller=emulated.controller,
+                                    gc_orphans_after=0.01) as cluster:
             yield cluster
     finally:
         for server in servers:
             await server.close()
 
 
-def problems(fake: Any, op: Any, emulated: Emulated, obj: dict[str, Any], after: str) -> list[str]:
-    """What breaks the invariant now: a refused write of the emulation, a gang that cannot form."""
-    found = [f"after {after}: refused: {message}" for _, _, message in emulated.refused(op)]
-    for what, pods in emulated.gangs(op, obj):
-        found += [f"after {after}: {what}: {p}" for p in gang_problems(fake, NS, pods, CONFIG)]
+async def problems(fake: Any, op: Any, emulated: Emulated, obj: dict[str, Any], after: str) -> list[str]:
+    """What breaks the invariant now: a refused write of the emulation, a gang that cannot form (with admit's
+    controller: once it has acted, within a few seconds)."""
+    for _ in range(50 if emulated.controller else 1):
+        found = [f"after {after}: refused: {message}" for _, _, message in emulated.refused(op)]
+        for what, pods in emulated.gangs(op, obj):
+            found += [f"after {after}: {what}: {p}" for p in gang_problems(fake, NS, pods, CONFIG)]
+        if not found:
+            break
+        await asyncio.sleep(0.1)
     return found
 
 
@@ -393,14 +405,14 @@ async def later_writes_hold(emulated: Emulated, obj: dict[str, Any]) -> list[str
                 return []
         await fake.settle()
         await op.idle()
-        found = problems(fake, op, emulated, obj, "the CREATE")
+        found = await problems(fake, op, emulated, obj, "the CREATE")
         for write in emulated.writes:
             if write.applies(obj):
                 event(f"{obj['kind']}: {write.name}")
                 await write.send(op, obj)
                 await fake.settle()
                 await op.idle()
-                found += problems(fake, op, emulated, obj, write.name)
+                found += await problems(fake, op, emulated, obj, write.name)
         return found
 
 
@@ -420,5 +432,26 @@ def test_every_later_write_of_an_allowed_workload_is_allowed_and_its_pods_join_a
     def holds(obj: dict[str, Any]) -> None:
         with asyncio.Runner() as runner:
             assert runner.run(later_writes_hold(emulated, obj)) == []
+
+    holds()
+
+
+def test_argos_pod_gc_deleting_every_finished_member_before_the_retry_leaves_a_gang_that_can_form():
+    # Before: podGC OnPodCompletion with a retry backoff left no pod saying that two members had succeeded, and the
+    # retry joined a group still at minMember 3 (found here; the strategy draws this one rarely).
+    import yaml
+
+    from tests.helpers import EXAMPLES
+
+    obj = yaml.safe_load((EXAMPLES / "argo-workflow-gang-step.yaml").read_text())
+    obj["metadata"] = {"name": "train-x7k2p", "namespace": NS}
+    obj["spec"]["podGC"] = {"strategy": "OnPodCompletion"}
+    obj["spec"]["templates"][1]["retryStrategy"]["backoff"] = {"duration": "30s"}
+
+    @settings(max_examples=1, deadline=None, database=None)
+    @given(st.just(obj))
+    def holds(workflow: dict[str, Any]) -> None:
+        with asyncio.Runner() as runner:
+            assert runner.run(later_writes_hold(REGISTRY["argo"], workflow)) == []
 
     holds()

@@ -10,6 +10,7 @@ pod asking for ``min-member: auto`` is refused at its CREATE (Argo tells it no c
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,42 @@ def test_an_argo_step_pod_asking_for_an_auto_min_member_is_refused_at_its_create
     assert "set gang.admit.dev/min-member in the metadata.annotations of the template of step " \
            "train-a8u7o[0].train(0:0)(0) to the number of the step's pods that start together" in str(refused.value)
     assert pods(cp, ns, "workflows.argoproj.io/workflow=train-a8u7o") == []
+
+
+@pytest.mark.needs("coscheduling")
+def test_a_retried_argo_step_runs_alone_after_argos_pod_gc_deleted_the_members_that_succeeded(plane, ns):
+    # podGC OnPodCompletion deletes each finished pod (argo-workflows v4.1.2 pod/cleanup.go
+    # determinePodCleanupAction); the retry comes after its backoff, past admit's orphan grace period (5s here).
+    # Before, nothing was left saying that two members had succeeded: the group was deleted as unclaimed and made
+    # again at minMember 3, and the retry was never scheduled. The group now lives as long as its Workflow (the
+    # garbage collector deletes it with it) and records the members that succeeded.
+    cp = plane.cp
+    written = yaml.safe_load(Path(EXAMPLES / "argo-workflow-gang-step.yaml").read_text())
+    written["metadata"] = {"name": "train-g4c1d"}
+    written["spec"]["podGC"] = {"strategy": "OnPodCompletion"}
+    worker = written["spec"]["templates"][1]
+    worker["metadata"]["annotations"]["gang.admit.dev/schedule-timeout-seconds"] = "5"
+    worker["retryStrategy"] = {"limit": "2", "backoff": {"duration": "10s"}}
+    worker["container"] = {"image": "registry.k8s.io/pause:3.10",
+                           "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}
+    wf = cp.rest("POST", f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/workflows", body=written)
+    template = copy.deepcopy(wf["spec"]["templates"][1])
+    made = [cp.rest("POST", f"/api/v1/namespaces/{ns}/pods",
+                    body=step_pod(wf, template, f"train-g4c1d[0].train({i}:{i})(0)", {"rank": str(i)}))
+            for i in range(3)]
+    wait_for(lambda: len(bound(pods(cp, ns, f"{LABEL}=train-g4c1d-train"))) == 3, what="the 3 step pods bound")
+    for pod, phase in zip(made, ("Succeeded", "Succeeded", "Failed")):
+        finish(cp, ns, pod, phase)
+        cp.rest("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}", body={"gracePeriodSeconds": 0})
+    wait_for(lambda: pods(cp, ns, f"{LABEL}=train-g4c1d-train") == [], what="the finished pods collected")
+    time.sleep(10)  # the retry's backoff
+    retried = cp.rest("POST", f"/api/v1/namespaces/{ns}/pods",
+                      body=step_pod(wf, template, "train-g4c1d[0].train(2:2)(1)", {"rank": "2"}))
+    wait_for(lambda: min_member(cp, ns, "train-g4c1d-train") == 1, what="the group sized to the retry")
+    wait_for(lambda: [p for p in bound(pods(cp, ns, f"{LABEL}=train-g4c1d-train"))
+                      if p["metadata"]["name"] == retried["metadata"]["name"]], what="the retried step pod bound")
+    group = cp.rest("GET", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/train-g4c1d-train")
+    assert [r["uid"] for r in group["metadata"]["ownerReferences"]] == [wf["metadata"]["uid"]]
+    cp.rest("DELETE", f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/workflows/train-g4c1d")
+    wait_for(lambda: min_member(cp, ns, "train-g4c1d-train") is None, timeout=60,
+             what="the group deleted with its Workflow by the garbage collector")

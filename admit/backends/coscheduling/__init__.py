@@ -17,6 +17,7 @@ from ...gang.plan import GangPlan, PodTarget, get_path
 from ..common import ObjectType
 from .podgroup import (
     describe_spec, desired_pod_group, merge_shared_spec, ownership, spec_changes, spec_differs, spec_json_patch,
+    succeeded_names, succeeded_record,
 )
 
 __all__ = ["switch_back_ops", "scheduler_ops", "plan_patch", "ungang_ops", "crd_missing_message",
@@ -259,8 +260,13 @@ class Coscheduling:
     def update_ops(self, existing: dict[str, Any], desired: dict[str, Any],
                    version: str = "") -> list[dict[str, Any]] | None:
         """JSON patch making the PodGroup's managed spec fields equal ``desired``'s (never ``None``: every field of a
-        scheduler-plugins PodGroup spec may change)."""
-        return spec_json_patch(existing, desired["spec"]) if spec_differs(existing, desired["spec"]) else []
+        scheduler-plugins PodGroup spec may change), and its record of the members that succeeded
+        (``podgroup.succeeded_record``) when ``desired`` records more of them."""
+        ops = spec_json_patch(existing, desired["spec"]) if spec_differs(existing, desired["spec"]) else []
+        key, names = succeeded_record(desired)
+        if names - succeeded_record(existing)[1]:
+            ops += set_keys_ops(existing, ("metadata", "annotations"), {key: ",".join(sorted(names))})
+        return ops
 
     ownership = staticmethod(ownership)
 
@@ -276,7 +282,12 @@ class Coscheduling:
                      members: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
         """``interface.BackendHooks.merge_shared``: ``podgroup.merge_shared_spec``."""
         spec, warnings = merge_shared_spec(existing, plan, members)
-        return {**desired, "spec": spec}, warnings
+        key = succeeded_record(desired)[0]
+        if not key or members is None:
+            return {**desired, "spec": spec}, warnings
+        names = ",".join(sorted(succeeded_record(existing)[1] | succeeded_names(members)))  # the record only grows
+        meta = {**desired["metadata"], "annotations": {**desired["metadata"]["annotations"], key: names}}
+        return {**desired, "metadata": meta, "spec": spec}, warnings
 
     def members_selector(self, plan: GangPlan, config: Config) -> str:
         """``interface.BackendHooks.members_selector``: the pods carrying the group's label."""
