@@ -29,7 +29,7 @@ from ..config import Config
 from ..gang.foreign import (KUEUE_COMPLETIONS_FOLLOW, KUEUE_GROUP_NAME, KUEUE_MIN_PARALLELISM, KUEUE_TOTAL_COUNT,
                             MULTIKUEUE_MANAGED_BY, MULTIKUEUE_ORIGIN, kueue_group)
 from ..gang.plan import (
-    BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, Wave, below_min_member, check_group_name,
+    GangAnnotations, GangError, GangPlan, PodTarget, Wave, below_min_member, check_group_name,
     choose_group_name, counted_and_fix, get_map, get_path, int_field,
 )
 from .shared import POD_TARGET, Rollout, WorkloadKind, min_resources_of, object_ref, template_target
@@ -317,11 +317,9 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     """Plan for a bare Pod carrying the gang annotations.
 
     Several bare pods may share one group (``gang.admit.dev/pod-group`` on each, ``min-member`` = their number), so
-    the PodGroup's owner is "any Pod" rather than one pod, and no member lowers what another set (``shared``).
-    Kueue plain-pod groups (``foreign.py``): the group is ``kueue.x-k8s.io/pod-group-name`` unless the annotation
-    names it, and ``kueue.x-k8s.io/pod-group-total-count`` is the pod count ``auto`` takes and an explicit minMember
-    may not exceed. ``auto`` with no count is minMember 1, with a warning. Else the group is the pod's name (for a
-    pod with only ``generateName``: ``plan.generated_group_name``).
+    the PodGroup's owner is "any Pod" rather than one pod, and no member lowers what another set (``shared``); a
+    Kueue plain-pod group names it and counts it (``gang/foreign.py``). ``auto`` with no count is minMember 1, with a
+    warning. Else the group is the pod's name (for a pod with only ``generateName``: ``plan.generated_group_name``).
     """
     name = _name(obj)
     ref_name = name or str(get_path(obj, ("metadata", "generateName")) or "")
@@ -519,9 +517,7 @@ def resolve_cronjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, n
     job_ref = object_ref("Job", namespace, job["metadata"]["name"])
     ref = object_ref("CronJob", namespace, name)
     try:
-        plan = resolve_job(job, ann, config, namespace, "CREATE")
-    except BelowMinMember:
-        raise
+        plan = resolve_job(job, ann, config, namespace, "CREATE")  # no BelowMinMember: the CronJob refuses below
     except GangError as e:
         raise GangError(f"{ref}: each Job it creates would be refused: {_in_job_template(e.message, job_ref, ref)}",
                         e.code) from None

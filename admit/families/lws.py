@@ -151,8 +151,8 @@ def resolve_leaderworkerset(
         count = size if leader_ready else min_member  # LeaderReady: the whole group, as LWS's provider does
         total = add_resources(leader, scale_resources(worker, max(count - 1, 0))) if count else {}
         plan.min_resources = format_resources(total) or None
-    spec = plan.pod_group_spec()
-    plan.template_annotations = {group_spec_key(config): json.dumps(spec, sort_keys=True, separators=(",", ":"))}
+    plan.template_annotations = {group_spec_key(config): json.dumps(plan.pod_group_spec(), sort_keys=True,
+                                                                    separators=(",", ":"))}
     if replicas:
         names = f"{name}-0" if replicas == 1 else f"{name}-0 ... {name}-{replicas - 1}"
         first = ""

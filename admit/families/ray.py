@@ -49,7 +49,7 @@ integration, KubeRay >= 1.4: docs.ray.io "KubeRay integration with scheduler plu
   ``AddSchedulerNameToObject``). The per-cluster label ``ray.io/scheduler-name`` was read up to v1.2
   (``schedulermanager.go``: ``app.ObjectMeta.Labels[utils.RaySchedulerName]``) and is not any more: admit does not
   defer on it (that left the cluster with no gang at all) and says so. admit cannot read the operator's flag, so
-  every Ray object it gangs gets one warning saying what the flag does to the gang (:func:`batch_scheduler_note`);
+  every Ray object it gangs gets one note saying what the flag does to the gang (:func:`batch_scheduler_note`);
   ``admit status`` names the flag when the pods of a RayCluster arrive with a batch scheduler's name
   (``backends.coscheduling.diagnose``).
 """
@@ -117,7 +117,7 @@ KUBERAY_BATCH_SCHEDULERS: dict[str, str] = {"volcano": "volcano", "yunikorn": "y
 
 
 def batch_scheduler_note(ref: str, config: Config) -> str:
-    """The warning every Ray object admit gangs gets: KubeRay's operator-wide ``--batch-scheduler`` decides whether
+    """The note every Ray object admit gangs gets: KubeRay's operator-wide ``--batch-scheduler`` decides whether
     admit's gang is used (module docstring)."""
     plugins = KUBERAY_BATCH_SCHEDULERS["scheduler-plugins"]
     tail = "" if config.scheduler_name == plugins else (

@@ -21,7 +21,7 @@ SparkApplication rules and their sources:
   ``getPodGroupName``, Volcano's ``spark-<app>-pg`` from ``internal/scheduler/volcano/util.go``), and the pods keep
   admit's label: ``spec.driver.labels`` are passed to spark-submit after the app's labels (``submission.go``
   ``driverConfOption``), and the later ``--conf`` wins (Spark's side **unconfirmed**). admit cannot read the flag:
-  every app it gangs gets a warning saying so (:func:`default_batch_scheduler_note`), and ``admit status`` shows
+  every app it gangs gets a note saying so (:func:`default_batch_scheduler_note`), and ``admit status`` shows
   the operator's unused object (``backends.coscheduling.diagnose``, reason ``SecondGang``).
 - Executors at start: ``spec.executor.instances``, else ``sparkConf["spark.executor.instances"]``, else 1 (the
   spark-operator's defaulting, ``api/v1beta2/defaults.go`` ``setExecutorSpecDefaults``; spark-submit alone would
@@ -346,7 +346,7 @@ def resolve_spark_application(
 
 
 def default_batch_scheduler_note(ref: str, name: str, group: str, config: Config) -> str:
-    """The warning every SparkApplication admit gangs gets: a spark-operator started with
+    """The note every SparkApplication admit gangs gets: a spark-operator started with
     ``--enable-batch-scheduler --default-batch-scheduler=<x>`` gangs it too, which admit cannot see (module
     docstring)."""
     return (f"{ref}: a spark-operator started with --enable-batch-scheduler and --default-batch-scheduler gangs every "

@@ -47,14 +47,11 @@ def _nest(rest: tuple[str, ...], value: Any) -> Any:
 
 
 def set_keys_ops(obj: dict[str, Any], map_path: tuple[str, ...], values: dict[str, Any]) -> list[dict[str, Any]]:
-    """JSONPatch operations that make the map at ``map_path`` hold every ``key: value`` of ``values``, touching
-    nothing else (rules in the module docstring).
-
-    ``map_path`` is a key path from the object root, a list index as a decimal string (``("spec", "replicatedJobs",
-    "0", "template", "spec", "template", "metadata", "labels")``). Returns one ``add`` per missing key and one
-    ``replace`` per changed key, in ``values`` order, or one operation creating a missing map with only ``values``;
-    ``[]`` when nothing changes or cannot be patched. ``obj`` is not modified; no error is raised for any shape.
-    """
+    """JSONPatch operations that make the map at ``map_path`` (a key path from the object root, a list index as a
+    decimal string, as ``gang.plan.get_path`` reads it) hold every ``key: value`` of ``values``, touching nothing
+    else (rules in the module docstring): one ``add`` or ``replace`` per key, in ``values`` order, or one operation
+    creating a missing map; ``[]`` when nothing changes or cannot be patched. ``obj`` is not modified; no error is
+    raised for any shape."""
     node: Any = obj
     for i, key in enumerate(map_path):
         if isinstance(node, dict):
