@@ -344,8 +344,7 @@ class SelfManagedTLSProvider(TLSProvider):
 
     def _secret_body(self, material: Material, existing: dict[str, Any] | None) -> dict[str, Any]:
         meta_in = (existing or {}).get("metadata") or {}
-        labels = dict(meta_in.get("labels") or {})
-        labels[MANAGED_BY[0]] = MANAGED_BY[1]
+        labels = {**(meta_in.get("labels") or {}), MANAGED_BY[0]: MANAGED_BY[1]}
         annotations = {k: v for k, v in {**(meta_in.get("annotations") or {}), **material.annotations()}.items()
                        if v is not None}
         data = {k: v for k, v in ((existing or {}).get("data") or {}).items() if k not in OUR_KEYS}
@@ -358,10 +357,6 @@ class SelfManagedTLSProvider(TLSProvider):
         return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata,
                 "type": (existing or {}).get("type") or SECRET_TYPE, "data": data}
 
-    def _plan(self, current: Material, next_trusted: bool = False) -> tuple[Material, list[str]]:
-        return plan(current, self.policy, self.service_name, self.namespace, self.dns_names, self.ip_addresses,
-                    self.clock, next_ca_trusted=next_trusted, cluster_domain=self.cluster_domain)
-
     async def _settle_secret(self, result: ReconcileResult) -> Material:
         """Read/create/repair the Secret until this replica holds a material consistent with the stored one."""
         for _attempt in range(5):
@@ -371,10 +366,10 @@ class SelfManagedTLSProvider(TLSProvider):
             current, problems = parse_secret(data, annotations)
             # an undecodable value is reported once, as such, not again as an empty/unparsable PEM
             problems = [f"{k} is not valid base64" for k in bad] + [p for p in problems if p.split(" ")[0] not in bad]
-            next_trusted = False
-            if current.next_ca is not None and current.ca is not None:
-                next_trusted = await self._bundle_contains(current.next_ca.fingerprint)
-            material, actions = self._plan(current, next_trusted)
+            next_trusted = bool(current.ca and current.next_ca  # the switch waits until every webhook trusts it
+                                and await self._bundle_contains(current.next_ca.fingerprint))
+            material, actions = plan(current, self.policy, self.service_name, self.namespace, self.dns_names,
+                                     self.ip_addresses, self.clock, next_trusted, self.cluster_domain)
             if secret is not None and material.data() == data and not problems and all(
                 annotations.get(k) == v for k, v in material.annotations().items()
             ):
