@@ -78,7 +78,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations",
         namespaced=False, status=False),
     _rt("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
-    # DRA DeviceClasses (resource.k8s.io/v1, GA in 1.34; cluster-scoped, no status): admit reads spec.extendedResourceName
+    # DRA DeviceClasses (GA in 1.34; cluster-scoped, no status): admit reads spec.extendedResourceName
     _rt("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", namespaced=False, status=False),
     # RuntimeClasses (node.k8s.io/v1, cluster-scoped, no status): admit reads overhead.podFixed
     _rt("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", namespaced=False, status=False),
@@ -106,11 +106,9 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", status=False),
 )
 
-#: ``shortNames`` of the discovery documents, keyed by ``(group, plural)``: kube-apiserver's from each registry's
-#: ``ShortNames()`` (``pkg/registry/core/pod/storage/storage.go`` ``po``, ``apps/deployment/storage`` ``deploy``, ...),
-#: a CRD's from its ``spec.names.shortNames`` (PodGroup: ``charts/admit/templates/podgroup-crd.yaml``, as
-#: scheduler-plugins' CRD; LeaderWorkerSet and SparkApplication: their CRDs). ``kubectl get deploy`` resolves them
-#: from discovery; a resource without an entry has none (Jobs, Secrets, Leases).
+#: Discovery's ``shortNames`` by ``(group, plural)`` (none where there is no entry): each registry's ``ShortNames()``
+#: (``pkg/registry/core/pod/storage/storage.go`` ``po``, ``apps/deployment/storage`` ``deploy``, ...), a CRD's
+#: ``spec.names.shortNames`` (PodGroup: ``charts/admit/templates/podgroup-crd.yaml``, as scheduler-plugins').
 SHORT_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "pods"): ("po",), ("", "services"): ("svc",), ("", "configmaps"): ("cm",), ("", "events"): ("ev",),
     ("", "namespaces"): ("ns",), ("", "nodes"): ("no",), ("apps", "deployments"): ("deploy",),

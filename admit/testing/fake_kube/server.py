@@ -440,6 +440,13 @@ class FakeKubeAPI:
     def _bucket(self, rt: ResourceType) -> dict[tuple[str | None, str], JSON]:
         return self._data.setdefault(rt.key, {})
 
+    def _stored(self, rt: ResourceType, ns: str | None, name: str) -> JSON:
+        """The stored object; ApiError 404 when there is none."""
+        existing = self._bucket(rt).get((ns, name))
+        if existing is None:
+            raise _not_found(rt, name)
+        return existing
+
     def _sorted(self, rt: ResourceType) -> list[tuple[tuple[str | None, str], JSON]]:
         """The stored objects of ``rt`` as ``((namespace, name), object)``, in (namespace, name) order."""
         return sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
@@ -768,9 +775,7 @@ class FakeKubeAPI:
     async def admitted_update(self, rt: ResourceType, ns: str | None, name: str, new: JSON, dry_run: bool, *,
                               require_rv: bool = False, user: JSON | None = None) -> JSON:
         """Update the main resource through admission (``new``: the complete desired object). Raises ApiError."""
-        existing = self._bucket(rt).get((ns, name))
-        if existing is None:
-            raise _not_found(rt, name)
+        existing = self._stored(rt, ns, name)
         apply_defaults(rt.group, rt.plural, new)  # decoding defaults, before the admission chain
         adm = self.admission
         if adm is not None and adm.handles(rt, None, "UPDATE"):
@@ -781,9 +786,7 @@ class FakeKubeAPI:
             if result is existing:
                 return existing
             await adm.validate("UPDATE", rt, ns, result, existing, dry_run, user=user, ns_labels=labels)
-            existing = self._bucket(rt).get((ns, name))
-            if existing is None:
-                raise _not_found(rt, name)
+            existing = self._stored(rt, ns, name)
         return self._update(rt, ns, name, existing, new, subresource=None, dry_run=dry_run, require_rv=require_rv)
 
     def _scale_of(self, rt: ResourceType, obj: JSON) -> JSON:
@@ -975,9 +978,7 @@ class FakeKubeAPI:
             doc["items"] = deleted
             doc["metadata"]["resourceVersion"] = str(self._rv)
             return _json_response(doc)
-        existing = self._bucket(rt).get((ns, name))
-        if existing is None:
-            raise _not_found(rt, name)
+        existing = self._stored(rt, ns, name)
         if verb == "get":
             return _json_response(self._scale_of(rt, existing) if sub == "scale" else existing)
         if verb == "delete":
@@ -996,9 +997,7 @@ class FakeKubeAPI:
                     isinstance(new_scale, dict):
                 await self.admission.validate("UPDATE", rt, ns, {**old_scale, **new_scale}, old_scale, dry,
                                               sub="scale", ns_labels=self.namespace_labels(ns))
-                existing = self._bucket(rt).get((ns, name))
-                if existing is None:
-                    raise _not_found(rt, name)
+                existing = self._stored(rt, ns, name)
             return _json_response(self._write_scale(rt, ns, name, existing, new_scale, dry))
         if verb == "update":
             new = self._check_body(rt, body)
