@@ -208,6 +208,10 @@ class WatchCache:
         delay = min(maximum, initial * (2 ** max(0, failures - 1)))
         return delay * (0.5 + random.random() / 2)
 
+    def _query(self, *more: tuple[str, str]) -> list[tuple[str, str]]:
+        """The request's parameters: the label selector (if any), then those of ``more`` that have a value."""
+        return [(k, v) for k, v in (("labelSelector", self.label_selector or ""), *more) if v]
+
     def _record(self, item: JSON) -> JSON:
         # List items carry no apiVersion/kind; give them the ones a watch event and a GET would have.
         item.setdefault("apiVersion", self.resource.api_version)
@@ -215,11 +219,7 @@ class WatchCache:
         return self.transform(item) if self.transform is not None else item
 
     async def _list(self) -> None:
-        query: list[tuple[str, str]] = []
-        if self.label_selector:
-            query.append(("labelSelector", self.label_selector))
-        if self.page_size:
-            query.append(("limit", str(self.page_size)))
+        query = self._query(("limit", str(self.page_size or "")))
         old_store = self._store
         new: dict[tuple[str, str], JSON] = {}
         cont: str | None = None
@@ -283,11 +283,7 @@ class WatchCache:
 
     async def _watch_once(self) -> int:
         """One watch stream from ``self._rv``; returns the number of events seen. Raises _Expired on 410."""
-        query: list[tuple[str, str]] = [("allowWatchBookmarks", "true")]
-        if self.label_selector:
-            query.append(("labelSelector", self.label_selector))
-        if self._rv:
-            query.append(("resourceVersion", self._rv))
+        query = [("allowWatchBookmarks", "true"), *self._query(("resourceVersion", self._rv or ""))]
         seen = 0
         self.watches += 1
         low, high = self.watch_timeout
