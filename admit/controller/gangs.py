@@ -6,19 +6,13 @@ scheduling.k8s.io Workload and PodGroup; any registered backend's), through the 
 
 Why it exists (docs/behaviour.md, "The garbage-collector race"): admission happens before the workload is stored,
 so the objects admit creates then have no ownerReference (one naming an object that is not stored yet makes the
-garbage collector delete them within ~25 ms). Once the workload is stored:
-
-- **adopt**: a controller ownerReference to the stored workload (``blockOwnerDeletion: true``), so the garbage
-  collector deletes the objects with it;
-- **keep in step**: a size, minResources or timeout the webhook did not see (``kubectl scale``, an HPA) is patched;
-  an object deleted while its workload lives is created again, directly with its ownerReference;
-- **clean up**: managed objects no stored workload claims for ``orphan_grace_period`` seconds are deleted, unless
-  live pods still wait on the group (``GangBackend.pod_in_group``, listed with the backend's ``pod_selector`` hook
-  when it has one);
-- **follow the members**: a group bare pods share whose size follows its members (``GangPlan.follows_members``),
-  once one of them finished or went (``manager.Manager`` watches them), is sized as the admission engine would size
-  it for a member still waiting (:meth:`GangController.follow`), so a retry does not wait for members that succeeded;
-- Events on the workload for each of these and for what it cannot do; a namespace being deleted is left alone.
+garbage collector delete them within ~25 ms). Once the workload is stored it adopts, keeps in step and cleans up
+(the rules: ``gangobjects.py``; before a delete, live pods that still wait on the group keep it:
+``GangBackend.pod_in_group``, listed with the backend's ``pod_selector`` hook when it has one); it **follows the
+members** of a group bare pods share whose size follows them (``GangPlan.follows_members``): once one finished or
+went (``manager.Manager`` watches them), the group is sized as the admission engine would size it for a member still
+waiting (:meth:`GangController.follow`), so a retry does not wait for members that succeeded. Events on the workload
+say each of these and what it cannot do; a namespace being deleted is left alone.
 
 It keeps list+watch caches of the backend's object kinds, managed by admit (``app.kubernetes.io/managed-by``) and
 not (a hand-written object a workload names is never written over), as small records (``claims.object_record``),
