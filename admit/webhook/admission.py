@@ -290,10 +290,8 @@ class Admission:
         )
 
     async def _ensure(self, verdict: Verdict, generation: int | None, replaces: str | None) -> None:
-        """The one admission engine (``backends.ensure``) over the plan's backend. ``generation`` (the incoming
-        object's, already bumped for a spec change) and ``replaces`` (on an UPDATE, the ``resourceVersion`` of the
-        stored version it replaces) are stamped on what is written, so the controller never writes back an older
-        spec (``common.generation_annotation``, ``common.replaces_annotation``)."""
+        """The one admission engine (``backends.ensure.ensure``, which says what ``generation`` and ``replaces``
+        stamp) over the plan's backend."""
         assert verdict.ensure is not None
         await ensure(self.store, verdict.ensure, self.config, verdict.decision, verdict.explicit_name,
                      verdict.dry_run, self.cache, generation, replaces)

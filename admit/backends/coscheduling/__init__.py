@@ -221,9 +221,7 @@ class Coscheduling:
 
     def unknown_group(self, pod: dict[str, Any], namespace: str, config: Config, cache: Any) -> str | None:
         """``interface.BackendHooks.unknown_group``: the pod-group label's value when the managed PodGroup cache
-        (``cache.get``) lacks that PodGroup; the Coscheduling plugin's Permit keeps a pod whose labelled PodGroup is
-        not found waiting (``PodGroupNotFound``, scheduler-plugins ``pkg/coscheduling/core/core.go``). The API half
-        says what is missing (``missing.missing_group``)."""
+        (``cache.get``) lacks that PodGroup (why it matters, and what the answer says: ``missing.py``)."""
         labels = get_path(pod, ("metadata", "labels"))
         name = labels.get(config.pod_group_label) if isinstance(labels, dict) else None
         if not isinstance(name, str) or not name or cache is None or cache.get(namespace, name) is not None:

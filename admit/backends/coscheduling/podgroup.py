@@ -1,9 +1,8 @@
 """PodGroup objects (scheduling.x-k8s.io/v1alpha1): the desired object, spec comparison, ownership. Pure.
 
 The PodGroup shape follows scheduler-plugins ``apis/scheduling/v1alpha1/types.go``: ``spec.minMember`` (int32 >= 1),
-``spec.minResources`` (ResourceList), ``spec.scheduleTimeoutSeconds`` (int32, optional). admit marks the PodGroups
-it creates with the label ``app.kubernetes.io/managed-by: admit`` and the annotation ``<prefix>/owner`` =
-``"<group>/<Kind>/<name>"`` of the workload, so that:
+``spec.minResources`` (ResourceList), ``spec.scheduleTimeoutSeconds`` (int32, optional). admit's marks on the
+PodGroups it creates (``common.py``) mean that:
 
 - a second workload that would take the same name is refused (its author picks another with
   ``gang.admit.dev/pod-group``);
@@ -181,9 +180,9 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
               others: int | None = None) -> Ownership:
     """Decide whether ``plan`` may manage, use, or must leave the existing PodGroup (rules in module docstring).
 
-    ``explicit_name`` is True when the user named the group with ``gang.admit.dev/pod-group``. ``others``: the pods
-    of the other stored workloads that name the same group (the controller's claims), ``None`` when no other
-    workload names it (or nobody can tell: ``admit review``, no controller). A PodGroup admit did not create whose
+    ``explicit_name`` is True when the user named the group with ``gang.admit.dev/pod-group``; ``others``: as
+    ``interface.GangBackend.ownership`` (``None`` also for ``admit review``, no controller). A PodGroup admit did
+    not create whose
     ``minMember`` is above the pods that can join it can never be filled: the Coscheduling plugin's PreFilter
     rejects every pod while fewer than minMember pods carry its label (scheduler-plugins
     ``pkg/coscheduling/core/core.go``). Joining it alone with fewer pods (``plan.total_pods`` above 0) is refused
