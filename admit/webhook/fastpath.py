@@ -27,11 +27,10 @@ aiohttp lacks any of them.
 
 from __future__ import annotations
 
-import time
-from email.utils import formatdate
 from typing import Any, Callable
 
 from aiohttp import web
+from aiohttp.helpers import rfc822_formatted_time
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
@@ -51,26 +50,6 @@ SUPPORTED = all(any(name in getattr(k, "__slots__", ()) or name in vars(k) for k
 
 _HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nDate: %s\r\nServer: %s\r\n\r\n"
 _SERVER = SERVER_SOFTWARE.encode()
-
-
-class _Date:
-    """The ``Date`` header's value, formatted once per second (RFC 9110 IMF-fixdate, as aiohttp sends it)."""
-
-    __slots__ = ("second", "value")
-
-    def __init__(self) -> None:
-        self.second = -1
-        self.value = b""
-
-    def now(self) -> bytes:
-        second = int(time.time())
-        if second != self.second:
-            self.second = second
-            self.value = formatdate(second, usegmt=True).encode()
-        return self.value
-
-
-_DATE = _Date()
 
 
 class FastRequestHandler(RequestHandler):
@@ -109,7 +88,8 @@ class FastRequestHandler(RequestHandler):
                 consumed = getattr(parser, "message_consumed", None)
                 if consumed is not None:
                     consumed()
-                self.out = _HEAD % (len(answer), _DATE.now(), _SERVER) + answer
+                # the Date aiohttp's own answers carry (formatted once per second)
+                self.out = _HEAD % (len(answer), rfc822_formatted_time().encode(), _SERVER) + answer
                 server: FastServer = self._manager  # type: ignore[assignment]
                 loop = self._loop
                 if not server.unwritten:
