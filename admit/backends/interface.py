@@ -227,10 +227,9 @@ class BackendAPI:
             cannot run. ``None``: nothing to discover.
         missing_group: ``async (namespace, name, config, cache, store) -> str | None``: for a Pod CREATE naming group
             ``namespace/name`` that the admission cache does not hold (the backend's ``unknown_group`` hook): the
-            warning for the answer (the controller is re-creating it, or what to create), or ``None`` (it exists, or
-            nobody can tell). ``cache``: ``admission.GroupCache``; ``store``: the API (``admission.Store``, or
-            ``None``), at most one GET within ``config.api_timeout_seconds``. Never raises: the pod is never refused
-            or delayed past the budget. ``None``: no check.
+            warning for the answer, or ``None`` (it exists, or nobody can tell); ``cache``: ``admission.GroupCache``,
+            ``store``: ``admission.Store`` or ``None``, at most one GET within ``config.api_timeout_seconds``. Never
+            raises. ``None``: no check.
         count: ``(kind, operation)`` for each write admission makes (``"created"``, ``"patched"``) and each
             admission refused because of a stored object (``"refused"``): the backend's metric, or ``None``.
     """

@@ -151,8 +151,8 @@ class WatchCache:
     @property
     def absent(self) -> bool:
         """True when the last list answered 404 and nothing is cached: the resource is not served, so no such object
-        exists. A 404 after objects were seen keeps them (one 404 during an API server restart or an aggregated API
-        outage must not make every object look deleted): then this is False, and so is :attr:`current`."""
+        exists. A 404 after objects were seen keeps them (module docstring, point 4): then this and :attr:`current`
+        are False."""
         return self.state == "not served" and not self._store
 
     @property
