@@ -9,13 +9,14 @@ run on the stdlib loop even where uvloop is installed; the stdlib path is always
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import socket
 import time
-from typing import Any, Coroutine, TypeVar
+from typing import Any, Coroutine, Iterable, TypeVar
 
-__all__ = ["loop_name", "run", "ENV_VAR", "Pacer", "EVERY_ADDRESS", "WILDCARDS", "listen_sockets", "ServerGroup",
+__all__ = ["loop_name", "run", "ENV_VAR", "cancel", "Pacer", "EVERY_ADDRESS", "WILDCARDS", "listen_sockets", "ServerGroup",
            "listen_url"]
 
 ENV_VAR = "ADMIT_EVENT_LOOP"
@@ -64,6 +65,16 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(coro)
+
+
+async def cancel(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
+    """Cancel ``tasks`` (``None`` is skipped) and wait until every one has ended."""
+    live = [t for t in tasks if t is not None]
+    for task in live:
+        task.cancel()
+    for task in live:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 class Pacer:

@@ -35,6 +35,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..eventloop import cancel
 from ..kube.client import KubeError, namespace_terminating
 from .leader import micro_time
 from ..kube.watchcache import KubeRaw, Resource
@@ -176,9 +177,7 @@ class EventRecorder:
             return
         await self.flush(timeout)
         task, self._task = self._task, None
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel([task])
 
     def _once(self, key: str, message: str) -> None:
         if key not in self._reported:

@@ -25,7 +25,6 @@ which writes local naive timestamps, never releases, and logs a stack trace for 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import os
@@ -35,6 +34,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
+from ..eventloop import cancel
 from ..observability import metrics
 from ..kube.client import KubeError
 from ..kube.watchcache import KubeRaw, Resource
@@ -127,10 +127,7 @@ class LeaderElector:
     async def stop(self, release: bool = True) -> None:
         """Stop campaigning; a leader stops leading and (``release``) gives the Lease back. Idempotent."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel([task])
         if self._leading:
             await self._stop_leading("stopping")
             if release:

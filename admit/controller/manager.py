@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import gc
@@ -38,6 +37,7 @@ from ..backends.interface import BackendAPI
 from ..backends.registry import BACKENDS
 from ..backends.runtime import APIS
 from ..config import Config
+from ..eventloop import cancel
 from ..gang.plan import MEMBER, get_path
 from ..gang.resources import (ResourceError, countable_min_resources, device_class_record, dra_extended_resources,
                               runtime_class_record, runtime_overheads, with_runtime_overhead)
@@ -176,11 +176,7 @@ class Manager:
         backend's ``Rediscovery`` calls this), or none when the API server no longer serves its objects."""
         old = self.gangs.pop(name, None)
         if old is not None:
-            task = self._lead_tasks.pop(name, None)
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel([self._lead_tasks.pop(name, None)])
             await old.stop()
             self.by_type = {t: g for t, g in self.by_type.items() if g is not old}
         gang = self._add_gang(name, config)
@@ -371,11 +367,7 @@ class Manager:
     async def _stop_workers(self) -> None:
         self.leading = False
         tasks, self._lead_tasks = self._lead_tasks, {}
-        for task in tasks.values():
-            task.cancel()
-        for task in tasks.values():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel(tasks.values())
         for gang in self.gangs.values():
             gang.stop_leading()
 

@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterable
 
 from ..observability import metrics
 from .client import KubeError, KubeRaw, Resource
-from ..eventloop import Pacer
+from ..eventloop import Pacer, cancel
 
 __all__ = ["Resource", "KubeRaw", "WatchCache", "Handler", "object_key"]
 
@@ -181,11 +181,7 @@ class WatchCache:
     async def stop(self) -> None:
         """Stop watching (the cached objects stay readable). Idempotent."""
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel(tasks)
 
     # ------------------------------------------------------------------ internals
 

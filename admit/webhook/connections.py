@@ -58,7 +58,7 @@ from typing import Any, Awaitable, Callable, cast
 
 from aiohttp import web
 
-from ..eventloop import EVERY_ADDRESS, ServerGroup, listen_sockets
+from ..eventloop import EVERY_ADDRESS, ServerGroup, cancel, listen_sockets
 
 try:  # FIONREAD: bytes received and not yet read (Linux, macOS); elsewhere only what the loop has read counts
     from fcntl import ioctl
@@ -308,12 +308,7 @@ class ConnectionGuard:
     async def stop(self) -> None:
         """Stop the sweeper (connections are left to :meth:`close_all`)."""
         task, self._sweeper = self._sweeper, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel([task])
 
     def close_all(self) -> int:
         """Close every connection still open; returns how many."""
