@@ -88,20 +88,16 @@ class PodRead(Protocol):
 
     def group_of(self, pod: dict[str, Any], config: Config) -> str | None:
         """The group the read pod is in (``None``: none, and the joining pod joins none)."""
-        ...
 
     def plan(self, group: str) -> GangPlan:
         """The plan that puts the joining pod into ``group`` (patched as a joiner's plan, ``label_workload`` off)."""
-        ...
 
     def unread(self, error: str) -> str:
         """The warning when the API did not answer the read (``error``: the API's message)."""
-        ...
 
     def absent(self, why: str) -> str:
         """The warning when the read pod cannot be used: ``why`` is ``"was not found"``, ``"is not known (no
         Kubernetes API to read it from)"`` or ``"has another uid (...): it was replaced"``."""
-        ...
 
 
 class Read(Protocol):
@@ -124,7 +120,6 @@ class Read(Protocol):
               notes: list[str] | None = None) -> tuple[list[str], GangError | None]:
         """``(warnings, refusal)`` once read (``obj`` ``None``: not found); a refusal is named on the admitted
         object. ``notes``, when given, gets what the read settles for the user (``admit review`` shows it)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,7 @@
 """The gang plan: what admit decides about one workload, independent of its kind.
 
 A :class:`GangPlan` is the pure result of reading a workload (Deployment, Job, TFJob, SparkApplication, Pod ...)
-and its ``gang.admit.dev/*`` annotations: the PodGroup name, ``minMember``, ``minResources``,
-``scheduleTimeoutSeconds``, how many pods the workload runs, and where its pod templates are (so the mutating
-webhook can label them). The kinds' resolvers live in ``admit/families/``.
+and its ``gang.admit.dev/*`` annotations; the kinds' resolvers live in ``admit/families/``.
 
 Rules and their sources:
 
