@@ -136,33 +136,12 @@ def _in_template(text: str, run_ref: str, ref: str, w: _Wrapper, *, lead: bool =
     return re.sub(r"(?<![\w./-])spec\.", f"{'.'.join(w.carry.template)}.", text)
 
 
-def _carried_plan(plan: GangPlan, obj: dict[str, Any], w: _Wrapper, ref: str, config: Config,
-                  reword: Callable[[str], str]) -> GangPlan:
-    """The wrapper's plan from its run's ``plan``: the run's size and refusals, no PodGroup and no marks of its own,
-    and the gang annotations to carry in ``template_annotations`` (:func:`carry_ops` writes them)."""
-    own = get_map(obj, ("metadata", "annotations"))
-    carried = {k: str(own[k]) for k in carried_keys(config) if isinstance(own.get(k), str)}
-    name = str(get_path(obj, ("metadata", "name")) or "")
-    run = w.carry.child[1]
-    out = replace(plan, kind=w.kind, api_group=w.group, name=name, targets=[], min_resources=None,
-                  create_pod_group=False, template_annotations=carried if plan.mutate else {}, extra_ops=[],
-                  runtime_class=None, operator_notice="", warnings=[reword(x) for x in plan.warnings],
-                  notes=[reword(x) for x in plan.notes], refusal_note=reword(plan.refusal_note), last_wave=None)
-    if config.pod_group_key in own:
-        out.warnings.append(f"remove {config.pod_group_key}: every {run} {ref} makes would name that one "
-                            f"PodGroup, and each needs its own (named after it); admit does not carry it")
-    if plan.mutate:
-        out.notes.append(
-            f"{ref}: each {run} it makes is a gang of its own (minMember {out.min_member}); its template carries the "
-            f"gang annotations ({'.'.join(w.carry.in_wrapper)}, which the operator copies onto each {run} and does "
-            f"not read), and admit puts them on each {run}'s metadata when it is created")
-    return out
-
-
 def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str,
                      w: _Wrapper) -> GangPlan:
     """Plan for a wrapper ``w``: the plan of the run it makes, resolved as that run's CREATE, said of the wrapper
-    (module docstring); raises the run's refusals (``GangError``, ``BelowMinMember``) worded for the wrapper."""
+    (module docstring): the run's size and refusals (``GangError``, ``BelowMinMember``, worded for the wrapper), no
+    PodGroup and no marks of its own, and the gang annotations to carry in ``template_annotations`` (:func:`carry_ops`
+    writes them)."""
     meta = get_map(obj, ("metadata",))
     name = str(meta.get("name") or "")
     ref = object_ref(w.kind, namespace, name or str(meta.get("generateName") or ""))
@@ -183,7 +162,22 @@ def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
         raise GangError(f"{ref}: each {run['kind']} it creates would be refused: "
                         f"{_in_template(e.message, run_ref, ref, w, lead=True)}",
                         e.code) from None
-    return _carried_plan(plan, obj, w, ref, config, reword)
+    carried = {k: str(own[k]) for k in carried_keys(config) if isinstance(own.get(k), str)}
+    out = replace(plan, kind=w.kind, api_group=w.group, name=str(get_path(obj, ("metadata", "name")) or ""),
+                  targets=[], min_resources=None, create_pod_group=False, extra_ops=[], runtime_class=None,
+                  template_annotations=carried if plan.mutate else {}, operator_notice="", last_wave=None,
+                  warnings=[reword(x) for x in plan.warnings], notes=[reword(x) for x in plan.notes],
+                  refusal_note=reword(plan.refusal_note))
+    kind = run["kind"]
+    if config.pod_group_key in own:
+        out.warnings.append(f"remove {config.pod_group_key}: every {kind} {ref} makes would name that one "
+                            f"PodGroup, and each needs its own (named after it); admit does not carry it")
+    if plan.mutate:
+        out.notes.append(
+            f"{ref}: each {kind} it makes is a gang of its own (minMember {out.min_member}); its template carries the "
+            f"gang annotations ({'.'.join(w.carry.in_wrapper)}, which the operator copies onto each {kind} and does "
+            f"not read), and admit puts them on each {kind}'s metadata when it is created")
+    return out
 
 
 SPARK_CARRY = Carry(("sparkoperator.k8s.io", "SparkApplication"), ("spec", "template"), ("driver", "annotations"))
