@@ -199,7 +199,8 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         pod_group = str(raw_g)
         problem = check_group_name(pod_group)
         if problem:
-            raise GangError(f'annotation {config.pod_group_key}={clip(raw_g)} is invalid: {problem}', 400)
+            raise GangError(f'set annotation {config.pod_group_key} to a valid name: {clip(raw_g)} is invalid: '
+                            f'{problem}', 400)
     backend = None
     raw_b = annotations.get(config.backend_key)
     if raw_b is not None:

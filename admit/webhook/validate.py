@@ -257,9 +257,9 @@ def autoscaler_refusal(hpas: list[dict[str, Any]], target: ScaleCheck, config: C
             if value is not None and 0 < value < target.replicas:
                 return (f"set spec.{field} of HorizontalPodAutoscaler {target.namespace}/{name} to at least "
                         f"{target.replicas}, or {config.min_member_key} to at most {value} (or auto): that HPA "
-                        f"scales this {target.kind} {moves} {value} replicas, below its gang minMember "
-                        f"{target.replicas}, and admit would refuse each such scale, on every HPA cycle, with the "
-                        "error only in the HPA's status")
+                        f"scales this {target.kind} {moves} {value} replica{'s' * (value != 1)}, below its gang "
+                        f"minMember {target.replicas}, and admit would refuse each such scale, on every HPA cycle, "
+                        "with the error only in the HPA's status")
     return None
 
 

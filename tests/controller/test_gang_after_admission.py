@@ -354,7 +354,7 @@ async def test_a_statefulset_applied_after_its_hpa_whose_min_replicas_is_below_i
         assert refused.value.status == 403
         assert refused.value.message.endswith(
             "set spec.minReplicas of HorizontalPodAutoscaler team/db to at least 3, or gang.admit.dev/min-member to "
-            "at most 1 (or auto): that HPA scales this StatefulSet down to 1 replicas, below its gang minMember 3, and "
+            "at most 1 (or auto): that HPA scales this StatefulSet down to 1 replica, below its gang minMember 3, and "
             "admit would refuse each such scale, on every HPA cycle, with the error only in the HPA's status")
         assert fake.get(PG_API, "podgroups", "team", "db") is None
         await stack.kube.request("POST", STATEFULSETS, body=parallel_statefulset("db", "auto"))  # auto follows it
