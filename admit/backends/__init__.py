@@ -76,10 +76,10 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
     wave = plan.last_wave
     if wave is not None and total and 0 < wave.size < plan.min_member:
         raise GangError(
+            f"{wave.fix[0].upper()}{wave.fix[1:]}, or set {config.min_member_key} to at most {wave.size}: "
             f"{plan.ref}: {wave.why}, fewer than its gang minMember {plan.min_member} ({source}); kube-scheduler does "
             f"not count finished pods, so {scheduler_of(plan.backend)} would keep "
-            f"{'that pod' if wave.size == 1 else 'those pods'} Pending forever. {wave.fix[0].upper()}{wave.fix[1:]}, "
-            f"or set {config.min_member_key} to at most {wave.size}"
+            f"{'that pod' if wave.size == 1 else 'those pods'} Pending forever"
         )
 
 

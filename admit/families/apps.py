@@ -112,15 +112,15 @@ def resolve_statefulset(
         if policy == "OrderedReady":
             policy = "OrderedReady (the default when spec.podManagementPolicy is not set)"
         fix = (
-            "podManagementPolicy is immutable: delete the StatefulSet (kubectl delete --cascade=orphan keeps the pods)"
-            " and create it again with podManagementPolicy: Parallel"
+            "Delete the StatefulSet (kubectl delete --cascade=orphan keeps the pods) and create it again with "
+            "spec.podManagementPolicy set to Parallel (podManagementPolicy is immutable)"
             if operation == "UPDATE"
-            else "set spec.podManagementPolicy: Parallel"
+            else "Set spec.podManagementPolicy to Parallel"
         )
         raise GangError(
-            f"{plan.ref} uses podManagementPolicy {policy} with gang minMember {plan.min_member}: OrderedReady starts "
-            f"one pod only after the previous one is Ready, so the gang never reaches {plan.min_member} pods and "
-            f"deadlocks; {fix}"
+            f"{fix}: {plan.ref} uses podManagementPolicy {policy} with gang minMember {plan.min_member}, and "
+            f"OrderedReady starts one pod only after the previous one is Ready, so the gang never reaches "
+            f"{plan.min_member} pods and deadlocks"
         )
     return plan
 

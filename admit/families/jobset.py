@@ -251,24 +251,24 @@ def _check_ordered_start(plan: GangPlan, ann: GangAnnotations, config: Config, r
     PodGroup gangs the pods that start first."""
     namespace = plan.namespace
     if trainjob is not None:
-        fix = (f"pick a runtime whose trainer replicatedJobs start together, or set {config.min_member_key} on "
+        fix = (f"Pick a runtime whose trainer replicatedJobs start together, or set {config.min_member_key} on "
                f"TrainJob {namespace}/{trainjob} (admit passes it on to this JobSet)")
     else:
-        fix = ("set spec.startupPolicy.startupPolicyOrder: AnyOrder" if in_order
-               else "remove the dependsOn between gang members so that they start together")
+        fix = ("Set spec.startupPolicy.startupPolicyOrder to AnyOrder" if in_order
+               else "Remove the dependsOn between gang members so that they start together")
     if ann.min_member is None:
         raise GangError(
-            f"{ref} starts its replicatedJobs in order ({order_text}): only {total_first} of its {total_all} "
+            f"{fix}, or set {config.min_member_key} to at most {total_first} to gang only the pods that start first: "
+            f"{ref} starts its replicatedJobs in order ({order_text}), only {total_first} of its {total_all} "
             f"pods start before the others wait for them to be Ready, so one gang of all {total_all} pods "
-            f"deadlocks. admit keeps one PodGroup per JobSet and does not split it per replicatedJob; {fix}, or "
-            f"set {config.min_member_key} to at most {total_first} to gang only the pods that start first"
+            "deadlocks (admit keeps one PodGroup per JobSet and does not split it per replicatedJob)"
         )
     if ann.min_member > total_first:
         raise GangError(
-            f"{ref} starts its replicatedJobs in order ({order_text}): only {total_first} pod(s) start first, "
-            f"and the rest wait for them to be Ready, so a gang of {ann.min_member} "
-            f"({config.min_member_key}={ann.min_member}) deadlocks. admit does not split a JobSet into one gang "
-            f"per replicatedJob; {fix}, or set {config.min_member_key} to at most {total_first}"
+            f"{fix}, or set {config.min_member_key} to at most {total_first}: {ref} starts its replicatedJobs in "
+            f"order ({order_text}), only {total_first} pod(s) start first, and the rest wait for them to be Ready, "
+            f"so a gang of {ann.min_member} ({config.min_member_key}={ann.min_member}) deadlocks (admit does not "
+            "split a JobSet into one gang per replicatedJob)"
         )
     plan.notes.append(
         f"{ref} starts its replicatedJobs in order ({order_text}): PodGroup {plan.group_name} gangs the first "

@@ -119,19 +119,20 @@ def resolve_leaderworkerset(
     if leader_ready:
         if ann.min_member is not None and ann.min_member > 1:
             raise GangError(
-                f"{ref} uses startupPolicy: LeaderReady: its workers are created only once the leader pod is Ready, "
+                f"Set {config.min_member_key} to \"auto\" (the leader alone first, minResources covering the whole "
+                "group, as LWS does for its own gang support) or use startupPolicy: LeaderCreated: "
+                f"{ref} uses startupPolicy LeaderReady, and its workers are created only once the leader pod is Ready, "
                 f"so a gang of {ann.min_member} ({config.min_member_key}={ann.min_member}) never gets its workers and "
-                f"deadlocks. Set {config.min_member_key} to \"auto\" (the leader alone first, minResources covering "
-                "the whole group, as LWS does for its own gang support) or use startupPolicy: LeaderCreated")
+                "deadlocks")
         min_member = 1
     elif exclusive is not None and size > 1:
         if ann.min_member is not None and ann.min_member > 1:
             raise GangError(
-                f"{ref} has {EXCLUSIVE_TOPOLOGY}={exclusive}: LWS creates a group's workers only once its leader pod "
+                f"Set {config.min_member_key} to \"auto\" (the leader alone first, minResources covering the whole "
+                f"group, so the leader is placed only where the group fits), or remove {EXCLUSIVE_TOPOLOGY}: {ref} "
+                f"has {EXCLUSIVE_TOPOLOGY}={exclusive}, and LWS creates a group's workers only once its leader pod "
                 f"is scheduled, so a gang of {ann.min_member} ({config.min_member_key}={ann.min_member}) waits for "
-                f"workers that wait for it, and deadlocks. Set {config.min_member_key} to \"auto\" (the leader alone "
-                "first, minResources covering the whole group, so the leader is placed only where the group fits), "
-                f"or remove {EXCLUSIVE_TOPOLOGY}")
+                "workers that wait for it, and deadlocks")
         leader_ready = True  # the same shape as LeaderReady: the leader first, then its workers
         min_member = 1
     else:

@@ -78,11 +78,14 @@ class BelowMinMember(GangError):
         super().__init__(self.message_for("the gang scheduler"), 403)
 
     def message_for(self, scheduler: str) -> str:
-        """The refusal naming ``scheduler`` (``"the Coscheduling plugin"``)."""
+        """The refusal naming ``scheduler`` (``"the Coscheduling plugin"``), its fix first: ``"Set spec.replicas to at
+        least 3, or lower gang.admit.dev/min-member: Deployment default/web runs 2 pods (spec.replicas=2) but its gang
+        needs minMember 3 (gang.admit.dev/min-member=3), so the Coscheduling plugin would keep every pod Pending
+        forever"``."""
         total = self.total
-        return (f"{self.ref} runs {total} pod{'s' if total != 1 else ''} ({self.counted}) but its gang needs minMember "
-                f"{self.min_member} ({self.source}): {scheduler} would keep every pod Pending forever. {self.fix}, or "
-                f"lower {self.lower}")
+        return (f"{self.fix}, or lower {self.lower}: {self.ref} runs {total} pod{'s' if total != 1 else ''} "
+                f"({self.counted}) but its gang needs minMember {self.min_member} ({self.source}), so {scheduler} would "
+                f"keep every pod Pending forever")
 
 
 class NoNameYet(GangError):

@@ -173,10 +173,10 @@ def scale_verdict(parent: dict[str, Any], check: ScaleCheck, config: Config, dry
         return Verdict(_hpa_decision(check, plan, ann, config))
     if 0 < check.replicas < plan.min_member:
         return Verdict(Decision.deny(
+            f"Scale to at least {plan.min_member} (or to 0 to pause it), or lower {config.min_member_key} first: "
             f"scaling {plan.ref} to {check.replicas} replica{'s' if check.replicas != 1 else ''} goes below its gang "
-            f"minMember {plan.min_member} ({config.min_member_key}): {scheduler_of(plan.backend)} would keep every pod "
-            f"Pending forever. Scale to at least {plan.min_member} (or to 0 to pause it), or lower "
-            f"{config.min_member_key} first"
+            f"minMember {plan.min_member} ({config.min_member_key}), so {scheduler_of(plan.backend)} would keep every "
+            "pod Pending forever"
         ))
     decision = Decision(warnings=plan.warnings, notes=plan.notes)
     if ann.min_member is not None or check.replicas == 0 or not plan.create_pod_group:
@@ -196,8 +196,8 @@ def _hpa_decision(check: ScaleCheck, plan: GangPlan, ann: GangAnnotations, confi
            f"refuses every scale below {plan.min_member}, on every HPA cycle, with the error only in this HPA's status")
     for field, value in (("minReplicas", check.replicas), ("maxReplicas", check.max_replicas)):
         if value is not None and 0 < value < plan.min_member:
-            return Decision.deny(f"{check.hpa} has spec.{field}={value}, below {why}. Set spec.{field} to at least "
-                                 f"{plan.min_member}, or lower {config.min_member_key} on {target}")
+            return Decision.deny(f"Set spec.{field} to at least {plan.min_member}, or lower {config.min_member_key} on "
+                                 f"{target}: {check.hpa} has spec.{field}={value}, below {why}")
     return Decision()
 
 

@@ -45,9 +45,9 @@ def test_the_kind_registry_renders_below_min_member_once_with_the_backends_sched
     assert not isinstance(raised.value, BelowMinMember)
     assert raised.value.code == 403
     assert raised.value.message == (
-        "RayCluster ray/raycluster-autoscaler runs 4 pods (1 head + 3 workers) but its gang needs minMember 5 "
-        f"(gang.admit.dev/min-member=5): {scheduler} would keep every pod Pending forever. Raise the replicas (and "
-        "minReplicas) of spec.workerGroupSpecs[*] so that head and workers reach 5, or lower gang.admit.dev/min-member")
+        "Raise the replicas (and minReplicas) of spec.workerGroupSpecs[*] so that head and workers reach 5, or lower "
+        "gang.admit.dev/min-member: RayCluster ray/raycluster-autoscaler runs 4 pods (1 head + 3 workers) but its gang "
+        f"needs minMember 5 (gang.admit.dev/min-member=5), so {scheduler} would keep every pod Pending forever")
 
 
 def test_every_built_in_backend_has_both_halves_under_its_name():

@@ -182,10 +182,10 @@ async def test_admit_status_against_the_fake_api_says_below_min_member_and_scale
     async with FakeKubeAPI() as fake:
         fake.unregister("kubeflow.org/v1", "tfjobs")  # a cluster without the TFJob CRD
         for obj in [web, paused, pod_group("web", 6), pod_group("batch-workers", 3), *pods, *events,
-                    controller_warning(web, "Deployment team/web runs 2 pods (spec.replicas=2) but its gang needs "
-                                            "minMember 6 (gang.admit.dev/min-member=6): the Coscheduling plugin "
-                                            "would keep every pod Pending forever. Set spec.replicas to at least 6, "
-                                            "or lower gang.admit.dev/min-member")]:
+                    controller_warning(web, "Set spec.replicas to at least 6, or lower gang.admit.dev/min-member: "
+                                            "Deployment team/web runs 2 pods (spec.replicas=2) but its gang needs "
+                                            "minMember 6 (gang.admit.dev/min-member=6), so the Coscheduling plugin "
+                                            "would keep every pod Pending forever")]:
             fake.put(obj)
         args = argparse.Namespace(api_server=fake.url, kubeconfig=None, namespace="team", all_namespaces=False,
                                   output="text", watch=False, interval=2.0, request_timeout=5.0)

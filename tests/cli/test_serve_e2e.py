@@ -359,8 +359,9 @@ async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pa
                 status = await r.json()
             assert r.status == 403 and status["reason"] == "Forbidden", status
             assert status["message"].startswith('admission webhook "scale.validate.admit.dev" denied the request: '
-                                                "scaling Deployment default/web to 2 replicas goes below its gang "
-                                                "minMember 6"), status
+                                                "Scale to at least 6 (or to 0 to pause it), or lower "
+                                                "gang.admit.dev/min-member first: scaling Deployment default/web to 2 "
+                                                "replicas goes below its gang minMember 6"), status
             async with session.get(web) as r:
                 assert (await r.json())["spec"]["replicas"] == 8  # not scaled
             # `kubectl --server $ADMIT_FAKE_API create --validate=false -f examples/denied/deployment-below-min-member.yaml`
@@ -369,6 +370,7 @@ async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pa
                 status = await r.json()
             assert r.status == 403, status
             assert status["message"].startswith('admission webhook "workloads.validate.admit.dev" denied the request: '
+                                                "Set spec.replicas to at least 3, or lower gang.admit.dev/min-member: "
                                                 "Deployment default/pause-too-small runs 2 pods (spec.replicas=2) but "
                                                 "its gang needs minMember 3"), status
     finally:

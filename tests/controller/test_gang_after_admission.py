@@ -293,11 +293,11 @@ async def test_an_hpa_whose_min_replicas_is_below_the_gang_min_member_is_refused
             await stack.kube.request("POST", HPAS, body=hpa("web", 2))
         assert refused.value.status == 403
         assert refused.value.message.endswith(
-            'admission webhook "scale.validate.admit.dev" denied the request: HorizontalPodAutoscaler team/web has '
+            'admission webhook "scale.validate.admit.dev" denied the request: Set spec.minReplicas to at least 3, or '
+            "lower gang.admit.dev/min-member on Deployment team/web: HorizontalPodAutoscaler team/web has "
             "spec.minReplicas=2, below the gang minMember 3 of Deployment team/web (gang.admit.dev/min-member=3): the "
             "Coscheduling plugin would keep the pods of a smaller Deployment Pending forever, so admit refuses every "
-            "scale below 3, on every HPA cycle, with the error only in this HPA's status. Set spec.minReplicas to at "
-            "least 3, or lower gang.admit.dev/min-member on Deployment team/web")
+            "scale below 3, on every HPA cycle, with the error only in this HPA's status")
         with pytest.raises(KubeError) as defaulted:  # minReplicas left out: kube-apiserver defaults it to 1
             await stack.kube.request("POST", HPAS, body=hpa("web", None))
         assert "spec.minReplicas=1, below the gang minMember 3" in defaulted.value.message

@@ -266,7 +266,8 @@ def test_a_refused_kuberay_cluster_names_the_rayservice_and_its_fields():
     assert "(made by KubeRay for RayService ray/rayservice-sample) runs 3 pods" in decision.message
     assert "Raise the replicas (and minReplicas) of spec.rayClusterConfig.workerGroupSpecs[*] of RayService " \
         "ray/rayservice-sample" in decision.message
-    assert decision.message.endswith("or lower gang.admit.dev/min-member on RayService ray/rayservice-sample")
+    assert decision.message.startswith("Raise the replicas") and \
+        "or lower gang.admit.dev/min-member on RayService ray/rayservice-sample: " in decision.message
 
 
 def test_a_kuberay_cluster_with_kuberays_own_gang_label_is_still_left_to_kuberay():

@@ -62,7 +62,9 @@ def test_a_cronjob_whose_jobs_admit_would_refuse_is_refused_at_create_and_update
         verdict = validate(request(bad, operation, old), Config())
         assert not verdict.decision.allowed and verdict.decision.code == 403
         message = verdict.decision.message
-        assert message.startswith("CronJob ml/nightly-eval: each Job it creates would be refused: ")
+        assert message.startswith("Set spec.jobTemplate.spec.completions to a multiple of 4 (e.g. 4 or 8), or set "
+                                  "gang.admit.dev/min-member to at most 1: CronJob ml/nightly-eval: each Job it creates "
+                                  "would be refused: ")
         assert "spec.jobTemplate.spec.completions=5 with spec.jobTemplate.spec.parallelism=4" in message
         assert "Set spec.jobTemplate.spec.completions to a multiple of 4 (e.g. 4 or 8)" in message
         assert "gang.admit.dev/min-member to at most 1" in message
@@ -75,9 +77,9 @@ def test_a_cronjob_whose_jobs_admit_would_refuse_is_refused_at_create_and_update
 def test_a_cronjob_whose_jobs_would_run_fewer_pods_than_min_member_is_refused_with_the_job_templates_parallelism():
     decision = validate(request(cronjob(2, 8)), Config()).decision
     assert not decision.allowed
-    assert decision.message.startswith("CronJob ml/nightly-eval: each Job it creates runs 2 pods "
-                                       "(spec.jobTemplate.spec.parallelism=2) but its gang needs minMember 4")
-    assert "Set spec.jobTemplate.spec.parallelism to at least 4" in decision.message
+    assert decision.message.startswith("Set spec.jobTemplate.spec.parallelism to at least 4, or lower "
+                                       "gang.admit.dev/min-member: CronJob ml/nightly-eval: each Job it creates runs 2 "
+                                       "pods (spec.jobTemplate.spec.parallelism=2) but its gang needs minMember 4")
 
 
 def test_a_malformed_annotation_in_the_job_template_is_refused_as_the_jobs_would_be():

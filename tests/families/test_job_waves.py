@@ -96,10 +96,10 @@ async def test_a_fixed_min_member_larger_than_the_last_wave_is_refused_naming_th
         _, validation = await admit(stack, job)
         assert validation["allowed"] is False and validation["status"]["code"] == 403
         assert validation["status"]["message"] == (
+            "Set spec.completions to a multiple of 4 (e.g. 4 or 8), or set gang.admit.dev/min-member to at most 1: "
             "Job ml/tail: spec.completions=5 with spec.parallelism=4 ends with a last wave of 1 pod once the first 4 "
             "completions have finished, fewer than its gang minMember 4 (gang.admit.dev/min-member=4); kube-scheduler "
-            "does not count finished pods, so the Coscheduling plugin would keep that pod Pending forever. Set "
-            "spec.completions to a multiple of 4 (e.g. 4 or 8), or set gang.admit.dev/min-member to at most 1")
+            "does not count finished pods, so the Coscheduling plugin would keep that pod Pending forever")
         assert stack.pod_group_posts() == []
 
 

@@ -143,8 +143,10 @@ def test_a_pod_group_annotation_on_a_wrapper_is_not_carried_and_is_warned_about(
 def test_a_ray_cron_job_every_run_of_which_would_run_fewer_pods_than_min_member_is_refused_naming_its_template():
     decision = validate(request(ray_cron("3")), CONFIG).decision
     assert not decision.allowed and decision.code == 403
-    assert decision.message.startswith("RayCronJob default/raycronjob-sample: each RayJob it creates runs 2 pods "
-                                       "(1 head + 1 worker) but its gang needs minMember 3")
+    assert decision.message.startswith("Raise the replicas (and minReplicas) of spec.jobTemplate.rayClusterSpec."
+                                       "workerGroupSpecs[*]")
+    assert ": RayCronJob default/raycronjob-sample: each RayJob it creates runs 2 pods (1 head + 1 worker) but its "\
+        "gang needs minMember 3" in decision.message
     assert "workerGroupSpecs[*]" in decision.message and "spec.jobTemplate.rayClusterSpec" in decision.message
 
 
