@@ -22,17 +22,12 @@ from typing import Any, Iterable
 from ..gang.ownerrefs import controller_ref
 from ..gang.plan import get_path
 
-__all__ = ["GangStatus", "JSON", "WorkloadSize", "size_key", "size_cause", "KNOWN_ANNOTATIONS", "ECHOES", "COLUMNS", "parse_time", "distance", "near",
+__all__ = ["GangStatus", "JSON", "WorkloadSize", "size_key", "size_cause", "ECHOES", "COLUMNS", "parse_time", "distance", "near",
            "classify_message", "pending_verdict", "meta_of", "is_scheduled", "is_live", "is_echo", "last_word", "one_line",
            "workload_ref", "to_int", "owner_of", "waited_seconds", "scheduling_group", "template_scheduling_group",
            "duration", "format_table", "to_json"]
 
 JSON = dict[str, Any]
-
-
-KNOWN_ANNOTATIONS = ("min-member", "schedule-timeout-seconds", "min-resources", "pod-group", "spark-executors",
-                     "spark-executor-resources", "owner", "backend")
-"""Annotation names (after ``<prefix>/``) admit reads or writes."""
 
 
 @dataclass
