@@ -25,7 +25,7 @@ import yaml
 
 from ..webhook.admission import Admission
 from ..config import Config
-from ..families.argo import WORKFLOW, workflow_review
+from ..families.argo import WORKFLOW, review_step_pods, workflow_review
 from ..families.kinds import KINDS, RESOLVERS, SCALABLE
 from ..families.shared import object_ref
 from ..kube.client import AlreadyExists
@@ -567,8 +567,8 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
         meta = (obj or {}).get("metadata") or {}
         if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS and (
                 req.group == WORKFLOW[0] or _user_keys(doc, config)):
-            unhandled, why = (workflow_review(doc, config) if req.group == WORKFLOW[0]
-                              else _unhandled_kind_warnings(doc, req.kind, config))
+            unhandled, why = (workflow_review(doc, config, await _step_refusals(admission, doc, config, namespace))
+                              if req.group == WORKFLOW[0] else _unhandled_kind_warnings(doc, req.kind, config))
             decision.warnings.extend(unhandled)
             decision.notes.extend(why)
         results.append(
@@ -595,6 +595,26 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
             }
         )
     return results
+
+
+async def _step_refusals(admission: Admission, doc: dict[str, Any], config: Config, namespace: str) -> dict[str, str]:
+    """Template name -> the refusal ``/mutate`` then ``/validate`` give the first step pod Argo would make from it
+    (``families.argo.review_step_pods``), for the templates whose pods admit refuses: the rule that judges the
+    pods in a cluster (a backend that cannot lower the group as its members finish, say) judges the review's
+    Workflow too."""
+    refusals = {}
+    for which, pod in review_step_pods(doc, config, namespace).items():
+        req = manifest_request(pod, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:step:{which}")), namespace)
+        mutation = admission.mutate(req)
+        if mutation.patch:
+            try:
+                req = manifest_request(jsonpatch.apply_patch(pod, mutation.patch), req.uid, namespace)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+                pass
+        decision = mutation if not mutation.allowed else await admission.validate(req)
+        if not decision.allowed:
+            refusals[which] = decision.message
+    return refusals
 
 
 def _scaled_gang(req: AdmissionRequest, store: OfflineKube, config: Config) -> dict[str, Any] | None:

@@ -39,8 +39,8 @@ from ..gang.plan import (MEMBER, GangAnnotations, GangError, GangPlan, check_gro
 from .apps import POD, resolve_pod
 from .shared import controller_owner
 
-__all__ = ["step_pod", "resolve_step_pod", "workflow_review", "WORKFLOW", "WORKFLOW_LABEL", "NODE_NAME",
-           "TEMPLATES"]
+__all__ = ["step_pod", "resolve_step_pod", "workflow_review", "review_step_pods", "WORKFLOW", "WORKFLOW_LABEL",
+           "NODE_NAME", "TEMPLATES"]
 
 #: The controller kind of a step pod: ``(API group, kind)``.
 WORKFLOW = ("argoproj.io", "Workflow")
@@ -107,21 +107,82 @@ def resolve_step_pod(pod: dict[str, Any], ann: GangAnnotations, config: Config, 
     return plan
 
 
-def workflow_review(doc: dict[str, Any], config: Config) -> tuple[list[str], list[str]]:
+def _run_name(meta: dict[str, Any]) -> str:
+    """``{{workflow.name}}`` as Argo substitutes it (``SubstituteParams``): the name, or generateName + 5
+    characters."""
+    return str(meta.get("name") or f"{meta.get('generateName') or ''}x7k2p")
+
+
+def _meta(doc: dict[str, Any]) -> dict[str, Any]:
+    meta_v = doc.get("metadata")
+    return meta_v if isinstance(meta_v, dict) else {}
+
+
+def review_step_pods(doc: dict[str, Any], config: Config, namespace: str) -> dict[str, dict[str, Any]]:
+    """The first step pod Argo's workflow controller would create from each template of ``doc`` (a ``Workflow`` or
+    another kind of :data:`TEMPLATES`; ``{}`` for another kind) whose ``metadata.annotations`` name admit's prefix
+    and use no Argo variable but ``{{workflow.name}}``, keyed by template name: what ``admit review`` runs through the
+    pod webhook, so the review of a Workflow judges its steps by the rule that judges their pods in a cluster (a
+    backend that cannot follow the group's members refuses each of them: ``backends.apply_backend``).
+
+    The pod is shaped as argo-workflows v4.1.2 ``workflow/controller/workflowpod.go`` ``createWorkflowPod`` makes it,
+    as far as admit reads it: one controller ownerReference to the Workflow (``NewControllerRef``), the label
+    :data:`WORKFLOW_LABEL`, the annotation :data:`NODE_NAME`, the Workflow's ``spec.podMetadata`` then the template's
+    ``metadata`` copied on (``addMetadata``, after ``SubstituteParams``), the template's ``schedulerName`` else the
+    Workflow's (``addSchedulingConstraints``), and the template's ``container`` (or ``script``) as the ``main``
+    container after the executor's ``wait``. The Workflow's uid is made up when the manifest has none. Pure."""
+    path = TEMPLATES.get(str(doc.get("kind") or ""))
+    templates = get_path(doc, path) if path is not None else None
+    meta = _meta(doc)
+    run = _run_name(meta)
+    uid = str(meta.get("uid") or f"00000000-0000-4000-8000-{sum(map(ord, run)) % 10**12:012d}")
+    pods: dict[str, dict[str, Any]] = {}
+    for template in templates if isinstance(templates, list) else []:
+        t_meta = tm if isinstance(template, dict) and isinstance(tm := template.get("metadata"), dict) else {}
+        raw = t_meta.get("annotations")
+        if not isinstance(raw, dict) or not any(isinstance(k, str) and k.startswith(config.key_prefix) for k in raw):
+            continue
+        given = {k: v.replace("{{workflow.name}}", run) if isinstance(v, str) else v for k, v in raw.items()}
+        if any(isinstance(v, str) and "{{" in v for k, v in given.items() if str(k).startswith(config.key_prefix)):
+            continue  # checked when Argo creates the pod, with its parameters substituted
+        which = str(template.get("name") or "")
+        pod_meta = pm if isinstance(pm := get_path(doc, ("spec", "podMetadata")), dict) else {}
+        labels = {k: v for m in (pod_meta, t_meta) if isinstance(ls := m.get("labels"), dict) for k, v in ls.items()}
+        annotations = {**(pa if isinstance(pa := pod_meta.get("annotations"), dict) else {}), **given}
+        main = template.get("container") or template.get("script") or {}
+        spec: dict[str, Any] = {"containers": [{"name": "wait", "image": "quay.io/argoproj/argoexec:v4.1.2"},
+                                               {**(main if isinstance(main, dict) else {}), "name": "main"}],
+                                "restartPolicy": "Never"}
+        scheduler = template.get("schedulerName") or get_path(doc, ("spec", "schedulerName"))
+        if isinstance(scheduler, str) and scheduler:
+            spec["schedulerName"] = scheduler
+        pods[which] = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{run}-{which}-1234567890"[:253], "namespace": str(meta.get("namespace") or namespace),
+                         "labels": {**labels, WORKFLOW_LABEL: run},
+                         "annotations": {**annotations, NODE_NAME: f"{run}[0].{which}(0)"},
+                         "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": run,
+                                              "uid": uid, "controller": True, "blockOwnerDeletion": True}]},
+            "spec": spec}
+    return pods
+
+
+def workflow_review(doc: dict[str, Any], config: Config,
+                    refusals: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
     """``(warnings, notes)`` ``admit review`` gives an Argo ``Workflow`` (or ``WorkflowTemplate``,
     ``ClusterWorkflowTemplate``, ``CronWorkflow``), which admit's webhooks never see: each template whose
     ``metadata.annotations`` carry ``<prefix>/min-member`` is a gang of the step pods Argo makes from it (their
     PodGroup, minMember, and how it follows its members); gang annotations on the object's own metadata do nothing
     (Argo copies a template's metadata onto its pods, ``addMetadata``), and a template's malformed ones or ``auto``
-    refuse each of its pods: each warned about. Pure; empty for another kind."""
+    refuse each of its pods: each warned about. ``refusals``: template name -> the refusal its step pod got from
+    the webhook (:func:`review_step_pods`), warned about in place of the gang's note. Pure; empty for another
+    kind."""
     path = TEMPLATES.get(str(doc.get("kind") or ""))
     if path is None:
         return [], []
-    meta_v = doc.get("metadata")
-    meta: dict[str, Any] = meta_v if isinstance(meta_v, dict) else {}
+    meta = _meta(doc)
     name = str(meta.get("name") or meta.get("generateName") or "")
-    # {{workflow.name}} as Argo substitutes it (SubstituteParams): the name, or generateName + 5 characters
-    run = str(meta.get("name") or f"{meta.get('generateName') or ''}x7k2p")
+    run = _run_name(meta)
     warnings: list[str] = []
     notes: list[str] = []
     own = meta.get("annotations")
@@ -153,6 +214,9 @@ def workflow_review(doc: dict[str, Any], config: Config) -> tuple[list[str], lis
             warnings.append(f"set template {which}'s {config.min_member_key} to the number of its step's pods (its "
                             "withItems or withParam items), or each of its pods is refused: Argo gives a step pod no "
                             "count for auto")
+            continue
+        if which in (refusals or {}):
+            warnings.append(f"{(refusals or {})[which]} (template {which}: each of its step pods is refused)")
             continue
         shown = run if meta.get("name") else f"{name}<5 characters>"
         group = ann.pod_group.replace(run, shown) if ann.pod_group else f"{shown} (the Workflow's name)"

@@ -172,3 +172,41 @@ def test_members_the_group_records_as_succeeded_still_count_once_argos_pod_gc_de
     assert want["metadata"]["annotations"]["gang.admit.dev/members-succeeded"] == "a,p0"
     assert {"op": "replace", "path": "/metadata/annotations/gang.admit.dev~1members-succeeded",
             "value": "a,p0"} in BACKEND.update_ops(stored, want)
+
+
+def test_admit_review_of_a_workflow_warns_with_the_fix_where_the_backend_would_refuse_each_step_pod(capsys):
+    # Before: review said the steps were ganged, while on Kubernetes 1.36 (Workload API v1alpha2, minCount
+    # immutable) the cluster refused every step pod. The review now runs the step pod Argo would make through the
+    # webhook, so the Workflow is judged by the rule that judges its pods.
+    from admit.cli import main
+
+    path = str(EXAMPLES / "argo-workflow-gang-step.yaml")
+    assert main(["review", "-v", "--gang-backend", "workload-api", path]) == 0
+    out = capsys.readouterr().out
+    assert "warning: set annotation gang.admit.dev/backend: coscheduling in the step template's metadata.annotations" \
+           in out and "(template worker: each of its step pods is refused)" in out
+    assert "are ganged when Argo creates them" not in out
+    assert main(["review", "--strict", "--gang-backend", "workload-api", path]) == 1
+    capsys.readouterr()
+    # v1beta1 (Kubernetes 1.37) can lower minCount: ganged, as under Coscheduling
+    assert main(["review", "-v", "--gang-backend", "workload-api", "--workload-api-version", "v1beta1", path]) == 0
+    assert "the step pods of template worker are ganged when Argo creates them" in capsys.readouterr().out
+
+
+def test_the_step_pod_admit_review_judges_gets_the_plan_of_the_pod_argo_makes():
+    from admit.families.argo import review_step_pods
+
+    wf = workflow()
+    wf["spec"]["podMetadata"] = {"labels": {"team": "ml"}}
+    pods = review_step_pods(wf, CONFIG, "default")
+    assert list(pods) == ["worker"]
+    plans = []
+    for pod in (pods["worker"], worker_pod()):  # the review's and the emulation's (from createWorkflowPod)
+        made = jsonpatch.apply_patch(pod, mutate(request(pod), CONFIG).patch)
+        plan = validate(request(made), CONFIG).ensure
+        plans.append((plan.group_name, plan.min_member, plan.min_resources, plan.follows_members, plan.kept_by))
+    assert plans[0] == plans[1]
+    assert pods["worker"]["metadata"]["labels"]["team"] == "ml"  # addMetadata: the Workflow's podMetadata too
+    # a template whose gang annotations use a variable Argo substitutes per step is judged at the pod's creation
+    wf["spec"]["templates"][1]["metadata"]["annotations"]["gang.admit.dev/min-member"] = "{{inputs.parameters.n}}"
+    assert review_step_pods(wf, CONFIG, "default") == {}
