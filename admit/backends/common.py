@@ -3,8 +3,11 @@ verdict an existing object gets. Pure.
 
 Every object admit creates for a gang (a scheduler-plugins PodGroup, a native Workload or PodGroup) carries the
 label ``app.kubernetes.io/managed-by: admit`` and the annotation ``<prefix>/owner`` = ``"<group>/<Kind>/<name>"`` of
-the workload; each backend's ``ownership`` turns an existing object into an :class:`Ownership`. The backends import
-this module and never each other (the independence contract in pyproject.toml).
+the workload; each backend's ``ownership`` turns an existing object into an :class:`Ownership`. A group whose size
+follows its members (an Argo step's) is sized by one rule on every backend (:func:`members_left`), which counts the
+members that succeeded recorded on the group's objects (:func:`succeeded_record`, :func:`record_succeeded`,
+:func:`succeeded_ops`). The backends import this module and never each other (the independence contract in
+pyproject.toml).
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from ..config import BUILTIN_ENTRY_POINTS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
+from ..gang.patch import set_keys_ops
 
 __all__ = ["installed", "BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation",
            "object_owner", "not_admits_message", "generation_annotation", "replaces_annotation", "stamp_annotations",
-           "generation_patch", "stamped_generation", "stamped_replaces", "ahead_of", "members_left"]
+           "generation_patch", "stamped_generation", "stamped_replaces", "ahead_of", "members_left", "SUCCEEDED",
+           "succeeded_annotation", "succeeded_record", "succeeded_names", "record_succeeded", "succeeded_ops"]
 
 log = logging.getLogger("admit.backends")
 
@@ -226,11 +231,73 @@ def members_left(asked: int, members: list[dict[str, Any]], recorded: set[str] |
     ``asked`` have succeeded, the group starts again at ``asked`` (a later step naming the same group).
     """
     phases = [(p.get("status") or {}).get("phase") for p in members if isinstance(p, dict)]
-    succeeded = len({str((p.get("metadata") or {}).get("name")) for p in members if isinstance(p, dict)
-                     and (p.get("status") or {}).get("phase") == "Succeeded"} | (recorded or set()))
+    succeeded = len(succeeded_names(members) | (recorded or set()))
     if succeeded + phases.count("Failed") == 0:
         return None
     unplaced = sum(1 for p in members if isinstance(p, dict) and not (p.get("spec") or {}).get("nodeName")
                    and (p.get("status") or {}).get("phase") in (None, "Pending")
                    and not (p.get("metadata") or {}).get("deletionTimestamp"))
     return asked if succeeded >= asked else max(1, min(asked - succeeded, unplaced + 1))
+
+
+#: The annotation (after ``<prefix>/``) on admit's objects of a group whose size follows its members
+#: (``GangPlan.follows_members``) that records the members that succeeded (:func:`succeeded_record`).
+SUCCEEDED = "members-succeeded"
+
+
+def succeeded_annotation(config: Config) -> str:
+    """``<prefix>/members-succeeded`` (``gang.admit.dev/members-succeeded``): the record of the members of a group
+    whose size follows its members that succeeded, on each of the group's objects whose size follows them (a
+    backend's ``desired_objects`` sets it empty; :func:`record_succeeded` fills it)."""
+    return config.key_prefix + SUCCEEDED
+
+
+def succeeded_record(obj: dict[str, Any]) -> tuple[str, set[str]]:
+    """``(key, names)`` of the annotation :func:`succeeded_annotation` of a gang object (stored or desired, of any
+    backend): the names of the group's pods that succeeded (comma-separated in the value, which may be empty);
+    ``("", set())`` without it. Any shape: a value that is not a string records no one.
+
+    Argo's pod GC (``spec.podGC`` ``OnPodSuccess``/``OnPodCompletion``, argo-workflows v4.1.2
+    ``workflow/controller/pod/cleanup.go`` ``determinePodCleanupAction``) deletes a step's finished pods, so the
+    pods listed no longer say who succeeded; the record does, for :func:`members_left`."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    annotations = (meta.get("annotations") if isinstance(meta, dict) else None) or {}
+    if not isinstance(annotations, dict):
+        return "", set()
+    key = next((k for k in annotations if isinstance(k, str) and k.endswith("/" + SUCCEEDED)), "")
+    value = annotations.get(key) if key else ""
+    return key, {n for n in value.split(",") if n} if isinstance(value, str) else set()
+
+
+def succeeded_names(members: list[dict[str, Any]]) -> set[str]:
+    """The ``metadata.name`` of each pod of ``members`` in phase ``Succeeded`` (any other item is skipped)."""
+    return {str((p.get("metadata") or {}).get("name")) for p in members
+            if isinstance(p, dict) and (p.get("status") or {}).get("phase") == "Succeeded"}
+
+
+def record_succeeded(existing: dict[str, Any], desired: dict[str, Any],
+                     members: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """``desired`` (a backend's desired object after its ``merge_shared``) with its :func:`succeeded_record`
+    holding the names ``existing`` (the stored object) records and those of ``members`` (the group's pods as read,
+    and those the controller saw deleted after they succeeded) that succeeded, sorted: the record only grows, so a
+    member whose pod is gone stays counted. ``desired`` itself, unchanged, when it carries no record (a plan that
+    does not follow its members) or ``members`` is ``None`` (not read). The shared rule of every backend's
+    ``merge_shared``; :func:`succeeded_ops` writes it."""
+    key = succeeded_record(desired)[0]
+    if not key or members is None:
+        return desired
+    names = ",".join(sorted(succeeded_record(existing)[1] | succeeded_names(members)))
+    meta = desired.get("metadata") or {}
+    return {**desired, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), key: names}}}
+
+
+def succeeded_ops(existing: dict[str, Any], desired: dict[str, Any]) -> list[dict[str, Any]]:
+    """JSON patch setting ``existing``'s :func:`succeeded_record` to the union of its names and ``desired``'s when
+    ``desired`` records a member ``existing`` does not; ``[]`` otherwise (the record never shrinks: a later write
+    that lists fewer pods, its members gone, keeps the members counted). The shared rule of every backend's
+    ``update_ops``; an annotation is metadata, which every version of every gang object lets change."""
+    key, names = succeeded_record(desired)
+    have = succeeded_record(existing)[1]
+    if not key or not names - have:
+        return []
+    return set_keys_ops(existing, ("metadata", "annotations"), {key: ",".join(sorted(names | have))})

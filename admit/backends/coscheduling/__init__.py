@@ -14,10 +14,9 @@ from ...config import COSCHEDULING, LEGACY_POD_GROUP_API_GROUP, POD_GROUP_API_GR
 from ...config import KUBE_DEFAULT_SCHEDULER
 from ...gang.patch import pointer, set_keys_ops, set_op
 from ...gang.plan import GangPlan, PodTarget, get_path
-from ..common import ObjectType
+from ..common import ObjectType, record_succeeded, succeeded_ops
 from .podgroup import (
     describe_spec, desired_pod_group, merge_shared_spec, ownership, spec_changes, spec_differs, spec_json_patch,
-    succeeded_names, succeeded_record,
 )
 
 __all__ = ["switch_back_ops", "scheduler_ops", "plan_patch", "ungang_ops", "crd_missing_message",
@@ -258,13 +257,10 @@ class Coscheduling:
     def update_ops(self, existing: dict[str, Any], desired: dict[str, Any],
                    version: str = "") -> list[dict[str, Any]] | None:
         """JSON patch making the PodGroup's managed spec fields equal ``desired``'s (never ``None``: every field of a
-        scheduler-plugins PodGroup spec may change), and its record of the members that succeeded
-        (``podgroup.succeeded_record``) when ``desired`` records more of them."""
+        scheduler-plugins PodGroup spec may change), and its record of the members that succeeded when ``desired``
+        records more of them (``common.succeeded_ops``)."""
         ops = spec_json_patch(existing, desired["spec"]) if spec_differs(existing, desired["spec"]) else []
-        key, names = succeeded_record(desired)
-        if names - succeeded_record(existing)[1]:
-            ops += set_keys_ops(existing, ("metadata", "annotations"), {key: ",".join(sorted(names))})
-        return ops
+        return ops + succeeded_ops(existing, desired)
 
     ownership = staticmethod(ownership)
 
@@ -278,14 +274,10 @@ class Coscheduling:
 
     def merge_shared(self, existing: dict[str, Any], desired: dict[str, Any], plan: GangPlan,
                      members: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
-        """``interface.BackendHooks.merge_shared``: ``podgroup.merge_shared_spec``."""
+        """``interface.BackendHooks.merge_shared``: ``podgroup.merge_shared_spec``, and the record of the members that
+        succeeded (``common.record_succeeded``)."""
         spec, warnings = merge_shared_spec(existing, plan, members)
-        key = succeeded_record(desired)[0]
-        if not key or members is None:
-            return {**desired, "spec": spec}, warnings
-        names = ",".join(sorted(succeeded_record(existing)[1] | succeeded_names(members)))  # the record only grows
-        meta = {**desired["metadata"], "annotations": {**desired["metadata"]["annotations"], key: names}}
-        return {**desired, "metadata": meta, "spec": spec}, warnings
+        return record_succeeded(existing, {**desired, "spec": spec}, members), warnings
 
     def members_selector(self, plan: GangPlan, config: Config) -> str:
         """``interface.BackendHooks.members_selector``: the pods carrying the group's label."""

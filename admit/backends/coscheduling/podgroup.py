@@ -20,43 +20,30 @@ from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ...gang.ownerrefs import controller_identity
 from ...gang.plan import GangPlan
 from ...gang.quantity import QuantityError, format_resources, parse_quantity
-from ..common import Ownership, generation_annotation, members_left, owner_annotation
+from ..common import (Ownership, generation_annotation, members_left, owner_annotation, succeeded_annotation,
+                      succeeded_record)
 
 __all__ = ["desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "members_still_to_run",
-           "ownership", "spec_changes", "describe_spec", "succeeded_record", "succeeded_names", "SUCCEEDED"]
-
-#: The PodGroup annotation (after ``<prefix>/``) recording the members of a group that follows its members that
-#: succeeded (:func:`succeeded_record`).
-SUCCEEDED = "members-succeeded"
+           "ownership", "spec_changes", "describe_spec"]
 
 
 def desired_pod_group(plan: GangPlan, config: Config, generation: int | None = None) -> dict[str, Any]:
     """The PodGroup admit creates for ``plan``: ``{"apiVersion", "kind", "metadata": {name, namespace, labels,
     annotations}, "spec": {...}}``, without ownerReferences (docs/behaviour.md, "The garbage-collector race") but
-    those of ``plan.kept_by``, and for a plan that follows its members an empty :func:`succeeded_record`.
+    those of ``plan.kept_by``, and for a plan that follows its members an empty ``common.succeeded_record``.
     ``generation``: the workload's ``metadata.generation`` the spec comes from, stamped as
     :func:`generation_annotation`."""
     annotations = {owner_annotation(config): plan.owner}
     if generation is not None:
         annotations[generation_annotation(config)] = str(generation)
     if plan.follows_members:
-        annotations[config.key_prefix + SUCCEEDED] = ""  # the members that succeeded: :func:`merge_shared_spec`
+        annotations[succeeded_annotation(config)] = ""  # the members that succeeded: :func:`merge_shared_spec`
     meta: dict[str, Any] = {"name": plan.group_name, "namespace": plan.namespace,
                             "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}, "annotations": annotations}
     if plan.kept_by:
         meta["ownerReferences"] = [dict(ref) for ref in plan.kept_by]
     return {"apiVersion": config.pod_group_api_version, "kind": "PodGroup", "metadata": meta,
             "spec": plan.pod_group_spec()}
-
-
-def succeeded_record(obj: dict[str, Any]) -> tuple[str, set[str]]:
-    """``(key, names)`` of the annotation ``<prefix>/members-succeeded`` of a PodGroup (or of its desired object):
-    the pods of a group that follows its members that succeeded, as ``names`` (comma-separated in the value);
-    ``("", set())`` without it."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    key = next((k for k in annotations if isinstance(k, str) and k.endswith("/" + SUCCEEDED)), "")
-    value = annotations.get(key) if key else ""
-    return key, {n for n in value.split(",") if n} if isinstance(value, str) else set()
 
 
 _FIELDS = ("minMember", "minResources", "scheduleTimeoutSeconds")  # the spec fields admit manages
@@ -150,7 +137,7 @@ def members_still_to_run(desired: dict[str, Any], stored: dict[str, Any], asked:
                           members: list[dict[str, Any]], recorded: set[str] | None = None) -> dict[str, Any] | None:
     """The spec of a shared group whose size follows its members (``GangPlan.follows_members``): ``desired`` with
     ``minMember`` :func:`common.members_left` of ``asked`` (this member's minMember), the group's other pods
-    ``members`` and the members that succeeded ``recorded`` on the PodGroup (:func:`succeeded_record`), or ``None``
+    ``members`` and the members that succeeded ``recorded`` on the PodGroup (``common.succeeded_record``), or ``None``
     while none of them has finished. ``minResources`` (``asked`` pods' requests) follows in proportion;
     ``scheduleTimeoutSeconds`` set by another member stays (``stored``: the stored spec).
     """
@@ -168,12 +155,6 @@ def members_still_to_run(desired: dict[str, Any], stored: dict[str, Any], asked:
     if "scheduleTimeoutSeconds" not in out and stored.get("scheduleTimeoutSeconds") is not None:
         out["scheduleTimeoutSeconds"] = stored["scheduleTimeoutSeconds"]
     return out
-
-
-def succeeded_names(members: list[dict[str, Any]]) -> set[str]:
-    """The names of the pods of ``members`` in phase ``Succeeded``."""
-    return {str((p.get("metadata") or {}).get("name")) for p in members
-            if isinstance(p, dict) and (p.get("status") or {}).get("phase") == "Succeeded"}
 
 
 def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit_name: bool,
