@@ -104,7 +104,8 @@ class GangBackend(Protocol):
         ...
 
     def desired_objects(self, plan: GangPlan, config: Config) -> list[JSON]:
-        """The objects the gang needs, in :meth:`object_types` order, without ownerReferences."""
+        """The objects the gang needs, in :meth:`object_types` order, without ownerReferences but those of
+        ``plan.kept_by`` (an Argo step's Workflow: ``gangobjects`` then leaves them to the garbage collector)."""
         ...
 
     def update_ops(self, existing: JSON, desired: JSON, version: str) -> Ops | None:

@@ -20,8 +20,9 @@ placed (``backends.coscheduling.podgroup.members_still_to_run``). Each member is
 (``gang.plan.MEMBER``), and when one finishes or goes the controller sizes the group again for a member still waiting.
 Argo's pod GC deletes finished pods (``spec.podGC``, ``workflow/controller/pod/cleanup.go``
 ``determinePodCleanupAction``): the controller records the members whose pods went after they succeeded on the
-PodGroup (``podgroup.succeeded_record``), and the PodGroup is kept by an ownerReference to the Workflow
-(``GangPlan.kept_by``), not deleted as unclaimed while a retry waits out its backoff with no member left.
+group's objects (``backends.common.succeeded_record``: the Coscheduling PodGroup, the Workload API's Workload and
+PodGroup), and they are kept by an ownerReference to the Workflow (``GangPlan.kept_by``), not deleted as unclaimed
+while a retry waits out its backoff with no member left.
 """
 
 from __future__ import annotations

@@ -21,6 +21,12 @@ runs inside kube-scheduler). Shapes, from kubernetes/kubernetes ``staging/src/k8
   "may not exist at the time the Pod is created". kube-scheduler's PreEnqueue keeps a gang's pods out of the queue
   until ``minCount`` of them exist ("waiting for minCount pods from a gang to appear in scheduling queue").
 
+A group whose size follows its members (an Argo step's, ``GangPlan.follows_members``) has ``minCount`` lowered on
+both objects as its members finish where the version lets it change (:data:`SHAPES` ``min_count_mutable``; refused
+at its first member where not, ``backends._refuse_unfollowed``), by the rule of every backend
+(``common.members_left``); both objects record the members that succeeded (``common.succeeded_record``: Argo's
+``podGC`` deletes their pods) and carry ``plan.kept_by``'s ownerReference to the Workflow (:func:`_meta`).
+
 No equivalent of scheduler-plugins' ``minResources`` and ``scheduleTimeoutSeconds``: a warning says so when the user
 asked for them. :data:`SHAPES` is the one table of what differs per served version, each row with its source;
 discovery picks the first row the API server serves (``discovery.py``).
@@ -44,7 +50,8 @@ from ...config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALU
 from ...gang.ownerrefs import controller_identity
 from ...gang.patch import pointer, set_keys_ops
 from ...gang.plan import MEMBER, GangError, GangPlan, PodTarget, get_path
-from ..common import ObjectType, Ownership, members_left, owner_annotation
+from ..common import (ObjectType, Ownership, members_left, owner_annotation, record_succeeded, succeeded_annotation,
+                      succeeded_ops, succeeded_record)
 from .native import deferring_reason, native_handover, template_group, written_group
 
 __all__ = [
@@ -186,12 +193,20 @@ def name_problem(name: str, version: str) -> str | None:
 
 
 def _meta(plan: GangPlan, config: Config) -> dict[str, Any]:
-    return {
-        "name": plan.group_name,
-        "namespace": plan.namespace,
-        "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
-        "annotations": {owner_annotation(config): plan.owner},
-    }
+    """The metadata of both objects: admit's marks (``common.owner_annotation``); for a plan that follows its members
+    an empty record of the members that succeeded (``common.succeeded_record``: the ``minCount`` of both objects
+    follows, and each object's ``merge_shared`` reads only that object, so each carries its own record); the
+    ownerReferences of ``plan.kept_by`` (an Argo step's Workflow: not a controller's, so admit's controller does not
+    delete the objects as unclaimed while a retry waits out its backoff with no member left, and the garbage
+    collector deletes them with the Workflow)."""
+    annotations = {owner_annotation(config): plan.owner}
+    if plan.follows_members:
+        annotations[succeeded_annotation(config)] = ""  # filled by merge_shared (common.record_succeeded)
+    meta: dict[str, Any] = {"name": plan.group_name, "namespace": plan.namespace,
+                            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}, "annotations": annotations}
+    if plan.kept_by:
+        meta["ownerReferences"] = [dict(ref) for ref in plan.kept_by]
+    return meta
 
 
 def _gang(plan: GangPlan) -> dict[str, Any]:
@@ -210,8 +225,9 @@ def desired_workload(plan: GangPlan, config: Config) -> dict[str, Any]:
     namespace, labels, annotations}, "spec": {"controllerRef"?: {apiGroup?, kind, name}, "podGroupTemplates":
     [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": int}}, "priorityClassName"?: str,
     "preemptionPolicy"?: str}]}}`` (the priority keys where :data:`SHAPES` has them and the pods set them); no
-    ownerReferences (docs/behaviour.md, "The garbage-collector race"). ``controllerRef`` names the workload unless the
-    group is shared by bare Pods."""
+    ownerReferences (docs/behaviour.md, "The garbage-collector race") but those of ``plan.kept_by``, and for a plan
+    that follows its members an empty ``common.succeeded_record`` (:func:`_meta`). ``controllerRef`` names the
+    workload unless the group is shared by bare Pods."""
     spec: dict[str, Any] = {}
     if not plan.shared and plan.name:
         ref = {"kind": plan.kind, "name": plan.name}
@@ -228,7 +244,8 @@ def desired_pod_group(plan: GangPlan, config: Config) -> dict[str, Any]:
     ``{"podGroupTemplateRef": {"workload": {"workloadName", "podGroupTemplateName"}}, "schedulingPolicy": ...}`` in
     v1alpha2 and ``{"workloadRef": {"workloadName", "templateName"}, "schedulingPolicy": ..., "priorityClassName"?,
     "preemptionPolicy"?}`` in the later versions (row ``reference`` of :data:`SHAPES`): "Controllers are expected
-    to fill this field by copying it from a PodGroupTemplate" (``PodGroupSpec.priorityClassName``)."""
+    to fill this field by copying it from a PodGroupTemplate" (``PodGroupSpec.priorityClassName``). Its metadata is
+    the Workload's (:func:`_meta`)."""
     if shape(config.workload_api_version).reference == "workloadRef":
         ref: dict[str, Any] = {"workloadRef": {"workloadName": plan.group_name, "templateName": TEMPLATE_NAME}}
     else:
@@ -372,9 +389,12 @@ def update_ops(existing: dict[str, Any], desired: dict[str, Any], version: str) 
     """JSON patch that brings ``existing`` to ``desired`` (``[]``: already in step), or ``None`` when the API does
     not allow it: always in v1alpha2 (templates and policy are immutable), and in the later versions when more than
     ``minCount`` differs (the template list, the template reference and the priority fields are immutable there
-    too; :func:`priority_mismatch` says which)."""
+    too; :func:`priority_mismatch` says which). The record of the members that succeeded is added when ``desired``
+    records more of them (``common.succeeded_ops``, never shrinking it): an annotation, mutable in every version,
+    so even a v1alpha2 object whose spec is in step takes it."""
+    record = succeeded_ops(existing, desired)
     if not spec_differs(existing, desired):
-        return []
+        return record
     if not shape(version).min_count_mutable or priority_mismatch(existing, desired):
         return None
     want = min_count_of(desired)
@@ -389,8 +409,8 @@ def update_ops(existing: dict[str, Any], desired: dict[str, Any], version: str) 
                                                                                      "gang")) is None:
             return None
         path = "/spec/schedulingPolicy/gang/minCount"
-    return [{"op": "test", "path": path, "value": min_count_of(existing)}, {"op": "replace", "path": path,
-                                                                             "value": want}]
+    return [{"op": "test", "path": path, "value": min_count_of(existing)},
+            {"op": "replace", "path": path, "value": want}, *record]
 
 
 def immutable_message(kind: str, plan: GangPlan, have: Any, version: str) -> tuple[str, bool]:
@@ -604,9 +624,13 @@ class WorkloadAPI:
         gets ``minCount`` :func:`common.members_left` on both objects, where the served version lets it change
         (:data:`SHAPES` ``min_count_mutable``, v1beta1 on; in v1alpha2 ``update_ops`` cannot follow and the
         framework refuses such a group at its first member, ``backends.apply_backend``); any other shared group
-        takes what this member asks, as without the hook."""
-        left = members_left(plan.min_member, members) if plan.follows_members and members is not None else None
-        return (desired if left is None else with_min_count(desired, left)), []
+        takes what this member asks, as without the hook. The members that succeeded are counted from ``members``
+        and from the record on ``existing`` (``common.succeeded_record``: their pods may be gone, Argo's
+        ``podGC``), and recorded on the object (``common.record_succeeded``)."""
+        if not plan.follows_members or members is None:
+            return desired, []
+        left = members_left(plan.min_member, members, succeeded_record(existing)[1])
+        return record_succeeded(existing, desired if left is None else with_min_count(desired, left), members), []
 
     def members_selector(self, plan: GangPlan, config: Config) -> str:
         """``interface.BackendHooks.members_selector``: the pods labelled members (``<prefix>/managed: member``); a
