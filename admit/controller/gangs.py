@@ -287,7 +287,9 @@ class GangController:
         only when it lowers the size: a member that succeeded while the retry waited is no longer counted by
         kube-scheduler (argo-workflows#734, volcano#2720), and a new admission may never come. A member whose pod
         was deleted after it succeeded (Argo's ``podGC``) is recorded on the object by the merge, waiting member or
-        not, so that the admissions that list the group's pods still count it. True when it wrote.
+        not, so that the admissions that list the group's pods still count it; such members are forgotten only
+        once every object's write of them went through (a 409 twice, or a backed-off write, is tried again with
+        them). True when it wrote.
         """
         merge: Any = getattr(self.backend, "merge_shared", None)  # interface.BackendHooks
         members = self.manager.members_of(self.backend.name, key) if merge is not None else []
@@ -299,7 +301,7 @@ class GangController:
         if claim is None or claim.plan is None or not claim.plan.follows_members:
             self.manager.gone_members(self.backend.name, key, forget=gone)
             return False
-        plan, wrote = claim.plan, False
+        plan, wrote, recorded = claim.plan, False, True
         for kind, desired in zip(self.kinds, self.backend.desired_objects(plan, self.config)):
             obj = objects.get(kind)
             if obj is None or not is_managed(obj) or self.backend.ownership(obj, plan, self.config,
@@ -316,11 +318,14 @@ class GangController:
                         "value": (obj.get("metadata") or {}).get("resourceVersion")})
             action = Action("patch", object_kind=kind, claim=claim, ops=ops, changes=[
                 f"{self.backend.size_name} {have} -> {size}: the members still to run"] if lower else [])
-            if not self.guards.repeating(key, action):
-                self.actions.append(("follow", key))
-                await self._write(key, action, depth)
-                wrote = True
-        self.manager.gone_members(self.backend.name, key, forget=gone)
+            if self.guards.repeating(key, action):
+                recorded = False
+                continue
+            self.actions.append(("follow", key))
+            recorded = await self._write(key, action, depth) and recorded
+            wrote = True
+        if recorded:  # kept until every object records them: a 409 or a backed-off write is tried again
+            self.manager.gone_members(self.backend.name, key, forget=gone)
         return wrote
 
     def _bookkeep(self, key: Key, actions: list[Action], now: float) -> None:
@@ -394,10 +399,11 @@ class GangController:
             return
         await self._reconcile(key, {kind: fetched}, depth + 1)
 
-    async def _write(self, key: Key, action: Action, depth: int) -> None:
+    async def _write(self, key: Key, action: Action, depth: int) -> bool:
         """Carry out a ``create`` or ``patch`` action (a patch names the ``resourceVersion`` it was decided on): a
         409 is decided again on the stored object; a 404 of a patch (deleted meanwhile) waits for its DELETED event;
-        a namespace being deleted gets nothing re-created; other errors raise, with a Warning Event once."""
+        a namespace being deleted gets nothing re-created; other errors raise, with a Warning Event once. True when
+        this action itself was written (not when it was decided again or left)."""
         claim, kind, create = action.claim, action.object_kind, action.kind == "create"
         assert claim is not None and (action.body is not None or not create)
         what = f"{kind} {key[0]}/{key[1]}"
@@ -411,14 +417,15 @@ class GangController:
                                                  content_type="application/json-patch+json")
         except KubeError as e:
             if e.status == 409:
-                return await self._refetch(key, kind, depth)
+                await self._refetch(key, kind, depth)
+                return False
             if e.status == 404 and not create:
                 self.loop.queue.add_after(key, 0.05)
-                return None
+                return False
             if create and namespace_terminating(e):  # the namespace and the workload in it are going
                 self.loop.report(key, "terminating", f"{what} not re-created for {claim.ref}: its namespace is being "
                                                       "deleted", logging.INFO)
-                return None
+                return False
             if self.guards.blocked_owner_deletion(e, claim):
                 return await self._write(key, action, depth)
             raise self._fail(claim, key, e, f"cannot {'create' if create else 'update'} {what} for {claim.ref}: "
@@ -432,7 +439,7 @@ class GangController:
             self._event(claim.workload, "Normal", f"{kind}Created", "Create",
                         f"created {kind} {key[1]} ({', '.join(action.changes)}); owned by this {claim.kind}, deleted "
                         f"with it", related=written)
-            return None
+            return True
         if action.adopt:
             log.info("adopted %s: owner %s uid %s", what, claim.ref, claim.uid)
             self._counted(kind, "adopted")
@@ -444,7 +451,7 @@ class GangController:
             self._counted(kind, "patched")
             self._event(claim.workload, "Normal", f"{kind}Updated", "Update",
                         f"{kind} {key[1]} spec updated: {'; '.join(action.changes)}", related=written)
-        return None
+        return True
 
     async def _delete(self, key: Key, objects: dict[str, JSON | None], deletes: list[Action]) -> None:
         """Delete the unclaimed gang's objects (``deletes``, in reverse creation order), once the caches of its

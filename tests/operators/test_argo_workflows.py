@@ -133,3 +133,28 @@ async def test_a_retry_after_argos_pod_gc_deleted_the_members_that_succeeded_sti
         assert op.collect(retried)
         again = await op.retry(retried)
         assert again is not None and fake.get(*PG, NS, "train-x7k2p-train")["spec"]["minMember"] == 1
+
+
+async def test_a_member_collected_by_argos_pod_gc_stays_recorded_when_the_controllers_first_writes_of_it_conflict(
+        aiohttp_server):
+    # Before: the controller forgot a member whose pod was deleted once it had tried to record it, also when the
+    # patch met a 409 twice and was only queued again: the record then missed it, and the retry waited for it.
+    async with operator_cluster(aiohttp_server, CONFIG, argo.install, controller=True) as (fake, op, _):
+        wf = workflow()
+        wf["spec"]["podGC"] = {"strategy": "OnPodCompletion"}
+        wf["spec"]["templates"][1]["retryStrategy"] = {"limit": "2", "backoff": {"duration": "1m"}}
+        await op.submit(wf)
+        first, second, third = await op.run_step(NS, "train-x7k2p", "train")
+        op.finish(first, "Succeeded")
+        fake.fail("PATCH", "podgroups", 409, times=2, name="train-x7k2p-train")  # the record's patch, and again
+        assert op.collect(first)
+        record = "gang.admit.dev/members-succeeded"
+        await eventually(lambda: fake.get(*PG, NS, "train-x7k2p-train")["metadata"]["annotations"][record]
+                         == first["metadata"]["name"])
+        for pod, phase in ((second, "Succeeded"), (third, "Failed")):
+            op.finish(pod, phase)
+            assert op.collect(pod)
+        await asyncio.sleep(1.5)  # the backoff
+        retried = await op.retry(third)
+        assert retried is not None and op.errors == []
+        assert fake.get(*PG, NS, "train-x7k2p-train")["spec"]["minMember"] == 1
