@@ -224,8 +224,12 @@ KNOWN_ANNOTATIONS = (
 
 def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
     """Warnings for annotations admit ignores although they were meant for it, each naming the key admit reads:
-    unknown names under admit's prefix (``minmember``, ``min-resource``), and known names under a misspelt or
-    mis-cased prefix (``gang.admit.io/min-member``, ``Gang.Admit.dev/min-member``: keys are case-sensitive)."""
+    unknown names under admit's prefix (``minmember``, ``min-resource``), and known names, or close misspellings of
+    them (:func:`_meant_name`), under a misspelt or mis-cased prefix (``gang.admitt.dev/min-member``,
+    ``gang.admit.io/minmember``, ``Gang.Admit.dev/min-member``: keys are case-sensitive) or after the prefix without
+    its slash (``gang.admit.dev.min-member``). In a cluster the webhook sees only objects with a key under the prefix
+    (the chart's ``matchConditions``), so of these it warns only about the first kind (docs/behaviour.md); ``admit
+    review`` and ``admit status`` (``AnnotationTypo``) say them all."""
     if not isinstance(annotations, dict):
         return []
     base = config.annotation_prefix.rstrip("/")
@@ -244,12 +248,32 @@ def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
                 warnings.append(f"{fix}: it is not one of admit's and is ignored")
             continue
         other, sep, name = key.rpartition("/")
-        if sep and name.lower() in KNOWN_ANNOTATIONS and other != base and (
+        meant = None
+        if sep and other != base and (
             other.lower() == base.lower() or difflib.SequenceMatcher(None, other.lower()[:64], base).ratio() >= 0.75
         ):
-            warnings.append(f"rename annotation {key[:100]} to {prefix}{name.lower()}: admit ignores it (annotation keys "
-                            "are case-sensitive; the prefix is set by --annotation-prefix)")
+            meant = _meant_name(name)
+        elif not sep and key.lower().startswith(base.lower()) and key[len(base):len(base) + 1] in (".", "-", "_", ":"):
+            meant = _meant_name(key[len(base) + 1:])  # the slash left out or mistyped: gang.admit.dev.min-member
+        if meant is not None:
+            target = prefix + meant
+            why = ("annotation keys are case-sensitive" if key.lower() == target.lower()
+                   else f"it reads only keys under {prefix}, the prefix --annotation-prefix sets")
+            warnings.append(f"rename annotation {key[:100]} to {target}: admit ignores it ({why})")
     return warnings
+
+
+def _meant_name(name: str) -> str | None:
+    """The annotation name (after the prefix) that ``name``, written under a misspelt prefix, stands for: one of
+    :data:`KNOWN_ANNOTATIONS` in any case (``Min-Member``), or a close misspelling of one a user writes
+    (``minmember``, ``min-members``: ``difflib`` ratio 0.75 or more, stricter than under the right prefix, where any key
+    is admit's); else ``None`` (another system's key)."""
+    lower = name.lower().strip()
+    if lower in KNOWN_ANNOTATIONS:
+        return lower
+    close = difflib.get_close_matches(lower[:64], [n for n in KNOWN_ANNOTATIONS if n not in BOOKKEEPING_ANNOTATIONS],
+                                      n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 BOOKKEEPING_ANNOTATIONS = ("owner", "group-spec", "workload-generation")

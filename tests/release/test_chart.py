@@ -765,6 +765,17 @@ def test_match_conditions_send_admit_pods_of_gangs_bare_gang_pods_and_spark_pods
     assert not _matches(hook, BARE)
 
 
+def test_an_object_whose_only_gang_key_has_a_misspelt_prefix_never_reaches_admit_as_the_readme_says():
+    # README (admit review --strict) and docs/behaviour.md: kubectl apply gets no warning for these; admit review and
+    # admit status say them
+    for key in ("gang.admitt.dev/min-member", "gang.admit.io/min-member", "gang.admit.dev.min-member"):
+        typo = {"metadata": {"name": "d", "annotations": {key: "3"}}}
+        for name in ("workloads.mutate.admit.dev", "workloads.validate.admit.dev"):
+            assert not _matches(_hook(scenario("default"), name), typo), (key, name)
+    misspelt_name = {"metadata": {"name": "d", "annotations": {"gang.admit.dev/minmember": "3"}}}
+    assert _matches(_hook(scenario("default"), "workloads.validate.admit.dev"), misspelt_name)
+
+
 def test_match_conditions_follow_the_annotation_prefix():
     hook = _hook(scenario("overrides"), "workloads.validate.admit.dev")
     assert _matches(hook, {"metadata": {"annotations": {"gang.example.com/min-member": "2"}}})
