@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "give them scheduler-plugins Coscheduling PodGroups or Kubernetes Workload API gangs "
                                   "(scheduling.k8s.io Workload and PodGroup)")
     parser.add_argument("--version", action="version", version=f"admit {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # not required=True: main() refuses a missing command after an unknown flag (``admit --bogus`` names --bogus)
+    sub = parser.add_subparsers(dest="command")
 
     _add_serve_parser(sub)
     _add_review_parser(sub)
@@ -236,22 +237,31 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         description="Run the webhook's own decisions offline: one line per object (verdict, kind/name, PodGroup, "
                     "minMember; the reason of a refusal, or the warning, whole). -v adds every warning, the notes "
                     "(what admit explains without asking for a change: they never reach kubectl's Warning: line), "
-                    "the JSONPatch, the PodGroups and the object after mutation; -o yaml/json gives everything. Exit "
-                    "0 when all are allowed, 1 when any is denied (with --strict: or has a warning, notes never "
-                    "count; or no object was found), 2 when a path does not exist or a file cannot be read (not "
-                    "YAML or JSON, a mapping key given twice, no permission: reported on stderr; the other files "
-                    "are still reviewed). Paths that exist but hold no Kubernetes object to review (an empty "
+                    "the JSONPatch, the PodGroups and the object after mutation; -o yaml/json gives everything. A "
+                    "denied object shows no patch and no mutated object (-o json/yaml: patch [] and object null): "
+                    "kube-apiserver applies no patch to a refused object and stores nothing, as kubectl apply "
+                    "--dry-run=server prints only the refusal. Exit "
+                    "0 when all are allowed or unchecked, 1 when any is denied (with --strict: or has a warning, "
+                    "notes never count; or no object was found), 2 when an argument is wrong (an unknown flag: "
+                    "usage and 'unrecognized arguments', as argparse says it), a path does not exist or a file "
+                    "cannot be read (not YAML or JSON, a mapping key given twice, no permission: reported on stderr; "
+                    "the other files are still reviewed). Paths that exist but hold no Kubernetes object to review (an empty "
                     "folder, file or standard input, only values files, Helm templates or empty Lists) are no "
                     "error: a note on stderr says so and the exit is 0, with --strict 1: a CI step that checks "
                     "nothing never passes. YAML that is not a Kubernetes object (values.yaml, Chart.yaml, kustomization.yaml, a JSON6902 "
                     "patch) is skipped and counted; so are a Helm chart's templates and the patches a "
                     "kustomization.yaml names: review rendered output piped in, kubectl kustomize DIR | admit review "
-                    "-, or helm template RELEASE CHART | admit review -. A Scale (kubectl scale, the "
-                    "HorizontalPodAutoscaler) is checked against the workload it scales when that workload is among "
-                    "the files reviewed in the same run; otherwise it is allowed with a warning that it was not "
-                    "checked.",
+                    "-, or helm template RELEASE CHART | admit review -. An object whose admission reads another "
+                    "object (a TrainJob its ClusterTrainingRuntime or TrainingRuntime; a Scale from kubectl scale, "
+                    "or a HorizontalPodAutoscaler, the workload it scales) is checked against it when that object "
+                    "is among the files reviewed in the same run; otherwise its verdict is UNCHECKED (unchecked in "
+                    "-o json/yaml names the object; allowed stays the answer on the files given), with a warning "
+                    "naming that object and a note with the kubectl get that pipes your cluster's copy in "
+                    "(kubectl get clustertrainingruntimes NAME -o yaml | admit review - FILE).",
     )
-    review.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
+    # "*", not "+": a missing path is refused in main() after an unknown flag is (argparse checks required positionals
+    # first, so `admit review --bogus` said "the following arguments are required" instead of naming --bogus)
+    review.add_argument("paths", nargs="*", metavar="FILE|DIR|-",
                         help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
     review.add_argument("-n", "--namespace", type=_namespace_name, default="default",
                         help="namespace of the manifests without metadata.namespace, as kubectl apply -n (default: "
@@ -503,11 +513,28 @@ def _review_args(parser: argparse.ArgumentParser, argv: list[str], args: argpars
     return args
 
 
+def _parse(parser: argparse.ArgumentParser, arguments: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(arguments)``, but an argument no command takes is refused by its command's parser:
+    ``usage: admit review ...`` and ``admit review: error: unrecognized arguments: --bogus``, exit 2 (argparse's own
+    words, as for any wrong argument), before a missing command or ``admit review``'s missing path is. Raises
+    ``SystemExit(2)``."""
+    args, extra = parser.parse_known_args(arguments)
+    if args.command is None:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}" if extra
+                     else "the following arguments are required: command")
+    command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+    if extra:
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "review" and not args.paths:
+        command.error("the following arguments are required: FILE|DIR|-")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> Any:
     """Entry point of the ``admit`` console script; returns the process exit code."""
     parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(arguments)
+    args = _parse(parser, arguments)
     if args.command == "review":
         args = _review_args(parser, arguments, args)
     handler = {"review": _cmd_review, "certs": _cmd_certs, "serve": _cmd_serve, "status": _cmd_status}[args.command]
