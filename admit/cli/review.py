@@ -23,7 +23,7 @@ from typing import Any, Iterable, TextIO
 import jsonpatch
 import yaml
 
-from ..webhook.admission import Admission
+from ..webhook.admission import Admission, parent_not_found
 from ..config import Config
 from ..families.argo import WORKFLOW, review_step_pods, workflow_review
 from ..families.kinds import KINDS, RESOLVERS, SCALABLE
@@ -31,9 +31,10 @@ from ..families.shared import object_ref
 from ..kube.client import AlreadyExists
 from ..gang.plan import BOOKKEEPING_ANNOTATIONS, GangError, generated_group_name, get_path, parse_gang_annotations
 from ..webhook.admissionreview import AdmissionRequest, BadReview, dumps, parse_review
+from ..webhook.validate import validate as pure_verdict
 
 __all__ = ["InputError", "OfflineKube", "Skipped", "load_documents", "manifest_request", "review_documents",
-           "accept_warnings", "missing_type", "format_text", "format_lines", "not_an_object", "nothing_reviewed", "handled_kinds",
+           "accept_warnings", "missing_type", "format_text", "format_lines", "verdict_of", "not_an_object", "nothing_reviewed", "handled_kinds",
            "DEFAULT_NAMESPACE"]
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -529,8 +530,13 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
     Result keys: ``source``, ``kind``, ``apiVersion``, ``name``, ``namespace``, ``operation``, ``allowed``,
     ``message``, ``warnings`` (list: what to change), ``notes`` (list: what admit only explains, never sent as
     admission warnings; a refused object keeps only the refusal's, none of its mutation's), ``acceptedWarnings``
-    (list, filled by :func:`accept_warnings`), ``patch`` (decoded JSONPatch list), ``object`` (after mutation, or
-    ``None``), ``podGroups`` (PodGroup objects the webhook would create or patch, as stored), ``scaleOf`` (for a
+    (list, filled by :func:`accept_warnings`), ``patch`` (decoded JSONPatch list; ``[]`` for a denied object, which
+    kube-apiserver neither patches nor stores), ``object`` (after mutation; ``None`` for a denied object or a
+    malformed review), ``podGroups`` (PodGroup objects the webhook would create or patch, as stored), ``unchecked``
+    (``["ClusterTrainingRuntime torch-distributed"]``: the object the admission reads that is not among the inputs,
+    :func:`_unseen_read`; ``[]`` otherwise), ``group`` and ``minMember`` (the gang's name and size as far as known:
+    its PodGroup's, the scaled gang's, else the pod-group label and the number ``<prefix>/min-member`` asks for,
+    also for a denied object; ``None`` where unknown), ``scaleOf`` (for a
     Scale: ``{"workload", "group", "minMember"}`` of the gang it scales, when that workload is among the inputs and
     is a gang; else ``None``).
 
@@ -564,6 +570,13 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
         if mutation.patch and obj is not None and doc.get("kind") != "AdmissionReview":
             store.add_object(obj)
         decision = await admission.validate(req)
+        unseen = _unseen_read(req, store, config, source) if decision.allowed else None
+        if unseen is not None:  # the decision rests on an object review could not see: say so, not "not found"
+            ref, absent, warning, how = unseen
+            decision.warnings[:] = [w for w in decision.warnings if w not in absent] + [warning]
+            if decision.message == "; ".join(decision.notes):  # an allowed answer's message is its notes
+                decision.message = "; ".join(decision.notes + [how])
+            decision.notes.append(how)
         meta = (obj or {}).get("metadata") or {}
         if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS and (
                 req.group == WORKFLOW[0] or _user_keys(doc, config)):
@@ -571,6 +584,7 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
                               if req.group == WORKFLOW[0] else _unhandled_kind_warnings(doc, req.kind, config))
             decision.warnings.extend(unhandled)
             decision.notes.extend(why)
+        scale = _scaled_gang(req, store, config) if req.sub_resource == "scale" else None
         results.append(
             {
                 "source": source,
@@ -588,12 +602,19 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
                 "notes": (mutation.notes if decision.allowed else [])
                 + [n for n in decision.notes if n not in mutation.notes],
                 "acceptedWarnings": [],
-                "patch": mutation.patch,
-                "object": obj,
+                # kube-apiserver applies no patch to a refused object and stores nothing, as `kubectl apply
+                # --dry-run=server` prints only the refusal: neither is shown
+                "patch": mutation.patch if decision.allowed else [],
+                "object": obj if decision.allowed else None,
                 "podGroups": decision.pod_groups,
-                "scaleOf": _scaled_gang(req, store, config) if req.sub_resource == "scale" else None,
+                "scaleOf": scale,
+                "unchecked": [unseen[0]] if unseen is not None else [],
             }
         )
+        result = results[-1]
+        result["group"] = scale["group"] if scale else _group_name(decision.pod_groups, obj)
+        result["minMember"] = scale["minMember"] if scale else _min_member(decision.pod_groups, req.object, req.group,
+                                                                            req.kind, config)
     return results
 
 
@@ -615,6 +636,69 @@ async def _step_refusals(admission: Admission, doc: dict[str, Any], config: Conf
         if not decision.allowed:
             refusals[which] = decision.message
     return refusals
+
+
+def _unseen_read(req: AdmissionRequest, store: OfflineKube, config: Config,
+                 source: str) -> tuple[str, list[str], str, str] | None:
+    """When the validating admission of ``req`` reads another object that is not among the reviewed inputs (the
+    runtime of a TrainJob, ``WorkloadKind.admission_read``; the workload a Scale or HorizontalPodAutoscaler
+    scales): ``(its reference, the warnings admission gives when it is not found, the warning admit review gives
+    instead, a note with the kubectl command that brings it in)``, else ``None``. In a cluster admit reads that
+    object and may refuse ``req`` on it, so the review cannot tell its verdict: the warning leads with reviewing the
+    two together; the note pipes the cluster's copy in with ``req``'s file (``source``). Pure:
+    ``webhook.validate.validate`` says what the admission reads."""
+    try:
+        verdict = pure_verdict(req, config)
+    except Exception:  # noqa: BLE001 - admission.validate answered it already; nothing read
+        return None
+    if verdict.read is not None:
+        read = verdict.read
+        key = (read.group, read.plural, read.namespace, read.name)
+        absent, _ = read.judge(None, config)
+        what, judged = (read.kind, read.namespace, read.name, read.plural), read.judged
+    elif verdict.scale is not None:
+        check = verdict.scale
+        key = (check.group, check.plural, check.namespace, check.name)
+        absent = [parent_not_found(object_ref(check.kind, check.namespace, check.name))]
+        what = (check.kind, check.namespace, check.name, check.plural)
+        judged = "its gang's minMember"
+    else:
+        return None
+    if key in store.objects:
+        return None
+    other_kind, namespace, name, plural = what
+    ref = object_ref(other_kind, namespace, name)
+    get = f"kubectl get {plural} {name}{f' -n {namespace}' if namespace else ''} -o yaml"
+    how = f"{get} | admit review - {source}" if source != "<stdin>" else f"{get} > {name}.yaml, then review it too"
+    return ref, absent, (f"review {ref} too: it is not among the files reviewed, and admit's verdict here rests on "
+                         f"{judged}"), f"to review {ref} as your cluster holds it: {how}"
+
+
+def _group_name(pod_groups: list[dict[str, Any]], obj: Any) -> str | None:
+    """The gang's group name for the one-line view: its PodGroup's (with the workload-api backend the Workload comes
+    first, the PodGroup last), else a pod-group label in the pod templates of ``obj`` as mutated (a pod that joins
+    a group; for a refused object, the label admit would have given), else ``None``."""
+    if pod_groups:
+        return str(get_path(pod_groups[-1], ("metadata", "name")) or "") or None
+    return _group_label(obj)
+
+
+def _min_member(pod_groups: list[dict[str, Any]], obj: Any, group: str, kind: str, config: Config) -> int | None:
+    """The gang's minMember: its PodGroup's (``spec.minMember``, or the workload-api PodGroup's
+    ``schedulingPolicy.gang.minCount``), else the number the object's ``<prefix>/min-member`` asks for, read where
+    its kind keeps its gang annotations (``WorkloadKind.annotations``: a CronJob's job template), so a refused gang
+    still shows the size it asked for; ``None`` for ``auto``, a malformed value or none."""
+    if pod_groups:
+        spec = pod_groups[-1].get("spec") or {}
+        size = spec.get("minMember", get_path(spec, ("schedulingPolicy", "gang", "minCount")))
+        return size if isinstance(size, int) and not isinstance(size, bool) else None
+    record = KINDS.get((group, kind))
+    annotations = get_path(obj, record.annotations if record is not None else ("metadata", "annotations"))
+    try:
+        asked = parse_gang_annotations(annotations, config) if isinstance(annotations, dict) else None
+    except GangError:
+        return None
+    return asked.min_member if asked is not None else None
 
 
 def _scaled_gang(req: AdmissionRequest, store: OfflineKube, config: Config) -> dict[str, Any] | None:
@@ -708,7 +792,7 @@ def format_text(results: list[dict[str, Any]], show_objects: bool = True, skippe
     out = []
     for r in results:
         ref = object_ref(r["kind"], r["namespace"], r["name"])
-        out.append(f"=== {ref} ({r['operation']}, {r['source']}): {'ALLOWED' if r['allowed'] else 'DENIED'}")
+        out.append(f"=== {ref} ({r['operation']}, {r['source']}): {verdict_of(r)}")
         if r["message"]:
             out.append(f"  message: {r['message']}")
         for label, key in (("warning", "warnings"), ("warning (accepted by --accept-warning)", "acceptedWarnings"),
@@ -734,8 +818,10 @@ def format_text(results: list[dict[str, Any]], show_objects: bool = True, skippe
 
 def _summary(results: list[dict[str, Any]], errors: list[str] | None, skipped: Skipped | None) -> str:
     allowed = sum(1 for r in results if r["allowed"])
+    unchecked = sum(1 for r in results if r["allowed"] and r.get("unchecked"))
     n = len(results)
-    summary = f"{n} object{'s' if n != 1 else ''}: {allowed} allowed, {n - allowed} denied"
+    summary = f"{n} object{'s' if n != 1 else ''}: {allowed - unchecked} allowed, {n - allowed} denied" + (
+        f", {unchecked} unchecked" if unchecked else "")
     noted = sum(1 for r in results if r.get("notes"))
     counts = ((sum(1 for r in results if r["allowed"] and r["warnings"]), "with warnings"),
               (sum(1 for r in results if r.get("acceptedWarnings")), "with accepted warnings"),
@@ -766,14 +852,16 @@ def _group_label(obj: Any, depth: int = 0) -> str | None:
 
 
 def _group_of(r: dict[str, Any]) -> tuple[str, str]:
-    """``(group name, minMember)`` of a result for the one-line view; ``"-"`` where there is none."""
-    if r["podGroups"]:
-        pg = r["podGroups"][-1]  # the PodGroup (with the workload-api backend the Workload comes first)
-        meta = pg.get("metadata") or {}
-        spec = pg.get("spec") or {}
-        size = spec.get("minMember", get_path(spec, ("schedulingPolicy", "gang", "minCount")))
-        return str(meta.get("name") or "-"), str("-" if size is None else size)
-    return _group_label(r["object"]) or "-", "-"  # a pod that joins (or already names) a group
+    """``(group name, minMember)`` of a result for the one-line view (its ``group`` and ``minMember``); ``"-"``
+    where there is none."""
+    group, size = r.get("group"), r.get("minMember")
+    return str(group or "-"), str("-" if size is None else size)
+
+
+def verdict_of(r: dict[str, Any]) -> str:
+    """``ALLOWED``, ``DENIED``, or ``UNCHECKED``: allowed on the files reviewed, but decided in a cluster by an object
+    that is not among them (``unchecked``, :func:`_unseen_read`)."""
+    return "DENIED" if not r["allowed"] else "UNCHECKED" if r.get("unchecked") else "ALLOWED"
 
 
 def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None, skipped: Skipped | None = None) -> str:
@@ -804,7 +892,7 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None,
             note = f"{n} note{'s' if n != 1 else ''}: -v shows {'them' if n != 1 else 'it'}"
         elif not (r["patch"] or r["podGroups"]):
             note = f"already labelled for group {group}: unchanged" if group != "-" else "not a gang: unchanged"
-        rows.append(("ALLOWED" if r["allowed"] else "DENIED", object_ref(r["kind"], r["namespace"], r["name"]), group,
+        rows.append((verdict_of(r), object_ref(r["kind"], r["namespace"], r["name"]), group,
                      min_member, note))
         below.append(more)
     header = ("VERDICT", "OBJECT", "GROUP", "MINMEMBER", "")

@@ -108,6 +108,9 @@ class Read(Protocol):
 
     Attributes:
         group / version / plural / namespace / name: the object (namespace ``""``: cluster-scoped).
+        kind: its kind, for words (``ClusterTrainingRuntime``).
+        judged: what the admission judges from it, for words (``admit review`` says it when the object is not among
+            the files it reviews): ``"the JobSet Kubeflow Trainer builds from it"``.
     """
 
     group: str
@@ -115,6 +118,8 @@ class Read(Protocol):
     plural: str
     namespace: str
     name: str
+    kind: str
+    judged: str
 
     def judge(self, obj: dict[str, Any] | None, config: Config,
               notes: list[str] | None = None) -> tuple[list[str], GangError | None]:

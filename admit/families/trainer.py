@@ -336,11 +336,13 @@ class RuntimeRead:
 
     trainjob: dict[str, Any]
     trainjob_namespace: str
+    kind: str
     plural: str
     namespace: str
     name: str
     group: str = GROUP
     version: str = "v1alpha1"
+    judged: str = "the JobSet Kubeflow Trainer builds from it"
 
     def judge(self, obj: dict[str, Any] | None, config: Config,
               notes: list[str] | None = None) -> tuple[list[str], GangError | None]:
@@ -349,8 +351,8 @@ class RuntimeRead:
 
 def runtime_read(trainjob: dict[str, Any], namespace: str) -> RuntimeRead | None:
     """``WorkloadKind.admission_read`` of a TrainJob: its runtime to read, or ``None`` when it names none."""
-    _, plural, runtime_namespace, name = runtime_ref(trainjob, namespace)
-    return RuntimeRead(trainjob, namespace, plural, runtime_namespace, name) if plural and name else None
+    kind, plural, runtime_namespace, name = runtime_ref(trainjob, namespace)
+    return RuntimeRead(trainjob, namespace, kind, plural, runtime_namespace, name) if plural and name else None
 
 
 TRAINJOB = WorkloadKind(GROUP, "TrainJob", (("v1alpha1", "trainjobs"),), resolve_trainjob,

@@ -50,7 +50,7 @@ from .admissionreview import AdmissionRequest, Decision
 from ..families.shared import PodRead, Read
 from .validate import ScaleCheck, Verdict, add_overhead, autoscaler_refusal, drop_uncountable, scale_verdict, validate
 
-__all__ = ["Admission", "Store", "GroupCache"]
+__all__ = ["Admission", "Store", "GroupCache", "parent_not_found"]
 
 log = logging.getLogger("admit.admission")
 
@@ -320,7 +320,7 @@ class Admission:
             return Decision(warnings=[f"nothing to change: scale allowed unchecked, admit could not read {str(what)[:80]} "
                                       f"({str(e.message)[:80]}) and does not know it as a gang"])
         if parent is None:
-            return Decision(warnings=[f"{what} not found: scale not checked against its gang minMember"])
+            return Decision(warnings=[parent_not_found(what)])
         return await self._scale_gang(parent, check, dry_run)
 
     async def _check_autoscalers(self, target: ScaleCheck | None, decision: Decision) -> Decision | None:
@@ -398,6 +398,13 @@ class Admission:
             gen = _generation(parent)
             await self._ensure(verdict, gen + 1 if gen is not None else None, _resource_version(parent))
         return verdict.decision
+
+
+def parent_not_found(what: str) -> str:
+    """The warning on a scale (or an HPA) whose workload ``what`` (``"Deployment default/web"``) is not found: it is
+    allowed unchecked (``admit review`` puts its own words in its place when that workload is not among the files
+    it reviews)."""
+    return f"{what} not found: scale not checked against its gang minMember"
 
 
 def _generation(obj: Any) -> int | None:

@@ -77,8 +77,9 @@ def test_review_shows_a_trainjobs_gang_when_its_runtime_is_in_the_same_input(cap
     assert code == 0 and train["allowed"]
     assert any("Trainer builds JobSet pytorch-mnist, a gang of PodGroup pytorch-mnist with minMember 2" in n
                for n in train["notes"]), train["notes"]
-    code, (alone,) = run_json(capsys, EXAMPLES / "trainjob-torch.yaml")  # without it: the warning that says so
-    assert alone["warnings"][0].startswith("create ClusterTrainingRuntime torch-distributed")
+    code, (alone,) = run_json(capsys, EXAMPLES / "trainjob-torch.yaml")  # without it: not checked, and said so
+    assert alone["unchecked"] == ["ClusterTrainingRuntime torch-distributed"]
+    assert alone["warnings"][0].startswith("review ClusterTrainingRuntime torch-distributed too: ")
 
 
 def test_a_volcano_runtime_gets_a_note_and_a_warning_that_agree(tmp_path, capsys):

@@ -200,7 +200,8 @@ def test_an_allowed_scale_of_a_gang_reviewed_in_the_same_run_shows_as_a_scale_of
     assert "scale of gang Deployment default/web" in row and "not a gang" not in row
     assert main(["review", "-o", "json", str(scale)]) == 0  # its Deployment not among the inputs: said so
     (r,) = json.loads(capsys.readouterr().out)
-    assert r["scaleOf"] is None and any("scale not checked" in w for w in r["warnings"])
+    assert r["scaleOf"] is None and r["unchecked"] == ["Deployment default/web"]
+    assert r["warnings"][0].startswith("review Deployment default/web too: ")
 
 
 HELM_ORDER = """\

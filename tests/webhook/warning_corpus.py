@@ -281,12 +281,21 @@ spec:
   driver: {cores: 1, memory: 512m}
   executor: {cores: 1, instances: 2, memory: 512m}
 """, "remove gang.admit.dev/min-member or spec.batchScheduler"),
-    Case("trainjob-runtime-missing", "families/trainer.py", """
+    Case("trainjob-runtime-missing", "cli/review.py", """
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata: {name: NAME, namespace: NAME, annotations: {gang.admit.dev/min-member: "2"}}
 spec: {runtimeRef: {name: NAME}}
-""", "create ClusterTrainingRuntime"),
+""", "review ClusterTrainingRuntime"),  # admit review's words; the server's: tests/cli/test_review_new_user.py
+    Case("hpa-workload-not-reviewed", "cli/review.py", """
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: NAME, namespace: NAME}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: NAME}
+  minReplicas: 2
+  maxReplicas: 6
+""", "review Deployment"),
     Case("foreign-legacy-label", "gang/foreign.py",
          _deployment(MIN.format(3), "{labels: {pod-group.scheduling.sigs.k8s.io: NAME}}"),
          "create PodGroup"),
