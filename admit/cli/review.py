@@ -30,7 +30,7 @@ from ..families.kinds import KINDS, RESOLVERS, SCALABLE
 from ..families.shared import object_ref
 from ..kube.client import AlreadyExists
 from ..gang.plan import BOOKKEEPING_ANNOTATIONS, GangError, generated_group_name, get_path, parse_gang_annotations
-from ..webhook.admissionreview import AdmissionRequest, BadReview, dumps, parse_review
+from ..webhook.admissionreview import AdmissionRequest, BadReview, Decision, dumps, parse_review
 from ..webhook.validate import validate as pure_verdict
 
 __all__ = ["InputError", "OfflineKube", "Skipped", "load_documents", "manifest_request", "review_documents",
@@ -572,12 +572,7 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
         decision = await admission.validate(req)
         unseen = _unseen_read(req, store, config, source) if decision.allowed else None
         if unseen is not None:  # the decision rests on an object review could not see: say so, not "not found"
-            ref, absent, warning, how = unseen
-            decision.warnings[:] = [w for w in decision.warnings if w not in absent] + [warning]
-            if decision.message == "; ".join(decision.notes):  # an allowed answer's message is its notes
-                decision.message = "; ".join(decision.notes + [how])
-            decision.notes.append(how)
-        meta = (obj or {}).get("metadata") or {}
+            _say_unseen(decision, unseen)
         if doc.get("kind") != "AdmissionReview" and (req.group, req.kind) not in RESOLVERS and (
                 req.group == WORKFLOW[0] or _user_keys(doc, config)):
             unhandled, why = (workflow_review(doc, config, await _step_refusals(admission, doc, config, namespace))
@@ -585,37 +580,53 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
             decision.warnings.extend(unhandled)
             decision.notes.extend(why)
         scale = _scaled_gang(req, store, config) if req.sub_resource == "scale" else None
-        results.append(
-            {
-                "source": source,
-                "kind": req.kind,
-                "apiVersion": f"{req.group}/{req.version}" if req.group else req.version,
-                "name": req.name or str(meta.get("name") or meta.get("generateName") or ""),
-                "namespace": req.namespace,
-                "operation": req.operation + (f" {req.resource}/{req.sub_resource}" if req.sub_resource else ""),
-                "allowed": decision.allowed,
-                # an allowed answer's message is its notes joined (webhook.validate): shown once, as notes
-                "message": "" if decision.allowed and decision.message == "; ".join(decision.notes) else decision.message,
-                "warnings": mutation.warnings + [w for w in decision.warnings if w not in mutation.warnings],
-                # a refused object is not mutated (its patch is not shown either): the mutation's notes say what
-                # admit does with an admitted one (its PodGroup, its labels), not true of a refusal
-                "notes": (mutation.notes if decision.allowed else [])
-                + [n for n in decision.notes if n not in mutation.notes],
-                "acceptedWarnings": [],
-                # kube-apiserver applies no patch to a refused object and stores nothing, as `kubectl apply
-                # --dry-run=server` prints only the refusal: neither is shown
-                "patch": mutation.patch if decision.allowed else [],
-                "object": obj if decision.allowed else None,
-                "podGroups": decision.pod_groups,
-                "scaleOf": scale,
-                "unchecked": [unseen[0]] if unseen is not None else [],
-            }
-        )
-        result = results[-1]
-        result["group"] = scale["group"] if scale else _group_name(decision.pod_groups, obj)
-        result["minMember"] = scale["minMember"] if scale else _min_member(decision.pod_groups, req.object, req.group,
-                                                                            req.kind, config)
+        results.append(_result(source, req, obj, mutation, decision, scale, unseen, config))
     return results
+
+
+def _say_unseen(decision: Decision, unseen: tuple[str, list[str], str, str]) -> None:
+    """Put :func:`_unseen_read`'s warning and note on ``decision`` in place of the warnings the admission gave for
+    the object it could not find (changes ``decision``)."""
+    _, absent, warning, how = unseen
+    decision.warnings[:] = [w for w in decision.warnings if w not in absent] + [warning]
+    if decision.message == "; ".join(decision.notes):  # an allowed answer's message is its notes
+        decision.message = "; ".join(decision.notes + [how])
+    decision.notes.append(how)
+
+
+def _result(source: str, req: AdmissionRequest, obj: dict[str, Any] | None, mutation: Decision, decision: Decision,
+            scale: dict[str, Any] | None, unseen: tuple[str, list[str], str, str] | None,
+            config: Config) -> dict[str, Any]:
+    """One result of :func:`review_documents` (its docstring names the keys) for ``req``: ``obj`` is the object as
+    mutated, ``mutation`` and ``decision`` the answers of ``/mutate`` and ``/validate``."""
+    meta = (obj or {}).get("metadata") or {}
+    return {
+        "source": source,
+        "kind": req.kind,
+        "apiVersion": f"{req.group}/{req.version}" if req.group else req.version,
+        "name": req.name or str(meta.get("name") or meta.get("generateName") or ""),
+        "namespace": req.namespace,
+        "operation": req.operation + (f" {req.resource}/{req.sub_resource}" if req.sub_resource else ""),
+        "allowed": decision.allowed,
+        # an allowed answer's message is its notes joined (webhook.validate): shown once, as notes
+        "message": "" if decision.allowed and decision.message == "; ".join(decision.notes) else decision.message,
+        "warnings": mutation.warnings + [w for w in decision.warnings if w not in mutation.warnings],
+        # a refused object is not mutated (its patch is not shown either): the mutation's notes say what
+        # admit does with an admitted one (its PodGroup, its labels), not true of a refusal
+        "notes": (mutation.notes if decision.allowed else [])
+        + [n for n in decision.notes if n not in mutation.notes],
+        "acceptedWarnings": [],
+        # kube-apiserver applies no patch to a refused object and stores nothing, as `kubectl apply
+        # --dry-run=server` prints only the refusal: neither is shown
+        "patch": mutation.patch if decision.allowed else [],
+        "object": obj if decision.allowed else None,
+        "podGroups": decision.pod_groups,
+        "scaleOf": scale,
+        "unchecked": [unseen[0]] if unseen is not None else [],
+        "group": scale["group"] if scale else _group_name(decision.pod_groups, obj),
+        "minMember": scale["minMember"] if scale else _min_member(decision.pod_groups, req.object, req.group,
+                                                                   req.kind, config),
+    }
 
 
 async def _step_refusals(admission: Admission, doc: dict[str, Any], config: Config, namespace: str) -> dict[str, str]:
