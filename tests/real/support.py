@@ -6,7 +6,7 @@ import copy
 import time
 from typing import Any, Callable
 
-from tests.support.plane import ControlPlane
+from tests.support.plane import ControlPlane, PlaneError
 
 PAUSE = "registry.k8s.io/pause:3.10"
 PERMIT_WAIT = 3  # Coscheduling permitWaitingTimeSeconds of the shared plane (seconds)
@@ -30,6 +30,47 @@ def wait_for(check: Callable[[], Any], timeout: float = WAIT_TIMEOUT, interval: 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what or 'condition'} not met within {timeout}s; last value: {last!r}")
         time.sleep(interval)
+
+
+def update(cp: ControlPlane, path: str, change: Callable[[dict[str, Any]], Any],
+           timeout: float = WAIT_TIMEOUT) -> dict[str, Any]:
+    """A controller's Update of the object at ``path`` (``/apis/batch/v1/namespaces/x/jobs/y``, or its ``/status``):
+    read it, ``change`` it (in place, or the object it returns), PUT it whole; returns the object as stored.
+
+    A PUT carries the ``resourceVersion`` read, so kube-apiserver answers 409 Conflict when another writer moved it
+    in between (``GuaranteedUpdate`` in ``staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go``):
+    on this plane the Job controller writes a running Job's status as its pods are bound and made Ready. A
+    controller then reads again and retries (its work queue requeues the key; client-go ``retry.RetryOnConflict``),
+    and so does this, until ``timeout`` (AssertionError naming the path after it).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        obj = cp.rest("GET", path)
+        changed = change(obj)
+        try:
+            return cp.rest("PUT", path, body=changed if isinstance(changed, dict) else obj)
+        except PlaneError as e:
+            if e.status != 409:
+                raise
+            if time.monotonic() > deadline:
+                raise AssertionError(f"PUT {path}: still 409 Conflict after {timeout}s: {e}") from e
+        time.sleep(0.05)
+
+
+def clear_start_time(cp: ControlPlane, path: str) -> dict[str, Any]:
+    """Clear a suspended Job's ``status.startTime`` (a status Update, :func:`update`) as the operators that resume
+    or restore a Job do before changing its pod template: kube-apiserver lets a Job's template labels, annotations
+    and scheduling directives change only while it is suspended and has never started
+    (``pkg/registry/batch/job/strategy.go`` ``validationOptionsForJob``: ``AllowMutableSchedulingDirectives =
+    suspended && notStarted``, ``notStarted := oldJob.Status.StartTime == nil``), and the Job controller sets
+    ``startTime`` when it first runs the Job and never clears it on a suspend (``pkg/controller/job/job_controller.go``
+    ``syncJob``). Done by Kueue v0.19.2 ``Job.Stop`` (``PatchStatus``), JobSet v0.12.0 ``resumeJob`` and the
+    mpi-operator v0.8.2 ``syncHandler`` (``UpdateStatus``). Returns the Job as stored (unchanged without a
+    ``startTime``)."""
+    job = cp.rest("GET", path)
+    if not (job.get("status") or {}).get("startTime"):
+        return job
+    return update(cp, f"{path}/status", lambda j: (j.get("status") or {}).pop("startTime", None))
 
 
 def pods(cp: ControlPlane, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.real.support import container, gang_deployment, wait_for
+from tests.real.support import clear_start_time, container, gang_deployment, wait_for
 from tests.support.plane import PlaneError
 
 PG = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"
@@ -85,9 +85,12 @@ def test_kueues_partial_start_and_stop_of_a_job_go_through_and_a_min_member_they
     started = cp.rest("PATCH", f"{jobs}/train", body=start, content_type="application/merge-patch+json")
     assert started["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "train"
     assert cp.rest("GET", f"{PG.format(ns=ns)}/train")["spec"]["minMember"] == 2
-    # Job.Stop: suspended with the stopping annotation, then the template and parallelism restored.
+    # Job.Stop: suspended with the stopping annotation, the startTime the Job controller set when it ran the Job
+    # cleared (PatchStatus: else kube-apiserver keeps the template immutable), then the template and parallelism
+    # restored.
     cp.rest("PATCH", f"{jobs}/train", content_type="application/merge-patch+json", body={
         "metadata": {"annotations": {"kueue.x-k8s.io/stopping": "true"}}, "spec": {"suspend": True}})
+    clear_start_time(cp, f"{jobs}/train")
     restored = cp.rest("PATCH", f"{jobs}/train", content_type="application/merge-patch+json", body={
         "metadata": {"annotations": {"kueue.x-k8s.io/stopping": None}}, "spec": {"parallelism": 4, "template": {
             "metadata": {"labels": {"kueue.x-k8s.io/podset": None}},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.emulations.kubeflow import mpi_launcher_job, mpi_worker_pod
-from tests.real.support import container
+from tests.real.support import clear_start_time, container, update
 
 pytestmark = pytest.mark.needs("apiserver")
 
@@ -34,19 +34,26 @@ def test_suspending_and_resuming_an_mpijob_goes_through_and_its_pods_join_its_ga
         "minMember"] == 3
     for i in range(2):  # getOrCreateWorker, then the launcher (AtStartup)
         cp.rest("POST", pods, body=mpi_worker_pod(stored, i))
-    launcher = cp.rest("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body=mpi_launcher_job(stored))
-    # The user suspends it; the operator suspends the launcher and deletes the workers (cleanUpWorkerPods).
+    launcher_path = f"/apis/batch/v1/namespaces/{ns}/jobs/pi-launcher"
+    cp.rest("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body=mpi_launcher_job(stored))
+    # The user suspends it; the operator suspends the launcher and deletes the workers (cleanUpWorkerPods). Its
+    # Update is of the launcher as its cache holds it: the Job controller, running the launcher meanwhile, moves its
+    # resourceVersion, and a Conflict is retried.
     cp.rest("PATCH", f"{jobs}/pi", body={"spec": {"runPolicy": {"suspend": True}}}, content_type=MERGE)
-    launcher["spec"]["suspend"] = True
-    launcher = cp.rest("PUT", f"/apis/batch/v1/namespaces/{ns}/jobs/pi-launcher", body=launcher)
+    update(cp, launcher_path, lambda job: job["spec"].update(suspend=True))
     for i in range(2):
         cp.rest("DELETE", f"{pods}/pi-worker-{i}", query={"gracePeriodSeconds": 0})
-    # Resumed: the launcher's scheduling directives synced from the MPIJob and unsuspended, the workers made again.
+    # Resumed: the launcher's startTime cleared (UpdateStatus), its scheduling directives synced from the MPIJob and
+    # unsuspended, the workers made again.
     resumed = cp.rest("PATCH", f"{jobs}/pi", body={"spec": {"runPolicy": {"suspend": False}}}, content_type=MERGE)
     desired = mpi_launcher_job(resumed)["spec"]["template"]
-    launcher["spec"]["template"]["metadata"]["labels"].update(desired["metadata"]["labels"])
-    launcher["spec"]["suspend"] = False
-    launcher = cp.rest("PUT", f"/apis/batch/v1/namespaces/{ns}/jobs/pi-launcher", body=launcher)
+    clear_start_time(cp, launcher_path)
+
+    def resume(job: dict) -> None:
+        job["spec"]["template"]["metadata"]["labels"].update(desired["metadata"]["labels"])
+        job["spec"]["suspend"] = False
+
+    launcher = update(cp, launcher_path, resume)
     made = [cp.rest("POST", pods, body=mpi_worker_pod(resumed, i)) for i in range(2)]
     assert {p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] for p in made} == {"pi"}
     assert launcher["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "pi"

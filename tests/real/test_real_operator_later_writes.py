@@ -17,7 +17,7 @@ import pytest
 
 from tests.emulations import kueue, trainer
 from tests.emulations.jobset import construct_job, resumed_job
-from tests.real.support import bound, container, pods, wait_for
+from tests.real.support import bound, clear_start_time, container, pods, update, wait_for
 from tests.real.test_real_after_admission import finish
 from tests.support.plane import PlaneError
 
@@ -76,14 +76,18 @@ def test_a_jobset_its_user_suspends_and_resumes_gets_its_pods_back_in_one_gang_t
     gang_bound(cp, ns, "slices")
     # the user suspends; the JobSet controller's suspendJobs: every active Job updated with spec.suspend true
     cp.rest("PATCH", f"{JOBSETS.format(ns=ns)}/slices", body={"spec": {"suspend": True}}, content_type=MERGE)
+    # (each an Update of the Job as the controller's cache holds it: the Job controller writes the running Job's
+    # status meanwhile, and a Conflict is retried)
     for job in jobs(cp, ns):
-        job["spec"]["suspend"] = True
-        cp.rest("PUT", f"{JOBS.format(ns=ns)}/{job['metadata']['name']}", body=job)
+        update(cp, f"{JOBS.format(ns=ns)}/{job['metadata']['name']}", lambda j: j["spec"].update(suspend=True))
     wait_for(lambda: not pods(cp, ns, f"{LABEL}=slices"), what="the suspended Jobs' pods deleted")
-    # the user resumes; resumeJobsIfNecessary: each Job updated by resumeJob (pod template merged, unsuspended)
+    # the user resumes; resumeJobsIfNecessary: each Job updated by resumeJob (its startTime cleared first, then the
+    # pod template merged and unsuspended)
     js = cp.rest("PATCH", f"{JOBSETS.format(ns=ns)}/slices", body={"spec": {"suspend": False}}, content_type=MERGE)
     for job in jobs(cp, ns):
-        cp.rest("PUT", f"{JOBS.format(ns=ns)}/{job['metadata']['name']}", body=resumed_job(job, js))
+        path = f"{JOBS.format(ns=ns)}/{job['metadata']['name']}"
+        clear_start_time(cp, path)
+        update(cp, path, lambda j: resumed_job(j, js))
     again = gang_bound(cp, ns, "slices")
     assert {p["spec"]["schedulerName"] for p in again} == {SCHEDULER}
     assert pod_group_spec(cp, ns, "slices") == before
