@@ -44,7 +44,7 @@ import hashlib
 import json
 from typing import Any
 
-from .kit import put_event
+from .kit import clear_start_time, put_event
 from .gitops import reapply_write
 from .later import Emulated, LaterWrite
 from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
@@ -268,8 +268,9 @@ class JobSetOperator(Controller):
             if suspended:
                 new = copy.deepcopy(job)
                 new["spec"]["suspend"] = True
-            else:
-                new = resumed_job(job, js)
+            else:  # resumeJob: the Job's startTime cleared first ("Kubernetes validates that a job template is
+                # immutable so if the job has started i.e., startTime != nil), we must set it to nil first")
+                new = resumed_job(clear_start_time(api, job), js)
             try:
                 await api.admitted_update(jobs, ns, job["metadata"]["name"], new, dry_run=False, user=USER)
             except ApiError as e:

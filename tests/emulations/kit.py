@@ -19,7 +19,8 @@ from admit.testing.fake_kube import ApiError, Controller
 if TYPE_CHECKING:
     from admit.testing.fake_kube import FakeKubeAPI, ResourceType
 
-__all__ = ["OperatorEmulation", "Sync", "service_account", "random_suffix", "controller_ref", "owned_by"]
+__all__ = ["OperatorEmulation", "Sync", "service_account", "random_suffix", "controller_ref", "owned_by",
+           "clear_start_time"]
 
 JSON = dict[str, Any]
 Key = tuple[str, str, str]
@@ -48,6 +49,22 @@ def controller_ref(owner: JSON, *, block: bool = True) -> JSON:
     meta = owner["metadata"]
     return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"],
             "controller": True, "blockOwnerDeletion": block}
+
+
+def clear_start_time(api: "FakeKubeAPI", job: JSON) -> JSON:
+    """A status Update of batch/v1 Job ``job`` (as stored) clearing ``status.startTime``, which the operators that
+    change a suspended Job's pod template write first: kube-apiserver lets the template's labels, annotations and
+    scheduling directives change only while the Job is suspended and has never started (kubernetes
+    ``pkg/registry/batch/job/strategy.go`` ``validationOptionsForJob``), and the Job controller sets ``startTime``
+    when it first runs it and never clears it (``syncJob``). Kueue v0.19.2 ``Job.Stop`` (``PatchStatus``), JobSet
+    v0.12.0 ``resumeJob`` and mpi-operator v0.8.2 ``syncHandler`` (``UpdateStatus``) do it. Status writes go to no
+    webhook of admit's chart. Returns the Job as stored (``job`` itself without a ``startTime``)."""
+    if not (job.get("status") or {}).get("startTime"):
+        return job
+    new = {**job, "status": {k: v for k, v in job["status"].items() if k != "startTime"}}
+    meta = job["metadata"]
+    return api._update(api.resource_type("batch/v1", "jobs"), meta.get("namespace"), meta["name"], job,  # noqa: SLF001
+                       new, subresource="status", dry_run=False, require_rv=False)
 
 
 def owned_by(obj: JSON, uid: str) -> bool:

@@ -54,7 +54,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .kit import OperatorEmulation, Sync, controller_ref, owned_by, service_account
+from .kit import OperatorEmulation, Sync, clear_start_time, controller_ref, owned_by, service_account
 from .gitops import reapply_write
 from .later import Emulated, LaterWrite
 from admit.testing.fake_kube import ApiError
@@ -308,10 +308,13 @@ class MPIOperator(OperatorEmulation):
                     self.api.delete_object("v1", "pods", ns, pod["metadata"]["name"])
 
     async def _suspend_launcher(self, job: JSON, launcher: JSON, suspended: bool) -> None:
-        """``syncHandler``: the launcher Job's ``spec.suspend`` aligned with the MPIJob's; on a resume its template's
-        scheduling directives synced first (``syncLauncherSchedulingDirectives``: labels and annotations merged,
-        nodeSelector, tolerations and schedulingGates replaced by the MPIJob's Launcher template's). An Update through
-        admission as the operator; a refusal is kept in :attr:`errors`."""
+        """``syncHandler``: the launcher Job's ``spec.suspend`` aligned with the MPIJob's; on a resume its
+        ``startTime`` cleared first (``UpdateStatus``, :func:`kit.clear_start_time`), then its template's scheduling
+        directives synced (``syncLauncherSchedulingDirectives``: labels and annotations merged, nodeSelector,
+        tolerations and schedulingGates replaced by the MPIJob's Launcher template's). An Update through admission
+        as the operator; a refusal is kept in :attr:`errors`."""
+        if not suspended:  # "we must clear it [StartTime] first via a status sub-resource update"
+            launcher = clear_start_time(self.api, launcher)
         new = copy.deepcopy(launcher)
         new["spec"]["suspend"] = suspended
         if not suspended:

@@ -20,8 +20,9 @@ tests/emulations/later.py.
   admit's marks included. A Job gets the ``kueue.x-k8s.io/stopping`` annotation too (``Job.Stop``), and its labels
   the Job controller manages (``managedLabels``: ``job-name``, ``controller-uid``, with and without
   ``batch.kubernetes.io/``) are kept from the stored template (``Job.RestorePodSetsInfo``); a partially admitted one
-  gets its ``parallelism`` (and a following ``completions``) back. Not emulated: the ``status.startTime`` reset of
-  ``Job.Stop`` (a status write admit never sees).
+  gets its ``parallelism`` (and a following ``completions``) back, and between the two its ``status.startTime``
+  is cleared (``Job.Stop``'s ``PatchStatus``, :func:`kit.clear_start_time`: else kube-apiserver keeps the template
+  of a Job that ran immutable).
 
 Each write is a PATCH through the fake's admission chain as Kueue's ServiceAccount
 (``kueue-system:kueue-controller-manager``), here an UPDATE of the whole object (what a merge patch amounts to).
@@ -33,7 +34,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-from .kit import service_account
+from .kit import clear_start_time, service_account
 from admit.testing.fake_kube import ApiError, FakeKubeAPI
 
 __all__ = ["USER", "POD_SET_LABEL", "FLAVOR", "PodSets", "jobset_pod_sets", "job_pod_sets", "merge", "restore",
@@ -159,6 +160,7 @@ async def stop(api: FakeKubeAPI, api_version: str, plural: str, ns: str, name: s
         obj = api.get(api_version, plural, ns, name)
         if refused is not None or obj is None:
             return refused
+        obj = copy.deepcopy(clear_start_time(api, obj))  # "Reset start time if necessary" (PatchStatus)
         obj["metadata"]["annotations"].pop(STOPPING, None)
         if MIN_PARALLELISM in (obj["metadata"].get("annotations") or {}):
             obj["spec"]["parallelism"] = (workload.get("spec") or {}).get("parallelism", 1)

@@ -234,6 +234,37 @@ async def test_suspending_a_running_job_deletes_its_active_pods_and_resuming_it_
     assert fake.jobs.errors == []
 
 
+async def test_a_job_that_ran_keeps_its_start_time_when_suspended_and_its_template_changes_only_once_it_is_cleared(
+        cluster):
+    # kubernetes pkg/controller/job/job_controller.go syncJob sets status.startTime when it first runs a Job that is
+    # not suspended and never clears it; pkg/registry/batch/job/strategy.go validationOptionsForJob lets a template's
+    # scheduling directives change only while the Job is suspended and never started (startTime nil). Kueue's
+    # Job.Stop, JobSet's resumeJob and the mpi-operator clear it through /status first (tests/emulations/kit.py).
+    fake, user = cluster
+    batch = k8s.BatchV1Api(user)
+    queued = example("training-job.yaml")
+    queued["metadata"]["name"] = "queued"
+    queued["spec"]["suspend"] = True
+    await batch.create_namespaced_job("ml", queued)
+    await batch.create_namespaced_job("ml", example("training-job.yaml"))
+    await eventually(lambda: len(fake.objects("pods", "ml")) == 4)
+    await fake.jobs.idle()
+    assert "startTime" not in (fake.get("batch/v1", "jobs", "ml", "queued").get("status") or {})
+    await batch.patch_namespaced_job("queued", "ml", {"spec": {"template": {"spec": {"nodeSelector": {"pool": "a"}}}}})
+    assert fake.get("batch/v1", "jobs", "ml", "allreduce")["status"]["startTime"]
+    await batch.patch_namespaced_job("allreduce", "ml", {"spec": {"suspend": True}})
+    await eventually(lambda: not fake.objects("pods", "ml"))
+    await fake.jobs.idle()
+    assert fake.get("batch/v1", "jobs", "ml", "allreduce")["status"]["startTime"]
+    placed = {"spec": {"template": {"spec": {"nodeSelector": {"pool": "a"}}}}}
+    with pytest.raises(k8s.ApiException) as refused:
+        await batch.patch_namespaced_job("allreduce", "ml", placed)
+    assert refused.value.status == 422 and "field is immutable" in error_body(refused)["message"]
+    await batch.patch_namespaced_job_status("allreduce", "ml", {"status": {"startTime": None}})
+    stored = await batch.patch_namespaced_job("allreduce", "ml", placed)
+    assert stored.spec.template.spec.node_selector == {"pool": "a"}
+
+
 def _finish(fake: FakeKubeAPI, pod: dict[str, Any], phase: str) -> None:
     """What the kubelet reports when a pod's containers exit: ``status.phase`` Succeeded or Failed."""
     pod = copy.deepcopy(pod)

@@ -460,14 +460,18 @@ class JobController(Controller):
 
     def _write_status(self, ns: str, name: str, job: JSON, active: int, succeeded: int, failed: int,
                       indexes: list[int] | None) -> bool:
-        """Write the Job's ``status`` as ``syncJob`` does (the counts, ``completedIndexes``, the terminal
-        conditions) when it changed; True when the Job is finished (no pod is created any more)."""
+        """Write the Job's ``status`` as ``syncJob`` does (``startTime`` when it first runs, the counts,
+        ``completedIndexes``, the terminal conditions) when it changed; True when the Job is finished (no pod is created any more)."""
         spec = job.get("spec") or {}
         completions = spec.get("completions")
         status: JSON = dict(job.get("status") or {})
         conditions = list(status.get("conditions") or [])
         finished = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
         status.update(active=active, succeeded=succeeded, failed=failed)
+        if not status.get("startTime") and not spec.get("suspend"):
+            # "Job first start. Set StartTime only if the job is not in the suspended state." (syncJob); never
+            # cleared on a suspend, so the template stays immutable (job_template_errors) until a client clears it
+            status["startTime"] = _now()
         for key in ("active", "succeeded", "failed"):
             if not status[key]:
                 del status[key]  # omitempty in batch/v1 JobStatus
