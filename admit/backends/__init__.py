@@ -101,14 +101,14 @@ def apply_backend(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, con
     allowed = kind.allowed_backends if kind is not None else None
     if backend not in config.allowed_backends:
         raise GangError(
-            f'{plan.ref} asks for gang backend "{backend}" ({config.backend_key}), but admit runs with '
-            f'--gang-backend {config.gang_backend} only; enable it with --extra-gang-backend {backend} (chart: '
-            f"config.extraGangBackends) or remove the annotation", 400)
+            f"Enable gang backend {backend} with --extra-gang-backend {backend} (chart: config.extraGangBackends), "
+            f'or remove annotation {config.backend_key}: {plan.ref} asks for gang backend "{backend}", but admit runs '
+            f"with --gang-backend {config.gang_backend} only", 400)
     if allowed is not None and backend not in allowed.backends and allowed.applies(obj):
         to = allowed.backends[0]
         if to not in config.allowed_backends:
-            raise GangError(f"{plan.ref}: {allowed.who} gangs need the {to} backend ({allowed.why}); enable it with "
-                            f"--extra-gang-backend {to} (chart: config.extraGangBackends)", 400)
+            raise GangError(f"Enable the {to} backend with --extra-gang-backend {to} (chart: "
+                            f"config.extraGangBackends): {plan.ref}: {allowed.who} gangs need it ({allowed.why})", 400)
         plan.notes.append(f"{plan.ref}: {allowed.who} pods stay on the {to} backend ({allowed.why})")
         backend = to
     reason = next((r for reason_of in hooks("deferring_reason")
@@ -155,8 +155,8 @@ def _refuse_unfollowed(plan: GangPlan, config: Config) -> None:
     to = next((n for n in able if n in config.allowed_backends), next(iter(able), None))
     enable = "" if to is None or to in config.allowed_backends else \
         f" (enable it with --extra-gang-backend {to}, chart: config.extraGangBackends)"
-    fix = f"set annotation {config.backend_key}: {to}" if to is not None else \
-        f"use a gang backend ({config.backend_key}) whose group size can change"
+    fix = f"Set annotation {config.backend_key}: {to}" if to is not None else \
+        f"Use a gang backend ({config.backend_key}) whose group size can change"
     raise GangError(
         f"{fix} in the step template's metadata.annotations{enable}: {plan.ref}'s group {plan.group_name} must shrink "
         "as its members finish, or a retried member waits for ever for those that succeeded (kube-scheduler no "

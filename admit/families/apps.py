@@ -241,7 +241,7 @@ def _kueue_facts(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, conf
                 f"partial admission may set spec.parallelism={worst}, which minMember {plan.min_member} cannot "
                 "survive, and admit would refuse that write, the Job suspended with its quota held")
         if operation == "CREATE":
-            raise GangError(f"{word} ({plan.ref})")
+            raise GangError(f"{word[0].upper()}{word[1:]} ({plan.ref})")
         plan.warnings.append(word)
     if raw is not None and ann.min_member is not None:
         plan.refusal_note = (f"This Job has {KUEUE_MIN_PARALLELISM}={str(raw)[:16]}: if Kueue's partial admission set "
@@ -333,9 +333,9 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
         if ann.pod_group is None:
             if check_group_name(kueue.name or ""):
                 raise GangError(
-                    f'Pod {namespace}/{ref_name}: the Kueue group name {KUEUE_GROUP_NAME}="{kueue.name}" cannot be a '
-                    f"PodGroup name ({check_group_name(kueue.name or '')}); set annotation {config.pod_group_key} to "
-                    "a valid name",
+                    f"Set annotation {config.pod_group_key} to a valid name: Pod {namespace}/{ref_name}: the Kueue "
+                    f'group name {KUEUE_GROUP_NAME}="{kueue.name}" cannot be a PodGroup name '
+                    f"({check_group_name(kueue.name or '')})",
                     400,
                 )
             default = kueue.name or ""
@@ -415,13 +415,13 @@ def statefulset_at_once(obj: dict[str, Any], replicas: int) -> tuple[int, str] |
 
 
 def _deployment_fixes(min_member: int, replicas: int) -> str:
-    return (f"set spec.strategy.type: Recreate (the old pods go first, then all new ones start together), or "
+    return (f"Set spec.strategy.type: Recreate (the old pods go first, then all new ones start together), or "
             f"spec.strategy.rollingUpdate.maxSurge to at least {min_member} (e.g. 100%), or scale it to 0 "
             f"before this change and back to {replicas} after")
 
 
 def _statefulset_fixes(min_member: int, replicas: int) -> str:
-    return ("set spec.updateStrategy.type: Recreate (Kubernetes 1.37 and later, feature gate "
+    return ("Set spec.updateStrategy.type: Recreate (Kubernetes 1.37 and later, feature gate "
             "StatefulSetRecreateStrategy: the old pods go first, then all new ones start together), or scale it "
             f"to 0 before this change and back to {replicas} after, or set spec.updateStrategy.type: OnDelete "
             "and delete the old pods together")
@@ -519,7 +519,7 @@ def resolve_cronjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, n
     try:
         plan = resolve_job(job, ann, config, namespace, "CREATE")  # no BelowMinMember: the CronJob refuses below
     except GangError as e:
-        raise GangError(f"{ref}: each Job it creates would be refused: {_in_job_template(e.message, job_ref, ref)}",
+        raise GangError(f"{_in_job_template(e.message, job_ref, ref)} ({ref}: each Job it creates would be refused)",
                         e.code) from None
     reword = partial(_in_job_template, job_ref=job_ref, cronjob_ref=ref)
     wave = plan.last_wave

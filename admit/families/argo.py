@@ -89,7 +89,7 @@ def resolve_step_pod(pod: dict[str, Any], ann: GangAnnotations, config: Config, 
     ref = f"step {node}" if isinstance(node, str) and node else plan.ref
     if not plan.size_known:  # auto, and no Kueue count: Argo tells a step pod nothing of its siblings
         raise GangError(
-            f"set {config.min_member_key} in the metadata.annotations of the template of {ref[:120]} to the number of "
+            f"Set {config.min_member_key} in the metadata.annotations of the template of {ref[:120]} to the number of "
             'the step\'s pods that start together (its withItems or withParam items, at most its parallelism), e.g. '
             f'"3" or "{{{{inputs.parameters.world-size}}}}": auto has no count to read on an Argo step pod', 400)
     plan.follows_members = True

@@ -38,6 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..config import Config
+from ..echo import clip
 from ..gang.foreign import VOLCANO_GROUP_NAME
 from ..gang.plan import GangAnnotations, GangError, GangPlan, below_min_member, choose_group_name, get_path, int_field
 from .shared import (
@@ -84,18 +85,19 @@ def replicated_jobs(obj: dict[str, Any], ref: str) -> list[dict[str, Any]]:
     """
     rjobs = get_path(obj, ("spec", "replicatedJobs"))
     if not isinstance(rjobs, list) or not rjobs:
-        raise GangError(f"{ref} has no spec.replicatedJobs: a JobSet needs at least one replicatedJob with a Job template",
-                        400)
+        raise GangError(f"Add spec.replicatedJobs, at least one replicatedJob with a Job template: {ref} has none, and "
+                        "a JobSet needs one", 400)
     out = []
     for i, rj in enumerate(rjobs):
         where = f"spec.replicatedJobs[{i}]"
         if not isinstance(rj, dict):
-            raise GangError(f"{ref}: {where} must be a replicatedJob (name, replicas, template), got {rj!r}", 400)
+            raise GangError(f"Make {where} a replicatedJob (name, replicas, template): {ref} has {clip(rj)} there",
+                            400)
         name = str(rj.get("name") or f"#{i}")
         pod_spec = get_path(rj, ("template", "spec", "template", "spec"))
         if not isinstance(pod_spec, dict):
-            raise GangError(f"{ref}: {where} ({name}) has no template.spec.template.spec: every replicatedJob needs a "
-                            "Job template with a pod template", 400)
+            raise GangError(f"Add a Job template with a pod template to {where} ({name}): {ref} has no "
+                            f"{where}.template.spec.template.spec, and every replicatedJob needs one", 400)
         replicas = int_field(rj, ("replicas",), 1, f"{ref}: {where}.replicas")
         parallelism = int_field(rj, ("template", "spec", "parallelism"), 1, f"{ref}: {where}.template.spec.parallelism")
         completions = int_field(rj, ("template", "spec", "completions"), None,
@@ -251,7 +253,7 @@ def _check_ordered_start(plan: GangPlan, ann: GangAnnotations, config: Config, r
     PodGroup gangs the pods that start first."""
     namespace = plan.namespace
     if trainjob is not None:
-        fix = (f"Pick a runtime whose trainer replicatedJobs start together, or set {config.min_member_key} on "
+        fix = (f"Use a runtime whose trainer replicatedJobs start together, or set {config.min_member_key} on "
                f"TrainJob {namespace}/{trainjob} (admit passes it on to this JobSet)")
     else:
         fix = ("Set spec.startupPolicy.startupPolicyOrder to AnyOrder" if in_order
@@ -288,12 +290,12 @@ def _exclusive_leaders(plan: GangPlan, ann: GangAnnotations, config: Config, ref
     topology = ", ".join(sorted({f"{EXCLUSIVE_TOPOLOGY}={rj['exclusive']}" for rj in exclusive}))
     if ann.min_member is not None and ann.min_member > leaders:
         raise GangError(
-            f"{ref} uses JobSet's exclusive placement ({topology}): JobSet's pod webhook refuses every follower "
-            f"pod until its Job's leader pod is scheduled, so only {leaders} pod(s) (one leader per Job of "
+            f"Set {config.min_member_key} to \"auto\" (the leaders, with minResources covering every pod) or at most "
+            f"{leaders}, or use {NODE_SELECTOR_STRATEGY} (the strategy that holds no follower back): {ref} uses "
+            f"JobSet's exclusive placement ({topology}), and JobSet's pod webhook refuses every follower pod until "
+            f"its Job's leader pod is scheduled, so only {leaders} pod(s) (one leader per Job of "
             f"{', '.join(rj['name'] for rj in exclusive)}) exist before the gang is placed, and a gang of "
-            f"{ann.min_member} ({config.min_member_key}={ann.min_member}) waits for followers that wait for it. "
-            f"Set {config.min_member_key} to \"auto\" (the leaders, with minResources covering every pod) or at "
-            f"most {leaders}, or use {NODE_SELECTOR_STRATEGY} (the strategy that holds no follower back)")
+            f"{ann.min_member} ({config.min_member_key}={ann.min_member}) waits for followers that wait for it")
     plan.notes.append(
         f"{ref} uses JobSet's exclusive placement ({topology}): PodGroup {plan.group_name} gangs the "
         f"{leaders} pod(s) that exist before placement (one leader per Job); the followers are created once "

@@ -85,21 +85,22 @@ def _read_replicas(obj: dict[str, Any], kind: str, field: str, ref: str) -> list
     specs = get_path(obj, ("spec", field))
     if not isinstance(specs, dict) or not specs:
         raise GangError(
-            f"{ref} has no spec.{field}: a {kind} needs at least one replica type (e.g. Worker) with replicas and a "
-            "pod template",
+            f"Add spec.{field}, at least one replica type (e.g. Worker) with replicas and a pod template: {ref} has "
+            f"none, and a {kind} needs one",
             400,
         )
     out = []
     for rtype, rspec in specs.items():
         where = f"spec.{field}.{rtype}"
         if not isinstance(rspec, dict):
-            raise GangError(f"{ref}: {where} must be a replica spec (replicas, template), got {clip(rspec)}", 400)
+            raise GangError(f"Make {where} a replica spec (replicas, template): {ref} has {clip(rspec)} there", 400)
         count = int_field(rspec, ("replicas",), 1, f"{ref}: {where}.replicas")
         assert count is not None
         pod_spec = get_path(rspec, ("template", "spec"))
         if not isinstance(pod_spec, dict):
             raise GangError(
-                f"{ref}: {where}.template.spec is missing: every replica type needs a pod template with containers",
+                f"Add a pod template with containers at {where}.template.spec: {ref} has none there, and every replica "
+                "type needs one",
                 400,
             )
         pc = pod_spec.get("priorityClassName")
@@ -114,13 +115,14 @@ def _elastic_min(obj: dict[str, Any], replicas: list[_Replica], field: str, ref:
         return None
     workers = [r for r in replicas if r.rtype.lower() == "worker"]
     if not workers:
-        raise GangError(f"{ref} sets spec.elasticPolicy but has no spec.{field}.Worker: elastic jobs scale Workers", 400)
+        raise GangError(f"Add spec.{field}.Worker, or remove spec.elasticPolicy: {ref} sets spec.elasticPolicy but has "
+                        "no Worker, and elastic jobs scale Workers", 400)
     min_r = int_field(policy, ("minReplicas",), None, f"{ref}: spec.elasticPolicy.minReplicas")
     max_r = int_field(policy, ("maxReplicas",), None, f"{ref}: spec.elasticPolicy.maxReplicas")
     if min_r is not None and max_r is not None and min_r > max_r:
         raise GangError(
-            f"{ref} has spec.elasticPolicy.minReplicas={min_r} above maxReplicas={max_r}: an elastic job runs between "
-            "minReplicas and maxReplicas Workers; make minReplicas <= maxReplicas",
+            f"Make spec.elasticPolicy.minReplicas <= maxReplicas: {ref} has minReplicas={min_r} above "
+            f"maxReplicas={max_r}, and an elastic job runs between minReplicas and maxReplicas Workers",
             400,
         )
     if min_r is None:
@@ -169,7 +171,8 @@ def _min_resources(
         try:
             return format_resources({k: parse_quantity(v) for k, v in given.items()}) or None
         except QuantityError as e:
-            raise GangError(f"{ref}: spec.runPolicy.schedulingPolicy.minResources: {e}", 400) from None
+            raise GangError(f"Make spec.runPolicy.schedulingPolicy.minResources valid quantities: {ref}: {e}",
+                            400) from None
     ordered = sorted(started, key=_Replica.order_key)
     total = sum(r.count for r in started)
     classes = {r.priority_class for r in started if r.count}
@@ -232,8 +235,8 @@ def resolve_kubeflow(
     )
     if min_available == 0:
         raise GangError(
-            f"{ref} has spec.runPolicy.schedulingPolicy.minAvailable=0: a gang needs at least 1 pod; remove it to "
-            "gang all replicas",
+            f"Remove spec.runPolicy.schedulingPolicy.minAvailable to gang all replicas: {ref} has minAvailable=0, "
+            "and a gang needs at least 1 pod",
             400,
         )
     elastic = _elastic_min(obj, replicas, field, ref)  # refuses minReplicas > maxReplicas in every mode
@@ -249,10 +252,10 @@ def resolve_kubeflow(
             plan.notes.append(f"{ref} has spec.{field}.{r.rtype}.replicas=0: no {r.rtype} pods run")
     if late and 0 < total < min_member:
         raise GangError(
-            f"{ref} uses launcherCreationPolicy: WaitForWorkersReady: the mpi-operator creates the launcher only once "
-            f"all {total} workers are Ready, so a gang of {min_member} ({source}) never completes and every worker "
-            f"waits forever (kubeflow/mpi-operator#608). Set the gang to at most {total} (the workers) or use "
-            "launcherCreationPolicy: AtStartup"
+            f"Set the gang to at most {total} (the workers) or use launcherCreationPolicy: AtStartup: {ref} uses "
+            f"launcherCreationPolicy: WaitForWorkersReady, and the mpi-operator creates the launcher only once all "
+            f"{total} workers are Ready, so a gang of {min_member} ({source}) never completes and every worker waits "
+            "forever (kubeflow/mpi-operator#608)"
         )
     # the operator's own PodGroup (--kubeflow-gang-by-operator) is scheduler-plugins': Coscheduling keeps its pods
     below_min_member(plan, ann, config, f"{total_field}={total}", "Raise the replicas", ref=ref, source=source,

@@ -102,7 +102,8 @@ def resolve_leaderworkerset(
     name = str(get_path(obj, ("metadata", "name")) or "")
     ref = object_ref("LeaderWorkerSet", namespace, name)
     if not isinstance(get_path(obj, _TEMPLATE + ("workerTemplate",)), dict):
-        raise GangError(f"{ref} has no spec.leaderWorkerTemplate.workerTemplate: an LWS needs a worker pod template", 400)
+        raise GangError(f"Add a worker pod template at spec.leaderWorkerTemplate.workerTemplate: {ref} has none, and "
+                        "an LWS needs one", 400)
     replicas = int_field(obj, ("spec", "replicas"), 1, "spec.replicas")
     size = int_field(obj, _TEMPLATE + ("size",), 1, "spec.leaderWorkerTemplate.size")
     assert replicas is not None and size is not None
@@ -175,21 +176,21 @@ def _check_group_names(obj: dict[str, Any], ann: GangAnnotations, config: Config
     ``GangError`` (400)."""
     if ann.pod_group is not None:
         raise GangError(
-            f"{ref}: annotation {config.pod_group_key} cannot name the PodGroups of an LWS: each group gets its own, "
-            f"named <lws>-<group index> ({name}-0, {name}-1, ...); remove the annotation", 400)
+            f"Remove annotation {config.pod_group_key}: it cannot name the PodGroups of {ref}, as each group of an LWS "
+            f"gets its own, named <lws>-<group index> ({name}-0, {name}-1, ...)", 400)
     for t in targets:
         if get_path(obj, t.labels + (config.pod_group_label,)) is not None:
             raise GangError(
-                f"{ref}: the {t.where} carries the label {config.pod_group_label}, which would put every group in one "
-                f"PodGroup; remove it: admit labels each pod with its own group ({name}-<group index>)", 400)
+                f"Remove the label {config.pod_group_label} from the {t.where} of {ref}: it would put every group in "
+                f"one PodGroup, and admit labels each pod with its own group ({name}-<group index>)", 400)
     groups, surge = burst_replicas(obj, replicas)
     last = group_name(name, str(max(groups - 1, 0)), "x" * REVISION_HASH_MAX)
     problem = check_group_name(last)
     if problem:
         during = (f" (spec.replicas {replicas} + maxSurge {surge}: a rolling update makes groups up to index "
                   f"{groups - 1})") if surge else ""
-        raise GangError(f"{ref}: the PodGroup of its last group{during} would be named like {last!r} (<lws>-<group "
-                        f"index>-<template revision>): {problem}; use a shorter LeaderWorkerSet name", 400)
+        raise GangError(f"Use a shorter LeaderWorkerSet name: the PodGroup of the last group of {ref}{during} would be "
+                        f"named like {last!r} (<lws>-<group index>-<template revision>): {problem}", 400)
 
 
 def burst_replicas(obj: dict[str, Any], replicas: int) -> tuple[int, int]:

@@ -61,6 +61,7 @@ from functools import partial
 from typing import Any
 
 from ..config import Config
+from ..echo import clip
 from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, \
     check_group_name, choose_group_name, get_map, get_path, int_field, parse_gang_annotations
 from .shared import (
@@ -140,24 +141,26 @@ def ray_pods(cluster: dict[str, Any], prefix: tuple[str, ...], ref: str) -> tupl
     """
     head = get_path(cluster, ("headGroupSpec", "template", "spec"))
     if not isinstance(head, dict):
-        raise GangError(f"{ref} has no {'.'.join(prefix)}.headGroupSpec.template.spec: a Ray cluster needs a head pod "
-                        "template", 400)
+        raise GangError(f"Add a head pod template at {'.'.join(prefix)}.headGroupSpec.template.spec: {ref} has none, "
+                        "and a Ray cluster needs one", 400)
     out = [{"where": "head group", "path": prefix + ("headGroupSpec", "template"), "pod_spec": head, "desired": 1,
             "minimum": 1, "suspended": False}]
     groups = cluster.get("workerGroupSpecs") or []
     if not isinstance(groups, list):
-        raise GangError(f"{ref}: {'.'.join(prefix)}.workerGroupSpecs must be a list of worker groups", 400)
+        raise GangError(f"Make {'.'.join(prefix)}.workerGroupSpecs a list of worker groups: {ref} has "
+                        f"{clip(groups)} there", 400)
     for i, g in enumerate(groups):
         where = f"{'.'.join(prefix)}.workerGroupSpecs[{i}]"
         if not isinstance(g, dict) or not isinstance(get_path(g, ("template", "spec")), dict):
-            raise GangError(f"{ref}: {where} needs a pod template (template.spec)", 400)
+            raise GangError(f"Add a pod template (template.spec) to {where}: {ref} has none there", 400)
         min_r = int_field(g, ("minReplicas",), 0, f"{ref}: {where}.minReplicas")
         max_r = int_field(g, ("maxReplicas",), INT32_MAX, f"{ref}: {where}.maxReplicas")
         replicas = int_field(g, ("replicas",), None, f"{ref}: {where}.replicas")
         hosts = int_field(g, ("numOfHosts",), 1, f"{ref}: {where}.numOfHosts")
         assert min_r is not None and max_r is not None and hosts is not None
         if min_r > max_r:
-            raise GangError(f"{ref}: {where} has minReplicas={min_r} above maxReplicas={max_r}; KubeRay refuses it", 400)
+            raise GangError(f"Lower minReplicas of {where} to at most maxReplicas: {ref} has minReplicas={min_r} above "
+                            f"maxReplicas={max_r}, and KubeRay refuses it", 400)
         desired = min(max(replicas if replicas is not None else min_r, min_r), max_r)
         suspended = g.get("suspend") is True
         if suspended:
@@ -330,8 +333,8 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
             plan.warnings.append(f"{ref} runs on an existing cluster (spec.clusterSelector): admit gangs no pods for "
                                  f"it; annotate that RayCluster instead")
             return plan
-        raise GangError(f"{ref} has no {'.'.join(prefix)}: it needs a Ray cluster spec (headGroupSpec, workerGroupSpecs)",
-                        400)
+        raise GangError(f"Add a Ray cluster spec (headGroupSpec, workerGroupSpecs) at {'.'.join(prefix)}: {ref} has "
+                        "none", 400)
     parent = kuberay_parent(obj) if kind == "RayCluster" else None
     ref, workers_field, lower = _names(ref, kind, parent, namespace, config)
     pods, autoscaling = ray_pods(cluster, prefix, ref)
@@ -419,12 +422,12 @@ def running_ray(update: RunningUpdate, plan: GangPlan, config: Config) -> Runnin
         return RunningVerdict(f"{plan.ref} has upgradeStrategy Recreate: KubeRay deletes all its running pods for "
                               "this change and makes them again, in the gang", False)
     return RunningVerdict(
-        f"{plan.ref} is running, and KubeRay leaves its running pods as they are when its templates change "
-        f"(upgradeStrategy is not Recreate): they would stay outside gang {plan.group_name}, and every pod "
-        f"KubeRay makes later (a scale-up, a replacement) would wait for {plan.min_member} pods of the gang that "
-        "never come. Instead, delete the RayCluster and create it again with the annotation; or suspend it in "
-        "this same update (spec.suspend: true) and resume it after; or set spec.upgradeStrategy.type: Recreate "
-        "in this same update (KubeRay then makes every pod again, in the gang)", True)
+        "Delete the RayCluster and create it again with the annotation; or suspend it in this same update "
+        "(spec.suspend: true) and resume it after; or set spec.upgradeStrategy.type: Recreate in this same update "
+        f"(KubeRay then makes every pod again, in the gang): {plan.ref} is running, and KubeRay leaves its running "
+        "pods as they are when its templates change (upgradeStrategy is not Recreate), so they would stay outside "
+        f"gang {plan.group_name}, and every pod KubeRay makes later (a scale-up, a replacement) would wait for "
+        f"{plan.min_member} pods of the gang that never come", True)
 
 
 # A RayJob's submitter Job is its child; its RayClusters are not: each is a gang of its own (module docstring).

@@ -154,7 +154,8 @@ class Rollout:
     Attributes:
         at_once: ``at_once(obj, replicas) -> (new pods made before any is available, how that number comes about)``,
             or ``None`` when the update strategy is not a rolling one.
-        fixes: ``fixes(min_member, replicas) -> str``: what the user can do instead, as a sentence tail.
+        fixes: ``fixes(min_member, replicas) -> str``: what the user can do instead, opening with the imperative
+            (the refusal leads with it, then says why).
     """
 
     at_once: Callable[[dict[str, Any], int], tuple[int, str] | None]
@@ -392,7 +393,7 @@ def min_resources_of(
     try:
         return gang_min_resources(taken) or None
     except ResourceError as e:
-        raise GangError(f"{where}: {e}", 400) from None
+        raise GangError(f"Make the resources of {where} valid: {e}", 400) from None
 
 
 def requests_of(pod_spec: Any, where: str) -> dict[str, Fraction]:
@@ -406,4 +407,4 @@ def requests_of(pod_spec: Any, where: str) -> dict[str, Fraction]:
     try:
         return pod_requests(pod_spec)
     except ResourceError as e:
-        raise GangError(f"{where}: {e}", 400) from None
+        raise GangError(f"Make the resources of {where} valid: {e}", 400) from None

@@ -122,6 +122,17 @@ DRIVER = PodTarget(("spec", "driver", "labels"), ("spec", "driver", "schedulerNa
 EXECUTOR = PodTarget(("spec", "executor", "labels"), ("spec", "executor", "schedulerName"), where="executor")
 
 
+def _field(what: str) -> str:
+    """The field a parse error names (``"SparkApplication ns/pi: spec.driver.memory"`` -> ``"spec.driver.memory"``)."""
+    return what.rpartition(": ")[2]
+
+
+def _has(what: str, value: Any) -> str:
+    """``what`` and its ``value`` said after the fix: ``"SparkApplication ns/pi: spec.driver.memory='2Gi'"`` or
+    ``"sparkConf spark.driver.memory='2Gi'"``."""
+    return f"{what}={clip(value)}"
+
+
 def spark_bytes(value: Any, what: str, default_unit: int = MIB) -> int:
     """Bytes of a Spark/JVM memory string (module docstring): ``"512m"`` -> 536870912; ``default_unit`` is the unit
     of a number without suffix.
@@ -141,13 +152,14 @@ def spark_bytes(value: Any, what: str, default_unit: int = MIB) -> int:
         elif text is not None and text.endswith("i"):
             hint = " (that is a Kubernetes quantity; Spark writes 2g, not 2Gi)"
         raise GangError(
-            f"{what}={clip(value)} is not a Spark memory size{hint}: use a whole number with a suffix k, m, g or t "
-            "(binary units: 512m, 2g)",
+            f"Set {_field(what)} to a whole number with a suffix k, m, g or t (binary units: 512m, 2g): "
+            f"{_has(what, value)} is not a Spark memory size{hint}",
             400,
         )
     size = int(m.group(1)) * (_SUFFIXES[m.group(2)] if m.group(2) else default_unit)
     if size > MAX_BYTES:
-        raise GangError(f"{what}={clip(value)} is larger than Spark can hold (a Java long of bytes, about 8 EiB)", 400)
+        raise GangError(f"Lower {_field(what)}: {_has(what, value)} is larger than Spark can hold (a Java long of "
+                        "bytes, about 8 EiB)", 400)
     return size
 
 
@@ -161,7 +173,8 @@ def _factor(value: Any, what: str) -> Fraction:
     input makes the arithmetic expensive (``Fraction("1e9999999")`` builds a ten-million-digit number)."""
     text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
     if not _FACTOR_RE.match(text):
-        raise GangError(f"{what}={clip(value)} is not a non-negative number such as 0.1", 400)
+        raise GangError(f"Set {_field(what)} to a non-negative number such as 0.1: {_has(what, value)} is not one",
+                        400)
     return Fraction(text)
 
 
@@ -169,9 +182,9 @@ def _quantity(value: Any, what: str) -> Fraction:
     try:
         q = parse_quantity(value if not isinstance(value, str) else value.strip())
     except QuantityError as e:
-        raise GangError(f"{what}: {e}", 400) from None
+        raise GangError(f"Set {_field(what)} to a Kubernetes quantity: {what}: {e}", 400) from None
     if q < 0:
-        raise GangError(f"{what}={clip(value)} must not be negative", 400)
+        raise GangError(f"Set {_field(what)} to a quantity of 0 or more: {_has(what, value)} is negative", 400)
     return q
 
 
@@ -224,14 +237,16 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
     gpu = spec.get("gpu")
     if gpu is not None:
         if not isinstance(gpu, dict) or not isinstance(gpu.get("name"), str) or not gpu.get("name"):
-            raise GangError(f"{where}.gpu needs a resource name (gpu.name, e.g. nvidia.com/gpu) and gpu.quantity", 400)
+            raise GangError(f"Give {_field(where)}.gpu a resource name (gpu.name, e.g. nvidia.com/gpu) and a "
+                            f"gpu.quantity: {_has(where + '.gpu', gpu)} has no name", 400)
         count = int_field(gpu, ("quantity",), 0, f"{where}.gpu.quantity")
         if count:
             resources[gpu["name"]] = resources.get(gpu["name"], Fraction(0)) + count
     # Sidecars add to the pod, init containers count at their peak (the scheduler's rule, resources.pod_requests).
     for field in ("sidecars", "initContainers"):  # lists of containers in the spark-operator's SparkPodSpec
         if spec.get(field) is not None and not isinstance(spec[field], list):
-            raise GangError(f"{where}.{field} must be a list of containers, got {clip(spec[field])}", 400)
+            raise GangError(f"Make {_field(where)}.{field} a list of containers: "
+                            f"{_has(f'{where}.{field}', spec[field])}", 400)
     sidecars = [c for c in spec.get("sidecars") or () if isinstance(c, dict)]
     inits = [c for c in spec.get("initContainers") or () if isinstance(c, dict)]
     if not sidecars and not inits:
@@ -248,7 +263,8 @@ def _count(obj: dict[str, Any], path: tuple[str, ...], what: str, conf: dict[str
         return found
     text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
     if not _COUNT_RE.match(text) or int(text) > MAX_COUNT:
-        raise GangError(f"sparkConf {key}={clip(value)} must be a non-negative integer (at most {MAX_COUNT})", 400)
+        raise GangError(f"Set sparkConf {key} to a non-negative integer (at most {MAX_COUNT}): {clip(value)} is not "
+                        "one", 400)
     return int(text)
 
 
@@ -279,8 +295,9 @@ def initial_executors(app: dict[str, Any], ref: str = "SparkApplication") -> tup
     n = max(instances or 0, init_e if init_e is not None else min_v, min_v)
     if max_e is not None and (min_v > max_e or n > max_e):
         raise GangError(
-            f"{ref}: dynamic allocation starts {n} executors (max of instances, initialExecutors, minExecutors) but "
-            f"maxExecutors is {max_e}: Spark refuses to start; raise spec.dynamicAllocation.maxExecutors",
+            f"Raise spec.dynamicAllocation.maxExecutors to at least {n}: {ref}: dynamic allocation starts {n} "
+            f"executors (max of instances, initialExecutors, minExecutors) but maxExecutors is {max_e}, and Spark "
+            "refuses to start",
             400,
         )
     return n, (
@@ -292,10 +309,10 @@ def initial_executors(app: dict[str, Any], ref: str = "SparkApplication") -> tup
 def one_member(ann: GangAnnotations, config: Config, ref: str) -> int:
     if ann.min_member is not None and ann.min_member != 1:
         raise GangError(
-            f"{ref}: {config.min_member_key}={ann.min_member} would deadlock: the Spark driver creates the executors "
-            f"only once it runs, so a PodGroup waiting for {ann.min_member} pods holds the driver back forever. A "
-            f"Spark gang has minMember 1 and minResources covering driver + executors; set {config.min_member_key} "
-            'to "auto" or "1"'
+            f'Set {config.min_member_key} to "auto" or "1": {ref}: {config.min_member_key}={ann.min_member} would '
+            "deadlock, as the Spark driver creates the executors only once it runs, so a PodGroup waiting for "
+            f"{ann.min_member} pods holds the driver back forever. A Spark gang has minMember 1 and minResources "
+            "covering driver + executors"
         )
     return 1
 
@@ -326,8 +343,8 @@ def resolve_spark_application(
     for role in ("driver", "executor"):
         if not isinstance(get_path(obj, ("spec", role)), dict):
             raise GangError(
-                f"{ref} has no spec.{role}: a SparkApplication needs spec.driver and spec.executor (cores, memory, "
-                "instances)",
+                f"Add spec.{role} (cores, memory, instances): {ref} has none, and a SparkApplication needs spec.driver "
+                "and spec.executor",
                 400,
             )
     plan.min_member = one_member(ann, config, ref)
@@ -364,26 +381,26 @@ def parse_resource_list(text: Any, what: str) -> dict[str, Fraction]:
     """
     form = 'comma-separated name=quantity pairs, e.g. "cpu=1,memory=4505Mi"'
     if not isinstance(text, str) or not text.strip():
-        raise GangError(f"{what}={clip(text)} is empty: use {form}", 400)
+        raise GangError(f"Set {what} to {form}: it is empty", 400)
     out: dict[str, Fraction] = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key or not value:
-            raise GangError(f"{what}={clip(text)}: {clip(item.strip())} is not name=quantity; use {form}", 400)
+            raise GangError(f"Set {what} to {form}: in {clip(text)}, {clip(item.strip())} is not name=quantity", 400)
         if key in out:
-            raise GangError(f"{what}={clip(text)} names {key[:253]} twice", 400)
+            raise GangError(f"Name {key[:253]} once in {what}: {clip(text)} names it twice", 400)
         try:
             q = parse_quantity(value)
         except QuantityError as e:
-            raise GangError(f"{what}={clip(text)}: {clip(key)}: {e}; use {form}", 400) from None
+            raise GangError(f"Set {what} to {form}: in {clip(text)}, {clip(key)}: {e}", 400) from None
         if q < 0:
-            raise GangError(f"{what}={clip(text)}: {clip(key)} must not be negative", 400)
+            raise GangError(f"Give {clip(key)} a quantity of 0 or more in {what}: {clip(text)} makes it negative", 400)
         if key in ("memory", "ephemeral-storage") and value.replace(".", "", 1).isdigit():
             # A Spark user writes memory in MiB ("4505"); as a Kubernetes quantity a bare number is bytes.
             raise GangError(
-                f"{what}={clip(text)}: {key}={value} has no unit; write it as a Kubernetes quantity such as "
-                f"{value}Mi (Spark's MiB default does not apply to this annotation)",
+                f"Write {key}={value} in {what} as a Kubernetes quantity such as {value}Mi: in {clip(text)} it has no "
+                "unit (Spark's MiB default does not apply to this annotation)",
                 400,
             )
         out[key] = q
@@ -412,8 +429,8 @@ def resolve_spark_driver(
         text = str(raw_n).strip() if isinstance(raw_n, str) else ""
         if not _COUNT_RE.match(text) or int(text) > MAX_COUNT:
             raise GangError(
-                f'annotation {config.spark_executors_key}={clip(raw_n)} is invalid: use the number of executors '
-                "(spark.executor.instances), a non-negative integer",
+                f"Set annotation {config.spark_executors_key} to the number of executors (spark.executor.instances), "
+                f"a non-negative integer: {clip(raw_n)} is invalid",
                 400,
             )
         executors = int(text)
@@ -572,18 +589,18 @@ def running_spark_application(update: RunningUpdate, plan: GangPlan, config: Con
         return None
     if update.removing:  # admit's write takes its marks off the spec: the same re-run
         return RunningVerdict(
-            "remove the gang annotations in an update that changes the spec anyway, or delete and re-create the "
+            "Remove the gang annotations in an update that changes the spec anyway, or delete and re-create the "
             f"SparkApplication without them: {plan.ref[:100]} was submitted (state {str(state)[:20]}), admit would take "
             "its label and schedulerName off spec.driver and spec.executor, and the spark-operator re-runs an "
             "application on any change of its spec (event_filter.go EventFilter.Update)", True)
     return RunningVerdict(
+        f"Add the {config.annotation_prefix.rstrip('/')}/* annotations in an update that changes the spec anyway "
+        "(that re-run is then ganged), or delete and re-create the SparkApplication with them: "
         f"{plan.ref} was submitted already (state {state}), and the spark-operator treats any change of its spec as "
         "a new application: it deletes the driver and the executors and runs the application again from the start "
         "(spark-operator event_filter.go EventFilter.Update: INVALIDATING, then PENDING_RERUN). admit gangs a "
         f"SparkApplication through its spec (the {config.pod_group_label} label and schedulerName in spec.driver and "
-        "spec.executor), so these annotations alone would re-run it. admit writes nothing and refuses: add the "
-        f"{config.annotation_prefix.rstrip('/')}/* annotations in an update that changes the spec anyway (that "
-        "re-run is then ganged), or delete and re-create the SparkApplication with them", True)
+        "spec.executor), so these annotations alone would re-run it; admit writes nothing", True)
 
 
 SPARK_BACKENDS = AllowedBackends((POD_GROUP_BACKEND,), lambda obj: True, "Spark", "executors join their driver "

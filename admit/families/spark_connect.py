@@ -63,7 +63,8 @@ def resolve_spark_connect(obj: dict[str, Any], ann: GangAnnotations, config: Con
     ref = object_ref("SparkConnect", namespace, name)
     for part in ("server", "executor"):
         if not isinstance(get_path(obj, ("spec", part)), dict):
-            raise GangError(f"{ref} has no spec.{part}: a SparkConnect needs spec.server and spec.executor", 400)
+            raise GangError(f"Add spec.{part}: {ref} has none, and a SparkConnect needs spec.server and spec.executor",
+                            400)
     plan = GangPlan(kind="SparkConnect", api_group=GROUP, name=name, namespace=namespace, group_name=name,
                     min_member=one_member(ann, config, ref), total_pods=None, total_field="",
                     targets=[SERVER, EXECUTOR], schedule_timeout_seconds=ann.schedule_timeout_seconds)

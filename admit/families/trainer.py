@@ -234,14 +234,13 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
             total = sum(rj["replicas"] * rj["pods_per_job"] for rj in rjobs)
             first = sum(rj["replicas"] * rj["pods_per_job"] for rj in steps)
             return [], GangError(
-                f"{ref}: {kind} {runtime_name} has podGroupPolicy.coscheduling, so Kubeflow Trainer makes PodGroup "
-                f"{name} itself with minMember {total}: every pod set counts, the steps "
-                f"{', '.join(rj['name'] for rj in steps)} included (coscheduling.go Build) and labelled for it. "
+                "Use a runtime without podGroupPolicy (admit then gangs the JobSet's trainer pods and leaves the steps "
+                f"out), or one without the steps: {ref}: {kind} {runtime_name} has podGroupPolicy.coscheduling, so "
+                f"Kubeflow Trainer makes PodGroup {name} itself with minMember {total}: every pod set counts, the "
+                f"steps {', '.join(rj['name'] for rj in steps)} included (coscheduling.go Build) and labelled for it. "
                 f"Those {first} pod(s) run and complete before the others are created (dependsOn status: Complete), "
-                f"so they wait for a quorum of {total} that never comes: the TrainJob deadlocks in Trainer's own gang. "
-                f"Use a runtime without podGroupPolicy (admit then gangs the JobSet's trainer pods and leaves the "
-                f"steps out), or one without the steps, or remove the {config.annotation_prefix.rstrip('/')}/* "
-                "annotations and Trainer's gang deadlocks all the same", 403)
+                f"so they wait for a quorum of {total} that never comes: the TrainJob deadlocks in Trainer's own gang "
+                f"(without the {config.annotation_prefix.rstrip('/')}/* annotations it deadlocks all the same)", 403)
         _note(notes, f"{ref}: {kind} {runtime_name} has podGroupPolicy.coscheduling: Kubeflow Trainer makes PodGroup "
                      f"{name} itself (minMember {sum(rj['replicas'] * rj['pods_per_job'] for rj in rjobs)}), and "
                      "admit leaves it alone")
@@ -253,8 +252,8 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
             return [], None
         plan = resolve_jobset(jobset, ann, config, namespace, "CREATE")
     except GangError as e:
-        return [], GangError(f"{ref}: the JobSet Trainer builds from {kind} {runtime_name} would be refused, so the "
-                             f"TrainJob would never run: {e.message}", e.code)
+        return [], GangError(f"{e.message} ({ref}: the JobSet Trainer builds from {kind} {runtime_name} would be "
+                             "refused, so the TrainJob would never run)", e.code)
     resources = ", ".join(f"{k}={v}" for k, v in (plan.min_resources or {}).items())
     _note(notes, f"{ref}: from {kind} {runtime_name}, Trainer builds JobSet {name}, a gang of PodGroup "
                  f"{plan.group_name} with minMember {plan.min_member} ({plan.total_field or 'its pods'})"
@@ -312,21 +311,21 @@ def running_trainjob(update: RunningUpdate, plan: GangPlan, config: Config) -> R
     prefix = config.annotation_prefix.rstrip("/")
     if have is None:
         return RunningVerdict(
-            f"{ref} was created without admit's gang annotations, so Kubeflow Trainer built its JobSet {name} "
-            f"without admit's {config.pod_group_label} label, and it cannot get it now: JobSet's update webhook "
-            "keeps spec.replicatedJobs immutable (schedulerName even while suspended), and Trainer refuses any "
-            "change of spec.runtimePatches, through which admit passes the annotations on, while the TrainJob is "
-            "not suspended. The annotations would gang nothing: delete the TrainJob and create it again with the "
-            f"{prefix}/* annotations", True)
+            f"Delete the TrainJob and create it again with the {prefix}/* annotations: the annotations would gang "
+            f"nothing now, as {ref} was created without them, so Kubeflow Trainer built its JobSet {name} without "
+            f"admit's {config.pod_group_label} label, and it cannot get it now: JobSet's update webhook keeps "
+            "spec.replicatedJobs immutable (schedulerName even while suspended), and Trainer refuses any change of "
+            "spec.runtimePatches, through which admit passes the annotations on, while the TrainJob is not "
+            "suspended", True)
     suspended = get_path(update.old, ("spec", "suspend")) is True or get_path(update.obj, ("spec", "suspend")) is True
     if suspended:
         return None
     return RunningVerdict(
-        f"{ref} is not suspended, and Kubeflow Trainer refuses any change of spec.runtimePatches then "
-        "(\"RuntimePatches can only be modified when the TrainJob is suspended before or after the update\"); admit "
-        f"carries the gang annotations to the JobSet through its entry there, so they cannot change now (from {have} "
-        f"to {want}). Set spec.suspend: true in this same update (or before it) and resume after, or delete and "
-        f"recreate the TrainJob with the new {prefix}/* annotations", True)
+        "Set spec.suspend: true in this same update (or before it) and resume after, or delete and recreate the "
+        f"TrainJob with the new {prefix}/* annotations: {ref} is not suspended, and Kubeflow Trainer refuses any "
+        "change of spec.runtimePatches then (\"RuntimePatches can only be modified when the TrainJob is suspended "
+        "before or after the update\"); admit carries the gang annotations to the JobSet through its entry there, so "
+        f"they cannot change now (from {have} to {want})", True)
 
 
 @dataclass(slots=True)

@@ -159,9 +159,8 @@ def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, 
         raise BelowMinMember(f"{ref}: each {run['kind']} it creates", e.total, reword(e.counted), e.min_member,
                              e.source, reword(e.fix), e.lower, e.backend) from None
     except GangError as e:
-        raise GangError(f"{ref}: each {run['kind']} it creates would be refused: "
-                        f"{_in_template(e.message, run_ref, ref, w, lead=True)}",
-                        e.code) from None
+        raise GangError(f"{_in_template(e.message, run_ref, ref, w, lead=True)} ({ref}: each {run['kind']} it "
+                        "creates would be refused)", e.code) from None
     carried = {k: str(own[k]) for k in carried_keys(config) if isinstance(own.get(k), str)}
     out = replace(plan, kind=w.kind, api_group=w.group, name=str(get_path(obj, ("metadata", "name")) or ""),
                   targets=[], min_resources=None, create_pod_group=False, extra_ops=[], runtime_class=None,

@@ -146,14 +146,14 @@ def not_a_string_message(key: str, value: Any) -> str:
     shown = clip(value)  # bounded: reprlib cuts a long number or a nested value
     got = f"got {type(value).__name__} {shown}"
     if isinstance(value, bool):
-        fix = f'quote it: {key}: "{shown.lower()}"'
+        fix = f'quote annotation {key}: "{shown.lower()}"'
     elif isinstance(value, (int, float)):
-        fix = f'quote it: {key}: "{shown}"'
+        fix = f'quote annotation {key}: "{shown}"'
     else:
-        fix = "write it as one quoted string"
-    return (f"annotation {key} must be a string, {got}: {fix}. Annotation values are strings (metadata.annotations "
-            "is a map of strings), and kube-apiserver refuses a manifest with an unquoted number or boolean there "
-            "before any webhook sees it")
+        fix = f"write annotation {key} as one quoted string"
+    return (f"{fix[0].upper()}{fix[1:]}: annotation {key} must be a string, {got}. Annotation values are strings "
+            "(metadata.annotations is a map of strings), and kube-apiserver refuses a manifest with an unquoted number "
+            "or boolean there before any webhook sees it")
 
 
 def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -> GangAnnotations | None:
@@ -177,23 +177,23 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     elif _INT_RE.match(mm_text) and 1 <= int(mm_text) <= MAX_MIN_MEMBER:
         min_member = int(mm_text)
     else:
-        raise GangError(f'annotation {config.min_member_key}={clip(raw)} is invalid: use a positive integer (at most '
-                        f'{MAX_MIN_MEMBER}, PodGroup minMember is an int32) or "auto"', 400)
+        raise GangError(f'Set annotation {config.min_member_key} to a positive integer (at most {MAX_MIN_MEMBER}, '
+                        f'PodGroup minMember is an int32) or "auto": {clip(raw)} is invalid', 400)
     timeout = None
     raw_t = annotations.get(config.timeout_key)
     if raw_t is not None:
         t_text = str(raw_t).strip()
         if not _INT_RE.match(t_text) or not 1 <= int(t_text) <= MAX_TIMEOUT_SECONDS:
-            raise GangError(f"annotation {config.timeout_key}={clip(raw_t)} is invalid: use an integer number of "
-                            f"seconds from 1 to {MAX_TIMEOUT_SECONDS} (kube-scheduler waits at most 15 minutes for a "
-                            "gang)", 400)
+            raise GangError(f"Set annotation {config.timeout_key} to an integer number of seconds from 1 to "
+                            f"{MAX_TIMEOUT_SECONDS}: {clip(raw_t)} is invalid (kube-scheduler waits at most 15 minutes "
+                            "for a gang)", 400)
         timeout = int(t_text)
     min_resources = True
     raw_r = annotations.get(config.min_resources_key)
     if raw_r is not None:
         r_text = str(raw_r).strip().lower()
         if r_text not in ("auto", "none"):
-            raise GangError(f'annotation {config.min_resources_key}={clip(raw_r)} is invalid: use "auto" or "none"',
+            raise GangError(f'Set annotation {config.min_resources_key} to "auto" or "none": {clip(raw_r)} is invalid',
                             400)
         min_resources = r_text == "auto"
     pod_group = None
@@ -202,7 +202,7 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         pod_group = str(raw_g)
         problem = check_group_name(pod_group)
         if problem:
-            raise GangError(f'set annotation {config.pod_group_key} to a valid name: {clip(raw_g)} is invalid: '
+            raise GangError(f'Set annotation {config.pod_group_key} to a valid name: {clip(raw_g)} is invalid: '
                             f'{problem}', 400)
     backend = None
     raw_b = annotations.get(config.backend_key)
@@ -211,8 +211,8 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         if backend not in config.known_backends:
             names = [f'"{name}"' for name in config.known_backends]
             one_of = " or ".join(filter(None, (", ".join(names[:-1]), names[-1])))
-            raise GangError(f"annotation {config.backend_key}={clip(raw_b)} is invalid: use {one_of} (the gang "
-                            "backends admit knows)", 400)
+            raise GangError(f"Set annotation {config.backend_key} to {one_of} (the gang backends admit knows): "
+                            f"{clip(raw_b)} is invalid", 400)
     return GangAnnotations(min_member, timeout, min_resources, pod_group, backend)
 
 
@@ -552,8 +552,8 @@ def int_field(obj: dict[str, Any], path: tuple[str, ...], default: int | None, w
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MIN_MEMBER:
-        raise GangError(f"{what} must be a non-negative integer (at most {MAX_MIN_MEMBER}, an int32), got "
-                        f"{clip(value)}", 400)
+        raise GangError(f"Set {what.rpartition(': ')[2]} to a non-negative integer (at most {MAX_MIN_MEMBER}, an "
+                        f"int32): {what}={clip(value)} is not one", 400)
     return value
 
 
@@ -569,31 +569,34 @@ def choose_group_name(obj: dict[str, Any], ann: GangAnnotations, targets: list[P
     values = [get_path(obj, t.labels + (config.pod_group_label,)) for t in targets]
     for value in values:
         if value is not None and not isinstance(value, str):  # labels are map[string]string (ObjectMeta)
-            raise GangError(f"{kind} label {config.pod_group_label} must be a string, got {clip(value)}", 400)
+            raise GangError(f"Set the {kind} label {config.pod_group_label} to one quoted string: "
+                            f"{config.pod_group_label} must be a string (labels are a map of strings), got "
+                            f"{clip(value)}", 400)
     existing = {v for v in values if v is not None}
     if len(existing) > 1:
-        raise GangError(f"{kind} pod templates carry different {config.pod_group_label} labels "
-                        f"({', '.join(sorted(clip(v) for v in existing))}); a gang workload has one PodGroup: remove "
-                        "the labels or make them equal", 400)
+        raise GangError(f"Remove the {config.pod_group_label} labels of the {kind} pod templates or make them equal: "
+                        f"they differ ({', '.join(sorted(clip(v) for v in existing))}), and a gang workload has one "
+                        "PodGroup", 400)
     label = next(iter(existing)) if existing else None
     if ann.pod_group is not None:
         if label is not None and label != ann.pod_group:
-            raise GangError(f'{kind} pod template label {config.pod_group_label}={clip(label)} contradicts annotation '
-                            f'{config.pod_group_key}={clip(ann.pod_group)}: remove the label or make them equal', 400)
+            raise GangError(f"Remove the {kind} pod template label {config.pod_group_label} or make it equal to "
+                            f"annotation {config.pod_group_key}: the label {clip(label)} contradicts the annotation's "
+                            f"{clip(ann.pod_group)}", 400)
         return ann.pod_group
     name = str(label) if label is not None else default
     generate_name = get_path(obj, ("metadata", "generateName"))
     if name:
         problem = check_group_name(name)
     elif isinstance(generate_name, str) and generate_name:
-        raise NoNameYet(f"{kind} has only generateName {generate_name!r}: admit's mutating webhook names its PodGroup, "
-                        f"and it has not labelled the pod templates; set annotation {config.pod_group_key} to a valid "
-                        "name", generate_name)
+        raise NoNameYet(f"Set annotation {config.pod_group_key} to a valid name: {kind} has only generateName "
+                        f"{generate_name!r}, admit's mutating webhook names its PodGroup, and it has not labelled the "
+                        "pod templates", generate_name)
     else:
         problem = "the object has no metadata.name"
     if problem:
-        raise GangError(f"cannot use {clip(name)} as the PodGroup name: {problem}; set annotation "
-                        f"{config.pod_group_key} to a valid name", 400)
+        raise GangError(f"Set annotation {config.pod_group_key} to a valid name: {clip(name)} cannot be the PodGroup "
+                        f"name: {problem}", 400)
     return name
 
 

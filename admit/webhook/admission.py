@@ -271,8 +271,8 @@ class Admission:
             decision.warnings.append(f"report this to admit's maintainers: {reason}; allowed unchecked by failure mode "
                                      "'allow'")
             return decision
-        return Decision.deny(f"admit could not check this object ({reason}); refused by failure mode 'deny'. "
-                             "Please report it with the object", 500, decision.warnings)
+        return Decision.deny(f"Report this to admit's maintainers with the object: admit could not check it "
+                             f"({reason}); refused by failure mode 'deny'", 500, decision.warnings)
 
     def _api_failure(self, reason: str, decision: Decision, transient: bool = True) -> Decision:
         """The answer when the API failed: the failure mode decides (``deny``: 503). ``transient`` False: the cause
@@ -282,9 +282,10 @@ class Admission:
         if self.config.failure_mode == "allow":
             decision.warnings.append(f"allowed unchecked by failure mode 'allow': {str(reason)[:200]}")
             return decision
+        fix = "Retry in a moment" if transient else "Install what the gang backend needs (as said next)"
         return Decision.deny(
-            f"admit could not finish its checks ({reason}); refused by failure mode 'deny' so that pods never wait on a "
-            + ("missing PodGroup. Retry in a moment" if transient else "PodGroup that cannot be created"),
+            f"{fix}: admit could not finish its checks ({reason}); refused by failure mode 'deny' so that pods never "
+            + ("wait on a missing PodGroup" if transient else "wait on a PodGroup that cannot be created"),
             503,
             decision.warnings,
         )

@@ -62,11 +62,11 @@ def rollout_problem(obj: dict[str, Any], old: dict[str, Any] | None, plan: GangP
         return None
     fixes = rollout.fixes(plan.min_member, replicas)
     return (
-        f"{plan.ref} runs {old_replicas} pod{'s' if old_replicas != 1 else ''} outside gang {plan.group_name}; this "
-        f"update moves them into it (minMember {plan.min_member}) by a rolling update, which makes at most {at_once} "
-        f"new pod{'s' if at_once != 1 else ''} at a time ({how}) and waits for them to run, while "
-        f"{scheduler_of(plan.backend)} keeps them Pending until {plan.min_member} exist: the rollout would never "
-        f"finish. Instead, {fixes}"
+        f"{fixes}: {plan.ref} runs {old_replicas} pod{'s' if old_replicas != 1 else ''} outside gang "
+        f"{plan.group_name}, and this update moves them into it (minMember {plan.min_member}) by a rolling update, "
+        f"which makes at most {at_once} new pod{'s' if at_once != 1 else ''} at a time ({how}) and waits for them "
+        f"to run, while {scheduler_of(plan.backend)} keeps them Pending until {plan.min_member} exist, so the "
+        "rollout would never finish"
     )
 
 

@@ -255,7 +255,7 @@ def autoscaler_refusal(hpas: list[dict[str, Any]], target: ScaleCheck, config: C
         for field, value, moves in (("minReplicas", scales[3], "down to"),
                                     ("maxReplicas", scales[4], "to no more than")):
             if value is not None and 0 < value < target.replicas:
-                return (f"set spec.{field} of HorizontalPodAutoscaler {target.namespace}/{name} to at least "
+                return (f"Set spec.{field} of HorizontalPodAutoscaler {target.namespace}/{name} to at least "
                         f"{target.replicas}, or {config.min_member_key} to at most {value} (or auto): that HPA "
                         f"scales this {target.kind} {moves} {value} replica{'s' * (value != 1)}, below its gang "
                         f"minMember {target.replicas}, and admit would refuse each such scale, on every HPA cycle, "
@@ -303,10 +303,10 @@ def _unlabelled_generated(req: AdmissionRequest, plan: GangPlan, ann: GangAnnota
         return None
     field = backend_of(plan.backend).join_field(config)
     return (
-        f"{plan.ref} was created with generateName {gen!r} and its {', '.join(sorted(set(missing)))} carries no "
-        f"{field} (admit's mutating webhook did not set it), so its pods would never join "
-        f"a PodGroup named after the generated name: set annotation {config.pod_group_key} to a name for its group, "
-        "or make sure admit's mutating webhook sees this object"
+        f"Set annotation {config.pod_group_key} to a name for its group, or make sure admit's mutating webhook sees "
+        f"this object: {plan.ref} was created with generateName {gen!r} and its {', '.join(sorted(set(missing)))} "
+        f"carries no {field} (admit's mutating webhook did not set it), so its pods would never join a PodGroup named "
+        "after the generated name"
     )
 
 

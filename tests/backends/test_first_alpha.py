@@ -68,7 +68,7 @@ async def test_a_workload_asking_for_the_native_backend_on_1_35_is_refused_namin
     assert answer["allowed"] is False and answer["status"]["code"] == 400
     message = answer["status"]["message"]
     assert "serves only scheduling.k8s.io/v1alpha1 (Kubernetes 1.35)" in message
-    assert "run Kubernetes 1.36 or later, or use the coscheduling backend" in message
+    assert message.startswith("Run Kubernetes 1.36 or later, or use the coscheduling backend")
     assert "--feature-gates" not in message  # 1.36/1.37 gates would not help a 1.35 cluster
 
 

@@ -34,7 +34,7 @@ from tests.operator_stack import events_about, operator_cluster
 NS = "default"
 V1BETA1 = Config(gang_backend="workload-api", workload_api_version="v1beta1")
 V1ALPHA2 = Config(gang_backend="workload-api", workload_api_version="v1alpha2")
-FIX = "set annotation gang.admit.dev/backend: coscheduling in the step template's metadata.annotations"
+FIX = "Set annotation gang.admit.dev/backend: coscheduling in the step template's metadata.annotations"
 
 
 def workflow(retry_policy: str | None = None) -> dict[str, Any]:

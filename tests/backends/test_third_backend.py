@@ -177,8 +177,8 @@ async def test_a_backend_annotation_naming_no_registered_backend_is_refused_list
     answer = await (await client.post("/validate", json=admission_review(user))).json()
     assert not answer["response"]["allowed"]
     assert answer["response"]["status"]["message"] == (
-        'annotation gang.admit.dev/backend="volcan0" is invalid: use "coscheduling", "workload-api" or "volcano-test" (the '
-        "gang backends admit knows)")
+        'Set annotation gang.admit.dev/backend to "coscheduling", "workload-api" or "volcano-test" (the gang backends '
+        'admit knows): "volcan0" is invalid')
 
 
 async def test_a_pod_that_names_its_volcano_group_itself_gets_the_volcano_scheduler_from_the_backend(picked):

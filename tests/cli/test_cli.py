@@ -280,7 +280,8 @@ def test_an_unquoted_min_member_names_the_quoting_fix_and_that_kube_apiserver_re
     path.write_text(MISSPELT.replace('gang.admit.dev/minmember: "3"', "gang.admit.dev/min-member: 3"))
     assert main(["review", str(path)]) == 1
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("DENIED"))
-    assert 'must be a string, got int 3: quote it: gang.admit.dev/min-member: "3"' in line
+    assert 'Quote annotation gang.admit.dev/min-member: "3": annotation gang.admit.dev/min-member must be a string, ' \
+           "got int 3" in line
     assert "kube-apiserver refuses" in line
 
 

@@ -238,7 +238,7 @@ def test_a_statefulset_reviewed_with_its_hpa_below_its_min_member_is_refused_nam
     results = {r["kind"]: r for r in json.loads(capsys.readouterr().out)}
     assert not results["StatefulSet"]["allowed"]
     assert results["StatefulSet"]["message"].startswith(
-        "set spec.minReplicas of HorizontalPodAutoscaler team/db to at least 3, or gang.admit.dev/min-member to at "
+        "Set spec.minReplicas of HorizontalPodAutoscaler team/db to at least 3, or gang.admit.dev/min-member to at "
         "most 2 (or auto)")
 
 

@@ -140,7 +140,8 @@ def test_a_workload_without_the_annotation_claims_nothing_and_a_bad_annotation_i
     bad = stored(deployment(annotations={"gang.admit.dev/min-member": "lots"}))
     claim = claim_of(bad, DEPLOYMENTS, CONFIG)
     assert claim is not None and claim.plan is None and claim.identity == "apps/Deployment/web"
-    assert 'gang.admit.dev/min-member="lots" is invalid' in claim.error
+    assert 'Set annotation gang.admit.dev/min-member to a positive integer' in claim.error
+    assert '"lots" is invalid' in claim.error
 
 
 def test_a_stored_workload_below_its_min_member_still_claims_its_group_and_carries_the_problem():
@@ -405,8 +406,8 @@ async def test_a_name_collision_is_logged_once_reported_on_the_workload_and_the_
         await eventually(lambda: (pg_of(fake, "api") or {}).get("metadata", {}).get("ownerReferences"))
         await asyncio.sleep(0.6)
     lines = [r.getMessage() for r in caplog.records if "team/web" in r.getMessage()]
-    assert lines == ["Deployment team/web: PodGroup team/web already belongs to batch/Job/web, not to Deployment "
-                     "team/web; set annotation gang.admit.dev/pod-group to another name"]
+    assert lines == ["Deployment team/web: Set annotation gang.admit.dev/pod-group to another name: PodGroup team/web "
+                     "already belongs to batch/Job/web, not to Deployment team/web"]
     assert pg_of(fake)["metadata"]["annotations"]["gang.admit.dev/owner"] == "batch/Job/web"
     assert "ownerReferences" not in pg_of(fake)["metadata"]
     await controller.recorder.flush()
@@ -439,8 +440,8 @@ async def test_an_annotation_made_invalid_by_an_update_keeps_the_group_and_is_re
         await asyncio.sleep(GRACE + 0.4)
     assert pg_of(fake)["spec"]["minMember"] == 3
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ['Deployment team/web: annotation gang.admit.dev/min-member="many" is invalid: use a positive '
-                     'integer (at most 2147483647, PodGroup minMember is an int32) or "auto"; PodGroup team/web is '
+    assert lines == ['Deployment team/web: Set annotation gang.admit.dev/min-member to a positive integer (at most '
+                     '2147483647, PodGroup minMember is an int32) or "auto": "many" is invalid; PodGroup team/web is '
                      'left as it is until this is fixed']
     await controller.recorder.flush()
     assert [e[1] for e in events(fake) if e[0] == "Warning"] == ["InvalidGangAnnotation"]

@@ -353,7 +353,7 @@ async def test_a_statefulset_applied_after_its_hpa_whose_min_replicas_is_below_i
             await stack.kube.request("POST", STATEFULSETS, body=parallel_statefulset("db", "3"))
         assert refused.value.status == 403
         assert refused.value.message.endswith(
-            "set spec.minReplicas of HorizontalPodAutoscaler team/db to at least 3, or gang.admit.dev/min-member to "
+            "Set spec.minReplicas of HorizontalPodAutoscaler team/db to at least 3, or gang.admit.dev/min-member to "
             "at most 1 (or auto): that HPA scales this StatefulSet down to 1 replica, below its gang minMember 3, and "
             "admit would refuse each such scale, on every HPA cycle, with the error only in the HPA's status")
         assert fake.get(PG_API, "podgroups", "team", "db") is None
@@ -372,7 +372,7 @@ async def test_raising_a_deployments_min_member_above_its_hpa_bounds_is_refused_
         with pytest.raises(KubeError) as refused:
             await stack.kube.request("PATCH", f"{DEPLOYMENTS}/web", content_type=MERGE,
                                      body={"metadata": {"annotations": {"gang.admit.dev/min-member": "3"}}})
-        assert "set spec.minReplicas of HorizontalPodAutoscaler team/web to at least 3" in refused.value.message
+        assert "Set spec.minReplicas of HorizontalPodAutoscaler team/web to at least 3" in refused.value.message
         await stack.kube.request("PATCH", f"{HPAS}/web", body={"spec": {"minReplicas": 3}}, content_type=MERGE)
         await stack.kube.request("PATCH", f"{DEPLOYMENTS}/web", content_type=MERGE,
                                  body={"metadata": {"annotations": {"gang.admit.dev/min-member": "3"}}})
@@ -407,7 +407,7 @@ async def test_kueue_partial_admission_a_fixed_min_member_cannot_survive_is_refu
             await stack.kube.request("POST", JOBS, body=kueue_job("partial", **{
                 "kueue.x-k8s.io/job-min-parallelism": "2"}))
         assert refused.value.status == 403
-        assert "set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member to auto: Kueue's " \
+        assert "Set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member to auto: Kueue's " \
                "partial admission may set spec.parallelism=3, which minMember 4 cannot survive" in refused.value.message
         await stack.kube.request("POST", JOBS, body=kueue_job("partial", **{  # the fix: no count below the gang
             "kueue.x-k8s.io/job-min-parallelism": "4"}))
@@ -478,9 +478,10 @@ async def test_joining_a_hand_written_pod_group_the_workload_can_never_fill_is_r
             await stack.kube.request("POST", DEPLOYMENTS, body=pg1_deployment())
         assert refused.value.status == 403
         message = refused.value.message
+        assert "denied the request: Run at least 3 pods (spec.replicas), or lower the PodGroup's spec.minMember to 2" \
+            in message
         assert ("PodGroup team/pg1 was not created by admit and needs minMember 3, but Deployment team/pause runs 2 "
-                "pods (spec.replicas=2): the Coscheduling plugin would keep every pod Pending forever. Run at least 3 "
-                "pods (spec.replicas), or lower the PodGroup's spec.minMember to 2") in message
+                "pods (spec.replicas=2), so the Coscheduling plugin would keep every pod Pending forever") in message
         assert fake.get("apps/v1", "deployments", "team", "pause") is None
         assert fake.get(PG_API, "podgroups", "team", "pg1")["spec"] == {"minMember": 3}  # never touched
         # Enough pods: joined as it is.

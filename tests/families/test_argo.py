@@ -121,7 +121,8 @@ def test_admit_review_says_which_templates_of_a_workflow_gang_their_step_pods_an
     assert warnings[0].startswith("move the gang.admit.dev/* annotations to the metadata.annotations of the step's "
                                   "template")
     assert warnings[1].startswith("correct template worker's metadata.annotations, or each of its pods is refused: "
-                                  'annotation gang.admit.dev/min-member="zero" is invalid')
+                                  "Set annotation gang.admit.dev/min-member to a positive integer")
+    assert '"zero" is invalid' in warnings[1]
     assert notes == [] and all(len(w) <= 256 for w in warnings)
 
 
@@ -134,7 +135,7 @@ def test_an_argo_step_pod_asking_for_an_auto_min_member_is_refused_at_its_create
     decision = validate(request(pod), CONFIG).decision
     assert not decision.allowed and decision.code == 400
     assert decision.message.startswith(
-        "set gang.admit.dev/min-member in the metadata.annotations of the template of step train-x7k2p[0].train(0:0)(0) "
+        "Set gang.admit.dev/min-member in the metadata.annotations of the template of step train-x7k2p[0].train(0:0)(0) "
         "to the number of the step's pods that start together (its withItems or withParam items, at most its "
         'parallelism), e.g. "3" or "{{inputs.parameters.world-size}}"')
     # a Kueue pod group's total count is a count auto can read

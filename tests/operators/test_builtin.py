@@ -54,7 +54,7 @@ async def test_an_hpa_applied_before_its_gang_statefulset_is_refused_at_the_stat
         with pytest.raises(ApiException) as refused:
             await create(user, statefulset("3"))
         assert refused.value.status == 403
-        assert "set spec.minReplicas of HorizontalPodAutoscaler web/db to at least 3" in refused.value.body
+        assert "Set spec.minReplicas of HorizontalPodAutoscaler web/db to at least 3" in refused.value.body
         await create(user, statefulset("auto"))  # the fix the message offers: auto follows each scale
         await fake.settle()
         await hpas.idle()
@@ -101,7 +101,7 @@ async def test_a_queued_job_whose_partial_admission_its_min_member_cannot_surviv
         with pytest.raises(ApiException) as refused:
             await create(user, queued_job("4", **{"kueue.x-k8s.io/job-min-parallelism": "2"}))
         assert refused.value.status == 403
-        assert "set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member to auto" in \
+        assert "Set kueue.x-k8s.io/job-min-parallelism to at least 4, or gang.admit.dev/min-member to auto" in \
             refused.value.body
         job = queued_job("auto", **{"kueue.x-k8s.io/job-min-parallelism": "2"})  # the fix: auto follows the count
         await create(user, job)

@@ -459,7 +459,8 @@ async def test_annotating_a_running_raycluster_is_refused_with_the_fix_since_kub
             await annotate(user, fake, raycluster())
         body = raised.value.body
         assert raised.value.status == 403 and "RayCluster ml/rc is running" in body
-        assert "delete the RayCluster and create it again with the annotation" in body
+        assert body.split("denied the request: ", 1)[1].startswith(
+            "Delete the RayCluster and create it again with the annotation")
         assert "spec.suspend: true" in body and "spec.upgradeStrategy.type: Recreate" in body
         assert pod_groups_of(fake, NS) == []  # nothing half-done: no PodGroup its running pods stay outside of
 

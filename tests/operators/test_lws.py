@@ -225,7 +225,7 @@ async def test_an_lws_whose_surge_group_names_pass_63_characters_is_refused_at_t
         with pytest.raises(ApiException) as refused:
             await cluster.replace(lws)
         text = json.loads(refused.value.body)["message"]
-        assert "spec.replicas 10 + maxSurge 1" in text and "use a shorter LeaderWorkerSet name" in text
+        assert "spec.replicas 10 + maxSurge 1" in text and "denied the request: Use a shorter LeaderWorkerSet name" in text
         assert cluster.fake.get("v1", "pods", "default", f"{name}-10") is None
         with pytest.raises(ApiException):
             await cluster.create(surging("w" * 50, 1))

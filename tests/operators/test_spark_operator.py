@@ -268,7 +268,7 @@ async def test_removing_the_gang_annotations_of_a_submitted_spark_application_is
             await replace(user, stored)
         message = json.loads(refused.value.body)["message"]
         assert message.split("denied the request: ", 1)[1].startswith(
-            "remove the gang annotations in an update that changes the spec anyway")
+            "Remove the gang annotations in an update that changes the spec anyway")
         await op.idle()
         assert op.reruns == [] and app_pods(fake, "nightly") == pods
         # with a spec change it re-runs anyway: allowed, and the re-run is not ganged

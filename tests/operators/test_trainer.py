@@ -127,7 +127,7 @@ async def test_annotating_a_running_trainjob_is_refused_by_admit_with_the_fix_an
         await cluster.replace(stored)
     text = message(refused)
     assert 'admission webhook "workloads.validate.admit.dev" denied the request' in text
-    assert "delete the TrainJob and create it again" in text and "RuntimePatches" not in text
+    assert "denied the request: Delete the TrainJob and create it again" in text and "RuntimePatches" not in text
     after = cluster.fake.get("trainer.kubeflow.org/v1alpha1", "trainjobs", "default", "llm")
     assert "runtimePatches" not in after["spec"] and cluster.operator.errors == []
 
@@ -166,8 +166,11 @@ async def test_a_trainjob_whose_launcher_waits_for_the_nodes_is_refused_at_the_t
     with pytest.raises(ApiException) as refused:
         await cluster.create(trainjob("deepspeed-distributed", num_nodes=3))
     text = message(refused)
-    assert text.startswith('admission webhook "workloads.validate.admit.dev" denied the request: TrainJob '
-                           "default/llm: the JobSet Trainer builds from ClusterTrainingRuntime deepspeed-distributed")
+    assert text.startswith('admission webhook "workloads.validate.admit.dev" denied the request: Use a runtime whose '
+                           "trainer replicatedJobs start together, or set gang.admit.dev/min-member on TrainJob "
+                           "default/llm")
+    assert text.endswith("(TrainJob default/llm: the JobSet Trainer builds from ClusterTrainingRuntime "
+                         "deepspeed-distributed would be refused, so the TrainJob would never run)")
     assert "only 2 of its 3 pods start before the others" in text
     assert "set gang.admit.dev/min-member to at most 2" in text
     # the fix, at creation: Trainer accepts it, the gang is the 2 nodes that start first

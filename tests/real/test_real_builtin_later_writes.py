@@ -36,7 +36,7 @@ def test_a_statefulset_applied_after_its_hpa_below_its_min_member_is_refused_nam
     with pytest.raises(PlaneError) as refused:
         cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/statefulsets", body=sts)
     assert refused.value.status == 403
-    assert f"set spec.minReplicas of HorizontalPodAutoscaler {ns}/db to at least 3" in str(refused.value)
+    assert f"Set spec.minReplicas of HorizontalPodAutoscaler {ns}/db to at least 3" in str(refused.value)
 
 
 @pytest.mark.needs("controllers")
@@ -73,7 +73,7 @@ def test_kueues_partial_start_and_stop_of_a_job_go_through_and_a_min_member_they
     jobs = f"/apis/batch/v1/namespaces/{ns}/jobs"
     with pytest.raises(PlaneError) as refused:
         cp.rest("POST", jobs, body=queued_job(ns, "4"))
-    assert refused.value.status == 403 and "set kueue.x-k8s.io/job-min-parallelism to at least 4" in str(refused.value)
+    assert refused.value.status == 403 and "Set kueue.x-k8s.io/job-min-parallelism to at least 4" in str(refused.value)
     created = cp.rest("POST", jobs, body=queued_job(ns, "auto"))
     # Kueue v0.19.2 Job.RunWithPodSetsInfo, sent as its merge patch: 2 pods admitted, the flavor's node labels and
     # tolerations and the podset label merged into the template (mutable while suspended, never started).

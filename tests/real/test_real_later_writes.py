@@ -52,7 +52,7 @@ def test_annotating_a_running_trainjob_is_refused_by_admit_with_the_fix(plane, n
                                               "trainer": {"numNodes": 2}}})
     with pytest.raises(PlaneError) as refused:
         cp.rest("PATCH", f"{trainjobs}/llm", body=ANNOTATE, content_type=MERGE)
-    assert refused.value.status == 403 and "delete the TrainJob and create it again" in str(refused.value)
+    assert refused.value.status == 403 and "Delete the TrainJob and create it again" in str(refused.value)
     assert "runtimePatches" not in cp.rest("GET", f"{trainjobs}/llm")["spec"]
 
 

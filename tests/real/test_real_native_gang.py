@@ -217,7 +217,7 @@ def test_an_argo_step_pod_is_refused_with_the_fix_as_its_v1alpha2_group_could_no
     with pytest.raises(PlaneError) as e:
         cp.rest("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
     assert e.value.status == 403
-    assert "denied the request: set annotation gang.admit.dev/backend: coscheduling in the step template's " \
+    assert "denied the request: Set annotation gang.admit.dev/backend: coscheduling in the step template's " \
            "metadata.annotations" in str(e.value)
     assert "scheduling.k8s.io/v1alpha2 Workload's minCount cannot change once created" in str(e.value)
     assert gang_objects(cp, ns, "train-x7k2p-train") == [None, None]

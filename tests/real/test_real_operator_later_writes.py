@@ -221,7 +221,7 @@ def test_removing_the_gang_annotations_of_a_submitted_spark_application_is_refus
                 body={"metadata": {"annotations": {"gang.admit.dev/min-member": None}}})
     assert refused.value.status == 403
     message = str(refused.value)
-    assert "remove the gang annotations in an update that changes the spec anyway" in message
+    assert "Remove the gang annotations in an update that changes the spec anyway" in message
     kept = cp.rest("GET", f"{apps}/nightly")
     assert kept["metadata"]["annotations"]["gang.admit.dev/min-member"] == "auto"
     assert kept["spec"]["driver"]["labels"][LABEL] == "nightly"

@@ -148,7 +148,7 @@ async def test_a_generate_name_job_the_mutating_webhook_did_not_label_is_refused
         answer = await stack.post("/validate", admission_review(named(pipeline_job(), "train-x7k2p"), name=""))
         assert answer["allowed"] is False and answer["status"]["code"] == 400
         message = answer["status"]["message"]
-        assert "generateName 'train-'" in message and "set annotation gang.admit.dev/pod-group" in message
+        assert "generateName 'train-'" in message and message.startswith("Set annotation gang.admit.dev/pod-group")
         assert stack.pod_group_posts() == []
 
 

@@ -46,7 +46,8 @@ def test_annotating_a_running_deployment_whose_rollout_cannot_form_the_gang_is_r
     msg = v.decision.message
     assert "Deployment default/pause runs 3 pods outside gang pause" in msg
     assert "at most 1 new pod at a time (maxSurge 1 + maxUnavailable 0)" in msg
-    assert "spec.strategy.type: Recreate" in msg and "maxSurge to at least 3" in msg and "scale it to 0" in msg
+    assert msg.startswith("Set spec.strategy.type: Recreate (the old pods go first, then all new ones start together), "
+                          "or spec.strategy.rollingUpdate.maxSurge to at least 3 (e.g. 100%), or scale it to 0 ")
 
 
 @pytest.mark.parametrize("strategy", [
@@ -124,6 +125,6 @@ def test_a_statefulset_rolling_update_into_a_gang_offers_the_recreate_update_str
                           min_member="3"))
     assert not v.decision.allowed
     msg = v.decision.message
-    assert "set spec.updateStrategy.type: Recreate (Kubernetes 1.37 and later, feature gate " \
-           "StatefulSetRecreateStrategy" in msg
+    assert msg.startswith("Set spec.updateStrategy.type: Recreate (Kubernetes 1.37 and later, feature gate "
+                          "StatefulSetRecreateStrategy")
     assert "spec.updateStrategy.type: OnDelete" in msg and "scale it to 0" in msg

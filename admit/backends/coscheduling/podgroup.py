@@ -182,8 +182,8 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
             return Ownership("manage")
         return Ownership(
             "conflict",
-            f"{pg} already belongs to {(ref_owner or owner or 'another object').replace('//', '/')}, not to {plan.ref}; "
-            f"set annotation {config.pod_group_key} to another name",
+            f"Set annotation {config.pod_group_key} to another name: {pg} already belongs to "
+            f"{(ref_owner or owner or 'another object').replace('//', '/')}, not to {plan.ref}",
         )
     if ref_owner is not None and ref_owner == plan.owner:
         return _operator_owned(existing, plan, pg)
@@ -191,8 +191,8 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
         return _use_named(existing, plan, config, pg, others)
     return Ownership(
         "conflict",
-        f"{pg} already exists and was not created by admit; set annotation {config.pod_group_key} to another "
-        f"name, or to {plan.group_name!r} to join that PodGroup as it is",
+        f"Set annotation {config.pod_group_key} to another name, or to {plan.group_name!r} to join that PodGroup as "
+        f"it is: {pg} already exists and was not created by admit",
     )
 
 
@@ -231,13 +231,12 @@ def _use_named(existing: dict[str, Any], plan: GangPlan, config: Config, pg: str
             return Ownership("use", warnings=warnings)
         return Ownership(
             "conflict", code=403, message=(
-                f"{pg} was not created by admit and needs minMember {have}, but {plan.ref} runs {counted}: the "
-                f"Coscheduling plugin would keep every pod Pending forever. Run at least {have} pods"
-                f"{' (' + plan.total_field + ')' if plan.total_field else ''}, or lower the PodGroup's "
-                f"spec.minMember to {total} (kubectl patch podgroup {plan.group_name} -n {plan.namespace} --type "
-                f"merge -p '{{\"spec\":{{\"minMember\":{total}}}}}'), or remove {config.pod_group_key} to let "
-                "admit make a PodGroup of its own (workloads that share one PodGroup: create them all with 0 "
-                "replicas, then scale them up)"))
+                f"Run at least {have} pods{' (' + plan.total_field + ')' if plan.total_field else ''}, or lower the "
+                f"PodGroup's spec.minMember to {total} (kubectl patch podgroup {plan.group_name} -n {plan.namespace} "
+                f"--type merge -p '{{\"spec\":{{\"minMember\":{total}}}}}'), or remove {config.pod_group_key} to "
+                "let admit make a PodGroup of its own (workloads that share one PodGroup: create them all with 0 "
+                f"replicas, then scale them up): {pg} was not created by admit and needs minMember {have}, but "
+                f"{plan.ref} runs {counted}, so the Coscheduling plugin would keep every pod Pending forever"))
     if spec.get("minMember") != plan.min_member:
         warnings.append(
             f"{pg} was not created by admit and is used as it is: its minMember is {spec.get('minMember')}, "

@@ -55,7 +55,7 @@ from ..common import (ObjectType, Ownership, members_left, owner_annotation, rec
 from .native import deferring_reason, native_handover, template_group, written_group
 
 __all__ = [
-    "not_served_message", "first_alpha_message",
+    "not_served_message", "not_served_refusal", "first_alpha_message",
     "WorkloadAPI",
     "BACKEND",
     "Shape",
@@ -105,6 +105,18 @@ def not_served_message(config: Config) -> str:
         "--runtime-config=scheduling.k8s.io/v1alpha2=true; on 1.37 with --feature-gates=GenericWorkload=true and "
         "--runtime-config=scheduling.k8s.io/v1beta1=true"
     )
+
+
+def not_served_refusal(ref: str, config: Config) -> str:
+    """The refusal of workload ``ref`` (``"Job ml/train"``) that asks for the ``workload-api`` backend on an API
+    server that does not serve it: the fix of :func:`not_served_message` first, then why."""
+    if config.workload_api_served and set(config.workload_api_served) <= {WORKLOAD_API_FIRST_ALPHA}:
+        return (f'Run Kubernetes 1.36 or later, or use the coscheduling backend (--gang-backend coscheduling, chart '
+                f'config.gangBackend): {ref} asks for gang backend "workload-api", and this API server serves only '
+                "scheduling.k8s.io/v1alpha1 (Kubernetes 1.35), whose Workload with embedded pod groups admit does not "
+                "write")
+    return (f"Enable Kubernetes' native gang scheduling, or use the coscheduling backend: {ref} asks for gang backend "
+            f'"workload-api", but {not_served_message(config)}')
 
 
 def first_alpha_message() -> str:
@@ -291,19 +303,19 @@ def gang_priority(obj: dict[str, Any], plan: GangPlan, config: Config) -> dict[s
         if len(values) > 1:
             (a, where_a), (b, where_b) = list(values.items())[:2]
             raise GangError(
-                f"{plan.ref} mixes two {key} values in one native gang: the {where_a} has {a or '(none)'!r} and the "
-                f"{where_b} has {b or '(none)'!r}. kube-scheduler schedules a PodGroup only when all its pods have "
-                f"the same {why[key]} (\"all pods in a single pod group should have the same ...\"), so this gang "
-                f"would stay Pending. Give every pod template the same {key}, or gang them apart (annotation "
-                f"{config.pod_group_key} on separate workloads)")
+                f"Give every pod template the same {key}, or gang them apart (annotation {config.pod_group_key} on "
+                f"separate workloads): {plan.ref} mixes two {key} values in one native gang: the {where_a} has "
+                f"{a or '(none)'!r} and the {where_b} has {b or '(none)'!r}. kube-scheduler schedules a PodGroup only "
+                f"when all its pods have the same {why[key]} (\"all pods in a single pod group should have the same "
+                "...\"), so this gang would stay Pending")
     cls = next(iter(seen["priorityClassName"]), "")
     if cls.startswith("system-"):  # a PodGroup's priority is capped at HighestUserDefinablePriority
         raise GangError(
+            f"Use a PriorityClass of your own, or the coscheduling backend ({config.backend_key}: coscheduling): "
             f"{plan.ref}: pods with priorityClassName {cls!r} cannot form a native gang: a PodGroup's priority is at "
             f"most {MAX_GROUP_PRIORITY} (HighestUserDefinablePriority, scheduling.k8s.io PodGroup types.go) and the "
             "system-* classes are above it (system-cluster-critical 2000000000, system-node-critical 2000001000), so "
-            "the PodGroup could never carry its pods' priority. Use a PriorityClass of your own, or the coscheduling "
-            f"backend ({config.backend_key}: coscheduling)")
+            "the PodGroup could never carry its pods' priority")
     return {k: v for k in _PRIORITY_KEYS if (v := next(iter(seen[k]), ""))}
 
 
@@ -333,10 +345,10 @@ def priority_message(kind: str, plan: GangPlan, mismatch: dict[str, tuple[Any, A
     :func:`priority_mismatch`): its pods would never be scheduled, so the change is refused with the fix."""
     what = ", ".join(f"{k} {have or '(none)'!r} (the pods now name {want!r})" for k, (have, want) in
                      mismatch.items())
-    return (f"{kind} {plan.namespace}/{plan.group_name} keeps {what}: the field is immutable on the Workload's template "
-            f"and the PodGroup, and kube-scheduler schedules a PodGroup only with its pods' priority, so {plan.ref}'s "
-            f"new pods would stay Pending. Delete the {plan.kind} and create it again (admit then makes both objects "
-            "anew), or name a new group with annotation gang.admit.dev/pod-group")
+    return (f"Delete the {plan.kind} and create it again (admit then makes both objects anew), or name a new group "
+            f"with annotation gang.admit.dev/pod-group: {kind} {plan.namespace}/{plan.group_name} keeps {what}; the "
+            "field is immutable on the Workload's template and the PodGroup, and kube-scheduler schedules a PodGroup "
+            f"only with its pods' priority, so {plan.ref}'s new pods would stay Pending")
 
 
 def desired_objects(plan: GangPlan, config: Config) -> list[dict[str, Any]]:
@@ -422,9 +434,9 @@ def immutable_message(kind: str, plan: GangPlan, have: Any, version: str) -> tup
     fix = f"delete the {plan.kind} and create it again (or name a new group with annotation gang.admit.dev/pod-group)"
     total = plan.total_pods
     if isinstance(have, int) and total is not None and 0 < total < have:
-        return (f"{plan.ref} runs {total} pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but {what} keeps "
-                f"minCount {have}: {why}, so kube-scheduler's GangScheduling plugin would keep new pods Pending. Keep "
-                f"{plan.total_field} at least {have}, or {fix} to change the gang size"), True
+        return (f"Keep {plan.total_field} at least {have}, or {fix} to change the gang size: {plan.ref} runs {total} "
+                f"pod{'s' if total != 1 else ''} ({plan.total_field}={total}) but {what} keeps minCount {have}; "
+                f"{why}, so kube-scheduler's GangScheduling plugin would keep new pods Pending"), True
     return (f"to change the gang size, {fix}: {what} keeps minCount {have}, not {plan.min_member} ({why})"), False
 
 
@@ -444,8 +456,8 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
             return Ownership("manage")
         return Ownership(
             "conflict",
-            f"{what} already belongs to {(ref_owner or owner or 'another object').replace('//', '/')}, not to "
-            f"{plan.ref}; set annotation {config.pod_group_key} to another name",
+            f"Set annotation {config.pod_group_key} to another name: {what} already belongs to "
+            f"{(ref_owner or owner or 'another object').replace('//', '/')}, not to {plan.ref}",
         )
     cref = get_path(existing, ("spec", "controllerRef"))
     cref_owner = (f"{cref.get('apiGroup', '')}/{cref.get('kind')}/{cref.get('name')}"
@@ -461,8 +473,8 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
         return Ownership("use", warnings=warnings)
     return Ownership(
         "conflict",
-        f"{what} already exists and was not created by admit; set annotation {config.pod_group_key} to another name, "
-        f"or to {plan.group_name!r} to join it as it is",
+        f"Set annotation {config.pod_group_key} to another name, or to {plan.group_name!r} to join it as it is: "
+        f"{what} already exists and was not created by admit",
     )
 
 
@@ -581,12 +593,12 @@ class WorkloadAPI:
         """Refuse a gang the served API cannot hold (not served; a group name that cannot name a Workload); warn
         about annotations without a native field; read the pods' priority into the plan (1.37+)."""
         if not config.workload_api_version:
-            raise GangError(f'{plan.ref} asks for gang backend "workload-api", but {not_served_message(config)}', 400)
+            raise GangError(not_served_refusal(plan.ref, config), 400)
         if deferred:
             return
         problem = name_problem(plan.group_name, config.workload_api_version)
         if problem:
-            raise GangError(f"{problem}; set annotation {config.pod_group_key} to such a name", 400)
+            raise GangError(f"Set annotation {config.pod_group_key} to a DNS label: {problem}", 400)
         plan.warnings.extend(unsupported_warnings(get_path(obj, ("metadata", "annotations")), plan, config))
         if shape(config.workload_api_version).priority:
             plan.native_priority = gang_priority(obj, plan, config)
