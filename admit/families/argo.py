@@ -217,7 +217,8 @@ def workflow_review(doc: dict[str, Any], config: Config,
                             "count for auto")
             continue
         if which in (refusals or {}):
-            warnings.append(f"{(refusals or {})[which]} (template {which}: each of its step pods is refused)")
+            refusal = (refusals or {})[which]  # its fix first, worded as a warning's (lower case)
+            warnings.append(f"{refusal[:1].lower()}{refusal[1:]} (template {which}: each of its step pods is refused)")
             continue
         shown = run if meta.get("name") else f"{name}<5 characters>"
         group = ann.pod_group.replace(run, shown) if ann.pod_group else f"{shown} (the Workflow's name)"
