@@ -113,7 +113,7 @@ def test_an_argo_step_pod_asking_for_an_auto_min_member_is_refused_at_its_create
         cp.rest("POST", f"/api/v1/namespaces/{ns}/pods", body=step_pod(
             wf, copy.deepcopy(wf["spec"]["templates"][1]), "train-a8u7o[0].train(0:0)(0)", {"rank": "0"}))
     assert refused.value.status == 400
-    assert "set gang.admit.dev/min-member in the metadata.annotations of the template of step " \
+    assert "Set gang.admit.dev/min-member in the metadata.annotations of the template of step " \
            "train-a8u7o[0].train(0:0)(0) to the number of the step's pods that start together" in str(refused.value)
     assert pods(cp, ns, "workflows.argoproj.io/workflow=train-a8u7o") == []
 
