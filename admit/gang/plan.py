@@ -21,6 +21,7 @@ Rules and their sources:
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -249,9 +250,7 @@ def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
             continue
         other, sep, name = key.rpartition("/")
         meant = None
-        if sep and other != base and (
-            other.lower() == base.lower() or difflib.SequenceMatcher(None, other.lower()[:64], base).ratio() >= 0.75
-        ):
+        if sep and other != base and (other.lower() == base.lower() or _close_prefix(other, base)):
             meant = _meant_name(name)
         elif not sep and key.lower().startswith(base.lower()) and key[len(base):len(base) + 1] in (".", "-", "_", ":"):
             meant = _meant_name(key[len(base) + 1:])  # the slash left out or mistyped: gang.admit.dev.min-member
@@ -261,6 +260,14 @@ def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
                    else f"it reads only keys under {prefix}, the prefix --annotation-prefix sets")
             warnings.append(f"rename annotation {key[:100]} to {target}: admit ignores it ({why})")
     return warnings
+
+
+@functools.lru_cache(maxsize=1024)
+def _close_prefix(other: str, base: str) -> bool:
+    """True when prefix ``other`` is a misspelling of admit's ``base`` (``difflib`` ratio 0.75 or more). Every
+    annotation key of every workload and bare pod passes here, and the same few prefixes recur
+    (``kubectl.kubernetes.io``, ``app.kubernetes.io``), so the answer is remembered (1,024 prefixes at most)."""
+    return difflib.SequenceMatcher(None, other.lower()[:64], base).ratio() >= 0.75
 
 
 def _meant_name(name: str) -> str | None:
