@@ -16,13 +16,17 @@ import logging
 import re
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import BUILTIN_ENTRY_POINTS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
+from ..gang.ownerrefs import controller_identity
 from ..gang.patch import set_keys_ops
 
+if TYPE_CHECKING:  # the plan is read here, never built
+    from ..gang.plan import GangPlan
+
 __all__ = ["installed", "BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation",
-           "object_owner", "not_admits_message", "generation_annotation", "replaces_annotation", "stamp_annotations",
+           "gang_metadata", "managed_ownership", "object_owner", "not_admits_message", "generation_annotation", "replaces_annotation", "stamp_annotations",
            "generation_patch", "stamped_generation", "stamped_replaces", "ahead_of", "members_left", "SUCCEEDED",
            "succeeded_annotation", "succeeded_record", "succeeded_names", "record_succeeded", "succeeded_ops"]
 
@@ -79,15 +83,13 @@ def asked_backend(annotations: Any, config: Config) -> str:
 
 def generation_annotation(config: Config) -> str:
     """The annotation recording which workload ``metadata.generation`` a managed object's spec was written from
-    (``gang.admit.dev/workload-generation``), stamped by the admission engine (``backends/ensure.py``) on every
-    backend's objects.
+    (``gang.admit.dev/workload-generation``), stamped by the admission engine (``backends/ensure.py``).
 
     Why: on a spec-changing UPDATE the validating webhook patches the gang's objects from the incoming object before
-    that object is stored, while the controller still sees the previous one; without a stamp it patched them back to
-    the old spec, then forward again (three writes, and an Event that reads as if admit undid the user's change).
-    kube-apiserver bumps ``metadata.generation`` on every spec change before validating admission runs (the
-    registry strategy's ``PrepareForUpdate``), so the webhook knows the generation its spec comes from, and the
-    controller never writes a spec from an older generation than the stamp."""
+    it is stored; the controller, still seeing the previous one, would patch them back, then forward again (three
+    writes, and an Event that reads as if admit undid the user's change). kube-apiserver bumps
+    ``metadata.generation`` on every spec change before validating admission runs (the registry strategy's
+    ``PrepareForUpdate``), so the controller never writes a spec from an older generation than the stamp."""
     return f"{config.key_prefix}workload-generation"
 
 
@@ -100,12 +102,11 @@ def replaces_annotation(config: Config) -> str:
     and ``Annotations``); a StatefulSet's, ReplicaSet's, DaemonSet's or Job's strategy compares ``Spec`` alone, a
     custom resource's everything but ``metadata`` (``customresource/strategy.go`` ``copyNonMetadata``). So after
     ``kubectl annotate statefulset web gang.admit.dev/min-member=5`` the webhook's object and the cached workload
-    carry the same generation, and the controller wrote the old minMember back until the update was stored
-    (measured on a 1.36 plane: 103-119 times in a 15-minute soak). The object validating admission sees carries the
-    ``resourceVersion`` of the stored version it replaces (kube-apiserver checks it against the stored one before it
-    runs validating admission, and applies a patch to the stored object), so while the workload a controller reads
-    still has that ``resourceVersion``, the object is ahead of it. The controller removes the annotation when it
-    writes the spec itself (from a stored version)."""
+    carry the same generation, and the controller would write the old minMember back until the update is stored.
+    The object validating admission sees carries the ``resourceVersion`` of the stored version it replaces
+    (kube-apiserver checks it against the stored one before it runs validating admission, and applies a patch to the
+    stored object), so while the workload a controller reads still has that ``resourceVersion``, the object is ahead
+    of it. The controller removes the annotation when it writes the spec itself (from a stored version)."""
     return f"{config.key_prefix}workload-replaces"
 
 
@@ -158,9 +159,8 @@ def ahead_of(obj: dict[str, Any], claim: Any, config: Config) -> str | None:
     """How a managed object's spec is ahead of the workload ``claim`` was read from (``"from generation 5 of
     Deployment team/web; the cached one is generation 4"``), or ``None`` when it is not: its generation stamp is
     newer than the workload's (:func:`generation_annotation`), or the webhook wrote it for an update of the stored
-    version the claim still is, same ``resourceVersion`` (:func:`replaces_annotation`). The controller waits for the
-    workload then, and puts the spec back only when it stays so for the grace period (the update was refused after
-    the webhook saw it). ``claim``: ``gang.claim.Claim``-shaped (``generation``, ``meta``, ``ref``)."""
+    version the claim still is, same ``resourceVersion`` (:func:`replaces_annotation`). ``claim``:
+    ``gang.claim.Claim``-shaped (``generation``, ``meta``, ``ref``)."""
     stamp = stamped_generation(obj, config)
     if stamp is not None and claim.generation is not None and stamp > claim.generation:
         return f"from generation {stamp} of {claim.ref}; the cached one is generation {claim.generation}"
@@ -194,6 +194,38 @@ class Ownership:
     message: str = ""
     warnings: list[str] = field(default_factory=list)
     code: int = 409
+
+
+def gang_metadata(plan: GangPlan, config: Config) -> dict[str, Any]:
+    """The ``metadata`` of every object a backend makes for ``plan``: ``{name, namespace, labels: {managed-by},
+    annotations: {owner}}``, for a plan that follows its members with an empty :func:`succeeded_record` (each
+    object's ``merge_shared`` reads only that object, so each carries its own); no ownerReferences
+    (docs/behaviour.md, "The garbage-collector race") but those of ``plan.kept_by`` (an Argo step's Workflow: not a
+    controller's, so admit's controller does not delete the objects as unclaimed while a retry waits out its backoff
+    with no member left, and the garbage collector deletes them with the Workflow)."""
+    annotations = {owner_annotation(config): plan.owner}
+    if plan.follows_members:
+        annotations[succeeded_annotation(config)] = ""  # filled by merge_shared (record_succeeded)
+    meta: dict[str, Any] = {"name": plan.group_name, "namespace": plan.namespace,
+                            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}, "annotations": annotations}
+    if plan.kept_by:
+        meta["ownerReferences"] = [dict(ref) for ref in plan.kept_by]
+    return meta
+
+
+def managed_ownership(existing: dict[str, Any], plan: GangPlan, config: Config, what: str) -> Ownership | None:
+    """The verdict on an object carrying admit's managed-by label, ``None`` for any other: ``manage`` when its owner
+    annotation, and its controller ownerReference if any (unless the group is shared), name ``plan``'s workload,
+    else ``conflict``. ``what``: the object, for the message (``"PodGroup team-a/web"``)."""
+    meta = existing.get("metadata") or {}
+    if (meta.get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
+        return None
+    owner = (meta.get("annotations") or {}).get(owner_annotation(config))
+    ref_owner = controller_identity(existing)
+    if owner == plan.owner and (ref_owner is None or ref_owner == plan.owner or plan.shared):
+        return Ownership("manage")
+    return Ownership("conflict", f"Set annotation {config.pod_group_key} to another name: {what} already belongs to "
+                                 f"{(ref_owner or owner or 'another object').replace('//', '/')}, not to {plan.ref}")
 
 
 def object_owner(obj: dict[str, Any], config: Config) -> str | None:
@@ -240,15 +272,14 @@ def members_left(asked: int, members: list[dict[str, Any]], recorded: set[str] |
     return asked if succeeded >= asked else max(1, min(asked - succeeded, unplaced + 1))
 
 
-#: The annotation (after ``<prefix>/``) on admit's objects of a group whose size follows its members
-#: (``GangPlan.follows_members``) that records the members that succeeded (:func:`succeeded_record`).
+#: :func:`succeeded_annotation` after its ``<prefix>/``.
 SUCCEEDED = "members-succeeded"
 
 
 def succeeded_annotation(config: Config) -> str:
-    """``<prefix>/members-succeeded`` (``gang.admit.dev/members-succeeded``): the record of the members of a group
-    whose size follows its members that succeeded, on each of the group's objects whose size follows them (a
-    backend's ``desired_objects`` sets it empty; :func:`record_succeeded` fills it)."""
+    """``<prefix>/members-succeeded``: the record of the members that succeeded of a group whose size follows its
+    members (``GangPlan.follows_members``), on each of its objects (a backend's ``desired_objects`` sets it empty;
+    :func:`record_succeeded` fills it)."""
     return config.key_prefix + SUCCEEDED
 
 

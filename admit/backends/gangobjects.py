@@ -51,7 +51,8 @@ def decide_objects(backend: GangBackend, key: tuple[str, str], objects: dict[str
             objects' owner annotation (a workload whose annotations became invalid still protects its gang).
         now / unclaimed_since: seconds on one monotonic clock (``unclaimed_since``: first seen unclaimed).
         grace: orphan grace period, seconds; also how long an object written (by the webhook) ahead of the cached
-            workload (``common.ahead_of``) is left as it is (``ahead_since``: when that was first seen).
+            workload (``common.ahead_of``) is left as it is (``ahead_since``: when that was first seen); past it, the
+            update was refused after the webhook saw it, and the spec is put back.
 
     Returns: one action per object that needs one, in creation order (empty list: nothing to do).
     """

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
+from ...config import Config
 from ...gang.ownerrefs import controller_identity
 from ...gang.plan import GangPlan
 from ...gang.quantity import QuantityError, format_resources, parse_quantity
-from ..common import (Ownership, generation_annotation, members_left, owner_annotation, succeeded_annotation,
+from ..common import (Ownership, gang_metadata, generation_annotation, managed_ownership, members_left,
                       succeeded_record)
 
 __all__ = ["desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared_spec", "members_still_to_run",
@@ -28,20 +28,12 @@ __all__ = ["desired_pod_group", "spec_differs", "spec_json_patch", "merge_shared
 
 
 def desired_pod_group(plan: GangPlan, config: Config, generation: int | None = None) -> dict[str, Any]:
-    """The PodGroup admit creates for ``plan``: ``{"apiVersion", "kind", "metadata": {name, namespace, labels,
-    annotations}, "spec": {...}}``, without ownerReferences (docs/behaviour.md, "The garbage-collector race") but
-    those of ``plan.kept_by``, and for a plan that follows its members an empty ``common.succeeded_record``.
-    ``generation``: the workload's ``metadata.generation`` the spec comes from, stamped as
-    :func:`generation_annotation`."""
-    annotations = {owner_annotation(config): plan.owner}
+    """The PodGroup admit creates for ``plan``: ``{"apiVersion", "kind", "metadata", "spec": {...}}``
+    (``common.gang_metadata``). ``generation``: the workload's ``metadata.generation`` the spec comes from, stamped
+    as :func:`generation_annotation`."""
+    meta = gang_metadata(plan, config)
     if generation is not None:
-        annotations[generation_annotation(config)] = str(generation)
-    if plan.follows_members:
-        annotations[succeeded_annotation(config)] = ""  # the members that succeeded: :func:`merge_shared_spec`
-    meta: dict[str, Any] = {"name": plan.group_name, "namespace": plan.namespace,
-                            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}, "annotations": annotations}
-    if plan.kept_by:
-        meta["ownerReferences"] = [dict(ref) for ref in plan.kept_by]
+        meta["annotations"][generation_annotation(config)] = str(generation)
     return {"apiVersion": config.pod_group_api_version, "kind": "PodGroup", "metadata": meta,
             "spec": plan.pod_group_spec()}
 
@@ -171,20 +163,11 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
     a Deployment of 2 labelled for it); when other workloads name it too, their pods count, and a shortfall is a
     warning (one of them may still grow).
     """
-    meta = existing.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
-    ref_owner = controller_identity(existing)
     pg = f"PodGroup {plan.namespace}/{plan.group_name}"
-    if labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
-        owner = annotations.get(owner_annotation(config))
-        if owner == plan.owner and (ref_owner is None or ref_owner == plan.owner or plan.shared):
-            return Ownership("manage")
-        return Ownership(
-            "conflict",
-            f"Set annotation {config.pod_group_key} to another name: {pg} already belongs to "
-            f"{(ref_owner or owner or 'another object').replace('//', '/')}, not to {plan.ref}",
-        )
+    managed = managed_ownership(existing, plan, config, pg)
+    if managed is not None:
+        return managed
+    ref_owner = controller_identity(existing)
     if ref_owner is not None and ref_owner == plan.owner:
         return _operator_owned(existing, plan, pg)
     if explicit_name:

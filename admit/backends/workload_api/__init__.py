@@ -21,11 +21,7 @@ runs inside kube-scheduler). Shapes, from kubernetes/kubernetes ``staging/src/k8
   "may not exist at the time the Pod is created". kube-scheduler's PreEnqueue keeps a gang's pods out of the queue
   until ``minCount`` of them exist ("waiting for minCount pods from a gang to appear in scheduling queue").
 
-A group whose size follows its members (an Argo step's, ``GangPlan.follows_members``) has ``minCount`` lowered on
-both objects as its members finish where the version lets it change (:data:`SHAPES` ``min_count_mutable``; refused
-at its first member where not, ``backends._refuse_unfollowed``), by the rule of every backend
-(``common.members_left``); both objects record the members that succeeded (``common.succeeded_record``: Argo's
-``podGC`` deletes their pods) and carry ``plan.kept_by``'s ownerReference to the Workflow (:func:`_meta`).
+A group whose size follows its members (an Argo step's): :meth:`WorkloadAPI.merge_shared`.
 
 No equivalent of scheduler-plugins' ``minResources`` and ``scheduleTimeoutSeconds``: a warning says so when the user
 asked for them. :data:`SHAPES` is the one table of what differs per served version, each row with its source;
@@ -45,12 +41,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ...config import (KUBE_DEFAULT_SCHEDULER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_API, WORKLOAD_API_GROUP,
-                      WORKLOAD_API_FIRST_ALPHA, WORKLOAD_API_VERSIONS, Config)
+from ...config import (KUBE_DEFAULT_SCHEDULER, WORKLOAD_API, WORKLOAD_API_GROUP, WORKLOAD_API_FIRST_ALPHA,
+                      WORKLOAD_API_VERSIONS, Config)
 from ...gang.ownerrefs import controller_identity
 from ...gang.patch import pointer, set_keys_ops
 from ...gang.plan import MEMBER, GangError, GangPlan, PodTarget, get_path
-from ..common import (ObjectType, Ownership, members_left, owner_annotation, record_succeeded, succeeded_annotation,
+from ..common import (ObjectType, Ownership, gang_metadata, managed_ownership, members_left, record_succeeded,
                       succeeded_ops, succeeded_record)
 from .native import deferring_reason, native_handover, template_group, written_group
 
@@ -204,23 +200,6 @@ def name_problem(name: str, version: str) -> str | None:
     return None
 
 
-def _meta(plan: GangPlan, config: Config) -> dict[str, Any]:
-    """The metadata of both objects: admit's marks (``common.owner_annotation``); for a plan that follows its members
-    an empty record of the members that succeeded (``common.succeeded_record``: the ``minCount`` of both objects
-    follows, and each object's ``merge_shared`` reads only that object, so each carries its own record); the
-    ownerReferences of ``plan.kept_by`` (an Argo step's Workflow: not a controller's, so admit's controller does not
-    delete the objects as unclaimed while a retry waits out its backoff with no member left, and the garbage
-    collector deletes them with the Workflow)."""
-    annotations = {owner_annotation(config): plan.owner}
-    if plan.follows_members:
-        annotations[succeeded_annotation(config)] = ""  # filled by merge_shared (common.record_succeeded)
-    meta: dict[str, Any] = {"name": plan.group_name, "namespace": plan.namespace,
-                            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}, "annotations": annotations}
-    if plan.kept_by:
-        meta["ownerReferences"] = [dict(ref) for ref in plan.kept_by]
-    return meta
-
-
 def _gang(plan: GangPlan) -> dict[str, Any]:
     return {"gang": {"minCount": plan.min_member}}
 
@@ -236,10 +215,8 @@ def desired_workload(plan: GangPlan, config: Config) -> dict[str, Any]:
     """The ``Workload`` admit creates for ``plan``: ``{"apiVersion", "kind": "Workload", "metadata": {name,
     namespace, labels, annotations}, "spec": {"controllerRef"?: {apiGroup?, kind, name}, "podGroupTemplates":
     [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": int}}, "priorityClassName"?: str,
-    "preemptionPolicy"?: str}]}}`` (the priority keys where :data:`SHAPES` has them and the pods set them); no
-    ownerReferences (docs/behaviour.md, "The garbage-collector race") but those of ``plan.kept_by``, and for a plan
-    that follows its members an empty ``common.succeeded_record`` (:func:`_meta`). ``controllerRef`` names the
-    workload unless the group is shared by bare Pods."""
+    "preemptionPolicy"?: str}]}}`` (the priority keys where :data:`SHAPES` has them and the pods set them; metadata:
+    ``common.gang_metadata``). ``controllerRef`` names the workload unless the group is shared by bare Pods."""
     spec: dict[str, Any] = {}
     if not plan.shared and plan.name:
         ref = {"kind": plan.kind, "name": plan.name}
@@ -248,7 +225,8 @@ def desired_workload(plan: GangPlan, config: Config) -> dict[str, Any]:
         spec["controllerRef"] = ref
     spec["podGroupTemplates"] = [{"name": TEMPLATE_NAME, "schedulingPolicy": _gang(plan),
                                   **_priority_fields(plan, config)}]
-    return {"apiVersion": api_version(config), "kind": "Workload", "metadata": _meta(plan, config), "spec": spec}
+    return {"apiVersion": api_version(config), "kind": "Workload", "metadata": gang_metadata(plan, config),
+            "spec": spec}
 
 
 def desired_pod_group(plan: GangPlan, config: Config) -> dict[str, Any]:
@@ -257,14 +235,15 @@ def desired_pod_group(plan: GangPlan, config: Config) -> dict[str, Any]:
     v1alpha2 and ``{"workloadRef": {"workloadName", "templateName"}, "schedulingPolicy": ..., "priorityClassName"?,
     "preemptionPolicy"?}`` in the later versions (row ``reference`` of :data:`SHAPES`): "Controllers are expected
     to fill this field by copying it from a PodGroupTemplate" (``PodGroupSpec.priorityClassName``). Its metadata is
-    the Workload's (:func:`_meta`)."""
+    the Workload's."""
     if shape(config.workload_api_version).reference == "workloadRef":
         ref: dict[str, Any] = {"workloadRef": {"workloadName": plan.group_name, "templateName": TEMPLATE_NAME}}
     else:
         ref = {"podGroupTemplateRef": {"workload": {"workloadName": plan.group_name,
                                                     "podGroupTemplateName": TEMPLATE_NAME}}}
     spec = {**ref, "schedulingPolicy": _gang(plan), **_priority_fields(plan, config)}
-    return {"apiVersion": api_version(config), "kind": "PodGroup", "metadata": _meta(plan, config), "spec": spec}
+    return {"apiVersion": api_version(config), "kind": "PodGroup", "metadata": gang_metadata(plan, config),
+            "spec": spec}
 
 
 def _effective_scheduler(spec: dict[str, Any], config: Config, managed: bool) -> str:
@@ -445,20 +424,11 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
     ``podgroup.ownership`` (manage ours, leave an operator's, use one named explicitly, refuse the rest), so both
     backends behave the same. A Workload whose ``spec.controllerRef`` or controller ownerReference names the
     workload itself was made by its own controller (the Job controller's ``WorkloadWithJob``, an operator)."""
-    meta = existing.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
     what = f"{existing.get('kind', 'Workload')} {plan.namespace}/{plan.group_name}"
+    managed = managed_ownership(existing, plan, config, what)
+    if managed is not None:
+        return managed
     ref_owner = controller_identity(existing)
-    if labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
-        owner = annotations.get(owner_annotation(config))
-        if owner == plan.owner and (ref_owner is None or ref_owner == plan.owner or plan.shared):
-            return Ownership("manage")
-        return Ownership(
-            "conflict",
-            f"Set annotation {config.pod_group_key} to another name: {what} already belongs to "
-            f"{(ref_owner or owner or 'another object').replace('//', '/')}, not to {plan.ref}",
-        )
     cref = get_path(existing, ("spec", "controllerRef"))
     cref_owner = (f"{cref.get('apiGroup', '')}/{cref.get('kind')}/{cref.get('name')}"
                   if isinstance(cref, dict) else None)
@@ -634,11 +604,9 @@ class WorkloadAPI:
                      members: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
         """``interface.BackendHooks.merge_shared``: a group whose size follows its members (``plan.follows_members``)
         gets ``minCount`` :func:`common.members_left` on both objects, where the served version lets it change
-        (:data:`SHAPES` ``min_count_mutable``, v1beta1 on; in v1alpha2 ``update_ops`` cannot follow and the
-        framework refuses such a group at its first member, ``backends.apply_backend``); any other shared group
-        takes what this member asks, as without the hook. The members that succeeded are counted from ``members``
-        and from the record on ``existing`` (``common.succeeded_record``: their pods may be gone, Argo's
-        ``podGC``), and recorded on the object (``common.record_succeeded``)."""
+        (:data:`SHAPES` ``min_count_mutable``, v1beta1 on; in v1alpha2 ``backends.apply_backend`` refuses such a
+        group at its first member), and records the members that succeeded (``common.record_succeeded``); any other
+        shared group takes what this member asks, as without the hook."""
         if not plan.follows_members or members is None:
             return desired, []
         left = members_left(plan.min_member, members, succeeded_record(existing)[1])
@@ -669,7 +637,7 @@ class WorkloadAPI:
 
     def cannot_admit(self, kind: str, existing: dict[str, Any], desired: dict[str, Any],
                      ops: list[dict[str, Any]] | None, plan: GangPlan, config: Config) -> tuple[int | None, str] | None:
-        """``interface.AdmissionHooks.cannot_admit``: a stored ``priorityClassName``/``preemptionPolicy`` other than
+        """``interface.BackendHooks.cannot_admit``: a stored ``priorityClassName``/``preemptionPolicy`` other than
         the pods' (immutable) is refused with the fix (:func:`priority_message`: kube-scheduler would never
         schedule the new pods); a ``minCount`` that cannot follow (v1alpha2) keeps the stored objects with a
         warning, or refuses a workload that would run fewer pods than it (:func:`immutable_message`)."""
