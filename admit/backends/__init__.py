@@ -141,13 +141,9 @@ def _cannot_follow(name: str, plan: GangPlan, config: Config) -> str | None:
 
 
 def _refuse_unfollowed(plan: GangPlan, config: Config) -> None:
-    """Refuse a member of a group whose size follows its members (``plan.follows_members``, an Argo step's) when
-    its backend cannot lower the group (:func:`_cannot_follow`): the first attempt would run, and a retry wait for
-    ever for the members that succeeded. The fix leads: the registered backend that can, enabled first.
-
-    Raises:
-        GangError (403): the backend cannot follow.
-    """
+    """Refuse (403) a member of a group whose size follows its members (``plan.follows_members``, an Argo step's)
+    when its backend cannot lower the group (:func:`_cannot_follow`): the first attempt would run, and a retry wait
+    for ever for the members that succeeded. The fix leads: the registered backend that can, enabled first."""
     why = _cannot_follow(plan.backend, plan, config)
     if why is None:
         return
@@ -166,9 +162,8 @@ def _refuse_unfollowed(plan: GangPlan, config: Config) -> None:
 def handover_ops(obj: dict[str, Any], plan: GangPlan, config: Config,
                  kind: WorkloadKind | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """JSONPatch operations and warnings for a workload whose gang someone else makes (``plan.mutate`` off by
-    :func:`apply_backend`): what the registered backends' ``native_handover`` hooks give (the ``workload-api``
-    backend's hands a Job over with ``spec.scheduling``, or takes admit's earlier marks off a workload that became a
-    native gang); ``([], [])`` when none applies. ``kind``: the workload's record."""
+    :func:`apply_backend`): what the registered backends' ``native_handover`` hooks give, ``([], [])`` when none
+    applies. ``kind``: the workload's record."""
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
     for handover in hooks("native_handover"):
@@ -187,8 +182,7 @@ def with_backend(resolver: Resolver, kind: WorkloadKind | None = None) -> Resolv
         try:
             plan = resolver(obj, ann, config, namespace, operation)
             written = hook_of(requested_backend(ann, config), "written_group") if ann.pod_group is None else None
-            # admit named this gang in the mutating phase (generateName: the object had no name yet) and wrote the
-            # name where the backend's pods find it (workload_api.native.written_group)
+            # a generateName object's group, named in the mutating phase (interface.BackendHooks.written_group)
             named = written(obj, plan, config) if written is not None else None
             if named is not None:
                 plan = resolver(obj, replace(ann, pod_group=named), config, namespace, operation)

@@ -14,10 +14,8 @@ the backend's objects in ``object_types`` order (a Workload before the PodGroup 
   ``kube.KubeError`` goes back to ``Admission.validate``, which applies the failure mode.
 
 What differs between backends are their optional hooks (``interface.BackendHooks``): ``merge_shared`` for a group
-bare pods share (Coscheduling's: no member lowers what another set; for a group whose size follows its members,
-Coscheduling's and the Workload API's, the engine lists them first, ``members_selector``, and never answers from the
-cache; ``backends.apply_backend`` refuses such a group on a backend that cannot lower it), ``cannot_admit`` for an object of
-ours that cannot follow (the Workload API's immutable alpha fields and priority); and ``BackendAPI.count``.
+bare pods share (for one whose size follows its members the engine lists them first, ``members_selector``, and never
+answers from the cache), ``cannot_admit`` for an object of ours that cannot follow; and ``BackendAPI.count``.
 """
 
 from __future__ import annotations
@@ -58,10 +56,6 @@ class ObjectStore(Protocol):
                             dry_run: bool, timeout: float) -> None: ...
 
 
-def _uncounted(kind: str, operation: str) -> None:
-    return None
-
-
 class _Gang:
     """One admission's API work on one gang: the backend, its hooks, the request's settings and the budget (made
     at the first object the cache cannot answer for)."""
@@ -73,7 +67,8 @@ class _Gang:
         self.decision, self.explicit_name, self.dry_run, self.cache = decision, explicit_name, dry_run, cache
         self.generation, self.replaces = generation, replaces
         api = APIS.get(backend.name)
-        self.count: Callable[[str, str], None] = api.count if api is not None and api.count else _uncounted
+        self.count: Callable[[str, str], None] = api.count if api is not None and api.count else (
+            lambda kind, operation: None)
         self.cannot_admit = getattr(backend, "cannot_admit", None)
         self.left: Callable[[], float] = Budget(config.api_timeout_seconds).left
         self.warned_cannot_follow = False
@@ -98,12 +93,9 @@ async def ensure(store: ObjectStore | None, plan: GangPlan, config: Config, deci
     the stored objects can never schedule into a 403, ownership warnings are added); ``store`` ``None`` only
     reports the desired objects; ``cache`` (optional, ``.gang_object(group, kind, namespace, name) -> dict | None``
     and ``.group_pods(namespace, name, exclude) -> int | None``, the other workloads' pods that name the group)
-    lets a cached object that is ours and in step skip every call; ``generation``: the incoming object's
-    ``metadata.generation`` (in the validating phase kube-apiserver has already bumped it for a spec change),
-    stamped on what is written so the controller never writes back a spec from an older generation; ``replaces``:
-    on an UPDATE, the incoming object's ``metadata.resourceVersion`` (that of the stored version it replaces),
-    stamped so the controller never writes back that version's spec either (``common.replaces_annotation``: an
-    annotation change keeps the generation of every kind but a Deployment).
+    lets a cached object that is ours and in step skip every call; ``generation`` / ``replaces``: the incoming
+    object's ``metadata.generation`` and, on an UPDATE, its ``metadata.resourceVersion``, stamped on what is written
+    (``common.generation_annotation``, ``common.replaces_annotation``).
 
     Raises:
         kube.KubeError: an API call failed, the budget ran out, or a stored object is being deleted (409).

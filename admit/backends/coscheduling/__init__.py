@@ -199,7 +199,6 @@ class Coscheduling:
     leave_ops = staticmethod(ungang_ops)
 
     def joined(self, obj: dict[str, Any], target: PodTarget, plan: GangPlan, config: Config) -> bool:
-        """True when the target's pods carry the plan's pod-group label (so they will wait on its PodGroup)."""
         return get_path(obj, target.labels + (config.pod_group_label,)) == plan.group_name
 
     def pod_in_group(self, pod: dict[str, Any], name: str, config: Config) -> bool:
@@ -248,7 +247,6 @@ class Coscheduling:
         )
 
     def desired_objects(self, plan: GangPlan, config: Config) -> list[dict[str, Any]]:
-        """``[PodGroup]`` (``podgroup.desired_pod_group``): the one object a Coscheduling gang needs."""
         return [desired_pod_group(plan, config)]
 
     def size_of(self, obj: dict[str, Any]) -> Any:
@@ -265,11 +263,9 @@ class Coscheduling:
     ownership = staticmethod(ownership)
 
     def describe(self, desired: dict[str, Any]) -> list[str]:
-        """``interface.BackendHooks.describe``: ``podgroup.describe_spec``."""
         return describe_spec(desired.get("spec") or {})
 
     def describe_changes(self, existing: dict[str, Any], desired: dict[str, Any]) -> list[str]:
-        """``interface.BackendHooks.describe_changes``: ``podgroup.spec_changes``."""
         return spec_changes(existing, desired.get("spec") or {})
 
     def merge_shared(self, existing: dict[str, Any], desired: dict[str, Any], plan: GangPlan,

@@ -1,9 +1,5 @@
 """The API half of the ``coscheduling`` backend (``runtime.BackendAPI``), registered by its entry point in
-pyproject.toml (group ``admit.gang_backend_apis``) as any installed backend registers its own.
-
-Admission makes its PodGroup with the one engine (``admit/backends/ensure.py``); its gang controller
-(``admit/controller/gangs.py``) keeps them with the one decision (``decide`` left out: ``gangobjects.decide_objects``).
-A Pod CREATE labelled for a PodGroup that does not exist gets its warning from ``missing.py``.
+pyproject.toml (group ``admit.gang_backend_apis``); ``decide`` left out: ``gangobjects.decide_objects``.
 """
 
 from __future__ import annotations

@@ -43,8 +43,8 @@ from ...gang.ownerrefs import controller_ref, has_controller
 from ...gang.plan import get_path, template_annotation_warnings, unknown_annotation_warnings
 from ...gang.quantity import QuantityError, format_quantity, parse_quantity
 from ..common import asked_backend, owner_annotation
-from ..diagnose import (JSON, GangStatus, WorkloadSize, classify_message, distance, duration,
-                        is_echo, is_live, is_scheduled, last_word, meta_of, near, one_line, owner_of, size_cause,
+from ..diagnose import (JSON, GangStatus, WorkloadSize, classify_message, distance, duration, is_echo, is_live,
+                        is_scheduled, last_word, meta_of, near, one_line, owner_of, pending_verdict, size_cause,
                         size_key, template_scheduling_group, to_int, waited_seconds, workload_ref)
 
 __all__ = ["diagnose"]
@@ -339,9 +339,7 @@ def _progress(status: _Status, key: tuple[str, str], pods: list[JSON], pending: 
                                     "runs with --enable-batch-scheduler and --default-batch-scheduler. The pods are in "
                                     f"admit's PodGroup {group} and the operator's gang goes unused; run it without "
                                     f"--default-batch-scheduler, or remove {config.min_member_key} from the app")
-    if pending:
-        return status("Waiting", f"{len(pending)} pod(s) pending; the scheduler has not reported why yet")
-    return status("Scheduled", "")
+    return status(*pending_verdict(pending, events, len(pods)))
 
 
 def _spark_second_gang(pods: list[JSON]) -> tuple[str, str] | None:

@@ -1,8 +1,6 @@
-"""The ``coscheduling`` backend's start-time check: does the API server serve admit's PodGroup resource?
-
-API discovery (``GET /apis/<group>/<version>``, as kubectl does), once at ``admit serve`` start
-(``runtime.BackendAPI.start``): a cluster without the PodGroup CRD (or serving only the other API group of
-scheduler-plugins) gets one warning at start, and every refusal of a gang then names the CRD and the fixes.
+"""The ``coscheduling`` backend's start-time check (``runtime.BackendAPI.start``): does the API server serve admit's
+PodGroup resource? A cluster without the PodGroup CRD (or serving only the other API group of scheduler-plugins)
+gets one warning at start, and every refusal of a gang then names the CRD and the fixes.
 """
 
 from __future__ import annotations
@@ -22,14 +20,13 @@ log = logging.getLogger("admit.serve")
 
 
 async def pod_group_api_problem(api_client: client.ApiClient, config: Config, timeout: float = 10.0) -> str | None:
-    """Why the ``coscheduling`` backend cannot create PodGroups on this cluster, found once at ``admit serve``
-    start, or None.
+    """Why the ``coscheduling`` backend cannot create PodGroups on this cluster, or None.
 
     API discovery (``GET /apis/<group>/<version>``, as kubectl does): when ``--pod-group-api``'s group does not
     serve ``podgroups`` (404, or a list without it: the CRD is not installed), the other group is asked too, and the
     answer is ``coscheduling.crd_missing_message`` (naming the CRD and the fixes, leading with the API-group setting
-    when only the other group is served). None also when the backend is off or discovery itself failed (logged at
-    INFO: admission then finds out on its first PodGroup create).
+    when only the other group is served). None also when discovery itself failed (logged at INFO: admission then
+    finds out on its first PodGroup create).
     """
     custom = client.CustomObjectsApi(api_client)
 

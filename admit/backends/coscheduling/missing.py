@@ -53,8 +53,7 @@ async def missing_group(namespace: str, name: str, config: Config, cache: Any, s
 
 
 def missing_group_warning(namespace: str, name: str, config: Config) -> str:
-    """The warning for a Pod labelled for PodGroup ``namespace/name`` when no such PodGroup exists and no workload
-    admit manages claims it (the Coscheduling plugin's Permit keeps such a pod waiting: ``PodGroupNotFound``)."""
+    """The warning of :func:`missing_group` when no PodGroup ``namespace/name`` exists and nothing claims it."""
     return (
         f"create PodGroup {str(name)[:63]} ({config.pod_group_api_version}), annotate the pod's workload with "
         f"{config.min_member_key}, or correct label {config.pod_group_label}: that PodGroup does not exist, so the "

@@ -27,11 +27,10 @@ No equivalent of scheduler-plugins' ``minResources`` and ``scheduleTimeoutSecond
 asked for them. :data:`SHAPES` is the one table of what differs per served version, each row with its source;
 discovery picks the first row the API server serves (``discovery.py``).
 
-Priority (1.37+): admit copies the pods' ``priorityClassName`` and an explicit ``preemptionPolicy`` into the template
-and the PodGroup and refuses a gang whose templates disagree (:func:`gang_priority`, with kube-scheduler's rule); the
-API server drops ``preemptionPolicy`` with its ``PodGroupPreemptionPolicy`` gate off, as
-``dropDisabledPreemptionPolicyField`` of ``pkg/registry/scheduling/compositepodgroup/strategy.go`` does. Both fields
-are immutable (:func:`priority_mismatch`).
+Priority (1.37+): the pods' ``priorityClassName`` and explicit ``preemptionPolicy`` go into the template and the
+PodGroup (:func:`gang_priority`, :func:`priority_mismatch`); the API server drops ``preemptionPolicy`` with its
+``PodGroupPreemptionPolicy`` gate off (``dropDisabledPreemptionPolicyField`` of
+``pkg/registry/scheduling/compositepodgroup/strategy.go``).
 """
 
 from __future__ import annotations
@@ -107,10 +106,8 @@ def not_served_refusal(ref: str, config: Config) -> str:
     """The refusal of workload ``ref`` (``"Job ml/train"``) that asks for the ``workload-api`` backend on an API
     server that does not serve it: the fix of :func:`not_served_message` first, then why."""
     if config.workload_api_served and set(config.workload_api_served) <= {WORKLOAD_API_FIRST_ALPHA}:
-        return (f'Run Kubernetes 1.36 or later, or use the coscheduling backend (--gang-backend coscheduling, chart '
-                f'config.gangBackend): {ref} asks for gang backend "workload-api", and this API server serves only '
-                "scheduling.k8s.io/v1alpha1 (Kubernetes 1.35), whose Workload with embedded pod groups admit does not "
-                "write")
+        fix, _, why = first_alpha_message().partition(": ")
+        return f'{fix[0].upper()}{fix[1:]}: {ref} asks for gang backend "workload-api", and {why}'
     return (f"Enable Kubernetes' native gang scheduling, or use the coscheduling backend: {ref} asks for gang backend "
             f'"workload-api", but {not_served_message(config)}')
 
@@ -265,7 +262,7 @@ def gang_priority(obj: dict[str, Any], plan: GangPlan, config: Config) -> dict[s
         GangError (403): the templates name different priority classes, preemption policies or schedulers (the
             message names both values, where, and the fix), or a ``system-*`` class.
     """
-    managed = get_path(obj, ("metadata", "labels", config.managed_label)) == "true"
+    managed = _managed(obj, config)
     seen: dict[str, dict[str, str]] = {"priorityClassName": {}, "preemptionPolicy": {}, "schedulerName": {}}
     for target in plan.targets:
         spec = get_path(obj, pod_spec_path(target))
@@ -380,9 +377,8 @@ def update_ops(existing: dict[str, Any], desired: dict[str, Any], version: str) 
     """JSON patch that brings ``existing`` to ``desired`` (``[]``: already in step), or ``None`` when the API does
     not allow it: always in v1alpha2 (templates and policy are immutable), and in the later versions when more than
     ``minCount`` differs (the template list, the template reference and the priority fields are immutable there
-    too; :func:`priority_mismatch` says which). The record of the members that succeeded is added when ``desired``
-    records more of them (``common.succeeded_ops``, never shrinking it): an annotation, mutable in every version,
-    so even a v1alpha2 object whose spec is in step takes it."""
+    too; :func:`priority_mismatch` says which). The record of the members that succeeded (``common.succeeded_ops``)
+    is an annotation, mutable in every version: even a v1alpha2 object whose spec is in step takes it."""
     record = succeeded_ops(existing, desired)
     if not spec_differs(existing, desired):
         return record
@@ -637,10 +633,9 @@ class WorkloadAPI:
 
     def cannot_admit(self, kind: str, existing: dict[str, Any], desired: dict[str, Any],
                      ops: list[dict[str, Any]] | None, plan: GangPlan, config: Config) -> tuple[int | None, str] | None:
-        """``interface.BackendHooks.cannot_admit``: a stored ``priorityClassName``/``preemptionPolicy`` other than
-        the pods' (immutable) is refused with the fix (:func:`priority_message`: kube-scheduler would never
-        schedule the new pods); a ``minCount`` that cannot follow (v1alpha2) keeps the stored objects with a
-        warning, or refuses a workload that would run fewer pods than it (:func:`immutable_message`)."""
+        """``interface.BackendHooks.cannot_admit``: refuse stored priority fields other than the pods'
+        (:func:`priority_message`); keep a ``minCount`` that cannot follow (v1alpha2) with a warning, or refuse a
+        workload that would run fewer pods than it (:func:`immutable_message`)."""
         mismatch = priority_mismatch(existing, desired)
         if mismatch:
             return 403, priority_message(kind, plan, mismatch)

@@ -1,7 +1,5 @@
 """The API half of the ``workload-api`` backend (``runtime.BackendAPI``), registered by its entry point in
-pyproject.toml (group ``admit.gang_backend_apis``) as any installed backend registers its own: the generic
-gang-object controller's decision (the one of every backend, ``gangobjects.decide_objects``), the count of gangs that broke after they were scheduled, ``admit status``'s part,
-the metric its writes count in and the start-time discovery of the served version.
+pyproject.toml (group ``admit.gang_backend_apis``).
 """
 
 from __future__ import annotations

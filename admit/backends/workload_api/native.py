@@ -43,7 +43,7 @@ __all__ = ["deferring_reason", "native_handover", "native_template", "written_gr
 
 def deferring_reason(obj: dict[str, Any], plan: GangPlan, backend: str, config: Config,
                      kind: WorkloadKind | None = None) -> str | None:
-    """``GangBackend`` hook ``deferring_reason``: why the workload's own controller, not admit, owns its native gang
+    """``interface.BackendHooks.deferring_reason``: why the workload's own controller, not admit, owns its native gang
     objects (module docstring), or why admit hands a new ``backend`` gang over to it (``--controller-gang``), else
     ``None``. ``kind`` is the workload's record (``None``: a kind without one): its ``controller_gang`` (who makes its
     native gang from ``spec.scheduling``), ``gang_from_parent`` (the annotation that says a parent's Workload makes its
@@ -129,11 +129,10 @@ def _dotted(path: tuple[str, ...], value: Any) -> str:
 
 def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config,
                     kind: WorkloadKind | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """JSONPatch operations and warnings for a workload whose gang its own controller makes (``plan.mutate`` off
-    by ``backends.apply_backend``; module docstring, "One gang mechanism per workload"): ``spec.scheduling`` for a Job
-    admit hands over, and the removal of admit's earlier marks from a workload that became a controller's native
-    gang. ``([], [])`` when neither applies (the operator-made gangs of :func:`deferring_reason`). ``kind``: the
-    workload's record (its ``controller_gang``, ``gang_from_parent`` and ``handover``)."""
+    """``(ops, warnings)`` for a workload whose gang its own controller makes (``plan.mutate`` off; module docstring,
+    "One gang mechanism per workload"): ``spec.scheduling`` for a Job admit hands over, or the removal of admit's
+    earlier marks from a workload that became a controller's native gang; ``([], [])`` when neither applies (the
+    operator-made gangs of :func:`deferring_reason`). ``kind``: as :func:`deferring_reason`'s."""
     reason = _native_reason(obj, plan, kind, plan.backend,
                             get_path(obj, ("metadata", "labels", config.managed_label)) == "true")
     if reason is None:
@@ -169,10 +168,8 @@ def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config,
 
 
 def written_group(obj: dict[str, Any], plan: GangPlan, config: Config) -> str | None:
-    """``GangBackend`` hook ``written_group``: the group name admit wrote into ``spec.schedulingGroup`` in the
-    mutating phase of a workload it gangs (``<prefix>/managed``) when that differs from ``plan.group_name``: a
-    ``generateName`` object had no name yet, as the coscheduling backend writes it into the pod-group label; the
-    framework resolves such a workload again under that name. ``None`` otherwise."""
+    """``interface.BackendHooks.written_group``: the group name admit wrote into ``spec.schedulingGroup`` of a
+    workload it gangs (``<prefix>/managed``) when that differs from ``plan.group_name``, else ``None``."""
     if get_path(obj, ("metadata", "labels", config.managed_label)) != "true":
         return None
     named = next((g for t in plan.targets if (g := template_group(obj, t)) is not None), None)

@@ -1,9 +1,8 @@
 """The ``workload-api`` backend's ``admit status`` part: find the scheduling.k8s.io version the API server serves
 and list its PodGroups (the API half; the diagnosis is ``admit/backends/workload_api/diagnose.py``, pure).
 
-Registered as ``runtime.APIS["workload-api"].status`` (:data:`STATUS`); ``admit/cli/status.py`` runs it when the
-backend is enabled (``--gang-backend`` or ``--extra-gang-backend``) or a listed workload or pod asks for it with
-``<prefix>/backend`` (``cli.status.wanted_backends``, the rule for every backend).
+Registered as ``runtime.APIS["workload-api"].status`` (:data:`STATUS`); ``admit/cli/status.py`` runs it
+(``wanted_backends``).
 """
 
 from __future__ import annotations
