@@ -3,20 +3,11 @@ the wrapper's annotations onto them: ScheduledSparkApplication (``sparkoperator.
 SparkApplications) and RayCronJob (``ray.io/v1``, its RayJobs). A batch/v1 CronJob is the same idea with the
 annotations copied (``admit.families.apps.resolve_cronjob``).
 
-Sources:
-
-- kubeflow/spark-operator v2.5.2 ``internal/controller/scheduledsparkapplication/controller.go``
-  ``createSparkApplication``: each run is a SparkApplication named ``<name>-<time>`` (``formatTimestamp``, precision
-  from the operator's flag ``--scheduled-spark-application-timestamp-precision``, default ``nanos``: 19 digits), with
-  the ScheduledSparkApplication's **labels** plus ``sparkoperator.k8s.io/scheduled-app-name: <name>``, **no
-  annotations**, an ownerReference to it that is **no controller** reference (``BlockOwnerDeletion`` only), and
-  ``spec`` = ``spec.template``. ``concurrencyPolicy`` (``Allow`` by default) may run several at once.
-- ray-project/kuberay v1.7.0 ``ray-operator/controllers/ray/raycronjob_controller.go`` ``constructRayJob`` (feature
-  gate ``RayCronJob``, alpha, off by default, ``pkg/features/features.go``): each run is a RayJob named
-  ``<name>-<scheduled time in minutes>`` (``getRayJobName``), labelled ``ray.io/cronjob-name: <name>``, annotated only
-  ``ray.io/cronjob-scheduled-timestamp``, with a controller ownerReference to the RayCronJob
-  (``ctrl.SetControllerReference``) and ``spec`` = ``spec.jobTemplate`` (a RayJobSpec, ``apis/ray/v1/
-  raycronjob_types.go``). No concurrency policy: every tick makes a RayJob.
+Sources: kubeflow/spark-operator v2.5.2 ``internal/controller/scheduledsparkapplication/controller.go``
+``createSparkApplication`` (:func:`scheduled_run`; ``concurrencyPolicy``, ``Allow`` by default, may run several at
+once) and ray-project/kuberay v1.7.0 ``ray-operator/controllers/ray/raycronjob_controller.go`` ``constructRayJob``
+(:func:`ray_cron_run`; feature gate ``RayCronJob``, alpha, off by default, ``pkg/features/features.go``; no
+concurrency policy: every tick makes a RayJob).
 
 So the gang annotations a user writes on the wrapper's own metadata never reach a run by themselves. admit:
 
@@ -63,7 +54,8 @@ GENERATED_SUFFIX = "x7k2p"
 
 def scheduled_run(sched: dict[str, Any], namespace: str, when: datetime = EXAMPLE_TIME) -> dict[str, Any]:
     """The SparkApplication the spark-operator v2.5.2 makes from ScheduledSparkApplication ``sched`` at ``when``
-    (``controller.go`` ``createSparkApplication``; pure): name ``<name>-<nanoseconds>`` (the default precision), the
+    (``controller.go`` ``createSparkApplication``; pure): name ``<name>-<nanoseconds>`` (``formatTimestamp`` at the
+    default precision of the flag ``--scheduled-spark-application-timestamp-precision``, ``nanos``: 19 digits), the
     labels of ``sched`` plus ``sparkoperator.k8s.io/scheduled-app-name``, no annotations, an ownerReference with
     ``blockOwnerDeletion`` and no ``controller``, ``spec`` a deep copy of ``spec.template``."""
     meta = get_map(sched, ("metadata",))
@@ -84,7 +76,7 @@ def ray_cron_run(cron: dict[str, Any], namespace: str, when: datetime = EXAMPLE_
     (``raycronjob_controller.go`` ``constructRayJob``, ``getRayJobName``; pure): name ``<name>-<minutes since the
     epoch>``, the label ``ray.io/cronjob-name``, the annotation ``ray.io/cronjob-scheduled-timestamp`` (RFC 3339,
     UTC) and no other, a controller ownerReference (``controller`` and ``blockOwnerDeletion`` true), ``spec`` a deep
-    copy of ``spec.jobTemplate``."""
+    copy of ``spec.jobTemplate`` (a RayJobSpec, ``apis/ray/v1/raycronjob_types.go``)."""
     meta = get_map(cron, ("metadata",))
     name = str(meta.get("name") or "")
     template = get_path(cron, ("spec", "jobTemplate"))
@@ -138,10 +130,8 @@ def _in_template(text: str, run_ref: str, ref: str, w: _Wrapper, *, lead: bool =
 
 def _resolve_wrapper(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str,
                      w: _Wrapper) -> GangPlan:
-    """Plan for a wrapper ``w``: the plan of the run it makes, resolved as that run's CREATE, said of the wrapper
-    (module docstring): the run's size and refusals (``GangError``, ``BelowMinMember``, worded for the wrapper), no
-    PodGroup and no marks of its own, and the gang annotations to carry in ``template_annotations`` (:func:`carry_ops`
-    writes them)."""
+    """Plan for wrapper ``w``: its run's CREATE plan and refusals said of the wrapper (module docstring), no PodGroup
+    and no marks of its own, the gang annotations to carry in ``template_annotations`` (:func:`carry_ops`)."""
     meta = get_map(obj, ("metadata",))
     name = str(meta.get("name") or "")
     ref = object_ref(w.kind, namespace, name or str(meta.get("generateName") or ""))
@@ -193,7 +183,6 @@ SCHEDULED_SPARK_APPLICATION = WorkloadKind(
     in_status=False, carry=SPARK_CARRY,
     unwatched="no gang object belongs to a ScheduledSparkApplication: each SparkApplication it makes claims its own "
               "PodGroup, and the controller watches SparkApplications")
-"""A ScheduledSparkApplication, judged by the SparkApplication it makes; its template carries the gang annotations."""
 
 RAY_CRON_JOB = WorkloadKind(
     "ray.io", "RayCronJob", (("v1", "raycronjobs"),), partial(_resolve_wrapper, w=_RAY_CRON), pod_joiner=None,
@@ -201,6 +190,5 @@ RAY_CRON_JOB = WorkloadKind(
     allowed_backends=None, in_status=False, carry=RAY_CARRY,
     unwatched="no gang object belongs to a RayCronJob: each RayCluster KubeRay makes for one of its RayJobs claims "
               "its own PodGroup, and the controller watches RayClusters")
-"""A RayCronJob, judged by the RayJob it makes; its template carries the gang annotations."""
 
 KINDS = (SCHEDULED_SPARK_APPLICATION, RAY_CRON_JOB)
