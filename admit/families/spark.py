@@ -208,11 +208,9 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
     spec = get_map(app, ("spec", role))
     conf = get_map(app, ("spec", "sparkConf"))
     where = f"{ref}: spec.{role}"
-    # CPU request: coreRequest, else cores, else 1 (Spark spark.<role>.cores default).
     cpu = _setting(spec, "coreRequest", conf, f"spark.kubernetes.{role}.request.cores", where, _quantity)
     if cpu is None:
         cpu = _setting(spec, "cores", conf, f"spark.{role}.cores", where, _quantity)
-    # Memory in whole MiB; Spark's default 1g.
     memory = _setting(spec, "memory", conf, f"spark.{role}.memory", where, _mib)
     memory = 1024 if memory is None else memory
     overhead = _setting(spec, "memoryOverhead", conf, f"spark.{role}.memoryOverhead", where, _mib)
@@ -242,7 +240,6 @@ def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplica
         count = int_field(gpu, ("quantity",), 0, f"{where}.gpu.quantity")
         if count:
             resources[gpu["name"]] = resources.get(gpu["name"], Fraction(0)) + count
-    # Sidecars add to the pod, init containers count at their peak (the scheduler's rule, resources.pod_requests).
     for field in ("sidecars", "initContainers"):  # lists of containers in the spark-operator's SparkPodSpec
         if spec.get(field) is not None and not isinstance(spec[field], list):
             raise GangError(f"Make {_field(where)}.{field} a list of containers: "
@@ -363,9 +360,7 @@ def resolve_spark_application(
 
 
 def default_batch_scheduler_note(ref: str, name: str, group: str, config: Config) -> str:
-    """The note every SparkApplication admit gangs gets: a spark-operator started with
-    ``--enable-batch-scheduler --default-batch-scheduler=<x>`` gangs it too, which admit cannot see (module
-    docstring)."""
+    """The note every SparkApplication admit gangs gets: ``--default-batch-scheduler`` (module docstring)."""
     return (f"{ref}: a spark-operator started with --enable-batch-scheduler and --default-batch-scheduler gangs every "
             f"SparkApplication too (PodGroup {name}-pg, Volcano's spark-{name}-pg or YuniKorn task groups) beside "
             f"admit's PodGroup {group}, and its object goes unused; run it without --default-batch-scheduler, or "
@@ -494,20 +489,16 @@ class DriverLookup:
     uid: str
 
     def group_of(self, pod: dict[str, Any], config: Config) -> str | None:
-        """The driver's group (:func:`driver_group`)."""
         return driver_group(pod, config)
 
     def plan(self, group: str) -> GangPlan:
-        """The executor in its driver's group (:func:`executor_plan`)."""
         return executor_plan(self.namespace, self.executor, group)
 
     def unread(self, error: str) -> str:
-        """The warning when the driver pod could not be read (``error``: the API's message)."""
         return (f"this Spark executor joins no PodGroup: admit could not read its driver pod {str(self.name)[:63]} "
                 f"({str(error)[:80]})")
 
     def absent(self, why: str) -> str:
-        """The warning when the driver pod is not there, not known, or replaced (``why``)."""
         return f"this Spark executor joins no PodGroup: its driver pod {str(self.name)[:63]} {why}"
 
 
