@@ -173,13 +173,11 @@ def ray_pods(cluster: dict[str, Any], prefix: tuple[str, ...], ref: str) -> tupl
 
 def _place_group(plan: GangPlan, obj: dict[str, Any], ann: GangAnnotations, config: Config, kind: str, ref: str,
                  targets: list[PodTarget], parent: tuple[str, str] | None) -> None:
-    """Set ``plan``'s PodGroup name and pod templates (``targets``): a RayJob's or RayService's own templates stay as
-    written (each RayCluster KubeRay makes for it is a gang of its own, module docstring); a RayCluster KubeRay made
-    for one (``parent``: its ``(kind, name)``) is named after the cluster; any other RayCluster as the annotations
-    say (``choose_group_name``)."""
+    """Set ``plan``'s PodGroup name and pod templates (``targets``) by the one-gang-per-RayCluster rule (module
+    docstring); ``parent``: the ``(kind, name)`` that made a RayCluster."""
     name = plan.name
     if kind != "RayCluster":
-        plan.create_pod_group = False  # its clusters gang, one PodGroup each; its own templates stay as written
+        plan.create_pod_group = False
         plan.group_name = name  # no PodGroup of this name is made: only messages read it
         plan.notes.append(
             f"{ref}: each RayCluster KubeRay makes for it ({name}-<5 characters>; KubeRay v1.3 and older: "
@@ -306,8 +304,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     """Plan for a RayCluster, RayJob or RayService (``kind``; rules in the module docstring).
 
     Raises:
-        GangError (400): a malformed cluster spec (see :func:`ray_pods`); minMember above the pods is refused later
-            by ``backends.check_plan`` (403).
+        GangError (400): a malformed cluster spec (see :func:`ray_pods`).
         BelowMinMember (403): a minMember above the pods, or at a CREATE above the autoscaler's floor
             (:func:`_autoscaler_floor`; an UPDATE's is judged by :func:`running_ray`).
     """
@@ -348,8 +345,7 @@ def resolve_ray(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     if autoscaling and operation != "UPDATE":
         _autoscaler_floor(plan.min_member, ann, config, floor, ref, workers_field, lower)
     elif autoscaling and plan.min_member > floor:
-        # an UPDATE (judged by _floor_on_update): sized to the floor, so that the autoscaler's PATCH of a cluster an
-        # earlier admit let in passes backends.check_plan
+        # an UPDATE, judged by _floor_on_update: sized to the floor, so that the autoscaler's PATCH passes check_plan
         plan.notes.append(f"{ref}: minMember {plan.min_member} is above the {floor} pods the Ray autoscaler keeps: "
                           f"its gang is sized to {floor}")
         plan.min_member = floor
