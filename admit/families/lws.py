@@ -40,9 +40,8 @@ per group, created when the group's leader pod is created, owned by that pod; ``
   Volcano. An explicit minMember above 1 under ``LeaderReady``, or above ``size``, is refused.
 - Group names are checked at CREATE and UPDATE up to the last group a rolling update makes
   (:func:`_check_group_names`): a surge group's PodGroup name past 63 characters would leave its pods out of any gang.
-- The annotation follows the templates: annotating an LWS that runs groups, or changing its size, a template's
-  requests or the timeout, changes the templates, and LWS rolls every group over (each new leader pod updates its
-  PodGroup), which admit allows with a warning (:func:`running_leaderworkerset`).
+- Annotating an LWS that runs groups, or changing its gang settings, changes the templates and LWS rolls every group
+  over: allowed with a warning (:func:`running_leaderworkerset`).
 """
 
 from __future__ import annotations
@@ -57,13 +56,12 @@ from .apps import resolve_int_or_percent
 from .shared import POD_TARGET, RunningUpdate, RunningVerdict, WorkloadKind, object_ref, requests_of, template_target
 
 __all__ = ["LWS", "KINDS", "resolve_leaderworkerset", "join_lws_pod", "group_spec_key", "group_name",
-           "LWS_NAME_LABEL", "LWS_GROUP_INDEX_LABEL", "LWS_WORKER_INDEX_LABEL", "LWS_REVISION_LABEL",
+           "LWS_NAME_LABEL", "LWS_GROUP_INDEX_LABEL", "LWS_REVISION_LABEL",
            "EXCLUSIVE_TOPOLOGY", "burst_replicas", "running_leaderworkerset"]
 
 GROUP = "leaderworkerset.x-k8s.io"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
-LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 EXCLUSIVE_TOPOLOGY = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 LEADER_READY = "LeaderReady"
@@ -170,10 +168,9 @@ def resolve_leaderworkerset(
 
 def _check_group_names(obj: dict[str, Any], ann: GangAnnotations, config: Config, ref: str, name: str, replicas: int,
                        targets: list[PodTarget]) -> None:
-    """Each group of the LWS ``name`` gets its own PodGroup, ``<lws>-<group index>-<revision>``: refuse what would
-    name them otherwise (``gang.admit.dev/pod-group``, a pod-group label on a template) and a name that would not fit
-    for the last group a rolling update makes (:func:`burst_replicas`: ``replicas`` plus the surge), with a
-    ``GangError`` (400)."""
+    """Refuse (``GangError``, 400) what would name the groups of LWS ``name`` otherwise than :func:`group_name`
+    (``gang.admit.dev/pod-group``, a pod-group label on a template), and a name too long for the last group a rolling
+    update makes (:func:`burst_replicas`)."""
     if ann.pod_group is not None:
         raise GangError(
             f"Remove annotation {config.pod_group_key}: it cannot name the PodGroups of {ref}, as each group of an LWS "
@@ -270,7 +267,6 @@ def join_lws_pod(pod: dict[str, Any], config: Config, namespace: str, known_grou
     return plan
 
 
-# Its StatefulSets are children (module docstring).
 LWS = WorkloadKind(GROUP, "LeaderWorkerSet", (("v1", "leaderworkersets"),), resolve_leaderworkerset,
                    children=(("apps", "StatefulSet"),),
                    pod_owned_children=(("apps", "StatefulSet", LWS_NAME_LABEL),),
