@@ -46,7 +46,7 @@ from ..gang.plan import GangAnnotations, GangError, GangPlan, below_min_member, 
 from ..gang.quantity import QuantityError, format_resources, parse_quantity
 from .shared import WorkloadKind, min_resources_of, object_ref, template_target
 
-__all__ = ["KINDS", "REPLICA_SPECS", "KUBEFLOW_KINDS", "resolve_kubeflow", "BUILTIN_PRIORITY_CLASSES"]
+__all__ = ["KINDS", "REPLICA_SPECS", "resolve_kubeflow", "BUILTIN_PRIORITY_CLASSES"]
 
 REPLICA_SPECS: dict[str, str] = {
     "TFJob": "tfReplicaSpecs",
@@ -57,8 +57,6 @@ REPLICA_SPECS: dict[str, str] = {
     "MPIJob": "mpiReplicaSpecs",
 }
 """Kind -> field of ``spec`` holding ``{ReplicaType: ReplicaSpec}``."""
-
-KUBEFLOW_KINDS = tuple(REPLICA_SPECS)
 
 BUILTIN_PRIORITY_CLASSES: dict[str, int] = {
     "system-node-critical": 2000001000,
@@ -323,4 +321,4 @@ def _versions(kind: str) -> tuple[tuple[str, str], ...]:
 
 KINDS = tuple(WorkloadKind("kubeflow.org", kind, _versions(kind), partial(resolve_kubeflow, kind=kind),
                            pod_joiner=None, pod_watch_selector=None, rollout=None, gang_from_parent=None, handover=None, controller_gang=None, allowed_backends=None, in_status=True)
-              for kind in KUBEFLOW_KINDS)
+              for kind in REPLICA_SPECS)
