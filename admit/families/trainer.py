@@ -96,7 +96,7 @@ def _runtime_patch_ops(obj: dict[str, Any], annotations: dict[str, str], manager
 
 def resolve_trainjob(obj: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str) -> GangPlan:
     """Plan for a TrainJob: no PodGroup of its own, a runtime patch that carries the gang annotations to its JobSet
-    (``extra_ops``), and a warning naming the JobSet's PodGroup (module docstring). Never raises beyond the
+    (``extra_ops``), and a note naming the JobSet's PodGroup (module docstring). Never raises beyond the
     annotation parsing done by the caller."""
     name = str(get_path(obj, ("metadata", "name")) or "")
     ref = object_ref("TrainJob", namespace, name)
@@ -203,9 +203,8 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
     """``(warnings, refusal)`` for a TrainJob CREATE once its runtime is read (module docstring): the JobSet Trainer
     will build (:func:`trainer_jobset`) goes through the JobSet family's resolver, and a refusal there becomes the
     TrainJob's, named on the TrainJob. ``runtime`` None: not found (a warning: Trainer itself refuses an unknown
-    runtime). ``notes``, when given, gets what the runtime settles: who gangs the TrainJob, and when admit gangs its
-    JobSet, the gang's PodGroup, minMember and minResources (as the JobSet's own admission will give them; ``admit
-    review`` shows it). Pure."""
+    runtime). ``notes`` (``shared.Read.judge``) gets who gangs the TrainJob and, when admit gangs its JobSet, the
+    PodGroup, minMember and minResources its admission will give. Pure."""
     from .jobset import gang_members, replicated_jobs, resolve_jobset  # the JobSet family judges the JobSet
 
     name = str(get_path(trainjob, ("metadata", "name")) or "")
@@ -289,8 +288,6 @@ def running_trainjob(update: RunningUpdate, plan: GangPlan, config: Config) -> R
       "RuntimePatches can only be modified when the TrainJob is suspended before or after the update"). Refused
       with the fix: suspend it in the same update.
 
-    An UPDATE that leaves the entry as stored (a re-apply that dropped it: admit puts it back) is never refused.
-
     An UPDATE that removes the gang annotations (``update.removing``) is warned: admit leaves its entry (taking it
     off would be the refused change above while the TrainJob runs), so the JobSet Trainer built keeps its gang; the
     warning names the entry to remove while the TrainJob is suspended.
@@ -330,8 +327,7 @@ def running_trainjob(update: RunningUpdate, plan: GangPlan, config: Config) -> R
 
 @dataclass(slots=True)
 class RuntimeRead:
-    """``shared.Read`` of a TrainJob CREATE: its ClusterTrainingRuntime or TrainingRuntime (:func:`runtime_ref`),
-    judged by :func:`judge_runtime`; a failed read follows the failure mode."""
+    """``shared.Read`` of a TrainJob CREATE: its runtime (:func:`runtime_ref`), judged by :func:`judge_runtime`."""
 
     trainjob: dict[str, Any]
     trainjob_namespace: str
