@@ -4,9 +4,7 @@
 Rules and their sources:
 
 - ``auto`` minMember: Deployment/ReplicaSet/StatefulSet ``spec.replicas`` (API default 1); Job ``spec.parallelism``
-  (API default 1), capped by ``spec.completions`` (the Job controller never runs more pods than remaining
-  completions: Kubernetes docs "Jobs", parallel execution), and lowered to the Job's last wave when that is smaller
-  (``completions`` not a multiple of ``parallelism``; ``backoffLimitPerIndex`` retries: :func:`job_last_wave`).
+  (API default 1), capped by ``spec.completions`` and lowered to the Job's last wave (:func:`job_last_wave`).
 - StatefulSet ``podManagementPolicy`` defaults to ``OrderedReady`` and is immutable (Kubernetes docs
   "StatefulSets", pod management policies): OrderedReady creates pod N+1 only after pod N is Ready, so a gang of
   more than one pod deadlocks; admit refuses it and says to recreate with ``Parallel``.
@@ -224,12 +222,10 @@ def _kueue_facts(obj: dict[str, Any], plan: GangPlan, ann: GangAnnotations, conf
     """What Kueue does to a Job later, said at admission (changes ``plan`` in place; the keys: ``gang.foreign``;
     ``shape``: parallelism, completions, Indexed, backoffLimitPerIndex): a partial admission count a fixed minMember
     cannot survive (:func:`_partial_admission_breaks`; Kueue's UPDATE of ``spec.parallelism`` would be refused, the Job
-    suspended with its quota held) is refused at CREATE, warned on UPDATE, and ``plan.refusal_note`` names the
-    annotation; MultiKueue's manager copy left unchanged (a label copied to a worker without admit would make its pods
-    wait for a PodGroup nobody creates there), a worker's copy ganged as usual, with a note.
-
-    Raises:
-        GangError (403): at CREATE, a partial admission count the fixed minMember cannot survive."""
+    suspended with its quota held) is refused at CREATE (``GangError``, 403), warned on UPDATE, and
+    ``plan.refusal_note`` names the annotation; MultiKueue's manager copy left unchanged (a label copied to a worker
+    without admit would make its pods wait for a PodGroup nobody creates there), a worker's copy ganged as usual, with
+    a note."""
     annotations = get_path(obj, ("metadata", "annotations"))
     raw = annotations.get(KUEUE_MIN_PARALLELISM) if isinstance(annotations, dict) else None
     low = int(raw) if isinstance(raw, str) and raw.strip().isdigit() and len(raw.strip()) < 10 else None
