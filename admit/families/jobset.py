@@ -179,7 +179,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     steps, members, first = gang_members(rjobs, in_order)
     targets = [template_target(("spec", "replicatedJobs", str(rj["index"]), "template", "spec", "template"),
                                f"replicatedJob {rj['name']}") for rj in members]
-    if operation == "UPDATE":  # JobSet's update webhook keeps spec.replicatedJobs immutable (module docstring)
+    if operation == "UPDATE":
         targets = [replace(t, immutable=True, where=f"{t.where} pod template (JobSet's update webhook keeps "
                                                    "spec.replicatedJobs immutable)") for t in targets]
     order_text = ("startupPolicyOrder: InOrder" if in_order else "dependsOn") if len(first) < len(members) else ""
@@ -247,10 +247,8 @@ KINDS = (JOBSET,)
 
 def _check_ordered_start(plan: GangPlan, ann: GangAnnotations, config: Config, ref: str, order_text: str,
                          in_order: bool, total_first: int, total_all: int, trainjob: str | None) -> None:
-    """A JobSet whose members start in order (``order_text``), ``total_first`` of its ``total_all`` member pods
-    first: refuse (``GangError``, 403) a gang that deadlocks, ``auto`` (all pods) or a minMember above
-    ``total_first``, the fix on TrainJob ``trainjob`` when Trainer made the JobSet; else note that ``plan``'s
-    PodGroup gangs the pods that start first."""
+    """Refuse (``GangError``, 403) a gang of members that start in order (module docstring): ``auto`` or a minMember
+    above ``total_first``, the fix on TrainJob ``trainjob`` when Trainer made the JobSet; else note it on ``plan``."""
     namespace = plan.namespace
     if trainjob is not None:
         fix = (f"Use a runtime whose trainer replicatedJobs start together, or set {config.min_member_key} on "
@@ -304,10 +302,9 @@ def _exclusive_leaders(plan: GangPlan, ann: GangAnnotations, config: Config, ref
 
 
 def _warn_on_recreate(obj: dict[str, Any], plan: GangPlan, config: Config, ref: str, jobs: int) -> None:
-    """Warn on ``plan`` when the JobSet restarts (``failurePolicy.maxRestarts`` > 0) its ``jobs`` Jobs under
-    ``restartStrategy: Recreate`` (the CRD's default) and the gang has more than one pod: the old pods still
-    terminating count toward the new quorum. admit keeps one PodGroup per JobSet (one per attempt would need every
-    pod relabelled at admission); the fix is ``BlockingRecreate``."""
+    """Warn on ``plan`` when the JobSet restarts its ``jobs`` Jobs under ``restartStrategy: Recreate`` (the CRD's
+    default): old pods still terminating count toward the new quorum (admit keeps one PodGroup per JobSet: one per
+    attempt would need every pod relabelled at admission)."""
     policy = get_path(obj, ("spec", "failurePolicy"))
     if isinstance(policy, dict) and isinstance(policy.get("maxRestarts"), int) and policy["maxRestarts"] > 0 and \
             (policy.get("restartStrategy") or "Recreate") == "Recreate" and jobs > 1 and plan.min_member > 1:
