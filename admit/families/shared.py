@@ -1,9 +1,7 @@
 """What every workload family shares: the kind record each family module declares, and the rules written once.
 
-A family module (``jobset.py``, ``lws.py``, ``ray.py``, ``trainer.py``) declares its kinds as :class:`WorkloadKind`
-records: API coordinates, the resolver (object -> :class:`admit.gang.plan.GangPlan`: how many pods, minMember, which
-pod templates to patch, minResources, whether an operator already gangs it), and which of admit's kinds its
-controller creates (its children). ``admit.families.kinds`` registers them; nothing here calls the Kubernetes API.
+Each family module declares its kinds as :class:`WorkloadKind` records, which ``admit.families.kinds`` registers;
+nothing here calls the Kubernetes API.
 
 The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and KAI Scheduler's podgrouper hub):
 
@@ -332,8 +330,7 @@ def object_ref(kind: str, namespace: str, name: str) -> str:
 
 
 def controller_owner(obj: dict[str, Any]) -> tuple[str, str, str] | None:
-    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``admit.gang.ownerrefs.controller_ref``), or
-    ``None``."""
+    """``(API group, kind, name)`` of ``obj``'s controller ownerReference (``ownerrefs.controller_ref``), or None."""
     ref = controller_ref(obj)
     if ref is None:
         return None
