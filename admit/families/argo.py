@@ -35,7 +35,7 @@ from ..echo import clip_message
 from ..gang.foreign import KUEUE_TOTAL_COUNT
 from ..gang.ownerrefs import controller_ref
 from ..gang.patch import set_keys_ops
-from ..gang.plan import (MEMBER, GangAnnotations, GangError, GangPlan, check_group_name, get_path,
+from ..gang.plan import (MEMBER, GangAnnotations, GangError, GangPlan, check_group_name, get_map, get_path,
                          parse_gang_annotations)
 from .apps import POD, resolve_pod
 from .shared import controller_owner
@@ -114,11 +114,6 @@ def _run_name(meta: dict[str, Any]) -> str:
     return str(meta.get("name") or f"{meta.get('generateName') or ''}x7k2p")
 
 
-def _meta(doc: dict[str, Any]) -> dict[str, Any]:
-    meta_v = doc.get("metadata")
-    return meta_v if isinstance(meta_v, dict) else {}
-
-
 def review_step_pods(doc: dict[str, Any], config: Config, namespace: str) -> dict[str, dict[str, Any]]:
     """The first step pod Argo's workflow controller would create from each template of ``doc`` (a ``Workflow`` or
     another kind of :data:`TEMPLATES`; ``{}`` for another kind) whose ``metadata.annotations`` name admit's prefix
@@ -134,12 +129,12 @@ def review_step_pods(doc: dict[str, Any], config: Config, namespace: str) -> dic
     container after the executor's ``wait``. The Workflow's uid is made up when the manifest has none. Pure."""
     path = TEMPLATES.get(str(doc.get("kind") or ""))
     templates = get_path(doc, path) if path is not None else None
-    meta = _meta(doc)
+    meta = get_map(doc, ("metadata",))
     run = _run_name(meta)
     uid = str(meta.get("uid") or f"00000000-0000-4000-8000-{sum(map(ord, run)) % 10**12:012d}")
     pods: dict[str, dict[str, Any]] = {}
     for template in templates if isinstance(templates, list) else []:
-        t_meta = tm if isinstance(template, dict) and isinstance(tm := template.get("metadata"), dict) else {}
+        t_meta = get_map(template, ("metadata",))
         raw = t_meta.get("annotations")
         if not isinstance(raw, dict) or not any(isinstance(k, str) and k.startswith(config.key_prefix) for k in raw):
             continue
@@ -147,9 +142,9 @@ def review_step_pods(doc: dict[str, Any], config: Config, namespace: str) -> dic
         if any(isinstance(v, str) and "{{" in v for k, v in given.items() if str(k).startswith(config.key_prefix)):
             continue  # checked when Argo creates the pod, with its parameters substituted
         which = str(template.get("name") or "")
-        pod_meta = pm if isinstance(pm := get_path(doc, ("spec", "podMetadata")), dict) else {}
-        labels = {k: v for m in (pod_meta, t_meta) if isinstance(ls := m.get("labels"), dict) for k, v in ls.items()}
-        annotations = {**(pa if isinstance(pa := pod_meta.get("annotations"), dict) else {}), **given}
+        pod_meta = get_map(doc, ("spec", "podMetadata"))
+        labels = {**get_map(pod_meta, ("labels",)), **get_map(t_meta, ("labels",))}
+        annotations = {**get_map(pod_meta, ("annotations",)), **given}
         main = template.get("container") or template.get("script") or {}
         spec: dict[str, Any] = {"containers": [{"name": "wait", "image": "quay.io/argoproj/argoexec:v4.1.2"},
                                                {**(main if isinstance(main, dict) else {}), "name": "main"}],
@@ -181,7 +176,7 @@ def workflow_review(doc: dict[str, Any], config: Config,
     path = TEMPLATES.get(str(doc.get("kind") or ""))
     if path is None:
         return [], []
-    meta = _meta(doc)
+    meta = get_map(doc, ("metadata",))
     name = str(meta.get("name") or meta.get("generateName") or "")
     run = _run_name(meta)
     warnings: list[str] = []
