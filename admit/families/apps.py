@@ -37,7 +37,6 @@ __all__ = ["KINDS", "resolve_replicated", "resolve_statefulset", "resolve_job", 
            "job_from_cronjob", "JOB_TEMPLATE", "CRONJOB_SCHEDULED_ANNOTATION"]
 
 TEMPLATE = template_target(("spec", "template"), "pod template")
-TEMPLATE_IMMUTABLE = replace(TEMPLATE, immutable=True)
 POD = POD_TARGET
 
 
@@ -280,7 +279,7 @@ def resolve_job(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
     indexed = get_path(obj, ("spec", "completionMode")) == "Indexed"
     total = parallelism if completions is None else min(parallelism, completions)
     field = "spec.parallelism" if completions is None or parallelism <= completions else "spec.completions"
-    target = TEMPLATE_IMMUTABLE if operation == "UPDATE" else TEMPLATE
+    target = replace(TEMPLATE, immutable=True) if operation == "UPDATE" else TEMPLATE
     wave = job_last_wave(parallelism, completions, indexed, per_index)
     plan = _replicated_plan(obj, ann, config, namespace, "Job", "batch", total, field, target, wave)
     still = job_can_still_run(parallelism, completions, obj.get("status")) if operation == "UPDATE" else None
