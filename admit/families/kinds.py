@@ -26,9 +26,8 @@ KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
 ``controller.claims``, ``cli.status``, ``cli.review``)."""
 
 def annotations_path(group: str, kind: str) -> tuple[str, ...]:
-    """Where admit reads the gang annotations of an object of ``(group, kind)`` (``WorkloadKind.annotations``): its
-    own ``metadata.annotations``, or a CronJob's ``spec.jobTemplate.metadata.annotations``. One dict lookup, for
-    ``webhook.mutate``, ``webhook.validate`` and ``cli.status``."""
+    """Where admit reads the gang annotations of an object of ``(group, kind)``: ``WorkloadKind.annotations``, else
+    ``metadata.annotations``. One dict lookup, for ``webhook.mutate``, ``webhook.validate`` and ``cli.status``."""
     known = KINDS.get((group, kind))
     return known.annotations if known is not None else ("metadata", "annotations")
 
@@ -94,8 +93,7 @@ SCALABLE: dict[tuple[str, str], tuple[str, str, str]] = {
 
 READS: dict[tuple[str, str], Callable[[dict[str, Any], str], Read | None]] = {
     k.key: k.admission_read for k in FAMILY_KINDS if k.admission_read is not None}
-"""``(API group, kind) -> WorkloadKind.admission_read``: the kinds whose validating admission of a CREATE reads another
-object first (a TrainJob's runtime), for ``webhook.validate``."""
+"""``(API group, kind) -> WorkloadKind.admission_read`` of the kinds that have one, for ``webhook.validate``."""
 
 POD_JOINERS: list[PodJoiner] = [with_joiner_backend(k.pod_joiner) for k in FAMILY_KINDS if k.pod_joiner is not None]
 """Every kind's ``WorkloadKind.pod_joiner`` (Spark executors, LeaderWorkerSet group pods), in registration order, kept
