@@ -72,9 +72,8 @@ its own pod fields (its ``owned_fields`` hook, :func:`resolved`)."""
 
 
 def resolved(config: Config) -> tuple[OwnedField, ...]:
-    """:data:`OWNED_FIELDS` with the ``{name}`` keys of ``config`` filled in (``managed_label``,
-    ``group_spec_annotation``, ``runtime_patch_manager``, the gang annotation keys), then the fields of every
-    registered backend (``interface.BackendHooks.owned_fields``, in registry order)."""
+    """:data:`OWNED_FIELDS` with the ``{name}`` keys of ``config`` filled in, then the fields of every registered
+    backend (``interface.BackendHooks.owned_fields``, in registry order)."""
     return _resolved(config, hooks("owned_fields"))
 
 
