@@ -6,22 +6,16 @@ scheduling.k8s.io Workload and PodGroup; any registered backend's), through the 
 
 Why it exists (docs/behaviour.md, "The garbage-collector race"): admission happens before the workload is stored,
 so the objects admit creates then have no ownerReference (one naming an object that is not stored yet makes the
-garbage collector delete them within ~25 ms). Once the workload is stored it adopts, keeps in step and cleans up
-(the rules: ``gangobjects.py``; before a delete, live pods that still wait on the group keep it:
-``GangBackend.pod_in_group``, listed with the backend's ``pod_selector`` hook when it has one); it **follows the
-members** of a group bare pods share whose size follows them (``GangPlan.follows_members``): once one finished or
-went (``manager.Manager`` watches them), the group is sized as the admission engine would size it for a member still
-waiting (:meth:`GangController.follow`), so a retry does not wait for members that succeeded. Events on the workload
-say each of these and what it cannot do; a namespace being deleted is left alone.
+garbage collector delete them within ~25 ms); the rules once it is stored: ``gangobjects.py``. It also **follows the
+members** of a group bare pods share whose size follows them (:meth:`GangController.follow`). Events on the
+workload say each of these and what it cannot do; a namespace being deleted is left alone.
 
 It keeps list+watch caches of the backend's object kinds, managed by admit (``app.kubernetes.io/managed-by``) and
 not (a hand-written object a workload names is never written over), as small records (``claims.object_record``),
 indexed by owner annotation; the claims are the manager's. Its key loop (``keyloop.KeyLoop``, keyed ``(namespace,
 name)``: every object of a gang carries its name) runs while its replica leads. Every write goes behind
 ``guards.WriteGuards``; a decision waits while an object was written by the webhook ahead of the workload read
-(``backends.common.ahead_of``). Patches carry the ``resourceVersion`` they were decided on (409: read the object and
-decide again), deletes ``preconditions``; before a delete the orphan's owner is read live and the pods that wait on
-the group are listed.
+(``backends.common.ahead_of``).
 """
 
 from __future__ import annotations
@@ -77,8 +71,6 @@ class GangController:
         loop: its key loop; guards: its write guards (``guards.WriteGuards``).
         leading / working: this replica leads (keys are queued) / its workers run (after the caches synced).
         reconciles, actions: reconciles run and the last actions ``(kind, key)`` (tests, debugging).
-        quorum_period: seconds between two counts of the gangs that broke after they were scheduled
-            (:meth:`check_quorum`, when the backend's API half has ``below_min_count``).
     """
 
     def __init__(self, manager: "Manager", backend: GangBackend, api: BackendAPI, config: Config) -> None:
@@ -107,7 +99,6 @@ class GangController:
         self._unclaimed_since: dict[Key, float] = {}
         self._ahead_since: dict[Key, float] = {}
         self._kept_for_pods: set[Key] = set()
-        self.quorum_period: float = s.resync_period
         self._below: set[Key] = set()
         self.reconciles = 0
         self.actions: deque[tuple[str, Key]] = deque(maxlen=200)
@@ -220,7 +211,7 @@ class GangController:
         return True
 
     def stop_leading(self) -> None:
-        """Stopped leading: forget the queue and the leader-only bookkeeping."""
+        """Forget the queue and the leader-only bookkeeping."""
         self.leading = self.working = False
         self.loop.reset()
         self._unclaimed_since.clear()
@@ -573,7 +564,7 @@ class GangController:
             except (KubeError, NotLeader) as e:
                 log.info("could not count the %s gangs below their size: %s", self.backend.name,
                          getattr(e, "message", e))
-            await asyncio.sleep(self.quorum_period)
+            await asyncio.sleep(self.settings.resync_period)
 
     async def check_quorum(self) -> set[Key]:
         """Count the managed gangs that broke after they were scheduled (the API half's ``below_min_count``: the
@@ -582,8 +573,8 @@ class GangController:
         API half's ``below_min_gauge``; for each gang that newly broke, log one warning and record a
         Warning Event ``GangBelowMinCount`` on its workload. Returns their keys.
 
-        Costs one paged pod list per namespace holding a scheduled managed group, every :attr:`quorum_period`
-        seconds (the resync period), on the leader only.
+        Costs one paged pod list per namespace holding a scheduled managed group, every resync period, on the
+        leader only.
 
         Raises:
             kube.KubeError: a pod list failed.
