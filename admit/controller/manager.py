@@ -199,8 +199,7 @@ class Manager:
         return True, ""
 
     def caches(self) -> list[WatchCache]:
-        """Every cache: each gang controller's, one per workload kind, the members', the DeviceClasses and
-        RuntimeClasses."""
+        """Every cache of the manager and of its gang controllers."""
         return [*(c for g in self.gangs.values() for c in g.caches()), *self.workloads.values(), self.members,
                 self.device_classes, self.runtime_classes]
 
@@ -211,18 +210,17 @@ class Manager:
 
     def _listed(self) -> None:
         """After every list page and every list (a first sync, a relist): move what the caches now hold out of the
-        cyclic garbage collector's reach (``gc.freeze``), and give the memory the page's JSON took back to the
-        system (glibc ``malloc_trim``; the page is garbage by then).
-
-        Why: a full collection scans every tracked object, and frees none of the cached ones (they are alive). With
-        the caches filled after ``admit serve`` froze its start-up heap, full passes scanned them again and again
-        (measured: 1.5 million tracked objects at 20,000 workloads, 3.5 s of the start-up CPU, admission p99 2.6 s
-        during a relist). Frozen objects are still freed by reference counting when a relist or a DELETED event
-        drops them. ``ControllerSettings.freeze_heap=False`` turns it off.
+        cyclic garbage collector's reach (``gc.freeze``: a full collection scans every tracked object and frees none
+        of the cached ones; unfrozen at 20,000 workloads: 1.5 million tracked objects, 3.5 s of the start-up CPU,
+        admission p99 2.6 s during a relist), and give the memory the page's JSON took back to the system
+        (:func:`_malloc_trim`). Frozen objects are still freed by reference counting when a relist or a DELETED
+        event drops them. ``ControllerSettings.freeze_heap=False`` turns it off.
         """
         if self.settings.freeze_heap:
             gc.freeze()
-            _trim_malloc()
+            trim = _malloc_trim()
+            if trim is not None:
+                trim(0)
 
     def is_leader(self) -> bool:
         return self.elector.is_leader()
@@ -372,22 +370,16 @@ class Manager:
             gang.stop_leading()
 
 
-_MALLOC_TRIM: Any = None
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` (``None`` elsewhere): ``malloc_trim(0)`` gives the free pages inside the C heap back to
+    the system, so the memory a relist's pages took does not stay in RSS (measured: see docs/performance.md)."""
+    try:
+        import ctypes
 
-
-def _trim_malloc() -> None:
-    """``malloc_trim(0)`` where glibc has it (a no-op elsewhere): free pages inside the C heap go back to the system,
-    so the memory a relist's pages took does not stay in RSS (measured: see docs/performance.md)."""
-    global _MALLOC_TRIM
-    if _MALLOC_TRIM is None:
-        try:
-            import ctypes
-
-            _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            _MALLOC_TRIM = False
-    if _MALLOC_TRIM:
-        _MALLOC_TRIM(0)
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 async def start_manager(api_client: client.ApiClient, config: Config, args: argparse.Namespace,
