@@ -1,34 +1,27 @@
 """Admission orchestration: run the pure decisions, do the API work they ask for, within a deadline.
 
 ``mutate`` is pure (``mutate.py``); ``validate`` runs ``validate.validate`` and then does the work its verdict asks
-for: the gang's objects (``backends.ensure``), a scale request's parent, the kind's admission-time read. Rules
-(docs/behaviour.md, "On each request" and "The rules the code is built on"):
+for: the gang's objects (``backends.ensure``, with the rules of those writes and their one budget), a scale
+request's parent, the kind's admission-time read. Rules (docs/behaviour.md, "On each request" and "The rules the
+code is built on"):
 
-- Gang objects are created at admission without an ownerReference (the garbage collector would delete them while
-  their owner is not stored yet); the controller adopts them. A 409 on create is read and judged by the backend's
-  ``ownership``. ``dryRun`` requests get the same answer and write with ``dryRun=All`` (``sideEffects:
-  NoneOnDryRun``).
-- All API calls of one request share one budget (``Config.api_timeout_seconds``); when the API fails, the failure
-  mode decides (``deny``: 503 with the reason; ``allow``: admitted with a warning).
+- When the API fails, the failure mode decides (``deny``: 503 with the reason; ``allow``: admitted with a warning).
 - A create answered 404 (``kube.resource_not_served``) is no passing failure when the backend says so
   (``GangBackend.not_served_problem``, or what ``admit serve`` found at start, :attr:`Admission.problems`): the
   message names the CRD and the fix and no "retry". A backend whose served version may have moved finds it again
   (:attr:`Admission.rediscoveries`).
 - A create refused because the namespace is being deleted (``kube.namespace_terminating``) is allowed with a
   warning, whatever the failure mode (a refusal would hold the namespace in Terminating).
-- An exception from admit's own code is a bug: never an HTTP 500 nor "transient"; logged with the traceback and the
-  request uid; a mutation is answered allowed and unchanged with a warning, a validation by the failure mode
-  (``deny``: ``status.code`` 500).
+- An exception from admit's own code is a bug (:func:`_bug`): never an HTTP 500 nor "transient"; a mutation is
+  answered allowed and unchanged with a warning, a validation by the failure mode (``deny``: ``status.code`` 500).
 - A Pod CREATE that names a group with a backend's key and carries no gang annotations costs a dict lookup or two
-  when its group is cached (the backends' ``unknown_group`` hooks); a miss is explained by that backend's
-  ``BackendAPI.missing_group`` (at most one GET), never refused or delayed past the budget; only with the
-  controller's caches, never for a dry run.
+  when its group is cached (:meth:`Admission._unknown_group`); a miss gets at most a warning, never a refusal;
+  only with the controller's caches, never for a dry run.
 - A ``*/scale`` UPDATE reads its parent from the controller's cache of gang workloads (``GroupCache.workload``): a
   parent absent from a listed cache is no gang. Without a listed cache the parent is read live, and a failed read
   refuses (failure mode) only a known gang (``GroupCache.gang_object``). An ``auto`` gang's objects are resized in
   the same admission.
-- A pod whose group only another pod tells (a pod joiner's ``shared.PodRead``: a Spark executor's driver) gets that
-  pod read once per uid (:meth:`Admission.finish_mutation`); the mutating answer never refuses.
+- A pod whose group only another pod tells gets that pod read once per uid (:meth:`Admission.finish_mutation`).
 """
 
 from __future__ import annotations
@@ -105,8 +98,7 @@ class Admission:
     Args:
         config: settings.
         store: the Kubernetes API (``None``: decide only, create nothing, report the PodGroups that would be made).
-        cache: PodGroups known from a watch (``None``: none); a cached PodGroup that admit manages with the right
-            spec needs no API call.
+        cache: the controller's caches (:class:`GroupCache`; ``None``: none).
     """
 
     def __init__(self, config: Config, store: Store | None = None, cache: GroupCache | None = None) -> None:
@@ -122,8 +114,7 @@ class Admission:
         #: version in use makes it discover again (``await rediscovery.again(config) -> config``), and the request is
         #: decided once more on the settings it gives.
         self.rediscoveries: dict[str, Any] = {}
-        # Pods read for a pod joiner (shared.PodRead: Spark drivers): (namespace, name, uid) -> their group or None
-        # (bounded, oldest first out). One read per Spark application and replica, however many executors it creates.
+        # (namespace, name, uid) of a pod a pod joiner read -> its group or None (_read_group; oldest first out)
         self._read_groups: dict[tuple[str, str, str], str | None] = {}
 
     def mutate(self, req: AdmissionRequest) -> Decision:
@@ -196,10 +187,8 @@ class Admission:
 
     async def validate(self, req: AdmissionRequest, _rediscovered: bool = False,
                        prepared: Verdict | None = None) -> Decision:
-        """The ``/validate`` decision, with the API work its verdict asks for done (module docstring: the 404 of a
-        backend whose served version may have moved decides the request once more after its :attr:`rediscoveries`).
-        ``prepared``: the pure verdict :meth:`verdict_now` already gave for this request, so it is not decided
-        twice."""
+        """The ``/validate`` decision, with the API work its verdict asks for done (module docstring). ``prepared``:
+        the pure verdict :meth:`verdict_now` already gave for this request, so it is not decided twice."""
         verdict: Verdict | None = None
         try:
             verdict = prepared if prepared is not None else validate(req, self.config)
