@@ -10,20 +10,17 @@ backend's label or field. A second pass gives an empty patch (``reinvocationPoli
 - Pod CREATE: a pod that names its group with a backend's key gets what that backend still adds; a bare pod with
   the annotations gets its backend's marks; a pod a registered joiner claims (a Spark executor) joins its group.
   Pods are never touched on UPDATE (most pod fields are immutable).
-- Workload UPDATE that removes the annotation: the backend takes its marks off (a pod naming a group that is gone
-  would wait forever). An UPDATE of a stored object whose operator would refuse admit's write, or re-run or roll
-  the workload for it, or for the removal (``rollout.running_problem``, ``rollout.removal_problem``): nothing is
-  written when the rule refuses (the validating webhook refuses with the fix), a warning otherwise.
+- Workload UPDATE that removes the annotation: the backend takes its marks off (:func:`_ungang`). An UPDATE whose
+  operator would refuse admit's write or act on it, or on the removal: ``rollout.running_problem``,
+  ``rollout.removal_problem`` say what each phase does.
 - A wrapper (``WorkloadKind.carry``: ScheduledSparkApplication, RayCronJob) gets its gang annotations written into
-  its template, which its operator copies onto each run (``families.wrappers.carry_ops``); each run gets them on its
-  own metadata at its CREATE (``families.kinds.carried_annotations``).
+  its template, which its operator copies onto each run (``families.wrappers.carry_ops``; each run: :func:`_carried`).
 - Unchanged: a child (a Deployment's ReplicaSet: its template is the parent's), subresources, DELETE, CONNECT,
   other kinds, malformed annotations (the validating webhook refuses them), an UPDATE of an object being deleted or
   of ``status`` / ``metadata.finalizers`` only (``gang.lifecycle``: removing a finalizer is never held up).
 - A workload created with ``generateName`` has no name yet in this phase (kube-apiserver generates it after the
-  mutating webhooks): its group is named here, once (``gang.plan.generated_group_name``: ``generateName`` plus five
-  characters of ``request.uid``), written where the backend's pods carry it, and read back by the validating phase
-  and the controller. ``gang.admit.dev/pod-group`` overrides it.
+  mutating webhooks): its group is named here, once (:func:`_resolve`), written where the backend's pods carry it,
+  and read back by the validating phase and the controller. ``gang.admit.dev/pod-group`` overrides it.
 """
 
 from __future__ import annotations
