@@ -1,8 +1,8 @@
 """What the controller watches, and the small records its caches keep: each stored gang workload's :class:`Claim`
 (the gang it asks for, of whichever backend) and each gang object's decision-relevant fields. Pure.
 
-Memory: a stored Deployment arrives as about 5 KB of JSON and became about 23 KiB of Python objects (76 of them
-tracked by the cyclic garbage collector) when cached as it came. The caches keep only what decisions need
+Memory: a stored Deployment arrives as about 5 KB of JSON, about 23 KiB of Python objects (76 of them tracked by
+the cyclic garbage collector) if cached whole. The caches keep only what decisions need
 (``WatchCache(transform=...)``, as client-go's ``SetTransform``): :func:`workload_record` (the identity fields and
 the claim, computed once with the kind's resolver, its plan without pod templates or warnings) and
 :func:`object_record` (a gang object's identity, labels, ownerReferences, admit's own annotations, ``spec`` and
@@ -123,9 +123,10 @@ def _shared(value: Any) -> Any:
 
 
 def _shared_map(values: Any) -> Any:
+    """A map (labels, minResources, a container's resources) with its keys and values :func:`_shared`, its maps too."""
     if not isinstance(values, dict):
         return values
-    return {_shared(k): _shared(v) for k, v in values.items()}
+    return {_shared(k): _shared_map(v) if isinstance(v, dict) else _shared(v) for k, v in values.items()}
 
 
 def workload_ref(obj: JSON, api_version: str | None = None, kind: str | None = None) -> JSON:
@@ -208,19 +209,13 @@ def _pod_spec_for_resolver(spec: Any) -> Any:
     for key in ("containers", "initContainers"):
         containers = spec.get(key)
         if isinstance(containers, list):
-            out[key] = [{_shared(k): (_shared_resources(v) if k == "resources" else _shared(v))
+            out[key] = [{_shared(k): (_shared_map(v) if k == "resources" else _shared(v))
                          for k, v in c.items() if k in ("name", "resources", "restartPolicy")}
                         if isinstance(c, dict) else c for c in containers]
     for key in ("overhead", "schedulerName", "runtimeClassName"):
         if key in spec:
-            out[key] = _shared_resources(spec[key]) if key == "overhead" else _shared(spec[key])
+            out[key] = _shared_map(spec[key]) if key == "overhead" else _shared(spec[key])
     return out
-
-
-def _shared_resources(value: Any) -> Any:
-    if not isinstance(value, dict):
-        return value
-    return {_shared(k): _shared_map(v) if isinstance(v, dict) else _shared(v) for k, v in value.items()}
 
 
 def resolvable_copy(obj: JSON, config: Config) -> JSON:
@@ -268,7 +263,6 @@ def workload_record(obj: JSON, resource: Resource, config: Config) -> JSON:
     if (resource.group, resource.kind) in SCALABLE_KINDS:
         record["object"] = _pack(resolvable_copy(obj, config))
     elif (resource.group, resource.kind) == ("", "Pod"):
-        # A Spark driver pod: its executors join the group its pod-group label names (spark.driver_group).
         labels = (obj.get("metadata") or {}).get("labels")
         if isinstance(labels, dict):
             record["metadata"] = {**ref["metadata"], "labels": _shared_map(labels)}
@@ -294,9 +288,8 @@ def member_record(obj: JSON, config: Config) -> JSON:
 
 
 def _pack(obj: JSON) -> bytes:
-    """Compact JSON bytes of exactly their length. Not ``orjson.dumps``: its bytes keep the whole output buffer it
-    grew (measured: 8 KB allocated for a 0.7 KB answer), which is harmless for a response sent at once and was
-    4 KB per cached workload here."""
+    """Compact JSON bytes of exactly their length: not ``orjson.dumps``, whose bytes keep the whole output buffer it
+    grew (measured: 8 KB for a 0.7 KB answer, 4 KB per cached workload)."""
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
