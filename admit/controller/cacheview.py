@@ -1,9 +1,7 @@
-"""The admission path's read-only view of the controller's watch caches (``admission.GroupCache``).
-
-The manager keeps list+watch caches of each gang backend's objects (managed by admit or not, per gang controller)
-and of the gang workloads. Admission reads them through this view alone: every method is a dict lookup, never an
-API call, and changes nothing. An answer says whether its cache has listed (``synced``): an object absent from a
-synced cache does not exist (up to the watch's delay); absent from an unsynced one, it is unknown.
+"""The admission path's read-only view of the controller's watch caches (``admission.GroupCache``): every method is a
+dict lookup, never an API call, and changes nothing. An answer says whether its cache has listed (``synced``): an
+object absent from a synced cache does not exist (up to the watch's delay); absent from an unsynced one, it is
+unknown.
 """
 
 from __future__ import annotations

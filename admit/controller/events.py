@@ -15,8 +15,7 @@ Repeats and bursts, as client-go's recorders do:
 - ``EventCorrelator``'s rule (``tools/record/events_cache.go`` ``EventAggregatorByReasonFunc``: after 10 Events of
   one reason and type within 10 minutes, the next ones fold into one ``"(combined from similar events): "`` Event
   whose series counts them), keyed by the objects' kind and namespace, not their name: admit's bursts span many
-  objects (a new leader adopting 20,000 PodGroups: one Event each was 5,999 written and 14,001 dropped). The log
-  keeps one line per object.
+  objects (a new leader adopting 20,000 PodGroups). The log keeps one line per object.
 
 An Event waiting in the queue is written once, with the count reached when its turn comes (one write per distinct
 Event); bookkeeping expires oldest first (amortised O(1)). Recording never blocks or fails the caller: one

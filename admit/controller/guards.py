@@ -5,8 +5,7 @@
   (``RecheckDeletionTimestamp``, uid match), and the write is made only for the stored workload
   (:meth:`WriteGuards.live_claim`);
 - **back off from a write something keeps undoing** (the garbage collector deleting an object whose owner is gone,
-  another writer): the same write needed a third time within ``repeat_window`` seconds waits ``retry_backoff``
-  doubling (:meth:`WriteGuards.repeating`; measured without it: 351 creates, 351 GC deletes and 351 Events in 10 s);
+  another writer; without it: 351 creates, 351 GC deletes and 351 Events in 10 s): :meth:`WriteGuards.repeating`;
 - **adopt without ``blockOwnerDeletion`` where the API refuses it** (OwnerReferencesPermissionEnforcement without
   ``update`` on ``<workloads>/finalizers``, e.g. OpenShift): the garbage collector still deletes the objects with
   the workload (:meth:`WriteGuards.blocked_owner_deletion`).

@@ -1,8 +1,5 @@
 """The key loop every gang controller runs: a work queue of ``(namespace, name)`` keys, the reconcile of one key with
 its error handling, the retry, and the once-per-change report. See :class:`KeyLoop`.
-
-Each gang controller (``gangs.GangController``) runs ``settings.workers`` coroutines of :meth:`KeyLoop.worker` while
-its replica leads.
 """
 
 from __future__ import annotations

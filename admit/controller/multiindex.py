@@ -1,11 +1,9 @@
 """A one-to-many index (key -> set of members) that stores a lone member without a set.
 
 The controller indexes every cached gang workload and gang object several ways (``manager.py``: claims by group, by
-owner identity; ``gangs.py``: objects by owner). Almost every key has
-exactly one member (one Deployment names one PodGroup), and a Python ``set`` of one costs 216 bytes: at 20,000
-gang workloads three such indexes held about 12 MiB of one-member sets (measured: the chart's 256 MiB must hold
-20,000 gang workloads). ``MultiIndex`` keeps the member itself for a key with one member and a ``set`` only from the
-second member on.
+owner identity; ``gangs.py``: objects by owner), and almost every key has exactly one member (one Deployment names
+one PodGroup). A Python ``set`` of one costs 216 bytes: at 20,000 gang workloads, which the chart's 256 MiB must
+hold, three such indexes would hold about 12 MiB of one-member sets.
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ class MultiIndex(Generic[K, V]):
     """``key -> {members}`` with ``add``, ``discard`` and ``get``.
 
     Members must be hashable and never ``set`` objects themselves (admit's are tuples: workload keys
-    ``(apiVersion, kind, namespace, name)`` and group keys ``(namespace, name)``). ``get`` returns a new
-    ``frozenset`` (empty for an unknown key), so callers may keep it while the index changes.
+    ``(apiVersion, kind, namespace, name)`` and group keys ``(namespace, name)``).
     """
 
     __slots__ = ("_map",)
@@ -57,7 +54,8 @@ class MultiIndex(Generic[K, V]):
             del self._map[key]
 
     def get(self, key: K) -> frozenset[V]:
-        """The members of ``key`` (an empty frozenset for an unknown key)."""
+        """The members of ``key``, a new frozenset (empty for an unknown key): callers may keep it while the index
+        changes."""
         current = self._map.get(key)
         if isinstance(current, set):
             return frozenset(current)

@@ -1,6 +1,4 @@
-"""The tunables of admit's controller (``ControllerSettings``), read by every part of it: the manager
-(``manager.py``), the gang controllers (``gangs.py``), the key loop
-(``keyloop.py``) and the write guards (``guards.py``)."""
+"""The tunables of admit's controller (``ControllerSettings``), read by every part of it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The controller's work queue: one key at a time, de-duplicated, delayed adds, and never a busy loop. See
-:class:`WorkQueue`."""
+"""The controller's work queue (:class:`WorkQueue`)."""
 
 from __future__ import annotations
 
@@ -14,11 +13,10 @@ GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 class WorkQueue:
     """client-go style work queue (``util/workqueue``): a key is queued once, never processed by two workers at once,
     and re-queued if it was added while being processed; ``add_after`` delays an add (keeps the earliest pending
-    delay). Keys are ``(namespace, PodGroup name)`` tuples.
+    delay).
 
-    :meth:`get` always gives the event loop back before it hands out a key: without that, a worker whose reconciles
-    need no API call (the common case on a resync: nothing to do) drained 20,000 keys in one go while admissions
-    waited on the same loop.
+    :meth:`get` always gives the event loop back before it hands out a key: else a worker whose reconciles need no
+    API call (a resync's usual case) would drain 20,000 keys in one go while admissions wait on the same loop.
     """
 
     def __init__(self) -> None:
