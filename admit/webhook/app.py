@@ -259,11 +259,7 @@ def create_server(admission: Admission, readiness: list[ReadinessCheck] | None =
 
 def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = None) -> web.Application:
     """The :class:`Webhook`'s endpoints as an aiohttp ``Application`` (the same handlers as :func:`create_server`,
-    behind aiohttp's router; what the tests mount with aiohttp's test client).
-
-    ``readiness`` checks gate ``/readyz`` (certificate loaded, caBundle in place, ...); ``/healthz`` is 200 while
-    the event loop answers.
-    """
+    behind aiohttp's router; what the tests mount with aiohttp's test client)."""
     webhook = Webhook(admission, readiness)
     app = web.Application(client_max_size=webhook.max_bytes + 1)
     for path, (methods, handler) in webhook.routes.items():  # add_get answers HEAD too, as the routes say

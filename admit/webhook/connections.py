@@ -1,11 +1,10 @@
 """Bounds on the connections ``admit serve`` holds: how many, how long one may idle, how long a request may take to
 arrive.
 
-Measured before these bounds: 4,000 idle TLS connections took the server from 95 to 291 MiB with the
-``fast`` extra and to 1,194 MiB on a plain install (asyncio's ``SSLProtocol`` keeps a 256 KiB read buffer per
-connection), past the chart's 256Mi limit; connections that sent half a request line or a body byte by byte were never
-closed. kube-apiserver itself needs few connections: it keeps a small pool of keep-alive connections per webhook and
-sends each AdmissionReview at once (``Content-Length``, one write).
+Why: 4,000 idle TLS connections take an unbounded server from 95 to 291 MiB with the ``fast`` extra and to
+1,194 MiB on a plain install (asyncio's ``SSLProtocol`` keeps a 256 KiB read buffer per connection), past the chart's
+256Mi limit, and a connection may send half a request line or a body byte by byte. kube-apiserver itself needs few
+connections: it keeps a small pool of keep-alive connections per webhook and sends each AdmissionReview at once.
 
 :class:`ConnectionGuard` wraps aiohttp's protocol factory (``web.Server``) and keeps, per connection, the moment its
 current request began to arrive:
@@ -14,7 +13,7 @@ current request began to arrive:
   (so a flood of idle connections cannot lock kube-apiserver out: its next connection evicts one of them); when none
   is idle, the new one is closed at once.
 - a request must arrive within ``read_timeout`` seconds of its first byte (the request line and headers here; the body
-  under the same deadline in ``server._read_review``), well inside kube-apiserver's webhook timeout (10 s by default,
+  under the same deadline in ``app._read_review``), well inside kube-apiserver's webhook timeout (10 s by default,
   at most 30 s): a slow-header client is closed.
 - an idle keep-alive connection is closed by aiohttp after ``keepalive_timeout`` (set on the ``AppRunner``; longer
   than Go's ``http.Transport`` ``IdleConnTimeout`` of 90 s, so kube-apiserver closes its idle connections first and
@@ -73,8 +72,8 @@ __all__ = ["ConnectionGuard", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_READ_TIMEOUT",
 log = logging.getLogger("admit.connections")
 
 DEFAULT_MAX_CONNECTIONS = 500
-"""Connections one replica holds at once. kube-apiserver uses a handful per webhook; 500 keeps a plain install's RSS
-under the chart's 256Mi limit even when every one is an idle TLS connection (see docs/performance.md)."""
+"""Connections one replica holds at once: a plain install's RSS stays under the chart's 256Mi limit even when every
+one is an idle TLS connection (see docs/performance.md)."""
 
 DEFAULT_READ_TIMEOUT = 5.0  # seconds: ``read_timeout`` (module docstring)
 DEFAULT_IDLE_TIMEOUT = 120.0  # seconds: ``keepalive_timeout`` (module docstring)

@@ -1,7 +1,7 @@
 """Rolling updates that move running pods into a gang: when they deadlock (pure).
 
-Found on a real control plane: annotating a running Deployment (3 replicas, minMember 3) makes admit mark its
-template, so the Deployment controller rolls it over to a new ReplicaSet, a few new pods at a time, removing old
+Annotating a running Deployment (3 replicas, minMember 3) makes admit mark its template,
+so the Deployment controller rolls it over to a new ReplicaSet, a few new pods at a time, removing old
 pods only once new ones are available; but the first new pods are the only members of their group, the gang
 scheduler keeps them Pending until minMember of them exist (Coscheduling's PreFilter "cannot find enough sibling
 pods", scheduler-plugins ``pkg/coscheduling/core/core.go``; kube-scheduler's GangScheduling PreEnqueue likewise), and

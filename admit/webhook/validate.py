@@ -96,7 +96,7 @@ class Verdict:
             runtime, whose JobSet Trainer builds), unless ``None``.
         autoscaled: a gang workload with a fixed minMember, created or given a new one: its namespace's
             HorizontalPodAutoscalers must be listed and judged (:func:`autoscaler_refusal`) first, unless ``None``.
-        explicit_name: the group was named by annotation (see ``podgroup.ownership``).
+        explicit_name: the group was named by annotation (``GangBackend.ownership``'s ``explicit``).
         dry_run: the request is a dry run: compute everything, write nothing.
     """
 
