@@ -1,3 +1,3 @@
-"""Prometheus metrics (``metrics``) and logging setup, text or JSON (``logs``). Logger names stay
-``admit.<old module>`` strings (``admit.controller``, ``admit.watchcache`` ...) so users' log filters keep working.
+"""Prometheus metrics (``metrics``) and logging setup, text or JSON (``logs``). Logger names are fixed strings
+(``admit.controller``, ``admit.watchcache`` ...), not module paths, so users' log filters keep working.
 """

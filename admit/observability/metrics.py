@@ -102,9 +102,8 @@ class _Series:
 
 
 class _WebhookCollector(Collector):
-    """The admission metrics, kept as plain ints and floats that only the event loop's thread changes (no lock per
-    increment: a locked prometheus-client child costs about as much as admit's whole pod decision) and turned into
-    metric families when the registry is collected (``/metrics`` is served on the same event loop)."""
+    """The admission metrics as plain numbers (module docstring), turned into metric families when the registry is
+    collected (``/metrics`` is served on the same event loop, so no lock is needed)."""
 
     def __init__(self) -> None:
         self.series: dict[tuple[str, str], _Series] = {}
