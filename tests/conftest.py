@@ -18,13 +18,15 @@ if os.environ.get("ADMIT_TEST_PLAIN_INSTALL") == "1":
 
 @pytest.fixture
 async def fake(request):
-    """The in-repo fake Kubernetes API over HTTP (``admit.testing.fake_kube.FakeKubeAPI``), one per test, made with
-    the options of the closest ``@pytest.mark.fake_api(**options)`` (a test's, else its module's ``pytestmark``):
-    e.g. ``gc_orphans_after=GC_ORPHANS_AFTER`` (tests/helpers.py) for the garbage collector of a real cluster."""
-    from admit.testing.fake_kube import FakeKubeAPI
+    """The in-repo fake Kubernetes API over HTTP (``admit.testing.fake_kube.FakeKubeAPI``, as
+    ``tests.emulations.kcm.FakeControlPlane``), one per test, made with the options of the closest
+    ``@pytest.mark.fake_api(**options)`` (a test's, else its module's ``pytestmark``): e.g.
+    ``gc_orphans_after=GC_ORPHANS_AFTER`` (tests/helpers.py) for the garbage collector of a real cluster,
+    ``job_controller=True`` for kube-controller-manager's Job controller."""
+    from tests.emulations.kcm import FakeControlPlane
 
     marker = request.node.get_closest_marker("fake_api")
-    async with FakeKubeAPI(**(marker.kwargs if marker else {})) as api:
+    async with FakeControlPlane(**(marker.kwargs if marker else {})) as api:
         yield api
 
 

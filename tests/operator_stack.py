@@ -14,6 +14,7 @@ from admit.kube.client import KubeAPI
 from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI
 from admit.webhook.admission import Admission
 from admit.webhook.app import create_app
+from tests.emulations.kcm import FakeControlPlane
 
 PG = ("scheduling.x-k8s.io/v1alpha1", "podgroups")
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -23,7 +24,7 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 @contextlib.asynccontextmanager
 async def operator_cluster(aiohttp_server: Any, config: Config,
                            operator: Callable[[FakeKubeAPI, AdmissionChain], Any], controller: bool = False,
-                           **fake_options: Any) -> AsyncIterator[tuple[FakeKubeAPI, Any, Any]]:
+                           **fake_options: Any) -> AsyncIterator[tuple[FakeControlPlane, Any, Any]]:
     """The fake kube-apiserver with admit's webhooks registered from the rendered chart (admit's own app on
     loopback; PodGroups are made at admission) and the operator ``operator(fake, chain)`` installed (an emulation's
     ``install``: its controller and its webhooks); with ``controller`` admit's controller runs too
@@ -32,7 +33,7 @@ async def operator_cluster(aiohttp_server: Any, config: Config,
     from tests.helpers import FAST_CONTROLLER, eventually
     from tests.support.chart import admission_chain
 
-    fake = FakeKubeAPI(**fake_options)
+    fake = FakeControlPlane(**fake_options)
     await fake.start()
     api_client = fake.api_client()
     ctl = None

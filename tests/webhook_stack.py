@@ -13,6 +13,7 @@ from admit.controller.manager import ControllerSettings, Manager
 from admit.kube.client import KubeAPI
 from admit.webhook.app import create_app
 from admit.testing.fake_kube import FakeKubeAPI
+from tests.emulations.kcm import DeploymentController, FakeControlPlane, JobController, running
 from admit.kube.watchcache import KubeRaw
 from tests.helpers import FAST_CONTROLLER, eventually
 
@@ -66,14 +67,14 @@ async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, **conf
 
 @contextlib.asynccontextmanager
 async def fake_cluster(aiohttp_server: Any, config: Config, *, chart_values: dict[str, Any] | None = None,
-                       **fake_options: Any) -> AsyncIterator[tuple[FakeKubeAPI, Any]]:
+                       **fake_options: Any) -> AsyncIterator[tuple[FakeControlPlane, Any]]:
     """A fake kube-apiserver whose writes go through admit's webhooks (admit's own app on loopback, with the fake as
     its Kubernetes API) registered as the chart renders them for ``chart_values`` (tests/support/chart.py), with
-    ``fake_options`` for ``FakeKubeAPI`` (e.g. ``deployment_controller=True``); yields ``(fake, a user's
+    ``fake_options`` for ``FakeControlPlane`` (e.g. ``deployment_controller=True``); yields ``(fake, a user's
     ApiClient)``. More webhooks (an operator's) can be added to ``fake.admission``."""
     from tests.support.chart import admission_chain
 
-    fake = FakeKubeAPI(**fake_options)
+    fake = FakeControlPlane(**fake_options)
     await fake.start()
     api_client = fake.api_client()
     try:
@@ -103,8 +104,8 @@ async def cluster_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, *, cha
         try:
             yield stack
         finally:
-            for emulated in (fake.jobs, fake.deployments):  # no sync may call the webhook once it is gone
-                if emulated is not None:
+            for emulated in (running(fake, JobController), running(fake, DeploymentController)):
+                if emulated is not None:  # no sync may call the webhook once it is gone
                     emulated.stop()
             await fake.admission.close()
             fake.admission = None

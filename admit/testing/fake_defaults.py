@@ -4,14 +4,15 @@ HTTP create, update and patch before the admission chain, as kube-apiserver defa
 ``SetDefaults_*``: ``pkg/apis/apps/v1/defaults.go`` (Deployments, StatefulSets with ``StatefulSetAutoDeletePVC``, on
 since 1.27, ReplicaSets, DaemonSets), ``pkg/apis/batch/v1/defaults.go`` (``SetDefaults_Job``),
 ``pkg/apis/core/v1/defaults.go`` (``SetDefaults_PodSpec``, ``SetDefaults_Container``) for a Pod and every pod template
-of these; and one custom resource's CRD defaults, KubeRay's worker groups (:func:`_default_ray_cluster_spec`).
+of these; and one custom resource's CRD defaults, KubeRay's worker groups (:func:`_default_ray_cluster_spec`). A
+Job's generated selector and labels, set at CREATE only, are :func:`job_selector_and_labels`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["apply_defaults", "DEFAULT_SCHEDULER"]
+__all__ = ["apply_defaults", "job_selector_and_labels", "DEFAULT_SCHEDULER", "JOB_UID_LABEL", "JOB_NAME_LABEL"]
 
 JSON = dict[str, Any]
 
@@ -19,6 +20,9 @@ DEFAULT_SCHEDULER = "default-scheduler"
 """``v1.DefaultSchedulerName``: a pod's ``spec.schedulerName`` when it names none."""
 
 MAX_INT32 = 2147483647
+
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def _image_pull_policy(image: str) -> str:
@@ -143,3 +147,21 @@ def apply_defaults(group: str, plural: str, obj: JSON) -> None:
             if labels:
                 meta["labels"] = dict(labels)
         _default_pod_spec(_template_spec(spec))
+
+
+def job_selector_and_labels(job: JSON) -> None:
+    """The Job strategy's ``PrepareForCreate`` (``pkg/registry/batch/job/strategy.go`` ``generateSelector``): unless
+    ``spec.manualSelector``, the template gets ``batch.kubernetes.io/controller-uid`` and ``batch.kubernetes.io/
+    job-name`` (and the legacy ``controller-uid`` and ``job-name``), and ``spec.selector`` matches the uid. Needs
+    ``metadata.uid``; changes ``job`` in place."""
+    spec = job.get("spec")
+    if not isinstance(spec, dict) or spec.get("manualSelector"):
+        return
+    uid, name = job["metadata"]["uid"], job["metadata"].get("name", "")
+    template = spec.setdefault("template", {})
+    if not isinstance(template, dict):
+        return
+    labels = template.setdefault("metadata", {}).setdefault("labels", {})
+    labels.update({JOB_UID_LABEL: uid, JOB_NAME_LABEL: name, "controller-uid": uid, "job-name": name})
+    if not spec.get("selector"):
+        spec["selector"] = {"matchLabels": {JOB_UID_LABEL: uid}}

@@ -47,11 +47,11 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .kit import OperatorEmulation, put_event, service_account
+from .kcm import DeploymentController, JobController, StatefulSetController
+from .kit import Controller, OperatorEmulation, put_event, service_account
 from .gitops import reapply_write
 from .later import Emulated, LaterWrite
-from admit.testing.fake_kube import ApiError, Controller, DeploymentController, JobController
-from admit.testing.fake_kube.controllers import StatefulSetController
+from admit.testing.fake_kube import ApiError
 
 if TYPE_CHECKING:
     from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI

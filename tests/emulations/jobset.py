@@ -44,10 +44,11 @@ import hashlib
 import json
 from typing import Any
 
-from .kit import clear_start_time, put_event
+from .kcm import JobController, ensure_running
+from .kit import Controller, clear_start_time, put_event
 from .gitops import reapply_write
 from .later import Emulated, LaterWrite
-from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
+from admit.testing.fake_kube import AdmissionChain, ApiError, FakeKubeAPI, allowed, denied, patched
 
 __all__ = ["JobSetOperator", "install", "JOBSET_NAME", "REPLICATED_JOB", "JOB_INDEX", "RESTART_ATTEMPT", "EXCLUSIVE",
            "NODE_SELECTOR", "JOB_KEY", "USER"]
@@ -434,7 +435,8 @@ def _rules(group: str, version: str, plural: str, operations: list[str]) -> list
 
 def install(api: FakeKubeAPI, chain: AdmissionChain | None = None) -> JobSetOperator:
     """Run the JobSet emulation on ``api``: its controller and its webhooks in ``chain`` (default
-    ``api.admission``). The Job controller must run too (``FakeKubeAPI(job_controller=True)``) for Pods to appear."""
+    ``api.admission``). The Job controller must run too (``FakeControlPlane(job_controller=True)``, ``kcm.py``) for Pods
+    to appear."""
     chain = chain if chain is not None else api.admission
     if chain is not None:
         pods = _PodWebhooks(api)
@@ -464,10 +466,7 @@ API_VERSION = f"{GROUP}/v1alpha2"
 
 def _install_with_jobs(api: FakeKubeAPI, chain: AdmissionChain | None = None) -> JobSetOperator:
     """:func:`install`, with the fake's Job controller (which makes the pods) when it is not running."""
-    from admit.testing.fake_kube.controllers import JobController
-
-    if getattr(api, "jobs", None) is None:
-        api.jobs = api.add_controller(JobController(api))
+    ensure_running(api, JobController)
     return install(api, chain)
 
 

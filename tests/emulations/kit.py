@@ -2,10 +2,11 @@
 watched kind, writes through the fake's admission chain under the operator's ServiceAccount, Warning Events on
 refusals, and a way for tests to wait until the operator is done.
 
-An emulation is a ``fake_kube.Controller`` registered with ``FakeKubeAPI.add_controller`` (each module's
-``install``); the fake calls its ``observe`` after every committed write, and it reconciles the kinds it watches
-(an informer's event handler). Nothing here talks HTTP: the emulation runs in the fake's process and calls
-``admitted_create``, the path a client's write takes (mutating webhooks, defaults, validating webhooks, store).
+An emulation is a :class:`Controller` (a work queue; the fake takes any ``fake_kube.Controller``) registered with
+``FakeKubeAPI.add_controller`` (each module's ``install``); the fake calls its ``observe`` after every committed
+write, and it reconciles the kinds it watches (an informer's event handler). Nothing here talks HTTP: the emulation
+runs in the fake's process and calls ``admitted_create``, the path a client's write takes (mutating webhooks,
+defaults, validating webhooks, store).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import asyncio
 import random
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from admit.testing.fake_kube import ApiError, Controller
+from admit.testing.fake_kube import ApiError
 
 if TYPE_CHECKING:
     from admit.testing.fake_kube import FakeKubeAPI, ResourceType
 
-__all__ = ["OperatorEmulation", "Sync", "service_account", "random_suffix", "controller_ref", "owned_by",
+__all__ = ["Controller", "OperatorEmulation", "Sync", "service_account", "random_suffix", "controller_ref", "owned_by",
            "clear_start_time"]
 
 JSON = dict[str, Any]
@@ -65,6 +66,108 @@ def clear_start_time(api: "FakeKubeAPI", job: JSON) -> JSON:
     meta = job["metadata"]
     return api._update(api.resource_type("batch/v1", "jobs"), meta.get("namespace"), meta["name"], job,  # noqa: SLF001
                        new, subresource="status", dry_run=False, require_rv=False)
+
+
+class Controller:
+    """One sync task per object key, as a controller's work queue: a write during a sync makes it run once more.
+
+    Subclasses define ``_sync(namespace, name)`` and either ``watches`` (the ``(group, version, plural)`` whose
+    writes sync the written object's key) or :meth:`observe` (to map a write of another kind onto the key of the
+    object it belongs to, as a controller's ``Watches(..., EnqueueRequestForOwner)``). Register with
+    :meth:`FakeKubeAPI.add_controller`: it is a ``fake_kube.Controller``, the protocol the fake calls."""
+
+    what = "controller"
+    #: ``source.component`` of the Warning Events it records (``events.EventRecorder``'s component).
+    component = "controller"
+    watches: tuple[tuple[str, str, str], ...] = ()
+
+    def __init__(self, api: "FakeKubeAPI") -> None:
+        self.api = api
+        self.errors: list[tuple[str, str, str]] = []
+        self._running: dict[tuple[str, str], asyncio.Task] = {}
+        self._dirty: set[tuple[str, str]] = set()
+
+    #: A Pod this kind controls syncs its owner when it is deleted, or also updated with ``pod_updates``.
+    pod_owner: str | None = None
+    pod_updates = False
+
+    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        """A write was committed (``obj``: the new object, None when deleted; ``old``: the previous one, None when
+        created): sync ``(ns, name)`` when ``rt`` is watched, or a Pod's :attr:`pod_owner`."""
+        if rt.key == ("", "v1", "pods") and old is not None and (obj is None or self.pod_updates):
+            for ref in old["metadata"].get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == self.pod_owner:
+                    self.changed(ns, ref["name"])
+        elif obj is not None and rt.key in self.watches:
+            self.changed(ns, name)
+
+    def changed(self, ns: str, name: str) -> None:
+        """An object was written: sync it (at most one sync per object at a time; a write during a sync makes it
+        run once more)."""
+        key = (ns, name)
+        if key in self._running:
+            self._dirty.add(key)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._running[key] = loop.create_task(self._run(key))
+
+    @property
+    def busy(self) -> bool:
+        """A sync is running or queued."""
+        return bool(self._running)
+
+    async def idle(self, timeout: float = 10.0) -> None:
+        """Wait until no sync is running (tests)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._running:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"the fake {self.what} is still syncing")
+            await asyncio.sleep(0.005)
+
+    def stop(self) -> None:
+        for task in self._running.values():
+            task.cancel()
+        self._running.clear()
+
+    async def _run(self, key: tuple[str, str]) -> None:
+        try:
+            while True:
+                self._dirty.discard(key)
+                await self._sync(*key)
+                if key not in self._dirty:
+                    return
+        finally:
+            self._running.pop(key, None)
+
+    async def _sync(self, ns: str, name: str) -> None:
+        raise NotImplementedError
+
+    def _refused(self, owner: JSON, reason: str, message: str) -> None:
+        """A write refused while syncing ``owner`` (a stored object): kept in :attr:`errors` as ``(namespace, name,
+        message)`` and recorded as a Warning Event ``reason`` on ``owner``, as the controller's recorder does."""
+        meta = owner["metadata"]
+        ns, name = meta.get("namespace", ""), meta["name"]
+        self.errors.append((ns, name, message))
+        self.api.put({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}.", "namespace": ns},
+                      "involvedObject": {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": name,
+                                         "namespace": ns, "uid": meta["uid"]},
+                      "reason": reason, "message": message, "type": "Warning",
+                      "source": {"component": self.component}})
+
+    def _live(self, api_version: str, plural: str, ns: str, name: str) -> JSON | None:
+        """The stored object, or None when it is absent or being deleted (a controller leaves it alone then)."""
+        obj = self.api._bucket(self.api.resource_type(api_version, plural)).get((ns, name))  # noqa: SLF001
+        return None if obj is None or obj["metadata"].get("deletionTimestamp") else obj
+
+    def _owned(self, api_version: str, plural: str, ns: str, uid: str) -> list[JSON]:
+        """The objects of ``plural`` in ``ns`` whose controller ownerReference names ``uid``."""
+        bucket = self.api._bucket(self.api.resource_type(api_version, plural))  # noqa: SLF001
+        return [obj for (ons, _), obj in bucket.items()
+                if ons == ns and any(r.get("controller") and r.get("uid") == uid
+                                     for r in obj["metadata"].get("ownerReferences") or [])]
 
 
 def owned_by(obj: JSON, uid: str) -> bool:
@@ -134,7 +237,7 @@ class OperatorEmulation(Controller):
         while True:
             loops: list[Controller] = [*self._loops.values()]
             for other in self.api.controllers:  # another emulation's own loops: its idle would wait for this one
-                if other is not self:
+                if other is not self and isinstance(other, Controller):
                     loops += list(other._loops.values()) if isinstance(other, OperatorEmulation) else [other]
             for loop in loops:
                 await loop.idle(max(0.1, deadline - asyncio.get_running_loop().time()))

@@ -38,7 +38,7 @@ admission chain as the operator's ServiceAccount.
   then the launcher Job ``<job>-launcher`` (``newLauncherJob``: labels ``{app: <job>}`` only, a controller
   ownerReference, the Launcher template with ``job-role: launcher``, decorated likewise) when
   ``launcherCreationPolicy`` is ``AtStartup`` or every worker is Ready (never here: no kubelet). The launcher's Pod
-  is the fake Job controller's (``job_controller=True``).
+  is the fake Job controller's (``FakeControlPlane(job_controller=True)``, ``kcm.py``).
 
 **Later writes** of the training-operator (:data:`LATER`): a suspended job's pods deleted (``job.go``
 ``ReconcileJobs`` -> ``CleanUpResources``) and made again on resume, a failed pod of a restarting replica deleted and
@@ -262,7 +262,7 @@ class MPIOperator(OperatorEmulation):
     """The emulated mpi-operator v0.8 (module docstring).
 
     Args:
-        api: the fake (give it ``job_controller=True`` for the launcher's Pod).
+        api: the fake (a ``FakeControlPlane(job_controller=True)`` for the launcher's Pod).
         gang_scheduling: ``--gang-scheduling`` (``""``: off). ``volcano`` is not emulated.
     """
 
@@ -382,8 +382,8 @@ def install_training_operator(api: "FakeKubeAPI", chain: "AdmissionChain | None"
 
 def install_mpi_operator(api: "FakeKubeAPI", chain: "AdmissionChain | None" = None, *,
                          gang_scheduling: str = "") -> MPIOperator:
-    """Run the mpi-operator on ``api`` (give the fake ``job_controller=True`` for the launcher's Pod). It registers
-    no admission webhook."""
+    """Run the mpi-operator on ``api`` (a ``FakeControlPlane(job_controller=True)`` for the launcher's Pod). It
+    registers no admission webhook."""
     return api.add_controller(MPIOperator(api, gang_scheduling=gang_scheduling))
 
 

@@ -16,7 +16,7 @@ as the ``lws-controller-manager`` service account:
    ``leaderworkerset.sigs.k8s.io/replicas`` (``mergeMetadata(lws.Labels, ...)``, ``mergeMetadata(lws.Annotations,
    ...)``); **v0.9** sets only the LWS keys. (LWS writes it with server-side apply; the fake has none, so it is a
    CREATE, then UPDATEs.)
-2. **The leader Pods** ``<lws>-<i>``: the StatefulSet controller's (``controllers.StatefulSetController``).
+2. **The leader Pods** ``<lws>-<i>``: the StatefulSet controller's (``kcm.StatefulSetController``).
 3. **A worker StatefulSet per leader Pod** (``pkg/controllers/pod_controller.go`` ``Reconcile`` ->
    ``constructWorkerStatefulSetApplyConfiguration``), named after the leader Pod, created when the leader Pod exists
    (``LeaderCreated``), only once it is Ready (``startupPolicy: LeaderReady``), never for ``size: 1``, and with
@@ -57,9 +57,10 @@ import json
 import re
 from typing import Any
 
-from .kit import put_event
+from .kcm import StatefulSetController, ensure_running, pod_template_hash
+from .kit import Controller, put_event
 from .later import Emulated, LaterWrite
-from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, denied, patched, pod_template_hash
+from admit.testing.fake_kube import AdmissionChain, ApiError, FakeKubeAPI, denied, patched
 
 __all__ = ["LeaderWorkerSetOperator", "install", "LATER", "rolling_update_parameters", "NAME", "GROUP_INDEX", "WORKER_INDEX", "REVISION", "GROUP_KEY",
            "SIZE", "EXCLUSIVE", "REPLICAS", "LEADER_NAME", "POD_WEBHOOK", "POD_WEBHOOK_CONFIGURATION", "USER"]
@@ -346,7 +347,7 @@ POD_WEBHOOK_SPEC: JSON = {
 
 def install(api: FakeKubeAPI, chain: AdmissionChain | None = None, *, version: str = "0.10") -> LeaderWorkerSetOperator:
     """Run the LWS emulation on ``api``: its controllers, and its pod webhook in ``chain`` (default:
-    ``api.admission``). The StatefulSet controller must run too (``FakeKubeAPI(statefulset_controller=True)``) for
+    ``api.admission``). The StatefulSet controller must run too (``FakeControlPlane(statefulset_controller=True)``) for
     Pods to appear."""
     chain = chain if chain is not None else api.admission
     if chain is not None:
@@ -363,10 +364,7 @@ USER_WRITER = {"username": "alice", "groups": ["system:authenticated"]}
 
 def _install_with_statefulsets(api: FakeKubeAPI, chain: AdmissionChain | None = None) -> LeaderWorkerSetOperator:
     """:func:`install`, with the fake's StatefulSet controller (which makes the group pods) when it is not running."""
-    from admit.testing.fake_kube.controllers import StatefulSetController
-
-    if getattr(api, "statefulsets", None) is None:
-        api.statefulsets = api.add_controller(StatefulSetController(api))
+    ensure_running(api, StatefulSetController)
     return install(api, chain)
 
 

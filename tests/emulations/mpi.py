@@ -30,9 +30,10 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from .gitops import reapply_write
+from .kcm import JobController, ensure_running, running
 from .kubeflow import MPIOperator, install_mpi_operator
 from .later import Emulated, LaterWrite
-from admit.testing.fake_kube import ApiError, JobController
+from admit.testing.fake_kube import ApiError
 
 if TYPE_CHECKING:
     from admit.testing.fake_kube import AdmissionChain, FakeKubeAPI
@@ -47,8 +48,7 @@ SOURCE = "kubeflow/mpi-operator v0.8.2 (caa3c47) pkg/controller/mpi_job_controll
 
 def install(api: "FakeKubeAPI", chain: "AdmissionChain | None" = None) -> MPIOperator:
     """The mpi-operator without its own gang scheduling, and the fake's Job controller for the launcher's pod."""
-    if api.jobs is None:
-        api.jobs = api.add_controller(JobController(api))
+    ensure_running(api, JobController)
     return install_mpi_operator(api, chain)
 
 
@@ -157,7 +157,8 @@ def gangs_of(op: MPIOperator, obj: JSON) -> list[tuple[str, list[JSON]]]:
 
 def refused_writes(op: MPIOperator) -> list[tuple[str, str, str]]:
     """The operator's refused writes, the later writes' problems, and the Job controller's refused pods."""
-    return list(op.errors) + list(op.api.jobs.errors if op.api.jobs is not None else [])
+    jobs = running(op.api, JobController)
+    return list(op.errors) + list(jobs.errors if jobs is not None else [])
 
 
 LATER_WRITES = (

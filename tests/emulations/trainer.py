@@ -47,10 +47,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .gitops import applied, reapply_write
-from .kit import put_event
+from .kit import Controller, put_event
 from .later import Emulated, LaterWrite
 from .trainer_runtime import GROUP, RUNTIME_PLURALS, build_jobset, pod_group, runtime_info, runtime_ref, trainjob_jobset
-from admit.testing.fake_kube import AdmissionChain, ApiError, Controller, FakeKubeAPI, allowed, denied, patched
+from admit.testing.fake_kube import AdmissionChain, ApiError, FakeKubeAPI, allowed, denied, patched
 
 __all__ = ["TrainerOperator", "install", "is_domain_prefixed_path", "USER", "trainjob_jobset", "runtime_manifest"]
 

@@ -2,7 +2,7 @@
 
 First the pure decisions on ReplicaSets shaped as the Deployment controller creates them, then the fake tier over
 HTTP: the fake kube-apiserver calls admit's webhooks for every write and runs the Deployment controller's
-ReplicaSet part (``FakeKubeAPI(admission=..., deployment_controller=True)``), so a gang Deployment goes through the
+ReplicaSet part (``FakeControlPlane(admission=..., deployment_controller=True)``), so a gang Deployment goes through the
 same chain of admissions as on a real cluster.
 """
 
@@ -22,11 +22,11 @@ from admit.config import Config
 from admit.controller.claims import claim_of
 from admit.webhook.mutate import mutate
 from admit.webhook.admissionreview import dumps, parse_review
-from admit.testing.fake_kube.controllers import pod_template_hash
 from admit.testing.fake_kube import FakeKubeAPI
 from admit.webhook.validate import ScaleCheck, scale_verdict, validate
 from admit.kube.watchcache import Resource
 from tests.helpers import admission_review, eventually, example
+from tests.emulations.kcm import pod_template_hash
 from tests.webhook_stack import fake_cluster
 
 CONFIG = Config()

@@ -316,9 +316,9 @@ async def test_scale_subresource_reads_and_writes_spec_replicas(api, kube):
 
 
 async def test_the_statefulset_controller_deletes_the_highest_ordinals_on_a_scale_down():
-    from admit.testing.fake_kube import FakeKubeAPI
+    from tests.emulations.kcm import FakeControlPlane
 
-    async with FakeKubeAPI(statefulset_controller=True) as api:
+    async with FakeControlPlane(statefulset_controller=True) as api:
         api.put({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "default"},
                  "spec": {"replicas": 4, "podManagementPolicy": "Parallel", "selector": {"matchLabels": {"app": "db"}},
                           "template": {"metadata": {"labels": {"app": "db"}},

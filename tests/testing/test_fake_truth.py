@@ -15,9 +15,9 @@ import pytest
 from kubernetes_asyncio import client as k8s
 
 from admit.config import Config
-from admit.testing.fake_kube.controllers import JOB_INDEX, JOB_TRACKING_FINALIZER, JOB_UID_LABEL
-from admit.testing.fake_defaults import apply_defaults
+from admit.testing.fake_defaults import JOB_UID_LABEL, apply_defaults
 from admit.testing.fake_kube import FakeKubeAPI
+from tests.emulations.kcm import JOB_INDEX, JOB_TRACKING_FINALIZER
 from tests.helpers import eventually, example
 from tests.webhook_stack import fake_cluster
 

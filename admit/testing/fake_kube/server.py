@@ -1,5 +1,5 @@
 """The fake kube-apiserver itself: :class:`FakeKubeAPI`, an aiohttp server with the resource registry, watches,
-garbage collection and the controllers it emulates.
+garbage collection, the namespace controller, and the :class:`Controller` hook other controllers plug into.
 """
 
 from __future__ import annotations
@@ -14,14 +14,12 @@ import random
 import time
 import uuid
 from collections import Counter, deque
-from typing import Any, Callable, Coroutine, Mapping, TypeVar
+from typing import Any, Callable, Coroutine, Mapping, Protocol, TypeVar
 
 from aiohttp import web
 
-from ..fake_defaults import apply_defaults
+from ..fake_defaults import apply_defaults, job_selector_and_labels
 from .admission import REQUEST_WARNINGS, AdmissionChain, warning_headers
-from .controllers import (Controller, DeploymentController, JobController, StatefulSetController,
-                          job_selector_and_labels)
 from .errors import (ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _conflict, _details, _dumps, _forbidden,
                      _invalid, _json_response, _not_found, status_object)
 from .objects import _GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch
@@ -35,6 +33,24 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: What ``GET /version`` answers.
 VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-fake", "gitCommit": "fake", "gitTreeState": "clean",
            "buildDate": "2024-01-01T00:00:00Z", "goVersion": "go1.22.0", "compiler": "gc", "platform": "linux/amd64"}
+
+
+class Controller(Protocol):
+    """What :class:`FakeKubeAPI` calls on a controller added with :meth:`~FakeKubeAPI.add_controller`: your own, or
+    an operator's or kube-controller-manager's emulation (this repository's ``tests/emulations``)."""
+
+    def observe(self, rt: ResourceType, ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
+        """A write was committed (``obj``: the new object, None when deleted; ``old``: the previous one, None when
+        created); called in the server's event loop, so it must not block (start a task)."""
+
+    @property
+    def busy(self) -> bool:
+        """A sync is running or queued (:meth:`FakeKubeAPI.settle` waits until no controller is busy)."""
+
+    def stop(self) -> None:
+        """Cancel its syncs: the server stops."""
+
+
 _C = TypeVar("_C", bound=Controller)
 
 
@@ -70,29 +86,19 @@ class FakeKubeAPI:
         record_requests: keep ``requests`` (the counters behind ``stats()`` are always kept).
         admission: the :class:`~admission.AdmissionChain` HTTP writes and the controllers' writes go through (None:
             none; it can be set later, before the first write).
-        deployment_controller, job_controller, statefulset_controller: run that controller (``controllers.py``), as
-            ``deployments``, ``jobs``, ``statefulsets``.
         workload_api: also serve ``scheduling.k8s.io`` in this version (:func:`workload_api_resources`); None: not
             served, like a cluster without ``GenericWorkload``.
-        workload_with_job: the ``WorkloadWithJob`` gate: the Job controller makes a Workload and PodGroup per Job
-            (``JobController._scheduling_objects``).
         namespace_lifecycle: a write into a namespace not stored is 404, as the NamespaceLifecycle admission plugin
             answers, and :data:`SYSTEM_NAMESPACES` are stored. Off by default: most tests write where they like.
     """
 
     def __init__(self, *, gc_orphans_after: float | None = None, history_limit: int = 10_000,
                  bookmark_interval: float | None = None, record_requests: bool = True,
-                 admission: AdmissionChain | None = None,
-                 deployment_controller: bool = False, workload_api: str | None = None,
-                 job_controller: bool = False, statefulset_controller: bool = False,
-                 workload_with_job: bool = False, namespace_lifecycle: bool = False) -> None:
+                 admission: AdmissionChain | None = None, workload_api: str | None = None,
+                 namespace_lifecycle: bool = False) -> None:
         self.admission = admission
         #: Every controller syncing on this server's writes (:meth:`add_controller`), in the order registered.
         self.controllers: list[Controller] = []
-        self.deployments = self.add_controller(DeploymentController(self)) if deployment_controller else None
-        self.jobs = self.add_controller(JobController(self)) if job_controller else None
-        self.statefulsets = self.add_controller(StatefulSetController(self)) if statefulset_controller else None
-        self.workload_with_job = workload_with_job
         self.gc_orphans_after = gc_orphans_after
         self.bookmark_interval = bookmark_interval
         self.record_requests = record_requests
@@ -234,15 +240,6 @@ class FakeKubeAPI:
     def _drop(self, rt: ResourceType) -> None:
         self._registry.pop(rt.key, None)
         self._data.pop(rt.key, None)
-
-    def workload_with_job_version(self) -> str | None:
-        """The served Workload API version the emulated Job controller writes with ``workload_with_job`` (the newest
-        served: ``v1``, ``v1beta1``, ``v1alpha3``, then ``v1alpha2``), or None (gate off, or nothing served)."""
-        if not self.workload_with_job:
-            return None
-        served = {rt.version for rt in self._registry.values() if rt.group == "scheduling.k8s.io"
-                  and rt.plural == "podgroups"}
-        return next((v for v in ("v1", "v1beta1", "v1alpha3", "v1alpha2") if v in served), None)
 
     @property
     def resources(self) -> list[ResourceType]:

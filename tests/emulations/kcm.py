@@ -1,27 +1,75 @@
-"""kube-controller-manager's Deployment, Job and StatefulSet controllers for :class:`FakeKubeAPI` (each off unless
-asked for), and :class:`Controller`, on which an operator emulation (``tests/emulations``) is built too. Their writes
-go through admission with their ``userInfo``; a refused one is a Warning Event on the object synced and an entry of
-``errors``. docs/fake-api.md lists what each does and does not emulate.
+"""kube-controller-manager's Deployment, Job and StatefulSet controllers for the fake API, and
+:class:`FakeControlPlane`, the fake with them (each off unless asked for). Test code, not in admit's wheel: nothing
+admit ships runs them (``admit serve --dev`` runs the fake API alone). Their writes go through admission with their
+``userInfo``; a refused one is a Warning Event on the object synced and an entry of ``errors``. docs/fake-api.md
+lists what each does and does not emulate.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-from .errors import ApiError
-from .objects import _GENERATE_CHARS, _now
+from .kit import Controller
+from admit.testing.fake_kube import ApiError, FakeKubeAPI
+from admit.testing.fake_kube.objects import _GENERATE_CHARS, _now
 
-if TYPE_CHECKING:
-    from .resources import JSON, ResourceType
-    from .server import FakeKubeAPI
+__all__ = ["FakeControlPlane", "DeploymentController", "JobController", "StatefulSetController", "running",
+           "ensure_running", "pod_template_hash", "CONTROLLER_USER", "JOB_CONTROLLER_USER", "JOB_INDEX",
+           "JOB_TRACKING_FINALIZER"]
 
-__all__ = ["Controller", "DeploymentController", "JobController", "StatefulSetController", "pod_template_hash",
-           "job_selector_and_labels", "CONTROLLER_USER", "JOB_CONTROLLER_USER"]
+JSON = dict[str, Any]
+_C = TypeVar("_C", bound=Controller)
+
+
+class FakeControlPlane(FakeKubeAPI):
+    """:class:`FakeKubeAPI` with kube-controller-manager's workload controllers, each off unless asked for.
+
+    Args:
+        deployment_controller, job_controller, statefulset_controller: run that controller, as :attr:`deployments`,
+            :attr:`jobs`, :attr:`statefulsets`.
+        workload_with_job: the ``WorkloadWithJob`` gate: the Job controller makes a Workload and PodGroup per Job
+            (``JobController._scheduling_objects``).
+        options: :class:`FakeKubeAPI`'s.
+    """
+
+    def __init__(self, *, deployment_controller: bool = False, job_controller: bool = False,
+                 statefulset_controller: bool = False, workload_with_job: bool = False, **options: Any) -> None:
+        super().__init__(**options)
+        if deployment_controller:
+            self.add_controller(DeploymentController(self))
+        if job_controller:
+            self.add_controller(JobController(self, workload_with_job=workload_with_job))
+        if statefulset_controller:
+            self.add_controller(StatefulSetController(self))
+
+    @property
+    def deployments(self) -> "DeploymentController | None":
+        return running(self, DeploymentController)
+
+    @property
+    def jobs(self) -> "JobController | None":
+        return running(self, JobController)
+
+    @property
+    def statefulsets(self) -> "StatefulSetController | None":
+        return running(self, StatefulSetController)
+
+
+def running(api: FakeKubeAPI, kind: type[_C]) -> _C | None:
+    """The controller of class ``kind`` running on ``api`` (the first added), or None."""
+    return next((c for c in api.controllers if isinstance(c, kind)), None)
+
+
+def ensure_running(api: FakeKubeAPI, kind: type[_C]) -> _C:
+    """The controller of class ``kind`` running on ``api``, added when none runs (for an operator emulation whose
+    pods kube-controller-manager makes: JobSet's and the mpi-operator's Jobs, LWS's StatefulSets)."""
+    found = running(api, kind)
+    return found if found is not None else api.add_controller(kind(api))
+
 
 CONTROLLER_USER = {"username": "system:serviceaccount:kube-system:deployment-controller",
                    "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
@@ -87,108 +135,6 @@ def pod_from_template(owner: JSON, api_version: str, kind: str, meta: JSON, labe
         pod_meta["annotations"] = {**(tmeta.get("annotations") or {}), **(annotations or {})}
     pod_meta["ownerReferences"] = [controller_ref(api_version, kind, owner)]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template.get("spec") or {}}
-
-
-class Controller:
-    """One sync task per object key, as a controller's work queue: a write during a sync makes it run once more.
-
-    Subclasses define ``_sync(namespace, name)`` and either ``watches`` (the ``(group, version, plural)`` whose
-    writes sync the written object's key) or :meth:`observe` (to map a write of another kind onto the key of the
-    object it belongs to, as a controller's ``Watches(..., EnqueueRequestForOwner)``). Register with
-    :meth:`FakeKubeAPI.add_controller`."""
-
-    what = "controller"
-    #: ``source.component`` of the Warning Events it records (``events.EventRecorder``'s component).
-    component = "controller"
-    watches: tuple[tuple[str, str, str], ...] = ()
-
-    def __init__(self, api: "FakeKubeAPI") -> None:
-        self.api = api
-        self.errors: list[tuple[str, str, str]] = []
-        self._running: dict[tuple[str, str], asyncio.Task] = {}
-        self._dirty: set[tuple[str, str]] = set()
-
-    #: A Pod this kind controls syncs its owner when it is deleted, or also updated with ``pod_updates``.
-    pod_owner: str | None = None
-    pod_updates = False
-
-    def observe(self, rt: "ResourceType", ns: str, name: str, obj: JSON | None, old: JSON | None = None) -> None:
-        """A write was committed (``obj``: the new object, None when deleted; ``old``: the previous one, None when
-        created): sync ``(ns, name)`` when ``rt`` is watched, or a Pod's :attr:`pod_owner`."""
-        if rt.key == ("", "v1", "pods") and old is not None and (obj is None or self.pod_updates):
-            for ref in old["metadata"].get("ownerReferences") or []:
-                if ref.get("controller") and ref.get("kind") == self.pod_owner:
-                    self.changed(ns, ref["name"])
-        elif obj is not None and rt.key in self.watches:
-            self.changed(ns, name)
-
-    def changed(self, ns: str, name: str) -> None:
-        """An object was written: sync it (at most one sync per object at a time; a write during a sync makes it
-        run once more)."""
-        key = (ns, name)
-        if key in self._running:
-            self._dirty.add(key)
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._running[key] = loop.create_task(self._run(key))
-
-    @property
-    def busy(self) -> bool:
-        """A sync is running or queued."""
-        return bool(self._running)
-
-    async def idle(self, timeout: float = 10.0) -> None:
-        """Wait until no sync is running (tests)."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while self._running:
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"the fake {self.what} is still syncing")
-            await asyncio.sleep(0.005)
-
-    def stop(self) -> None:
-        for task in self._running.values():
-            task.cancel()
-        self._running.clear()
-
-    async def _run(self, key: tuple[str, str]) -> None:
-        try:
-            while True:
-                self._dirty.discard(key)
-                await self._sync(*key)
-                if key not in self._dirty:
-                    return
-        finally:
-            self._running.pop(key, None)
-
-    async def _sync(self, ns: str, name: str) -> None:
-        raise NotImplementedError
-
-    def _refused(self, owner: JSON, reason: str, message: str) -> None:
-        """A write refused while syncing ``owner`` (a stored object): kept in :attr:`errors` as ``(namespace, name,
-        message)`` and recorded as a Warning Event ``reason`` on ``owner``, as the controller's recorder does."""
-        meta = owner["metadata"]
-        ns, name = meta.get("namespace", ""), meta["name"]
-        self.errors.append((ns, name, message))
-        self.api.put({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}.", "namespace": ns},
-                      "involvedObject": {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": name,
-                                         "namespace": ns, "uid": meta["uid"]},
-                      "reason": reason, "message": message, "type": "Warning",
-                      "source": {"component": self.component}})
-
-    def _live(self, api_version: str, plural: str, ns: str, name: str) -> JSON | None:
-        """The stored object, or None when it is absent or being deleted (a controller leaves it alone then)."""
-        obj = self.api._bucket(self.api.resource_type(api_version, plural)).get((ns, name))  # noqa: SLF001
-        return None if obj is None or obj["metadata"].get("deletionTimestamp") else obj
-
-    def _owned(self, api_version: str, plural: str, ns: str, uid: str) -> list[JSON]:
-        """The objects of ``plural`` in ``ns`` whose controller ownerReference names ``uid``."""
-        bucket = self.api._bucket(self.api.resource_type(api_version, plural))  # noqa: SLF001
-        return [obj for (ons, _), obj in bucket.items()
-                if ons == ns and any(r.get("controller") and r.get("uid") == uid
-                                     for r in obj["metadata"].get("ownerReferences") or [])]
 
 
 class DeploymentController(Controller):
@@ -308,45 +254,40 @@ def _condition(type_: str, reason: str, message: str, now: str) -> JSON:
     return {"type": type_, "status": "True", "reason": reason, "message": message, "lastProbeTime": now,
             "lastTransitionTime": now}
 
-JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
-
-
-def job_selector_and_labels(job: JSON) -> None:
-    """The Job strategy's ``PrepareForCreate`` (``pkg/registry/batch/job/strategy.go`` ``generateSelector``): unless
-    ``spec.manualSelector``, the template gets ``batch.kubernetes.io/controller-uid`` and ``batch.kubernetes.io/
-    job-name`` (and the legacy ``controller-uid`` and ``job-name``), and ``spec.selector`` matches the uid. Needs
-    ``metadata.uid``; changes ``job`` in place."""
-    spec = job.get("spec")
-    if not isinstance(spec, dict) or spec.get("manualSelector"):
-        return
-    uid, name = job["metadata"]["uid"], job["metadata"].get("name", "")
-    template = spec.setdefault("template", {})
-    if not isinstance(template, dict):
-        return
-    labels = template.setdefault("metadata", {}).setdefault("labels", {})
-    labels.update({JOB_UID_LABEL: uid, JOB_NAME_LABEL: name, "controller-uid": uid, "job-name": name})
-    if not spec.get("selector"):
-        spec["selector"] = {"matchLabels": {JOB_UID_LABEL: uid}}
 
 
 class JobController(Controller):
     """kubernetes ``pkg/controller/job/job_controller.go`` for a Job that is not suspended (docs/fake-api.md: what
     it does, what it leaves out): the Pods of ``manageJob`` (``podControl.CreatePodsWithGenerateName``; an Indexed
     Job's index annotation, label and hostname as ``addCompletionIndexEnvVariables``/``podGenerator``) with the
-    template's labels (:func:`job_selector_and_labels`), the ``batch.kubernetes.io/job-tracking`` finalizer and a
-    controller ownerReference; a refused one is a Warning Event ``FailedCreate`` and ``(namespace, job, message)`` in
-    ``errors``, retried when one of the Job's Pods changes (``updatePod``). A Pod a test finishes (``status.phase``,
-    as a kubelet would) is counted and replaced as ``syncJob`` and ``manageJob`` do (``wantActive``,
-    ``backoffLimit``, the ``Complete`` and ``Failed`` conditions).
+    template's labels (kube-apiserver's ``fake_defaults.job_selector_and_labels``), the
+    ``batch.kubernetes.io/job-tracking`` finalizer and a controller ownerReference; a refused one is a Warning Event
+    ``FailedCreate`` and ``(namespace, job, message)`` in ``errors``, retried when one of the Job's Pods changes
+    (``updatePod``). A Pod a test finishes (``status.phase``, as a kubelet would) is counted and replaced as
+    ``syncJob`` and ``manageJob`` do (``wantActive``, ``backoffLimit``, the ``Complete`` and ``Failed`` conditions).
     """
 
     what = "Job controller"
     component = "job-controller"
     watches = (("batch", "v1", "jobs"),)
     pod_owner, pod_updates = "Job", True  # updatePod / deletePod enqueue the Job: a refused Pod is retried then
+
+    def __init__(self, api: "FakeKubeAPI", *, workload_with_job: bool = False) -> None:
+        super().__init__(api)
+        #: The ``WorkloadWithJob`` gate: a Workload and PodGroup per Job (:meth:`_scheduling_objects`).
+        self.workload_with_job = workload_with_job
+
+    def workload_with_job_version(self) -> str | None:
+        """The served Workload API version it writes with ``workload_with_job`` (the newest served: ``v1``,
+        ``v1beta1``, ``v1alpha3``, then ``v1alpha2``), or None (gate off, or nothing served)."""
+        if not self.workload_with_job:
+            return None
+        served = {rt.version for rt in self.api.resources if rt.group == "scheduling.k8s.io"
+                  and rt.plural == "podgroups"}
+        return next((v for v in ("v1", "v1beta1", "v1alpha3", "v1alpha2") if v in served), None)
 
     async def _sync(self, ns: str, name: str) -> None:
         api = self.api
@@ -409,7 +350,7 @@ class JobController(Controller):
         UNCONFIRMED: that the pods name the PodGroup in ``spec.schedulingGroup`` (the pod-creation code was not read).
         """
         api = self.api
-        version = api.workload_with_job_version()
+        version = self.workload_with_job_version()
         spec = job.get("spec") or {}
         template_spec = (spec.get("template") or {}).get("spec") or {}
         if version is None or template_spec.get("schedulingGroup") is not None:
