@@ -75,8 +75,9 @@ async def serve_dev(args: argparse.Namespace, config: Config) -> None:
     args.shutdown_delay = 0.0
     chain, chain_note = dev_admission_chain(f"https://{args.host}:{args.port}", paths["ca.crt"])
     # As a cluster: writes into a namespace that does not exist are refused (NamespaceLifecycle), and warnings come
-    # back as Warning headers (kubectl prints them)
-    async with FakeKubeAPI(bookmark_interval=DEV_BOOKMARK_SECONDS, admission=chain, namespace_lifecycle=True) as fake:
+    # back as Warning headers (kubectl prints them). It runs until Ctrl-C: the requests are counted, not kept.
+    async with FakeKubeAPI(bookmark_interval=DEV_BOOKMARK_SECONDS, admission=chain, namespace_lifecycle=True,
+                           record_requests=False) as fake:
         args.api_server = fake.url
         examples = walkthrough_folder()
         stored = store_walkthrough_workloads(fake, config, examples) if examples else []

@@ -304,6 +304,40 @@ async def test_serve_dev_runs_against_the_in_repo_fake_api_without_a_cluster(tmp
     assert proc.returncode == 0, log
 
 
+async def test_serve_dev_keeps_only_the_counts_of_the_requests_it_receives_not_each_request_and_its_body(
+        tmp_path, monkeypatch):
+    # admit serve --dev runs until Ctrl-C: a request log (every request, with its body) would grow for as long as it
+    # runs. Here admit serve's place is taken by a client that reads the fake, as admit's caches list and watch it.
+    import argparse
+
+    import admit.cli.serve
+    import admit.testing.fake_kube
+    from admit.cli.dev import serve_dev
+    from admit.config import Config
+
+    made: list[FakeKubeAPI] = []
+
+    class Kept(FakeKubeAPI):
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            made.append(self)
+
+    async def a_client_of_the_fake(args: argparse.Namespace, config: Config) -> None:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(3):
+                async with session.get(f"{args.api_server}/apis/apps/v1/namespaces/default/deployments") as r:
+                    assert r.status == 200
+
+    monkeypatch.setattr(admit.testing.fake_kube, "FakeKubeAPI", Kept)
+    monkeypatch.setattr(admit.cli.serve, "serve", a_client_of_the_fake)
+    certs = tmp_path / "certs"
+    await serve_dev(argparse.Namespace(tls_cert_file=str(certs / "tls.crt"), tls_key_file=str(certs / "tls.key"),
+                                       host="127.0.0.1", port=free_port()), Config())
+    [fake] = made
+    assert fake.stats()["counts"] == {"GET deployments": 3}  # what /_fake/stats answers stays
+    assert fake.requests == []
+
+
 async def test_the_readme_dev_walkthrough_answers_as_written_for_a_reader_who_pauses(tmp_path):
     # README "Try it without a cluster": source certs/dev.env; the fake holds the example Deployments pause, web and
     # batch-workers (stored as kube-apiserver stores them after admission), so their PodGroups are claimed and stay;
