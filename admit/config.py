@@ -33,14 +33,11 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "admit"
 COSCHEDULING = "coscheduling"
 WORKLOAD_API = "workload-api"
-#: The gang backend whose objects and pod fields the ``pod_group_*`` settings of :class:`Config` describe (the
-#: scheduler-plugins PodGroup, its API group and the pod-group label ``pod_group_label``): the backend of a plan that
-#: joins a group by that label and of a PodGroup an operator makes itself (a pod joiner's plan, ``GangPlan.backend``'s
-#: default; Spark's pods, ``WorkloadKind.allowed_backends``; the training-operator's own PodGroup), so that the
-#: families and the model name the label's backend, not a backend.
+#: The gang backend the ``pod_group_*`` settings of :class:`Config` describe (the scheduler-plugins PodGroup and its
+#: pod-group label): that of a plan joining a group by that label or of a PodGroup an operator makes (a pod joiner's
+#: plan, ``GangPlan.backend``'s default; Spark's pods; the training-operator's own PodGroup).
 POD_GROUP_BACKEND = COSCHEDULING
-#: The gang backends admit ships (``admit/backends/registry.py`` ``BACKENDS`` holds them and any registered one): what
-#: a :class:`Config` built without the registry knows (``Config.known_backends``).
+#: The gang backends admit ships: what a :class:`Config` built without the registry knows (``Config.known_backends``).
 BUILTIN_BACKENDS = (COSCHEDULING, WORKLOAD_API)
 #: ``group -> {name: "module:attribute"}``: the entry points pyproject.toml declares for the built-in backends (the
 #: pure half, ``admit.gang_backends``; the API half, ``admit.gang_backend_apis``), which ``backends.common.installed``
