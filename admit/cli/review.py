@@ -5,10 +5,9 @@ Input (:func:`load_documents`): files or directories (``*.yaml``, ``*.yml``, ``*
 answered as the server would answer it; any other object is reviewed as a CREATE (:func:`manifest_request`; its
 uid, and so any generated name, derived from its file and position: the same input gives the same output).
 
-Each object goes through the same code as the server (:func:`review_documents`): ``/mutate``, the patch applied with
-``jsonpatch``, a ``generateName`` filled in as kube-apiserver does between the two phases, then ``/validate``.
-PodGroups are "created" in an in-memory store (:class:`OfflineKube`), which also serves the other input objects, so
-a ``deployments/scale`` review finds its Deployment among the inputs.
+Each object goes through the same code as the server (:func:`review_documents`): ``/mutate``, the patch applied, a
+``generateName`` filled in as kube-apiserver does between the two phases, then ``/validate``, against an in-memory
+store of the inputs and the gang objects made so far (:class:`OfflineKube`).
 """
 
 from __future__ import annotations
@@ -45,8 +44,7 @@ class InputError(Exception):
 
 
 def _unreadable(errors: list[str] | None, message: str) -> None:
-    """Report ``message`` (``"<file>: <reason>"``) in ``errors`` when the caller collects them, else raise it as
-    :class:`InputError`."""
+    """Append ``message`` (``"<file>: <reason>"``) to ``errors`` when given, else raise it as :class:`InputError`."""
     if errors is None:
         raise InputError(message)
     errors.append(message)
@@ -118,9 +116,8 @@ class OfflineKube:
         self.objects[key] = obj
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """``GroupCache`` view of the PodGroups of ``--pod-group-api`` reviewed or made so far in this run (so a
-        Spark driver reviewed earlier makes its executors join, as the watch-backed cache does in ``admit
-        serve``)."""
+        """``GroupCache`` view of the PodGroups of ``--pod-group-api`` reviewed or made so far in this run (a Spark
+        driver reviewed earlier makes its executors join, as in ``admit serve``)."""
         c = self.config
         return self.objects.get((c.pod_group_group, c.pod_group_plural, namespace, name))
 
@@ -186,9 +183,7 @@ class Skipped:
     files: list[str] = dataclasses.field(default_factory=list)
     documents: list[str] = dataclasses.field(default_factory=list)
     empty: list[str] = dataclasses.field(default_factory=list)
-    #: ``"<folder>: 2 sub-folders not read (a/, b/; -R reads them)"``: a folder read without ``-R`` that holds
-    #: sub-folders ``-R`` would read (:func:`unread_folders`), as ``kubectl apply -f DIR`` without ``-R`` leaves them;
-    #: a note on stderr, never a failure (not under ``--strict`` either), not counted in the summary.
+    #: :func:`unread_folders`' notes: on stderr, never a failure (not under ``--strict`` either), not in the summary.
     folders: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
@@ -226,10 +221,9 @@ UNREAD_FOLDERS_NAMED = 3
 
 
 def unread_folders(arg: str, folder: Path) -> str:
-    """The note on a folder read without ``-R``: ``"examples/: 1 sub-folder not read (denied/; -R reads them)"``,
-    naming up to :data:`UNREAD_FOLDERS_NAMED` of the sub-folders :func:`_walk` would descend into (not hidden
-    folders, virtualenvs or :data:`SKIPPED_FOLDERS`), sorted; ``""`` when there are none. ``arg`` is the path as
-    given. ``kubectl apply -f DIR`` without ``-R`` reads no sub-folder either; this says so instead of nothing.
+    """The note on a folder read without ``-R`` (as ``kubectl apply -f DIR``, which says nothing): ``"examples/: 1
+    sub-folder not read (denied/; -R reads them)"``, naming up to :data:`UNREAD_FOLDERS_NAMED` of the sub-folders
+    :func:`_walk` would descend into, sorted; ``""`` when there are none. ``arg`` is the path as given.
 
     Raises:
         OSError: ``folder`` cannot be listed."""
@@ -329,7 +323,7 @@ class StrictLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no ty
     """``yaml.SafeLoader`` that refuses a mapping key given twice, as kubectl does (sigs.k8s.io/yaml's strict
     decoding: ``mapping key "replicas" already defined at line 8``). PyYAML keeps the last value silently, so two
     manifests concatenated without ``---`` would read as one object, the first one lost. A key a merge (``<<:``)
-    brings in may be overridden, as YAML allows. Only the check is added: the same parser and constructors.
+    brings in may be overridden, as YAML allows.
 
     Raises (from ``yaml.load_all``): ``yaml.constructor.ConstructorError`` naming the key and both lines (1-based:
     ``line 8: mapping key "replicas" already defined at line 6``).
@@ -508,8 +502,7 @@ def _fill_generated_name(req: AdmissionRequest, obj: dict[str, Any] | None) -> A
 def manifest_request(doc: dict[str, Any], uid: str | None = None,
                      namespace: str = DEFAULT_NAMESPACE) -> AdmissionRequest:
     """The CREATE AdmissionRequest kube-apiserver would send for manifest ``doc`` (not a dry run; ``uid`` random
-    unless given; namespace ``namespace`` when the manifest has none, as ``kubectl apply -n`` (``"default"`` as
-    without ``-n``), ``metadata.namespace`` when it has one, and none for a cluster-scoped kind)."""
+    unless given; its namespace :func:`_namespace_of` with ``namespace``, the run's ``-n``)."""
     api_version = str(doc.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
     kind = str(doc.get("kind", ""))
@@ -611,13 +604,10 @@ def _result(source: str, req: AdmissionRequest, obj: dict[str, Any] | None, muta
         # an allowed answer's message is its notes joined (webhook.validate): shown once, as notes
         "message": "" if decision.allowed and decision.message == "; ".join(decision.notes) else decision.message,
         "warnings": mutation.warnings + [w for w in decision.warnings if w not in mutation.warnings],
-        # a refused object is not mutated (its patch is not shown either): the mutation's notes say what
-        # admit does with an admitted one (its PodGroup, its labels), not true of a refusal
+        # the mutation's notes say what admit does with an admitted object (its PodGroup, its labels)
         "notes": (mutation.notes if decision.allowed else [])
         + [n for n in decision.notes if n not in mutation.notes],
         "acceptedWarnings": [],
-        # kube-apiserver applies no patch to a refused object and stores nothing, as `kubectl apply
-        # --dry-run=server` prints only the refusal: neither is shown
         "patch": mutation.patch if decision.allowed else [],
         "object": obj if decision.allowed else None,
         "podGroups": decision.pod_groups,
@@ -653,11 +643,9 @@ def _unseen_read(req: AdmissionRequest, store: OfflineKube, config: Config,
                  source: str) -> tuple[str, list[str], str, str] | None:
     """When the validating admission of ``req`` reads another object that is not among the reviewed inputs (the
     runtime of a TrainJob, ``WorkloadKind.admission_read``; the workload a Scale or HorizontalPodAutoscaler
-    scales): ``(its reference, the warnings admission gives when it is not found, the warning admit review gives
-    instead, a note with the kubectl command that brings it in)``, else ``None``. In a cluster admit reads that
-    object and may refuse ``req`` on it, so the review cannot tell its verdict: the warning leads with reviewing the
-    two together; the note pipes the cluster's copy in with ``req``'s file (``source``). Pure:
-    ``webhook.validate.validate`` says what the admission reads."""
+    scales), on which a cluster's verdict rests: ``(its reference, the warnings admission gives when it is not
+    found, the warning admit review gives instead, a note piping the cluster's copy in with ``source``)``, else
+    ``None``. Pure: ``webhook.validate.validate`` says what the admission reads."""
     try:
         verdict = pure_verdict(req, config)
     except Exception:  # noqa: BLE001 - admission.validate answered it already; nothing read
@@ -756,9 +744,8 @@ def accept_warnings(results: list[dict[str, Any]], patterns: list[str]) -> None:
 
 
 def _user_keys(doc: dict[str, Any], config: Config) -> bool:
-    """``doc``'s ``metadata.annotations`` hold a key under admit's prefix that a user writes: not one of admit's own
-    bookkeeping keys (``plan.BOOKKEEPING_ANNOTATIONS``: the ``owner`` and ``workload-generation`` on a PodGroup admit
-    made, as ``kubectl get podgroups -o yaml`` prints it). Labels (``gang.admit.dev/managed``) are not looked at."""
+    """``doc``'s ``metadata.annotations`` hold a key under admit's prefix that a user writes, not one of
+    ``plan.BOOKKEEPING_ANNOTATIONS`` (as on a PodGroup admit made). Labels are not looked at."""
     annotations = get_path(doc, ("metadata", "annotations"))
     if not isinstance(annotations, dict):
         return False
@@ -780,10 +767,8 @@ def handled_kinds(config: Config) -> str:
 
 
 def _unhandled_kind_warnings(doc: dict[str, Any], kind: str, config: Config) -> tuple[list[str], list[str]]:
-    """``(warnings, notes)``: why a gang annotation on a kind admit does not handle does nothing (the webhook is
-    never called for it), naming the kind with its apiVersion (a ``batch.volcano.sh/v1alpha1`` Job is not the
-    ``batch/v1`` Job admit handles); the note lists the kinds admit handles, by group. Called for a document with
-    admit's annotations (:func:`_user_keys`)."""
+    """``(warnings, notes)``: why admit's annotations (:func:`_user_keys`) on a kind it does not handle do nothing
+    (the webhook is never called for it), naming the kind's apiVersion; the note lists :func:`handled_kinds`."""
     if not kind:
         return ["add kind and apiVersion: this document is not a Kubernetes object admit can review"], []
     api_version = str(doc.get("apiVersion") or "")[:80]
@@ -862,13 +847,6 @@ def _group_label(obj: Any, depth: int = 0) -> str | None:
     return None
 
 
-def _group_of(r: dict[str, Any]) -> tuple[str, str]:
-    """``(group name, minMember)`` of a result for the one-line view (its ``group`` and ``minMember``); ``"-"``
-    where there is none."""
-    group, size = r.get("group"), r.get("minMember")
-    return str(group or "-"), str("-" if size is None else size)
-
-
 def verdict_of(r: dict[str, Any]) -> str:
     """``ALLOWED``, ``DENIED``, or ``UNCHECKED``: allowed on the files reviewed, but decided in a cluster by an object
     that is not among them (``unchecked``, :func:`_unseen_read`)."""
@@ -879,13 +857,11 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None,
     """The default ``admit review`` view: one line per object (verdict, kind/name, PodGroup, minMember, and for a
     refusal its reason, for a warning the first warning), then a summary. A message is never cut: the first one
     ends its row whole, any further warning gets a line of its own under the row, indented to the message column
-    (a terminal wraps a long line; a CI log keeps it whole). ``-v`` gives :func:`format_text` (notes
-    too), ``-o yaml``/``-o json`` everything. With no result, the summary alone (no header row, no pointer to
-    details)."""
+    (a terminal wraps a long line; a CI log keeps it whole). With no result, the summary alone."""
     rows = []
     below: list[list[str]] = []
     for r in results:
-        group, min_member = _group_of(r)
+        group, min_member = str(r.get("group") or "-"), str("-" if r.get("minMember") is None else r["minMember"])
         note, more = "", []
         scale = r.get("scaleOf")
         if not r["allowed"]:
