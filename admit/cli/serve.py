@@ -34,20 +34,11 @@ from ..eventloop import listen_url
 from ..webhook.admission import Admission, GroupCache
 from ..backends.runtime import APIS
 from ..config import Config
-from ..webhook.connections import (
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_QUIET_SECONDS,
-    ConnectionGuard,
-    GuardedSite,
-)
+from ..webhook.connections import DEFAULT_QUIET_SECONDS, ConnectionGuard, GuardedSite
 from ..kube.client import KubeAPI, load_api_client, resolve_proxy_once
 from ..webhook.app import create_server
 
-__all__ = ["serve", "api_client_for", "start_backends", "shut_down", "DEFAULT_DRAIN_SECONDS"]
-
-DEFAULT_DRAIN_SECONDS = 10.0
-"""Seconds requests in flight get to finish after SIGTERM (the chart's terminationGracePeriodSeconds is 30)."""
+__all__ = ["serve", "api_client_for", "start_backends", "shut_down"]
 
 log = logging.getLogger("admit.serve")
 
@@ -123,7 +114,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         controller = None
         draining = asyncio.Event()
         checks = [lambda: (not draining.is_set(), "shutting down"), lambda: (provider.ready(), provider.reason())]
-        if getattr(args, "controller", False):
+        if args.controller:
             from ..controller.manager import start_manager
 
             # one gang controller per enabled backend, and what they share (controller/manager.py)
@@ -138,19 +129,17 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
             for name, rediscovery in rediscoveries.items():
                 rediscovery.listeners.append(functools.partial(controller.restart, name))
         # the guard's factory is aiohttp's low-level server, made next around the guard
-        metrics_host, metrics_port = args.host if getattr(args, "metrics_host", None) is None else args.metrics_host, \
-            getattr(args, "metrics_port", 0)
-        guard = ConnectionGuard(lambda: None, getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),  # type: ignore[arg-type, return-value]
+        metrics_host = args.host if args.metrics_host is None else args.metrics_host
+        guard = ConnectionGuard(lambda: None, args.max_connections,  # type: ignore[arg-type, return-value]
                                 config.read_timeout_seconds)
-        server = create_server(admission, checks, guard,
-                               keepalive_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT))
-        drain = getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS)
+        server = create_server(admission, checks, guard, keepalive_timeout=args.idle_timeout)
+        drain = args.drain_seconds
         runner = web.ServerRunner(server, shutdown_timeout=1.0)
         await runner.setup()
         guard.factory = server
         site = GuardedSite(runner, guard, args.host, args.port, ssl_context=provider.ssl_context, backlog=1024,
                            handshake_timeout=config.read_timeout_seconds)
-        if getattr(args, "metrics_port", 0):  # closed after the listener's drain: scrapes see the whole shutdown
+        if args.metrics_port:  # closed after the listener's drain: scrapes see the whole shutdown
             metrics_runner = await metrics.start_metrics_server(args.metrics_port, metrics_host)
             stack.push_async_callback(metrics_runner.cleanup)
         # first to run on exit: stop leading, stop taking requests, drain, close
@@ -165,7 +154,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         log.info(
             "admit serving %s (gang backend %s, scheduler %s, failure mode %s, cert mode %s); metrics %s",
             listen_url("https", args.host, args.port), config.gang_backend, config.scheduler_name, config.failure_mode,
-            args.cert_mode, listen_url("http", metrics_host, args.metrics_port) + "/metrics" if metrics_port else "off",
+            args.cert_mode, listen_url("http", metrics_host, args.metrics_port) + "/metrics" if args.metrics_port else "off",
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -174,7 +163,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
         await stop.wait()
         guard.begin_closing()
         await _release_lease(controller, drain)
-        await _drain_delay(stop, draining, float(getattr(args, "shutdown_delay", 0.0) or 0.0))
+        await _drain_delay(stop, draining, args.shutdown_delay)
         log.info("shutting down")
 
 
