@@ -45,16 +45,14 @@ def _non_negative_float(text: str) -> float:
 
 
 def _backend_names() -> tuple[str, ...]:
-    """The gang backends ``--gang-backend`` and ``--extra-gang-backend`` accept: ``registry.BACKENDS``, the built-ins
-    and any added with ``registry.register`` before the parser is built."""
+    """``--gang-backend``'s and ``--extra-gang-backend``'s choices: ``registry.BACKENDS`` when the parser is built."""
     from ..backends.registry import BACKENDS
 
     return tuple(BACKENDS)
 
 
 def _backend_help() -> str:
-    """``name (description), ...`` of every backend in ``registry.BACKENDS`` (``GangBackend.description``), for
-    ``--gang-backend``'s help: ``coscheduling (scheduler-plugins PodGroup, ...) or workload-api (...)``."""
+    """``--gang-backend``'s help of ``registry.BACKENDS``: ``coscheduling (<description>) or workload-api (...)``."""
     from ..backends.registry import BACKENDS
 
     named = [f"{b.name} ({b.description})" for b in BACKENDS.values()]
@@ -259,8 +257,7 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                     "naming that object and a note with the kubectl get that pipes your cluster's copy in "
                     "(kubectl get clustertrainingruntimes NAME -o yaml | admit review - FILE).",
     )
-    # "*", not "+": a missing path is refused in main() after an unknown flag is (argparse checks required positionals
-    # first, so `admit review --bogus` said "the following arguments are required" instead of naming --bogus)
+    # "*", not "+": _parse refuses a missing path after an unknown flag (argparse checks required positionals first)
     review.add_argument("paths", nargs="*", metavar="FILE|DIR|-",
                         help="YAML/JSON files or directories; - reads standard input (kubectl get -o yaml | ...)")
     review.add_argument("-n", "--namespace", type=_namespace_name, default="default",
@@ -480,8 +477,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _missing_certificates_hint(args: argparse.Namespace) -> str:
     """What to run when ``admit serve`` (``--cert-mode files``, not ``--dev``) finds no serving pair at
-    ``--tls-cert-file`` / ``--tls-key-file``: ``admit certs`` writes a development pair there, ``admit serve --dev``
-    needs neither a pair nor a cluster. ``""`` when both files exist (then the pair itself is wrong)."""
+    ``--tls-cert-file`` / ``--tls-key-file``; ``""`` when both files exist (then the pair itself is wrong)."""
     if args.dev or args.cert_mode != "files":
         return ""
     if os.path.exists(args.tls_cert_file) and os.path.exists(args.tls_key_file):
@@ -495,8 +491,8 @@ def _missing_certificates_hint(args: argparse.Namespace) -> str:
 def _review_args(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace) -> argparse.Namespace:
     """``admit review``'s arguments; with ``--values FILE``, parsed again with the serve flags the chart gives for FILE
     (``values.serve_flags``) before the command line's own, so that those add to or override them. Refused as argparse
-    refuses any wrong argument (usage and exit 2): a FILE that cannot be read or holds a value of the wrong type, and
-    ``--no-objects`` without ``-v`` or with ``-o json/yaml`` (there it would do nothing)."""
+    refuses any wrong argument (usage and exit 2): a bad FILE (``values.ValuesError``), and ``--no-objects`` without
+    ``-v`` or with ``-o json/yaml``."""
     from .values import ValuesError, load_values, serve_flags
 
     review = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["review"]
@@ -514,10 +510,9 @@ def _review_args(parser: argparse.ArgumentParser, argv: list[str], args: argpars
 
 
 def _parse(parser: argparse.ArgumentParser, arguments: list[str]) -> argparse.Namespace:
-    """``parser.parse_args(arguments)``, but an argument no command takes is refused by its command's parser:
-    ``usage: admit review ...`` and ``admit review: error: unrecognized arguments: --bogus``, exit 2 (argparse's own
-    words, as for any wrong argument), before a missing command or ``admit review``'s missing path is. Raises
-    ``SystemExit(2)``."""
+    """``parser.parse_args(arguments)``, but an argument no command takes is refused by its command's parser
+    (``admit review: error: unrecognized arguments: --bogus``, argparse's words), before a missing command or ``admit
+    review``'s missing path is. Raises ``SystemExit(2)``."""
     args, extra = parser.parse_known_args(arguments)
     if args.command is None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}" if extra

@@ -1,11 +1,5 @@
-"""``admit status``: read pods, scheduling events, gang workloads and nodes, and each gang backend's objects; print
-one line per gang.
-
-The objects every diagnosis reads are listed here once (``backends.status.Listed``), with the pods each gang
-workload asks for as admission counts them (:func:`workload_sizes`); then the status part of every registered
-backend that has one (``runtime.BackendAPI.status``, ``admit/backends/status.py``) and is enabled or asked for
-(:func:`wanted_backends`) lists its own objects and diagnoses its gangs, and their rows make one table. This module
-names no backend. Lists that RBAC forbids or the cluster does not serve are left out with a note on standard error.
+"""``admit status``: read pods, scheduling events, gang workloads and nodes once (:func:`list_shared`), and each
+wanted gang backend's objects and diagnosis (:func:`collect`); print one line per gang. This module names no backend.
 """
 
 from __future__ import annotations
