@@ -222,7 +222,7 @@ def api_errors(what: str, timeout: float | None = None) -> Iterator[None]:
 class KubeRaw:
     """Kubernetes REST calls in plain dicts (so admit's pure resolvers read stored objects as they read
     AdmissionReview objects) over a ``kubernetes_asyncio`` ``ApiClient`` (its configuration gives the server,
-    credentials and TLS). Every call raises :class:`KubeError` (status 0 for timeouts and connection errors).
+    credentials and TLS). Every call raises :class:`KubeError`.
 
     Attributes:
         writes: successful writes counted by ``"<METHOD> <plural>"`` (``"PATCH podgroups"``, ``"PUT leases"``), for
@@ -239,10 +239,10 @@ class KubeRaw:
                       what: str | None = None) -> Any:
         """One request; returns the decoded JSON answer (a dict for every Kubernetes verb).
 
-        The body is read raw and decoded with ``jsonio.loads`` (orjson when installed: ``ControllerSettings`` has
-        the measurement). A non-2xx answer raises ``KubeError`` as every call does (:func:`api_errors`; ``what`` starts its message,
-        default ``"<method> <path>"``), a 2xx body that is not JSON ``KubeError`` reason ``BadResponse``; a throttled
-        answer is retried within ``timeout`` seconds (:func:`call_with_retries`).
+        The body is read raw and decoded with ``jsonio.loads`` (orjson when installed). A non-2xx answer raises
+        ``KubeError`` (:func:`api_errors`; ``what`` starts its message, default ``"<method> <path>"``), a 2xx body
+        that is not JSON ``KubeError`` reason ``BadResponse``; a throttled answer is retried within ``timeout``
+        seconds (:func:`call_with_retries`).
         """
         timeout = self.timeout if timeout is None else timeout
         what = what or f"{method} {path}"
@@ -356,9 +356,7 @@ def _dry_run(dry_run: bool) -> list[tuple[str, str]]:
 class KubeAPI:
     """The generic object calls of the admission path (``backends.ensure.ObjectStore``) and its Pod reads, over
     :class:`KubeRaw`: each takes ``timeout`` (seconds, retries of a throttled answer included) and raises
-    :class:`KubeError` on failure (status 0 for timeouts and connection errors), :class:`AlreadyExists` for a 409 on
-    create.
-    """
+    :class:`KubeError` on failure, :class:`AlreadyExists` for a 409 on create."""
 
     def __init__(self, api_client: client.ApiClient, config: Config) -> None:
         self.raw = KubeRaw(api_client)

@@ -232,9 +232,7 @@ class WatchCache:
                 raise
             # The page was parsed in this step: give the loop back before walking it.
             await pacer.tick()
-            # Page by page, each raw object becomes its small record at once (the page is the only raw data alive),
-            # and an object whose resourceVersion did not change keeps the record already cached: a relist then
-            # allocates only for what changed, and nothing derived from the old record goes stale.
+            # Point 7: the page is the only raw data alive; an unchanged object keeps its cached record.
             for item in doc.get("items") or []:
                 if isinstance(item, dict):
                     key = object_key(item)
@@ -253,8 +251,7 @@ class WatchCache:
                 break
         self.lists += 1
         self._store = new
-        # Handler calls for what changed, giving the loop back every few milliseconds (a 20,000-object first list
-        # must not hold admissions for the whole walk).
+        # Handler calls for what changed, paced (point 7: a 20,000-object first list must not hold admissions).
         pacer = Pacer()
         for key, obj in new.items():
             before = old_store.get(key)
@@ -411,8 +408,7 @@ class WatchCache:
                 failures = 0
 
     async def _resync_loop(self) -> None:
-        """Every ``resync_period``: a ``SYNC`` for every cached object (client-go's resync), giving the loop back
-        every few milliseconds."""
+        """Every ``resync_period``: a ``SYNC`` for every cached object, paced (module docstring, point 6)."""
         assert self.resync_period
         while True:
             await asyncio.sleep(self.resync_period)
