@@ -172,8 +172,7 @@ def _issue(common_name: str, now: _dt.datetime, not_after: _dt.datetime,
 
 def generate_ca(common_name: str = "admit-ca", days: float = DEFAULT_CA_DAYS, clock: Clock = utcnow) -> CertifiedKey:
     """A self-signed CA valid from ``now - BACKDATE`` until ``days`` days from now, its subject CN ``common_name``
-    truncated to 64 characters (RFC 5280 ub-common-name). Raises CertificateError for a ``days`` that is not positive.
-    """
+    truncated to 64 characters (RFC 5280 ub-common-name). Raises CertificateError for a non-positive ``days``."""
     _check_days(days, "CA")
     now = clock()
     return _issue(common_name[:64], now, now + _dt.timedelta(days=days), [
@@ -221,9 +220,8 @@ def _pem(data: bytes | str, what: str) -> bytes:
 
 
 def load_certificates(data: bytes | str, what: str = "certificate") -> list[x509.Certificate]:
-    """Parse one or more PEM certificates (a file or a caBundle). Raises CertificateError, ``what`` (e.g.
-    ``"tls.crt"``) naming the source, when there is no certificate or a PEM block is truncated or corrupt.
-    """
+    """Parse one or more PEM certificates (a file or a caBundle). Raises CertificateError naming ``what`` (the
+    source: ``"tls.crt"``) when there is no certificate or a PEM block is truncated or corrupt."""
     data = _pem(data, what)
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise CertificateError(f"{what} is not a PEM certificate (no BEGIN CERTIFICATE line)")

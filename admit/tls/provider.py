@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Iterator
 
 from . import certs
+from ..eventloop import cancel
 from ..observability import metrics
 from .certs import CertificateError, CertifiedKey, Clock, utcnow
 
@@ -39,8 +40,7 @@ TLS12_CIPHERS = ":".join(["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM
 
 
 def create_server_ssl_context() -> ssl.SSLContext:
-    """A server ``SSLContext`` with admit's settings and no certificate: TLS >= 1.2, :data:`TLS12_CIPHERS`,
-    no compression, no renegotiation, no client certificate requested, ALPN ``http/1.1``."""
+    """A server ``SSLContext`` with the module docstring's settings, no client certificate asked, no certificate."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_ciphers(TLS12_CIPHERS)
@@ -123,10 +123,7 @@ class TLSProvider:
     async def stop(self) -> None:
         """Stop the background task (``self._task``), if any. The context keeps serving the last pair."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel([task])
 
     def reason(self) -> str:
         """Why the provider is not ready (one line), or ``""`` when it is."""

@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives import serialization
 from kubernetes_asyncio import client as k8s
 
 from . import certs
+from ..config import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from ..kube.client import KubeError, Resource
 from ..kube.watchcache import KubeRaw
 from ..observability import metrics
@@ -35,7 +36,6 @@ from .provider import TLSProvider
 
 log = logging.getLogger("admit.selfcerts")
 
-SECRET_TYPE = "kubernetes.io/tls"
 TLS_CRT, TLS_KEY = "tls.crt", "tls.key"
 CA_CRT, CA_KEY = "ca.crt", "ca.key"
 CA_NEXT_CRT, CA_NEXT_KEY = "ca-next.crt", "ca-next.key"
@@ -43,7 +43,6 @@ CA_PREVIOUS_CRT = "ca-previous.crt"
 OUR_KEYS = (TLS_CRT, TLS_KEY, CA_CRT, CA_KEY, CA_NEXT_CRT, CA_NEXT_KEY, CA_PREVIOUS_CRT)
 STAGED_AT = "admit.dev/ca-staged-at"
 PROMOTED_AT = "admit.dev/ca-promoted-at"
-MANAGED_BY = ("app.kubernetes.io/managed-by", "admit")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -344,7 +343,7 @@ class SelfManagedTLSProvider(TLSProvider):
 
     def _secret_body(self, material: Material, existing: dict[str, Any] | None) -> dict[str, Any]:
         meta_in = (existing or {}).get("metadata") or {}
-        labels = {**(meta_in.get("labels") or {}), MANAGED_BY[0]: MANAGED_BY[1]}
+        labels = {**(meta_in.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY_VALUE}
         annotations = {k: v for k, v in {**(meta_in.get("annotations") or {}), **material.annotations()}.items()
                        if v is not None}
         data = {k: v for k, v in ((existing or {}).get("data") or {}).items() if k not in OUR_KEYS}
@@ -355,7 +354,7 @@ class SelfManagedTLSProvider(TLSProvider):
         if existing is not None:
             metadata["resourceVersion"] = meta_in.get("resourceVersion")
         return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata,
-                "type": (existing or {}).get("type") or SECRET_TYPE, "data": data}
+                "type": (existing or {}).get("type") or "kubernetes.io/tls", "data": data}
 
     async def _settle_secret(self, result: ReconcileResult) -> Material:
         """Read/create/repair the Secret until this replica holds a material consistent with the stored one."""
