@@ -31,8 +31,7 @@ class Claim:
         explicit: the group was named with ``gang.admit.dev/pod-group``.
         held: no gang annotation, but a stored pod template still carries admit's group label
             (``admit.families.marks``): ``error`` says so, and the PodGroup is kept, not deleted as an orphan.
-        notice: the plan's ``operator_notice`` (an operator setting admit cannot read that decides whether the gang
-            is used), or ``None``; recorded once as a Normal Event ``OperatorSetting``.
+        notice: the plan's ``operator_notice`` (``GangPlan``), or ``None``.
     """
 
     workload: JSON

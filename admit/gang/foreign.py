@@ -15,11 +15,9 @@ they say what admit needs (a group name, a group size) and never writes another 
 - Volcano's ``scheduling.k8s.io/group-name`` (pod template annotation): the mark of Kubeflow Trainer's Volcano
   gang, which admit leaves to Trainer (``admit.families.jobset``, ``admit.families.trainer``).
 
-Sources: scheduler-plugins ``apis/scheduling/v1alpha1/types.go`` (``PodGroupLabel``; the rename to
-``scheduling.x-k8s.io`` came with v0.25.7); Kueue "Run Plain Pods" (a group of plain pods: label
-``kueue.x-k8s.io/pod-group-name`` and annotation ``kueue.x-k8s.io/pod-group-total-count`` on every member; Kueue gates
-them with ``schedulingGates: [{name: kueue.x-k8s.io/admission}]`` and removes the gate once the group is admitted);
-Volcano ``pkg/apis/scheduling/v1beta1`` (``KubeGroupNameAnnotationKey``).
+Sources: scheduler-plugins ``apis/scheduling/v1alpha1/types.go`` (``PodGroupLabel``); Kueue "Run Plain Pods" (both
+keys on every member; Kueue gates them with ``schedulingGates: [{name: kueue.x-k8s.io/admission}]`` and removes the
+gate once the group is admitted); Volcano ``pkg/apis/scheduling/v1beta1`` (``KubeGroupNameAnnotationKey``).
 """
 
 from __future__ import annotations

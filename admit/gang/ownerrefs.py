@@ -20,8 +20,7 @@ JSON = dict[str, Any]
 
 
 def owner_reference(workload: JSON) -> JSON:
-    """The controller ownerReference to a stored workload (``blockOwnerDeletion: true``: foreground deletion of the
-    workload waits for the PodGroup)."""
+    """The controller ownerReference to a stored workload, with ``blockOwnerDeletion: true`` (module docstring)."""
     meta = workload.get("metadata") or {}
     return {"apiVersion": workload.get("apiVersion"), "kind": workload.get("kind"), "name": meta.get("name"),
             "uid": meta.get("uid"), "controller": True, "blockOwnerDeletion": True}
@@ -40,8 +39,7 @@ def controller_ref(obj: Any) -> dict[str, Any] | None:
 
 
 def has_controller(obj: Any) -> bool:
-    """True when ``metadata.ownerReferences`` has an entry with ``controller: true`` (a pod made by a controller, not
-    a bare pod)."""
+    """True when ``obj`` has a controller ownerReference (a pod made by a controller, not a bare pod)."""
     return controller_ref(obj) is not None
 
 

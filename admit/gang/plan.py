@@ -90,9 +90,8 @@ class BelowMinMember(GangError):
 
 
 class NoNameYet(GangError):
-    """The object has only ``metadata.generateName`` and nothing names its group (no label, no annotation): raised
-    by :func:`choose_group_name`; the mutating phase names the group (:func:`generated_group_name`), anywhere else it
-    is a refusal (code 400) that points to the annotation.
+    """Raised by :func:`choose_group_name` for an object with only ``metadata.generateName`` and nothing naming its
+    group (module docstring): the mutating phase names it, anywhere else a refusal (code 400) naming the annotation.
 
     Attributes:
         generate_name: the object's ``metadata.generateName``.
@@ -335,8 +334,7 @@ def misplaced_annotation_warnings(obj: Any, path: tuple[str, ...], config: Confi
     """Warnings for annotations under admit's prefix on ``obj``'s own ``metadata.annotations`` when admit reads the
     kind's gang annotations at ``path`` instead (``WorkloadKind.annotations``: a CronJob's
     ``spec.jobTemplate.metadata.annotations``) and ``path`` carries no ``<prefix>/min-member``: they are not copied
-    onto the objects the kind's controller makes and have no effect. Empty otherwise (``path`` is the default, or
-    already carries the annotation)."""
+    onto the objects the kind's controller makes and have no effect; else ``[]``."""
     if path == ("metadata", "annotations") or not isinstance(obj, dict):
         return []
     own = get_path(obj, ("metadata", "annotations"))
@@ -526,10 +524,8 @@ Resolver = Callable[[dict[str, Any], GangAnnotations, Config, str, str], GangPla
 
 
 def get_path(obj: Any, path: tuple[str, ...]) -> Any:
-    """The value at key ``path`` in nested dicts, or ``None`` where any step is missing or not a dict.
-
-    A step into a list is its index as a decimal string (``("spec", "replicatedJobs", "0", "template")``), as in
-    a JSON Pointer."""
+    """The value at key ``path`` in nested dicts and lists (a list's step is its index as a decimal string, as in a
+    JSON Pointer: ``("spec", "replicatedJobs", "0", "template")``), or ``None`` where a step is missing."""
     for key in path:
         if isinstance(obj, dict):
             obj = obj.get(key)
