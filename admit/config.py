@@ -70,22 +70,21 @@ class Config:
         api_timeout_seconds: total budget (seconds, float) for the Kubernetes API calls of one admission request,
             well inside the webhook's ``timeoutSeconds`` (default 10 s, "Dynamic Admission Control", timeouts).
         max_body_bytes: largest AdmissionReview body accepted (bytes); larger gets HTTP 400.
-        read_timeout_seconds: seconds from a request's first byte to its whole body (headers and body); slower gets
-            HTTP 400 and the connection is closed (``connections.ConnectionGuard`` for the headers, ``server`` for the
-            body).
+        read_timeout_seconds: seconds from a request's first byte to its whole body; slower gets HTTP 400 and the
+            connection is closed (``connections.ConnectionGuard`` for the headers, ``server`` for the body).
         kubeflow_gang_by_operator: the Kubeflow training-operator itself creates PodGroups
             (``--gang-scheduler-name``); admit then only validates Kubeflow jobs.
         ignored_api_groups: API groups whose workloads admit does not handle or watch (e.g. ``kubeflow.org`` when
             the chart's ``workloads.kubeflow`` is off, so the controller does not list kinds RBAC does not grant).
         gang_backend: the gang backend of a workload without ``<prefix>/backend``: ``"coscheduling"``
-            (scheduler-plugins PodGroup, today's behaviour) or ``"workload-api"`` (Kubernetes' native Workload API).
+            (scheduler-plugins PodGroup, the default) or ``"workload-api"`` (Kubernetes' native Workload API).
         extra_gang_backends: backends a workload may also pick with ``<prefix>/backend`` (the chart grants RBAC for
             ``gang_backend`` and these only).
         known_backends: the backend names annotation ``<prefix>/backend`` may give (another is refused, naming
             these): ``registry.BACKENDS`` (filled by ``admit.cli.config_from_args``), else the built-ins, always with
             ``gang_backend`` and ``extra_gang_backends``; one known but not enabled is ``backends.apply_backend``'s.
         workload_api_version: the ``scheduling.k8s.io`` version admit speaks for Workload/PodGroup (``"v1alpha2"``,
-            ``"v1beta1"``), found at start by ``backends.discovery``; ``""`` when the API server does not serve it.
+            ``"v1beta1"``), found at start (``cli.serve.start_backends``); ``""`` when the API server does not serve it.
         workload_api_served: the ``scheduling.k8s.io`` versions serving Workloads or PodGroups that discovery found
             at start, spoken or not (``("v1alpha1",)`` on Kubernetes 1.35): what a refusal names when
             ``workload_api_version`` is ``""``.

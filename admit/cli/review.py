@@ -274,10 +274,9 @@ def _helm_chart_of(path: Path, stop: Path) -> Path | None:
 
 def _files(paths: Iterable[str], recursive: bool, errors: list[str] | None = None,
            skipped: Skipped | None = None) -> list[Path | None]:
-    """The files to read, in order; ``None`` stands for standard input (``-``). A missing path raises
-    :class:`InputError`, or is appended to ``errors`` when that list is given. Inside a directory, a Helm chart's
-    templates and the patches a kustomization names are left out (noted in ``skipped``); ``recursive`` walks
-    sub-folders but never hidden folders or virtualenvs (:func:`_walk`)."""
+    """The files to read, in order; ``None`` stands for standard input (``-``); a missing path is
+    :func:`_unreadable`. Inside a directory, a Helm chart's templates and the patches a kustomization names are left
+    out (noted in ``skipped``); ``recursive`` walks sub-folders as :func:`_walk`."""
     out: list[Path | None] = []
     skipped = Skipped() if skipped is None else skipped  # the caller does not ask: noted and dropped
     for arg in paths:

@@ -354,10 +354,8 @@ class WatchCache:
                         why = "forbidden (RBAC does not grant list)" if e.status == 403 else \
                             "not served (CRD not installed, or version not served)"
                         kept = f"; keeping the {len(self._store)} cached objects" if self._store else ""
-                        # A resource listed before that now answers 403/404 is most likely a kube-apiserver that has
-                        # just restarted: its RBAC and CRD informers answer 403 and 404 until they have synced (seen
-                        # on the real plane: every list of admit's service account refused for about a second).
-                        # Retry that with the normal backoff, not the slow retry of a resource never granted.
+                        # Listed before: most likely a kube-apiserver just restarted, whose RBAC and CRD informers
+                        # refuse until synced (about a second on the real plane): the normal backoff, not slow_retry.
                         transient = self.lists > 0
                         failures += transient
                         wait = self._delay(failures) if transient else self.slow_retry

@@ -487,10 +487,9 @@ class SelfManagedTLSProvider(TLSProvider):
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """First check, then the periodic loop. Raises :class:`CertificateError` with one line saying why when no
-        serving pair can be had (Kubernetes API unreachable, RBAC); a failure only in the caBundle step does not raise
-        (the loop retries every few seconds, ``ready()`` False meanwhile).
-        """
+        """First check, then the periodic loop. Raises :class:`CertificateError`, one line, when no serving pair can
+        be had (Kubernetes API unreachable, RBAC); a failure only in the caBundle step does not raise (the loop
+        retries every few seconds, ``ready()`` False meanwhile)."""
         try:
             await self.reconcile()
         except KubeError as exc:
