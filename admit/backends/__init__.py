@@ -11,8 +11,8 @@ wraps every resolver of ``kinds.RESOLVERS``, so mutate, validate, the scale chec
 Deferring: a workload whose gang someone else makes (its own controller from ``spec.scheduling``, a parent's
 Workload, a group its templates name) is validated only (``mutate`` and ``create_pod_group`` off, with a note), as
 the registered backends' ``deferring_reason`` hooks say; such a plan gets the ops of their ``native_handover`` hooks
-(:func:`handover_ops`). The per-kind facts (``WorkloadKind.allowed_backends``, ``controller_gang``,
-``gang_from_parent``, ``handover``) come with the kind's record: this module names no kind and no backend.
+(:func:`handover_ops`). The per-kind facts come with the kind's record (:func:`apply_backend`): this module names
+no kind and no backend.
 """
 
 from __future__ import annotations

@@ -20,15 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import BUILTIN_ENTRY_POINTS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, Config
 from ..gang.ownerrefs import controller_identity
-from ..gang.patch import set_keys_ops
+from ..gang.patch import pointer, set_keys_ops
 
 if TYPE_CHECKING:  # the plan is read here, never built
     from ..gang.plan import GangPlan
 
 __all__ = ["installed", "BackendUnavailable", "asked_backend", "ObjectType", "Ownership", "owner_annotation",
-           "gang_metadata", "managed_ownership", "object_owner", "not_admits_message", "generation_annotation", "replaces_annotation", "stamp_annotations",
-           "generation_patch", "stamped_generation", "stamped_replaces", "ahead_of", "members_left", "SUCCEEDED",
-           "succeeded_annotation", "succeeded_record", "succeeded_names", "record_succeeded", "succeeded_ops"]
+           "gang_metadata", "managed_ownership", "object_owner", "not_admits_message", "generation_annotation",
+           "replaces_annotation", "stamp_annotations", "generation_patch", "stamped_generation", "stamped_replaces",
+           "ahead_of", "members_left", "SUCCEEDED", "succeeded_annotation", "succeeded_record", "succeeded_names",
+           "record_succeeded", "succeeded_ops"]
 
 log = logging.getLogger("admit.backends")
 
@@ -131,14 +132,10 @@ def generation_patch(existing: dict[str, Any], generation: int | None, config: C
         return [{"op": "add", "path": "/metadata/annotations", "value": want}] if want else []
     ops: list[dict[str, Any]] = []
     if replaces_annotation(config) in annotations and not replaces:
-        ops.append({"op": "remove", "path": _annotation_path(replaces_annotation(config))})
-    ops.extend({"op": "add", "path": _annotation_path(k), "value": v} for k, v in want.items()
+        ops.append({"op": "remove", "path": pointer(("metadata", "annotations", replaces_annotation(config)))})
+    ops.extend({"op": "add", "path": pointer(("metadata", "annotations", k)), "value": v} for k, v in want.items()
                if annotations.get(k) != v)
     return ops
-
-
-def _annotation_path(key: str) -> str:
-    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
 
 
 def stamped_generation(obj: dict[str, Any], config: Config) -> int | None:

@@ -1,14 +1,10 @@
 """What every gang backend's ``admit status`` diagnosis shares (pure: objects in, rows out).
 
-A backend's status part (``admit/backends/status.py`` ``BackendStatus``, registered in ``runtime.BackendAPI``)
-lists its objects through the API and hands them, with the pods, events, workloads and nodes ``admit status`` lists
-once for all backends, to its pure diagnosis: ``admit/backends/coscheduling/diagnose.py`` (scheduler-plugins
-PodGroups) and ``admit/backends/workload_api/diagnose.py`` (native scheduling.k8s.io PodGroups), each returning one
-:class:`GangStatus` per gang. Here: that row, its rendering (:func:`format_table`, :func:`to_json`), the reading of
-the scheduler's words about pods (:func:`last_word`, :func:`classify_message`), what a gang workload asks for
-(:class:`WorkloadSize`, :func:`size_cause`: ``BelowMinMember``, ``ScaledToZero``), the near-name helpers that find a
-typo (:func:`distance`, :func:`near`) and the small readers of pods and workloads the diagnoses share. The reasons
-each diagnosis gives are listed in its module's docstring; ``admit/cli/status.py`` runs them and prints.
+A backend's status part (``admit/backends/status.py``) hands what it lists to its pure diagnosis
+(``admit/backends/coscheduling/diagnose.py``, ``admit/backends/workload_api/diagnose.py``; the reasons each gives
+are listed in its module's docstring), which returns one :class:`GangStatus` per gang. Here: that row, its
+rendering, the reading of the scheduler's words about pods, what a gang workload asks for (:class:`WorkloadSize`),
+the near-name helpers that find a typo and the small readers of pods and workloads the diagnoses share.
 """
 
 from __future__ import annotations

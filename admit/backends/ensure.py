@@ -9,7 +9,6 @@ the backend's objects in ``object_types`` order (a Workload before the PodGroup 
 - 409 AlreadyExists is success: read it, decide with the backend's ``ownership`` (manage ours, leave an operator's,
   use one named explicitly, refuse one that belongs to something else) and bring ours in step with ``update_ops``;
   an object being deleted (a finalizer waits for its pods) is an API failure, with the reason;
-- a cached object (``cache.gang_object``, keyed by API group and kind) that is ours and in step costs no call;
 - ``dryRun`` sends every write with ``dryRun=All``; one budget (``Config.api_timeout_seconds``) for all calls; a
   ``kube.KubeError`` goes back to ``Admission.validate``, which applies the failure mode.
 

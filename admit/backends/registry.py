@@ -4,8 +4,7 @@ Every backend, the built-ins too, is an entry point of group ``admit.gang_backen
 ``coscheduling = "admit.backends.coscheduling:BACKEND"``), loaded once at import (``common.installed``): a package
 that ships a backend declares its own, and ``--gang-backend``, ``--extra-gang-backend``, the ``<prefix>/backend``
 annotation and the chart then take its name. A backend defined in a test joins with :func:`register`. The API halves
-have their own registry beside it (``runtime.APIS``, group ``admit.gang_backend_apis``), so that the pure decisions
-can look a backend up without importing the API client.
+have their own registry (``runtime.APIS``), so that the pure decisions never import the API client.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The optional ``admit status`` part of a gang backend, and the API reading all of them share.
-
-A backend's API half may carry a :class:`BackendStatus` (``runtime.BackendAPI.status``): ``collect`` lists its
-objects (with the discovery it needs) and returns the keyword arguments of ``diagnose``, its pure diagnosis (one
-``diagnose.GangStatus`` per gang). ``admit/cli/status.py`` lists what every diagnosis reads once (:class:`Listed`),
+"""The optional ``admit status`` part of a gang backend (:class:`BackendStatus`, ``runtime.BackendAPI.status``), and
+the API reading all of them share. ``admit/cli/status.py`` lists what every diagnosis reads once (:class:`Listed`),
 runs each backend's part and prints the rows in one table; it never names a backend. Not pure: it reads through
-``kube.watchcache.KubeRaw``; a list that RBAC forbids (403) or the API server does not serve (404) is left out with
-a note (:func:`list_or_note`), never a crash.
+``kube.watchcache.KubeRaw``; a list that RBAC forbids or the API server does not serve is left out with a note
+(:func:`list_or_note`), never a crash.
 """
 
 from __future__ import annotations
@@ -31,9 +28,8 @@ class Listed:
         events: core/v1 Events with reason ``FailedScheduling``.
         workloads: the objects of the workload kinds whose record says ``in_status`` (Deployments, Jobs, ...).
         nodes: every Node, or ``None`` when they could not be listed (RBAC): checks on capacity are skipped then.
-        sizes: ``diagnose.size_key(workload) -> diagnose.WorkloadSize``: how many pods each gang workload of
-            ``workloads`` asks for, as its kind's resolver counts them (``admit/cli/status.py`` ``workload_sizes``);
-            a diagnosis passes it on to say ``BelowMinMember`` / ``ScaledToZero`` (``diagnose.size_cause``).
+        sizes: ``diagnose.size_key(workload) -> diagnose.WorkloadSize`` for the gang workloads of ``workloads``; a
+            diagnosis passes it on to ``diagnose.size_cause``.
     """
 
     pods: list[JSON]

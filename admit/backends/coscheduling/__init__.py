@@ -37,9 +37,6 @@ def switch_back_ops(obj: dict[str, Any], plan: GangPlan, config: Config) -> list
     return ops
 
 
-_UNSET_SCHEDULERS = (None, "", KUBE_DEFAULT_SCHEDULER)
-
-
 def scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config: Config) -> tuple[
     dict[str, Any] | None, str | None
 ]:
@@ -48,7 +45,7 @@ def scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config
     current = get_path(obj, path)
     if current == config.scheduler_name:
         return None, None
-    if current in _UNSET_SCHEDULERS:
+    if current in (None, "", KUBE_DEFAULT_SCHEDULER):
         return set_op(obj, path, config.scheduler_name), None
     return None, (
         f"remove schedulerName {str(current)[:63]!r} from the {where}, unless that scheduler runs the Coscheduling "

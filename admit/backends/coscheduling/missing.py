@@ -2,10 +2,8 @@
 (``runtime.BackendAPI.missing_group``, after the pure ``Coscheduling.unknown_group``).
 
 The Coscheduling plugin's Permit keeps a pod whose labelled PodGroup is not found waiting (scheduler-plugins
-``pkg/coscheduling/core/core.go`` ``Permit``: ``PodGroupNotFound``). admit never refuses or delays such a pod: when a
-stored workload claims the group, the controller re-creates it (the cache's ``missing`` hook, its warning); when no
-PodGroup of that name exists (the caches of managed and other PodGroups, then one GET to rule out a watch that lags
-behind a PodGroup created a moment ago) and nothing claims it, the answer carries a warning saying what to create.
+``pkg/coscheduling/core/core.go`` ``Permit``: ``PodGroupNotFound``). admit never refuses or delays such a pod; it
+warns (:func:`missing_group`).
 """
 
 from __future__ import annotations
@@ -28,8 +26,8 @@ async def missing_group(namespace: str, name: str, config: Config, cache: Any, s
     ``cache`` (``admission.GroupCache``): ``missing(namespace, name)`` is the controller's warning when a stored
     workload claims the group (it re-creates it), ``pod_group(namespace, name) -> (synced, PodGroup | None)`` looks
     over managed and other PodGroups (without it, or before it has listed: no warning). ``store``: one GET of the
-    PodGroup (``get_object``, within ``config.api_timeout_seconds``); a failed GET gives no warning. Never raises
-    ``KubeError``.
+    PodGroup, for a watch that lags behind one created a moment ago (``get_object``, within
+    ``config.api_timeout_seconds``); a failed GET gives no warning. Never raises ``KubeError``.
     """
     missing = getattr(cache, "missing", None)
     warning = missing(namespace, name) if missing is not None else None

@@ -155,9 +155,8 @@ def ownership(existing: dict[str, Any], plan: GangPlan, config: Config, explicit
 
     ``explicit_name`` is True when the user named the group with ``gang.admit.dev/pod-group``; ``others``: as
     ``interface.GangBackend.ownership`` (``None`` also for ``admit review``, no controller). A PodGroup admit did
-    not create whose
-    ``minMember`` is above the pods that can join it can never be filled: the Coscheduling plugin's PreFilter
-    rejects every pod while fewer than minMember pods carry its label (scheduler-plugins
+    not create whose ``minMember`` is above the pods that can join it can never be filled: the Coscheduling plugin's
+    PreFilter rejects every pod while fewer than minMember pods carry its label (scheduler-plugins
     ``pkg/coscheduling/core/core.go``). Joining it alone with fewer pods (``plan.total_pods`` above 0) is refused
     (403), naming both numbers and the fixes (scheduler-plugins' own example: PodGroup ``pg1`` with minMember 3 and
     a Deployment of 2 labelled for it); when other workloads name it too, their pods count, and a shortfall is a

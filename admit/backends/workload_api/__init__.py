@@ -14,9 +14,7 @@ runs inside kube-scheduler). Shapes, from kubernetes/kubernetes ``staging/src/k8
   and the finalizer ``scheduling.k8s.io/podgroup-protection`` (a PodGroup deleted while pods name it stays until
   they are gone, so it cannot be re-created with another ``minCount`` under a live gang). admit keeps the stored
   objects, warns, and refuses a pod count below the stored ``minCount`` (``immutable_message``).
-- ``v1beta1/types.go`` (1.37, beta, off by default; gate ``GenericWorkload``): the same Workload, but
-  ``PodGroup.spec.workloadRef{workloadName (DNS subdomain), templateName}``, and ``gang.minCount`` mutable on both
-  objects ("to support workload scaling").
+- the later versions (``v1alpha3``, ``v1beta1``: 1.37; ``v1``): how they differ is :data:`SHAPES`.
 - ``core/v1`` ``PodSpec.schedulingGroup.podGroupName`` (gate ``GenericWorkload``): immutable on a Pod; the PodGroup
   "may not exist at the time the Pod is created". kube-scheduler's PreEnqueue keeps a gang's pods out of the queue
   until ``minCount`` of them exist ("waiting for minCount pods from a gang to appear in scheduling queue").

@@ -102,9 +102,8 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
                     config: Config = Config(), now: _dt.datetime | None = None,
                     notes: list[str] | None = None,
                     sizes: Mapping[tuple[str, str, str], WorkloadSize] | None = None) -> list[GangStatus]:
-    """One :class:`GangStatus` per native gang (module docstring), sorted by namespace and group.
-    PodGroups that are no gang (:func:`not_a_gang`) and the pods naming them get no row; ``notes`` (when given)
-    gets one line saying how many were left out and why.
+    """One :class:`GangStatus` per native gang (module docstring), sorted by namespace and group; PodGroups that are
+    no gang (:func:`not_a_gang`) and the pods naming them get no row.
 
     Args:
         pod_groups: scheduling.k8s.io PodGroups as listed (``spec.schedulingPolicy.gang.minCount``,

@@ -44,8 +44,7 @@ NEEDED = frozenset({"workloads", "podgroups"})
 
 def choose_version(served: dict[str, set[str]]) -> str:
     """The version to speak from ``{version: {resource names}}`` of ``scheduling.k8s.io``: the first of
-    ``config.WORKLOAD_API_VERSIONS`` (v1, v1beta1, v1alpha3, v1alpha2) that serves both ``workloads`` and
-    ``podgroups``; ``""`` when none does."""
+    ``config.WORKLOAD_API_VERSIONS`` that serves both ``workloads`` and ``podgroups``; ``""`` when none does."""
     for version in WORKLOAD_API_VERSIONS:
         if NEEDED <= served.get(version, set()):
             return version
@@ -154,14 +153,12 @@ class Rediscovery:
         self.listeners: list[Callable[[Config], Awaitable[None]]] = []
 
     async def again(self, config: Config) -> Config:
-        """``runtime.BackendAPI.start``'s rediscovery: :meth:`after_not_served` for the version ``config`` uses."""
-        return await self.after_not_served(config.workload_api_version)
-
-    async def after_not_served(self, version: str) -> Config:
-        """The settings to use after a write in ``version`` answered 404 "could not find the requested resource":
-        :attr:`config`, switched to the version discovery now finds (``workload_api_version`` ``""`` when none is
-        served). Unchanged when another caller switched already, when discovery ran less than ``min_interval``
-        seconds ago, when it still finds ``version`` (the 404 was something else), or when it fails (logged)."""
+        """``runtime.BackendAPI.start``'s rediscovery: the settings to use after a write in ``config``'s version
+        answered 404 "could not find the requested resource": :attr:`config`, switched to the version discovery now
+        finds (``workload_api_version`` ``""`` when none is served). Unchanged when another caller switched already,
+        when discovery ran less than ``min_interval`` seconds ago, when it still finds that version (the 404 was
+        something else), or when it fails (logged)."""
+        version = config.workload_api_version
         async with self._lock:
             if self.config.workload_api_version != version or time.monotonic() - self._last < self.min_interval:
                 return self.config
