@@ -63,7 +63,6 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
             the fields and numbers that conflict, the scheduler that would keep the pods Pending, and says which
             field to change or which annotation to lower.
     """
-    total = plan.total_pods
     try:
         below_min_member(plan, ann, config, *counted_and_fix(plan), backend=plan.backend)
     except BelowMinMember as e:
@@ -74,7 +73,7 @@ def check_plan(plan: GangPlan, config: Config, ann: GangAnnotations) -> None:
         raise refusal from None
     source = min_member_source(plan, ann, config)
     wave = plan.last_wave
-    if wave is not None and total and 0 < wave.size < plan.min_member:
+    if wave is not None and plan.total_pods and 0 < wave.size < plan.min_member:
         raise GangError(
             f"{wave.fix[0].upper()}{wave.fix[1:]}, or set {config.min_member_key} to at most {wave.size}: "
             f"{plan.ref}: {wave.why}, fewer than its gang minMember {plan.min_member} ({source}); kube-scheduler does "

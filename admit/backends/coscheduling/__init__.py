@@ -55,8 +55,7 @@ def scheduler_ops(obj: dict[str, Any], path: tuple[str, ...], where: str, config
 
 def _restores(old: dict[str, Any] | None, target: PodTarget, plan: GangPlan, config: Config) -> bool:
     """True when the stored object ``old`` already carries admit's marks on ``target`` (the plan's group label, and
-    admit's ``schedulerName``): patching an immutable template back to them changes nothing kube-apiserver compares
-    (a re-apply that writes ``schedulerName: default-scheduler`` or drops the label is undone, not a new template)."""
+    admit's ``schedulerName``), so restoring them on an immutable template is no change (:func:`plan_patch`)."""
     if old is None:
         return False
     if target.group_label and get_path(old, target.labels + (config.pod_group_label,)) != plan.group_name:

@@ -19,8 +19,6 @@ runs inside kube-scheduler). Shapes, from kubernetes/kubernetes ``staging/src/k8
   "may not exist at the time the Pod is created". kube-scheduler's PreEnqueue keeps a gang's pods out of the queue
   until ``minCount`` of them exist ("waiting for minCount pods from a gang to appear in scheduling queue").
 
-A group whose size follows its members (an Argo step's): :meth:`WorkloadAPI.merge_shared`.
-
 No equivalent of scheduler-plugins' ``minResources`` and ``scheduleTimeoutSeconds``: a warning says so when the user
 asked for them. :data:`SHAPES` is the one table of what differs per served version, each row with its source;
 discovery picks the first row the API server serves (``discovery.py``).

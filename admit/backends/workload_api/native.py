@@ -23,8 +23,8 @@ on its mutable templates in an earlier pass (the Coscheduling pod-group label an
 ``spec.schedulingGroup``, which the Job controller refuses beside ``spec.scheduling``, the ``<prefix>/managed``
 label), with a warning. With ``--controller-gang Job`` admit hands a new workload-api Job gang to the Job controller:
 it sets the ``spec.scheduling`` of the kind's ``WorkloadKind.handover`` (``families.apps.job_scheduling``) and makes
-no ``schedulingGroup``, Workload or PodGroup of its own. The per-kind facts (``controller_gang``,
-``gang_from_parent``, ``handover``) come with the kind's record: this module names no kind.
+no ``schedulingGroup``, Workload or PodGroup of its own. The per-kind facts come with the kind's record
+(:func:`deferring_reason`): this module names no kind.
 """
 
 from __future__ import annotations
