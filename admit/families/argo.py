@@ -12,17 +12,13 @@ is no gang workload (its steps run one after another), so a step pod that carrie
 a group bare pods share (``apps.resolve_pod``): ``gang.admit.dev/pod-group`` names the group (default: the
 Workflow's name), ``gang.admit.dev/min-member`` its size.
 
-The group's size follows the members still to run (``GangPlan.follows_members``): a member that succeeded never runs
-again and kube-scheduler no longer counts it, so a retried member (``retryStrategy``: a new pod for the node) would
-wait for ever for a group that keeps its size (argo-workflows#734, volcano#2720). At each member's admission the
-admission engine reads the group's pods, and once one has finished the size is the members still to run and not yet
-placed (``backends.coscheduling.podgroup.members_still_to_run``). Each member is labelled ``<prefix>/managed: member``
-(``gang.plan.MEMBER``), and when one finishes or goes the controller sizes the group again for a member still waiting.
-Argo's pod GC deletes finished pods (``spec.podGC``, ``workflow/controller/pod/cleanup.go``
-``determinePodCleanupAction``): the controller records the members whose pods went after they succeeded on the
-group's objects (``backends.common.succeeded_record``: the Coscheduling PodGroup, the Workload API's Workload and
-PodGroup), and they are kept by an ownerReference to the Workflow (``GangPlan.kept_by``), not deleted as unclaimed
-while a retry waits out its backoff with no member left.
+The group's size follows the members still to run (``GangPlan.follows_members``,
+``backends.coscheduling.podgroup.members_still_to_run``): a member that succeeded never runs again and kube-scheduler
+no longer counts it, so a retried member (``retryStrategy``: a new pod for the node) would wait for ever for a group
+that keeps its size (argo-workflows#734, volcano#2720). Argo's pod GC deletes finished pods (``spec.podGC``,
+``workflow/controller/pod/cleanup.go`` ``determinePodCleanupAction``), so the controller records the members that
+succeeded on the group's objects (``backends.common.succeeded_record``), which an ownerReference to the Workflow
+keeps (``GangPlan.kept_by``) while a retry waits out its backoff with no member left.
 """
 
 from __future__ import annotations
@@ -66,9 +62,8 @@ def step_pod(pod: Any) -> bool:
 
 def resolve_step_pod(pod: dict[str, Any], ann: GangAnnotations, config: Config, namespace: str, operation: str
                      ) -> GangPlan:
-    """Plan for an Argo step pod with the gang annotations (module docstring): a bare pod of a shared group
-    (``apps.resolve_pod``) that follows its members; without ``gang.admit.dev/pod-group`` (or the group label) the
-    group is named after the Workflow, with a note.
+    """Plan for an Argo step pod with the gang annotations (module docstring); without ``gang.admit.dev/pod-group``
+    (or the group label) the group is named after the Workflow, with a note.
 
     ``auto`` is refused unless Kueue gives the count (``kueue.x-k8s.io/pod-group-total-count``): a step pod carries
     no count of its siblings (``createWorkflowPod`` sets its node's name and id, not the fan-out's size: ``steps.go``
