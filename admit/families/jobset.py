@@ -228,8 +228,7 @@ def resolve_jobset(obj: dict[str, Any], ann: GangAnnotations, config: Config, na
     for rj in rjobs:
         if rj["replicas"] == 0 or rj["pods_per_job"] == 0:
             plan.notes.append(f"{ref}: replicatedJob {rj['name']} runs no pods (replicas or parallelism 0)")
-    # exclusive placement: the leaders pass together only where every pod of the first members fits (as LWS's
-    # LeaderReady)
+    # exclusive placement: the leaders pass only where every pod of the first members fits (as LWS's LeaderReady)
     covered = plan.min_member if leaders is None else sum(rj["replicas"] * rj["pods_per_job"] for rj in first)
     plan.min_resources = min_resources_of(
         [(rj["pod_spec"], rj["replicas"] * rj["pods_per_job"]) for rj in ordered], covered, ann, f"{ref} pod template")

@@ -426,7 +426,6 @@ def running_ray(update: RunningUpdate, plan: GangPlan, config: Config) -> Runnin
         f"{plan.min_member} pods of the gang that never come", True)
 
 
-# A RayJob's submitter Job is its child; its RayClusters are not: each is a gang of its own (module docstring).
 KINDS = RAYCLUSTER, RAYJOB, RAYSERVICE = tuple(
     WorkloadKind(GROUP, kind, (("v1", kind.lower() + "s"),), partial(resolve_ray, kind=kind),
                  children=(("batch", "Job"),) if kind == "RayJob" else (), pod_joiner=None, pod_watch_selector=None,

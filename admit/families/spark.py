@@ -392,7 +392,6 @@ def parse_resource_list(text: Any, what: str) -> dict[str, Fraction]:
         if q < 0:
             raise GangError(f"Give {clip(key)} a quantity of 0 or more in {what}: {clip(text)} makes it negative", 400)
         if key in ("memory", "ephemeral-storage") and value.replace(".", "", 1).isdigit():
-            # A Spark user writes memory in MiB ("4505"); as a Kubernetes quantity a bare number is bytes.
             raise GangError(
                 f"Write {key}={value} in {what} as a Kubernetes quantity such as {value}Mi: in {clip(text)} it has no "
                 "unit (Spark's MiB default does not apply to this annotation)",

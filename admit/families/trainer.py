@@ -35,9 +35,8 @@ So admit gangs the JobSet, not the TrainJob:
   accepts at creation: a runtime whose launcher starts after the nodes are Ready (``deepspeed-distributed``,
   ``mlx-distributed``: ``dependsOn ... status: Ready``) with ``auto``, a min-member above the pods Trainer runs;
   Trainer's own ``podGroupPolicy.coscheduling`` on a runtime with initializer steps (Trainer counts every pod set,
-  ``coscheduling.go`` ``Build``, while the initializers complete before the trainer starts: a deadlock);
-  ``podGroupPolicy.volcano`` is Trainer's Volcano gang (``volcano.go``: annotation ``scheduling.k8s.io/group-name``
-  on every pod template), which admit leaves alone as it does Trainer's coscheduling.
+  ``coscheduling.go`` ``Build``, while the initializers complete before the trainer starts: a deadlock). Trainer's
+  Volcano gang (``podGroupPolicy.volcano``, :func:`trainer_jobset`) admit leaves alone as it does its coscheduling.
 """
 
 from __future__ import annotations
