@@ -29,15 +29,14 @@ per group, created when the group's leader pod is created, owned by that pod; ``
   ``pod_controller.go`` ``constructWorkerStatefulSetApplyConfiguration``: ``mergeMetadata(lws.Labels, ...)``), admit's
   gang annotations among them; as gangs of their own they would be refused (2 leaders below minMember 4) or
   labelled for one gang of all leaders.
-- ``leaderworkerset.sigs.k8s.io/exclusive-topology`` on the LWS: LWS creates a group's worker StatefulSet only once
-  the leader pod is scheduled (``pod_controller.go`` ``Reconcile``: "if exclusive placement is enabled but leader pod
-  is not scheduled, don't create the worker sts"), the shape of ``LeaderReady``: minMember 1 with ``minResources``
-  covering the whole group; an explicit minMember above 1 is refused with the fix. (``subgroup-exclusive-topology``
-  holds no pod back: it only sets affinities.)
 - ``auto`` minMember = ``size`` (``LeaderCreated``). Under ``LeaderReady`` the workers appear only after the leader
   is Ready, so a gang of ``size`` deadlocks: minMember is 1 (the leader alone first), with ``minResources`` still
   covering the whole group (so the leader is not let in while the cluster cannot hold its workers), as LWS does for
   Volcano. An explicit minMember above 1 under ``LeaderReady``, or above ``size``, is refused.
+- ``leaderworkerset.sigs.k8s.io/exclusive-topology`` on the LWS: LWS creates a group's worker StatefulSet only once
+  the leader pod is scheduled (``pod_controller.go`` ``Reconcile``: "if exclusive placement is enabled but leader pod
+  is not scheduled, don't create the worker sts"): ganged as under ``LeaderReady`` (``subgroup-exclusive-topology``
+  holds no pod back: it only sets affinities).
 - Group names are checked at CREATE and UPDATE up to the last group a rolling update makes
   (:func:`_check_group_names`): a surge group's PodGroup name past 63 characters would leave its pods out of any gang.
 - Annotating an LWS that runs groups, or changing its gang settings, changes the templates and LWS rolls every group
