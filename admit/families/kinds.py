@@ -1,8 +1,6 @@
 """Which resolver handles which kind: the registry of gang workload kinds.
 
 Keys are ``(API group, kind)`` as in ``AdmissionReview.request.kind`` (``("apps", "Deployment")``, ``("", "Pod")``).
-``SCALABLE`` maps the ``*/scale`` subresources admit validates (``request.resource`` group and plural, as
-``kubectl scale`` and the HorizontalPodAutoscaler send them) to the parent workload's group, version and kind.
 """
 
 from __future__ import annotations
