@@ -4,10 +4,9 @@ Sources: kubeflow/trainer ``pkg/apis/trainer/v1alpha1/trainjob_types.go`` (``run
 ``runtimePatches``: per-manager patches of the runtime's JobSet template, whose ``metadata`` may carry labels and
 annotations), ``trainingruntime_types.go`` (``JobSetTemplateSpec``: "JobSet name and namespace is equal to the
 TrainJob's name and namespace"; ``podGroupPolicy.coscheduling.scheduleTimeoutSeconds``), Trainer's coscheduling
-plugin ``pkg/runtime/framework/plugins/coscheduling/coscheduling.go`` (``EnforcePodGroupPolicy`` puts the label
-``scheduling.x-k8s.io/pod-group: <TrainJob name>`` on the JobSet's pod templates; ``Build`` makes the PodGroup named
-after the TrainJob, minMember = the pods of every pod set, with a controller ownerReference to the TrainJob), and
-the Kubeflow docs "Job Scheduling / Coscheduling".
+plugin ``pkg/runtime/framework/plugins/coscheduling/coscheduling.go`` (``EnforcePodGroupPolicy``, as in
+:func:`trainer_jobset`; ``Build`` makes the PodGroup named after the TrainJob, minMember = the pods of every pod set,
+with a controller ownerReference to the TrainJob), and the Kubeflow docs "Job Scheduling / Coscheduling".
 
 A TrainJob has no pod template of its own: Trainer builds a JobSet named after the TrainJob from the runtime
 (``ClusterTrainingRuntime``/``TrainingRuntime``, read from the API, which admit's mutating path never calls).
