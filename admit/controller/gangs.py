@@ -366,8 +366,7 @@ class GangController:
 
     def _event(self, regarding: JSON, type_: str, reason: str, action: str, note: str,
                related: JSON | None = None) -> None:
-        """Record an Event on ``regarding`` (a workload reference or one of the gang's objects) unless it has no
-        uid."""
+        """An Event on ``regarding`` (a workload reference or one of the gang's objects), unless it has no uid."""
         if regarding.get("metadata", {}).get("uid"):
             self.manager.recorder.record(regarding, type_, reason, action, note, related)
 
@@ -523,9 +522,8 @@ class GangController:
         return None
 
     async def _pods_using(self, key: Key) -> int:
-        """1 when a live pod (not terminating, not finished) waits on the group (``GangBackend.pod_in_group``),
-        else 0. Asks only for pods that are not finished (a field selector on ``status.phase``), narrowed by the
-        backend's ``pod_selector`` hook when it has one, in pages of 100 until one is found or none is left."""
+        """1 when a live pod (not terminating, not finished) waits on the group (``GangBackend.pod_in_group``), else
+        0: pages of 100 unfinished pods, narrowed by the backend's ``pod_selector`` hook, until one is found."""
         selector = getattr(self.backend, "pod_selector", None)  # interface.BackendHooks
         query = [("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed"), ("limit", "100")]
         if selector is not None:

@@ -12,9 +12,8 @@ gang controllers' writes. The Lease ``spec``: ``holderIdentity``, ``leaseDuratio
 - **optimistic concurrency**: every write is a PUT with the ``resourceVersion`` just read; 409 means another
   candidate wrote first.
 - **renew**: every ``retry_period``; after ``renew_deadline`` seconds without success the leader stops leading
-  (``on_stopped_leading``), before any other candidate may take over (``renew_deadline < lease_duration``).
-  :meth:`LeaderElector.is_leader` is false as soon as the last renewal is older than ``renew_deadline``: callers check
-  it right before each write.
+  (``on_stopped_leading``), before any other candidate may take over (``renew_deadline < lease_duration``);
+  callers check :meth:`LeaderElector.is_leader` right before each write.
 - **release** (``ReleaseOnCancel``): on :meth:`stop` a leader writes an empty holder, so another takes over at once.
 - ``acquireTime`` changes and ``leaseTransitions`` grows only when the holder changes.
 
