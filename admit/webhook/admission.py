@@ -60,9 +60,8 @@ class GroupCache(Protocol):
 
     Optional methods (``cacheview.ControllerView`` has them all; each is a dict lookup, never an API call):
 
-    - ``missing(namespace, name) -> str | None``: called (by a backend's ``BackendAPI.missing_group``) for a Pod
-      CREATE whose group is not cached; returns the warning to add when admit is re-creating that group (a stored
-      workload claims it), else None; without it no Pod CREATE is checked for a missing group;
+    - ``missing(namespace, name) -> str | None``: the warning for a Pod CREATE whose group is not cached when admit
+      is re-creating it (``GangController.missing``); without it no Pod CREATE is checked for a missing group;
     - ``pod_group(namespace, name) -> (synced, PodGroup | None)``: any PodGroup, managed by admit or not;
     - ``gang_object(group, kind, namespace, name) -> object | None``: a cached object of a gang backend, keyed by
       API group and kind (``backends.ensure`` skips every call for one that is ours and in step);
@@ -280,8 +279,7 @@ class Admission:
         )
 
     async def _ensure(self, verdict: Verdict, generation: int | None, replaces: str | None) -> None:
-        """The one admission engine (``backends.ensure.ensure``, which says what ``generation`` and ``replaces``
-        stamp) over the plan's backend."""
+        """``backends.ensure.ensure`` over the verdict's plan (it says what ``generation`` and ``replaces`` stamp)."""
         assert verdict.ensure is not None
         await ensure(self.store, verdict.ensure, self.config, verdict.decision, verdict.explicit_name,
                      verdict.dry_run, self.cache, generation, replaces)

@@ -6,9 +6,8 @@ HTTP rules (Kubernetes docs "Dynamic Admission Control", webhook request and res
 
 - kube-apiserver POSTs ``Content-Type: application/json`` AdmissionReview bodies and expects HTTP 200 with an
   AdmissionReview whose ``response.uid`` echoes ``request.uid``;
-- a body admit cannot read as an AdmissionReview (bad JSON, wrong kind/apiVersion, no ``request.uid``, a
-  ``request`` of a shape kube-apiserver never sends: see ``admissionreview.parse_review``; another content type,
-  larger than ``Config.max_body_bytes``) gets HTTP 400 with a one-line reason and is logged: it is not from a
+- a body admit cannot read as an AdmissionReview (``admissionreview.parse_review``), of another content type or
+  larger than ``Config.max_body_bytes`` gets HTTP 400 with a one-line reason and is logged: it is not from a
   kube-apiserver, so the reason is plain text, not an AdmissionReview echoing a uid (the same for ``/mutate`` and
   ``/validate``, the ``*/scale`` checks included);
 - a body that does not arrive within ``Config.read_timeout_seconds`` gets HTTP 400 and the connection is closed;
@@ -36,11 +35,9 @@ from .admissionreview import AdmissionRequest, BadReview, Decision, encode_respo
 from .connections import ConnectionGuard
 from .fastpath import SUPPORTED as FAST_PATH, FastServer
 
-__all__ = ["create_app", "create_server", "Webhook", "ReadinessCheck", "ADMISSION_KEY"]
+__all__ = ["create_app", "create_server", "Webhook", "ReadinessCheck"]
 
 log = logging.getLogger("admit.server")
-
-ADMISSION_KEY: web.AppKey[Admission] = web.AppKey("admission", Admission)
 
 ReadinessCheck = Callable[[], tuple[bool, str]]
 """``check() -> (ready, reason)``; ``/readyz`` answers 200 only when every check is ready."""
@@ -145,9 +142,8 @@ class Webhook:
     def answer_now(self, message: Any, body: bytes) -> bytes | None:
         """The fast path's answer (``fastpath.FastRequestHandler``): the AdmissionReview answer body for a complete
         ``POST /mutate`` or ``/validate`` (an aiohttp ``RawRequestMessage`` and its whole body) whose decision needs
-        no API call, with its metrics counted, or ``None``: then the request takes the path of :meth:`dispatch`
-        (which answers the 400s, the other paths, the decisions that wait on the API, and ``Connection: close``
-        during shutdown). The same bytes and metrics as that path."""
+        no API call, with its metrics counted, or ``None`` (``fastpath``'s module docstring says when): then the
+        request takes the path of :meth:`dispatch`, which gives the same bytes and metrics."""
         if self.closing:
             return None
         path = message.path.partition("?")[0]
@@ -264,5 +260,4 @@ def create_app(admission: Admission, readiness: list[ReadinessCheck] | None = No
     app = web.Application(client_max_size=webhook.max_bytes + 1)
     for path, (methods, handler) in webhook.routes.items():  # add_get answers HEAD too, as the routes say
         (app.router.add_get if "GET" in methods else app.router.add_post)(path, handler)
-    app[ADMISSION_KEY] = admission
     return app

@@ -1,8 +1,7 @@
 """The validating decision (``/validate``): pure, AdmissionRequest in, Verdict out.
 
-What needs the Kubernetes API is returned as work for ``admission.py``: ``Verdict.ensure`` (a plan whose gang
-objects must exist before the workload's first pod), ``Verdict.scale`` (a ``*/scale`` UPDATE or an HPA whose parent
-must be read: a Scale object carries no annotations), ``Verdict.read`` (the kind's admission-time read).
+What needs the Kubernetes API is returned as work for ``admission.py`` (:class:`Verdict`; a ``*/scale`` UPDATE's or
+an HPA's parent must be read: a Scale object carries no annotations).
 
 Refused, with a message naming the object, the numbers and the fix (docs/behaviour.md, "On each request"):
 
@@ -90,7 +89,7 @@ class Verdict:
 
     Attributes:
         decision: the answer if no work is needed (or if the work succeeds).
-        ensure: the gang objects of this plan must exist with its spec (create or patch), unless ``None``.
+        ensure: the gang objects of this plan must exist with its spec before its first pod, unless ``None``.
         scale: the parent of a scale request must be read and checked, unless ``None``.
         read: an object the kind's admission reads and judges first (``WorkloadKind.admission_read``: a TrainJob's
             runtime, whose JobSet Trainer builds), unless ``None``.
