@@ -40,7 +40,7 @@ from ..kube.client import KubeError, namespace_terminating
 from ..kube.watchcache import Resource, WatchCache, object_key
 from .claims import PODS, Claim, claim_of, object_record
 from .guards import WriteGuards
-from .keyloop import KeyLoop
+from .keyloop import Key, KeyLoop
 from .leader import NotLeader
 from .multiindex import MultiIndex
 
@@ -52,7 +52,6 @@ __all__ = ["GangController"]
 log = logging.getLogger("admit.controller")
 
 JSON = dict[str, Any]
-Key = tuple[str, str]
 
 REPORTS = {"conflict": "{}Conflict", "invalid": "InvalidGangAnnotation", "foreign": "{}NotManaged",
            "immutable": "GangSizeImmutable", "priority": "GangPriorityImmutable"}

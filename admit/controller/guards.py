@@ -23,14 +23,11 @@ from ..config import Config
 from ..kube.client import KubeError
 from ..kube.watchcache import KubeRaw, Resource
 from .claims import Claim, claim_of
-from .keyloop import KeyLoop
+from .keyloop import Key, KeyLoop
 
 __all__ = ["WriteGuards"]
 
 log = logging.getLogger("admit.controller")
-
-JSON = dict[str, Any]
-Key = tuple[str, str]
 
 
 class WriteGuards:
