@@ -112,11 +112,7 @@ def removal_problem(obj: dict[str, Any], old: dict[str, Any], old_plan: GangPlan
     stored gang workload (admit takes its marks off: the backend's ``leave_ops``), judged by the same rule as adding
     them (``WorkloadKind.running_update``, with ``RunningUpdate.removing``): a re-run, a rolling restart, a field
     the operator keeps immutable. None when the kind has no rule, admit wrote nothing (``old_plan.mutate`` false)
-    or nothing would happen.
-
-    Args:
-        obj / old: the workload as sent or admitted, and as stored before the UPDATE.
-        old_plan: the gang plan of ``old`` (what admit's marks there are).
+    or nothing would happen. ``obj`` / ``old``: as :func:`running_problem`'s; ``old_plan``: the gang plan of ``old``.
     """
     kind = KINDS.get((old_plan.api_group, old_plan.kind))
     rule = kind.running_update if kind is not None else None
