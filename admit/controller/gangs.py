@@ -38,7 +38,7 @@ from ..gang.ownerrefs import is_managed
 from ..gang.plan import get_path
 from ..kube.client import KubeError, namespace_terminating
 from ..kube.watchcache import Resource, WatchCache, object_key
-from .claims import PODS, Claim, claim_of, object_record
+from .claims import JSON, PODS, Claim, claim_of, object_record
 from .guards import WriteGuards
 from .keyloop import Key, KeyLoop
 from .leader import NotLeader
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["GangController"]
 
 log = logging.getLogger("admit.controller")
-
-JSON = dict[str, Any]
 
 REPORTS = {"conflict": "{}Conflict", "invalid": "InvalidGangAnnotation", "foreign": "{}NotManaged",
            "immutable": "GangSizeImmutable", "priority": "GangPriorityImmutable"}

@@ -45,7 +45,7 @@ from ..kube.client import resolve_proxy_once
 from ..kube.watchcache import KubeRaw, Resource, WatchCache, object_key
 from ..observability import metrics
 from .cacheview import ControllerView
-from .claims import PODS, Claim, member_record, workload_record, watched_kinds
+from .claims import JSON, PODS, Claim, member_record, workload_record, watched_kinds
 from .events import EventRecorder
 from .gangs import GangController
 from .leader import LeaderElector
@@ -56,7 +56,6 @@ __all__ = ["Manager", "ControllerSettings", "start_manager"]
 
 log = logging.getLogger("admit.controller")
 
-JSON = dict[str, Any]
 Key = tuple[str, str]
 WKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a gang workload
 
