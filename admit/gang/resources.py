@@ -156,10 +156,6 @@ def gang_min_resources(pods: list[tuple[dict[str, Any], int]]) -> dict[str, str]
     return format_resources(total)
 
 
-# ======================================================================================================================
-# What the scheduler can count: devices served through DRA (KEP-5004)
-# ======================================================================================================================
-
 DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 """The implicit extended resource of every DeviceClass, ``deviceclass.resource.kubernetes.io/<class name>``
 (KEP-5004 "DRA: Handle extended resource requests via DRA Driver", Kubernetes 1.34 alpha ``DRAExtendedResource``,

@@ -114,8 +114,6 @@ class WatchCache:
         self.idle_restarts = 0
         self.crashes = 0
 
-    # ------------------------------------------------------------------ reading
-
     def get(self, namespace: str, name: str) -> JSON | None:
         """The cached object, or ``None`` (a dict lookup; never an API call). Do not modify it."""
         return self._store.get((namespace, name))
@@ -168,8 +166,6 @@ class WatchCache:
         """Wait until :attr:`attempted` (at most ``timeout`` seconds); returns :attr:`attempted`."""
         return await _wait(self._attempted, timeout)
 
-    # ------------------------------------------------------------------ lifecycle
-
     async def start(self) -> "WatchCache":
         """Start listing and watching in the background; returns at once."""
         if not self._tasks:
@@ -182,8 +178,6 @@ class WatchCache:
         """Stop watching (the cached objects stay readable). Idempotent."""
         tasks, self._tasks = self._tasks, []
         await cancel(tasks)
-
-    # ------------------------------------------------------------------ internals
 
     def _emit(self, event_type: str, obj: JSON, old: JSON | None) -> None:
         for handler in self.handlers:

@@ -75,10 +75,6 @@ class CertifiedKey:
         return fingerprint(self.cert)
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Names
-
-
 def service_dns_names(service: str, namespace: str, cluster_domain: str = "cluster.local") -> list[str]:
     """The DNS names under which a Service is reached inside the cluster: ``[<svc>, <svc>.<ns>, <svc>.<ns>.svc,
     <svc>.<ns>.svc.<cluster_domain>]`` (the kubelet's ``--cluster-domain`` default ``cluster.local``). kube-apiserver
@@ -131,10 +127,6 @@ def missing_names(cert: x509.Certificate, names: Iterable[str]) -> list[str]:
     (:func:`_name_key`); wildcards are not expanded (admit never issues them)."""
     have = {_name_key(n) for n in subject_alt_names(cert)}
     return [name for name in names if _name_key(name) not in have]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Generation
 
 
 def _check_days(days: float, what: str) -> None:
@@ -205,10 +197,6 @@ def generate_serving_certificate(ca: CertifiedKey, service: str, namespace: str,
         (_key_usage(digital_signature=True), True),
         (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
         (san, False)], ca)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Loading and validation
 
 
 def _pem(data: bytes | str, what: str) -> bytes:
@@ -304,10 +292,6 @@ def validity_problem(cert: x509.Certificate, clock: Clock = utcnow, what: str = 
     return ""
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Expiry arithmetic
-
-
 def rotation_due_at(cert: x509.Certificate, fraction: float = DEFAULT_ROTATION_FRACTION) -> _dt.datetime:
     """The instant after which less than ``fraction`` of the certificate's lifetime is left: ``notAfter - fraction *
     (notAfter - notBefore)``; by default about 243 days into a 365-day leaf, 6.7 years into a 10-year CA."""
@@ -324,10 +308,6 @@ def needs_rotation(cert: x509.Certificate, clock: Clock = utcnow, fraction: floa
 def is_expired(cert: x509.Certificate, clock: Clock = utcnow) -> bool:
     """True once ``now >= notAfter``."""
     return clock() >= cert.not_valid_after_utc
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Description and bundles
 
 
 def fingerprint(cert: x509.Certificate) -> str:
@@ -366,10 +346,6 @@ def bundle_fingerprints(data: bytes | str | None) -> frozenset[str] | None:
         return frozenset(fingerprint(c) for c in load_certificates(data, "caBundle"))
     except CertificateError:
         return None
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Files
 
 
 def write_pem_files(directory: pathlib.Path | str, files: dict[str, tuple[bytes, bool]]) -> dict[str, pathlib.Path]:

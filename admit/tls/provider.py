@@ -88,8 +88,6 @@ class TLSProvider:
         self.pair: CertifiedKey | None = None
         self._task: asyncio.Task[None] | None = None  # background work of a subclass, cancelled by stop()
 
-    # -- the swap -------------------------------------------------------------------------------------------------
-
     def _select_context(self, sslobj: ssl.SSLObject, _server_name: str | None, _ctx: ssl.SSLContext) -> None:
         if self._active is not None:
             sslobj.context = self._active
@@ -113,8 +111,6 @@ class TLSProvider:
         self.pair = pair
         log.info("serving certificate loaded: %s", certs.describe(pair.cert))
         metrics.certificate("serving", pair.cert.not_valid_after_utc.timestamp())
-
-    # -- lifecycle and readiness ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Obtain and load the first pair, then start background work. Raises on failure (subclasses)."""

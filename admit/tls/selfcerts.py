@@ -339,8 +339,6 @@ class SelfManagedTLSProvider(TLSProvider):
     def secret_ref(self) -> str:
         return f"{self.namespace}/{self.secret_name}"
 
-    # -- Secret ---------------------------------------------------------------------------------------------------
-
     def _secret_body(self, material: Material, existing: dict[str, Any] | None) -> dict[str, Any]:
         meta_in = (existing or {}).get("metadata") or {}
         labels = {**(meta_in.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY_VALUE}
@@ -399,8 +397,6 @@ class SelfManagedTLSProvider(TLSProvider):
             return material
         raise CertificateError(f"Secret {self.secret_ref} keeps changing under this replica (5 conflicts in a row)")
 
-    # -- caBundle -------------------------------------------------------------------------------------------------
-
     def _configs(self) -> list[tuple[str, str]]:
         """``(path, "<Kind> <name>")`` of each webhook configuration to keep the caBundle of."""
         names = zip(WEBHOOK_CONFIGURATIONS.items(), (self.mutating_config, self.validating_config))
@@ -456,8 +452,6 @@ class SelfManagedTLSProvider(TLSProvider):
         self._bundle_reason = "; ".join(missing) + ("; caBundle not in place" if missing else "")
         return patched
 
-    # -- one check ------------------------------------------------------------------------------------------------
-
     async def reconcile(self) -> ReconcileResult:
         """One check: settle the Secret, inject caBundle, then serve the Secret's pair (even if the caBundle step
         failed: the Secret no longer holds the old one), so that a pair from a new CA is served once trusted.
@@ -483,8 +477,6 @@ class SelfManagedTLSProvider(TLSProvider):
                 if material.ca is not None:
                     metrics.certificate("ca", material.ca.cert.not_valid_after_utc.timestamp())
             return result
-
-    # -- lifecycle ------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """First check, then the periodic loop. Raises :class:`CertificateError`, one line, when no serving pair can
