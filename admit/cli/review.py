@@ -51,16 +51,15 @@ def _unreadable(errors: list[str] | None, message: str) -> None:
 
 
 # Kinds kube-apiserver serves cluster-scoped (``kubectl api-resources --namespaced=false`` on Kubernetes 1.34, plus
-# the cluster-scoped kinds of the operators admit knows: Trainer's ClusterTrainingRuntime, Kueue's ClusterQueue,
-# ResourceFlavor and Cohort, cert-manager's ClusterIssuer). A manifest of one has no namespace, and is shown without.
+# Kueue's ResourceFlavor and Cohort) but the Cluster* ones (ClusterRole, ClusterTrainingRuntime, ClusterQueue,
+# ClusterIssuer), which :func:`_namespace_of` knows by their name. A manifest of one has no namespace.
 CLUSTER_SCOPED = frozenset({
-    "APIService", "CSIDriver", "CSINode", "CertificateSigningRequest", "ClusterRole", "ClusterRoleBinding",
-    "ComponentStatus", "CustomResourceDefinition", "DeviceClass", "FlowSchema", "IngressClass", "IPAddress",
-    "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration", "Namespace", "Node",
-    "PersistentVolume", "PriorityClass", "PriorityLevelConfiguration", "ResourceSlice", "RuntimeClass",
-    "ServiceCIDR", "StorageClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-    "ValidatingWebhookConfiguration", "VolumeAttachment", "ClusterTrainingRuntime", "ClusterQueue",
-    "ResourceFlavor", "Cohort", "ClusterIssuer",
+    "APIService", "CSIDriver", "CSINode", "CertificateSigningRequest", "ComponentStatus", "CustomResourceDefinition",
+    "DeviceClass", "FlowSchema", "IngressClass", "IPAddress", "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration", "Namespace", "Node", "PersistentVolume",
+    "PriorityClass", "PriorityLevelConfiguration", "ResourceSlice", "RuntimeClass", "ServiceCIDR", "StorageClass",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration",
+    "VolumeAttachment", "ResourceFlavor", "Cohort",
 })
 
 
@@ -170,9 +169,6 @@ SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "site-packages", "ve
 # apiVersion v1), kind's cluster configuration.
 TOOL_CONFIG_GROUPS = frozenset({"kustomize.config.k8s.io", "kind.x-k8s.io", "config.kubernetes.io"})
 
-REVIEW_RENDERED = ("pipe in what they render to: kubectl kustomize DIR | admit review -, or helm template RELEASE "
-                   "CHART -f values.yaml | admit review -")
-
 
 @dataclasses.dataclass
 class Skipped:
@@ -200,7 +196,8 @@ class Skipped:
         if not parts:
             return ""
         text = "skipped " + " and ".join(parts)
-        return text + (f"; to review those files, {REVIEW_RENDERED}" if self.files else "")
+        return text + ("; to review those files, pipe in what they render to: kubectl kustomize DIR | admit review -, "
+                       "or helm template RELEASE CHART -f values.yaml | admit review -" if self.files else "")
 
 
 def _walk(top: Path) -> Iterable[Path]:

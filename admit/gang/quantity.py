@@ -118,14 +118,10 @@ def parse_quantity(value: object) -> Fraction:
     return result
 
 
-def _is_byte_resource(name: str) -> bool:
-    return name in ("memory", "ephemeral-storage", "storage") or name.startswith("hugepages-")
-
-
 def format_quantity(name: str, value: Fraction) -> str:
     """Format ``value`` (cores for ``cpu``, bytes for byte-like resources) as the short canonical quantity string,
     rounded up to the next milli or whole byte (module docstring)."""
-    if _is_byte_resource(name):
+    if name in ("memory", "ephemeral-storage", "storage") or name.startswith("hugepages-"):
         n = math.ceil(value)
         if n == 0:
             return "0"
