@@ -1,9 +1,9 @@
 """``admit serve``: wire the Kubernetes client, the TLS provider, the web app and the controller; run until signalled.
 
-Start order, so that a replica reports ready only when it can answer correctly: Kubernetes client -> certificate
-(files, or self-managed Secret + caBundle) -> HTTPS listener (connections bounded by
-:class:`admit.webhook.connections.ConnectionGuard`: ``--max-connections``, ``--read-timeout``, ``--idle-timeout``) ->
-controller (leader-elected, when enabled).
+Start order, so that a replica reports ready only when it can answer correctly: Kubernetes client -> each enabled
+backend's discovery -> certificate (files, or self-managed Secret + caBundle) -> controller (leader-elected, when
+enabled) -> HTTPS listener (connections bounded by :class:`admit.webhook.connections.ConnectionGuard`:
+``--max-connections``, ``--read-timeout``, ``--idle-timeout``).
 
 SIGTERM/SIGINT: every answer from then on says ``Connection: close`` (kube-apiserver's next request dials a ready
 replica; :mod:`admit.webhook.connections`, Shutdown); the controller's Lease is given back (another replica leads at

@@ -78,7 +78,7 @@ class ParentRef:
 
     @property
     def identity(self) -> str:
-        """``"<group>/<Kind>/<name>"``: the owner identity admit records on a PodGroup (``podgroup.owner_annotation``)."""
+        """``"<group>/<Kind>/<name>"``: the owner identity admit records (``backends.common.owner_annotation``)."""
         return f"{self.group}/{self.kind}/{self.name}"
 
 

@@ -23,7 +23,7 @@ class Claim:
     Attributes:
         workload: the workload's reference (:func:`workload_ref`: apiVersion, kind and identifying metadata; never
             the whole object).
-        identity: ``"<group>/<Kind>/<name>"`` as in the PodGroup owner annotation (``podgroup.owner_annotation``).
+        identity: ``"<group>/<Kind>/<name>"`` as in admit's owner annotation (``backends.common.owner_annotation``).
         plan: the gang plan without pod templates, or ``None`` with ``error``: why no plan could be made (a
             ``GangError`` message).
         problem: a plan was made but the workload breaks a rule admission enforces (replicas below minMember), or

@@ -1,7 +1,6 @@
 """The Kubernetes REST client over kubernetes-asyncio's ``ApiClient``: :class:`KubeRaw` (plain-dict requests and
 watch streams: the controller, its caches, ``admit status``, the self-managed certificates) and :class:`KubeAPI` (the
-object calls admission makes, on top of it: create with ``?dryRun=All`` for dry runs, read with 404 -> ``None``,
-patch with ``application/json-patch+json``, RFC 6902).
+object calls admission makes, on top of it).
 
 Thin by design: every call takes a deadline (seconds, float), maps errors to :class:`KubeError`, returns plain dicts
 in the API's JSON shape, and retries a throttled answer within that deadline (:func:`call_with_retries`).
