@@ -162,6 +162,27 @@ def test_priority_mismatch_compares_only_the_fields_admit_sets():
     assert workload_api.update_ops(stored, pod_group, "v1beta1") is None  # immutable: no patch can fix it
 
 
+def test_the_fixes_for_an_immutable_pod_group_name_the_pod_group_annotation_under_the_configured_prefix():
+    config = Config(gang_backend="workload-api", workload_api_version="v1alpha2", annotation_prefix="gang.example.com")
+    deployment = stored_deployment("team-high")
+    deployment["metadata"]["annotations"] = {"gang.example.com/min-member": "4"}
+    plan = validate(req(deployment), config).ensure
+    _, pod_group = workload_api.desired_objects(plan, config)
+    stored = copy.deepcopy(pod_group)
+    stored["spec"]["schedulingPolicy"]["gang"]["minCount"] = 6  # made for a bigger gang; 4 pods now
+    status, message = workload_api.BACKEND.cannot_admit("PodGroup", stored, pod_group, None, plan, config)
+    assert status == 403 and "annotation gang.example.com/pod-group" in message
+    assert "gang.admit.dev" not in message
+    config = Config(gang_backend="workload-api", workload_api_version="v1beta1", annotation_prefix="gang.example.com")
+    plan = validate(req(deployment), config).ensure
+    _, pod_group = workload_api.desired_objects(plan, config)  # v1beta1 carries the pods' priority class
+    stored = copy.deepcopy(pod_group)
+    stored["spec"]["priorityClassName"] = "team-low"
+    reason, message = workload_api.BACKEND.cannot_follow("PodGroup", stored, pod_group, plan, config)
+    assert reason == "priority" and "annotation gang.example.com/pod-group:" in message
+    assert "gang.admit.dev" not in message
+
+
 # ----------------------------------------------------------------------- objects admit keeps in step (fake API)
 
 async def admit_once(client, obj, operation="CREATE", **kw):

@@ -312,13 +312,14 @@ def priority_mismatch(existing: dict[str, Any], desired: dict[str, Any]) -> dict
     return {k: (have[k], want[k]) for k in _PRIORITY_KEYS if want[k] and have[k] != want[k]}
 
 
-def priority_message(kind: str, plan: GangPlan, mismatch: dict[str, tuple[Any, Any]]) -> str:
+def priority_message(kind: str, plan: GangPlan, mismatch: dict[str, tuple[Any, Any]], pod_group_key: str) -> str:
     """The refusal for a managed object whose immutable priority fields differ from the pods' (see
-    :func:`priority_mismatch`): its pods would never be scheduled, so the change is refused with the fix."""
+    :func:`priority_mismatch`): its pods would never be scheduled, so the change is refused with the fix, which names
+    ``pod_group_key`` (``Config.pod_group_key``, under the configured annotation prefix)."""
     what = ", ".join(f"{k} {have or '(none)'!r} (the pods now name {want!r})" for k, (have, want) in
                      mismatch.items())
     return (f"Delete the {plan.kind} and create it again (admit then makes both objects anew), or name a new group "
-            f"with annotation gang.admit.dev/pod-group: {kind} {plan.namespace}/{plan.group_name} keeps {what}; the "
+            f"with annotation {pod_group_key}: {kind} {plan.namespace}/{plan.group_name} keeps {what}; the "
             "field is immutable on the Workload's template and the PodGroup, and kube-scheduler schedules a PodGroup "
             f"only with its pods' priority, so {plan.ref}'s new pods would stay Pending")
 
@@ -396,13 +397,14 @@ def update_ops(existing: dict[str, Any], desired: dict[str, Any], version: str) 
             {"op": "replace", "path": path, "value": want}, *record]
 
 
-def immutable_message(kind: str, plan: GangPlan, have: Any, version: str) -> tuple[str, bool]:
+def immutable_message(kind: str, plan: GangPlan, have: Any, version: str, pod_group_key: str) -> tuple[str, bool]:
     """``(message, refuse)`` for a managed object whose ``minCount`` cannot follow ``plan``: refuse when the workload
-    would run fewer pods than the stored ``minCount`` (kube-scheduler would keep its new pods Pending), else warn."""
+    would run fewer pods than the stored ``minCount`` (kube-scheduler would keep its new pods Pending), else warn. The
+    fix names ``pod_group_key`` (``Config.pod_group_key``)."""
     what = f"{kind} {plan.namespace}/{plan.group_name}"
     why = (f"minCount is immutable in scheduling.k8s.io/{version}" + (" (Kubernetes 1.36; mutable in v1beta1, 1.37)"
                                                                         if version == "v1alpha2" else ""))
-    fix = f"delete the {plan.kind} and create it again (or name a new group with annotation gang.admit.dev/pod-group)"
+    fix = f"delete the {plan.kind} and create it again (or name a new group with annotation {pod_group_key})"
     total = plan.total_pods
     if isinstance(have, int) and total is not None and 0 < total < have:
         return (f"Keep {plan.total_field} at least {have}, or {fix} to change the gang size: {plan.ref} runs {total} "
@@ -634,11 +636,11 @@ class WorkloadAPI:
         workload that would run fewer pods than it (:func:`immutable_message`)."""
         mismatch = priority_mismatch(existing, desired)
         if mismatch:
-            return 403, priority_message(kind, plan, mismatch)
+            return 403, priority_message(kind, plan, mismatch, config.pod_group_key)
         if ops is not None:
             return None
         version = config.workload_api_version or "v1alpha2"
-        message, refuse = immutable_message(kind, plan, min_count_of(existing), version)
+        message, refuse = immutable_message(kind, plan, min_count_of(existing), version, config.pod_group_key)
         return (403 if refuse else None), message
 
     def cannot_follow(self, kind: str, existing: dict[str, Any], desired: dict[str, Any], plan: GangPlan,
@@ -647,10 +649,11 @@ class WorkloadAPI:
         follow (v1alpha2)."""
         mismatch = priority_mismatch(existing, desired)
         if mismatch:
-            return "priority", priority_message(kind, plan, mismatch)
+            return "priority", priority_message(kind, plan, mismatch, config.pod_group_key)
         if kind == "PodGroup":
             version = config.workload_api_version or "v1alpha2"
-            return "immutable", immutable_message(kind, plan, min_count_of(existing), version)[0]
+            have = min_count_of(existing)
+            return "immutable", immutable_message(kind, plan, have, version, config.pod_group_key)[0]
         return None
 
 
