@@ -69,6 +69,21 @@ def provider(client, clock, **kw) -> SelfManagedTLSProvider:
     return SelfManagedTLSProvider(client, NS, SECRET, "admit", "admit", "admit", clock=clock, **kw)
 
 
+def held_once(read, barrier: asyncio.Barrier):
+    """``read`` (an ``async (path) -> object``) whose first call, once answered, waits at ``barrier``: two replicas
+    given the same barrier both read before either writes, however loaded the machine is."""
+    calls = 0
+
+    async def held(path):
+        nonlocal calls
+        calls += 1
+        obj = await read(path)
+        if calls == 1:
+            await barrier.wait()
+        return obj
+    return held
+
+
 def secret_data(api: FakeKubeAPI) -> dict[str, bytes]:
     obj = api.get("v1", "secrets", NS, SECRET)
     return {k: base64.b64decode(v) for k, v in obj["data"].items()}
@@ -243,8 +258,10 @@ async def test_two_replicas_rotating_at_once_do_not_overwrite_each_other(api: Fa
     await b.reconcile()
     clock.advance(days=250)  # past two thirds of the 365-day leaf
     api.clear_requests()
-    api.delay("GET", "secrets", 0.05, times=2)  # both read the same resourceVersion
-    ra, rb = await asyncio.gather(a.reconcile(), b.reconcile())
+    both_read = asyncio.Barrier(2)  # each replica's first read waits for the other's: both hold one resourceVersion
+    for replica in (a, b):
+        replica.api.get = held_once(replica.api.get, both_read)
+    ra, rb = await asyncio.wait_for(asyncio.gather(a.reconcile(), b.reconcile()), 10)
     puts = [r.status for r in api.requests_for("secrets", "PUT")]
     assert sorted(puts) == [200, 409]
     assert ra.conflicts + rb.conflicts == 1 and ra.written != rb.written
