@@ -155,9 +155,12 @@ class OfflineKube:
         """The input objects of ``plural`` in ``namespace`` (an HPA reviewed with the Deployment it scales)."""
         return [o for (g, p, ns, _), o in self.objects.items() if (g, p, ns) == (group, plural, namespace)]
 
-    async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
-        """A Pod of this run, as mutated (a Spark driver reviewed earlier tells its executors its group)."""
-        return self.objects.get(("", "pods", namespace, name))
+    async def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any]:
+        """A Pod of this run, as mutated (a Spark driver reviewed earlier tells its executors its group). Raises
+        ``LookupError`` (``admission.Admission._read_group``'s why) for one not among the inputs: not "not found"."""
+        if (pod := self.objects.get(("", "pods", namespace, name))) is None:
+            raise LookupError("is not among the files reviewed: review them together, the driver first")
+        return pod
 
 
 # Folders ``-R`` never walks into: hidden ones (.git, .venv, .tox), and what a Python or Node checkout keeps beside

@@ -122,6 +122,20 @@ def test_a_trainjob_reviewed_without_its_runtime_is_unchecked_naming_the_runtime
     assert main(["review", "--strict", str(TRAINJOB)]) == 1  # a warning: a CI step does not pass it unread
 
 
+def test_a_spark_executor_reviewed_without_its_driver_is_told_to_review_them_together_not_that_it_is_not_found(
+        tmp_path, capsys):
+    driver, executor = yaml.safe_load_all((EXAMPLES / "spark-submit-pods.yaml").read_text())
+    code, out, _ = review(capsys, write(tmp_path, "executor.yaml", executor))
+    row = f"Pod {executor['metadata']['namespace']}/{executor['metadata']['name']}"
+    verdict, group, _, rest = rows(out)[row]
+    assert code == 0 and verdict == "ALLOWED" and group == "-", out  # in a cluster it is admitted, in no gang
+    assert rest == ("warning: this Spark executor joins no PodGroup: its driver pod "
+                    f"{driver['metadata']['name']} is not among the files reviewed: review them together, the "
+                    "driver first")
+    code, out, _ = review(capsys, write(tmp_path, "both.yaml", driver, executor))
+    assert rows(out)[row][:2] == ["ALLOWED", driver["metadata"]["labels"]["spark-app-selector"]], out
+
+
 def test_the_unchecked_sample_in_the_behaviour_doc_is_what_admit_review_prints(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     doc = (ROOT / "docs" / "behaviour.md").read_text().split("### What review cannot see", 1)[1]
