@@ -242,7 +242,7 @@ def webhook_on_own_loop(prepare: Callable[[Any], Any] | None = None) -> Iterator
             prepare(fake)
         api_client = fake.api_client()
         config = Config()
-        client = TestClient(TestServer(create_app(Admission(config, KubeAPI(api_client, config)))))
+        client = TestClient(TestServer(create_app(Admission(config, KubeAPI(api_client)))))
         await client.start_server()
         return fake, api_client, client
 

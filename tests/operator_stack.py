@@ -46,7 +46,7 @@ async def operator_cluster(aiohttp_server: Any, config: Config,
             await ctl.start()
             await eventually(lambda: ctl.working)
             cache = ctl.cache
-        server = await aiohttp_server(create_app(Admission(config, KubeAPI(api_client, config), cache)))
+        server = await aiohttp_server(create_app(Admission(config, KubeAPI(api_client), cache)))
         fake.admission = admission_chain(str(server.make_url("")))
         op = operator(fake, fake.admission)
         async with fake.api_client() as user:

@@ -58,7 +58,7 @@ async def webhook_with_controller(aiohttp_client: Any, fake: FakeKubeAPI, **conf
     async with fake.api_client() as admission_client, fake.api_client() as test_client:
         try:
             await eventually(lambda: controller.working)
-            app = create_app(Admission(cfg, KubeAPI(admission_client, cfg), controller.cache))
+            app = create_app(Admission(cfg, KubeAPI(admission_client), controller.cache))
             client = await aiohttp_client(app)
             yield Stack(client, controller, fake, KubeRaw(test_client, timeout=2.0))
         finally:
@@ -78,7 +78,7 @@ async def fake_cluster(aiohttp_server: Any, config: Config, *, chart_values: dic
     await fake.start()
     api_client = fake.api_client()
     try:
-        server = await aiohttp_server(create_app(Admission(config, KubeAPI(api_client, config))))
+        server = await aiohttp_server(create_app(Admission(config, KubeAPI(api_client))))
         fake.admission = admission_chain(str(server.make_url("")), values=chart_values)
         async with fake.api_client() as user:
             yield fake, user

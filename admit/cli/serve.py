@@ -122,7 +122,7 @@ async def serve(args: argparse.Namespace, config: Config) -> None:
             stack.push_async_callback(controller.stop)
             cache = controller.cache
             checks.append(controller.readiness)
-        admission = Admission(config, KubeAPI(api_client, config), cache)
+        admission = Admission(config, KubeAPI(api_client), cache)
         admission.problems = problems
         admission.rediscoveries = rediscoveries
         if controller is not None:  # a backend whose served version moved: its gang controller follows

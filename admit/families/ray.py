@@ -62,6 +62,7 @@ from typing import Any
 
 from ..config import Config
 from ..echo import clip
+from ..gang.foreign import KUBERAY_BATCH_SCHEDULERS
 from ..gang.plan import BelowMinMember, GangAnnotations, GangError, GangPlan, PodTarget, below_min_member, \
     check_group_name, choose_group_name, get_map, get_path, int_field, parse_gang_annotations
 from .shared import (
@@ -111,10 +112,6 @@ def cluster_group_name(name: str) -> str:
     return f"{name[:57].rstrip('-.')}-{digest}"
 
 
-#: ``--batch-scheduler`` value -> the ``schedulerName`` KubeRay's plugin puts on every pod (each plugin's ``Name()``).
-KUBERAY_BATCH_SCHEDULERS: dict[str, str] = {"volcano": "volcano", "yunikorn": "yunikorn",
-                                            "kai-scheduler": "kai-scheduler",
-                                            "scheduler-plugins": "scheduler-plugins-scheduler"}
 
 
 def batch_scheduler_note(ref: str, config: Config) -> str:

@@ -14,6 +14,8 @@ they say what admit needs (a group name, a group size) and never writes another 
   :data:`MULTIKUEUE_MANAGED_BY`, :data:`MULTIKUEUE_ORIGIN`): ``admit.families.apps`` ``_kueue_facts``.
 - Volcano's ``scheduling.k8s.io/group-name`` (pod template annotation): the mark of Kubeflow Trainer's Volcano
   gang, which admit leaves to Trainer (``admit.families.jobset``, ``admit.families.trainer``).
+- KubeRay's ``--batch-scheduler`` and the ``schedulerName`` it puts on Ray pods (:data:`KUBERAY_BATCH_SCHEDULERS`):
+  ``admit.families.ray``'s note and the diagnosis of ``admit status``.
 
 Sources: scheduler-plugins ``apis/scheduling/v1alpha1/types.go`` (``PodGroupLabel``); Kueue "Run Plain Pods" (both
 keys on every member; Kueue gates them with ``schedulingGates: [{name: kueue.x-k8s.io/admission}]`` and removes the
@@ -29,8 +31,8 @@ from ..config import LEGACY_POD_GROUP_API_GROUP, LEGACY_POD_GROUP_LABEL, POD_GRO
 from .patch import set_keys_ops
 from .plan import PodTarget, get_path
 
-__all__ = ["KUEUE_GROUP_NAME", "KUEUE_TOTAL_COUNT", "VOLCANO_GROUP_NAME", "other_generation_label",
-           "translate_group_labels", "KueueGroup", "kueue_group"]
+__all__ = ["KUEUE_GROUP_NAME", "KUEUE_TOTAL_COUNT", "VOLCANO_GROUP_NAME", "KUBERAY_BATCH_SCHEDULERS",
+           "other_generation_label", "translate_group_labels", "KueueGroup", "kueue_group"]
 
 KUEUE_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
@@ -50,6 +52,11 @@ MULTIKUEUE_MANAGED_BY = "kueue.x-k8s.io/multikueue"
 #: The label MultiKueue puts on a worker's copy (``MultiKueueOriginLabel``, the same file): the manager it came from.
 MULTIKUEUE_ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
+#: KubeRay's operator flag ``--batch-scheduler`` -> the ``schedulerName`` its plugin puts on every pod of every
+#: RayCluster (ray-project/kuberay ``batchscheduler/*``: each plugin's ``Name()``, ``AddSchedulerNameToObject``).
+KUBERAY_BATCH_SCHEDULERS: dict[str, str] = {"volcano": "volcano", "yunikorn": "yunikorn",
+                                            "kai-scheduler": "kai-scheduler",
+                                            "scheduler-plugins": "scheduler-plugins-scheduler"}
 
 _GENERATIONS = {
     POD_GROUP_LABEL: (LEGACY_POD_GROUP_LABEL, "scheduler-plugins releases before v0.25.7", LEGACY_POD_GROUP_API_GROUP),

@@ -202,14 +202,14 @@ def countable_min_resources(min_resources: dict[str, str] | None, served: Any) -
     return kept or None, left_out
 
 
-def left_out_warning(ref: str, left_out: dict[str, str]) -> str:
+def left_out_warning(left_out: dict[str, str]) -> str:
     """The warning for resources :func:`countable_min_resources` left out of ``minResources``."""
     names = ", ".join(f"{name} (DeviceClass {cls})" for name, cls in sorted(left_out.items()))
     return (f"nothing to change: minResources leaves out {names[:100]}, served through DRA, not node allocatable "
             "(Coscheduling could not count it); the scheduler still checks each pod's devices")
 
 
-def resource_claims_warning(ref: str, pod_specs: Any) -> str | None:
+def resource_claims_warning(pod_specs: Any) -> str | None:
     """A warning when a pod spec of the gang requests devices through ``spec.resourceClaims`` (DRA
     ResourceClaims / ResourceClaimTemplates): those devices are not in ``minResources`` (no quantity there that a
     node's allocatable could hold); ``None`` when none does."""

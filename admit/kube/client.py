@@ -22,7 +22,6 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from ..config import Config
 from ..jsonio import loads
 
 __all__ = ["Resource", "KubeError", "AlreadyExists", "resource_not_served", "Budget", "KubeRaw", "KubeAPI", "load_api_client",
@@ -357,9 +356,8 @@ class KubeAPI:
     :class:`KubeRaw`: each takes ``timeout`` (seconds, retries of a throttled answer included) and raises
     :class:`KubeError` on failure, :class:`AlreadyExists` for a 409 on create."""
 
-    def __init__(self, api_client: client.ApiClient, config: Config) -> None:
+    def __init__(self, api_client: client.ApiClient) -> None:
         self.raw = KubeRaw(api_client)
-        self.config = config
 
     async def create_object(self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool,
                             timeout: float) -> dict[str, Any]:

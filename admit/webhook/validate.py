@@ -117,7 +117,7 @@ def drop_uncountable(plan: GangPlan, served: Any) -> list[str]:
     if not left_out:
         return []
     plan.min_resources = kept
-    return [left_out_warning(plan.ref, left_out)]
+    return [left_out_warning(left_out)]
 
 
 def add_overhead(plan: GangPlan, overheads: dict[str, dict[str, str]]) -> list[str]:
@@ -139,7 +139,7 @@ def countable_warnings(plan: GangPlan, obj: Any) -> list[str]:
     pod template of the gang requests devices through ``spec.resourceClaims`` (pure)."""
     warnings = drop_uncountable(plan, {})
     specs = (get_path(obj, t.labels[:-2] + ("spec",)) for t in plan.targets if t.labels[-2:] == ("metadata", "labels"))
-    claims = resource_claims_warning(plan.ref, specs)
+    claims = resource_claims_warning(specs)
     if claims:
         warnings.append(claims)
     return warnings

@@ -22,7 +22,7 @@ async def test_a_cluster_without_the_pod_group_crd_gives_every_coscheduling_refu
             config, problems, rediscoveries = await start_backends(api_client, Config())
             assert list(problems) == ["coscheduling"] and rediscoveries == {}
             assert "the PodGroup CRD podgroups.scheduling.x-k8s.io" in problems["coscheduling"]
-            admission = Admission(config, KubeAPI(api_client, config))
+            admission = Admission(config, KubeAPI(api_client))
             admission.problems = problems
             req = parse_review(dumps(admission_review(example("pause-gang-deployment.yaml"))))
             decision = await admission.validate(req)

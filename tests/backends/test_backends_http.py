@@ -31,7 +31,7 @@ async def setup(request, aiohttp_client):
     config, version = BACKENDS[request.param]
     async with FakeKubeAPI(workload_api=version) as fake:
         api_client = fake.api_client()
-        client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client, config))))
+        client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client))))
         yield client, fake, config
         await api_client.close()
 
@@ -139,7 +139,7 @@ async def test_a_pod_group_being_deleted_is_an_api_failure_with_the_reason(versi
     config, _ = BACKENDS[version]
     async with FakeKubeAPI(workload_api=version) as fake:
         async with fake.api_client() as api_client:
-            client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client, config))))
+            client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client))))
             await admit(client, example("pause-gang-deployment.yaml"))
             api = f"scheduling.k8s.io/{version}"
             pg = fake.get(api, "podgroups", "default", "pause")
@@ -239,7 +239,7 @@ async def upgraded_webhook(aiohttp_client, fake, config):
 
     api_client = fake.api_client()
     config = await configure_backends(api_client, config)
-    admission = Admission(config, KubeAPI(api_client, config))
+    admission = Admission(config, KubeAPI(api_client))
     admission.rediscoveries["workload-api"] = Rediscovery(api_client, config, min_interval=0.0)
     return await aiohttp_client(create_app(admission)), admission, api_client
 

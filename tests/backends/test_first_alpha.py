@@ -59,7 +59,7 @@ async def test_a_workload_asking_for_the_native_backend_on_1_35_is_refused_namin
         api_client = fake.api_client()
         config = await configure_backends(api_client, EXTRA)
         assert config.workload_api_version == "" and config.workload_api_served == ("v1alpha1",)
-        client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client, config))))
+        client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client))))
         dep = example("pause-gang-deployment.yaml")
         dep["metadata"]["annotations"]["gang.admit.dev/backend"] = "workload-api"
         validated = await client.post("/validate", json=admission_review(dep))  # /mutate passes it on unchanged
@@ -90,7 +90,7 @@ async def test_a_job_whose_template_names_a_native_gang_gets_no_coscheduling_gan
     # Coscheduling's label, scheduler and PodGroup besides would make two gangs wait on each other's pods.
     async with FakeKubeAPI(workload_api="v1alpha1") as fake, fake.api_client() as api_client:
         config = Config()
-        client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client, config))))
+        client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client))))
         job = _job_naming(field)
         mutation = (await (await client.post("/mutate", json=admission_review(job))).json())["response"]
         stored = apply_answer(copy.deepcopy(job), {"response": mutation})

@@ -199,7 +199,7 @@ async def test_a_changed_priority_class_on_a_kept_gang_is_refused_with_the_fix_a
     async with FakeKubeAPI(workload_api="v1beta1") as fake:
         api_client = fake.api_client()
         try:
-            client = await aiohttp_client(create_app(Admission(BETA, KubeAPI(api_client, BETA))))
+            client = await aiohttp_client(create_app(Admission(BETA, KubeAPI(api_client))))
             answer, stored = await admit_once(client, stored_deployment("team-high"))
             assert answer["allowed"] is True
             pod_group = fake.get("scheduling.k8s.io/v1beta1", "podgroups", "team-a", "trainer")
@@ -226,7 +226,7 @@ async def test_the_fake_refuses_a_changed_priority_class_as_an_immutable_field(v
     plan = validate(req(stored_deployment("team-high")), config).ensure
     async with FakeKubeAPI(workload_api=version) as fake:
         async with fake.api_client() as api_client:
-            kube = KubeAPI(api_client, config)
+            kube = KubeAPI(api_client)
             for body in workload_api.desired_objects(plan, config):
                 await kube.create_object("scheduling.k8s.io", version, workload_api.KIND_PLURALS[body["kind"]],
                                          body, False, 5)
@@ -348,7 +348,7 @@ async def test_native_gang_writes_and_refusals_are_counted_by_kind(aiohttp_clien
     before = {(k, o): count(k, o) for k in ("Workload", "PodGroup") for o in ("created", "refused")}
     async with FakeKubeAPI(workload_api="v1beta1") as fake:
         async with fake.api_client() as api_client:
-            client = await aiohttp_client(create_app(Admission(BETA, KubeAPI(api_client, BETA))))
+            client = await aiohttp_client(create_app(Admission(BETA, KubeAPI(api_client))))
             answer, stored = await admit_once(client, stored_deployment("team-high"))
             assert answer["allowed"] is True
             changed = copy.deepcopy(stored)

@@ -54,7 +54,7 @@ async def cluster(aiohttp_client):
             assert list(main.gangs) == [volcano.NAME]
             await eventually(lambda: main.working)
             async with fake.api_client() as api_client:
-                admission = Admission(CONFIG, KubeAPI(api_client, CONFIG), main.cache)
+                admission = Admission(CONFIG, KubeAPI(api_client), main.cache)
                 client = await aiohttp_client(create_app(admission))
                 yield fake, client
             await main.stop()
@@ -130,7 +130,7 @@ async def picked(aiohttp_client):
         async with FakeKubeAPI() as fake:
             fake.register(volcano.GROUP, volcano.VERSION, "PodGroup", volcano.PLURAL)
             async with fake.api_client() as api_client:
-                client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client, config))))
+                client = await aiohttp_client(create_app(Admission(config, KubeAPI(api_client))))
                 yield fake, client, config
     finally:
         volcano.uninstall()

@@ -142,7 +142,7 @@ async def test_every_example_gets_its_verdict_over_http(path, aiohttp_client):
     async with FakeKubeAPI() as fake:
         async with fake.api_client() as api_client:
             client = await aiohttp_client(
-                create_app(Admission(config, KubeAPI(api_client, config), cache=FakeGroupCache(fake)))
+                create_app(Admission(config, KubeAPI(api_client), cache=FakeGroupCache(fake)))
             )
 
             async def post(endpoint, review):

@@ -111,7 +111,7 @@ async def annotated(kube: KubeRaw, resource: Resource, stored: dict[str, Any]) -
 async def test_an_annotation_only_change_of_a_gang_is_never_reverted_by_the_controller(
         fake, kube, controllers, resource, obj):
     controller = await controllers()
-    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
+    admission = Admission(CONFIG, KubeAPI(kube.api_client), controller.cache)
     stored, key = await admitted_gang(fake, kube, admission, resource, obj)
     update = await annotated(kube, resource, stored)
     same_generation = update["metadata"].get("generation") == stored["metadata"].get("generation")
@@ -138,7 +138,7 @@ async def test_an_annotation_change_is_not_reverted_by_a_leader_elected_while_it
     resource, obj = next((p.values for p in GANG_SEEDS if p.values[0].kind == "StatefulSet"))
     first = await controllers("a")
     second = await controllers("b", wait=False)
-    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), first.cache)
+    admission = Admission(CONFIG, KubeAPI(kube.api_client), first.cache)
     stored, key = await admitted_gang(fake, kube, admission, resource, obj)
     update = await annotated(kube, resource, stored)
     fake.clear_requests()

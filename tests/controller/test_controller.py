@@ -546,7 +546,7 @@ async def test_a_pod_of_a_known_group_costs_no_api_call(fake, kube, controllers)
     controller = await controllers()
     await create_workload(kube, deployment())
     await eventually(lambda: controller.cache.get("team", "web") is not None)
-    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
+    admission = Admission(CONFIG, KubeAPI(kube.api_client), controller.cache)
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"generateName": "web-5d8f-", "labels": {"app": "web", "scheduling.x-k8s.io/pod-group": "web"},
                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f",
@@ -570,7 +570,7 @@ async def test_a_pod_whose_group_is_missing_gets_a_warning_and_the_group_is_recr
     # could come first under load and meet the injected failure itself.
     await eventually(lambda: len(fake.requests_for("podgroups", "create")) >= 2)
     await eventually(lambda: controller.cache.get("team", "web") is None)
-    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
+    admission = Admission(CONFIG, KubeAPI(kube.api_client), controller.cache)
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "web-1", "labels": {"scheduling.x-k8s.io/pod-group": "web"},
                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f",

@@ -104,7 +104,7 @@ async def test_the_controller_never_reverts_a_spec_the_webhook_wrote_from_a_newe
     workload is stored; the controller, still seeing the old workload, patched it back (and an Event read
     "minMember 5 -> 3"), then forward again."""
     controller = await controllers()
-    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
+    admission = Admission(CONFIG, KubeAPI(kube.api_client), controller.cache)
     stored_obj = await create_workload(kube, deployment())
     await eventually(lambda: owned(fake) and controller.cache.get("team", "web") is not None)
     assert pod_group_generation(pg_of(fake), CONFIG) == 1
@@ -133,7 +133,7 @@ async def test_a_spec_the_webhook_wrote_for_an_update_that_was_never_stored_is_p
     """The other side of the stamp: a later admission step refused the update the webhook saw, so the workload
     stays at its old generation; after the grace period the controller writes its spec back."""
     controller = await controllers()
-    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
+    admission = Admission(CONFIG, KubeAPI(kube.api_client), controller.cache)
     stored_obj = await create_workload(kube, deployment())
     await eventually(lambda: owned(fake) and controller.cache.get("team", "web") is not None)
     refused = copy.deepcopy(stored_obj)

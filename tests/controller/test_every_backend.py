@@ -179,7 +179,7 @@ class Stack:
         self.fake, self.kube, self.config, self.main = fake, kube, config, main
         self.gangs = main.gangs[config.gang_backend]
         self.types = backend_of(config.gang_backend).object_types(config)
-        self.admission = Admission(config, KubeAPI(kube.api_client, config), main.cache)
+        self.admission = Admission(config, KubeAPI(kube.api_client), main.cache)
 
     def objects(self) -> list[dict[str, Any] | None]:
         """The gang's objects ``team/web``, in creation order (``None`` for a missing one)."""
@@ -320,7 +320,7 @@ async def test_a_second_backend_whose_object_kind_is_also_pod_group_does_not_hid
             assert list(main.gangs) == [volcano.NAME, "workload-api"]
             await eventually(lambda: main.working)
             async with fake.api_client() as api_client:
-                admission = Admission(config, KubeAPI(api_client, config), main.cache)
+                admission = Admission(config, KubeAPI(api_client), main.cache)
                 s = Stack(fake, KubeRaw(api_client, timeout=2.0), config, main)
                 mutated = s.mutated()
                 assert (await admission.validate(request(mutated, "CREATE"))).allowed

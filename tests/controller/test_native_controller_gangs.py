@@ -100,7 +100,7 @@ def test_a_job_kueue_turns_into_a_native_gang_after_admit_ran_loses_admits_marks
 async def test_against_the_fake_a_kueue_gang_job_gets_no_admit_pod_group_or_workload(aiohttp_client):
     async with FakeKubeAPI(workload_api="v1beta1") as fake:
         async with fake.api_client() as api_client:
-            client = await aiohttp_client(create_app(Admission(BETA, KubeAPI(api_client, BETA))))
+            client = await aiohttp_client(create_app(Admission(BETA, KubeAPI(api_client))))
 
             async def post(path, obj):
                 resp = await client.post(path, json=admission_review(obj))

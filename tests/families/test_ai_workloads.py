@@ -294,7 +294,7 @@ async def test_the_controller_adopts_each_kuberay_clusters_pod_group_and_it_goes
     ``cleanUpRayClusterInstance``): each PodGroup is made at its cluster's admission, adopted by that cluster, and
     collected with it, while the other cluster's PodGroup stays."""
     controller = await controllers()
-    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
+    admission = Admission(CONFIG, KubeAPI(kube.api_client), controller.cache)
     service_res = Resource("ray.io", "v1", "rayservices", "RayService")
     cluster_res = Resource("ray.io", "v1", "rayclusters", "RayCluster")
 
@@ -399,7 +399,7 @@ async def test_a_dra_gpu_deployment_gets_a_pod_group_without_the_gpus_and_the_co
     Deployment's PodGroup leaves nvidia.com/gpu out (with the warning), and adoption and reconcile never write it
     back."""
     controller = await controllers()
-    admission = Admission(CONFIG, KubeAPI(kube.api_client, CONFIG), controller.cache)
+    admission = Admission(CONFIG, KubeAPI(kube.api_client), controller.cache)
     await kube.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", body=GPU_DEVICE_CLASS)
     await eventually(lambda: controller.dra_extended_resources == {"nvidia.com/gpu": "gpu.nvidia.com"})
     user = gpu_deployment()

@@ -156,7 +156,7 @@ class Cluster:
 async def cluster(aiohttp_client):
     async with FakeKubeAPI() as fake:
         async with fake.api_client() as api_client:
-            client = await aiohttp_client(create_app(Admission(CONFIG, KubeAPI(api_client, CONFIG))))
+            client = await aiohttp_client(create_app(Admission(CONFIG, KubeAPI(api_client))))
             yield Cluster(client, fake)
 
 

@@ -408,7 +408,7 @@ async def test_over_http_the_driver_creates_the_group_and_its_executor_joins_wit
 
     async with FakeKubeAPI() as fake:
         async with fake.api_client() as api_client:
-            admission = Admission(CONFIG, KubeAPI(api_client, CONFIG), cache=FakeCache(fake))
+            admission = Admission(CONFIG, KubeAPI(api_client), cache=FakeCache(fake))
             client = await aiohttp_client(create_app(admission))
 
             async def post(path, obj):
@@ -518,7 +518,7 @@ async def spark_webhook(aiohttp_client, fake, controller):
         await ctl.start()
         await eventually(lambda: ctl.working)
         cache = ctl.cache
-    client = await aiohttp_client(create_app(Admission(CONFIG, KubeAPI(api_client, CONFIG), cache)))
+    client = await aiohttp_client(create_app(Admission(CONFIG, KubeAPI(api_client), cache)))
 
     async def close():
         if ctl is not None:

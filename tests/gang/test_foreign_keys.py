@@ -80,7 +80,7 @@ async def webhook(aiohttp_client, fake):
             await ctl.start()
             await eventually(lambda: ctl.working)
             cache = ctl.cache
-        return await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client, cfg), cache)))
+        return await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client), cache)))
 
     yield make
     for close in reversed(closers):

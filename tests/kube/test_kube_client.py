@@ -21,7 +21,7 @@ async def test_without_proxy_variables_requests_skip_the_per_request_environment
         assert api_client.rest_client.pool_manager.trust_env is False
         assert api_client.rest_client.proxy is None
         # still talks to the API server
-        assert await KubeAPI(api_client, Config()).get_object("scheduling.x-k8s.io", "v1alpha1", "podgroups", "default",
+        assert await KubeAPI(api_client).get_object("scheduling.x-k8s.io", "v1alpha1", "podgroups", "default",
                                                               "missing", 2.0) is None
         await api_client.close()
 
@@ -102,7 +102,7 @@ async def test_a_throttled_call_is_retried_at_most_max_retries_times(fake, monke
     async with fake.api_client() as api_client:
         fake.fail("get", "podgroups", 429, times=None, retry_after=0)
         with pytest.raises(KubeError) as throttled:
-            await KubeAPI(api_client, Config()).get_object("scheduling.x-k8s.io", "v1alpha1", "podgroups", "default",
+            await KubeAPI(api_client).get_object("scheduling.x-k8s.io", "v1alpha1", "podgroups", "default",
                                                            "g", 5.0)
         assert throttled.value.status == 429
         assert len(fake.requests_for("podgroups")) == 4  # the call and three retries

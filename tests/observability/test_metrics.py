@@ -44,7 +44,7 @@ class Delta:
 async def webhook(aiohttp_client, fake):
     api_client = fake.api_client()
     assert metrics.instrument_api_client(api_client)
-    client = await aiohttp_client(create_app(Admission(Config(), KubeAPI(api_client, Config()))))
+    client = await aiohttp_client(create_app(Admission(Config(), KubeAPI(api_client))))
     yield client
     await api_client.close()
 
@@ -139,7 +139,7 @@ async def test_an_api_call_cut_by_the_admission_budget_counts_as_a_timeout(aioht
     cfg = Config(api_timeout_seconds=0.2, failure_mode="allow")
     api_client = fake.api_client()
     metrics.instrument_api_client(api_client)
-    client = await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client, cfg))))
+    client = await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client))))
     try:
         dep = example("pause-gang-deployment.yaml")
         dep["metadata"]["name"] = "api-slow"

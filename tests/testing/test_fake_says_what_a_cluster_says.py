@@ -115,7 +115,7 @@ async def test_a_trainjob_sent_to_the_dev_fake_is_judged_against_the_runtime_tra
     trainjob = yaml.safe_load((EXAMPLES / "trainjob-torch.yaml").read_text())
     async with FakeKubeAPI(namespace_lifecycle=True) as fake, fake.api_client() as api:
         stored = store_walkthrough_workloads(fake, config, EXAMPLES)
-        client = await aiohttp_client(create_app(Admission(config, KubeAPI(api, config))))
+        client = await aiohttp_client(create_app(Admission(config, KubeAPI(api))))
         resp = await client.post("/validate", json=admission_review(trainjob))
         answer = (await resp.json())["response"]
     assert "ClusterTrainingRuntime torch-distributed" in stored

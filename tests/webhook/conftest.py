@@ -32,7 +32,7 @@ async def webhook(aiohttp_client, fake):
             await ctl.start()
             await eventually(lambda: ctl.working)
             cache = ctl.cache
-        client = await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client, cfg), cache)))
+        client = await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client), cache)))
         client.view = cache
         return client
 

@@ -18,7 +18,7 @@ PG = ("scheduling.x-k8s.io/v1alpha1", "podgroups")
 async def make_client(aiohttp_client, fake, **config):
     cfg = Config(**config)
     api_client = fake.api_client()
-    client = await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client, cfg))))
+    client = await aiohttp_client(create_app(Admission(cfg, KubeAPI(api_client))))
     client.api_client = api_client
     return client
 

@@ -39,6 +39,7 @@ from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 from ...config import COSCHEDULING, KUBE_DEFAULT_SCHEDULER, Config
+from ...gang.foreign import KUBERAY_BATCH_SCHEDULERS
 from ...gang.ownerrefs import controller_ref, has_controller
 from ...gang.plan import get_path, template_annotation_warnings, unknown_annotation_warnings
 from ...gang.quantity import QuantityError, format_quantity, parse_quantity
@@ -201,10 +202,8 @@ def _gang_workloads(workloads: list[JSON], config: Config) -> tuple[dict[tuple[s
     return gang_workloads, extra_rows
 
 
-#: ``schedulerName`` -> KubeRay's ``--batch-scheduler`` value whose plugin sets it on every pod of every RayCluster
-#: (ray-project/kuberay ``batchscheduler/*``: ``AddMetadataToChildResource``, ``AddSchedulerNameToObject``).
-_KUBERAY_FLAG = {"volcano": "volcano", "yunikorn": "yunikorn", "kai-scheduler": "kai-scheduler",
-                 "scheduler-plugins-scheduler": "scheduler-plugins"}
+#: ``schedulerName`` -> the KubeRay ``--batch-scheduler`` value whose plugin sets it on every pod of a RayCluster.
+_KUBERAY_FLAG = {name: flag for flag, name in KUBERAY_BATCH_SCHEDULERS.items()}
 
 
 def _operator_scheduler(pods: list[JSON], config: Config) -> str:
@@ -216,8 +215,8 @@ def _operator_scheduler(pods: list[JSON], config: Config) -> str:
         name = str(get_path(pod, ("spec", "schedulerName")) or "")
         if str(ref.get("apiVersion", "")).startswith("ray.io/") and ref.get("kind") == "RayCluster" \
                 and name in _KUBERAY_FLAG:
-            fix = ("unset it or set it to scheduler-plugins" if config.scheduler_name == "scheduler-plugins-scheduler"
-                   else "unset it")
+            fix = ("unset it or set it to scheduler-plugins"
+                   if config.scheduler_name == KUBERAY_BATCH_SCHEDULERS["scheduler-plugins"] else "unset it")
             return (f"KubeRay's --batch-scheduler={_KUBERAY_FLAG[name]} sets it on every pod of RayCluster "
                     f"{meta_of(pod).get('namespace', '')}/{ref.get('name', '')}: {fix} (a setting of the KubeRay "
                     "operator, its Helm value batchScheduler.name)")
