@@ -347,9 +347,10 @@ class GangController:
             if action.kind in REPORTS:
                 reason = "GangAnnotationRemoved" if action.claim is not None and action.claim.held else \
                     REPORTS[action.kind].format(self.kinds[0])
+                # the Event is on the workload (kubectl describe names it): its note leads with the fix
                 say(action.kind + (f":{action.object_kind}" if action.object_kind else ""),
                     action.claim.workload if action.claim is not None else None, "Warning", reason, action.message,
-                    action.message)
+                    action.message.removeprefix(f"{action.claim.ref}: ") if action.claim else action.message)
         for c in claims:
             if c.problem:
                 say(f"problem:{c.identity}", c.workload, "Warning", "GangBelowMinMember", f"{c.ref}: {c.problem}",

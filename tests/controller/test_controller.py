@@ -411,8 +411,9 @@ async def test_a_name_collision_is_logged_once_reported_on_the_workload_and_the_
     assert pg_of(fake)["metadata"]["annotations"]["gang.admit.dev/owner"] == "batch/Job/web"
     assert "ownerReferences" not in pg_of(fake)["metadata"]
     await controller.recorder.flush()
-    assert [e[:3] for e in events(fake) if e[1] == "PodGroupConflict"] == [("Warning", "PodGroupConflict",
-                                                                            "Deployment")]
+    assert [e for e in events(fake) if e[1] == "PodGroupConflict"] == [(
+        "Warning", "PodGroupConflict", "Deployment", "Set annotation gang.admit.dev/pod-group to another name: "
+        "PodGroup team/web already belongs to batch/Job/web, not to Deployment team/web")]
 
 
 async def test_a_managed_labelled_group_admit_did_not_create_is_left_alone(fake, controllers, caplog):
@@ -428,7 +429,7 @@ async def test_a_managed_labelled_group_admit_did_not_create_is_left_alone(fake,
                      "gang.admit.dev/owner annotation: admit did not create it and leaves it alone"]
 
 
-async def test_an_annotation_made_invalid_by_an_update_keeps_the_group_and_is_reported_once(
+async def test_an_annotation_made_invalid_by_an_update_keeps_the_group_and_is_reported_once_leading_with_the_fix(
         fake, kube, controllers, caplog):
     controller = await controllers(resync_period=0.2)
     await create_workload(kube, deployment())
@@ -444,7 +445,9 @@ async def test_an_annotation_made_invalid_by_an_update_keeps_the_group_and_is_re
                      '2147483647, PodGroup minMember is an int32) or "auto": "many" is invalid; PodGroup team/web is '
                      'left as it is until this is fixed']
     await controller.recorder.flush()
-    assert [e[1] for e in events(fake) if e[0] == "Warning"] == ["InvalidGangAnnotation"]
+    [(_, reason, regarding, note)] = [e for e in events(fake) if e[0] == "Warning"]
+    assert (reason, regarding) == ("InvalidGangAnnotation", "Deployment") and note == lines[0].removeprefix(
+        "Deployment team/web: ")  # kubectl describe deployment web names it: the note leads with the fix
 
 
 async def test_a_write_the_api_refuses_is_reported_as_a_warning_event_and_retried(fake, kube, controllers, caplog):
