@@ -257,7 +257,8 @@ def resolve_kubeflow(
         )
     # the operator's own PodGroup (--kubeflow-gang-by-operator) is scheduler-plugins': Coscheduling keeps its pods
     below_min_member(plan, ann, config, f"{total_field}={total}", "Raise the replicas", ref=ref, source=source,
-                 lower="spec.runPolicy.schedulingPolicy.minAvailable" if config.kubeflow_gang_by_operator else None,
+                 lower="spec.runPolicy.schedulingPolicy.minAvailable" if config.kubeflow_gang_by_operator
+                 else source.split("=")[0] if ann.min_member is None else None,  # auto: the field that set it
                  backend=POD_GROUP_BACKEND if config.kubeflow_gang_by_operator else None)
     if late:
         plan.notes.append(

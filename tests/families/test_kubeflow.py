@@ -210,6 +210,21 @@ def test_min_available_above_the_replicas_is_denied_naming_the_field():
     assert "spec.runPolicy.schedulingPolicy.minAvailable=8" in msg
 
 
+def test_min_available_above_the_replicas_under_auto_is_refused_with_min_available_to_lower_not_the_annotation():
+    # min-member is "auto": lowering the annotation cannot help, minAvailable sets the gang
+    v = verdict(tfjob(runPolicy={"schedulingPolicy": {"minAvailable": 8}}))
+    assert v.decision.message.startswith(
+        "Raise the replicas, or lower spec.runPolicy.schedulingPolicy.minAvailable: TFJob ml/train runs 6 pods")
+
+
+def test_elastic_min_replicas_above_the_workers_under_auto_is_refused_with_min_replicas_to_lower_not_the_annotation():
+    obj = job("PyTorchJob", {"Worker": replica(2, container("pytorch", {"cpu": "1"}))},
+              elasticPolicy={"minReplicas": 4, "maxReplicas": 8, "rdzvBackend": "c10d"})
+    v = verdict(obj)
+    assert v.decision.message.startswith(
+        "Raise the replicas, or lower spec.elasticPolicy.minReplicas: PyTorchJob ml/train runs 2 pods")
+
+
 def test_an_annotated_min_member_above_the_replicas_is_denied():
     v = verdict(tfjob(annotations={"gang.admit.dev/min-member": "7"}))
     assert not v.decision.allowed and "annotation gang.admit.dev/min-member=7" in v.decision.message
