@@ -803,7 +803,7 @@ def format_text(results: list[dict[str, Any]], show_objects: bool = True, skippe
             out.append(_yaml(kind[:1].lower() + kind[1:], pg))  # podGroup, or workload (the workload-api backend)
         if r["allowed"] and not (r["patch"] or r["podGroups"] or r["warnings"] or r["message"] or r.get("notes")
                                  or scale):
-            out.append("  no gang annotation or label for admit here: unchanged")
+            out.append("  not a gang for admit here: unchanged")
         if show_objects and r["allowed"] and r["patch"] and r["object"] is not None:
             out.append(_yaml("object after mutation", r["object"]))
         out.append("")

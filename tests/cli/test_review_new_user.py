@@ -286,6 +286,25 @@ def test_denied_rows_show_the_min_member_the_gang_asked_for_and_a_dash_for_auto(
     assert r["minMember"] == 5 and r["group"] == "small"
 
 
+def test_v_on_a_jobsets_job_carrying_min_member_does_not_say_it_has_no_gang_annotation(tmp_path, capsys):
+    # JobSet copies replicatedJobs[].template's annotations onto its Jobs; a Job a JobSet controls is its child,
+    # never a gang of its own, so admit leaves it unchanged: -v must not claim the annotation is absent
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "llama-workers-0", "namespace": "ml",
+                        "annotations": {"gang.admit.dev/min-member": "4"},
+                        "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                             "name": "llama", "uid": "0f3c2a1e-1111-2222-3333-444455556666",
+                                             "controller": True, "blockOwnerDeletion": True}]},
+           "spec": {"parallelism": 2, "completions": 2,
+                    "template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}}}
+    code, out, _ = review(capsys, "-v", write(tmp_path, "job.yaml", job))
+    assert code == 0 and "=== Job ml/llama-workers-0 (CREATE, " in out
+    assert "no gang annotation" not in out, out
+    assert "  not a gang for admit here: unchanged" in out, out
+
+
+
 # 6. the dev walk-through without kubectl
 
 
