@@ -520,7 +520,11 @@ class ControlPlane:
             f"--service-account-signing-key-file={pki['sa.key']}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=Node,RBAC",
-            "--enable-priority-and-fairness=false", "--profiling=false", "-v=1",
+            # API Priority and Fairness stays on, as in every cluster (its default): with it off kube-apiserver
+            # stores FlowSchemas but never applies them (k8s.io/apiserver pkg/server/config.go
+            # DefaultBuildHandlerChain: WithPriorityAndFairness only when FlowControl is set, else
+            # WithMaxInFlightLimit), and tests/real/test_real_throttling.py throttles admit through one.
+            "--profiling=false", "-v=1",
             *gates, *([NATIVE_GANG_RUNTIME_CONFIG] if self.native_gang else []),
         ])
         self._wait(lambda: self._healthy("/readyz"), "kube-apiserver", deadline)
@@ -715,11 +719,17 @@ class ControlPlane:
             self._ssl = ctx
         return self._ssl
 
+    def connect(self, timeout: float = 30.0) -> http.client.HTTPSConnection:
+        """A new HTTPS connection to kube-apiserver as the admin (client certificate), not shared with :meth:`rest`:
+        for a request whose answer the caller reads later, or never (closing the connection cancels it on the
+        server, as Go's ``net/http`` cancels a request's context when its client goes away)."""
+        host, port = self.server.removeprefix("https://").split(":")
+        return http.client.HTTPSConnection(host, int(port), context=self._context(), timeout=timeout)
+
     def _conn(self) -> http.client.HTTPSConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            host, port = self.server.removeprefix("https://").split(":")
-            conn = http.client.HTTPSConnection(host, int(port), context=self._context(), timeout=30)
+            conn = self.connect()
             self._local.conn = conn
         return conn
 
