@@ -4,12 +4,10 @@ itself), and what the chart's failure policies do while no replica answers."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.support.plane import PlaneError, free_port
-from tests.real.support import bound, container, gang_deployment, pods, wait_for
+from tests.real.support import bound, container, gang_deployment, pods, wait_for, webhooks_answer
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/admit-system/leases/admit-controller"
 PG = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}"
@@ -30,7 +28,17 @@ def test_two_replicas_share_admission_one_leads_and_the_other_takes_over(plane, 
     assert holder(cp).startswith(f"{first.name}_")
     # A second replica; the webhooks now call it (a follower): admission works on every replica.
     second = plane.start_admit("admit-1", ["--orphan-grace-period", "5"], register=True)
-    time.sleep(1)  # kube-apiserver reloads webhook configurations from its informer
+    # kube-apiserver calls the first until its informer delivers the new configurations: paused gangs (replicas 0,
+    # no pods) until one of them has its PodGroup made by the second
+    probes: list[str] = []
+
+    def second_answers() -> bool:
+        probes.append(f"probe-{len(probes)}")
+        cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=gang_deployment(probes[-1], replicas=0))
+        out = second.output()
+        return any(f"created PodGroup {ns}/{name}" in out for name in probes)
+
+    wait_for(second_answers, interval=0.2, what="kube-apiserver calling the second replica's webhooks")
     cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=gang_deployment("web"))
     wait_for(lambda: len(bound(pods(cp, ns, "app=web"))) == 3, what="3 bound pods")
     assert f"created PodGroup {ns}/web" in second.output()
@@ -53,7 +61,9 @@ def test_while_no_admit_answers_gang_workloads_are_refused_and_pods_and_scale_go
     wait_for(lambda: len(bound(pods(cp, ns, "app=web"))) == 3, what="3 bound pods")
     cp.register_webhooks(f"https://127.0.0.1:{free_port()}")  # nothing listens there
     try:
-        time.sleep(1)  # kube-apiserver reloads webhook configurations from its informer
+        # kube-apiserver calls admit until its informer delivers the new configurations: dry runs until one fails
+        wait_for(lambda: _dry_run_refused(cp, ns), interval=0.2,
+                 what="kube-apiserver calling the address nothing serves")
         with pytest.raises(PlaneError) as refused:
             cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=gang_deployment("api"))
         assert 'failed calling webhook "workloads.mutate.admit.dev"' in str(refused.value)
@@ -67,3 +77,14 @@ def test_while_no_admit_answers_gang_workloads_are_refused_and_pods_and_scale_go
         assert scaled["spec"]["replicas"] == 2  # not checked while admit is away: Ignore
     finally:
         cp.register_webhooks(plane.admit.url)
+        webhooks_answer(cp, ns)  # before the next test, whose workloads admit must answer
+
+
+def _dry_run_refused(cp, ns) -> bool:
+    """A dry-run create of a gang Deployment fails calling admit's webhook (failurePolicy Fail)."""
+    try:
+        cp.rest("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=gang_deployment("probe"),
+                query={"dryRun": "All"})
+    except PlaneError as e:
+        return 'failed calling webhook "workloads.mutate.admit.dev"' in str(e)
+    return False
