@@ -684,7 +684,8 @@ class ControlPlane:
         assert self.workdir is not None
         out = proc.log.open("ab")
         proc.popen = subprocess.Popen(proc.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      cwd=self.workdir, env=proc.env, start_new_session=True)
+                                      cwd=self.workdir, env=proc.env, start_new_session=True,
+                                      preexec_fn=_die_with_parent)
         out.close()
         if name == "kube-apiserver":
             self._wait(lambda: self._healthy("/readyz"), "kube-apiserver (restarted)", time.monotonic() + timeout)
