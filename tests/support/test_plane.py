@@ -108,6 +108,49 @@ def test_client_certificates_carry_the_user_and_groups_kube_apiserver_reads():
     assert cert.issuer == ca.cert.subject
 
 
+def test_a_raw_admin_connection_presents_the_admin_certificate_to_the_plane_server(tmp_path):
+    # ControlPlane.connect: the connection a real-tier test parks a request on (test_real_throttling); a TLS server
+    # made from the plane's own PKI, as kube-apiserver's --client-ca-file checks it, answers with the client's CN
+    import socket
+    import ssl
+    import threading
+
+    from tests.support.plane import ControlPlane
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    cp = ControlPlane({}, workdir=tmp_path, kubelet=False)
+    cp.server = f"https://127.0.0.1:{listener.getsockname()[1]}"
+    pki = cp._pki(tmp_path)  # noqa: SLF001 - the PKI start() makes, without the processes
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(str(pki["apiserver.crt"]), str(pki["apiserver.key"]))
+    server_ctx.load_verify_locations(str(pki["ca.crt"]))
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+    seen: list[str] = []
+
+    def serve_one() -> None:
+        raw, _ = listener.accept()
+        with server_ctx.wrap_socket(raw, server_side=True) as tls:
+            seen.extend(v for rdn in tls.getpeercert()["subject"] for k, v in rdn if k == "commonName")
+            tls.recv(65536)
+            body = seen[0].encode()
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+
+    server = threading.Thread(target=serve_one, daemon=True)
+    server.start()
+    conn = cp.connect(timeout=10)
+    try:
+        conn.request("GET", "/version")
+        answer = conn.getresponse()
+        assert (answer.status, answer.read()) == (200, b"admin")
+    finally:
+        conn.close()
+        server.join(10)
+        listener.close()
+    assert seen == ["admin"]
+
+
 @pytest.mark.parametrize("obj,path", [
     ({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}, "/api/v1/namespaces"),
     ({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x", "namespace": "n"}},
