@@ -160,7 +160,8 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
     """Read the gang annotations; ``None`` when ``<prefix>/min-member`` is absent (gang scheduling is off).
 
     Raises:
-        GangError (code 400): a value is malformed; the message names the annotation and the accepted values.
+        GangError (code 400): values are malformed; the message names each such annotation and its accepted values,
+            all of them at once (``"; "``-joined), as kube-apiserver's validation reports every field error.
     """
     if not annotations or not isinstance(annotations, dict):
         return None
@@ -171,30 +172,32 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         value = annotations.get(key)
         if value is not None and not isinstance(value, str):
             raise GangError(not_a_string_message(key, value), 400)
+    problems: list[str] = []
     mm_text = str(raw).strip()
     if mm_text.lower() == "auto":
         min_member = None
     elif _INT_RE.match(mm_text) and 1 <= int(mm_text) <= MAX_MIN_MEMBER:
         min_member = int(mm_text)
     else:
-        raise GangError(f'Set annotation {config.min_member_key} to a positive integer (at most {MAX_MIN_MEMBER}, '
-                        f'PodGroup minMember is an int32) or "auto": {clip(raw)} is invalid', 400)
+        min_member = None
+        problems.append(f'Set annotation {config.min_member_key} to a positive integer (at most {MAX_MIN_MEMBER}, '
+                        f'PodGroup minMember is an int32) or "auto": {clip(raw)} is invalid')
     timeout = None
     raw_t = annotations.get(config.timeout_key)
     if raw_t is not None:
         t_text = str(raw_t).strip()
         if not _INT_RE.match(t_text) or not 1 <= int(t_text) <= MAX_TIMEOUT_SECONDS:
-            raise GangError(f"Set annotation {config.timeout_key} to an integer number of seconds from 1 to "
+            problems.append(f"Set annotation {config.timeout_key} to an integer number of seconds from 1 to "
                             f"{MAX_TIMEOUT_SECONDS}: {clip(raw_t)} is invalid (kube-scheduler waits at most 15 minutes "
-                            "for a gang)", 400)
-        timeout = int(t_text)
+                            "for a gang)")
+        else:
+            timeout = int(t_text)
     min_resources = True
     raw_r = annotations.get(config.min_resources_key)
     if raw_r is not None:
         r_text = str(raw_r).strip().lower()
         if r_text not in ("auto", "none"):
-            raise GangError(f'Set annotation {config.min_resources_key} to "auto" or "none": {clip(raw_r)} is invalid',
-                            400)
+            problems.append(f'Set annotation {config.min_resources_key} to "auto" or "none": {clip(raw_r)} is invalid')
         min_resources = r_text == "auto"
     pod_group = None
     raw_g = annotations.get(config.pod_group_key)
@@ -202,8 +205,8 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         pod_group = str(raw_g)
         problem = check_group_name(pod_group)
         if problem:
-            raise GangError(f'Set annotation {config.pod_group_key} to a valid name: {clip(raw_g)} is invalid: '
-                            f'{problem}', 400)
+            problems.append(f'Set annotation {config.pod_group_key} to a valid name: {clip(raw_g)} is invalid: '
+                            f'{problem}')
     backend = None
     raw_b = annotations.get(config.backend_key)
     if raw_b is not None:
@@ -211,8 +214,10 @@ def parse_gang_annotations(annotations: dict[str, Any] | None, config: Config) -
         if backend not in config.known_backends:
             names = [f'"{name}"' for name in config.known_backends]
             one_of = " or ".join(filter(None, (", ".join(names[:-1]), names[-1])))
-            raise GangError(f"Set annotation {config.backend_key} to {one_of} (the gang backends admit knows): "
-                            f"{clip(raw_b)} is invalid", 400)
+            problems.append(f"Set annotation {config.backend_key} to {one_of} (the gang backends admit knows): "
+                            f"{clip(raw_b)} is invalid")
+    if problems:
+        raise GangError("; ".join(problems), 400)
     return GangAnnotations(min_member, timeout, min_resources, pod_group, backend)
 
 

@@ -80,6 +80,21 @@ def test_malformed_annotation_values_are_denied_naming_the_annotation(key, value
     assert key in v.decision.message and fragment in v.decision.message
 
 
+def test_every_malformed_gang_annotation_is_refused_in_the_one_answer_each_with_its_fix():
+    # as kube-apiserver's validation answers every field error at once: one apply, not one per mistake
+    dep = example("pause-gang-deployment.yaml")
+    dep["metadata"]["annotations"].update({"gang.admit.dev/min-member": "three",
+                                           "gang.admit.dev/schedule-timeout-seconds": "3600",
+                                           "gang.admit.dev/pod-group": "Not_A_Label"})
+    v = verdict(dep)
+    assert not v.decision.allowed and v.decision.code == 400
+    fixes = v.decision.message.split("; ")
+    assert [f.split(" to ")[0] for f in fixes] == ["Set annotation gang.admit.dev/min-member",
+                                                   "Set annotation gang.admit.dev/schedule-timeout-seconds",
+                                                   "Set annotation gang.admit.dev/pod-group"], v.decision.message
+    assert all("is invalid" in f for f in fixes)
+
+
 def test_a_workload_name_too_long_for_a_label_value_points_to_the_pod_group_annotation():
     dep = example("pause-gang-deployment.yaml")
     dep["metadata"]["name"] = "a" * 70
