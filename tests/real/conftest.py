@@ -22,7 +22,9 @@ Fixtures (every test module under ``tests/real`` gets the ``real`` marker):
 
 - ``plane.cp``: the :class:`tests.support.plane.ControlPlane` (``cp.rest(method, path, body=None, query=None,
   content_type="application/json", ok=())`` is a synchronous admin REST call returning decoded JSON;
-  ``cp.apply(obj)``, ``cp.install_crd(path)``, ``cp.logs("kube-apiserver")``, ``cp.server``, ``cp.ca_file``);
+  ``cp.apply(obj)``, ``cp.install_crd(path)``, ``cp.logs("kube-apiserver")``, ``cp.server``, ``cp.ca_file``;
+  ``cp.register_webhooks(url, values)`` points the chart's webhooks elsewhere, and kube-apiserver calls them only
+  once its informer has them: ``cp.wait_webhooks_answer(ns)`` waits until admit answers again, never a sleep);
 - ``plane.kubeconfig``: path of the admin kubeconfig (``kubernetes_asyncio.config.load_kube_config`` or
   ``admit serve --kubeconfig``); the ``kube`` fixture below gives a ready kubernetes-asyncio ``ApiClient``;
 - nodes: ``node-1`` and ``node-2``, 4 CPU / 8Gi / 110 pods each, Ready, untainted;

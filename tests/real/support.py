@@ -73,25 +73,6 @@ def clear_start_time(cp: ControlPlane, path: str) -> dict[str, Any]:
     return update(cp, f"{path}/status", lambda j: (j.get("status") or {}).pop("startTime", None))
 
 
-def webhooks_answer(cp: ControlPlane, namespace: str, timeout: float = WAIT_TIMEOUT) -> None:
-    """Wait until kube-apiserver calls the admit its webhook configurations now name: dry-run creates of a gang
-    Deployment in ``namespace`` until one comes back mutated (admit's pod-group label on its template). After
-    :meth:`ControlPlane.register_webhooks` kube-apiserver goes on calling the webhooks it had until its informer
-    delivers the new configurations (``k8s.io/apiserver`` ``pkg/admission/plugin/webhook/configuration``), which on a
-    loaded machine can take longer than any fixed sleep; a dry run stores nothing (``sideEffects: NoneOnDryRun``).
-    AssertionError after ``timeout`` seconds."""
-    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-
-    def mutated() -> Any:
-        try:
-            got = cp.rest("POST", path, body=gang_deployment("webhook-probe"), query={"dryRun": "All"})
-        except PlaneError:
-            return None
-        return got["spec"]["template"]["metadata"]["labels"].get("scheduling.x-k8s.io/pod-group") == "webhook-probe"
-
-    wait_for(mutated, timeout=timeout, interval=0.2, what="kube-apiserver calling the webhooks now registered")
-
-
 def pods(cp: ControlPlane, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
     query = {"labelSelector": selector} if selector else None
     return cp.rest("GET", f"/api/v1/namespaces/{namespace}/pods", query=query)["items"]

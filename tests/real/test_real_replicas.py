@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.plane import PlaneError, free_port
-from tests.real.support import bound, container, gang_deployment, pods, wait_for, webhooks_answer
+from tests.real.support import bound, container, gang_deployment, pods, wait_for
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/admit-system/leases/admit-controller"
 PG = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}"
@@ -77,7 +77,7 @@ def test_while_no_admit_answers_gang_workloads_are_refused_and_pods_and_scale_go
         assert scaled["spec"]["replicas"] == 2  # not checked while admit is away: Ignore
     finally:
         cp.register_webhooks(plane.admit.url)
-        webhooks_answer(cp, ns)  # before the next test, whose workloads admit must answer
+        cp.wait_webhooks_answer(ns)  # before the next test, whose workloads admit must answer
 
 
 def _dry_run_refused(cp, ns) -> bool:

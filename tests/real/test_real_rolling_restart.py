@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.balancer import Backend, ReadinessBalancer
 from tests.support.plane import PlaneError
-from tests.real.support import gang_deployment, wait_for, webhooks_answer
+from tests.real.support import gang_deployment, wait_for
 
 LOOPS = 6
 ROUNDS = 2  # every replica replaced twice
@@ -107,7 +107,7 @@ def test_rolling_restarts_of_two_replicas_under_continuous_creates_fail_no_creat
         for r in replicas:
             r.stop()
         cp.register_webhooks(plane.admit.url)
-        webhooks_answer(cp, ns)  # kube-apiserver no longer calls the closed balancer: the next test's admit answers
+        cp.wait_webhooks_answer(ns)  # kube-apiserver no longer calls the closed balancer: the next test's admit answers
     assert failed == [], f"{len(failed)} of {len(created) + len(failed)} creates failed: {failed[:5]}"
     for name, code, log in exits:
         assert code == 0, f"{name} exited {code}:\n{log[-3000:]}"

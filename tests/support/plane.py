@@ -916,7 +916,43 @@ class ControlPlane:
             time.sleep(0.1)
         if register:
             self.register_webhooks(proc.url, values)
+            self.wait_webhooks_answer(values=values)
         return proc
+
+    def wait_webhooks_answer(self, namespace: str = "default", values: JSON | None = None,
+                             timeout: float = 60.0) -> None:
+        """Wait until kube-apiserver calls the admit its webhook configurations name: dry-run creates of a gang
+        Deployment in ``namespace`` (one the chart's namespaceSelector sends to admit) until one comes back with
+        admit's ``<prefix>/managed`` label, which both gang backends put on a workload they gang. kube-apiserver goes
+        on calling the webhooks it had, or none, until its informer delivers the configurations just written
+        (``k8s.io/apiserver`` ``pkg/admission/plugin/webhook/configuration``): on a loaded machine longer than any
+        fixed sleep, and a test's first write could beat it. A dry run stores nothing (``sideEffects:
+        NoneOnDryRun``); ``values`` are the chart values the webhooks were rendered with (their annotation prefix).
+
+        Raises:
+            PlaneError: no answer from admit within ``timeout`` seconds (the last refusal, if any).
+        """
+        prefix = ((values or {}).get("config") or {}).get("annotationPrefix") or "gang.admit.dev"
+        name = "webhook-probe"
+        pod = {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}
+        body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "annotations": {f"{prefix}/min-member": "2"}},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                         "template": {"metadata": {"labels": {"app": name}}, "spec": pod}}}
+        deadline = time.monotonic() + timeout
+        last = ""
+        while True:
+            try:
+                got = self.rest("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", body=body,
+                                query={"dryRun": "All"})
+                if ((got.get("metadata") or {}).get("labels") or {}).get(f"{prefix}/managed") == "true":
+                    return
+                last = "answered without admit's mutation"
+            except PlaneError as e:
+                last = str(e)
+            if time.monotonic() > deadline:
+                raise PlaneError(f"kube-apiserver did not call admit's webhooks within {timeout}s: {last}")
+            time.sleep(0.2)
 
     def _chart_identity(self, values: JSON | None) -> Path:
         """Apply the chart's RBAC objects; a kubeconfig for its ServiceAccount (see :meth:`start_admit`)."""

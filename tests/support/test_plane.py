@@ -1,13 +1,19 @@
 """The real control-plane launcher's pieces that need no control plane (tests/support/plane.py): finding the
 binaries the tester brings, the chart's webhooks pointed at a URL, the client certificates, and how the tier reports
-missing binaries (one skip line for the run; a failure with ADMIT_REQUIRE_REAL=1)."""
+missing binaries (one skip line for the run; a failure with ADMIT_REQUIRE_REAL=1), and the plane's own requests
+(a raw admin connection, the wait for kube-apiserver to call the webhooks just registered) against a TLS stand-in made
+from the plane's PKI."""
 
 from __future__ import annotations
 
 import base64
+import http.server
+import json
 import os
+import ssl
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,8 +22,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from admit.tls.certs import generate_ca
 from tests.support.plane import (
-    REQUIRED, TIERS, NoBinaries, api_path, available_binaries, client_certificate, find_binaries, pod_group_crd,
-    render_webhooks,
+    REQUIRED, TIERS, NoBinaries, PlaneError, api_path, available_binaries, client_certificate, find_binaries,
+    pod_group_crd, render_webhooks,
 )
 from tests.helpers import ROOT
 
@@ -108,47 +114,100 @@ def test_client_certificates_carry_the_user_and_groups_kube_apiserver_reads():
     assert cert.issuer == ca.cert.subject
 
 
-def test_a_raw_admin_connection_presents_the_admin_certificate_to_the_plane_server(tmp_path):
-    # ControlPlane.connect: the connection a real-tier test parks a request on (test_real_throttling); a TLS server
-    # made from the plane's own PKI, as kube-apiserver's --client-ca-file checks it, answers with the client's CN
-    import socket
-    import ssl
-    import threading
+class _Answers(http.server.BaseHTTPRequestHandler):
+    """A kube-apiserver stand-in's request handler: each request (method, path with query, decoded JSON body,
+    client certificate CN) is kept on the server's ``seen``; the server's ``answer(method, path, body)`` gives the
+    status and JSON body to send. Keep-alive (HTTP/1.1), as ControlPlane.rest reuses its connection."""
 
+    protocol_version = "HTTP/1.1"
+
+    def _handle(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length)) if length else None
+        cn = [v for rdn in self.connection.getpeercert()["subject"] for k, v in rdn if k == "commonName"]
+        self.server.seen.append((self.command, self.path, body, cn))  # type: ignore[attr-defined]
+        status, answer = self.server.answer(self.command, self.path, body)  # type: ignore[attr-defined]
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _handle
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def plane_server(tmp_path):
+    """A ControlPlane whose ``server`` is a TLS server made from the plane's own PKI (``_pki``, as ``start`` makes it)
+    that requires a client certificate signed by the plane's CA, as kube-apiserver's ``--client-ca-file`` does;
+    yields ``(plane, server)``: set ``server.answer``, read ``server.seen``."""
     from tests.support.plane import ControlPlane
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
     cp = ControlPlane({}, workdir=tmp_path, kubelet=False)
-    cp.server = f"https://127.0.0.1:{listener.getsockname()[1]}"
+    cp.server = f"https://127.0.0.1:{httpd.server_address[1]}"
     pki = cp._pki(tmp_path)  # noqa: SLF001 - the PKI start() makes, without the processes
-    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_ctx.load_cert_chain(str(pki["apiserver.crt"]), str(pki["apiserver.key"]))
-    server_ctx.load_verify_locations(str(pki["ca.crt"]))
-    server_ctx.verify_mode = ssl.CERT_REQUIRED
-    seen: list[str] = []
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(pki["apiserver.crt"]), str(pki["apiserver.key"]))
+    ctx.load_verify_locations(str(pki["ca.crt"]))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    httpd.seen = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield cp, httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
 
-    def serve_one() -> None:
-        raw, _ = listener.accept()
-        with server_ctx.wrap_socket(raw, server_side=True) as tls:
-            seen.extend(v for rdn in tls.getpeercert()["subject"] for k, v in rdn if k == "commonName")
-            tls.recv(65536)
-            body = seen[0].encode()
-            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
 
-    server = threading.Thread(target=serve_one, daemon=True)
-    server.start()
+def test_a_raw_admin_connection_presents_the_admin_certificate_to_the_plane_server(plane_server):
+    # ControlPlane.connect: the connection a real-tier test parks a request on (test_real_throttling)
+    cp, server = plane_server
+    server.answer = lambda method, path, body: (200, {"major": "1", "minor": "36"})
     conn = cp.connect(timeout=10)
     try:
         conn.request("GET", "/version")
         answer = conn.getresponse()
-        assert (answer.status, answer.read()) == (200, b"admin")
+        assert (answer.status, json.loads(answer.read())) == (200, {"major": "1", "minor": "36"})
     finally:
         conn.close()
-        server.join(10)
-        listener.close()
-    assert seen == ["admin"]
+    assert server.seen == [("GET", "/version", None, ["admin"])]
+
+
+def test_waiting_for_the_webhooks_dry_runs_a_gang_deployment_until_admit_has_labelled_it(plane_server):
+    # kube-apiserver answers the first dry run as stored without admit (its informer has not delivered the
+    # configurations yet), the second with admit's mutation
+    cp, server = plane_server
+
+    def answer(method, path, body):
+        if len(server.seen) == 1:
+            return 201, body
+        return 201, {**body, "metadata": {**body["metadata"], "labels": {"gang.admit.dev/managed": "true"}}}
+
+    server.answer = answer
+    cp.wait_webhooks_answer(timeout=30)
+    assert [(m, p) for m, p, _, _ in server.seen] == [
+        ("POST", "/apis/apps/v1/namespaces/default/deployments?dryRun=All")] * 2
+    assert server.seen[0][2]["metadata"]["annotations"] == {"gang.admit.dev/min-member": "2"}
+
+
+def test_waiting_for_webhooks_that_never_answer_fails_with_kube_apiservers_last_refusal(plane_server):
+    cp, server = plane_server
+    server.answer = lambda method, path, body: (500, {
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500, "reason": "InternalError",
+        "message": 'Internal error occurred: failed calling webhook "workloads.mutate.admit.dev": failed to call '
+                   'webhook: Post "https://127.0.0.1:9/mutate": dial tcp 127.0.0.1:9: connect: connection refused'})
+    with pytest.raises(PlaneError) as failed:
+        cp.wait_webhooks_answer(timeout=0.5)
+    assert "did not call admit's webhooks within 0.5s" in str(failed.value)
+    assert 'failed calling webhook "workloads.mutate.admit.dev"' in str(failed.value)
 
 
 @pytest.mark.parametrize("obj,path", [
