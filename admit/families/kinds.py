@@ -16,7 +16,7 @@ from .argo import step_pod
 from .shared import Carry, PodJoiner, Read, WorkloadKind
 
 __all__ = ["KINDS", "PARENTS", "RESOLVERS", "SCALABLE", "READS", "POD_JOINERS", "PodJoiner", "WATCHED_RESOURCES", "WEBHOOK_RESOURCES",
-           "annotations_path", "CARRIED", "carried_annotations",
+           "annotations_path", "carried_path", "CARRIED", "carried_annotations",
            "gangs_on_its_own"]
 
 KINDS: dict[tuple[str, str], WorkloadKind] = {k.key: k for k in FAMILY_KINDS}
@@ -28,6 +28,14 @@ def annotations_path(group: str, kind: str) -> tuple[str, ...]:
     ``metadata.annotations``. One dict lookup, for ``webhook.mutate``, ``webhook.validate`` and ``cli.status``."""
     known = KINDS.get((group, kind))
     return known.annotations if known is not None else ("metadata", "annotations")
+
+
+def carried_path(group: str, kind: str) -> tuple[str, ...]:
+    """Key path of the annotations a wrapper kind ``(group, kind)`` carries to the objects its operator makes
+    (``Carry.in_wrapper``: a RayCronJob's ``spec.jobTemplate.rayClusterSpec.headGroupSpec.template.metadata
+    .annotations``), ``()`` for every other kind."""
+    known = KINDS.get((group, kind))
+    return known.carry.in_wrapper if known is not None and known.carry is not None else ()
 
 
 CARRIED: dict[tuple[str, str], tuple[tuple[tuple[str, str], Carry], ...]] = {}

@@ -25,7 +25,7 @@ import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..config import POD_GROUP_BACKEND, Config
 from ..echo import clip
@@ -313,26 +313,42 @@ def ignored_without_min_member(annotations: Any, config: Config) -> list[str]:
             f"gang of this object, so {'it is' if len(found) == 1 else 'they are'} ignored"]
 
 
-def template_annotation_warnings(obj: Any, config: Config) -> list[str]:
-    """Warnings for gang annotations put on a pod template (``spec.template``, a Kubeflow replica's ``template``)
-    of a workload that does not carry them itself: admit reads them from the workload's own
-    ``metadata.annotations`` only, so they have no effect there."""
-    spec = obj.get("spec") if isinstance(obj, dict) else None
-    if not isinstance(spec, dict):
-        return []
-    templates: list[tuple[str, Any]] = [("spec.template", spec.get("template"))]
-    for key, replicas in spec.items():
-        if isinstance(key, str) and key.endswith("ReplicaSpecs") and isinstance(replicas, dict):
-            templates.extend((f"spec.{key}.{rtype}.template", r.get("template"))
-                             for rtype, r in list(replicas.items())[:16] if isinstance(r, dict))
+def template_annotation_warnings(obj: Any, config: Config, carried: tuple[str, ...] = ()) -> list[str]:
+    """Warnings for gang annotations put on a pod template of a workload that does not carry them itself: every map
+    under ``spec`` whose ``spec.containers`` is a list (``spec.template``, a Kubeflow replica's, a JobSet's
+    ``spec.replicatedJobs[0].template.spec.template``, LWS's ``leaderTemplate``/``workerTemplate``, Ray's head and
+    worker group templates, a CronJob's). admit reads them from the workload's own ``metadata.annotations`` only, so
+    they have no effect there; ``carried`` is the key path of a wrapper's carried annotations (``WorkloadKind.carry``:
+    they reach the objects its operator makes) and is not warned about."""
     warnings = []
-    for where, template in templates:
+    for where, template in _pod_templates(obj.get("spec") if isinstance(obj, dict) else None, "spec", 0):
         annotations = get_path(template, ("metadata", "annotations"))
-        if isinstance(annotations, dict) and config.min_member_key in annotations:
+        if isinstance(annotations, dict) and config.min_member_key in annotations and not (
+                carried and get_path(obj, carried) is annotations):
             warnings.append(
                 f"move the {config.key_prefix} annotations to the {str(obj.get('kind', 'workload'))[:40]}'s own "
                 f"metadata.annotations: on the pod template ({where[:80]}) they have no effect")
     return warnings
+
+
+def _pod_templates(node: Any, where: str, depth: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(field path, template)`` of each pod template (a map whose ``spec.containers`` is a list) in ``node`` (at
+    ``where``), not looking inside one or inside a pod spec (a bare Pod's costs one lookup); at most 8 levels and the
+    first 16 items of a list deep."""
+    if depth > 8:
+        return
+    if isinstance(node, dict):
+        if isinstance(node.get("containers"), list):
+            return
+        if isinstance(get_path(node, ("spec", "containers")), list):
+            yield where, node
+            return
+        for key, value in node.items():
+            if isinstance(value, (dict, list)):
+                yield from _pod_templates(value, f"{where}.{key}", depth + 1)
+    elif isinstance(node, list):
+        for i, item in enumerate(node[:16]):
+            yield from _pod_templates(item, f"{where}[{i}]", depth + 1)
 
 
 def misplaced_annotation_warnings(obj: Any, path: tuple[str, ...], config: Config) -> list[str]:

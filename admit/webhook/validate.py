@@ -31,7 +31,7 @@ from ..backends import backend_of, check_plan, scheduler_of
 from ..gang.children import is_child
 from ..config import Config
 from ..families.kinds import PARENTS, POD_JOINERS, READS, RESOLVERS, SCALABLE, annotations_path, carried_annotations, \
-    gangs_on_its_own
+    carried_path, gangs_on_its_own
 from ..families.shared import Read, RunningVerdict
 from ..families.marks import stale_marks, stale_message
 from ..gang.lifecycle import bookkeeping_only, going_away
@@ -379,7 +379,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
             typos += [removal.message] if removal is not None else []
         if ann is None:
             return Verdict(Decision(warnings=typos + ignored_without_min_member(annotations, config)
-                                    + template_annotation_warnings(obj, config)
+                                    + template_annotation_warnings(obj, config, carried_path(req.group, req.kind))
                                     + misplaced_annotation_warnings(obj, where, config)))
         namespace = req.namespace or str(get_path(obj, ("metadata", "namespace")) or "")
         plan = resolver(obj, ann, config, namespace, req.operation)

@@ -335,6 +335,47 @@ def test_gang_annotations_on_the_pod_template_instead_of_the_workload_get_a_hint
                             "the pod template (spec.template) they have no effect") for w in v.decision.warnings)
 
 
+def _moved_to_templates(obj, *paths):
+    """``obj`` with its gang annotations moved off its own metadata onto the pod template at each key path."""
+    annotations = obj["metadata"].pop("annotations")
+    for path in paths:
+        node = obj
+        for step in path:
+            node = node[step]
+        node.setdefault("metadata", {})["annotations"] = dict(annotations)
+    return obj
+
+
+@pytest.mark.parametrize("manifest,paths,where", [
+    ("jobset-pytorch.yaml", [("spec", "replicatedJobs", 0, "template", "spec", "template")],
+     ["spec.replicatedJobs[0].template.spec.template"]),
+    ("leaderworkerset-vllm.yaml", [("spec", "leaderWorkerTemplate", "leaderTemplate"),
+                                   ("spec", "leaderWorkerTemplate", "workerTemplate")],
+     ["spec.leaderWorkerTemplate.leaderTemplate", "spec.leaderWorkerTemplate.workerTemplate"]),
+    ("raycluster-autoscaler.yaml", [("spec", "headGroupSpec", "template"), ("spec", "workerGroupSpecs", 0, "template")],
+     ["spec.headGroupSpec.template", "spec.workerGroupSpecs[0].template"]),
+    ("cronjob-nightly-eval.yaml", [("spec", "jobTemplate", "spec", "template")],
+     ["spec.jobTemplate.spec.template"]),
+])
+def test_gang_annotations_on_any_kinds_pod_templates_instead_of_the_workload_get_a_hint_naming_each_template(
+        manifest, paths, where):
+    obj = example(manifest)
+    if obj["kind"] == "CronJob":  # its gang annotations live on spec.jobTemplate.metadata (WorkloadKind.annotations)
+        obj["metadata"]["annotations"] = obj["spec"]["jobTemplate"]["metadata"].pop("annotations")
+    v = verdict(_moved_to_templates(obj, *paths))
+    assert v.decision.allowed and v.ensure is None
+    hints = [w for w in v.decision.warnings if w.startswith("move the gang.admit.dev/ annotations")]
+    assert hints == [f"move the gang.admit.dev/ annotations to the {obj['kind']}'s own metadata.annotations: on the "
+                     f"pod template ({w}) they have no effect" for w in where], v.decision.warnings
+
+
+def test_the_annotations_a_raycronjob_carries_in_its_head_template_get_no_hint_they_reach_each_rayjob():
+    cron = example("raycronjob-sample.yaml")
+    head = ("spec", "jobTemplate", "rayClusterSpec", "headGroupSpec", "template")
+    v = verdict(_moved_to_templates(cron, head))
+    assert not [w for w in v.decision.warnings if w.startswith("move the")], v.decision.warnings
+
+
 def test_a_bare_pod_asking_for_a_gang_of_3_without_a_group_name_is_told_how_to_fill_it():
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "solo", "namespace": "default", "annotations": {"gang.admit.dev/min-member": "3"}},
