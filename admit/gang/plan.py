@@ -137,16 +137,20 @@ class GangAnnotations:
     backend: str | None = None
 
 
+_JSON_TYPES = {bool: "bool", int: "number", float: "number", list: "array", dict: "object"}
+
+
 def not_a_string_message(key: str, value: Any) -> str:
     """The refusal of an annotation whose value is not a string (``min-member: 3`` written unquoted in
     YAML). ``metadata.annotations`` is ``map[string]string`` (ObjectMeta, k8s.io/apimachinery ``types.go``):
     kube-apiserver refuses such a manifest while decoding it ("json: cannot unmarshal number into Go struct field
     ObjectMeta.metadata.annotations of type string"), before any webhook; admit only meets it in ``admit review``
     or from a client that skipped the decode."""
-    shown = clip(value)  # bounded: reprlib cuts a long number or a nested value
-    got = f"got {type(value).__name__} {shown}"
+    shown = clip(value).lower() if isinstance(value, bool) else clip(value)  # bounded: reprlib cuts a long value
+    # named as kube-apiserver's decoder names them (encoding/json UnmarshalTypeError: bool, number, array, object)
+    got = f"got {_JSON_TYPES.get(type(value), type(value).__name__)} {shown}"
     if isinstance(value, bool):
-        fix = f'quote annotation {key}: "{shown.lower()}"'
+        fix = f'quote annotation {key}: "{shown}"'
     elif isinstance(value, (int, float)):
         fix = f'quote annotation {key}: "{shown}"'
     else:

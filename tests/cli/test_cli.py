@@ -5,6 +5,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from admit.cli import main
 from tests.helpers import EXAMPLES, ROOT
 
@@ -281,8 +283,20 @@ def test_an_unquoted_min_member_names_the_quoting_fix_and_that_kube_apiserver_re
     assert main(["review", str(path)]) == 1
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("DENIED"))
     assert 'Quote annotation gang.admit.dev/min-member: "3": annotation gang.admit.dev/min-member must be a string, ' \
-           "got int 3" in line
+           "got number 3" in line
     assert "kube-apiserver refuses" in line
+
+
+@pytest.mark.parametrize("written,got", [("true", 'Quote annotation gang.admit.dev/min-member: "true": '
+                                                  "annotation gang.admit.dev/min-member must be a string, got bool true"),
+                                         ("2.5", "got number 2.5"), ("[3]", "got array [3]")])
+def test_an_unquoted_value_is_named_with_the_json_type_kube_apiserver_names_not_pythons(tmp_path, capsys, written,
+                                                                                       got):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(MISSPELT.replace('gang.admit.dev/minmember: "3"', f"gang.admit.dev/min-member: {written}"))
+    assert main(["review", str(path)]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("DENIED"))
+    assert got in line and "True" not in line
 
 
 def _below_min_member(tmp_path):
