@@ -112,8 +112,6 @@ def cluster_group_name(name: str) -> str:
     return f"{name[:57].rstrip('-.')}-{digest}"
 
 
-
-
 def batch_scheduler_note(ref: str, config: Config) -> str:
     """The note every Ray object admit gangs gets: KubeRay's operator-wide ``--batch-scheduler`` decides whether
     admit's gang is used (module docstring)."""

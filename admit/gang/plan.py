@@ -149,9 +149,7 @@ def not_a_string_message(key: str, value: Any) -> str:
     shown = clip(value).lower() if isinstance(value, bool) else clip(value)  # bounded: reprlib cuts a long value
     # named as kube-apiserver's decoder names them (encoding/json UnmarshalTypeError: bool, number, array, object)
     got = f"got {_JSON_TYPES.get(type(value), type(value).__name__)} {shown}"
-    if isinstance(value, bool):
-        fix = f'quote annotation {key}: "{shown}"'
-    elif isinstance(value, (int, float)):
+    if isinstance(value, (bool, int, float)):
         fix = f'quote annotation {key}: "{shown}"'
     else:
         fix = f"write annotation {key} as one quoted string"
