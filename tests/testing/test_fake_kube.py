@@ -229,6 +229,18 @@ async def test_strategic_merge_patch_merges_webhooks_by_name_for_ca_bundle_injec
     assert err.value.status == 400
 
 
+async def test_a_server_side_apply_is_415_before_the_body_is_read_or_the_object_looked_up(api, kube):
+    # handlers/patch.go PatchResource checks the media type first: a YAML body is not a 400, a missing object not a 404
+    await client.CoreV1Api(kube).create_namespaced_pod("default", pod("p2"))
+    async with aiohttp.ClientSession() as http:
+        for name in ("missing", "p2"):
+            async with http.patch(f"{api.url}/api/v1/namespaces/default/pods/{name}", params={"fieldManager": "me"},
+                                  data=b"apiVersion: v1\nkind: Pod\n",
+                                  headers={"Content-Type": "application/apply-patch+yaml"}) as r:
+                assert r.status == 415, (name, await r.text())
+                assert "application/apply-patch+yaml" in (await r.json())["message"]
+
+
 async def test_unsupported_patch_content_types_are_415(kube):
     core = client.CoreV1Api(kube)
     await core.create_namespaced_pod("default", pod("p1"))

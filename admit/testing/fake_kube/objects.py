@@ -190,11 +190,23 @@ def _replace_as_set(target: JSON, patch: list[Any]) -> list[Any]:
     return out
 
 
-def apply_patch(rt: ResourceType | None, target: JSON, content_type: str | None, patch: Any) -> JSON:
-    """Apply a PATCH body to ``target`` (not modified) according to its Content-Type, as the real server does:
-    json-patch (body must be a list: 400 otherwise, 422 when an operation fails), merge-patch, strategic merge
-    (415 for custom resources, which do not support it), 415 for any other type (including server-side apply)."""
+def patch_media_type(rt: ResourceType | None, content_type: str | None) -> str:
+    """The PATCH body's media type (``Content-Type`` without parameters), checked before the body is read or the
+    object looked up, as ``handlers/patch.go`` ``PatchResource`` does: 415 for one the resource does not take
+    (strategic merge on a custom resource) and for server-side apply, which the fake does not emulate."""
     ctype = (content_type or "").split(";")[0].strip().lower()
+    accepted = [t for t in _PATCH_TYPES if not (rt is not None and rt.custom and "strategic" in t)]
+    if ctype not in accepted:
+        raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                       f"media types include: {', '.join([*accepted, 'application/apply-patch+yaml'])}")
+    return ctype
+
+
+def apply_patch(rt: ResourceType | None, target: JSON, content_type: str | None, patch: Any) -> JSON:
+    """Apply a PATCH body to ``target`` (not modified) according to its Content-Type (``patch_media_type``), as the
+    real server does: json-patch (body must be a list: 400 otherwise, 422 when an operation fails), merge-patch or
+    strategic merge."""
+    ctype = patch_media_type(rt, content_type)
     if ctype == "application/json-patch+json":
         if not isinstance(patch, list):
             raise _bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
@@ -209,15 +221,10 @@ def apply_patch(rt: ResourceType | None, target: JSON, content_type: str | None,
         if not isinstance(result, dict):
             raise ApiError(422, "Invalid", "the patch did not produce an object")
         return result
-    strategic = ctype == "application/strategic-merge-patch+json" and not (rt is not None and rt.custom)
-    if ctype == "application/merge-patch+json" or strategic:
-        if not isinstance(patch, dict):
-            raise _bad_request(f"json: cannot unmarshal non-object into {'strategic ' if strategic else ''}merge patch")
-        return merge_patch(copy.deepcopy(target), patch, strategic)
-    accepted = ", ".join([*(t for t in _PATCH_TYPES if not (rt is not None and rt.custom and "strategic" in t)),
-                          "application/apply-patch+yaml"])
-    raise ApiError(415, "UnsupportedMediaType",
-                   f"the body of the request was in an unknown format - accepted media types include: {accepted}")
+    strategic = ctype == "application/strategic-merge-patch+json"
+    if not isinstance(patch, dict):
+        raise _bad_request(f"json: cannot unmarshal non-object into {'strategic ' if strategic else ''}merge patch")
+    return merge_patch(copy.deepcopy(target), patch, strategic)
 
 
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")

@@ -22,7 +22,8 @@ from ..fake_defaults import apply_defaults, job_selector_and_labels
 from .admission import REQUEST_WARNINGS, AdmissionChain, warning_headers
 from .errors import (ApiError, _REASON_BY_CODE, _already_exists, _bad_request, _conflict, _details, _dumps, _forbidden,
                      _invalid, _json_response, _not_found, status_object)
-from .objects import _GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch
+from .objects import (_GENERATE_CHARS, _label_selector_string, _normalize, _now, _query_bool, _validate, apply_patch,
+                      patch_media_type)
 from .requestlog import (RequestRecord, Selection, _ABORT, _CLOSE, _Event, _Fault, _Watcher, _method_matches,
                          _plural_matches)
 from .resources import BUILTIN_RESOURCES, JSON, SHORT_NAMES, ResourceType, _rt, workload_api_resources
@@ -901,6 +902,8 @@ class FakeKubeAPI:
                 resp: web.StreamResponse = _json_response(route)
             else:
                 await self._apply_faults(rec, route[0])
+                if rec.verb == "patch":  # the media type first, as handlers/patch.go PatchResource checks it
+                    patch_media_type(None if route[3] == "scale" else route[0], rec.content_type)
                 if body_error is not None:
                     raise body_error
                 resp = await self._serve(request, rec, route, body)
