@@ -150,10 +150,8 @@ class LeaderElector:
             log.log(level, "%s", message)
 
     async def try_acquire_or_renew(self) -> bool:
-        """One client-go ``tryAcquireOrRenew``: returns True when this candidate holds the Lease afterwards.
-
-        Never raises for API errors (they are logged once and count as a failed attempt).
-        """
+        """One client-go ``tryAcquireOrRenew``: True when this candidate holds the Lease afterwards. Never raises for
+        API errors (logged once, they count as a failed attempt)."""
         now = micro_time()
         try:
             lease = await self.api.request("GET", self.path, timeout=self.renew_deadline)
@@ -191,9 +189,8 @@ class LeaderElector:
         else:
             acquire_time = now
             transitions += 1
-        updated = dict(lease)
-        updated["metadata"] = dict(lease.get("metadata") or {})
-        updated["spec"] = dict(spec, **self._spec(now, acquire_time, transitions))
+        updated = dict(lease, metadata=dict(lease.get("metadata") or {}),
+                       spec=dict(spec, **self._spec(now, acquire_time, transitions)))
         return await self._write("PUT", self.path, updated, "update")
 
     async def _write(self, verb: str, path: str, body: dict[str, Any], what: str) -> bool:
