@@ -41,16 +41,14 @@ def requested_backend(ann: GangAnnotations, config: Config) -> str:
 
 
 def scheduler_of(backend: str) -> str:
-    """Who keeps an undersized gang Pending, for messages: the ``scheduler`` of the backend called ``backend``
-    (``interface.GangBackend.scheduler``)."""
+    """Who keeps an undersized gang Pending, for messages: backend ``backend``'s ``interface.GangBackend.scheduler``."""
     found = BACKENDS.get(backend)
     return found.scheduler if found is not None else "the gang scheduler"
 
 
 def render_below(e: BelowMinMember, ann: GangAnnotations, config: Config) -> GangError:
-    """The refusal of a gang below its minMember (``gang.plan.BelowMinMember``), its message naming the scheduler
-    of ``e.backend``, else of the backend the workload asks for (:func:`requested_backend`): the one place that
-    message is rendered."""
+    """The refusal of a gang below its minMember (``gang.plan.BelowMinMember``), the one place its message is rendered:
+    it names the scheduler of ``e.backend``, else of the backend asked for (:func:`requested_backend`)."""
     return GangError(e.message_for(scheduler_of(e.backend or requested_backend(ann, config))), e.code)
 
 
@@ -160,9 +158,8 @@ def _refuse_unfollowed(plan: GangPlan, config: Config) -> None:
 
 def handover_ops(obj: dict[str, Any], plan: GangPlan, config: Config,
                  kind: WorkloadKind | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """JSONPatch operations and warnings for a workload whose gang someone else makes (``plan.mutate`` off by
-    :func:`apply_backend`): what the registered backends' ``native_handover`` hooks give, ``([], [])`` when none
-    applies. ``kind``: the workload's record."""
+    """``(JSONPatch ops, warnings)`` for a workload whose gang someone else makes (``plan.mutate`` off by
+    :func:`apply_backend`; ``kind``: its record): those of the backends' ``native_handover`` hooks, or ``([], [])``."""
     ops: list[dict[str, Any]] = []
     warnings: list[str] = []
     for handover in hooks("native_handover"):
@@ -193,10 +190,9 @@ def with_backend(resolver: Resolver, kind: WorkloadKind | None = None) -> Resolv
 
 
 def with_joiner_backend(joiner: Any) -> Any:
-    """A pod joiner (``kinds.POD_JOINERS``: Spark executors, LeaderWorkerSet group pods) whose plans stay on the
-    backend they are written for (``plan.backend``: the model's default, the pod-group label's); when admit runs
-    without it the plan is kept from mutating and creating groups, with a warning, instead of labelling pods for a
-    scheduler that is not there."""
+    """A pod joiner (``kinds.POD_JOINERS``: Spark executors, LeaderWorkerSet group pods) whose plans stay on the backend
+    they are written for (``plan.backend``: the model's default, the pod-group label's); when admit runs without it the
+    plan neither mutates nor creates groups, and warns, rather than label pods for an absent scheduler."""
 
     @wraps(joiner)
     def join(pod: dict[str, Any], config: Config, namespace: str, known_groups: Any) -> Any:

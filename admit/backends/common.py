@@ -1,12 +1,10 @@
 """What both gang backends share: the owner annotation admit stamps on every object it makes, and the ownership
 verdict an existing object gets. Pure.
 
-Every object admit creates for a gang (a scheduler-plugins PodGroup, a native Workload or PodGroup) carries the
-label ``app.kubernetes.io/managed-by: admit`` and the annotation ``<prefix>/owner`` = ``"<group>/<Kind>/<name>"`` of
-the workload; each backend's ``ownership`` turns an existing object into an :class:`Ownership`. A group whose size
-follows its members (an Argo step's) is sized by one rule on every backend (:func:`members_left`), which counts the
-members that succeeded recorded on the group's objects (:func:`succeeded_record`, :func:`record_succeeded`,
-:func:`succeeded_ops`). The backends import this module and never each other (the independence contract in
+Every object admit creates for a gang carries admit's managed-by label and owner annotation (:func:`gang_metadata`);
+each backend's ``ownership`` turns an existing object into an :class:`Ownership`. A group whose size follows its
+members (an Argo step's) is sized by one rule on every backend (:func:`members_left`, with the record of
+:func:`succeeded_record`). The backends import this module and never each other (the independence contract in
 pyproject.toml).
 """
 
@@ -56,8 +54,7 @@ def installed(group: str) -> dict[str, Any]:
 
 class BackendUnavailable(Exception):
     """The default gang backend (``--gang-backend``) cannot run on this API server (its start-time discovery,
-    ``runtime.BackendAPI.start``, found it not served); ``str(e)`` is the one-line reason ``admit serve`` exits
-    with."""
+    ``runtime.BackendAPI.start``, found it not served); ``str(e)``: the one-line reason ``admit serve`` exits with."""
 
 
 _OWNER_RE = re.compile(r"^([a-z0-9.-]*)/([A-Za-z0-9]+)(?:/([a-z0-9]([-a-z0-9.]*[a-z0-9])?))?$")
@@ -112,8 +109,7 @@ def replaces_annotation(config: Config) -> str:
 
 
 def stamp_annotations(config: Config, generation: int | None, replaces: str | None = None) -> dict[str, str]:
-    """The stamp of an object written from a workload: ``{generation_annotation: "5", replaces_annotation: "812"}``
-    (each only when given)."""
+    """Stamp of a workload's object: ``{generation_annotation: "5", replaces_annotation: "812"}`` (each if given)."""
     out = {generation_annotation(config): str(generation)} if generation is not None else {}
     if replaces:
         out[replaces_annotation(config)] = replaces

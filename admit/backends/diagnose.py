@@ -28,10 +28,9 @@ JSON = dict[str, Any]
 
 @dataclass
 class GangStatus:
-    """One gang. ``waiting_seconds``: since the oldest pending pod was created (None: nothing pending).
-    ``reason``: a word from the docstring of the diagnosis that made it; ``message``: one line a user can act on;
-    ``retry``: a shell command that makes the scheduler try the gang again now (``GroupBackedOff``), ``""`` where
-    there is none."""
+    """One gang. ``waiting_seconds``: since the oldest pending pod was created (None: nothing pending). ``reason``: a
+    word from the docstring of the diagnosis that made it; ``message``: one line a user can act on; ``retry``: a shell
+    command that makes the scheduler try the gang again now (``GroupBackedOff``), else ``""``."""
 
     namespace: str
     group: str
@@ -95,8 +94,7 @@ def size_cause(size: WorkloadSize | None) -> tuple[str, str] | None:
 
 
 def parse_time(value: Any) -> _dt.datetime | None:
-    """An RFC 3339 timestamp as the API server writes it (``2026-01-02T03:04:05Z``) as an aware datetime; None for
-    anything else."""
+    """An RFC 3339 timestamp as the API server writes it (``2026-01-02T03:04:05Z``) as an aware datetime, else None."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -117,8 +115,7 @@ def distance(a: str, b: str) -> int:
 
 
 def near(name: str, candidates: Iterable[str], limit: int = 2) -> str | None:
-    """The candidate nearest to ``name`` (not ``name`` itself) within ``limit`` edits (:func:`distance`), else None:
-    the name a typo meant."""
+    """The name a typo meant: the nearest other candidate within ``limit`` edits (:func:`distance`), else None."""
     best = min(((d, c) for c in candidates if c != name and (d := distance(name, c)) <= limit), default=None)
     return best[1] if best else None
 
@@ -272,8 +269,7 @@ def owner_of(pod: JSON) -> str:
 
 
 def waited_seconds(pending: list[JSON], now: _dt.datetime) -> float | None:
-    """Seconds (one decimal) from the creation of the oldest of ``pending`` to ``now``; None when none has a
-    ``creationTimestamp``."""
+    """Seconds (one decimal) from the oldest ``creationTimestamp`` of ``pending`` to ``now``; None when none has one."""
     times = [t for p in pending if (t := parse_time(meta_of(p).get("creationTimestamp"))) is not None]
     return round((now - min(times)).total_seconds(), 1) if times else None
 

@@ -192,9 +192,8 @@ async def _members(gang: _Gang) -> list[JSON] | None:
 
 
 async def _keep_in_step(gang: _Gang, desired: JSON, existing: JSON, at: int) -> bool:
-    """Decide on an object that exists (the backend's ``ownership``, with the pods of the other workloads that
-    name the group), and bring ours in step with ``desired``; False when the admission is refused (``decision``
-    says why)."""
+    """Decide on an object that exists (the backend's ``ownership``, with the pods of the other workloads that name the
+    group), and bring ours in step with ``desired``; False when the admission is refused (``decision`` says why)."""
     plan, config, decision, kind = gang.plan, gang.config, gang.decision, desired["kind"]
     members = getattr(gang.cache, "group_pods", None)  # the controller's claims: other workloads naming this group
     others = members(plan.namespace, plan.group_name, plan.owner) if members is not None else None

@@ -24,8 +24,7 @@ added."""
 
 
 def backend_of(name: str) -> GangBackend:
-    """The backend called ``name``. Raises KeyError for a name nobody registered (``apply_backend`` refuses such a
-    plan before anything asks)."""
+    """The backend called ``name``; KeyError for an unregistered one (``apply_backend`` refuses such a plan first)."""
     return BACKENDS[name]
 
 

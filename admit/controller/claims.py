@@ -184,10 +184,9 @@ def claim_of(obj: JSON, resource: Resource, config: Config, ref: JSON | None = N
 
 
 def held_claim(obj: JSON, resource: Resource, config: Config, ref: JSON | None = None) -> Claim | None:
-    """For a stored workload without a gang annotation that still carries admit's marks (``families.marks``: its
-    managed label, a template labelled for a group), a claim with no plan that keeps the PodGroup its owner
-    annotation names (``gangobjects.decide_objects`` reports it and writes nothing, as for an invalid annotation);
-    else ``None``."""
+    """For a stored workload without a gang annotation that still carries admit's marks (``families.marks``: its managed
+    label, a template labelled for a group), a claim with no plan that keeps the PodGroup its owner annotation names
+    (``gangobjects.decide_objects`` reports it and writes nothing, as for an invalid annotation), else ``None``."""
     if is_child(obj, resource.group, resource.kind, kinds.PARENTS):
         return None
     marks = stale_marks(obj, resource.group, resource.kind, config)

@@ -160,6 +160,7 @@ class EventRecorder:
                 del self._similar[k]
             for k in [k for k, e in self._combined.items() if now - e.first_seen > AGGREGATE_WINDOW]:
                 del self._combined[k]
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="event recorder")

@@ -112,10 +112,9 @@ class WriteGuards:
                            action.claim.uid if action.claim else None], sort_keys=True, default=str)
 
     def repeating(self, key: Key, action: Action) -> bool:
-        """True (and the key queued again for later) when this write would repeat too soon the same write that
-        already succeeded for ``key`` twice, less than ``repeat_window`` seconds apart: something keeps undoing it.
-        From the third time on, the same write waits ``retry_backoff`` doubling (0.5 s to 60 s) after the previous
-        one."""
+        """True (and the key queued again for later) when this write would repeat too soon the same write that already
+        succeeded for ``key`` twice, less than ``repeat_window`` seconds apart: something keeps undoing it. From the
+        third time on, the same write waits ``retry_backoff`` doubling (0.5 s to 60 s) after the last."""
         prior = self.repeats.get(key)
         if prior is None or prior[1] < 2:
             return False

@@ -69,8 +69,7 @@ class KeyLoop:
             await self.process(await self.queue.get())
 
     async def process(self, key: Key) -> None:
-        """Reconcile ``key`` (taken from :attr:`queue`) with the error handling of the class docstring; never
-        raises but ``CancelledError``."""
+        """Reconcile ``key`` with the error handling of the class docstring; raises only ``CancelledError``."""
         try:
             await self._reconcile(key)
             if self.failures.pop(key, None) is not None:

@@ -88,9 +88,8 @@ def _min_resources_gap(pg: JSON, nodes: list[JSON] | None) -> str:
 
 
 def _has_template(obj: JSON) -> bool:
-    """Whether ``obj`` makes its pods from ``spec.template`` (a Deployment, a Job; a Pod is its own) and so
-    :func:`_template_labels` can tell that admit did not mutate it; a Kubeflow job's templates are elsewhere
-    (``spec.<x>ReplicaSpecs``)."""
+    """Whether ``obj`` makes its pods from ``spec.template`` (a Deployment, a Job; a Pod is its own), so that
+    :func:`_template_labels` can tell admit did not mutate it (a Kubeflow job's are in ``spec.<x>ReplicaSpecs``)."""
     return obj.get("kind") == "Pod" or isinstance(get_path(obj, ("spec", "template")), dict)
 
 
@@ -208,8 +207,7 @@ _KUBERAY_FLAG = {name: flag for flag, name in KUBERAY_BATCH_SCHEDULERS.items()}
 
 def _operator_scheduler(pods: list[JSON], config: Config) -> str:
     """The operator setting that sent ``pods`` (of one gang, with a wrong scheduler) elsewhere, as a sentence, or
-    ``""``: KubeRay's operator-wide ``--batch-scheduler`` (since v1.3.0) for pods controlled by a
-    RayCluster."""
+    ``""``: KubeRay's operator-wide ``--batch-scheduler`` (since v1.3.0) for pods a RayCluster controls."""
     for pod in pods:
         ref = controller_ref(pod) or {}
         name = str(get_path(pod, ("spec", "schedulerName")) or "")

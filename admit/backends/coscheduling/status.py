@@ -35,9 +35,8 @@ async def collect(api: KubeRaw, config: Config, namespace: str | None, listed: L
 
 
 async def _pod_group_crd_problem(api: KubeRaw, config: Config, resource: Resource) -> str | None:
-    """When the PodGroup list was refused: ``coscheduling.crd_missing_message`` if the API server does not serve
-    the resource (404 on discovery of its group/version, or no ``podgroups`` there; the other API group asked too),
-    else None."""
+    """When the PodGroup list was refused: ``coscheduling.crd_missing_message`` if the API server does not serve the
+    resource (404 on discovery of its group/version, or no ``podgroups`` there; both API groups asked), else None."""
 
     async def serves(group: str) -> bool | None:
         try:

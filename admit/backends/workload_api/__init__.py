@@ -14,14 +14,11 @@ runs inside kube-scheduler). Shapes, from kubernetes/kubernetes ``staging/src/k8
   and the finalizer ``scheduling.k8s.io/podgroup-protection`` (a PodGroup deleted while pods name it stays until
   they are gone, so it cannot be re-created with another ``minCount`` under a live gang). admit keeps the stored
   objects, warns, and refuses a pod count below the stored ``minCount`` (``immutable_message``).
-- the later versions (``v1alpha3``, ``v1beta1``: 1.37; ``v1``): how they differ is :data:`SHAPES`.
+- the later versions (``v1alpha3``, ``v1beta1``: 1.37; ``v1``): how they differ is :data:`SHAPES`, one row per
+  served version with its source; discovery (``discovery.py``) picks the first row the API server serves.
 - ``core/v1`` ``PodSpec.schedulingGroup.podGroupName`` (gate ``GenericWorkload``): immutable on a Pod; the PodGroup
   "may not exist at the time the Pod is created". kube-scheduler's PreEnqueue keeps a gang's pods out of the queue
   until ``minCount`` of them exist ("waiting for minCount pods from a gang to appear in scheduling queue").
-
-No equivalent of scheduler-plugins' ``minResources`` and ``scheduleTimeoutSeconds``: a warning says so when the user
-asked for them. :data:`SHAPES` is the one table of what differs per served version, each row with its source;
-discovery picks the first row the API server serves (``discovery.py``).
 
 Priority (1.37+): the pods' ``priorityClassName`` and explicit ``preemptionPolicy`` go into the template and the
 PodGroup (:func:`gang_priority`, :func:`priority_mismatch`); the API server drops ``preemptionPolicy`` with its
@@ -83,10 +80,9 @@ _PRIORITY_KEYS = ("priorityClassName", "preemptionPolicy")
 
 
 def not_served_message(config: Config) -> str:
-    """One line saying what the cluster lacks for the ``workload-api`` backend: on a cluster that serves only the
-    first alpha (``config.workload_api_served``: ``scheduling.k8s.io/v1alpha1``, Kubernetes 1.35) the fix is
-    Kubernetes 1.36 or the Coscheduling backend (:func:`first_alpha_message`), else the feature gates and
-    runtime-config."""
+    """One line saying what the cluster lacks for the ``workload-api`` backend: :func:`first_alpha_message` on a
+    cluster that serves only ``scheduling.k8s.io/v1alpha1`` (``config.workload_api_served``; Kubernetes 1.35), else
+    the feature gates and runtime-config."""
     if config.workload_api_served and set(config.workload_api_served) <= {WORKLOAD_API_FIRST_ALPHA}:
         return first_alpha_message()
     return (
@@ -313,9 +309,8 @@ def priority_mismatch(existing: dict[str, Any], desired: dict[str, Any]) -> dict
 
 
 def priority_message(kind: str, plan: GangPlan, mismatch: dict[str, tuple[Any, Any]], pod_group_key: str) -> str:
-    """The refusal for a managed object whose immutable priority fields differ from the pods' (see
-    :func:`priority_mismatch`): its pods would never be scheduled, so the change is refused with the fix, which names
-    ``pod_group_key`` (``Config.pod_group_key``, under the configured annotation prefix)."""
+    """The refusal for a managed object whose immutable priority fields differ from the pods' (its pods would never
+    be scheduled: :func:`priority_mismatch`), with the fix, which names ``pod_group_key`` (``Config.pod_group_key``)."""
     what = ", ".join(f"{k} {have or '(none)'!r} (the pods now name {want!r})" for k, (have, want) in
                      mismatch.items())
     return (f"Delete the {plan.kind} and create it again (admit then makes both objects anew), or name a new group "
