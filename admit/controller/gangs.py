@@ -214,10 +214,9 @@ class GangController:
         self._unclaimed_since.clear()
         self._ahead_since.clear()
         self.guards.reset()
-        if self._below_min_count is not None:
-            self._below.clear()
-            if self._below_min_gauge is not None:
-                self._below_min_gauge(0)
+        self._below.clear()  # filled by check_quorum only, which needs _below_min_count
+        if self._below_min_count is not None and self._below_min_gauge is not None:
+            self._below_min_gauge(0)
 
     def _check_leader(self) -> None:
         if not self.manager.is_leader():

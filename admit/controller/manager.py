@@ -84,16 +84,15 @@ class Manager:
         self.settings = s = settings or ControllerSettings()
         self._api_client, self._own_client = api_client, own_client
         self.api = KubeRaw(api_client, timeout=s.api_timeout)
-        table, notes = watched_kinds(config)
+        self.kinds, notes = watched_kinds(config)
         for note in notes:
             log.warning("%s", note)
-        self.kinds = table
         self.workloads: dict[Resource, WatchCache] = {
             wk.resource: WatchCache(self.api, wk.resource, label_selector=wk.selector,
                                     handlers=[functools.partial(self._on_workload, wk.resource)],
                                     transform=functools.partial(workload_record, resource=wk.resource, config=config),
                                     **self.cache_options())
-            for wk in table}
+            for wk in self.kinds}
         # A cluster without DRA, or without RBAC for these, answers 404 / 403: retried slowly.
         classes = dict(self.cache_options(), resync_period=None, on_listed=None)
         self.device_classes = WatchCache(self.api, DEVICE_CLASSES, handlers=[self._on_class],
@@ -346,9 +345,7 @@ class Manager:
         if not plan.min_resources:
             return claim
         kept, left_out = countable_min_resources(plan.min_resources, self.dra_extended_resources)
-        if not left_out:
-            return claim
-        return dataclasses.replace(claim, plan=dataclasses.replace(plan, min_resources=kept))
+        return dataclasses.replace(claim, plan=dataclasses.replace(plan, min_resources=kept)) if left_out else claim
 
     # ------------------------------------------------------------------ leadership
 
