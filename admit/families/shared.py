@@ -1,7 +1,5 @@
-"""What every workload family shares: the kind record each family module declares, and the rules written once.
-
-Each family module declares its kinds as :class:`WorkloadKind` records, which ``admit.families.kinds`` registers;
-nothing here calls the Kubernetes API.
+"""What every workload family shares: the kind record each family module declares (:class:`WorkloadKind`, which
+``admit.families.kinds`` registers; nothing here calls the Kubernetes API), and the rules written once.
 
 The shared rules (the same shape as Kueue's ``pkg/controller/jobframework`` and KAI Scheduler's podgrouper hub):
 
@@ -58,9 +56,8 @@ PodJoiner = Callable[[dict[str, Any], Config, str, Any], Any]
 the pod-group label nor gang annotations: the pod finds its group from labels its controller put on it (a Spark
 executor joins its driver's, ``lws.join_lws_pod`` its LWS group's). It must not call the Kubernetes API:
 ``known_groups`` (``.get(namespace, name) -> dict | None``, or ``None`` offline; see ``admission.GroupCache``) is the
-cache. A :class:`PodRead` (``spark.DriverLookup``) asks ``admission.Admission`` to read the pod the cache does not
-know. A joiner's plan with ``create_pod_group`` makes the pod's admission ensure the group: the pod that always
-comes first (an LWS leader) creates it, the later ones find it in the cache."""
+cache, and a :class:`PodRead` asks for a read. A joiner's plan with ``create_pod_group`` makes the pod's admission
+ensure the group: the pod that always comes first (an LWS leader) creates it, the later ones find it in the cache."""
 
 
 class PodRead(Protocol):
@@ -334,8 +331,7 @@ def controller_owner(obj: dict[str, Any]) -> tuple[str, str, str] | None:
     ref = controller_ref(obj)
     if ref is None:
         return None
-    api_version = str(ref.get("apiVersion") or "")
-    return api_version.rpartition("/")[0], str(ref.get("kind") or ""), str(ref.get("name") or "")
+    return str(ref.get("apiVersion") or "").rpartition("/")[0], str(ref.get("kind") or ""), str(ref.get("name") or "")
 
 
 def defer_to_operator(plan: GangPlan, why: str, config: Config) -> GangPlan:

@@ -90,12 +90,9 @@ class BelowMinMember(GangError):
 
 
 class NoNameYet(GangError):
-    """Raised by :func:`choose_group_name` for an object with only ``metadata.generateName`` and nothing naming its
-    group (module docstring): the mutating phase names it, anywhere else a refusal (code 400) naming the annotation.
-
-    Attributes:
-        generate_name: the object's ``metadata.generateName``.
-    """
+    """Raised by :func:`choose_group_name` for an object with only ``metadata.generateName`` (``generate_name``) and
+    nothing naming its group (module docstring): the mutating phase names it, anywhere else a refusal (code 400)
+    naming the annotation."""
 
     def __init__(self, message: str, generate_name: str) -> None:
         super().__init__(message, 400)
@@ -231,12 +228,11 @@ KNOWN_ANNOTATIONS = (
 
 def unknown_annotation_warnings(annotations: Any, config: Config) -> list[str]:
     """Warnings for annotations admit ignores although they were meant for it, each naming the key admit reads:
-    unknown names under admit's prefix (``minmember``, ``min-resource``), and known names, or close misspellings of
-    them (:func:`_meant_name`), under a misspelt or mis-cased prefix (``gang.admitt.dev/min-member``,
-    ``gang.admit.io/minmember``, ``Gang.Admit.dev/min-member``: keys are case-sensitive) or after the prefix without
-    its slash (``gang.admit.dev.min-member``). In a cluster the webhook sees only objects with a key under the prefix
-    (the chart's ``matchConditions``), so of these it warns only about the first kind (docs/behaviour.md); ``admit
-    review`` and ``admit status`` (``AnnotationTypo``) say them all."""
+    unknown names under admit's prefix (``minmember``), and known names or close misspellings of them
+    (:func:`_meant_name`) under a misspelt or mis-cased prefix (``gang.admit.io/minmember``,
+    ``Gang.Admit.dev/min-member``: keys are case-sensitive) or without its slash (``gang.admit.dev.min-member``). The
+    webhook sees only objects with a key under the prefix (the chart's ``matchConditions``), so it warns only about
+    the first kind (docs/behaviour.md); ``admit review`` and ``admit status`` (``AnnotationTypo``) say them all."""
     if not isinstance(annotations, dict):
         return []
     base = config.annotation_prefix.rstrip("/")
@@ -316,12 +312,10 @@ def ignored_without_min_member(annotations: Any, config: Config) -> list[str]:
 
 
 def template_annotation_warnings(obj: Any, config: Config, carried: tuple[str, ...] = ()) -> list[str]:
-    """Warnings for gang annotations put on a pod template of a workload that does not carry them itself: every map
-    under ``spec`` whose ``spec.containers`` is a list (``spec.template``, a Kubeflow replica's, a JobSet's
-    ``spec.replicatedJobs[0].template.spec.template``, LWS's ``leaderTemplate``/``workerTemplate``, Ray's head and
-    worker group templates, a CronJob's). admit reads them from the workload's own ``metadata.annotations`` only, so
-    they have no effect there; ``carried`` is the key path of a wrapper's carried annotations (``WorkloadKind.carry``:
-    they reach the objects its operator makes) and is not warned about."""
+    """Warnings for gang annotations on a pod template under ``spec`` (:func:`_pod_templates`: ``spec.template``, a
+    Kubeflow replica's, a JobSet's, LWS's, Ray's, a CronJob's): admit reads them from the workload's own
+    ``metadata.annotations`` only. ``carried``: key path of a wrapper's carried annotations (``WorkloadKind.carry``:
+    they reach the objects its operator makes), not warned about."""
     warnings = []
     for where, template in _pod_templates(obj.get("spec") if isinstance(obj, dict) else None, "spec", 0):
         annotations = get_path(template, ("metadata", "annotations"))
@@ -566,10 +560,8 @@ def get_map(obj: Any, path: tuple[str, ...]) -> dict[str, Any]:
 
 
 def int_field(obj: dict[str, Any], path: tuple[str, ...], default: int | None, what: str) -> int | None:
-    """An integer field at ``path`` (``default`` when absent).
-
-    Kubernetes' counts (``replicas``, ``parallelism``, ``completions``, Kubeflow ``replicas``) are int32, so a larger
-    number is refused too: it could never be stored, and it would make the arithmetic on it unbounded.
+    """An integer field at ``path`` (``default`` when absent). Kubernetes' counts (``replicas``, ``parallelism``,
+    ``completions``, Kubeflow ``replicas``) are int32: a larger number could never be stored, and is refused.
 
     Raises:
         GangError (code 400): present but not an integer from 0 to 2147483647; the message names ``what``.
@@ -652,7 +644,5 @@ def below_min_member(plan: GangPlan, ann: GangAnnotations, config: Config, count
     total = plan.total_pods
     if total is None or not 0 < total < plan.min_member:
         return
-    if source is None:
-        source = min_member_source(plan, ann, config)
-    raise BelowMinMember(ref or plan.ref, total, counted, plan.min_member, source, fix, lower or config.min_member_key,
-                         backend)
+    raise BelowMinMember(ref or plan.ref, total, counted, plan.min_member,
+                         source or min_member_source(plan, ann, config), fix, lower or config.min_member_key, backend)

@@ -92,10 +92,9 @@ def container_requests(container: dict[str, Any], where: str = "container") -> d
 
 
 def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
-    """Effective requests of a pod from its ``spec`` (``containers``, ``initContainers``, ``resources``,
-    ``overhead``), as kube-scheduler computes them for the pod created from it (module docstring).
-
-    Returns ``{resource name: Fraction}`` in the resource's unit (cores, bytes, count).
+    """Effective requests ``{resource name: Fraction}`` (cores, bytes, count) of a pod from its ``spec``
+    (``containers``, ``initContainers``, ``resources``, ``overhead``), as kube-scheduler computes them for the pod
+    created from it (module docstring).
 
     Raises:
         ResourceError: a quantity in the spec does not parse.
@@ -113,10 +112,8 @@ def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Fraction]:
             init_peak = max_resources(init_peak, sidecars)
         else:
             init_peak = max_resources(init_peak, add_resources(r, sidecars))
-    total = max_resources(total, init_peak)
-    total = _apply_pod_level(total, pod_spec.get("resources"))
-    overhead = _parse_list(pod_spec.get("overhead"), "spec.overhead")
-    return add_resources(total, overhead)
+    total = _apply_pod_level(max_resources(total, init_peak), pod_spec.get("resources"))
+    return add_resources(total, _parse_list(pod_spec.get("overhead"), "spec.overhead"))
 
 
 def pod_level_supported(name: str) -> bool:
@@ -142,9 +139,8 @@ def _apply_pod_level(containers: dict[str, Fraction], resources: Any) -> dict[st
 
 
 def gang_min_resources(pods: list[tuple[dict[str, Any], int]]) -> dict[str, str]:
-    """``minResources`` for a gang: sum of ``count x pod_requests(spec)`` over ``[(pod_spec, count), ...]``.
-
-    Returns a formatted ResourceList (``{"cpu": "3", "memory": "6Gi"}``); empty when no pod requests anything.
+    """``minResources`` for a gang: sum of ``count x pod_requests(spec)`` over ``[(pod_spec, count), ...]``, as a
+    formatted ResourceList (``{"cpu": "3", "memory": "6Gi"}``); empty when no pod requests anything.
 
     Raises:
         ResourceError: a quantity in a spec does not parse.
@@ -196,8 +192,6 @@ def countable_min_resources(min_resources: dict[str, str] | None, served: Any) -
             left_out[name] = name[len(DEVICE_CLASS_RESOURCE_PREFIX):]
         elif name in served:
             left_out[name] = served[name]
-    if not left_out:
-        return min_resources, {}
     kept = {k: v for k, v in min_resources.items() if k not in left_out}
     return kept or None, left_out
 
