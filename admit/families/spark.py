@@ -198,9 +198,8 @@ def _setting(spec: dict[str, Any], name: str | None, conf: dict[str, Any], key: 
 
 
 def spark_pod_resources(app: dict[str, Any], role: str, ref: str = "SparkApplication") -> dict[str, Fraction]:
-    """Requests of the driver (``role="driver"``) or of one executor (``"executor"``) pod of a SparkApplication.
-
-    Returns ``{"cpu": cores, "memory": bytes, <gpu name>: count, ...}`` as Fractions (rules in the module docstring).
+    """Requests of the driver (``role="driver"``) or of one executor (``"executor"``) pod of a SparkApplication:
+    ``{"cpu": cores, "memory": bytes, <gpu name>: count, ...}`` as Fractions (rules in the module docstring).
 
     Raises:
         GangError (400): a memory string, factor, core count or GPU spec that does not parse (the message names it).
@@ -522,16 +521,12 @@ def join_spark_executor(pod: dict[str, Any], config: Config, namespace: str, kno
                         ) -> GangPlan | DriverLookup | None:
     """POD_JOINERS entry: a Spark executor Pod joins the group its driver pod is in (label and schedulerName; a driver
     in no group leaves it alone); ``None`` for every other pod and for an executor without a driver (client mode: the
-    driver runs outside the cluster).
-
-    The driver is the executor's controller ownerReference (``kind: Pod``; spark-submit's
-    ``KubernetesUtils.addOwnerReference``). Its group is found, without an API call, from the driver pod in the
-    controller's cache of gang drivers (``known_groups.workload("", "v1", "pods", "Pod", namespace, driver)``, when
-    the cache has that method: the driver's pod-group label, whatever named it), else from a PodGroup named after
-    ``spark-app-selector`` that belongs to the driver (``known_groups.get``: the PodGroup cache, or ``admit
-    review``'s). Otherwise a :class:`DriverLookup` asks for the driver to be read (a driver labelled by hand, or no
-    controller).
-    """
+    driver runs outside the cluster). The driver is the executor's controller ownerReference (``kind: Pod``;
+    spark-submit's ``KubernetesUtils.addOwnerReference``). Its group is found without an API call: the pod-group
+    label of the driver pod in the controller's cache of gang drivers (``known_groups.workload("", "v1", "pods",
+    "Pod", namespace, driver)``, when the cache has that method), else a PodGroup named after ``spark-app-selector``
+    that belongs to the driver (``known_groups.get``: the PodGroup cache, or ``admit review``'s); otherwise a
+    :class:`DriverLookup` asks for the driver to be read (a driver labelled by hand, or no controller)."""
     labels = get_path(pod, ("metadata", "labels"))
     if not isinstance(labels, dict) or labels.get(SPARK_ROLE) != "executor":
         return None

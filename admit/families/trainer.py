@@ -226,9 +226,9 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
         return [f"correct {kind} {str(runtime_name)[:63]}: admit could not read the JobSet Trainer builds from it: "
                 f"{str(e.message)[:120]}"], None
     if isinstance(policy, dict) and isinstance(policy.get("coscheduling"), dict):
+        total = sum(rj["replicas"] * rj["pods_per_job"] for rj in rjobs)
         steps, _, _ = gang_members(rjobs, False)
         if steps:
-            total = sum(rj["replicas"] * rj["pods_per_job"] for rj in rjobs)
             first = sum(rj["replicas"] * rj["pods_per_job"] for rj in steps)
             return [], GangError(
                 "Use a runtime without podGroupPolicy (admit then gangs the JobSet's trainer pods and leaves the steps "
@@ -239,8 +239,7 @@ def judge_runtime(trainjob: dict[str, Any], runtime: dict[str, Any] | None, conf
                 f"so they wait for a quorum of {total} that never comes: the TrainJob deadlocks in Trainer's own gang "
                 f"(without the {config.annotation_prefix.rstrip('/')}/* annotations it deadlocks all the same)", 403)
         _note(notes, f"{ref}: {kind} {runtime_name} has podGroupPolicy.coscheduling: Kubeflow Trainer makes PodGroup "
-                     f"{name} itself (minMember {sum(rj['replicas'] * rj['pods_per_job'] for rj in rjobs)}), and "
-                     "admit leaves it alone")
+                     f"{name} itself (minMember {total}), and admit leaves it alone")
         return [], None
     annotations = get_path(jobset, ("metadata", "annotations"))
     try:
@@ -312,8 +311,7 @@ def running_trainjob(update: RunningUpdate, plan: GangPlan, config: Config) -> R
             "spec.replicatedJobs immutable (schedulerName even while suspended), and Trainer refuses any change of "
             "spec.runtimePatches, through which admit passes the annotations on, while the TrainJob is not "
             "suspended", True)
-    suspended = get_path(update.old, ("spec", "suspend")) is True or get_path(update.obj, ("spec", "suspend")) is True
-    if suspended:
+    if get_path(update.old, ("spec", "suspend")) is True or get_path(update.obj, ("spec", "suspend")) is True:
         return None
     return RunningVerdict(
         "Set spec.suspend: true in this same update (or before it) and resume after, or delete and recreate the "

@@ -73,9 +73,8 @@ def other_generation_label(config: Config) -> str | None:
 def translate_group_labels(obj: dict[str, Any], targets: list[PodTarget], config: Config, what: str) -> tuple[
     list[dict[str, Any]], list[str], dict[str, Any]
 ]:
-    """Copy the other generation's pod-group label to the configured one on every target (pods and templates).
-
-    Returns ``(operations, warnings, translated)``: JSONPatch operations against ``obj``, the warnings, and ``obj``
+    """Copy the other generation's pod-group label to the configured one on every target (pods and templates);
+    returns ``(operations, warnings, translated)``: JSONPatch operations against ``obj``, the warnings, and ``obj``
     with the operations applied (a shallow-copied path; ``obj`` is unchanged). The other label is kept (a selector
     may use it); both labels with different values get a warning; immutable targets are left alone.
     """
@@ -111,10 +110,8 @@ def _with_label(obj: dict[str, Any], path: tuple[str, ...], key: str, value: str
     root = dict(obj)
     node = root
     for step in path:
-        child = node.get(step)
-        child = dict(child) if isinstance(child, dict) else {}
-        node[step] = child
-        node = child
+        node[step] = dict(child) if isinstance(child := node.get(step), dict) else {}
+        node = node[step]
     node[key] = value
     return root
 

@@ -130,17 +130,12 @@ def format_quantity(name: str, value: Fraction) -> str:
                 return f"{n // size}{suffix}"
         return str(n)
     milli = math.ceil(value * 1000)
-    if milli % 1000 == 0:
-        return str(milli // 1000)
-    return f"{milli}m"
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
 
 
 def add_resources(total: dict[str, Fraction], more: dict[str, Fraction]) -> dict[str, Fraction]:
     """``total + more`` per resource name (a new dict; inputs unchanged)."""
-    out = dict(total)
-    for k, v in more.items():
-        out[k] = out.get(k, Fraction(0)) + v
-    return out
+    return {**total, **{k: total.get(k, Fraction(0)) + v for k, v in more.items()}}
 
 
 def scale_resources(resources: dict[str, Fraction], factor: int) -> dict[str, Fraction]:
@@ -150,11 +145,7 @@ def scale_resources(resources: dict[str, Fraction], factor: int) -> dict[str, Fr
 
 def max_resources(a: dict[str, Fraction], b: dict[str, Fraction]) -> dict[str, Fraction]:
     """Per-resource maximum of ``a`` and ``b`` (a new dict)."""
-    out = dict(a)
-    for k, v in b.items():
-        if v > out.get(k, Fraction(0)):
-            out[k] = v
-    return out
+    return {**a, **{k: v for k, v in b.items() if v > a.get(k, Fraction(0))}}
 
 
 def format_resources(resources: dict[str, Fraction]) -> dict[str, str]:
