@@ -69,8 +69,7 @@ apply`` uses without ``-n`` and no namespace in the kubeconfig context."""
 
 
 def _namespace_of(doc: dict[str, Any], namespace: str = DEFAULT_NAMESPACE) -> str:
-    """``metadata.namespace``; ``""`` for a cluster-scoped kind; else ``namespace`` (``admit review -n``, default
-    ``"default"``), as ``kubectl apply -n``."""
+    """``metadata.namespace``, ``""`` for a cluster-scoped kind; else ``namespace`` (``-n``, as ``kubectl apply -n``)."""
     kind = str(doc.get("kind", ""))
     if kind in CLUSTER_SCOPED or kind.startswith("Cluster"):  # a Cluster* kind (ClusterTrainingRuntime, ClusterRole)
         return ""
@@ -82,8 +81,7 @@ _PLURALS = {k.kind: k.plural for k in KINDS.values()}
 
 
 def _plural(kind: str) -> str:
-    """The resource name of ``kind``: a registered kind's own plural (``WorkloadKind.plural``), else the English
-    rule."""
+    """The resource name of ``kind``: its registered plural (``WorkloadKind.plural``), else the English rule."""
     lower = kind.lower()
     return _PLURALS.get(kind) or lower + ("es" if lower.endswith("s") else "s")
 
@@ -649,24 +647,16 @@ def _unseen_read(req: AdmissionRequest, store: OfflineKube, config: Config,
         verdict = pure_verdict(req, config)
     except Exception:  # noqa: BLE001 - admission.validate answered it already; nothing read
         return None
+    target = verdict.read if verdict.read is not None else verdict.scale
+    if target is None or (target.group, target.plural, target.namespace, target.name) in store.objects:
+        return None
+    name, namespace = target.name, target.namespace
+    ref = object_ref(target.kind, namespace, name)
     if verdict.read is not None:
-        read = verdict.read
-        key = (read.group, read.plural, read.namespace, read.name)
-        absent, _ = read.judge(None, config)
-        what, judged = (read.kind, read.namespace, read.name, read.plural), read.judged
-    elif verdict.scale is not None:
-        check = verdict.scale
-        key = (check.group, check.plural, check.namespace, check.name)
-        absent = [parent_not_found(object_ref(check.kind, check.namespace, check.name))]
-        what = (check.kind, check.namespace, check.name, check.plural)
-        judged = "its gang's minMember"
+        absent, judged = verdict.read.judge(None, config)[0], verdict.read.judged
     else:
-        return None
-    if key in store.objects:
-        return None
-    other_kind, namespace, name, plural = what
-    ref = object_ref(other_kind, namespace, name)
-    get = f"kubectl get {plural} {name}{f' -n {namespace}' if namespace else ''} -o yaml"
+        absent, judged = [parent_not_found(ref)], "its gang's minMember"
+    get = f"kubectl get {target.plural} {name}{f' -n {namespace}' if namespace else ''} -o yaml"
     how = f"{get} | admit review - {source}" if source != "<stdin>" else f"{get} > {name}.yaml, then review it too"
     return ref, absent, (f"review {ref} too: it is not among the files reviewed, and admit's verdict here rests on "
                          f"{judged}"), f"to review {ref} as your cluster holds it: {how}"
@@ -734,12 +724,10 @@ def accept_warnings(results: list[dict[str, Any]], patterns: list[str]) -> None:
 
     compiled = [re.compile(p) for p in patterns]
     for r in results:
-        keep: list[str] = []
         ref = object_ref(r["kind"], r["namespace"], r["name"])
-        for w in r["warnings"]:
-            accepted = any(c.search(f"{ref}: {w}") for c in compiled)
-            (r["acceptedWarnings"] if accepted else keep).append(w)
-        r["warnings"] = keep
+        accepted = {w for w in r["warnings"] if any(c.search(f"{ref}: {w}") for c in compiled)}
+        r["acceptedWarnings"] += [w for w in r["warnings"] if w in accepted]
+        r["warnings"] = [w for w in r["warnings"] if w not in accepted]
 
 
 def _user_keys(doc: dict[str, Any], config: Config) -> bool:
@@ -839,11 +827,7 @@ def _group_label(obj: Any, depth: int = 0) -> str | None:
         for key, value in labels.items():
             if isinstance(key, str) and key.endswith("pod-group") and isinstance(value, str):
                 return value
-    for value in obj.values():
-        found = _group_label(value, depth + 1)
-        if found:
-            return found
-    return None
+    return next(filter(None, (_group_label(value, depth + 1) for value in obj.values())), None)
 
 
 def verdict_of(r: dict[str, Any]) -> str:
