@@ -156,8 +156,7 @@ def listen_sockets(port: int, backlog: int = 128) -> list[socket.socket]:
 
 
 class ServerGroup(asyncio.AbstractServer):
-    """Several ``asyncio`` servers (one per socket of :func:`listen_sockets`) as the one server an aiohttp site
-    holds and closes."""
+    """Several ``asyncio`` servers (one per :func:`listen_sockets` socket) as one server for an aiohttp site to hold."""
 
     def __init__(self, servers: list[asyncio.AbstractServer]) -> None:
         self.servers = servers

@@ -66,8 +66,7 @@ def _add_extra_backend_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _handover_kinds() -> tuple[str, ...]:
-    """The kinds ``--controller-gang`` accepts: those whose record says how to hand a gang to their controller
-    (``WorkloadKind.handover``: ``Job``)."""
+    """``--controller-gang``'s choices: those that can hand a gang to its controller (``WorkloadKind.handover``)."""
     from ..families import FAMILY_KINDS
 
     return tuple(k.kind for k in FAMILY_KINDS if k.handover is not None)

@@ -361,8 +361,7 @@ class KubeAPI:
 
     async def create_object(self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: bool,
                             timeout: float) -> dict[str, Any]:
-        """POST a namespaced object (the Workload API's ``workloads``/``podgroups``); returns the stored (or
-        dry-run) object."""
+        """POST a namespaced object (Workload API ``workloads``/``podgroups``); returns it as stored (or dry run)."""
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         return await self.raw.request("POST", _path(group, version, plural, ns), query=_dry_run(dry_run), body=body,
                                       timeout=timeout, what=f"create {body.get('kind', plural)} {ns}/{name}")
@@ -395,8 +394,7 @@ class KubeAPI:
         return await self.raw.get(_path("", "v1", "pods", namespace, name), timeout, f"read Pod {namespace}/{name}")
 
     async def list_pods(self, namespace: str, label_selector: str, timeout: float) -> list[dict[str, Any]]:
-        """LIST the Pods of ``namespace`` that match ``label_selector`` (the members of a shared group whose size
-        follows them, ``backends.ensure``)."""
+        """LIST the Pods of ``namespace`` matching ``label_selector`` (the members a shared group's size follows)."""
         return await self.list_objects("", "v1", "pods", namespace, timeout, label_selector)
 
     async def list_objects(self, group: str, version: str, plural: str, namespace: str, timeout: float,

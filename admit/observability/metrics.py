@@ -90,8 +90,7 @@ POD_GROUP_OPERATIONS = frozenset({"created", "patched", "adopted", "recreated", 
 
 
 class _Series:
-    """One ``(webhook, code)`` series: request count, latency sum (seconds) and per-bucket counts (not cumulative;
-    the last bucket is +Inf)."""
+    """One ``(webhook, code)`` series: count, latency sum (s), per-bucket counts (not cumulative; the last is +Inf)."""
 
     __slots__ = ("count", "sum", "buckets")
 

@@ -47,8 +47,7 @@ BACKDATE = _dt.timedelta(minutes=5)  # notBefore this far in the past: clock ske
 
 
 class CertificateError(ValueError):
-    """A certificate, key or pair that cannot be used; ``str(err)`` is one line an operator can act on, never with
-    key material."""
+    """An unusable certificate, key or pair; ``str(err)`` is one line an operator can act on, never key material."""
 
 
 def utcnow() -> _dt.datetime:
@@ -58,8 +57,7 @@ def utcnow() -> _dt.datetime:
 
 @dataclass(frozen=True)
 class CertifiedKey:
-    """A certificate and its private key (never logged; ``repr`` hides it), parsed and as PEM bytes (the key's
-    unencrypted PKCS#8)."""
+    """A certificate and its private key (never logged: ``repr`` hides it), parsed and as PEM (unencrypted PKCS#8)."""
 
     cert: x509.Certificate
     key: ec.EllipticCurvePrivateKey

@@ -198,8 +198,7 @@ class FileTLSProvider(TLSProvider):
                         certs.describe(pair.cert), pair.cert.not_valid_after_utc.isoformat(), self.cert_file)
 
     async def start(self) -> None:
-        """Load the pair and start polling. Raises CertificateError, saying why, when the files cannot be read or do not
-        hold a usable pair."""
+        """Load the pair and start polling. Raises CertificateError, saying why, when the files give no usable pair."""
         self.reload(settle=False)
         if self.pair is None:
             raise CertificateError(f"no usable TLS pair in {self.cert_file} / {self.key_file}: "

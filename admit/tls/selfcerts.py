@@ -113,8 +113,7 @@ def _parse_time(value: str | None) -> _dt.datetime | None:
 
 def _load_pair(data: dict[str, bytes], crt: str, key: str, problems: list[str],
                check: Callable[[CertifiedKey], str]) -> CertifiedKey | None:
-    """The pair under ``crt`` and ``key`` of ``data``, or ``None`` with why it does not load or what ``check`` finds
-    wrong appended to ``problems``."""
+    """The pair under ``crt`` and ``key`` of ``data``; else ``None``, why (unloadable, ``check``) in ``problems``."""
     try:
         pair = certs.load_pair(data.get(crt, b""), data.get(key, b""), crt, key)
     except CertificateError as exc:
@@ -276,8 +275,7 @@ def _b64decode(value: str | None) -> bytes | None:
 
 
 def _decoded(secret: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
-    """admit's keys of ``secret``'s data, base64-decoded (``b""`` for a value that is not valid base64), and the keys
-    whose value is not."""
+    """admit's keys of ``secret``'s data base64-decoded (``b""`` where not valid base64), and the keys that were not."""
     raw = {k: _b64decode(v) for k, v in (secret.get("data") or {}).items() if k in OUR_KEYS}
     return {k: v or b"" for k, v in raw.items()}, [k for k, v in raw.items() if v is None]
 

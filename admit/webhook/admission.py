@@ -80,8 +80,7 @@ _READ_MEMO_SIZE = 4096
 
 
 def _bug(step: str, req: AdmissionRequest, error: Exception) -> Decision:
-    """Log a bug in admit's own code (with the traceback and the request uid); the allowed, unchanged answer of a
-    mutation it broke."""
+    """Log a bug in admit's own code (traceback, request uid); the allowed, unchanged answer of a mutation it broke."""
     log.error(
         "BUG: %s raised %s on %s %s/%s uid=%s. Input shapes are checked where admit reads them, so an exception from "
         "the decision code on a request is a bug in admit: please report it with the object",

@@ -117,8 +117,7 @@ class _Guarded(asyncio.Protocol):
         self.inner.data_received(data)
 
     def answered_inline(self) -> None:
-        """The handler answered a request inside ``data_received`` (what :meth:`ConnectionGuard.handle` notes for
-        the others): no request is arriving now."""
+        """A request answered in ``data_received`` (:meth:`ConnectionGuard.handle` notes the others): none arriving."""
         self.reading_since = None
         self.last_active = time.monotonic()
 
