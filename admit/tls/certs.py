@@ -214,10 +214,9 @@ def load_certificates(data: bytes | str, what: str = "certificate") -> list[x509
     if data.count(b"-----BEGIN CERTIFICATE-----") != data.count(b"-----END CERTIFICATE-----"):
         raise CertificateError(f"{what} is truncated (a BEGIN CERTIFICATE line has no END line)")
     try:
-        certs = x509.load_pem_x509_certificates(data)
+        return x509.load_pem_x509_certificates(data)
     except ValueError as exc:
         raise CertificateError(f"{what} is not valid PEM: {exc}") from None
-    return certs
 
 
 def load_private_key(data: bytes | str, what: str = "private key") -> ec.EllipticCurvePrivateKey:

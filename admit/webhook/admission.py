@@ -396,13 +396,11 @@ def parent_not_found(what: str) -> str:
 
 def _generation(obj: Any) -> int | None:
     """``metadata.generation`` of an admitted object when it is a positive int (absent on a mutating CREATE)."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    gen = meta.get("generation") if isinstance(meta, dict) else None
+    gen = get_path(obj, ("metadata", "generation"))
     return gen if isinstance(gen, int) and not isinstance(gen, bool) and gen > 0 else None
 
 
 def _resource_version(obj: Any) -> str | None:
     """``metadata.resourceVersion`` of an admitted object (on an UPDATE: the stored version it replaces), or ``None``."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    rv = get_path(obj, ("metadata", "resourceVersion"))
     return rv if isinstance(rv, str) and rv else None

@@ -48,6 +48,7 @@ from ..families.apps import POD
 
 __all__ = ["mutate", "plan_patch"]
 
+
 def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_workload: bool = True,
                old: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """JSONPatch operations and warnings that put ``plan`` into ``obj``.
@@ -91,12 +92,8 @@ def _mutate_pod_translated(req: AdmissionRequest, pod: dict[str, Any], config: C
     annotations = get_path(pod, ("metadata", "annotations"))
     if isinstance(annotations, dict) and config.min_member_key in annotations:
         if has_controller(pod) and not gangs_on_its_own(pod):  # an Argo step pod gangs as a bare pod
-            return Decision(
-                warnings=[
-                    f"annotate the controller (Deployment, Job, ...) instead of its pod template: this pod carries "
-                    f"{config.min_member_key} but belongs to a controller"
-                ]
-            )
+            return Decision(warnings=[f"annotate the controller (Deployment, Job, ...) instead of its pod template: "
+                                      f"this pod carries {config.min_member_key} but belongs to a controller"])
         try:
             ann = parse_gang_annotations(annotations, config)
             if ann is None:  # the key is there with a null value: no gang
@@ -127,9 +124,7 @@ def mutate(req: AdmissionRequest, config: Config, known_groups: Any = None) -> D
     if req.operation == "UPDATE" and (going_away(obj) or bookkeeping_only(req.old_object, obj)):
         return Decision()
     if req.kind == "Pod" and req.group == "":
-        if req.operation != "CREATE":
-            return Decision()
-        return _mutate_pod(req, obj, config, known_groups)
+        return _mutate_pod(req, obj, config, known_groups) if req.operation == "CREATE" else Decision()
     resolver = RESOLVERS.get((req.group, req.kind))
     if resolver is None or req.group in config.ignored_api_groups or is_child(obj, req.group, req.kind, PARENTS):
         return Decision()

@@ -314,8 +314,7 @@ def _pod_made_group(req: AdmissionRequest, pod: dict[str, Any], config: Config) 
     say that this pod's group is made when its pod is created (a LeaderWorkerSet leader, ``admit.families.lws``);
     its PodGroup is then ensured like a workload's. Any other such pod is allowed untouched. Never denies for the
     pod's shape: the joiner's warnings were given by ``/mutate`` already. Only pods with an annotation under admit's
-    prefix are asked about (the family writes its data there, ``families/lws.py``), so other controller pods cost one
-    pass over their annotation keys."""
+    prefix are asked about, so other controller pods cost one pass over their annotation keys."""
     annotations = get_path(pod, ("metadata", "annotations"))
     prefix = config.key_prefix
     if not isinstance(annotations, dict) or not any(isinstance(k, str) and k.startswith(prefix) for k in annotations):
@@ -349,9 +348,7 @@ def validate(req: AdmissionRequest, config: Config) -> Verdict:
     if req.operation not in ("CREATE", "UPDATE") or req.object is None:
         return Verdict(Decision())
     if req.sub_resource:
-        if req.sub_resource == "scale":
-            return _validate_scale(req, config)
-        return Verdict(Decision())
+        return _validate_scale(req, config) if req.sub_resource == "scale" else Verdict(Decision())
     obj = req.object
     if req.operation == "UPDATE" and (going_away(obj) or bookkeeping_only(req.old_object, obj)):
         return Verdict(Decision())
