@@ -134,9 +134,8 @@ def dev_admission_chain(url: str, ca_file: Path, configurations: list[dict[str, 
     webhooks (:data:`DEFAULT_WEBHOOK_TIMEOUT` for one without). A ``kubectl scale`` below minMember is then refused
     with admit's message. ``url`` needs to answer only once the fake gets writes: until then nothing calls it.
 
-    The matchConditions are CEL, evaluated with cel-python (the test extra): ``cel`` False (None: False when
-    ``celpy`` cannot be imported) drops them, and admit itself answers the objects they would skip (allowed,
-    unchanged).
+    The matchConditions are CEL, evaluated with cel-python (the test extra): ``cel`` False (None: False when ``celpy``
+    cannot be imported) drops them, and admit itself answers the objects they would skip (allowed, unchanged).
 
     Returns ``(chain, note)``: an :class:`~admit.testing.fake_kube.AdmissionChain` and a phrase for the startup log;
     ``(None, note)`` when no configuration is found (writes are then stored as given, without admission)."""

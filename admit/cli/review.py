@@ -90,10 +90,9 @@ class OfflineKube:
     """In-memory stand-in for the Kubernetes API used by ``admit review`` (implements ``admission.Store``).
 
     ``objects`` are the reviewed input objects (``docs`` but their AdmissionReviews) and the gang objects admission
-    creates, keyed by ``(group, plural, namespace, name)`` (``namespace`` for an object without one, the run's
-    ``-n``). A PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a workload that
-    names it joins it as it is, and is refused when it could never fill it, as in the webhook. Never raises for
-    timeouts.
+    creates, keyed by ``(group, plural, namespace, name)`` (``namespace`` for an object without one, the run's ``-n``).
+    A PodGroup reviewed with the workloads is one the cluster will have (a hand-written one): a workload that names it
+    joins it as it is, and is refused when it could never fill it, as in the webhook. Never raises for timeouts.
     """
 
     def __init__(self, config: Config, namespace: str = DEFAULT_NAMESPACE,
@@ -517,18 +516,17 @@ async def review_documents(docs: list[tuple[str, dict[str, Any]]], config: Confi
     ``errors``: when given, a malformed AdmissionReview is reported there and the other documents are reviewed.
     ``namespace``: that of a manifest without one (``admit review -n``, :func:`manifest_request`).
 
-    Result keys: ``source``, ``kind``, ``apiVersion``, ``name``, ``namespace``, ``operation``, ``allowed``,
-    ``message``, ``warnings`` (list: what to change), ``notes`` (list: what admit only explains, never sent as
-    admission warnings; a refused object keeps only the refusal's, none of its mutation's), ``acceptedWarnings``
-    (list, filled by :func:`accept_warnings`), ``patch`` (decoded JSONPatch list; ``[]`` for a denied object, which
-    kube-apiserver neither patches nor stores), ``object`` (after mutation; ``None`` for a denied object or a
-    malformed review), ``podGroups`` (PodGroup objects the webhook would create or patch, as stored), ``unchecked``
+    Result keys: ``source``, ``kind``, ``apiVersion``, ``name``, ``namespace``, ``operation``, ``allowed``, ``message``,
+    ``warnings`` (list: what to change), ``notes`` (list: what admit only explains, never sent as admission warnings; a
+    refused object keeps only the refusal's, none of its mutation's), ``acceptedWarnings`` (list, filled by
+    :func:`accept_warnings`), ``patch`` (decoded JSONPatch list; ``[]`` for a denied object, which kube-apiserver
+    neither patches nor stores), ``object`` (after mutation; ``None`` for a denied object or a malformed review),
+    ``podGroups`` (PodGroup objects the webhook would create or patch, as stored), ``unchecked``
     (``["ClusterTrainingRuntime torch-distributed"]``: the object the admission reads that is not among the inputs,
-    :func:`_unseen_read`; ``[]`` otherwise), ``group`` and ``minMember`` (the gang's name and size as far as known:
-    its PodGroup's, the scaled gang's, else the pod-group label and the number ``<prefix>/min-member`` asks for,
-    also for a denied object; ``None`` where unknown), ``scaleOf`` (for a
-    Scale: ``{"workload", "group", "minMember"}`` of the gang it scales, when that workload is among the inputs and
-    is a gang; else ``None``).
+    :func:`_unseen_read`; ``[]`` otherwise), ``group`` and ``minMember`` (the gang's name and size as far as known: its
+    PodGroup's, the scaled gang's, else the pod-group label and the number ``<prefix>/min-member`` asks for, also for a
+    denied object; ``None`` where unknown), ``scaleOf`` (for a Scale: ``{"workload", "group", "minMember"}`` of the gang
+    it scales, when that workload is among the inputs and is a gang; else ``None``).
 
     Raises:
         InputError: an AdmissionReview document is malformed (the reason the server would give with HTTP 400).
@@ -618,9 +616,8 @@ def _result(source: str, req: AdmissionRequest, obj: dict[str, Any] | None, muta
 
 async def _step_refusals(admission: Admission, doc: dict[str, Any], config: Config, namespace: str) -> dict[str, str]:
     """Template name -> the refusal ``/mutate`` then ``/validate`` give the first step pod Argo would make from it
-    (``families.argo.review_step_pods``), for the templates whose pods admit refuses: the rule that judges the
-    pods in a cluster (a backend that cannot lower the group as its members finish, say) judges the review's
-    Workflow too."""
+    (``families.argo.review_step_pods``), for the templates whose pods admit refuses: the rule that judges the pods in a
+    cluster (a backend that cannot lower the group as its members finish, say) judges the review's Workflow too."""
     refusals = {}
     for which, pod in review_step_pods(doc, config, namespace).items():
         req = manifest_request(pod, str(uuid.uuid5(uuid.NAMESPACE_URL, f"admit-review:step:{which}")), namespace)

@@ -208,6 +208,7 @@ async def _release_lease(controller: Any, drain_seconds: float) -> None:
     except (TimeoutError, Exception):  # noqa: BLE001 - the rest of the shutdown must happen anyway
         log.warning("could not release the controller's Lease in time; another replica takes over when it expires")
 
+
 async def _drain_delay(stop: asyncio.Event, draining: asyncio.Event, delay: float) -> None:
     """Fail ``/readyz`` and keep serving for ``delay`` seconds, or until another signal sets ``stop`` again."""
     draining.set()

@@ -128,7 +128,7 @@ async def collect(api: KubeRaw, config: Config, namespace: str | None) -> tuple[
 async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys.stdout,
                      err: TextIO = sys.stderr) -> int:
     """``admit status``: print the table (or ``-o json``) once, or with ``--watch`` read every ``--interval`` seconds
-    and print again when a gang changed (its waiting time alone does not count). Returns the exit code: 0, or 1 when the API cannot be reached."""
+    and print again when a gang changed (not its waiting time alone). Returns 0, or 1 when the API cannot be reached."""
     from .serve import api_client_for
 
     api_client = await api_client_for(args)
@@ -145,7 +145,6 @@ async def run_status(args: argparse.Namespace, config: Config, out: TextIO = sys
                     return 1
             else:
                 text = to_json(rows) if args.output == "json" else format_table(rows, namespace is None)
-                # a change is a change of the gangs, not of their waiting time
                 signature = [(r.namespace, r.group, r.workload, r.min_member, r.pods, r.scheduled, r.pending, r.phase,
                               r.reason, r.message) for r in rows]
                 if signature != last:

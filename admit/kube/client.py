@@ -278,10 +278,9 @@ class KubeRaw:
                     idle_timeout: float | None = None) -> AsyncGenerator[dict[str, Any], None]:
         """Open a watch and yield its events (``{"type", "object"}`` dicts) until the server ends the stream.
 
-        A stream that delivers no line (event or bookmark) for ``idle_timeout`` seconds (default
-        ``timeout_seconds + 30``) is dead (HTTP/1.1 has no pings: :mod:`admit.kube.watchcache`, *Dead streams*):
-        ``KubeError`` status 0, reason ``Timeout``. A non-200 answer raises ``KubeError`` with the server's status
-        and reason.
+        A stream with no line (event or bookmark) for ``idle_timeout`` seconds (default ``timeout_seconds + 30``) is
+        dead (HTTP/1.1 has no pings: :mod:`admit.kube.watchcache`, *Dead streams*): ``KubeError`` status 0, reason
+        ``Timeout``. A non-200 answer raises ``KubeError`` with the server's status and reason.
         """
         what = f"watch {path}"
         idle = float(timeout_seconds + 30) if idle_timeout is None else idle_timeout

@@ -1,9 +1,8 @@
 """Prometheus metrics of ``admit serve``, with the official ``prometheus-client`` library, on their own plain-HTTP port.
 
-Served by :func:`start_metrics_server` on ``--metrics-port`` (``GET /metrics``), never on the webhook's TLS port.
-Every label has a bounded set of values: no object names, namespaces or uids are ever labels. Each metric, its
-labels and their values: docs/operations.md ("Metrics"); the chart's dashboard
-(``charts/admit/dashboards/admit.json``) names them.
+Served by :func:`start_metrics_server` on ``--metrics-port`` (``GET /metrics``), never on the webhook's TLS port. Every
+label has a bounded set of values: no object names, namespaces or uids are ever labels. Each metric, its labels and
+their values: docs/operations.md ("Metrics"); the chart's dashboard (``charts/admit/dashboards/admit.json``) names them.
 
 The admission metrics have the names, labels and buckets of controller-runtime's webhook metrics
 (``pkg/webhook/internal/metrics``; ``webhook`` the URL path, ``code`` the HTTP status of the answer), so dashboards
@@ -139,9 +138,8 @@ REGISTRY.register(_WEBHOOKS)
 class WebhookRecorder:
     """Metrics and the request log of one webhook path (``"/mutate"`` or ``"/validate"``).
 
-    The server calls :meth:`started` when a request arrives, then :meth:`answered` (an AdmissionReview was answered)
-    or :meth:`bad_request` (HTTP 400), on the event loop's thread. Recorders of one path (one per app) share their
-    series.
+    The server calls :meth:`started` when a request arrives, then :meth:`answered` (an AdmissionReview was answered) or
+    :meth:`bad_request` (HTTP 400), on the event loop's thread. Recorders of one path (one per app) share their series.
 
     Each answer is also one record of the ``admit.requests`` logger, with the attributes ``--log-format json`` writes
     as keys (``observability/logs.py``; ``decision`` is the ``outcome`` label): at INFO for denials, at DEBUG for the
@@ -341,16 +339,15 @@ def instrument_api_client(api_client: Any) -> bool:
 
 
 async def start_metrics_server(port: int, host: str = EVERY_ADDRESS) -> web.AppRunner:
-    """Serve ``GET /metrics`` (Prometheus text format, or OpenMetrics when asked; plain HTTP) on ``host:port``; returns the runner
-    (``await runner.cleanup()`` stops it). A scrape renders the registry on the event loop (well under a millisecond
-    for admit's few hundred series).
+    """Serve ``GET /metrics`` (plain HTTP; Prometheus text format, or OpenMetrics when the scraper asks for it: the
+    library's negotiation) on ``host:port``; returns the runner (``await runner.cleanup()`` stops it). A scrape renders
+    the registry on the event loop (well under a millisecond for admit's few hundred series).
 
     Raises:
         OSError: the port cannot be bound.
     """
 
     async def metrics(request: web.Request) -> web.Response:
-        # the library's content negotiation: OpenMetrics when the scraper asks for it, else the text format
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         return web.Response(body=encoder(REGISTRY), headers={"Content-Type": content_type})
 

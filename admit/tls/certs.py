@@ -1,10 +1,9 @@
 """Certificates for admit's HTTPS endpoint: generate, load, validate, check expiry, write PEM files.
 
-Pure code on top of ``cryptography`` (no I/O except :func:`write_pem_files` and
-:func:`write_development_certificates`), used by ``admit certs``, by :mod:`admit.tls.provider` (file mode) and by
-:mod:`admit.tls.selfcerts` (self-managed mode). What admit issues, and why (kube-apiserver dials
-``<service>.<namespace>.svc`` and checks it against the subjectAltName; Go ``crypto/x509`` ignores the Common Name):
-docs/certificates.md. The sources of the rules:
+Pure code on top of ``cryptography`` (no I/O except :func:`write_pem_files` and :func:`write_development_certificates`),
+used by ``admit certs``, by :mod:`admit.tls.provider` (file mode) and by :mod:`admit.tls.selfcerts` (self-managed mode).
+What admit issues, and why (kube-apiserver dials ``<service>.<namespace>.svc`` and checks it against the subjectAltName;
+Go ``crypto/x509`` ignores the Common Name): docs/certificates.md. The sources of the rules:
 
 - ECDSA P-256 keys, SHA-256 signatures (NIST FIPS 186-4).
 - CA: ``basicConstraints CA:TRUE, pathlen:0`` (critical), ``keyUsage keyCertSign, cRLSign`` (critical), subject and

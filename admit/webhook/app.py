@@ -115,10 +115,9 @@ class Webhook:
     """The four endpoints around one :class:`admit.webhook.admission.Admission`, which :func:`create_server` and
     :func:`create_app` both serve.
 
-    Per request the low-level server costs no router, no application handler and no middleware chain (measured:
-    about 20 us of the 100-125 us ``admit serve`` spent per known-group request on the development machine,
-    docs/performance.md); an answer that only allows is written from pre-encoded parts
-    (``admissionreview.encode_response``).
+    Per request the low-level server costs no router, no application handler and no middleware chain (measured: about 20
+    us of the 100-125 us ``admit serve`` spent per known-group request on the development machine, docs/performance.md);
+    an answer that only allows is written from pre-encoded parts (``admissionreview.encode_response``).
     """
 
     def __init__(self, admission: Admission, readiness: list[ReadinessCheck] | None = None) -> None:

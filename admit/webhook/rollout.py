@@ -1,12 +1,11 @@
 """Rolling updates that move running pods into a gang: when they deadlock (pure).
 
-Annotating a running Deployment (3 replicas, minMember 3) makes admit mark its template,
-so the Deployment controller rolls it over to a new ReplicaSet, a few new pods at a time, removing old
-pods only once new ones are available; but the first new pods are the only members of their group, the gang
-scheduler keeps them Pending until minMember of them exist (Coscheduling's PreFilter "cannot find enough sibling
-pods", scheduler-plugins ``pkg/coscheduling/core/core.go``; kube-scheduler's GangScheduling PreEnqueue likewise), and
-no more come until some run. A rollout of a workload already in the same group is not affected: its old pods count
-as siblings and are bound.
+Annotating a running Deployment (3 replicas, minMember 3) makes admit mark its template, so the Deployment controller
+rolls it over to a new ReplicaSet, a few new pods at a time, removing old pods only once new ones are available; but the
+first new pods are the only members of their group, the gang scheduler keeps them Pending until minMember of them exist
+(Coscheduling's PreFilter "cannot find enough sibling pods", scheduler-plugins ``pkg/coscheduling/core/core.go``;
+kube-scheduler's GangScheduling PreEnqueue likewise), and no more come until some run. A rollout of a workload already
+in the same group is not affected: its old pods count as siblings and are bound.
 
 So an UPDATE whose old object runs pods (``spec.replicas`` > 0) outside the plan's group is refused when its
 rollout makes fewer new pods at once than minMember. Each kind's pace is its record's ``WorkloadKind.rollout``
