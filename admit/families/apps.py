@@ -340,11 +340,8 @@ def resolve_pod(obj: dict[str, Any], ann: GangAnnotations, config: Config, names
                 f"not the Kueue group {KUEUE_GROUP_NAME}={kueue.name}"
             )
     group_name = choose_group_name(obj, ann, [POD], config, "Pod", default)
-    if ann.min_member is not None:
-        min_member = ann.min_member
-    elif total is not None:
-        min_member = total
-    else:
+    min_member = ann.min_member if ann.min_member is not None else total
+    if min_member is None:
         min_member = 1
         warnings.append(
             f"set {config.min_member_key} to the pods that must start together (or {KUEUE_TOTAL_COUNT}): auto on a "

@@ -54,9 +54,7 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
 
 def step_pod(pod: Any) -> bool:
     """True when ``pod``'s controller ownerReference is an Argo ``Workflow`` (a step pod)."""
-    if not isinstance(pod, dict):
-        return False
-    owner = controller_owner(pod)
+    owner = controller_owner(pod)  # None for a pod that is no object (ownerrefs.controller_ref)
     return owner is not None and (owner[0], owner[1]) == WORKFLOW
 
 

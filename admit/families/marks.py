@@ -78,13 +78,9 @@ def drop_stale_marks(obj: Any, group: str, kind: str, namespace: str, name: str,
     marks = stale_marks(obj, group, kind, config)
     if not marks:
         return [], []
-    ops: list[dict[str, Any]] = []
-    kept = []
-    for target, value in marks:
-        if target.immutable:
-            kept.append((target, value))
-            continue
-        ops.append({"op": "remove", "path": pointer(target.labels + (config.pod_group_label,))})
+    kept = [(t, v) for t, v in marks if t.immutable]
+    ops: list[dict[str, Any]] = [{"op": "remove", "path": pointer(t.labels + (config.pod_group_label,))}
+                                 for t, _ in marks if not t.immutable]
     removed = sorted({f"{config.pod_group_label}={v}" for t, v in marks if not t.immutable})
     warnings = []
     if removed:

@@ -288,7 +288,8 @@ def initial_executors(app: dict[str, Any], ref: str = "SparkApplication") -> tup
         _count(dyn, (f,), f"{ref}: spec.dynamicAllocation.{f}", conf, f"spark.dynamicAllocation.{f}")
         for f in ("minExecutors", "initialExecutors", "maxExecutors"))
     min_v = min_e or 0
-    n = max(instances or 0, init_e if init_e is not None else min_v, min_v)
+    init_v = init_e if init_e is not None else min_v  # initialExecutors defaults to minExecutors
+    n = max(instances or 0, init_v, min_v)
     if max_e is not None and (min_v > max_e or n > max_e):
         raise GangError(
             f"Raise spec.dynamicAllocation.maxExecutors to at least {n}: {ref}: dynamic allocation starts {n} "
@@ -296,10 +297,8 @@ def initial_executors(app: dict[str, Any], ref: str = "SparkApplication") -> tup
             "refuses to start",
             400,
         )
-    return n, (
-        f"dynamic allocation: max(instances={instances or 0}, initialExecutors="
-        f"{init_e if init_e is not None else min_v}, minExecutors={min_v})={n}"
-    )
+    return n, (f"dynamic allocation: max(instances={instances or 0}, initialExecutors={init_v}, "
+               f"minExecutors={min_v})={n}")
 
 
 def one_member(ann: GangAnnotations, config: Config, ref: str) -> int:

@@ -55,8 +55,7 @@ def controller_identity(obj: Any) -> str | None:
     ref = controller_ref(obj)
     if ref is None:
         return None
-    api = str(ref.get("apiVersion", ""))
-    group = api.rpartition("/")[0] if "/" in api else ""
+    group = str(ref.get("apiVersion", "")).rpartition("/")[0]
     return f"{group}/{ref.get('kind')}/{ref.get('name')}"
 
 

@@ -28,11 +28,7 @@ __all__ = ["escape", "pointer", "set_op", "set_keys_ops"]
 
 def escape(segment: str) -> str:
     """Escape one JSON Pointer segment (RFC 6901 section 3): ``~`` -> ``~0`` then ``/`` -> ``~1``."""
-    if "~" in segment:
-        segment = segment.replace("~", "~0")
-    if "/" in segment:
-        segment = segment.replace("/", "~1")
-    return segment
+    return segment.replace("~", "~0").replace("/", "~1")
 
 
 def pointer(path: tuple[str, ...]) -> str:
