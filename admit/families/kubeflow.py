@@ -220,9 +220,8 @@ def resolve_kubeflow(
     targets = [template_target(("spec", field, r.rtype, "template"), f"replica type {r.rtype}") for r in replicas]
     group_name = choose_group_name(obj, ann, targets, config, kind, name)
 
-    late: list[_Replica] = []
-    if kind == "MPIJob" and get_path(obj, ("spec", "launcherCreationPolicy")) == "WaitForWorkersReady":
-        late = [r for r in replicas if r.rtype.lower() == "launcher"]
+    wait = kind == "MPIJob" and get_path(obj, ("spec", "launcherCreationPolicy")) == "WaitForWorkersReady"
+    late = [r for r in replicas if wait and r.rtype.lower() == "launcher"]
     started = [r for r in replicas if r not in late]
     total = sum(r.count for r in started)
     total_field = f"spec.{field}[*].replicas" + (" of the workers" if late else "")

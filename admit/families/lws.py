@@ -105,10 +105,8 @@ def resolve_leaderworkerset(
     size = int_field(obj, _TEMPLATE + ("size",), 1, "spec.leaderWorkerTemplate.size")
     assert replicas is not None and size is not None
     has_leader = isinstance(get_path(obj, _TEMPLATE + ("leaderTemplate",)), dict)
-    targets: list[PodTarget] = []
-    if has_leader:
-        targets.append(template_target(_TEMPLATE + ("leaderTemplate",), "leader template", group_label=False))
-    targets.append(template_target(_TEMPLATE + ("workerTemplate",), "worker template", group_label=False))
+    targets = [template_target(_TEMPLATE + (f"{role}Template",), f"{role} template", group_label=False)
+               for role in (("leader", "worker") if has_leader else ("worker",))]
     _check_group_names(obj, ann, config, ref, name, replicas, targets)
 
     policy = get_path(obj, ("spec", "startupPolicy")) or "LeaderCreated"

@@ -51,12 +51,8 @@ def stale_marks(obj: Any, group: str, kind: str, config: Config) -> list[StaleMa
         plan = resolver(obj, _TARGETS_ONLY, config, namespace, "UPDATE")
     except GangError:
         return []
-    out: list[StaleMark] = []
-    for target in plan.targets:
-        value = get_path(obj, target.labels + (config.pod_group_label,))
-        if target.group_label and isinstance(value, str) and value:
-            out.append((target, value))
-    return out
+    values = [(t, get_path(obj, t.labels + (config.pod_group_label,))) for t in plan.targets]
+    return [(t, v) for t, v in values if t.group_label and isinstance(v, str) and v]
 
 
 def stale_message(kind: str, namespace: str, name: str, marks: list[StaleMark], config: Config) -> str:
