@@ -14,6 +14,7 @@ from ..kube.watchcache import Resource
 
 __all__ = ["ControllerView"]
 
+
 class ControllerView:
     """Read-only view of a ``manager.Manager``'s caches: the methods of ``admission.GroupCache``.
 
@@ -65,6 +66,4 @@ class ControllerView:
         if cache is None:
             return False, None
         record = cache.get(namespace, name)
-        if record is None:
-            return cache.synced, None
-        return cache.synced, resolvable_object(record)
+        return cache.synced, resolvable_object(record) if record is not None else None

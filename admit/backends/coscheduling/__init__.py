@@ -89,10 +89,7 @@ def plan_patch(obj: dict[str, Any], plan: GangPlan, config: Config, label_worklo
             t_ops.append(s_op)
         if warning:
             warnings.append(warning)
-        if t_ops and target.immutable and _restores(old, target, plan, config):
-            ops.extend(t_ops)
-            continue
-        if t_ops and target.immutable:
+        if t_ops and target.immutable and not _restores(old, target, plan, config):
             warnings.append(
                 f"delete and recreate the {plan.kind} to gang-schedule it: its {target.where} is immutable, so admit "
                 f"cannot add the {config.pod_group_label} label and schedulerName")

@@ -136,8 +136,7 @@ def members_still_to_run(desired: dict[str, Any], stored: dict[str, Any], asked:
     left = members_left(asked, members, recorded)
     if left is None:
         return None
-    out = dict(desired)
-    out["minMember"] = left
+    out = dict(desired, minMember=left)
     if isinstance(out.get("minResources"), dict) and asked > 0:
         try:
             out["minResources"] = format_resources(
@@ -229,8 +228,7 @@ def _use_named(existing: dict[str, Any], plan: GangPlan, config: Config, pg: str
 
 def spec_changes(pg: dict[str, Any], desired_spec: dict[str, Any]) -> list[str]:
     """Human list of the managed spec fields that differ: ``["minMember 3 -> 5"]``."""
-    found = pg.get("spec")
-    spec: dict[str, Any] = found if isinstance(found, dict) else {}
+    spec = spec_v if isinstance(spec_v := pg.get("spec"), dict) else {}
     out = []
     for key in _FIELDS:
         have, want = spec.get(key), desired_spec.get(key)

@@ -45,10 +45,7 @@ NEEDED = frozenset({"workloads", "podgroups"})
 def choose_version(served: dict[str, set[str]]) -> str:
     """The version to speak from ``{version: {resource names}}`` of ``scheduling.k8s.io``: the first of
     ``config.WORKLOAD_API_VERSIONS`` that serves both ``workloads`` and ``podgroups``; ``""`` when none does."""
-    for version in WORKLOAD_API_VERSIONS:
-        if NEEDED <= served.get(version, set()):
-            return version
-    return ""
+    return next((version for version in WORKLOAD_API_VERSIONS if NEEDED <= served.get(version, set())), "")
 
 
 def unknown_versions(served: dict[str, set[str]]) -> list[str]:

@@ -137,9 +137,7 @@ def native_handover(obj: dict[str, Any], plan: GangPlan, config: Config,
                             get_path(obj, ("metadata", "labels", config.managed_label)) == "true")
     if reason is None:
         handover = _handover(obj, plan, plan.backend, config, kind)
-        if handover is None:
-            return [], []
-        return [{"op": "add", "path": "/spec/scheduling", "value": handover}], []
+        return ([{"op": "add", "path": "/spec/scheduling", "value": handover}] if handover is not None else []), []
     native = get_path(obj, ("spec", "scheduling")) is not None or _parent_annotation(obj, kind) is not None
     if not native or get_path(obj, ("metadata", "labels", config.managed_label)) != "true" or any(
             t.immutable for t in plan.targets):  # an immutable template keeps admit's marks: admit keeps its gang too
