@@ -316,9 +316,8 @@ def format_table(rows: list[GangStatus], all_namespaces: bool = True) -> str:
                  f"{r.reason}: {r.message}" if r.message else r.reason]
         table.append(cells if all_namespaces else cells[1:])
     widths = [max(len(c), *(len(row[i]) for row in table)) for i, c in enumerate(cols[:-1])]
-    lines = []
-    for row in [list(cols), *table]:
-        lines.append("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "   " + row[-1])
+    lines = ["   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "   " + row[-1]
+             for row in [list(cols), *table]]
     retries = [f"retry {r.namespace}/{r.group} now: {r.retry}" for r in rows if r.retry]
     if retries:
         lines += ["", *retries]

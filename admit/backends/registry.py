@@ -19,8 +19,7 @@ __all__ = ["GROUP", "BACKENDS", "backend_of", "hooks", "named_hooks", "hook_of",
 GROUP = "admit.gang_backends"
 
 BACKENDS: dict[str, GangBackend] = installed(GROUP)
-"""``name -> backend``: the installed ones (the built-ins, each folder's ``BACKEND``) and any :func:`register`
-added."""
+"""``name -> backend``: the installed ones (the built-ins: each folder's ``BACKEND``) and any :func:`register` added."""
 
 
 def backend_of(name: str) -> GangBackend:

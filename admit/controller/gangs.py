@@ -267,17 +267,15 @@ class GangController:
                 self.actions.append((action.kind, key))
 
     async def follow(self, key: Key, objects: dict[str, JSON | None], depth: int = 0) -> bool:
-        """Size a group whose size follows its members (``GangPlan.follows_members``) for the member that waits:
-        the first pending one without a node (a retry), its plan as its claim computed it, and the backend's
-        ``merge_shared`` over the other members (``backends.common.members_left``: the same rule as at that
-        member's admission). Written (a patch of admit's object, ``Event`` ``<Kind>Updated`` on the pod)
-        only when it lowers the size: a member that succeeded while the retry waited is no longer counted by
-        kube-scheduler (argo-workflows#734, volcano#2720), and a new admission may never come. A member whose pod
-        was deleted after it succeeded (Argo's ``podGC``) is recorded on the object by the merge, waiting member or
-        not, so that the admissions that list the group's pods still count it; such members are forgotten only
-        once every object's write of them went through (a 409 twice, or a backed-off write, is tried again with
-        them). True when it wrote.
-        """
+        """Size a group whose size follows its members (``GangPlan.follows_members``) for the member that waits: the
+        first pending one without a node (a retry), its plan as its claim computed it, and the backend's
+        ``merge_shared`` over the other members (``backends.common.members_left``: the same rule as at that member's
+        admission). Written (a patch of admit's object, ``Event`` ``<Kind>Updated`` on the pod) only when it lowers the
+        size: kube-scheduler no longer counts a member that succeeded while the retry waited (argo-workflows#734,
+        volcano#2720), and a new admission may never come. A member whose pod was deleted after it succeeded (Argo's
+        ``podGC``) is recorded on the object by the merge, waiting member or not, so that the admissions that list the
+        group's pods still count it; such members are forgotten only once every object's write of them went through (a
+        409 twice, or a backed-off write, is tried again with them). True when it wrote."""
         merge: Any = getattr(self.backend, "merge_shared", None)  # interface.BackendHooks
         members = self.manager.members_of(self.backend.name, key) if merge is not None else []
         gone = self.manager.gone_members(self.backend.name, key) if merge is not None else []
@@ -562,14 +560,12 @@ class GangController:
             await asyncio.sleep(self.settings.resync_period)
 
     async def check_quorum(self) -> set[Key]:
-        """Count the managed gangs that broke after they were scheduled (the API half's ``below_min_count``: the
-        object pods wait on has a scheduled condition True, which kube-scheduler never sets back,
-        kubernetes#136334, and fewer than its size have a node, with a replacement pending or a pod gone); set the
-        API half's ``below_min_gauge``; for each gang that newly broke, log one warning and record a
-        Warning Event ``GangBelowMinCount`` on its workload. Returns their keys.
-
-        Costs one paged pod list per namespace holding a scheduled managed group, every resync period, on the
-        leader only.
+        """Count the managed gangs that broke after they were scheduled (the API half's ``below_min_count``: the object
+        pods wait on has a scheduled condition True, which kube-scheduler never sets back, kubernetes#136334, and fewer
+        than its size have a node, with a replacement pending or a pod gone); set the API half's ``below_min_gauge``;
+        for each gang that newly broke, log one warning and record a Warning Event ``GangBelowMinCount`` on its
+        workload. Returns their keys. Costs one paged pod list per namespace holding a scheduled managed group, every
+        resync period, on the leader only.
 
         Raises:
             kube.KubeError: a pod list failed.

@@ -208,12 +208,11 @@ class Manager:
 
     def _listed(self) -> None:
         """After every list page and every list (a first sync, a relist): move what the caches now hold out of the
-        cyclic garbage collector's reach (``gc.freeze``: a full collection scans every tracked object and frees none
-        of the cached ones; unfrozen at 20,000 workloads: 1.5 million tracked objects, 3.5 s of the start-up CPU,
-        admission p99 2.6 s during a relist), and give the memory the page's JSON took back to the system
-        (:func:`_malloc_trim`). Frozen objects are still freed by reference counting when a relist or a DELETED
-        event drops them. ``ControllerSettings.freeze_heap=False`` turns it off.
-        """
+        cyclic garbage collector's reach (``gc.freeze``: a full collection scans every tracked object and frees none of
+        the cached ones; unfrozen at 20,000 workloads: 1.5 million tracked objects, 3.5 s of the start-up CPU, admission
+        p99 2.6 s during a relist), and give the memory the page's JSON took back to the system (:func:`_malloc_trim`).
+        Reference counting still frees frozen objects a relist or a DELETED event drops.
+        ``ControllerSettings.freeze_heap=False`` turns it off."""
         if self.settings.freeze_heap:
             gc.freeze()
             trim = _malloc_trim()
@@ -380,11 +379,9 @@ def _malloc_trim() -> Any:
 
 async def start_manager(api_client: client.ApiClient, config: Config, args: argparse.Namespace,
                         settings: ControllerSettings | None = None) -> Manager:
-    """Start the controller for ``admit serve`` and return it (``.cache``, ``.readiness()``, ``await .stop()``).
-
-    The controller gets its own ``ApiClient`` (same configuration and credentials, separate connection pool), so
-    its long-lived watches never take connections the admission path needs.
-    """
+    """Start the controller for ``admit serve`` and return it (``.cache``, ``.readiness()``, ``await .stop()``), with
+    its own ``ApiClient`` (same configuration and credentials, separate connection pool): its long-lived watches never
+    take connections the admission path needs."""
     own = client.ApiClient(api_client.configuration)
     resolve_proxy_once(own)
     metrics.instrument_api_client(own)

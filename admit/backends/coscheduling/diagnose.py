@@ -137,9 +137,7 @@ def diagnose(*, pod_groups: list[JSON], pods: list[JSON], events: list[JSON] = (
             waited_seconds(pending, now), "LabelTypo",
             f"{len(found)} pod(s) carry {typo_key}={value}, not {label}: they are in no gang (a typo in the label "
             "key?)"))
-    out = list(rows.values()) + extra_rows
-    out.sort(key=lambda r: (r.namespace, r.group, r.workload))
-    return out
+    return sorted([*rows.values(), *extra_rows], key=lambda r: (r.namespace, r.group, r.workload))
 
 
 def _pods_by_group(pods: list[JSON], label: str) -> tuple[dict[tuple[str, str], list[JSON]],

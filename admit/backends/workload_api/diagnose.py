@@ -8,8 +8,7 @@ with no ``PodScheduled`` condition and no event, by design (kubernetes#141900): 
 (for a user: docs/workload-api.md). Sources: ``PriorityMismatch`` / ``SchedulerMismatch`` / ``PreemptionMismatch``
 are kube-scheduler's ``validatePodGroup`` (1.37); ``NotEnoughPods`` is PreEnqueue's "waiting for minCount pods from a
 gang to appear in scheduling queue"; ``BelowMinCount`` exists because the scheduled condition
-(``PodGroupInitiallyScheduled``, 1.37; ``PodGroupScheduled``, 1.36) never goes back (kubernetes#136334). A ``basic``
-PodGroup and one whose pods all carry the Coscheduling label (:func:`not_a_gang`) get no row; a note counts them.
+(``PodGroupInitiallyScheduled``, 1.37; ``PodGroupScheduled``, 1.36) never goes back (kubernetes#136334).
 """
 
 from __future__ import annotations
@@ -37,10 +36,8 @@ _NATIVE_CONDITIONS = frozenset(row.scheduled_condition for row in SHAPES.values(
 
 def _native_condition(pg: JSON) -> JSON | None:
     """The PodGroup's scheduling condition under either name (both versions' ``types.go``), or None."""
-    for cond in get_path(pg, ("status", "conditions")) or []:
-        if isinstance(cond, dict) and cond.get("type") in _NATIVE_CONDITIONS:
-            return cond
-    return None
+    return next((cond for cond in get_path(pg, ("status", "conditions")) or []
+                 if isinstance(cond, dict) and cond.get("type") in _NATIVE_CONDITIONS), None)
 
 
 def _distinct(pods: list[JSON], key: str, default: Any = "") -> list[str]:
@@ -49,18 +46,17 @@ def _distinct(pods: list[JSON], key: str, default: Any = "") -> list[str]:
 
 
 def below_min_count(pg: JSON, pods: list[JSON]) -> tuple[int, int, int] | None:
-    """``(scheduled, pending, minCount)`` of a native gang that was scheduled and now runs below its ``minCount``, or
-    None.
+    """``(scheduled, pending, minCount)`` of a native gang scheduled once and now below its ``minCount``, else None.
 
     ``pg``: a scheduling.k8s.io PodGroup; ``pods``: every pod naming it in ``spec.schedulingGroup`` (any phase).
-    kube-scheduler sets ``PodGroupInitiallyScheduled`` (``PodGroupScheduled`` in 1.36) True once ``minCount`` pods
-    were placed and never sets it back ("terminal by design", kubernetes#136334; the 1.37 docs: "The scheduler does
-    not update status information regarding the ongoing operational state of a PodGroup"), so a gang that lost pods
-    looks the same as a healthy one. It is below its quorum when, with the condition True, fewer than ``minCount``
-    live pods have a node and either a pod is pending (a replacement: it waits at PreEnqueue while fewer than
-    ``minCount`` pods exist, kubernetes#142330, or cannot be placed) or the pods with a node and the finished ones
-    together are fewer than ``minCount`` (a pod gone with no replacement yet). A gang whose pods finish one by one
-    (a Job completing) is not: its Succeeded pods count.
+    kube-scheduler sets ``PodGroupInitiallyScheduled`` (``PodGroupScheduled`` in 1.36) True once ``minCount`` pods were
+    placed and never sets it back ("terminal by design", kubernetes#136334; the 1.37 docs: "The scheduler does not
+    update status information regarding the ongoing operational state of a PodGroup"), so a gang that lost pods looks
+    like a healthy one. It is below its quorum when, with the condition True, fewer than ``minCount`` live pods have a
+    node and either a pod is pending (a replacement: it waits at PreEnqueue while fewer than ``minCount`` pods exist,
+    kubernetes#142330, or cannot be placed) or the pods with a node and the finished ones together are fewer than
+    ``minCount`` (a pod gone with no replacement yet). A gang whose pods finish one by one (a Job completing) is not:
+    its Succeeded pods count.
     """
     cond = _native_condition(pg)
     min_count = to_int(get_path(pg, ("spec", "schedulingPolicy", "gang", "minCount")))
@@ -144,8 +140,7 @@ def diagnose_native(*, pod_groups: list[JSON], pods: list[JSON], events: list[JS
                                 (sizes or {}).get(size_key(owner)) if owner is not None else None))
     if notes is not None and any(left_out.values()):
         notes.append(_left_out_note(left_out, config))
-    rows.sort(key=lambda r: (r.namespace, r.group, r.workload))
-    return rows
+    return sorted(rows, key=lambda r: (r.namespace, r.group, r.workload))
 
 
 def _native_owners(workloads: list[JSON], served: str | None,
