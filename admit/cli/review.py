@@ -249,9 +249,8 @@ def _kustomize_patches(folder: Path) -> set[Path]:
             continue
         if not isinstance(doc, dict):
             continue
-        entries = [*(doc.get("patches") or []), *(doc.get("patchesJson6902") or []),
-                   *(doc.get("patchesStrategicMerge") or [])]
-        for entry in entries if isinstance(entries, list) else []:
+        for entry in [*(doc.get("patches") or []), *(doc.get("patchesJson6902") or []),
+                      *(doc.get("patchesStrategicMerge") or [])]:
             ref = entry.get("path") if isinstance(entry, dict) else entry
             if isinstance(ref, str) and "\n" not in ref:  # an inline patch is text, not a file name
                 out.add((folder / ref).resolve())

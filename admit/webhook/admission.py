@@ -355,14 +355,10 @@ class Admission:
         if lookup is None:
             return False
         owner = f"{check.group}/{check.kind}/{check.name}"
-        key = owner_annotation(self.config)
-        for name in sorted(self.config.allowed_backends):
-            backend = BACKENDS.get(name)
-            for t in backend.object_types(self.config) if backend is not None else ():
-                obj = lookup(t.group, t.kind, check.namespace, check.name)
-                if obj is not None and get_path(obj, ("metadata", "annotations", key)) == owner:
-                    return True
-        return False
+        key = ("metadata", "annotations", owner_annotation(self.config))
+        return any(get_path(lookup(t.group, t.kind, check.namespace, check.name), key) == owner
+                   for name in sorted(self.config.allowed_backends) if (backend := BACKENDS.get(name)) is not None
+                   for t in backend.object_types(self.config))
 
     def _counted(self, verdict: Verdict) -> None:
         """Bring the plan's minResources to what the scheduler counts, from the controller's caches (no API call):
