@@ -277,8 +277,7 @@ def _add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     review.add_argument("--strict", action="store_true",
                         help="exit 1 when any object gets a warning too (a misspelt annotation key, a gang "
                              "annotation admit ignores: on a kind it does not handle, or without min-member), or when "
-                             "no object was found to review, as linters' --strict: "
-                             "for CI. Notes never fail it")
+                             "no object was found to review, as linters' --strict: for CI. Notes never fail it")
     review.add_argument("--accept-warning", action="append", default=[], metavar="REGEX",
                         help="a warning you have read and accept: --strict no longer fails on the warnings this "
                              "regular expression finds in '<Kind> <namespace>/<name>: <warning>' (repeatable; e.g. "

@@ -149,8 +149,7 @@ class WatchCache:
     @property
     def absent(self) -> bool:
         """True when the last list answered 404 and nothing is cached: the resource is not served, so no such object
-        exists. A 404 after objects were seen keeps them (module docstring, point 4): then this and :attr:`current`
-        are False."""
+        exists. A 404 after objects were seen keeps them (point 4): neither this nor :attr:`current` is True then."""
         return self.state == "not served" and not self._store
 
     @property
