@@ -71,7 +71,7 @@ class Config:
             well inside the webhook's ``timeoutSeconds`` (default 10 s, "Dynamic Admission Control", timeouts).
         max_body_bytes: largest AdmissionReview body accepted (bytes); larger gets HTTP 400.
         read_timeout_seconds: seconds from a request's first byte to its whole body; slower gets HTTP 400 and the
-            connection is closed (``connections.ConnectionGuard`` for the headers, ``server`` for the body).
+            connection is closed (``connections.ConnectionGuard`` for the headers, ``app._read_review`` for the body).
         kubeflow_gang_by_operator: the Kubeflow training-operator itself creates PodGroups
             (``--gang-scheduler-name``); admit then only validates Kubeflow jobs.
         ignored_api_groups: API groups whose workloads admit does not handle or watch (e.g. ``kubeflow.org`` when

@@ -846,8 +846,7 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None,
         if not r["allowed"]:
             note = r["message"].replace("\n", " ")
         elif r["warnings"]:
-            # the warning itself, whole: a misspelt key (gang.admit.dev/minmember) leaves the object no gang, and a
-            # count alone reads as "fine" in a CI log
+            # whole, not a count that reads "fine" in a CI log: a misspelt key (gang.admit.dev/minmember) means no gang
             note = "warning: " + r["warnings"][0].replace("\n", " ")
             more = ["warning: " + w.replace("\n", " ") for w in r["warnings"][1:]]
         elif scale:
@@ -858,8 +857,7 @@ def format_lines(results: list[dict[str, Any]], errors: list[str] | None = None,
             note = f"{n} note{'s' if n != 1 else ''}: -v shows {'them' if n != 1 else 'it'}"
         elif not (r["patch"] or r["podGroups"]):
             note = f"already labelled for group {group}: unchanged" if group != "-" else "not a gang: unchanged"
-        rows.append((verdict_of(r), object_ref(r["kind"], r["namespace"], r["name"]), group,
-                     min_member, note))
+        rows.append((verdict_of(r), object_ref(r["kind"], r["namespace"], r["name"]), group, min_member, note))
         below.append(more)
     header = ("VERDICT", "OBJECT", "GROUP", "MINMEMBER", "")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]

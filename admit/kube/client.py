@@ -155,10 +155,9 @@ def retry_after_seconds(status: int, headers: Any) -> float | None:
 
 
 async def call_with_retries(attempt: Callable[[float], Awaitable[T]], timeout: float) -> T:
-    """``await attempt(seconds_left)`` until it does not raise a throttled :class:`KubeError`
-    (:attr:`KubeError.throttled`: 429, or a 5xx with ``Retry-After``), waiting the ``Retry-After`` seconds it gives
-    before each retry, at most :data:`MAX_RETRIES` retries, and all of it within ``timeout`` seconds from now (the
-    call's one deadline, as client-go's request context covers every retry of a request).
+    """``await attempt(seconds_left)`` until it does not raise a :attr:`KubeError.throttled` error, waiting the
+    ``Retry-After`` seconds it gives before each retry, at most :data:`MAX_RETRIES` retries, and all of it within
+    ``timeout`` seconds from now (one deadline, as client-go's request context covers every retry of a request).
 
     A retry is made only when its wait leaves at least :data:`RETRY_FLOOR` seconds before the deadline; otherwise
     the throttled error is raised at once, so the caller answers in time (admission: through its failure mode).
