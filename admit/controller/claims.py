@@ -99,8 +99,7 @@ def watched_kinds(config: Config, resolvers: Iterable[tuple[str, str]] | None = 
         if coords is None:
             notes.append(f"{kind}.{group or 'core'} has a resolver but no known API coordinates; not watched")
             continue
-        for version, plural in coords:
-            out.append(WatchedKind(Resource(group, version, plural, kind), selector))
+        out.extend(WatchedKind(Resource(group, version, plural, kind), selector) for version, plural in coords)
     for key in keys:  # kinds watched as their Pods, with the kind's own label requirement (bare Pods: Spark drivers)
         watch = kinds.KINDS[key].pod_watch_selector if key in kinds.KINDS else None
         if watch is not None:
